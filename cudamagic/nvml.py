@@ -1,0 +1,523 @@
+"""The only module that talks to NVML (``import pynvml``, from the ``nvidia-ml-py`` distribution).
+
+NVML is initialised lazily, once, on first use (never at import). Every query
+returns a value or an :class:`~cudamagic.values.NA` carrying the reason, so no
+NVML fault ever reaches the caller as an exception:
+
+* :func:`init` -> ``None`` on success, or NA with the reason (no driver, a
+  driver/library mismatch after an upgrade without reboot, permissions...).
+* :class:`Device` reads one GPU by *0-based NVML index* (the order of
+  ``nvidia-smi``, which is PCI bus order). Field names are ``nvidia-smi
+  --query-gpu`` names; values are in raw NVML units (bytes, mW, MHz, degrees C, %).
+  An answer of "not supported" / "no permission" / "function not found" is
+  remembered per (GPU, query group), so NVML is asked once, not on every tick.
+  A GPU that reports "GPU is lost" is marked lost and reads NA from then on.
+
+Tests replace ``pynvml`` in ``sys.modules`` by the fake in ``tests/fake_nvml.py``
+and call :func:`reset`; that is the single seam.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+import threading
+
+from .values import NA, is_na
+
+_lock = threading.RLock()
+_state = {"module": None, "initialized": False, "error": None}
+
+# NVML error codes (mirrors pynvml's NVML_ERROR_*; kept here so translation works without importing it).
+_UNINITIALIZED = 1
+_NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
+_NOT_FOUND = 6
+_DRIVER_NOT_LOADED = 9
+_TIMEOUT = 10
+_LIBRARY_NOT_FOUND = 12
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_RESET_REQUIRED = 16
+_LIB_RM_VERSION_MISMATCH = 18
+_GPU_NOT_FOUND = 28
+
+# Answers that will not change while the process lives: remembered per (GPU, group).
+_STICKY_CODES = {_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
+
+
+def decode(value) -> str:
+    """Return ``value`` as ``str`` whether the binding gave ``bytes`` or ``str`` (F05)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace").rstrip("\x00")
+    return str(value)
+
+
+def _module():
+    """Import ``pynvml`` (or the test fake already in ``sys.modules``); NA if not installed."""
+    if _state["module"] is None:
+        try:
+            import pynvml  # noqa: F401  (nvidia-ml-py)
+        except Exception as exc:  # ImportError, or a broken binding
+            return NA(
+                f"the NVML Python binding is not importable ({exc}); install it with "
+                "`pip install nvidia-ml-py`",
+                "no_binding",
+            )
+        _state["module"] = sys.modules["pynvml"]
+    return _state["module"]
+
+
+def kernel_module_version():
+    """NVIDIA kernel module version from ``/proc/driver/nvidia/version``, or NA."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return NA("/proc/driver/nvidia/version not readable (no NVIDIA kernel module loaded)", "no_driver")
+    m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
+    return m.group(1) if m else NA("version not found in /proc/driver/nvidia/version", "error")
+
+
+def library_version():
+    """Version of the user-space ``libnvidia-ml.so.<version>`` found on disk, or NA."""
+    patterns = ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*", "/usr/lib64/libnvidia-ml.so.*.*",
+                "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.*.*", "/usr/lib/libnvidia-ml.so.*.*"]
+    for pattern in patterns:
+        for path in sorted(glob.glob(pattern)):
+            m = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
+            if m:
+                return m.group(1)
+    return NA("libnvidia-ml.so.<version> not found on disk", "no_driver")
+
+
+def translate(exc) -> NA:
+    """Turn an exception from an NVML call into an NA with a plain-words reason."""
+    code = getattr(exc, "value", None)
+    if code == _NOT_SUPPORTED:
+        return NA("not supported on this GPU", "not_supported")
+    if code == _NO_PERMISSION:
+        return NA("permission denied by the driver (try as root or ask the administrator)", "no_permission")
+    if code == _FUNCTION_NOT_FOUND:
+        return NA("this driver's NVML lacks the function (driver too old for this query)", "not_supported")
+    if code in (_GPU_IS_LOST, _GPU_NOT_FOUND):
+        return NA("GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost")
+    if code == _RESET_REQUIRED:
+        return NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost")
+    if code == _LIBRARY_NOT_FOUND:
+        return NA(
+            "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
+            "(or its library is not on the loader path)",
+            "no_driver",
+        )
+    if code == _DRIVER_NOT_LOADED:
+        return NA(
+            "the NVIDIA driver is installed but its kernel module is not loaded "
+            "(`sudo modprobe nvidia`, or reboot after installing the driver)",
+            "no_driver",
+        )
+    if code == _LIB_RM_VERSION_MISMATCH:
+        kmod, lib = kernel_module_version(), library_version()
+        seen = []
+        if not is_na(kmod):
+            seen.append(f"kernel module {kmod}")
+        if not is_na(lib):
+            seen.append(f"user-space library {lib}")
+        both = f" ({', '.join(seen)})" if seen else ""
+        return NA(
+            "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
+            f"differ{both}, usually after a driver update without a reboot; reboot, or unload and reload the "
+            "nvidia kernel modules",
+            "version_mismatch",
+        )
+    if code == _TIMEOUT:
+        return NA("NVML timed out", "error")
+    if code == _UNINITIALIZED:
+        return NA("NVML is not initialised", "not_initialized")
+    name = type(exc).__name__
+    return NA(f"NVML error: {name}: {exc}", "error")
+
+
+def init():
+    """Initialise NVML once. Returns ``None`` when NVML works, else the NA that says why not.
+
+    The outcome is cached: a failed init is not retried until :func:`reset`.
+    """
+    with _lock:
+        if _state["initialized"]:
+            return None
+        if _state["error"] is not None:
+            return _state["error"]
+        mod = _module()
+        if is_na(mod):
+            _state["error"] = mod
+            return mod
+        try:
+            mod.nvmlInit()
+        except Exception as exc:
+            _state["error"] = translate(exc)
+            return _state["error"]
+        _state["initialized"] = True
+        return None
+
+
+def reset():
+    """Shut NVML down and forget every cached answer (used by tests and ``%unload_ext``)."""
+    with _lock:
+        mod = _state["module"]
+        if _state["initialized"] and mod is not None:
+            try:
+                mod.nvmlShutdown()
+            except Exception:
+                pass
+        _state.update(module=None, initialized=False, error=None)
+        _devices.clear()
+
+
+def call(func_name: str, *args):
+    """Call ``pynvml.<func_name>(*args)``; return its value or an NA (never raises)."""
+    err = init()
+    if err is not None:
+        return err
+    mod = _state["module"]
+    func = getattr(mod, func_name, None)
+    if func is None:
+        return NA(f"this nvidia-ml-py has no {func_name}", "not_supported")
+    try:
+        return func(*args)
+    except Exception as exc:
+        return translate(exc)
+
+
+def constant(name: str, default=None):
+    """A ``pynvml`` constant (``NVML_CLOCK_SM`` ...) or ``default``."""
+    mod = _module()
+    return default if is_na(mod) else getattr(mod, name, default)
+
+
+# ---- system-level facts -----------------------------------------------------------
+
+def decode_cuda_driver_version(value):
+    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` -> ``'12.8'``.
+
+    The encoding is ``1000 * major + 10 * minor``. Returns NA for non-integers or non-positive values.
+    """
+    if is_na(value):
+        return value
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        return NA(f"unreadable CUDA driver version {value!r}", "error")
+    if value <= 0:
+        return NA(f"unreadable CUDA driver version {value!r}", "error")
+    return f"{value // 1000}.{(value % 1000) // 10}"
+
+
+def system_info() -> dict:
+    """Driver-level facts from NVML.
+
+    Returns:
+        dict with ``driver_version`` (str, e.g. ``'550.54.15'``; ``nvmlSystemGetDriverVersion``),
+        ``cuda_driver_version`` (str such as ``'12.4'``: the newest CUDA this driver supports;
+        ``nvmlSystemGetCudaDriverVersion``), ``cuda_driver_version_raw`` (int), ``nvml_version``
+        (str; ``nvmlSystemGetNVMLVersion``), ``device_count`` (int; ``nvmlDeviceGetCount``) and
+        ``status``: ``'ok'`` or the NA explaining why NVML is unavailable. Every value may be NA.
+    """
+    err = init()
+    if err is not None:
+        return {"status": err, "driver_version": err, "cuda_driver_version": err,
+                "cuda_driver_version_raw": err, "nvml_version": err, "device_count": err}
+    raw = call("nvmlSystemGetCudaDriverVersion")
+    drv = call("nvmlSystemGetDriverVersion")
+    ver = call("nvmlSystemGetNVMLVersion")
+    return {
+        "status": "ok",
+        "driver_version": drv if is_na(drv) else decode(drv),
+        "cuda_driver_version": decode_cuda_driver_version(raw),
+        "cuda_driver_version_raw": raw,
+        "nvml_version": ver if is_na(ver) else decode(ver),
+        "device_count": call("nvmlDeviceGetCount"),
+    }
+
+
+# ---- per-device reads -------------------------------------------------------------
+
+def _q_memory(mod, h):
+    m = mod.nvmlDeviceGetMemoryInfo(h)
+    return {"memory.total": int(m.total), "memory.used": int(m.used), "memory.free": int(m.free)}
+
+
+def _q_util(mod, h):
+    u = mod.nvmlDeviceGetUtilizationRates(h)
+    return {"utilization.gpu": int(u.gpu), "utilization.memory": int(u.memory)}
+
+
+def _q_temp(mod, h):
+    return {"temperature.gpu": int(mod.nvmlDeviceGetTemperature(h, getattr(mod, "NVML_TEMPERATURE_GPU", 0)))}
+
+
+def _q_power_draw(mod, h):
+    return {"power.draw": int(mod.nvmlDeviceGetPowerUsage(h))}
+
+
+def _q_power_limit(mod, h):
+    return {"power.limit": int(mod.nvmlDeviceGetEnforcedPowerLimit(h))}
+
+
+def _q_fan(mod, h):
+    return {"fan.speed": int(mod.nvmlDeviceGetFanSpeed(h))}
+
+
+def _q_clock_sm(mod, h):
+    return {"clocks.sm": int(mod.nvmlDeviceGetClockInfo(h, getattr(mod, "NVML_CLOCK_SM", 1)))}
+
+
+def _q_clock_mem(mod, h):
+    return {"clocks.mem": int(mod.nvmlDeviceGetClockInfo(h, getattr(mod, "NVML_CLOCK_MEM", 2)))}
+
+
+def _q_pstate(mod, h):
+    return {"pstate": int(mod.nvmlDeviceGetPerformanceState(h))}
+
+
+def _q_throttle(mod, h):
+    fn = getattr(mod, "nvmlDeviceGetCurrentClocksEventReasons", None) or mod.nvmlDeviceGetCurrentClocksThrottleReasons
+    return {"clocks_event_reasons.active": int(fn(h))}
+
+
+def _q_name(mod, h):
+    return {"name": decode(mod.nvmlDeviceGetName(h))}
+
+
+def _q_uuid(mod, h):
+    return {"uuid": decode(mod.nvmlDeviceGetUUID(h))}
+
+
+def _q_pci(mod, h):
+    pci = mod.nvmlDeviceGetPciInfo(h)
+    bus = getattr(pci, "busId", None) or getattr(pci, "busIdLegacy", "")
+    return {"pci.bus_id": decode(bus)}
+
+
+def _q_cc(mod, h):
+    major, minor = mod.nvmlDeviceGetCudaComputeCapability(h)
+    return {"compute_cap": f"{int(major)}.{int(minor)}"}
+
+
+def _q_persistence(mod, h):
+    return {"persistence_mode": "Enabled" if int(mod.nvmlDeviceGetPersistenceMode(h)) else "Disabled"}
+
+
+def _q_mig(mod, h):
+    current, pending = mod.nvmlDeviceGetMigMode(h)
+    return {"mig.mode.current": "Enabled" if int(current) else "Disabled",
+            "mig.mode.pending": "Enabled" if int(pending) else "Disabled"}
+
+
+_GROUPS = {
+    "name": _q_name, "uuid": _q_uuid, "pci": _q_pci, "compute_cap": _q_cc, "memory": _q_memory,
+    "utilization": _q_util, "temperature": _q_temp, "power_draw": _q_power_draw,
+    "power_limit": _q_power_limit, "fan": _q_fan, "clock_sm": _q_clock_sm, "clock_mem": _q_clock_mem,
+    "pstate": _q_pstate, "throttle": _q_throttle, "persistence": _q_persistence, "mig": _q_mig,
+}
+FIELD_GROUP = {}
+for _g, _fields in {
+    "name": ["name"], "uuid": ["uuid"], "pci": ["pci.bus_id"], "compute_cap": ["compute_cap"],
+    "memory": ["memory.total", "memory.used", "memory.free"],
+    "utilization": ["utilization.gpu", "utilization.memory"], "temperature": ["temperature.gpu"],
+    "power_draw": ["power.draw"], "power_limit": ["power.limit"], "fan": ["fan.speed"],
+    "clock_sm": ["clocks.sm"], "clock_mem": ["clocks.mem"], "pstate": ["pstate"],
+    "throttle": ["clocks_event_reasons.active"], "persistence": ["persistence_mode"],
+    "mig": ["mig.mode.current", "mig.mode.pending"],
+}.items():
+    for _f in _fields:
+        FIELD_GROUP[_f] = _g
+
+#: Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only when rendering.
+FIELD_UNITS = {
+    "memory.total": "bytes", "memory.used": "bytes", "memory.free": "bytes",
+    "utilization.gpu": "%", "utilization.memory": "%", "temperature.gpu": "degrees C",
+    "power.draw": "mW", "power.limit": "mW", "fan.speed": "%", "clocks.sm": "MHz", "clocks.mem": "MHz",
+    "pstate": "P-state number (0 = max performance)", "clocks_event_reasons.active": "bitmask",
+}
+
+#: Clock event (throttle) reason bits -> words (nvmlClocksEventReason*).
+THROTTLE_REASONS = [
+    (0x1, "idle"), (0x2, "application clocks setting"), (0x4, "power cap"), (0x8, "hardware slowdown"),
+    (0x10, "sync boost"), (0x20, "thermal (software)"), (0x40, "thermal (hardware)"),
+    (0x80, "power brake (hardware)"), (0x100, "display clock setting"),
+]
+
+
+def decode_throttle_reasons(mask):
+    """Bitmask from ``nvmlDeviceGetCurrentClocksEventReasons`` -> list of words (``[]`` = none)."""
+    if is_na(mask):
+        return mask
+    return [words for bit, words in THROTTLE_REASONS if int(mask) & bit]
+
+
+class Device:
+    """One GPU, by 0-based NVML index (``nvidia-smi`` order).
+
+    ``get(field)`` returns the value in raw NVML units or an NA. Sticky failures
+    (not supported, no permission, missing function) are remembered per query
+    group, and a lost GPU stops being queried. ``calls`` counts NVML group queries.
+    """
+
+    def __init__(self, index: int):
+        self.index = index
+        self._handle = None
+        self._sticky = {}  # group -> NA
+        self.lost = None   # NA once the GPU is lost
+        self.calls = 0
+
+    def handle(self):
+        """The NVML handle, or NA."""
+        if self.lost is not None:
+            return self.lost
+        if self._handle is None:
+            h = call("nvmlDeviceGetHandleByIndex", self.index)
+            if is_na(h):
+                if h.code == "gpu_lost":
+                    self.lost = h
+                return h
+            self._handle = h
+        return self._handle
+
+    def query(self, group: str) -> dict:
+        """Run one query group; returns ``{field: value-or-NA}``."""
+        fields = [f for f, g in FIELD_GROUP.items() if g == group]
+        if group in self._sticky:
+            return dict.fromkeys(fields, self._sticky[group])
+        h = self.handle()
+        if is_na(h):
+            return dict.fromkeys(fields, h)
+        mod = _state["module"]
+        self.calls += 1
+        try:
+            return _GROUPS[group](mod, h)
+        except Exception as exc:
+            na = translate(exc)
+            if getattr(exc, "value", None) in _STICKY_CODES:
+                self._sticky[group] = na
+            elif na.code == "gpu_lost":
+                self.lost = na
+            return dict.fromkeys(fields, na)
+
+    def get(self, field: str):
+        """One field by its nvidia-smi name (see :data:`FIELD_UNITS`)."""
+        return self.query(FIELD_GROUP[field])[field]
+
+    def read(self, fields) -> dict:
+        """Several fields, each query group asked once."""
+        out = {}
+        for group in dict.fromkeys(FIELD_GROUP[f] for f in fields):
+            out.update(self.query(group))
+        return {f: out[f] for f in fields}
+
+    def processes(self):
+        """Processes using this GPU: list of ``{"pid": int, "used_memory": bytes-or-NA, "type": "C"|"G"}``.
+
+        Compute (``nvmlDeviceGetComputeRunningProcesses``) and graphics processes,
+        merged by pid. Returns NA when NVML cannot list them.
+        """
+        key = "processes"
+        if key in self._sticky:
+            return self._sticky[key]
+        h = self.handle()
+        if is_na(h):
+            return h
+        mod = _state["module"]
+        rows = {}
+        errors = []
+        for kind, fname in (("C", "nvmlDeviceGetComputeRunningProcesses"),
+                            ("G", "nvmlDeviceGetGraphicsRunningProcesses")):
+            fn = getattr(mod, fname, None)
+            if fn is None:
+                continue
+            try:
+                procs = fn(h)
+            except Exception as exc:
+                errors.append(exc)
+                continue
+            for p in procs:
+                used = getattr(p, "usedGpuMemory", None)
+                used = NA("not reported by the driver (e.g. Windows WDDM)", "not_supported") if used is None else int(used)
+                pid = int(p.pid)
+                if pid in rows and not is_na(rows[pid]["used_memory"]) and not is_na(used):
+                    rows[pid]["used_memory"] = max(rows[pid]["used_memory"], used)
+                    rows[pid]["type"] = "C+G"
+                else:
+                    rows[pid] = {"pid": pid, "used_memory": used, "type": kind}
+        if not rows and errors:
+            na = translate(errors[0])
+            if getattr(errors[0], "value", None) in _STICKY_CODES:
+                self._sticky[key] = na
+            elif na.code == "gpu_lost":
+                self.lost = na
+            return na
+        return sorted(rows.values(), key=lambda r: r["pid"])
+
+    def mig_devices(self):
+        """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}`` (bytes), or NA."""
+        h = self.handle()
+        if is_na(h):
+            return h
+        count = call("nvmlDeviceGetMaxMigDeviceCount", h)
+        if is_na(count):
+            return count
+        out = []
+        for i in range(int(count)):
+            mh = call("nvmlDeviceGetMigDeviceHandleByIndex", h, i)
+            if is_na(mh):
+                continue  # unpopulated slot
+            uuid = call("nvmlDeviceGetUUID", mh)
+            mem = call("nvmlDeviceGetMemoryInfo", mh)
+            out.append({
+                "index": i,
+                "uuid": uuid if is_na(uuid) else decode(uuid),
+                "memory.total": mem if is_na(mem) else int(mem.total),
+                "memory.used": mem if is_na(mem) else int(mem.used),
+            })
+        return out
+
+
+_devices = {}
+
+
+def device(index: int) -> Device:
+    """The shared :class:`Device` for a 0-based NVML index (its memo lives as long as NVML's init)."""
+    with _lock:
+        dev = _devices.get(index)
+        if dev is None:
+            dev = _devices[index] = Device(index)
+        return dev
+
+
+def device_count():
+    """Number of GPUs NVML sees (``nvmlDeviceGetCount``), or NA with the reason."""
+    n = call("nvmlDeviceGetCount")
+    return n if is_na(n) else int(n)
+
+
+def process_gpu_memory(pid: int | None = None) -> dict:
+    """GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index: bytes-or-NA}``.
+
+    Includes the CUDA context and non-PyTorch allocations. Returns ``{}`` when
+    NVML is unavailable or the process uses no GPU.
+    """
+    pid = os.getpid() if pid is None else pid
+    n = device_count()
+    if is_na(n):
+        return {}
+    out = {}
+    for i in range(n):
+        procs = device(i).processes()
+        if is_na(procs):
+            continue
+        for p in procs:
+            if p["pid"] == pid:
+                out[i] = p["used_memory"]
+    return out

@@ -1,0 +1,46 @@
+"""Shared fixtures: a real IPython InteractiveShell with cudamagic loaded, and the fake NVML seam."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+
+@pytest.fixture
+def ip():
+    """A real ``InteractiveShell`` with ``%load_ext cudamagic``; unloaded afterwards."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "cudamagic")
+    try:
+        yield shell
+    finally:
+        shell.run_line_magic("unload_ext", "cudamagic")
+        shell.reset(new_session=False)
+
+
+@pytest.fixture
+def fake_nvml(monkeypatch):
+    """Install a fake ``pynvml`` playing a scenario. Usage: ``fake_nvml("two_gpus_f03")``.
+
+    Returns the :class:`tests.fake_nvml.FakeNVML` instance so tests can change the
+    scenario mid-run (lose a GPU, count calls).
+    """
+    from tests import fake_nvml as fm
+
+    def install(scenario, **kw):
+        fake = fm.FakeNVML(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, **kw)
+        fm.install(fake, monkeypatch)
+        return fake
+
+    yield install
+    from cudamagic import nvml
+
+    nvml.reset()

@@ -1,0 +1,265 @@
+"""A fake ``pynvml`` that plays whole scenarios: the single NVML seam of the test suite.
+
+The fake copies the real binding's constants and ``NVMLError_*`` classes (so
+``cudamagic.nvml`` translates errors exactly as in production) and replaces the
+functions with ones driven by a scenario dict:
+
+    {
+      "init_error": None | NVML error code,         # e.g. NVML_ERROR_LIBRARY_NOT_FOUND (F01)
+      "driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
+      "bytes": False,                               # return names/uuids/versions as bytes (F05)
+      "gpus": [ {gpu spec}, ... ],
+    }
+
+A gpu spec has ``name, uuid, pci_bus_id, cc, memory_total, memory_used, util_gpu, util_mem, temperature,
+power_draw_mw, power_limit_mw, fan, clock_sm, clock_mem, pstate, throttle, persistence, mig_mode,
+mig_devices, processes`` ([(pid, bytes)]), ``unsupported`` (set of pynvml function names that raise
+NotSupported) and ``lost`` (bool: every call raises GPU_IS_LOST). Any numeric value may be a callable
+``f(tick)`` where ``tick`` counts ``nvmlDeviceGetUtilizationRates`` calls on that GPU, so values move.
+
+``FakeNVML.calls`` counts calls per function name and GPU index.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import sys
+import types
+
+import pynvml as _real
+
+GIB = 1024 ** 3
+
+
+def _gpu(i, **over):
+    spec = {
+        "name": "NVIDIA H100 80GB HBM3", "uuid": f"GPU-0000000{i}-aaaa-bbbb-cccc-00000000000{i}",
+        "pci_bus_id": f"00000000:{0x17 + i:02X}:00.0", "cc": (9, 0), "memory_total": 80 * GIB,
+        "memory_used": 1 * GIB, "util_gpu": 0, "util_mem": 0, "temperature": 35, "power_draw_mw": 70000,
+        "power_limit_mw": 700000, "fan": 30, "clock_sm": 1980, "clock_mem": 2619, "pstate": 0, "throttle": 0,
+        "persistence": 1, "mig_mode": (0, 0), "mig_devices": [], "processes": [], "unsupported": set(),
+        "lost": False,
+    }
+    spec.update(over)
+    return spec
+
+
+SCENARIOS = {
+    # F01: no driver at all.
+    "no_driver": {"init_error": _real.NVML_ERROR_LIBRARY_NOT_FOUND, "gpus": []},
+    # F02: kernel module and user-space library differ after an upgrade without reboot.
+    "version_mismatch": {"init_error": _real.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "gpus": []},
+    "driver_not_loaded": {"init_error": _real.NVML_ERROR_DRIVER_NOT_LOADED, "gpus": []},
+    "one_gpu": {"driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
+                "gpus": [_gpu(0, util_gpu=lambda t: (t * 7) % 100, memory_used=lambda t: GIB + t * 1024 ** 2)]},
+    # F03: GPU 1 does not support fan, power draw and enforced power limit.
+    "two_gpus_f03": {"driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
+                     "gpus": [_gpu(0, util_gpu=lambda t: (t * 13) % 100),
+                              _gpu(1, name="Tesla T4", cc=(7, 5), memory_total=16 * GIB,
+                                   util_gpu=lambda t: (t * 5) % 100,
+                                   unsupported={"nvmlDeviceGetFanSpeed", "nvmlDeviceGetPowerUsage",
+                                                "nvmlDeviceGetEnforcedPowerLimit"})]},
+    # F04: a process in another PID namespace holds 1 GB.
+    "container_f04": {"driver_version": "535.104.05", "cuda_driver_version": 12020, "nvml_version": "12.535.104.05",
+                      "gpus": [_gpu(0, name="NVIDIA A100-SXM4-40GB", cc=(8, 0), memory_total=40 * GIB,
+                                    processes=[(28290, 1024 ** 3)])]},
+    # F05: the binding returns bytes.
+    "bytes_names": {"bytes": True, "driver_version": "470.86", "cuda_driver_version": 11040,
+                    "nvml_version": "11.470.86", "gpus": [_gpu(0, name="Tesla T4", cc=(7, 5), memory_total=16 * GIB)]},
+    # F06: MIG mode on; utilization not supported; two instances.
+    "mig": {"driver_version": "535.104.05", "cuda_driver_version": 12020, "nvml_version": "12.535.104.05",
+            "gpus": [_gpu(0, name="NVIDIA A100-SXM4-80GB", cc=(8, 0), mig_mode=(1, 1),
+                          unsupported={"nvmlDeviceGetUtilizationRates"},
+                          mig_devices=[{"uuid": "MIG-11111111-2222-3333-4444-555555555555", "memory_total": 10 * GIB,
+                                        "memory_used": 2 * GIB},
+                                       {"uuid": "MIG-66666666-7777-8888-9999-000000000000", "memory_total": 20 * GIB,
+                                        "memory_used": 0}])]},
+    # F16: driver 450.66 supports CUDA 11.0.
+    "driver_450": {"driver_version": "450.66", "cuda_driver_version": 11000, "nvml_version": "11.450.66",
+                   "gpus": [_gpu(0, name="Tesla V100-SXM2-16GB", cc=(7, 0), memory_total=16 * GIB)]},
+    # F17/F19: driver 470.86 supports CUDA 11.4.
+    "driver_470": {"driver_version": "470.86", "cuda_driver_version": 11040, "nvml_version": "11.470.86",
+                   "gpus": [_gpu(0, name="NVIDIA GeForce RTX 3090", cc=(8, 6), memory_total=24 * GIB)]},
+}
+
+
+def scenario_with_gpus(n: int) -> dict:
+    """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost for 1 and 8 GPUs)."""
+    return {"driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
+            "gpus": [_gpu(i, util_gpu=lambda t: (t * 3) % 100) for i in range(n)]}
+
+
+class _Handle:
+    __slots__ = ("index", "mig")
+
+    def __init__(self, index, mig=None):
+        self.index, self.mig = index, mig
+
+
+class _Obj:
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class FakeNVML:
+    """A fake NVML playing ``scenario``; ``module`` is the object to put in ``sys.modules['pynvml']``."""
+
+    def __init__(self, scenario: dict):
+        self.scenario = copy.deepcopy({k: v for k, v in scenario.items() if k != "gpus"})
+        self.gpus = [dict(g, unsupported=set(g.get("unsupported", ()))) for g in scenario.get("gpus", [])]
+        self.calls = collections.Counter()
+        self.ticks = collections.Counter()
+        self.initialized = False
+        self.module = self._build_module()
+
+    # -- scenario control ------------------------------------------------------------
+    def lose_gpu(self, index: int):
+        """From now on every call on GPU ``index`` raises ``NVMLError_GpuIsLost``."""
+        self.gpus[index]["lost"] = True
+
+    # -- helpers -----------------------------------------------------------------------
+    def _s(self, text):
+        return text.encode() if self.scenario.get("bytes") else text
+
+    def _val(self, gpu_index, key):
+        v = self.gpus[gpu_index][key]
+        return v(self.ticks[gpu_index]) if callable(v) else v
+
+    def _enter(self, fname, handle=None):
+        self.calls[(fname, None if handle is None else handle.index)] += 1
+        if not self.initialized:
+            raise _real.NVMLError(_real.NVML_ERROR_UNINITIALIZED)
+        if handle is not None:
+            g = self.gpus[handle.index]
+            if g.get("lost"):
+                raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
+            if fname in g["unsupported"]:
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+
+    def _build_module(self):
+        m = types.ModuleType("pynvml")
+        m.__file__ = __file__
+        for name in dir(_real):
+            if name.startswith(("NVML_", "NVMLError", "nvmlClocks")):
+                setattr(m, name, getattr(_real, name))
+        f = self
+
+        def nvmlInit():
+            f.calls[("nvmlInit", None)] += 1
+            if f.scenario.get("init_error"):
+                raise _real.NVMLError(f.scenario["init_error"])
+            f.initialized = True
+
+        def nvmlShutdown():
+            f.initialized = False
+
+        def nvmlSystemGetDriverVersion():
+            f._enter("nvmlSystemGetDriverVersion")
+            return f._s(f.scenario["driver_version"])
+
+        def nvmlSystemGetCudaDriverVersion():
+            f._enter("nvmlSystemGetCudaDriverVersion")
+            return f.scenario["cuda_driver_version"]
+
+        def nvmlSystemGetNVMLVersion():
+            f._enter("nvmlSystemGetNVMLVersion")
+            return f._s(f.scenario["nvml_version"])
+
+        def nvmlDeviceGetCount():
+            f._enter("nvmlDeviceGetCount")
+            return len(f.gpus)
+
+        def nvmlDeviceGetHandleByIndex(i):
+            f._enter("nvmlDeviceGetHandleByIndex")
+            if not 0 <= i < len(f.gpus):
+                raise _real.NVMLError(_real.NVML_ERROR_INVALID_ARGUMENT)
+            if f.gpus[i].get("lost"):
+                raise _real.NVMLError(_real.NVML_ERROR_GPU_IS_LOST)
+            return _Handle(i)
+
+        def simple(fname, fn):
+            def wrapper(h, *a):
+                f._enter(fname, h)
+                return fn(h, *a)
+            wrapper.__name__ = fname
+            setattr(m, fname, wrapper)
+
+        def name(h):
+            return f._s(f.gpus[h.index]["name"])
+
+        def uuid(h):
+            if h.mig is not None:
+                return f._s(f.gpus[h.index]["mig_devices"][h.mig]["uuid"])
+            return f._s(f.gpus[h.index]["uuid"])
+
+        def pci(h):
+            bus = f.gpus[h.index]["pci_bus_id"]
+            return _Obj(busId=f._s(bus), busIdLegacy=f._s(bus[4:]))
+
+        def mem(h, version=None):
+            if h.mig is not None:
+                md = f.gpus[h.index]["mig_devices"][h.mig]
+                return _Obj(total=md["memory_total"], used=md["memory_used"],
+                            free=md["memory_total"] - md["memory_used"])
+            total, used = f._val(h.index, "memory_total"), f._val(h.index, "memory_used")
+            return _Obj(total=total, used=used, free=total - used)
+
+        def util(h):
+            f.ticks[h.index] += 1
+            return _Obj(gpu=f._val(h.index, "util_gpu"), memory=f._val(h.index, "util_mem"))
+
+        def procs(h):
+            return [_Obj(pid=pid, usedGpuMemory=b) for pid, b in f.gpus[h.index]["processes"]]
+
+        def mig_handle(h, i):
+            devs = f.gpus[h.index]["mig_devices"]
+            if i >= len(devs):
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
+            return _Handle(h.index, mig=i)
+
+        simple("nvmlDeviceGetName", name)
+        simple("nvmlDeviceGetUUID", uuid)
+        simple("nvmlDeviceGetPciInfo", pci)
+        simple("nvmlDeviceGetCudaComputeCapability", lambda h: f.gpus[h.index]["cc"])
+        simple("nvmlDeviceGetMemoryInfo", mem)
+        simple("nvmlDeviceGetUtilizationRates", util)
+        simple("nvmlDeviceGetTemperature", lambda h, s: f._val(h.index, "temperature"))
+        simple("nvmlDeviceGetPowerUsage", lambda h: f._val(h.index, "power_draw_mw"))
+        simple("nvmlDeviceGetEnforcedPowerLimit", lambda h: f._val(h.index, "power_limit_mw"))
+        simple("nvmlDeviceGetFanSpeed", lambda h: f._val(h.index, "fan"))
+        simple("nvmlDeviceGetClockInfo", lambda h, t: f._val(h.index, "clock_sm" if t == 1 else "clock_mem"))
+        simple("nvmlDeviceGetPerformanceState", lambda h: f._val(h.index, "pstate"))
+        simple("nvmlDeviceGetCurrentClocksEventReasons", lambda h: f._val(h.index, "throttle"))
+        simple("nvmlDeviceGetCurrentClocksThrottleReasons", lambda h: f._val(h.index, "throttle"))
+        simple("nvmlDeviceGetPersistenceMode", lambda h: f.gpus[h.index]["persistence"])
+        simple("nvmlDeviceGetMigMode", lambda h: f.gpus[h.index]["mig_mode"])
+        simple("nvmlDeviceGetComputeRunningProcesses", procs)
+        simple("nvmlDeviceGetGraphicsRunningProcesses", lambda h: [])
+        simple("nvmlDeviceGetMaxMigDeviceCount",
+               lambda h: 7 if f.gpus[h.index]["mig_mode"][0] else 0)
+        simple("nvmlDeviceGetMigDeviceHandleByIndex", mig_handle)
+        for fn in (nvmlInit, nvmlShutdown, nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion,
+                   nvmlSystemGetNVMLVersion, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex):
+            setattr(m, fn.__name__, fn)
+        return m
+
+    def call_count(self, fname, index=None):
+        """How many times ``fname`` was called (on GPU ``index`` when given)."""
+        return self.calls[(fname, index)]
+
+
+def install(fake: FakeNVML, monkeypatch=None):
+    """Put ``fake.module`` in ``sys.modules['pynvml']`` and reset cudamagic's NVML state.
+
+    With ``monkeypatch`` the change is undone after the test; without it (inside a
+    kernel started by a test) it stays for the life of the process.
+    """
+    from cudamagic import nvml
+
+    if monkeypatch is not None:
+        monkeypatch.setitem(sys.modules, "pynvml", fake.module)
+    else:
+        sys.modules["pynvml"] = fake.module
+    nvml.reset()
+    return fake
