@@ -55,7 +55,8 @@ class CudaMagics(Magics):
     # ==== %cudainfo (issue 2) =======================================================
     @magic_arguments()
     @argument("--json", action="store_true", help="Print the report as JSON (nvidia-smi --query-gpu key names).")
-    @argument("-q", "--quiet", action="store_true", help="Return the report object without displaying it.")
+    @argument("-q", "--quiet", action="store_true",
+              help="Display nothing; the report is stored as `_cudainfo` in the user namespace.")
     @line_magic
     def cudainfo(self, line=""):
         """Report the whole PyTorch / CUDA / driver / GPU picture, with findings.
@@ -66,24 +67,281 @@ class CudaMagics(Magics):
 
             %cudainfo
             %cudainfo --json
-            info = %cudainfo -q
-            info.to_dict()["gpus"]
+            info = %cudainfo          # the report object; assignment shows nothing
+            info.to_dict()["gpus"]    # nvidia-smi --query-gpu key names, raw NVML units
+            %cudainfo -q              # collect silently; the report is in `_cudainfo`
+
+        Never creates a CUDA context, never raises on a machine without a GPU,
+        driver, nvcc or NVML: what cannot be read shows as N/A with the reason.
         """
         args = parse_argstring(self.cudainfo, line)
         from .envinfo import collect
+
         report = collect(nvcc_timeout_s=self.nvcc_timeout_s)
         if args.json:
             print(report.to_json())
             return None
         if args.quiet:
-            return report
+            self.shell.user_ns["_cudainfo"] = report
+            return None
         return report
 
     # ==== %gpuwatch (issue 3) =======================================================
 
     # ==== %%autograd_graph (issue 4) ================================================
+    graph_dot_timeout_s = Float(
+        20.0, help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before it is "
+        "killed and a collapsed view (or a summary) is shown instead."
+    ).tag(config=True)
+    graph_node_budget = Int(
+        2500, help="Most nodes (count) %%autograd_graph draws in full; bigger graphs are drawn as the "
+        "collapsed module view."
+    ).tag(config=True)
+    graph_format = Unicode(
+        "svg", help="Default picture format of %%autograd_graph: svg, png, pdf or dot (DOT source only)."
+    ).tag(config=True)
+
+    @magic_arguments()
+    @argument("-o", "--output", default=None, metavar="NAME[,NAME...]",
+              help="Draw these variables instead of the cell's last expression.")
+    @argument("--show-saved", action="store_true", help="Draw the tensors each op saves for backward.")
+    @argument("--show-attrs", action="store_true", help="Show non-tensor saved attributes (alpha, dim, sizes).")
+    @argument("--group", action="store_true", help="Draw each nn.Module call as a labelled cluster.")
+    @argument("--depth", type=int, default=None, metavar="D",
+              help="Collapse module calls deeper than D into single boxes (0: one box per top-level call).")
+    @argument("--no-fold", action="store_true",
+              help="With --depth, keep repeated identical blocks separate instead of one box 'x N'.")
+    @argument("--shared-params", action="store_true",
+              help="One node per parameter even when many ops use it (default: one node per use, faster).")
+    @argument("--format", default=None, choices=["svg", "png", "pdf", "dot"],
+              help="Picture format (default: CudaMagics.graph_format).")
+    @argument("--save", default=None, metavar="PATH",
+              help="Also write the picture to PATH (format from the extension: .svg .png .pdf .dot).")
+    @argument("--timeout", type=float, default=None, metavar="S",
+              help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).")
+    @argument("--max-nodes", type=int, default=None, metavar="N",
+              help="Node budget before collapsing (default: CudaMagics.graph_node_budget).")
+    @cell_magic
+    def autograd_graph(self, line, cell):
+        """Run the cell and draw the autograd graph (grad_fn DAG) of its result.
+
+        The cell runs like a normal cell (its variables stay; your own errors show
+        your source). The last expression, or the ``-o`` variables, may be a
+        tensor or a tuple/list/dict/namedtuple/dataclass of tensors. Parameters are
+        named by their module path, ops show the bytes they save for backward, and
+        big graphs collapse into module boxes. Returns a ``GraphResult`` with
+        ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
+
+        Examples
+        --------
+        ::
+
+            %%autograd_graph
+            loss = loss_fn(model(x), y)
+            loss
+
+            %%autograd_graph -o logits,loss --show-saved
+            logits = model(x); loss = logits.sum()
+
+            %%autograd_graph --group --depth 1 --save encoder.svg
+            encoder(src)
+
+            g = _          # the GraphResult: g.nodes, g.edges, g.dot, g.save("graph.pdf")
+            %config CudaMagics.graph_dot_timeout_s = 60
+        """
+        args = parse_argstring(self.autograd_graph, line)
+        fmt = args.format or self.graph_format
+        if fmt not in ("svg", "png", "pdf", "dot"):
+            raise UsageError(f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
+                             "`%config CudaMagics.graph_format = 'svg'`.")
+        if args.depth is not None and args.depth < 0:
+            raise UsageError("--depth must be 0 or more, for example `%%autograd_graph --depth 1`.")
+        names = [n.strip() for n in (args.output or "").split(",") if n.strip()]
+        try:
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
+        from . import graph, graphviz_render
+
+        try:
+            gr = graph.capture(self.shell, cell, line, names, show_saved=args.show_saved,
+                               show_attrs=args.show_attrs, shared_params=args.shared_params)
+        except graph.NothingToDraw as exc:
+            raise UsageError(str(exc)) from exc
+        return graphviz_render.draw(
+            gr, fmt=fmt, group=args.group, depth=args.depth, fold=not args.no_fold,
+            node_budget=args.max_nodes or self.graph_node_budget,
+            timeout_s=args.timeout or self.graph_dot_timeout_s, save_path=args.save)
 
     # ==== %%cudamem / %cudamem (issue 5) ============================================
+    cudamem_threshold_bytes = Int(
+        16 * 1024 * 1024,
+        help="`%cudamem on` prints a summary line only for cells that change GPU memory (allocated, "
+             "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many bytes.",
+    ).tag(config=True)
+    cudamem_top_tensors = Int(
+        10, help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table."
+    ).tag(config=True)
+
+    def _cudamem_state(self):
+        """The session's history and `on` monitor (created on first use; cleanup registered once)."""
+        state = getattr(self, "_cudamem", None)
+        if state is None:
+            from .cellmem import CellMemMonitor, MemHistory
+
+            history = MemHistory()
+            monitor = CellMemMonitor(self.shell, history, lambda: self.cudamem_threshold_bytes)
+            state = self._cudamem = {"history": history, "monitor": monitor}
+            self.add_cleanup(monitor.stop)
+        return state
+
+    @magic_arguments()
+    @argument("action", nargs="?", default=None,
+              help="Line mode only: `on`, `off`, `history` or `free`. Cell mode takes none.")
+    @argument("--reset-peak", action="store_true",
+              help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell peak "
+                   "(this resets your own max_memory_allocated).")
+    @argument("--top", type=int, default=None,
+              help="%%%%cudamem: rows in the tensors-left table (default CudaMagics.cudamem_top_tensors).")
+    @argument("--threshold", default=None,
+              help="on: summary threshold, e.g. 64MiB or a number of bytes (sets CudaMagics.cudamem_threshold_bytes).")
+    @argument("--json", action="store_true", help="history: print the records as JSON.")
+    @argument("--clear", action="store_true", help="history: forget the records.")
+    @argument("--out", nargs="*", type=int, default=None,
+              help="free: also release output-cache entries Out[N] (all holding tensors when no N given) "
+                   "and _, __, ___.")
+    @argument("--var", action="append", default=[], metavar="NAME",
+              help="free: also delete variable NAME from the namespace (repeatable).")
+    @line_cell_magic
+    def cudamem(self, line="", cell=None):
+        """Show what a cell did to GPU/CPU memory, measure every cell, or get memory back.
+
+        ``%%cudamem`` runs the cell like a normal cell (variables persist, errors propagate with
+        their source lines) and returns a report: wall time; per CUDA device allocated
+        before/after/delta, peak during the cell, reserved before/after, allocator retries and OOMs
+        (from ``torch.cuda.memory_stats``, read only when CUDA is initialised: measuring never creates
+        a CUDA context); this process's GPU memory as NVML sees it; CPU RSS before/after; and the
+        largest tensors left reachable from the namespace (``x``, ``model.fc.weight``, ``Out[7]``).
+        The value of a final expression is displayed, not stored in ``Out`` (the report is).
+
+        Peak: computed from the allocator's counters without resetting them, so your own
+        ``torch.cuda.max_memory_allocated()`` is left intact; when the cell stays below an earlier
+        peak the figure is an upper bound (marked). ``--reset-peak`` gives an exact peak by calling
+        ``torch.cuda.reset_peak_memory_stats()`` first, which resets your peak readings too.
+
+        ``%cudamem on`` measures every cell through IPython's ``pre_run_cell``/``post_run_cell``
+        events (no thread, no ``empty_cache()``) and prints one line for cells that changed memory by
+        more than ``CudaMagics.cudamem_threshold_bytes``. ``%cudamem off`` (and ``%unload_ext
+        cudamagic``) removes the callbacks. ``%cudamem history`` shows every measured cell.
+
+        ``%cudamem free`` (after an out-of-memory error) clears the saved traceback and its frames'
+        locals (``%debug`` can no longer inspect that error), runs ``gc.collect()`` and, when CUDA is
+        initialised, ``torch.cuda.empty_cache()``; it reports the bytes freed and lists what else holds
+        tensors (``Out[n]``, ``_``, large variables), which it releases only when you name them.
+
+        Examples
+        --------
+        ::
+
+            %%cudamem
+            model = Net().cuda()
+            loss = train_one_epoch(model)
+
+            %%cudamem --reset-peak --top 5
+            y = model(x)
+
+            r = _                      # the last report: r.gpu("cuda:0").peak_allocated_bytes, r.tensors
+            %cudamem on
+            %config CudaMagics.cudamem_threshold_bytes = 256 * 2**20
+            %cudamem on --threshold 1GiB
+            %cudamem history
+            %cudamem history --json
+            %cudamem off
+            %cudamem free
+            %cudamem free --out        # also drop Out[n] entries and _, __, ___ holding tensors
+            %cudamem free --out 7 --var activations
+        """
+        __tracebackhide__ = True
+        args = parse_argstring(self.cudamem, line)
+        from . import cellmem
+
+        state = self._cudamem_state()
+        action = args.action
+        used = {"--reset-peak": args.reset_peak, "--top": args.top is not None,
+                "--threshold": args.threshold is not None, "--json": args.json, "--clear": args.clear,
+                "--out": args.out is not None, "--var": bool(args.var)}
+        allowed = {None: {"--reset-peak", "--top"}, "on": {"--threshold"}, "off": set(),
+                   "history": {"--json", "--clear"}, "free": {"--out", "--var"}}
+
+        if cell is not None:
+            if action is not None:
+                raise UsageError(f"%%cudamem takes no action word (got {action!r}). Put `%cudamem {action}` on a "
+                                 "line of its own, or start the cell with just `%%cudamem`.")
+        elif action is None:
+            raise UsageError("%cudamem needs an action: `%cudamem on`, `%cudamem off`, `%cudamem history`, "
+                             "`%cudamem free`; or use `%%cudamem` as the first line of a cell to measure it.")
+        elif action not in allowed:
+            raise UsageError(f"unknown %cudamem action {action!r}: use `%cudamem on`, `%cudamem off`, "
+                             "`%cudamem history` or `%cudamem free`.")
+        bad = [flag for flag, on in used.items() if on and flag not in allowed[action]]
+        if bad:
+            where = "%%cudamem" if action is None else f"%cudamem {action}"
+            ok = ", ".join(sorted(allowed[action])) or "no flags"
+            raise UsageError(f"{bad[0]} does not apply to {where} (it takes {ok}); see `%cudamem?`.")
+
+        if cell is not None:
+            top = self.cudamem_top_tensors if args.top is None else args.top
+            if top < 0:
+                raise UsageError(f"--top must be 0 or more (got {top}); for example `%%cudamem --top 5`.")
+            state["monitor"].skip_current_cell()
+            run = cellmem.run_measured(self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top,
+                                       reset_peak=args.reset_peak)
+            state["history"].append(run.report)
+            from IPython.display import display
+
+            if run.exception is not None:
+                display(run.report)
+                raise run.exception
+            if run.has_value and run.value is not None:
+                from IPython.core.displayhook import DisplayHook
+
+                if not DisplayHook.semicolon_at_end_of_expression(cell):
+                    display(run.value)
+            return run.report
+
+        if action == "on":
+            if args.threshold is not None:
+                try:
+                    self.cudamem_threshold_bytes = cellmem.parse_bytes(args.threshold)
+                except ValueError as exc:
+                    raise UsageError(f"--threshold: {exc}; for example `%cudamem on --threshold 64MiB`.") from exc
+            state["monitor"].start()
+            from .render import format_bytes
+
+            print(f"[cudamem] on: one line after each cell that changes memory by more than "
+                  f"{format_bytes(self.cudamem_threshold_bytes)}; `%cudamem off` to stop, `%cudamem history` for all.")
+            return None
+        if action == "off":
+            was = state["monitor"].active
+            state["monitor"].stop()
+            print("[cudamem] off" if was else "[cudamem] was not on")
+            return None
+        if action == "history":
+            history = state["history"]
+            if args.json:
+                print(history.to_json())
+                return None
+            snap = history.snapshot()
+            if args.clear:
+                history.clear()
+            return snap
+        # free
+        try:
+            return cellmem.free_memory(self.shell, out=args.out, variables=args.var)
+        except cellmem.FreeUsageError as exc:
+            raise UsageError(f"%cudamem free: {exc}. Check the name with `%who` or the cache with `Out.keys()`, "
+                             "then run `%cudamem free` again.") from exc
+
 
     # ==== %cudaexplain and the error explainer (issue 6) ============================
 

@@ -227,8 +227,9 @@ def system_info() -> dict:
     """
     err = init()
     if err is not None:
-        return {"status": err, "driver_version": err, "cuda_driver_version": err,
-                "cuda_driver_version_raw": err, "nvml_version": err, "device_count": err}
+        see = NA("NVML not available (see NVML status)", err.code)
+        return {"status": err, "driver_version": see, "cuda_driver_version": see,
+                "cuda_driver_version_raw": see, "nvml_version": see, "device_count": see}
     raw = call("nvmlSystemGetCudaDriverVersion")
     drv = call("nvmlSystemGetDriverVersion")
     ver = call("nvmlSystemGetNVMLVersion")

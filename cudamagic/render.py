@@ -72,3 +72,239 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str =
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# ---------------------------------------------------------------------------------------
+# %cudainfo report
+# ---------------------------------------------------------------------------------------
+
+_SEV_ICON = {"error": "✖", "warning": "⚠", "info": "ℹ", "ok": "✔"}
+_SEV_COLOR = {"error": "#b00020", "warning": "#a15c00", "info": "#1d5fa6", "ok": "#1b7f3b"}
+
+# (section, label, getter(facts), meaning and source)
+def _g(*path):
+    def get(facts):
+        cur = facts
+        for p in path:
+            if isinstance(cur, dict):
+                cur = cur.get(p, NA("not collected", "error"))
+            else:
+                return cur
+        return cur
+    return get
+
+
+def _variant(facts):
+    t = facts["torch"]
+    if not t.get("installed"):
+        return t["error"]
+    v = t["variant"]
+    return f"{v['variant'] or '(none)'} ({v['kind']})"
+
+
+def _nvcc(facts):
+    tk = facts["toolkit"]
+    if is_na(tk["path"]):
+        return tk["path"]
+    if is_na(tk["release"]):
+        return tk["release"]
+    return f"{tk['release']} (V{tk['build']})"
+
+
+SUMMARY_ROWS = [
+    ("Python", "interpreter", _g("python", "executable"), "sys.executable: the kernel's Python (may differ from `python` in a shell)"),
+    ("Python", "version", _g("python", "version"), "sys.version"),
+    ("Python", "python on PATH", _g("python", "shell_python"), "shutil.which('python3'): what a terminal would run"),
+    ("PyTorch", "version", lambda f: f["torch"]["version"] if f["torch"].get("installed") else f["torch"]["error"], "torch.__version__"),
+    ("PyTorch", "variant", _variant, "local version tag: +cpu, +cuXYZ (CUDA X.Y), +rocm, none (default PyPI wheel)"),
+    ("PyTorch", "location", _g("torch", "file"), "torch.__file__: where torch was imported from"),
+    ("PyTorch", "CUDA it was built with", _g("torch", "cuda_build"), "torch.version.cuda: the CUDA runtime bundled with PyTorch"),
+    ("PyTorch", "HIP (ROCm)", _g("torch", "hip_build"), "torch.version.hip"),
+    ("PyTorch", "cuDNN", _g("torch", "cudnn"), "torch.backends.cudnn.version(), decoded"),
+    ("PyTorch", "NCCL", _g("torch", "nccl"), "torch.cuda.nccl.version()"),
+    ("PyTorch", "CUDA available", _g("torch", "cuda_available"), "torch.cuda.is_available()"),
+    ("PyTorch", "CUDA devices", _g("torch", "device_count"), "torch.cuda.device_count(): GPUs PyTorch can use (after CUDA_VISIBLE_DEVICES)"),
+    ("PyTorch", "architectures in the build", lambda f: " ".join(f["torch"].get("arch_list") or []) if isinstance(f["torch"].get("arch_list"), list) and f["torch"].get("arch_list") else NA("none (no CUDA kernels in this build)", "not_available"), "torch.cuda.get_arch_list(): GPU code the build contains"),
+    ("PyTorch", "CUDA initialised in this kernel", _g("torch", "cuda_initialized"), "torch.cuda.is_initialized(); %cudainfo never initialises it"),
+    ("Driver", "NVML status", _g("driver", "status"), "pynvml.nvmlInit()"),
+    ("Driver", "driver version", _g("driver", "driver_version"), "nvmlSystemGetDriverVersion (nvidia-smi header)"),
+    ("Driver", "newest CUDA the driver supports", _g("driver", "cuda_driver_version"), "nvmlSystemGetCudaDriverVersion, decoded ('CUDA Version' in the nvidia-smi header)"),
+    ("Driver", "NVML version", _g("driver", "nvml_version"), "nvmlSystemGetNVMLVersion"),
+    ("Driver", "GPUs seen by NVML", _g("driver", "device_count"), "nvmlDeviceGetCount: all GPUs, ignoring CUDA_VISIBLE_DEVICES"),
+    ("Toolkit", "nvcc", _nvcc, "`nvcc -V`: the CUDA toolkit used only to compile extensions"),
+    ("Toolkit", "nvcc path", _g("toolkit", "path"), "$CUDA_HOME/bin, $CUDA_PATH/bin, then PATH"),
+]
+
+GPU_COLUMNS = [
+    ("index", "nvidia-smi index", "0-based NVML index (nvidia-smi order)"),
+    ("cuda_ordinal", "cuda:N", "CUDA ordinal PyTorch uses (matched by UUID / PCI bus id)"),
+    ("name", "name", "nvmlDeviceGetName"),
+    ("uuid", "UUID", "nvmlDeviceGetUUID"),
+    ("pci.bus_id", "PCI bus id", "nvmlDeviceGetPciInfo"),
+    ("compute_cap", "compute capability", "nvmlDeviceGetCudaComputeCapability"),
+    ("memory.total", "memory total", "nvmlDeviceGetMemoryInfo"),
+    ("memory.used", "memory used", "nvmlDeviceGetMemoryInfo (all processes)"),
+    ("memory.free", "memory free", "nvmlDeviceGetMemoryInfo"),
+    ("multiprocessor_count", "SMs", "torch.cuda.get_device_properties (only once CUDA is initialised)"),
+    ("utilization.gpu", "utilization", "nvmlDeviceGetUtilizationRates: % of time a kernel ran"),
+    ("temperature.gpu", "temperature", "nvmlDeviceGetTemperature, degrees C"),
+    ("power.draw", "power draw", "nvmlDeviceGetPowerUsage"),
+    ("power.limit", "power limit", "nvmlDeviceGetEnforcedPowerLimit"),
+    ("persistence_mode", "persistence mode", "nvmlDeviceGetPersistenceMode"),
+    ("mig.mode.current", "MIG mode", "nvmlDeviceGetMigMode"),
+]
+
+
+def format_gpu_field(key, value) -> str:
+    """Format a GPU field in nvidia-smi's units (bytes -> MiB/GiB, mW -> W)."""
+    if is_na(value):
+        return value.describe()
+    if key.startswith("memory."):
+        return format_bytes(value)
+    if key.startswith("power."):
+        return f"{value / 1000:.1f} W"
+    if key == "utilization.gpu":
+        return f"{value} %"
+    if key == "temperature.gpu":
+        return f"{value} °C"
+    return str(value)
+
+
+class CudaInfoReport:
+    """The result of ``%cudainfo``: facts and findings, rendering as HTML (notebook) or text (terminal).
+
+    Attributes:
+        facts: dict from :func:`cudamagic.envinfo.collect_facts`.
+        findings: list of :class:`cudamagic.envinfo.Finding`, the last being the verdict.
+    """
+
+    def __init__(self, facts, findings):
+        self.facts = facts
+        self.findings = list(findings)
+
+    @property
+    def verdict(self):
+        """The overall verdict finding."""
+        return self.findings[-1]
+
+    def _gpus(self):
+        tdev = {d["ordinal"]: d for d in self.facts["torch"].get("devices", []) if isinstance(d, dict)}
+        out = []
+        for g in self.facts["gpus"]:
+            g = dict(g)
+            o = g.get("cuda_ordinal")
+            g["multiprocessor_count"] = (tdev[o]["multiprocessor_count"] if isinstance(o, int) and o in tdev
+                                         else NA("known once CUDA is initialised in this kernel", "not_initialized"))
+            out.append(g)
+        return out
+
+    def to_dict(self) -> dict:
+        """Everything as JSON-ready data. GPU keys follow ``nvidia-smi --query-gpu`` names; values are raw
+        NVML units listed under ``units``; NA values are ``{"na": reason, "code": ...}``."""
+        from .nvml import FIELD_UNITS
+        from .values import jsonable
+
+        f = self.facts
+        return jsonable({
+            "python": f["python"], "torch": f["torch"], "driver": {k: v for k, v in f["driver"].items()},
+            "toolkit": f["toolkit"], "gpus": self._gpus(), "mapping": f["mapping"], "env": f["env"],
+            "cuda_visible_devices": f["cuda_visible_devices"],
+            "findings": [x.to_dict() for x in self.findings],
+            "verdict": self.verdict.to_dict(),
+            "units": {k: v for k, v in FIELD_UNITS.items()},
+        })
+
+    def to_json(self, indent=2) -> str:
+        """:meth:`to_dict` as JSON text."""
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent, default=str)
+
+    # -- text ------------------------------------------------------------------------
+    def to_text(self) -> str:
+        lines = ["cudamagic %cudainfo", ""]
+        section = None
+        w = max(len(r[1]) for r in SUMMARY_ROWS)
+        for sec, label, get, source in SUMMARY_ROWS:
+            if sec != section:
+                lines.append(f"[{sec}]")
+                section = sec
+            lines.append(f"  {label.ljust(w)}  {format_value(get(self.facts))}")
+            lines.append(f"  {'':{w}}    ↳ {source}")
+        lines.append("[GPUs]")
+        gpus = self._gpus()
+        if not gpus:
+            st = self.facts["driver"]["status"]
+            lines.append("  none visible" + (f": {st.reason}" if is_na(st) else ""))
+        for g in gpus:
+            lines.append(f"  GPU {g['index']}:")
+            for key, label, _src in GPU_COLUMNS[1:]:
+                lines.append(f"    {label.ljust(20)} {format_gpu_field(key, g.get(key, NA('not collected')))}")
+            for m in g.get("mig_devices") or []:
+                lines.append(f"    MIG instance {m['index']}: {m['uuid']}  {format_bytes(m['memory.used'])} / "
+                             f"{format_bytes(m['memory.total'])}")
+        lines.append("[Environment]")
+        for k, v in self.facts["env"].items():
+            shown = v.describe() if is_na(v) else (", ".join(v) if isinstance(v, list) else v) or "(none)"
+            lines.append(f"  {k.ljust(32)} {shown}")
+        lines.append("[Findings]")
+        for x in self.findings:
+            lines.append(f"  {_SEV_ICON[x.severity]} {x.severity.upper()}: {x.title}")
+            lines.append(f"      why: {x.cause}")
+            if x.fix:
+                lines.append(f"      fix: {x.fix}")
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return self.to_text()
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.to_text())
+
+    # -- HTML ------------------------------------------------------------------------
+    def _repr_html_(self):
+        css = ("<style>.cm-info table{border-collapse:collapse;margin:4px 0 10px}"
+               ".cm-info td,.cm-info th{border:1px solid #ddd;padding:2px 8px;text-align:left;vertical-align:top;"
+               "font-size:12px}.cm-info th{background:#f4f4f4}.cm-info .cm-src{color:#777;font-size:11px}"
+               ".cm-na{color:#999}.cm-na-reason{color:#999}.cm-finding{margin:4px 0;padding:4px 8px;"
+               "border-left:4px solid}</style>")
+        parts = [css, '<div class="cm-info">']
+        v = self.verdict
+        parts.append(f'<h3 style="color:{_SEV_COLOR[v.severity]}">{_SEV_ICON[v.severity]} {esc(v.title)}</h3>'
+                     f"<p>{esc(v.cause)}</p>")
+        rows = []
+        for sec, label, get, source in SUMMARY_ROWS:
+            val = get(self.facts)
+            rows.append([esc(sec), esc(label), na_cell_html(val), f'<span class="cm-src">{esc(source)}</span>'])
+        parts.append(html_table(["", "fact", "value", "meaning / source"], rows))
+        gpus = self._gpus()
+        parts.append("<h4>GPUs</h4>")
+        if not gpus:
+            st = self.facts["driver"]["status"]
+            parts.append(f"<p>None visible{': ' + esc(st.reason) if is_na(st) else ''}</p>")
+        else:
+            head = [label for _k, label, _s in GPU_COLUMNS]
+            body = []
+            for g in gpus:
+                body.append([na_cell_html(g.get(k), format_gpu_field(k, g.get(k)) if not is_na(g.get(k)) else None)
+                             for k, _l, _s in GPU_COLUMNS])
+            parts.append(html_table(head, body))
+            for g in gpus:
+                for m in g.get("mig_devices") or []:
+                    parts.append(f"<p>GPU {g['index']} MIG instance {m['index']}: {esc(m['uuid'])} "
+                                 f"{esc(format_bytes(m['memory.used']))} / {esc(format_bytes(m['memory.total']))}</p>")
+        parts.append("<h4>Environment</h4>")
+        env_rows = []
+        for k, val in self.facts["env"].items():
+            if isinstance(val, list):
+                val = ", ".join(val) or "(none)"
+            env_rows.append([esc(k), na_cell_html(val)])
+        parts.append(html_table(["variable", "value"], env_rows))
+        parts.append("<h4>Findings</h4>")
+        for x in self.findings:
+            fix = f"<br><b>Fix:</b> <code>{esc(x.fix)}</code>" if x.fix else ""
+            parts.append(f'<div class="cm-finding" style="border-color:{_SEV_COLOR[x.severity]}">'
+                         f'<b>{_SEV_ICON[x.severity]} {esc(x.severity.upper())}: {esc(x.title)}</b><br>'
+                         f"{esc(x.cause)}{fix}</div>")
+        parts.append("</div>")
+        return "".join(parts)

@@ -1,0 +1,102 @@
+"""Tier 2: a real InteractiveShell with the extension loaded: %cudainfo, --json, bad flags, unload/reload."""
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+from IPython.core.error import UsageError
+
+from cudamagic.render import CudaInfoReport
+
+
+def test_cudainfo_returns_report(ip, fake_nvml):
+    fake_nvml("no_driver")
+    r = ip.run_line_magic("cudainfo", "")
+    assert isinstance(r, CudaInfoReport)
+    d = r.to_dict()
+    import torch
+    assert d["torch"]["version"] == torch.__version__
+    assert d["driver"]["status"]["code"] == "no_driver"
+    html = r._repr_html_()
+    assert torch.__version__ in html and "<table" in html
+
+
+def test_cudainfo_json_keys_follow_nvidia_smi(ip, fake_nvml, capsys):
+    fake_nvml("two_gpus_f03")
+    ip.run_line_magic("cudainfo", "--json")
+    data = json.loads(capsys.readouterr().out)
+    g1 = data["gpus"][1]
+    for key in ("name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu", "power.draw"):
+        assert key in g1
+    assert g1["name"] == "Tesla T4"
+    assert g1["power.draw"] == {"na": "not supported on this GPU", "code": "not_supported"}
+    assert data["units"]["memory.total"] == "bytes"
+
+
+def test_cudainfo_quiet(ip, fake_nvml):
+    fake_nvml("one_gpu")
+    assert ip.run_line_magic("cudainfo", "-q") is None
+    assert isinstance(ip.user_ns["_cudainfo"], CudaInfoReport)
+
+
+def test_assignment_from_run_cell(ip, fake_nvml):
+    fake_nvml("one_gpu")
+    res = ip.run_cell("info = %cudainfo\nd = info.to_dict()")
+    assert res.success
+    assert ip.user_ns["d"]["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
+
+
+@pytest.mark.parametrize("line", ["--bogus", "-x", "--json extra"])
+def test_bad_flags_are_usage_errors(ip, line):
+    with pytest.raises(UsageError):
+        ip.run_line_magic("cudainfo", line)
+
+
+def test_bad_flag_in_cell_shows_one_line_not_traceback(ip, capsys):
+    res = ip.run_cell("%cudainfo --nope")
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert not res.success
+    assert "UsageError" in text and "Traceback" not in text
+
+
+def test_unload_reload_leaves_nothing(ip):
+    threads = set(threading.enumerate())
+    assert "cudainfo" in ip.magics_manager.magics["line"]
+    ip.run_line_magic("unload_ext", "cudamagic")
+    assert "cudainfo" not in ip.magics_manager.magics["line"]
+    ip.run_line_magic("load_ext", "cudamagic")
+    ip.run_line_magic("reload_ext", "cudamagic")
+    assert "cudainfo" in ip.magics_manager.magics["line"]
+    assert set(threading.enumerate()) <= threads
+
+
+def test_load_ext_imports_neither_torch_nor_pynvml():
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
+            "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in sys.modules]\n"
+            "print('HEAVY', heavy)\nassert 'cudainfo' in ip.magics_manager.magics['line']")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
+
+
+def test_extensions_config_loads(tmp_path):
+    """c.InteractiveShellApp.extensions = ['cudamagic'] in a real ipython process."""
+    cfg = tmp_path / "profile_default"
+    cfg.mkdir()
+    (cfg / "ipython_config.py").write_text("c.InteractiveShellApp.extensions = ['cudamagic']\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "IPython", "--ipython-dir", str(tmp_path), "--no-banner", "--quick" if False else "--no-confirm-exit",
+         "-c", "print('HAS', 'cudainfo' in get_ipython().magics_manager.magics['line'])"],
+        capture_output=True, text=True, timeout=120, env={**__import__('os').environ, "IPYTHONDIR": str(tmp_path)})
+    assert "HAS True" in out.stdout, out.stdout + out.stderr
+
+
+def test_does_not_initialise_cuda(ip, fake_nvml):
+    import torch
+    fake_nvml("one_gpu")
+    ip.run_line_magic("cudainfo", "")
+    assert not torch.cuda.is_initialized()
