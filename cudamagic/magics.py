@@ -87,6 +87,181 @@ class CudaMagics(Magics):
         return report
 
     # ==== %gpuwatch (issue 3) =======================================================
+    watch_interval_s = Float(
+        1.0, min=0.05, help="Seconds between %gpuwatch samples (--interval). Minimum 0.1 s live (NVML's "
+        "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while costing NVML "
+        "calls and widget traffic) and 0.05 s for --replay (no NVML cost; about 20 updates/s is what a front "
+        "end renders smoothly)."
+    ).tag(config=True)
+    watch_history_samples = Int(
+        600, min=2, max=1_000_000, help="Samples %gpuwatch keeps in memory (a ring buffer: constant memory "
+        "however long it runs); watch.history returns them (--history)."
+    ).tag(config=True)
+    watch_devices = Unicode(
+        "", help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty = all "
+        "(--devices)."
+    ).tag(config=True)
+    watch_text = Bool(
+        False, help="Always use the plain-text table instead of widgets (--text)."
+    ).tag(config=True)
+
+    def _gpuwatch_widgets_ok(self):
+        """True in a Jupyter kernel with ipywidgets importable (else the text table is used)."""
+        if self.watch_text or type(self.shell).__name__ != "ZMQInteractiveShell":
+            return False
+        try:
+            import ipywidgets  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @magic_arguments()
+    @argument("-i", "--interval", type=float, default=None, metavar="SECONDS",
+              help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
+                   "0.05 with --replay).")
+    @argument("-d", "--devices", default=None, metavar="LIST",
+              help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.")
+    @argument("--history", type=int, default=None, metavar="N",
+              help="Samples kept in memory (default CudaMagics.watch_history_samples = 600).")
+    @argument("-n", "--count", type=int, default=None, metavar="N", help="Stop after N samples.")
+    @argument("--stop", action="store_true", help="Stop the running monitor.")
+    @argument("--text", action="store_true", help="Plain-text table instead of widgets.")
+    @argument("--loop", action="store_true",
+              help="Terminal: reprint the table every interval until Ctrl-C (like nvidia-smi -l).")
+    @argument("--log", default=None, metavar="FILE.jsonl",
+              help="Append every sample to this JSON-lines file (nvidia-smi key names, raw units).")
+    @argument("--replay", default=None, metavar="FILE.jsonl",
+              help="Play a file written by --log through the same display, labelled as a replay.")
+    @line_magic
+    def gpuwatch(self, line=""):
+        """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host) that keeps
+        updating while other cells run.
+
+        In a notebook it shows a widget updated by one background thread per kernel (running
+        ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
+        it prints a text table (``--loop`` refreshes it until Ctrl-C). NVML faults never stop it:
+        unreadable fields show N/A with the reason. Returns the monitor: ``watch.history`` (records
+        with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
+
+        Examples
+        --------
+        ::
+
+            %gpuwatch
+            watch = %gpuwatch --interval 0.5 --devices 0,1 --log run1.jsonl
+            watch
+            import pandas as pd; pd.DataFrame(watch.history)
+            %gpuwatch --stop
+            %gpuwatch --replay examples/trace_demo.jsonl --interval 0.05
+            %gpuwatch --text --loop --interval 2
+            %config CudaMagics.watch_interval_s = 2.0
+        """
+        args = parse_argstring(self.gpuwatch, line)
+        from . import telemetry, watch as W
+
+        if not getattr(self, "_gpuwatch_cleanup_added", False):
+            self.add_cleanup(W.stop_current)
+            self._gpuwatch_cleanup_added = True
+        if args.stop:
+            w = W.current()
+            if w is None or not w.running:
+                print("No %gpuwatch is running.")
+            else:
+                w.stop()
+                print(f"%gpuwatch stopped after {w.samples_taken} samples.")
+            return None
+        interval = self.watch_interval_s if args.interval is None else args.interval
+        minimum = 0.05 if args.replay else 0.1
+        if not interval >= minimum:
+            raise UsageError(f"--interval {interval:g} is below the minimum of {minimum:g} s "
+                             f"{'for a replay' if args.replay else 'for a live watch'}; type for example "
+                             f"`%gpuwatch --interval {max(minimum, 0.5):g}`.")
+        history = self.watch_history_samples if args.history is None else args.history
+        if not 2 <= history <= 1_000_000:
+            raise UsageError(f"--history {history} is out of range; give between 2 and 1000000 samples, "
+                             "e.g. `%gpuwatch --history 600`.")
+        if args.count is not None and args.count < 1:
+            raise UsageError(f"--count {args.count} must be at least 1, e.g. `%gpuwatch --count 10`.")
+        if args.replay and args.log:
+            raise UsageError("--replay and --log cannot be combined: a replay re-plays a log. "
+                             "Type `%gpuwatch --replay FILE.jsonl`.")
+        widget = not (args.text or args.loop) and self._gpuwatch_widgets_ok()
+        changing = (args.replay, args.log, args.devices, args.interval, args.history, args.count, args.loop,
+                    args.text)
+        running = W.current()
+        if running is not None and running.running and not any(x not in (None, False) for x in changing) \
+                and (running.view is not None) == widget:
+            return running  # re-display the one monitor of this kernel
+
+        devices_text = self.watch_devices if args.devices is None else args.devices
+        if args.replay:
+            try:
+                source = telemetry.ReplaySource(args.replay)
+            except telemetry.TraceError as exc:
+                raise UsageError(f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
+                                 "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
+                                 "examples/trace_demo.jsonl`.") from exc
+        else:
+            devices = None
+            if devices_text.strip():
+                try:
+                    devices = [int(d) for d in devices_text.replace(" ", "").split(",") if d != ""]
+                except ValueError as exc:
+                    raise UsageError(f"--devices {devices_text!r} is not a list of GPU indices; type for "
+                                     "example `%gpuwatch --devices 0,1`.") from exc
+            source = telemetry.LiveSource(devices=None)
+            if devices is not None and source.status is None:
+                bad = [d for d in devices if not 0 <= d < source.device_count]
+                if bad:
+                    raise UsageError(f"--devices: GPU {bad[0]} does not exist; NVML sees {source.device_count} "
+                                     f"GPU(s), indices 0 to {source.device_count - 1} (nvidia-smi order). Type "
+                                     f"for example `%gpuwatch --devices 0`.")
+                source.devices = list(dict.fromkeys(devices))
+        writer = None
+        if args.log:
+            try:
+                writer = telemetry.TraceWriter(args.log, source="live recording by %gpuwatch --log",
+                                               interval_s=interval)
+            except telemetry.TraceError as exc:
+                raise UsageError(f"Cannot log: {exc}. Give a new file name, e.g. "
+                                 "`%gpuwatch --log gpuwatch_run2.jsonl`.") from exc
+        options = {"replay": args.replay, "log": args.log, "devices": devices_text, "interval_s": interval}
+        if widget:
+            return W.start_watch(source, interval_s=interval, history_len=history, count=args.count,
+                                 writer=writer, widget=True, options=options)
+        if args.loop or (args.count or 1) > 1 and not args.log:
+            return self._gpuwatch_foreground(W, source, interval, history, args.count, writer)
+        if not args.log and not args.replay:
+            import time
+            time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
+        return W.start_watch(source, interval_s=interval, history_len=history, count=args.count, writer=writer,
+                             widget=False, background=bool(args.log), options=options)
+
+    def _gpuwatch_foreground(self, W, source, interval, history, count, writer):
+        """Terminal loop: print the table every interval until Ctrl-C or --count (main thread, no widget)."""
+        import sys
+
+        from .telemetry import Sampler
+        from .widgets import sample_text
+
+        W.stop_current()
+        sampler = Sampler(source, interval_s=interval, history_len=history, count=count, writer=writer)
+        watch = W.GpuWatch(sampler, label=source.label, widget=False)
+
+        def show(sample):
+            if sys.stdout.isatty():
+                print("\x1b[2J\x1b[H", end="")
+            else:
+                print()
+            print(sample_text(sample, source.label, f"refreshing every {interval:g} s; Ctrl-C stops",
+                              sampler.error), flush=True)
+
+        sampler.on_sample = show
+        try:
+            sampler.run_loop()
+        except KeyboardInterrupt:
+            sampler.finished = "stopped by Ctrl-C"
+        return watch
 
     # ==== %%autograd_graph (issue 4) ================================================
     graph_dot_timeout_s = Float(
@@ -344,6 +519,100 @@ class CudaMagics(Magics):
 
 
     # ==== %cudaexplain and the error explainer (issue 6) ============================
+    explain_errors = Bool(
+        True, help="Show a box below the traceback of a failing cell when the error is a known CUDA / "
+                   "autograd case (what happened, why, the fix). The traceback itself is never changed.",
+    ).tag(config=True)
+
+    #: The :class:`cudamagic.explain.Explanation` shown after the last failing cell, or None.
+    #: Holds strings and numbers only (no exception, traceback or frame).
+    last_explanation = None
+
+    def _install_explainer(self):
+        """Register the ``post_run_cell`` callback that shows the box; removed on ``%unload_ext``.
+
+        ``post_run_cell`` rather than ``set_custom_exc``: it runs after IPython has shown the
+        traceback (so the box lands below it, in the same cell output), it leaves IPython's
+        exception display alone, it does not take the shell's single custom-exception slot
+        (another extension's handler keeps working, and ours runs after it), and it works the
+        same in the terminal and in ipykernel.
+        """
+        callback = self._explain_after_cell
+        self.shell.events.register("post_run_cell", callback)
+
+        def remove():
+            try:
+                self.shell.events.unregister("post_run_cell", callback)
+            except ValueError:
+                pass
+
+        self.add_cleanup(remove)
+
+    def _explain_after_cell(self, result):
+        """``post_run_cell`` callback: display the explanation of ``result.error_in_exec``, if any."""
+        self.last_explanation = None
+        exc = getattr(result, "error_in_exec", None)
+        if exc is None or not self.explain_errors or isinstance(exc, UsageError):
+            return
+        try:
+            from .explain import explain, scene_from_shell
+
+            explanation = explain(exc, scene_from_shell(self.shell, exc))
+        except Exception:  # the explainer must never add an error of its own to a failing cell
+            return
+        finally:
+            exc = None
+        if explanation is None:
+            return
+        self.last_explanation = explanation
+        from IPython.display import display
+
+        display(explanation)
+
+    @magic_arguments()
+    @argument("entry", nargs="?", default=None,
+              help="A catalogue id (see --list) to show that entry without an error.")
+    @argument("--list", action="store_true", dest="list_", help="Show the catalogue of known errors.")
+    @line_magic
+    def cudaexplain(self, line=""):
+        """Explain the last error in plain words: what happened, why, and the fix.
+
+        After ``%load_ext cudamagic`` a known CUDA / autograd error already gets its box below
+        the traceback; ``%cudaexplain`` shows it again (or explains the last error when
+        ``CudaMagics.explain_errors`` is False). The last error is IPython's ``sys.last_value``.
+
+        Examples
+        --------
+        ::
+
+            %cudaexplain
+            %cudaexplain --list
+            %cudaexplain cuda-oom
+            %config CudaMagics.explain_errors = False
+        """
+        args = parse_argstring(self.cudaexplain, line)
+        from .explain import CATALOGUE, Explanation, entry_by_id, explain, scene_from_shell
+        from .explain_render import CatalogueView, NoMatch
+
+        if args.list_:
+            return CatalogueView(CATALOGUE)
+        if args.entry:
+            entry = entry_by_id(args.entry)
+            if entry is None:
+                raise UsageError(f"There is no catalogue entry {args.entry!r}. Type `%cudaexplain --list` to see "
+                                 "the ids, or `%cudaexplain` alone to explain the last error.")
+            return Explanation(entry=entry, exc_type="(catalogue entry)", message=entry.title)
+        import sys
+
+        exc = getattr(sys, "last_value", None)
+        if exc is None:
+            raise UsageError("No error to explain yet: run the failing cell first, then `%cudaexplain`. "
+                             "`%cudaexplain --list` shows the known errors.")
+        explanation = explain(exc, scene_from_shell(self.shell, exc))
+        if explanation is None:
+            message = (str(exc).strip().splitlines() or [""])[0][:300]
+            return NoMatch(type(exc).__name__, message)
+        return explanation
 
 
 def load(ipython):
@@ -353,6 +622,7 @@ def load(ipython):
         unload(_ACTIVE.shell)
     magics = CudaMagics(shell=ipython)
     ipython.register_magics(magics)
+    magics._install_explainer()  # issue 6: the error-explainer box (post_run_cell; removed on unload)
     _ACTIVE = magics
     return magics
 

@@ -1,0 +1,120 @@
+"""Text and HTML for the error explainer: the box under a failing cell and the catalogue list.
+
+Plain text is what a terminal shows (and the ``text/plain`` of a notebook output);
+HTML is what a notebook shows. Everything that came from outside (the exception
+message, variable names in context notes) is escaped before it enters HTML.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+
+from .render import esc
+
+WIDTH = 96
+_FOOTER = "%cudaexplain --list shows every known case; %config CudaMagics.explain_errors = False turns this off."
+
+
+def _wrap(label: str, text: str) -> list:
+    prefix = f"{label}: " if label else ""
+    lines = textwrap.wrap(prefix + text, width=WIDTH - 4, subsequent_indent="  ") or [""]
+    return lines
+
+
+def explanation_text(expl) -> str:
+    """The explanation as a text box (``│``-prefixed lines)."""
+    entry = expl.entry
+    body = []
+    body += _wrap("What happened", entry.what)
+    body += _wrap("Why", entry.why)
+    if expl.context.notes:
+        body.append("In your session:")
+        for note in expl.context.notes:
+            body += ["  " + ln for ln in textwrap.wrap("- " + note, width=WIDTH - 6, subsequent_indent="  ")]
+    if expl.context.fix:
+        body += _wrap("Fix", expl.context.fix)
+        body += _wrap("In general", entry.fix)
+    else:
+        body += _wrap("Fix", entry.fix)
+    head = f"╭─ cudamagic explains: {entry.title} [{entry.id}] "
+    out = [head + "─" * max(0, WIDTH - len(head))]
+    out += ["│ " + ln for ln in body]
+    out.append("╰─ " + _FOOTER)
+    return "\n".join(out)
+
+
+def _md_code(text: str) -> str:
+    """Escape, then turn `code` spans into <code> elements."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
+
+
+def explanation_html(expl) -> str:
+    """The explanation as a self-contained HTML box (escaped)."""
+    entry = expl.entry
+    rows = [("What happened", entry.what), ("Why", entry.why)]
+    notes = ""
+    if expl.context.notes:
+        items = "".join(f"<li>{_md_code(n)}</li>" for n in expl.context.notes)
+        notes = f'<div class="cm-explain-context"><b>In your session:</b><ul style="margin:2px 0">{items}</ul></div>'
+    fix = f'<p class="cm-explain-fix"><b>Fix:</b> {_md_code(expl.context.fix or entry.fix)}</p>'
+    if expl.context.fix:
+        fix += f"<p><b>In general:</b> {_md_code(entry.fix)}</p>"
+    body = "".join(f"<p><b>{esc(k)}:</b> {_md_code(v)}</p>" for k, v in rows)
+    return (
+        '<div class="cm-explain" style="border:1px solid #d9822b;border-left:6px solid #d9822b;'
+        'border-radius:4px;padding:6px 10px;margin:4px 0;font-size:0.92em">'
+        f'<div style="font-weight:bold">cudamagic explains: {esc(entry.title)} '
+        f'<span style="opacity:.6">[{esc(entry.id)}]</span></div>'
+        f'<div style="opacity:.7"><code>{esc(expl.exc_type)}: {esc(expl.message)}</code></div>'
+        f"{body}{notes}{fix}"
+        f'<div style="opacity:.6;font-size:.85em">{esc(_FOOTER)}</div></div>'
+    )
+
+
+class CatalogueView:
+    """``%cudaexplain --list``: every entry with its id, title, exception types and field reports.
+
+    Attributes:
+        entries: the catalogue entries (data for tests).
+    """
+
+    def __init__(self, entries):
+        self.entries = tuple(entries)
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __repr__(self):
+        from .render import text_table
+
+        rows = [(e.id, e.title, "/".join(e.types), ",".join(e.reports)) for e in self.entries]
+        return text_table(("id", "case", "exception", "reports"), rows)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+    def _repr_html_(self):
+        from .render import html_table
+
+        rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), esc("/".join(e.types)), esc(", ".join(e.reports)),
+                 esc(e.fix)) for e in self.entries]
+        return html_table(("id", "case", "exception", "reports", "fix"), rows)
+
+
+class NoMatch:
+    """``%cudaexplain`` on an error that no catalogue entry matches."""
+
+    def __init__(self, exc_type: str, message: str):
+        self.exc_type, self.message = exc_type, message
+
+    def __repr__(self):
+        return (f"cudamagic: no catalogue entry matches {self.exc_type}: {self.message}\n"
+                "(%cudaexplain --list shows the known cases.)")
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+    def _repr_html_(self):
+        return (f"<div>cudamagic: no catalogue entry matches <code>{esc(self.exc_type)}: {esc(self.message)}</code>"
+                " (<code>%cudaexplain --list</code> shows the known cases).</div>")
