@@ -84,6 +84,38 @@ SCENARIOS = {
 }
 
 
+def _ramp(t, lo, hi, start=3, length=10):
+    """A value that ramps from ``lo`` to ``hi`` between ticks ``start`` and ``start + length``."""
+    f = min(1.0, max(0.0, (t - start) / length))
+    return int(lo + (hi - lo) * f)
+
+
+def training_scenario() -> dict:
+    """GPU 0 warms up into a training run (util, memory, power, clocks, power-cap throttling move with the
+    tick; process 4242 is the trainer); GPU 1 is a T4 without fan/power readings (F03). Used for the demo trace.
+    """
+    def util(t):
+        return 0 if t < 3 else min(99, 35 + (t * 37) % 64)
+
+    def throttle(t):
+        return 0x1 if t < 3 else (0x4 if util(t) > 90 else 0)
+
+    return {"driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
+            "gpus": [_gpu(0, util_gpu=util, util_mem=lambda t: util(t) // 2,
+                          memory_used=lambda t: _ramp(t, GIB // 2, 31 * GIB),
+                          temperature=lambda t: _ramp(t, 34, 71, length=30),
+                          power_draw_mw=lambda t: 70000 + util(t) * 6000,
+                          clock_sm=lambda t: 345 if t < 3 else 1980 - (util(t) > 90) * 240,
+                          pstate=lambda t: 8 if t < 3 else 0, throttle=throttle,
+                          processes=[(4242, 30 * GIB)]),
+                     _gpu(1, name="Tesla T4", cc=(7, 5), memory_total=16 * GIB, util_gpu=0,
+                          unsupported={"nvmlDeviceGetFanSpeed", "nvmlDeviceGetPowerUsage",
+                                       "nvmlDeviceGetEnforcedPowerLimit"})]}
+
+
+HOSTILE_NAME = "<img src=x onerror=alert(1)>"
+
+
 def scenario_with_gpus(n: int) -> dict:
     """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost for 1 and 8 GPUs)."""
     return {"driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",

@@ -1,0 +1,187 @@
+"""The ``%gpuwatch`` monitor object and the one-sampler-per-kernel registry.
+
+:class:`GpuWatch` wraps a :class:`cudamagic.telemetry.Sampler` and (in a notebook) a
+:class:`cudamagic.widgets.WatchView`. It is what ``watch = %gpuwatch`` returns:
+``watch.history`` (records with nvidia-smi-style keys, ready for ``pandas.DataFrame``),
+``watch.running``, ``watch.stop()``. Its ``text/plain`` form is the snapshot table (F14).
+
+At most one monitor runs per process: :func:`start_watch` stops the previous one;
+:func:`stop_current` is registered with ``atexit`` (kernel shutdown) and as the
+``%unload_ext`` cleanup. No IPython import here.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+
+from . import telemetry
+from .telemetry import Sampler, sample_rows
+from .widgets import WatchView, sample_text, snapshot_html
+
+SPARKLINE_POINTS = 120
+
+_lock = threading.RLock()
+_current = None
+
+
+class GpuWatch:
+    """One monitor. Create it with :func:`start_watch` (or the ``%gpuwatch`` magic).
+
+    Args:
+        sampler: the :class:`~cudamagic.telemetry.Sampler` (not started yet).
+        label: ``"live"`` or ``"replay of PATH"``.
+        widget: build the ipywidgets tree (notebook) or not (terminal / ``--text``).
+        options: the settings it was started with (compared when ``%gpuwatch`` runs again).
+    """
+
+    def __init__(self, sampler: Sampler, label: str = "live", widget: bool = True, options: dict | None = None):
+        self.sampler = sampler
+        self.label = label
+        self.options = dict(options or {})
+        self.view = None
+        if widget:
+            self.view = WatchView(getattr(sampler.source, "devices", []), label=label, on_stop=self.stop)
+            sampler.on_sample = self._update
+            sampler.on_finish = self._finished
+
+    # -- public API --------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        """True while the sampler thread is alive and not asked to stop."""
+        return self.sampler.running
+
+    @property
+    def history(self) -> list:
+        """The kept samples as flat records: one dict per (sample, GPU), keys like nvidia-smi's
+        (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` [bytes], ``power.draw`` [mW]...)
+        plus ``host.*`` and ``torch.*``. Unreadable values are NA objects (falsy, print as N/A).
+
+        ``pandas.DataFrame(watch.history)`` gives one row per GPU per sample.
+        """
+        _, samples = self.sampler.snapshot()
+        return [row for s in samples for row in sample_rows(s)]
+
+    @property
+    def samples(self) -> list:
+        """The kept :class:`~cudamagic.telemetry.Sample` objects (oldest first)."""
+        return self.sampler.snapshot()[1]
+
+    @property
+    def latest(self):
+        """The newest Sample, or None before the first."""
+        return self.sampler.latest
+
+    @property
+    def samples_taken(self) -> int:
+        """Samples taken since the start (not bounded by the history length)."""
+        return self.sampler.samples_taken
+
+    @property
+    def error(self) -> str:
+        """The last failure the sampler recorded (``""`` if none); the sampler never raises."""
+        return self.sampler.error
+
+    def stop(self):
+        """Stop the sampler thread (joins it) and mark the widget stopped. Idempotent."""
+        self.sampler.stop()
+        self._finished()
+
+    def state(self) -> str:
+        """``'running, every 1 s'`` or ``'stopped (why)'``."""
+        if self.running:
+            return f"running, every {self.sampler.interval_s:g} s"
+        return f"stopped ({self.sampler.finished or 'not started'})"
+
+    # -- display ------------------------------------------------------------------------
+    def text(self) -> str:
+        """The snapshot table (plain text)."""
+        return sample_text(self.sampler.latest, self.label, self.state(), self.sampler.error)
+
+    def _repr_html_(self):
+        if self.view is None:
+            return None  # text view (terminal or --text): the table only
+        latest, hist = self.sampler.snapshot()
+        return snapshot_html(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
+                             self.sampler.samples_taken, self.sampler.error)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        data = {"text/plain": self.text()}
+        if self.view is not None:
+            data["text/html"] = self._repr_html_()
+            data["application/vnd.jupyter.widget-view+json"] = {
+                "version_major": 2, "version_minor": 0, "model_id": self.view.root.model_id}
+        return data
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.text())
+
+    def __repr__(self):
+        return self.text()
+
+    # -- widget updates (sampler thread) --------------------------------------------------
+    def _update(self, sample):
+        _, hist = self.sampler.snapshot()
+        self.view.apply(sample, hist[-SPARKLINE_POINTS:], state=f"running, every {self.sampler.interval_s:g} s",
+                        samples_taken=self.sampler.samples_taken, error=self.sampler.error)
+
+    def _finished(self):
+        if self.view is None:
+            return
+        latest, hist = self.sampler.snapshot()
+        self.view.apply(latest, hist[-SPARKLINE_POINTS:], state=f"stopped ({self.sampler.finished or 'stopped'})",
+                        samples_taken=self.sampler.samples_taken, error=self.sampler.error, stopped=True)
+
+
+def current():
+    """The monitor started last in this process (running or not), or None."""
+    return _current
+
+
+def start_watch(source, *, interval_s: float = 1.0, history_len: int = 600, count: int | None = None,
+                writer=None, widget: bool = True, background: bool = True, options: dict | None = None) -> GpuWatch:
+    """Stop any running monitor, then create and start a new one.
+
+    The first sample is taken synchronously (so the display has data at once); the
+    sampler thread takes the following ones every ``interval_s`` seconds.
+
+    Args:
+        source: :class:`~cudamagic.telemetry.LiveSource` or :class:`~cudamagic.telemetry.ReplaySource`.
+        interval_s: seconds between samples. history_len: samples kept. count: stop after N samples.
+        writer: a :class:`~cudamagic.telemetry.TraceWriter` or None.
+        widget: build the widget tree. background: start the thread (False: one sample only).
+
+    Returns:
+        GpuWatch
+    """
+    global _current
+    with _lock:
+        stop_current()
+        sampler = Sampler(source, interval_s=interval_s, history_len=history_len, count=count, writer=writer)
+        watch = GpuWatch(sampler, label=source.label, widget=widget, options=options)
+        try:
+            sampler.step()
+        except telemetry.EndOfTrace:  # pragma: no cover - read_trace guarantees one sample
+            sampler.finished = "end of replay"
+        if background and not sampler.done() and not sampler.finished:
+            sampler.start(first_delay=interval_s)
+        else:
+            if not sampler.finished:
+                sampler.finished = "single sample" if not background else sampler.finished or "done"
+            if writer is not None:
+                writer.close()
+            watch._finished()
+        _current = watch
+        return watch
+
+
+def stop_current():
+    """Stop the current monitor, if any; returns it (or None). Registered with ``atexit``."""
+    with _lock:
+        w = _current
+        if w is not None:
+            w.stop()
+        return w
+
+
+atexit.register(stop_current)

@@ -1,0 +1,372 @@
+"""The ``%gpuwatch`` display: text snapshot table, HTML fragments and the ipywidgets tree.
+
+:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
+widget extension, F14/F15). :class:`WatchView` builds the widget tree once and
+:meth:`WatchView.apply` sets trait values inside ``hold_sync()`` (the only thing the
+sampler thread does with widgets: no print, no display, no ``with output:``, F13).
+
+Every string that comes from outside (process names and command lines, GPU names,
+file paths, NVML error text) goes through :func:`cudamagic.render.esc` before HTML.
+``ipywidgets`` is imported inside :meth:`WatchView.__init__` only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from .render import esc, format_bytes
+from .telemetry import Sample, TorchSample
+from .values import is_na
+
+_CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
+
+
+# ---- formatting helpers ---------------------------------------------------------------------
+
+def _pct(v):
+    return str(v) if is_na(v) else f"{v:.0f} %"
+
+
+def _w(mw):
+    return str(mw) if is_na(mw) else f"{mw / 1000:.0f} W"
+
+
+def _num(v, unit=""):
+    return str(v) if is_na(v) else f"{v}{unit}"
+
+
+def _mem(used, total):
+    if is_na(used) or is_na(total):
+        return "N/A"
+    return f"{format_bytes(used)} / {format_bytes(total)}"
+
+
+def _reasons(g):
+    r = g.throttle_reasons
+    if is_na(r):
+        return r
+    return ", ".join(r) if r else "none"
+
+
+def _na_reasons(g):
+    """Distinct NA reasons of one GPU's fields: ``{field label: reason}``."""
+    out = {}
+    for label, v in (("utilization", g.gpu_util_pct), ("memory", g.memory_used_bytes),
+                     ("temperature", g.temperature_c), ("power draw", g.power_draw_mw),
+                     ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("clocks", g.clock_sm_mhz),
+                     ("P-state", g.pstate), ("throttle reasons", g.throttle_reasons_mask)):
+        if is_na(v):
+            out[label] = v.reason
+    return out
+
+
+def _proc_name(p):
+    return p.name if not is_na(p.name) else ("(other PID namespace)" if not p.visible else "N/A")
+
+
+def _no_process_line(g):
+    used = g.memory_used_bytes
+    if is_na(used):
+        return "no process listed by NVML"
+    return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
+            "attribute from here, e.g. other containers or VMs)")
+
+
+# ---- text -----------------------------------------------------------------------------------
+
+def header_line(sample: Sample | None, label: str = "live", state: str = "") -> str:
+    """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
+    kind = f"REPLAY of {label[len('replay of '):]}" if label.startswith("replay of ") else label
+    if sample is None:
+        return f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip()
+    rec = "recorded " if label.startswith("replay of ") else ""
+    return f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip()
+
+
+def sample_text(sample: Sample | None, label: str = "live", state: str = "", error: str = "") -> str:
+    """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it."""
+    from .render import text_table
+
+    lines = [header_line(sample, label, state)]
+    if sample is None:
+        return "\n".join(lines + ([f"error: {error}"] if error else []))
+    if sample.nvml_status is not None:
+        lines.append(f"No GPU data: {sample.nvml_status.reason}")
+    if sample.gpus:
+        rows = []
+        for g in sample.gpus:
+            name = "MIG " + str(g.name) if g.mig_enabled is True else str(g.name)
+            rows.append([g.index, name + (" [LOST]" if g.lost is not None else ""), _pct(g.gpu_util_pct),
+                         _pct(g.mem_util_pct), _mem(g.memory_used_bytes, g.memory_total_bytes),
+                         _num(g.temperature_c, " C"), f"{_w(g.power_draw_mw)} / {_w(g.power_limit_mw)}",
+                         _pct(g.fan_speed_pct), f"{_num(g.clock_sm_mhz)}/{_num(g.clock_mem_mhz)} MHz",
+                         _num(g.pstate) if is_na(g.pstate) else f"P{g.pstate}", _reasons(g)])
+        lines.append(text_table(["GPU", "name", "util", "mem util", "memory used/total", "temp", "power",
+                                 "fan", "clocks sm/mem", "pstate", "throttle"], rows))
+        for g in sample.gpus:
+            if g.lost is not None:
+                lines.append(f"GPU {g.index}: {g.lost.describe()}")
+                continue
+            for label_, reason in _na_reasons(g).items():
+                lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
+            for m in g.mig_devices:
+                lines.append(f"GPU {g.index} MIG {m.index} {m.uuid}: {_mem(m.memory_used_bytes, m.memory_total_bytes)}")
+        prows = []
+        for g in sample.gpus:
+            if g.lost is not None:
+                continue
+            if is_na(g.processes):
+                lines.append(f"GPU {g.index} processes: {g.processes.describe()}")
+                continue
+            if not g.processes:
+                lines.append(f"GPU {g.index}: {_no_process_line(g)}")
+            for p in g.processes:
+                prows.append([g.index, p.pid, _proc_name(p) + (" (this kernel)" if p.own else ""), p.type,
+                              format_bytes(p.used_memory_bytes)])
+        if prows:
+            lines.append(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
+            if any(not p.visible for g in sample.gpus if not is_na(g.processes) for p in g.processes):
+                lines.append("(other PID namespace): the pid is not visible from this container; "
+                             "run the container with --pid=host to see names.")
+    h = sample.host
+    lines.append(f"host: CPU {_pct(h.cpu_util_pct)} of {h.cpu_count} CPUs, this kernel {_pct(h.kernel_cpu_pct)} "
+                 f"of one core, RAM {_mem(h.memory_used_bytes, h.memory_total_bytes)}, "
+                 f"DataLoader workers: {len(h.workers)}")
+    lines.append("PyTorch: " + torch_text(sample.torch))
+    if sample.hint:
+        lines.append("hint: " + sample.hint)
+    if error:
+        lines.append("sampler error: " + error)
+    return "\n".join(lines)
+
+
+def torch_text(t) -> str:
+    """One line about this kernel's caching allocator."""
+    if not isinstance(t, TorchSample):
+        return t.describe() if is_na(t) else str(t)
+    gap = t.gap_bytes
+    gap_text = gap.describe() if is_na(gap) else format_bytes(gap)
+    return (f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
+            f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
+            f"gap (CUDA context, other libraries) {gap_text}")
+
+
+# ---- HTML -----------------------------------------------------------------------------------
+
+def _cell(v, text=None):
+    """Escaped value; NA as 'N/A' with the reason as tooltip and beside it."""
+    if is_na(v):
+        return (f'<span title="{esc(v.reason)}" style="color:#888">N/A</span> '
+                f'<small style="color:#888">({esc(v.reason)})</small>')
+    return esc(v if text is None else text)
+
+
+def _bar(frac, color):
+    frac = 0.0 if frac is None else max(0.0, min(1.0, frac))
+    return (f'<span style="display:inline-block;width:120px;height:9px;background:#e6e6e6;vertical-align:middle">'
+            f'<span style="display:block;width:{frac * 100:.1f}%;height:100%;background:{color}"></span></span>')
+
+
+def gpu_html(g) -> str:
+    """One GPU card (escaped)."""
+    title = ("MIG " if g.mig_enabled is True else "") + ("" if is_na(g.name) else str(g.name))
+    head = f"<b>GPU {g.index}</b> {esc(title)} <small>{_cell(g.uuid)}</small>"
+    if g.lost is not None:
+        return f'<div style="{_CSS}">{head} <b style="color:#b00020">LOST</b> {_cell(g.lost)}</div>'
+    util = g.gpu_util_pct
+    mem_frac = None if is_na(g.memory_used_bytes) or is_na(g.memory_total_bytes) or not g.memory_total_bytes \
+        else g.memory_used_bytes / g.memory_total_bytes
+    rows = [
+        ("utilization", (_bar(None if is_na(util) else util / 100, "#3b7dd8") + " " if not is_na(util) else "")
+         + _cell(util, _pct(util)) + " · memory bandwidth " + _cell(g.mem_util_pct, _pct(g.mem_util_pct))),
+        ("memory", (_bar(mem_frac, "#2e9d5b") + " " if mem_frac is not None else "")
+         + _cell(g.memory_used_bytes, _mem(g.memory_used_bytes, g.memory_total_bytes))),
+        ("temperature", _cell(g.temperature_c, _num(g.temperature_c, " °C"))),
+        ("power", _cell(g.power_draw_mw, _w(g.power_draw_mw)) + " / " + _cell(g.power_limit_mw, _w(g.power_limit_mw))),
+        ("fan", _cell(g.fan_speed_pct, _pct(g.fan_speed_pct))),
+        ("clocks", "SM " + _cell(g.clock_sm_mhz, _num(g.clock_sm_mhz, " MHz")) + " · memory "
+         + _cell(g.clock_mem_mhz, _num(g.clock_mem_mhz, " MHz"))),
+        ("P-state", _cell(g.pstate, _num(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
+        ("throttle", _cell(_reasons(g))),
+    ]
+    body = "".join(f"<tr><td style='padding-right:8px;color:#555'>{k}</td><td>{v}</td></tr>" for k, v in rows)
+    migs = "".join(f"<div>MIG {m.index} <code>{esc(m.uuid)}</code>: "
+                   f"{_cell(m.memory_used_bytes, _mem(m.memory_used_bytes, m.memory_total_bytes))}</div>"
+                   for m in g.mig_devices)
+    return f'<div style="{_CSS}">{head}<table>{body}</table>{migs}{processes_html(g)}</div>'
+
+
+def processes_html(g) -> str:
+    """The process table of one GPU (escaped; own row bold; invisible pids labelled)."""
+    if is_na(g.processes):
+        return f"<div>processes: {_cell(g.processes)}</div>"
+    if not g.processes:
+        return f"<div style='color:#555'>{esc(_no_process_line(g))}</div>"
+    rows = []
+    for p in g.processes:
+        name = (f'<span title="{esc(p.name.reason)}">(other PID namespace)</span>' if not p.visible
+                else _cell(p.name))
+        tip = "" if is_na(p.cmdline) else f' title="{esc(p.cmdline)}"'
+        mine = " <b>(this kernel)</b>" if p.own else ""
+        style = ' style="font-weight:bold"' if p.own else ""
+        rows.append(f"<tr{style}{tip}><td>{p.pid}</td><td>{name}{mine}</td><td>{esc(p.type)}</td>"
+                    f"<td>{_cell(p.used_memory_bytes, format_bytes(p.used_memory_bytes))}</td></tr>")
+    note = ""
+    if any(not p.visible for p in g.processes):
+        note = ("<div style='color:#555'>(other PID namespace): the pid is not visible from this container; "
+                "run the container with --pid=host to see names.</div>")
+    return ("<table><tr style='color:#555'><td>pid</td><td>process</td><td>type</td><td>GPU memory</td></tr>"
+            + "".join(rows) + "</table>" + note)
+
+
+def host_html(sample: Sample) -> str:
+    """Host, PyTorch allocator and hint (escaped)."""
+    h = sample.host
+    parts = [f"<b>host</b> CPU {_cell(h.cpu_util_pct, _pct(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
+             f"this kernel {_cell(h.kernel_cpu_pct, _pct(h.kernel_cpu_pct))} of one core · RAM "
+             f"{_cell(h.memory_used_bytes, _mem(h.memory_used_bytes, h.memory_total_bytes))} · "
+             f"DataLoader workers: {len(h.workers)}"]
+    if h.workers:
+        parts.append("<small>" + ", ".join(f"pid {w.pid}: {_cell(w.cpu_pct, _pct(w.cpu_pct))} CPU, "
+                                           f"{_cell(w.rss_bytes, format_bytes(w.rss_bytes))}" for w in h.workers)
+                     + "</small>")
+    t = sample.torch
+    parts.append("<b>PyTorch</b> " + (_cell(t) if is_na(t) else esc(torch_text(t))))
+    if sample.nvml_status is not None:
+        parts.insert(0, f"<b style='color:#a15c00'>No GPU data:</b> {esc(sample.nvml_status.reason)}")
+    if sample.hint:
+        parts.append(f"<b style='color:#a15c00'>hint</b> {esc(sample.hint)}")
+    return f'<div style="{_CSS}">' + "<br>".join(parts) + "</div>"
+
+
+def sparkline_svg(history, index: int, width: int = 240, height: int = 40) -> str:
+    """Inline SVG of GPU ``index``'s utilization (blue) and memory used % (green) over ``history``.
+
+    Only numbers computed here go into the SVG; NA points break the line.
+    """
+    util, mem = [], []
+    for s in history:
+        g = next((g for g in s.gpus if g.index == index), None)
+        u = None if g is None or is_na(g.gpu_util_pct) else float(g.gpu_util_pct)
+        m = None
+        if g is not None and not is_na(g.memory_used_bytes) and not is_na(g.memory_total_bytes) \
+                and g.memory_total_bytes:
+            m = 100.0 * g.memory_used_bytes / g.memory_total_bytes
+        util.append(u)
+        mem.append(m)
+    n = len(util)
+
+    def lines(vals, color):
+        out, seg = [], []
+        for i, v in enumerate(vals):
+            if v is None:
+                if seg:
+                    out.append(seg)
+                seg = []
+                continue
+            x = width * (i / max(1, n - 1))
+            y = height - 1 - (height - 2) * max(0.0, min(100.0, v)) / 100.0
+            seg.append(f"{x:.1f},{y:.1f}")
+        if seg:
+            out.append(seg)
+        return "".join(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(s)}"/>'
+                       for s in out if len(s) > 1)
+
+    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'xmlns="http://www.w3.org/2000/svg" style="background:#fafafa;border:1px solid #ddd">'
+            f'<title>GPU {int(index)}: utilization % (blue), memory used % (green), last {n} samples</title>'
+            f'{lines(mem, "#2e9d5b")}{lines(util, "#3b7dd8")}</svg>')
+
+
+def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
+    """Title line: live or REPLAY (clearly labelled), time, counters, last sampler error."""
+    if label.startswith("replay of "):
+        kind = (f"<b style='background:#a15c00;color:white;padding:0 4px'>REPLAY</b> of "
+                f"<code>{esc(label[len('replay of '):])}</code>")
+        when = "recorded at " + (esc(sample.timestamp) if sample else "-")
+    else:
+        kind = "<b style='background:#1b7f3b;color:white;padding:0 4px'>LIVE</b>"
+        when = esc(sample.timestamp) if sample else "-"
+    err = f"<br><span style='color:#b00020'>sampler error: {esc(error)}</span>" if error else ""
+    return (f'<div style="{_CSS}"><b>gpuwatch</b> {kind} · {when} · samples: {int(samples_taken)} · '
+            f'{esc(state)}{err}</div>')
+
+
+def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
+    """Static HTML of the whole monitor (the ``text/html`` fallback and ``_repr_html_``)."""
+    parts = [status_html(sample, label, state, samples_taken, error)]
+    if sample is not None:
+        for g in sample.gpus:
+            parts.append(gpu_html(g) + sparkline_svg(history, g.index))
+        parts.append(host_html(sample))
+    return "<div>" + "".join(parts) + "</div>"
+
+
+# ---- the widget tree ----------------------------------------------------------------------
+
+class WatchView:
+    """The ipywidgets tree of one monitor, built once.
+
+    Args:
+        indices: NVML indices of the GPUs shown (one card + sparkline each).
+        label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
+        on_stop: called (in the kernel's main thread) when the Stop button is clicked.
+
+    ``root`` is the VBox to display. :meth:`apply` only sets ``value`` traits, inside
+    ``hold_sync()`` of each widget, and only when a value changed.
+    """
+
+    def __init__(self, indices, label: str = "live", on_stop=None):
+        import ipywidgets as W
+
+        self.label = label
+        self.status = W.HTML()
+        self.button = W.Button(description="Stop", button_style="warning", icon="stop",
+                               tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
+        self.cards = {i: W.HTML() for i in indices}
+        self.sparks = {i: W.HTML() for i in indices}
+        self.host = W.HTML()
+        rows = [W.HBox([self.cards[i], self.sparks[i]]) for i in indices]
+        self.root = W.VBox([W.HBox([self.status, self.button]), *rows, self.host])
+        self._on_stop = on_stop
+        self.button.on_click(self._clicked)
+
+    def _clicked(self, _button=None):
+        if self._on_stop is not None:
+            self._on_stop()
+
+    def widgets(self):
+        """Every widget whose value :meth:`apply` sets."""
+        return [self.status, self.button, self.host, *self.cards.values(), *self.sparks.values()]
+
+    def values_for(self, sample, history, state, samples_taken, error) -> dict:
+        """``{widget: new value}`` for a sample (pure: no widget touched)."""
+        out = {self.status: status_html(sample, self.label, state, samples_taken, error)}
+        if sample is not None:
+            by_index = {g.index: g for g in sample.gpus}
+            for i, w in self.cards.items():
+                g = by_index.get(i)
+                out[w] = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
+                out[self.sparks[i]] = sparkline_svg(history, i)
+            out[self.host] = host_html(sample)
+        return out
+
+    def apply(self, sample, history, state: str = "running", samples_taken: int = 0, error: str = "",
+              stopped: bool = False):
+        """Set the widgets' traits for ``sample`` (thread-safe: only trait assignments under hold_sync)."""
+        new = self.values_for(sample, history, state, samples_taken, error)
+        with contextlib.ExitStack() as stack:
+            for w in self.widgets():
+                stack.enter_context(w.hold_sync())
+            for w, value in new.items():
+                if w.value != value:
+                    w.value = value
+            if stopped and not self.button.disabled:
+                self.button.disabled = True
+                self.button.description = "Stopped"
+
+    def close(self):
+        """Close every widget (frees the comms)."""
+        for w in [*self.widgets(), *self.root.children[0].children, *self.root.children]:
+            w.close()
+        self.root.close()
