@@ -142,6 +142,8 @@ class Scene:
             ``In[-1]``), then of the user functions in the traceback.
         history: the input history (``In``), oldest first; the failing cell is last.
         line_magics: names of the line magics registered (to mention ``%cudamem``).
+        failing_lines: the source line being executed in each user frame of the traceback
+            (the cell's line first), stripped.
     """
 
     user_ns: Mapping = field(default_factory=dict)
@@ -149,6 +151,7 @@ class Scene:
     sources: list = field(default_factory=list)
     history: list = field(default_factory=list)
     line_magics: frozenset = frozenset()
+    failing_lines: list = field(default_factory=list)
 
     def variables(self):
         """Yield ``(name, value)``: locals of the user frames (innermost first), then globals.
@@ -247,11 +250,12 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
     hidden = getattr(shell, "user_ns_hidden", {}) or {}
     visible = {k: v for k, v in user_ns.items() if k not in hidden or hidden[k] is not v}
     history = list(user_ns.get("In", []) or [])
-    cells, sources, frames = [], [], []
+    cells, sources, frames, lines = [], [], [], []
     tb = getattr(exc, "__traceback__", None)
     while tb is not None:
         frame = tb.tb_frame
         if frame.f_globals is user_ns:
+            lines.append(linecache.getline(frame.f_code.co_filename, tb.tb_lineno).strip())
             if frame.f_code.co_name == "<module>":  # the cell itself
                 cells.append("".join(linecache.getlines(frame.f_code.co_filename)))
             else:  # a function defined in a cell
@@ -269,7 +273,8 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
         magics = frozenset(shell.magics_manager.magics["line"])
     except Exception:
         magics = frozenset()
-    return Scene(user_ns=visible, frames=frames, sources=sources, history=history, line_magics=magics)
+    return Scene(user_ns=visible, frames=frames, sources=sources, history=history, line_magics=magics,
+                 failing_lines=[ln for ln in lines if ln])
 
 
 # --------------------------------------------------------------------------------------
@@ -625,7 +630,9 @@ def ctx_no_accelerator(match, scene):
     if torch is not None:
         notes.append(f"torch.cuda.is_available() is {torch.cuda.is_available()} and torch.version.cuda is "
                      f"{torch.version.cuda!r} in this kernel.")
-    pins = [f"{n}.pin_memory()" for n, _ in _method_calls(_source_text(scene), "pin_memory")]
+    pins = [f"{n}.pin_memory()" for line in scene.failing_lines for n, _ in _method_calls(line, "pin_memory")]
+    if not pins:
+        pins = [f"{n}.pin_memory()" for n, _ in _method_calls(_source_text(scene), "pin_memory")]
     if pins:
         notes.append("The failing code pins memory: " + ", ".join(f"`{p}`" for p in pins[:3]) + ".")
     return Context(notes=tuple(notes), facts={"pin_calls": pins})

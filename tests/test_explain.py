@@ -394,7 +394,7 @@ def test_dataloader_bus_error(ip):
     # torch/csrc/DataLoader.cpp: _error_if_any_worker_fails (exact text for SIGBUS)
     ip.run_cell(SETUP)
     ip.run_cell("from torch.utils.data import DataLoader, TensorDataset\n"
-                "dl = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=4)")
+                "dl = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)")
     expl, _ = fail(ip, "raise RuntimeError(\"DataLoader worker (pid 4242) is killed by signal: Bus error. It is "
                        "possible that dataloader's workers are out of shared memory. Please try to raise your "
                        "shared memory limit.\")")
@@ -431,3 +431,10 @@ def test_batchnorm_one_sample_real(ip):
 def test_every_entry_has_a_test():
     tested = set(re.findall(r'entry\.id == "([\w-]+)"', open(__file__).read()))
     assert {e.id for e in ex.CATALOGUE} <= tested
+
+
+def test_pin_note_prefers_the_failing_line(ip):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    expl, _ = fail(ip, "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = torch.ones(4).pin_memory()")
+    assert expl.context.facts["pin_calls"] == ["torch.ones(4).pin_memory()"]
