@@ -12,6 +12,7 @@ file paths, NVML error text) goes through :func:`cudamagic.render.esc` before HT
 
 from __future__ import annotations
 
+import collections
 import contextlib
 
 from .render import esc, format_bytes
@@ -239,43 +240,51 @@ def host_html(sample: Sample) -> str:
     return f'<div style="{_CSS}">' + "<br>".join(parts) + "</div>"
 
 
+def spark_point(g):
+    """``(utilization %, memory used %)`` of one GpuSample for the sparkline; None where NA or absent."""
+    if g is None:
+        return None, None
+    u = None if is_na(g.gpu_util_pct) else float(g.gpu_util_pct)
+    m = None
+    if not is_na(g.memory_used_bytes) and not is_na(g.memory_total_bytes) and g.memory_total_bytes:
+        m = 100.0 * g.memory_used_bytes / g.memory_total_bytes
+    return u, m
+
+
 def sparkline_svg(history, index: int, width: int = 240, height: int = 40) -> str:
-    """Inline SVG of GPU ``index``'s utilization (blue) and memory used % (green) over ``history``.
+    """Inline SVG of GPU ``index``'s utilization (blue) and memory used % (green) over ``history``
+    (a list of Samples). Only numbers computed here go into the SVG; NA points break the line."""
+    return sparkline_from_points([spark_point(next((g for g in s.gpus if g.index == index), None))
+                                  for s in history], index, width, height)
 
-    Only numbers computed here go into the SVG; NA points break the line.
+
+def sparkline_from_points(points, index: int, width: int = 240, height: int = 40) -> str:
+    """The sparkline SVG from ``[(util %, mem %), ...]`` (None = not available).
+
+    The polylines use the point index as x and ``100 - value`` (whole percent) as y in a
+    ``viewBox`` stretched to ``width`` x ``height``, so building it costs a few integer formats per point.
     """
-    util, mem = [], []
-    for s in history:
-        g = next((g for g in s.gpus if g.index == index), None)
-        u = None if g is None or is_na(g.gpu_util_pct) else float(g.gpu_util_pct)
-        m = None
-        if g is not None and not is_na(g.memory_used_bytes) and not is_na(g.memory_total_bytes) \
-                and g.memory_total_bytes:
-            m = 100.0 * g.memory_used_bytes / g.memory_total_bytes
-        util.append(u)
-        mem.append(m)
-    n = len(util)
+    n = len(points)
 
-    def lines(vals, color):
+    def lines(k, color):
         out, seg = [], []
-        for i, v in enumerate(vals):
+        for i, p in enumerate(points):
+            v = p[k]
             if v is None:
-                if seg:
+                if len(seg) > 1:
                     out.append(seg)
                 seg = []
                 continue
-            x = width * (i / max(1, n - 1))
-            y = height - 1 - (height - 2) * max(0.0, min(100.0, v)) / 100.0
-            seg.append(f"{x:.1f},{y:.1f}")
-        if seg:
+            seg.append(f"{i},{100 - (0 if v < 0 else 100 if v > 100 else round(v))}")
+        if len(seg) > 1:
             out.append(seg)
-        return "".join(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="{" ".join(s)}"/>'
-                       for s in out if len(s) > 1)
+        return "".join(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
+                       f'vector-effect="non-scaling-stroke" points="{" ".join(s)}"/>' for s in out)
 
-    return (f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+    return (f'<svg width="{width}" height="{height}" viewBox="0 -2 {max(1, n - 1)} 104" preserveAspectRatio="none" '
             f'xmlns="http://www.w3.org/2000/svg" style="background:#fafafa;border:1px solid #ddd">'
             f'<title>GPU {int(index)}: utilization % (blue), memory used % (green), last {n} samples</title>'
-            f'{lines(mem, "#2e9d5b")}{lines(util, "#3b7dd8")}</svg>')
+            f'{lines(1, "#2e9d5b")}{lines(0, "#3b7dd8")}</svg>')
 
 
 def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
@@ -316,6 +325,8 @@ class WatchView:
     ``hold_sync()`` of each widget, and only when a value changed.
     """
 
+    SPARK_POINTS = 120
+
     def __init__(self, indices, label: str = "live", on_stop=None):
         import ipywidgets as W
 
@@ -330,6 +341,8 @@ class WatchView:
         self.root = W.VBox([W.HBox([self.status, self.button]), *rows, self.host])
         self._on_stop = on_stop
         self.button.on_click(self._clicked)
+        self._series = {i: collections.deque(maxlen=self.SPARK_POINTS) for i in indices}
+        self._last_key = None
 
     def _clicked(self, _button=None):
         if self._on_stop is not None:
@@ -339,15 +352,28 @@ class WatchView:
         """Every widget whose value :meth:`apply` sets."""
         return [self.status, self.button, self.host, *self.cards.values(), *self.sparks.values()]
 
+    def _add_points(self, sample, history):
+        """Extend the sparkline series with ``sample`` (once per sample; seeded from ``history`` at first)."""
+        key = (sample.seq, sample.timestamp_s)
+        if key == self._last_key:
+            return
+        seed = history if self._last_key is None and history else [sample]
+        for s in seed[-self.SPARK_POINTS:]:
+            by_index = {g.index: g for g in s.gpus}
+            for i, series in self._series.items():
+                series.append(spark_point(by_index.get(i)))
+        self._last_key = key
+
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
-        """``{widget: new value}`` for a sample (pure: no widget touched)."""
+        """``{widget: new value}`` for a sample (no widget touched; the sparkline series grows by it)."""
         out = {self.status: status_html(sample, self.label, state, samples_taken, error)}
         if sample is not None:
+            self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
             for i, w in self.cards.items():
                 g = by_index.get(i)
                 out[w] = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
-                out[self.sparks[i]] = sparkline_svg(history, i)
+                out[self.sparks[i]] = sparkline_from_points(list(self._series[i]), i)
             out[self.host] = host_html(sample)
         return out
 

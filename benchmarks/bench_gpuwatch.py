@@ -1,0 +1,171 @@
+"""Benchmark for %gpuwatch (issue 3). Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
+
+1. Cost of one sample through the fake NVML (tests/fake_nvml.py) for 1 and 8 GPUs: the GPU part
+   (our Python code + the fake's trivial functions, host stubbed) per GPU, the host part (psutil),
+   and the widget update (``WatchView.apply``, widgets without a kernel). Goal: < 1 ms per GPU.
+2. CPU share of the sampler thread at a 1 s interval over 30 s (``time.thread_time`` inside the
+   thread), with the widget view attached.
+3. Throughput of a CPU PyTorch training loop with and without the monitor (1 s interval, widgets)
+   running in the same process: alternating runs, median ratio. Goal: < 1 % slowdown.
+
+On a GPU machine add ``--real`` to also time one sample through the real NVML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from cudamagic import nvml, telemetry, watch as W, widgets  # noqa: E402
+from cudamagic.values import NA  # noqa: E402
+
+
+class StubHost:
+    def read(self):
+        return telemetry.HostSample(10.0, 8, 1, 2, 3.0)
+
+
+def no_torch():
+    return NA("PyTorch is not imported in this kernel", "no_torch")
+
+
+def per_call_us(fn, n):
+    fn()  # warm (static facts, first queries)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best * 1e6
+
+
+def install_fake(n_gpus):
+    from tests import fake_nvml as fm
+
+    scenario = fm.scenario_with_gpus(n_gpus)
+    for g in scenario["gpus"]:
+        g["processes"] = [(os.getpid(), 2 * fm.GIB), (999_999_0, fm.GIB)]
+    fm.install(fm.FakeNVML(scenario))
+
+
+def bench_sample_cost():
+    print("1. one sample through the fake NVML (best of 5 runs)")
+    host = telemetry.HostReader()
+    host_us = per_call_us(host.read, 200)
+    print(f"   host part (psutil: CPU, RAM, workers):          {host_us:8.1f} us per sample")
+    for n in (1, 8):
+        install_fake(n)
+        src = telemetry.LiveSource(host=StubHost(), torch_reader=no_torch)
+        gpu_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
+        s = src.read(1, 0.0)
+        view = widgets.WatchView(src.devices)
+        hist = [s] * 120
+        apply_us = per_call_us(lambda: view.apply(s, hist, samples_taken=1), 200 // n)
+        json_us = per_call_us(lambda: telemetry.sample_to_json(s), 2000 // n)
+        print(f"   {n} GPU(s): GPU part {gpu_us:8.1f} us = {gpu_us / n:6.1f} us per GPU "
+              f"(goal < 1000); widget update {apply_us:7.1f} us ({apply_us / n:6.1f} per GPU); "
+              f"log line {json_us:6.1f} us")
+        view.close()
+    nvml.reset()
+
+
+def bench_thread_cpu(seconds):
+    print(f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real psutil, widgets)")
+    install_fake(1)
+    src = telemetry.LiveSource()
+    watch = W.start_watch(src, interval_s=1.0)
+    wall0 = time.monotonic()
+    time.sleep(seconds)
+    cpu = watch.sampler.thread_cpu_s
+    wall = time.monotonic() - wall0
+    n = watch.samples_taken
+    watch.stop()
+    watch.view.close()
+    print(f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} % of one core "
+          f"({cpu / max(1, n - 1) * 1e3:.2f} ms per sample)")
+    nvml.reset()
+
+
+def bench_training(block_s, pairs, interval_s=1.0):
+    import torch
+
+    print(f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, widgets); "
+          f"{pairs} alternating pairs of {block_s:g} s")
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # one intra-op thread: OpenMP spin-waiting on a shared, oversubscribed box is noise
+    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(128, 256), torch.randint(0, 10, (128,))
+
+    def steps_per_s():
+        n = 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < block_s:
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            n += 1
+        return n / (time.perf_counter() - t0)
+
+    install_fake(1)
+    steps_per_s()  # warm up
+    ratios, with_, without, cpu_share = [], [], [], []
+    for i in range(pairs):
+        order = (False, True) if i % 2 == 0 else (True, False)
+        got = {}
+        for monitored in order:
+            watch = None
+            if monitored:
+                watch = W.start_watch(telemetry.LiveSource(), interval_s=interval_s)
+            got[monitored] = steps_per_s()
+            if watch is not None:
+                cpu_share.append(watch.sampler.thread_cpu_s / block_s)
+                watch.stop()
+                watch.view.close()
+        with_.append(got[True])
+        without.append(got[False])
+        ratios.append(got[True] / got[False])
+    med = statistics.median(ratios)
+    print(f"   steps/s without: median {statistics.median(without):.1f}; with: median {statistics.median(with_):.1f}")
+    print(f"   ratio with/without per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
+    print(f"   median ratio {med:.4f} -> slowdown {100 * (1 - med):+.2f} % (goal < 1 %); the sampler thread "
+          f"itself used {100 * statistics.median(cpu_share):.3f} % of one core (first sample included)")
+    nvml.reset()
+
+
+def bench_real():
+    print("4. real NVML: one sample (all GPUs)")
+    err = nvml.init()
+    if err is not None:
+        print(f"   skipped: {err.reason}")
+        return
+    src = telemetry.LiveSource()
+    us = per_call_us(lambda: src.read(1, 0.0), 50)
+    print(f"   {len(src.devices)} GPU(s): {us:.0f} us per sample ({us / max(1, len(src.devices)):.0f} us per GPU, "
+          "host part included)")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="5 s thread measurement, 4 pairs of 1.5 s")
+    ap.add_argument("--real", action="store_true", help="also sample the real NVML (GPU machine)")
+    a = ap.parse_args(argv)
+    print(f"bench_gpuwatch on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    bench_sample_cost()
+    bench_thread_cpu(5.0 if a.quick else 30.0)
+    bench_training(1.5 if a.quick else 3.0, 4 if a.quick else 8)
+    # 10x the default rate: the effect is 10x larger, so it stands out of the noise of a shared machine
+    bench_training(1.5 if a.quick else 2.0, 4 if a.quick else 8, interval_s=0.1)
+    if a.real:
+        bench_real()
+
+
+if __name__ == "__main__":
+    main()
