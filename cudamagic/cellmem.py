@@ -15,7 +15,8 @@ Where the numbers come from
 * **Process GPU memory as NVML sees it** (CUDA context + non-PyTorch allocations):
   :func:`cudamagic.nvml.process_gpu_memory`, keyed by 0-based NVML index (``nvidia-smi`` order,
   which may differ from CUDA ordinals). Read only when CUDA is initialised in this process.
-* **CPU**: the process resident set size (``psutil.Process().memory_info().rss``, bytes).
+* **CPU**: the process resident set size in bytes (``/proc/self/statm`` on Linux, the figure
+  ``psutil.Process().memory_info().rss`` reports; psutil elsewhere).
 
 How the in-cell peak is measured (and what it does to ``max_memory_allocated``)
 --------------------------------------------------------------------------------
@@ -51,7 +52,7 @@ import os
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from .render import esc, format_bytes, html_table, na_cell_html, text_table
@@ -63,6 +64,18 @@ MiB = 1 << 20
 _CONTAINER_ITEMS = 64
 #: How deep containers are followed (a module or optimizer counts as one level).
 _SCAN_DEPTH = 3
+
+
+def _plain(obj):
+    """Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike ``asdict``,
+    which deep-copies and cannot copy the immutable NA)."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _plain(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    return obj
 
 
 # ---- the torch.cuda seam ----------------------------------------------------------
@@ -161,11 +174,44 @@ def set_stats_source(source) -> Any:
 # ---- snapshots --------------------------------------------------------------------
 
 _process = None
+_statm = {"pid": None, "fd": None, "page": 0}
+
+
+def _rss_statm():
+    """RSS from ``/proc/self/statm`` through a kept-open descriptor (Linux; about 2 us, no open()
+    per call); ``None`` where that file does not exist. Reopened after a fork."""
+    pid = os.getpid()
+    if _statm["pid"] != pid:
+        _statm["pid"] = pid
+        if _statm["fd"] is not None:  # inherited from the parent: it reads the parent's figures
+            try:
+                os.close(_statm["fd"])
+            except OSError:
+                pass
+        try:
+            _statm["fd"] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+            _statm["page"] = os.sysconf("SC_PAGE_SIZE")
+        except (OSError, AttributeError, ValueError):
+            _statm["fd"] = None
+    if _statm["fd"] is None:
+        return None
+    try:
+        return int(os.pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
+    except (OSError, IndexError, ValueError):
+        _statm["fd"] = None
+        return None
 
 
 def rss_bytes():
-    """Resident set size of this process in bytes (``psutil``), or NA if psutil is missing."""
+    """Resident set size of this process in bytes, or NA.
+
+    Linux: ``/proc/self/statm`` (resident pages x page size, what ``psutil.Process().memory_info().rss``
+    reports) read through a kept-open descriptor; elsewhere ``psutil``; NA if neither works.
+    """
     global _process
+    rss = _rss_statm()
+    if rss is not None:
+        return rss
     if _process is None:
         try:
             import psutil
@@ -489,9 +535,7 @@ class CellMemReport:
     # -- data --
     def to_dict(self) -> dict:
         """Plain data (NA values become ``{"na": reason, "code": code}``)."""
-        d = asdict(self)
-        d["tensors"] = [dict(asdict(t), shape=list(t.shape)) for t in self.tensors]
-        return jsonable(d)
+        return jsonable(_plain(self))
 
     def to_json(self) -> str:
         """:meth:`to_dict` as a JSON string."""
@@ -1030,32 +1074,54 @@ def _clear_traceback(shell) -> list:
     return released
 
 
-def _release_out(user_ns: dict, numbers) -> list:
-    """Remove ``Out[n]`` (all entries holding tensors when ``numbers`` is empty), their ``_n``
-    aliases and ``_``/``__``/``___`` when they hold tensors. Returns the names released."""
+def _release_out(shell, numbers) -> list:
+    """Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of IPython's
+    other references to those values: ``_n`` (in ``user_ns`` and ``user_ns_hidden``), ``_``/``__``/``___``
+    (in both namespaces and the display hook's own copies) and the previous cell's
+    ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors are released
+    too. Returns the names released."""
+    user_ns = shell.user_ns
+    hidden = getattr(shell, "user_ns_hidden", None)
+    if hidden is None:
+        hidden = {}
+    hook = getattr(shell, "displayhook", None)
     torch = sys.modules.get("torch")
     out = user_ns.get("Out")
     released = []
     if not isinstance(out, dict):
         return released
-    if numbers:
-        targets = list(numbers)
-    else:
-        targets = [n for n, obj in list(out.items()) if torch is not None and _holder_bytes("", obj, torch)[0]]
+
+    def holds_tensors(obj):
+        return torch is not None and not isinstance(obj, str) and bool(_holder_bytes("", obj, torch)[0])
+
+    targets = list(numbers) if numbers else [n for n, obj in list(out.items()) if holds_tensors(obj)]
     gone = []
     for n in targets:
         obj = out.pop(n, None)
         gone.append(obj)
         released.append(f"Out[{n}]")
-        if user_ns.get(f"_{n}") is obj and f"_{n}" in user_ns:
-            del user_ns[f"_{n}"]
+        for ns in (user_ns, hidden):
+            if f"_{n}" in ns and ns[f"_{n}"] is obj:
+                del ns[f"_{n}"]
+
+    def release(obj):
+        return any(obj is g for g in gone) or (not numbers and holds_tensors(obj))
+
     for u in ("_", "__", "___"):
-        obj = user_ns.get(u)
-        if obj is None or isinstance(obj, str):
-            continue
-        if any(obj is g for g in gone) or (not numbers and torch is not None and _holder_bytes(u, obj, torch)[0]):
-            user_ns[u] = ""
+        hit = False
+        for ns in (user_ns, hidden):
+            if u in ns and release(ns[u]):
+                ns[u] = ""
+                hit = True
+        if hook is not None and release(getattr(hook, u, "")):
+            setattr(hook, u, "")
+            hit = True
+        if hit:
             released.append(u)
+    last = getattr(shell, "last_execution_result", None)
+    if last is not None and getattr(last, "result", None) is not None and release(last.result):
+        last.result = None
+        released.append("last_execution_result.result")
     return released
 
 
@@ -1101,9 +1167,7 @@ class FreeReport:
 
     def to_dict(self) -> dict:
         """Plain data."""
-        d = asdict(self)
-        d["holders"] = [dict(asdict(h), devices=list(h.devices)) for h in self.holders]
-        return jsonable(d)
+        return jsonable(_plain(self))
 
     def to_json(self) -> str:
         """:meth:`to_dict` as JSON."""
@@ -1203,7 +1267,7 @@ def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
     census_before = _tensor_census(torch) if torch is not None else {}
     released = _clear_traceback(shell)
     if out is not None:
-        released += _release_out(user_ns, out)
+        released += _release_out(shell, out)
     for name in variables:
         del user_ns[name]
         released.append(name)

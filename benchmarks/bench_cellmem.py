@@ -1,0 +1,125 @@
+"""Overhead per cell of ``%cudamem on`` (issue 5). Goal: under 1 ms per cell of our own overhead.
+
+Measured side by side in one run, in a real ``InteractiveShell``:
+
+* ``run_cell("pass")`` with ``%cudamem on`` vs. without, on an empty namespace and with 100 tensors
+  in the namespace (interleaved rounds, median of per-round means, so drift hits both sides);
+* the two callbacks alone (``pre_run_cell`` + ``post_run_cell``), CPU path (CUDA not initialised) and
+  GPU path with a fake 2-device allocator source (the real ``torch.cuda.memory_stats_as_nested_dict``
+  read is not timed here: this machine has no GPU);
+* for reference, the cost of ``%%cudamem`` itself (a full tensors scan) with 100 tensors.
+
+Run: ``python benchmarks/bench_cellmem.py [--cells 300] [--rounds 7]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def per_cell_ms(ip, cell, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        ip.run_cell(cell)  # store_history=False: keeps IPython's sqlite history writes out of the figures
+    return (time.perf_counter() - t0) / n * 1e3
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cells", type=int, default=300, help="cells per round and configuration")
+    ap.add_argument("--rounds", type=int, default=7)
+    args = ap.parse_args()
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from cudamagic import cellmem
+
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "cudamagic")
+    ip.run_cell("import torch", store_history=True)
+    # keep the output cache from growing into IPython's cull warning
+    ip.displayhook.cache_size = 0
+
+    def ab(label):
+        off, on = [], []
+        for _ in range(args.rounds):
+            off.append(per_cell_ms(ip, "pass", args.cells))
+            ip.run_line_magic("cudamem", "on")
+            on.append(per_cell_ms(ip, "pass", args.cells))
+            ip.run_line_magic("cudamem", "off")
+        m_off, m_on = statistics.median(off), statistics.median(on)
+        print(f"{label:<34} run_cell off {m_off:7.3f} ms   on {m_on:7.3f} ms   "
+              f"overhead {m_on - m_off:+.3f} ms/cell   (ratio {m_on / m_off:.2f}x)")
+        return m_on - m_off
+
+    print(f"bench_cellmem: {args.rounds} rounds x {args.cells} cells, python {sys.version.split()[0]}")
+    with contextlib.redirect_stdout(io.StringIO()):
+        ip.run_line_magic("cudamem", "on")
+        ip.run_line_magic("cudamem", "off")
+    results = {}
+    for key, label in (("empty", "empty namespace"), ("100", "100 tensors in the namespace")):
+        if key == "100":
+            ip.run_cell("\n".join(f"t{i} = torch.randn(64, 64)" for i in range(100)), store_history=True)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            results[key] = ab(label)
+        print("\n".join(line for line in buf.getvalue().splitlines() if line.startswith(label)))
+
+    # the callbacks alone
+    hist = cellmem.MemHistory()
+    mon = cellmem.CellMemMonitor(ip, hist, lambda: 16 << 20, out=lambda s: None)
+
+    class Info:
+        raw_cell = "pass"
+
+    class Result:
+        execution_count = 1
+        error_in_exec = None
+        error_before_exec = None
+
+    def callbacks_us(n=20000):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            mon.pre_run_cell(Info)
+            mon.post_run_cell(Result)
+        return (time.perf_counter() - t0) / n * 1e6
+
+    print(f"{'callbacks alone, CPU path':<34} {callbacks_us():7.1f} us/cell")
+
+    class FakeStats:
+        def initialized(self):
+            return True
+
+        def device_count(self):
+            return 2
+
+        def read(self, d):
+            return cellmem.GpuStats(d, 1 << 30, 2 << 30, 5 << 30, 3 << 30, 3 << 30, 0, 0)
+
+    mon._source = FakeStats()
+    print(f"{'callbacks alone, fake 2-GPU path':<34} {callbacks_us():7.1f} us/cell "
+          "(excludes the real torch.cuda stats read)")
+
+    # %%cudamem itself, for reference
+    n = 50
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()):
+        for _ in range(n):
+            ip.run_cell("%%cudamem\npass", store_history=True)
+    magic_ms = (time.perf_counter() - t0) / n * 1e3
+    print(f"{'%%cudamem cell, 100 tensors':<34} {magic_ms:7.3f} ms/cell (incl. run_cell and tensors scan)")
+    ok = all(v < 1.0 for v in results.values())
+    print(f"goal (< 1 ms/cell overhead of %cudamem on): {'met' if ok else 'NOT met'}")
+    ip.run_line_magic("unload_ext", "cudamagic")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,166 @@
+"""Tier 1 tests of cudamagic.cellmem: the peak arithmetic, the tensors scan, the torch.cuda gate and
+the frame clearing, with no IPython shell."""
+
+from __future__ import annotations
+
+import sys
+import weakref
+
+import pytest
+import torch
+
+from cudamagic import cellmem
+from cudamagic.cellmem import GpuStats, in_cell_peak
+from cudamagic.values import is_na
+
+MiB = 1 << 20
+
+
+def stats(alloc, peak, total, reserved=0, device=0, retries=0, ooms=0):
+    return GpuStats(device, alloc, peak, total, reserved, reserved, retries, ooms)
+
+
+# ---- in-cell peak without resetting the user's counters ----------------------------
+
+def test_peak_is_exact_when_the_cell_sets_a_new_high():
+    before = stats(100 * MiB, 150 * MiB, 1000 * MiB)
+    after = stats(120 * MiB, 400 * MiB, 1300 * MiB)
+    assert in_cell_peak(before, after) == (400 * MiB, True)
+
+
+def test_peak_is_an_upper_bound_below_an_earlier_peak():
+    # earlier peak 1 GiB; the cell allocates 300 MiB in total and frees it again
+    before = stats(100 * MiB, 1024 * MiB, 5000 * MiB)
+    after = stats(100 * MiB, 1024 * MiB, 5300 * MiB)
+    peak, exact = in_cell_peak(before, after)
+    assert (peak, exact) == (400 * MiB, False)
+    # the bound is capped by the earlier peak
+    after_big = stats(100 * MiB, 1024 * MiB, 9000 * MiB)
+    assert in_cell_peak(before, after_big) == (1024 * MiB, False)
+
+
+def test_peak_is_exact_when_the_cell_allocates_nothing():
+    before = stats(500 * MiB, 900 * MiB, 5000 * MiB)
+    after = stats(200 * MiB, 900 * MiB, 5000 * MiB)  # only frees
+    assert in_cell_peak(before, after) == (500 * MiB, True)
+
+
+def test_peak_when_cuda_was_initialised_by_the_cell_and_after_a_reset():
+    after = stats(10 * MiB, 70 * MiB, 80 * MiB)
+    assert in_cell_peak(None, after) == (70 * MiB, True)
+    before = stats(100 * MiB, 1024 * MiB, 5000 * MiB)
+    after = stats(100 * MiB, 100 * MiB, 5000 * MiB)
+    assert in_cell_peak(before, after, peak_reset=True) == (100 * MiB, True)
+
+
+def test_parse_bytes():
+    assert cellmem.parse_bytes("64MiB") == 64 * MiB
+    assert cellmem.parse_bytes("1.5GB") == 1_500_000_000
+    assert cellmem.parse_bytes("4096") == 4096
+    with pytest.raises(ValueError):
+        cellmem.parse_bytes("lots")
+
+
+# ---- the gate: never import torch, never touch CUDA unless initialised -------------
+
+def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
+    src = cellmem.TorchCudaStats()
+    monkeypatch.delitem(sys.modules, "torch")
+    assert src.initialized() is False
+    assert "torch" not in sys.modules
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    snap = cellmem.take_snapshot(src)
+    assert snap.gpus == {} and snap.cuda_initialized is torch.cuda.is_initialized()
+    assert torch.cuda.is_initialized() is False  # no GPU here: reading must not have initialised CUDA
+
+
+def test_snapshot_reads_nothing_from_an_uninitialised_source(monkeypatch):
+    class Uninit:
+        def initialized(self):
+            return False
+
+        def __getattr__(self, name):
+            raise AssertionError(f"{name} called although CUDA is not initialised")
+
+    snap = cellmem.take_snapshot(Uninit())
+    assert snap.gpus == {} and not snap.cuda_initialized
+    assert snap.rss_bytes > 0
+
+
+def test_rss_matches_psutil_and_follows_allocation():
+    psutil = pytest.importorskip("psutil")
+    proc = psutil.Process()
+    assert abs(cellmem.rss_bytes() - proc.memory_info().rss) < 4 * MiB
+    before = cellmem.rss_bytes()
+    block = torch.ones(16 * MiB // 4)  # 16 MiB, written
+    assert cellmem.rss_bytes() - before > 8 * MiB
+    del block
+
+
+# ---- the tensors scan ----------------------------------------------------------------
+
+def test_scan_names_module_paths_grads_containers_optimizer_and_out():
+    net = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.BatchNorm1d(4))
+    opt = torch.optim.Adam(net.parameters())
+    net(torch.randn(3, 8)).sum().backward()
+    opt.step()
+    big = torch.zeros(1000, 100)
+    view = big[:10]  # a view keeps the whole storage: listed once, under the first name
+    ns = {"net": net, "opt": opt, "big": big, "view": view, "pair": (torch.ones(7), {"k": torch.ones(5)}),
+          "_hidden": torch.ones(10_000), "Out": {3: torch.ones(33)}, "n": 3}
+    rows = cellmem.scan_tensors(ns, hidden={})
+    names = {r.name: r for r in rows}
+    assert rows[0].name == "big" and rows[0].bytes == 400_000 and rows[0].shape == (1000, 100)
+    assert "view" not in names  # same storage as big
+    for expected in ("net.0.weight", "net.0.weight.grad", "net.1.running_mean", "pair[0]", "pair[1]['k']",
+                     "Out[3]", "opt.state[0]['exp_avg']"):
+        assert expected in names, (expected, sorted(names))
+    assert names["net.0.weight"].shape == (4, 8) and names["net.0.weight"].dtype == "torch.float32"
+    assert not any(n.startswith("_") for n in names)  # _-names (IPython's _, _1, _i...) are not user variables
+    assert [r.bytes for r in rows] == sorted((r.bytes for r in rows), reverse=True)
+
+
+def test_scan_marks_storages_new_since_before():
+    a = torch.ones(100)
+    ns = {"a": a}
+    keys = cellmem.storage_keys(ns)
+    ns["b"] = torch.ones(200)
+    rows = {r.name: r for r in cellmem.scan_tensors(ns, before_keys=keys)}
+    assert rows["b"].new and not rows["a"].new
+
+
+def test_scan_without_torch_imported_is_empty(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch")
+    assert cellmem.scan_tensors({"x": 1}) == []
+
+
+# ---- frame clearing --------------------------------------------------------------------
+
+def test_clear_frames_drops_locals_even_after_f_locals_was_read():
+    def inner():
+        big = torch.ones(1000)  # noqa: F841
+        raise RuntimeError("boom")
+
+    try:
+        inner()
+    except RuntimeError as exc:
+        err = exc
+    tb = err.__traceback__
+    frame = tb.tb_next.tb_frame
+    big_ref = weakref.ref(frame.f_locals["big"])  # reading f_locals creates the 3.11 snapshot dict
+    module_ns = {"keep": 1}
+    cellmem._clear_frames(tb)
+    assert big_ref() is None
+    assert module_ns == {"keep": 1}
+
+
+def test_report_renders_na_and_escapes_errors():
+    before = cellmem.Snapshot(0.0, {}, False, 100)
+    after = cellmem.Snapshot(0.5, {}, False, 300)
+    rep = cellmem.build_report(before, after, cell=4, source="%%cudamem\nx = 1\n", error="ValueError: <b>bad</b>",
+                               kind="cell")
+    assert is_na(rep.gpu_status) and rep.rss_delta_bytes == 200 and rep.source == "x = 1"
+    html = rep._repr_html_()
+    assert "&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad</b>" not in html
+    assert "In[4]" in repr(rep) and "not initialised" in repr(rep)
+    assert rep.to_dict()["gpu_status"]["code"] == "not_initialized"
