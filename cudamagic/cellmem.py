@@ -47,6 +47,7 @@ from __future__ import annotations
 import ast
 import gc
 import inspect
+import itertools
 import json
 import os
 import re
@@ -401,44 +402,59 @@ def iter_tensors(roots, torch):
     """Yield ``(name, tensor)`` for every tensor reachable from ``roots`` (``(name, obj)`` pairs).
 
     Follows ``torch.nn.Module`` parameters and buffers (``model.layer.weight``), parameter and
-    leaf-tensor ``.grad``, optimizer state (``opt.state[i]['exp_avg']``) and lists, tuples and
-    dicts (first 64 items, 3 levels deep). Never calls anything that allocates.
+    leaf-tensor ``.grad``, optimizer state (``opt.state[3]['exp_avg']``, numbered like
+    ``opt.state_dict()['state']``: parameters in ``param_groups`` order) and lists, tuples and
+    dicts (first 64 items, 3 levels deep). Types are tested with ``type()``, so lazy proxies in the
+    namespace are never asked for their ``__class__``. Never calls anything that allocates.
     """
     Tensor = torch.Tensor
     Module = torch.nn.Module
     Optimizer = torch.optim.Optimizer
+    skip = (str, bytes, int, float, complex, bool, type)
 
     def tensor_and_grad(name, t):
         yield name, t
         if t.is_leaf and t.requires_grad and t.grad is not None:
             yield f"{name}.grad", t.grad
 
+    def optimizer_state(name, opt):
+        index = {}
+        for group in opt.param_groups:
+            for p in group.get("params", ()):
+                index.setdefault(id(p), len(index))
+        for p, state in list(opt.state.items()):
+            if type(state) is not dict:
+                continue
+            i = index.get(id(p), "?")
+            for k, v in state.items():
+                if issubclass(type(v), Tensor):
+                    yield f"{name}.state[{i}][{k!r}]", v
+
     def walk(name, obj, depth):
-        if isinstance(obj, Tensor):
+        t = type(obj)
+        if issubclass(t, Tensor):
             yield from tensor_and_grad(name, obj)
             return
-        if depth >= _SCAN_DEPTH or obj is None or isinstance(obj, (str, bytes, int, float, type)):
+        if depth >= _SCAN_DEPTH or obj is None or issubclass(t, skip):
             return
-        if isinstance(obj, Module):
+        if issubclass(t, Module):
             for pname, p in obj.named_parameters():
                 yield from tensor_and_grad(f"{name}.{pname}", p)
             for bname, b in obj.named_buffers():
                 yield f"{name}.{bname}", b
             return
-        if isinstance(obj, Optimizer):
-            for i, state in enumerate(list(obj.state.values())[:_CONTAINER_ITEMS]):
-                if isinstance(state, dict):
-                    for k, v in state.items():
-                        if isinstance(v, Tensor):
-                            yield f"{name}.state[{i}][{k!r}]", v
+        if issubclass(t, Optimizer):
+            yield from optimizer_state(name, obj)
             return
-        if isinstance(obj, (list, tuple)):
+        if issubclass(t, (list, tuple)):
             for i, v in enumerate(obj[:_CONTAINER_ITEMS]):
                 yield from walk(f"{name}[{i}]", v, depth + 1)
-        elif isinstance(obj, dict):
-            for i, (k, v) in enumerate(list(obj.items())):
-                if i >= _CONTAINER_ITEMS:
-                    break
+        elif issubclass(t, dict):
+            try:
+                items = list(itertools.islice(obj.items(), _CONTAINER_ITEMS))
+            except RuntimeError:  # changed size while we looked (another thread)
+                return
+            for k, v in items:
                 yield from walk(f"{name}[{k!r}]", v, depth + 1)
 
     for name, obj in roots:

@@ -65,13 +65,16 @@ def test_parse_bytes():
 
 def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
     src = cellmem.TorchCudaStats()
+    was_initialized = torch.cuda.is_initialized()
     monkeypatch.delitem(sys.modules, "torch")
     assert src.initialized() is False
     assert "torch" not in sys.modules
     monkeypatch.setitem(sys.modules, "torch", torch)
     snap = cellmem.take_snapshot(src)
-    assert snap.gpus == {} and snap.cuda_initialized is torch.cuda.is_initialized()
-    assert torch.cuda.is_initialized() is False  # no GPU here: reading must not have initialised CUDA
+    assert snap.cuda_initialized is was_initialized
+    assert torch.cuda.is_initialized() is was_initialized  # reading never initialises CUDA
+    if not was_initialized:
+        assert snap.gpus == {}
 
 
 def test_snapshot_reads_nothing_from_an_uninitialised_source(monkeypatch):
@@ -116,6 +119,8 @@ def test_scan_names_module_paths_grads_containers_optimizer_and_out():
                      "Out[3]", "opt.state[0]['exp_avg']"):
         assert expected in names, (expected, sorted(names))
     assert names["net.0.weight"].shape == (4, 8) and names["net.0.weight"].dtype == "torch.float32"
+    # optimizer state is numbered like opt.state_dict()["state"]: parameters in param_groups order
+    assert names["opt.state[0]['exp_avg']"].shape == (4, 8) and names["opt.state[1]['exp_avg_sq']"].shape == (4,)
     assert not any(n.startswith("_") for n in names)  # _-names (IPython's _, _1, _i...) are not user variables
     assert [r.bytes for r in rows] == sorted((r.bytes for r in rows), reverse=True)
 
