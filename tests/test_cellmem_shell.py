@@ -24,9 +24,20 @@ def plain(text):
     return ANSI.sub("", text)
 
 
+class NoCuda:
+    """Allocator source of a machine where CUDA is not initialised (these tests are the CPU path,
+    also when the suite runs on a GPU machine where another test initialised CUDA)."""
+
+    def initialized(self):
+        return False
+
+
 @pytest.fixture
-def tip(ip):
-    """The shell with torch imported in the user namespace."""
+def tip(ip, monkeypatch):
+    """The shell with torch imported in the user namespace, on the CPU path."""
+    from cudamagic import cellmem
+
+    monkeypatch.setattr(cellmem, "_source", NoCuda())
     run(ip, "import torch, weakref")
     yield ip
     for attr in ("last_type", "last_value", "last_traceback", "last_exc"):
