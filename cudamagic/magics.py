@@ -27,12 +27,30 @@ class CudaMagics(Magics):
 
     # ---- configuration traits (units in the names) --------------------------------
     nvcc_timeout_s = Float(
-        5.0, config=True, help="Seconds to wait for `nvcc -V` before reporting it as not available."
+        5.0, min=0.1, max=600.0,
+        help="Seconds (0.1 to 600) to wait for `nvcc -V` before reporting it as not available."
     ).tag(config=True)
 
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
         self._cleanups = []
+
+    def _parse(self, func, line, usage):
+        """``parse_argstring`` whose errors say what to type instead.
+
+        Args:
+            func: the magic method (its ``magic_arguments`` parser is used).
+            line: the argument string.
+            usage: one-line usage, e.g. ``"%cudainfo [--json | -q]"``.
+
+        Raises:
+            UsageError: unknown flag or bad value, with the usage line and a pointer to ``%magic?``.
+        """
+        try:
+            return parse_argstring(func, line)
+        except UsageError as exc:
+            name = func.__name__
+            raise UsageError(f"%{name}: {exc}. Usage: {usage}. Type %{name}? for every option.") from None
 
     # ---- lifecycle --------------------------------------------------------------
     def add_cleanup(self, func):
@@ -70,21 +88,31 @@ class CudaMagics(Magics):
             info = %cudainfo          # the report object; assignment shows nothing
             info.to_dict()["gpus"]    # nvidia-smi --query-gpu key names, raw NVML units
             %cudainfo -q              # collect silently; the report is in `_cudainfo`
+            %cudainfo;                # the same
 
         Never creates a CUDA context, never raises on a machine without a GPU,
         driver, nvcc or NVML: what cannot be read shows as N/A with the reason.
         """
-        args = parse_argstring(self.cudainfo, line)
+        stripped = line.rstrip()
+        quiet = stripped.endswith(";")  # `%cudainfo ;` as in `expr;`: display nothing
+        args = self._parse(self.cudainfo, stripped.rstrip(";"), "%cudainfo [--json | -q]")
+        if args.json and args.quiet:
+            raise UsageError("%cudainfo: --json prints the report and -q displays nothing; use one of them. "
+                             "Usage: %cudainfo [--json | -q].")
         from .envinfo import collect
 
         report = collect(nvcc_timeout_s=self.nvcc_timeout_s)
         if args.json:
             print(report.to_json())
             return None
-        if args.quiet:
+        if args.quiet or quiet:
             self.shell.user_ns["_cudainfo"] = report
             return None
         return report
+
+    def _cudainfo_quiet(self, line=""):
+        """``%cudainfo;``: IPython reads the ``;`` as part of the magic's name, so it is registered too."""
+        return self.cudainfo(line.rstrip() + " ;")
 
     # ==== %gpuwatch (issue 3) =======================================================
     watch_interval_s = Float(
@@ -622,6 +650,10 @@ def load(ipython):
         unload(_ACTIVE.shell)
     magics = CudaMagics(shell=ipython)
     ipython.register_magics(magics)
+    ipython.magics_manager.register_function(magics._cudainfo_quiet, "line", "cudainfo;")
+    from . import nvml
+
+    magics.add_cleanup(nvml.reset)  # a later load re-reads NVML (e.g. after `%pip install nvidia-ml-py`)
     magics._install_explainer()  # issue 6: the error-explainer box (post_run_cell; removed on unload)
     _ACTIVE = magics
     return magics
