@@ -67,7 +67,7 @@ def decode_cudnn_version(value):
     (``90100`` -> ``'9.1.0'``, ``91002`` -> ``'9.10.2'``). None (no cuDNN) -> NA.
     """
     if value is None:
-        return NA("PyTorch has no cuDNN (CPU build, or cuDNN not loaded)", "not_available")
+        return NA("PyTorch has no cuDNN: CPU build, or cuDNN not loaded", "not_available")
     if is_na(value):
         return value
     try:
@@ -164,10 +164,43 @@ def find_nvcc(env=None):
     return NA("not installed; not needed to run PyTorch (only to compile CUDA extensions)", "not_installed")
 
 
-def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
-    """Run ``<path> -V`` (time limit ``timeout_s`` seconds) and parse it; cached per (path, mtime, size).
+_NVCC_OUTPUT_LIMIT = 64 * 1024  # bytes of `nvcc -V` output kept; the rest is discarded
 
-    Returns ``{"path", "release", "build"}``; each may be NA (not installed, timed out, garbage output).
+
+def _run_capped(argv, timeout_s):
+    """Run ``argv`` in its own process group; return ``(returncode, text)`` with output capped.
+
+    Raises ``subprocess.TimeoutExpired`` after ``timeout_s`` seconds, having killed the whole group
+    (so a wrapper script's children do not survive).
+    """
+    import signal
+    import tempfile
+
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                proc.kill()
+            proc.wait()
+            raise
+        out.seek(0)
+        text = out.read(_NVCC_OUTPUT_LIMIT).decode("utf-8", "replace")
+    return proc.returncode, text
+
+
+def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
+    """Run ``<path> -V`` (time limit ``timeout_s`` seconds) and parse it.
+
+    Successful and unparseable answers are cached per (path, mtime, size); a time-out is not, so a
+    later call with a longer limit tries again. Output beyond 64 KiB is discarded and the process
+    group is killed on time-out.
+
+    Returns ``{"path", "release", "build"}``; each may be NA (not installed, timed out, failed, garbage).
     """
     path = find_nvcc() if path is None else path
     if is_na(path):
@@ -180,29 +213,64 @@ def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
         return {"path": path, "release": na, "build": na}
     if key in _nvcc_cache:
         return dict(_nvcc_cache[key])
+    cache = True
     try:
-        proc = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=timeout_s,
-                              stdin=subprocess.DEVNULL, errors="replace")
-        parsed = parse_nvcc_version(proc.stdout + proc.stderr)
+        code, text = _run_capped([path, "-V"], timeout_s)
+        if code != 0:
+            first = text.strip().splitlines()[0][:120] if text.strip() else "no output"
+            parsed = NA(f"`{path} -V` failed with exit status {code}: {first}", "error")
+        else:
+            parsed = parse_nvcc_version(text)
     except subprocess.TimeoutExpired:
-        parsed = NA(f"`{path} -V` did not answer within {timeout_s:g} s", "timeout")
+        parsed = NA(f"`{path} -V` did not answer within {timeout_s:g} s "
+                    "(raise %config CudaMagics.nvcc_timeout_s to wait longer)", "timeout")
+        cache = False
     except OSError as exc:
         parsed = NA(f"cannot run {path}: {exc}", "error")
     if is_na(parsed):
         result = {"path": path, "release": parsed, "build": parsed}
     else:
         result = {"path": path, **parsed}
-    _nvcc_cache[key] = result
+    if cache:
+        _nvcc_cache[key] = result
     return dict(result)
 
 
-def _python_facts():
-    shell_python = shutil.which("python3") or shutil.which("python")
+def cuda_home_problem(env):
+    """NA-free check of ``CUDA_HOME``/``CUDA_PATH``: a message when one is set but has no runnable
+    ``bin/nvcc`` (``torch.utils.cpp_extension`` builds with ``CUDA_HOME``), else None."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = env.get(var)
+        if not home:
+            continue
+        if not os.path.isdir(home):
+            return var, f"{var}={home} does not exist"
+        nvcc = os.path.join(home, "bin", "nvcc")
+        if not os.path.isfile(nvcc):
+            return var, f"{var}={home} has no bin/nvcc"
+        if not os.access(nvcc, os.X_OK):
+            return var, f"{nvcc} is not executable"
+    return None
+
+
+def _env_root(python_path):
+    """The environment a Python executable belongs to: its venv folder (with pyvenv.cfg) or its real path."""
+    bindir = os.path.dirname(os.path.abspath(python_path))
+    root = os.path.dirname(bindir)
+    if os.path.isfile(os.path.join(root, "pyvenv.cfg")):
+        return os.path.realpath(root)
+    real = os.path.realpath(python_path)
+    return os.path.realpath(os.path.dirname(os.path.dirname(real)))
+
+
+def _python_facts(env):
+    path = env.get("PATH")
+    shell_python = shutil.which("python3", path=path) or shutil.which("python", path=path)
     return {
         "executable": sys.executable,
         "version": sys.version.split()[0],
         "prefix": sys.prefix,
-        "shell_python": shell_python or NA("no python/python3 on PATH", "not_installed"),
+        "shell_python": shell_python or NA("no python or python3 on PATH", "not_installed"),
     }
 
 
@@ -391,8 +459,9 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     """The raw facts of :func:`collect` as a plain dict (sections ``python``, ``torch``, ``driver``,
     ``toolkit``, ``gpus``, ``mapping``, ``env``)."""
     env = dict(os.environ) if env is None else env
-    facts = {"python": _python_facts(), "torch": _torch_facts(), "driver": nvml.system_info()}
+    facts = {"python": _python_facts(env), "torch": _torch_facts(), "driver": nvml.system_info()}
     facts["toolkit"] = nvcc_info(find_nvcc(env), timeout_s=nvcc_timeout_s)
+    facts["toolkit"]["cuda_home_problem"] = cuda_home_problem(env)
     count = facts["driver"]["device_count"]
     facts["gpus"] = _gpu_facts(count) if not is_na(count) else []
     facts["mapping"] = map_cuda_ordinals(facts["gpus"], env, facts["torch"].get("devices", ()))
@@ -428,15 +497,23 @@ class Finding:
 
 
 def best_wheel_for_driver(driver_cuda):
-    """Newest PyTorch wheel CUDA variant not newer than the driver's CUDA, e.g. ``(11, 4)`` -> ``'cu118'``?
+    """The PyTorch wheel CUDA variant to recommend for a driver supporting CUDA ``driver_cuda`` (major, minor).
 
-    A CUDA 11.8 build runs on an 11.4 driver through minor version compatibility, so within a major the
-    newest wheel of that major is chosen. Returns ``'cuXYZ'`` or None when the driver predates every wheel.
+    The newest wheel not newer than the driver's CUDA (``(12, 4)`` -> ``'cu124'``); when the driver's major has
+    only newer minors, the oldest of them, which runs through CUDA minor version compatibility (``(11, 4)`` ->
+    ``'cu118'``). Returns ``'cuXYZ'``, or None when the driver predates every published wheel.
     """
     if driver_cuda is None:
         return None
+    not_newer = [w for w in WHEEL_CUDA if w <= driver_cuda]
+    same_major_not_newer = [w for w in not_newer if w[0] == driver_cuda[0]]
     same_major = [w for w in WHEEL_CUDA if w[0] == driver_cuda[0]]
-    pick = max(same_major) if same_major else max((w for w in WHEEL_CUDA if w <= driver_cuda), default=None)
+    if same_major_not_newer:
+        pick = max(same_major_not_newer)
+    elif same_major:  # minor version compatibility: e.g. cu118 runs on an 11.4 driver
+        pick = min(same_major)
+    else:
+        pick = max(not_newer, default=None)
     return f"cu{pick[0]}{pick[1]}" if pick else None
 
 
@@ -528,7 +605,14 @@ def findings(facts: dict) -> list:
     elif is_na(tk["release"]):
         out.append(Finding("warning", "nvcc-unreadable", "nvcc did not report its version", tk["release"].reason,
                            f"run `{tk['path']} -V` in a terminal to see what is wrong"))
-    elif build and nv and nv[:2] != build[:2]:
+    if tk.get("cuda_home_problem"):
+        var, what = tk["cuda_home_problem"]
+        out.append(Finding("warning", "cuda-home", f"{var} points to no usable CUDA toolkit",
+                           f"{what}; torch.utils.cpp_extension compiles with {var}, so building CUDA extensions "
+                           "will fail (running PyTorch is not affected).",
+                           f"unset {var}, or point it to a toolkit folder that contains bin/nvcc "
+                           "(e.g. /usr/local/cuda)"))
+    if nv and build and nv[:2] != build[:2]:
         out.append(Finding(
             "info", "toolkit-differs", "The CUDA toolkit on PATH differs from PyTorch's CUDA",
             f"nvcc {tk['release']} at {tk['path']} vs PyTorch's CUDA {t['cuda_build']}: this only matters when "
@@ -555,6 +639,11 @@ def findings(facts: dict) -> list:
                            f"CUDA_VISIBLE_DEVICES={cvd['raw']!r} leaves no device visible to CUDA.",
                            "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart "
                            "the kernel) or list the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0"))
+    elif cvd["set"] and not nvml_ok and cvd["invalid"]:
+        out.append(Finding("warning", "cvd-unknown", "CUDA_VISIBLE_DEVICES has an entry CUDA cannot parse",
+                           f"{cvd['invalid']!r} in CUDA_VISIBLE_DEVICES={cvd['raw']!r} is neither an index, a GPU- "
+                           "nor a MIG- UUID; CUDA ignores it and every entry after it.",
+                           "use indices or UUIDs from `nvidia-smi -L`, separated by commas"))
     elif cvd["set"] and nvml_ok:
         bad = [str(e["value"]) for e in cvd["entries"]
                if (e["kind"] == "index" and e["value"] >= n_gpus)
@@ -601,7 +690,7 @@ def findings(facts: dict) -> list:
     # F18 interpreter hint
     py = facts["python"]
     shell_py = py.get("shell_python")
-    if not is_na(shell_py) and os.path.realpath(shell_py) != os.path.realpath(py["executable"]):
+    if not is_na(shell_py) and _env_root(shell_py) != _env_root(py["executable"]):
         out.append(Finding("info", "interpreter", "This kernel runs a different Python from the one on PATH",
                            f"kernel: {py['executable']}; `python` on PATH: {shell_py}. Packages installed with "
                            "`pip` in a terminal may not be visible here.",

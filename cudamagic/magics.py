@@ -12,10 +12,12 @@ runs them all and removes the magics.
 
 from __future__ import annotations
 
+import math
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
-from traitlets import Bool, Float, Int, Unicode
+from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 
 _ACTIVE = None  # the CudaMagics instance registered on the running shell
 
@@ -30,6 +32,13 @@ class CudaMagics(Magics):
         5.0, min=0.1, max=600.0,
         help="Seconds (0.1 to 600) to wait for `nvcc -V` before reporting it as not available."
     ).tag(config=True)
+
+    @validate("nvcc_timeout_s")
+    def _finite_timeout(self, proposal):
+        value = proposal["value"]
+        if not math.isfinite(value):
+            raise TraitError(f"nvcc_timeout_s must be a finite number of seconds, not {value!r}")
+        return value
 
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
@@ -643,12 +652,40 @@ class CudaMagics(Magics):
         return explanation
 
 
+def _construct(ipython):
+    """Build CudaMagics; a config value its trait rejects (``%config`` or ipython_config.py) is dropped
+    with a one-paragraph warning instead of making ``%load_ext`` fail."""
+    from traitlets import TraitError
+
+    try:
+        return CudaMagics(shell=ipython)
+    except TraitError:
+        pass
+    section = ipython.config.CudaMagics
+    saved = dict(section)
+    for key in saved:
+        del section[key]
+    magics = CudaMagics(shell=ipython)
+    for key, value in saved.items():
+        try:
+            setattr(magics, key, value)
+            section[key] = value
+        except TraitError as exc:
+            trait = magics.traits().get(key)
+            helptext = f" ({trait.help})" if trait is not None and trait.help else ""
+            print(f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {exc}. Using the default "
+                  f"{getattr(magics, key)!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>.")
+        except AttributeError:
+            section[key] = value
+    return magics
+
+
 def load(ipython):
     """Register the magics on ``ipython`` (idempotent: a second load replaces the first)."""
     global _ACTIVE
     if _ACTIVE is not None:
         unload(_ACTIVE.shell)
-    magics = CudaMagics(shell=ipython)
+    magics = _construct(ipython)
     ipython.register_magics(magics)
     ipython.magics_manager.register_function(magics._cudainfo_quiet, "line", "cudainfo;")
     from . import nvml

@@ -94,6 +94,26 @@ def _g(*path):
     return get
 
 
+def _t(key):
+    """Getter for a PyTorch fact that says "PyTorch not installed" when it is not."""
+    def get(facts):
+        t = facts["torch"]
+        if not t.get("installed"):
+            return NA("PyTorch is not installed in this kernel", "not_installed")
+        return t.get(key, NA("not collected", "error"))
+    return get
+
+
+def _arch(facts):
+    t = facts["torch"]
+    if not t.get("installed"):
+        return NA("PyTorch is not installed in this kernel", "not_installed")
+    arch = t.get("arch_list")
+    if is_na(arch):
+        return arch
+    return " ".join(arch) if arch else NA("no GPU code in this build", "not_available")
+
+
 def _variant(facts):
     t = facts["torch"]
     if not t.get("installed"):
@@ -117,15 +137,15 @@ SUMMARY_ROWS = [
     ("Python", "python on PATH", _g("python", "shell_python"), "shutil.which('python3'): what a terminal would run"),
     ("PyTorch", "version", lambda f: f["torch"]["version"] if f["torch"].get("installed") else f["torch"]["error"], "torch.__version__"),
     ("PyTorch", "variant", _variant, "local version tag: +cpu, +cuXYZ (CUDA X.Y), +rocm, none (default PyPI wheel)"),
-    ("PyTorch", "location", _g("torch", "file"), "torch.__file__: where torch was imported from"),
-    ("PyTorch", "CUDA it was built with", _g("torch", "cuda_build"), "torch.version.cuda: the CUDA runtime bundled with PyTorch"),
-    ("PyTorch", "HIP (ROCm)", _g("torch", "hip_build"), "torch.version.hip"),
-    ("PyTorch", "cuDNN", _g("torch", "cudnn"), "torch.backends.cudnn.version(), decoded"),
-    ("PyTorch", "NCCL", _g("torch", "nccl"), "torch.cuda.nccl.version()"),
-    ("PyTorch", "CUDA available", _g("torch", "cuda_available"), "torch.cuda.is_available()"),
-    ("PyTorch", "CUDA devices", _g("torch", "device_count"), "torch.cuda.device_count(): GPUs PyTorch can use (after CUDA_VISIBLE_DEVICES)"),
-    ("PyTorch", "architectures in the build", lambda f: " ".join(f["torch"].get("arch_list") or []) if isinstance(f["torch"].get("arch_list"), list) and f["torch"].get("arch_list") else NA("none (no CUDA kernels in this build)", "not_available"), "torch.cuda.get_arch_list(): GPU code the build contains"),
-    ("PyTorch", "CUDA initialised in this kernel", _g("torch", "cuda_initialized"), "torch.cuda.is_initialized(); %cudainfo never initialises it"),
+    ("PyTorch", "location", _t("file"), "torch.__file__: where torch was imported from"),
+    ("PyTorch", "CUDA it was built with", _t("cuda_build"), "torch.version.cuda: the CUDA runtime bundled with PyTorch"),
+    ("PyTorch", "HIP (ROCm)", _t("hip_build"), "torch.version.hip"),
+    ("PyTorch", "cuDNN", _t("cudnn"), "torch.backends.cudnn.version(), decoded"),
+    ("PyTorch", "NCCL", _t("nccl"), "torch.cuda.nccl.version()"),
+    ("PyTorch", "CUDA available", _t("cuda_available"), "torch.cuda.is_available()"),
+    ("PyTorch", "CUDA devices", _t("device_count"), "torch.cuda.device_count(): GPUs PyTorch can use (after CUDA_VISIBLE_DEVICES)"),
+    ("PyTorch", "architectures in the build", _arch, "torch.cuda.get_arch_list(): GPU code the build contains"),
+    ("PyTorch", "CUDA initialised in this kernel", _t("cuda_initialized"), "torch.cuda.is_initialized(); %cudainfo never initialises it"),
     ("Driver", "NVML status", _g("driver", "status"), "pynvml.nvmlInit()"),
     ("Driver", "driver version", _g("driver", "driver_version"), "nvmlSystemGetDriverVersion (nvidia-smi header)"),
     ("Driver", "newest CUDA the driver supports", _g("driver", "cuda_driver_version"), "nvmlSystemGetCudaDriverVersion, decoded ('CUDA Version' in the nvidia-smi header)"),
@@ -167,6 +187,28 @@ def format_gpu_field(key, value) -> str:
         return f"{value} %"
     if key == "temperature.gpu":
         return f"{value} °C"
+    return str(value)
+
+
+TEXT_WIDTH = 100  # columns of the text report
+
+
+def _wrap(prefix: str, text: str, width: int = TEXT_WIDTH):
+    """``prefix + text`` wrapped to ``width`` columns, continuation lines indented under the text."""
+    import textwrap
+
+    return textwrap.wrap(str(text), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+                         break_long_words=True, break_on_hyphens=False) or [prefix.rstrip()]
+
+
+def _env_text(value) -> str:
+    """An environment value for display: NA as 'N/A (not set)', '' as an explicit empty string, lists joined."""
+    if is_na(value):
+        return value.describe()
+    if isinstance(value, list):
+        return ", ".join(value) or "(no entries)"
+    if value == "":
+        return "'' (set to the empty string)"
     return str(value)
 
 
@@ -222,6 +264,7 @@ class CudaInfoReport:
 
     # -- text ------------------------------------------------------------------------
     def to_text(self) -> str:
+        """The report as plain text, wrapped to :data:`TEXT_WIDTH` columns."""
         lines = ["cudamagic %cudainfo", ""]
         section = None
         w = max(len(r[1]) for r in SUMMARY_ROWS)
@@ -229,13 +272,13 @@ class CudaInfoReport:
             if sec != section:
                 lines.append(f"[{sec}]")
                 section = sec
-            lines.append(f"  {label.ljust(w)}  {format_value(get(self.facts))}")
-            lines.append(f"  {'':{w}}    ↳ {source}")
+            lines.extend(_wrap(f"  {label.ljust(w)}  ", format_value(get(self.facts))))
+            lines.extend(_wrap(f"  {'':{w}}    ↳ ", source))
         lines.append("[GPUs]")
         gpus = self._gpus()
         if not gpus:
             st = self.facts["driver"]["status"]
-            lines.append("  none visible" + (f": {st.reason}" if is_na(st) else ""))
+            lines.extend(_wrap("  ", "none visible" + (f": {st.reason}" if is_na(st) else "")))
         for g in gpus:
             lines.append(f"  GPU {g['index']}:")
             for key, label, _src in GPU_COLUMNS[1:]:
@@ -245,14 +288,13 @@ class CudaInfoReport:
                              f"{format_bytes(m['memory.total'])}")
         lines.append("[Environment]")
         for k, v in self.facts["env"].items():
-            shown = v.describe() if is_na(v) else (", ".join(v) if isinstance(v, list) else v) or "(none)"
-            lines.append(f"  {k.ljust(32)} {shown}")
+            lines.extend(_wrap(f"  {k.ljust(32)} ", _env_text(v)))
         lines.append("[Findings]")
         for x in self.findings:
-            lines.append(f"  {_SEV_ICON[x.severity]} {x.severity.upper()}: {x.title}")
-            lines.append(f"      why: {x.cause}")
+            lines.extend(_wrap(f"  {_SEV_ICON[x.severity]} ", f"{x.severity.upper()}: {x.title}"))
+            lines.extend(_wrap("      why: ", x.cause))
             if x.fix:
-                lines.append(f"      fix: {x.fix}")
+                lines.extend(_wrap("      fix: ", x.fix))
         return "\n".join(lines)
 
     def __repr__(self):
@@ -296,9 +338,7 @@ class CudaInfoReport:
         parts.append("<h4>Environment</h4>")
         env_rows = []
         for k, val in self.facts["env"].items():
-            if isinstance(val, list):
-                val = ", ".join(val) or "(none)"
-            env_rows.append([esc(k), na_cell_html(val)])
+            env_rows.append([esc(k), na_cell_html(val, _env_text(val))])
         parts.append(html_table(["variable", "value"], env_rows))
         parts.append("<h4>Findings</h4>")
         for x in self.findings:

@@ -100,3 +100,70 @@ def test_does_not_initialise_cuda(ip, fake_nvml):
     fake_nvml("one_gpu")
     ip.run_line_magic("cudainfo", "")
     assert not torch.cuda.is_initialized()
+
+
+@pytest.mark.parametrize("cell", ["%cudainfo;", "%cudainfo ;", "%cudainfo -q;"])
+def test_semicolon_silences(ip, fake_nvml, cell, capsys):
+    fake_nvml("one_gpu")
+    ip.user_ns.pop("_cudainfo", None)
+    res = ip.run_cell(cell)
+    assert res.success and res.result is None
+    assert isinstance(ip.user_ns["_cudainfo"], CudaInfoReport)
+    assert "Verdict" not in capsys.readouterr().out
+
+
+def test_bad_flag_message_says_what_to_type(ip):
+    with pytest.raises(UsageError) as e:
+        ip.run_line_magic("cudainfo", "--foo")
+    msg = str(e.value)
+    assert "--foo" in msg and "%cudainfo [--json | -q]" in msg and "%cudainfo?" in msg
+
+
+def test_json_and_quiet_conflict(ip):
+    with pytest.raises(UsageError, match="use one of them"):
+        ip.run_line_magic("cudainfo", "--json -q")
+
+
+@pytest.mark.parametrize("value", ["float('inf')", "float('nan')", "-1", "0", "1e308"])
+def test_nvcc_timeout_rejected_by_config(ip, value, capsys):
+    ip.run_cell(f"%config CudaMagics.nvcc_timeout_s = {value}")
+    try:
+        magics = ip.magics_manager.registry["CudaMagics"]
+        assert 0.1 <= magics.nvcc_timeout_s <= 600
+        assert isinstance(ip.run_line_magic("cudainfo", ""), CudaInfoReport)
+        # the rejected value may linger in the shell's config: reloading must still work, with a warning
+        capsys.readouterr()
+        ip.run_line_magic("reload_ext", "cudamagic")
+        assert 0.1 <= ip.magics_manager.registry["CudaMagics"].nvcc_timeout_s <= 600
+        assert isinstance(ip.run_line_magic("cudainfo", ""), CudaInfoReport)
+    finally:
+        ip.config.CudaMagics.pop("nvcc_timeout_s", None)
+
+
+def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
+    ip.run_line_magic("unload_ext", "cudamagic")
+    ip.config.CudaMagics.nvcc_timeout_s = -3.0
+    try:
+        ip.run_line_magic("load_ext", "cudamagic")
+        out = capsys.readouterr().out
+        assert "ignoring CudaMagics.nvcc_timeout_s = -3.0" in out and "%config CudaMagics.nvcc_timeout_s" in out
+        assert ip.magics_manager.registry["CudaMagics"].nvcc_timeout_s == 5.0
+    finally:
+        ip.config.CudaMagics.pop("nvcc_timeout_s", None)
+
+
+def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
+    """After `%pip install nvidia-ml-py`, reloading the extension must look for the binding again."""
+    import sys
+    from cudamagic import nvml
+    from tests import fake_nvml as fm
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails: binding missing
+    nvml.reset()
+    r = ip.run_line_magic("cudainfo", "")
+    assert r.facts["driver"]["status"].code == "no_binding"
+    fake = fm.FakeNVML(fm.SCENARIOS["one_gpu"])
+    monkeypatch.setitem(sys.modules, "pynvml", fake.module)
+    ip.run_line_magic("reload_ext", "cudamagic")
+    r = ip.run_line_magic("cudainfo", "")
+    assert r.facts["driver"]["status"] == "ok"
+    nvml.reset()

@@ -80,8 +80,9 @@ def test_arch_supported(cc, arch, ok):
     assert envinfo.arch_supported(cc, arch) is ok
 
 
-@pytest.mark.parametrize("driver, wheel", [((11, 4), "cu118"), ((12, 8), "cu129"), ((13, 0), "cu130"),
-                                            ((11, 0), "cu118"), ((10, 2), None)])
+@pytest.mark.parametrize("driver, wheel", [((11, 4), "cu118"), ((12, 8), "cu128"), ((12, 4), "cu124"),
+                                            ((12, 5), "cu124"), ((13, 0), "cu130"), ((11, 0), "cu118"),
+                                            ((10, 2), None)])
 def test_best_wheel_for_driver(driver, wheel):
     assert envinfo.best_wheel_for_driver(driver) == wheel
 
@@ -314,3 +315,102 @@ def test_nvml_call_raising_anything_still_renders(fake_nvml):
     t = r.facts["gpus"][0]["temperature.gpu"]
     assert is_na(t) and "weird binding failure" in t.reason
     assert "weird binding failure" in r._repr_html_()
+
+
+def test_f17_advice_does_not_trigger_own_driver_warning(fake_nvml):
+    """The recommended wheel for a 12.4 driver must not be newer than 12.4."""
+    f = facts_for(fake_nvml, "one_gpu", torch_facts("2.3.1+cpu"))
+    cpu = [x for x in envinfo.findings(f) if x.id == "cpu-only-build"][0]
+    assert cpu.fix.endswith("whl/cu124")
+
+
+def test_nvcc_timeout_not_cached(tmp_path):
+    path = _fake_nvcc(tmp_path, "sleep 1; echo 'Cuda compilation tools, release 12.4, V12.4.131'")
+    assert envinfo.nvcc_info(path, timeout_s=0.2)["release"].code == "timeout"
+    assert envinfo.nvcc_info(path, timeout_s=10)["release"] == "12.4"
+
+
+def test_nvcc_timeout_kills_children(tmp_path):
+    import psutil
+    marker = tmp_path / "child.pid"
+    path = _fake_nvcc(tmp_path, f"sleep 100 & echo $! > {marker}; wait")
+    info = envinfo.nvcc_info(path, timeout_s=0.5)
+    assert info["release"].code == "timeout"
+    import time
+    pid = int(marker.read_text())
+    for _ in range(50):
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.05)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_nvcc_output_is_capped(tmp_path):
+    path = _fake_nvcc(tmp_path, "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo 'release 12.1, V12.1.1'")
+    info = envinfo.nvcc_info(path, timeout_s=20)
+    assert is_na(info["release"])  # the version line lies past the 64 KiB kept
+
+
+def test_nvcc_exit_status(tmp_path):
+    path = _fake_nvcc(tmp_path, "echo 'nvcc fatal: license expired'; exit 1")
+    r = envinfo.nvcc_info(path)["release"]
+    assert is_na(r) and "exit status 1" in r.reason and "license expired" in r.reason
+
+
+@pytest.mark.parametrize("setup, expect", [("missing", "does not exist"), ("nobin", "has no bin/nvcc"),
+                                           ("noexec", "is not executable")])
+def test_bad_cuda_home(tmp_path, setup, expect, fake_nvml):
+    home = tmp_path / "cuda"
+    if setup != "missing":
+        (home / "bin").mkdir(parents=True)
+    if setup == "noexec":
+        (home / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    f = facts_for(fake_nvml, "no_driver", env={"CUDA_HOME": str(home), "PATH": os.environ["PATH"]})
+    found = [x for x in envinfo.findings(f) if x.id == "cuda-home"]
+    assert found and expect in found[0].cause and "cpp_extension" in found[0].cause
+
+
+def test_f18_two_venvs_of_one_base_python(tmp_path, fake_nvml):
+    """A venv's python on PATH that is not the kernel's venv must be flagged, though both resolve to one binary."""
+    import sys
+    venv = tmp_path / "other"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = x\n")
+    os.symlink(os.path.realpath(sys.executable), venv / "bin" / "python3")
+    f = facts_for(fake_nvml, "no_driver", env={"PATH": str(venv / "bin")})
+    assert f["python"]["shell_python"] == str(venv / "bin" / "python3")
+    assert "interpreter" in ids(envinfo.findings(f))
+    kernel_bin = os.path.dirname(sys.executable)
+    f = facts_for(fake_nvml, "no_driver", env={"PATH": kernel_bin})
+    if os.path.exists(os.path.join(kernel_bin, "python3")):
+        assert "interpreter" not in ids(envinfo.findings(f))
+
+
+def test_cvd_invalid_entry_flagged_without_nvml(fake_nvml):
+    f = facts_for(fake_nvml, "no_driver", env={"CUDA_VISIBLE_DEVICES": "0,foo"})
+    bad = [x for x in envinfo.findings(f) if x.id == "cvd-unknown"]
+    assert bad and "'foo'" in bad[0].cause
+
+
+def test_report_without_torch_says_not_installed(monkeypatch, fake_nvml):
+    import builtins
+    real_import = builtins.__import__
+
+    def no_torch(name, *a, **k):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *a, **k)
+
+    fake_nvml("no_driver")
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    text = envinfo.collect(env={}).to_text()
+    assert "not collected" not in text and "no GPU code" not in text
+    assert text.count("PyTorch is not installed in this kernel") >= 8
+
+
+def test_text_fits_100_columns(fake_nvml):
+    for scenario in ("no_driver", "two_gpus_f03", "mig"):
+        fake_nvml(scenario)
+        text = envinfo.collect(env={"CUDA_VISIBLE_DEVICES": ""}).to_text()
+        assert max(len(line) for line in text.splitlines()) <= 100, scenario
+        assert "'' (set to the empty string)" in text
