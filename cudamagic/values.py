@@ -27,6 +27,15 @@ class NA:
     def __setattr__(self, name, value):  # immutable
         raise AttributeError("NA is immutable")
 
+    def __reduce__(self):  # pickle / copy / deepcopy (dataclasses.asdict deep-copies)
+        return (NA, (self.reason, self.code))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     def __bool__(self):
         return False
 

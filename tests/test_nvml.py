@@ -112,3 +112,19 @@ def test_real_machine_has_no_driver_and_says_why():
         assert is_na(st) and st.reason
     finally:
         nvml.reset()
+
+
+def test_na_copies_and_pickles():
+    import copy
+    import dataclasses
+    import pickle
+
+    n = NA("not supported on this GPU", "not_supported")
+    assert copy.deepcopy(n) == n and pickle.loads(pickle.dumps(n)) == n
+
+    @dataclasses.dataclass
+    class Row:
+        v: object
+
+    assert dataclasses.asdict(Row(n)) == {"v": n}
+    assert not n and str(n) == "N/A" and n.describe() == "N/A (not supported on this GPU)"
