@@ -1,0 +1,42 @@
+"""Tier 4: examples/dataloader.ipynb in JupyterLab: the error explainer box under the failing cell."""
+
+import re
+
+import pytest
+
+from tests.browser import jlab
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def dataloader(page, lab):
+    jlab.open_notebook(page, lab, "dataloader.ipynb")
+    jlab.run_all(page, timeout_s=240)
+    return page
+
+
+def test_explainer_box_under_failing_cell(dataloader, screenshots):
+    page = dataloader
+    cells = jlab.code_cells(page)
+    failing = [i for i in range(cells.count())
+               if any("Traceback" in t or "Error" in t for t in cells.nth(i).locator(
+                   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_inner_texts())]
+    assert len(failing) == 1, f"expected exactly one failing cell (the mistake made on purpose): {failing}"
+    cell = cells.nth(failing[0])
+    cell.scroll_into_view_if_needed()
+    trace = cell.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').last
+    box = cell.locator(".jp-OutputArea-output", has_text="cudamagic explains").last
+    box.wait_for(state="visible", timeout=15_000)
+    text = box.inner_text()
+    assert re.search(r"What happened:.*Why:.*Fix:", text, re.S), text
+    tb, bx = trace.bounding_box(), box.bounding_box()
+    assert bx["height"] > 40 and bx["width"] > 200, bx
+    assert bx["y"] >= tb["y"] + tb["height"] - 1, f"the box is not below the traceback: {tb} {bx}"
+    # no other cell gets a box automatically (only an explicit %cudaexplain shows one again)
+    sources = jlab.cell_sources(page)
+    others = [i for i in range(cells.count()) if i != failing[0]
+              and cells.nth(i).locator(".jp-OutputArea-output", has_text="cudamagic explains").count()]
+    assert all(sources[i].strip().startswith("%cudaexplain") for i in others), [sources[i] for i in others]
+    assert "Error displaying widget" not in page.inner_text("body")
+    jlab.shot(cell, screenshots, "explainer_box")
