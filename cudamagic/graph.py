@@ -187,7 +187,8 @@ class AutogradGraph:
             if n.kind in (BACKWARD, ACCUMULATE):
                 c[n.label] += 1
             elif n.kind == RUN:
-                c[n.label] += n.count
+                for op, count in n.attrs:
+                    c[op] += int(count)
         return c
 
     def inputs_of(self, node_id: str, kind: str | None = None) -> list:
@@ -894,13 +895,14 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
 
 
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
-    """Fold chains of identical single-input ops (``SinBackward0 -> SinBackward0 -> ...``) into one box.
+    """Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one box.
 
-    A link ``a -> b`` folds when both are backward nodes with the same label, ``a`` feeds only
-    ``b`` and ``b`` has no other input. Runs shorter than ``min_run`` stay as they are.
+    A link ``a -> b`` folds when both are backward nodes of the same module call, ``a`` feeds only
+    ``b`` and ``b`` has no other input. Chains shorter than ``min_run`` stay as they are.
 
     Returns:
-        A new graph with ``run`` nodes (``count`` ops, ``saved_bytes`` summed), or ``graph`` unchanged.
+        A new graph with ``run`` nodes (``count`` ops, per-op counts in ``attrs``, ``saved_bytes``
+        summed), or ``graph`` unchanged.
     """
     by_id = {n.id: n for n in graph.nodes}
     outdeg, indeg = Counter(), Counter()
@@ -914,7 +916,7 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     for b, a in single_in.items():
         na, nb = by_id[a], by_id[b]
         if (indeg[b] == 1 and outdeg[a] == 1 and na.kind == BACKWARD and nb.kind == BACKWARD
-                and na.label == nb.label and na.call == nb.call):
+                and na.call == nb.call):
             nxt[a] = b
     if not nxt:
         return graph
@@ -930,8 +932,10 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         rid = "r" + head[1:]
         for m in chain:
             mapping[m] = rid
-        first = by_id[head]
-        runs[rid] = GraphNode(rid, RUN, first.label, count=len(chain), ops=len(chain), call=first.call,
+        counts = Counter(by_id[m].label for m in chain)
+        label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
+        runs[rid] = GraphNode(rid, RUN, label, count=len(chain), ops=len(chain), call=by_id[head].call,
+                              attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
                               saved_bytes=sum(by_id[m].saved_bytes for m in chain),
                               freed=any(by_id[m].freed for m in chain))
     if not runs:
@@ -941,7 +945,7 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         if e.kind == SAVED_EDGE and e.src in mapping:
             mapping[e.dst] = mapping[e.src]
     nodes = [n for n in graph.nodes if n.id not in mapping] + list(runs.values())
-    notes = list(graph.notes) + [f"{len(runs)} chain(s) of identical ops folded ({sum(r.count for r in runs.values())} ops)."]
+    notes = list(graph.notes) + [f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."]
     view = "chains folded" if graph.view == "full" else f"{graph.view}, chains folded"
     return AutogradGraph(nodes, _dedupe(graph.edges, mapping), list(graph.calls), notes,
                          graph.saved_bytes_total, view=view)

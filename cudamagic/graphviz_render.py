@@ -58,7 +58,7 @@ _LEGEND = {
     g.BASE: "base of a view output",
     g.SAVED: "tensor saved for backward",
     g.MODULE: "module call (collapsed)",
-    g.RUN: "chain of identical ops",
+    g.RUN: "chain of ops (folded)",
 }
 
 
@@ -110,7 +110,9 @@ def node_text(n) -> str:
             lines.append(attrs["type"])
         lines.append(f"{n.ops} ops" + (f", saves {format_bytes(n.saved_bytes)}" if n.saved_bytes else ""))
     elif n.kind == g.RUN:
-        lines = [f"{n.label} x {n.count}"]
+        lines = [f"{n.label} x {n.count}" if len(n.attrs) == 1 else n.label]
+        if len(n.attrs) > 1:
+            lines += [f"{op} x {c}" for op, c in n.attrs[:6]] + (["..."] if len(n.attrs) > 6 else [])
         if n.saved_bytes:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
     else:
