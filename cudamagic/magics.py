@@ -155,7 +155,7 @@ class CudaMagics(Magics):
     @magic_arguments()
     @argument("-i", "--interval", type=float, default=None, metavar="SECONDS",
               help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
-                   "0.05 with --replay).")
+                   "0.05 with --replay; at most 3600).")
     @argument("-d", "--devices", default=None, metavar="LIST",
               help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.")
     @argument("--history", type=int, default=None, metavar="N",
@@ -209,10 +209,17 @@ class CudaMagics(Magics):
             return None
         interval = self.watch_interval_s if args.interval is None else args.interval
         minimum = 0.05 if args.replay else 0.1
+        given = "--interval" if args.interval is not None else "CudaMagics.watch_interval_s ="
+        if math.isnan(interval):
+            raise UsageError(f"{given} {interval:g} is not a number of seconds; type for example "
+                             "`%gpuwatch --interval 0.5`.")
         if not interval >= minimum:
-            raise UsageError(f"--interval {interval:g} is below the minimum of {minimum:g} s "
+            raise UsageError(f"{given} {interval:g} is below the minimum of {minimum:g} s "
                              f"{'for a replay' if args.replay else 'for a live watch'}; type for example "
                              f"`%gpuwatch --interval {max(minimum, 0.5):g}`.")
+        if interval > telemetry.MAX_INTERVAL_S:
+            raise UsageError(f"{given} {interval:g} is too long: the interval is at most "
+                             f"{telemetry.MAX_INTERVAL_S:g} s; type for example `%gpuwatch --interval 60`.")
         history = self.watch_history_samples if args.history is None else args.history
         if not 2 <= history <= 1_000_000:
             raise UsageError(f"--history {history} is out of range; give between 2 and 1000000 samples, "
@@ -246,6 +253,9 @@ class CudaMagics(Magics):
                 except ValueError as exc:
                     raise UsageError(f"--devices {devices_text!r} is not a list of GPU indices; type for "
                                      "example `%gpuwatch --devices 0,1`.") from exc
+                if not devices:
+                    raise UsageError(f"--devices {devices_text!r} names no GPU; give 0-based NVML indices, e.g. "
+                                     "`%gpuwatch --devices 0,1`, or leave --devices out to show every GPU.")
             source = telemetry.LiveSource(devices=None)
             if devices is not None and source.status is None:
                 bad = [d for d in devices if not 0 <= d < source.device_count]

@@ -871,6 +871,10 @@ def read_trace(path: str, *, max_bytes: int = MAX_TRACE_BYTES, max_line_bytes: i
 
 # ---- the sampler --------------------------------------------------------------------------
 
+#: Longest interval the sampler accepts (``Event.wait`` overflows for huge timeouts).
+MAX_INTERVAL_S = 3600.0
+
+
 class Sampler:
     """Takes a sample every ``interval_s`` seconds into a bounded history.
 
@@ -895,6 +899,8 @@ class Sampler:
                  wall=time.time, name: str = "cudamagic-gpuwatch"):
         self.source = source
         self.interval_s = float(interval_s)
+        if not 0 < self.interval_s <= MAX_INTERVAL_S:  # also NaN; inf would overflow Event.wait
+            raise ValueError(f"interval_s must be in (0, {MAX_INTERVAL_S:g}] seconds, not {interval_s!r}")
         self.history = collections.deque(maxlen=int(history_len))
         self.count = count
         self.writer = writer

@@ -154,6 +154,12 @@ def test_config_trait_sets_the_default_interval(ip, fake_nvml, tmp_path):
 @pytest.mark.parametrize("line, message", [
     ("--interval 0.01", "below the minimum of 0.1 s"),
     ("--interval 0.07", "below the minimum of 0.1 s"),
+    ("--interval nan", "not a number of seconds"),
+    ("--interval inf", "at most 3600 s"),
+    ("--interval 1e300", "at most 3600 s"),
+    ("--replay {DEMO} --interval inf", "at most 3600 s"),
+    ("--devices ,", "names no GPU"),
+    ("--devices -1", "GPU -1 does not exist"),
     ("--devices 5", "GPU 5 does not exist"),
     ("--devices zero", "not a list of GPU indices"),
     ("--count 0", "at least 1"),
