@@ -581,7 +581,11 @@ def sample_rows(s: Sample) -> list:
     """Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no GPU).
 
     Keys are nvidia-smi names (``timestamp``, ``index``, ``name``, ``utilization.gpu``, ``memory.used``
-    [bytes], ``power.draw`` [mW] ...) plus ``host.*`` and ``torch.*``; unreadable values are NA.
+    [bytes], ``power.draw`` [mW] ...) plus ``host.*`` and ``torch.*``. Every value is a plain scalar
+    (int, float, str or bool), so ``pandas.DataFrame(rows)`` gets numeric columns: a number that could
+    not be read is ``float('nan')`` and a text that could not be read is ``"N/A"``; why is in the
+    ``na_reasons`` column (``"fan.speed, power.draw: not supported on this GPU"``, ``""`` when all
+    were read). :attr:`GpuWatch.samples` keeps the :class:`~cudamagic.values.NA` objects themselves.
     """
     t = s.torch
     common = {
@@ -595,7 +599,8 @@ def sample_rows(s: Sample) -> list:
         "torch.gap": t if is_na(t) else t.gap_bytes,
     }
     if not s.gpus:
-        return [dict(common, **{"index": s.nvml_status or NA("no GPU selected", "error")})]
+        status = s.nvml_status if s.nvml_status is not None else NA("no GPU selected", "error")
+        return [_flat(dict(common, index=status))]
     rows = []
     for g in s.gpus:
         r = dict(common)
@@ -607,8 +612,22 @@ def sample_rows(s: Sample) -> list:
         r["mig.mode.current"] = "Enabled" if g.mig_enabled is True else "Disabled"
         r["processes.count"] = g.processes if is_na(g.processes) else len(g.processes)
         r["lost"] = g.lost is not None
-        rows.append(r)
+        rows.append(_flat(r))
     return rows
+
+
+_TEXT_KEYS = frozenset({"timestamp", "name", "uuid", "clocks_event_reasons", "mig.mode.current"})
+
+
+def _flat(row: dict) -> dict:
+    """NA values -> NaN (numbers) or "N/A" (text), their reasons gathered in ``na_reasons``."""
+    by_reason = {}
+    for key, v in row.items():
+        if is_na(v):
+            by_reason.setdefault(v.reason, []).append(key)
+            row[key] = "N/A" if key in _TEXT_KEYS else math.nan
+    row["na_reasons"] = "; ".join(f"{', '.join(keys)}: {reason}" for reason, keys in by_reason.items())
+    return row
 
 
 # ---- trace files: writer and strict reader ------------------------------------------------

@@ -55,9 +55,11 @@ class GpuWatch:
     def history(self) -> list:
         """The kept samples as flat records: one dict per (sample, GPU), keys like nvidia-smi's
         (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` [bytes], ``power.draw`` [mW]...)
-        plus ``host.*`` and ``torch.*``. Unreadable values are NA objects (falsy, print as N/A).
+        plus ``host.*`` and ``torch.*``. Values are plain scalars: an unreadable number is ``nan`` and an
+        unreadable text ``"N/A"``, with the reasons in the ``na_reasons`` column (:attr:`samples` keeps
+        the NA objects).
 
-        ``pandas.DataFrame(watch.history)`` gives one row per GPU per sample.
+        ``pandas.DataFrame(watch.history)`` gives one row per GPU per sample, with numeric columns.
         """
         _, samples = self.sampler.snapshot()
         return [row for s in samples for row in sample_rows(s)]

@@ -4,6 +4,7 @@ No IPython here. NVML is the fake of tests/fake_nvml.py through the ``fake_nvml`
 """
 
 import json
+import math
 import os
 import sys
 import threading
@@ -347,7 +348,8 @@ def test_log_round_trip_and_history_rows(fake_nvml, tmp_path):
     assert [r["index"] for r in rows] == [0, 1]
     assert {"timestamp", "utilization.gpu", "memory.used", "power.draw", "clocks.sm", "pstate",
             "host.cpu.utilization", "torch.reserved"} <= set(rows[0])
-    assert is_na(rows[1]["fan.speed"]) and rows[0]["memory.total"] == 80 * GIB
+    assert math.isnan(rows[1]["fan.speed"]) and rows[0]["memory.total"] == 80 * GIB
+    assert "fan.speed" in rows[1]["na_reasons"] and "not supported on this GPU" in rows[1]["na_reasons"]
     # appending to a non-trace file is refused
     other = tmp_path / "notes.txt"
     other.write_text("my precious notes\n")
@@ -506,3 +508,29 @@ def test_sampler_refuses_an_interval_event_wait_cannot_take(bad):
     # inf or 1e300 used to start a thread that died at once with OverflowError in Event.wait
     with pytest.raises(ValueError, match="interval_s"):
         Sampler(live(), interval_s=bad)
+
+
+SCALARS = (int, float, str, bool)
+
+
+@pytest.mark.parametrize("scenario", ["two_gpus_f03", "mig", "container_f04", "no_driver"])
+def test_history_rows_are_flat_scalars_with_numeric_columns(fake_nvml, scenario):
+    """watch.history must suit pandas.DataFrame: flat dicts of plain scalars, numbers stay numbers
+    (an NA object in a numeric column made the column object-typed: .mean() raised TypeError)."""
+    fake_nvml(scenario)
+    rows = telemetry.sample_rows(live().read(1, 1000.0))
+    assert rows and len({tuple(r) for r in rows}) == 1  # same columns in every row
+    numeric = set(telemetry.GPU_FIELDS) | {"host.cpu.utilization", "host.memory.used", "torch.allocated",
+                                           "torch.reserved", "torch.peak", "torch.gap", "index"}
+    for r in rows:
+        assert all(type(v) in SCALARS for v in r.values()), {k: v for k, v in r.items() if type(v) not in SCALARS}
+        for key in numeric & set(r):
+            assert isinstance(r[key], (int, float)) and not isinstance(r[key], bool), (key, r[key])
+        assert sum(r[k] for k in numeric & set(r) if not math.isnan(r[k])) >= 0  # arithmetic works
+        if any(isinstance(v, float) and math.isnan(v) for v in r.values()):
+            assert r["na_reasons"]
+    if scenario == "no_driver":  # the row says why there is no GPU (it said "no GPU selected")
+        assert "not found" in rows[0]["na_reasons"] and "no GPU selected" not in rows[0]["na_reasons"]
+        assert math.isnan(rows[0]["index"])
+    if scenario == "mig":
+        assert math.isnan(rows[0]["utilization.gpu"]) and "MIG" in rows[0]["na_reasons"]
