@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import re
 
 from .render import esc, format_bytes
 from .telemetry import Sample, TorchSample
@@ -23,6 +24,20 @@ _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-he
 
 
 # ---- formatting helpers ---------------------------------------------------------------------
+
+# C0/C1 controls (newline, ESC, CR, BEL...), zero-width and bidi-override characters.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]")
+
+
+def plain(value) -> str:
+    """``str(value)`` safe for a terminal: control, zero-width and bidi characters shown as ``\\xNN``.
+
+    Process names and command lines come from other users on shared GPU servers; a name with
+    ``ESC [2J`` or a newline would otherwise clear the screen or forge table rows in the text view.
+    """
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", str(value))
+
 
 def _pct(v):
     return str(v) if is_na(v) else f"{v:.0f} %"
@@ -75,22 +90,42 @@ def _no_process_line(g):
 
 # ---- text -----------------------------------------------------------------------------------
 
+class _Lines(list):
+    """Lines of the text view: ``append`` makes each one safe with :func:`plain`; ``table`` adds a
+    table whose cells were made safe already."""
+
+    def append(self, text):
+        super().append(plain(text))
+
+    def table(self, text):
+        super().append(text)
+
+
 def header_line(sample: Sample | None, label: str = "live", state: str = "") -> str:
     """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
     kind = f"REPLAY of {label[len('replay of '):]}" if label.startswith("replay of ") else label
     if sample is None:
-        return f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip()
+        return plain(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
     rec = "recorded " if label.startswith("replay of ") else ""
-    return f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip()
+    return plain(f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip())
 
 
 def sample_text(sample: Sample | None, label: str = "live", state: str = "", error: str = "") -> str:
-    """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it."""
-    from .render import text_table
+    """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
 
-    lines = [header_line(sample, label, state)]
+    Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
+    clear the terminal or start a new line.
+    """
+    from .render import text_table as _table
+
+    def text_table(headers, rows):
+        return _table(headers, [[plain(c) for c in row] for row in rows])
+
+    lines = _Lines([header_line(sample, label, state)])
     if sample is None:
-        return "\n".join(lines + ([f"error: {error}"] if error else []))
+        if error:
+            lines.append(f"error: {error}")
+        return "\n".join(lines)
     if sample.nvml_status is not None:
         lines.append(f"No GPU data: {sample.nvml_status.reason}")
     if sample.gpus:
@@ -102,7 +137,7 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
                          _num(g.temperature_c, " C"), f"{_w(g.power_draw_mw)} / {_w(g.power_limit_mw)}",
                          _pct(g.fan_speed_pct), f"{_num(g.clock_sm_mhz)}/{_num(g.clock_mem_mhz)} MHz",
                          _num(g.pstate) if is_na(g.pstate) else f"P{g.pstate}", _reasons(g)])
-        lines.append(text_table(["GPU", "name", "util", "mem util", "memory used/total", "temp", "power",
+        lines.table(text_table(["GPU", "name", "util", "mem util", "memory used/total", "temp", "power",
                                  "fan", "clocks sm/mem", "pstate", "throttle"], rows))
         for g in sample.gpus:
             if g.lost is not None:
@@ -125,7 +160,7 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
                 prows.append([g.index, p.pid, _proc_name(p) + (" (this kernel)" if p.own else ""), p.type,
                               format_bytes(p.used_memory_bytes)])
         if prows:
-            lines.append(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
+            lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
             if any(not p.visible for g in sample.gpus if not is_na(g.processes) for p in g.processes):
                 lines.append("(other PID namespace): the pid is not visible from this container; "
                              "run the container with --pid=host to see names.")

@@ -534,3 +534,22 @@ def test_history_rows_are_flat_scalars_with_numeric_columns(fake_nvml, scenario)
         assert math.isnan(rows[0]["index"])
     if scenario == "mig":
         assert math.isnan(rows[0]["utilization.gpu"]) and "MIG" in rows[0]["na_reasons"]
+
+
+TERMINAL_ATTACK = "evil\x1b[2J\x1b[31mRED\nGPU 9  fake row\r\x07\u202egnp.exe"
+
+
+def test_text_view_neutralises_terminal_control_characters(fake_nvml):
+    """A process or GPU name with ESC, newline, CR or a bidi override must not clear the terminal,
+    colour it or forge a table row in the text view (it did: the bytes went out raw)."""
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(4242, GIB)]
+    fake.gpus[0]["name"] = "H100\x1b]0;title\x07"
+    clean = widgets.sample_text(live(proc_info=lambda pid: ("proc", "cmd", True)).read(1, 0.0))
+    s = live(proc_info=lambda pid: (TERMINAL_ATTACK, TERMINAL_ATTACK, True)).read(1, 0.0)
+    text = widgets.sample_text(s, "replay of /tmp/a\x1b[2Jb.jsonl", error="bad\nline")
+    assert not any(ch in text for ch in "\x1b\r\x07\u202e")
+    assert len(text.splitlines()) == len(clean.splitlines()) + 1  # + the error line; no forged rows
+    assert "evil\\x1b[2J\\x1b[31mRED\\x0aGPU 9  fake row\\x0d\\x07\\u202egnp.exe" in text
+    assert "H100\\x1b]0;title\\x07" in text and "a\\x1b[2Jb.jsonl" in text.splitlines()[0]
+    assert HOSTILE_NAME == widgets.plain(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
