@@ -15,6 +15,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import re
+import textwrap
 
 from .render import esc, format_bytes
 from .telemetry import Sample, TorchSample
@@ -57,6 +58,37 @@ def _mem(used, total):
     return f"{format_bytes(used)} / {format_bytes(total)}"
 
 
+def _short_name(g) -> str:
+    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS characters
+    (the HTML card and ``watch.history`` keep the full name)."""
+    name = "N/A" if is_na(g.name) else str(g.name)
+    if name.startswith("NVIDIA "):
+        name = name[len("NVIDIA "):]
+    if len(name) > NAME_CHARS:
+        name = name[:NAME_CHARS - 1] + "\u2026"
+    return ("MIG " if g.mig_enabled is True else "") + name
+
+
+def _used_of_total(used, total) -> str:
+    """``'9.6/80.0 GiB'``: both in the unit of the total (compact text column)."""
+    if is_na(total) or not total:
+        return "N/A" if is_na(used) else format_bytes(used) + "/N/A"
+    units, k, t = ("B", "KiB", "MiB", "GiB", "TiB"), 0, float(total)
+    while t >= 1024 and k < len(units) - 1:
+        t /= 1024
+        k += 1
+    f = 1024 ** k
+    return f"{'N/A' if is_na(used) else f'{used / f:.1f}'}/{total / f:.1f} {units[k]}"
+
+
+def _pair(a, b, unit, scale=1) -> str:
+    """``'460/700 W'``; ``'N/A'`` when neither could be read."""
+    if is_na(a) and is_na(b):
+        return "N/A"
+    fmt = lambda v: "N/A" if is_na(v) else f"{v / scale:.0f}"  # noqa: E731
+    return f"{fmt(a)}/{fmt(b)} {unit}"
+
+
 def _reasons(g):
     r = g.throttle_reasons
     if is_na(r):
@@ -90,12 +122,22 @@ def _no_process_line(g):
 
 # ---- text -----------------------------------------------------------------------------------
 
+#: Columns of the text view: prose lines wrap here; the GPU table fits for names up to 20 characters.
+TEXT_WIDTH = 100
+NAME_CHARS = 20
+
+
 class _Lines(list):
-    """Lines of the text view: ``append`` makes each one safe with :func:`plain`; ``table`` adds a
-    table whose cells were made safe already."""
+    """Lines of the text view: ``append`` makes each one safe with :func:`plain` and wraps it at
+    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already."""
 
     def append(self, text):
-        super().append(plain(text))
+        text = plain(text)
+        if len(text) <= TEXT_WIDTH:
+            super().append(text)
+        else:
+            self.extend(textwrap.wrap(text, TEXT_WIDTH, subsequent_indent="  ", break_long_words=False,
+                                      break_on_hyphens=False) or [text])
 
     def table(self, text):
         super().append(text)
@@ -121,7 +163,7 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
     def text_table(headers, rows):
         return _table(headers, [[plain(c) for c in row] for row in rows])
 
-    lines = _Lines([header_line(sample, label, state)])
+    lines = _Lines([header_line(sample, label, state)])  # one line, even with a long replay path
     if sample is None:
         if error:
             lines.append(f"error: {error}")
@@ -131,14 +173,15 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
     if sample.gpus:
         rows = []
         for g in sample.gpus:
-            name = "MIG " + str(g.name) if g.mig_enabled is True else str(g.name)
-            rows.append([g.index, name + (" [LOST]" if g.lost is not None else ""), _pct(g.gpu_util_pct),
-                         _pct(g.mem_util_pct), _mem(g.memory_used_bytes, g.memory_total_bytes),
-                         _num(g.temperature_c, " C"), f"{_w(g.power_draw_mw)} / {_w(g.power_limit_mw)}",
-                         _pct(g.fan_speed_pct), f"{_num(g.clock_sm_mhz)}/{_num(g.clock_mem_mhz)} MHz",
+            rows.append([g.index, _short_name(g) + (" [LOST]" if g.lost is not None else ""),
+                         _pct(g.gpu_util_pct), _pct(g.mem_util_pct),
+                         _used_of_total(g.memory_used_bytes, g.memory_total_bytes), _num(g.temperature_c, " C"),
+                         _pair(g.power_draw_mw, g.power_limit_mw, "W", 1000), _pct(g.fan_speed_pct),
+                         _pair(g.clock_sm_mhz, g.clock_mem_mhz, "").rstrip(),
                          _num(g.pstate) if is_na(g.pstate) else f"P{g.pstate}", _reasons(g)])
-        lines.table(text_table(["GPU", "name", "util", "mem util", "memory used/total", "temp", "power",
-                                 "fan", "clocks sm/mem", "pstate", "throttle"], rows))
+        # util: utilization.gpu; mem bw: utilization.memory (memory bandwidth); clocks: SM/memory
+        lines.table(text_table(["GPU", "name", "util", "mem bw", "memory", "temp", "power", "fan",
+                                "clocks MHz", "P", "throttle"], rows))
         for g in sample.gpus:
             if g.lost is not None:
                 lines.append(f"GPU {g.index}: {g.lost.describe()}")
@@ -166,7 +209,7 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
                              "run the container with --pid=host to see names.")
     h = sample.host
     lines.append(f"host: CPU {_pct(h.cpu_util_pct)} of {h.cpu_count} CPUs, this kernel {_pct(h.kernel_cpu_pct)} "
-                 f"of one core, RAM {_mem(h.memory_used_bytes, h.memory_total_bytes)}, "
+                 f"of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
                  f"DataLoader workers: {len(h.workers)}")
     lines.append("PyTorch: " + torch_text(sample.torch))
     if sample.hint:

@@ -34,7 +34,7 @@ def test_terminal_prints_a_table_once_and_builds_no_widget(ip, fake_nvml):
     data, _ = ip.display_formatter.format(watch)
     assert set(data) == {"text/plain"}  # --text / terminal: no widget, no HTML
     text = data["text/plain"]
-    assert text.startswith("gpuwatch  live") and "NVIDIA H100 80GB HBM3" in text and "Tesla T4" in text
+    assert text.startswith("gpuwatch  live") and "H100 80GB HBM3" in text and "Tesla T4" in text
     assert "GPU 1 fan: N/A (not supported on this GPU)" in text
     assert "VBox" not in text and "Widget" not in text
     assert not is_na(watch.latest.host.cpu_util_pct)  # one snapshot still measures CPU %

@@ -105,20 +105,28 @@ def test_f03_unsupported_fields_na_and_queried_once(fake_nvml):
 
 
 def test_f04_process_in_other_namespace_kept_and_labelled(fake_nvml):
-    fake_nvml("container_f04")
+    fake = fake_nvml("container_f04")
+    # The field report's pid 28290 may well exist on a test machine (it did: a browser); a pid above
+    # pid_max can never exist here, so real psutil answers NoSuchProcess as in a container.
+    try:
+        with open("/proc/sys/kernel/pid_max") as fh:
+            ghost = int(fh.read()) + 28290
+    except OSError:
+        ghost = 2 ** 22 + 28290
+    fake.gpus[0]["processes"] = [(ghost, GIB)]
     src = LiveSource(host=FakeHost(), torch_reader=lambda: TorchSample(3 * GIB, 4 * GIB, 5 * GIB))
-    s = src.read(1, 0.0)   # real psutil: pid 28290 does not exist here (checked below)
+    s = src.read(1, 0.0)
     import psutil
-    assert not psutil.pid_exists(28290)
+    assert not psutil.pid_exists(ghost)
     (p,) = s.gpus[0].processes
-    assert p.pid == 28290 and not p.visible and p.used_memory_bytes == GIB and p.name.code == "other_namespace"
+    assert p.pid == ghost and not p.visible and p.used_memory_bytes == GIB and p.name.code == "other_namespace"
     # this kernel's allocator is still shown; the NVML gap is NA because our pid is not in NVML's list
     assert s.torch.reserved_bytes == 4 * GIB and is_na(s.torch.gap_bytes)
     text = widgets.sample_text(s)
-    assert "28290" in text and "(other PID namespace)" in text and "--pid=host" in text
+    assert str(ghost) in text and "(other PID namespace)" in text and "--pid=host" in text
     assert "no process" not in text.lower()
     html = widgets.gpu_html(s.gpus[0])
-    assert "28290" in html and "other PID namespace" in html and "no process" not in html.lower()
+    assert str(ghost) in html and "other PID namespace" in html and "no process" not in html.lower()
 
 
 def test_no_processes_listed_never_claims_nothing_while_memory_used(fake_nvml):
@@ -153,7 +161,7 @@ def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
     text = widgets.sample_text(s)
     assert "utilization: N/A (not reported in MIG mode)" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("0 "))
-    assert "MIG NVIDIA A100-SXM4-80GB" in row
+    assert "MIG A100-SXM4-80GB" in row  # the text table drops the "NVIDIA " prefix
     assert row.split("80GB")[1].split()[:2] == ["N/A", "N/A"]  # util and mem util: never a confident 0 %
     html = widgets.gpu_html(g)
     assert "MIG NVIDIA A100" in html and "not reported in MIG mode" in html
@@ -553,3 +561,25 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     assert "evil\\x1b[2J\\x1b[31mRED\\x0aGPU 9  fake row\\x0d\\x07\\u202egnp.exe" in text
     assert "H100\\x1b]0;title\\x07" in text and "a\\x1b[2Jb.jsonl" in text.splitlines()[0]
     assert HOSTILE_NAME == widgets.plain(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
+
+
+@pytest.mark.parametrize("scenario", ["two_gpus_f03", "mig", "container_f04", "no_driver", "version_mismatch",
+                                      "training"])
+def test_text_view_fits_100_columns(fake_nvml, scenario):
+    """Terminal width: the GPU table was 122 columns and the F01/F02 and 'no process' lines up to 200;
+    a 100-column terminal wrapped them mid-word. Prose now wraps at 100 and the table fits."""
+    from tests import fake_nvml as fm
+
+    fake = fake_nvml(fm.training_scenario() if scenario == "training" else scenario)
+    if fake.gpus:
+        fake.gpus[0]["processes"] = [(4242, GIB)]
+    src = live(proc_info=lambda pid: ("python", "python train.py", True))
+    src.read(1, 0.0)
+    s = src.read(2, 1.0)
+    text = widgets.sample_text(s, "live", "running, every 1 s")
+    too_wide = [ln for ln in text.splitlines() if len(ln) > widgets.TEXT_WIDTH]
+    assert too_wide == []
+    if fake.gpus:
+        assert "1980/2619" in text or "345/2619" in text
+    else:
+        assert "No GPU data:" in text and text.count("No GPU data:") == 1
