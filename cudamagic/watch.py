@@ -93,7 +93,7 @@ class GpuWatch:
         """``'running, every 1 s'`` or ``'stopped (why)'``."""
         if self.running:
             return f"running, every {self.sampler.interval_s:g} s"
-        return f"stopped ({self.sampler.finished or 'not started'})"
+        return _stopped(self.sampler.finished or "not started")
 
     # -- display ------------------------------------------------------------------------
     def text(self) -> str:
@@ -131,8 +131,13 @@ class GpuWatch:
         if self.view is None:
             return
         latest, hist = self.sampler.snapshot()
-        self.view.apply(latest, hist[-SPARKLINE_POINTS:], state=f"stopped ({self.sampler.finished or 'stopped'})",
+        self.view.apply(latest, hist[-SPARKLINE_POINTS:], state=_stopped(self.sampler.finished),
                         samples_taken=self.sampler.samples_taken, error=self.sampler.error, stopped=True)
+
+
+def _stopped(why: str) -> str:
+    """``'stopped (end of replay)'``; plain ``'stopped'`` when that is all there is to say."""
+    return "stopped" if why in ("", "stopped") else f"stopped ({why})"
 
 
 def current():

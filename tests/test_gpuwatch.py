@@ -212,6 +212,8 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         watch.view.button.click()  # the Stop button
         assert not watch.running and sampler_threads() == []
         assert watch.view.button.disabled and "stopped" in watch.view.status.value
+        assert "stopped (stopped)" not in watch.view.status.value + watch.text()  # said it twice
+        assert "  stopped" in watch.text().splitlines()[0]
         df_rows = watch.history
         assert len(df_rows) == 2 * watch.samples_taken
         json.dumps(telemetry.sample_to_json(watch.latest))  # the log form stays JSON
