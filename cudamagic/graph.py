@@ -258,7 +258,8 @@ class ModuleCallRecorder:
         import torch
         from torch.nn.modules import module as mod
 
-        self._seq = torch._C._autograd._get_sequence_nr
+        # private API; without it every call has an empty interval and nothing is grouped
+        self._seq = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None) or (lambda: 0)
         self._handles = [mod.register_module_forward_pre_hook(self._pre),
                          mod.register_module_forward_hook(self._post, always_call=True)]
         return self
