@@ -47,6 +47,7 @@ _KERNEL_READY_JS = """
 def open_notebook(page, lab, name, timeout_s=120.0):
     """Open ``/lab/tree/<name>`` and wait until its kernel is idle."""
     # A workspace of its own per opening: Lab does not restore tabs of earlier tests into this page.
+    page.lab, page.notebook_name = lab, name
     page.goto(lab.url(f"lab/workspaces/t{secrets.token_hex(4)}/tree/{name}"), wait_until="domcontentloaded")
     page.wait_for_selector(f"{PANEL} .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
     try:
@@ -90,10 +91,15 @@ def code_cells(page):
 
 
 def cell_sources(page):
-    """Source text of every code cell, in order."""
-    return page.eval_on_selector_all(
-        CODE_CELL, "els => els.map(e => { const c = e.querySelector('.cm-content');"
-                   " return c ? c.innerText : ''; })")
+    """Source text of every code cell of the open notebook, in order (from the server's copy of the file:
+    the DOM holds only what the editor rendered, and cells out of view may not be rendered at all)."""
+    model = page.lab.api(f"contents/{page.notebook_name}?content=1", timeout=30.0)
+    return ["".join(c["source"]) for c in model["content"]["cells"] if c["cell_type"] == "code"]
+
+
+def text(locator):
+    """``textContent`` (also for content the browser skipped rendering, unlike ``inner_text``)."""
+    return locator.text_content() or ""
 
 
 def find_cell(page, predicate):
@@ -112,8 +118,62 @@ def outputs(cell):
 def error_texts(page):
     """Texts of error (traceback) outputs on the page."""
     return [t for t in page.locator(
-        f'{PANEL} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_inner_texts()
+        f'{PANEL} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_text_contents()
         if "Traceback" in t or "Error" in t]
+
+
+def math_in_outputs(page):
+    """Text of every output fragment that JupyterLab typeset as LaTeX math (``$...$`` in an HTML output).
+
+    cudamagic's outputs hold paths, shell variables and prices-like numbers; a pair of ``$`` in them turns into
+    italic math in the page while the kernel-side HTML looks right. Returns ``[]`` when nothing was typeset.
+    """
+    return page.locator(f"{PANEL} .jp-OutputArea mjx-container, {PANEL} .jp-OutputArea .MathJax").evaluate_all(
+        "els => els.map(e => (e.closest('td,p,div') || e).textContent.slice(0, 200))")
+
+
+def svg_geometry(svg):
+    """Where an output's SVG sits: its size, the part left visible after clipping ancestors (up to the output
+    area), whether it is inside the output area or in a scrollable box, and the height of its first label.
+
+    Returns a dict: ``w, h`` (px), ``visW, visH`` (px visible), ``inside``, ``scrollable`` (bool), ``textH`` (px).
+    """
+    return svg.evaluate(
+        """svg => {
+        const r = svg.getBoundingClientRect();
+        const area = svg.closest('.jp-OutputArea-output');
+        const a = area.getBoundingClientRect();
+        let vis = {l: r.left, t: r.top, r: r.right, b: r.bottom};
+        let scrollable = false;
+        for (let el = svg.parentElement; el && el !== area.parentElement; el = el.parentElement) {
+          const s = getComputedStyle(el);
+          if (s.overflowX !== 'visible' || s.overflowY !== 'visible') {
+            const c = el.getBoundingClientRect();
+            vis = {l: Math.max(vis.l, c.left), t: Math.max(vis.t, c.top),
+                   r: Math.min(vis.r, c.right), b: Math.min(vis.b, c.bottom)};
+            if ((el.scrollWidth > el.clientWidth + 1 && /auto|scroll/.test(s.overflowX)) ||
+                (el.scrollHeight > el.clientHeight + 1 && /auto|scroll/.test(s.overflowY))) scrollable = true;
+          }
+        }
+        const label = svg.querySelector('text');
+        const t = label ? label.getBoundingClientRect() : {height: 0};
+        return {w: r.width, h: r.height, visW: Math.max(0, vis.r - vis.l), visH: Math.max(0, vis.b - vis.t),
+                inside: r.left >= a.left - 1 && r.right <= a.right + 1, scrollable, textH: t.height,
+                areaW: a.width};
+      }"""
+    )
+
+
+def assert_svg_fits(svg):
+    """The SVG has a size, is not clipped to nothing, fits the output area or scrolls, and its labels are
+    legible (at least 6 px high). Returns the geometry."""
+    svg.scroll_into_view_if_needed()
+    geo = svg_geometry(svg)
+    assert geo["w"] > 50 and geo["h"] > 50, f"the SVG has no size: {geo}"
+    assert geo["visW"] >= min(geo["w"], 100) and geo["visH"] >= min(geo["h"], 100), f"the SVG is clipped: {geo}"
+    assert geo["inside"] or geo["scrollable"], f"the SVG sticks out of the output area and cannot scroll: {geo}"
+    assert geo["textH"] >= 6, f"labels shrunk to illegibility ({geo['textH']:.1f} px high): {geo}"
+    return geo
 
 
 def shot(locator_or_page, folder, name):

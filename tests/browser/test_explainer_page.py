@@ -21,14 +21,14 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
     cells = jlab.code_cells(page)
     failing = [i for i in range(cells.count())
                if any("Traceback" in t or "Error" in t for t in cells.nth(i).locator(
-                   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_inner_texts())]
+                   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_text_contents())]
     assert len(failing) == 1, f"expected exactly one failing cell (the mistake made on purpose): {failing}"
     cell = cells.nth(failing[0])
     cell.scroll_into_view_if_needed()
     trace = cell.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').last
     box = cell.locator(".jp-OutputArea-output", has_text="cudamagic explains").last
     box.wait_for(state="visible", timeout=15_000)
-    text = box.inner_text()
+    text = jlab.text(box)
     assert re.search(r"What happened:.*Why:.*Fix:", text, re.S), text
     tb, bx = trace.bounding_box(), box.bounding_box()
     assert bx["height"] > 40 and bx["width"] > 200, bx
@@ -38,5 +38,5 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
     others = [i for i in range(cells.count()) if i != failing[0]
               and cells.nth(i).locator(".jp-OutputArea-output", has_text="cudamagic explains").count()]
     assert all(sources[i].strip().startswith("%cudaexplain") for i in others), [sources[i] for i in others]
-    assert "Error displaying widget" not in page.inner_text("body")
+    assert "Error displaying widget" not in jlab.text(page.locator(jlab.PANEL))
     jlab.shot(cell, screenshots, "explainer_box")

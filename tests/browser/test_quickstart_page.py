@@ -15,8 +15,8 @@ def quickstart(page, lab):
 
 
 def test_runs_without_errors(quickstart):
-    assert jlab.error_texts(quickstart) == []
-    assert "Error displaying widget" not in quickstart.inner_text("body")
+    assert jlab.error_texts(quickstart) == [], jlab.page_state(quickstart)
+    assert "Error displaying widget" not in jlab.text(quickstart.locator(jlab.PANEL))
 
 
 def test_cudainfo_renders_table_with_torch_version(quickstart, screenshots):
@@ -28,8 +28,40 @@ def test_cudainfo_renders_table_with_torch_version(quickstart, screenshots):
     table.wait_for(state="visible")
     box = table.bounding_box()
     assert box and box["width"] > 100 and box["height"] > 50, box
-    assert torch.__version__ in table.inner_text()
-    # the table is a real table: several rows, one of them naming PyTorch
-    rows = table.locator("tr")
-    assert rows.count() >= 3
+    assert torch.__version__ in jlab.text(table)
+    assert table.locator("tr").count() >= 3
     jlab.shot(cell, screenshots, "cudainfo_table")
+
+
+def test_no_output_text_typeset_as_math(quickstart):
+    """A ``$`` pair in an HTML output (``$CUDA_HOME/bin, $CUDA_PATH/bin``) must not turn into LaTeX math."""
+    typeset = jlab.math_in_outputs(quickstart)
+    assert typeset == [], (f"JupyterLab typeset output text as LaTeX math: {typeset}. Fix: put "
+                           "class=\"mathjax_ignore\" on the root element of cudamagic's HTML (or <code> around "
+                           "text with $); checked in JupyterLab 4.6: both keep the $ as text.")
+
+
+def test_gpuwatch_cell_shows_a_widget(quickstart, screenshots):
+    cell = jlab.find_cell(quickstart, lambda src: "%gpuwatch" in src and "--stop" not in src)
+    if cell is None:
+        pytest.skip("quickstart.ipynb has no %gpuwatch cell")
+    out = jlab.outputs(cell)
+    cell.scroll_into_view_if_needed()
+    assert "Error displaying widget" not in jlab.text(out)
+    widget = out.locator(".widget-vbox").first
+    widget.wait_for(state="visible", timeout=15_000)
+    assert widget.locator("button").first.is_visible()
+    jlab.shot(out, screenshots, "quickstart_gpuwatch")
+
+
+def test_autograd_graph_cells_show_svg(quickstart, screenshots):
+    cells = [c for c, src in zip(jlab.code_cells(quickstart).all(), jlab.cell_sources(quickstart))
+             if src.strip().startswith("%%autograd_graph")]
+    if not cells:
+        pytest.skip("quickstart.ipynb has no %%autograd_graph cell")
+    for i, cell in enumerate(cells):
+        svg = jlab.outputs(cell).locator(".jp-OutputArea-output svg").first
+        svg.wait_for(state="visible", timeout=15_000)
+        assert "Backward" in " ".join(svg.locator("text").all_text_contents())
+        jlab.assert_svg_fits(svg)
+        jlab.shot(jlab.outputs(cell), screenshots, f"quickstart_autograd_graph_{i}")

@@ -34,7 +34,8 @@ def _cell(page, key):
 
 def _watch_parts(page):
     out = jlab.outputs(_cell(page, "gpuwatch"))
-    root = out.locator(".widget-vbox").first
+    root = out.locator(".jp-OutputArea-output .widget-vbox").first
+    root.wait_for(state="attached", timeout=15_000)  # the widget view, not the text/html fallback
     return out, root, root.locator(".widget-html").first, root.locator("button").first
 
 
@@ -55,23 +56,23 @@ def test_notebook_ran_without_errors(nb):
 
 def test_gpuwatch_renders_as_widget(nb, screenshots):
     out, root, status, button = _watch_parts(nb)
-    assert "Error displaying widget" not in out.inner_text()
-    assert "Error displaying widget" not in nb.inner_text("body")
+    assert "Error displaying widget" not in jlab.text(out)
+    assert "Error displaying widget" not in jlab.text(nb.locator(jlab.PANEL))
     root.wait_for(state="visible", timeout=15_000)  # the widget view, not the text/html fallback
     box = root.bounding_box()
     assert box and box["width"] > 200 and box["height"] > 50, box
-    assert button.inner_text().strip() == "Stop"
-    assert "REPLAY" in status.inner_text()
+    assert jlab.text(button).strip() == "Stop"
+    assert "REPLAY" in jlab.text(status)
     assert root.locator("svg polyline").count() >= 1, "no sparkline drawn"
     jlab.shot(out, screenshots, "gpuwatch_widget")
 
 
 def test_gpuwatch_values_change_between_two_moments(nb, screenshots):
     out, root, status, _ = _watch_parts(nb)
-    text1, spark1, card1 = status.inner_text(), _sparkline(root), root.inner_text()
+    text1, spark1, card1 = jlab.text(status), _sparkline(root), jlab.text(root)
     jlab.shot(out, screenshots, "gpuwatch_moment_1")
     time.sleep(4 * INTERVAL_S)
-    text2, spark2, card2 = status.inner_text(), _sparkline(root), root.inner_text()
+    text2, spark2, card2 = jlab.text(status), _sparkline(root), jlab.text(root)
     jlab.shot(out, screenshots, "gpuwatch_moment_2")
     assert "running" in text2, f"the replay is no longer running: {text2!r}"
     assert _samples(text2) >= _samples(text1) + 2, (text1, text2)
@@ -83,12 +84,12 @@ def test_gpuwatch_values_change_between_two_moments(nb, screenshots):
 
 def test_cell_after_gpuwatch_ran_while_monitor_live(nb, screenshots):
     cell = _cell(nb, "work")
-    text = jlab.outputs(cell).inner_text()
+    text = jlab.text(jlab.outputs(cell))
     m = re.search(r"monitor live at start=(\w+), at end=(\w+), samples taken during this cell=(\d+)", text)
     assert m, f"the cell after %gpuwatch printed {text!r}"
     assert m.group(1) == "True" and m.group(2) == "True", text
     assert int(m.group(3)) >= 2, text
-    prompt = cell.locator(".jp-InputArea-prompt").inner_text()
+    prompt = jlab.text(cell.locator(".jp-InputArea-prompt"))
     assert re.search(r"\d", prompt), f"the cell did not execute: prompt {prompt!r}"
     jlab.shot(cell, screenshots, "gpuwatch_cell_ran_while_live")
 
@@ -97,55 +98,27 @@ def test_gpuwatch_stop_button_stops_updates(nb, screenshots):
     from playwright.sync_api import expect
 
     out, root, status, button = _watch_parts(nb)
-    before = status.inner_text()
+    before = jlab.text(status)
     assert "running" in before, f"the monitor stopped before the Stop button was clicked: {before!r}"
     button.click()
     expect(button).to_have_text(re.compile(r"\s*Stopped\s*"), timeout=15_000)
     expect(button).to_be_disabled()
     expect(status).to_contain_text("stopped", timeout=15_000)
-    stopped = status.inner_text()
+    stopped = jlab.text(status)
     assert "end of replay" not in stopped, stopped  # stopped by the button, not by the trace running out
     n, spark = _samples(stopped), _sparkline(root)
     time.sleep(4 * INTERVAL_S)
-    assert _samples(status.inner_text()) == n and _sparkline(root) == spark, "values still change after Stop"
+    assert _samples(jlab.text(status)) == n and _sparkline(root) == spark, "values still change after Stop"
     jlab.shot(out, screenshots, "gpuwatch_stopped")
 
 
 def test_autograd_graph_svg_has_labels_and_fits(nb, screenshots):
     cell = _cell(nb, "graph")
     out = jlab.outputs(cell)
-    svg = out.locator("svg").first
+    svg = out.locator(".jp-OutputArea-output svg").first
     svg.wait_for(state="visible", timeout=15_000)
-    svg.scroll_into_view_if_needed()
     labels = " ".join(svg.locator("text").all_text_contents())
     missing = [lab for lab in notebooks.GRAPH_LABELS if lab not in labels]
     assert not missing, f"node labels missing from the SVG: {missing}; it shows: {labels[:500]}"
-    geo = svg.evaluate(
-        """svg => {
-        const r = svg.getBoundingClientRect();
-        const area = svg.closest('.jp-OutputArea-output');
-        const a = area.getBoundingClientRect();
-        // what is left visible after every clipping ancestor up to the output area
-        let vis = {l: r.left, t: r.top, r: r.right, b: r.bottom};
-        let scrollable = false;
-        for (let el = svg.parentElement; el && el !== area.parentElement; el = el.parentElement) {
-          const s = getComputedStyle(el);
-          if (s.overflowX !== 'visible' || s.overflowY !== 'visible') {
-            const c = el.getBoundingClientRect();
-            vis = {l: Math.max(vis.l, c.left), t: Math.max(vis.t, c.top),
-                   r: Math.min(vis.r, c.right), b: Math.min(vis.b, c.bottom)};
-            if ((el.scrollWidth > el.clientWidth + 1 && /auto|scroll/.test(s.overflowX)) ||
-                (el.scrollHeight > el.clientHeight + 1 && /auto|scroll/.test(s.overflowY))) scrollable = true;
-          }
-        }
-        const t = svg.querySelector('text').getBoundingClientRect();
-        return {w: r.width, h: r.height, visW: Math.max(0, vis.r - vis.l), visH: Math.max(0, vis.b - vis.t),
-                inside: r.left >= a.left - 1 && r.right <= a.right + 1, scrollable, textH: t.height,
-                areaW: a.width};
-      }"""
-    )
-    assert geo["w"] > 50 and geo["h"] > 50, f"the SVG has no size: {geo}"
-    assert geo["visW"] >= min(geo["w"], 100) and geo["visH"] >= min(geo["h"], 100), f"the SVG is clipped: {geo}"
-    assert geo["inside"] or geo["scrollable"], f"the SVG sticks out of the output area and cannot scroll: {geo}"
-    assert geo["textH"] >= 6, f"labels shrunk to illegibility ({geo['textH']:.1f} px high): {geo}"
+    jlab.assert_svg_fits(svg)
     jlab.shot(out, screenshots, "autograd_graph_svg")
