@@ -523,12 +523,14 @@ class ReplaySource:
 
     def __init__(self, path: str):
         self.path = path
-        self.header, self.samples = read_trace(path)
+        self.header, self.samples = read_trace(path, max_bytes=MAX_TRACE_BYTES, tail=True)
         self.pos = 0
         self.devices = sorted({g.index for s in self.samples for g in s.gpus})
         self.device_count = len(self.devices)
         self.status = self.samples[0].nvml_status if self.samples else None
-        self.label = f"replay of {path}"
+        skipped = self.header.get("skipped_bytes", 0)
+        # a long --log run: only its end fits the replay memory bound; say so in the label
+        self.label = f"replay of {path}" + (f" (last {len(self.samples)} samples)" if skipped else "")
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """The next recorded sample (its own recorded timestamp); :class:`EndOfTrace` after the last."""
@@ -831,13 +833,24 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
                   hint=c.text(obj.get("hint", ""), "hint"))
 
 
+def _chain_first(first, rest):
+    yield first
+    yield from rest
+
+
 def read_trace(path: str, *, max_bytes: int = MAX_TRACE_BYTES, max_line_bytes: int = MAX_LINE_BYTES,
-               max_samples: int = MAX_SAMPLES):
+               max_samples: int = MAX_SAMPLES, tail: bool = False):
     """Read and validate a ``%gpuwatch --log`` file: ``(header dict, [Sample, ...])``.
 
     Only JSON is parsed (no pickle, no eval); ``NaN``/``Infinity`` are rejected; the file, each
     line and the number of samples are bounded; the first line must be the
     ``{"cudamagic_trace": 1, ...}`` header; every later line must match the sample schema.
+
+    Args:
+        tail: for a file larger than ``max_bytes`` (a long ``--log`` run), read the header and then
+            only the samples in the last ``max_bytes`` bytes, instead of refusing the file; the header
+            gets ``"skipped_bytes"`` (how much of the start was left out). Line numbers in errors are
+            then counted from the first line read after the skip.
 
     Raises:
         TraceError: with the file, the line number and what is wrong.
@@ -846,8 +859,11 @@ def read_trace(path: str, *, max_bytes: int = MAX_TRACE_BYTES, max_line_bytes: i
         size = os.path.getsize(path)
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    skip = 0
     if size > max_bytes:
-        raise TraceError(f"{path} is {size} bytes, more than the {max_bytes}-byte limit for a replay file")
+        if not tail:
+            raise TraceError(f"{path} is {size} bytes, more than the {max_bytes}-byte limit for a replay file")
+        skip = size - max_bytes
     samples = []
     header = None
     try:
@@ -855,7 +871,14 @@ def read_trace(path: str, *, max_bytes: int = MAX_TRACE_BYTES, max_line_bytes: i
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with fh:
-        for lineno, raw in enumerate(iter(lambda: fh.readline(max_line_bytes + 1), b""), start=1):
+        lines = iter(lambda: fh.readline(max_line_bytes + 1), b"")
+        if skip:
+            first = fh.readline(max_line_bytes + 1)
+            fh.seek(max(skip, len(first)))
+            if fh.tell() > len(first):
+                fh.readline()  # the rest of a sample line cut by the seek
+            lines = _chain_first(first, lines)
+        for lineno, raw in enumerate(lines, start=1):
             if len(raw) > max_line_bytes:
                 raise TraceError(f"{path}, line {lineno}: longer than {max_line_bytes} bytes")
             if not raw.strip():
@@ -873,7 +896,7 @@ def read_trace(path: str, *, max_bytes: int = MAX_TRACE_BYTES, max_line_bytes: i
                 for key in ("source", "created"):
                     if key in obj and (not isinstance(obj[key], str) or len(obj[key]) > MAX_STR):
                         raise TraceError(f"{path}, line {lineno}: header {key!r} must be a short string")
-                header = obj
+                header = dict(obj, skipped_bytes=skip) if skip else obj
                 continue
             if len(samples) >= max_samples:
                 raise TraceError(f"{path}: more than {max_samples} samples")

@@ -220,3 +220,25 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
     finally:
         watch.stop()
         watch.view.close()
+
+
+def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_path, monkeypatch):
+    """A long --log run (a night at 1 s on one GPU is past 64 MiB) was refused outright by --replay
+    ("more than the 67108864-byte limit"): the post-mortem the log was for was impossible. Now the
+    replay plays the samples of the last MAX_TRACE_BYTES, labelled as such."""
+    fake_nvml("one_gpu")
+    log = tmp_path / "night.jsonl"
+    writer = telemetry.TraceWriter(str(log), interval_s=1.0)
+    src = telemetry.LiveSource(host=telemetry.HostReader())
+    for i in range(1, 41):
+        writer.write(src.read(i, 1000.0 + i))
+    writer.close()
+    size = log.stat().st_size
+    monkeypatch.setattr(telemetry, "MAX_TRACE_BYTES", size // 4)
+    with pytest.raises(telemetry.TraceError, match="limit"):
+        telemetry.read_trace(str(log), max_bytes=size // 4)  # the strict reader still refuses
+    watch = ip.run_line_magic("gpuwatch", f"--replay {log} --count 1")
+    seqs = [s.seq for s in watch.sampler.source.samples]
+    assert 5 <= len(seqs) < 40 and seqs[-1] == 40 and seqs == list(range(seqs[0], 41))
+    assert watch.sampler.source.header["skipped_bytes"] > 0
+    assert f"(last {len(seqs)} samples)" in watch.text().splitlines()[0]
