@@ -13,6 +13,7 @@ Usage: python benchmarks/bench_graph.py [--quick] [--cap SECONDS]
 from __future__ import annotations
 
 import argparse
+import statistics
 import os
 import subprocess
 import sys
@@ -108,6 +109,12 @@ def main(argv=None):
             theirs, note = None, "skipped (--quick)"
         else:
             theirs, note = time_torchviz(ns, expr, cap)
+        if ours < 1.0 and theirs is not None and theirs < 1.0:
+            # small graphs: one run is mostly noise on a shared machine; take the median of 7, interleaved
+            pairs = [(time_ours(ip, expr)[0], time_torchviz(ns, expr, cap)[0]) for _ in range(7)]
+            ours = statistics.median(p[0] for p in pairs)
+            theirs = statistics.median(p[1] for p in pairs)
+            ours_note += " (median of 7)"
         if theirs is not None:
             ratio = f"{theirs / ours:.1f}x"
         elif note.startswith(">"):
