@@ -13,6 +13,11 @@ from typing import Iterable, Sequence
 from .values import NA, is_na
 
 
+#: Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets text between two
+#: ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
+NO_MATH = "mathjax_ignore"
+
+
 def esc(value) -> str:
     """HTML-escape ``str(value)`` (quotes included)."""
     return html.escape(str(value), quote=True)
@@ -310,7 +315,7 @@ class CudaInfoReport:
                "font-size:12px}.cm-info th{background:#f4f4f4}.cm-info .cm-src{color:#777;font-size:11px}"
                ".cm-na{color:#999}.cm-na-reason{color:#999}.cm-finding{margin:4px 0;padding:4px 8px;"
                "border-left:4px solid}</style>")
-        parts = [css, '<div class="cm-info">']
+        parts = [css, f'<div class="cm-info {NO_MATH}">']
         v = self.verdict
         parts.append(f'<h3 style="color:{_SEV_COLOR[v.severity]}">{_SEV_ICON[v.severity]} {esc(v.title)}</h3>'
                      f"<p>{esc(v.cause)}</p>")

@@ -17,7 +17,7 @@ import contextlib
 import re
 import textwrap
 
-from .render import esc, format_bytes
+from .render import NO_MATH, esc, format_bytes
 from .telemetry import Sample, TorchSample
 from .values import is_na
 
@@ -386,7 +386,7 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
         for g in sample.gpus:
             parts.append(gpu_html(g) + sparkline_svg(history, g.index))
         parts.append(host_html(sample))
-    return "<div>" + "".join(parts) + "</div>"
+    return f'<div class="{NO_MATH}">' + "".join(parts) + "</div>"
 
 
 # ---- the widget tree ----------------------------------------------------------------------

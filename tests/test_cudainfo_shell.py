@@ -167,3 +167,11 @@ def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
     r = ip.run_line_magic("cudainfo", "")
     assert r.facts["driver"]["status"] == "ok"
     nvml.reset()
+
+
+def test_html_is_excluded_from_math_typesetting(ip, fake_nvml, monkeypatch):
+    """JupyterLab typesets text between two `$` signs as maths unless the output opts out."""
+    fake_nvml("one_gpu")
+    monkeypatch.setenv("CUDA_HOME", "$HOME/cuda and $5")
+    html = ip.run_line_magic("cudainfo", "")._repr_html_()
+    assert 'class="cm-info mathjax_ignore"' in html
