@@ -217,10 +217,14 @@ def explain(exc: BaseException, scene: Scene | None = None):
         scene: the state to draw context from; ``None`` means no context.
 
     Returns:
-        An :class:`Explanation`, or ``None`` when no entry matches (no box is shown).
+        An :class:`Explanation`, or ``None`` when no entry matches or ``exc`` is not an
+        ``Exception`` (a KeyboardInterrupt raised while handling a CUDA error is an interrupt,
+        not that error): no box is shown.
         A failing context function never raises: its error is kept in
         ``Explanation.context_error`` and the generic text is shown.
     """
+    if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, GeneratorExit: never a box
+        return None
     entry, found = find_entry(exc)
     if entry is None:
         return None
@@ -536,6 +540,142 @@ def _source_text(scene: Scene) -> str:
     return "\n".join(s for s in scene.sources if s)
 
 
+_IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
+
+
+def _parse_line(line: str):
+    """An AST for one source line that may be a fragment (``for x in y:``, ``with ...:``, a
+    line of a multi-line call); None when no repair makes it parse."""
+    text = line.strip()
+    for candidate in (text, text + " pass", text + ")", text + "))", text.rstrip(",") + ")"):
+        try:
+            return ast.parse(candidate)
+        except SyntaxError:
+            continue
+    return None
+
+
+def _line_names(line: str) -> list:
+    """Names read on one source line, in order of appearance, without repeats."""
+    tree = _parse_line(line)
+    if tree is not None:
+        nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)),
+                       key=lambda n: (n.lineno, n.col_offset))
+        names = [n.id for n in nodes]
+    else:
+        names = _IDENT.findall(line)
+    out = []
+    for name in names:
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def failing_names(scene: Scene) -> list:
+    """Names on the lines that were executing when the error was raised (the user's own
+    frames, innermost first), in order, without repeats. Only these are certain to be
+    involved; a name that merely exists in the namespace may have nothing to do with it."""
+    out = []
+    for line in reversed(scene.failing_lines):
+        for name in _line_names(line):
+            if name not in out:
+                out.append(name)
+    return out
+
+
+def _failing_values(scene: Scene):
+    """``(name, value)`` for the names on the failing lines that resolve to a value."""
+    for name in failing_names(scene):
+        value = _lookup(scene, name)
+        if value is not None:
+            yield name, value
+
+
+def _failing_tensors(scene: Scene):
+    return [(n, v) for n, v in _failing_values(scene) if _is_tensor(v)]
+
+
+def _failing_modules(scene: Scene):
+    """``(qualified name, module)`` for modules named on the failing lines and their submodules."""
+    out, seen = [], set()
+    for name, value in _failing_values(scene):
+        if not _is_module(value):
+            continue
+        try:
+            items = list(value.named_modules())
+        except Exception:
+            continue
+        for sub, module in items:
+            if id(module) not in seen:
+                seen.add(id(module))
+                out.append(((f"{name}.{sub}" if sub else name), module))
+    return out
+
+
+def call_arguments(line: str) -> list:
+    """Calls on one source line as ``(callee source, [argument source, ...], {keyword: source})``,
+    outermost call first."""
+    tree = _parse_line(line)
+    if tree is None:
+        return []
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+                   key=lambda n: (n.lineno, n.col_offset, -(n.end_col_offset or 0)))
+    return [(ast.unparse(c.func), [ast.unparse(a) for a in c.args],
+             {k.arg: ast.unparse(k.value) for k in c.keywords if k.arg}) for c in calls]
+
+
+def _dtype_name(t) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def _argument_tensor(scene: Scene, expr: str):
+    """The tensor an argument expression names: the variable itself for a plain name, else None
+    (an expression such as ``y.float()`` is not evaluated)."""
+    if re.fullmatch(r"[A-Za-z_]\w*", expr or ""):
+        value = _lookup(scene, expr)
+        if _is_tensor(value):
+            return value
+    return None
+
+
+def _target_arguments(scene: Scene, *, indices: bool = False) -> list:
+    """Expressions passed as the *target* of a loss on the failing lines (innermost first): the
+    ``target=`` keyword or the second positional argument of a two-argument call. With
+    ``indices``, the first argument of a call to an embedding instead.
+
+    Returns:
+        list of ``(callee source, argument source)``.
+    """
+    torch = _torch()
+    out = []
+    for line in reversed(scene.failing_lines):
+        for callee, args, kwargs in call_arguments(line):
+            if indices:
+                target = _lookup(scene, _root_name_of(callee))
+                is_embedding = "embedding" in callee.lower()
+                if torch is not None and _is_module(target):
+                    try:
+                        is_embedding = is_embedding or any(isinstance(m, torch.nn.Embedding)
+                                                           for m in target.modules())
+                    except Exception:
+                        pass
+                expr = kwargs.get("input") or (args[0] if args else None)
+                if is_embedding and expr:
+                    out.append((callee, expr))
+            else:
+                expr = kwargs.get("target") or (args[1] if len(args) >= 2 else None)
+                if expr:
+                    out.append((callee, expr))
+    return out
+
+
+def _root_name_of(expr: str):
+    try:
+        return _root_name(ast.parse(expr, mode="eval").body)
+    except SyntaxError:
+        return None
+
+
 # --------------------------------------------------------------------------------------
 # context functions
 # --------------------------------------------------------------------------------------
@@ -819,11 +959,30 @@ _NO_GRAD_SIGNS = (
 )
 
 
+def _param_counts(module):
+    total = requiring = 0
+    for p in module.parameters():
+        total += 1
+        requiring += bool(p.requires_grad)
+    return total, requiring
+
+
 def ctx_no_grad(match, scene):
+    """Which tensor backward was called on, how it lost its graph, and whether the models it
+    could come from have parameters that require grad.
+
+    Models are looked for where the tensor was made (the failing lines, this cell, the cell
+    that assigned the tensor), never in the whole namespace: a model that has nothing to do
+    with the tensor says nothing about it.
+    """
     src = _source_text(scene)
     calls = backward_calls(src)
+    line_calls = [c for line in scene.failing_lines for c in backward_calls(line)]
+    calls = line_calls + [c for c in calls if c not in line_calls]
     notes, facts = [], {"tensor": None, "requires_grad": None, "params_requiring_grad": None,
-                        "params_total": None, "signs": []}
+                        "params_total": None, "signs": [], "models": {}}
+    origin = ""  # source of the cell that assigned the tensor, if earlier than this one
+    root_module = None
     for expr, root in calls:
         value = _lookup(scene, root)
         if _is_tensor(value):
@@ -837,27 +996,50 @@ def ctx_no_grad(match, scene):
                 pass
             notes.append(f"`{root}.requires_grad` is {value.requires_grad} and `{root}.grad_fn` is "
                          f"{value.grad_fn!r}: autograd recorded nothing for it.{how}")
+            index = _last_cell_assigning(scene.history, root) if not _assigns_in(src, root) else None
+            if index:
+                origin = scene.history[index] or ""
+                facts["assigned_in"] = index
             break
-    total = requiring = 0
-    for name, module in scene.variables():
-        if _is_module(module):
-            for p in module.parameters():
-                total += 1
-                requiring += bool(p.requires_grad)
-    if total:
+        if _is_module(value):  # model(x).sum().backward()
+            root_module = root
+            facts["tensor"] = expr
+            break
+    # the models that can have produced it: on the failing line, in this cell, in the cell that made it
+    model_text = "\n".join([*scene.failing_lines, src, origin])
+    mentioned = set(_IDENT.findall(model_text))
+    for name, value in scene.variables():
+        if _is_module(value) and name in mentioned:
+            try:
+                facts["models"][name] = _param_counts(value)
+            except Exception:
+                continue
+    total = sum(t for t, _ in facts["models"].values())
+    requiring = sum(r for _, r in facts["models"].values())
+    if facts["models"]:
         facts["params_total"], facts["params_requiring_grad"] = total, requiring
-        if requiring == 0:
-            notes.append(f"None of the {total} parameters of the models in your namespace requires grad "
-                         "(frozen with requires_grad_(False)?).")
+    for name, (t, r) in list(facts["models"].items())[:3]:
+        if not t:
+            continue
+        if r == 0:
+            notes.append(f"None of the {t} parameters of `{name}` requires grad (frozen with "
+                         "requires_grad_(False)?), so nothing computed from it is tracked.")
+        elif facts["tensor"] and root_module is None:
+            notes.append(f"{r} of the {t} parameters of `{name}` require grad: if `{facts['tensor']}` comes from "
+                         f"`{name}`, the graph was cut between them.")
         else:
-            notes.append(f"{requiring} of {total} model parameters require grad, so the graph was cut "
-                         "between them and the loss.")
-    history_text = src + "\n" + "\n".join(scene.history[-6:])
+            notes.append(f"{r} of the {t} parameters of `{name}` require grad.")
+    value = _lookup(scene, facts["tensor"]) if facts["tensor"] and root_module is None else None
     for pattern, label in _NO_GRAD_SIGNS:
-        if re.search(pattern, history_text):
+        if re.search(pattern, src + "\n" + origin):
             facts["signs"].append(label)
+    if _is_tensor(value) and value.grad_fn is None and not facts["models"] and not facts["signs"]:
+        notes.append(f"`{facts['tensor']}` is a leaf: no operation that autograd recorded produced it. If you "
+                     "want gradients, create it (or the tensors it is computed from) with requires_grad=True.")
     if facts["signs"]:
-        notes.append("Likely culprit in your recent cells: " + ", ".join(facts["signs"]) + ".")
+        where = "this cell" + (f" and In[{facts['assigned_in']}], where `{facts['tensor']}` was computed"
+                               if origin else "")
+        notes.append(f"Likely culprit in {where}: " + ", ".join(facts["signs"]) + ".")
     return Context(notes=tuple(notes), facts=facts)
 
 
@@ -876,19 +1058,27 @@ def ctx_scalar(match, scene):
 
 def ctx_devices(match, scene):
     found = set(d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d)) if match.groups() else set()
-    where = {}
-    for name, t in _tensors(scene):
-        where.setdefault(str(t.device), []).append(name)
-    for name, module in scene.variables():
-        if _is_module(module):
-            dev = _module_device(module)
-            if dev:
-                where.setdefault(dev, []).append(f"{name} (model)")
+    def by_device(pairs):
+        where = {}
+        for name, value in pairs:
+            if _is_tensor(value):
+                where.setdefault(str(value.device), []).append(name)
+            elif _is_module(value):
+                dev = _module_device(value)
+                if dev:
+                    where.setdefault(dev, []).append(f"{name} (model)")
+        return where
+
+    # the failing line's own tensors and models first: only they are certainly involved
+    where, scope = by_device(_failing_values(scene)), "On the failing line"
+    if len(where) < 2:
+        where, scope = by_device(scene.variables()), "In your namespace"
     notes = []
     if len(where) > 1:
         for dev, names in sorted(where.items()):
-            notes.append(f"On {dev}: " + ", ".join(f"`{n}`" for n in names[:6]) + ".")
-    return Context(notes=tuple(notes), facts={"devices": sorted(found), "by_device": where})
+            notes.append(f"{scope}, on {dev}: " + ", ".join(f"`{n}`" for n in names[:6]) + ".")
+    return Context(notes=tuple(notes), facts={"devices": sorted(found), "by_device": where,
+                                              "scope": "failing line" if scope.startswith("On") else "namespace"})
 
 
 def ctx_arch(match, scene):
@@ -912,23 +1102,46 @@ def ctx_arch(match, scene):
 
 
 def ctx_index_tensors(match, scene):
-    """Integer tensors (labels, indices) with their range, and embeddings / output sizes to compare."""
-    notes, facts = [], {"int_tensors": {}}
+    """Integer tensors (labels, indices) with their range, and embeddings to compare.
+
+    On the CPU the error is raised by the failing line, so only its tensors and modules are
+    looked at. A CUDA device-side assert is reported later than the kernel that failed, so
+    there the integer tensors of the whole namespace are listed, labelled as such.
+    """
+    notes, facts = [], {"int_tensors": {}, "scope": "failing line"}
     torch = _torch()
+    int_dtypes = _int_dtypes()
+    tensors = _failing_tensors(scene)
+    modules = _failing_modules(scene)
+    if not any(t.dtype in int_dtypes for _, t in tensors) and "device-side assert" in match.string:
+        tensors, modules, facts["scope"] = list(_tensors(scene)), list(_named_modules(scene)), "namespace"
     limits = []
-    for name, module in _named_modules(scene):
+    for name, module in modules:
         if torch is not None and isinstance(module, torch.nn.Embedding):
-            limits.append(f"`{name}` = Embedding({module.num_embeddings}, ...) accepts indices 0..{module.num_embeddings - 1}")
-    for name, t in _tensors(scene):
-        if t.dtype in (getattr(torch, "int64", None), getattr(torch, "int32", None)) and t.numel() and t.device.type == "cpu":
+            limits.append(f"`{name}` = Embedding({module.num_embeddings}, ...) accepts indices "
+                          f"0..{module.num_embeddings - 1}")
+    found = []
+    for name, t in tensors:
+        if t.dtype in int_dtypes and t.numel() and t.device.type == "cpu":
             lo, hi = int(t.min()), int(t.max())
             facts["int_tensors"][name] = (lo, hi)
-            notes.append(f"`{name}` holds integers from {lo} to {hi} (shape {list(_shape(t))}).")
+            found.append(f"`{name}` holds integers from {lo} to {hi} (shape {list(_shape(t))})")
+    if found:
+        where = "in your namespace (the failing line may be later than the one that failed)" \
+            if facts["scope"] == "namespace" else "on the failing line"
+        notes.append(f"Integer tensors {where}: " + "; ".join(found[:5]) + ".")
     bad = match.groupdict().get("target")
     if bad is not None:
         facts["target"] = int(bad)
+        for name, t in tensors:
+            if t.is_floating_point() and t.dim() >= 2:
+                classes = int(t.shape[1])
+                facts.setdefault("classes", {})[name] = classes
+                notes.append(f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must be "
+                             f"0..{classes - 1}; the label {bad} is not.")
+                break
     notes.extend(limits[:3])
-    return Context(notes=tuple(notes[:6]), facts=facts)
+    return Context(notes=tuple(notes), facts=facts)
 
 
 def ctx_ordinal(match, scene):
@@ -1024,7 +1237,9 @@ def ctx_matmul(match, scene):
                     f"{a[1]} columns cannot meet {b[0]} rows."], {"left": a, "right": b, "module": None,
                                                                   "input": None}
     fix = ""
-    for name, module in _named_modules(scene):
+    modules = _failing_modules(scene)
+    modules += [m for m in _named_modules(scene) if all(m[1] is not k for _, k in modules)]
+    for name, module in modules:
         if torch is not None and isinstance(module, torch.nn.Linear) and \
                 (module.in_features, module.out_features) == b:
             facts["module"] = name
@@ -1032,14 +1247,27 @@ def ctx_matmul(match, scene):
                          f"features per row, the input has {a[1]}.")
             fix = (f"Make the sizes agree: build `{name}` as `nn.Linear({a[1]}, {b[1]})` (or use "
                    f"`nn.LazyLinear({b[1]})`), or fix the input so its last dimension is {b[0]} "
-                   "(did you forget `nn.Flatten()` / `x.view(x.size(0), -1)`?).")
+                   "(did you forget `nn.Flatten()` / `{x}.view({x}.size(0), -1)`?).")
             break
-    for name, t in _tensors(scene):
-        shape = _shape(t)
-        if shape and shape[-1] == a[1] and _prod(shape[:-1]) == a[0]:
-            facts["input"] = name
-            notes.append(f"`{name}` has shape {list(shape)}: it matches the left matrix.")
-            break
+    # tensors on the failing line first; the namespace only when the line names none that fits
+    on_line = _failing_tensors(scene)
+    for side, want in (("input", a), ("right", b)):
+        for pool in (on_line, [] if on_line else list(_tensors(scene))):
+            hit = None
+            for name, t in pool:
+                shape = _shape(t)
+                if side == "input" and shape and shape[-1] == a[1] and _prod(shape[:-1]) == a[0]:
+                    hit = (name, shape)
+                elif side == "right" and shape == b and facts["module"] is None:
+                    hit = (name, shape)
+                if hit:
+                    break
+            if hit:
+                facts[side if side == "input" else "right_name"] = hit[0]
+                which = "left" if side == "input" else "right"
+                notes.append(f"`{hit[0]}` has shape {list(hit[1])}: it matches the {which} matrix.")
+                break
+    fix = fix.replace("{x}", facts["input"] or "x")
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
@@ -1051,52 +1279,108 @@ def _prod(xs):
 
 
 def ctx_dtype(match, scene):
-    notes, facts = [], {"float64": [], "model_dtype": {}}
-    for name, t in _tensors(scene):
-        if str(t.dtype) == "torch.float64":
-            facts["float64"].append(name)
-    for name, module in scene.variables():
-        if _is_module(module):
-            dt = _module_dtype(module)
+    """The dtypes of the tensors, arrays and models on the failing lines (not the whole namespace:
+    a float64 tensor elsewhere may have nothing to do with the error)."""
+    notes, facts = [], {"float64": [], "model_dtype": {}, "tensor_dtype": {}}
+    for name, value in _failing_values(scene):
+        if _is_tensor(value):
+            dt = _dtype_name(value)
+            facts["tensor_dtype"][name] = dt
+            if dt == "float64":
+                facts["float64"].append(name)
+            notes.append(f"`{name}` is {dt} (shape {list(_shape(value))}).")
+        elif _is_module(value):
+            dt = _module_dtype(value)
             if dt:
                 facts["model_dtype"][name] = dt
                 notes.append(f"`{name}`'s parameters are {dt}.")
-    if facts["float64"]:
-        names = ", ".join(f"`{n}`" for n in facts["float64"][:5])
-        notes.append(f"float64 tensors in your namespace: {names} (NumPy arrays are float64 by default, and "
-                     "torch.from_numpy keeps that).")
+        elif type(value).__module__ == "numpy" and hasattr(value, "dtype") and hasattr(value, "shape"):
+            facts["tensor_dtype"][name] = str(value.dtype)
+            if str(value.dtype) == "float64":
+                facts["float64"].append(name)
+            notes.append(f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy keeps it).")
+    fix = ""
+    if facts["float64"] and (facts["model_dtype"] or len(facts["tensor_dtype"]) > len(facts["float64"])):
         first = facts["float64"][0]
-        return Context(notes=tuple(notes), facts=facts,
-                       fix=f"Convert the data once: `{first} = {first}.float()` (or build it with dtype=torch.float32).")
-    return Context(notes=tuple(notes), facts=facts)
+        if first in facts["tensor_dtype"] and _is_tensor(_lookup(scene, first)):
+            fix = f"Convert the data once: `{first} = {first}.float()` (or build it with dtype=torch.float32)."
+        else:
+            fix = f"Convert the array when you make the tensor: `torch.from_numpy({first}).float()`."
+    return Context(notes=tuple(notes[:6]), facts=facts, fix=fix)
 
 
-def ctx_targets(match, scene):
-    notes, facts = [], {"targets": []}
-    torch = _torch()
-    for name, t in _tensors(scene):
-        if torch is not None and t.is_floating_point() and t.dim() <= 1 and t.numel() and \
-                re.search(r"(^|_)(y|t|label|labels|target|targets)($|_)", name):
-            facts["targets"].append(name)
-            notes.append(f"`{name}` is {str(t.dtype).replace('torch.', '')} with shape {list(_shape(t))}.")
+def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
+    """Context for a loss / embedding that got targets of the wrong dtype.
+
+    Only the arguments on the failing lines are looked at (a variable that merely exists in
+    the namespace may have nothing to do with the error). ``wrong(tensor)`` says whether a
+    tensor has the dtype the error complains about; ``convert`` is ``"long"`` or ``"float"``.
+    """
+    notes, facts = [], {"targets": [], "expressions": []}
+    for callee, expr in _target_arguments(scene, indices=indices):
+        role = "indices" if indices else "targets"
+        value = _argument_tensor(scene, expr)
+        if value is not None:
+            if wrong(value):
+                facts["targets"].append(expr)
+                notes.append(f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with shape "
+                             f"{list(_shape(value))}.")
+        elif not re.fullmatch(r"[A-Za-z_]\w*", expr):
+            facts["expressions"].append(expr)
+            notes.append(f"The {role} passed to `{callee}` are `{expr}`.")
+            root = _root_name_of(expr)
+            value = _argument_tensor(scene, root) if root else None
+            if value is not None and wrong(value):
+                facts["targets"].append(root)
+                notes.append(f"`{root}` is {_dtype_name(value)} with shape {list(_shape(value))}.")
+        if notes:
+            break
     fix = ""
     if facts["targets"]:
         n = facts["targets"][0]
-        fix = f"`{n} = {n}.long()` before the loss (class indices must be int64)."
+        fix = f"`{n} = {n}.{convert}()` before the call{purpose}."
+    elif facts["expressions"]:
+        fix = f"Pass `({facts['expressions'][0]}).{convert}()` instead{purpose}."
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
+def ctx_targets(match, scene):
+    indices = "indices" in match.re.pattern
+    return _targets_context(scene, wrong=lambda t: t.dtype not in _int_dtypes(), convert="long",
+                            indices=indices, purpose=" (embedding indices must be integers)" if indices
+                            else " (class indices must be int64)")
+
+
+def _int_dtypes():
+    torch = _torch()
+    if torch is None:
+        return ()
+    return (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+
+
 def ctx_float_targets(match, scene):
-    notes, facts = [], {"targets": []}
-    for name, t in _tensors(scene):
-        if not t.is_floating_point() and t.dtype != getattr(_torch(), "bool", None):
-            facts["targets"].append(name)
-            notes.append(f"`{name}` is {str(t.dtype).replace('torch.', '')} with shape {list(_shape(t))}.")
+    return _targets_context(scene, wrong=lambda t: not t.is_floating_point(), convert="float",
+                            purpose=" (this loss compares real numbers)")
+
+
+def ctx_result_cast(match, scene):
+    """A float result written into an integer tensor: a BCE-with-logits target, or an in-place op."""
+    context = ctx_float_targets(match, scene)
+    if context.facts.get("targets"):
+        return context
+    notes, facts = [], {"targets": [], "inplace": []}
+    for line in reversed(scene.failing_lines):
+        for name, op in inplace_uses(line):
+            value = _lookup(scene, name)
+            if _is_tensor(value) and not value.is_floating_point() and name not in facts["inplace"]:
+                facts["inplace"].append(name)
+                notes.append(f"`{op}` writes into `{name}`, which is {_dtype_name(value)} "
+                             f"(shape {list(_shape(value))}).")
     fix = ""
-    if facts["targets"]:
-        n = facts["targets"][0]
-        fix = f"`{n} = {n}.float()` before the loss (this loss compares real numbers)."
-    return Context(notes=tuple(notes[:4]), facts=facts, fix=fix)
+    if facts["inplace"]:
+        n = facts["inplace"][0]
+        fix = f"Make `{n}` float first (`{n} = {n}.float()`), or write the result to a new tensor instead of in place."
+    return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
 def ctx_fork(match, scene):
@@ -1137,16 +1421,13 @@ def ctx_numpy(match, scene):
 def ctx_broadcast(match, scene):
     gd = match.groupdict()
     a, b = int(gd["a"]), int(gd["b"])
-    names = []
-    for name, t in _tensors(scene):
-        shape = _shape(t)
-        if shape and (a in shape or b in shape):
-            names.append(f"`{name}` {list(shape)}")
+    names = [f"`{name}` {list(_shape(t))}" for name, t in _failing_tensors(scene)]
     notes = [f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal sizes "
              "or a 1."]
     if names:
-        notes.append("Tensors with those sizes: " + ", ".join(names[:6]) + ".")
-    return Context(notes=tuple(notes), facts={"sizes": (a, b), "dim": int(gd["dim"])})
+        notes.append("Tensors on the failing line: " + ", ".join(names[:6]) + ".")
+    return Context(notes=tuple(notes), facts={"sizes": (a, b), "dim": int(gd["dim"]),
+                                              "tensors": [n.split("`")[1] for n in names]})
 
 
 # --------------------------------------------------------------------------------------
@@ -1378,12 +1659,15 @@ CATALOGUE: tuple = (
                   r"Input type \((?P<x3>\w+)\) and (?:bias|weight) type \((?P<y3>\w+)\) should be the same",
                   r"Input type \(torch\.(?P<x4>\w+)\) and weight type \(torch\.(?P<y4>\w+)\) should be the same",
                   r"RNN input dtype \([\w.]+\) does not match weight dtype",
-                  r"expected both vectors to have same dtype, but found \w+ and \w+"),
+                  r"expected both vectors to have same dtype, but found \w+ and \w+",
+                  r"expected m1 and m2 to have the same dtype, but got: (?P<x5>\w+) != (?P<y5>\w+)",
+                  r"input tensors must have the same dtype, but got \w+"),
         what="An operation got tensors of different floating-point types (typically float64 data into a float32 model).",
         why=("PyTorch models are float32 by default, but NumPy arrays are float64, and `torch.from_numpy` / "
              "`torch.tensor(array)` keep float64. Matrix products and layers do not convert for you."),
         fix="Convert the data to the model's dtype (`x = x.float()`), or the model to the data's (`model.double()`).",
-        source="aten/src/ATen/native/LinearAlgebra.cpp: addmm (same dtype check); "
+        source="aten/src/ATen/native/LinearAlgebra.cpp: TORCH_META_FUNC(addmm) (mat1 and mat2 must have the "
+               "same dtype), TORCH_META_FUNC(mm) (expected m1 and m2 to have the same dtype), addmv; "
                "aten/src/ATen/native/Convolution.cpp: check_input_same_type_as_parameters",
         context=ctx_dtype),
     Entry(
@@ -1395,7 +1679,7 @@ CATALOGUE: tuple = (
         what="A loss or embedding that needs integer class indices got floating-point values.",
         why=("cross_entropy / nll_loss with class labels, and nn.Embedding, index with the targets: they must be "
              "int64 (Long). Labels built with torch.tensor([0., 1.]) or from a float array are float."),
-        fix="Convert the labels: `y = y.long()`.",
+        fix="Convert the labels (or embedding indices) to int64: `y = y.long()`.",
         source="aten/src/ATen/native/LossNLL.cpp: nll_loss_forward_out_cpu_template; "
                "aten/src/ATen/native/Embedding.cpp: checkScalarTypes",
         context=ctx_targets),
@@ -1408,6 +1692,18 @@ CATALOGUE: tuple = (
         fix="Convert the targets: `y = y.float()`.",
         source="torch/csrc/autograd/engine.cpp: validate_outputs / aten binary_cross_entropy dtype check",
         context=ctx_float_targets),
+    Entry(
+        id="result-type-cast", title="A float result cannot be stored in an integer tensor",
+        types=("RuntimeError",),
+        patterns=(r"result type (?P<result>\w+) can't be cast to the desired output type (?P<output>\w+)",),
+        what="An operation produced floating-point values that had to be written into an integer tensor.",
+        why=("An in-place operation (`x += 0.5`, `x.mul_(0.9)`, `out=`) keeps the dtype of the tensor it writes "
+             "into, and PyTorch will not silently truncate floats to integers. BCEWithLogitsLoss with integer "
+             "targets (labels from torch.tensor([0, 1, 1])) fails the same way: it computes in the targets' dtype."),
+        fix=("Make the integer tensor float first (`y = y.float()` for BCE targets), or write the result to a new "
+             "tensor (`x = x + 0.5`) instead of in place."),
+        source="aten/src/ATen/TensorIterator.cpp: TensorIteratorBase::compute_types (canCast check)",
+        context=ctx_result_cast),
     Entry(
         id="cuda-fork", title="CUDA in a forked subprocess",
         types=("RuntimeError",), patterns=(r"Cannot re-initialize CUDA in forked subprocess",),

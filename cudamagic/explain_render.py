@@ -13,34 +13,58 @@ import textwrap
 from .render import esc
 
 WIDTH = 96
+MIN_WIDTH = 40
 _FOOTER = "%cudaexplain --list shows every known case; %config CudaMagics.explain_errors = False turns this off."
 
 
-def _wrap(label: str, text: str) -> list:
+def text_width() -> int:
+    """Columns for the text box: the terminal's width when output goes to a terminal (so an
+    80-column terminal gets no wrapped lines), else :data:`WIDTH`; between MIN_WIDTH and WIDTH."""
+    import shutil
+    import sys
+
+    try:
+        tty = sys.stdout.isatty()
+    except Exception:  # a replaced stdout without isatty
+        tty = False
+    if not tty:
+        return WIDTH
+    columns = shutil.get_terminal_size((WIDTH, 24)).columns
+    return max(MIN_WIDTH, min(WIDTH, columns - 1))
+
+
+def _wrap(label: str, text: str, width: int) -> list:
     prefix = f"{label}: " if label else ""
-    lines = textwrap.wrap(prefix + text, width=WIDTH - 4, subsequent_indent="  ") or [""]
+    lines = textwrap.wrap(prefix + text, width=width - 2, subsequent_indent="  ") or [""]
     return lines
 
 
-def explanation_text(expl) -> str:
-    """The explanation as a text box (``│``-prefixed lines)."""
+def explanation_text(expl, width: int | None = None) -> str:
+    """The explanation as a text box (``│``-prefixed lines), no line longer than ``width``
+    columns (default :func:`text_width`)."""
+    width = width or text_width()
     entry = expl.entry
     body = []
-    body += _wrap("What happened", entry.what)
-    body += _wrap("Why", entry.why)
+    body += _wrap("What happened", entry.what, width)
+    body += _wrap("Why", entry.why, width)
     if expl.context.notes:
         body.append("In your session:")
         for note in expl.context.notes:
-            body += ["  " + ln for ln in textwrap.wrap("- " + note, width=WIDTH - 6, subsequent_indent="  ")]
+            body += ["  " + ln for ln in textwrap.wrap("- " + note, width=width - 4, subsequent_indent="  ")]
     if expl.context.fix:
-        body += _wrap("Fix", expl.context.fix)
-        body += _wrap("In general", entry.fix)
+        body += _wrap("Fix", expl.context.fix, width)
+        body += _wrap("In general", entry.fix, width)
     else:
-        body += _wrap("Fix", entry.fix)
-    head = f"╭─ cudamagic explains: {entry.title} [{entry.id}] "
-    out = [head + "─" * max(0, WIDTH - len(head))]
+        body += _wrap("Fix", entry.fix, width)
+    head_lines = textwrap.wrap(f"cudamagic explains: {entry.title} [{entry.id}]", width=width - 4)
+    out = []
+    for i, text in enumerate(head_lines):
+        line = ("╭─ " if i == 0 else "│ ") + text + " "
+        out.append(line + "─" * max(0, width - len(line)) if i == len(head_lines) - 1 else line.rstrip())
     out += ["│ " + ln for ln in body]
-    out.append("╰─ " + _FOOTER)
+    footer = textwrap.wrap(_FOOTER, width=width - 3)
+    out += ["│ " + ln for ln in footer[:-1]]
+    out.append("╰─ " + footer[-1])
     return "\n".join(out)
 
 
@@ -89,7 +113,15 @@ class CatalogueView:
         from .render import text_table
 
         rows = [(e.id, e.title, "/".join(e.types), ",".join(e.reports)) for e in self.entries]
-        return text_table(("id", "case", "exception", "reports"), rows)
+        table = text_table(("id", "case", "exception", "reports"), rows)
+        width = text_width()
+        for keep in ((0, 1, 3), (0, 1)):
+            if width >= WIDTH or max(len(ln) for ln in table.splitlines()) <= width:
+                break
+            # a narrow terminal: drop columns (all of them are in the HTML form and in `%cudaexplain ID`)
+            headers = ("id", "case", "exception", "reports")
+            table = text_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
+        return table
 
     def _repr_pretty_(self, p, cycle):
         p.text(repr(self))

@@ -199,3 +199,57 @@ def test_unload_removes_the_callback(ip, capsys):
     finally:
         ip.run_line_magic("load_ext", "cudamagic")
     assert len(ours()) == 1  # a reload installs exactly one
+
+
+def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
+    """explain() and its Scene keep nothing alive: once the exception is dropped, the failing
+    function's tensor is collected (field report F22)."""
+    import gc
+    import weakref
+
+    from cudamagic import explain as ex
+
+    ip.run_cell("import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, 100)\n"
+                "    keep.append(weakref.ref(big))\n    return nn_lin(big)\nimport weakref")
+    refs = []
+    try:
+        ip.user_ns["f"](refs)
+    except RuntimeError as exc:
+        expl = ex.explain(exc, ex.scene_from_shell(ip, exc))
+    assert expl.entry.id == "matmul-shapes" and expl.context.facts["input"] == "big"
+    gc.collect()
+    assert refs[0]() is None, "the explainer kept a reference to the failing frame's tensor"
+
+
+class _Tty:
+    """A stdout that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+
+def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
+    import os
+    import shutil
+
+    from cudamagic import explain_render as er
+
+    ip.run_cell("import torch")
+    ip.run_cell(SCALAR_FAIL)
+    expl = magics().last_explanation
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((80, 24)))
+    monkeypatch.setattr(sys, "stdout", _Tty())
+    assert er.text_width() == 79
+    for text in (expl.text(), repr(er.CatalogueView(__import__("cudamagic.explain").explain.CATALOGUE))):
+        assert max(len(line) for line in text.splitlines()) <= 79
+    assert expl.text().splitlines()[-1].startswith("╰─ ")
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((20, 24)))
+    assert er.text_width() == er.MIN_WIDTH  # never narrower than that
+    monkeypatch.undo()
+    assert er.text_width() == er.WIDTH  # not a terminal (a pipe, a kernel): the fixed width
