@@ -52,11 +52,12 @@ import json
 import os
 import re
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from .render import esc, format_bytes, html_table, na_cell_html, text_table
+from .render import TEXT_WIDTH, esc, format_bytes, html_table, na_cell_html, text_table
 from .values import NA, is_na, jsonable
 
 MiB = 1 << 20
@@ -495,6 +496,38 @@ def storage_keys(user_ns: dict, hidden: dict | None = None) -> set:
     return {_storage_key_and_bytes(t)[0] for _, t in iter_tensors(_user_roots(user_ns, hidden), torch)}
 
 
+# ---- text within TEXT_WIDTH columns ---------------------------------------------------
+
+def _wrap(text: str, indent: int = 2, width: int = TEXT_WIDTH) -> str:
+    """``text`` wrapped to ``width`` columns, continuation lines indented by ``indent`` spaces."""
+    return "\n".join(textwrap.wrap(str(text), width=width, subsequent_indent=" " * indent,
+                                   break_long_words=True, break_on_hyphens=False)) or str(text)
+
+
+def _clip(text: str, width: int) -> str:
+    text = str(text)
+    return text if len(text) <= width else text[: max(1, width - 1)] + "\u2026"
+
+
+def _fit_table(headers, rows, shrink, width: int = TEXT_WIDTH, min_width: int = 8) -> str:
+    """:func:`text_table` within ``width`` columns: cells of the columns in ``shrink`` (indices, in
+    order) are clipped with an ellipsis, each down to ``min_width`` at most, until the table fits.
+    Newlines and tabs in cells (names from outside) are shown escaped, so a row stays one line."""
+    rows = [[str(c).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") for c in r]
+            for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    for col in shrink:
+        excess = sum(widths) + 2 * (len(widths) - 1) - width
+        if excess <= 0:
+            break
+        new = max(min_width, len(headers[col]), widths[col] - excess)
+        if new < widths[col]:
+            widths[col] = new
+            for r in rows:
+                r[col] = _clip(r[col], new)
+    return text_table(headers, rows)
+
+
 # ---- the report of one cell ---------------------------------------------------------
 
 def _signed(n) -> str:
@@ -573,35 +606,60 @@ class CellMemReport:
         return not is_na(self.rss_delta_bytes) and self.rss_delta_bytes is not None \
             and abs(self.rss_delta_bytes) > threshold_bytes
 
+    def _changed_gpus(self):
+        """Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
+        devices holding memory when none moved)."""
+        moved = [g for g in self.gpus if g.allocated_delta_bytes or g.peak_over_start_bytes
+                 or g.reserved_delta_bytes]
+        return moved or [g for g in self.gpus if g.allocated_before_bytes or g.allocated_after_bytes
+                         or g.reserved_after_bytes or g.peak_allocated_bytes]
+
     def summary_line(self) -> str:
-        """One line: cell, time, delta, peak (what ``%cudamem on`` prints)."""
+        """What ``%cudamem on`` prints: cell, wall time, then per device that changed
+        ``cuda:0 +<allocated delta> -> <allocated after> (peak <in-cell peak>, reserved <after>)``
+        (``<=`` marks a peak that is an upper bound), or the CPU RSS delta without CUDA, and the
+        error type. Parts that do not fit in :data:`cudamagic.render.TEXT_WIDTH` columns go on
+        indented continuation lines."""
         parts = [f"[cudamem] In[{self.cell}] {self.wall_s:.2f} s"]
-        for g in self.gpus:
-            if (g.allocated_before_bytes or g.allocated_after_bytes or g.reserved_after_bytes
-                    or g.peak_allocated_bytes):
-                peak = ("" if g.peak_exact else "<=") + format_bytes(g.peak_allocated_bytes)
-                parts.append(f"{g.device} allocated {_signed(g.allocated_delta_bytes)} "
-                             f"-> {format_bytes(g.allocated_after_bytes)}, peak {peak}, "
-                             f"reserved {format_bytes(g.reserved_after_bytes)}")
-                if g.ooms:
-                    parts.append(f"{g.ooms} OOM")
+        for g in self._changed_gpus():
+            peak = ("" if g.peak_exact else "<=") + format_bytes(g.peak_allocated_bytes)
+            parts.append(f"{g.device} {_signed(g.allocated_delta_bytes)} -> "
+                         f"{format_bytes(g.allocated_after_bytes)} (peak {peak}, "
+                         f"reserved {format_bytes(g.reserved_after_bytes)}"
+                         + (f", {g.ooms} OOM" if g.ooms else "") + ")")
         if not self.gpus:
             parts.append(f"CPU RSS {_signed(self.rss_delta_bytes)} -> {format_bytes(self.rss_after_bytes)}"
                          " (no CUDA in use)")
         if self.error:
             parts.append(f"error: {self.error.split(':')[0]}")
-        return "  ".join(parts)
+        lines = [parts[0]]
+        for part in parts[1:]:
+            if len(lines[-1]) + 2 + len(part) <= TEXT_WIDTH:
+                lines[-1] += "  " + part
+            else:
+                lines.append(_clip("    " + part, TEXT_WIDTH))
+        return "\n".join(lines)
 
     # -- text --
-    def _gpu_rows(self):
+    def _gpu_rows(self, text=False):
         for g in self.gpus:
-            peak = format_bytes(g.peak_allocated_bytes) + ("" if g.peak_exact else " (upper bound)")
-            yield [g.device, format_bytes(g.allocated_before_bytes), format_bytes(g.allocated_after_bytes),
+            if text:
+                peak = ("" if g.peak_exact else "<=") + format_bytes(g.peak_allocated_bytes)
+            else:
+                peak = format_bytes(g.peak_allocated_bytes) + ("" if g.peak_exact else " (upper bound)")
+            row = [g.device, format_bytes(g.allocated_before_bytes), format_bytes(g.allocated_after_bytes),
                    _signed(g.allocated_delta_bytes), peak, format_bytes(g.reserved_before_bytes),
-                   format_bytes(g.reserved_after_bytes), g.alloc_retries, g.ooms]
+                   format_bytes(g.reserved_after_bytes)]
+            yield row if text else row + [g.alloc_retries, g.ooms]
 
     _GPU_HEADERS = ["device", "allocated before", "after", "delta", "peak in cell", "reserved before",
                     "after", "retries", "OOMs"]
+
+    def _retries_text(self) -> str:
+        busy = [f"{g.device}: {g.alloc_retries} allocator retries, {g.ooms} OOMs" for g in self.gpus
+                if g.alloc_retries or g.ooms]
+        return "during the cell: " + ("; ".join(busy) if busy else "no allocator retries, no OOMs")
+
     _T_HEADERS = ["name", "shape", "dtype", "device", "bytes", "new"]
 
     def _tensor_rows(self):
@@ -625,26 +683,35 @@ class CellMemReport:
                     "max_memory_allocated is left intact; use --reset-peak for an exact figure)")
         return "peak: exact; max_memory_allocated left intact"
 
+    def _tensors_title(self) -> str:
+        if not self.tensors_total:
+            return "no tensors reachable from the namespace"
+        if not self.tensors:
+            return (f"{self.tensors_total} tensor storages reachable from the namespace "
+                    "(table hidden: --top 0)")
+        return (f"largest tensors reachable from the namespace ({len(self.tensors)} of "
+                f"{self.tensors_total}; new = left by this cell)")
+
     def __repr__(self) -> str:
-        lines = [f"%%cudamem In[{self.cell}]  wall {self.wall_s:.3f} s"
-                 + (f"  (cell raised {self.error})" if self.error else "")]
+        """The report as text, no line wider than :data:`cudamagic.render.TEXT_WIDTH` columns."""
+        lines = [_wrap(f"%%cudamem In[{self.cell}]  wall {self.wall_s:.3f} s"
+                       + (f"  (cell raised {self.error})" if self.error else ""))]
         if self.gpus:
             lines.append("GPU (PyTorch caching allocator):")
-            lines.append(text_table(self._GPU_HEADERS, self._gpu_rows()))
-            lines.append(self._peak_note())
+            lines.append(_fit_table(self._GPU_HEADERS[:7], self._gpu_rows(text=True), shrink=()))
+            lines.append(_wrap(self._retries_text()))
+            lines.append(_wrap(self._peak_note()))
         else:
-            lines.append(f"GPU: {self.gpu_status.describe() if is_na(self.gpu_status) else self.gpu_status}")
+            lines.append(_wrap(f"GPU: {self.gpu_status.describe() if is_na(self.gpu_status) else self.gpu_status}"))
         if self.nvml_after is not None:
-            lines.append(f"process GPU memory (NVML): {self._nvml_text(self.nvml_after)}")
+            lines.append(_wrap(f"process GPU memory (NVML): {self._nvml_text(self.nvml_after)}"))
         lines.append(f"CPU RSS: {format_bytes(self.rss_before_bytes)} -> {format_bytes(self.rss_after_bytes)} "
                      f"({_signed(self.rss_delta_bytes)})")
         if self.kind == "cell":
+            title = self._tensors_title()
+            lines.append(_wrap(title + (":" if self.tensors else "")))
             if self.tensors:
-                lines.append(f"largest tensors reachable from the namespace ({len(self.tensors)} of "
-                             f"{self.tensors_total}; new = left by this cell):")
-                lines.append(text_table(self._T_HEADERS, self._tensor_rows()))
-            else:
-                lines.append("no tensors reachable from the namespace")
+                lines.append(_fit_table(self._T_HEADERS, self._tensor_rows(), shrink=(0, 1)))
         return "\n".join(lines)
 
     def _repr_pretty_(self, p, cycle):
@@ -668,12 +735,9 @@ class CellMemReport:
         parts.append(f"<div>CPU RSS: {esc(format_bytes(self.rss_before_bytes))} &rarr; "
                      f"{esc(format_bytes(self.rss_after_bytes))} ({esc(_signed(self.rss_delta_bytes))})</div>")
         if self.kind == "cell":
+            parts.append(f"<div>{esc(self._tensors_title())}</div>")
             if self.tensors:
-                parts.append(f"<div>largest tensors reachable from the namespace ({len(self.tensors)} of "
-                             f"{self.tensors_total}; new = left by this cell)</div>")
                 parts.append(html_table(self._T_HEADERS, [[esc(c) for c in r] for r in self._tensor_rows()]))
-            else:
-                parts.append("<div>no tensors reachable from the namespace</div>")
         parts.append("</div>")
         return "".join(parts)
 
@@ -708,13 +772,29 @@ def _error_text(exc) -> str:
 
 @dataclass
 class CellRun:
-    """Outcome of :func:`run_measured`: the report, the cell's exception (or ``None``), whether the
-    cell ended in an expression, and that expression's value (``None`` otherwise)."""
+    """Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the cell's
+    exception (or ``None``), whether the cell ended in an expression, and that expression's value
+    (``None`` otherwise)."""
 
-    report: CellMemReport
+    report: CellMemReport | None
     exception: BaseException | None
     has_value: bool
     value: Any
+
+
+def running_cell_number(shell) -> int:
+    """``n`` of the ``In[n]`` being executed.
+
+    Read from the display hook's ``ExecutionResult`` of the running cell, which IPython 8 and 9 both
+    set before the code runs (IPython 9 increments ``shell.execution_count`` before a cell runs,
+    IPython 8 after it, so the counter alone is off by one on one of them). Outside a stored cell
+    (``run_cell(store_history=False)``, a direct ``run_cell_magic``): ``shell.execution_count - 1``.
+    """
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(result, "execution_count", None)
+    if type(count) is int:
+        return count
+    return shell.execution_count - 1
 
 
 def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: int | None = None,
@@ -732,7 +812,7 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
         shell: the ``InteractiveShell``.
         cell: cell body (without the ``%%cudamem`` line).
         header: the magic line, shown as line 1 of the cached source.
-        cell_number: ``In[n]`` for the report; default ``shell.execution_count - 1``.
+        cell_number: ``In[n]`` for the report; default :func:`running_cell_number`.
         top: how many tensor rows to keep in the report.
         reset_peak: reset torch.cuda peak counters before the cell for an exact peak (this
             resets the user's ``max_memory_allocated`` on those devices).
@@ -740,23 +820,27 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
 
     Returns:
         :class:`CellRun`. The cell's exception is returned, not raised: the caller re-raises it.
-
-    Raises:
-        SyntaxError: the cell does not parse (with the cell's line numbers).
+        A cell that does not parse is not run: ``report`` is ``None`` and ``exception`` the
+        ``SyntaxError`` (with the cell's line numbers, ``%%cudamem`` being line 1).
     """
     __tracebackhide__ = True
     source = source or _source
-    number = shell.execution_count - 1 if cell_number is None else cell_number
+    number = running_cell_number(shell) if cell_number is None else cell_number
     transformed = shell.transform_cell(cell)
     text = header.rstrip("\n") + "\n" + transformed
     filename = shell.compile.cache(text, number, raw_code=header.rstrip("\n") + "\n" + cell)
-    tree = shell.compile.ast_parse("\n" + transformed, filename=filename)
-    tree = shell.transform_ast(tree)
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    code = shell.compile(ast.Module(tree.body, type_ignores=[]), filename, "exec")
-    code_last = shell.compile(last, filename, "eval") if last is not None else None
+    try:
+        tree = shell.compile.ast_parse("\n" + transformed, filename=filename)
+        tree = shell.transform_ast(tree)
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = ast.Expression(tree.body.pop().value)
+        code = shell.compile(ast.Module(tree.body, type_ignores=[]), filename, "exec")
+        code_last = shell.compile(last, filename, "eval") if last is not None else None
+    except SyntaxError as exc:
+        # IPython prints every frame of a SyntaxError raised while running code (the hidden-frame
+        # marker does not apply to it): hand it back without our parser frames; the cell did not run.
+        return CellRun(None, exc.with_traceback(None), False, None)
 
     hidden = getattr(shell, "user_ns_hidden", None)
     before_keys = storage_keys(shell.user_ns, hidden)
@@ -788,22 +872,42 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
 # ---- history ------------------------------------------------------------------------
 
 class MemHistory:
-    """All measured cells of this session (``%%cudamem`` cells and, while ``on``, every cell).
+    """The measured cells of this session (``%%cudamem`` cells and, while ``on``, every cell).
 
     ``records`` is a list of :class:`CellMemReport` (tensor rows hold names and sizes only, never
-    tensors). ``to_json()`` / ``to_list()`` for scripts; renders as a table.
+    tensors), oldest first. At most ``max_records`` are kept (an int, a callable returning one, read
+    at each append, or ``None``: no limit); older ones are dropped and counted in ``dropped``, so a
+    long session with ``%cudamem on`` does not grow without bound. ``to_json()`` / ``to_list()``
+    for scripts; renders as a table.
     """
 
-    def __init__(self, records=None):
+    def __init__(self, records=None, max_records=None, dropped: int = 0):
         self.records = list(records or [])
+        self.max_records = max_records
+        self.dropped = dropped
+        self._trim()
+
+    def limit(self) -> int | None:
+        """The current maximum number of records (``None``: no limit)."""
+        limit = self.max_records() if callable(self.max_records) else self.max_records
+        return None if limit is None else max(0, int(limit))
+
+    def _trim(self) -> None:
+        limit = self.limit()
+        if limit is not None and len(self.records) > limit:
+            excess = len(self.records) - limit
+            del self.records[:excess]
+            self.dropped += excess
 
     def append(self, report: CellMemReport) -> None:
-        """Add one measured cell."""
+        """Add one measured cell (dropping the oldest beyond ``max_records``)."""
         self.records.append(report)
+        self._trim()
 
     def clear(self) -> None:
         """Forget all records."""
         self.records.clear()
+        self.dropped = 0
 
     def __len__(self):
         return len(self.records)
@@ -816,7 +920,7 @@ class MemHistory:
 
     def snapshot(self) -> "MemHistory":
         """A copy that does not grow with later cells."""
-        return MemHistory(self.records)
+        return MemHistory(self.records, self.limit(), self.dropped)
 
     def to_list(self) -> list:
         """One dict per record (:meth:`CellMemReport.to_dict`)."""
@@ -828,12 +932,14 @@ class MemHistory:
 
     _HEADERS = ["cell", "how", "wall s", "device", "allocated delta", "peak in cell", "reserved after",
                 "RSS delta", "error", "source"]
+    _TEXT_HEADERS = ["cell", "how", "wall s", "device", "alloc delta", "peak", "reserved", "RSS delta",
+                     "error", "source"]
 
-    def _rows(self):
+    def _rows(self, text=False):
         for r in self.records:
-            gpus = [g for g in r.gpus if g.allocated_after_bytes or g.allocated_before_bytes
-                    or g.reserved_after_bytes or g.peak_allocated_bytes] or r.gpus[:1]
-            common = [r.cell, "%%cudamem" if r.kind == "cell" else "on", f"{r.wall_s:.3f}"]
+            gpus = r._changed_gpus() or r.gpus[:1]
+            how = ("%%" if text else "%%cudamem") if r.kind == "cell" else "on"
+            common = [r.cell, how, f"{r.wall_s:.3f}"]
             tail = [_signed(r.rss_delta_bytes), (r.error or "").split(":")[0], r.source]
             if not gpus:
                 yield common + ["cpu", "", "", ""] + tail
@@ -842,10 +948,20 @@ class MemHistory:
                 yield common + [g.device, _signed(g.allocated_delta_bytes), peak,
                                 format_bytes(g.reserved_after_bytes)] + tail
 
+    def _title(self) -> str:
+        more = (f"; {self.dropped} older dropped, CudaMagics.cudamem_history_cells = {self.limit()}"
+                if self.dropped else "")
+        return f"cudamem history ({len(self.records)} cells{more})"
+
     def __repr__(self) -> str:
         if not self.records:
             return "cudamem history: no cells measured yet (`%cudamem on`, or `%%cudamem` on a cell)"
-        return f"cudamem history ({len(self.records)} cells)\n" + text_table(self._HEADERS, self._rows())
+        headers, rows = self._TEXT_HEADERS, list(self._rows(text=True))
+        if not any(r.gpus for r in self.records):  # CPU only: no empty GPU columns
+            keep = [i for i, h in enumerate(headers) if h not in ("alloc delta", "peak", "reserved")]
+            headers, rows = [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
+        shrink = (headers.index("error"), headers.index("source"))
+        return _wrap(self._title()) + "\n" + _fit_table(headers, rows, shrink=shrink, min_width=12)
 
     def _repr_pretty_(self, p, cycle):
         p.text(repr(self))
@@ -854,7 +970,7 @@ class MemHistory:
         if not self.records:
             return "<div>cudamem history: no cells measured yet</div>"
         rows = [[esc(c) for c in r] for r in self._rows()]
-        return f"<div><b>cudamem history</b> ({len(self.records)} cells)</div>" + html_table(self._HEADERS, rows)
+        return f"<div><b>{esc(self._title())}</b></div>" + html_table(self._HEADERS, rows)
 
 
 # ---- %cudamem on: the event callbacks ------------------------------------------------
@@ -1203,21 +1319,22 @@ class FreeReport:
                    format_bytes(g["reserved_after_bytes"]), format_bytes(g["reserved_freed_bytes"])]
 
     def _released_text(self) -> str:
-        return ", ".join(self.released) if self.released else "nothing (no saved traceback, no flag)"
+        return ", ".join(self.released) if self.released else "nothing (no saved traceback, nothing named)"
 
     def __repr__(self) -> str:
-        lines = [f"%cudamem free: released {self._released_text()}; gc collected {self.gc_collected} objects"]
+        """The report as text, no line wider than :data:`cudamagic.render.TEXT_WIDTH` columns."""
+        lines = [_wrap(f"%cudamem free: released {self._released_text()}; gc collected {self.gc_collected} objects")]
         if self.gpus:
-            lines.append(text_table(self._G_HEADERS, self._gpu_rows()))
+            lines.append(_fit_table(self._G_HEADERS, self._gpu_rows(), shrink=()))
             lines.append("torch.cuda.empty_cache() called" if self.empty_cache_called else "")
         else:
-            lines.append(f"GPU: {self.gpu_status.describe() if is_na(self.gpu_status) else self.gpu_status}")
-        lines.append(f"tensor storage freed: {format_bytes(self.tensor_bytes_freed)} "
-                     f"(CPU {format_bytes(self.cpu_tensor_bytes_freed)}); RSS {format_bytes(self.rss_before_bytes)}"
-                     f" -> {format_bytes(self.rss_after_bytes)}")
+            lines.append(_wrap(f"GPU: {self.gpu_status.describe() if is_na(self.gpu_status) else self.gpu_status}"))
+        lines.append(_wrap(f"tensor storage freed: {format_bytes(self.tensor_bytes_freed)} "
+                           f"(CPU {format_bytes(self.cpu_tensor_bytes_freed)}); RSS {format_bytes(self.rss_before_bytes)}"
+                           f" -> {format_bytes(self.rss_after_bytes)}"))
         if self.holders:
             lines.append("still holding tensors (released only when you name them):")
-            lines.append(text_table(self._H_HEADERS, self._holder_rows()))
+            lines.append(_fit_table(self._H_HEADERS, self._holder_rows(), shrink=(1, 4), min_width=12))
         else:
             lines.append("nothing else in the namespace or output cache holds tensors")
         return "\n".join(x for x in lines if x)
@@ -1269,6 +1386,9 @@ def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
     source = source or _source
     user_ns = shell.user_ns
     hidden = getattr(shell, "user_ns_hidden", None)
+    variables = list(dict.fromkeys(variables))  # a name given twice is deleted once
+    if out is not None:
+        out = list(dict.fromkeys(out))
     outd = user_ns.get("Out") if isinstance(user_ns.get("Out"), dict) else {}
     missing_out = [n for n in (out or []) if n not in outd]
     if missing_out:

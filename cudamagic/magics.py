@@ -397,12 +397,16 @@ class CudaMagics(Magics):
 
     # ==== %%cudamem / %cudamem (issue 5) ============================================
     cudamem_threshold_bytes = Int(
-        16 * 1024 * 1024,
+        16 * 1024 * 1024, min=0,
         help="`%cudamem on` prints a summary line only for cells that change GPU memory (allocated, "
              "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many bytes.",
     ).tag(config=True)
     cudamem_top_tensors = Int(
-        10, help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table."
+        10, min=0, help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table."
+    ).tag(config=True)
+    cudamem_history_cells = Int(
+        1000, min=1,
+        help="`%cudamem history` keeps the last this many measured cells (older ones are dropped and counted).",
     ).tag(config=True)
 
     def _cudamem_state(self):
@@ -411,7 +415,7 @@ class CudaMagics(Magics):
         if state is None:
             from .cellmem import CellMemMonitor, MemHistory
 
-            history = MemHistory()
+            history = MemHistory(max_records=lambda: self.cudamem_history_cells)
             monitor = CellMemMonitor(self.shell, history, lambda: self.cudamem_threshold_bytes)
             state = self._cudamem = {"history": history, "monitor": monitor}
             self.add_cleanup(monitor.stop)
@@ -454,7 +458,8 @@ class CudaMagics(Magics):
         ``%cudamem on`` measures every cell through IPython's ``pre_run_cell``/``post_run_cell``
         events (no thread, no ``empty_cache()``) and prints one line for cells that changed memory by
         more than ``CudaMagics.cudamem_threshold_bytes``. ``%cudamem off`` (and ``%unload_ext
-        cudamagic``) removes the callbacks. ``%cudamem history`` shows every measured cell.
+        cudamagic``) removes the callbacks. ``%cudamem history`` shows the measured cells (the last
+        ``CudaMagics.cudamem_history_cells``, default 1000; it says how many older ones were dropped).
 
         ``%cudamem free`` (after an out-of-memory error) clears the saved traceback and its frames'
         locals (``%debug`` can no longer inspect that error), runs ``gc.collect()`` and, when CUDA is
@@ -518,6 +523,8 @@ class CudaMagics(Magics):
             state["monitor"].skip_current_cell()
             run = cellmem.run_measured(self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top,
                                        reset_peak=args.reset_peak)
+            if run.report is None:  # SyntaxError: the cell did not run (raised without our parser frames)
+                raise run.exception
             state["history"].append(run.report)
             from IPython.display import display
 
@@ -540,8 +547,8 @@ class CudaMagics(Magics):
             state["monitor"].start()
             from .render import format_bytes
 
-            print(f"[cudamem] on: one line after each cell that changes memory by more than "
-                  f"{format_bytes(self.cudamem_threshold_bytes)}; `%cudamem off` to stop, `%cudamem history` for all.")
+            print(f"[cudamem] on: a line after each cell that changes memory by more than "
+                  f"{format_bytes(self.cudamem_threshold_bytes)} (`%cudamem off` stops)")
             return None
         if action == "off":
             was = state["monitor"].active

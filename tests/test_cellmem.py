@@ -169,3 +169,107 @@ def test_report_renders_na_and_escapes_errors():
     assert "&lt;b&gt;bad&lt;/b&gt;" in html and "<b>bad</b>" not in html
     assert "In[4]" in repr(rep) and "not initialised" in repr(rep)
     assert rep.to_dict()["gpu_status"]["code"] == "not_initialized"
+
+
+# ---- text width, cell numbering, bounded history (review fixes) ----------------------------
+
+def _wide_report(error="RuntimeError: " + "CUDA out of memory. Tried to allocate 20.00 GiB " * 4):
+    """A report with everything that makes text wide: 2 GPUs, a bound peak, OOMs, a long error,
+    an NVML reason, long module paths and a 5-d shape."""
+    before = cellmem.Snapshot(0.0, {0: stats(1000 * MiB, 9000 * MiB, 10**12, 9000 * MiB),
+                                    1: stats(0, 0, 0, device=1)}, True, 100 * MiB)
+    after = cellmem.Snapshot(0.5, {0: stats(1020 * MiB, 9000 * MiB, 10**12 + 5000 * MiB, 9000 * MiB, retries=3, ooms=2),
+                                   1: stats(900 * MiB, 1000 * MiB, 1000 * MiB, 1024 * MiB, device=1)}, True, 300 * MiB)
+    name = "encoder_with_a_long_name.layers.11.self_attention_block.output_projection.weight.grad"
+    rows = [cellmem.TensorRow(name, (64, 3, 224, 224, 2), "torch.float32", "cuda:1", 999 * MiB, True),
+            cellmem.TensorRow("d['key\nwith a newline']", (3,), "torch.float32", "cpu", 12)]
+    nvml = cellmem.NA("NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this "
+                      "machine (or its library is not on the loader path)", "no_library")
+    return cellmem.build_report(before, after, cell=1234, source="x = " + "y" * 300, error=error, kind="cell",
+                                nvml_before=nvml, nvml_after=nvml, tensors=rows, tensors_total=2)
+
+
+def _widest(text):
+    return max(len(line) for line in text.splitlines())
+
+
+def test_text_reports_fit_in_100_columns():
+    rep = _wide_report()
+    text = repr(rep)
+    assert _widest(text) <= 100, text
+    assert "OutOfMemory" not in text and "2 OOMs" in text and "3 allocator retries" in text
+    assert "<=" in text and "upper bound" in text  # the bound peak is still marked
+    assert "key\\nwith a newline" in text  # a newline in a name does not break the row
+    assert "1234" in text and "encoder_with" in text
+    summary = rep.summary_line()
+    assert _widest(summary) <= 100 and summary.startswith("[cudamem] In[1234]")
+    assert "cuda:0" in summary and "cuda:1" in summary and "2 OOM" in summary
+    cpu = cellmem.build_report(cellmem.Snapshot(0.0, {}, False, 1), cellmem.Snapshot(1.0, {}, False, 2), cell=2,
+                               source="z", error=None, kind="cell")
+    assert _widest(repr(cpu)) <= 100  # the long 'CUDA is not initialised' reason is wrapped
+    hist = cellmem.MemHistory([rep, cpu, _wide_report(error=None)])
+    assert _widest(repr(hist)) <= 100, repr(hist)
+    assert "RuntimeError" in repr(hist)
+    # the HTML keeps every column and the whole text
+    html = rep._repr_html_()
+    assert "retries" in html and "OOMs" in html and "(upper bound)" in html
+
+
+def test_one_changed_device_gives_one_summary_line():
+    before = cellmem.Snapshot(0.0, {0: stats(0, 0, 0), 1: stats(100 * MiB, 900 * MiB, 900 * MiB, 1024 * MiB, 1)},
+                              True, 1)
+    after = cellmem.Snapshot(12.5, {0: stats(0, 0, 0), 1: stats(612 * MiB, 900 * MiB, 1412 * MiB, 1024 * MiB, 1)},
+                             True, 1)
+    rep = cellmem.build_report(before, after, cell=123, source="x", error="OutOfMemoryError: CUDA", kind="auto")
+    assert rep.summary_line() == ("[cudamem] In[123] 12.50 s  cuda:1 +512.0 MiB -> 612.0 MiB (peak 612.0 MiB, "
+                                  "reserved 1.0 GiB)\n    error: OutOfMemoryError")
+    rep.error = None
+    assert "\n" not in rep.summary_line()
+
+
+def test_free_report_fits_in_100_columns():
+    holders = [cellmem.Holder("variable", "v" * 80, 5 * MiB, ("cpu",), "--var " + "v" * 80)]
+    rep = cellmem.FreeReport(released=["sys.last_type", "sys.last_value", "sys.last_traceback", "InteractiveTB.tb",
+                                       "Out[12]", "__", "last_execution_result.result"], gpus=[],
+                             gpu_status=cellmem._NO_CUDA, empty_cache_called=False, cpu_tensor_bytes_freed=0,
+                             tensor_bytes_freed=0, rss_before_bytes=1, rss_after_bytes=1, gc_collected=3,
+                             holders=holders)
+    assert _widest(repr(rep)) <= 100, repr(rep)
+
+
+class _Result:
+    def __init__(self, n):
+        self.execution_count = n
+
+
+class _Hook:
+    def __init__(self, n):
+        self.exec_result = _Result(n) if n is not None else None
+
+
+class _Shell:
+    def __init__(self, counter, running):
+        self.execution_count = counter
+        self.displayhook = _Hook(running)
+
+
+def test_running_cell_number_on_ipython_8_and_9():
+    assert cellmem.running_cell_number(_Shell(8, 7)) == 7  # IPython 9: counter already incremented
+    assert cellmem.running_cell_number(_Shell(7, 7)) == 7  # IPython 8: incremented after the cell
+    assert cellmem.running_cell_number(_Shell(8, None)) == 7  # no running stored cell
+
+
+def test_history_keeps_the_last_max_records_and_counts_the_dropped():
+    limit = [3]
+    hist = cellmem.MemHistory(max_records=lambda: limit[0])
+    for n in range(5):
+        hist.append(cellmem.build_report(cellmem.Snapshot(0.0, {}, False, 1), cellmem.Snapshot(0.0, {}, False, 1),
+                                         cell=n, source="x", error=None, kind="auto"))
+    assert [r.cell for r in hist] == [2, 3, 4] and hist.dropped == 2
+    assert "2 older dropped" in repr(hist) and "cudamem_history_cells = 3" in repr(hist)
+    limit[0] = 1
+    hist.append(hist[-1])
+    assert len(hist) == 1 and hist.dropped == 5
+    snap = hist.snapshot()
+    hist.clear()
+    assert len(snap) == 1 and snap.dropped == 5 and hist.dropped == 0

@@ -40,6 +40,8 @@ def tip(ip, monkeypatch):
     monkeypatch.setattr(cellmem, "_source", NoCuda())
     run(ip, "import torch, weakref")
     yield ip
+    for key in [k for k in ip.config.CudaMagics if k.startswith("cudamem_")]:  # %config is shell-wide
+        del ip.config.CudaMagics[key]
     for attr in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, attr):
             delattr(sys, attr)
@@ -268,3 +270,64 @@ def test_cell_usage_errors(tip):
         tip.run_cell_magic("cudamem", "on", "x = 1")
     with pytest.raises(UsageError, match="--json does not apply to %%cudamem"):
         tip.run_cell_magic("cudamem", "--json", "x = 1")
+
+
+# ---- review fixes ---------------------------------------------------------------------------
+
+def test_syntax_error_traceback_shows_no_cudamagic_or_parser_frames(tip, capsys):
+    capsys.readouterr()
+    res = run(tip, "%%cudamem\nx = 1\ny = (\n")
+    assert isinstance(res.error_in_exec, SyntaxError) and res.error_in_exec.lineno == 3
+    out = plain(capsys.readouterr().out)
+    assert f"Cell In[{res.execution_count}], line 3" in out
+    assert "cellmem.py" not in out and "compilerop.py" not in out and "codeop.py" not in out
+    assert "%%cudamem In[" not in out  # the cell did not run: no report
+    assert all(r.cell != res.execution_count for r in tip.run_line_magic("cudamem", "history"))
+
+
+def test_free_with_a_name_given_twice_releases_it_once(tip):
+    n = run(tip, "torch.ones(100)").execution_count
+    run(tip, "twice = torch.ones(1000)")
+    res = run(tip, f"%cudamem free --var twice --var twice --out {n} {n}")
+    assert res.error_in_exec is None, res.error_in_exec
+    rep = res.result
+    assert rep.released.count("twice") == 1 and rep.released.count(f"Out[{n}]") == 1
+    assert "twice" not in tip.user_ns and n not in tip.user_ns["Out"]
+
+
+def test_top_zero_hides_the_table_but_says_how_many_tensors(tip):
+    run(tip, "t1 = torch.ones(10)\nt2 = torch.ones(20)")
+    rep = run(tip, "%%cudamem --top 0\nt3 = torch.ones(30)").result
+    assert rep.tensors == [] and rep.tensors_total >= 3
+    assert f"{rep.tensors_total} tensor storages reachable" in repr(rep)
+    assert "no tensors reachable" not in repr(rep) and "no tensors reachable" not in rep._repr_html_()
+
+
+def test_history_is_bounded_by_a_config_trait(tip):
+    run(tip, "%config CudaMagics.cudamem_history_cells = 2")
+    cells = [run(tip, f"%%cudamem\nq{i} = {i}").execution_count for i in range(4)]
+    hist = tip.run_line_magic("cudamem", "history")
+    assert [r.cell for r in hist] == cells[-2:] and hist.dropped == 2
+    assert "2 older dropped" in repr(hist)
+
+
+@pytest.mark.parametrize("trait", ["cudamem_threshold_bytes", "cudamem_top_tensors", "cudamem_history_cells"])
+def test_negative_config_values_are_refused(tip, trait):
+    magics = tip.magics_manager.registry["CudaMagics"]
+    before = getattr(magics, trait)
+    run(tip, f"%config CudaMagics.{trait} = -1")
+    assert getattr(magics, trait) == before
+
+
+def test_on_and_reports_fit_a_100_column_terminal(tip, capsys):
+    capsys.readouterr()
+    run(tip, "%cudamem on --threshold 1")
+    run(tip, "wide = torch.ones(2_000_000)")
+    run(tip, "%cudamem off")
+    run(tip, "%%cudamem\nw2 = torch.ones(10)\n1/0 # " + "x" * 120)
+    out = plain(capsys.readouterr().out)
+    report_lines = [ln for ln in out.splitlines()
+                    if not ln.startswith(("----> ", "      ")) and "run_cell_magic(" not in ln]
+    assert max(len(ln) for ln in report_lines) <= 100, out
+    assert "[cudamem] on:" in out and "CUDA is not initialised" in out
+    assert max(len(ln) for ln in repr(tip.run_line_magic("cudamem", "history")).splitlines()) <= 100
