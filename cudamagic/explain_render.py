@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from .render import esc
+from .render import NO_MATH, esc
 
 WIDTH = 96
 MIN_WIDTH = 40
@@ -86,7 +86,7 @@ def explanation_html(expl) -> str:
         fix += f"<p><b>In general:</b> {_md_code(entry.fix)}</p>"
     body = "".join(f"<p><b>{esc(k)}:</b> {_md_code(v)}</p>" for k, v in rows)
     return (
-        '<div class="cm-explain" style="border:1px solid #d9822b;border-left:6px solid #d9822b;'
+        f'<div class="cm-explain {NO_MATH}" style="border:1px solid #d9822b;border-left:6px solid #d9822b;'
         'border-radius:4px;padding:6px 10px;margin:4px 0;font-size:0.92em">'
         f'<div style="font-weight:bold">cudamagic explains: {esc(entry.title)} '
         f'<span style="opacity:.6">[{esc(entry.id)}]</span></div>'
@@ -131,7 +131,7 @@ class CatalogueView:
 
         rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), esc("/".join(e.types)), esc(", ".join(e.reports)),
                  esc(e.fix)) for e in self.entries]
-        return html_table(("id", "case", "exception", "reports", "fix"), rows)
+        return f'<div class="{NO_MATH}">' + html_table(("id", "case", "exception", "reports", "fix"), rows) + "</div>"
 
 
 class NoMatch:
@@ -148,5 +148,6 @@ class NoMatch:
         p.text(repr(self))
 
     def _repr_html_(self):
-        return (f"<div>cudamagic: no catalogue entry matches <code>{esc(self.exc_type)}: {esc(self.message)}</code>"
+        return (f"<div class='{NO_MATH}'>cudamagic: no catalogue entry matches "
+                f"<code>{esc(self.exc_type)}: {esc(self.message)}</code>"
                 " (<code>%cudaexplain --list</code> shows the known cases).</div>")

@@ -253,3 +253,14 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     assert er.text_width() == er.MIN_WIDTH  # never narrower than that
     monkeypatch.undo()
     assert er.text_width() == er.WIDTH  # not a terminal (a pipe, a kernel): the fixed width
+
+
+def test_html_outputs_opt_out_of_math_typesetting(ip):
+    """JupyterLab typesets text between two `$` as a formula; an error message may hold `$HOME/...`."""
+    from cudamagic.explain import CATALOGUE
+    from cudamagic.explain_render import CatalogueView, NoMatch
+    from cudamagic.render import NO_MATH
+
+    ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')")
+    for obj in (magics().last_explanation, CatalogueView(CATALOGUE), NoMatch("ValueError", "$a$ and $b$")):
+        assert re.match(r"<div class=['\"][^'\"]*\b" + NO_MATH, obj._repr_html_()), type(obj)
