@@ -311,7 +311,7 @@ class CudaInfoReport:
     # -- HTML ------------------------------------------------------------------------
     def _repr_html_(self):
         css = ("<style>.cm-info table{border-collapse:collapse;margin:4px 0 10px}"
-               ".cm-info td,.cm-info th{border:1px solid #ddd;padding:2px 8px;text-align:left;vertical-align:top;"
+               ".cm-info td,.cm-info th{border:1px solid #ddd;padding:2px 8px;text-align:left !important;vertical-align:top;"
                "font-size:12px}.cm-info th{background:#f4f4f4}.cm-info .cm-src{color:#777;font-size:11px}"
                ".cm-na{color:#999}.cm-na-reason{color:#999}.cm-finding{margin:4px 0;padding:4px 8px;"
                "border-left:4px solid}</style>")
