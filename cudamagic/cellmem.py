@@ -951,7 +951,8 @@ class MemHistory:
     def _title(self) -> str:
         more = (f"; {self.dropped} older dropped, CudaMagics.cudamem_history_cells = {self.limit()}"
                 if self.dropped else "")
-        return f"cudamem history ({len(self.records)} cells{more})"
+        n = len(self.records)
+        return f"cudamem history ({n} cell{'' if n == 1 else 's'}{more})"
 
     def __repr__(self) -> str:
         if not self.records:

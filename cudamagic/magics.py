@@ -547,7 +547,7 @@ class CudaMagics(Magics):
             state["monitor"].start()
             from .render import format_bytes
 
-            print(f"[cudamem] on: a line after each cell that changes memory by more than "
+            print(f"[cudamem] on: a line after cells that change memory by more than "
                   f"{format_bytes(self.cudamem_threshold_bytes)} (`%cudamem off` stops)")
             return None
         if action == "off":
@@ -557,12 +557,12 @@ class CudaMagics(Magics):
             return None
         if action == "history":
             history = state["history"]
-            if args.json:
-                print(history.to_json())
-                return None
             snap = history.snapshot()
             if args.clear:
                 history.clear()
+            if args.json:
+                print(snap.to_json())
+                return None
             return snap
         # free
         try:

@@ -321,6 +321,7 @@ def test_negative_config_values_are_refused(tip, trait):
 
 def test_on_and_reports_fit_a_100_column_terminal(tip, capsys):
     capsys.readouterr()
+    run(tip, "%cudamem on --threshold 1023.9MiB")  # the widest threshold text
     run(tip, "%cudamem on --threshold 1")
     run(tip, "wide = torch.ones(2_000_000)")
     run(tip, "%cudamem off")
@@ -331,3 +332,11 @@ def test_on_and_reports_fit_a_100_column_terminal(tip, capsys):
     assert max(len(ln) for ln in report_lines) <= 100, out
     assert "[cudamem] on:" in out and "CUDA is not initialised" in out
     assert max(len(ln) for ln in repr(tip.run_line_magic("cudamem", "history")).splitlines()) <= 100
+
+
+def test_history_json_with_clear_prints_then_forgets(tip, capsys):
+    run(tip, "%%cudamem\nj1 = 1")
+    capsys.readouterr()
+    tip.run_line_magic("cudamem", "history --json --clear")
+    assert [d["source"] for d in json.loads(capsys.readouterr().out)] == ["j1 = 1"]
+    assert len(tip.run_line_magic("cudamem", "history")) == 0
