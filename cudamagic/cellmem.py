@@ -57,7 +57,7 @@ import time
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from .render import TEXT_WIDTH, esc, format_bytes, html_table, na_cell_html, text_table
+from .render import NO_MATH, TEXT_WIDTH, esc, format_bytes, html_table, na_cell_html, text_table
 from .values import NA, is_na, jsonable
 
 MiB = 1 << 20
@@ -718,6 +718,9 @@ class CellMemReport:
         p.text(repr(self))
 
     def _repr_html_(self) -> str:
+        return f'<div class="{NO_MATH}">' + self._html_body() + "</div>"
+
+    def _html_body(self) -> str:
         parts = [f"<div class='cm-cellmem'><b>%%cudamem In[{self.cell}]</b> wall {self.wall_s:.3f} s"]
         if self.error:
             parts.append(f" <span class='cm-error'>(cell raised {esc(self.error)})</span>")
@@ -968,6 +971,9 @@ class MemHistory:
         p.text(repr(self))
 
     def _repr_html_(self) -> str:
+        return f'<div class="{NO_MATH}">' + self._html_body() + "</div>"
+
+    def _html_body(self) -> str:
         if not self.records:
             return "<div>cudamem history: no cells measured yet</div>"
         rows = [[esc(c) for c in r] for r in self._rows()]
@@ -1344,6 +1350,9 @@ class FreeReport:
         p.text(repr(self))
 
     def _repr_html_(self) -> str:
+        return f'<div class="{NO_MATH}">' + self._html_body() + "</div>"
+
+    def _html_body(self) -> str:
         parts = [f"<div class='cm-free'><b>%cudamem free</b>: released {esc(self._released_text())}; "
                  f"gc collected {self.gc_collected} objects</div>"]
         if self.gpus:

@@ -340,3 +340,11 @@ def test_history_json_with_clear_prints_then_forgets(tip, capsys):
     tip.run_line_magic("cudamem", "history --json --clear")
     assert [d["source"] for d in json.loads(capsys.readouterr().out)] == ["j1 = 1"]
     assert len(tip.run_line_magic("cudamem", "history")) == 0
+
+
+def test_html_outputs_opt_out_of_math_typesetting(ip):
+    """`$` in a variable name or path must not be typeset as a formula by JupyterLab."""
+    r = ip.run_cell_magic("cudamem", "", "import torch\nt_dollar = torch.zeros(10)")
+    assert 'class="mathjax_ignore"' in r._repr_html_()
+    h = ip.run_line_magic("cudamem", "history")
+    assert 'class="mathjax_ignore"' in h._repr_html_()
