@@ -62,7 +62,11 @@ def explanation_text(expl, width: int | None = None) -> str:
         line = ("╭─ " if i == 0 else "│ ") + text + " "
         out.append(line + "─" * max(0, width - len(line)) if i == len(head_lines) - 1 else line.rstrip())
     out += ["│ " + ln for ln in body]
-    footer = textwrap.wrap(_FOOTER, width=width - 3)
+    if len(_FOOTER) <= width - 3:
+        footer = [_FOOTER]
+    else:  # one clause a line, so neither command is split
+        footer = [ln for part in _FOOTER.split("; ")
+                  for ln in textwrap.wrap(part.rstrip(".") + ".", width=width - 3)]
     out += ["│ " + ln for ln in footer[:-1]]
     out.append("╰─ " + footer[-1])
     return "\n".join(out)

@@ -9,6 +9,7 @@ Also executes examples/dataloader.ipynb top to bottom (its failing cell is tagge
 from __future__ import annotations
 
 import os
+import re
 import sys
 
 import pytest
@@ -95,3 +96,18 @@ def test_dataloader_notebook_runs_and_shows_the_box():
             assert not [o for o in c.outputs if o.output_type == "error"], c.source
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "num_workers pin_memory" in text
+    assert "1797 torch.Size([64])" in text  # scikit-learn's digits, shipped with the package
+    # the %gpuwatch replay found its trace: notebooks run with examples/ as working directory
+    assert "skipped: %gpuwatch" not in text
+
+
+def test_dataloader_notebook_paths_and_gpu_cells_are_plain():
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(os.path.join(ROOT, "examples", "dataloader.ipynb"), as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert not re.search(r"[\"']examples/", code)  # paths are relative to examples/, the working directory
+    intro = nb.cells[0].source
+    assert "Which cells need a GPU" in intro
+    gpu_headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"
+                    and re.search(r"needs a GPU|GPU only", c.source.splitlines()[0])]
+    assert len(gpu_headings) == 2, gpu_headings
