@@ -644,7 +644,7 @@ class CudaMagics(Magics):
             %cudaexplain cuda-oom
             %config CudaMagics.explain_errors = False
         """
-        args = parse_argstring(self.cudaexplain, line)
+        args = self._parse(self.cudaexplain, line, "%cudaexplain [--list] [ENTRY]")
         from .explain import CATALOGUE, Explanation, entry_by_id, explain, scene_from_shell
         from .explain_render import CatalogueView, NoMatch
 
@@ -662,6 +662,10 @@ class CudaMagics(Magics):
         if exc is None:
             raise UsageError("No error to explain yet: run the failing cell first, then `%cudaexplain`. "
                              "`%cudaexplain --list` shows the known errors.")
+        if isinstance(exc, UsageError):  # a magic's own usage message: it already says what to type
+            raise UsageError("The last error was a mistake in a magic's arguments (UsageError), not a CUDA or "
+                             "autograd error: its message says what to type instead. `%cudaexplain` explains the "
+                             "last error of your own code; `%cudaexplain --list` shows the known errors.")
         explanation = explain(exc, scene_from_shell(self.shell, exc))
         if explanation is None:
             message = (str(exc).strip().splitlines() or [""])[0][:300]

@@ -264,3 +264,12 @@ def test_html_outputs_opt_out_of_math_typesetting(ip):
     ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')")
     for obj in (magics().last_explanation, CatalogueView(CATALOGUE), NoMatch("ValueError", "$a$ and $b$")):
         assert re.match(r"<div class=['\"][^'\"]*\b" + NO_MATH, obj._repr_html_()), type(obj)
+
+
+def test_cudaexplain_bad_arguments_and_a_usage_error_as_the_last_error(ip):
+    with pytest.raises(UsageError, match=r"Usage: %cudaexplain \[--list\] \[ENTRY\]"):
+        ip.run_line_magic("cudaexplain", "a b")
+    ip.run_cell("%cudainfo --bogus")  # another magic's UsageError: no box ...
+    assert magics().last_explanation is None
+    with pytest.raises(UsageError, match="mistake in a magic's arguments"):  # ... and not 'no entry matches'
+        ip.run_line_magic("cudaexplain", "")
