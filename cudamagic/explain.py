@@ -902,9 +902,9 @@ def ctx_oom(match, scene):
     numbers["biggest"] = [r[0] for r in big]
     numbers["output_cache"] = cached
     if "cudamem" in scene.line_magics:
-        fix = ("Run `%cudamem free` to drop the saved traceback and the output cache and empty PyTorch's cache "
-               "(it reports the bytes it freed); then `del` the big tensors you no longer need, or lower the "
-               "batch size.")
+        fix = ("Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports the bytes "
+               "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` the big "
+               "tensors you no longer need, or lower the batch size.")
     else:
         fix = ("Free what the notebook still holds: `import sys, gc; sys.last_value = sys.last_traceback = None` "
                "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors and "

@@ -192,6 +192,7 @@ def test_oom_reports_numbers_and_biggest_tensors(ip):
     has_cudamem = "cudamem" in ip.magics_manager.magics["line"]
     assert facts["mentions_cudamem_free"] == has_cudamem
     assert ("%cudamem free" in text) == has_cudamem
+    assert ("%cudamem free --out" in text) == has_cudamem  # Out/_ are only released when named
     assert "saved traceback" in text
 
 
