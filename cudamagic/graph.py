@@ -95,6 +95,9 @@ class GraphNode:
         count: For ``module``/``run`` boxes, how many calls or ops were folded into it.
         ops: For ``module``/``run`` boxes, how many backward ops they stand for.
         freed: True when at least one saved tensor was already freed by ``backward()``.
+        storages: ``((storage_id, nbytes), ...)`` the distinct non-parameter storages behind
+            ``saved_bytes`` (ids ``0, 1, ...`` in walk order, never addresses): a box that stands for
+            several nodes counts a storage they share once.
     """
 
     id: str
@@ -111,6 +114,23 @@ class GraphNode:
     count: int = 1
     ops: int = 0
     freed: bool = False
+    storages: tuple = dataclasses.field(default=(), repr=False)
+
+
+def distinct_saved_bytes(nodes: Iterable) -> tuple:
+    """``(bytes, storages)`` of the distinct storages behind ``nodes`` (each counted once).
+
+    Args:
+        nodes: ``GraphNode``s (backward nodes, or boxes that carry their members' ``storages``).
+
+    Returns:
+        Total bytes, and the merged ``((storage_id, nbytes), ...)`` sorted by id.
+    """
+    merged = {}
+    for n in nodes:
+        for sid, nbytes in n.storages:
+            merged[sid] = nbytes
+    return sum(merged.values()), tuple(sorted(merged.items()))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -223,10 +243,11 @@ def run_cell(shell, cell: str, magic_line: str = "") -> Any:
     """
     __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
     source = shell.transform_cell(cell)
-    filename = shell.compile.cache(f"%%autograd_graph {magic_line}\n{source}",
-                                   shell.execution_count, raw_code=cell)
-    tree = shell.compile.ast_parse(source, filename=filename)
-    ast.increment_lineno(tree, 1)
+    header = f"%%autograd_graph {magic_line}".rstrip()
+    filename = shell.compile.cache(f"{header}\n{source}", running_cell_number(shell),
+                                   raw_code=f"{header}\n{cell}")
+    # a leading newline: line numbers (of a SyntaxError too) count the magic line as line 1
+    tree = shell.compile.ast_parse("\n" + source, filename=filename)
     tree = shell.transform_ast(tree)
     last = None
     if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -237,6 +258,20 @@ def run_cell(shell, cell: str, magic_line: str = "") -> Any:
     if last is not None:
         return eval(shell.compile(last, filename, "eval"), ns, ns)
     return None
+
+
+def running_cell_number(shell) -> int:
+    """``n`` of the ``In[n]`` being executed, for ``Cell In[n]`` in tracebacks.
+
+    Read from the display hook's ``ExecutionResult`` of the running cell (IPython 9 increments
+    ``shell.execution_count`` before a cell runs, IPython 8 after it); outside a stored cell
+    (a direct ``run_cell_magic``): ``shell.execution_count - 1``, as the display hook counts.
+    """
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(result, "execution_count", None)
+    if type(count) is int:
+        return count
+    return max(shell.execution_count - 1, 0)
 
 
 class ModuleCallRecorder:
@@ -405,6 +440,10 @@ def flatten_outputs(value, prefix: str = "", _depth: int = 0, _seen=None) -> tup
     return outs, skipped
 
 
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
 def _is_drawable(t) -> bool:
     return t.grad_fn is not None or t.requires_grad
 
@@ -437,8 +476,8 @@ def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The c
         if isinstance(value, (int, float, complex, bool)) or ".item()" in source:
             hint = (" A Python number usually comes from `.item()` or `float(t)`, which leave the graph: "
                     "end the cell with the tensor itself (`loss`, not `loss.item()`).")
-        return (f"{what} is a {kind}, not a tensor (or a tuple/list/dict/dataclass of tensors), so there "
-                f"is nothing to draw.{hint}")
+        return (f"{what} is {_article(kind)} {kind}, not a tensor (or a tuple/list/dict/dataclass of "
+                f"tensors), so there is nothing to draw.{hint}")
     causes = []
     if any(t.is_inference() for _, t in outs):
         causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block")
@@ -518,10 +557,65 @@ def walk(outputs: Sequence, **kwargs) -> AutogradGraph:
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _walk(outputs, **kwargs)
+        graph = _walk(outputs, **kwargs)
     finally:
         if was_enabled:
             gc.enable()
+    note = guard_deep_free(sum(1 for n in graph.nodes if n.kind in (BACKWARD, ACCUMULATE)))
+    if note:
+        graph.notes.append(note)
+    return graph
+
+
+# Bytes of C stack one level of PyTorch's recursive free of a Python-visited autograd node takes
+# (measured about 150 on x86-64 Linux with torch 2.13; margin for bigger node types).
+_STACK_PER_NODE_BYTES = 512
+_DEEP_GRAPH_NODES = 10_000
+_MAX_MAIN_STACK_BYTES = 120 * 1024 * 1024  # the kernel keeps ~128 MiB below the main stack free
+
+
+def guard_deep_free(n_nodes: int, *, _resource=None, _is_main=None) -> str:
+    """Keep the kernel alive when the walked graph is freed later; returns a note or ``''``.
+
+    Once Python has visited an autograd node (``grad_fn``, ``next_functions``), PyTorch frees
+    that node through its Python object, recursively: the C stack needed grows with the depth
+    of the graph, and freeing a chain of about 50,000 visited ops overflows the default 8 MiB
+    main-thread stack (a segmentation fault that kills the kernel when the user deletes the
+    tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes this raises
+    the soft ``RLIMIT_STACK`` of the process (Linux grows the main thread's stack up to the
+    current limit) to ``n_nodes * 512`` bytes, at most 120 MiB and the hard limit. Past that, or
+    where the limit cannot be raised, the note warns the user.
+
+    Args:
+        n_nodes: Autograd nodes visited (count).
+
+    Returns:
+        ``''`` when nothing needed saying, else one sentence for the result's notes.
+    """
+    if n_nodes <= _DEEP_GRAPH_NODES:
+        return ""
+    need = 8 * 1024 * 1024 + n_nodes * _STACK_PER_NODE_BYTES
+    warn = (f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
+            "recursively, and freeing one this deep can overflow the C stack and end the kernel. Keep "
+            "graphs you draw under about 200,000 chained ops, or restart the kernel instead of deleting it.")
+    try:
+        resource = _resource
+        if resource is None:
+            import resource  # noqa: PLC0415 - POSIX only
+        is_main = _is_main if _is_main is not None else threading.current_thread() is threading.main_thread()
+        if not is_main:
+            return warn
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft == resource.RLIM_INFINITY or soft >= need:
+            return ""
+        target = min(need, _MAX_MAIN_STACK_BYTES)
+        if hard != resource.RLIM_INFINITY:
+            target = min(target, hard)
+        if target > soft:
+            resource.setrlimit(resource.RLIMIT_STACK, (target, hard))
+        return "" if target >= need else warn
+    except (ImportError, ValueError, OSError):
+        return warn
 
 
 def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bool = False,
@@ -673,22 +767,30 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             for u in nexts:
                 edges.append(GraphEdge(visit(u), node_id, GRAD))
 
-    # saved bytes: distinct storages per node, parameters (leaf storages) not counted
-    total_keys, total = set(), 0
-    for node_id, stor in storages_by_node.items():
-        seen_here, node_bytes = set(), 0
-        for key, nbytes in stor:
+    # saved bytes: distinct storages per node, parameters (leaf storages) not counted; storages get
+    # small ids in walk order (a storage that cannot be shared gets its own) so collapsed boxes and
+    # folded runs count a shared storage once too
+    sid_of: dict = {}
+    total = 0
+    for node_id in sorted(storages_by_node, key=lambda i: int(i[1:])):
+        here = {}
+        for key, nbytes in storages_by_node[node_id]:
             if key is not None and key in leaf_storages:
                 continue
-            if key is None or key not in seen_here:
-                node_bytes += nbytes
-                if key is not None:
-                    seen_here.add(key)
-            if key is None or key not in total_keys:
+            if key is None:
+                sid = len(sid_of)
+                sid_of[("unshared", sid)] = sid
+            elif key in sid_of:
+                sid = sid_of[key]
+            else:
+                sid = sid_of[key] = len(sid_of)
                 total += nbytes
-                if key is not None:
-                    total_keys.add(key)
-        fn_nodes[node_id]["saved_bytes"] = node_bytes
+            if key is None:
+                total += nbytes
+            here[sid] = nbytes
+        fn_nodes[node_id]["saved_bytes"] = sum(here.values())
+        fn_nodes[node_id]["storages"] = tuple(sorted(here.items()))
+    sid_of.clear()
 
     for node_id, kw in fn_nodes.items():
         nodes.append(GraphNode(node_id, **kw))
@@ -855,8 +957,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
     boxes = {}
     for t, ms in members.items():
         c = calls[t]
+        saved_bytes, storages = distinct_saved_bytes(m for m in ms if m.kind in (BACKWARD, RUN, MODULE))
         boxes[t] = GraphNode(f"m{t}", MODULE, c.path or c.type_name, attrs=(("type", c.type_name),),
-                             saved_bytes=sum(m.saved_bytes for m in ms if m.kind == BACKWARD),
+                             saved_bytes=saved_bytes, storages=storages,
                              ops=sum(1 for m in ms if m.kind == BACKWARD), call=c.parent,
                              freed=any(m.freed for m in ms))
     edges = _dedupe(graph.edges, mapping)
@@ -879,11 +982,17 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                     continue
                 if len(run) > 1:
                     first, last = calls[run[0]], calls[run[-1]]
-                    span = f"{first.path} … {last.path}" if first.path and last.path else ""
+                    if first.path and first.path == last.path:
+                        span = f"{first.path}, called {len(run)} times"  # one module, unrolled (RNN cell)
+                    elif first.path and last.path:
+                        span = f"{first.path} … {last.path}"
+                    else:
+                        span = ""
                     attrs = (("type", first.type_name),) + ((("calls", span),) if span else ())
+                    saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
                     boxes[run[0]] = dataclasses.replace(
                         boxes[run[0]], label=f"{first.type_name} x {len(run)}", count=len(run), attrs=attrs,
-                        ops=sum(boxes[r].ops for r in run), saved_bytes=sum(boxes[r].saved_bytes for r in run))
+                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages)
                     for r in run[1:]:
                         fold_map[f"m{r}"] = f"m{run[0]}"
                         del boxes[r]
@@ -935,9 +1044,10 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
             mapping[m] = rid
         counts = Counter(by_id[m].label for m in chain)
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
+        saved_bytes, storages = distinct_saved_bytes(by_id[m] for m in chain)
         runs[rid] = GraphNode(rid, RUN, label, count=len(chain), ops=len(chain), call=by_id[head].call,
                               attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
-                              saved_bytes=sum(by_id[m].saved_bytes for m in chain),
+                              saved_bytes=saved_bytes, storages=storages,
                               freed=any(by_id[m].freed for m in chain))
     if not runs:
         return graph
@@ -995,7 +1105,7 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
         else:
             outputs, skipped = flatten_outputs(value)
             what = "The cell's last expression"
-        notes = [f"`{p or 'value'}` is a {t}, not a tensor: skipped." for p, t in skipped]
+        notes = [f"`{p or 'value'}` is {_article(t)} {t}, not a tensor: skipped." for p, t in skipped]
         drawable = []
         for p, t in outputs:
             if t.grad_fn is not None or t.requires_grad:

@@ -19,15 +19,24 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import math
 import os
+import re
 import shutil
+import signal
 import subprocess
+import textwrap
 from collections import Counter, defaultdict, deque
 
 from . import graph as g
 from .render import esc, format_bytes, html_table, text_table
 
 FORMATS = ("svg", "png", "pdf", "dot")
+SAVE_EXTENSIONS = {"svg": "svg", "png": "png", "pdf": "pdf", "dot": "dot", "gv": "dot"}
+TEXT_WIDTH = 100  # columns of the terminal (text) form
+MAX_TIMEOUT_S = 24 * 3600.0
+_MAGIC = {"svg": (b"<svg",), "png": (b"\x89PNG\r\n\x1a\n",), "pdf": (b"%PDF",)}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 INSTALL_DOT = (
     "The Graphviz `dot` program is not on PATH, so the graph cannot be drawn as a picture "
@@ -125,29 +134,38 @@ def node_text(n) -> str:
     return "\n".join(lines)
 
 
-def _caption(graph) -> str:
-    ops = sum(graph.op_counts().values())
-    text = (f"{ops} autograd nodes; autograd holds {format_bytes(graph.saved_bytes_total)} of saved tensors "
-            "until backward() (parameters not counted)")
+def _plural(n: int, word: str, plural: str = "") -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {plural or word + 's'}"
+
+
+def _caption(graph, full=None) -> str:
+    ops = sum((full or graph).op_counts().values())
+    text = (f"{_plural(ops, 'autograd node')}; autograd holds {format_bytes(graph.saved_bytes_total)} of "
+            "saved tensors until backward() (parameters not counted)")
     if graph.view != "full":
+        boxes = [n for n in graph.nodes if n.kind == g.MODULE]
+        shown = sum(graph.op_counts().values())
         text += f"\nview: {graph.view}"
+        if boxes and full is not None:
+            text += f"; {shown} drawn one by one, the rest inside {_plural(len(boxes), 'module box', 'module boxes')}"
     return text
 
 
-def to_dot(graph, group: bool = False, legend: bool = True) -> str:
+def to_dot(graph, group: bool = False, legend: bool = True, full=None) -> str:
     """DOT source for ``graph``: deterministic (ids from the model), every label escaped.
 
     Args:
         graph: An :class:`~cudamagic.graph.AutogradGraph`.
         group: Draw each module call as a labelled cluster (nested calls nest).
         legend: Add a small legend of the node kinds present.
+        full: The full graph when ``graph`` is a collapsed view of it (the caption counts all its nodes).
 
     Returns:
         DOT text (``digraph``), UTF-8 safe.
     """
     out = ["digraph autograd {",
            '  graph [rankdir="TB", fontname="monospace", fontsize="10", labelloc="b", '
-           f"label={quote(_caption(graph))}];",
+           f"label={quote(_caption(graph, full))}];",
            '  node [style="filled", shape="box", align="left", fontsize="10", height="0.2", '
            'fontname="monospace"];',
            '  edge [fontsize="9"];']
@@ -196,10 +214,15 @@ def to_dot(graph, group: bool = False, legend: bool = True) -> str:
         out.append(f"  {e.src} -> {e.dst}{attr};")
     if legend:
         kinds = [k for k in _LEGEND if any(n.kind == k for n in graph.nodes)]
+        freed = any(n.kind == g.SAVED and n.freed for n in graph.nodes)
         if kinds:
             out.append('  subgraph cluster_legend { label="legend"; fontname="monospace"; style="dashed";')
             for i, k in enumerate(kinds):
                 out.append(f"    legend{i} [label={quote(_LEGEND[k])}, {_STYLE[k]}];")
+            if freed:
+                out.append(f'    legend{len(kinds)} [label="saved tensor freed by backward()", '
+                           'style="filled,dashed", fillcolor="mistyrose"];')
+                kinds.append(None)
             for i in range(len(kinds) - 1):
                 out.append(f'    legend{i} -> legend{i + 1} [style="invis"];')
             out.append("  }")
@@ -213,31 +236,102 @@ def find_dot() -> str | None:
     return shutil.which("dot")
 
 
+def check_timeout(timeout_s, what: str = "--timeout") -> float:
+    """``timeout_s`` as a float when it is a usable time limit for ``dot``.
+
+    Raises:
+        ValueError: NaN, infinite, zero, negative or over a day (the message says what to type).
+    """
+    try:
+        value = float(timeout_s)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise ValueError(f"{what} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
+                         f"(got {timeout_s!r}); for example `%%autograd_graph --timeout 60`.")
+    return value
+
+
+def save_format(path: str) -> str:
+    """The format ``--save PATH`` writes, from the extension (``.svg .png .pdf .dot .gv``).
+
+    Raises:
+        ValueError: no or unknown extension, a directory, or a folder that does not exist.
+    """
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in SAVE_EXTENSIONS:
+        raise ValueError(f"--save {path}: the file name must end in .svg, .png, .pdf or .dot (the format "
+                         "comes from the extension); for example `--save graph.svg`.")
+    if os.path.isdir(path):
+        raise ValueError(f"--save {path}: that is a folder; give a file name, for example "
+                         f"`--save {os.path.join(path, 'graph.' + ext)}`.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"--save {path}: the folder {folder} does not exist; create it first "
+                         f"(`!mkdir -p {folder}`) or save elsewhere.")
+    return SAVE_EXTENSIONS[ext]
+
+
+def clean_text(text: str, limit: int = 2000) -> str:
+    """Outside text (``dot``'s messages) made safe to print: control/bidi characters as ``\\xNN``."""
+    text = str(text)[:limit]
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                        else f"\\u{ord(m.group()):04x}", text)
+
+
 def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
     """Render DOT ``source`` with ``dot -T<fmt>`` in a subprocess.
+
+    ``dot`` runs in its own process group: on time-out the whole group is killed, so a
+    wrapper script (conda, a shim) leaves no process behind.
 
     Args:
         source: DOT text.
         fmt: ``'svg'``, ``'png'`` or ``'pdf'``.
-        timeout_s: Seconds before ``dot`` is killed.
+        timeout_s: Seconds before ``dot`` is killed (finite, above 0).
 
     Returns:
         The rendered bytes (UTF-8 text for SVG).
 
     Raises:
-        DotMissing: No ``dot`` on PATH. DotTimeout: ran past ``timeout_s``. DotFailed: non-zero exit.
+        DotMissing: No ``dot`` on PATH. DotTimeout: ran past ``timeout_s``. DotFailed: non-zero exit,
+        or output that is not a picture of the format asked for.
     """
     exe = find_dot()
     if exe is None:
         raise DotMissing(INSTALL_DOT)
+    timeout_s = check_timeout(timeout_s, "timeout_s")
     try:
-        proc = subprocess.run([exe, f"-T{fmt}"], input=source.encode("utf-8"), capture_output=True,
-                              timeout=timeout_s, check=False)
+        proc = subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+    except OSError as exc:
+        raise DotFailed(f"cannot run {exe}: {exc}") from exc
+    try:
+        out, err = proc.communicate(source.encode("utf-8"), timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
+        _kill_group(proc)
         raise DotTimeout(f"dot did not finish within {timeout_s:g} s") from exc
+    except BaseException:  # KeyboardInterrupt: leave no dot running
+        _kill_group(proc)
+        raise
     if proc.returncode != 0:
-        raise DotFailed(proc.stderr.decode("utf-8", "replace").strip()[:2000] or f"exit {proc.returncode}")
-    return proc.stdout
+        raise DotFailed(clean_text(err.decode("utf-8", "replace").strip()) or f"exit {proc.returncode}")
+    head = out[:4096].lstrip()
+    if fmt in _MAGIC and not any(m in head if fmt == "svg" else head.startswith(m) for m in _MAGIC[fmt]):
+        raise DotFailed(f"{exe} printed something that is not {fmt.upper()} ({len(out)} bytes starting "
+                        f"{clean_text(repr(out[:40]))}); is it Graphviz's dot?")
+    return out
+
+
+def _kill_group(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        proc.kill()
+    try:
+        proc.communicate(timeout=5)
+    except (subprocess.TimeoutExpired, OSError, ValueError):
+        pass
 
 
 # ---- text forms --------------------------------------------------------------------------
@@ -335,10 +429,13 @@ class GraphResult:
             ``path``.
 
         Raises:
+            ValueError: no or unknown extension.
             DotMissing, DotTimeout, DotFailed: when a picture has to be rendered and ``dot`` cannot.
         """
         ext = os.path.splitext(path)[1].lower().lstrip(".")
-        fmt = "dot" if ext in ("dot", "gv", "") else ext
+        if ext not in SAVE_EXTENSIONS:
+            raise ValueError(f"{path}: the file name must end in .svg, .png, .pdf or .dot")
+        fmt = SAVE_EXTENSIONS[ext]
         if fmt == "dot":
             data = self.dot.encode("utf-8")
         elif fmt == self.format and self.image is not None:
@@ -353,24 +450,38 @@ class GraphResult:
     def summary_line(self) -> str:
         gr = self.graph
         kinds = Counter(n.kind for n in gr.nodes)
-        ops = kinds[g.BACKWARD]
-        leaves = kinds[g.PARAM] + kinds[g.LEAF]
-        text = (f"autograd graph: {len(gr.nodes)} nodes ({ops} backward ops, {leaves} leaf tensor nodes, "
-                f"{kinds[g.OUTPUT]} outputs), {len(gr.edges)} edges; saved for backward: "
-                f"{format_bytes(gr.saved_bytes_total)}")
+        parts = [_plural(kinds[g.BACKWARD], "backward op"), _plural(kinds[g.ACCUMULATE], "AccumulateGrad")]
+        parts += [_plural(kinds[k], word) for k, word in ((g.PARAM, "parameter node"),
+                                                          (g.LEAF, "leaf tensor node"),
+                                                          (g.SAVED, "saved tensor node"),
+                                                          (g.BASE, "view base"),
+                                                          (g.OUTPUT, "output")) if kinds[k]]
+        text = (f"autograd graph: {_plural(len(gr.nodes), 'node')} ({', '.join(parts)}), "
+                f"{_plural(len(gr.edges), 'edge')}; saved for backward: {format_bytes(gr.saved_bytes_total)}")
         if self.image is not None:
-            text += f"; drawn as {self.format} ({self.drawn.view} view, {len(self.drawn.nodes)} nodes)"
+            text += (f"; drawn as {self.format} ({self.drawn.view} view, "
+                     f"{_plural(len(self.drawn.nodes), 'node')})")
         elif self.format == "dot":
             text += "; DOT source only"
         return text
 
     def __repr__(self) -> str:
-        parts = [self.summary_line()]
-        parts += [f"note: {n}" for n in self.notes]
+        """The terminal form: summary, notes, and on problems a table; lines wrapped at 100 columns."""
+        def wrap(text, indent=""):
+            return textwrap.fill(clean_text(text, 10_000), TEXT_WIDTH, subsequent_indent=indent,
+                                 break_on_hyphens=False, break_long_words=True)
+
+        parts = [wrap(self.summary_line(), "  ")]
+        parts += [wrap(f"note: {n}", "  ") for n in self.notes]
         if self.problem:
             parts.append(text_table(["op", "count"], summary_rows(self.graph)))
         if self.problem == "dot missing":
-            parts += [INSTALL_DOT, outline(self.drawn, 60)]
+            parts.append(wrap(INSTALL_DOT.replace(" and its DOT source", " (the DOT source is in the "
+                                                  "result's `.dot`)")))
+            parts.append("\n".join(line if len(line) <= TEXT_WIDTH else line[: TEXT_WIDTH - 1] + "…"
+                                   for line in clean_text(outline(self.drawn, 60), 1_000_000).splitlines()))
+        elif self.problem:
+            parts.append("The DOT source is in the result's `.dot` (for example `print(_.dot)`).")
         return "\n".join(parts)
 
     def _repr_pretty_(self, p, cycle):
@@ -383,7 +494,11 @@ class GraphResult:
         if self.format == "svg":
             svg = self.svg
             start = svg.find("<svg")
-            return svg[start:] if start >= 0 else ""
+            if start < 0:
+                return ""
+            # natural size inside the scrolling box: front ends shrink <svg> to the output width
+            # (JupyterLab's and nbconvert's `max-width: 100%`), which makes big graphs illegible
+            return svg[start:].replace("<svg", '<svg style="max-width:none;height:auto"', 1)
         if self.format == "png":
             return f'<img src="data:image/png;base64,{base64.b64encode(self.image).decode()}"/>'
         return (f"<p>PDF rendered ({esc(format_bytes(len(self.image)))}): "
@@ -464,7 +579,7 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
     """
     view, notes, fits = choose_view(graph, depth, fold, node_budget)
     notes = list(graph.notes) + notes
-    source = to_dot(view, group=group)
+    source = to_dot(view, group=group, full=graph)
     result = GraphResult(graph, view, source, fmt, notes=notes)
     if fmt == "dot":
         pass
@@ -488,7 +603,7 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
             if collapsed is not None:
                 notes.append(f"dot did not finish the full graph within {timeout_s:g} s "
                              f"(CudaMagics.graph_dot_timeout_s): drawn as the {collapsed.view} view.")
-                result.drawn, result.dot = collapsed, to_dot(collapsed, group=group)
+                result.drawn, result.dot = collapsed, to_dot(collapsed, group=group, full=graph)
                 try:
                     result.image = run_dot(result.dot, fmt, timeout_s)
                 except (DotTimeout, DotFailed) as exc:
@@ -507,19 +622,13 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
 
 
 def _save(result: GraphResult, path: str, timeout_s: float) -> None:
-    ext = os.path.splitext(path)[1].lower().lstrip(".")
-    if ext not in ("svg", "png", "pdf", "dot", "gv", ""):
-        result.notes.append(f"--save {path}: unknown extension; saved as DOT source.")
     try:
-        if ext in ("svg", "png", "pdf") and result.problem:
-            raise DotFailed(result.problem)
-        if ext in ("svg", "png", "pdf", "dot", "gv", ""):
-            result.save(path, timeout_s)
-        else:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(result.dot)
+        fmt = save_format(path)
+        if fmt != "dot" and result.problem:
+            raise DotFailed(f"{result.problem}; the DOT source can still be saved: `_.save('graph.dot')`")
+        result.save(path, timeout_s)
         result.saved_to = path
         result.notes.append(f"Saved to {path}.")
-    except (DotMissing, DotTimeout, DotFailed, OSError) as exc:
+    except (DotMissing, DotTimeout, DotFailed, OSError, ValueError) as exc:
         result.notes.append(f"Not saved to {path}: {exc}")
 

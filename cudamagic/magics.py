@@ -378,22 +378,38 @@ class CudaMagics(Magics):
                              "`%config CudaMagics.graph_format = 'svg'`.")
         if args.depth is not None and args.depth < 0:
             raise UsageError("--depth must be 0 or more, for example `%%autograd_graph --depth 1`.")
+        budget = self.graph_node_budget if args.max_nodes is None else args.max_nodes
+        if budget < 1:
+            what = "--max-nodes" if args.max_nodes is not None else "CudaMagics.graph_node_budget"
+            raise UsageError(f"{what} must be 1 or more (got {budget}); for example "
+                             "`%%autograd_graph --max-nodes 5000`.")
+        from . import graphviz_render
+
+        try:
+            timeout_s = graphviz_render.check_timeout(
+                self.graph_dot_timeout_s if args.timeout is None else args.timeout,
+                "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s")
+            if args.save is not None:
+                graphviz_render.save_format(args.save)  # checked before the cell runs
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
         names = [n.strip() for n in (args.output or "").split(",") if n.strip()]
         try:
             import torch  # noqa: F401
         except ImportError as exc:
             raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
-        from . import graph, graphviz_render
+        from . import graph
 
         try:
             gr = graph.capture(self.shell, cell, line, names, show_saved=args.show_saved,
                                show_attrs=args.show_attrs, shared_params=args.shared_params)
         except graph.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
+        except SyntaxError as exc:  # the cell did not run: shown without our parser frames
+            raise exc.with_traceback(None) from None
         return graphviz_render.draw(
             gr, fmt=fmt, group=args.group, depth=args.depth, fold=not args.no_fold,
-            node_budget=args.max_nodes or self.graph_node_budget,
-            timeout_s=args.timeout or self.graph_dot_timeout_s, save_path=args.save)
+            node_budget=budget, timeout_s=timeout_s, save_path=args.save)
 
     # ==== %%cudamem / %cudamem (issue 5) ============================================
     cudamem_threshold_bytes = Int(
