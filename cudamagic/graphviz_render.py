@@ -163,8 +163,13 @@ def to_dot(graph, group: bool = False, legend: bool = True, full=None) -> str:
     Returns:
         DOT text (``digraph``), UTF-8 safe.
     """
+    clustered = bool(group and graph.calls)
+    # ordering="out" keeps an unrolled loop's staircase starting at the top left, where the
+    # scroll box opens (without it the first screen of a 30-step LSTM is blank); clusters skip it
+    # (dot's cluster ranking and ordering constraints do not mix well)
+    ordering = "" if clustered else ', ordering="out"'
     out = ["digraph autograd {",
-           '  graph [rankdir="TB", fontname="monospace", fontsize="10", labelloc="b", '
+           f'  graph [rankdir="TB"{ordering}, fontname="monospace", fontsize="10", labelloc="b", '
            f"label={quote(_caption(graph, full))}];",
            '  node [style="filled", shape="box", align="left", fontsize="10", height="0.2", '
            'fontname="monospace"];',
@@ -174,7 +179,7 @@ def to_dot(graph, group: bool = False, legend: bool = True, full=None) -> str:
         extra = ', style="filled,dashed", fillcolor="mistyrose"' if n.kind == g.SAVED and n.freed else ""
         return f"{indent}{n.id} [label={quote(node_text(n))}, {_STYLE.get(n.kind, '')}{extra}];"
 
-    if group and graph.calls:
+    if clustered:
         by_call = defaultdict(list)
         for n in graph.nodes:
             by_call[n.call].append(n)

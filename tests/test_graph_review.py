@@ -267,3 +267,16 @@ def test_skipped_note_uses_the_right_article(w):
     r = magic(w, "--format dot", "{'loss': (w * 2).sum(), 'n': 3, 'name': 'a'}")
     assert any("`['n']` is an int" in n for n in r.notes)
     assert any("`['name']` is a str" in n for n in r.notes)
+
+
+@needs_dot
+def test_unrolled_loop_opens_with_nodes_in_the_first_screen(lstm):
+    """The scroll box opens at the top left: an unrolled LSTM's staircase must start there."""
+    r = magic(lstm, "", LSTM_CELL)
+    assert r.drawn.view == "full" and 'ordering="out"' in r.dot
+    svg = r.svg
+    height = float(re.search(r'viewBox="[\d.]+ [\d.]+ [\d.]+ ([\d.]+)"', svg).group(1))
+    shift = float(re.search(r"translate\([\d.]+ ([\d.]+)\)", svg).group(1))
+    points = [(float(x), float(y) + shift) for x, y in re.findall(r'<text[^>]* x="([-\d.]+)" y="([-\d.]+)"', svg)]
+    # 1000 x 700 CSS px = 750 x 525 pt, from the top left of the picture
+    assert height > 2000 and any(x < 750 and y < 525 for x, y in points)
