@@ -9,6 +9,7 @@ Usage: python scripts/run_demo.py [NOTEBOOK ...]
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -22,15 +23,38 @@ EXAMPLES = os.path.join(ROOT, "examples")
 OUT = os.path.join(EXAMPLES, "out")
 
 
-def execute(path: str, timeout_s: int = 600):
-    """Execute ``path`` and return the executed notebook (raises CellExecutionError on an unexpected error)."""
-    nb = nbformat.read(path, as_version=4)
-    env_pp = os.environ.get("PYTHONPATH", "")
-    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + env_pp if env_pp else "")
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", store_widget_state=True,
-                            resources={"metadata": {"path": EXAMPLES}})
-    client.execute()
+@contextlib.contextmanager
+def repo_on_pythonpath():
+    """Put the repository first on PYTHONPATH for kernels started inside the block (restored after), so
+    they import this checkout's cudamagic even without `pip install -e .`."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + old if old else "")
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def execute_nb(nb, cwd: str = EXAMPLES, timeout_s: int = 600, **client_kwargs):
+    """Execute notebook node ``nb`` in place in a real ``python3`` kernel whose working directory is ``cwd``.
+
+    ``client_kwargs`` go to ``nbclient.NotebookClient`` (e.g. ``allow_errors=True``,
+    ``store_widget_state=True``). Returns ``nb``; raises CellExecutionError on an unexpected cell error.
+    """
+    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
+                            resources={"metadata": {"path": cwd}}, **client_kwargs)
+    with repo_on_pythonpath():
+        client.execute()
     return nb
+
+
+def execute(path: str, timeout_s: int = 600):
+    """Read and execute the notebook at ``path`` (cwd: examples/, widget state stored); returns it."""
+    nb = nbformat.read(path, as_version=4)
+    return execute_nb(nb, timeout_s=timeout_s, store_widget_state=True)
 
 
 def cudainfo_text(nb) -> str:

@@ -10,6 +10,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+SCRIPTS = os.path.join(ROOT, "scripts")  # scripts/run_demo.py is the one notebook runner tests share
+if SCRIPTS not in sys.path:
+    sys.path.insert(0, SCRIPTS)
 
 
 @pytest.fixture

@@ -9,9 +9,11 @@ gets back a tensor held only by the saved traceback of an out-of-memory-like err
 from __future__ import annotations
 
 import os
+import sys
 import re
 
 import pytest
+import run_demo  # scripts/run_demo.py (on sys.path via conftest): the one notebook runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.kernel
@@ -40,18 +42,9 @@ CELLS = [
 @pytest.fixture(scope="module")
 def cells():
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("torch")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + old if old else "")
-    try:
-        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True).execute()
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+    run_demo.execute_nb(nb, cwd=ROOT, timeout_s=120, allow_errors=True)
     return nb.cells
 
 

@@ -13,6 +13,7 @@ import re
 import sys
 
 import pytest
+import run_demo  # scripts/run_demo.py (on sys.path via conftest): the one notebook runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.kernel
@@ -26,7 +27,6 @@ def _boxes(cell):
 @pytest.fixture(scope="module")
 def executed_cells():
     nbformat = pytest.importorskip("nbformat")
-    nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("torch")
     cells = [
         "%load_ext cudamagic\nimport torch",
@@ -36,16 +36,7 @@ def executed_cells():
         "%config CudaMagics.explain_errors = True\nw.add_(1)",                   # leaf-inplace, box on
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    env_pp = os.environ.get("PYTHONPATH", "")
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = ROOT + (os.pathsep + env_pp if env_pp else "")
-    try:
-        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True).execute()
-    finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+    run_demo.execute_nb(nb, cwd=ROOT, timeout_s=120, allow_errors=True)
     return nb.cells
 
 
@@ -78,7 +69,6 @@ def test_explain_errors_config_in_kernel(executed_cells):
 
 def test_dataloader_notebook_runs_and_shows_the_box():
     pytest.importorskip("nbclient")
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
     import run_demo
 
     nb = run_demo.execute(os.path.join(ROOT, "examples", "dataloader.ipynb"))
