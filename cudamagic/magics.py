@@ -400,6 +400,7 @@ class CudaMagics(Magics):
             raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
         from . import graph
 
+        __tracebackhide__ = True  # noqa: F841 - the user's error shows their cell, not this frame
         try:
             gr = graph.capture(self.shell, cell, line, names, show_saved=args.show_saved,
                                show_attrs=args.show_attrs, shared_params=args.shared_params)
