@@ -95,6 +95,9 @@ class GraphNode:
         count: For ``module``/``run`` boxes, how many calls or ops were folded into it.
         ops: For ``module``/``run`` boxes, how many backward ops they stand for.
         freed: True when at least one saved tensor was already freed by ``backward()``.
+        saved_view_bytes: Bytes of the saved tensors themselves (numel x element size); less than
+            ``saved_bytes`` when they are views (a batch sliced from a bigger tensor) whose whole storage
+            is kept alive.
         storages: ``((storage_id, nbytes), ...)`` the distinct non-parameter storages behind
             ``saved_bytes`` (ids ``0, 1, ...`` in walk order, never addresses): a box that stands for
             several nodes counts a storage they share once.
@@ -115,6 +118,7 @@ class GraphNode:
     ops: int = 0
     freed: bool = False
     storages: tuple = dataclasses.field(default=(), repr=False)
+    saved_view_bytes: int = 0
 
 
 def distinct_saved_bytes(nodes: Iterable) -> tuple:
@@ -679,7 +683,11 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
 
         def add_tensor(name, t):
             key, nbytes = _storage(t)
-            stor.append((key, nbytes))
+            try:
+                own = int(t.numel() * t.element_size())
+            except Exception:
+                own = nbytes
+            stor.append((key, nbytes, min(own, nbytes)))
             if show_saved or custom:
                 entries.append(SavedEntry(name, _shape(t), _dtype_str(t), nbytes))
             else:
@@ -774,7 +782,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
     total = 0
     for node_id in sorted(storages_by_node, key=lambda i: int(i[1:])):
         here = {}
-        for key, nbytes in storages_by_node[node_id]:
+        own_here = {}
+        for key, nbytes, own in storages_by_node[node_id]:
             if key is not None and key in leaf_storages:
                 continue
             if key is None:
@@ -788,7 +797,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             if key is None:
                 total += nbytes
             here[sid] = nbytes
+            own_here[sid] = max(own_here.get(sid, 0), own)
         fn_nodes[node_id]["saved_bytes"] = sum(here.values())
+        fn_nodes[node_id]["saved_view_bytes"] = sum(own_here.values())
         fn_nodes[node_id]["storages"] = tuple(sorted(here.items()))
     sid_of.clear()
 

@@ -149,7 +149,10 @@ def node_text(n) -> str:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
     else:
         lines = [n.label]
-        if n.saved_bytes:
+        if n.saved_bytes and 0 < n.saved_view_bytes < n.saved_bytes:
+            lines.append(f"saves {format_bytes(n.saved_view_bytes)} of views")
+            lines.append(f"(keeps {format_bytes(n.saved_bytes)} of storage alive)")
+        elif n.saved_bytes:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
         if n.freed:
             lines.append("saved tensors freed by backward()")

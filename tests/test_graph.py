@@ -357,3 +357,12 @@ def test_torchviz_parity_on_small_graphs():
             mapped[(ls, "output" if ld == "<tensor>" else ld)] += c
         assert sum(mapped.values()) > 3
         assert ours == mapped
+
+
+def test_saved_view_shows_its_own_bytes_and_the_storage_it_keeps(ip):
+    """A batch sliced from a big tensor: the op saves 3 KiB of view but keeps the 350 KiB storage alive."""
+    ip.run_cell("import torch\nlin = torch.nn.Linear(64, 8)\nX = torch.randn(1400, 64)\nxb = X[1380:]")
+    r = magic(ip, "--format dot", "lin(xb).sum()")
+    addmm = next(n for n in r.nodes if n.label == "AddmmBackward0")
+    assert addmm.saved_view_bytes == 20 * 64 * 4 and addmm.saved_bytes == 1400 * 64 * 4
+    assert "saves 5.0 KiB of views" in r.dot and "keeps 350.0 KiB of storage alive" in r.dot
