@@ -793,8 +793,12 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
                 own, vis = p.get("own", False), p.get("visible", True)
                 if not isinstance(own, bool) or not isinstance(vis, bool):
                     c.fail("'own' and 'visible' must be true or false")
+                name = c.str_or_na(p.get("name", ""), "name")
+                if own and isinstance(name, str):
+                    # "this kernel" was the recording kernel, not the one replaying the file
+                    name, own = f"{name} (the recording kernel)", False
                 rows.append(ProcessSample(pid=c.num(p["pid"], "pid", na=False, integer=True),
-                                          name=c.str_or_na(p.get("name", ""), "name"),
+                                          name=name,
                                           cmdline=c.str_or_na(p.get("cmdline", ""), "cmdline"),
                                           used_memory_bytes=c.num(p.get("used_memory", 0), "used_memory"),
                                           type=c.text(p.get("type", "C"), "type")[:8], own=own, visible=vis))

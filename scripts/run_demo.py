@@ -57,6 +57,25 @@ def execute(path: str, timeout_s: int = 600):
     return execute_nb(nb, timeout_s=timeout_s, store_widget_state=True)
 
 
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def static_copy(nb):
+    """A copy of ``nb`` for the HTML export: live widget views dropped where the output also carries
+    ``text/html`` (a widget view needs JavaScript from a CDN, which an offline reader does not have;
+    the HTML snapshot shows the last state)."""
+    import copy
+
+    nb = copy.deepcopy(nb)
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and "text/html" in data:
+                del data[WIDGET_VIEW]
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
 def cudainfo_text(nb) -> str:
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.source.strip().startswith("%cudainfo"):
@@ -86,7 +105,7 @@ def main(argv):
             continue
         base = os.path.join(OUT, name[:-6])
         nbformat.write(nb, base + ".ipynb")
-        body, _ = HTMLExporter().from_notebook_node(nb)
+        body, _ = HTMLExporter().from_notebook_node(static_copy(nb))
         with open(base + ".html", "w", encoding="utf-8") as fh:
             fh.write(body)
         print(f"executed {name} in {time.perf_counter() - t0:.1f} s -> {os.path.relpath(base, ROOT)}.ipynb/.html")

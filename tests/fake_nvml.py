@@ -107,7 +107,7 @@ def training_scenario() -> dict:
                           power_draw_mw=lambda t: 70000 + util(t) * 6000,
                           clock_sm=lambda t: 345 if t < 3 else 1980 - (util(t) > 90) * 240,
                           pstate=lambda t: 8 if t < 3 else 0, throttle=throttle,
-                          processes=[(4242, 30 * GIB)]),
+                          processes=[(4242, lambda t: max(0, _ramp(t, GIB // 2, 31 * GIB) - GIB // 4))]),
                      _gpu(1, name="Tesla T4", cc=(7, 5), memory_total=16 * GIB, util_gpu=0,
                           unsupported={"nvmlDeviceGetFanSpeed", "nvmlDeviceGetPowerUsage",
                                        "nvmlDeviceGetEnforcedPowerLimit"})]}
@@ -242,7 +242,8 @@ class FakeNVML:
             return _Obj(gpu=f._val(h.index, "util_gpu"), memory=f._val(h.index, "util_mem"))
 
         def procs(h):
-            return [_Obj(pid=pid, usedGpuMemory=b) for pid, b in f.gpus[h.index]["processes"]]
+            return [_Obj(pid=pid, usedGpuMemory=b(f.ticks[h.index]) if callable(b) else b)
+                    for pid, b in f.gpus[h.index]["processes"]]
 
         def mig_handle(h, i):
             devs = f.gpus[h.index]["mig_devices"]
