@@ -384,6 +384,8 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         b = g.get("pci.bus_id")
         return (0, str(b).lower()) if not is_na(b) else (1, str(g["index"]))
 
+    if not gpus:
+        return {"certain": True, "note": "no GPU visible to NVML: nothing to map"}
     pci_order = sorted(gpus, key=bus_key)
     order_env = (env.get("CUDA_DEVICE_ORDER") or "FASTEST_FIRST").upper()
     names = {str(g.get("name")) for g in gpus}

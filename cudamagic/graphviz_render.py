@@ -140,7 +140,7 @@ def node_text(n) -> str:
             lines.append(attrs["calls"])
         elif attrs.get("type") and attrs["type"] != n.label and n.count == 1:
             lines.append(attrs["type"])
-        lines.append(f"{n.ops} ops" + (f", saves {format_bytes(n.saved_bytes)}" if n.saved_bytes else ""))
+        lines.append(_plural(n.ops, "op") + (f", saves {format_bytes(n.saved_bytes)}" if n.saved_bytes else ""))
     elif n.kind == g.RUN:
         lines = [f"{n.label} x {n.count}" if len(n.attrs) == 1 else n.label]
         if len(n.attrs) > 1:
@@ -158,6 +158,11 @@ def node_text(n) -> str:
             lines.append("saved tensors freed by backward()")
         lines.extend(f"{k}: {v}" for k, v in n.attrs)
     return "\n".join(lines)
+
+
+def _code_spans(escaped: str) -> str:
+    """```x``` spans of already-escaped text as ``<code>x</code>`` (notes are written for text and HTML)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
 def _plural(n: int, word: str, plural: str = "") -> str:
@@ -531,7 +536,7 @@ class GraphResult:
                          f'resize:vertical">{pic}</div>')
         parts.append(f"<p><small>{esc(self.summary_line())}</small></p>")
         if self.notes:
-            parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in self.notes) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{_code_spans(esc(n))}</li>" for n in self.notes) + "</ul>")
         if self.problem == "dot missing":
             parts.append(f"<p><b>{esc(INSTALL_DOT)}</b></p>")
             parts.append(f"<pre>{esc(outline(self.drawn))}</pre>")

@@ -227,7 +227,7 @@ def system_info() -> dict:
     """
     err = init()
     if err is not None:
-        see = NA("NVML not available (see NVML status)", err.code)
+        see = NA("NVML not available: see NVML status", err.code)
         return {"status": err, "driver_version": see, "cuda_driver_version": see,
                 "cuda_driver_version_raw": see, "nvml_version": see, "device_count": see}
     raw = call("nvmlSystemGetCudaDriverVersion")

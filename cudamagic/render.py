@@ -202,8 +202,9 @@ def _wrap(prefix: str, text: str, width: int = TEXT_WIDTH):
     """``prefix + text`` wrapped to ``width`` columns, continuation lines indented under the text."""
     import textwrap
 
+    # long words (paths) are never cut: a path split across lines cannot be copied
     return textwrap.wrap(str(text), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
-                         break_long_words=True, break_on_hyphens=False) or [prefix.rstrip()]
+                         break_long_words=False, break_on_hyphens=False) or [prefix.rstrip()]
 
 
 def _env_text(value) -> str:

@@ -412,5 +412,20 @@ def test_text_fits_100_columns(fake_nvml):
     for scenario in ("no_driver", "two_gpus_f03", "mig"):
         fake_nvml(scenario)
         text = envinfo.collect(env={"CUDA_VISIBLE_DEVICES": ""}).to_text()
-        assert max(len(line) for line in text.splitlines()) <= 100, scenario
+        # only a single unbreakable word (a path) may run past 100 columns, never cut in two
+        assert all(len(line) <= 100 or " " not in line.strip().split("  ")[-1] for line in text.splitlines()), scenario
         assert "'' (set to the empty string)" in text
+
+
+def test_long_paths_are_not_cut(fake_nvml, monkeypatch):
+    fake_nvml("no_driver")
+    f = envinfo.collect_facts(env={})
+    f["torch"]["file"] = "/very/long/" + "x" * 120 + "/torch/__init__.py"
+    from cudamagic.render import CudaInfoReport
+    text = CudaInfoReport(f, envinfo.findings(f)).to_text()
+    assert f["torch"]["file"] in text
+
+
+def test_mapping_note_without_gpus(fake_nvml):
+    f = facts_for(fake_nvml, "no_driver")
+    assert f["mapping"]["note"].startswith("no GPU visible")

@@ -280,3 +280,9 @@ def test_unrolled_loop_opens_with_nodes_in_the_first_screen(lstm):
     points = [(float(x), float(y) + shift) for x, y in re.findall(r'<text[^>]* x="([-\d.]+)" y="([-\d.]+)"', svg)]
     # 1000 x 700 CSS px = 750 x 525 pt, from the top left of the picture
     assert height > 2000 and any(x < 750 and y < 525 for x, y in points)
+
+
+def test_notes_render_code_spans_in_html_and_one_op_is_singular():
+    from cudamagic import graphviz_render as R
+    assert R._code_spans(R.esc("`['no_grad']` has no grad_fn")) == "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn"
+    assert R._plural(1, "op") == "1 op" and R._plural(3, "op") == "3 ops"
