@@ -506,6 +506,9 @@ class GraphResult:
                                    for line in clean_text(outline(self.drawn, 60), 1_000_000).splitlines()))
         elif self.problem:
             parts.append("The DOT source is in the result's `.dot` (for example `print(_.dot)`).")
+        if self.problem != "dot missing":  # the terminal's only view of the graph (40 lines at most)
+            parts.append("\n".join(line if len(line) <= TEXT_WIDTH else line[: TEXT_WIDTH - 1] + "…"
+                                   for line in clean_text(outline(self.drawn, 40), 1_000_000).splitlines()))
         return "\n".join(parts)
 
     def _repr_pretty_(self, p, cycle):

@@ -189,7 +189,10 @@ def test_mlp_graph_names_parameters_and_renders_svg(mlp):
     assert r.svg.lstrip().startswith("<?xml") and "model.0.weight" in r.svg
     html = r._repr_html_()
     assert "<svg" in html and "overflow:auto" in html
-    assert "model.0.weight" not in repr(r) and "autograd graph:" in repr(r)
+    # the terminal form: summary plus a bounded text outline (the terminal's only view of the graph)
+    text = repr(r)
+    assert text.startswith("autograd graph:") and "model.0.weight" in text and "AddmmBackward0" in text
+    assert len(text.splitlines()) <= 45 and max(len(line) for line in text.splitlines()) <= 100
     assert mlp.user_ns["loss"].grad_fn is not None  # the cell's variables land in the namespace
     assert r.graph.saved_bytes_total > 0
 
