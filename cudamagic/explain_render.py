@@ -116,16 +116,13 @@ class CatalogueView:
     def __repr__(self):
         from .render import text_table
 
-        rows = [(e.id, e.title, "/".join(e.types), ",".join(e.reports)) for e in self.entries]
-        table = text_table(("id", "case", "exception", "reports"), rows)
-        width = text_width()
-        for keep in ((0, 1, 3), (0, 1)):
-            if width >= WIDTH or max(len(ln) for ln in table.splitlines()) <= width:
-                break
-            # a narrow terminal: drop columns (all of them are in the HTML form and in `%cudaexplain ID`)
-            headers = ("id", "case", "exception", "reports")
-            table = text_table([headers[i] for i in keep], [[r[i] for i in keep] for r in rows])
-        return table
+        rows = [(e.id, e.title, "/".join(e.types)) for e in self.entries]
+        headers = ("id", "case", "exception")
+        table = text_table(headers, rows)
+        if max(len(ln) for ln in table.splitlines()) > text_width():
+            # too wide: the exception types are in the HTML form and in `%cudaexplain ID`
+            table = text_table(headers[:2], [r[:2] for r in rows])
+        return table + "\n`%cudaexplain ID` shows one entry in full."
 
     def _repr_pretty_(self, p, cycle):
         p.text(repr(self))
@@ -133,9 +130,9 @@ class CatalogueView:
     def _repr_html_(self):
         from .render import html_table
 
-        rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), esc("/".join(e.types)), esc(", ".join(e.reports)),
-                 esc(e.fix)) for e in self.entries]
-        return f'<div class="{NO_MATH}">' + html_table(("id", "case", "exception", "reports", "fix"), rows) + "</div>"
+        rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), esc("/".join(e.types)), esc(e.fix))
+                for e in self.entries]
+        return f'<div class="{NO_MATH}">' + html_table(("id", "case", "exception", "fix"), rows) + "</div>"
 
 
 class NoMatch:

@@ -131,6 +131,7 @@ def test_cudaexplain_list_and_entry(ip):
     text, html = repr(listing), listing._repr_html_()
     for entry in CATALOGUE:
         assert entry.id in text and entry.id in html
+    assert max(len(line) for line in text.splitlines()) <= 96  # fits a terminal
     one = ip.run_line_magic("cudaexplain", "cuda-oom")
     assert one.entry.id == "cuda-oom" and "Fix:" in one.text()
     with pytest.raises(UsageError, match="--list"):
