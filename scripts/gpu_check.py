@@ -87,7 +87,21 @@ def main():
         rep = ip.run_cell_magic("cudamem", "", "y_gpu_check = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device='cuda')\n"
                                 "z = torch.empty(1024 * 1024 * 1024, dtype=torch.uint8, device='cuda'); del z")
         print(rep)
-        check("%%cudamem reports the cell's GPU memory", rep is not None, "")
+        g0 = rep.gpus[0] if rep is not None and rep.gpus else None
+        check("%%cudamem: allocated delta = 512 MiB", g0 is not None and g0.allocated_delta_bytes == 512 * 2**20,
+              str(g0.allocated_delta_bytes if g0 else None))
+        check("%%cudamem: in-cell peak >= 1.5 GiB over the start",
+              g0 is not None and g0.peak_allocated_bytes - g0.allocated_before_bytes >= 1536 * 2**20,
+              str(g0.peak_allocated_bytes if g0 else None))
+        # F22: an out-of-memory error inside a function keeps its 1 GiB local alive through the saved traceback
+        ip.run_cell("def step():\n    local = torch.empty(2**30, dtype=torch.uint8, device='cuda')\n"
+                    "    return torch.empty(2**50, dtype=torch.uint8, device='cuda')\nstep()", store_history=True)
+        held = torch.cuda.memory_allocated()
+        free = ip.run_line_magic("cudamem", "free")
+        print(free)
+        freed = free.gpu_allocated_freed_bytes if free is not None else 0
+        check("%cudamem free gives back the OOM frame's 1 GiB", freed >= 2**30,
+              f"allocated before free {held}, freed {freed}")
     else:
         check("%%cudamem on GPU", None, "magic not present or no CUDA")
     try:
