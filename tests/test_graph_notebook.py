@@ -45,7 +45,7 @@ def test_tour_steps_show_what_they_teach(executed):
     assert "model.0.weight" in html["loss"]                           # parameters named by module path
     assert "freed by backward" in html["q"]                            # F11
     skipped = html['{"tracked": (x * 2).sum(), "no_grad": frozen, "detached": cut}']
-    assert "[&#x27;no_grad&#x27;]` has no grad_fn" in skipped           # no_grad output skipped, with a note
+    assert "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn" in skipped  # no_grad output skipped, with a note
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
                    for c in executed.cells if c.cell_type == "code" for o in c.outputs)
     assert "tensor([3., 3., 3.])" in text and "tensor([ 4.,  8., 12.])" in text
