@@ -30,14 +30,13 @@ import textwrap
 from collections import Counter, defaultdict, deque
 
 from . import graph as g
-from .render import esc, format_bytes, html_table, text_table
+from .render import esc, format_bytes, html_table, terminal_safe, text_table
 
 FORMATS = ("svg", "png", "pdf", "dot")
 SAVE_EXTENSIONS = {"svg": "svg", "png": "png", "pdf": "pdf", "dot": "dot", "gv": "dot"}
 TEXT_WIDTH = 100  # columns of the terminal (text) form
 MAX_TIMEOUT_S = 24 * 3600.0
 _MAGIC = {"svg": (b"<svg",), "png": (b"\x89PNG\r\n\x1a\n",), "pdf": (b"%PDF",)}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
 
 INSTALL_DOT = (
     "The Graphviz `dot` program is not on PATH, so the graph cannot be drawn as a picture "
@@ -297,10 +296,8 @@ def save_format(path: str) -> str:
 
 
 def clean_text(text: str, limit: int = 2000) -> str:
-    """Outside text (``dot``'s messages) made safe to print: control/bidi characters as ``\\xNN``."""
-    text = str(text)[:limit]
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                        else f"\\u{ord(m.group()):04x}", text)
+    """Outside text (``dot``'s messages) made safe to print, lines kept (see ``render.terminal_safe``)."""
+    return terminal_safe(text, limit, keep_newlines=True)
 
 
 def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:

@@ -8,6 +8,7 @@ it is placed in HTML.
 from __future__ import annotations
 
 import html
+import re
 from typing import Iterable, Sequence
 
 from .values import NA, is_na
@@ -16,6 +17,28 @@ from .values import NA, is_na
 #: Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets text between two
 #: ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
 NO_MATH = "mathjax_ignore"
+
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]")
+_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029"
+                                "\u2066-\u2069\ufeff]")
+
+
+def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) -> str:
+    """``str(value)`` safe to print in a terminal: control, zero-width and bidi characters shown as ``\\xNN``.
+
+    Process names, command lines and tool messages come from outside (other users on shared GPU servers);
+    an ``ESC [2J`` or a newline in them would otherwise clear the screen or forge table rows.
+
+    Args:
+        value: anything; ``str()`` is taken.
+        limit: keep at most this many characters (None: all).
+        keep_newlines: keep tab and newline (multi-line messages), escape the rest.
+    """
+    text = str(value) if limit is None else str(value)[:limit]
+    pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", text)
 
 
 def esc(value) -> str:

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import re
 import textwrap
 
-from .render import NO_MATH, esc, format_bytes
+from .render import NO_MATH, esc, format_bytes, terminal_safe
 from .telemetry import Sample, TorchSample
 from .values import is_na
 
@@ -27,17 +26,9 @@ _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-he
 # ---- formatting helpers ---------------------------------------------------------------------
 
 # C0/C1 controls (newline, ESC, CR, BEL...), zero-width and bidi-override characters.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]")
-
-
 def plain(value) -> str:
-    """``str(value)`` safe for a terminal: control, zero-width and bidi characters shown as ``\\xNN``.
-
-    Process names and command lines come from other users on shared GPU servers; a name with
-    ``ESC [2J`` or a newline would otherwise clear the screen or forge table rows in the text view.
-    """
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", str(value))
+    """``str(value)`` safe for a terminal (see :func:`cudamagic.render.terminal_safe`)."""
+    return terminal_safe(value)
 
 
 def _pct(v):
