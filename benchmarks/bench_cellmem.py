@@ -40,7 +40,7 @@ def main():
 
     from IPython.core.interactiveshell import InteractiveShell
 
-    from cudamagic import cellmem
+    from cudamagic.mem import cellmem
 
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "cudamagic")

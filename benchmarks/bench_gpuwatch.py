@@ -22,8 +22,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic import nvml, telemetry, watch as W, widgets  # noqa: E402
-from cudamagic.values import NA  # noqa: E402
+from cudamagic.core import nvml
+from cudamagic.watch import monitor as W, telemetry, widget as widgets  # noqa: E402
+from cudamagic.core.na import NA  # noqa: E402
 
 
 class StubHost:

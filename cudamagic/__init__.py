@@ -8,14 +8,15 @@ __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython):
-    """Register :class:`cudamagic.magics.CudaMagics` on ``ipython``."""
-    from .magics import load
+    """Register every area's magics and the ``CudaMagics`` settings on ``ipython``
+    (see :mod:`cudamagic.extension`)."""
+    from .extension import load
 
     load(ipython)
 
 
 def unload_ipython_extension(ipython):
     """Stop every thread and remove every event callback cudamagic installed."""
-    from .magics import unload
+    from .extension import unload
 
     unload(ipython)

@@ -9,7 +9,7 @@ Two modes:
   GPUs through NVML every ``--interval`` seconds while a small PyTorch training loop runs on
   ``cuda:0`` in this process; the header says it is a real recording.
 
-The output is validated by reading it back with :func:`cudamagic.telemetry.read_trace`.
+The output is validated by reading it back with :func:`cudamagic.watch.telemetry.read_trace`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic import telemetry  # noqa: E402
-from cudamagic.values import NA  # noqa: E402
+from cudamagic.watch import telemetry  # noqa: E402
+from cudamagic.core.na import NA  # noqa: E402
 
 GIB = 1024 ** 3
 

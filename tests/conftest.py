@@ -44,6 +44,6 @@ def fake_nvml(monkeypatch):
         return fake
 
     yield install
-    from cudamagic import nvml
+    from cudamagic.core import nvml
 
     nvml.reset()

@@ -288,7 +288,7 @@ def install(fake: FakeNVML, monkeypatch=None):
     With ``monkeypatch`` the change is undone after the test; without it (inside a
     kernel started by a test) it stays for the life of the process.
     """
-    from cudamagic import nvml
+    from cudamagic.core import nvml
 
     if monkeypatch is not None:
         monkeypatch.setitem(sys.modules, "pynvml", fake.module)

@@ -9,9 +9,9 @@ import weakref
 import pytest
 import torch
 
-from cudamagic import cellmem
-from cudamagic.cellmem import GpuStats, in_cell_peak
-from cudamagic.values import is_na
+from cudamagic.mem import cellmem
+from cudamagic.mem.cellmem import GpuStats, in_cell_peak
+from cudamagic.core.na import is_na
 
 MiB = 1 << 20
 

@@ -14,9 +14,9 @@ import sys
 
 import pytest
 
-from cudamagic import cellmem
-from cudamagic.cellmem import GpuStats
-from cudamagic.values import is_na
+from cudamagic.mem import cellmem
+from cudamagic.mem.cellmem import GpuStats
+from cudamagic.core.na import is_na
 
 MiB = 1 << 20
 GiB = 1 << 30

@@ -9,8 +9,9 @@ import sys
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic.cellmem import CellMemMonitor, CellMemReport, FreeReport, MemHistory
-from cudamagic.values import is_na
+from cudamagic.mem.cellmem import CellMemMonitor, CellMemReport, FreeReport, MemHistory
+from cudamagic import extension as cm_extension
+from cudamagic.core.na import is_na
 
 MiB = 1 << 20
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -35,7 +36,7 @@ class NoCuda:
 @pytest.fixture
 def tip(ip, monkeypatch):
     """The shell with torch imported in the user namespace, on the CPU path."""
-    from cudamagic import cellmem
+    from cudamagic.mem import cellmem
 
     monkeypatch.setattr(cellmem, "_source", NoCuda())
     run(ip, "import torch, weakref")
@@ -313,7 +314,7 @@ def test_history_is_bounded_by_a_config_trait(tip):
 
 @pytest.mark.parametrize("trait", ["cudamem_threshold_bytes", "cudamem_top_tensors", "cudamem_history_cells"])
 def test_negative_config_values_are_refused(tip, trait):
-    magics = tip.magics_manager.registry["CudaMagics"]
+    magics = cm_extension.current().settings
     before = getattr(magics, trait)
     run(tip, f"%config CudaMagics.{trait} = -1")
     assert getattr(magics, trait) == before

@@ -8,7 +8,8 @@ import threading
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic.render import CudaInfoReport
+from cudamagic.info.report import CudaInfoReport
+from cudamagic import extension as cm_extension
 
 
 def test_cudainfo_returns_report(ip, fake_nvml):
@@ -128,13 +129,13 @@ def test_json_and_quiet_conflict(ip):
 def test_nvcc_timeout_rejected_by_config(ip, value, capsys):
     ip.run_cell(f"%config CudaMagics.nvcc_timeout_s = {value}")
     try:
-        magics = ip.magics_manager.registry["CudaMagics"]
+        magics = cm_extension.current().settings
         assert 0.1 <= magics.nvcc_timeout_s <= 600
         assert isinstance(ip.run_line_magic("cudainfo", ""), CudaInfoReport)
         # the rejected value may linger in the shell's config: reloading must still work, with a warning
         capsys.readouterr()
         ip.run_line_magic("reload_ext", "cudamagic")
-        assert 0.1 <= ip.magics_manager.registry["CudaMagics"].nvcc_timeout_s <= 600
+        assert 0.1 <= cm_extension.current().settings.nvcc_timeout_s <= 600
         assert isinstance(ip.run_line_magic("cudainfo", ""), CudaInfoReport)
     finally:
         ip.config.CudaMagics.pop("nvcc_timeout_s", None)
@@ -147,7 +148,7 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
         ip.run_line_magic("load_ext", "cudamagic")
         out = capsys.readouterr().out
         assert "ignoring CudaMagics.nvcc_timeout_s = -3.0" in out and "%config CudaMagics.nvcc_timeout_s" in out
-        assert ip.magics_manager.registry["CudaMagics"].nvcc_timeout_s == 5.0
+        assert cm_extension.current().settings.nvcc_timeout_s == 5.0
     finally:
         ip.config.CudaMagics.pop("nvcc_timeout_s", None)
 
@@ -155,7 +156,7 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
 def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
     """After `%pip install nvidia-ml-py`, reloading the extension must look for the binding again."""
     import sys
-    from cudamagic import nvml
+    from cudamagic.core import nvml
     from tests import fake_nvml as fm
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails: binding missing
     nvml.reset()

@@ -5,8 +5,8 @@ import stat
 
 import pytest
 
-from cudamagic import envinfo
-from cudamagic.values import NA, is_na
+from cudamagic.info import facts as envinfo
+from cudamagic.core.na import NA, is_na
 
 
 @pytest.mark.parametrize("value, expected", [
@@ -421,7 +421,7 @@ def test_long_paths_are_not_cut(fake_nvml, monkeypatch):
     fake_nvml("no_driver")
     f = envinfo.collect_facts(env={})
     f["torch"]["file"] = "/very/long/" + "x" * 120 + "/torch/__init__.py"
-    from cudamagic.render import CudaInfoReport
+    from cudamagic.info.report import CudaInfoReport
     text = CudaInfoReport(f, envinfo.findings(f)).to_text()
     assert f["torch"]["file"] in text
 

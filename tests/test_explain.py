@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudamagic import explain as ex  # noqa: E402
+from cudamagic.explain import match as ex  # noqa: E402
 
 SETUP = "import torch, torch.nn as nn, torch.nn.functional as F"
 BOX = "cudamagic explains"
@@ -30,9 +30,9 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def magics():
-    from cudamagic import magics as m
+    from cudamagic import extension as m
 
-    return m._ACTIVE
+    return m.current().magics["explain"]
 
 
 def fail(ip, code):

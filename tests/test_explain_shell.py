@@ -23,9 +23,9 @@ SCALAR_FAIL = "w = torch.randn(3, requires_grad=True)\npred = w * 2\npred.backwa
 
 
 def magics():
-    from cudamagic import magics as m
+    from cudamagic import extension as m
 
-    return m._ACTIVE
+    return m.current().magics["explain"]
 
 
 def clean(text: str) -> str:
@@ -124,7 +124,7 @@ def test_explain_errors_false_turns_the_box_off(ip, capsys):
 
 
 def test_cudaexplain_list_and_entry(ip):
-    from cudamagic.explain import CATALOGUE
+    from cudamagic.explain.match import CATALOGUE
 
     listing = ip.run_line_magic("cudaexplain", "--list")
     assert len(listing) == len(CATALOGUE) >= 20
@@ -208,7 +208,7 @@ def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
     import gc
     import weakref
 
-    from cudamagic import explain as ex
+    from cudamagic.explain import match as ex
 
     ip.run_cell("import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, 100)\n"
                 "    keep.append(weakref.ref(big))\n    return nn_lin(big)\nimport weakref")
@@ -239,7 +239,7 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     import os
     import shutil
 
-    from cudamagic import explain_render as er
+    from cudamagic.explain import box as er
 
     ip.run_cell("import torch")
     ip.run_cell(SCALAR_FAIL)
@@ -247,7 +247,7 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((80, 24)))
     monkeypatch.setattr(sys, "stdout", _Tty())
     assert er.text_width() == 79
-    for text in (expl.text(), repr(er.CatalogueView(__import__("cudamagic.explain").explain.CATALOGUE))):
+    for text in (expl.text(), repr(er.CatalogueView(__import__("cudamagic.explain.match").explain.match.CATALOGUE))):
         assert max(len(line) for line in text.splitlines()) <= 79
     assert expl.text().splitlines()[-1].startswith("╰─ ")
     monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((20, 24)))
@@ -258,9 +258,9 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
 
 def test_html_outputs_opt_out_of_math_typesetting(ip):
     """JupyterLab typesets text between two `$` as a formula; an error message may hold `$HOME/...`."""
-    from cudamagic.explain import CATALOGUE
-    from cudamagic.explain_render import CatalogueView, NoMatch
-    from cudamagic.render import NO_MATH
+    from cudamagic.explain.match import CATALOGUE
+    from cudamagic.explain.box import CatalogueView, NoMatch
+    from cudamagic.core.fmt import NO_MATH
 
     ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')")
     for obj in (magics().last_explanation, CatalogueView(CATALOGUE), NoMatch("ValueError", "$a$ and $b$")):

@@ -8,8 +8,9 @@ import time
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic import telemetry, watch as W, widgets
-from cudamagic.values import is_na
+from cudamagic.watch import monitor as W, telemetry, widget as widgets
+from cudamagic.core.na import is_na
+from cudamagic import extension as cm_extension
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "examples", "trace_demo.jsonl")
@@ -145,7 +146,7 @@ def test_config_trait_sets_the_default_interval(ip, fake_nvml, tmp_path):
         assert watch.sampler.interval_s == 0.25
         watch.stop()
         ip.run_line_magic("config", "CudaMagics.watch_interval_s = 0.01")  # traitlets logs and keeps 0.25
-        magics = ip.magics_manager.registry["CudaMagics"]
+        magics = cm_extension.current().settings
         assert magics.watch_interval_s == 0.25
     finally:
         ip.config.CudaMagics.pop("watch_interval_s", None)

@@ -11,14 +11,14 @@ import os
 
 import pytest
 
-from cudamagic import telemetry, widgets
+from cudamagic.watch import telemetry, widget as widgets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "examples", "trace_demo.jsonl")
 
 CELL2 = """\
 import json, time
-from cudamagic.watch import current
+from cudamagic.watch.monitor import current
 w = current()
 t_start = time.time()
 running_at_start, n_at_start = w.running, w.samples_taken

@@ -16,8 +16,8 @@ import torch
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from cudamagic import graph as G
-from cudamagic import graphviz_render as R
+from cudamagic.graph import walk as G
+from cudamagic.graph import dot as R
 
 HAVE_DOT = R.find_dot() is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
@@ -297,7 +297,7 @@ def test_missing_dot_gives_install_message_outline_and_source(mlp, monkeypatch):
 @needs_dot
 def test_lstmcell_200_steps_renders_within_time_limit(ip):
     ip.run_cell("import torch\ncell = torch.nn.LSTMCell(8, 16)\nxs = torch.randn(200, 2, 8)")
-    limit = ip.find_cell_magic("autograd_graph").__self__.graph_dot_timeout_s
+    limit = ip.find_cell_magic("autograd_graph").__self__.settings.graph_dot_timeout_s
     t0 = time.perf_counter()
     r = magic(ip, "", "h = c = torch.zeros(2, 16)\nfor t in range(200):\n    h, c = cell(xs[t], (h, c))\nh.sum()")
     elapsed = time.perf_counter() - t0

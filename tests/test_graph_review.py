@@ -15,8 +15,8 @@ import torch
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
-from cudamagic import graph as G
-from cudamagic import graphviz_render as R
+from cudamagic.graph import walk as G
+from cudamagic.graph import dot as R
 
 HAVE_DOT = R.find_dot() is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
@@ -48,7 +48,7 @@ def w(ip):
 def test_freeing_a_walked_100k_chain_does_not_crash_the_process():
     code = textwrap.dedent("""
         import torch
-        from cudamagic import graph as G
+        from cudamagic.graph import walk as G
         x = torch.randn(2, requires_grad=True)
         z = x
         for _ in range(100_000):
@@ -120,7 +120,7 @@ def test_bad_flags_are_usage_errors_before_the_cell_runs(w, tmp_path, flags, mat
 
 
 def test_bad_config_values_are_usage_errors(w):
-    magics = w.find_cell_magic("autograd_graph").__self__
+    magics = w.find_cell_magic("autograd_graph").__self__.settings
     old = magics.graph_dot_timeout_s, magics.graph_node_budget
     try:
         magics.graph_dot_timeout_s = float("nan")
@@ -283,6 +283,6 @@ def test_unrolled_loop_opens_with_nodes_in_the_first_screen(lstm):
 
 
 def test_notes_render_code_spans_in_html_and_one_op_is_singular():
-    from cudamagic import graphviz_render as R
+    from cudamagic.graph import dot as R
     assert R._code_spans(R.esc("`['no_grad']` has no grad_fn")) == "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn"
     assert R._plural(1, "op") == "1 op" and R._plural(3, "op") == "3 ops"

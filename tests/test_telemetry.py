@@ -14,10 +14,10 @@ import types
 
 import pytest
 
-from cudamagic import telemetry, widgets
-from cudamagic.telemetry import (EndOfTrace, HostSample, LiveSource, Sampler, TorchSample, TraceError,
+from cudamagic.watch import telemetry, widget as widgets
+from cudamagic.watch.telemetry import (EndOfTrace, HostSample, LiveSource, Sampler, TorchSample, TraceError,
                                  TraceWriter, read_trace, sample_from_json, sample_to_json)
-from cudamagic.values import NA, is_na
+from cudamagic.core.na import NA, is_na
 from tests.fake_nvml import GIB, HOSTILE_NAME
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -143,7 +143,7 @@ def test_f05_bytes_and_str_names_identical(fake_nvml):
         fake_nvml(scenario)
         s = live().read(1, 0.0)
         outs.append(sample_to_json(s)["gpus"])
-        from cudamagic import nvml
+        from cudamagic.core import nvml
         nvml.reset()
     assert outs[0] == outs[1]
     assert outs[0][0]["name"] == "Tesla T4" and outs[0][0]["uuid"].startswith("GPU-")

@@ -2,8 +2,8 @@
 
 import pytest
 
-from cudamagic import nvml
-from cudamagic.values import NA, is_na
+from cudamagic.core import nvml
+from cudamagic.core.na import NA, is_na
 from tests.fake_nvml import GIB
 
 

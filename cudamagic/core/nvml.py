@@ -25,7 +25,7 @@ import re
 import sys
 import threading
 
-from .values import NA, is_na
+from .na import NA, is_na
 
 _lock = threading.RLock()
 _state = {"module": None, "initialized": False, "error": None}

@@ -114,7 +114,7 @@ class Explanation:
     # rendering lives in explain_render; these delegate so the object displays itself
     def text(self) -> str:
         """The box as plain text."""
-        from .explain_render import explanation_text
+        from .box import explanation_text
 
         return explanation_text(self)
 
@@ -125,7 +125,7 @@ class Explanation:
         p.text(self.text())
 
     def _repr_html_(self):
-        from .explain_render import explanation_html
+        from .box import explanation_html
 
         return explanation_html(self)
 
@@ -324,7 +324,7 @@ def _module_dtype(module):
 
 
 def _fmt_bytes(n) -> str:
-    from .render import format_bytes
+    from ..core.fmt import format_bytes
 
     return format_bytes(n)
 

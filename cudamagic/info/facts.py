@@ -19,8 +19,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from . import nvml
-from .values import NA, is_na
+from ..core import nvml
+from ..core.na import NA, is_na
 
 # ---------------------------------------------------------------------------------------
 # Parsers
@@ -451,7 +451,7 @@ def collect(nvcc_timeout_s: float = 5.0, env=None):
 
     Never raises: what cannot be read is NA with the reason. Does not create a CUDA context.
     """
-    from .render import CudaInfoReport
+    from .report import CudaInfoReport
 
     facts = collect_facts(nvcc_timeout_s=nvcc_timeout_s, env=env)
     return CudaInfoReport(facts, findings(facts))

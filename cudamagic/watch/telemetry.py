@@ -31,8 +31,8 @@ import threading
 import time
 from dataclasses import dataclass
 
-from . import nvml
-from .values import NA, is_na, jsonable
+from ..core import nvml
+from ..core.na import NA, is_na, jsonable
 
 TRACE_VERSION = 1
 
@@ -644,7 +644,7 @@ MAX_STR = 4096
 
 def trace_header(source: str, interval_s: float | None = None) -> dict:
     """The first line of a trace: ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``."""
-    from . import __version__
+    from .. import __version__
 
     head = {"cudamagic_trace": TRACE_VERSION, "source": source, "created": _iso(time.time()),
             "cudamagic_version": __version__, "units": dict(nvml.FIELD_UNITS)}

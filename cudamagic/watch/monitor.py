@@ -15,9 +15,9 @@ from __future__ import annotations
 import atexit
 import threading
 
-from . import telemetry
+from . import telemetry, widget as views
 from .telemetry import Sampler, sample_rows
-from .widgets import WatchView, sample_text, snapshot_html
+from .widget import WatchView, sample_text, snapshot_html
 
 SPARKLINE_POINTS = 120
 
@@ -192,3 +192,39 @@ def stop_current():
 
 
 atexit.register(stop_current)
+
+
+def run_foreground(source, *, interval_s: float, history_len: int, count: int | None, writer=None,
+                   clear_screen: bool = False) -> GpuWatch:
+    """Terminal loop (``%gpuwatch --loop`` or ``--count N``): print the text table every ``interval_s`` seconds
+    in the calling thread until Ctrl-C or ``count`` samples; returns the finished monitor.
+
+    Args:
+        source: the sample source. interval_s: seconds between samples. history_len: samples kept.
+        count: stop after this many samples (None: until Ctrl-C). writer: a ``TraceWriter`` or None.
+        clear_screen: clear the terminal before each table (a TTY), else separate tables by a blank line.
+    """
+    stop_current()
+    sampler = Sampler(source, interval_s=interval_s, history_len=history_len, count=count, writer=writer)
+    watch = GpuWatch(sampler, label=source.label, widget=False)
+
+    def show(sample):
+        print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
+        print(views.sample_text(sample, source.label, f"refreshing every {interval_s:g} s; Ctrl-C stops",
+                          sampler.error), flush=True)
+
+    sampler.on_sample = show
+    try:
+        sampler.run_loop()
+    except KeyboardInterrupt:
+        sampler.finished = "stopped by Ctrl-C"
+    return watch
+
+
+def stop_message() -> str:
+    """``%gpuwatch --stop``: stop the running monitor and say what happened."""
+    w = current()
+    if w is None or not w.running:
+        return "No %gpuwatch is running."
+    w.stop()
+    return f"%gpuwatch stopped after {w.samples_taken} samples."

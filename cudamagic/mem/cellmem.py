@@ -57,8 +57,8 @@ import time
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from .render import NO_MATH, TEXT_WIDTH, esc, format_bytes, html_table, na_cell_html, text_table
-from .values import NA, is_na, jsonable
+from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, html_table, na_cell_html, text_table
+from ..core.na import NA, is_na, jsonable
 
 MiB = 1 << 20
 
@@ -336,7 +336,7 @@ def nvml_process_memory():
     Uses :func:`cudamagic.nvml.process_gpu_memory` (includes the CUDA context and
     allocations made outside PyTorch).
     """
-    from . import nvml
+    from ..core import nvml
 
     err = nvml.init()
     if err is not None:

@@ -29,8 +29,8 @@ import subprocess
 import textwrap
 from collections import Counter, defaultdict, deque
 
-from . import graph as g
-from .render import esc, format_bytes, html_table, terminal_safe, text_table
+from . import walk as g
+from ..core.fmt import esc, format_bytes, html_table, terminal_safe, text_table
 
 FORMATS = ("svg", "png", "pdf", "dot")
 SAVE_EXTENSIONS = {"svg": "svg", "png": "png", "pdf": "pdf", "dot": "dot", "gv": "dot"}

@@ -16,9 +16,9 @@ import collections
 import contextlib
 import textwrap
 
-from .render import NO_MATH, esc, format_bytes, terminal_safe
+from ..core.fmt import NO_MATH, esc, format_bytes, terminal_safe
 from .telemetry import Sample, TorchSample
-from .values import is_na
+from ..core.na import is_na
 
 _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
 
@@ -149,7 +149,7 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
     Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
     clear the terminal or start a new line.
     """
-    from .render import text_table as _table
+    from ..core.fmt import text_table as _table
 
     def text_table(headers, rows):
         return _table(headers, [[plain(c) for c in row] for row in rows])

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import textwrap
 
-from .render import NO_MATH, esc
+from ..core.fmt import NO_MATH, esc
 
 WIDTH = 96
 MIN_WIDTH = 40
@@ -114,7 +114,7 @@ class CatalogueView:
         return len(self.entries)
 
     def __repr__(self):
-        from .render import text_table
+        from ..core.fmt import text_table
 
         rows = [(e.id, e.title, "/".join(e.types)) for e in self.entries]
         headers = ("id", "case", "exception")
@@ -128,7 +128,7 @@ class CatalogueView:
         p.text(repr(self))
 
     def _repr_html_(self):
-        from .render import html_table
+        from ..core.fmt import html_table
 
         rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), esc("/".join(e.types)), esc(e.fix))
                 for e in self.entries]

@@ -1,0 +1,139 @@
+"""Shared text/HTML helpers: unit formatting, escaping and small tables.
+
+Nothing heavy is imported here. Every string that came from outside (process
+names, paths, error messages, variable names) goes through :func:`esc` before
+it is placed in HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Iterable, Sequence
+
+from .na import NA, is_na
+
+
+#: Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets text between two
+#: ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
+NO_MATH = "mathjax_ignore"
+
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]")
+_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029"
+                                "\u2066-\u2069\ufeff]")
+
+
+def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) -> str:
+    """``str(value)`` safe to print in a terminal: control, zero-width and bidi characters shown as ``\\xNN``.
+
+    Process names, command lines and tool messages come from outside (other users on shared GPU servers);
+    an ``ESC [2J`` or a newline in them would otherwise clear the screen or forge table rows.
+
+    Args:
+        value: anything; ``str()`` is taken.
+        limit: keep at most this many characters (None: all).
+        keep_newlines: keep tab and newline (multi-line messages), escape the rest.
+    """
+    text = str(value) if limit is None else str(value)[:limit]
+    pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
+    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", text)
+
+
+def esc(value) -> str:
+    """HTML-escape ``str(value)`` (quotes included)."""
+    return html.escape(str(value), quote=True)
+
+
+def format_bytes(n) -> str:
+    """Format a byte count with binary units (``1536`` -> ``'1.5 KiB'``); NA stays ``'N/A'``."""
+    if is_na(n):
+        return str(n)
+    n = float(n)
+    sign = "-" if n < 0 else ""
+    n = abs(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            if unit == "B":
+                return f"{sign}{int(n)} B"
+            return f"{sign}{n:.1f} {unit}"
+        n /= 1024
+    return f"{sign}{n:.1f} TiB"  # pragma: no cover
+
+
+def format_value(value, unit: str = "") -> str:
+    """Format a number with its unit, or NA as ``'N/A (reason)'``."""
+    if is_na(value):
+        return value.describe()
+    if isinstance(value, float):
+        text = f"{value:.1f}"
+    else:
+        text = str(value)
+    return f"{text} {unit}".strip() if unit else text
+
+
+def na_cell_html(value, formatted: str | None = None) -> str:
+    """One HTML cell body: NA shows 'N/A' with the reason as tooltip and small text."""
+    if is_na(value):
+        return (f'<span class="cm-na" title="{esc(value.reason)}">N/A</span> '
+                f'<small class="cm-na-reason">({esc(value.reason)})</small>')
+    return esc(formatted if formatted is not None else value)
+
+
+def display_width(text) -> int:
+    """Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining marks 0
+    (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character, counts 1)."""
+    from wcwidth import wcswidth, wcwidth
+
+    text = str(text)
+    if text.isascii() and text.isprintable():
+        return len(text)
+    width = wcswidth(text)
+    return width if width >= 0 else sum(1 if wcwidth(ch) < 0 else wcwidth(ch) for ch in text)
+
+
+def pad(text, width: int) -> str:
+    """``str(text)`` padded with spaces on the right to ``width`` terminal columns (see :func:`display_width`)."""
+    text = str(text)
+    return text + " " * max(0, width - display_width(text))
+
+
+def clip(text, width: int) -> str:
+    """``str(text)`` cut to at most ``width`` terminal columns, ending in ``…`` when cut."""
+    text = str(text)
+    if display_width(text) <= width:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = display_width(ch)
+        if used + w > max(1, width - 1):
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "\u2026"
+
+
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A plain monospace table: columns padded to the widest cell in terminal columns, so double-width (CJK)
+    process and GPU names stay aligned; a dashed rule under the headers."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [display_width(h) for h in headers]
+    for r in rows:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], display_width(c))
+    line = "  ".join(pad(h, widths[i]) for i, h in enumerate(headers)).rstrip()
+    out = [line, "  ".join("-" * w for w in widths)]
+    for r in rows:
+        out.append("  ".join(pad(c, widths[i]) for i, c in enumerate(r)).rstrip())
+    return "\n".join(out)
+
+
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "cm-table") -> str:
+    """An HTML table; ``rows`` cells must already be escaped HTML fragments."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+TEXT_WIDTH = 100  # columns of every text (terminal) report

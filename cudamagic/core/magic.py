@@ -1,0 +1,62 @@
+"""The base of every area's ``Magics`` class: argument parsing that fails only with ``UsageError``, settings
+and cleanups.
+
+IPython's own ``IPython/core/magics/`` package is the model: each area (``info``, ``watch``, ``graph``, ``mem``,
+``explain``) has one small :class:`AreaMagics` subclass in its ``magic.py``, and :mod:`cudamagic.extension`
+registers them all. A magic method parses its line with :meth:`AreaMagics.parse` and calls one function of its
+area; user settings live on the one ``CudaMagics`` configurable (``%config CudaMagics.<name>``), reached here as
+``self.settings``.
+"""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics
+from IPython.core.magic_arguments import parse_argstring
+
+
+class AreaMagics(Magics):
+    """One feature area's magics.
+
+    Args:
+        shell: the running ``InteractiveShell``.
+        settings: the ``CudaMagics`` configurable holding every ``%config CudaMagics.<name>`` setting.
+        add_cleanup: registers a no-argument callable run on ``%unload_ext cudamagic`` (threads stopped,
+            callbacks removed); the extension runs them in reverse order.
+    """
+
+    def __init__(self, shell, settings, add_cleanup):
+        super().__init__(shell=shell)
+        self.settings = settings
+        self.add_cleanup = add_cleanup
+
+    def on_load(self) -> None:
+        """Called once after registration (install event callbacks, extra magic names). Default: nothing."""
+
+    def parse(self, func, line: str, usage: str | None = None, prefix: str = "%"):
+        """Parse ``line`` with ``func``'s ``magic_arguments`` parser; every failure is a one-line ``UsageError``.
+
+        Args:
+            func: the magic method (decorated with ``@magic_arguments``).
+            line: the argument string after the magic's name.
+            usage: one-line usage, e.g. ``"%cudainfo [--json | -q]"``; when given, argparse's message is
+                followed by it and a pointer to ``%magic?``.
+            prefix: ``"%"`` (line magic) or ``"%%"`` (cell magic), for the messages.
+
+        Raises:
+            UsageError: unknown flag, bad value, or a line that cannot be split into words (an unbalanced quote
+                or a trailing backslash: ``shlex`` raises ``ValueError``, turned into a message that says what to
+                type).
+        """
+        name = func.__name__
+        try:
+            return parse_argstring(func, line)
+        except UsageError as exc:
+            if usage is None:
+                raise
+            raise UsageError(f"{prefix}{name}: {exc}. Usage: {usage}. Type %{name}? for every option.") from None
+        except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+            raise UsageError(
+                f"{prefix}{name}: cannot split the arguments into words ({exc}): {line.strip()!r}. Close every "
+                "quote you open and quote a value with spaces as a whole, e.g. --log \"run 1.jsonl\". "
+                f"Type %{name}? for every option.") from None

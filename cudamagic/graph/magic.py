@@ -1,0 +1,99 @@
+"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`, the capture
+and walk in :mod:`.walk`, DOT and rendering in :mod:`.dot`)."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from traitlets import Float, HasTraits, Int, Unicode
+
+from ..core.magic import AreaMagics
+
+
+class GraphSettings(HasTraits):
+    """``%%autograd_graph`` settings, reachable as ``%config CudaMagics.<name>``."""
+
+    graph_dot_timeout_s = Float(
+        20.0, help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before it is "
+        "killed and a collapsed view (or a summary) is shown instead."
+    ).tag(config=True)
+    graph_node_budget = Int(
+        2500, help="Most nodes (count) %%autograd_graph draws in full; bigger graphs are drawn as the "
+        "collapsed module view."
+    ).tag(config=True)
+    graph_format = Unicode(
+        "svg", help="Default picture format of %%autograd_graph: svg, png, pdf or dot (DOT source only)."
+    ).tag(config=True)
+
+
+@magics_class
+class GraphMagics(AreaMagics):
+    """``%%autograd_graph``."""
+
+    @magic_arguments()
+    @argument("-o", "--output", default=None, metavar="NAME[,NAME...]",
+              help="Draw these variables instead of the cell's last expression.")
+    @argument("--show-saved", action="store_true", help="Draw the tensors each op saves for backward.")
+    @argument("--show-attrs", action="store_true", help="Show non-tensor saved attributes (alpha, dim, sizes).")
+    @argument("--group", action="store_true", help="Draw each nn.Module call as a labelled cluster.")
+    @argument("--depth", type=int, default=None, metavar="D",
+              help="Collapse module calls deeper than D into single boxes (0: one box per top-level call).")
+    @argument("--no-fold", action="store_true",
+              help="With --depth, keep repeated identical blocks separate instead of one box 'x N'.")
+    @argument("--shared-params", action="store_true",
+              help="One node per parameter even when many ops use it (default: one node per use, faster).")
+    @argument("--format", default=None, choices=["svg", "png", "pdf", "dot"],
+              help="Picture format (default: CudaMagics.graph_format).")
+    @argument("--save", default=None, metavar="PATH",
+              help="Also write the picture to PATH (format from the extension: .svg .png .pdf .dot).")
+    @argument("--timeout", type=float, default=None, metavar="S",
+              help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).")
+    @argument("--max-nodes", type=int, default=None, metavar="N",
+              help="Node budget before collapsing (default: CudaMagics.graph_node_budget).")
+    @cell_magic
+    def autograd_graph(self, line, cell):
+        """Run the cell and draw the autograd graph (grad_fn DAG) of its result.
+
+        The cell runs like a normal cell (its variables stay; your own errors show
+        your source). The last expression, or the ``-o`` variables, may be a
+        tensor or a tuple/list/dict/namedtuple/dataclass of tensors. Parameters are
+        named by their module path, ops show the bytes they save for backward, and
+        big graphs collapse into module boxes. Returns a ``GraphResult`` with
+        ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
+
+        Examples
+        --------
+        ::
+
+            %%autograd_graph
+            loss = loss_fn(model(x), y)
+            loss
+
+            %%autograd_graph -o logits,loss --show-saved
+            logits = model(x); loss = logits.sum()
+
+            %%autograd_graph --group --depth 1 --save encoder.svg
+            encoder(src)
+
+            g = _          # the GraphResult: g.nodes, g.edges, g.dot, g.save("graph.pdf")
+            %config CudaMagics.graph_dot_timeout_s = 60
+        """
+        args = self.parse(self.autograd_graph, line, prefix="%%")
+        from . import dot, options, walk
+
+        opts = options.resolve(args, self.settings)
+        try:
+            import torch  # noqa: F401
+        except ImportError as exc:
+            raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
+        __tracebackhide__ = True  # noqa: F841 - the user's error shows their cell, not this frame
+        try:
+            gr = walk.capture(self.shell, cell, line, list(opts.output_names), show_saved=opts.show_saved,
+                              show_attrs=opts.show_attrs, shared_params=opts.shared_params)
+        except walk.NothingToDraw as exc:
+            raise UsageError(str(exc)) from exc
+        except SyntaxError as exc:  # the cell did not run: shown without our parser frames
+            raise exc.with_traceback(None) from None
+        return dot.draw(gr, fmt=opts.fmt, group=opts.group, depth=opts.depth, fold=opts.fold,
+                        node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path)

@@ -1,0 +1,70 @@
+"""``%%autograd_graph`` options: checked here, before the cell runs, so a mistake never costs a cell run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from IPython.core.error import UsageError
+
+from . import dot
+
+FORMATS = ("svg", "png", "pdf", "dot")
+
+
+@dataclass(frozen=True)
+class GraphOptions:
+    """What one ``%%autograd_graph`` line asks for.
+
+    Attributes:
+        fmt: picture format (``svg``, ``png``, ``pdf`` or ``dot`` for the DOT source only).
+        output_names: variables to draw instead of the last expression (empty: the last expression).
+        show_saved, show_attrs, group, shared_params: drawing switches (see ``%%autograd_graph?``).
+        depth: collapse module calls deeper than this (None: automatic). fold: fold repeated blocks.
+        node_budget: most nodes drawn in full (count). timeout_s: seconds ``dot`` may run.
+        save_path: also write the picture here, or None.
+    """
+
+    fmt: str
+    output_names: tuple
+    show_saved: bool
+    show_attrs: bool
+    group: bool
+    depth: int | None
+    fold: bool
+    shared_params: bool
+    node_budget: int
+    timeout_s: float
+    save_path: str | None
+
+
+def resolve(args, settings) -> GraphOptions:
+    """Check the parsed flags and the ``CudaMagics.graph_*`` settings.
+
+    Raises:
+        UsageError: an unknown format, a negative depth, a node budget below 1, a time limit that is not a
+            number of seconds in (0, 1 day], or a ``--save`` path without a known extension or in a missing folder.
+    """
+    fmt = args.format or settings.graph_format
+    if fmt not in FORMATS:
+        raise UsageError(f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
+                         "`%config CudaMagics.graph_format = 'svg'`.")
+    if args.depth is not None and args.depth < 0:
+        raise UsageError("--depth must be 0 or more, for example `%%autograd_graph --depth 1`.")
+    budget = settings.graph_node_budget if args.max_nodes is None else args.max_nodes
+    if budget < 1:
+        what = "--max-nodes" if args.max_nodes is not None else "CudaMagics.graph_node_budget"
+        raise UsageError(f"{what} must be 1 or more (got {budget}); for example "
+                         "`%%autograd_graph --max-nodes 5000`.")
+    try:
+        timeout_s = dot.check_timeout(
+            settings.graph_dot_timeout_s if args.timeout is None else args.timeout,
+            "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s")
+        if args.save is not None:
+            dot.save_format(args.save)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    names = tuple(n.strip() for n in (args.output or "").split(",") if n.strip())
+    return GraphOptions(fmt=fmt, output_names=names, show_saved=args.show_saved, show_attrs=args.show_attrs,
+                        group=args.group, depth=args.depth, fold=not args.no_fold,
+                        shared_params=args.shared_params, node_budget=budget, timeout_s=timeout_s,
+                        save_path=args.save)

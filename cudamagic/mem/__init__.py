@@ -1,0 +1,2 @@
+"""``%%cudamem`` / ``%cudamem``: per-cell memory measurement, tensor census, history and ``free``
+(:mod:`.cellmem`); the IPython front is :mod:`.magic`."""

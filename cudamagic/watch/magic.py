@@ -1,0 +1,117 @@
+"""``%gpuwatch``: the IPython front of the live GPU monitor (options in :mod:`.options`, the monitor in
+:mod:`.monitor`, samples and sources in :mod:`.telemetry`, the widget and text view in :mod:`.widget`)."""
+
+from __future__ import annotations
+
+from IPython.core.magic import line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
+from traitlets import Bool, Float, HasTraits, Int, Unicode
+
+from ..core.magic import AreaMagics
+
+
+class WatchSettings(HasTraits):
+    """``%gpuwatch`` settings, reachable as ``%config CudaMagics.<name>``."""
+
+    watch_interval_s = Float(
+        1.0, min=0.05, help="Seconds between %gpuwatch samples (--interval). Minimum 0.1 s live (NVML's "
+        "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while costing NVML "
+        "calls and widget traffic) and 0.05 s for --replay (no NVML cost; about 20 updates/s is what a front "
+        "end renders smoothly)."
+    ).tag(config=True)
+    watch_history_samples = Int(
+        600, min=2, max=1_000_000, help="Samples %gpuwatch keeps in memory (a ring buffer: constant memory "
+        "however long it runs); watch.history returns them (--history)."
+    ).tag(config=True)
+    watch_devices = Unicode(
+        "", help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty = all "
+        "(--devices)."
+    ).tag(config=True)
+    watch_text = Bool(
+        False, help="Always use the plain-text table instead of widgets (--text)."
+    ).tag(config=True)
+
+
+@magics_class
+class WatchMagics(AreaMagics):
+    """``%gpuwatch``."""
+
+    def _widgets_ok(self) -> bool:
+        """True in a Jupyter kernel with ipywidgets importable (else the text table is used)."""
+        if self.settings.watch_text or type(self.shell).__name__ != "ZMQInteractiveShell":
+            return False
+        try:
+            import ipywidgets  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    @magic_arguments()
+    @argument("-i", "--interval", type=float, default=None, metavar="SECONDS",
+              help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
+                   "0.05 with --replay; at most 3600).")
+    @argument("-d", "--devices", default=None, metavar="LIST",
+              help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.")
+    @argument("--history", type=int, default=None, metavar="N",
+              help="Samples kept in memory (default CudaMagics.watch_history_samples = 600).")
+    @argument("-n", "--count", type=int, default=None, metavar="N", help="Stop after N samples.")
+    @argument("--stop", action="store_true", help="Stop the running monitor.")
+    @argument("--text", action="store_true", help="Plain-text table instead of widgets.")
+    @argument("--loop", action="store_true",
+              help="Terminal: reprint the table every interval until Ctrl-C (like nvidia-smi -l).")
+    @argument("--log", default=None, metavar="FILE.jsonl",
+              help="Append every sample to this JSON-lines file (nvidia-smi key names, raw units).")
+    @argument("--replay", default=None, metavar="FILE.jsonl",
+              help="Play a file written by --log through the same display, labelled as a replay.")
+    @line_magic
+    def gpuwatch(self, line=""):
+        """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host) that keeps
+        updating while other cells run.
+
+        In a notebook it shows a widget updated by one background thread per kernel (running
+        ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
+        it prints a text table (``--loop`` refreshes it until Ctrl-C). NVML faults never stop it:
+        unreadable fields show N/A with the reason. Returns the monitor: ``watch.history`` (records
+        with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
+
+        Examples
+        --------
+        ::
+
+            %gpuwatch
+            watch = %gpuwatch --interval 0.5 --devices 0,1 --log run1.jsonl
+            watch
+            import pandas as pd; pd.DataFrame(watch.history)
+            %gpuwatch --stop
+            %gpuwatch --replay examples/trace_demo.jsonl --interval 0.05
+            %gpuwatch --text --loop --interval 2
+            %config CudaMagics.watch_interval_s = 2.0
+        """
+        args = self.parse(self.gpuwatch, line)
+        from . import monitor, options
+
+        if not getattr(self, "_cleanup_added", False):
+            self.add_cleanup(monitor.stop_current)
+            self._cleanup_added = True
+        if args.stop:
+            print(monitor.stop_message())
+            return None
+        opts = options.resolve(args, self.settings)
+        widget = not (opts.text or opts.loop) and self._widgets_ok()
+        running = monitor.current()
+        if running is not None and running.running and not opts.changing and (running.view is not None) == widget:
+            return running  # re-display the one monitor of this kernel
+        source = options.open_source(opts)
+        writer = options.open_writer(opts)
+        if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
+            import sys
+
+            return monitor.run_foreground(source, interval_s=opts.interval_s, history_len=opts.history,
+                                          count=opts.count, writer=writer, clear_screen=sys.stdout.isatty())
+        if not widget and not opts.log and not opts.replay:
+            import time
+
+            time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
+        return monitor.start_watch(source, interval_s=opts.interval_s, history_len=opts.history,
+                                   count=opts.count, writer=writer, widget=widget,
+                                   background=widget or bool(opts.log), options=opts.as_dict())

@@ -1,0 +1,145 @@
+"""``%gpuwatch`` options: checked here, beside the monitor, before anything starts.
+
+:func:`resolve` turns the parsed flags and the ``CudaMagics`` settings into a :class:`WatchOptions` or a
+one-paragraph ``UsageError``; :func:`open_source` and :func:`open_writer` turn the options into the sample
+source (live NVML or a replayed trace) and the ``--log`` writer. No thread is started here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from IPython.core.error import UsageError
+
+from . import telemetry
+
+MIN_LIVE_INTERVAL_S = 0.1
+MIN_REPLAY_INTERVAL_S = 0.05
+HISTORY_RANGE = (2, 1_000_000)
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """What one ``%gpuwatch`` line asks for.
+
+    Attributes:
+        interval_s: seconds between samples. history: samples kept (ring buffer). count: stop after N (None: never).
+        devices_text: the ``--devices`` text (or the setting), 0-based NVML indices, comma-separated; "" = all.
+        devices: the parsed indices, or None for all GPUs.
+        replay: trace path to play, or None. log: trace path to append to, or None.
+        text: plain-text table requested. loop: terminal refresh loop requested.
+        changing: True when any flag other than a bare re-display was given.
+    """
+
+    interval_s: float
+    history: int
+    count: int | None
+    devices_text: str
+    devices: list | None
+    replay: str | None
+    log: str | None
+    text: bool
+    loop: bool
+    changing: bool
+
+    def as_dict(self) -> dict:
+        """The settings a running monitor remembers (shown in its status line)."""
+        return {"replay": self.replay, "log": self.log, "devices": self.devices_text, "interval_s": self.interval_s}
+
+
+def check_interval(interval: float, given: str, replay: bool) -> float:
+    """``interval`` in seconds if it is a usable sampling interval, else ``UsageError`` naming ``given``."""
+    minimum = MIN_REPLAY_INTERVAL_S if replay else MIN_LIVE_INTERVAL_S
+    if math.isnan(interval):
+        raise UsageError(f"{given} {interval:g} is not a number of seconds; type for example "
+                         "`%gpuwatch --interval 0.5`.")
+    if not interval >= minimum:
+        raise UsageError(f"{given} {interval:g} is below the minimum of {minimum:g} s "
+                         f"{'for a replay' if replay else 'for a live watch'}; type for example "
+                         f"`%gpuwatch --interval {max(minimum, 0.5):g}`.")
+    if interval > telemetry.MAX_INTERVAL_S:
+        raise UsageError(f"{given} {interval:g} is too long: the interval is at most "
+                         f"{telemetry.MAX_INTERVAL_S:g} s; type for example `%gpuwatch --interval 60`.")
+    return interval
+
+
+def parse_devices(text: str) -> list | None:
+    """``"0, 2"`` -> ``[0, 2]`` (0-based NVML indices); ``""`` -> None (all GPUs). ``UsageError`` otherwise."""
+    if not text.strip():
+        return None
+    try:
+        devices = [int(d) for d in text.replace(" ", "").split(",") if d != ""]
+    except ValueError as exc:
+        raise UsageError(f"--devices {text!r} is not a list of GPU indices; type for "
+                         "example `%gpuwatch --devices 0,1`.") from exc
+    if not devices:
+        raise UsageError(f"--devices {text!r} names no GPU; give 0-based NVML indices, e.g. "
+                         "`%gpuwatch --devices 0,1`, or leave --devices out to show every GPU.")
+    return devices
+
+
+def resolve(args, settings) -> WatchOptions:
+    """Check the parsed ``%gpuwatch`` flags against each other and the ``CudaMagics`` settings.
+
+    Args:
+        args: the ``argparse.Namespace`` of ``%gpuwatch``. settings: the ``CudaMagics`` configurable.
+
+    Raises:
+        UsageError: an interval outside 0.1 s (0.05 s for a replay) to 3600 s or not a number, a history outside
+            2 to 1,000,000 samples, a count below 1, ``--replay`` with ``--log``, or a malformed device list.
+    """
+    interval = settings.watch_interval_s if args.interval is None else args.interval
+    given = "--interval" if args.interval is not None else "CudaMagics.watch_interval_s ="
+    check_interval(interval, given, bool(args.replay))
+    history = settings.watch_history_samples if args.history is None else args.history
+    if not HISTORY_RANGE[0] <= history <= HISTORY_RANGE[1]:
+        raise UsageError(f"--history {history} is out of range; give between 2 and 1000000 samples, "
+                         "e.g. `%gpuwatch --history 600`.")
+    if args.count is not None and args.count < 1:
+        raise UsageError(f"--count {args.count} must be at least 1, e.g. `%gpuwatch --count 10`.")
+    if args.replay and args.log:
+        raise UsageError("--replay and --log cannot be combined: a replay re-plays a log. "
+                         "Type `%gpuwatch --replay FILE.jsonl`.")
+    devices_text = settings.watch_devices if args.devices is None else args.devices
+    devices = None if args.replay else parse_devices(devices_text)
+    changing = any(x not in (None, False) for x in (args.replay, args.log, args.devices, args.interval,
+                                                    args.history, args.count, args.loop, args.text))
+    return WatchOptions(interval_s=interval, history=history, count=args.count, devices_text=devices_text,
+                        devices=devices, replay=args.replay, log=args.log, text=bool(args.text),
+                        loop=bool(args.loop), changing=changing)
+
+
+def open_source(opts: WatchOptions):
+    """The sample source for ``opts``: a :class:`~.telemetry.ReplaySource` or a :class:`~.telemetry.LiveSource`.
+
+    Raises:
+        UsageError: the replay file is not a readable trace, or ``--devices`` names a GPU NVML does not see.
+    """
+    if opts.replay:
+        try:
+            return telemetry.ReplaySource(opts.replay)
+        except telemetry.TraceError as exc:
+            raise UsageError(f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
+                             "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
+                             "examples/trace_demo.jsonl`.") from exc
+    source = telemetry.LiveSource(devices=None)
+    if opts.devices is not None and source.status is None:
+        bad = [d for d in opts.devices if not 0 <= d < source.device_count]
+        if bad:
+            raise UsageError(f"--devices: GPU {bad[0]} does not exist; NVML sees {source.device_count} "
+                             f"GPU(s), indices 0 to {source.device_count - 1} (nvidia-smi order). Type "
+                             f"for example `%gpuwatch --devices 0`.")
+        source.devices = list(dict.fromkeys(opts.devices))
+    return source
+
+
+def open_writer(opts: WatchOptions):
+    """The ``--log`` :class:`~.telemetry.TraceWriter`, or None. ``UsageError`` when the file cannot be written."""
+    if not opts.log:
+        return None
+    try:
+        return telemetry.TraceWriter(opts.log, source="live recording by %gpuwatch --log", interval_s=opts.interval_s)
+    except telemetry.TraceError as exc:
+        raise UsageError(f"Cannot log: {exc}. Give a new file name, e.g. "
+                         "`%gpuwatch --log gpuwatch_run2.jsonl`.") from exc

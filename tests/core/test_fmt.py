@@ -1,0 +1,19 @@
+"""Tier 1: the shared text helpers align by terminal columns, not characters."""
+
+from cudamagic.core.fmt import clip, display_width, pad, text_table
+
+
+def test_double_width_names_keep_columns_aligned():
+    table = text_table(["pid", "process", "GPU memory"],
+                       [[1, "python", "1.0 GiB"], [2, "训练脚本.py", "2.0 GiB"], [3, "e\u0301cole", "3 B"]])
+    lines = table.splitlines()
+    # the third column starts at the same terminal column on every row
+    starts = {display_width(line[: line.index(mem)]) for line, mem in zip(lines[2:], ["1.0", "2.0", "3 B"])}
+    assert starts == {display_width(lines[0][: lines[0].index("GPU memory")])}
+    assert display_width("训练脚本.py") == 11 and display_width("e\u0301") == 1
+
+
+def test_pad_and_clip_count_columns():
+    assert display_width(pad("训练", 6)) == 6 and pad("训练", 6) == "训练  "
+    assert clip("训练脚本训练脚本", 7) == "训练脚\u2026" and display_width(clip("训练脚本训练脚本", 7)) == 7
+    assert clip("short", 10) == "short"
