@@ -148,14 +148,14 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
 
     Args:
         outputs: ``(path, tensor)`` pairs (tensors of any shape/dtype with a ``grad_fn`` or
-            ``requires_grad``), from :func:`flatten_outputs`.
-        tensor_names: ``id(tensor) -> name`` from :func:`namespace_names`.
+            ``requires_grad``), from :func:`~cudamagic.graph.capture.flatten_outputs`.
+        tensor_names: ``id(tensor) -> name`` from :func:`~cudamagic.graph.capture.namespace_names`.
         show_saved: Draw every saved tensor as a node (custom Functions' are always drawn).
         show_attrs: Keep non-tensor saved attributes (``alpha``, ``dim``, sizes) on the nodes.
         shared_params: Draw one node per leaf tensor; by default a leaf used by several
             consumers is drawn once per consumer (use ``k`` of ``n``), which keeps ``dot`` fast on
             unrolled RNNs.
-        calls, call_starts, call_ends: From :meth:`ModuleCallRecorder.resolve`.
+        calls, call_starts, call_ends: From :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
         notes: Notes to carry into the graph.
 
     Returns:
@@ -177,20 +177,6 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         i = counter[0]
         counter[0] += 1
         return f"n{i}"
-
-    def call_of(fn):
-        if not calls:
-            return None
-        try:
-            seq = fn._sequence_nr()
-        except Exception:
-            return None
-        i = bisect.bisect_right(call_starts, seq) - 1
-        while i is not None and i >= 0:
-            if call_starts[i] <= seq < call_ends[i]:
-                return i
-            i = calls[i].parent
-        return None
 
     def tensor_node(node_id, kind, t, label, call=None):
         return GraphNode(node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device),
@@ -275,7 +261,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             fn = stack.pop()
             node_id = ids[fn]
             cls_name = type(fn).__name__
-            call = call_of(fn)
+            call = _call_of(fn, calls, call_starts, call_ends)
             var = getattr(fn, "variable", None) if cls_name == "AccumulateGrad" else None
             if var is not None:
                 var_id = new_id()
@@ -294,9 +280,55 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             for u in nexts:
                 edges.append(GraphEdge(visit(u), node_id, GRAD))
 
-    # saved bytes: distinct storages per node, parameters (leaf storages) not counted; storages get
-    # small ids in walk order (a storage that cannot be shared gets its own) so collapsed boxes and
-    # folded runs count a shared storage once too
+    total = _count_saved_bytes(storages_by_node, leaf_storages, fn_nodes)
+
+    for node_id, kw in fn_nodes.items():
+        nodes.append(GraphNode(node_id, **kw))
+    nodes.sort(key=lambda n: int(n.id[1:]))
+    graph = AutogradGraph(nodes, edges, list(calls), out_notes, total)
+    if calls:
+        graph = place_params(graph)
+    if show_saved or any(n.saved and _has_custom(n) for n in nodes):
+        graph = add_saved_nodes(graph, show_saved)
+    graph = split_uses(graph) if not shared_params else graph
+    ids.clear()
+    return graph
+
+
+def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
+    """Index of the innermost module call that created autograd node ``fn`` (``None``: outside every call).
+
+    Found from ``fn._sequence_nr()`` and the calls' sequence-number intervals (see :class:`~cudamagic.graph.capture.ModuleCallRecorder`).
+    """
+    if not calls:
+        return None
+    try:
+        seq = fn._sequence_nr()
+    except Exception:
+        return None
+    i = bisect.bisect_right(call_starts, seq) - 1
+    while i is not None and i >= 0:
+        if call_starts[i] <= seq < call_ends[i]:
+            return i
+        i = calls[i].parent
+    return None
+
+
+def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dict) -> int:
+    """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in ``fn_nodes``.
+
+    Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
+    walk order (a storage that cannot be shared gets its own) so collapsed boxes and folded runs
+    count a shared storage once too.
+
+    Args:
+        storages_by_node: node id -> ``[(storage key or None, storage bytes, own bytes), ...]``.
+        leaf_storages: Storage keys of leaf tensors (parameters), not counted.
+        fn_nodes: node id -> ``GraphNode`` keyword arguments, updated in place.
+
+    Returns:
+        Bytes of the distinct storages held for backward.
+    """
     sid_of: dict = {}
     total = 0
     for node_id in sorted(storages_by_node, key=lambda i: int(i[1:])):
@@ -321,18 +353,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         fn_nodes[node_id]["saved_view_bytes"] = sum(own_here.values())
         fn_nodes[node_id]["storages"] = tuple(sorted(here.items()))
     sid_of.clear()
-
-    for node_id, kw in fn_nodes.items():
-        nodes.append(GraphNode(node_id, **kw))
-    nodes.sort(key=lambda n: int(n.id[1:]))
-    graph = AutogradGraph(nodes, edges, list(calls), out_notes, total)
-    if calls:
-        graph = place_params(graph)
-    if show_saved or any(n.saved and _has_custom(n) for n in nodes):
-        graph = add_saved_nodes(graph, show_saved)
-    graph = split_uses(graph) if not shared_params else graph
-    ids.clear()
-    return graph
+    return total
 
 
 def _has_custom(n: GraphNode) -> bool:
