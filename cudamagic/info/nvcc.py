@@ -1,5 +1,5 @@
-"""The CUDA toolkit's compiler: finding ``nvcc``, running ``nvcc -V`` safely (time limit, capped output,
-cached answer) and checking ``CUDA_HOME``/``CUDA_PATH``."""
+"""The CUDA toolkit's compiler: finding ``nvcc``, running ``nvcc -V`` safely (time limit and capped output
+through :func:`cudamagic.core.platform.run_capped`, cached answer) and checking ``CUDA_HOME``/``CUDA_PATH``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 
+from ..core import platform
 from ..core.na import NA, is_na
 from .versions import parse_nvcc_version
 
@@ -31,38 +32,12 @@ def find_nvcc(env=None):
 _NVCC_OUTPUT_LIMIT = 64 * 1024  # bytes of `nvcc -V` output kept; the rest is discarded
 
 
-def _run_capped(argv, timeout_s):
-    """Run ``argv`` in its own process group; return ``(returncode, text)`` with output capped.
-
-    Raises ``subprocess.TimeoutExpired`` after ``timeout_s`` seconds, having killed the whole group
-    (so a wrapper script's children do not survive).
-    """
-    import signal
-    import tempfile
-
-    with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                proc.kill()
-            proc.wait()
-            raise
-        out.seek(0)
-        text = out.read(_NVCC_OUTPUT_LIMIT).decode("utf-8", "replace")
-    return proc.returncode, text
-
-
 def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
     """Run ``<path> -V`` (time limit ``timeout_s`` seconds) and parse it.
 
     Successful and unparseable answers are cached per (path, mtime, size); a time-out is not, so a
-    later call with a longer limit tries again. Output beyond 64 KiB is discarded and the process
-    group is killed on time-out.
+    later call with a longer limit tries again. Output beyond 64 KiB is discarded and the whole process
+    tree is killed on time-out.
 
     Returns ``{"path", "release", "build"}``; each may be NA (not installed, timed out, failed, garbage).
     """
@@ -79,7 +54,7 @@ def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
         return dict(_nvcc_cache[key])
     cache = True
     try:
-        code, text = _run_capped([path, "-V"], timeout_s)
+        code, text = platform.run_capped([path, "-V"], timeout_s, limit_bytes=_NVCC_OUTPUT_LIMIT)
         if code != 0:
             first = text.strip().splitlines()[0][:120] if text.strip() else "no output"
             parsed = NA(f"`{path} -V` failed with exit status {code}: {first}", "error")
