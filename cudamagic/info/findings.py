@@ -88,20 +88,57 @@ def _env_root(python_path):
 
 
 def findings(facts: dict) -> list:
-    """Diagnostics computed from :func:`collect_facts`'s dict; the last one is the overall verdict."""
-    out = []
-    t, drv, tk, gpus = facts["torch"], facts["driver"], facts["toolkit"], facts["gpus"]
-    nvml_ok = drv["status"] == "ok"
-    n_gpus = len(gpus)
-    driver_cuda = parse_version_tuple(drv["cuda_driver_version"]) if nvml_ok else None
-    if not t["installed"]:
-        out.append(Finding("error", "torch-missing", "PyTorch is not installed in this kernel",
-                           t["error"].reason,
-                           "pip install torch  (in the kernel's interpreter: %pip install torch)"))
-    build = parse_version_tuple(t.get("cuda_build")) if t["installed"] else None
-    cpu_only = t["installed"] and build is None and is_na(t.get("hip_build"))
+    """Diagnostics computed from :func:`~cudamagic.info.facts.collect_facts`'s dict, rule by rule.
 
-    # NVML availability (F01, F02)
+    Returns:
+        list of :class:`Finding`, in the order the rules run; the last one is the overall verdict.
+    """
+    b = _Basis.of(facts)
+    out = []
+    if not b.t["installed"]:
+        out.append(Finding("error", "torch-missing", "PyTorch is not installed in this kernel",
+                           b.t["error"].reason,
+                           "pip install torch  (in the kernel's interpreter: %pip install torch)"))
+    for rule in (_nvml_rules, _cpu_build_rules, _driver_rules, _toolkit_rules, _arch_rules, _cvd_rules,
+                 _ordinal_rules, _mig_rules):
+        out.extend(rule(b))
+    out.extend(_cuda_unavailable_rules(b, out))
+    out.extend(_interpreter_rules(b))
+    out.append(_verdict(out, b.t, b.n_gpus, b.cpu_only))
+    return out
+
+
+@dataclass(frozen=True)
+class _Basis:
+    """What several rules read: the facts' sections and what is derived from them once."""
+
+    facts: dict
+    t: dict  # facts["torch"]
+    drv: dict  # facts["driver"]
+    tk: dict  # facts["toolkit"]
+    gpus: list  # facts["gpus"]
+    cvd: dict  # facts["cuda_visible_devices"]
+    nvml_ok: bool
+    n_gpus: int
+    driver_cuda: tuple | None  # (major, minor) the driver supports, when NVML answers
+    build: tuple | None  # (major, minor) of torch.version.cuda; None: no CUDA build (or no PyTorch)
+    cpu_only: bool  # PyTorch installed, neither a CUDA nor a ROCm build
+
+    @classmethod
+    def of(cls, facts: dict) -> _Basis:
+        t, drv = facts["torch"], facts["driver"]
+        nvml_ok = drv["status"] == "ok"
+        build = parse_version_tuple(t.get("cuda_build")) if t["installed"] else None
+        return cls(facts=facts, t=t, drv=drv, tk=facts["toolkit"], gpus=facts["gpus"],
+                   cvd=facts["cuda_visible_devices"], nvml_ok=nvml_ok, n_gpus=len(facts["gpus"]),
+                   driver_cuda=parse_version_tuple(drv["cuda_driver_version"]) if nvml_ok else None,
+                   build=build, cpu_only=t["installed"] and build is None and is_na(t.get("hip_build")))
+
+
+def _nvml_rules(b: _Basis) -> list:
+    """NVML not available (F01 no driver, F02 driver/library mismatch)."""
+    out = []
+    drv, nvml_ok, build = b.drv, b.nvml_ok, b.build
     if not nvml_ok:
         st = drv["status"]
         sev = "error" if st.code == "version_mismatch" else ("warning" if build else "info")
@@ -111,8 +148,13 @@ def findings(facts: dict) -> list:
                                    "sudo modprobe nvidia)",
                "no_binding": "pip install nvidia-ml-py"}.get(st.code, "check that `nvidia-smi` works")
         out.append(Finding(sev, "nvml-unavailable", "NVML not available: no GPU data", st.reason, fix))
+    return out
 
-    # F17 CPU-only wheel on a GPU machine
+
+def _cpu_build_rules(b: _Basis) -> list:
+    """F17: a CPU-only PyTorch build on a machine with a GPU."""
+    out = []
+    t, drv, n_gpus, driver_cuda, cpu_only = b.t, b.drv, b.n_gpus, b.driver_cuda, b.cpu_only
     if cpu_only and n_gpus:
         tag = best_wheel_for_driver(driver_cuda)
         fix = _install_cmd(tag) if tag else "update the NVIDIA driver, then install a CUDA build of PyTorch"
@@ -122,8 +164,13 @@ def findings(facts: dict) -> list:
             f"torch {t['version']} is a CPU-only build (torch.version.cuda is None) while NVML sees {n_gpus} GPU(s) "
             f"and the driver supports CUDA {drv['cuda_driver_version']}.",
             fix))
+    return out
 
-    # F19 driver too old for the build
+
+def _driver_rules(b: _Basis) -> list:
+    """F19: the driver's CUDA older than PyTorch's (other major: error; same major: warning)."""
+    out = []
+    t, drv, driver_cuda, build = b.t, b.drv, b.driver_cuda, b.build
     if build and driver_cuda:
         if build[0] > driver_cuda[0]:
             tag = best_wheel_for_driver(driver_cuda)
@@ -141,8 +188,13 @@ def findings(facts: dict) -> list:
                 f"PyTorch was built with CUDA {t['cuda_build']}; the driver supports {drv['cuda_driver_version']}. "
                 "Minor version compatibility usually makes this work, but PTX JIT and some newer features may fail.",
                 "update the NVIDIA driver if you see 'PTX was compiled with an unsupported toolchain' errors"))
+    return out
 
-    # F16 toolkit vs build
+
+def _toolkit_rules(b: _Basis) -> list:
+    """F16: nvcc missing or unreadable, a broken CUDA_HOME, a toolkit that differs from PyTorch's CUDA."""
+    out = []
+    t, tk, build = b.t, b.tk, b.build
     nv = parse_version_tuple(tk["release"])
     if is_na(tk["path"]):
         out.append(Finding("info", "nvcc-missing", "No CUDA toolkit (nvcc) found",
@@ -164,8 +216,13 @@ def findings(facts: dict) -> list:
             f"nvcc {tk['release']} at {tk['path']} vs PyTorch's CUDA {t['cuda_build']}: this only matters when "
             "compiling CUDA extensions (torch.utils.cpp_extension), which may then fail.",
             f"to build extensions, install CUDA toolkit {t['cuda_build']} and set CUDA_HOME to it"))
+    return out
 
-    # architectures
+
+def _arch_rules(b: _Basis) -> list:
+    """GPUs whose compute capability this build has no kernels for."""
+    out = []
+    t, gpus, build = b.t, b.gpus, b.build
     arch = t.get("arch_list") if t["installed"] else None
     if build and isinstance(arch, list) and arch:
         for g in gpus:
@@ -177,9 +234,13 @@ def findings(facts: dict) -> list:
                     "'no kernel image is available for execution on the device'.",
                     "install a PyTorch build that includes sm_" + cc.replace(".", "")
                     + " (a newer wheel for new GPUs, an older one for old GPUs)"))
+    return out
 
-    # CUDA_VISIBLE_DEVICES
-    cvd = facts["cuda_visible_devices"]
+
+def _cvd_rules(b: _Basis) -> list:
+    """CUDA_VISIBLE_DEVICES hiding every GPU or naming GPUs that do not exist."""
+    out = []
+    gpus, nvml_ok, n_gpus, cvd = b.gpus, b.nvml_ok, b.n_gpus, b.cvd
     if cvd["set"] and cvd["hides_all"]:
         out.append(Finding("warning", "cvd-hides-all", "CUDA_VISIBLE_DEVICES hides every GPU",
                            f"CUDA_VISIBLE_DEVICES={cvd['raw']!r} leaves no device visible to CUDA.",
@@ -201,8 +262,13 @@ def findings(facts: dict) -> list:
                                f"{named} in CUDA_VISIBLE_DEVICES={cvd['raw']!r} match no GPU NVML sees ({n_gpus} GPU(s)); "
                                "CUDA ignores that entry and every one after it.",
                                f"use indices 0..{max(n_gpus - 1, 0)} or UUIDs from `nvidia-smi -L`"))
+    return out
 
-    # index differences
+
+def _ordinal_rules(b: _Basis) -> list:
+    """nvidia-smi indices and CUDA ordinals: uncertain order, or a different numbering."""
+    out = []
+    facts, gpus, n_gpus = b.facts, b.gpus, b.n_gpus
     mapping = facts["mapping"]
     if n_gpus > 1 and not mapping["certain"]:
         out.append(Finding("warning", "index-order", "nvidia-smi indices and PyTorch ordinals may differ",
@@ -214,8 +280,13 @@ def findings(facts: dict) -> list:
                           if isinstance(g.get("cuda_ordinal"), int))
         out.append(Finding("info", "index-map", "PyTorch numbers the GPUs differently from nvidia-smi",
                            f"{pairs} (CUDA_VISIBLE_DEVICES renumbers the GPUs it shows from 0).", ""))
+    return out
 
-    # MIG
+
+def _mig_rules(b: _Basis) -> list:
+    """GPUs in MIG mode."""
+    out = []
+    gpus = b.gpus
     for g in gpus:
         if g.get("mig.mode.current") == "Enabled":
             migs = g.get("mig_devices") or []
@@ -223,17 +294,27 @@ def findings(facts: dict) -> list:
             out.append(Finding("info", "mig", f"GPU {g['index']} is in MIG mode ({n} instance(s))",
                                "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
                                "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)"))
+    return out
 
-    # CUDA build, GPU present, but not available
-    if build and n_gpus and t.get("cuda_available") is False and not any(f.severity == "error" for f in out) \
+
+def _cuda_unavailable_rules(b: _Basis, earlier: list) -> list:
+    """A CUDA build and a GPU, but torch.cuda.is_available() is False (only when nothing earlier explains it)."""
+    out = []
+    t, n_gpus, build, cvd = b.t, b.n_gpus, b.build, b.cvd
+    if build and n_gpus and t.get("cuda_available") is False and not any(f.severity == "error" for f in earlier) \
             and not (cvd["set"] and cvd["hides_all"]):
         out.append(Finding("error", "cuda-unavailable", "torch.cuda.is_available() is False although a GPU is present",
                            "CUDA could not initialise in this process (driver problem, container without GPU access, "
                            "or CUDA failed earlier in this kernel).",
                            "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a "
                            "terminal to see the CUDA error"))
+    return out
 
-    # F18 interpreter hint
+
+def _interpreter_rules(b: _Basis) -> list:
+    """F18: the kernel's Python differs from the `python` on PATH."""
+    out = []
+    facts = b.facts
     py = facts["python"]
     shell_py = py.get("shell_python")
     if not is_na(shell_py) and _env_root(shell_py) != _env_root(py["executable"]):
@@ -242,8 +323,6 @@ def findings(facts: dict) -> list:
                            "`pip` in a terminal may not be visible here.",
                            "install from the notebook with %pip install ..., or register the right interpreter as a "
                            "kernel: python -m ipykernel install --user --name myenv"))
-
-    out.append(_verdict(out, t, n_gpus, cpu_only))
     return out
 
 
