@@ -24,14 +24,17 @@ from IPython.core.error import UsageError
 from cudamagic import extension
 
 #: Cell bodies for cell magics: a plain value, and a small autograd graph (CPU) so drawing code runs too.
-CELLS = ["1", "import torch\n_fz = torch.ones(2, requires_grad=True)\n(_fz * 2).sum()"]
+CELLS = ["1", "import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum()"]
 
 #: Values worth trying after any flag: numbers at the edges, NaN/inf, empty and odd lists, unicode, shell
 #: metacharacters, names that look like files (relative: they land in the temporary working directory).
-VALUES = ["0", "1", "-1", "2", "0.05", "0.5", "1e-9", "1e9", "1e400", "nan", "NaN", "inf", "-inf", "", " ", ",",
+VALUES = ["0", "1", "-1", "2", "3", "0.05", "0.1", "0.5", "1e-9", "1e9", "1e400", "nan", "NaN", "inf", "-inf", "", " ", ",",
           ",,", "0,1", "0,,1", "a,b", "99", "x", "on", "off", "history", "free", "cuda-oom", "svg", "dot", "gif",
           "64MiB", "1GiB", "-5MiB", "1e3kB", "trace.jsonl", "g.svg", "g.dot", "out dir/g.png", "missing.jsonl",
           "/nonexistent/dir/g.svg", "é", "日本", "💥", "\t", "--", "-", "=", ";", "'", '"', "\\"]
+
+#: Values that some flag accepts, so that well-formed lines often run.
+PLAUSIBLE = ["0", "1", "2", "3", "0.1", "0.5", "5", "svg", "dot", "g.svg", "g.dot", "trace.jsonl", "64MiB", "x"]
 
 #: Flags no magic has (argparse must reject them) and prefixes that are ambiguous for some magics.
 ODD_FLAGS = ["--bogus", "-x", "-Z", "--", "-", "---", "--=1", "--lo", "--s", "--d", "--h", "--no-", "--json=1"]
@@ -62,15 +65,24 @@ _TEXT = st.text(alphabet=st.sampled_from(sorted(set(string.ascii_letters + strin
                                               | set("é日💥\u200b"))), max_size=8)
 
 
-def _flags(func) -> list[str]:
-    """Option strings of a magic's ``magic_arguments`` parser (none for a plain function such as ``cudainfo;``)."""
+class Flags(dict):
+    """A magic's option strings -> whether the option takes a value; ``takes_word``: it has a positional
+    argument (``%cudamem on``, ``%cudaexplain ENTRY``)."""
+
+    takes_word = False
+
+
+def _flags(func) -> Flags:
+    """The :class:`Flags` of a magic's ``magic_arguments`` parser (none for a plain function: ``cudainfo;``)."""
+    flags = Flags()
     parser = getattr(func, "parser", None)
-    if parser is None:
-        return []
-    return [s for action in parser._actions for s in action.option_strings if s not in ("-h", "--help")]
+    for action in parser._actions if parser is not None else ():
+        flags.update({s: action.nargs != 0 for s in action.option_strings if s not in ("-h", "--help")})
+        flags.takes_word = flags.takes_word or not action.option_strings
+    return flags
 
 
-def our_magics(shell) -> list[tuple[str, str, list[str]]]:
+def our_magics(shell) -> list[tuple[str, str, Flags]]:
     """``(kind, name, flags)`` for every magic the loaded extension registered (kind ``line`` or ``cell``)."""
     instances = list(extension.current().magics.values())
     found = {}
@@ -92,13 +104,29 @@ def _quote(draw, text: str) -> str:
 
 
 @st.composite
-def lines(draw, flags: list[str]) -> str:
+def well_formed(draw, flags: Flags) -> str:
+    """Mostly what a user means to type: an optional first word, then flags, each with a value when it takes
+    one (values at the edges, quoted or not), so lines get past parsing into each magic's own option checks."""
+    words = []
+    if flags.takes_word and draw(st.integers(0, 3)) > 0:  # an action (`on`) or an entry (`cuda-oom`)
+        words.append(draw(st.sampled_from(["on", "off", "history", "free", "cuda-oom", "x"])))
+    for flag in draw(st.lists(st.sampled_from(sorted(flags)), max_size=3)) if flags else []:
+        words.append(flag)
+        if flags[flag]:
+            value = draw(st.sampled_from(PLAUSIBLE) | st.sampled_from(PLAUSIBLE) | st.sampled_from(VALUES) | _TEXT)
+            quote = draw(st.sampled_from(["", "", "'", '"']))
+            words[-1] += draw(st.sampled_from([" ", "="])) + quote + value + quote
+    return " ".join(words) + draw(st.sampled_from(["", "", ";"]))
+
+
+@st.composite
+def wild(draw, flags: Flags) -> str:
     """A line of 0-5 words: the magic's flags, odd flags, values (some quoted, some badly), optional tail."""
     words = []
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(st.sampled_from(["flag", "flag", "value", "text", "odd"] if flags else ["value", "text", "odd"]))
         if kind == "flag":
-            flag = draw(st.sampled_from(flags))
+            flag = draw(st.sampled_from(sorted(flags)))
             if flag.startswith("--") and draw(st.booleans()):
                 flag += "=" + draw(st.sampled_from(VALUES))
             words.append(flag)
@@ -110,6 +138,11 @@ def lines(draw, flags: list[str]) -> str:
             words.append(draw(st.sampled_from(ODD_FLAGS)))
     tail = draw(st.sampled_from(["", "", "", ";", " ;", " \\", "  "]))
     return " ".join(words) + tail
+
+
+def lines(flags: Flags):
+    """Lines for a magic with these flags: well-formed ones and wild ones, about half each."""
+    return well_formed(flags) | wild(flags)
 
 
 @pytest.fixture
@@ -212,7 +245,7 @@ def test_flag_equals_double_dash_says_what_to_type(safe_shell, kind, name, line,
             safe_shell.run_line_magic(name, line)
 
 
-def _fuzz(shell, kind: str, name: str, flags: list[str]) -> None:
+def _fuzz(shell, kind: str, name: str, flags: Flags) -> None:
     """60 random lines for one magic; raises AssertionError with the smallest failing line Hypothesis finds."""
 
     @settings(max_examples=60, deadline=None, database=None,
