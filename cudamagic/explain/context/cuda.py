@@ -1,8 +1,8 @@
 """Context for errors of the CUDA install and devices: a CPU-only PyTorch build, a driver too
 old for the build, no kernel for the GPU's architecture, a device ordinal that does not exist.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. CUDA is only
-queried when it is already initialised: no CUDA context is created here.
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. No CUDA
+context is created here: the GPU's own properties are read only when CUDA is already initialised.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import re
 
-from ...core.nvml import decode_cuda_driver_version
 from ...core.na import is_na
+from ...core.nvml import decode_cuda_driver_version
 from ..model import Context
 from ..scene import _source_text, _torch
 
