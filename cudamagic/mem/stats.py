@@ -50,6 +50,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core import platform
 from ..core.na import NA
 
 
@@ -150,55 +151,17 @@ def set_stats_source(source) -> Any:
 
 # ---- snapshots --------------------------------------------------------------------
 
-_process = None
-_statm = {"pid": None, "fd": None, "page": 0}
-
-
-def _rss_statm():
-    """RSS from ``/proc/self/statm`` through a kept-open descriptor (Linux; about 2 us, no open()
-    per call); ``None`` where that file does not exist. Reopened after a fork."""
-    pid = os.getpid()
-    if _statm["pid"] != pid:
-        _statm["pid"] = pid
-        if _statm["fd"] is not None:  # inherited from the parent: it reads the parent's figures
-            try:
-                os.close(_statm["fd"])
-            except OSError:
-                pass
-        try:
-            _statm["fd"] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
-            _statm["page"] = os.sysconf("SC_PAGE_SIZE")
-        except (OSError, AttributeError, ValueError):
-            _statm["fd"] = None
-    if _statm["fd"] is None:
-        return None
-    try:
-        return int(os.pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
-    except (OSError, IndexError, ValueError):
-        _statm["fd"] = None
-        return None
-
-
 def rss_bytes():
     """Resident set size of this process in bytes, or NA.
 
-    Linux: ``/proc/self/statm`` (resident pages x page size, what ``psutil.Process().memory_info().rss``
-    reports) read through a kept-open descriptor; elsewhere ``psutil``; NA if neither works.
+    Read by :func:`cudamagic.core.platform.rss_bytes` (Linux: ``/proc/self/statm``, resident pages x page size,
+    what ``psutil.Process().memory_info().rss`` reports, through a kept-open descriptor; elsewhere ``psutil``).
     """
-    global _process
-    rss = _rss_statm()
-    if rss is not None:
-        return rss
-    if _process is None:
-        try:
-            import psutil
-        except ImportError as exc:
-            return NA(f"psutil is not installed ({exc}); `pip install psutil`", "no_binding")
-        _process = psutil.Process(os.getpid())
-    try:
-        return int(_process.memory_info().rss)
-    except Exception as exc:  # pragma: no cover - psutil failure on an odd platform
-        return NA(f"psutil could not read RSS: {exc}", "error")
+    rss = platform.rss_bytes()
+    if rss is None:
+        return NA("process RSS could not be read (no /proc/self/statm, and psutil is missing or failed; "
+                  "`pip install psutil`)", "error")
+    return rss
 
 
 @dataclass
