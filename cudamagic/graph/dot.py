@@ -142,6 +142,9 @@ def node_text(n) -> str:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
         if n.freed:
             lines.append("saved tensors freed by backward()")
+        lines.extend(f"{count} saved {how}" for how, count in n.held)
+        if n.size_unknown:
+            lines.append(f"+ {n.size_unknown} saved of unknown size")
         lines.extend(f"{k}: {v}" for k, v in n.attrs)
     return "\n".join(lines)
 

@@ -65,6 +65,10 @@ def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
                 label = f"{s.name} = None"
             else:
                 label = s.name
+            if s.held:
+                label += f" ({s.held})"
+            if not s.size_known:
+                label += " (size unknown)"
             nodes.append(GraphNode(sid, SAVED, label, shape=s.shape, dtype=s.dtype, saved_bytes=s.nbytes,
                                    call=n.call, freed=s.freed))
             edges.append(GraphEdge(n.id, sid, SAVED_EDGE))
@@ -212,7 +216,8 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         if fold_map:
             edges = _dedupe(edges, fold_map)
     nodes = [n for n in graph.nodes if n.id not in mapping] + [boxes[t] for t in sorted(boxes)]
-    return AutogradGraph(nodes, edges, list(calls), notes, graph.saved_bytes_total, view=f"collapsed (depth {depth})")
+    return AutogradGraph(nodes, edges, list(calls), notes, graph.saved_bytes_total, view=f"collapsed (depth {depth})",
+                         saved_unknown=graph.saved_unknown)
 
 
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
@@ -270,4 +275,4 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     notes = list(graph.notes) + [f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."]
     view = "chains folded" if graph.view == "full" else f"{graph.view}, chains folded"
     return AutogradGraph(nodes, _dedupe(graph.edges, mapping), list(graph.calls), notes,
-                         graph.saved_bytes_total, view=view)
+                         graph.saved_bytes_total, view=view, saved_unknown=graph.saved_unknown)
