@@ -82,19 +82,24 @@ def running_cell_number(shell) -> int:
 
 
 class ModuleCallRecorder:
-    """Context manager recording every ``nn.Module`` call of this thread with autograd sequence numbers.
+    """Context manager recording ``nn.Module`` calls of this thread with autograd sequence numbers.
 
     Each call keeps ``[module, parent, start_seq, end_seq]``: autograd nodes created
     during the call have ``start_seq <= node._sequence_nr() < end_seq``. Module
     objects are held only until :meth:`resolve` turns them into :class:`ModuleCall`.
+
+    With ``modules=None`` it records every module through global module hooks; with a list, only
+    those modules through their own hooks (an empty list records nothing): see :func:`recorder_for`,
+    which keeps hooks away from ``torch.compile``.
     """
 
-    def __init__(self, max_calls: int = 200_000):
+    def __init__(self, max_calls: int = 200_000, modules=None):
         self.raw = []
         self._stack = []
         self._max = max_calls
         self._thread = threading.get_ident()
         self._handles = []
+        self._modules = modules
 
     def __enter__(self):
         import torch
@@ -102,8 +107,14 @@ class ModuleCallRecorder:
 
         # private API; without it every call has an empty interval and nothing is grouped
         self._seq = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None) or (lambda: 0)
-        self._handles = [mod.register_module_forward_pre_hook(self._pre),
-                         mod.register_module_forward_hook(self._post, always_call=True)]
+        if self._modules is None:
+            self._handles = [mod.register_module_forward_pre_hook(self._pre),
+                             mod.register_module_forward_hook(self._post, always_call=True)]
+        else:
+            for m in self._modules:
+                self._handles += [m.register_forward_pre_hook(self._pre),
+                                  m.register_forward_hook(self._post, always_call=True)]
+            self._modules = None
         return self
 
     def __exit__(self, *exc):
@@ -148,6 +159,64 @@ class ModuleCallRecorder:
             ends.append(end if end is not None else start)
         self.raw = []
         return calls, starts, ends
+
+
+def _is_compiled_module(m) -> bool:
+    return any(c.__name__ == "OptimizedModule" for c in type(m).__mro__) or \
+        getattr(m, "_compiled_call_impl", None) is not None
+
+
+def recorder_for(ns: dict, source: str) -> tuple:
+    """A :class:`ModuleCallRecorder` that ``torch.compile`` cannot see, and a note when it records less.
+
+    ``torch.compile`` traces global module hooks and hooks of the modules it compiles (graph breaks,
+    recompiles, a warning on every call of a compiled module). So when nothing in the namespace is
+    compiled and the cell does not mention ``compile``, global hooks record every call; when compiled
+    modules are in the namespace, only the other namespace modules get hooks (none inside a compiled
+    module); when a compiled function is there or the cell compiles something, nothing is hooked.
+
+    Returns:
+        ``(recorder, note)``; ``note`` is ``''`` or one sentence for the graph's notes.
+    """
+    import torch
+
+    modules, compiled_fn = [], False
+    for key in list(ns):
+        if not isinstance(key, str) or key.startswith("_") or key in _SKIP_NAMES:
+            continue
+        value = ns[key]
+        items = [value]
+        if isinstance(value, (list, tuple)) and len(value) <= 10_000:
+            items = list(value)
+        elif isinstance(value, dict) and len(value) <= 10_000:
+            items = list(value.values())
+        for v in items:
+            if isinstance(v, torch.nn.Module):
+                modules.append(v)
+            elif callable(v) and getattr(v, "_torchdynamo_orig_callable", None) is not None:
+                compiled_fn = True
+    excluded = set()
+    for m in modules:
+        for sub in m.modules():
+            if _is_compiled_module(sub):
+                excluded.update(id(s) for s in sub.modules())
+                inner = getattr(sub, "_orig_mod", None)
+                if isinstance(inner, torch.nn.Module):
+                    excluded.update(id(s) for s in inner.modules())
+    if not excluded and not compiled_fn and "compile" not in source:
+        return ModuleCallRecorder(), ""
+    note = ("Module calls are not grouped: hooks on modules would be traced by torch.compile "
+            "(graph breaks, recompiles), so none were added.")
+    if compiled_fn or "compile" in source:
+        return ModuleCallRecorder(modules=[]), note
+    seen, hooked = set(excluded), []
+    for m in modules:
+        for sub in m.modules():
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                hooked.append(sub)
+    return ModuleCallRecorder(modules=hooked), ("Calls inside torch.compile'd modules are not grouped "
+                                               "(the compiler would trace the hooks).")
 
 
 # ---- names ------------------------------------------------------------------------
@@ -333,7 +402,8 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
     __tracebackhide__ = True  # noqa: F841
     import torch  # noqa: F401 - the recorder needs it loaded before the cell runs
 
-    with ModuleCallRecorder() as rec:
+    recorder, compile_note = recorder_for(shell.user_ns, cell)
+    with recorder as rec:
         value = run_cell(shell, cell, magic_line)
     ns = shell.user_ns
     try:
@@ -354,6 +424,7 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
             outputs, skipped = flatten_outputs(value)
             what = "The cell's last expression"
         notes = [f"`{p or 'value'}` is {_article(t)} {t}, not a tensor: skipped." for p, t in skipped]
+        notes += [compile_note] if compile_note else []
         drawable = []
         for p, t in outputs:
             if _is_drawable(t):
