@@ -355,8 +355,36 @@ def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The c
         return (f"{what} is {_article(kind)} {kind}, not a tensor (or a tuple/list/dict/dataclass of "
                 f"tensors), so there is nothing to draw.{hint}")
     causes = []
-    if any(t.is_inference() for _, t in outs):
-        causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block")
+    inference_inputs = sorted(
+        k for k, v in (ns or {}).items()
+        if isinstance(k, str) and isinstance(v, torch.Tensor) and v.is_inference()
+        and re.search(rf"\b{re.escape(k)}\b", source))
+    if all(not (t.is_floating_point() or t.is_complex()) for _, t in outs):
+        dtypes = ", ".join(sorted({str(t.dtype).replace("torch.", "") for _, t in outs}))
+        causes.append(f"its dtype is {dtypes}: only floating-point and complex tensors carry gradients, so "
+                      "integer or bool results (token ids, `argmax`, comparisons, `tok.sum()`) never have a "
+                      "grad_fn. Draw a floating-point result instead, for example the loss or the logits")
+    elif any(t.is_inference() for _, t in outs):
+        causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block "
+                      "(inference tensors can never join an autograd graph)")
+    elif inference_inputs:
+        causes.append(f"`{inference_inputs[0]}` was made under `torch.inference_mode()` (in an earlier cell): "
+                      "inference tensors can never join an autograd graph; recompute it outside that block, "
+                      f"or use `{inference_inputs[0]}.clone()` made outside it as the input")
+    elif re.search(r"checkpoint|ckpt", source) and re.search(r"reentrant\s*=\s*True", source):
+        causes.append("`torch.utils.checkpoint(..., use_reentrant=True)` returns a result without a graph "
+                      "when none of its tensor inputs requires grad, even if the block's parameters do: pass "
+                      "`use_reentrant=False`, or give it an input that requires grad")
+    elif re.search(r"\b(torch\.func|functorch)\b|\b(vmap|jacrev|jacfwd|vjp|jvp|hessian|functional_call|"
+                   r"grad_and_value)\(|\bfunc\.grad\(", source):
+        causes.append("a `torch.func` transform (`grad`, `vjp`, `jacrev`, `vmap`...) computes its gradients "
+                      "inside the transform, so what it returns has no graph of the outer code: draw the "
+                      "function's own computation with regular autograd (call it on a tensor that requires "
+                      "grad and draw the result)")
+    if causes:
+        names = ", ".join(p or "the value" for p, _ in outs[:5])
+        return (f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Cause: "
+                + causes[0] + ".")
     if re.search(r"\bno_grad\b|set_grad_enabled\(\s*False", source):
         causes.append("the cell uses `torch.no_grad()`: run the forward pass outside that block")
     if "inference_mode" in source and not causes:
@@ -430,8 +458,10 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
             if _is_drawable(t):
                 drawable.append((p, t))
             else:
-                notes.append(f"`{p or 'output'}` has no grad_fn and does not require grad (no_grad, "
-                             "inference_mode, detach, or no input requires grad): skipped.")
+                why = ("its dtype is " + str(t.dtype).replace("torch.", "") + ": only floating-point and "
+                       "complex tensors carry gradients") if not (t.is_floating_point() or t.is_complex()) else \
+                    "no_grad, inference_mode, detach, or no input requires grad"
+                notes.append(f"`{p or 'output'}` has no grad_fn and does not require grad ({why}): skipped.")
         if not drawable:
             raise NothingToDraw(diagnose(value if not output_names else
                                          (value if len(value) > 1 else next(iter(value.values()))),
