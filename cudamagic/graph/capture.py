@@ -409,7 +409,8 @@ def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The c
 
 # ---- one call from the magic --------------------------------------------------------
 def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] = (), *,
-            show_saved: bool = False, show_attrs: bool = False, shared_params: bool = False) -> AutogradGraph:
+            show_saved: bool = False, show_attrs: bool = False, shared_params: bool = False,
+            with_tensors=None) -> AutogradGraph:
     """Run the cell (see :func:`run_cell`) and walk the autograd graph of its value.
 
     Args:
@@ -418,6 +419,8 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
         magic_line: The magic's arguments (only for the traceback line offset).
         output_names: Variables to draw instead of the last expression (``-o loss,logits``).
         show_saved, show_attrs, shared_params: See :func:`walk`.
+        with_tensors: Called as ``with_tensors(outputs, tensor_names, graph)`` after the walk, while the
+            output tensors are alive (the torchviz engine); must keep no reference to them.
 
     Returns:
         The full graph, with module calls recorded while the cell ran.
@@ -473,8 +476,11 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
                 "`y = (x * 2).sum()` then `y`.")
         tensor_names, module_paths = namespace_names(ns)
         calls, starts, ends = rec.resolve(module_paths)
-        return walk(drawable, tensor_names=tensor_names, show_saved=show_saved, show_attrs=show_attrs,
-                    shared_params=shared_params, calls=calls, call_starts=starts, call_ends=ends, notes=notes)
+        graph = walk(drawable, tensor_names=tensor_names, show_saved=show_saved, show_attrs=show_attrs,
+                     shared_params=shared_params, calls=calls, call_starts=starts, call_ends=ends, notes=notes)
+        if with_tensors is not None:
+            with_tensors(drawable, tensor_names, graph)
+        return graph
     finally:
         rec.raw = []
         value = outputs = drawable = None  # noqa: F841 - drop references to user tensors
