@@ -50,6 +50,15 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
     return dataclasses.replace(graph, nodes=nodes)
 
 
+def merge_held(nodes) -> tuple:
+    """``((how, count), ...)`` summed over ``nodes`` (saved tensors behind saved-tensor hooks)."""
+    total = Counter()
+    for n in nodes:
+        for how, count in n.held:
+            total[how] += count
+    return tuple(sorted(total.items()))
+
+
 def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
     """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``, ``--show-saved``)
     or only custom Functions' ``saved_tensors``."""
@@ -176,7 +185,8 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         boxes[t] = GraphNode(f"m{t}", MODULE, c.path or c.type_name, attrs=(("type", c.type_name),),
                              saved_bytes=saved_bytes, storages=storages,
                              ops=sum(1 for m in ms if m.kind == BACKWARD), call=c.parent,
-                             freed=any(m.freed for m in ms))
+                             freed=any(m.freed for m in ms), held=merge_held(ms),
+                             size_unknown=sum(m.size_unknown for m in ms))
     edges = _dedupe(graph.edges, mapping)
     notes = list(graph.notes)
     if fold:
@@ -207,7 +217,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                     saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
                     boxes[run[0]] = dataclasses.replace(
                         boxes[run[0]], label=f"{first.type_name} x {len(run)}", count=len(run), attrs=attrs,
-                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages)
+                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages,
+                        held=merge_held(boxes[r] for r in run),
+                        size_unknown=sum(boxes[r].size_unknown for r in run))
                     for r in run[1:]:
                         fold_map[f"m{r}"] = f"m{run[0]}"
                         del boxes[r]
@@ -264,7 +276,9 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         runs[rid] = GraphNode(rid, RUN, label, count=len(chain), ops=len(chain), call=by_id[head].call,
                               attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
                               saved_bytes=saved_bytes, storages=storages,
-                              freed=any(by_id[m].freed for m in chain))
+                              freed=any(by_id[m].freed for m in chain),
+                              held=merge_held(by_id[m] for m in chain),
+                              size_unknown=sum(by_id[m].size_unknown for m in chain))
     if not runs:
         return graph
     # saved-tensor nodes of folded ops go with them

@@ -131,3 +131,12 @@ w = torch.randn(10, requires_grad=True)
     assert ip.user_ns["n"] == [1]
     saved = [n for n in r.graph.nodes if n.kind == M.SAVED]
     assert saved and all("recomputed in backward" in n.label for n in saved)
+
+
+def test_collapsed_boxes_carry_the_hooked_counts(ip):
+    ip.run_cell(E11_SETUP)
+    r = magic(ip, "--depth 0 --format dot", "loss = run_ckpt(model, x).sum()\nloss")
+    boxes = [n for n in r.drawn.nodes if n.kind == M.MODULE]
+    assert boxes and all(dict(b.held).get("recomputed in backward", 0) > 0 for b in boxes)
+    assert "saved recomputed in backward" in r.dot
+    assert ip.user_ns["calls"]["n"] == 4
