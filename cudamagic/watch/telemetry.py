@@ -109,6 +109,10 @@ class GpuSample:
     ``throttle_reasons_mask`` the ``nvmlDeviceGetCurrentClocksEventReasons`` bitmask.
     ``lost`` is an NA once the GPU fell off the bus, else ``None``. ``processes`` is a
     tuple of :class:`ProcessSample` or an NA.
+
+    From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name (``""`` for
+    this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``, ``labels``
+    the job labels ``((label, value), ...)`` (pod, namespace, hpc_job).
     """
 
     index: int
@@ -130,6 +134,9 @@ class GpuSample:
     mig_devices: tuple = ()
     processes: object = ()
     lost: object = None
+    host: str = ""
+    ratios: tuple = ()
+    labels: tuple = ()
 
     @property
     def throttle_reasons(self):
@@ -561,6 +568,10 @@ def sample_to_json(s: Sample) -> dict:
             {"pid": p.pid, "name": p.name, "cmdline": p.cmdline, "used_memory": p.used_memory_bytes,
              "type": p.type, "own": p.own, "visible": p.visible} for p in g.processes]
         d["lost"] = g.lost
+        if g.host or g.ratios or g.labels:  # cluster sources only: live traces keep their old shape
+            d["host"] = g.host
+            d["prof"] = dict(g.ratios)
+            d["labels"] = dict(g.labels)
         gpus.append(d)
     h = s.host
     t = s.torch
@@ -607,6 +618,9 @@ def sample_rows(s: Sample) -> list:
     for g in s.gpus:
         r = dict(common)
         r.update({"index": g.index, "name": g.name, "uuid": g.uuid})
+        if g.host or g.ratios:
+            r["host"] = g.host
+            r.update({f"prof.{k}": v for k, v in g.ratios})
         for key, attr in GPU_FIELDS.items():
             r[key] = getattr(g, attr)
         reasons = g.throttle_reasons
@@ -618,7 +632,7 @@ def sample_rows(s: Sample) -> list:
     return rows
 
 
-_TEXT_KEYS = frozenset({"timestamp", "name", "uuid", "clocks_event_reasons", "mig.mode.current"})
+_TEXT_KEYS = frozenset({"timestamp", "name", "uuid", "host", "clocks_event_reasons", "mig.mode.current"})
 
 
 def _flat(row: dict) -> dict:
@@ -637,7 +651,7 @@ def _flat(row: dict) -> dict:
 MAX_TRACE_BYTES = 64 * 1024 ** 2
 MAX_LINE_BYTES = 1024 ** 2
 MAX_SAMPLES = 500_000
-MAX_GPUS = 64
+MAX_GPUS = 1024
 MAX_PROCESSES = 4096
 MAX_STR = 4096
 
@@ -754,7 +768,8 @@ class _Checker:
         return v
 
 
-_GPU_KEYS = ["index", "name", "uuid", *GPU_FIELDS, "mig.mode.current", "mig.devices", "processes", "lost"]
+_GPU_KEYS = ["index", "name", "uuid", *GPU_FIELDS, "mig.mode.current", "mig.devices", "processes", "lost",
+             "host", "prof", "labels"]
 _SAMPLE_KEYS = ["seq", "timestamp", "timestamp_s", "nvml.status", "gpus", "host", "torch", "hint"]
 _HOST_KEYS = ["cpu.utilization", "cpu.count", "memory.used", "memory.total", "kernel.cpu.utilization",
               "dataloader_workers"]
@@ -806,9 +821,16 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
         lost = g.get("lost")
         lost = None if lost is None else c.na(lost, "lost") if isinstance(lost, dict) else c.fail(
             "'lost' must be null or a not-available value")
+        prof, labels = g.get("prof", {}), g.get("labels", {})
+        c.obj(prof, "prof", list(prof))
+        c.obj(labels, "labels", list(labels))
         gpus.append(GpuSample(index=c.num(g["index"], "index", na=False, integer=True),
                               name=c.str_or_na(g.get("name", ""), "name"), uuid=c.str_or_na(g.get("uuid", ""), "uuid"),
-                              mig_enabled=mig, mig_devices=tuple(migs), processes=procs, lost=lost, **vals))
+                              mig_enabled=mig, mig_devices=tuple(migs), processes=procs, lost=lost,
+                              host=c.text(g.get("host", ""), "host"),
+                              ratios=tuple((c.text(k, "prof"), c.num(v, k)) for k, v in prof.items()),
+                              labels=tuple((c.text(k, "labels"), c.text(v, k)) for k, v in labels.items()),
+                              **vals))
     h = c.obj(obj["host"], "host", _HOST_KEYS)
     workers = []
     for w in c.lst(h.get("dataloader_workers", []), "dataloader_workers", MAX_PROCESSES):
