@@ -27,8 +27,9 @@ import time
 
 from ..core.na import NA, is_na
 from . import exporters as ex
+from .clusterview import ViewHooks
 from .prometheus import PrometheusClient, PrometheusError, range_step, selector
-from .telemetry import GPU_FIELDS, MIG_UTIL, GpuSample, HostSample, MigSample, Sample
+from .telemetry import GPU_FIELDS, MIG_UTIL, GpuSample, HostSample, MigSample, ReplaySource, Sample
 
 NOT_HOST = NA("not read: the source is a cluster's Prometheus, not this kernel's host", "cluster")
 _CLUSTER_HOST = HostSample(cpu_util_pct=NOT_HOST, cpu_count=NOT_HOST, memory_used_bytes=NOT_HOST,
@@ -147,7 +148,9 @@ def _gpu(key, phys: dict, migs: dict, meta: dict) -> GpuSample:
         for (mid, profile), f in sorted(migs.items(), key=lambda kv: str(kv[0][0])):
             used = f.get("memory.used", missing)
             total = f["memory.total"] if "memory.total" in f else _mem_total(f, missing)
-            inst.append(MigSample(index=mid if isinstance(mid, int) else len(inst), uuid=profile or str(mid),
+            # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as "3g.40gb #1"
+            inst.append(MigSample(index=mid if isinstance(mid, int) else len(inst),
+                                  uuid=f"{profile or 'MIG'} #{mid}",
                                   memory_used_bytes=used, memory_total_bytes=total))
             for k, v in f.items():  # device-wide values: taken once (never summed over instances)
                 if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total") and not k.startswith("prof."):
@@ -168,7 +171,7 @@ def _gpu(key, phys: dict, migs: dict, meta: dict) -> GpuSample:
                      ratios=ratios, labels=labels, **fields)
 
 
-class PrometheusSource:
+class PrometheusSource(ViewHooks):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
     Args:
@@ -346,3 +349,20 @@ class PrometheusSource:
     def close(self):
         """Close the connection pool."""
         self.client.close()
+
+    def preload(self, history_len: int) -> list:
+        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh intervals."""
+        return self.history(history_len * self.interval_s, max_samples=history_len)
+
+
+class ClusterReplay(ViewHooks, ReplaySource):
+    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view."""
+
+    @classmethod
+    def wrap(cls, replay: ReplaySource):
+        """The cluster replay with ``replay``'s state, when its samples carry host names; else ``replay``."""
+        if not any(g.host for s in replay.samples[:1] for g in s.gpus):
+            return replay
+        obj = cls.__new__(cls)
+        obj.__dict__.update(replay.__dict__)
+        return obj
