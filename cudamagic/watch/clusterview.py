@@ -13,6 +13,7 @@ imported in :class:`ClusterView` only. No IPython import here.
 from __future__ import annotations
 
 import contextlib
+import textwrap
 
 from ..core.fmt import NO_MATH, TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
 from ..core.na import is_na
@@ -66,7 +67,7 @@ def host_summary(gpus) -> dict:
 def _status_line(label, state, error, stale, source) -> str:
     parts = [label, state]
     if stale is not None:
-        parts.append(str(stale))
+        parts.append(stale.reason)
     if source is not None and getattr(source, "job_match", ""):
         parts.append(f"--job matched {source.job_match}")
     if error:
@@ -79,10 +80,11 @@ def _status_line(label, state, error, stale, source) -> str:
 def cluster_text(sample, history=(), label="cluster", state="", error="", source=None) -> str:
     """Plain-text cluster view: one line per host (GPUs, mean util, memory, power, per-GPU util %)."""
     shown, stale = last_good(sample, history)
-    lines = [terminal_safe(_status_line(label, state, error, stale, source), TEXT_WIDTH)]
+    lines = textwrap.wrap(terminal_safe(_status_line(label, state, error, stale, source)), TEXT_WIDTH,
+                          break_on_hyphens=False, break_long_words=False)
     if shown is None or not shown.gpus:
         why = getattr(sample, "nvml_status", None) if sample is not None else None
-        lines.append(f"No GPU data{': ' + terminal_safe(why) if is_na(why) else ' yet'}.")
+        lines.append(f"No GPU data{': ' + terminal_safe(why.reason) if is_na(why) else ' yet'}.")
         return "\n".join(lines)
     rows = []
     for host, gpus in by_host(shown.gpus).items():
@@ -163,7 +165,7 @@ def status_html(sample, history, label, state, error, source=None) -> str:
     extra = ""
     if shown is None or not shown.gpus:
         why = getattr(sample, "nvml_status", None) if sample is not None else None
-        extra = f"<div>No GPU data{': ' + esc(why) if is_na(why) else ' yet'}.</div>"
+        extra = f"<div>No GPU data{': ' + esc(why.reason) if is_na(why) else ' yet'}.</div>"
     return f'<div class="cm-cluster-status" style="color:{color}">{esc(n + line)}</div>{extra}'
 
 

@@ -212,9 +212,6 @@ class PrometheusClient:
 def _reason(exc, timeout) -> str:
     import urllib3
 
-    if isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,
-                        TimeoutError)):
-        return f"no answer within {timeout:g} s (timed out)"
     if isinstance(exc, urllib3.exceptions.NewConnectionError):
         text = str(exc)
         if "refused" in text.lower():
@@ -222,6 +219,10 @@ def _reason(exc, timeout) -> str:
         if "Name or service not known" in text or "nodename nor servname" in text or "resolution" in text:
             return "host name not found"
         return "cannot connect: " + text.split(": ", 1)[-1][:160]
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: it is handled first
+    if isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,
+                        TimeoutError)):
+        return f"no answer within {timeout:g} s (timed out)"
     if isinstance(exc, urllib3.exceptions.SSLError):
         return f"TLS error: {str(exc)[:160]} (set {CA_ENV} for a private CA)"
     if isinstance(exc, urllib3.exceptions.ProtocolError):
