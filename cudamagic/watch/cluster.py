@@ -127,6 +127,11 @@ def classify(metric: dict):
     return s
 
 
+_EMPTY = {}
+_MISSING = {}
+_NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
+
+
 def _mem_total(f: dict, missing):
     """DCGM's total framebuffer: used + free + reserved (MiB already scaled to bytes), or the first NA."""
     if "memory.used" not in f or "memory.free" not in f:
@@ -136,11 +141,13 @@ def _mem_total(f: dict, missing):
     return bad[0] if bad else sum(parts)
 
 
-def _gpu(key, phys: dict, migs: dict, meta: dict) -> GpuSample:
+def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample:
     """Build one GpuSample from the fields of its physical series and of its MIG instances."""
     host, index = key
     uuid, name, exporter, labels = meta["uuid"], meta["name"], meta["exporter"], meta["labels"]
-    missing = NA(f"not exported by the {exporter} exporter", "not_exported")
+    missing = _MISSING.get(exporter)
+    if missing is None:
+        missing = _MISSING[exporter] = NA(f"not exported by the {exporter} exporter", "not_exported")
     vals = dict(phys)
     mig_devs = ()
     if migs:
@@ -153,7 +160,7 @@ def _gpu(key, phys: dict, migs: dict, meta: dict) -> GpuSample:
                                   uuid=f"{profile or 'MIG'} #{mid}",
                                   memory_used_bytes=used, memory_total_bytes=total))
             for k, v in f.items():  # device-wide values: taken once (never summed over instances)
-                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total") and not k.startswith("prof."):
+                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total"):
                     vals.setdefault(k, v)
         mig_devs = tuple(inst)
         if "memory.used" not in phys:
@@ -164,11 +171,10 @@ def _gpu(key, phys: dict, migs: dict, meta: dict) -> GpuSample:
         vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
     if "memory.total" not in vals and "memory.free" in vals:
         vals["memory.total"] = _mem_total(vals, missing)
-    ratios = tuple(sorted((k[5:], v) for k, v in vals.items() if k.startswith("prof.")))
     fields = {attr: vals.get(k, missing) for k, attr in GPU_FIELDS.items()}
     return GpuSample(index=index, name=name or missing, uuid=uuid or missing, mig_enabled=bool(migs),
-                     mig_devices=mig_devs, processes=NA("not exported to Prometheus", "not_exported"), host=host,
-                     ratios=ratios, labels=labels, **fields)
+                     mig_devices=mig_devs, processes=_NO_PROCESSES, host=host,
+                     ratios=tuple(sorted(ratios.items())), labels=labels, **fields)
 
 
 class PrometheusSource(ViewHooks):
@@ -209,6 +215,7 @@ class PrometheusSource(ViewHooks):
         self.device_count = 0
         self.status = None
         self._kinds = {}
+        self._vcache = {}
         what = f" --hosts {','.join(self.hosts)}" if self.hosts else ""
         what += (" --job" + (f" {job}" if job else "")) if job is not None else ""
         self.label = f"cluster via {url}{what}"
@@ -250,25 +257,60 @@ class PrometheusSource(ViewHooks):
         return f"--job: no GPU series carries {tried}"
 
     # -- building samples -------------------------------------------------------------------
-    def build(self, rows) -> tuple:
-        """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
-        phys, migs, meta = {}, {}, {}
-        for s, text in rows:
+    def assemble(self, series) -> dict:
+        """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text), ...]), ...]``.
+
+        An instant query gives one timestamp, a range query many; each series is classified, filtered by
+        ``--hosts`` and its values converted once, then every timestamp's GPUs are built.
+        """
+        frames, meta = {}, {}
+        for s, values in series:
             if not self._host_ok(s.host):
                 continue
             self.exporters.add(s.exporter)
-            field = "prof." + s.field if s.ratio else s.field
-            v = _num(text, s.field, s.scale, s.exporter)
             m = meta.get(s.key)
             if m is None:
                 m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
             elif s.labels and not m["labels"]:
                 m["labels"] = s.labels
-            if s.mig is None:
-                phys.setdefault(s.key, {})[field] = v
-            else:
-                migs.setdefault(s.key, {}).setdefault(s.mig, {})[field] = v
-        return tuple(_gpu(k, phys.get(k, {}), migs.get(k, {}), meta[k]) for k in sorted(meta))
+            field = s.field
+            cache = self._vcache.get((s.field, s.scale, s.exporter))
+            if cache is None:
+                cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
+            slot = 2 if s.ratio and s.mig is None else 0  # ratios of MIG instances are not shown
+            if s.ratio and s.mig is not None:
+                continue
+            for point in values:
+                try:
+                    t, text = point
+                except (TypeError, ValueError):
+                    continue
+                fr = frames.get(t)
+                if fr is None:
+                    fr = frames[t] = ({}, {}, {})
+                v = cache.get(text)
+                if v is None:
+                    v = _num(text, s.field, s.scale, s.exporter)
+                    if len(cache) < 20_000:
+                        cache[text] = v
+                if s.mig is None:
+                    d = fr[slot].get(s.key)
+                    if d is None:
+                        d = fr[slot][s.key] = {}
+                    d[field] = v
+                else:
+                    fr[1].setdefault(s.key, {}).setdefault(s.mig, {})[field] = v
+        out = {}
+        for t, (phys, migs, ratios) in frames.items():
+            keys = sorted(phys.keys() | migs.keys() | ratios.keys())
+            out[t] = tuple(_gpu(k, phys.get(k, _EMPTY), migs.get(k, _EMPTY), meta[k], ratios.get(k, _EMPTY))
+                           for k in keys)
+        return out
+
+    def build(self, rows) -> tuple:
+        """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
+        got = self.assemble([(s, ((0, text),)) for s, text in rows])
+        return got.get(0, ())
 
     def _sample(self, seq, timestamp_s, gpus) -> Sample:
         return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=None, gpus=gpus, host=_CLUSTER_HOST,
@@ -332,18 +374,14 @@ class PrometheusSource(ViewHooks):
         except PrometheusError as exc:
             self.stale_reason = str(exc)
             return []
-        frames = {}
+        series = []
         for r in result:
             s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
-            if s is None:
-                continue
-            for t, v in r.get("values", ()):
-                frames.setdefault(t, []).append((s, v))
-        out = []
+            if s is not None and isinstance(r.get("values"), list):
+                series.append((s, r["values"]))
+        frames = self.assemble(self._job_filter(series))
         times = sorted(frames)
-        for i, t in enumerate(times):
-            rows = self._job_filter(frames[t])
-            out.append(self._sample(i - len(times) + 1, float(t), self.build(rows)))
+        out = [self._sample(i - len(times) + 1, float(t), frames[t]) for i, t in enumerate(times)]
         return out
 
     def close(self):
