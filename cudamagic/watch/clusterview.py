@@ -89,14 +89,15 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
     rows = []
     for host, gpus in by_host(shown.gpus).items():
         s = host_summary(gpus)
-        per = " ".join(("M" if g.mig_enabled is True else "") + _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
+        per = " ".join("MIG" if g.mig_enabled is True and is_na(g.gpu_util_pct) else
+                       _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
         rows.append([clip(terminal_safe(host or "(no host label)"), 24), s["gpus"],
                      "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
                      f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
                      "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
                      clip(per, 40)])
     lines.append(f"{len(shown.gpus)} GPUs on {len(rows)} hosts at {shown.timestamp}")
-    lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU (M = MIG)"], rows))
+    lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
     return "\n".join(lines)
 
 

@@ -618,7 +618,8 @@ def sample_rows(s: Sample) -> list:
     for g in s.gpus:
         r = dict(common)
         r.update({"index": g.index, "name": g.name, "uuid": g.uuid})
-        if g.host or g.ratios:
+        if g.host or g.ratios:  # a cluster GPU: its host, not this kernel's host.* / torch.* columns
+            r = {k: v for k, v in r.items() if not k.startswith(("host.", "torch."))}
             r["host"] = g.host
             r.update({f"prof.{k}": v for k, v in g.ratios})
         for key, attr in GPU_FIELDS.items():
