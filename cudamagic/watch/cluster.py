@@ -356,11 +356,12 @@ class PrometheusSource(ViewHooks):
         self.device_count = len(gpus)
         return sample
 
-    def history(self, span_s: float, end_s: float | None = None, max_samples: int = 600) -> list:
+    def history(self, span_s: float, end_s: float | None = None, max_samples: int = 600,
+                timeout_s: float = 30.0) -> list:
         """Samples of the last ``span_s`` seconds from one range query (one HTTP request).
 
         The step is at least ``interval_s`` and at least ``span_s / max_samples`` (the monitor keeps no more),
-        and keeps every series under Prometheus's 11,000 points.
+        and keeps every series under Prometheus's 11,000 points. ``timeout_s`` bounds the request.
 
         Returns:
             list of :class:`Sample` (oldest first; ``seq`` 0, -1, ... counts back from the newest), or ``[]``
@@ -370,7 +371,7 @@ class PrometheusSource(ViewHooks):
         start = end - float(span_s)
         step = range_step(start, end, max(self.interval_s, span_s / max(1, max_samples - 1)))
         try:
-            result = self.client.range(self.query, start, end, step, timeout_s=max(self.client.timeout_s, 30.0))
+            result = self.client.range(self.query, start, end, step, timeout_s=timeout_s)
         except PrometheusError as exc:
             self.stale_reason = str(exc)
             return []
@@ -389,8 +390,9 @@ class PrometheusSource(ViewHooks):
         self.client.close()
 
     def preload(self, history_len: int) -> list:
-        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh intervals."""
-        return self.history(history_len * self.interval_s, max_samples=history_len)
+        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh intervals (it runs
+        in the kernel's thread when the monitor starts, so it waits no longer than one refresh request)."""
+        return self.history(history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s)
 
 
 class ClusterReplay(ViewHooks, ReplaySource):

@@ -177,3 +177,12 @@ def test_backfilled_history_exact_values(tmp_path):
         json.dumps(telemetry.sample_to_json(hist[-1]))
     finally:
         server.cleanup()
+
+
+def test_unload_stops_a_background_cluster_monitor(ip, cluster, tmp_path):
+    _, server = cluster
+    watch = ip.run_line_magic("gpuwatch", f"--source {server.url} --log {tmp_path / 'c.jsonl'} --interval 0.2")
+    assert watch.running and len(sampler_threads()) == 1
+    ip.run_line_magic("unload_ext", "cudamagic")
+    assert not watch.running and sampler_threads() == []
+    ip.run_line_magic("load_ext", "cudamagic")
