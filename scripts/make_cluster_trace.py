@@ -19,7 +19,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 import prom_sim  # noqa: E402
 from cudamagic.watch.cluster import PrometheusSource  # noqa: E402
 from cudamagic.watch.prometheus import parse_source  # noqa: E402
-from cudamagic.watch.telemetry import TraceWriter  # noqa: E402
+from cudamagic.watch.trace import TraceWriter  # noqa: E402
 
 
 def main(samples: int = 30) -> str:

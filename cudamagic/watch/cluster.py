@@ -29,7 +29,8 @@ from ..core.na import NA, is_na
 from . import exporters as ex
 from .clusterview import ViewHooks
 from .prometheus import PrometheusClient, PrometheusError, range_step, selector
-from .telemetry import GPU_FIELDS, MIG_UTIL, GpuSample, HostSample, MigSample, ReplaySource, Sample
+from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
+from .sources import MIG_UTIL, ReplaySource
 
 NOT_HOST = NA("not read: the source is a cluster's Prometheus, not this kernel's host", "cluster")
 _CLUSTER_HOST = HostSample(cpu_util_pct=NOT_HOST, cpu_count=NOT_HOST, memory_used_bytes=NOT_HOST,

@@ -12,7 +12,7 @@ Two exporters are understood, recognised by their metric names:
   ``devicename``, ``uuid``.
 
 Each map is ``metric name -> (field, scale)``: ``field`` is the nvidia-smi key of
-:data:`cudamagic.watch.telemetry.GPU_FIELDS` (or a profiling ratio name) and ``scale`` converts the exporter's
+:data:`cudamagic.watch.samples.GPU_FIELDS` (or a profiling ratio name) and ``scale`` converts the exporter's
 unit to the raw unit of the sample (bytes, mW, %, MHz).
 """
 

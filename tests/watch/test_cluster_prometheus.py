@@ -12,7 +12,7 @@ from IPython.core.error import UsageError
 
 import prom_sim
 from cudamagic.core.na import is_na
-from cudamagic.watch import monitor, telemetry
+from cudamagic.watch import monitor, trace
 from cudamagic.watch.cluster import PrometheusSource
 from cudamagic.watch.prometheus import parse_source
 
@@ -68,7 +68,7 @@ def test_shell_text_snapshot_log_and_replay(ip, cluster, tmp_path, capsys):
     rows = watch.history
     assert {r["host"] for r in rows} == {"node01", "node02", "node03", "node04"}
     assert all("prof.gr_engine_active" in r for r in rows if r["host"] in ("node01", "node02"))
-    header, samples = telemetry.read_trace(str(log))
+    header, samples = trace.read_trace(str(log))
     assert "recording of http://127.0.0.1" in header["source"] and len(samples) == 3
     assert samples[-1].gpus[0].host == "node01"
     replay = ip.run_line_magic("gpuwatch", f"--replay {log} --interval 0.05 --text")
@@ -174,7 +174,7 @@ def test_backfilled_history_exact_values(tmp_path):
             assert set(by) == {("bf01", 0), ("bf01", 1), ("bf02", 0)}
             assert by["bf01", 1].gpu_util_pct == prom_sim.util_at(t, 0, 1)
             assert by["bf02", 0].memory_used_bytes == prom_sim.used_mib_at(t, 1, 0) * 2 ** 20
-        json.dumps(telemetry.sample_to_json(hist[-1]))
+        json.dumps(trace.sample_to_json(hist[-1]))
     finally:
         server.cleanup()
 
