@@ -115,7 +115,7 @@ class GpuWatch:
         latest, hist = self.sampler.snapshot()
         render = getattr(self.sampler.source, "render_html", snapshot_html)
         return render(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
-                             self.sampler.samples_taken, self.sampler.error)
+                      self.sampler.samples_taken, self.sampler.error)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/plain": self.text()}

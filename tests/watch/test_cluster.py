@@ -140,3 +140,16 @@ def test_hosts_filter_matches_short_names():
 def test_selector_is_one_query_for_both_exporters():
     q = PrometheusSource("http://unused:1").query
     assert q.startswith('{__name__=~"') and "DCGM_FI_DEV_GPU_UTIL" in q and "gpu_utilization_Percentage" in q
+
+
+def test_outside_strings_are_escaped_in_text_and_html():
+    from cudamagic.watch.clusterview import cluster_html, cluster_text
+
+    evil = prom_sim.SimHost("n\x1b[31m<img src=x onerror=alert(1)>", "dcgm", 1,
+                            labels={"pod": "p\u202e<script>"})
+    src, gpus = _gpus(_rows(evil))
+    sample = src._sample(1, 1000.0, gpus)
+    text = cluster_text(sample, [sample], "cluster", "running")
+    html = cluster_html(sample, [sample], "cluster", "running")
+    assert "\x1b" not in text and "\\x1b" in text and "\u202e" not in text
+    assert "<img" not in html and "&lt;img" in html and "<script>" not in html and "&lt;script&gt;" in html
