@@ -301,11 +301,24 @@ class PrometheusSource(ViewHooks):
                     d[field] = v
                 else:
                     fr[1].setdefault(s.key, {}).setdefault(s.mig, {})[field] = v
-        out = {}
-        for t, (phys, migs, ratios) in frames.items():
+        out, last = {}, {}
+        for t in sorted(frames):
+            phys, migs, ratios = frames[t]
             keys = sorted(phys.keys() | migs.keys() | ratios.keys())
-            out[t] = tuple(_gpu(k, phys.get(k, _EMPTY), migs.get(k, _EMPTY), meta[k], ratios.get(k, _EMPTY))
-                           for k in keys)
+            gpus = []
+            for k in keys:
+                p, r = phys.get(k, _EMPTY), ratios.get(k, _EMPTY)
+                m = migs.get(k)
+                # a range step finer than the scrape interval repeats values: reuse the previous (immutable) sample
+                sig = None if m else (tuple(p.items()), tuple(r.items()))
+                prev = last.get(k)
+                if sig is not None and prev is not None and prev[0] == sig:
+                    gpus.append(prev[1])
+                    continue
+                g = _gpu(k, p, m or _EMPTY, meta[k], r)
+                last[k] = (sig, g)
+                gpus.append(g)
+            out[t] = tuple(gpus)
         return out
 
     def build(self, rows) -> tuple:
