@@ -33,7 +33,9 @@ def test_cluster_notebook_live():
     texts = _texts(nb)
     assert "local Prometheus at prometheus://127.0.0.1:" in texts[0]
     assert "12 GPUs on 4 hosts" in texts[1] and "node03" in texts[1]
-    assert "; 12 GPUs on 4 hosts" in texts[2] and "'power.draw: DCGM blank value: no data yet', 'fan.speed: DCGM: not supported on this GPU'" in texts[2]
+    assert "; 12 GPUs on 4 hosts" in texts[2]
+    assert ("'power.draw: DCGM blank value: no data yet', 'fan.speed: DCGM: not supported on this GPU'"
+            in texts[2])
     assert "--job matched hpc_job=4242" in " ".join(texts[3].split()) and "node03" not in texts[3]
     assert "local cluster stopped" in texts[4]
     values = _widget_values(nb)
