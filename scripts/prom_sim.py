@@ -9,7 +9,8 @@
 * :func:`backfill` writes a known history with ``promtool tsdb create-blocks-from openmetrics``.
 
 Used by the tests (``tests/watch/test_cluster*.py``, ``tests/watch/test_prometheus.py``),
-``examples/cluster_watch.ipynb`` and ``benchmarks/bench_prometheus.py``. Nothing here is part of the ``cudamagic`` package.
+``examples/cluster_watch.ipynb`` and ``benchmarks/bench_prometheus.py``. Nothing here is part of the
+``cudamagic`` package.
 """
 
 from __future__ import annotations

@@ -92,6 +92,9 @@ class GpuWatch:
     def stop(self):
         """Stop the sampler thread (joins it) and mark the widget stopped. Idempotent."""
         self.sampler.stop()
+        close = getattr(self.sampler.source, "close", None)  # a cluster source's HTTP connections
+        if close is not None and not self.sampler.running:
+            close()
         self._finished()
 
     def state(self) -> str:
