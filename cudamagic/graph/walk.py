@@ -218,16 +218,18 @@ def read_saved(fn, attr: str):
     if raw is _MISSING:
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
+    raws = list(raw) if many else [raw]
+    hooked = any(r is not None and getattr(r, "unpack_hook", None) is not None for r in raws)
     out = []
-    for r in (raw if many else (raw,)):
+    for r in raws:
         if r is None:
             out.append(None)
         elif getattr(r, "unpack_hook", None) is not None:
             out.append(Hooked(r))
         else:
             data = r.data
-            if data is None and attr != "_saved_tensors":
-                return getattr(fn, attr)  # freed (raises) or an undefined tensor; no hook runs
+            if data is None and not hooked and attr != "_saved_tensors":
+                return getattr(fn, attr)  # freed (raises) or an undefined tensor; no hook is set, none runs
             out.append(data)
     return tuple(out) if many else out[0]
 

@@ -140,3 +140,20 @@ def test_collapsed_boxes_carry_the_hooked_counts(ip):
     assert boxes and all(dict(b.held).get("recomputed in backward", 0) > 0 for b in boxes)
     assert "saved recomputed in backward" in r.dot
     assert ip.user_ns["calls"]["n"] == 4
+
+
+def test_tensor_list_with_none_entries_behind_hooks_not_unpacked():
+    unpacked = []
+
+    def unpack(t):
+        unpacked.append(1)
+        return t
+
+    x = torch.randn(4, 4, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        y = x[:, torch.tensor([0, 1])].sum()  # IndexBackward0 saves [None, index]
+    gr = G.walk([("", y)], show_saved=True)
+    assert unpacked == []
+    index = next(n for n in gr.of_kind(M.BACKWARD) if n.label == "IndexBackward0")
+    assert index.held == (("packed by test_tensor_list_with_none_entries_behind_hooks_not_unpacked", 1),)
+    assert index.saved_bytes == 16
