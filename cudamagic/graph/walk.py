@@ -1,9 +1,13 @@
 """Walking the autograd graph behind some tensors into an :class:`~cudamagic.graph.model.AutogradGraph`.
 
 The walk is iterative (a chain of 100,000 ops needs no deep Python stack), reads
-``grad_fn``, ``next_functions``, ``AccumulateGrad.variable`` and the ``_saved_*``
+``grad_fn``, ``next_functions``, ``AccumulateGrad.variable`` and the saved
 attributes, and counts the bytes of the distinct storages saved tensors keep
-alive (parameters not counted). No reference to a user tensor or autograd node
+alive (parameters not counted; every layout, see :func:`storage_parts`). Saved
+tensors are read through ``_raw_saved_*`` (``SavedTensor.data`` and
+``.unpack_hook``), so a saved-tensor hook's unpack never runs (:func:`read_saved`):
+a non-reentrant checkpoint's tensors are "recomputed in backward" (only the inputs
+its frame keeps are counted), ``save_on_cpu``'s are "kept on CPU". No reference to a user tensor or autograd node
 survives :func:`walk`. :func:`guard_deep_free` keeps the kernel alive when a deep
 walked graph is freed later.
 
