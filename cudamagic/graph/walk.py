@@ -197,7 +197,7 @@ class Hooked:
     keeps the block's inputs: those are counted once per frame (``frame``), on the first entry seen.
     """
 
-    __slots__ = ("held", "tensors", "known", "frame")
+    __slots__ = ("frame", "held", "known", "tensors")
 
     def __init__(self, raw):
         self.held = hook_kind(raw.unpack_hook)

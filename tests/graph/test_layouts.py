@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
 import torch
 
 from cudamagic.graph import model as M
@@ -40,7 +39,7 @@ def _bytes(t):
 
 def test_strided_view_keeps_its_whole_storage():
     base = torch.randn(100)
-    gr, node = _saved_by_keep(base[10:20])
+    _, node = _saved_by_keep(base[10:20])
     assert node.saved_bytes == 400 and node.saved_view_bytes == 40
 
 
