@@ -705,6 +705,15 @@ def ctx_not_compiled(match, scene):
     return Context(notes=tuple(notes), facts=facts)
 
 
+def ctx_program_driver(match, scene):
+    driver = _nvidia_driver_present()
+    notes = (("No NVIDIA driver was found on this machine (no /proc/driver/nvidia, no nvidia-smi): host code "
+              "runs here, kernels cannot.",) if not driver else
+             ("An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
+              "(`%cudainfo` shows both).",))
+    return Context(notes=notes, facts={"nvidia_driver_found": driver})
+
+
 def decode_cuda_version(code: int) -> str:
     """CUDA's integer version (``11040``) as ``'11.4'`` (major = code // 1000, minor = code % 1000 // 10)."""
     return f"{code // 1000}.{code % 1000 // 10}"
@@ -1448,6 +1457,19 @@ CATALOGUE: tuple = (
              "https://download.pytorch.org/whl/cu121` (choose the CUDA version your driver supports: `%cudainfo` "
              "shows it), then restart the kernel."),
         source="torch/cuda/__init__.py: _lazy_init", context=ctx_not_compiled),
+    Entry(
+        id="cuda-program-no-driver", title="A %%cuda program found no usable NVIDIA driver",
+        types=("CudaProgramError",),
+        patterns=(r"cudaErrorInsufficientDriver|CUDA driver version is insufficient",
+                  r"cudaErrorNoDevice|no CUDA-capable device"),
+        what="The program compiled, but its first CUDA call (here the kernel launch) could not reach a GPU.",
+        why=("Host code runs anywhere; device code needs the NVIDIA kernel driver (libcuda) and a GPU. Without a "
+             "driver the CUDA runtime reports 'driver version is insufficient' (cudaErrorInsufficientDriver); with "
+             "a driver older than the toolkit that compiled the program it reports the same."),
+        fix=("Run the notebook on a machine with an NVIDIA GPU and driver (`%cudainfo` shows what this one has), or "
+             "update the driver to one that supports the toolkit's CUDA version."),
+        source="CUDA runtime: cudaErrorInsufficientDriver (35), cudaErrorNoDevice (100); cudamagic/cuda/run.py",
+        context=ctx_program_driver),
     Entry(
         id="driver-too-old", title="NVIDIA driver too old for this PyTorch build", reports=("F19", "F23"),
         types=("RuntimeError", "AssertionError"),
