@@ -148,16 +148,17 @@ def _size(path: str) -> int:
     return total
 
 
-def prune(root: str, max_bytes: int) -> int:
+def prune(root: str, max_bytes: int, keep: str = "") -> int:
     """Remove least recently used entries (``prog/``, ``torch/``, ``torch-build/``) until the total is at most
-    ``max_bytes``. Returns the bytes removed."""
+    ``max_bytes``; entries whose folder name is ``keep`` (the build just made) stay. Returns the bytes removed."""
     entries = []
     for kind in ("prog", "torch", "torch-build"):
         d = os.path.join(root, kind)
         if os.path.isdir(d):
             for name in os.listdir(d):
                 p = os.path.join(d, name)
-                entries.append((os.path.getmtime(p), _size(p), p))
+                if name != keep:
+                    entries.append((os.path.getmtime(p), _size(p), p))
     total = sum(e[1] for e in entries)
     removed = 0
     for _, size, path in sorted(entries):
@@ -263,13 +264,14 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
     return "\n".join(out), diags
 
 
-def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, nvcc_env=None) -> tuple:
+def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_bytes: int = 2 ** 31) -> tuple:
     """Compile ``source`` (the cell body) into a cached program.
 
     Args:
         source: the cell's text below the ``%%cuda`` line. tk: :class:`.toolchain.Toolkit`.
         archs: nvcc architecture digits (``("90",)``) or ``()`` for nvcc's default. flags: extra nvcc args.
-        ws: the :class:`Workspace`. progress: a :class:`.progress.Progress`.
+        ws: the :class:`Workspace`. progress: a :class:`.progress.Progress`. max_bytes: the cache's bound
+            (least recently used entries are removed after a new one is added).
 
     Returns:
         ``(path, cached, warnings_log)``: the program's path, True when nvcc was not called, and the
@@ -301,7 +303,7 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, nvcc
             argv[1:1] = ["-I", ws.saved_dir]
         with tempfile.TemporaryFile() as logf:
             proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=work, env=nvcc_env, **popen_kwargs())
+                                    cwd=work, **popen_kwargs())
             wait(proc, progress, "compiling with nvcc")
             logf.seek(0)
             log = logf.read().decode("utf-8", "replace")
@@ -315,6 +317,7 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, nvcc
                 body = "\n".join(text.strip().splitlines()[-15:])
             raise CudaCompileError(f"{head}:\n{body}", errors, text)
         publish(ws.root, "prog", key, {"prog": exe})
+        prune(ws.root, max_bytes, keep=key)
         return os.path.join(entry(ws.root, "prog", key), "prog"), False, text.strip()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -43,12 +43,11 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         archs = toolchain.choose_archs(tk, opts.arch) if tk else ()
         start = time.monotonic()
         with Progress("PyTorch extension build") as progress:
-            module, cached = build_extension(cell, opts.torch, ws, archs, tk, progress)
+            module, cached = build_extension(cell, opts.torch, ws, archs, tk, progress,
+                                             settings.cuda_cache_max_bytes)
         for name in opts.torch:
             user_ns[name] = getattr(module, name)
         last.update(kind="torch", cached=cached, archs=archs, compile_s=time.monotonic() - start)
-        if not cached:
-            build.prune(ws.root, settings.cuda_cache_max_bytes)
         return TorchBuild(opts.torch, module, cached, time.monotonic() - start)
 
     tk = toolchain.toolkit()
@@ -58,13 +57,12 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
     profiler = _profiler(opts.profile)
     start = time.monotonic()
     with Progress("nvcc build") as progress:
-        exe, cached, warnings = build.compile_program(cell, tk, archs, flags, ws, progress)
+        exe, cached, warnings = build.compile_program(cell, tk, archs, flags, ws, progress,
+                                                      settings.cuda_cache_max_bytes)
     compile_s = time.monotonic() - start
     last.update(kind="program", path=exe, cached=cached, archs=archs, compile_s=compile_s)
     if warnings:
         print(warnings, file=sys.stderr)
-    if not cached:
-        build.prune(ws.root, settings.cuda_cache_max_bytes)
     argv = [exe, *opts.args]
     report = None
     if profiler:

@@ -54,6 +54,14 @@ def parse_arch(text: str) -> str:
     return f"{m['major']}{m['minor']}{m['suffix']}"
 
 
+def _unquote(text: str) -> str:
+    """IPython's argument splitter keeps the quotes around ``--args "1024 16"``: remove that one pair."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
 def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
     """Turn parsed ``magic_arguments`` into :class:`CudaOptions`.
 
@@ -67,8 +75,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
                              "e.g. --timeout 30.")
     arch = parse_arch(args.arch) if args.arch else None
     try:
-        prog_args = tuple(shlex.split(args.args)) if args.args else ()
-        flags = tuple(shlex.split(args.nvcc_flags)) if args.nvcc_flags else ()
+        prog_args = tuple(shlex.split(_unquote(args.args))) if args.args else ()
+        flags = tuple(shlex.split(_unquote(args.nvcc_flags))) if args.nvcc_flags else ()
     except ValueError as exc:
         raise UsageError(f"%%cuda: cannot split --args/--nvcc-flags into words ({exc}); close every quote, "
                          "e.g. --args \"1024 'a b'\".") from None

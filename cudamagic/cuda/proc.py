@@ -22,7 +22,8 @@ def kill_tree(pid: int) -> int:
     """Kill process ``pid`` and every descendant (psutil, so it works on every platform).
 
     Returns:
-        The number of processes signalled (0 when ``pid`` is already gone).
+        The number of processes signalled (0 when ``pid`` is already gone). Descendants are waited for up to
+        0.2 s (SIGKILL cannot be caught; an orphan stays a zombie until its new parent reaps it); ``pid`` itself is left for its parent to reap (``Popen.wait()``).
     """
     import psutil
 
@@ -36,5 +37,5 @@ def kill_tree(pid: int) -> int:
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(procs, timeout=2)
+    psutil.wait_procs(procs[:-1], timeout=0.2)  # the root is the caller's child: it reaps it (Popen.wait)
     return len(procs)

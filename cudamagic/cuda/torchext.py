@@ -124,7 +124,16 @@ def _check_lock(build_dir: str, progress) -> None:
         time.sleep(0.1)
 
 
-def build_extension(source: str, names, ws, archs, tk, progress):
+def torch_key(source: str, names, ws, archs, tk) -> str:
+    """The cache key of a ``--torch`` cell (its build folder is ``torch-build/<key>``)."""
+    import torch
+
+    return build.cache_key(kind="torch", source=source, names=list(names), headers=ws.included(source),
+                           torch=torch.__version__, python=sys.version, nvcc=(tk.path, tk.build) if tk else None,
+                           archs=list(archs))
+
+
+def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int = 2 ** 31):
     """Build (or load from the cache) the extension and return the imported module.
 
     Args:
@@ -142,15 +151,14 @@ def build_extension(source: str, names, ws, archs, tk, progress):
     import torch
 
     device = build.has_device_code(source)
-    headers = ws.included(source)
     decls = declarations(source, names) if device else ""
-    key = build.cache_key(kind="torch", source=source, names=list(names), headers=headers, torch=torch.__version__,
-                          python=sys.version, nvcc=(tk.path, tk.build) if tk else None, archs=list(archs))
+    key = torch_key(source, names, ws, archs, tk)
     modname = f"cudamagic_{key[:16]}"
     so = build.lookup(ws.root, "torch", key, modname + ".so")
     cached = so is not None
     if not cached:
         so = _build(source, names, decls, device, ws, archs, key, modname, progress)
+        build.prune(ws.root, max_bytes, keep=key)
     return _import(modname, so), cached
 
 
