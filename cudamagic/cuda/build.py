@@ -27,17 +27,32 @@ import uuid
 from .errors import CudaCompileError, Diagnostic
 from .proc import kill_tree, popen_kwargs
 
-#: Appended to cells with device code: at exit, report a CUDA error the program did not check (a failed
-#: launch, an asynchronous kernel fault) on stderr, in one marker line that ``%%cuda`` turns into the
-#: cell's exception. cudaErrorCudartUnloading (4) is ignored: the runtime was already torn down.
+#: Appended to cells with device code: at exit, report a CUDA error the program left behind on stderr, in one
+#: marker line that ``%%cuda`` turns into the cell's exception. With a GPU: cudaDeviceSynchronize() then
+#: cudaGetLastError() (a failed launch, an asynchronous kernel fault). Without a usable GPU or driver: only
+#: when the program launched a kernel (``<<<...>>>`` goes through __cudaPushCallConfiguration, which the link
+#: wraps with :data:`EXIT_CHECK_LINK`), so a program that finds no GPU, says so and returns 0 passes.
+#: cudaErrorCudartUnloading (4) means the runtime is already gone and is not reported.
 EXIT_CHECK = r'''
 #line 1 "cudamagic-exit-check"
 #include <cstdio>
 #include <cstdlib>
+namespace cudamagic_exit_check_ { static bool launched = false; }
+extern "C" unsigned __real___cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st *);
+extern "C" unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t s, struct CUstream_st *st) {
+  cudamagic_exit_check_::launched = true;
+  return __real___cudaPushCallConfiguration(g, b, s, st);
+}
 namespace cudamagic_exit_check_ {
 static void check() {
-  cudaError_t e = cudaDeviceSynchronize();
-  if (e == cudaSuccess) e = cudaGetLastError();
+  int n = 0;
+  cudaError_t e = cudaSuccess;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+    e = cudaDeviceSynchronize();
+    if (e == cudaSuccess) e = cudaGetLastError();
+  } else if (launched) {
+    e = cudaPeekAtLastError();
+  }
   if (e != cudaSuccess && e != cudaErrorCudartUnloading) {
     std::fflush(stdout);
     std::fprintf(stderr, "\n@@cudamagic-cuda-error@@ %d %s %s\n", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
@@ -48,6 +63,7 @@ struct Reg { Reg() { std::atexit(check); } };
 static Reg reg_;
 }
 '''
+EXIT_CHECK_LINK = ["-Xlinker", "--wrap=__cudaPushCallConfiguration"]
 ERROR_MARKER = "@@cudamagic-cuda-error@@"
 DEVICE_RE = re.compile(r"<<<|__global__|\bcuda[A-Z]\w*\s*\(")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
@@ -298,7 +314,7 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
             if device:
                 f.write(EXIT_CHECK)
         exe = os.path.join(work, "prog")
-        argv = [tk.path, "-o", exe, src, *gencode_flags(archs), *flags]
+        argv = [tk.path, "-o", exe, src, *gencode_flags(archs), *(EXIT_CHECK_LINK if device else []), *flags]
         if ws.headers:
             argv[1:1] = ["-I", ws.saved_dir]
         with tempfile.TemporaryFile() as logf:

@@ -151,7 +151,7 @@ def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int 
     import torch
 
     device = build.has_device_code(source)
-    decls = declarations(source, names) if device else ""
+    decls = declarations(source, names)  # also checks that every name is defined in the cell
     key = torch_key(source, names, ws, archs, tk)
     modname = f"cudamagic_{key[:16]}"
     so = build.lookup(ws.root, "torch", key, modname + ".so")

@@ -258,3 +258,62 @@ def test_unload_removes_the_magic_and_saved_headers(cuda_ip):
         assert "cuda" not in cuda_ip.magics_manager.magics["cell"]
     finally:
         cuda_ip.run_line_magic("load_ext", "cudamagic")
+
+
+def _interrupt_after(delay_s: float):
+    import _thread
+    import threading
+
+    timer = threading.Timer(delay_s, _thread.interrupt_main)
+    timer.start()
+    return timer
+
+
+def _our_children():
+    return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip):
+    before = {p.pid for p in _our_children()}
+    timer = _interrupt_after(1.2)
+    try:
+        result = cuda_ip.run_cell(HELLO.replace("hello", "interrupted"))
+    finally:
+        timer.cancel()
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    root = cuda_magics()._workspace().root
+    assert not os.path.isdir(os.path.join(root, "prog")) or os.listdir(os.path.join(root, "prog")) == []
+    time.sleep(0.2)
+    assert {p.pid for p in _our_children()} <= before  # nvcc and its compilers are gone
+
+
+def test_interrupt_kills_a_running_program(cuda_ip, capfd):
+    body = ('#include <cstdio>\n#include <unistd.h>\nint main() {\n  printf("pid %d\\n", getpid()); fflush(stdout);\n'
+            '  sleep(100);\n}\n')
+    cuda_ip.run_cell("%%cuda --timeout 0.5\n" + body)  # compiles; the time-out is not part of the cache key
+    capfd.readouterr()
+    timer = _interrupt_after(1.0)
+    start = time.monotonic()
+    try:
+        result = cuda_ip.run_cell("%%cuda\n" + body)
+    finally:
+        timer.cancel()
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    assert time.monotonic() - start < 3
+    captured = capfd.readouterr()
+    pid = int(captured.out.split("pid ")[1].split()[0])
+    assert "were killed" in captured.err
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_program_that_checks_for_a_gpu_and_skips_passes(cuda_ip, capfd):
+    cell = ('%%cuda\n#include <cstdio>\n__global__ void k() {}\nint main() {\n  int n = 0;\n'
+            '  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {\n    cudaGetLastError();\n'
+            '    printf("skipped: no GPU\\n");\n    return 0;\n  }\n  k<<<1, 1>>>();\n'
+            '  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;\n}\n')
+    result = cuda_ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    from cudamagic.explain.match import _nvidia_driver_present
+
+    if not _nvidia_driver_present():
+        assert "skipped: no GPU" in capfd.readouterr().out
