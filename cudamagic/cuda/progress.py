@@ -1,5 +1,7 @@
-"""The progress line of a long build: shown once a build has taken more than a second, as a widget in a
-notebook and a line on stderr in a terminal. Updated only from the thread that runs the cell."""
+"""The progress line of a long build: shown once a build has taken more than a second, as a display updated
+in place in a notebook (``display(..., display_id=True)`` then ``update``: unlike an ipywidget, a saved or
+exported notebook and a front end without the widget manager show the final state) and as a line on stderr in
+a terminal. Updated only from the thread that runs the cell."""
 
 from __future__ import annotations
 
@@ -17,6 +19,22 @@ def _in_notebook() -> bool:
     except ImportError:  # pragma: no cover
         return False
     return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class Line:
+    """One line of progress text: ``text/plain`` and ``text/html`` (escaped, theme colours)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+    def _repr_html_(self):
+        from ..core.fmt import NO_MATH, esc
+
+        return (f'<div class="{NO_MATH}" style="color: var(--jp-ui-font-color2); font-family: '
+                f'var(--jp-code-font-family)">{esc(self.text)}</div>')
 
 
 class Progress:
@@ -52,21 +70,16 @@ class Progress:
         if not self.shown:
             self.shown = True
             if _in_notebook():
-                try:
-                    import ipywidgets
-                    from IPython.display import display
+                from IPython.display import display
 
-                    self._widget = ipywidgets.Label(value=text)
-                    display(self._widget)
-                    return
-                except ImportError:
-                    pass
+                self._widget = display(Line(text), display_id=True)
+                return
             self._tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
             if not self._tty:
                 print(text, file=sys.stderr, flush=True)
                 return
         if self._widget is not None:
-            self._widget.value = text
+            self._widget.update(Line(text))
         elif self._tty:
             print("\r" + text, end="", file=sys.stderr, flush=True)
 
@@ -76,7 +89,7 @@ class Progress:
             return
         text = self._text(self.step, outcome)
         if self._widget is not None:
-            self._widget.value = text
+            self._widget.update(Line(text))
         else:
             print(("\r" if self._tty else "") + text, file=sys.stderr, flush=True)
 
