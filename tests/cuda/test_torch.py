@@ -110,3 +110,31 @@ def test_declarations_of_kernel_cells():
     assert declarations(src, ["add_one", "pair"]) == (
         "torch::Tensor add_one(torch::Tensor x,\n                      float k);\n"
         "std::vector<torch::Tensor> pair(const torch::Tensor &a);")
+
+
+def test_interrupted_build_stops_cleanly(tip):
+    import _thread
+    import threading
+
+    import psutil
+
+    from cudamagic.cuda import build
+    from cudamagic.cuda.torchext import torch_key
+
+    source = ADD_ONE.replace("x + 1", "x + 3")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    timer = threading.Timer(2.0, _thread.interrupt_main)
+    timer.start()
+    try:
+        result = tip.run_cell("%%cuda --torch add_one\n" + source)
+    finally:
+        timer.cancel()
+    assert isinstance(result.error_in_exec, KeyboardInterrupt)
+    ws = cuda_magics()._workspace()
+    key = torch_key(source, ("add_one",), ws, (), None)
+    assert not os.path.exists(build.entry(ws.root, "torch", key))  # nothing half-written in the cache
+    assert not os.path.exists(os.path.join(build.entry(ws.root, "torch-build", key), "lock"))
+    time.sleep(0.3)
+    alive = [p for p in psutil.Process().children(recursive=True)
+             if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    assert alive == []  # the builder, ninja and the compilers are gone
