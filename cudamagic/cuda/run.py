@@ -41,6 +41,13 @@ def _reader(stream, name: str, q: queue.Queue) -> None:
         q.put((name, None))
 
 
+def _write(name, chunk, out, err) -> None:
+    if chunk:
+        stream = (out or sys.stdout) if name == "out" else (err or sys.stderr)
+        stream.write("".join(chunk))
+        stream.flush()
+
+
 def _signal_name(num: int) -> str:
     try:
         return signal.Signals(num).name
@@ -67,7 +74,7 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
     __tracebackhide__ = True  # noqa: F841
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            bufsize=0, **popen_kwargs())
+                            **popen_kwargs())
     q: queue.Queue = queue.Queue()
     readers = [threading.Thread(target=_reader, args=(proc.stdout, "out", q), daemon=True),
                threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True)]
@@ -77,31 +84,40 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
     timed_out = False
     try:
         while open_streams:
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                timed_out = True
+                kill_tree(proc.pid)
+                break
             try:
-                name, text = q.get(timeout=0.05)
+                items = [q.get(timeout=0.05)]
             except queue.Empty:
-                if timeout_s is not None and time.monotonic() - start > timeout_s:
-                    timed_out = True
-                    kill_tree(proc.pid)
+                continue
+            while len(items) < 4096:  # what else has arrived goes out in the same write
+                try:
+                    items.append(q.get_nowait())
+                except queue.Empty:
                     break
-                continue
-            if text is None:
-                open_streams -= 1
-                continue
-            if text.startswith(ERROR_MARKER):
-                _, code, ename, *words = text.split()
-                cuda_errors.append(f"{ename} ({code}): {' '.join(words)}")
-                continue
-            count += 1
-            if watch is not None and watch.search(text):
-                watched.append(text.rstrip("\n"))
-            if CUDA_ERROR_RE.search(text):
-                printed.append(text.strip()[:300])
-            if name == "err":
-                tail = (tail + [text.rstrip("\n")])[-5:]
-            stream = (out or sys.stdout) if name == "out" else (err or sys.stderr)
-            stream.write(text)
-            stream.flush()
+            chunk_name, chunk = None, []
+            for name, text in items:
+                if text is None:
+                    open_streams -= 1
+                    continue
+                if text.startswith(ERROR_MARKER):
+                    _, code, ename, *words = text.split()
+                    cuda_errors.append(f"{ename} ({code}): {' '.join(words)}")
+                    continue
+                count += 1
+                if watch is not None and watch.search(text):
+                    watched.append(text.rstrip("\n"))
+                if CUDA_ERROR_RE.search(text):
+                    printed.append(text.strip()[:300])
+                if name == "err":
+                    tail = (tail + [text.rstrip("\n")])[-5:]
+                if name != chunk_name:
+                    _write(chunk_name, chunk, out, err)
+                    chunk_name, chunk = name, []
+                chunk.append(text)
+            _write(chunk_name, chunk, out, err)
     except KeyboardInterrupt:
         kill_tree(proc.pid)
         proc.wait()

@@ -317,3 +317,16 @@ def test_program_that_checks_for_a_gpu_and_skips_passes(cuda_ip, capfd):
 
     if not _nvidia_driver_present():
         assert "skipped: no GPU" in capfd.readouterr().out
+
+
+def test_timeout_also_stops_a_program_that_never_stops_printing(cuda_ip, capfd):
+    from cudamagic.cuda.errors import CudaProgramError
+
+    cell = '%%cuda --timeout 1\n#include <cstdio>\nint main() { for (;;) printf("spam\\n"); }\n'
+    cuda_ip.run_cell(cell)  # compile
+    capfd.readouterr()
+    start = time.monotonic()
+    result = cuda_ip.run_cell(cell)
+    assert isinstance(result.error_in_exec, CudaProgramError) and result.error_in_exec.timed_out
+    assert time.monotonic() - start < 1 + 1.0
+    capfd.readouterr()
