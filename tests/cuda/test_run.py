@@ -330,3 +330,25 @@ def test_timeout_also_stops_a_program_that_never_stops_printing(cuda_ip, capfd):
     assert isinstance(result.error_in_exec, CudaProgramError) and result.error_in_exec.timed_out
     assert time.monotonic() - start < 1 + 1.0
     capfd.readouterr()
+
+
+def test_gpu_too_old_for_this_nvcc_is_refused(cuda_ip, fake_nvml):
+    from tests import fake_nvml as fm
+
+    scenario = dict(fm.SCENARIOS["one_gpu"], cuda_driver_version=13000)
+    scenario["gpus"] = [fm._gpu(0, name="Tesla K80", cc=(3, 7))]
+    fake_nvml(scenario)
+    with pytest.raises(UsageError, match=r"This GPU sm_37 \(compute capability 3\.7\) is too old for nvcc"):
+        cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
+
+
+def test_cuda_error_printed_by_the_program_goes_to_the_explainer(cuda_ip, capfd):
+    from cudamagic.cuda.errors import CudaProgramError
+    from cudamagic.extension import current
+
+    cell = ('%%cuda\n#include <cstdio>\nint main() {\n  fprintf(stderr, "CUDA error: no CUDA-capable device is '
+            'detected\\n");\n  return 1;\n}\n')
+    result = cuda_ip.run_cell(cell)
+    assert isinstance(result.error_in_exec, CudaProgramError)
+    assert "no CUDA-capable device" in str(result.error_in_exec)
+    assert current().magics["explain"].last_explanation.entry.id == "cuda-program-no-driver"
