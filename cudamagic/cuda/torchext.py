@@ -36,6 +36,15 @@ load_inline(name=a["name"], cpp_sources=a["cpp"], cuda_sources=a["cuda"] or None
 """
 
 
+def arch_list(archs) -> str:
+    """nvcc digits as ``TORCH_CUDA_ARCH_LIST``: ``("90", "100a")`` -> ``"9.0;10.0a"``."""
+    out = []
+    for a in archs:
+        digits = a.rstrip("af")
+        out.append(f"{digits[:-1]}.{digits[-1]}{a[len(digits):]}")
+    return ";".join(out)
+
+
 def check_ninja() -> None:
     """Raises UsageError when ``ninja`` (load_inline's build tool) cannot be run."""
     from torch.utils.cpp_extension import is_ninja_available
@@ -174,7 +183,7 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
     if ws.headers:
         env["CPATH"] = ws.saved_dir + (os.pathsep + env["CPATH"] if env.get("CPATH") else "")
     if archs:
-        env["TORCH_CUDA_ARCH_LIST"] = ";".join(f"{a[:-1]}.{a[-1]}" for a in archs)
+        env["TORCH_CUDA_ARCH_LIST"] = arch_list(archs)
     log_path = os.path.join(build_dir, "cudamagic-build.log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], stdout=log,

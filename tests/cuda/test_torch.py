@@ -138,3 +138,9 @@ def test_interrupted_build_stops_cleanly(tip):
     alive = [p for p in psutil.Process().children(recursive=True)
              if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
     assert alive == []  # the builder, ninja and the compilers are gone
+
+
+def test_arch_list_for_pytorch():
+    from cudamagic.cuda.torchext import arch_list
+
+    assert arch_list(("90", "100a", "86", "120f")) == "9.0;10.0a;8.6;12.0f"
