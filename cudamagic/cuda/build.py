@@ -25,7 +25,7 @@ import time
 import uuid
 
 from .errors import CudaCompileError, Diagnostic
-from .proc import kill_tree, popen_kwargs
+from ..core.platform import kill_tree, popen_group_kwargs
 
 #: Appended to cells with device code: at exit, report a CUDA error the program left behind on stderr, in one
 #: marker line that ``%%cuda`` turns into the cell's exception. With a GPU: cudaDeviceSynchronize() then
@@ -214,7 +214,7 @@ def wait(proc, progress, step: str, deadline_s: float | None = None) -> None:
             except subprocess.TimeoutExpired:
                 progress.tick(step)
     except KeyboardInterrupt:
-        kill_tree(proc.pid)
+        kill_tree(proc)
         proc.wait()
         raise
 
@@ -319,7 +319,7 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
             argv[1:1] = ["-I", ws.saved_dir]
         with tempfile.TemporaryFile() as logf:
             proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=work, **popen_kwargs())
+                                    cwd=work, **popen_group_kwargs())
             wait(proc, progress, "compiling with nvcc")
             logf.seek(0)
             log = logf.read().decode("utf-8", "replace")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
-from .proc import kill_tree, popen_kwargs
+from ..core.platform import kill_tree, popen_group_kwargs
 
 #: CUDA runtime error text a program may print itself (cudaGetErrorString / cudaGetErrorName forms).
 CUDA_ERROR_RE = re.compile(r"\bcudaError\w+|CUDA error|driver version is insufficient|no CUDA-capable device|"
@@ -74,7 +74,7 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
     __tracebackhide__ = True  # noqa: F841
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            **popen_kwargs())
+                            **popen_group_kwargs())
     q: queue.Queue = queue.Queue()
     readers = [threading.Thread(target=_reader, args=(proc.stdout, "out", q), daemon=True),
                threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True)]
@@ -86,7 +86,7 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
         while open_streams:
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 timed_out = True
-                kill_tree(proc.pid)
+                kill_tree(proc)
                 break
             try:
                 items = [q.get(timeout=0.05)]
@@ -119,14 +119,14 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                 chunk.append(text)
             _write(chunk_name, chunk, out, err)
     except KeyboardInterrupt:
-        kill_tree(proc.pid)
+        kill_tree(proc)
         proc.wait()
         print(f"%%cuda: interrupted; the program (pid {proc.pid}) and its children were killed.", file=sys.stderr)
         raise
     try:
         rc = proc.wait(timeout=2)
     except subprocess.TimeoutExpired:  # closed its output but still running: end it
-        kill_tree(proc.pid)
+        kill_tree(proc)
         rc = proc.wait()
     for t in readers:
         t.join(timeout=1)

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 
 from ..core.na import is_na
-from ..info.facts import find_nvcc as _find_nvcc_env
-from ..info.facts import nvcc_info
+from ..core.platform import run_capped
+from ..info.nvcc import find_nvcc as _find_nvcc_env
+from ..info.nvcc import nvcc_info
 
 NO_NVCC = ("%%cuda: no nvcc (the CUDA compiler) was found: not in $CUDA_HOME/bin, $CUDA_PATH/bin, on PATH or as "
            "NVIDIA's pip wheel. Install it into this kernel's environment with `%pip install "
@@ -78,8 +79,7 @@ def _list_archs(path: str, timeout_s: float) -> tuple:
     key = (path, st.st_mtime_ns, st.st_size)
     if key not in _archs_cache:
         try:
-            out = subprocess.run([path, "--list-gpu-arch"], capture_output=True, text=True,
-                                 timeout=timeout_s, stdin=subprocess.DEVNULL).stdout
+            _, out = run_capped([path, "--list-gpu-arch"], timeout_s)
         except (OSError, subprocess.TimeoutExpired):
             out = ""
         _archs_cache[key] = tuple(sorted({w.split("_", 1)[1] for w in out.split() if w.startswith("compute_")},

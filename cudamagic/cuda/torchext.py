@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from . import build
 from .errors import CudaCompileError
-from .proc import kill_tree, popen_kwargs
+from ..core.platform import kill_tree, popen_group_kwargs
 
 #: Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device code).
 CPP_OFFSET, CUDA_OFFSET = 1, 3
@@ -187,7 +187,7 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
     log_path = os.path.join(build_dir, "cudamagic-build.log")
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, **popen_kwargs())
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, **popen_group_kwargs())
     with open(os.path.join(build_dir, "cudamagic-owner"), "w") as f:
         f.write(str(proc.pid))
     try:

@@ -1,5 +1,5 @@
 """``%gpuwatch``: the IPython front of the live GPU monitor (options in :mod:`.options`, the monitor in
-:mod:`.monitor`, samples and sources in :mod:`.telemetry`, the widget and text view in :mod:`.widget`)."""
+:mod:`.monitor`; the other modules are listed in :mod:`cudamagic.watch`)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
-from . import telemetry
+from .sampler import MAX_INTERVAL_S
+from .sources import LiveSource, ReplaySource
+from .trace import TraceError, TraceWriter
 
 MIN_LIVE_INTERVAL_S = 0.1
 MIN_REPLAY_INTERVAL_S = 0.05
@@ -58,9 +60,9 @@ def check_interval(interval: float, given: str, replay: bool) -> float:
         raise UsageError(f"{given} {interval:g} is below the minimum of {minimum:g} s "
                          f"{'for a replay' if replay else 'for a live watch'}; type for example "
                          f"`%gpuwatch --interval {max(minimum, 0.5):g}`.")
-    if interval > telemetry.MAX_INTERVAL_S:
+    if interval > MAX_INTERVAL_S:
         raise UsageError(f"{given} {interval:g} is too long: the interval is at most "
-                         f"{telemetry.MAX_INTERVAL_S:g} s; type for example `%gpuwatch --interval 60`.")
+                         f"{MAX_INTERVAL_S:g} s; type for example `%gpuwatch --interval 60`.")
     return interval
 
 
@@ -111,19 +113,19 @@ def resolve(args, settings) -> WatchOptions:
 
 
 def open_source(opts: WatchOptions):
-    """The sample source for ``opts``: a :class:`~.telemetry.ReplaySource` or a :class:`~.telemetry.LiveSource`.
+    """The sample source for ``opts``: a :class:`~.sources.ReplaySource` or a :class:`~.sources.LiveSource`.
 
     Raises:
         UsageError: the replay file is not a readable trace, or ``--devices`` names a GPU NVML does not see.
     """
     if opts.replay:
         try:
-            return telemetry.ReplaySource(opts.replay)
-        except telemetry.TraceError as exc:
+            return ReplaySource(opts.replay)
+        except TraceError as exc:
             raise UsageError(f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
                              "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
                              "examples/trace_demo.jsonl`.") from exc
-    source = telemetry.LiveSource(devices=None)
+    source = LiveSource(devices=None)
     if opts.devices is not None and source.status is None:
         bad = [d for d in opts.devices if not 0 <= d < source.device_count]
         if bad:
@@ -135,11 +137,11 @@ def open_source(opts: WatchOptions):
 
 
 def open_writer(opts: WatchOptions):
-    """The ``--log`` :class:`~.telemetry.TraceWriter`, or None. ``UsageError`` when the file cannot be written."""
+    """The ``--log`` :class:`~.trace.TraceWriter`, or None. ``UsageError`` when the file cannot be written."""
     if not opts.log:
         return None
     try:
-        return telemetry.TraceWriter(opts.log, source="live recording by %gpuwatch --log", interval_s=opts.interval_s)
-    except telemetry.TraceError as exc:
+        return TraceWriter(opts.log, source="live recording by %gpuwatch --log", interval_s=opts.interval_s)
+    except TraceError as exc:
         raise UsageError(f"Cannot log: {exc}. Give a new file name, e.g. "
                          "`%gpuwatch --log gpuwatch_run2.jsonl`.") from exc

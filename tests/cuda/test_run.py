@@ -95,7 +95,7 @@ def test_failures_fail_the_cell(cuda_ip, body, expect):
 
 def test_kernel_without_driver_shows_the_no_driver_box(cuda_ip, capfd):
     from cudamagic.cuda.errors import CudaProgramError
-    from cudamagic.explain.match import _nvidia_driver_present
+    from cudamagic.explain.context.cuda import _nvidia_driver_present
     from cudamagic.extension import current
 
     if _nvidia_driver_present():
@@ -120,7 +120,7 @@ def test_host_only_program_with_cuda_header_needs_no_driver(cuda_ip, capfd):
 
 
 def test_unchanged_rerun_calls_nvcc_zero_times(cuda_ip, tmp_path, monkeypatch, capfd):
-    from cudamagic.info import facts
+    from cudamagic.info import nvcc as nvcc_module
 
     wrapper_dir = tmp_path / "bin"
     wrapper_dir.mkdir()
@@ -131,7 +131,7 @@ def test_unchanged_rerun_calls_nvcc_zero_times(cuda_ip, tmp_path, monkeypatch, c
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(facts, "_nvcc_cache", {})
+    monkeypatch.setattr(nvcc_module, "_nvcc_cache", {})
 
     def calls():
         return len(count.read_text().splitlines()) if count.exists() else 0
@@ -313,7 +313,7 @@ def test_program_that_checks_for_a_gpu_and_skips_passes(cuda_ip, capfd):
             '  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;\n}\n')
     result = cuda_ip.run_cell(cell)
     assert result.success, result.error_in_exec
-    from cudamagic.explain.match import _nvidia_driver_present
+    from cudamagic.explain.context.cuda import _nvidia_driver_present
 
     if not _nvidia_driver_present():
         assert "skipped: no GPU" in capfd.readouterr().out

@@ -1,19 +1,17 @@
 """Tier 2 for %gpuwatch: a real InteractiveShell (text-only display, like terminal IPython)."""
 
 import json
-import os
 import threading
 import time
 
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic.watch import monitor as W, telemetry, widget as widgets
+from cudamagic.watch import monitor as W, text as text_view, trace
+from cudamagic.watch.sources import HostReader, LiveSource
 from cudamagic.core.na import is_na
 from cudamagic import extension as cm_extension
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "examples", "trace_demo.jsonl")
+from tests.watch.fakes import DEMO
 
 
 def sampler_threads():
@@ -66,7 +64,7 @@ def test_terminal_loop_refreshes_until_count(ip, fake_nvml, capsys):
 
 def test_terminal_loop_stops_on_ctrl_c(ip, fake_nvml, monkeypatch, capsys):
     fake_nvml("one_gpu")
-    real = widgets.sample_text
+    real = text_view.sample_text
     calls = []
 
     def interrupting(*a, **k):
@@ -75,7 +73,7 @@ def test_terminal_loop_stops_on_ctrl_c(ip, fake_nvml, monkeypatch, capsys):
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(widgets, "sample_text", interrupting)
+    monkeypatch.setattr(text_view, "sample_text", interrupting)
     watch = ip.run_line_magic("gpuwatch", "--loop --interval 0.1")
     assert watch.sampler.finished == "stopped by Ctrl-C" and not watch.running
     assert capsys.readouterr().out.count("gpuwatch  live") == 1
@@ -92,7 +90,7 @@ def test_log_in_background_then_stop_then_replay(ip, fake_nvml, tmp_path, capsys
     ip.run_line_magic("gpuwatch", "--stop")
     assert "stopped after" in capsys.readouterr().out
     assert not watch.running and sampler_threads() == []
-    header, samples = telemetry.read_trace(log)
+    header, samples = trace.read_trace(log)
     assert len(samples) == watch.samples_taken >= 3
     assert samples[-1].gpus[1].fan_speed_pct.reason == "not supported on this GPU"
     replay = ip.run_line_magic("gpuwatch", f"--replay {log} --text")
@@ -118,7 +116,7 @@ def test_start_stop_unload_50_times_leaves_no_thread(ip, fake_nvml, tmp_path):
             ip.run_line_magic("load_ext", "cudamagic")
         assert not watch.running
         assert sampler_threads() == []
-    assert len(telemetry.read_trace(log)[1]) >= 50
+    assert len(trace.read_trace(log)[1]) >= 50
 
 
 def test_new_options_replace_the_running_monitor(ip, fake_nvml, tmp_path):
@@ -196,7 +194,7 @@ def test_log_refuses_to_append_to_a_foreign_file(ip, fake_nvml, tmp_path):
 def test_widget_monitor_without_a_kernel(fake_nvml):
     """The notebook path (widgets + thread) driven without a kernel: traits change while we wait."""
     fake_nvml("two_gpus_f03")
-    src = telemetry.LiveSource(host=telemetry.HostReader())
+    src = LiveSource(host=HostReader())
     watch = W.start_watch(src, interval_s=0.1, history_len=50)
     try:
         assert watch.view is not None and watch.running
@@ -217,7 +215,7 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert "  stopped" in watch.text().splitlines()[0]
         df_rows = watch.history
         assert len(df_rows) == 2 * watch.samples_taken
-        json.dumps(telemetry.sample_to_json(watch.latest))  # the log form stays JSON
+        json.dumps(trace.sample_to_json(watch.latest))  # the log form stays JSON
     finally:
         watch.stop()
         watch.view.close()
@@ -229,15 +227,15 @@ def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_pat
     replay plays the samples of the last MAX_TRACE_BYTES, labelled as such."""
     fake_nvml("one_gpu")
     log = tmp_path / "night.jsonl"
-    writer = telemetry.TraceWriter(str(log), interval_s=1.0)
-    src = telemetry.LiveSource(host=telemetry.HostReader())
+    writer = trace.TraceWriter(str(log), interval_s=1.0)
+    src = LiveSource(host=HostReader())
     for i in range(1, 41):
         writer.write(src.read(i, 1000.0 + i))
     writer.close()
     size = log.stat().st_size
-    monkeypatch.setattr(telemetry, "MAX_TRACE_BYTES", size // 4)
-    with pytest.raises(telemetry.TraceError, match="limit"):
-        telemetry.read_trace(str(log), max_bytes=size // 4)  # the strict reader still refuses
+    monkeypatch.setattr(trace, "MAX_TRACE_BYTES", size // 4)
+    with pytest.raises(trace.TraceError, match="limit"):
+        trace.read_trace(str(log), max_bytes=size // 4)  # the strict reader still refuses
     watch = ip.run_line_magic("gpuwatch", f"--replay {log} --count 1")
     seqs = [s.seq for s in watch.sampler.source.samples]
     assert 5 <= len(seqs) < 40 and seqs[-1] == 40 and seqs == list(range(seqs[0], 41))

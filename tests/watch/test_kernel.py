@@ -11,10 +11,9 @@ import os
 
 import pytest
 
-from cudamagic.watch import telemetry, widget as widgets
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEMO = os.path.join(ROOT, "examples", "trace_demo.jsonl")
+from cudamagic.watch.trace import read_trace
+from cudamagic.watch.widget import gpu_html
+from tests.watch.fakes import DEMO, ROOT
 
 CELL2 = """\
 import json, time
@@ -65,11 +64,11 @@ def test_replay_monitor_updates_while_another_cell_runs():
     assert "--count" in facts["finished"]
 
     # the saved widget state shows the 20th sample, not the first one the display was built with
-    _, samples = telemetry.read_trace(DEMO)
+    _, samples = read_trace(DEMO)
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value") for m in state.values() if isinstance(m["state"].get("value"), str)]
-    card0_last = widgets.gpu_html(samples[19].gpus[0])
-    card0_first = widgets.gpu_html(samples[0].gpus[0])
+    card0_last = gpu_html(samples[19].gpus[0])
+    card0_first = gpu_html(samples[0].gpus[0])
     assert card0_last != card0_first
     assert card0_last in values and card0_first not in values
     status = [v for v in values if "REPLAY" in v]
