@@ -19,9 +19,7 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
-import time
 import uuid
 
 from .errors import CudaCompileError, Diagnostic

@@ -17,6 +17,11 @@ from .errors import CudaProgramError
 from .progress import Progress
 
 _PERM_RE = re.compile(r"ERR_NVGPUCTRPERM")
+#: What to do about Nsight Compute's ERR_NVGPUCTRPERM (no permission for the GPU performance counters).
+PERM_HELP = ("Nsight Compute could not read the GPU performance counters (ERR_NVGPUCTRPERM): by default only "
+             "root may. Run the kernel as root, or have an administrator set the driver option "
+             "`options nvidia NVreg_RestrictProfilingToAdminUsers=0` (see "
+             "https://developer.nvidia.com/ERR_NVGPUCTRPERM), or use --profile nsys, which needs no counters.")
 
 
 def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
@@ -75,21 +80,15 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         result = run_program(argv, opts.timeout_s, watch=_PERM_RE if profiler else None)
     except CudaProgramError as exc:
         if getattr(exc, "watched", None):
-            print(PERM_HELP_TEXT(), file=sys.stderr)
+            print(PERM_HELP, file=sys.stderr)
         raise
     finally:
         if report:
             shutil.rmtree(report, ignore_errors=True)
     if result.watched:
-        print(PERM_HELP_TEXT(), file=sys.stderr)
+        print(PERM_HELP, file=sys.stderr)
     last.update(run_s=result.elapsed_s)
     return None
-
-
-def PERM_HELP_TEXT() -> str:  # noqa: N802 - a constant's text, kept beside the magic's other messages
-    from .magic import PERM_HELP
-
-    return PERM_HELP
 
 
 def _profiler(kind):

@@ -4,8 +4,6 @@ running in :mod:`.run`, PyTorch extensions in :mod:`.torchext`, option checks in
 from __future__ import annotations
 
 import math
-import os
-import sys
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
@@ -14,13 +12,6 @@ from traitlets import Float, HasTraits, Int, TraitError, Unicode, validate
 
 from ..core.magic import AreaMagics
 from .options import USAGE
-
-#: ``nvcc``/``ncu`` permission problem printed by Nsight Compute.
-PERM_HELP = ("Nsight Compute could not read the GPU performance counters (ERR_NVGPUCTRPERM): by default only "
-             "root may. Run the kernel as root, or have an administrator set the driver option "
-             "`options nvidia NVreg_RestrictProfilingToAdminUsers=0` (see "
-             "https://developer.nvidia.com/ERR_NVGPUCTRPERM), or use --profile nsys, which needs no counters.")
-
 
 class CudaSettings(HasTraits):
     """``%%cuda`` settings, reachable as ``%config CudaMagics.<name>``."""

@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from . import build
 from .errors import CudaCompileError
-from ..core.platform import kill_tree, popen_group_kwargs
+from ..core.platform import popen_group_kwargs
 
 #: Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device code).
 CPP_OFFSET, CUDA_OFFSET = 1, 3
@@ -65,7 +65,7 @@ def check_prereqs(source: str, tk_fn) -> object:
         UsageError: each with its one-line fix.
     """
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:
         raise UsageError("%%cuda --torch needs PyTorch: `%pip install torch`, then restart the kernel.") from None
     check_ninja()
@@ -75,8 +75,6 @@ def check_prereqs(source: str, tk_fn) -> object:
                          "or Xcode's command-line tools) or set CXX to its path, then run the cell again.")
     if not build.has_device_code(source):
         return None
-    import torch
-
     if torch.version.cuda is None:
         raise UsageError(f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, so it cannot "
                          "build CUDA kernels (C++-only cells work). Install a CUDA build, e.g. `%pip install torch "
@@ -157,8 +155,6 @@ def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int 
         UsageError: a stale build lock, or a name the cell does not define.
         KeyboardInterrupt: the build's process tree was killed; nothing was cached.
     """
-    import torch
-
     device = build.has_device_code(source)
     decls = declarations(source, names)  # also checks that every name is defined in the cell
     key = torch_key(source, names, ws, archs, tk)

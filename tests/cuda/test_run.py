@@ -352,3 +352,16 @@ def test_cuda_error_printed_by_the_program_goes_to_the_explainer(cuda_ip, capfd)
     assert isinstance(result.error_in_exec, CudaProgramError)
     assert "no CUDA-capable device" in str(result.error_in_exec)
     assert current().magics["explain"].last_explanation.entry.id == "cuda-program-no-driver"
+
+
+def test_profile_runs_the_program_under_the_tool_and_explains_the_permission_error(cuda_ip, tmp_path, monkeypatch,
+                                                                                    capfd):
+    # a stand-in `ncu` first on PATH: it prints Nsight Compute's permission error, then runs the program
+    tool = tmp_path / "ncu"
+    tool.write_text('#!/bin/sh\necho "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"\nexec "$@"\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert cuda_ip.run_cell(HELLO.replace("%%cuda", "%%cuda --profile ncu")).success
+    captured = capfd.readouterr()
+    assert "hello from the cell" in captured.out and "ERR_NVGPUCTRPERM" in captured.out
+    assert "NVreg_RestrictProfilingToAdminUsers=0" in captured.err
