@@ -293,6 +293,7 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
 
     Raises:
         CudaCompileError: nvcc or the host compiler failed; diagnostics carry cell lines.
+        UsageError: nvcc rejected the extra flags ("nvcc fatal").
         KeyboardInterrupt: interrupted; nvcc's process tree is killed and nothing is cached.
     """
     from .toolchain import gencode_flags
@@ -322,6 +323,12 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
             logf.seek(0)
             log = logf.read().decode("utf-8", "replace")
         text, diags = rewrite(log, {src: 0}, ws, source.splitlines())
+        if proc.returncode != 0 and flags and not diags and "nvcc fatal" in text:
+            from IPython.core.error import UsageError
+
+            fatal = next(ln for ln in text.splitlines() if "nvcc fatal" in ln).strip()
+            raise UsageError(f"%%cuda: nvcc rejected the flags {' '.join(flags)!r}: {fatal}. Fix --nvcc-flags or "
+                             "%config CudaMagics.cuda_nvcc_flags (`nvcc --help` lists the options).")
         if proc.returncode != 0 or not os.path.isfile(exe):
             errors = [d for d in diags if d.severity != "warning"]
             head = (f"nvcc failed (exit status {proc.returncode}) with {len(errors)} error"

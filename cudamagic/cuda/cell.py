@@ -56,7 +56,8 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         return TorchBuild(opts.torch, module, cached, time.monotonic() - start)
 
     tk = toolchain.toolkit()
-    archs = toolchain.choose_archs(tk, opts.arch)
+    # host-only code (no kernel, no CUDA call) runs on any machine: no architecture, no driver check
+    archs = toolchain.choose_archs(tk, opts.arch) if opts.arch or build.has_device_code(cell) else ()
     flags = tuple(shlex.split(settings.cuda_nvcc_flags)) + opts.nvcc_flags if settings.cuda_nvcc_flags \
         else opts.nvcc_flags
     profiler = _profiler(opts.profile)

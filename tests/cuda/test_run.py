@@ -16,6 +16,8 @@ from .conftest import NVCC, cuda_magics, needs_nvcc
 pytestmark = needs_nvcc
 
 HELLO = '%%cuda\n#include <cstdio>\nint main() { printf("hello from the cell\\n"); return 0; }\n'
+#: Device code that is never launched: built for the GPU's architecture, runs anywhere.
+KERNEL_DEFINED = "__global__ void unused(int *p) { *p = 1; }\nint main() { return 0; }\n"
 
 
 class TimedWriter:
@@ -218,14 +220,17 @@ def test_gpu_architecture_from_nvml(cuda_ip, fake_nvml):
 
     scenario = dict(fm.SCENARIOS["one_gpu"], cuda_driver_version=13000)
     fake_nvml(scenario)
-    assert cuda_ip.run_cell(HELLO).success
+    assert cuda_ip.run_cell("%%cuda\n" + KERNEL_DEFINED).success
     assert cuda_magics().last["archs"] == ("90",)
+    assert cuda_ip.run_cell(HELLO).success  # host-only code: no architecture, nvcc's default
+    assert cuda_magics().last["archs"] == ()
 
 
 def test_driver_older_than_toolkit_is_refused_before_compiling(cuda_ip, fake_nvml):
     fake_nvml("one_gpu")  # driver supports CUDA 12.4; nvcc here is 13.x
     with pytest.raises(UsageError, match=r"driver supports CUDA up to 12\.4, older than nvcc"):
-        cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
+        cuda_ip.run_cell_magic("cuda", "", KERNEL_DEFINED)
+    assert cuda_ip.run_cell(HELLO).success  # a host-only program does not need the driver
 
 
 def test_no_nvcc_says_how_to_get_one(cuda_ip, monkeypatch, tmp_path):
@@ -339,7 +344,7 @@ def test_gpu_too_old_for_this_nvcc_is_refused(cuda_ip, fake_nvml):
     scenario["gpus"] = [fm._gpu(0, name="Tesla K80", cc=(3, 7))]
     fake_nvml(scenario)
     with pytest.raises(UsageError, match=r"This GPU sm_37 \(compute capability 3\.7\) is too old for nvcc"):
-        cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
+        cuda_ip.run_cell_magic("cuda", "", KERNEL_DEFINED)
 
 
 def test_cuda_error_printed_by_the_program_goes_to_the_explainer(cuda_ip, capfd):
@@ -365,3 +370,8 @@ def test_profile_runs_the_program_under_the_tool_and_explains_the_permission_err
     captured = capfd.readouterr()
     assert "hello from the cell" in captured.out and "ERR_NVGPUCTRPERM" in captured.out
     assert "NVreg_RestrictProfilingToAdminUsers=0" in captured.err
+
+
+def test_flags_nvcc_rejects_are_a_usage_error(cuda_ip):
+    with pytest.raises(UsageError, match=r"nvcc rejected the flags '--no-such-flag'"):
+        cuda_ip.run_cell_magic("cuda", "--nvcc-flags '--no-such-flag'", "int main() {}\n")
