@@ -47,3 +47,33 @@ def fake_nvml(monkeypatch):
     from cudamagic.core import nvml
 
     nvml.reset()
+
+
+@pytest.fixture(scope="session")
+def _nvml_stub_lib():
+    """Build (gcc, cached by source hash) and load the stand-in NVML library once per test session."""
+    from tests import nvml_stub
+
+    try:
+        return nvml_stub.load()
+    except nvml_stub.StubUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def stub_nvml(_nvml_stub_lib, monkeypatch):
+    """Play a scenario in the stand-in NVML library under the REAL ``pynvml`` binding.
+
+    Usage: ``stub = stub_nvml("two_gpus_f03")`` or ``stub_nvml({...scenario...})``; returns the
+    :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``).
+    """
+    from tests import fake_nvml as fm
+    from tests import nvml_stub
+
+    def install(scenario):
+        return nvml_stub.install(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, monkeypatch)
+
+    yield install
+    from cudamagic.core import nvml
+
+    nvml.reset()
