@@ -246,7 +246,11 @@ UINT_GETTER(nvmlDeviceGetEnforcedPowerLimit, K_POWER_LIMIT)
 UINT_GETTER(nvmlDeviceGetFanSpeed, K_FAN)
 UINT_GETTER(nvmlDeviceGetPerformanceState, K_PSTATE)
 UINT_GETTER(nvmlDeviceGetPersistenceMode, K_PERSISTENCE)
-UINT_GETTER(nvmlDeviceGetRetiredPagesPendingStatus, K_RETIRED_PENDING)
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(handle_t *h, unsigned int *out) {
+    ENTER("nvmlDeviceGetRetiredPagesPendingStatus", h);
+    if (!V(h, K_ECC_CUR)) return NVML_ERROR_NOT_SUPPORTED;   /* no ECC memory (GeForce) */
+    *out = (unsigned)V(h, K_RETIRED_PENDING); return NVML_SUCCESS;
+}
 nvmlReturn_t nvmlDeviceGetClockInfo(handle_t *h, int type, unsigned int *mhz) {
     ENTER("nvmlDeviceGetClockInfo", h);
     if (type == 1) *mhz = (unsigned)V(h, K_CLOCK_SM);
@@ -282,6 +286,7 @@ nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(handle_t *h, unsigned int i, ha
 }
 nvmlReturn_t nvmlDeviceGetEccMode(handle_t *h, unsigned int *cur, unsigned int *pend) {
     ENTER("nvmlDeviceGetEccMode", h);
+    if (!V(h, K_ECC_CUR)) return NVML_ERROR_NOT_SUPPORTED;   /* no ECC memory (GeForce) */
     *cur = (unsigned)V(h, K_ECC_CUR); *pend = (unsigned)V(h, K_ECC_PEND); return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlDeviceGetTotalEccErrors(handle_t *h, int errorType, int counterType, unsigned long long *n) {
@@ -294,6 +299,7 @@ nvmlReturn_t nvmlDeviceGetTotalEccErrors(handle_t *h, int errorType, int counter
 nvmlReturn_t nvmlDeviceGetRemappedRows(handle_t *h, unsigned int *corr, unsigned int *unc, unsigned int *pending,
                                        unsigned int *failure) {
     ENTER("nvmlDeviceGetRemappedRows", h);
+    if (!V(h, K_ECC_CUR)) return NVML_ERROR_NOT_SUPPORTED;
     *corr = (unsigned)V(h, K_REMAP_CORR); *unc = (unsigned)V(h, K_REMAP_UNC);
     *pending = (unsigned)V(h, K_REMAP_PENDING); *failure = (unsigned)V(h, K_REMAP_FAILURE);
     return NVML_SUCCESS;
