@@ -211,9 +211,9 @@ class FakeNVML:
             return _Handle(i)
 
         def simple(fname, fn):
-            def wrapper(h, *a):
+            def wrapper(h, *a, **kw):
                 f._enter(fname, h)
-                return fn(h, *a)
+                return fn(h, *a, **kw)
             wrapper.__name__ = fname
             setattr(m, fname, wrapper)
 
