@@ -542,6 +542,7 @@ class Device:
         self.memory_api = None   # "v2" or "v1" once memory was read (see _q_memory)
         self._max_clocks = None  # static: read once
         self.process_warning = None  # NA when some process rows were impossible (struct mismatch)
+        self.memory_total = None     # bytes, from the last memory reading (bound for process rows)
 
     def handle(self):
         """The NVML handle, or NA."""
@@ -568,7 +569,9 @@ class Device:
         self.calls += 1
         try:
             if group == "memory":
-                return _q_memory(mod, h, self)
+                got = _q_memory(mod, h, self)
+                self.memory_total = got["memory.total"]
+                return got
             return _GROUPS[group](mod, h)
         except Exception as exc:
             na = translate(exc)
@@ -618,8 +621,10 @@ class Device:
         rows = {}
         errors = []
         bad = []   # impossible pids: a binding/driver struct mismatch, not processes
-        total = self.read(["memory.total"])["memory.total"]
-        total = None if is_na(total) else total
+        total = self.memory_total    # from the last memory reading (one is taken if none was)
+        if total is None:
+            got = self.read(["memory.total"])["memory.total"]
+            total = None if is_na(got) else got
         for kind, fname in (("C", "nvmlDeviceGetComputeRunningProcesses"),
                             ("G", "nvmlDeviceGetGraphicsRunningProcesses")):
             fn = getattr(mod, fname, None)

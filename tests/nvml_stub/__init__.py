@@ -58,12 +58,29 @@ def build() -> str:
     return out
 
 
+def real_pynvml():
+    """The real ``pynvml`` module, even while a test has the fake module in ``sys.modules['pynvml']``."""
+    mod = sys.modules.get("pynvml")
+    if mod is not None and hasattr(mod, "_LoadNvmlLibrary"):
+        return mod
+    fake = sys.modules.get("tests.fake_nvml")
+    if fake is not None and hasattr(getattr(fake, "_real", None), "_LoadNvmlLibrary"):
+        return fake._real
+    saved = sys.modules.pop("pynvml", None)
+    try:
+        import pynvml as real
+    finally:
+        if saved is not None:
+            sys.modules["pynvml"] = saved
+    return real
+
+
 def load():
     """Build if needed, dlopen the stand-in and make the real ``pynvml`` use it. Returns the ctypes library."""
     global _lib
     if _lib is not None:
         return _lib
-    import pynvml as real
+    real = real_pynvml()
 
     path = build()
     lib = ctypes.CDLL(path)
@@ -178,11 +195,10 @@ class StubNVML:
 def install(scenario: dict, monkeypatch=None) -> StubNVML:
     """Play ``scenario`` in the stand-in, make sure ``sys.modules['pynvml']`` is the real binding and reset
     cudamagic's NVML state. Raises StubUnavailable when the stand-in cannot be built or loaded."""
-    import pynvml as real
-
     from cudamagic.core import nvml
 
     stub = StubNVML(scenario)
+    real = real_pynvml()
     if sys.modules.get("pynvml") is not real:
         if monkeypatch is not None:
             monkeypatch.setitem(sys.modules, "pynvml", real)
