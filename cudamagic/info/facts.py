@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field
 
 from ..core import nvml
+from . import health
 from ..core.na import NA, is_na
 
 # ---------------------------------------------------------------------------------------
@@ -333,7 +334,7 @@ def _torch_facts():
 
 
 GPU_FIELDS = ["name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "memory.used", "memory.free",
-              "utilization.gpu", "temperature.gpu", "power.draw", "power.limit", "persistence_mode",
+              "memory.reserved", "memory.api", "utilization.gpu", "temperature.gpu", "power.draw", "power.limit", "persistence_mode",
               "mig.mode.current"]
 
 
@@ -343,6 +344,8 @@ def _gpu_facts(count):
         dev = nvml.device(i)
         row = {"index": i}
         row.update(dev.read(GPU_FIELDS))
+        if dev.lost is None:
+            row.update(health.read_health(dev))
         if row.get("mig.mode.current") == "Enabled":
             row["mig_devices"] = dev.mig_devices()
             if is_na(row["utilization.gpu"]):
@@ -466,7 +469,8 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     facts["toolkit"]["cuda_home_problem"] = cuda_home_problem(env)
     count = facts["driver"]["device_count"]
     facts["gpus"] = _gpu_facts(count) if not is_na(count) else []
-    facts["mapping"] = map_cuda_ordinals(facts["gpus"], env, facts["torch"].get("devices", ()))
+    healthy, _lost = health.split_lost(facts["gpus"])   # a lost GPU gets no CUDA ordinal (E02)
+    facts["mapping"] = map_cuda_ordinals(healthy, env, facts["torch"].get("devices", ()))
     facts["env"] = _env_facts(env)
     facts["cuda_visible_devices"] = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
     return facts
@@ -679,6 +683,9 @@ def findings(facts: dict) -> list:
             out.append(Finding("info", "mig", f"GPU {g['index']} is in MIG mode ({n} instance(s))",
                                "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
                                "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)"))
+
+    # lost GPUs, ECC errors, pending memory repairs (E02)
+    out.extend(health.health_findings(gpus, Finding))
 
     # CUDA build, GPU present, but not available
     if build and n_gpus and t.get("cuda_available") is False and not any(f.severity == "error" for f in out) \
