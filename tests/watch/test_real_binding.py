@@ -156,3 +156,17 @@ def test_every_na_in_the_process_table_shows_its_reason(ip, stub_nvml, monkeypat
     w = ip.run_line_magic("gpuwatch", "--text")
     text = w.text().replace("\n  ", " ")
     assert re.search(r"pid \d+ GPU memory: N/A \(not reported by the driver", text)
+
+
+@pytest.mark.parametrize("name", sorted(fm.SCENARIOS))
+def test_every_fake_scenario_samples_the_same_through_the_real_binding(name, fake_nvml, stub_nvml):
+    """The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and the real
+    binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving values frozen)."""
+    from tests.core.test_nvml_stub import _frozen
+    from tests.watch.fakes import live
+
+    fake_nvml(_frozen(fm.SCENARIOS[name]))
+    want = live().read(1, 1000.0).gpus
+    stub_nvml(_frozen(fm.SCENARIOS[name]))
+    got = live().read(1, 1000.0).gpus
+    assert got == want
