@@ -1,9 +1,8 @@
-"""Issue 6: the CUDA / autograd error explainer.
+"""Issue 6: the catalogue of the CUDA / autograd error explainer (:mod:`cudamagic.explain.catalogue`).
 
-Tier 1 (plain functions: message parsing, source analysis) and tier 2 (a real
-InteractiveShell with cudamagic loaded: the cell really fails, the box is shown
-below the traceback, its data names the cause, the fix and the user's own
-variables).
+Tier 1: the catalogue is complete data. Tier 2 (a real InteractiveShell with cudamagic
+loaded): for each entry the cell really fails, the box is shown below the traceback, its
+data names the cause, the fix and the user's own variables.
 
 For every catalogue entry there is a test. Where PyTorch produces the error on a
 CPU-only machine the cell triggers the real error; otherwise the cell raises the
@@ -12,6 +11,8 @@ exact message PyTorch's source produces, and the test names that source.
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 import sys
 
@@ -19,105 +20,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cudamagic.explain import match as ex  # noqa: E402
+from cudamagic.explain.catalogue import CATALOGUE  # noqa: E402
 
-SETUP = "import torch, torch.nn as nn, torch.nn.functional as F"
-BOX = "cudamagic explains"
-CUDA_SUFFIX = ("\nCUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
-               "below might be incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with "
-               "`TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def magics():
-    from cudamagic import extension as m
-
-    return m.current().magics["explain"]
-
-
-def fail(ip, code):
-    """Run ``code`` as a cell (it must fail); return the explanation shown (or None) and the result."""
-    ip.run_cell(SETUP, store_history=True)
-    result = ip.run_cell(code, store_history=True)
-    assert result.error_in_exec is not None, "the cell was expected to fail"
-    return magics().last_explanation, result
-
-
-def notes(expl) -> str:
-    return "\n".join(expl.context.notes)
-
-
-# ------------------------------------------------------------------ tier 1: plain functions
+from .failing import CUDA_SUFFIX, NEW_OOM, SETUP, fail, magics, notes  # noqa: E402
 
 
 def test_catalogue_is_data_with_at_least_20_complete_entries():
-    assert len(ex.CATALOGUE) >= 20
-    ids = [e.id for e in ex.CATALOGUE]
+    assert len(CATALOGUE) >= 20
+    ids = [e.id for e in CATALOGUE]
     assert len(ids) == len(set(ids))
-    for e in ex.CATALOGUE:
+    for e in CATALOGUE:
         assert e.types and e.patterns and e.what and e.why and e.fix and e.source, e.id
         for pattern in e.patterns:
             re.compile(pattern)
-    reports = {r for e in ex.CATALOGUE for r in e.reports}
+    reports = {r for e in CATALOGUE for r in e.reports}
     assert {"F17", "F19", "F20", "F21", "F22", "F23", "F24", "F25"} <= reports
-
-
-NEW_OOM = ("CUDA out of memory. Tried to allocate 1.95 GiB. GPU 0 has a total capacity of 14.57 GiB of which "
-           "1.58 GiB is free. Process 2493055 has 12.02 GiB memory in use. Including non-PyTorch memory, this "
-           "process has 966.00 MiB memory in use. Of the allocated memory 734.07 MiB is allocated by PyTorch, and "
-           "33.93 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
-           "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
-           "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)")
-OLD_OOM = ("CUDA out of memory. Tried to allocate 36.00 MiB (GPU 0; 7.93 GiB total capacity; 130.35 MiB already "
-           "allocated; 47.06 MiB free; 188.00 MiB reserved in total by PyTorch) If reserved memory is >> allocated "
-           "memory try setting max_split_size_mb to avoid fragmentation.")
-
-
-def test_parse_oom_current_and_old_formats():
-    MiB, GiB = 1024 ** 2, 1024 ** 3
-    new = ex.parse_oom(NEW_OOM)
-    assert new["requested_bytes"] == round(1.95 * GiB)
-    assert new["gpu"] == 0 and new["total_bytes"] == round(14.57 * GiB) and new["free_bytes"] == round(1.58 * GiB)
-    assert new["allocated_bytes"] == round(734.07 * MiB)
-    assert new["reserved_bytes"] == round(734.07 * MiB) + round(33.93 * MiB)
-    assert new["process_bytes"] == round(966 * MiB)
-    old = ex.parse_oom(OLD_OOM)
-    assert old["requested_bytes"] == 36 * MiB and old["free_bytes"] == round(47.06 * MiB)
-    assert old["reserved_bytes"] == 188 * MiB and old["allocated_bytes"] == round(130.35 * MiB)
-    assert ex.parse_oom("CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 8.00 GiB "
-                        "of which 0 bytes is free.")["free_bytes"] == 0
-
-
-def test_decode_cuda_version():
-    assert ex.decode_cuda_version(11040) == "11.4"
-    assert ex.decode_cuda_version(12010) == "12.1"
-
-
-def test_source_analysis_helpers():
-    src = "for x in xs:\n    out, h = rnn(x, h)\n    total += out.sum()\n    h.sum().backward()\n"
-    assert ex.carried_names(src) == ["h", "total"] or set(ex.carried_names(src)) == {"h", "total"}
-    assert ("h.sum()", "h") in ex.backward_calls(src)
-    uses = ex.inplace_uses("w.add_(1)\nx += 2\ny[0] = 3\nnn.init.normal_(v)\nz = z + 1\n")
-    assert {u[0] for u in uses} == {"w", "x", "y", "v"}
-    assert ex.backward_calls("%time loss.backward()\n") == []  # a magic line is not Python; no crash
-
-
-def test_unmatched_exception_gives_none():
-    assert ex.explain(ZeroDivisionError("division by zero")) is None
-    assert ex.explain(RuntimeError("something unrelated")) is None
-
-
-def test_chained_exception_is_explained():
-    try:
-        try:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        except RuntimeError as inner:
-            raise ValueError("training step failed") from inner
-    except ValueError as outer:
-        assert ex.explain(outer).entry.id == "grad-not-scalar"
-
-
-# ------------------------------------------------------------------ tier 2: every entry, in a real shell
 
 
 def test_not_compiled_with_cuda_real(ip):
@@ -430,8 +347,9 @@ def test_batchnorm_one_sample_real(ip):
 
 
 def test_every_entry_has_a_test():
-    tested = set(re.findall(r'entry\.id == "([\w-]+)"', open(__file__).read()))
-    assert {e.id for e in ex.CATALOGUE} <= tested
+    sources = "".join(open(p).read() for p in glob.glob(os.path.join(os.path.dirname(__file__), "test_*.py")))
+    tested = set(re.findall(r'entry\.id == "([\w-]+)"', sources))
+    assert {e.id for e in CATALOGUE} <= tested
 
 
 def test_pin_note_prefers_the_failing_line(ip):
@@ -439,137 +357,3 @@ def test_pin_note_prefers_the_failing_line(ip):
         pytest.skip("a GPU is present")
     expl, _ = fail(ip, "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = torch.ones(4).pin_memory()")
     assert expl.context.facts["pin_calls"] == ["torch.ones(4).pin_memory()"]
-
-
-# ------------------------------------------------------------------ context names what is on the failing line
-# (review of issue 6: a variable that merely exists in the namespace must not be named as the cause)
-
-
-def test_long_targets_name_the_argument_not_a_namespace_guess(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("logits = torch.randn(4, 5)\ny = torch.randn(4).sum().detach()\ntarget = torch.tensor([0., 1, 2, 3])")
-    expl, _ = fail(ip, "F.nll_loss(logits, target)")  # aten/src/ATen/native/LossNLL.cpp
-    assert expl.entry.id == "target-dtype-long"
-    assert expl.context.facts["targets"] == ["target"]
-    assert "target = target.long()" in expl.context.fix and "`y`" not in notes(expl)
-    # a target that is an expression: no variable is blamed, the expression is quoted
-    expl, _ = fail(ip, "crit = nn.CrossEntropyLoss()\ncrit(logits, torch.tensor([0.5, 1., 2., 3.]))")
-    assert expl.context.facts["targets"] == [] and "`y`" not in notes(expl)
-    assert expl.context.facts["expressions"] == ["torch.tensor([0.5, 1.0, 2.0, 3.0])"]
-
-
-def test_embedding_float_indices_names_the_indices(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("emb = nn.Embedding(10, 3)\nlabels = torch.tensor([1., 2.])\nids = torch.tensor([1., 2.])")
-    expl, _ = fail(ip, "emb(ids)")  # aten/src/ATen/native/Embedding.cpp: checkScalarTypes
-    assert expl.entry.id == "target-dtype-long"
-    assert expl.context.facts["targets"] == ["ids"] and "ids = ids.long()" in expl.context.fix
-
-
-def test_float_targets_name_only_the_argument(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("probs = torch.rand(3)\nsteps = torch.tensor([7, 8])\nlab = torch.tensor([0, 1, 1])")
-    expl, _ = fail(ip, "F.binary_cross_entropy(probs, lab)")
-    assert expl.entry.id == "target-dtype-float"
-    assert expl.context.facts["targets"] == ["lab"] and "steps" not in notes(expl)
-
-
-def test_result_type_cast_real(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("scores = torch.randn(4)\nlab = torch.tensor([1, 0, 1, 0])")
-    # aten/src/ATen/TensorIterator.cpp: compute_types (BCEWithLogits computes in the target's dtype)
-    expl, _ = fail(ip, "nn.BCEWithLogitsLoss()(scores, lab)")
-    assert expl.entry.id == "result-type-cast"
-    assert expl.context.facts["targets"] == ["lab"] and "lab = lab.float()" in expl.context.fix
-    expl, _ = fail(ip, "counts = torch.zeros(3, dtype=torch.long)\ncounts += torch.rand(3)")
-    assert expl.entry.id == "result-type-cast" and expl.context.facts["inplace"] == ["counts"]
-
-
-def test_dtype_mismatch_plain_matmul_real(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("import numpy as np\nunrelated = torch.zeros(2, dtype=torch.float64)\n"
-                "a = torch.randn(2, 3)\nb = torch.from_numpy(np.ones((3, 2)))")
-    expl, _ = fail(ip, "a @ b")  # LinearAlgebra.cpp: "expected m1 and m2 to have the same dtype"
-    assert expl.entry.id == "dtype-mismatch"
-    assert expl.context.facts["float64"] == ["b"] and "unrelated" not in notes(expl)
-    assert expl.context.facts["tensor_dtype"] == {"a": "float32", "b": "float64"}
-    assert "b = b.float()" in expl.context.fix
-    expl, _ = fail(ip, "torch.mv(a, torch.ones(3, dtype=torch.float64))")  # addmv
-    assert expl.entry.id == "dtype-mismatch"
-
-
-def test_no_grad_counts_only_the_models_involved(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("other = nn.Linear(3, 3)\np = nn.Linear(3, 1).requires_grad_(False)\nx = torch.randn(2, 3)")
-    expl, _ = fail(ip, "p(x).sum().backward()")
-    assert expl.entry.id == "no-grad"
-    assert expl.context.facts["models"] == {"p": (2, 0)}
-    assert "None of the 2 parameters of `p`" in notes(expl) and "other" not in notes(expl)
-
-
-def test_no_grad_does_not_blame_an_unrelated_model(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("lin = nn.Linear(3, 1)")
-    expl, _ = fail(ip, "def f():\n    h = torch.zeros(2)\n    h.sum().backward()\nf()")
-    assert expl.entry.id == "no-grad" and expl.context.facts["tensor"] == "h"
-    assert expl.context.facts["models"] == {} and "lin" not in notes(expl)
-    assert "`h` is a leaf" in notes(expl)
-
-
-def test_no_grad_names_the_cell_that_computed_the_loss(ip):
-    ip.run_cell(SETUP, store_history=True)
-    ip.run_cell("model = nn.Linear(4, 1)\nx = torch.randn(8, 4)", store_history=True)
-    ip.run_cell("with torch.no_grad():\n    loss = model(x).mean()", store_history=True)
-    forward_cell = ip.execution_count - 1
-    ip.run_cell("stale = torch.ones(1).detach()", store_history=True)
-    expl, _ = fail(ip, "loss.backward()")
-    assert expl.context.facts["assigned_in"] == forward_cell
-    assert expl.context.facts["signs"] == ["a `with torch.no_grad():` block"]  # not the later `.detach()`
-    assert "if `loss` comes from `model`" in notes(expl)
-
-
-def test_broadcast_lists_only_tensors_on_the_failing_line(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("x = torch.randn(5, 4)\nhidden = torch.zeros(1, 3)")
-    expl, _ = fail(ip, "torch.randn(3) + torch.randn(4)")
-    assert expl.entry.id == "broadcast-size"
-    assert expl.context.facts["tensors"] == [] and "`x`" not in notes(expl) and "hidden" not in notes(expl)
-
-
-def test_matmul_names_both_operands_and_uses_the_input_name(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("decoy = torch.randn(2, 3)\nleft = torch.randn(2, 3)\nright = torch.randn(4, 5)")
-    expl, _ = fail(ip, "left @ right")
-    assert expl.entry.id == "matmul-shapes"
-    assert expl.context.facts["input"] == "left" and expl.context.facts["right_name"] == "right"
-    ip.run_cell("lin = nn.Linear(7, 2)\nbig = torch.randn(3, 9)")
-    expl, _ = fail(ip, "lin(big)")
-    assert "big.view(big.size(0), -1)" in expl.context.fix
-
-
-def test_index_out_of_range_uses_the_failing_line(ip):
-    ip.run_cell(SETUP)
-    ip.run_cell("steps = torch.arange(100)\nlogits = torch.randn(2, 3)\nlabels = torch.tensor([0, 5])")
-    expl, _ = fail(ip, "F.nll_loss(logits, labels)")  # LossNLL.cpp: "Target 5 is out of bounds."
-    assert expl.entry.id == "index-out-of-range"
-    assert expl.context.facts["int_tensors"] == {"labels": (0, 5)}
-    assert expl.context.facts["classes"] == {"logits": 3} and "steps" not in notes(expl)
-
-
-def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
-    expl, result = fail(ip, "try:\n    torch.randn(2, 3) @ torch.randn(4, 5)\nexcept RuntimeError:\n"
-                            "    raise KeyboardInterrupt")
-    assert isinstance(result.error_in_exec, KeyboardInterrupt) and expl is None
-    try:
-        try:
-            raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        except RuntimeError:
-            raise SystemExit(1)
-    except SystemExit as exc:
-        assert ex.explain(exc) is None
-
-
-def test_failing_line_helpers():
-    assert ex._line_names("for xb, yb in loader:") == ["xb", "yb", "loader"]
-    assert ex._line_names("loss = crit(model(x),") == ["loss", "crit", "model", "x"]
-    assert ex.call_arguments("loss = crit(model(x), y)")[0] == ("crit", ["model(x)", "y"], {})

@@ -15,7 +15,7 @@ import sys
 import pytest
 import run_demo  # scripts/run_demo.py (on sys.path via conftest): the one notebook runner
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.kernel
 BOX = "cudamagic explains"
 

@@ -124,7 +124,7 @@ def test_explain_errors_false_turns_the_box_off(ip, capsys):
 
 
 def test_cudaexplain_list_and_entry(ip):
-    from cudamagic.explain.match import CATALOGUE
+    from cudamagic.explain.catalogue import CATALOGUE
 
     listing = ip.run_line_magic("cudaexplain", "--list")
     assert len(listing) == len(CATALOGUE) >= 20
@@ -208,7 +208,8 @@ def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
     import gc
     import weakref
 
-    from cudamagic.explain import match as ex
+    from cudamagic.explain.match import explain
+    from cudamagic.explain.scene import scene_from_shell
 
     ip.run_cell("import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, 100)\n"
                 "    keep.append(weakref.ref(big))\n    return nn_lin(big)\nimport weakref")
@@ -216,7 +217,7 @@ def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
     try:
         ip.user_ns["f"](refs)
     except RuntimeError as exc:
-        expl = ex.explain(exc, ex.scene_from_shell(ip, exc))
+        expl = explain(exc, scene_from_shell(ip, exc))
     assert expl.entry.id == "matmul-shapes" and expl.context.facts["input"] == "big"
     gc.collect()
     assert refs[0]() is None, "the explainer kept a reference to the failing frame's tensor"
@@ -240,6 +241,7 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     import shutil
 
     from cudamagic.explain import box as er
+    from cudamagic.explain.catalogue import CATALOGUE
 
     ip.run_cell("import torch")
     ip.run_cell(SCALAR_FAIL)
@@ -247,7 +249,7 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((80, 24)))
     monkeypatch.setattr(sys, "stdout", _Tty())
     assert er.text_width() == 79
-    for text in (expl.text(), repr(er.CatalogueView(__import__("cudamagic.explain.match").explain.match.CATALOGUE))):
+    for text in (expl.text(), repr(er.CatalogueView(CATALOGUE))):
         assert max(len(line) for line in text.splitlines()) <= 79
     assert expl.text().splitlines()[-1].startswith("╰─ ")
     monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((20, 24)))
@@ -258,7 +260,7 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
 
 def test_html_outputs_opt_out_of_math_typesetting(ip):
     """JupyterLab typesets text between two `$` as a formula; an error message may hold `$HOME/...`."""
-    from cudamagic.explain.match import CATALOGUE
+    from cudamagic.explain.catalogue import CATALOGUE
     from cudamagic.explain.box import CatalogueView, NoMatch
     from cudamagic.core.fmt import NO_MATH
 
