@@ -131,7 +131,7 @@ def bench_stub_cost():
         print(f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU ({calls / n:.0f} NVML calls "
               f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; our own "
               f"overhead {(ours_us - bare_us) / n:6.1f} us per GPU (goal < 1000)")
-    nvml.reset()
+    nvml_stub.unload()
 
 
 def bench_thread_cpu(seconds):

@@ -50,22 +50,23 @@ def fake_nvml(monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def _nvml_stub_lib():
-    """Build (gcc, cached by source hash) and load the stand-in NVML library once per test session."""
+def _nvml_stub_path():
+    """Build the stand-in NVML library once per test session (gcc, cached by source hash)."""
     from tests import nvml_stub
 
     try:
-        return nvml_stub.load()
+        return nvml_stub.build()
     except nvml_stub.StubUnavailable as exc:
         pytest.skip(str(exc))
 
 
 @pytest.fixture
-def stub_nvml(_nvml_stub_lib, monkeypatch):
+def stub_nvml(_nvml_stub_path, monkeypatch):
     """Play a scenario in the stand-in NVML library under the REAL ``pynvml`` binding.
 
     Usage: ``stub = stub_nvml("two_gpus_f03")`` or ``stub_nvml({...scenario...})``; returns the
-    :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``).
+    :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``). The library is loaded for the
+    test and unloaded after it, so later tests see this machine as it is.
     """
     from tests import fake_nvml as fm
     from tests import nvml_stub
@@ -73,7 +74,7 @@ def stub_nvml(_nvml_stub_lib, monkeypatch):
     def install(scenario):
         return nvml_stub.install(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, monkeypatch)
 
-    yield install
-    from cudamagic.core import nvml
-
-    nvml.reset()
+    try:
+        yield install
+    finally:
+        nvml_stub.unload()

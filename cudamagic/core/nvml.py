@@ -541,7 +541,6 @@ class Device:
         self.calls = 0
         self.memory_api = None   # "v2" or "v1" once memory was read (see _q_memory)
         self._max_clocks = None  # static: read once
-        self.process_warning = None  # NA when some process rows were impossible (struct mismatch)
         self.memory_total = None     # bytes, from the last memory reading (bound for process rows)
 
     def handle(self):
@@ -659,9 +658,8 @@ class Device:
             na = _implausible("the process list", f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
                               f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "
                               "disagree on the process structure; install the nvidia-ml-py that matches the driver")
-            if not rows:
-                return na
-            self.process_warning = na
+            # with a layout mismatch no row can be trusted, even one that looks right
+            return na
         return sorted(rows.values(), key=lambda r: r["pid"])
 
     def mig_devices(self):

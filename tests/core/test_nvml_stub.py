@@ -129,12 +129,7 @@ def test_e03_process_struct_mismatch_is_not_a_process_list(stub_nvml):
 
     raw = pynvml.nvmlDeviceGetComputeRunningProcesses(pynvml.nvmlDeviceGetHandleByIndex(0))
     assert [p.pid for p in raw] != [4242, 5151, 6161]          # what the binding really returned
-    if is_na(got):
-        assert got.code == "implausible" and "nvidia-ml-py" in got.reason
-    else:
-        assert nvml.device(0).process_warning.code == "implausible"
-        assert all(0 < r["pid"] <= nvml.PID_MAX for r in got)
-        assert all(is_na(r["used_memory"]) or r["used_memory"] <= 80 * GIB for r in got)
+    assert is_na(got) and got.code == "implausible" and "nvidia-ml-py" in got.reason   # no row is trusted
 
 
 def test_process_rows_and_not_available_process_memory(stub_nvml):

@@ -105,6 +105,28 @@ def load():
     return lib
 
 
+def unload():
+    """Undo :func:`load`: the binding forgets the library and it is dlclose'd (both references: ours by path and
+    pynvml's by soname), so later code in this process sees the machine as it is (no driver here)."""
+    global _lib
+    if _lib is None:
+        return
+    import _ctypes
+
+    real = real_pynvml()
+    from cudamagic.core import nvml
+
+    nvml.reset()
+    handle = _lib._handle
+    refs = 1 + (real.nvmlLib is not None and getattr(real.nvmlLib, "_handle", None) == handle)
+    real.nvmlLib = None
+    real._nvmlGetFunctionPointer_cache.clear()
+    real._nvmlLib_refcount = 0
+    _lib = None
+    for _ in range(refs):
+        _ctypes.dlclose(handle)
+
+
 _SIMPLE = {
     "memory_total": "memory_total", "memory_used": "memory_used", "memory_reserved": "memory_reserved",
     "util_gpu": "util_gpu", "util_mem": "util_mem", "temperature": "temperature",
