@@ -124,6 +124,8 @@ def test_e05_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, 
         text = w.text().replace("\n  ", " ")
         assert "(another user's, hidden)" in text and "--pid=host" not in text
         assert "hidepid" in text and "sudo nvidia-smi" in text
+        html = widgets.processes_html(w.latest.gpus[0])
+        assert "another user&#x27;s, hidden" in html and "--pid=host" not in html
     finally:
         b.kill()
         c.kill()
