@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cudamagic.core import nvml
 from cudamagic.info import facts as envinfo
 from cudamagic.info import health
@@ -83,3 +85,17 @@ def test_healthy_gpu_has_no_health_findings(ip, stub_nvml):
     assert not {"gpu-lost", "ecc-uncorrected", "ecc-uncorrected-lifetime", "memory-repair-pending",
                 "row-remap-failed"} & set(_ids(info.findings))
     assert info.to_dict()["gpus"][0]["ecc.errors.uncorrected.volatile.total"] == 0
+
+
+@pytest.mark.parametrize("name", sorted(fm.SCENARIOS))
+def test_every_fake_scenario_gives_the_same_gpu_facts_through_the_real_binding(name, fake_nvml, stub_nvml):
+    from tests.core.test_nvml_stub import _frozen
+
+    def gpu_facts():
+        n = nvml.device_count()
+        return envinfo._gpu_facts(n) if isinstance(n, int) else n
+
+    fake_nvml(_frozen(fm.SCENARIOS[name]))
+    want = gpu_facts()
+    stub_nvml(_frozen(fm.SCENARIOS[name]))
+    assert gpu_facts() == want
