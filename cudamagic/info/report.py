@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html, text_table
+from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html
 from ..core.na import NA, is_na
+from . import health as _health
 
 # ---------------------------------------------------------------------------------------
 # %cudainfo report
@@ -86,8 +87,6 @@ SUMMARY_ROWS = [
     ("Toolkit", "nvcc path", _g("toolkit", "path"), "$CUDA_HOME/bin, $CUDA_PATH/bin, then PATH"),
 ]
 
-from . import health as _health  # noqa: E402
-
 GPU_COLUMNS = [
     ("index", "nvidia-smi index", "0-based NVML index (nvidia-smi order)"),
     ("cuda_ordinal", "cuda:N", "CUDA ordinal PyTorch uses (matched by UUID / PCI bus id)"),
@@ -156,8 +155,8 @@ class CudaInfoReport:
     """The result of ``%cudainfo``: facts and findings, rendering as HTML (notebook) or text (terminal).
 
     Attributes:
-        facts: dict from :func:`cudamagic.envinfo.collect_facts`.
-        findings: list of :class:`cudamagic.envinfo.Finding`, the last being the verdict.
+        facts: dict from :func:`cudamagic.info.facts.collect_facts`.
+        findings: list of :class:`cudamagic.info.findings.Finding`, the last being the verdict.
     """
 
     def __init__(self, facts, findings):
