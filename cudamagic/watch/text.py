@@ -60,9 +60,12 @@ def no_process_line(g):
     used, reserved = g.memory_used_bytes, g.memory_reserved_bytes
     if is_na(used):
         return "no process listed by NVML"
-    if is_na(reserved) or not reserved:
+    if is_na(reserved):   # legacy v1 reading: used includes the driver's reserve
         return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
                 "attribute from here, e.g. other containers or VMs)")
+    if not reserved:
+        return (f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute from here, "
+                "e.g. other containers or VMs)")
     return (f"NVML lists no process; {format_bytes(used)} in use besides the driver's {format_bytes(reserved)} "
             "reserve (processes NVML cannot attribute from here, e.g. other containers or VMs)")
 
