@@ -677,12 +677,9 @@ class Device:
                 continue  # unpopulated slot
             uuid = call("nvmlDeviceGetUUID", mh)
             mem = call("nvmlDeviceGetMemoryInfo", mh)
-            out.append({
-                "index": i,
-                "uuid": uuid if is_na(uuid) else decode(uuid),
-                "memory.total": mem if is_na(mem) else int(mem.total),
-                "memory.used": mem if is_na(mem) else int(mem.used),
-            })
+            vals = check_values({"memory.total": mem if is_na(mem) else int(mem.total),
+                                 "memory.used": mem if is_na(mem) else int(mem.used)})
+            out.append({"index": i, "uuid": uuid if is_na(uuid) else decode(uuid), **vals})
         return out
 
 

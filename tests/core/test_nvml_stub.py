@@ -153,3 +153,12 @@ def test_health_fields_read_through_the_binding(stub_nvml):
     stub_nvml("driver_470")                                    # a GeForce: no ECC memory
     na = nvml.device(0).get("ecc.errors.uncorrected.volatile.total")
     assert is_na(na) and na.code == "not_supported"
+
+
+def test_mig_instance_memory_goes_through_the_check(stub_nvml):
+    sc = fm.SCENARIOS["mig"]
+    gpu = dict(sc["gpus"][0], mig_devices=[{"uuid": "MIG-1", "memory_total": 10 * GIB,
+                                            "memory_used": 0xFFFFFFFFFFFFFFFF}])
+    stub_nvml(dict(sc, gpus=[gpu]))
+    (m,) = nvml.device(0).mig_devices()
+    assert m["memory.total"] == 10 * GIB and m["memory.used"].code == "not_available"
