@@ -164,8 +164,8 @@ def _na_reasons(g):
                      ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("SM clock", g.clock_sm_mhz),
                      ("memory clock", g.clock_mem_mhz), ("P-state", g.pstate),
                      ("throttle reasons", g.throttle_reasons_mask)):
-        if is_na(v):
-            out[label] = v.reason
+        if is_na(v) and not (label == "memory reserved" and v.reason == "not recorded"):
+            out[label] = v.reason   # (a reserve a trace or cluster source never had is not shown, so no reason)
     return out
 
 
