@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 #: file-name parts of warnings that come from the profiler itself (summarised in one line, not printed).
 _PROFILER_WARNING_FILES = (os.sep.join(("torch", "profiler")), os.sep.join(("torch", "autograd", "profiler")),
-                           os.sep.join(("torch", "cuda", "memory")))
+                           os.sep.join(("torch", "cuda", "memory")),
+                           # the profiler warns with stacklevel=2: a warning about our own call lands on this file
+                           os.sep.join(("cudamagic", "prof", "run.py")))
 
 
 @dataclass
