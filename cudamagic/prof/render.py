@@ -8,7 +8,9 @@ and kernel names, shapes, paths, error texts) is escaped.
 from __future__ import annotations
 
 
-from ..core.fmt import NO_MATH, esc, format_bytes, html_table, terminal_safe, text_table
+import textwrap
+
+from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, html_table, terminal_safe, text_table
 from ..core.na import is_na
 from .summary import DETAIL_HEADERS
 
@@ -132,7 +134,8 @@ def result_text(res) -> str:
     out = [f"{terminal_safe(res.header)}: {res.wall_s * 1000:.1f} ms, {len(res.ops):,} operator calls"
            + (f", stopped by {terminal_safe(res.error, 200)}" if res.error else "")]
     for n in res.notices + res.trace_notes:
-        out.append("note: " + terminal_safe(n))
+        out.append(textwrap.fill("note: " + terminal_safe(n), TEXT_WIDTH, subsequent_indent="  ",
+                                 break_long_words=False, break_on_hyphens=False))
     out.append("")
     out.extend(f"  {k}: {terminal_safe(v)}" for k, v in _facts(res))
     try:

@@ -8,7 +8,11 @@ cache (tracebacks show the real source lines), executed in ``shell.user_ns``. No
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
+import re
+import sys
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -20,6 +24,39 @@ _PROFILER_WARNING_FILES = (os.sep.join(("torch", "profiler")), os.sep.join(("tor
                            os.sep.join(("cudamagic", "prof", "run.py")))
 
 
+#: lines that Kineto writes straight to file descriptor 2 at each start and stop (``USDT:``, ``STAGE:``).
+_KINETO_LOG = re.compile(r"^(USDT|STAGE):\S* ")
+_PROFILER_LINE = re.compile(r"profil|kineto|cupti|roctracer", re.IGNORECASE)
+
+
+@contextlib.contextmanager
+def quiet_fd2(lines: list):
+    """Capture what C++ code writes to file descriptor 2 inside the block (Kineto's ``USDT:``/``STAGE:`` lines at
+    profiler start and stop, which a notebook would show as red stderr text). Kineto log lines and profiler
+    warnings go to ``lines``; any other captured line is written back to descriptor 2 afterwards. Used only around
+    the profiler's own start/stop calls, never around the user's code."""
+    try:
+        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+        sys.stderr.flush()
+        saved = os.dup(fd)
+    except (AttributeError, OSError, ValueError):
+        yield
+        return
+    with tempfile.TemporaryFile() as tmp:
+        os.dup2(tmp.fileno(), fd)
+        try:
+            yield
+        finally:
+            os.dup2(saved, fd)
+            os.close(saved)
+            tmp.seek(0)
+            other = []
+            for line in tmp.read().decode("utf-8", errors="replace").splitlines():
+                (lines if _KINETO_LOG.match(line) or _PROFILER_LINE.search(line) else other).append(line)
+            if other:
+                os.write(fd, ("\n".join(other) + "\n").encode("utf-8", errors="replace"))
+
+
 @dataclass
 class ProfRun:
     """What :func:`run_profiled` did.
@@ -29,6 +66,7 @@ class ProfRun:
             did not compile. exception: the cell's own exception (the caller re-raises it), or None.
         has_value/value: the final expression's value. skipped: why the cell ran without profiling, or None.
         profiler_warnings: texts of the profiler's warnings collected during the cell (others are re-issued).
+        profiler_log: Kineto's log lines caught at profiler start and stop (not shown).
     """
 
     result: object = None
@@ -37,6 +75,7 @@ class ProfRun:
     value: object = None
     skipped: str | None = None
     profiler_warnings: list = field(default_factory=list)
+    profiler_log: list = field(default_factory=list)
 
 
 def active_profiler_reason() -> str | None:
@@ -199,7 +238,8 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         try:
             if history is not None:
                 history.start()
-            prof.start()
+            with quiet_fd2(run.profiler_log):
+                prof.start()
         except Exception as exc:  # noqa: BLE001 - the cell still runs, unprofiled
             if history is not None:
                 history.stop()
@@ -209,7 +249,11 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         if prof is not None and opts.steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
-            hook = register_optimizer_step_post_hook(lambda *_: prof.step())
+            def step(*_):
+                with quiet_fd2(run.profiler_log):
+                    prof.step()
+
+            hook = register_optimizer_step_post_hook(step)
         t0 = time.perf_counter()
         try:
             _execute(code, code_last, shell.user_ns, run)
@@ -226,12 +270,14 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                         history.stop()
             finally:
                 if prof is not None:
-                    prof.stop()
+                    with quiet_fd2(run.profiler_log):
+                        prof.stop()
         if prof is not None:
             run.result = build_result(prof, header=header, wall_s=wall_s, activities=act_names,
                                       with_stack=opts.with_stack, memory=opts.memory, group=opts.group,
                                       stack_depth=opts.stack_depth, top=opts.top)
-    run.profiler_warnings = _sort_warnings(caught)
+    run.profiler_warnings = _sort_warnings(caught) + [
+        line for line in run.profiler_log if not _KINETO_LOG.match(line)]
     if run.result is None:
         return run
     res = run.result
