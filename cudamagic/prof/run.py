@@ -229,7 +229,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     acts, act_names, notice = activities_and_notice()
     sched = schedule(wait=0, warmup=1, active=opts.steps, repeat=1) if opts.steps else None
     prof = profile(activities=acts, record_shapes=True, with_stack=opts.with_stack, profile_memory=opts.memory,
-                   schedule=sched, acc_events=True)
+                   schedule=sched)
     history = _CudaMemoryHistory(torch) if opts.memory and "CUDA" in act_names else None
     hook = None
     caught = []
@@ -254,11 +254,11 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                     prof.step()
 
             hook = register_optimizer_step_post_hook(step)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         try:
             _execute(code, code_last, shell.user_ns, run)
         finally:
-            wall_s = time.perf_counter() - t0
+            wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
             if hook is not None:
                 hook.remove()
             snapshot = None
@@ -281,6 +281,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     if run.result is None:
         return run
     res = run.result
+    res.cpu_s = cpu_s
     if notice:
         res.notices.append(notice)
     if opts.steps and not res.steps:

@@ -227,7 +227,8 @@ class ProfResult:
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
-        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. activities: the
+        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. cpu_s: this
+        process's CPU time during the cell in seconds (all threads; ``time.process_time``). activities: the
         recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``). ops, kernels, steps: the records.
         span_us: (start, end) of the profiled span in microseconds. group, stack_depth, top: how tables are shown.
         gpu: one :class:`GpuBreakdown` per device, or NA with the reason. peak_memory_bytes: peak allocated
@@ -241,6 +242,7 @@ class ProfResult:
 
     header: str = "%%torchprof"
     wall_s: float = 0.0
+    cpu_s: float = 0.0
     activities: list = field(default_factory=list)
     ops: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
@@ -259,6 +261,7 @@ class ProfResult:
     notices: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     error: str | None = None
+    _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- tables -------------------------------------------------------------------------------------------
     def rows(self, group: str | None = None, stack_depth: int | None = None) -> list[TableRow]:
@@ -274,7 +277,10 @@ class ProfResult:
         if group in ("module", "stack") and not self.with_stack:
             raise ValueError(f"grouping by {group} needs the Python calls, which this profile did not record: "
                              f"profile the cell again with `%%torchprof --group {group}`")
-        return aggregate(self.ops, group, stack_depth or self.stack_depth)
+        key = (group, stack_depth or self.stack_depth, len(self.ops))
+        if key not in self._rows_cache:
+            self._rows_cache[key] = aggregate(self.ops, group, key[1])
+        return list(self._rows_cache[key])
 
     def kernel_rows(self) -> list[TableRow]:
         """Every kernel row (device time, largest first)."""
@@ -390,56 +396,29 @@ def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bo
                  group: str, stack_depth: int, top: int) -> ProfResult:
     """Turn a stopped ``torch.profiler.profile`` into a :class:`ProfResult`.
 
+    Without Python calls the records are read straight from the profiler's raw Kineto events (several times
+    faster than ``prof.events()``, which builds a ``FunctionEvent`` tree); self time then comes from the nesting
+    of operators per thread, as in ``key_averages()``. With Python calls (``module``/``stack`` groupings)
+    ``prof.events()`` is used, for the parent links to the Python-function events.
+
     Args:
-        prof: the stopped profiler (its ``events()`` are read once; the profiler is not kept).
+        prof: the stopped profiler (read once; the profiler is not kept).
         header: the magic line. wall_s: the cell's wall time in seconds. activities: names of the recorded
             activities. with_stack: Python calls were recorded (module and stack keys are filled).
         memory: allocations were recorded (``profile_memory=True``). group, stack_depth, top: table settings.
     """
-    from torch.autograd import DeviceType
-
     result = ProfResult(header=header, wall_s=wall_s, activities=list(activities), group=group,
                         stack_depth=stack_depth, top=top, with_stack=with_stack)
-    events = prof.events() or []
-    cpu = DeviceType.CPU
-    ops, kernels, steps = [], [], []
-    launchers: dict = {}
-    device_events = []
-    lo, hi = float("inf"), float("-inf")
-    for evt in events:
-        tr = evt.time_range
-        if evt.device_type == cpu:
-            if evt.is_python_function or evt.is_async or evt.name == "[memory]" or evt.name == "[OutOfMemory]":
-                continue
-            lo, hi = min(lo, tr.start), max(hi, tr.end)
-            if evt.is_user_annotation and evt.name.startswith("ProfilerStep"):
-                m = re.search(r"#(\d+)", evt.trace_name or "")
-                steps.append(StepRecord(int(m.group(1)) if m else len(steps), tr.start, tr.end))
-                continue
-            if with_stack:
-                module, frames, is_top = _python_context(evt)
-            else:
-                module, frames = "", ()
-                parent = evt.cpu_parent
-                while parent is not None and parent.is_user_annotation and parent.name.startswith("ProfilerStep"):
-                    parent = parent.cpu_parent
-                is_top = parent is None
-            rec = OpRecord(evt.name, str(evt.input_shapes) if evt.input_shapes else "[]", evt.thread,
-                           tr.start, tr.end, evt.self_cpu_time_total, is_top, module, frames)
-            ops.append(rec)
-            launchers[evt.id] = rec
-        else:
-            device_events.append(evt)
-    for evt in device_events:
-        tr = evt.time_range
-        lo, hi = min(lo, tr.start), max(hi, tr.end)
-        launcher = launchers.get(evt.linked_correlation_id)
-        if launcher is not None:
-            launcher.device_us += tr.end - tr.start
-        kernels.append(KernelRecord(evt.name, _kind(evt.name), evt.device_index, evt.device_resource_id,
-                                    tr.start, tr.end, launcher.name if launcher is not None else ""))
+    kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if with_stack or kin is None:
+        ops, kernels, steps = _records_from_function_events(prof, with_stack)
+    else:
+        ops, kernels, steps = _records_from_kineto(kin)
+    lo = min([o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
+             default=0.0)
+    hi = max([o.end_us for o in ops] + [k.end_us for k in kernels] + [s.end_us for s in steps], default=0.0)
     result.ops, result.kernels, result.steps = ops, kernels, sorted(steps, key=lambda s: s.start_us)
-    result.span_us = (lo, hi) if lo <= hi else (0.0, 0.0)
+    result.span_us = (lo, hi)
     if kernels:
         result.gpu = gpu_breakdown(kernels, result.span_us)
     elif len(activities) > 1:
@@ -449,6 +428,113 @@ def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bo
     if memory:
         _memory_from_profiler(prof, result)
     return result
+
+
+#: utility ranges torch's own tables leave out (``torch.autograd.profiler_util._filter_name``).
+_SKIP = {"[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
+         "profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr", "aten::_version"}
+
+
+def _step_number(name: str, fallback: int) -> int:
+    m = re.search(r"#(\d+)", name)
+    return int(m.group(1)) if m else fallback
+
+
+def _records_from_kineto(kin):
+    """(ops, kernels, steps) from ``kineto_results.events()``: self time and ``top`` from the nesting of the
+    operators of each thread (a range inside another on the same thread is its child)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import StringTable
+
+    cpu_types = (DeviceType.CPU, DeviceType.MKLDNN, DeviceType.IDEEP)
+    t0 = kin.trace_start_ns()
+    by_thread: dict = {}
+    device, steps = [], []
+    for e in kin.events():
+        name = e.name()
+        if name in _SKIP:
+            continue
+        dt = e.device_type()
+        start = (e.start_ns() - t0) / 1000.0
+        end = start + e.duration_ns() / 1000.0
+        if dt in cpu_types:
+            if e.is_python_function() or e.is_async() or e.start_thread_id() != e.end_thread_id():
+                continue
+            if name.startswith("ProfilerStep#") and e.is_user_annotation():
+                steps.append(StepRecord(_step_number(name, len(steps)), start, end))
+                continue
+            shapes = e.shapes()
+            by_thread.setdefault(e.start_thread_id(), []).append(
+                (start, -end, name, str(shapes) if shapes else "[]", e.correlation_id(), e.linked_correlation_id()))
+        else:
+            device.append((e, name, start, end))
+    ops, by_corr = [], {}
+    for thread, items in by_thread.items():
+        items.sort()
+        stack: list = []  # [end, record]
+        for start, neg_end, name, shapes, corr, linked in items:
+            end = -neg_end
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            rec = OpRecord(name, shapes, thread, start, end, end - start, not stack)
+            if stack:
+                stack[-1][1].self_us -= end - start
+            stack.append([end, rec])
+            ops.append(rec)
+            if corr and not linked:
+                by_corr[corr] = rec
+    names = StringTable()
+    kernels = []
+    for e, name, start, end in device:
+        launcher = by_corr.get(e.linked_correlation_id())
+        if launcher is not None:
+            launcher.device_us += end - start
+        name = names[name]
+        kernels.append(KernelRecord(name, _kind(name), e.device_index(), e.device_resource_id(), start, end,
+                                    launcher.name if launcher is not None else ""))
+    for op in ops:
+        op.self_us = max(0.0, op.self_us)
+    ops.sort(key=lambda o: o.start_us)
+    return ops, kernels, steps
+
+
+def _records_from_function_events(prof, with_stack: bool):
+    """(ops, kernels, steps) from ``prof.events()`` (``FunctionEvent`` objects with parent links)."""
+    from torch.autograd import DeviceType
+
+    cpu = DeviceType.CPU
+    ops, kernels, steps, device_events = [], [], [], []
+    launchers: dict = {}
+    for evt in prof.events() or []:
+        tr = evt.time_range
+        if evt.device_type != cpu:
+            device_events.append(evt)
+            continue
+        if evt.is_python_function or evt.is_async or evt.name in _SKIP:
+            continue
+        if evt.is_user_annotation and evt.name.startswith("ProfilerStep"):
+            steps.append(StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end))
+            continue
+        if with_stack:
+            module, frames, is_top = _python_context(evt)
+        else:
+            module, frames = "", ()
+            parent = evt.cpu_parent
+            while parent is not None and parent.is_user_annotation and parent.name.startswith("ProfilerStep"):
+                parent = parent.cpu_parent
+            is_top = parent is None
+        rec = OpRecord(evt.name, str(evt.input_shapes) if evt.input_shapes else "[]", evt.thread,
+                       tr.start, tr.end, evt.self_cpu_time_total, is_top, module, frames)
+        ops.append(rec)
+        launchers[evt.id] = rec
+    for evt in device_events:
+        tr = evt.time_range
+        launcher = launchers.get(evt.linked_correlation_id)
+        if launcher is not None:
+            launcher.device_us += tr.end - tr.start
+        kernels.append(KernelRecord(evt.name, _kind(evt.name), evt.device_index, evt.device_resource_id,
+                                    tr.start, tr.end, launcher.name if launcher is not None else ""))
+    return ops, kernels, steps
 
 
 def _memory_from_profiler(prof, result: ProfResult) -> None:
