@@ -261,11 +261,13 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
             wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
             if hook is not None:
                 hook.remove()
-            snapshot = None
+            snapshot, snapshot_s = None, None
             try:
                 if history is not None:
                     try:
+                        s0 = time.perf_counter()
                         snapshot = history.snapshot()
+                        snapshot_s = time.perf_counter() - s0
                     finally:
                         history.stop()
             finally:
@@ -296,6 +298,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     if run.exception is not None:
         res.error = f"{type(run.exception).__name__}: {run.exception}"
     if snapshot is not None:
+        res.memory_snapshot_s = snapshot_s
         _cuda_memory(res, snapshot, history.start_allocated, opts)
     if opts.trace:
         from .trace import write_trace

@@ -235,6 +235,7 @@ class ProfResult:
         bytes during the profiled span above its start (``--memory``), per device name (``"cpu"``,
         ``"cuda:0"``), or NA. memory_points: device name -> [(t_us, allocated bytes above start)], the
         allocation timeline. memory_html_path: the PyTorch memory viewer written for a CUDA snapshot, or None.
+        memory_snapshot_s: seconds taken to dump the CUDA memory snapshot, or None.
         trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices: one-line
         notes (activities not recorded, warnings summary). error: the cell's exception as text, or None
         (a profile of the part that ran).
@@ -256,6 +257,7 @@ class ProfResult:
     peak_memory_bytes: object = NA("run with --memory", "not_recorded")
     memory_points: dict = field(default_factory=dict)
     memory_html_path: str | None = None
+    memory_snapshot_s: float | None = None
     trace_path: str | None = None
     trace_notes: list = field(default_factory=list)
     notices: list = field(default_factory=list)
