@@ -199,7 +199,7 @@ def _colour_map(res) -> dict:
     return {n: PALETTE[i] for i, n in enumerate(names)}
 
 
-def timeline_svg(res, width: int = 900, lane_h: int = 16) -> str:
+def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
     """An inline SVG of the span: one lane per CPU thread (operators not enclosed by another operator) and per
     GPU stream (kernels, memcpy, memset); at most :data:`MAX_RECTS` rectangles, the longest; hover shows the name
     and duration. The legend colours the operators with the most self time."""
@@ -222,10 +222,10 @@ def timeline_svg(res, width: int = 900, lane_h: int = 16) -> str:
     colours = _colour_map(res)
     label_w, top_pad = 130, 4
     plot_w = width - label_w - 10
-    height = top_pad + lane_h * len(keys) + 40
+    height = top_pad + lane_h * len(keys) + 44
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="timeline of the profiled span" '
-           f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:10px">']
+           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">']
     for i, key in enumerate(keys):
         y = top_pad + i * lane_h
         label = f"thread {key[1]}" if key[0] == "cpu" else f"cuda:{key[1][0]} stream {key[1][1]}"
@@ -269,7 +269,7 @@ def memory_svg(res, width: int = 900, height: int = 120) -> str:
     plot_w, plot_h = width - label_w - 10, height - 30
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="allocated memory over time" '
-           f'style="font-family:var(--jp-ui-font-family,sans-serif);font-size:10px">']
+           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">']
     for i, (dev, pts) in enumerate(sorted(series.items())):
         step = max(1, len(pts) // 2000)
         coords = []

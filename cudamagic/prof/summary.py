@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..core.na import NA, is_na
+from ..core.na import NA
 
 #: grouping -> column header of the detail column in tables.
 DETAIL_HEADERS = {"op": "", "shape": "input shapes", "module": "module", "stack": "Python stack (innermost first)"}
