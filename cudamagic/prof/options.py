@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import keyword
+import os
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
@@ -88,7 +89,12 @@ def check_trace_path(path: str) -> str:
     if not path.lower().endswith(TRACE_SUFFIXES):
         raise UsageError(f"--trace {path!r}: the trace file name must end in .json or .json.gz (gzip), "
                          "for example `%%torchprof --trace run1.json.gz`.")
-    return path
+    folder = os.path.dirname(os.path.abspath(os.path.expanduser(path)))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--trace {path!r}: the folder {folder!r} does not exist. Create it first "
+                         f"(`import os; os.makedirs({os.path.dirname(path)!r}, exist_ok=True)`) or write the trace "
+                         "in the working directory, e.g. `%%torchprof --trace run1.json.gz`.")
+    return os.path.expanduser(path)
 
 
 def check_name(name: str) -> str:

@@ -275,9 +275,13 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                     with quiet_fd2(run.profiler_log):
                         prof.stop()
         if prof is not None:
-            run.result = build_result(prof, header=header, wall_s=wall_s, activities=act_names,
-                                      with_stack=opts.with_stack, memory=opts.memory, group=opts.group,
-                                      stack_depth=opts.stack_depth, top=opts.top)
+            try:
+                run.result = build_result(prof, header=header, wall_s=wall_s, activities=act_names,
+                                          with_stack=opts.with_stack, memory=opts.memory, group=opts.group,
+                                          stack_depth=opts.stack_depth, top=opts.top)
+            except Exception as exc:  # noqa: BLE001 - never break the cell over the summary
+                run.skipped = (f"the cell ran, but its profile could not be summarised ({type(exc).__name__}: "
+                               f"{exc}); please report this with the cell.")
     run.profiler_warnings = _sort_warnings(caught) + [
         line for line in run.profiler_log if not _KINETO_LOG.match(line)]
     if run.result is None:
@@ -303,7 +307,10 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     if opts.trace:
         from .trace import write_trace
 
-        res.trace_path, res.trace_notes = write_trace(prof, opts.trace, max_bytes=int(opts.max_trace_mb * 2**20))
+        try:
+            res.trace_path, res.trace_notes = write_trace(prof, opts.trace, max_bytes=int(opts.max_trace_mb * 2**20))
+        except (OSError, RuntimeError) as exc:
+            res.notices.append(f"the trace could not be written to {opts.trace} ({type(exc).__name__}: {exc})")
     return run
 
 
