@@ -1,21 +1,31 @@
 # cudamagic: one entry point for set-up, the example notebooks, the tests and the benchmarks.
-#   make demo   set up .venv, install the `dot` program if missing, execute examples/*.ipynb for real,
-#               save the executed notebooks and HTML under examples/out/, print the %cudainfo report
+#   make demo   set up .venv, install the system programs if missing (scripts/system_deps.sh), execute
+#               examples/*.ipynb for real, save the executed notebooks and HTML under examples/out/, print the
+#               %cudainfo report
 #   make test   the same set-up, then the whole test suite (what .ci/run runs)
-#   make lab    JupyterLab on examples/
+#   make lab    JupyterLab on examples/ (as root too)
 #   make bench  the benchmarks (ratios measured side by side)
-# Override the PyTorch requirement with e.g.  make demo TORCH="torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
+#   make clean  remove .venv and the generated outputs
+# PyTorch: TORCH is part of what decides a reinstall, so switching builds is one command, e.g.
+#   make demo TORCH="torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
+#   make demo                       # back to the default CPU pin
 
 PYTHON ?= python3
 TORCH ?= torch==2.13.0
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.cudamagic-installed
+TORCH_SPEC := $(VENV)/.cudamagic-torch
+LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup demo test lab bench system-deps clean
+.PHONY: setup demo test lab bench system-deps clean FORCE
 
-$(STAMP): setup.cfg pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+# The requested torch is written to a file that changes only when TORCH changes, so a new TORCH reinstalls.
+$(TORCH_SPEC): FORCE
+	@bash scripts/make_venv.sh "$(PYTHON)" "$(VENV)"
+	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
+
+$(STAMP): setup.cfg pyproject.toml $(TORCH_SPEC)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
 	$(PY) -m pip install --quiet -e ".[test]"
@@ -24,7 +34,7 @@ $(STAMP): setup.cfg pyproject.toml
 system-deps:
 	@bash scripts/system_deps.sh
 
-setup: $(STAMP) system-deps
+setup: system-deps $(STAMP)
 
 demo: setup
 	$(PY) scripts/run_demo.py
@@ -33,7 +43,7 @@ test: setup
 	$(PY) -m pytest -q
 
 lab: setup
-	$(VENV)/bin/jupyter lab --notebook-dir=examples
+	$(VENV)/bin/jupyter lab --notebook-dir=examples $(LAB_ROOT)
 
 bench: setup
 	$(PY) benchmarks/run_all.py

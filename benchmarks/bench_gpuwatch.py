@@ -23,13 +23,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from cudamagic.core import nvml
-from cudamagic.watch import monitor as W, telemetry, widget as widgets  # noqa: E402
+from cudamagic.watch import monitor as W  # noqa: E402
+from cudamagic.watch.samples import HostSample  # noqa: E402
+from cudamagic.watch.sources import HostReader, LiveSource  # noqa: E402
+from cudamagic.watch.trace import sample_to_json  # noqa: E402
+from cudamagic.watch.widget import WatchView  # noqa: E402
 from cudamagic.core.na import NA  # noqa: E402
 
 
 class StubHost:
     def read(self):
-        return telemetry.HostSample(10.0, 8, 1, 2, 3.0)
+        return HostSample(10.0, 8, 1, 2, 3.0)
 
 
 def no_torch():
@@ -58,18 +62,18 @@ def install_fake(n_gpus):
 
 def bench_sample_cost():
     print("1. one sample through the fake NVML (best of 5 runs)")
-    host = telemetry.HostReader()
+    host = HostReader()
     host_us = per_call_us(host.read, 200)
     print(f"   host part (psutil: CPU, RAM, workers):          {host_us:8.1f} us per sample")
     for n in (1, 8):
         install_fake(n)
-        src = telemetry.LiveSource(host=StubHost(), torch_reader=no_torch)
+        src = LiveSource(host=StubHost(), torch_reader=no_torch)
         gpu_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
         s = src.read(1, 0.0)
-        view = widgets.WatchView(src.devices)
+        view = WatchView(src.devices)
         hist = [s] * 120
         apply_us = per_call_us(lambda: view.apply(s, hist, samples_taken=1), 200 // n)
-        json_us = per_call_us(lambda: telemetry.sample_to_json(s), 2000 // n)
+        json_us = per_call_us(lambda: sample_to_json(s), 2000 // n)
         print(f"   {n} GPU(s): GPU part {gpu_us:8.1f} us = {gpu_us / n:6.1f} us per GPU "
               f"(goal < 1000); widget update {apply_us:7.1f} us ({apply_us / n:6.1f} per GPU); "
               f"log line {json_us:6.1f} us")
@@ -80,7 +84,7 @@ def bench_sample_cost():
 def bench_thread_cpu(seconds):
     print(f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real psutil, widgets)")
     install_fake(1)
-    src = telemetry.LiveSource()
+    src = LiveSource()
     watch = W.start_watch(src, interval_s=1.0)
     wall0 = time.monotonic()
     time.sleep(seconds)
@@ -124,7 +128,7 @@ def bench_training(block_s, pairs, interval_s=1.0):
         for monitored in order:
             watch = None
             if monitored:
-                watch = W.start_watch(telemetry.LiveSource(), interval_s=interval_s)
+                watch = W.start_watch(LiveSource(), interval_s=interval_s)
             got[monitored] = steps_per_s()
             if watch is not None:
                 cpu_share.append(watch.sampler.thread_cpu_s / block_s)
@@ -147,7 +151,7 @@ def bench_real():
     if err is not None:
         print(f"   skipped: {err.reason}")
         return
-    src = telemetry.LiveSource()
+    src = LiveSource()
     us = per_call_us(lambda: src.read(1, 0.0), 50)
     print(f"   {len(src.devices)} GPU(s): {us:.0f} us per sample ({us / max(1, len(src.devices)):.0f} us per GPU, "
           "host part included)")

@@ -1,5 +1,5 @@
 """``%cudaexplain`` and the box shown below a failing cell: the IPython front of the error explainer (matching
-and context in :mod:`.match`, the box and catalogue views in :mod:`.box`)."""
+in :mod:`.match`, the live scene in :mod:`.scene`, the box and catalogue views in :mod:`.box`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class ExplainSettings(HasTraits):
 class ExplainMagics(AreaMagics):
     """``%cudaexplain``, and the ``post_run_cell`` callback that shows the box."""
 
-    #: The :class:`cudamagic.explain.match.Explanation` shown after the last failing cell, or None.
+    #: The :class:`cudamagic.explain.model.Explanation` shown after the last failing cell, or None.
     #: Holds strings and numbers only (no exception, traceback or frame).
     last_explanation = None
 
@@ -57,7 +57,8 @@ class ExplainMagics(AreaMagics):
         if exc is None or not self.settings.explain_errors or isinstance(exc, UsageError):
             return
         try:
-            from .match import explain, scene_from_shell
+            from .match import explain
+            from .scene import scene_from_shell
 
             explanation = explain(exc, scene_from_shell(self.shell, exc))
         except Exception:  # the explainer must never add an error of its own to a failing cell
@@ -94,7 +95,10 @@ class ExplainMagics(AreaMagics):
         """
         args = self.parse(self.cudaexplain, line, USAGE)
         from .box import CatalogueView, NoMatch
-        from .match import CATALOGUE, Explanation, entry_by_id, explain, scene_from_shell
+        from .catalogue import CATALOGUE
+        from .match import entry_by_id, explain
+        from .model import Explanation
+        from .scene import scene_from_shell
 
         if args.list_:
             return CatalogueView(CATALOGUE)

@@ -1,2 +1,12 @@
-"""``%gpuwatch``: samples, sources (live NVML, replay), the sampler thread and trace files (:mod:`.telemetry`), the
-monitor object (:mod:`.monitor`), the widget and text view (:mod:`.widget`); the IPython front is :mod:`.magic`."""
+"""``%gpuwatch``: a live GPU monitor that keeps updating while other cells run.
+
+- :mod:`.magic`: the IPython front (``WatchSettings``, ``WatchMagics.gpuwatch``).
+- :mod:`.options`: checks the flags and settings, opens the sample source and the ``--log`` writer.
+- :mod:`.samples`: the immutable ``Sample`` dataclasses (GPU, process, MIG, host, PyTorch) and their flat records.
+- :mod:`.sources`: where samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or a replay.
+- :mod:`.sampler`: the ``Sampler`` thread that reads a source every interval into a bounded history.
+- :mod:`.trace`: the JSON-lines trace format, its writer and its strict, bounded reader.
+- :mod:`.monitor`: the ``GpuWatch`` object ``%gpuwatch`` returns and the one-monitor-per-kernel registry.
+- :mod:`.text`: the plain-text snapshot table (``text/plain``, terminal) and the words for each value.
+- :mod:`.widget`: the HTML fragments, sparklines and the ipywidgets tree (``WatchView``).
+"""

@@ -1,7 +1,7 @@
 """The ``%gpuwatch`` monitor object and the one-sampler-per-kernel registry.
 
-:class:`GpuWatch` wraps a :class:`cudamagic.telemetry.Sampler` and (in a notebook) a
-:class:`cudamagic.widgets.WatchView`. It is what ``watch = %gpuwatch`` returns:
+:class:`GpuWatch` wraps a :class:`~.sampler.Sampler` and (in a notebook) a
+:class:`~.widget.WatchView`. It is what ``watch = %gpuwatch`` returns:
 ``watch.history`` (records with nvidia-smi-style keys, ready for ``pandas.DataFrame``),
 ``watch.running``, ``watch.stop()``. Its ``text/plain`` form is the snapshot table (F14).
 
@@ -15,9 +15,12 @@ from __future__ import annotations
 import atexit
 import threading
 
-from . import telemetry, widget as views
-from .telemetry import Sampler, sample_rows
-from .widget import WatchView, sample_text, snapshot_html
+# the text view is called through its module (text.sample_text), so a replaced function takes effect
+from . import text as text_view
+from .sampler import Sampler
+from .samples import sample_rows
+from .sources import EndOfTrace
+from .widget import WatchView, snapshot_html
 
 SPARKLINE_POINTS = 120
 
@@ -29,7 +32,7 @@ class GpuWatch:
     """One monitor. Create it with :func:`start_watch` (or the ``%gpuwatch`` magic).
 
     Args:
-        sampler: the :class:`~cudamagic.telemetry.Sampler` (not started yet).
+        sampler: the :class:`~.sampler.Sampler` (not started yet).
         label: ``"live"`` or ``"replay of PATH"``.
         widget: build the ipywidgets tree (notebook) or not (terminal / ``--text``).
         options: the settings it was started with (compared when ``%gpuwatch`` runs again).
@@ -41,7 +44,9 @@ class GpuWatch:
         self.options = dict(options or {})
         self.view = None
         if widget:
-            self.view = WatchView(getattr(sampler.source, "devices", []), label=label, on_stop=self.stop)
+            make_view = getattr(sampler.source, "make_view", None)  # cluster sources have their own view
+            self.view = make_view(on_stop=self.stop) if make_view else WatchView(
+                getattr(sampler.source, "devices", []), label=label, on_stop=self.stop)
             sampler.on_sample = self._update
             sampler.on_finish = self._finished
 
@@ -66,7 +71,7 @@ class GpuWatch:
 
     @property
     def samples(self) -> list:
-        """The kept :class:`~cudamagic.telemetry.Sample` objects (oldest first)."""
+        """The kept :class:`~.samples.Sample` objects (oldest first)."""
         return self.sampler.snapshot()[1]
 
     @property
@@ -87,6 +92,9 @@ class GpuWatch:
     def stop(self):
         """Stop the sampler thread (joins it) and mark the widget stopped. Idempotent."""
         self.sampler.stop()
+        close = getattr(self.sampler.source, "close", None)  # a cluster source's HTTP connections
+        if close is not None and not self.sampler.running:
+            close()
         self._finished()
 
     def state(self) -> str:
@@ -98,14 +106,19 @@ class GpuWatch:
     # -- display ------------------------------------------------------------------------
     def text(self) -> str:
         """The snapshot table (plain text)."""
-        return sample_text(self.sampler.latest, self.label, self.state(), self.sampler.error)
+        render = getattr(self.sampler.source, "render_text", None)
+        if render is not None:
+            latest, hist = self.sampler.snapshot()
+            return render(latest, hist, self.label, self.state(), self.sampler.error)
+        return text_view.sample_text(self.sampler.latest, self.label, self.state(), self.sampler.error)
 
     def _repr_html_(self):
         if self.view is None:
             return None  # text view (terminal or --text): the table only
         latest, hist = self.sampler.snapshot()
-        return snapshot_html(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
-                             self.sampler.samples_taken, self.sampler.error)
+        render = getattr(self.sampler.source, "render_html", snapshot_html)
+        return render(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
+                      self.sampler.samples_taken, self.sampler.error)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/plain": self.text()}
@@ -153,9 +166,9 @@ def start_watch(source, *, interval_s: float = 1.0, history_len: int = 600, coun
     sampler thread takes the following ones every ``interval_s`` seconds.
 
     Args:
-        source: :class:`~cudamagic.telemetry.LiveSource` or :class:`~cudamagic.telemetry.ReplaySource`.
+        source: :class:`~.sources.LiveSource` or :class:`~.sources.ReplaySource`.
         interval_s: seconds between samples. history_len: samples kept. count: stop after N samples.
-        writer: a :class:`~cudamagic.telemetry.TraceWriter` or None.
+        writer: a :class:`~.trace.TraceWriter` or None.
         widget: build the widget tree. background: start the thread (False: one sample only).
 
     Returns:
@@ -168,8 +181,13 @@ def start_watch(source, *, interval_s: float = 1.0, history_len: int = 600, coun
         watch = GpuWatch(sampler, label=source.label, widget=widget, options=options)
         try:
             sampler.step()
-        except telemetry.EndOfTrace:  # pragma: no cover - read_trace guarantees one sample
+        except EndOfTrace:  # pragma: no cover - read_trace guarantees one sample
             sampler.finished = "end of replay"
+        preload = getattr(source, "preload", None)  # a cluster source: history from one range query
+        if preload is not None and background and sampler.latest is not None and sampler.latest.gpus:
+            older = [s for s in preload(history_len) if s.timestamp_s < sampler.latest.timestamp_s]
+            with sampler._lock:
+                sampler.history.extendleft(reversed(older[-(history_len - 1):]))
         if background and not sampler.done() and not sampler.finished:
             sampler.start(first_delay=interval_s)
         else:
@@ -210,8 +228,10 @@ def run_foreground(source, *, interval_s: float, history_len: int, count: int | 
 
     def show(sample):
         print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
-        print(views.sample_text(sample, source.label, f"refreshing every {interval_s:g} s; Ctrl-C stops",
-                          sampler.error), flush=True)
+        state = f"refreshing every {interval_s:g} s; Ctrl-C stops"
+        render = getattr(source, "render_text", None)
+        print(render(sample, sampler.snapshot()[1], source.label, state, sampler.error) if render else
+              text_view.sample_text(sample, source.label, state, sampler.error), flush=True)
 
     sampler.on_sample = show
     try:

@@ -1,12 +1,12 @@
-"""The ``%gpuwatch`` display: text snapshot table, HTML fragments and the ipywidgets tree.
+"""The ``%gpuwatch`` display in a notebook: HTML fragments, sparklines and the ipywidgets tree.
 
-:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
-widget extension, F14/F15). :class:`WatchView` builds the widget tree once and
-:meth:`WatchView.apply` sets trait values inside ``hold_sync()`` (the only thing the
-sampler thread does with widgets: no print, no display, no ``with output:``, F13).
+:class:`WatchView` builds the widget tree once and :meth:`WatchView.apply` sets trait values
+inside ``hold_sync()`` (the only thing the sampler thread does with widgets: no print, no
+display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form.
+The plain-text form is :mod:`.text`.
 
 Every string that comes from outside (process names and command lines, GPU names,
-file paths, NVML error text) goes through :func:`cudamagic.render.esc` before HTML.
+file paths, NVML error text) goes through :func:`cudamagic.core.fmt.esc` before HTML.
 ``ipywidgets`` is imported inside :meth:`WatchView.__init__` only.
 """
 
@@ -14,214 +14,20 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import textwrap
 
-from ..core.fmt import NO_MATH, esc, format_bytes, terminal_safe
-from .telemetry import Sample, TorchSample
+from ..core.fmt import NO_MATH, esc, format_bytes
 from ..core.na import is_na
+from .samples import Sample
+from .text import mem_text, no_process_line, num_text, pct_text, reasons_text, torch_text
 
 _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
 
 
-# ---- formatting helpers ---------------------------------------------------------------------
-
-# C0/C1 controls (newline, ESC, CR, BEL...), zero-width and bidi-override characters.
-def plain(value) -> str:
-    """``str(value)`` safe for a terminal (see :func:`cudamagic.render.terminal_safe`)."""
-    return terminal_safe(value)
-
-
-def _pct(v):
-    return str(v) if is_na(v) else f"{v:.0f} %"
-
+# ---- HTML -----------------------------------------------------------------------------------
 
 def _w(mw):
     return str(mw) if is_na(mw) else f"{mw / 1000:.0f} W"
 
-
-def _num(v, unit=""):
-    return str(v) if is_na(v) else f"{v}{unit}"
-
-
-def _mem(used, total):
-    if is_na(used) or is_na(total):
-        return "N/A"
-    return f"{format_bytes(used)} / {format_bytes(total)}"
-
-
-def _short_name(g) -> str:
-    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS characters
-    (the HTML card and ``watch.history`` keep the full name)."""
-    name = "N/A" if is_na(g.name) else str(g.name)
-    if name.startswith("NVIDIA "):
-        name = name[len("NVIDIA "):]
-    if len(name) > NAME_CHARS:
-        name = name[:NAME_CHARS - 1] + "\u2026"
-    return ("MIG " if g.mig_enabled is True else "") + name
-
-
-def _used_of_total(used, total) -> str:
-    """``'9.6/80.0 GiB'``: both in the unit of the total (compact text column)."""
-    if is_na(total) or not total:
-        return "N/A" if is_na(used) else format_bytes(used) + "/N/A"
-    units, k, t = ("B", "KiB", "MiB", "GiB", "TiB"), 0, float(total)
-    while t >= 1024 and k < len(units) - 1:
-        t /= 1024
-        k += 1
-    f = 1024 ** k
-    return f"{'N/A' if is_na(used) else f'{used / f:.1f}'}/{total / f:.1f} {units[k]}"
-
-
-def _pair(a, b, unit, scale=1) -> str:
-    """``'460/700 W'``; ``'N/A'`` when neither could be read."""
-    if is_na(a) and is_na(b):
-        return "N/A"
-    fmt = lambda v: "N/A" if is_na(v) else f"{v / scale:.0f}"  # noqa: E731
-    return f"{fmt(a)}/{fmt(b)} {unit}"
-
-
-def _reasons(g):
-    r = g.throttle_reasons
-    if is_na(r):
-        return r
-    return ", ".join(r) if r else "none"
-
-
-def _na_reasons(g):
-    """Distinct NA reasons of one GPU's fields: ``{field label: reason}``."""
-    out = {}
-    for label, v in (("utilization", g.gpu_util_pct), ("memory", g.memory_used_bytes),
-                     ("temperature", g.temperature_c), ("power draw", g.power_draw_mw),
-                     ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("clocks", g.clock_sm_mhz),
-                     ("P-state", g.pstate), ("throttle reasons", g.throttle_reasons_mask)):
-        if is_na(v):
-            out[label] = v.reason
-    return out
-
-
-def _proc_name(p):
-    return p.name if not is_na(p.name) else ("(other PID namespace)" if not p.visible else "N/A")
-
-
-def _no_process_line(g):
-    used = g.memory_used_bytes
-    if is_na(used):
-        return "no process listed by NVML"
-    return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
-            "attribute from here, e.g. other containers or VMs)")
-
-
-# ---- text -----------------------------------------------------------------------------------
-
-#: Columns of the text view: prose lines wrap here; the GPU table fits for names up to 20 characters.
-TEXT_WIDTH = 100
-NAME_CHARS = 20
-
-
-class _Lines(list):
-    """Lines of the text view: ``append`` makes each one safe with :func:`plain` and wraps it at
-    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already."""
-
-    def append(self, text):
-        text = plain(text)
-        if len(text) <= TEXT_WIDTH:
-            super().append(text)
-        else:
-            self.extend(textwrap.wrap(text, TEXT_WIDTH, subsequent_indent="  ", break_long_words=False,
-                                      break_on_hyphens=False) or [text])
-
-    def table(self, text):
-        super().append(text)
-
-
-def header_line(sample: Sample | None, label: str = "live", state: str = "") -> str:
-    """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
-    kind = f"REPLAY of {label[len('replay of '):]}" if label.startswith("replay of ") else label
-    if sample is None:
-        return plain(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
-    rec = "recorded " if label.startswith("replay of ") else ""
-    return plain(f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip())
-
-
-def sample_text(sample: Sample | None, label: str = "live", state: str = "", error: str = "") -> str:
-    """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
-
-    Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
-    clear the terminal or start a new line.
-    """
-    from ..core.fmt import text_table as _table
-
-    def text_table(headers, rows):
-        return _table(headers, [[plain(c) for c in row] for row in rows])
-
-    lines = _Lines([header_line(sample, label, state)])  # one line, even with a long replay path
-    if sample is None:
-        if error:
-            lines.append(f"error: {error}")
-        return "\n".join(lines)
-    if sample.nvml_status is not None:
-        lines.append(f"No GPU data: {sample.nvml_status.reason}")
-    if sample.gpus:
-        rows = []
-        for g in sample.gpus:
-            rows.append([g.index, _short_name(g) + (" [LOST]" if g.lost is not None else ""),
-                         _pct(g.gpu_util_pct), _pct(g.mem_util_pct),
-                         _used_of_total(g.memory_used_bytes, g.memory_total_bytes), _num(g.temperature_c, " C"),
-                         _pair(g.power_draw_mw, g.power_limit_mw, "W", 1000), _pct(g.fan_speed_pct),
-                         _pair(g.clock_sm_mhz, g.clock_mem_mhz, "").rstrip(),
-                         _num(g.pstate) if is_na(g.pstate) else f"P{g.pstate}", _reasons(g)])
-        # util: utilization.gpu; mem bw: utilization.memory (memory bandwidth); clocks: SM/memory
-        lines.table(text_table(["GPU", "name", "util", "mem bw", "memory", "temp", "power", "fan",
-                                "clocks MHz", "P", "throttle"], rows))
-        for g in sample.gpus:
-            if g.lost is not None:
-                lines.append(f"GPU {g.index}: {g.lost.describe()}")
-                continue
-            for label_, reason in _na_reasons(g).items():
-                lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
-            for m in g.mig_devices:
-                lines.append(f"GPU {g.index} MIG {m.index} {m.uuid}: {_mem(m.memory_used_bytes, m.memory_total_bytes)}")
-        prows = []
-        for g in sample.gpus:
-            if g.lost is not None:
-                continue
-            if is_na(g.processes):
-                lines.append(f"GPU {g.index} processes: {g.processes.describe()}")
-                continue
-            if not g.processes:
-                lines.append(f"GPU {g.index}: {_no_process_line(g)}")
-            for p in g.processes:
-                prows.append([g.index, p.pid, _proc_name(p) + (" (this kernel)" if p.own else ""), p.type,
-                              format_bytes(p.used_memory_bytes)])
-        if prows:
-            lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
-            if any(not p.visible for g in sample.gpus if not is_na(g.processes) for p in g.processes):
-                lines.append("(other PID namespace): the pid is not visible from this container; "
-                             "run the container with --pid=host to see names.")
-    h = sample.host
-    lines.append(f"host: CPU {_pct(h.cpu_util_pct)} of {h.cpu_count} CPUs, this kernel {_pct(h.kernel_cpu_pct)} "
-                 f"of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
-                 f"DataLoader workers: {len(h.workers)}")
-    lines.append("PyTorch: " + torch_text(sample.torch))
-    if sample.hint:
-        lines.append("hint: " + sample.hint)
-    if error:
-        lines.append("sampler error: " + error)
-    return "\n".join(lines)
-
-
-def torch_text(t) -> str:
-    """One line about this kernel's caching allocator."""
-    if not isinstance(t, TorchSample):
-        return t.describe() if is_na(t) else str(t)
-    gap = t.gap_bytes
-    gap_text = gap.describe() if is_na(gap) else format_bytes(gap)
-    return (f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
-            f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
-            f"gap (CUDA context, other libraries) {gap_text}")
-
-
-# ---- HTML -----------------------------------------------------------------------------------
 
 def _cell(v, text=None):
     """Escaped value; NA as 'N/A' with the reason as tooltip and beside it."""
@@ -248,20 +54,20 @@ def gpu_html(g) -> str:
         else g.memory_used_bytes / g.memory_total_bytes
     rows = [
         ("utilization", (_bar(None if is_na(util) else util / 100, "#3b7dd8") + " " if not is_na(util) else "")
-         + _cell(util, _pct(util)) + " · memory bandwidth " + _cell(g.mem_util_pct, _pct(g.mem_util_pct))),
+         + _cell(util, pct_text(util)) + " · memory bandwidth " + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))),
         ("memory", (_bar(mem_frac, "#2e9d5b") + " " if mem_frac is not None else "")
-         + _cell(g.memory_used_bytes, _mem(g.memory_used_bytes, g.memory_total_bytes))),
-        ("temperature", _cell(g.temperature_c, _num(g.temperature_c, " °C"))),
+         + _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))),
+        ("temperature", _cell(g.temperature_c, num_text(g.temperature_c, " °C"))),
         ("power", _cell(g.power_draw_mw, _w(g.power_draw_mw)) + " / " + _cell(g.power_limit_mw, _w(g.power_limit_mw))),
-        ("fan", _cell(g.fan_speed_pct, _pct(g.fan_speed_pct))),
-        ("clocks", "SM " + _cell(g.clock_sm_mhz, _num(g.clock_sm_mhz, " MHz")) + " · memory "
-         + _cell(g.clock_mem_mhz, _num(g.clock_mem_mhz, " MHz"))),
-        ("P-state", _cell(g.pstate, _num(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
-        ("throttle", _cell(_reasons(g))),
+        ("fan", _cell(g.fan_speed_pct, pct_text(g.fan_speed_pct))),
+        ("clocks", "SM " + _cell(g.clock_sm_mhz, num_text(g.clock_sm_mhz, " MHz")) + " · memory "
+         + _cell(g.clock_mem_mhz, num_text(g.clock_mem_mhz, " MHz"))),
+        ("P-state", _cell(g.pstate, num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
+        ("throttle", _cell(reasons_text(g))),
     ]
     body = "".join(f"<tr><td style='padding-right:8px;color:#555'>{k}</td><td>{v}</td></tr>" for k, v in rows)
     migs = "".join(f"<div>MIG {m.index} <code>{esc(m.uuid)}</code>: "
-                   f"{_cell(m.memory_used_bytes, _mem(m.memory_used_bytes, m.memory_total_bytes))}</div>"
+                   f"{_cell(m.memory_used_bytes, mem_text(m.memory_used_bytes, m.memory_total_bytes))}</div>"
                    for m in g.mig_devices)
     return f'<div style="{_CSS}">{head}<table>{body}</table>{migs}{processes_html(g)}</div>'
 
@@ -271,7 +77,7 @@ def processes_html(g) -> str:
     if is_na(g.processes):
         return f"<div>processes: {_cell(g.processes)}</div>"
     if not g.processes:
-        return f"<div style='color:#555'>{esc(_no_process_line(g))}</div>"
+        return f"<div style='color:#555'>{esc(no_process_line(g))}</div>"
     rows = []
     for p in g.processes:
         name = (f'<span title="{esc(p.name.reason)}">(other PID namespace)</span>' if not p.visible
@@ -292,12 +98,12 @@ def processes_html(g) -> str:
 def host_html(sample: Sample) -> str:
     """Host, PyTorch allocator and hint (escaped)."""
     h = sample.host
-    parts = [f"<b>host</b> CPU {_cell(h.cpu_util_pct, _pct(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
-             f"this kernel {_cell(h.kernel_cpu_pct, _pct(h.kernel_cpu_pct))} of one core · RAM "
-             f"{_cell(h.memory_used_bytes, _mem(h.memory_used_bytes, h.memory_total_bytes))} · "
+    parts = [f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
+             f"this kernel {_cell(h.kernel_cpu_pct, pct_text(h.kernel_cpu_pct))} of one core · RAM "
+             f"{_cell(h.memory_used_bytes, mem_text(h.memory_used_bytes, h.memory_total_bytes))} · "
              f"DataLoader workers: {len(h.workers)}"]
     if h.workers:
-        parts.append("<small>" + ", ".join(f"pid {w.pid}: {_cell(w.cpu_pct, _pct(w.cpu_pct))} CPU, "
+        parts.append("<small>" + ", ".join(f"pid {w.pid}: {_cell(w.cpu_pct, pct_text(w.cpu_pct))} CPU, "
                                            f"{_cell(w.rss_bytes, format_bytes(w.rss_bytes))}" for w in h.workers)
                      + "</small>")
     t = sample.torch

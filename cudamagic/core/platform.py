@@ -1,0 +1,301 @@
+"""Everything that differs between Linux, Windows and macOS, in one place.
+
+The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function (``os.killpg``,
+``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``) or reads ``/proc`` itself: it calls these
+functions, each with a branch per platform. Tests present another platform by setting :data:`SYSTEM`
+(``"linux"``, ``"windows"``, ``"darwin"``) and removing the POSIX-only attributes with ``monkeypatch``.
+
+Facts and their sources:
+- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``) on every platform, plus the
+  process group on POSIX (children that left their parent still share the group).
+- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main thread's stack up
+  to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about 2 MB reserved), so it cannot
+  be raised.
+- Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports); elsewhere
+  ``psutil.Process.memory_info().rss``.
+- NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+
+def _detect() -> str:
+    if sys.platform.startswith("win"):
+        return "windows"
+    if sys.platform == "darwin":
+        return "darwin"
+    return "linux"
+
+
+#: ``"linux"``, ``"windows"`` or ``"darwin"`` (any other POSIX counts as ``"linux"``). Tests set it.
+SYSTEM = _detect()
+
+
+def is_windows() -> bool:
+    """True on Windows (``python.exe``), where processes, stacks and GPU memory are managed differently."""
+    return SYSTEM == "windows"
+
+
+# ---- processes with a time limit ----------------------------------------------------------------------------
+def popen_group_kwargs() -> dict:
+    """Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
+    :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process group on
+    Windows (``CREATE_NEW_PROCESS_GROUP``)."""
+    if is_windows():
+        flag = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", None)  # absent when Windows is only presented
+        return {"creationflags": flag} if flag is not None else {}
+    return {"start_new_session": True}
+
+
+def kill_tree(proc) -> None:
+    """Kill ``proc`` (a ``subprocess.Popen``) and every process it started; never raises.
+
+    Children are found with ``psutil`` before the parent dies (on every platform); on POSIX the process group
+    (made by :func:`popen_group_kwargs`) is killed too, which catches children that re-parented themselves.
+    """
+    victims = []
+    try:
+        import psutil
+
+        try:
+            parent = psutil.Process(proc.pid)
+            victims = parent.children(recursive=True)
+        except (psutil.Error, OSError):
+            victims = []
+    except ImportError:  # pragma: no cover - psutil is a dependency
+        pass
+    killpg = getattr(os, "killpg", None)
+    sigkill = getattr(signal, "SIGKILL", None)
+    if not is_windows() and killpg is not None and sigkill is not None:
+        try:
+            killpg(proc.pid, sigkill)
+        except OSError:
+            pass
+    try:
+        proc.kill()  # TerminateProcess on Windows, SIGKILL on POSIX
+    except OSError:
+        pass
+    for child in victims:
+        try:
+            child.kill()
+        except Exception:  # already gone, or not ours
+            pass
+    try:
+        proc.wait(timeout=5)
+    except (subprocess.TimeoutExpired, OSError):
+        pass
+
+
+def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
+    """Run ``argv`` (stdin closed, stderr merged into stdout) for at most ``timeout_s`` seconds.
+
+    Args:
+        argv: the command and its arguments. timeout_s: seconds before the whole process tree is killed.
+        limit_bytes: bytes of output kept; the rest is discarded (output goes to a temporary file, so a
+            chatty program cannot fill memory or block on a full pipe).
+
+    Returns:
+        ``(returncode, text)``; text decoded as UTF-8 with replacement.
+
+    Raises:
+        subprocess.TimeoutExpired: it ran past ``timeout_s`` (the tree has been killed).
+        OSError: the program could not be started.
+    """
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                **popen_group_kwargs())
+        try:
+            proc.wait(timeout=timeout_s)
+        except BaseException:  # TimeoutExpired, KeyboardInterrupt: leave nothing running
+            kill_tree(proc)
+            raise
+        out.seek(0)
+        text = out.read(limit_bytes).decode("utf-8", "replace")
+    return proc.returncode, text
+
+
+# ---- the deep-graph stack guard -------------------------------------------------------------------------------
+#: Bytes reserved for the main thread's stack by ``python.exe`` on Windows (fixed at start).
+WINDOWS_MAIN_STACK_BYTES = 2 * 1024 * 1024
+
+
+def main_stack_bytes() -> int | None:
+    """The main thread's stack size now, in bytes (None: unlimited or unknown)."""
+    if is_windows():
+        return WINDOWS_MAIN_STACK_BYTES
+    try:
+        import resource
+    except ImportError:
+        return None
+    soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
+    return None if soft == resource.RLIM_INFINITY else int(soft)
+
+
+def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
+    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform allows.
+
+    Args:
+        need_bytes: bytes of stack wanted. cap_bytes: never raise the limit above this.
+
+    Returns:
+        ``(ok, why)``: ``ok`` True when the stack is now at least ``need_bytes``; ``why`` says why not
+        (``""`` when ok). Called from another thread it changes nothing (only the main thread grows).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return False, "not on the main thread"
+    if is_windows():
+        if need_bytes <= WINDOWS_MAIN_STACK_BYTES:
+            return True, ""
+        return False, "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised"
+    try:
+        import resource
+    except ImportError:
+        return False, "this platform has no resource module"
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft == resource.RLIM_INFINITY or soft >= need_bytes:
+            return True, ""
+        target = min(need_bytes, cap_bytes)
+        if hard != resource.RLIM_INFINITY:
+            target = min(target, hard)
+        if target > soft:
+            resource.setrlimit(resource.RLIMIT_STACK, (target, hard))
+        if target >= need_bytes:
+            return True, ""
+        return False, f"the stack limit can be raised only to {target // 2**20} MiB"
+    except (ValueError, OSError) as exc:
+        return False, f"the stack limit cannot be raised ({exc})"
+
+
+# ---- this process's memory and children -----------------------------------------------------------------------
+_statm = {"pid": None, "fd": None, "page": 0}
+_psutil_process = {"pid": None, "proc": None}
+
+
+def _rss_statm():
+    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us); None elsewhere."""
+    pread = getattr(os, "pread", None)
+    if SYSTEM != "linux" or pread is None:
+        return None
+    pid = os.getpid()
+    if _statm["pid"] != pid:
+        _statm["pid"] = pid
+        if _statm["fd"] is not None:  # inherited from the parent: it reads the parent's figures
+            try:
+                os.close(_statm["fd"])
+            except OSError:
+                pass
+        try:
+            _statm["fd"] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
+            _statm["page"] = os.sysconf("SC_PAGE_SIZE")
+        except (OSError, AttributeError, ValueError):
+            _statm["fd"] = None
+    if _statm["fd"] is None:
+        return None
+    try:
+        return int(pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
+    except (OSError, IndexError, ValueError):
+        _statm["fd"] = None
+        return None
+
+
+def rss_bytes() -> int | None:
+    """Resident set size of this process in bytes (what Task Manager calls the working set on Windows),
+    or None when it cannot be read. Linux: ``/proc/self/statm``; elsewhere ``psutil``."""
+    rss = _rss_statm()
+    if rss is not None:
+        return rss
+    try:
+        import psutil
+
+        pid = os.getpid()
+        if _psutil_process["pid"] != pid:
+            _psutil_process.update(pid=pid, proc=psutil.Process(pid))
+        return int(_psutil_process["proc"].memory_info().rss)
+    except Exception:
+        return None
+
+
+def child_pids(pid: int, proc=None) -> set:
+    """Pids of the direct children of ``pid``. Linux: ``/proc/PID/task/*/children`` (cheap); elsewhere (or
+    when that file is missing) ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse."""
+    files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
+    if not files:
+        import psutil
+
+        try:
+            proc = proc if proc is not None else psutil.Process(pid)
+            return {c.pid for c in proc.children(recursive=False)}
+        except psutil.Error:
+            return set()
+    pids = set()
+    for name in files:
+        try:
+            with open(name, encoding="ascii") as fh:
+                pids.update(int(x) for x in fh.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+# ---- NVIDIA driver and tools ----------------------------------------------------------------------------------
+def nvidia_kernel_module_text() -> str | None:
+    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded NVIDIA kernel module), else None."""
+    if SYSTEM != "linux":
+        return None
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def _windows_dirs(env) -> dict:
+    root = env.get("SystemRoot") or env.get("windir") or r"C:\Windows"
+    program_files = env.get("ProgramFiles") or r"C:\Program Files"
+    return {"system32": root + "\\System32", "nvsmi": program_files + "\\NVIDIA Corporation\\NVSMI",
+            "driverstore": root + "\\System32\\DriverStore\\FileRepository"}
+
+
+def nvidia_tool_candidates(tool: str, env=None) -> list:
+    """Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver, in the
+    order the system searches them, existing or not (callers check). Windows: ``System32``, the legacy
+    ``NVSMI`` folder and each ``DriverStore\\FileRepository\\nv*`` package folder (one per installed driver,
+    including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and the usual library folders."""
+    env = os.environ if env is None else env
+    if is_windows():
+        d = _windows_dirs(env)
+        name = "nvidia-smi.exe" if tool == "nvidia-smi" else "nvml.dll"
+        found = [d["system32"] + "\\" + name, d["nvsmi"] + "\\" + name]
+        store = d["driverstore"].replace("\\", os.sep) if os.sep != "\\" else d["driverstore"]
+        found += sorted(glob.glob(os.path.join(store, "nv*", name)))
+        return found
+    if tool == "nvidia-smi":
+        on_path = shutil.which("nvidia-smi", path=env.get("PATH"))
+        return [p for p in [on_path, "/usr/bin/nvidia-smi"] if p]
+    return ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1",
+            "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1", "/usr/lib/wsl/lib/libnvidia-ml.so.1"]
+
+
+def nvidia_driver_present() -> bool:
+    """True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` / ``nvidia-smi`` on
+    Windows, or ``nvidia-smi`` on PATH."""
+    if nvidia_kernel_module_text() is not None:
+        return True
+    if is_windows():
+        return any(os.path.exists(p) for p in nvidia_tool_candidates("nvml")[:2])
+    return shutil.which("nvidia-smi") is not None
+
+
+def executable_name(name: str) -> str:
+    """``name`` as the platform spells a program file: ``nvcc`` -> ``nvcc.exe`` on Windows."""
+    return name + ".exe" if is_windows() and not name.lower().endswith(".exe") else name

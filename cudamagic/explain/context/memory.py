@@ -1,0 +1,163 @@
+"""Context for running out of GPU memory: the numbers in PyTorch's out-of-memory message, the
+biggest tensors the notebook still holds (IPython's output cache included), the GPU memory
+when cuBLAS / cuDNN could not start.
+
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. Every
+``torch.cuda.memory_*`` call is gated by ``torch.cuda.is_initialized()``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ...core.fmt import format_bytes
+from ..model import Context
+from ..scene import Scene, _is_module, _is_tensor, _output_cache_tensors, _shape, _tensor_bytes, _torch
+
+
+_UNITS = {"B": 1, "bytes": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
+
+
+def parse_size(text: str) -> int:
+    """Parse PyTorch's ``format_size`` output (``'20.00 MiB'``, ``'0 bytes'``) into bytes."""
+    m = re.match(r"\s*([\d.]+)\s*(bytes|B|KiB|MiB|GiB|TiB)", text)
+    if not m:
+        raise ValueError(f"not a size: {text!r}")
+    return int(round(float(m.group(1)) * _UNITS[m.group(2)]))
+
+
+def parse_oom(message: str) -> dict:
+    """Numbers from a CUDA out-of-memory message, in bytes.
+
+    Understands the current caching-allocator message (``c10/cuda/CUDACachingAllocator.cpp``,
+    ``DeviceCachingAllocator::malloc``: "Tried to allocate X. GPU 0 has a total capacity of T of
+    which F is free. ... Of the allocated memory A is allocated by PyTorch, and R is reserved by
+    PyTorch but unallocated.") and the pre-2.1 one ("(GPU 0; T total capacity; A already
+    allocated; F free; R reserved in total by PyTorch)").
+
+    Returns:
+        dict with any of ``requested_bytes``, ``gpu`` (CUDA ordinal), ``total_bytes``,
+        ``free_bytes``, ``process_bytes``, ``allocated_bytes``, ``reserved_bytes`` (total
+        reserved by PyTorch) and ``reserved_unallocated_bytes``.
+    """
+    size = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
+    out = {}
+    m = re.search(r"Tried to allocate " + size, message)
+    if m:
+        out["requested_bytes"] = parse_size(m.group(1))
+    m = re.search(r"GPU (\d+) has a total capac\w* of " + size + r" of which " + size + " is free", message)
+    if m:
+        out["gpu"] = int(m.group(1))
+        out["total_bytes"] = parse_size(m.group(2))
+        out["free_bytes"] = parse_size(m.group(3))
+    m = re.search(r"this process has " + size + " memory in use", message)
+    if m:
+        out["process_bytes"] = parse_size(m.group(1))
+    m = re.search(size + r" is allocated by PyTorch", message)
+    if m:
+        out["allocated_bytes"] = parse_size(m.group(1))
+    m = re.search(size + r" is reserved by PyTorch but unallocated", message)
+    if m:
+        out["reserved_unallocated_bytes"] = parse_size(m.group(1))
+        if "allocated_bytes" in out:
+            out["reserved_bytes"] = out["allocated_bytes"] + out["reserved_unallocated_bytes"]
+    m = re.search(r"\(GPU (\d+); " + size + " total capacity; " + size + " already allocated; " + size
+                  + " free; " + size + " reserved in total by PyTorch", message)
+    if m:
+        out["gpu"] = int(m.group(1))
+        out["total_bytes"] = parse_size(m.group(2))
+        out["allocated_bytes"] = parse_size(m.group(3))
+        out["free_bytes"] = parse_size(m.group(4))
+        out["reserved_bytes"] = parse_size(m.group(5))
+        out["reserved_unallocated_bytes"] = out["reserved_bytes"] - out["allocated_bytes"]
+    return out
+
+
+def biggest_tensors(scene: Scene, limit: int = 5, cuda_only: bool = False):
+    """``(name, nbytes, shape, dtype, device)`` of the largest tensors in the scene, biggest first.
+
+    Tensors held by nn.Modules are summed per module (parameters and buffers).
+    """
+    rows = []
+    for name, value in scene.variables():
+        if _is_tensor(value):
+            if cuda_only and value.device.type == "cpu":
+                continue
+            rows.append((name, _tensor_bytes(value), _shape(value), str(value.dtype).replace("torch.", ""),
+                         str(value.device)))
+        elif _is_module(value):
+            try:
+                ts = list(value.parameters()) + list(value.buffers())
+            except Exception:
+                continue
+            if cuda_only:
+                ts = [t for t in ts if t.device.type != "cpu"]
+            if ts:
+                rows.append((name, sum(_tensor_bytes(t) for t in ts), None, "module", str(ts[0].device)))
+    rows.sort(key=lambda r: -r[1])
+    return rows[:limit]
+
+
+def ctx_oom(match, scene):
+    message = match.string
+    numbers = parse_oom(message)
+    notes = []
+    if "requested_bytes" in numbers:
+        line = f"PyTorch asked for {format_bytes(numbers['requested_bytes'])}"
+        if "free_bytes" in numbers:
+            line += (f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} free of "
+                     f"{format_bytes(numbers['total_bytes'])}")
+        notes.append(line + ".")
+    if "allocated_bytes" in numbers and "reserved_bytes" in numbers:
+        notes.append(f"Tensors held {format_bytes(numbers['allocated_bytes'])}; PyTorch's cache reserved "
+                     f"{format_bytes(numbers['reserved_bytes'])} in total "
+                     f"({format_bytes(numbers['reserved_unallocated_bytes'])} reserved but unused).")
+    if "process_bytes" in numbers and "total_bytes" in numbers and "reserved_bytes" in numbers:
+        other = numbers["total_bytes"] - numbers.get("free_bytes", 0) - numbers["process_bytes"]
+        if other > 0.1 * numbers["total_bytes"]:
+            notes.append(f"Other processes use about {format_bytes(other)} of this GPU (another notebook?).")
+    big = biggest_tensors(scene, limit=5, cuda_only=True) or biggest_tensors(scene, limit=5)
+    if big:
+        parts = []
+        for name, nbytes, shape, dtype, device in big:
+            desc = f"`{name}` {format_bytes(nbytes)}"
+            desc += f" ({dtype}, {list(shape)}, {device})" if shape is not None else f" (module, {device})"
+            parts.append(desc)
+        notes.append("Biggest tensors in your namespace: " + "; ".join(parts) + ".")
+    cached = _output_cache_tensors(scene)
+    if cached:
+        notes.append("IPython's output cache also holds CUDA tensors: " + ", ".join(f"`{c}`" for c in cached)
+                     + " (a cell that ends with a tensor keeps it alive in Out).")
+    numbers["biggest"] = [r[0] for r in big]
+    numbers["output_cache"] = cached
+    if "cudamem" in scene.line_magics:
+        fix = ("Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports the bytes "
+               "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` the big "
+               "tensors you no longer need, or lower the batch size.")
+    else:
+        fix = ("Free what the notebook still holds: `import sys, gc; sys.last_value = sys.last_traceback = None` "
+               "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors and "
+               "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or lower the "
+               "batch size.")
+    numbers["mentions_cudamem_free"] = "cudamem" in scene.line_magics
+    return Context(notes=tuple(notes), facts=numbers, fix=fix)
+
+
+def ctx_gpu_memory(match, scene):
+    torch = _torch()
+    notes, facts = [], {}
+    if torch is not None and torch.cuda.is_initialized():
+        try:
+            facts["allocated_bytes"] = torch.cuda.memory_allocated()
+            facts["reserved_bytes"] = torch.cuda.memory_reserved()
+            free, total = torch.cuda.mem_get_info()
+            facts["free_bytes"], facts["total_bytes"] = free, total
+            notes.append(f"GPU memory now: {format_bytes(free)} free of {format_bytes(total)}; your tensors hold "
+                         f"{format_bytes(facts['allocated_bytes'])}, PyTorch's cache {format_bytes(facts['reserved_bytes'])}.")
+        except Exception:
+            pass
+    big = biggest_tensors(scene, limit=3, cuda_only=True)
+    if big:
+        notes.append("Biggest GPU tensors: " + "; ".join(f"`{n}` {format_bytes(b)}" for n, b, *_ in big) + ".")
+    return Context(notes=tuple(notes), facts=facts)
+

@@ -1,0 +1,118 @@
+"""What the error explainer is made of: a catalogue :class:`Entry`, the :class:`Context` a
+context function finds, and the :class:`Explanation` shown under a failing cell.
+
+Plain data with no IPython or torch import. An :class:`Explanation` holds strings and numbers
+only (no exception, traceback or frame), so it cannot keep GPU memory alive (field report F22).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a context function found.
+
+    Attributes:
+        notes: plain-text sentences about the user's own objects ("`h` is carried ...").
+        facts: machine-readable findings for tests and callers (byte counts in ``*_bytes``,
+            shapes as tuples of ints, variable names as str).
+        fix: a fix specialised with the user's names; replaces the entry's generic fix
+            when not empty (the generic fix is still shown below it).
+    """
+
+    notes: tuple = ()
+    facts: Mapping = field(default_factory=dict)
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One known failure.
+
+    Attributes:
+        id: short stable name (``"cuda-oom"``), used by ``%cudaexplain --list``.
+        title: one-line name of the case.
+        types: exception class names that PyTorch raises for it, matched against the
+            exception's MRO by bare name (``"RuntimeError"`` also matches
+            ``torch.OutOfMemoryError``, a subclass).
+        patterns: regular expressions searched (``re.S``) in ``str(exc)``; taken from
+            PyTorch's messages; named groups feed the context function.
+        what, why, fix: the explanation in plain words.
+        source: where PyTorch raises it (file / function), for maintainers and tests.
+        reports: field-report ids (``"F22"``) the entry answers.
+        context: optional ``context(match, scene) -> Context``.
+    """
+
+    id: str
+    title: str
+    types: tuple
+    patterns: tuple
+    what: str
+    why: str
+    fix: str
+    source: str
+    reports: tuple = ()
+    context: Callable | None = None
+
+    def match(self, exc: BaseException):
+        """Return the ``re.Match`` of the first pattern found in ``str(exc)``, or None."""
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if not names.intersection(self.types):
+            return None
+        message = _message(exc)
+        for pattern in self.patterns:
+            found = re.search(pattern, message, re.S)
+            if found:
+                return found
+        return None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The result of :func:`~cudamagic.explain.match.explain`: an entry plus the live context.
+
+    Holds no exception object.
+
+    Attributes:
+        entry: the matched :class:`Entry`.
+        exc_type: the exception's class name (``"OutOfMemoryError"``).
+        message: the first line of the message, at most 300 characters.
+        context: the :class:`Context` found (empty if the context function failed).
+        context_error: why gathering context failed, or ``""``.
+    """
+
+    entry: Entry
+    exc_type: str
+    message: str
+    context: Context = Context()
+    context_error: str = ""
+
+    # rendering lives in .box; these delegate so the object displays itself
+    def text(self) -> str:
+        """The box as plain text."""
+        from .box import explanation_text
+
+        return explanation_text(self)
+
+    def __repr__(self):
+        return self.text()
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(self.text())
+
+    def _repr_html_(self):
+        from .box import explanation_html
+
+        return explanation_html(self)
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a broken __str__ must not break the explainer
+        return ""
+

@@ -1,0 +1,367 @@
+"""Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or a
+replayed trace file.
+
+A source has ``read(seq, timestamp_s) -> Sample``, ``label``, ``devices`` and ``status``; the
+:class:`~.sampler.Sampler` calls ``read`` once per tick. :class:`LiveSource` never raises for NVML faults
+(the sample carries NA values with the reason); :class:`ReplaySource` raises :class:`EndOfTrace` after the
+last recorded sample.
+
+``torch`` is only looked at when the user already imported it *and* initialised CUDA
+(``torch.cuda.is_initialized()``): the monitor never creates a CUDA context.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..core import nvml
+from ..core.na import NA, is_na
+from . import trace
+from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
+
+OTHER_NAMESPACE = NA("process in another PID namespace (container): run the container with --pid=host "
+                     "to see its name", "other_namespace")
+MIG_UTIL = NA("not reported in MIG mode", "mig")
+
+
+class EndOfTrace(Exception):
+    """Raised by :meth:`ReplaySource.read` after the last recorded sample."""
+
+
+# ---- host -------------------------------------------------------------------------------
+
+def _cpu_busy_total(times):
+    total = sum(times)
+    idle = getattr(times, "idle", 0.0) + getattr(times, "iowait", 0.0)
+    return total - idle, total
+
+
+class HostReader:
+    """Reads the host with ``psutil``; keeps the previous CPU times so percentages are deltas.
+
+    CPU % needs two readings at least 0.05 s apart; before that it is NA. DataLoader workers
+    are this kernel's child processes that run Python's multiprocessing (``spawn``/``forkserver``
+    command lines) or share the kernel's command line (``fork``).
+    """
+
+    def __init__(self, pid: int | None = None, clock=time.monotonic):
+        import psutil
+
+        self._psutil = psutil
+        self._clock = clock
+        self.pid = os.getpid() if pid is None else pid
+        try:
+            self._proc = psutil.Process(self.pid)
+            self._cmdline = self._proc.cmdline()
+        except Exception:
+            self._proc, self._cmdline = None, []
+        self._last = None
+        self._last_child = {}
+        self._known = {}
+        self._cpu_count = psutil.cpu_count() or NA("unknown", "error")
+        self.prime()
+
+    def prime(self):
+        """Take the reference reading that the next :meth:`read` compares against."""
+        try:
+            busy, total = _cpu_busy_total(self._psutil.cpu_times())
+            own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
+        except Exception:
+            busy = total = own = None
+        self._last = (self._clock(), busy, total, own)
+
+    def _child_pids(self):
+        """Pids of direct children. Linux: ``/proc/PID/task/*/children`` (cheap); else psutil's full scan."""
+        import glob
+
+        files = glob.glob(f"/proc/{self.pid}/task/*/children")
+        if not files:
+            return {c.pid for c in self._proc.children(recursive=False)}
+        pids = set()
+        for name in files:
+            try:
+                with open(name, encoding="ascii") as fh:
+                    pids.update(int(x) for x in fh.read().split())
+            except (OSError, ValueError):
+                continue
+        return pids
+
+    def _workers(self, dt):
+        if self._proc is None:
+            return ()
+        try:
+            pids = self._child_pids()
+        except Exception:
+            return ()
+        known = {}
+        out, seen = [], {}
+        for pid in sorted(pids):
+            entry = self._known.get(pid)
+            if entry is None:  # classify once per pid: the command line does not change
+                try:
+                    child = self._psutil.Process(pid)
+                    cmd = child.cmdline()
+                    entry = (child, cmd == self._cmdline or any("multiprocessing" in c for c in cmd))
+                except Exception:
+                    continue
+            known[pid] = entry
+            child, is_worker = entry
+            if not is_worker:
+                continue
+            try:
+                with child.oneshot():
+                    cpu = sum(child.cpu_times()[:2])
+                    rss = int(child.memory_info().rss)
+            except Exception:
+                continue
+            prev = self._last_child.get(pid)
+            seen[pid] = cpu
+            pct = (NA("needs two readings", "warming_up") if prev is None or dt <= 0
+                   else round(max(0.0, 100.0 * (cpu - prev) / dt), 1))
+            out.append(WorkerSample(pid=pid, cpu_pct=pct, rss_bytes=rss))
+        self._known = known
+        self._last_child = seen
+        return tuple(out)
+
+    def read(self) -> HostSample:
+        """One :class:`HostSample` (never raises)."""
+        ps = self._psutil
+        now = self._clock()
+        t0, busy0, total0, own0 = self._last
+        dt = now - t0
+        warming = NA("needs two readings at least 0.05 s apart", "warming_up")
+        try:
+            busy, total = _cpu_busy_total(ps.cpu_times())
+            cpu = warming if busy0 is None or dt < 0.05 or total <= total0 else \
+                round(min(100.0, max(0.0, 100.0 * (busy - busy0) / (total - total0))), 1)
+        except Exception as exc:
+            busy = total = None
+            cpu = NA(f"psutil.cpu_times failed: {exc}", "error")
+        try:
+            own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
+            kcpu = warming if own is None or own0 is None or dt < 0.05 else \
+                round(max(0.0, 100.0 * (own - own0) / dt), 1)
+        except Exception as exc:
+            own, kcpu = None, NA(f"psutil failed: {exc}", "error")
+        try:
+            vm = ps.virtual_memory()
+            used, tot = int(vm.total - vm.available), int(vm.total)
+        except Exception as exc:
+            used = tot = NA(f"psutil.virtual_memory failed: {exc}", "error")
+        workers = self._workers(dt)
+        if dt >= 0.05 or busy0 is None:
+            self._last = (now, busy, total, own)
+        return HostSample(cpu_util_pct=cpu, cpu_count=self._cpu_count,
+                          memory_used_bytes=used, memory_total_bytes=tot, kernel_cpu_pct=kcpu,
+                          workers=workers)
+
+
+# ---- PyTorch allocator (never creates a CUDA context) ------------------------------------
+
+def read_torch_allocator():
+    """This kernel's PyTorch caching allocator, summed over CUDA devices, or NA.
+
+    Reads ``torch.cuda.memory_stats(i)`` (``allocated_bytes.all.current``,
+    ``reserved_bytes.all.current``, ``allocated_bytes.all.peak``) only if the user
+    already imported torch and ``torch.cuda.is_initialized()`` is True.
+
+    Returns:
+        TorchSample (bytes; ``nvml_process_bytes``/``gap_bytes`` filled in by the source) or NA.
+    """
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return NA("PyTorch is not imported in this kernel", "no_torch")
+    try:
+        cuda = torch.cuda
+        if not cuda.is_initialized():
+            return NA("CUDA is not initialised in this kernel (the monitor never creates a CUDA context)",
+                      "not_initialized")
+        alloc = reserved = peak = 0
+        for i in range(cuda.device_count()):
+            st = cuda.memory_stats(i)
+            alloc += int(st.get("allocated_bytes.all.current", 0))
+            reserved += int(st.get("reserved_bytes.all.current", 0))
+            peak += int(st.get("allocated_bytes.all.peak", 0))
+    except Exception as exc:
+        return NA(f"PyTorch allocator not readable: {type(exc).__name__}: {exc}", "error")
+    return TorchSample(allocated_bytes=alloc, reserved_bytes=reserved, peak_bytes=peak)
+
+
+# ---- processes ----------------------------------------------------------------------------
+
+def process_info(pid: int):
+    """``(name, cmdline, visible)`` for ``pid`` via psutil; NA name when it is not visible here (F04)."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            name = p.name()
+            try:
+                cmd = " ".join(p.cmdline())[:200]
+            except psutil.AccessDenied:
+                cmd = NA("permission denied", "no_permission")
+        return name, cmd, True
+    except psutil.NoSuchProcess:
+        return OTHER_NAMESPACE, OTHER_NAMESPACE, False
+    except psutil.AccessDenied:
+        na = NA("permission denied reading the process", "no_permission")
+        return na, na, True
+    except Exception as exc:
+        na = NA(f"psutil failed: {exc}", "error")
+        return na, na, True
+
+
+def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
+    """Plain-words hint when the GPU sits idle while the CPU side is saturated, else ``""``.
+
+    Fires only when this kernel uses a GPU (CUDA initialised, or its pid listed by NVML), every
+    readable GPU is at most 30 % busy, and either all host CPUs are at least 90 % busy or this
+    kernel's process uses a full core with no DataLoader workers.
+    """
+    if not (own_on_gpu or isinstance(torch_state, TorchSample)):
+        return ""
+    utils = [g.gpu_util_pct for g in gpus if not is_na(g.gpu_util_pct)]
+    if not utils or max(utils) > 30:
+        return ""
+    cpu, kcpu = host.cpu_util_pct, host.kernel_cpu_pct
+    if not is_na(cpu) and cpu >= 90:
+        return (f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: the GPU is "
+                "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or lighter "
+                "CPU preprocessing usually help.")
+    if not is_na(kcpu) and kcpu >= 90 and not host.workers:
+        return (f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU core busy "
+                f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is probably "
+                "the bottleneck. Try DataLoader(..., num_workers=4, pin_memory=True).")
+    return ""
+
+
+# ---- sources ------------------------------------------------------------------------------
+
+_READ_FIELDS = [f for f in GPU_FIELDS if f not in ("memory.total",)] + ["memory.total"]
+
+
+class LiveSource:
+    """Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch allocator.
+
+    Args:
+        devices: 0-based NVML indices to read, or None for all.
+        host: a :class:`HostReader` (default: a new one for this process).
+        torch_reader: callable returning a TorchSample or NA (default :func:`read_torch_allocator`).
+        proc_info: callable ``pid -> (name, cmdline, visible)`` (default :func:`process_info`).
+        pid: this kernel's pid (default ``os.getpid()``).
+
+    NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
+    fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
+    """
+
+    kind = "live"
+
+    def __init__(self, devices=None, *, host=None, torch_reader=read_torch_allocator, proc_info=process_info,
+                 pid=None):
+        self.pid = os.getpid() if pid is None else pid
+        self.status = nvml.init()
+        count = 0
+        if self.status is None:
+            count = nvml.device_count()
+            if is_na(count):
+                self.status, count = count, 0
+        self.device_count = count
+        self.devices = list(range(count)) if devices is None else [int(d) for d in devices]
+        self.host = host if host is not None else HostReader(self.pid)
+        self.torch_reader = torch_reader
+        self.proc_info = proc_info
+        self._static = {}      # index -> (name, uuid, mig_enabled)
+        self._names = {}       # pid -> (name, cmdline, visible), pruned to pids still listed
+        self.label = "live"
+
+    def _static_facts(self, dev):
+        facts = self._static.get(dev.index)
+        if facts is None:
+            got = dev.read(["name", "uuid", "mig.mode.current"])
+            mig = got["mig.mode.current"]
+            mig = (mig == "Enabled") if not is_na(mig) else False
+            facts = (got["name"], got["uuid"], mig)
+            if dev.lost is None:
+                self._static[dev.index] = facts
+        return facts
+
+    def _processes(self, dev, names):
+        procs = dev.processes()
+        if is_na(procs):
+            return procs
+        rows = []
+        for p in procs:
+            pid = p["pid"]
+            info = self._names.get(pid) or self.proc_info(pid)
+            names[pid] = info
+            rows.append(ProcessSample(pid=pid, name=info[0], cmdline=info[1], used_memory_bytes=p["used_memory"],
+                                      type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2])))
+        return tuple(rows)
+
+    def read_gpu(self, index, names) -> GpuSample:
+        """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
+        dev = nvml.device(index)
+        name, uuid, mig = self._static_facts(dev)
+        vals = dev.read(_READ_FIELDS)
+        mig_devs = ()
+        if mig:
+            vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
+            got = dev.mig_devices()
+            if not is_na(got):
+                mig_devs = tuple(MigSample(index=m["index"], uuid=m["uuid"], memory_used_bytes=m["memory.used"],
+                                           memory_total_bytes=m["memory.total"]) for m in got)
+        procs = self._processes(dev, names) if dev.lost is None else dev.lost
+        return GpuSample(index=index, name=name, uuid=uuid, mig_enabled=mig, mig_devices=mig_devs,
+                         processes=procs, lost=dev.lost,
+                         **{attr: vals[key] for key, attr in GPU_FIELDS.items()})
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        """Read everything once."""
+        names = {}
+        gpus = tuple(self.read_gpu(i, names) for i in self.devices) if self.status is None else ()
+        self._names = names
+        host = self.host.read()
+        torch_state = self.torch_reader()
+        own = [p.used_memory_bytes for g in gpus if not is_na(g.processes) for p in g.processes if p.own]
+        if isinstance(torch_state, TorchSample):
+            if own and not any(is_na(b) for b in own):
+                nv = sum(own)
+                gap = nv - torch_state.reserved_bytes if not is_na(torch_state.reserved_bytes) else \
+                    torch_state.reserved_bytes
+            else:
+                nv = gap = NA("this kernel's pid is not in NVML's process list (another PID namespace, "
+                              "or NVML unavailable)", "other_namespace")
+            torch_state = TorchSample(torch_state.allocated_bytes, torch_state.reserved_bytes,
+                                      torch_state.peak_bytes, nv, gap)
+        hint = idle_gpu_hint(gpus, host, torch_state, bool(own))
+        return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=self.status, gpus=gpus, host=host,
+                      torch=torch_state, hint=hint)
+
+
+class ReplaySource:
+    """Plays the samples of a trace file (see :func:`.trace.read_trace`) one per :meth:`read`."""
+
+    kind = "replay"
+
+    def __init__(self, path: str):
+        self.path = path
+        # trace.MAX_TRACE_BYTES looked up at each call (tests lower it)
+        self.header, self.samples = trace.read_trace(path, max_bytes=trace.MAX_TRACE_BYTES, tail=True)
+        self.pos = 0
+        self.devices = sorted({g.index for s in self.samples for g in s.gpus})
+        self.device_count = len(self.devices)
+        self.status = self.samples[0].nvml_status if self.samples else None
+        skipped = self.header.get("skipped_bytes", 0)
+        # a long --log run: only its end fits the replay memory bound; say so in the label
+        self.label = f"replay of {path}" + (f" (last {len(self.samples)} samples)" if skipped else "")
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        """The next recorded sample (its own recorded timestamp); :class:`EndOfTrace` after the last."""
+        if self.pos >= len(self.samples):
+            raise EndOfTrace()
+        s = self.samples[self.pos]
+        self.pos += 1
+        return s

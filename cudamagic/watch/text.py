@@ -1,0 +1,216 @@
+"""The ``%gpuwatch`` text view: the snapshot table (``text/plain``) and the words for each value.
+
+:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
+widget extension, F14/F15): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide,
+with the N/A reasons listed below it. Every line and cell goes through :func:`plain`, so
+nothing from outside (process or GPU names, paths, NVML error text) can move the cursor,
+clear the terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...)
+are shared with the HTML of :mod:`.widget`.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from ..core.fmt import TEXT_WIDTH, format_bytes, terminal_safe
+from ..core.na import is_na
+from .samples import Sample, TorchSample
+
+#: Characters of a GPU name in the text table: with the other columns it fits :data:`TEXT_WIDTH` (100) columns.
+NAME_CHARS = 20
+
+
+# ---- values in words (text and HTML) ----------------------------------------------------------
+
+def plain(value) -> str:
+    """``str(value)`` safe for a terminal: C0/C1 controls (newline, ESC, CR, BEL...), zero-width and
+    bidi-override characters escaped (see :func:`cudamagic.core.fmt.terminal_safe`)."""
+    return terminal_safe(value)
+
+
+def pct_text(v):
+    """A percentage (0-100) as ``'42 %'``, or the NA's ``'N/A'``."""
+    return str(v) if is_na(v) else f"{v:.0f} %"
+
+
+def num_text(v, unit=""):
+    """``f'{v}{unit}'`` (``unit`` written as given, e.g. ``" C"``), or the NA's ``'N/A'``."""
+    return str(v) if is_na(v) else f"{v}{unit}"
+
+
+def mem_text(used, total):
+    """Bytes used and total as ``'9.6 GiB / 80.0 GiB'``, or ``'N/A'`` when either is NA."""
+    if is_na(used) or is_na(total):
+        return "N/A"
+    return f"{format_bytes(used)} / {format_bytes(total)}"
+
+
+def reasons_text(g):
+    """A GpuSample's decoded clock-event (throttle) reasons joined by commas, ``'none'``, or the NA."""
+    r = g.throttle_reasons
+    if is_na(r):
+        return r
+    return ", ".join(r) if r else "none"
+
+
+def no_process_line(g):
+    """What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use by
+    processes NVML cannot attribute from here)."""
+    used = g.memory_used_bytes
+    if is_na(used):
+        return "no process listed by NVML"
+    return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
+            "attribute from here, e.g. other containers or VMs)")
+
+
+def torch_text(t) -> str:
+    """One line about this kernel's caching allocator."""
+    if not isinstance(t, TorchSample):
+        return t.describe() if is_na(t) else str(t)
+    gap = t.gap_bytes
+    gap_text = gap.describe() if is_na(gap) else format_bytes(gap)
+    return (f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
+            f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
+            f"gap (CUDA context, other libraries) {gap_text}")
+
+
+# ---- text only ---------------------------------------------------------------------------------
+
+def _short_name(g) -> str:
+    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS characters
+    (the HTML card and ``watch.history`` keep the full name)."""
+    name = "N/A" if is_na(g.name) else str(g.name)
+    if name.startswith("NVIDIA "):
+        name = name[len("NVIDIA "):]
+    if len(name) > NAME_CHARS:
+        name = name[:NAME_CHARS - 1] + "\u2026"
+    return ("MIG " if g.mig_enabled is True else "") + name
+
+
+def _used_of_total(used, total) -> str:
+    """``'9.6/80.0 GiB'``: both in the unit of the total (compact text column)."""
+    if is_na(total) or not total:
+        return "N/A" if is_na(used) else format_bytes(used) + "/N/A"
+    units, k, t = ("B", "KiB", "MiB", "GiB", "TiB"), 0, float(total)
+    while t >= 1024 and k < len(units) - 1:
+        t /= 1024
+        k += 1
+    f = 1024 ** k
+    return f"{'N/A' if is_na(used) else f'{used / f:.1f}'}/{total / f:.1f} {units[k]}"
+
+
+def _pair(a, b, unit, scale=1) -> str:
+    """``'460/700 W'``; ``'N/A'`` when neither could be read."""
+    if is_na(a) and is_na(b):
+        return "N/A"
+    fmt = lambda v: "N/A" if is_na(v) else f"{v / scale:.0f}"  # noqa: E731
+    return f"{fmt(a)}/{fmt(b)} {unit}"
+
+
+def _na_reasons(g):
+    """Distinct NA reasons of one GPU's fields: ``{field label: reason}``."""
+    out = {}
+    for label, v in (("utilization", g.gpu_util_pct), ("memory", g.memory_used_bytes),
+                     ("temperature", g.temperature_c), ("power draw", g.power_draw_mw),
+                     ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("clocks", g.clock_sm_mhz),
+                     ("P-state", g.pstate), ("throttle reasons", g.throttle_reasons_mask)):
+        if is_na(v):
+            out[label] = v.reason
+    return out
+
+
+def _proc_name(p):
+    return p.name if not is_na(p.name) else ("(other PID namespace)" if not p.visible else "N/A")
+
+
+class _Lines(list):
+    """Lines of the text view: ``append`` makes each one safe with :func:`plain` and wraps it at
+    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already."""
+
+    def append(self, text):
+        text = plain(text)
+        if len(text) <= TEXT_WIDTH:
+            super().append(text)
+        else:
+            self.extend(textwrap.wrap(text, TEXT_WIDTH, subsequent_indent="  ", break_long_words=False,
+                                      break_on_hyphens=False) or [text])
+
+    def table(self, text):
+        super().append(text)
+
+
+def header_line(sample: Sample | None, label: str = "live", state: str = "") -> str:
+    """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
+    kind = f"REPLAY of {label[len('replay of '):]}" if label.startswith("replay of ") else label
+    if sample is None:
+        return plain(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
+    rec = "recorded " if label.startswith("replay of ") else ""
+    return plain(f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip())
+
+
+def sample_text(sample: Sample | None, label: str = "live", state: str = "", error: str = "") -> str:
+    """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
+
+    Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
+    clear the terminal or start a new line.
+    """
+    from ..core.fmt import text_table as _table
+
+    def text_table(headers, rows):
+        return _table(headers, [[plain(c) for c in row] for row in rows])
+
+    lines = _Lines([header_line(sample, label, state)])  # one line, even with a long replay path
+    if sample is None:
+        if error:
+            lines.append(f"error: {error}")
+        return "\n".join(lines)
+    if sample.nvml_status is not None:
+        lines.append(f"No GPU data: {sample.nvml_status.reason}")
+    if sample.gpus:
+        rows = []
+        for g in sample.gpus:
+            rows.append([g.index, _short_name(g) + (" [LOST]" if g.lost is not None else ""),
+                         pct_text(g.gpu_util_pct), pct_text(g.mem_util_pct),
+                         _used_of_total(g.memory_used_bytes, g.memory_total_bytes), num_text(g.temperature_c, " C"),
+                         _pair(g.power_draw_mw, g.power_limit_mw, "W", 1000), pct_text(g.fan_speed_pct),
+                         _pair(g.clock_sm_mhz, g.clock_mem_mhz, "").rstrip(),
+                         num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}", reasons_text(g)])
+        # util: utilization.gpu; mem bw: utilization.memory (memory bandwidth); clocks: SM/memory
+        lines.table(text_table(["GPU", "name", "util", "mem bw", "memory", "temp", "power", "fan",
+                                "clocks MHz", "P", "throttle"], rows))
+        for g in sample.gpus:
+            if g.lost is not None:
+                lines.append(f"GPU {g.index}: {g.lost.describe()}")
+                continue
+            for label_, reason in _na_reasons(g).items():
+                lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
+            for m in g.mig_devices:
+                lines.append(f"GPU {g.index} MIG {m.index} {m.uuid}: "
+                             f"{mem_text(m.memory_used_bytes, m.memory_total_bytes)}")
+        prows = []
+        for g in sample.gpus:
+            if g.lost is not None:
+                continue
+            if is_na(g.processes):
+                lines.append(f"GPU {g.index} processes: {g.processes.describe()}")
+                continue
+            if not g.processes:
+                lines.append(f"GPU {g.index}: {no_process_line(g)}")
+            for p in g.processes:
+                prows.append([g.index, p.pid, _proc_name(p) + (" (this kernel)" if p.own else ""), p.type,
+                              format_bytes(p.used_memory_bytes)])
+        if prows:
+            lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
+            if any(not p.visible for g in sample.gpus if not is_na(g.processes) for p in g.processes):
+                lines.append("(other PID namespace): the pid is not visible from this container; "
+                             "run the container with --pid=host to see names.")
+    h = sample.host
+    lines.append(f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "
+                 f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
+                 f"DataLoader workers: {len(h.workers)}")
+    lines.append("PyTorch: " + torch_text(sample.torch))
+    if sample.hint:
+        lines.append("hint: " + sample.hint)
+    if error:
+        lines.append("sampler error: " + error)
+    return "\n".join(lines)

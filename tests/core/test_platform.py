@@ -1,0 +1,143 @@
+"""Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no signal.SIGKILL,
+no resource module, Windows paths)."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from cudamagic.core import platform
+
+# A parent that starts a grandchild and both sleep: a time limit must end the whole tree.
+TREE = ("import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(c.pid, flush=True)\n"
+        "time.sleep(60)\n")
+
+
+class _Without:
+    """A module as the platform module sees it on Windows: the POSIX-only names are missing (the standard
+    library itself keeps them, since subprocess and psutil still run on this Linux machine)."""
+
+    def __init__(self, module, *missing):
+        self._module, self._missing = module, set(missing)
+
+    def __getattr__(self, name):
+        if name in self._missing:
+            raise AttributeError(f"module {self._module.__name__!r} has no attribute {name!r} (presenting Windows)")
+        return getattr(self._module, name)
+
+
+@pytest.fixture
+def windows(monkeypatch):
+    """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no resource."""
+    monkeypatch.setattr(platform, "SYSTEM", "windows")
+    monkeypatch.setattr(platform, "os", _Without(os, "killpg", "pread", "sysconf", "setsid"))
+    monkeypatch.setattr(platform, "signal", _Without(signal, "SIGKILL"))
+    monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError
+    return monkeypatch
+
+
+def _grandchild_of(tmp_path):
+    script = tmp_path / "tree.py"
+    script.write_text(TREE)
+    return [sys.executable, str(script)]
+
+
+def _run_tree_until_killed(argv, timeout_s=1.0):
+    t0 = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        platform.run_capped(argv, timeout_s)
+    return time.monotonic() - t0
+
+
+def _no_sleepers_left(before):
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        me = psutil.Process()
+        left = [p for p in me.children(recursive=True) if p.pid not in before]
+        if not left:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("presented", ["linux", "windows"])
+def test_time_limit_kills_the_whole_tree(tmp_path, request, presented):
+    if presented == "windows":
+        request.getfixturevalue("windows")
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    took = _run_tree_until_killed(_grandchild_of(tmp_path), 1.0)
+    assert took < 4
+    assert _no_sleepers_left(before), "a child or grandchild survived the time limit"
+
+
+def test_run_capped_returns_code_and_capped_text():
+    code, text = platform.run_capped([sys.executable, "-c", "print('x' * 100000); raise SystemExit(3)"], 10,
+                                     limit_bytes=1000)
+    assert code == 3 and text == "x" * 1000
+
+
+def test_windows_popen_kwargs_and_stack(windows):
+    assert "start_new_session" not in platform.popen_group_kwargs()
+    assert platform.main_stack_bytes() == platform.WINDOWS_MAIN_STACK_BYTES
+    ok, why = platform.raise_stack_limit(64 * 2**20, 120 * 2**20)
+    assert not ok and "cannot be raised" in why
+    assert platform.raise_stack_limit(1 * 2**20, 120 * 2**20) == (True, "")
+
+
+def test_linux_stack_limit_is_raised_within_the_cap():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    try:
+        need = (soft if soft != resource.RLIM_INFINITY else 8 * 2**20) + 4 * 2**20
+        ok, why = platform.raise_stack_limit(need, need)
+        now, _ = resource.getrlimit(resource.RLIMIT_STACK)
+        if soft == resource.RLIM_INFINITY:
+            assert ok and now == resource.RLIM_INFINITY
+        elif hard == resource.RLIM_INFINITY or hard >= need:
+            assert ok and why == "" and now == need
+        else:
+            assert not ok and "only to" in why
+    finally:
+        resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
+
+
+def test_rss_on_linux_and_presented_windows(windows):
+    windows.setattr(platform, "SYSTEM", "linux")
+    linux = platform.rss_bytes()
+    windows.setattr(platform, "SYSTEM", "windows")
+    win = platform.rss_bytes()  # psutil's figure: the same quantity
+    assert linux and win and abs(linux - win) < 64 * 2**20
+
+
+def test_child_pids_by_proc_and_by_psutil(windows):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        windows.setattr(platform, "SYSTEM", "linux")
+        assert proc.pid in platform.child_pids(os.getpid())
+        windows.setattr(platform, "SYSTEM", "windows")
+        assert proc.pid in platform.child_pids(os.getpid())
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_windows_nvidia_tool_paths(windows, tmp_path):
+    store = tmp_path / "Windows" / "System32" / "DriverStore" / "FileRepository"
+    for folder in ("nvlti.inf_amd64_aaa", "nvlti.inf_amd64_bbb", "LastGood.Tmp"):
+        (store / folder).mkdir(parents=True)
+    (store / "nvlti.inf_amd64_aaa" / "nvidia-smi.exe").write_bytes(b"MZ")
+    (store / "nvlti.inf_amd64_bbb" / "nvidia-smi.exe").write_bytes(b"MZ")
+    found = platform.nvidia_tool_candidates("nvidia-smi", env={"SystemRoot": str(tmp_path / "Windows")})
+    assert found[0].endswith("System32\\nvidia-smi.exe") and "NVSMI" in found[1]
+    assert [pathlib.Path(p).parent.name for p in found[2:]] == ["nvlti.inf_amd64_aaa", "nvlti.inf_amd64_bbb"]
+    assert platform.executable_name("nvcc") == "nvcc.exe"

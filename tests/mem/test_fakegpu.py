@@ -1,0 +1,208 @@
+"""GPU paths of %%cudamem / %cudamem through the allocator-statistics seam (stats.set_stats_source).
+
+``FakeCudaStats`` models PyTorch's caching allocator counters for N devices: ``malloc``/``free``
+move ``allocated`` (current, peak, cumulative), reserved memory grows in 2 MiB segments and only
+shrinks on ``empty_cache``; ``oom`` counts a retry and an OOM. Cells drive it through the name
+``fake`` in the user namespace, as a real cell would drive torch.cuda.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import pytest
+
+from cudamagic.mem import stats
+from cudamagic.mem.stats import GpuStats
+from cudamagic.core.na import is_na
+
+MiB = 1 << 20
+GiB = 1 << 30
+SEG = 2 * MiB
+
+
+class FakeCudaStats:
+    def __init__(self, devices=2, initialized=True):
+        self.init = initialized
+        self.n = devices
+        self.alloc = [0] * devices
+        self.peak = [0] * devices
+        self.total = [0] * devices
+        self.reserved = [0] * devices
+        self.peak_reserved = [0] * devices
+        self.retries = [0] * devices
+        self.ooms = [0] * devices
+        self.calls = []
+
+    # the seam
+    def initialized(self):
+        return self.init
+
+    def device_count(self):
+        self.calls.append(("device_count",))
+        return self.n
+
+    def read(self, d):
+        self.calls.append(("read", d))
+        return GpuStats(d, self.alloc[d], self.peak[d], self.total[d], self.reserved[d], self.peak_reserved[d],
+                        self.retries[d], self.ooms[d])
+
+    def reset_peak(self, d):
+        self.calls.append(("reset_peak", d))
+        self.peak[d] = self.alloc[d]
+        self.peak_reserved[d] = self.reserved[d]
+
+    def empty_cache(self):
+        self.calls.append(("empty_cache",))
+        for d in range(self.n):
+            self.reserved[d] = -(-self.alloc[d] // SEG) * SEG
+
+    # what a cell does
+    def malloc(self, d, nbytes):
+        self.init = True
+        self.alloc[d] += nbytes
+        self.total[d] += nbytes
+        self.peak[d] = max(self.peak[d], self.alloc[d])
+        need = -(-self.alloc[d] // SEG) * SEG
+        self.reserved[d] = max(self.reserved[d], need)
+        self.peak_reserved[d] = max(self.peak_reserved[d], self.reserved[d])
+
+    def free(self, d, nbytes):
+        self.alloc[d] -= nbytes
+
+    def oom(self, d):
+        self.retries[d] += 1
+        self.ooms[d] += 1
+
+
+@pytest.fixture
+def fake(ip, monkeypatch):
+    f = FakeCudaStats()
+    monkeypatch.setattr(stats, "_source", f)  # the one seam: every mem module reads stats._source
+    ip.user_ns["fake"] = f
+    ip.user_ns_hidden["fake"] = f  # not a user variable
+    yield f
+    ip.user_ns.pop("fake", None)
+    ip.user_ns_hidden.pop("fake", None)
+    for attr in ("last_type", "last_value", "last_traceback", "last_exc"):
+        if hasattr(sys, attr):
+            delattr(sys, attr)
+
+
+def run(ip, cell):
+    return ip.run_cell(cell, store_history=True)
+
+
+def test_cell_delta_peak_reserved_per_device(ip, fake):
+    fake.malloc(0, 100 * MiB)
+    rep = run(ip, "%%cudamem\nfake.malloc(0, 500 * 2**20)\nfake.free(0, 500 * 2**20)\nfake.malloc(0, 10 * 2**20)").result
+    g = rep.gpu("cuda:0")
+    assert (g.allocated_before_bytes, g.allocated_after_bytes, g.allocated_delta_bytes) == (100 * MiB, 110 * MiB, 10 * MiB)
+    assert (g.peak_allocated_bytes, g.peak_exact, g.peak_over_start_bytes) == (600 * MiB, True, 500 * MiB)
+    assert (g.reserved_before_bytes, g.reserved_after_bytes) == (100 * MiB, 600 * MiB)
+    assert g.alloc_retries == 0 and g.ooms == 0
+    other = rep.gpu("cuda:1")
+    assert other.allocated_delta_bytes == 0 and other.peak_allocated_bytes == 0
+    text = repr(rep)
+    assert "cuda:0" in text and "+10.0 MiB" in text and "600.0 MiB" in text and "left intact" in text
+    assert rep.gpu_status == "ok" and rep.exceeds(16 * MiB)
+
+
+def test_peak_below_an_earlier_peak_is_a_bound_unless_reset(ip, fake):
+    fake.malloc(0, 2 * GiB)
+    fake.free(0, 2 * GiB)  # the user's max_memory_allocated is now 2 GiB
+    rep = run(ip, "%%cudamem\nfake.malloc(0, 300 * 2**20)\nfake.free(0, 300 * 2**20)").result
+    g = rep.gpu("cuda:0")
+    assert (g.peak_allocated_bytes, g.peak_exact) == (300 * MiB, False)  # upper bound: before + allocated in cell
+    assert "upper bound" in repr(rep) and "--reset-peak" in repr(rep)
+    assert fake.peak[0] == 2 * GiB and ("reset_peak", 0) not in fake.calls  # user's peak untouched
+    rep = run(ip, "%%cudamem --reset-peak\nfake.malloc(0, 300 * 2**20)\nfake.free(0, 300 * 2**20)").result
+    g = rep.gpu("cuda:0")
+    assert (g.peak_allocated_bytes, g.peak_exact) == (300 * MiB, True)
+    assert ("reset_peak", 0) in fake.calls and rep.peak_reset
+    assert "reset torch.cuda peak counters" in repr(rep)
+
+
+def test_cuda_initialised_by_the_cell(ip, fake):
+    fake.init = False
+    rep = run(ip, "%%cudamem\nfake.malloc(1, 64 * 2**20)").result
+    assert ("read", 0) in fake.calls  # read after the cell only
+    g = rep.gpu("cuda:1")
+    assert (g.allocated_before_bytes, g.allocated_delta_bytes, g.peak_allocated_bytes, g.peak_exact) == \
+        (0, 64 * MiB, 64 * MiB, True)
+
+
+def test_no_reads_while_cuda_is_not_initialised(ip, fake):
+    fake.init = False
+    run(ip, "%%cudamem\nx = 1")
+    run(ip, "%cudamem on")
+    run(ip, "y = 2")
+    run(ip, "%cudamem off")
+    rep = run(ip, "%cudamem free").result
+    assert fake.calls == []  # not even device_count, and no empty_cache
+    assert not rep.empty_cache_called
+
+
+def test_oom_in_cell_is_counted_and_reported(ip, fake, capsys):
+    res = run(ip, "%%cudamem\nfake.malloc(0, 8 * 2**20)\nfake.oom(0)\n"
+                  "raise RuntimeError('CUDA out of memory. Tried to allocate 20.00 GiB')")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    rec = ip.run_line_magic("cudamem", "history")[-1]
+    g = rec.gpu("cuda:0")
+    assert (g.ooms, g.alloc_retries) == (1, 1)
+    assert rec.error.startswith("RuntimeError: CUDA out of memory")
+    assert "CUDA out of memory" in capsys.readouterr().out
+
+
+def test_on_summary_uses_gpu_figures(ip, fake, capsys):
+    run(ip, "%cudamem on --threshold 32MiB")
+    capsys.readouterr()
+    res = run(ip, "fake.malloc(0, 256 * 2**20)")
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"[cudamem] In[{res.execution_count}]")
+    assert "cuda:0 +256.0 MiB -> 256.0 MiB (peak 256.0 MiB, reserved 256.0 MiB)" in line and "\n" not in line
+    assert "cuda:1" not in line  # an untouched device is not listed
+    run(ip, "fake.malloc(0, 1 * 2**20)")  # below the threshold
+    assert "[cudamem]" not in capsys.readouterr().out
+    run(ip, "%cudamem off")
+    hist = ip.run_line_magic("cudamem", "history")
+    assert [r.gpu("cuda:0").allocated_delta_bytes for r in hist][:2] == [256 * MiB, 1 * MiB]
+
+
+def test_free_reports_gpu_bytes_freed_and_empties_the_cache(ip, fake):
+    run(ip, "def step():\n    fake.malloc(0, 1024 * 2**20)\n    act = Act(1024 * 2**20)\n"
+            "    raise RuntimeError('CUDA out of memory')\n"
+            "class Act:\n    def __init__(self, n):\n        self.n = n\n    def __del__(self):\n"
+            "        fake.free(0, self.n)\n")
+    res = run(ip, "step()")
+    assert isinstance(res.error_in_exec, RuntimeError)
+    del res
+    assert fake.alloc[0] == 1024 * MiB
+    rep = ip.run_line_magic("cudamem", "free")
+    assert rep.empty_cache_called and ("empty_cache",) in fake.calls
+    g = rep.gpus[0]
+    assert g["device"] == "cuda:0" and g["allocated_freed_bytes"] == 1024 * MiB
+    assert g["reserved_freed_bytes"] == 1024 * MiB and rep.gpu_allocated_freed_bytes == 1024 * MiB
+    text = repr(rep)
+    assert "1.0 GiB" in text and "empty_cache() called" in text
+    assert "1.0 GiB" in rep._repr_html_()
+
+
+def test_nvml_process_memory_is_reported(ip, fake, fake_nvml):
+    from tests import fake_nvml as fm
+
+    scenario = dict(fm.SCENARIOS["one_gpu"], gpus=[fm._gpu(0, processes=[(os.getpid(), 3 * GiB), (1, GiB)])])
+    fake_nvml(scenario)
+    rep = run(ip, "%%cudamem\nfake.malloc(0, 2**20)").result
+    assert rep.nvml_after == {"GPU 0": 3 * GiB}
+    assert "process GPU memory (NVML): GPU 0: 3.0 GiB" in repr(rep)
+
+
+def test_nvml_unavailable_is_na_with_reason(ip, fake, fake_nvml):
+    fake_nvml("no_driver")
+    rep = run(ip, "%%cudamem\nfake.malloc(0, 2**20)").result
+    assert is_na(rep.nvml_after) and rep.nvml_after.code == "no_driver"
+    assert re.search(r"process GPU memory \(NVML\): N/A \(.*libnvidia-ml", repr(rep))
+    assert "cm-na" in rep._repr_html_()

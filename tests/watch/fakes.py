@@ -1,0 +1,48 @@
+"""Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source on the
+fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path."""
+
+import os
+
+from cudamagic.core.na import NA
+from cudamagic.watch.samples import HostSample
+from cudamagic.watch.sources import LiveSource
+from tests.fake_nvml import GIB
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEMO = os.path.join(ROOT, "examples", "trace_demo.jsonl")
+
+
+class FakeHost:
+    """A host reader without psutil (deterministic)."""
+
+    def __init__(self, cpu=12.5, kcpu=3.0, workers=()):
+        self.cpu, self.kcpu, self.workers = cpu, kcpu, workers
+
+    def read(self):
+        return HostSample(cpu_util_pct=self.cpu, cpu_count=8, memory_used_bytes=4 * GIB,
+                          memory_total_bytes=32 * GIB, kernel_cpu_pct=self.kcpu, workers=self.workers)
+
+
+def no_torch():
+    return NA("PyTorch is not imported in this kernel", "no_torch")
+
+
+def live(**kw):
+    kw.setdefault("host", FakeHost())
+    kw.setdefault("torch_reader", no_torch)
+    kw.setdefault("proc_info", lambda pid: (f"proc{pid}", f"python train{pid}.py", True))
+    return LiveSource(**kw)
+
+
+class FakeClock:
+    def __init__(self):
+        self.t = 0.0
+        self.waits = []
+
+    def __call__(self):
+        return self.t
+
+    def wait(self, seconds):
+        self.waits.append(seconds)
+        self.t += seconds
+        return False

@@ -1,0 +1,218 @@
+"""Tier 1 for %gpuwatch sources: the live source on the fake NVML (F01-F06, a lost GPU), the host and
+PyTorch readers, the idle-GPU hint. No IPython here."""
+
+import os
+import subprocess
+import sys
+import time
+import types
+
+import pytest
+
+from cudamagic.core.na import is_na
+from cudamagic.watch.sampler import Sampler
+from cudamagic.watch.samples import TorchSample
+from cudamagic.watch.sources import HostReader, LiveSource, read_torch_allocator
+from cudamagic.watch.text import sample_text
+from cudamagic.watch.trace import sample_to_json
+from cudamagic.watch.widget import gpu_html
+from tests.fake_nvml import GIB
+from tests.watch.fakes import FakeClock, FakeHost, live
+
+
+# ---- F01-F06 and a lost GPU through the live source ---------------------------------------------
+
+def test_f01_no_driver_host_part_and_one_line(fake_nvml):
+    fake_nvml("no_driver")
+    src = live()
+    s = src.read(1, 1000.0)
+    assert s.gpus == () and is_na(s.nvml_status) and s.nvml_status.code == "no_driver"
+    assert s.host.cpu_util_pct == 12.5
+    text = sample_text(s)
+    no_gpu_lines = [ln for ln in text.splitlines() if ln.startswith("No GPU data:")]
+    assert len(no_gpu_lines) == 1 and "no NVIDIA driver" in no_gpu_lines[0]
+    assert "host: CPU 12 %" in text or "host: CPU 13 %" in text
+    assert "Traceback" not in text
+
+
+def test_f02_version_mismatch_says_why(fake_nvml):
+    fake_nvml("version_mismatch")
+    s = live().read(1, 0.0)
+    assert s.gpus == () and s.nvml_status.code == "version_mismatch"
+    assert "reboot" in sample_text(s)
+
+
+def test_f03_unsupported_fields_na_and_queried_once(fake_nvml):
+    fake = fake_nvml("two_gpus_f03")
+    src = live()
+    samples = [src.read(i, float(i)) for i in range(1, 11)]
+    g0, g1 = samples[-1].gpus
+    for attr in ("fan_speed_pct", "power_draw_mw", "power_limit_mw"):
+        assert not is_na(getattr(g0, attr))
+        v = getattr(g1, attr)
+        assert is_na(v) and v.reason == "not supported on this GPU"
+    # the other fields of GPU 1 keep updating every tick
+    assert len({s.gpus[1].gpu_util_pct for s in samples}) > 3
+    assert fake.call_count("nvmlDeviceGetFanSpeed", 1) == 1
+    assert fake.call_count("nvmlDeviceGetPowerUsage", 1) == 1
+    assert fake.call_count("nvmlDeviceGetEnforcedPowerLimit", 1) == 1
+    assert fake.call_count("nvmlDeviceGetFanSpeed", 0) == 10
+    assert fake.call_count("nvmlDeviceGetUtilizationRates", 1) == 10
+    # static facts are read once, not per tick
+    assert fake.call_count("nvmlDeviceGetName", 1) == 1
+    text = sample_text(samples[-1])
+    assert "GPU 1 fan: N/A (not supported on this GPU)" in text
+
+
+def test_f04_process_in_other_namespace_kept_and_labelled(fake_nvml):
+    fake = fake_nvml("container_f04")
+    # The field report's pid 28290 may well exist on a test machine (it did: a browser); a pid above
+    # pid_max can never exist here, so real psutil answers NoSuchProcess as in a container.
+    try:
+        with open("/proc/sys/kernel/pid_max") as fh:
+            ghost = int(fh.read()) + 28290
+    except OSError:
+        ghost = 2 ** 22 + 28290
+    fake.gpus[0]["processes"] = [(ghost, GIB)]
+    src = LiveSource(host=FakeHost(), torch_reader=lambda: TorchSample(3 * GIB, 4 * GIB, 5 * GIB))
+    s = src.read(1, 0.0)
+    import psutil
+    assert not psutil.pid_exists(ghost)
+    (p,) = s.gpus[0].processes
+    assert p.pid == ghost and not p.visible and p.used_memory_bytes == GIB and p.name.code == "other_namespace"
+    # this kernel's allocator is still shown; the NVML gap is NA because our pid is not in NVML's list
+    assert s.torch.reserved_bytes == 4 * GIB and is_na(s.torch.gap_bytes)
+    text = sample_text(s)
+    assert str(ghost) in text and "(other PID namespace)" in text and "--pid=host" in text
+    assert "no process" not in text.lower()
+    html = gpu_html(s.gpus[0])
+    assert str(ghost) in html and "other PID namespace" in html and "no process" not in html.lower()
+
+
+def test_no_processes_listed_never_claims_nothing_while_memory_used(fake_nvml):
+    fake_nvml("one_gpu")
+    s = live().read(1, 0.0)
+    text = sample_text(s)
+    assert "NVML lists no process; 1.0 GiB in use" in text
+
+
+def test_f05_bytes_and_str_names_identical(fake_nvml):
+    outs = []
+    for scenario in ("bytes_names", {**__import__("tests.fake_nvml").fake_nvml.SCENARIOS["bytes_names"],
+                                     "bytes": False}):
+        fake_nvml(scenario)
+        s = live().read(1, 0.0)
+        outs.append(sample_to_json(s)["gpus"])
+        from cudamagic.core import nvml
+        nvml.reset()
+    assert outs[0] == outs[1]
+    assert outs[0][0]["name"] == "Tesla T4" and outs[0][0]["uuid"].startswith("GPU-")
+
+
+def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
+    fake_nvml("mig")
+    s = live().read(1, 0.0)
+    g = s.gpus[0]
+    assert g.mig_enabled is True
+    assert is_na(g.gpu_util_pct) and g.gpu_util_pct.reason == "not reported in MIG mode"
+    assert [m.uuid for m in g.mig_devices] == ["MIG-11111111-2222-3333-4444-555555555555",
+                                              "MIG-66666666-7777-8888-9999-000000000000"]
+    assert g.mig_devices[0].memory_used_bytes == 2 * GIB
+    text = sample_text(s)
+    assert "utilization: N/A (not reported in MIG mode)" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("0 "))
+    assert "MIG A100-SXM4-80GB" in row  # the text table drops the "NVIDIA " prefix
+    assert row.split("80GB")[1].split()[:2] == ["N/A", "N/A"]  # util and mem util: never a confident 0 %
+    html = gpu_html(g)
+    assert "MIG NVIDIA A100" in html and "not reported in MIG mode" in html
+
+
+def test_gpu_lost_mid_watch_others_continue(fake_nvml):
+    fake = fake_nvml("two_gpus_f03")
+    clock = FakeClock()
+    sampler = Sampler(live(), interval_s=1.0, count=10, clock=clock)
+    for _ in range(3):
+        sampler.step()
+    fake.lose_gpu(0)
+    sampler.run_loop(wait=clock.wait)
+    assert sampler.samples_taken == 10 and sampler.error == ""
+    last = sampler.latest
+    assert last.gpus[0].lost is not None and last.gpus[0].lost.code == "gpu_lost"
+    assert last.gpus[0].name == "NVIDIA H100 80GB HBM3"  # name remembered from before the loss
+    assert last.gpus[1].lost is None and not is_na(last.gpus[1].gpu_util_pct)
+    assert len({s.gpus[1].gpu_util_pct for s in sampler.history}) > 3
+    text = sample_text(last)
+    assert "[LOST]" in text and "GPU lost" in text
+    calls_after = fake.call_count("nvmlDeviceGetUtilizationRates", 0)
+    sampler.step()
+    assert fake.call_count("nvmlDeviceGetUtilizationRates", 0) == calls_after  # a lost GPU is not re-queried
+
+
+# ---- host and PyTorch readers ---------------------------------------------------------------------
+
+def test_host_reader_real_psutil_and_dataloader_workers():
+    import multiprocessing as mp
+
+    reader = HostReader()
+    ctx = mp.get_context("fork")
+    procs = [ctx.Process(target=time.sleep, args=(1.5,)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    other = subprocess.Popen(["sleep", "1.5"])  # a child that is not a DataLoader worker
+    try:
+        time.sleep(0.15)
+        h = reader.read()
+        assert 0 <= h.cpu_util_pct <= 100 and h.memory_total_bytes > h.memory_used_bytes > 0
+        assert sorted(w.pid for w in h.workers) == sorted(p.pid for p in procs)
+        assert other.pid not in [w.pid for w in h.workers]
+    finally:
+        for p in procs:
+            p.join()
+        other.wait()
+
+
+def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):
+    assert read_torch_allocator().code in ("no_torch", "not_initialized")
+    fake_cuda = types.SimpleNamespace(
+        is_initialized=lambda: False,
+        memory_stats=lambda i: pytest.fail("memory_stats called without an initialised CUDA"),
+        device_count=lambda: pytest.fail("device_count called without an initialised CUDA"))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake_cuda))
+    na = read_torch_allocator()
+    assert na.code == "not_initialized" and "never creates a CUDA context" in na.reason
+    monkeypatch.delitem(sys.modules, "torch")
+    assert read_torch_allocator().code == "no_torch"
+
+
+def test_torch_reader_and_gap_when_initialised(monkeypatch, fake_nvml):
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB)]
+    stats = {"allocated_bytes.all.current": GIB, "reserved_bytes.all.current": 2 * GIB,
+             "allocated_bytes.all.peak": int(1.5 * GIB)}
+    fake_cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 1,
+                                      memory_stats=lambda i: stats)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake_cuda))
+    s = LiveSource(host=FakeHost()).read(1, 0.0)
+    t = s.torch
+    assert (t.allocated_bytes, t.reserved_bytes, t.peak_bytes) == (GIB, 2 * GIB, int(1.5 * GIB))
+    assert t.nvml_process_bytes == 3 * GIB and t.gap_bytes == GIB
+    (p,) = s.gpus[0].processes
+    assert p.own and p.visible
+    assert "(this kernel)" in sample_text(s)
+
+
+def test_idle_gpu_hint(fake_nvml):
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["util_gpu"] = 5
+    fake.gpus[0]["processes"] = [(os.getpid(), GIB)]
+    busy = live(host=FakeHost(cpu=97.0)).read(1, 0.0)
+    assert "waiting for data" in busy.hint and "num_workers" in busy.hint
+    single = live(host=FakeHost(cpu=40.0, kcpu=99.0)).read(1, 0.0)
+    assert "main process" in single.hint
+    calm = live(host=FakeHost(cpu=20.0, kcpu=10.0)).read(1, 0.0)
+    assert calm.hint == ""
+    fake.gpus[0]["util_gpu"] = 95
+    assert live(host=FakeHost(cpu=97.0)).read(1, 0.0).hint == ""
+    fake.gpus[0]["util_gpu"] = 5
+    fake.gpus[0]["processes"] = []   # this kernel does not use the GPU: no hint
+    assert live(host=FakeHost(cpu=97.0)).read(1, 0.0).hint == ""
