@@ -81,11 +81,11 @@ def test_digits_training_step_summary(tip):
     rows = res.rows("op")
     assert abs(sum(r.self_pct for r in rows) - 100.0) <= 0.5
     names = {r.name for r in rows}
-    assert {"aten::addmm", "aten::mm", "Optimizer.step#Adam.step"} <= names
+    assert {"aten::addmm", "aten::mm", "Optimizer.step#Adam.step"} <= names, sorted(names)
     long_name = "autograd::engine::evaluate_function: AddmmBackward0"
-    assert long_name in names
+    assert long_name in names, sorted(names)
     text, html = repr(res), res._repr_html_()
-    assert long_name in text and long_name in html  # full, untruncated names
+    assert long_name in text and long_name in html, text  # full, untruncated names
     assert f'class="cm-prof {NO_MATH}"' in html and "<svg" in html
     assert not re.search(r"(src|href)\s*=|url\(|@import|<script", html)  # self-contained
     assert res.wall_s > 0 and res.span_us[1] > res.span_us[0]
