@@ -11,7 +11,7 @@ from traitlets import Float, HasTraits, Int
 from ..core.magic import AreaMagics
 
 USAGE = ("%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace FILE.json[.gz]] "
-         "[--max-trace-mb MB] [-o NAME]  or  %torchprof --compare A B")
+         "[--max-trace-mb MB] [-o NAME]  or  %torchprof [--compare A B]")
 
 
 class ProfSettings(HasTraits):
@@ -72,7 +72,7 @@ class ProfMagics(AreaMagics):
         A profiler already recording in the kernel (yours, Lightning's) gets an explanation and the cell runs
         unprofiled. The profiler's warnings are summarised in one line; nothing stays enabled afterwards.
 
-        ``%torchprof --compare A B`` ranks per-operator (self time) and per-kernel (device time) differences
+        ``%torchprof`` on a line shows the last result again. ``%torchprof --compare A B`` ranks per-operator (self time) and per-kernel (device time) differences
         between two stored results or saved trace files, biggest change first.
 
         Examples
@@ -91,6 +91,7 @@ class ProfMagics(AreaMagics):
             prof.to_pandas()
             prof.table(group="op", top=5)
             %torchprof --compare prof_a prof
+            %torchprof                  # the last result again
             %torchprof --compare run1.json.gz run2.json.gz
             %config CudaMagics.torchprof_top_rows = 25
         """
@@ -99,8 +100,13 @@ class ProfMagics(AreaMagics):
         from . import options
 
         if cell is None:
-            a, b = options.check_line_args(args)
-            return self._compare(a, b)
+            pair = options.check_line_args(args)
+            if pair is None:
+                last = getattr(self, "_last", None)
+                if last is None:
+                    print("[torchprof] no cell profiled yet in this session: start a cell with %%torchprof")
+                return last
+            return self._compare(*pair)
         opts = options.check_cell_options(args, self.settings.torchprof_top_rows,
                                           self.settings.torchprof_max_trace_mb, self.settings.torchprof_stack_depth)
         return self._profile(line, cell, opts)
@@ -121,6 +127,8 @@ class ProfMagics(AreaMagics):
             raise run.exception
         if run.skipped:
             print(f"[torchprof] {run.skipped}")
+        if run.result is not None:
+            self._last = run.result
         if run.result is not None and opts.out:
             self.shell.user_ns[opts.out] = run.result
         if run.exception is not None:

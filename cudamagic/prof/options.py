@@ -105,18 +105,21 @@ def check_name(name: str) -> str:
 
 
 def check_line_args(args) -> tuple[str, str]:
-    """``%torchprof`` (line mode) only compares: the two names or paths, else ``UsageError``."""
+    """``%torchprof`` (line mode): the two names or paths of ``--compare``, or None (show the last result).
+
+    Raises:
+        UsageError: a flag that applies only to a profiled cell.
+    """
     cell_only = [flag for flag, used in (
         ("--memory", args.memory), ("--trace", args.trace is not None), ("--steps", args.steps is not None),
         ("--group", args.group is not None), ("-o", args.out is not None), ("--top", args.top is not None),
         ("--max-trace-mb", args.max_trace_mb is not None), ("--stack-depth", args.stack_depth is not None))
         if used]
-    if not args.compare:
-        raise UsageError("%torchprof on a line compares two results: `%torchprof --compare prof_a prof_b`. "
-                         "To profile a cell, start the cell with `%%torchprof`.")
     if cell_only:
-        raise UsageError(f"{cell_only[0]} applies to a profiled cell (`%%torchprof {cell_only[0]} ...`), "
-                         "not to `%torchprof --compare A B`.")
+        raise UsageError(f"{cell_only[0]} applies to a profiled cell (`%%torchprof {cell_only[0]} ...`); on a line "
+                         "`%torchprof` shows the last result and `%torchprof --compare A B` compares two.")
+    if not args.compare:
+        return None
     return args.compare[0], args.compare[1]
 
 

@@ -282,7 +282,6 @@ def test_unload_leaves_nothing_enabled(tip):
     ("-o 2x", "1", "not a Python variable name"),
     ("--bogus", "1", "unrecognized arguments"),
     ("--compare a b", "1", "--compare is a line magic"),
-    ("", None, "compares two results"),
     ("--compare a", None, "expected 2 arguments"),
     ("--compare a b --memory", None, "--memory applies to a profiled cell"),
     ("--compare nope prof_x", None, "'nope' is not defined, not a profile"),
@@ -296,6 +295,13 @@ def test_bad_input_is_one_usage_error_before_the_cell_runs(tip, line, cell, matc
             tip.run_cell_magic("torchprof", line, "ran = 1")
     assert "ran" not in tip.user_ns
     assert not profiler_enabled()
+
+
+def test_line_magic_alone_shows_the_last_result(tip, capsys):
+    assert tip.run_line_magic("torchprof", "") is None
+    assert "no cell profiled yet" in capsys.readouterr().out
+    res = tip.run_cell_magic("torchprof", "", "x = torch.ones(3).sum()")
+    assert tip.run_line_magic("torchprof", "") is res
 
 
 def test_config_sets_the_default_rows(tip):
