@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from .context.autograd import (ctx_backward_twice, ctx_leaf_inplace, ctx_modified_inplace, ctx_no_grad,
                                ctx_scalar)
-from .context.cuda import ctx_arch, ctx_driver_old, ctx_not_compiled, ctx_ordinal
+from .context.cuda import ctx_arch, ctx_cuda_family, ctx_driver_old, ctx_not_compiled, ctx_ordinal
 from .context.dataloader import ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_workers
 from .context.memory import ctx_gpu_memory, ctx_oom
 from .context.tensors import (ctx_broadcast, ctx_devices, ctx_dtype, ctx_float_targets, ctx_index_tensors,
                               ctx_matmul, ctx_numpy, ctx_result_cast, ctx_targets)
+import re
+from dataclasses import replace
+
+from . import cudaerrors
 from .model import Entry
 
 
@@ -72,7 +76,7 @@ CATALOGUE: tuple = (
         id="cuda-801-workers", title="CUDA error 801 with DataLoader workers (Windows)", reports=("F21",),
         types=("RuntimeError",),
         patterns=(r"cuda runtime error \(801\)", r"operation not supported.*StorageSharing",
-                  r"CUDA error: operation not supported"),
+                  r"CUDA error: operation not supported(?=\n| \(|$)"),
         what="A CUDA tensor was sent between processes, and CUDA refused (error 801: operation not supported).",
         why=("With num_workers > 0 the DataLoader runs your Dataset in worker processes and ships each batch back "
              "through shared memory. On Windows, CUDA tensors cannot be shared between processes, so a Dataset "
@@ -342,3 +346,39 @@ CATALOGUE: tuple = (
         source="torch/nn/functional.py: _verify_batch_size", context=None),
 )
 
+
+
+#: The family of each specific CUDA entry above (the families themselves are data in :mod:`.cudaerrors`).
+_SPECIFIC_FAMILY = {
+    "driver-too-old": "cuda-driver", "cuda-801-workers": "cuda-peer", "cuda-oom": "cuda-oom",
+    "no-kernel-image": "cuda-arch", "device-side-assert": "cuda-illegal-access",
+    "invalid-device-ordinal": "cuda-invalid-call", "cublas-cudnn-init": "cuda-oom",
+}
+
+
+def _family_entry(family):
+    return Entry(
+        id=family.id, title=family.title, types=("RuntimeError",), patterns=cudaerrors.family_patterns(family.id),
+        what=family.what, why=family.why, fix=family.fix, localise=family.localise, family=family.id,
+        source=("CUDA runtime codes of this family (cudaerrors.RUNTIME_FAMILY, texts from cudaGetErrorString, CUDA "
+                f"{cudaerrors.CUDA_VERSION}) via c10/cuda/CUDAException.cpp; library statuses via ATen/cuda/Exceptions.h"
+                " (TORCH_CUDABLAS_CHECK, TORCH_CUDASPARSE_CHECK, AT_CUDNN_CHECK), ATen/native/cuda/CuFFTUtils.h "
+                "(CUFFT_CHECK), torch/csrc/distributed/c10d/NCCLUtils.hpp (C10D_NCCL_CHECK)"),
+        context=ctx_cuda_family)
+
+
+def _with_family(entry):
+    family = _SPECIFIC_FAMILY.get(entry.id)
+    if family is None:
+        return entry
+    extra = cudaerrors.family_patterns(family) if entry.id == family else ()  # "cuda-oom" is both
+    # statuses another specific entry explains better (cuBLAS / cuDNN handle creation) stay with it
+    others = [q for e in CATALOGUE if e.id != entry.id and e.id in _SPECIFIC_FAMILY for q in e.patterns]
+    extra = tuple(p for p in extra if not any(re.search(q, p) for q in others))
+    return replace(entry, family=family, localise=cudaerrors.FAMILIES[family].localise,
+                   patterns=entry.patterns + extra)
+
+
+#: The specific entries first (their text is about the exact case), then one entry per CUDA error family.
+CATALOGUE = tuple(_with_family(e) for e in CATALOGUE) + tuple(
+    _family_entry(f) for f in cudaerrors.FAMILIES.values() if f.id not in _SPECIFIC_FAMILY)
