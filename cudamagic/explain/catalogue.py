@@ -299,7 +299,6 @@ CATALOGUE: tuple = (
         id="unused-input", title="A tensor asked for a gradient is not in the graph",
         types=("RuntimeError",),
         patterns=(r"The differentiated Tensor at index (?P<index>\d+) appears to not have been used in the graph",
-                  r"One of the differentiated Tensors appears to not have been used in the graph",
                   r"One of the differentiated Tensors does not require grad"),
         what="`torch.autograd.grad` was asked for the gradient with respect to a tensor the output does not depend on.",
         why=("Its gradient would be None: the output was computed without it (or from a copy / detached version of "

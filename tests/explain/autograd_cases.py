@@ -41,6 +41,8 @@ CASES = (
     ("grad-output-shape", "a = torch.randn(3, requires_grad=True)\n(a * 2).backward(torch.ones(4))"),
     ("unused-input", "a = torch.randn(3, requires_grad=True); b = torch.randn(3, requires_grad=True)\n"
                      "torch.autograd.grad((a * 2).sum(), [a, b])"),
+    ("unused-input", "a = torch.randn(3, requires_grad=True); b = torch.randn(3)\n"
+                     "torch.autograd.grad((a * 2).sum(), [a, b])"),
     ("once-differentiable", '''
 from torch.autograd.function import once_differentiable
 class Once(torch.autograd.Function):
