@@ -236,7 +236,7 @@ def test_cublas_not_initialized(ip):
                        "`cublasCreate(handle)`')")
     assert expl.entry.id == "cublas-cudnn-init"
     assert "memory" in expl.entry.why
-    assert torch.cuda.is_initialized() or "free_bytes" not in expl.context.facts  # no CUDA context created
+    assert "free_bytes" not in expl.context.facts  # no mem_get_info: it could create a context
 
 
 def test_leaf_inplace_real(ip):

@@ -72,11 +72,12 @@ def ctx_arch(match, scene):
             arches = []
         facts["arch_list"] = arches
         notes.append(f"This PyTorch {torch.__version__} contains kernels for: {', '.join(arches) or 'none'}.")
-        if torch.cuda.is_initialized():
+        if torch.cuda.is_initialized():  # properties by explicit ordinal: no current_device(), no new context
             try:
-                major, minor = torch.cuda.get_device_capability()
-                facts["device_capability"] = f"sm_{major}{minor}"
-                notes.append(f"Your GPU is sm_{major}{minor} ({torch.cuda.get_device_name()}).")
+                for d in range(torch.cuda.device_count()):
+                    major, minor = torch.cuda.get_device_capability(d)
+                    facts.setdefault("device_capability", f"sm_{major}{minor}")
+                    notes.append(f"GPU {d} is sm_{major}{minor} ({torch.cuda.get_device_name(d)}).")
             except Exception:
                 pass
     return Context(notes=tuple(notes), facts=facts)
