@@ -88,6 +88,7 @@ def test_e09_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
     assert expl.entry.id == "modified-inplace"
     f = expl.context.facts
     assert f["parameter"] == "netD.2.weight" and f["tensor"] == "netD.2.weight"
+    assert f["candidates"] == ["netD.2.weight"]  # the only [1, 16] tensor at version 2
     assert f["transposed"] is True and f["shape"] == (16, 1)
     assert f["optimizer"] == "optD" and f["step_called"] is True
     assert (f["version"], f["expected"]) == (2, 1)

@@ -273,6 +273,11 @@ def ctx_version_counter(match, scene):
     steps = step_calls(src)
     failing_line = line_of(src, scene.failing_lines[0]) if scene.failing_lines else None
     optimizers = _optimizers(scene)
+    facts["candidates"] = [c[0] for c in candidates]
+    if len(candidates) > 1:
+        notes.append("Tensors of that shape and version in your session: "
+                     + ", ".join(f"`{c[0]}`" for c in candidates[:6]) + " (the first is named below; "
+                     "`torch.autograd.set_detect_anomaly(True)` names the operation that saved it).")
     for name, t, how, is_param in candidates[:1]:
         facts["tensor"], facts["transposed"] = name, how == "transposed"
         seen_as = " (seen transposed: nn.Linear saves `weight.t()` for backward)" if how == "transposed" else ""
