@@ -251,3 +251,20 @@ def line_of(src: str, text: str):
         if text and text in line:
             return i
     return None
+
+
+def grads_without_create_graph(src: str) -> list:
+    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True`` (their values carry no
+    graph, so a second backward through them fails): ``g, = torch.autograd.grad(y, x)`` -> ``["g"]``."""
+    tree = _parse_tree(src)
+    if tree is None:
+        return []
+    out = []
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+            func = ast.unparse(stmt.value.func)
+            if func in ("torch.autograd.grad", "autograd.grad", "grad") or func.endswith(".autograd.grad"):
+                create = [k for k in stmt.value.keywords if k.arg == "create_graph"]
+                if not create or (isinstance(create[0].value, ast.Constant) and not create[0].value.value):
+                    out.extend(sorted(_assigned_names(stmt)))
+    return out

@@ -127,3 +127,14 @@ def test_hook_changed_names_hook_and_tensor(ip):
     assert expl.entry.id == "hook-changed-gradient"
     assert expl.context.facts["hook"] == "<lambda>" and expl.context.facts["changed"] == "size"
     assert expl.context.facts["tensors"] == ["y"]
+
+
+def test_double_backward_without_create_graph_says_so(ip):
+    ip.run_cell("import torch")
+    expl, _ = fail(ip, "a = torch.randn(3, requires_grad=True)\ng, = torch.autograd.grad((a ** 2).sum(), a)\n"
+                       "g.sum().backward()")
+    assert expl.entry.id == "no-grad"
+    assert expl.context.facts["double_backward"] is True and expl.context.facts["tensor"] == "g"
+    assert "create_graph=True" in expl.context.fix
+    fixed = "g, = torch.autograd.grad((a ** 2).sum(), a, create_graph=True)\ng.sum().backward()"
+    assert ip.run_cell(fixed).error_in_exec is None

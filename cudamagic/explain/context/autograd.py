@@ -13,7 +13,8 @@ import re
 from ..model import Context
 from ..scene import _is_module, _is_tensor, _lookup, _named_modules, _shape, _source_text
 from ..source import (_IDENT, _assigns_in, _last_cell_assigning, _method_calls, apply_calls, assignments_from_call,
-                      backward_calls, carried_names, inplace_uses, line_of, step_calls)
+                      backward_calls, carried_names, grads_without_create_graph, inplace_uses, line_of,
+                      step_calls)
 
 
 def ctx_backward_twice(match, scene):
@@ -138,11 +139,19 @@ def ctx_no_grad(match, scene):
     if _is_tensor(value) and value.grad_fn is None and not facts["models"] and not facts["signs"]:
         notes.append(f"`{facts['tensor']}` is a leaf: no operation that autograd recorded produced it. If you "
                      "want gradients, create it (or the tensors it is computed from) with requires_grad=True.")
+    fix = ""
+    no_graph = grads_without_create_graph(src + "\n" + origin)
+    if facts["tensor"] and facts["tensor"] in no_graph:
+        facts["double_backward"] = True
+        notes.append(f"`{facts['tensor']}` comes from `torch.autograd.grad(...)` without `create_graph=True`: a "
+                     "gradient computed that way has no graph, so it cannot be differentiated again.")
+        fix = (f"Compute `{facts['tensor']}` with `torch.autograd.grad(..., create_graph=True)` to differentiate it "
+               "again (double backward: gradient penalties, Hessian-vector products).")
     if facts["signs"]:
         where = "this cell" + (f" and In[{facts['assigned_in']}], where `{facts['tensor']}` was computed"
                                if origin else "")
         notes.append(f"Likely culprit in {where}: " + ", ".join(facts["signs"]) + ".")
-    return Context(notes=tuple(notes), facts=facts)
+    return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
 def ctx_scalar(match, scene):
