@@ -40,7 +40,9 @@ def main():
 
     from IPython.core.interactiveshell import InteractiveShell
 
-    from cudamagic.mem import cellmem
+    from cudamagic.mem.history import MemHistory
+    from cudamagic.mem.measure import CellMemMonitor
+    from cudamagic.mem.stats import GpuStats
 
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "cudamagic")
@@ -74,8 +76,8 @@ def main():
         print("\n".join(line for line in buf.getvalue().splitlines() if line.startswith(label)))
 
     # the callbacks alone
-    hist = cellmem.MemHistory()
-    mon = cellmem.CellMemMonitor(ip, hist, lambda: 16 << 20, out=lambda s: None)
+    hist = MemHistory()
+    mon = CellMemMonitor(ip, hist, lambda: 16 << 20, out=lambda s: None)
 
     class Info:
         raw_cell = "pass"
@@ -102,7 +104,7 @@ def main():
             return 2
 
         def read(self, d):
-            return cellmem.GpuStats(d, 1 << 30, 2 << 30, 5 << 30, 3 << 30, 3 << 30, 0, 0)
+            return GpuStats(d, 1 << 30, 2 << 30, 5 << 30, 3 << 30, 3 << 30, 0, 0)
 
     mon._source = FakeStats()
     print(f"{'callbacks alone, fake 2-GPU path':<34} {callbacks_us():7.1f} us/cell "

@@ -1,5 +1,5 @@
 """``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement (options in :mod:`.options`,
-measuring, history and ``free`` in :mod:`.cellmem`)."""
+measuring in :mod:`.measure`, history in :mod:`.history`, ``free`` in :mod:`.free`)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ class MemMagics(AreaMagics):
         """The session's history and `on` monitor (created on first use; cleanup registered once)."""
         state = getattr(self, "_cudamem", None)
         if state is None:
-            from .cellmem import CellMemMonitor, MemHistory
+            from .history import MemHistory
+            from .measure import CellMemMonitor
 
             history = MemHistory(max_records=lambda: self.settings.cudamem_history_cells)
             monitor = CellMemMonitor(self.shell, history, lambda: self.settings.cudamem_threshold_bytes)
@@ -136,11 +137,11 @@ class MemMagics(AreaMagics):
         __tracebackhide__ = True
         from IPython.display import display
 
-        from . import cellmem
+        from .measure import run_measured
 
         state = self._state()
         state["monitor"].skip_current_cell()
-        run = cellmem.run_measured(self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top,
+        run = run_measured(self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top,
                                    reset_peak=reset_peak)
         if run.report is None:  # SyntaxError: the cell did not run (raised without our parser frames)
             raise run.exception
@@ -179,10 +180,10 @@ class MemMagics(AreaMagics):
 
     def _free(self, out, variables):
         """``%cudamem free [--out [N ...]] [--var NAME]``."""
-        from . import cellmem
+        from .free import FreeUsageError, free_memory
 
         try:
-            return cellmem.free_memory(self.shell, out=out, variables=variables)
-        except cellmem.FreeUsageError as exc:
+            return free_memory(self.shell, out=out, variables=variables)
+        except FreeUsageError as exc:
             raise UsageError(f"%cudamem free: {exc}. Check the name with `%who` or the cache with `Out.keys()`, "
                              "then run `%cudamem free` again.") from exc

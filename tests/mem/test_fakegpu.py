@@ -1,4 +1,4 @@
-"""GPU paths of %%cudamem / %cudamem through the allocator-statistics seam (cellmem.set_stats_source).
+"""GPU paths of %%cudamem / %cudamem through the allocator-statistics seam (stats.set_stats_source).
 
 ``FakeCudaStats`` models PyTorch's caching allocator counters for N devices: ``malloc``/``free``
 move ``allocated`` (current, peak, cumulative), reserved memory grows in 2 MiB segments and only
@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from cudamagic.mem import cellmem
-from cudamagic.mem.cellmem import GpuStats
+from cudamagic.mem import stats
+from cudamagic.mem.stats import GpuStats
 from cudamagic.core.na import is_na
 
 MiB = 1 << 20
@@ -80,7 +80,7 @@ class FakeCudaStats:
 @pytest.fixture
 def fake(ip, monkeypatch):
     f = FakeCudaStats()
-    monkeypatch.setattr(cellmem, "_source", f)
+    monkeypatch.setattr(stats, "_source", f)  # the one seam: every mem module reads stats._source
     ip.user_ns["fake"] = f
     ip.user_ns_hidden["fake"] = f  # not a user variable
     yield f

@@ -1,0 +1,143 @@
+"""The report of one measured cell (:class:`CellMemReport`) and how it is assembled from two snapshots.
+
+Data only: the text and HTML forms are in :mod:`.render`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+from ..core.fmt import clip
+from ..core.na import NA, is_na, jsonable
+from . import render
+from .stats import NO_CUDA, GpuCellStats, Snapshot, gpu_cell_stats
+
+
+def plain_data(obj):
+    """Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike ``asdict``,
+    which deep-copies and cannot copy the immutable NA)."""
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain_data(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [plain_data(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: plain_data(v) for k, v in obj.items()}
+    return obj
+
+
+def first_line(text: str, width: int = 60) -> str:
+    """The first non-blank line of a cell that is not the ``%%cudamem`` line, clipped to ``width`` columns."""
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line and not line.startswith("%%cudamem"):
+            return clip(line, width)
+    return ""
+
+
+def error_text(exc) -> str:
+    """``"TypeName: first line of the message"`` of an exception, at most 200 characters."""
+    msg = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {msg[0] if msg else ''}".rstrip(": ")
+    return text if len(text) <= 200 else text[:199] + "\u2026"
+
+
+@dataclass
+class CellMemReport:
+    """What one cell did to memory. Renders as HTML (notebook) and text (terminal).
+
+    Attributes:
+        cell: execution count (``In[n]``) of the measured cell.
+        source: first line of the cell, for tables.
+        wall_s: wall-clock seconds of the cell.
+        error: ``"TypeName: message"`` when the cell raised, else ``None``.
+        cuda_initialized: CUDA initialised in this process after the cell.
+        gpus: list of :class:`GpuCellStats` (empty without CUDA; see ``gpu_status``).
+        gpu_status: ``"ok"`` or NA saying why there are no GPU figures.
+        peak_reset: ``--reset-peak`` was used (the user's ``max_memory_allocated`` was reset).
+        nvml_before / nvml_after: ``{"GPU <nvml index>": bytes}`` or NA (process memory per NVML).
+        rss_before_bytes / rss_after_bytes / rss_delta_bytes: process RSS in bytes (or NA).
+        tensors: largest :class:`TensorRow` s reachable after the cell (``new`` = left by this cell).
+        tensors_total: number of tensor storages reachable after the cell.
+        kind: ``"cell"`` for ``%%cudamem``, ``"auto"`` for ``%cudamem on``.
+    """
+
+    cell: int
+    source: str
+    wall_s: float
+    error: str | None
+    cuda_initialized: bool
+    gpus: list
+    gpu_status: Any
+    peak_reset: bool = False
+    nvml_before: Any = None
+    nvml_after: Any = None
+    rss_before_bytes: Any = None
+    rss_after_bytes: Any = None
+    rss_delta_bytes: Any = None
+    tensors: list = field(default_factory=list)
+    tensors_total: int = 0
+    kind: str = "cell"
+
+    def to_dict(self) -> dict:
+        """Plain data (NA values become ``{"na": reason, "code": code}``)."""
+        return jsonable(plain_data(self))
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as a JSON string."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    def gpu(self, device: str = "cuda:0") -> GpuCellStats:
+        """The :class:`GpuCellStats` of ``device`` (``'cuda:0'``); ``KeyError`` if not measured."""
+        for g in self.gpus:
+            if g.device == device:
+                return g
+        raise KeyError(device)
+
+    def exceeds(self, threshold_bytes: int) -> bool:
+        """True when the cell changed GPU memory (allocated, peak over start or reserved) by more
+        than ``threshold_bytes``; with no GPU figures, when RSS changed by more than that."""
+        if self.gpus:
+            return any(max(abs(g.allocated_delta_bytes), g.peak_over_start_bytes,
+                           abs(g.reserved_delta_bytes)) > threshold_bytes for g in self.gpus)
+        return not is_na(self.rss_delta_bytes) and self.rss_delta_bytes is not None \
+            and abs(self.rss_delta_bytes) > threshold_bytes
+
+    def changed_gpus(self) -> list:
+        """Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
+        devices holding memory when none moved)."""
+        moved = [g for g in self.gpus if g.allocated_delta_bytes or g.peak_over_start_bytes
+                 or g.reserved_delta_bytes]
+        return moved or [g for g in self.gpus if g.allocated_before_bytes or g.allocated_after_bytes
+                         or g.reserved_after_bytes or g.peak_allocated_bytes]
+
+    def summary_line(self) -> str:
+        """What ``%cudamem on`` prints (see :func:`cudamagic.mem.render.summary_line`)."""
+        return render.summary_line(self)
+
+    def __repr__(self) -> str:
+        """The report as text, no line wider than :data:`cudamagic.core.fmt.TEXT_WIDTH` columns."""
+        return render.cell_report_text(self)
+
+    def _repr_pretty_(self, p, cycle):
+        p.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        return render.cell_report_html(self)
+
+
+def build_report(before: Snapshot, after: Snapshot, *, cell: int, source: str, error, kind: str,
+                 nvml_before=None, nvml_after=None, tensors=(), tensors_total=0) -> CellMemReport:
+    """Assemble a :class:`CellMemReport` from two snapshots (no I/O)."""
+    rb, ra = before.rss_bytes, after.rss_bytes
+    delta = NA("RSS not readable", "no_binding") if is_na(rb) or is_na(ra) else ra - rb
+    return CellMemReport(
+        cell=cell, source=first_line(source), wall_s=after.time_s - before.time_s,
+        error=error, cuda_initialized=after.cuda_initialized,
+        gpus=gpu_cell_stats(before, after),
+        gpu_status="ok" if after.cuda_initialized else NO_CUDA,
+        peak_reset=before.peak_reset, nvml_before=nvml_before, nvml_after=nvml_after,
+        rss_before_bytes=rb, rss_after_bytes=ra, rss_delta_bytes=delta,
+        tensors=list(tensors), tensors_total=tensors_total, kind=kind,
+    )

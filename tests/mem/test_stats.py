@@ -1,0 +1,92 @@
+"""Tier 1 tests of cudamagic.mem.stats: the in-cell peak arithmetic, the torch.cuda gate (never import torch,
+never create a context) and RSS."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+
+from cudamagic.mem import stats
+from cudamagic.mem.stats import GpuStats, in_cell_peak
+
+MiB = 1 << 20
+
+
+def reading(alloc, peak, total, reserved=0, device=0, retries=0, ooms=0):
+    return GpuStats(device, alloc, peak, total, reserved, reserved, retries, ooms)
+
+
+# ---- in-cell peak without resetting the user's counters ----------------------------
+
+def test_peak_is_exact_when_the_cell_sets_a_new_high():
+    before = reading(100 * MiB, 150 * MiB, 1000 * MiB)
+    after = reading(120 * MiB, 400 * MiB, 1300 * MiB)
+    assert in_cell_peak(before, after) == (400 * MiB, True)
+
+
+def test_peak_is_an_upper_bound_below_an_earlier_peak():
+    # earlier peak 1 GiB; the cell allocates 300 MiB in total and frees it again
+    before = reading(100 * MiB, 1024 * MiB, 5000 * MiB)
+    after = reading(100 * MiB, 1024 * MiB, 5300 * MiB)
+    peak, exact = in_cell_peak(before, after)
+    assert (peak, exact) == (400 * MiB, False)
+    # the bound is capped by the earlier peak
+    after_big = reading(100 * MiB, 1024 * MiB, 9000 * MiB)
+    assert in_cell_peak(before, after_big) == (1024 * MiB, False)
+
+
+def test_peak_is_exact_when_the_cell_allocates_nothing():
+    before = reading(500 * MiB, 900 * MiB, 5000 * MiB)
+    after = reading(200 * MiB, 900 * MiB, 5000 * MiB)  # only frees
+    assert in_cell_peak(before, after) == (500 * MiB, True)
+
+
+def test_peak_when_cuda_was_initialised_by_the_cell_and_after_a_reset():
+    after = reading(10 * MiB, 70 * MiB, 80 * MiB)
+    assert in_cell_peak(None, after) == (70 * MiB, True)
+    before = reading(100 * MiB, 1024 * MiB, 5000 * MiB)
+    after = reading(100 * MiB, 100 * MiB, 5000 * MiB)
+    assert in_cell_peak(before, after, peak_reset=True) == (100 * MiB, True)
+
+
+# ---- the gate: never import torch, never touch CUDA unless initialised -------------
+
+def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
+    src = stats.TorchCudaStats()
+    was_initialized = torch.cuda.is_initialized()
+    monkeypatch.delitem(sys.modules, "torch")
+    assert src.initialized() is False
+    assert "torch" not in sys.modules
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    snap = stats.take_snapshot(src)
+    assert snap.cuda_initialized is was_initialized
+    assert torch.cuda.is_initialized() is was_initialized  # reading never initialises CUDA
+    if not was_initialized:
+        assert snap.gpus == {}
+
+
+def test_snapshot_reads_nothing_from_an_uninitialised_source(monkeypatch):
+    class Uninit:
+        def initialized(self):
+            return False
+
+        def __getattr__(self, name):
+            raise AssertionError(f"{name} called although CUDA is not initialised")
+
+    snap = stats.take_snapshot(Uninit())
+    assert snap.gpus == {} and not snap.cuda_initialized
+    assert snap.rss_bytes > 0
+
+
+def test_rss_matches_psutil_and_follows_allocation():
+    psutil = pytest.importorskip("psutil")
+    proc = psutil.Process()
+    assert abs(stats.rss_bytes() - proc.memory_info().rss) < 4 * MiB
+    before = stats.rss_bytes()
+    # 64 MiB, written: above glibc's largest mmap threshold (32 MiB), so it is fresh memory even when
+    # earlier tests left freed, still-resident heap behind (a 16 MiB block could reuse it: flaky)
+    block = torch.ones(64 * MiB // 4)
+    assert stats.rss_bytes() - before > 32 * MiB
+    del block
