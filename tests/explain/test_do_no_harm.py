@@ -1,4 +1,4 @@
-"""Issue 12, do no harm: the explainer and ``%%cudamem`` never force a synchronisation, never create a CUDA
+"""Issue 12, do no harm: the explainer never forces a synchronisation, never create a CUDA
 context and never reset the user's counters unless asked.
 
 The calls that would do harm are replaced by recorders on the real ``torch.cuda`` module (``init``,
@@ -20,48 +20,7 @@ from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 from .autograd_cases import CASES  # noqa: E402
 from .failing import CUDA_SUFFIX, NEW_OOM, fail  # noqa: E402
 from .test_autograd_engine import E08, E09  # noqa: E402
-
-HARMFUL = ("init", "_lazy_init", "synchronize", "current_device", "set_device", "mem_get_info", "empty_cache",
-           "reset_peak_memory_stats", "reset_accumulated_memory_stats", "reset_max_memory_allocated",
-           "reset_max_memory_cached", "ipc_collect")
-
-
-@pytest.fixture
-def recorder(monkeypatch):
-    """Replace the harmful ``torch.cuda`` calls by recorders; returns the list of calls made."""
-    calls = []
-    for name in HARMFUL:
-        if hasattr(torch.cuda, name):
-            def record(*args, _name=name, **kwargs):
-                calls.append((_name, args, kwargs))
-            monkeypatch.setattr(torch.cuda, name, record)
-    return calls
-
-
-@pytest.fixture
-def cuda_initialised(monkeypatch):
-    """CUDA looks initialised with one GPU: the reads a GPU machine answers are answered by stand-ins."""
-    reads = []
-    stats = {"allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20, "allocated": 9 << 20}},
-             "reserved_bytes": {"all": {"current": 8 << 20, "peak": 8 << 20}}, "num_alloc_retries": 0,
-             "num_ooms": 0}
-
-    def read(name, value):
-        def f(*args, **kwargs):
-            reads.append((name, args))
-            return value
-        return f
-
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", read("device_count", 1))
-    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", read("memory_stats_as_nested_dict", stats))
-    monkeypatch.setattr(torch.cuda, "memory_allocated", read("memory_allocated", 3 << 20))
-    monkeypatch.setattr(torch.cuda, "memory_reserved", read("memory_reserved", 8 << 20))
-    monkeypatch.setattr(torch.cuda, "get_device_capability", read("get_device_capability", (9, 0)))
-    monkeypatch.setattr(torch.cuda, "get_device_name", read("get_device_name", "NVIDIA H100"))
-    monkeypatch.setattr(torch.cuda, "get_arch_list", read("get_arch_list", ["sm_80", "sm_90"]))
-    return reads
-
+from ..cuda_calls import cuda_initialised, recorder  # noqa: E402,F401  (fixtures)
 
 def _runtime(name):
     code, name, text = next(r for r in RUNTIME_ERRORS if r[1] == name)
@@ -128,26 +87,3 @@ def test_explainer_leaves_user_objects_unchanged(ip):
         assert p._version == version and torch.equal(p, value)
         assert (grad is None and p.grad is None) or torch.equal(grad, p.grad)
     assert torch.equal(rng, torch.get_rng_state())
-
-
-def test_cudamem_makes_no_harmful_cuda_call_without_cuda(ip, recorder):
-    ip.run_cell_magic("cudamem", "", "import torch\nx = torch.ones(1000)")
-    ip.run_line_magic("cudamem", "on")
-    ip.run_cell("y = torch.ones(100)")
-    ip.run_line_magic("cudamem", "off")
-    ip.run_line_magic("cudamem", "history")
-    assert recorder == []
-    assert not torch.cuda.is_initialized()
-
-
-def test_cudamem_resets_counters_only_when_asked(ip, recorder, cuda_initialised):
-    report = ip.run_cell_magic("cudamem", "", "import torch\nx = torch.ones(1000)")
-    assert report is not None
-    ip.run_line_magic("cudamem", "on")
-    ip.run_cell("y = torch.ones(100)")
-    ip.run_line_magic("cudamem", "off")
-    assert recorder == []  # measured without a reset, a sync or a context
-    assert ("memory_stats_as_nested_dict", (0,)) in cuda_initialised
-    ip.run_cell_magic("cudamem", "--reset-peak", "z = torch.ones(10)")
-    assert [name for name, *_ in recorder] == ["reset_peak_memory_stats"]  # asked for: exactly that, once
-    assert recorder[0][1] == (0,)
