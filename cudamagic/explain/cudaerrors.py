@@ -11,15 +11,22 @@ Sources:
   ``"CUDA error: CUBLAS_STATUS_X when calling `cublas...(...)`"`` (ATen/cuda/Exceptions.h: TORCH_CUDABLAS_CHECK).
 - cuSPARSE: ``cusparseStatus_t`` (cusparse.h); PyTorch prints ``cusparseGetErrorString``'s text:
   ``"CUDA error: <text> when calling `cusparse...(...)`"`` (ATen/cuda/Exceptions.h: TORCH_CUDASPARSE_CHECK).
-  The texts are cuSPARSE's own (seen in PyTorch reports such as pytorch#68323, pytorch#94966).
+  Texts seen in PyTorch reports: "kernel launch failure" (pytorch#94966), "internal error" (pytorch#68323),
+  "insufficient resources" (rusty1s/pytorch_sparse#314); the others are cuSPARSE's strings as recalled, not read
+  from a cuSPARSE library (none is installed here): the catalogue also matches any text before ``when calling
+  `cusparse`` only through these, so an unknown text gets no box rather than a wrong one.
 - cuDNN: ``cudnnStatus_t`` (cudnn_graph.h in cuDNN 9, cudnn_ops_infer.h in 8); PyTorch prints
   ``cudnnGetErrorString`` (the enum name): ``"cuDNN error: CUDNN_STATUS_X"`` (ATen/cuda/Exceptions.h: AT_CUDNN_CHECK);
-  cuDNN 9 adds sub-codes (``CUDNN_STATUS_BAD_PARAM_NULL_POINTER``...) that keep their parent's prefix.
+  cuDNN 9 adds sub-codes (``CUDNN_STATUS_BAD_PARAM_NULL_POINTER``...) that keep their parent's prefix and are
+  matched through it. The numeric values are for reference only (matching uses names); no cuDNN header is on
+  this machine, so they were not checked against one.
 - cuFFT: ``cufftResult`` (cufft.h); PyTorch prints the enum name: ``"cuFFT error: CUFFT_X"``
   (ATen/native/cuda/CuFFTUtils.h: CUFFT_CHECK).
 - NCCL: ``ncclResult_t`` (nccl.h, src/include/nccl_err.h); PyTorch raises ``torch.distributed.DistBackendError``
   with ``"NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version X\\n<detail>"``
-  (torch/csrc/distributed/c10d/NCCLUtils.hpp: C10D_NCCL_CHECK, getNcclErrorDetailStr).
+  (torch/csrc/distributed/c10d/NCCLUtils.hpp: C10D_NCCL_CHECK, read from torch 2.13's installed header;
+  the ``ncclGetErrorString`` texts are NCCL's src/init.cc, the detail lines getNcclErrorDetailStr's).
+- cuBLAS names from cublas_api.h; cuFFT names from torch 2.13's ATen/native/cuda/CuFFTUtils.h (installed header).
 - cuRAND: PyTorch 2.x checks no ``curandStatus_t`` (its random kernels use cuRAND's device-side Philox, which
   returns no status; no header of torch 2.13 names ``curandStatus_t``), so no cuRAND status reaches the user
   through PyTorch: :data:`CURAND_STATUSES` lists them for extensions, with ``surfaced=False``.
