@@ -11,6 +11,7 @@ from cudamagic.core.na import NA, is_na
 
 @pytest.mark.parametrize("value, expected", [
     (7605, "7.6.5"), (8902, "8.9.2"), (8100, "8.1.0"), (90100, "9.1.0"), (91002, "9.10.2"), (90501, "9.5.1"),
+    (90000, "9.0.0"), (8000, "8.0.0"), (99999, "9.99.99"),  # the 9.x boundary and both ends of the 9.x encoding
 ])
 def test_decode_cudnn(value, expected):
     assert envinfo.decode_cudnn_version(value) == expected
@@ -50,23 +51,27 @@ def test_parse_torch_version(version, kind, variant, tag):
     assert (v["kind"], v["variant"], v["cuda_tag"]) == (kind, variant, tag)
 
 
-@pytest.mark.parametrize("raw, kinds, hides_all, invalid", [
-    (None, [], False, None),
-    ("", [], True, None),
-    ("-1", [], True, "-1"),
-    ("0", ["index"], False, None),
-    ("1,0", ["index", "index"], False, None),
-    ("0,foo,1", ["index"], False, "foo"),
-    ("GPU-8932f937-d72c", ["uuid"], False, None),
-    ("MIG-11111111-2222-3333-4444-555555555555", ["mig"], False, None),
-    ("MIG-GPU-8932f937/1/0", ["mig"], False, None),
-    (" 0 , 1 ", ["index", "index"], False, None),
+@pytest.mark.parametrize("raw, kinds, hides_all, invalid, ignored", [
+    (None, [], False, None, []),
+    ("", [], True, None, []),
+    ("-1", [], True, "-1", []),
+    ("-1,0", [], True, "-1", ["0"]),
+    ("0", ["index"], False, None, []),
+    ("1,0", ["index", "index"], False, None, []),
+    ("0,foo,1", ["index"], False, "foo", ["1"]),
+    ("0,foo,1,GPU-ab", ["index"], False, "foo", ["1", "GPU-ab"]),
+    ("0,1,bar", ["index", "index"], False, "bar", []),
+    ("GPU-8932f937-d72c", ["uuid"], False, None, []),
+    ("MIG-11111111-2222-3333-4444-555555555555", ["mig"], False, None, []),
+    ("MIG-GPU-8932f937/1/0", ["mig"], False, None, []),
+    (" 0 , 1 ", ["index", "index"], False, None, []),
 ])
-def test_parse_cuda_visible_devices(raw, kinds, hides_all, invalid):
+def test_parse_cuda_visible_devices(raw, kinds, hides_all, invalid, ignored):
     r = envinfo.parse_cuda_visible_devices(raw)
     assert [e["kind"] for e in r["entries"]] == kinds
     assert r["hides_all"] == hides_all
     assert r["invalid"] == invalid
+    assert r["ignored"] == ignored  # the entries CUDA drops after the first invalid one, in order
 
 
 @pytest.mark.parametrize("cc, arch, ok", [
@@ -206,7 +211,18 @@ def test_cvd_unknown_index(fake_nvml):
     assert f["gpus"][1]["cuda_ordinal"] == 0 and is_na(f["gpus"][0]["cuda_ordinal"])
     found = envinfo.findings(f)
     bad = [x for x in found if x.id == "cvd-unknown"][0]
-    assert "5" in bad.cause
+    assert bad.cause.startswith("5 in CUDA_VISIBLE_DEVICES='1,5'")  # 5 is blamed, not 1
+
+
+@pytest.mark.parametrize("raw, blamed", [("2", "2"), ("0,2", "2"), ("1", None), ("0,1", None)])
+def test_cvd_index_equal_to_gpu_count_is_flagged(fake_nvml, raw, blamed):
+    """Two GPUs: index 2 (== the count) does not exist; 0 and 1 do (the boundary of the `>= n_gpus` check)."""
+    f = facts_for(fake_nvml, "two_gpus_f03", env={"CUDA_VISIBLE_DEVICES": raw, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    bad = [x for x in envinfo.findings(f) if x.id == "cvd-unknown"]
+    if blamed is None:
+        assert bad == []
+    else:
+        assert len(bad) == 1 and bad[0].cause.startswith(f"{blamed} in CUDA_VISIBLE_DEVICES={raw!r}")
 
 
 def test_index_order_uncertain_with_mixed_gpus(fake_nvml):
