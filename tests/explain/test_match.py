@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from cudamagic.explain.match import explain  # noqa: E402
 
-from .failing import fail  # noqa: E402
+from .failing import CUDA_SUFFIX, NEW_OOM, OLD_OOM, fail  # noqa: E402
 
 
 def test_unmatched_exception_gives_none():
@@ -38,3 +38,23 @@ def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
             raise SystemExit(1)
     except SystemExit as exc:
         assert explain(exc) is None
+
+
+@pytest.mark.parametrize("make", [
+    # what torch >= 2.1 raises for a caching-allocator OOM
+    lambda: torch.OutOfMemoryError(NEW_OOM),
+    # torch < 2.1 raised a plain RuntimeError with the older message
+    lambda: RuntimeError(OLD_OOM),
+    # a cudaMalloc outside the caching allocator (cuBLAS workspace, NCCL, a custom op): CUDA's own error text
+    lambda: RuntimeError("CUDA error: out of memory" + CUDA_SUFFIX),
+    lambda: torch.AcceleratorError("CUDA error: out of memory" + CUDA_SUFFIX) if hasattr(torch, "AcceleratorError")
+    else RuntimeError("CUDA error: out of memory" + CUDA_SUFFIX),
+])
+def test_every_oom_form_is_explained_as_oom(make):
+    """Each OOM message PyTorch has raised maps to the cuda-oom entry (a regex edit that dropped one survived)."""
+    expl = explain(make())
+    assert expl is not None and expl.entry.id == "cuda-oom", expl
+
+
+def test_oom_words_elsewhere_are_not_oom():
+    assert explain(RuntimeError("host out of memory while reading file")) is None
