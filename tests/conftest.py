@@ -47,3 +47,12 @@ def fake_nvml(monkeypatch):
     from cudamagic.core import nvml
 
     nvml.reset()
+
+
+@pytest.fixture
+def cuda_calls(monkeypatch):
+    """The list of context-creating ``torch.cuda`` calls made during the test (see :mod:`tests.cuda_calls`)."""
+    torch = pytest.importorskip("torch")
+    from tests.cuda_calls import record
+
+    return record(torch, monkeypatch.setattr)

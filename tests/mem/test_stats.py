@@ -53,7 +53,7 @@ def test_peak_when_cuda_was_initialised_by_the_cell_and_after_a_reset():
 
 # ---- the gate: never import torch, never touch CUDA unless initialised -------------
 
-def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
+def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch, cuda_calls):
     src = stats.TorchCudaStats()
     was_initialized = torch.cuda.is_initialized()
     monkeypatch.delitem(sys.modules, "torch")
@@ -65,6 +65,7 @@ def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
     assert torch.cuda.is_initialized() is was_initialized  # reading never initialises CUDA
     if not was_initialized:
         assert snap.gpus == {}
+        assert cuda_calls == []  # observed: no context-creating torch.cuda call at all
 
 
 def test_snapshot_reads_nothing_from_an_uninitialised_source(monkeypatch):
