@@ -91,3 +91,16 @@ def test_rss_matches_psutil_and_follows_allocation():
     block = torch.ones(64 * MiB // 4)
     assert stats.rss_bytes() - before > 32 * MiB
     del block
+
+
+def test_real_reader_reads_the_right_counters_of_the_real_key_shape(monkeypatch):
+    """TorchCudaStats.read on torch's real nested-dict shape, every other counter distinct (tests/torch_stats.py)."""
+    from tests.torch_stats import nested_stats
+
+    chosen = {"allocated_bytes.all.current": 11, "allocated_bytes.all.peak": 22, "allocated_bytes.all.allocated": 33,
+              "reserved_bytes.all.current": 44, "reserved_bytes.all.peak": 55, "num_alloc_retries": 66,
+              "num_ooms": 77}
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: nested_stats(**chosen))
+    g = stats.TorchCudaStats().read(0)
+    assert (g.allocated_bytes, g.peak_allocated_bytes, g.allocated_total_bytes, g.reserved_bytes,
+            g.peak_reserved_bytes, g.num_alloc_retries, g.num_ooms) == (11, 22, 33, 44, 55, 66, 77)
