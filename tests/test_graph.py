@@ -246,7 +246,7 @@ def test_mixed_outputs_skip_no_grad_tensor_with_note(mlp):
 
 def test_user_error_propagates_with_real_source_line(ip):
     cell = "a = 1\nb = undefined_name + 1\nb"
-    with pytest.raises(NameError) as info:
+    with pytest.raises(NameError, match="name 'undefined_name' is not defined") as info:
         magic(ip, "", cell)
     text = "".join(traceback.format_exception(info.value))
     assert "b = undefined_name + 1" in text
@@ -328,7 +328,7 @@ def test_formats_and_save(mlp, tmp_path):
     assert (tmp_path / "g.pdf").read_bytes().startswith(b"%PDF")
     r.save(str(tmp_path / "g.dot"))
     assert (tmp_path / "g.dot").read_text().startswith("digraph")
-    with pytest.raises(UsageError):
+    with pytest.raises(UsageError, match=r"--format: invalid choice: 'jpg' \(choose from 'svg', 'png', 'pdf', 'dot'\)"):
         magic(mlp, "--format jpg", "model(x).sum()")
 
 

@@ -138,7 +138,7 @@ def test_save_with_dot_extension_and_uppercase(w, tmp_path):
     r = magic(w, f"--save {tmp_path / 'G.SVG'}", "(w * 2).sum()")
     assert (tmp_path / "G.SVG").read_text().lstrip().startswith(("<?xml", "<svg", "<!--"))
     assert r.saved_to.endswith("G.SVG")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"g\.jpeg: the file name must end in \.svg, \.png, \.pdf or \.dot"):
         r.save(str(tmp_path / "g.jpeg"))
 
 
