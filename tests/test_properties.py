@@ -1,0 +1,155 @@
+"""Property-based tests (Hypothesis) where inputs have structure: version integers and strings,
+CUDA_VISIBLE_DEVICES forms, and trace files (round trip; any byte flip is read or rejected with a message).
+
+Kept fast: a small example budget per property, no deadline (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from cudamagic.core.na import is_na  # noqa: E402
+from cudamagic.info import facts  # noqa: E402
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+# ---- versions ---------------------------------------------------------------------------------
+
+@FAST
+@given(major=st.integers(1, 8), minor=st.integers(0, 9), patch=st.integers(0, 99))
+def test_cudnn_7_8_encoding_round_trips(major, minor, patch):
+    assert facts.decode_cudnn_version(major * 1000 + minor * 100 + patch) == f"{major}.{minor}.{patch}"
+
+
+@FAST
+@given(major=st.integers(9, 99), minor=st.integers(0, 99), patch=st.integers(0, 99))
+def test_cudnn_9_encoding_round_trips(major, minor, patch):
+    assert facts.decode_cudnn_version(major * 10000 + minor * 100 + patch) == f"{major}.{minor}.{patch}"
+
+
+@FAST
+@given(st.one_of(st.integers(max_value=0), st.text(max_size=12), st.floats(allow_nan=True), st.none()))
+def test_cudnn_garbage_is_na_never_raises(value):
+    try:
+        good = int(value) > 0
+    except (TypeError, ValueError, OverflowError):
+        good = False
+    out = facts.decode_cudnn_version(value)
+    assert isinstance(out, str) if good else is_na(out)
+
+
+@FAST
+@given(major=st.integers(1, 30), minor=st.integers(0, 30), rest=st.sampled_from(["", ".0", ".105", ".3.1"]))
+def test_parse_version_tuple(major, minor, rest):
+    assert facts.parse_version_tuple(f"{major}.{minor}{rest}") == (major, minor)
+
+
+@FAST
+@given(st.text(max_size=20))
+def test_parse_version_tuple_never_raises(text):
+    out = facts.parse_version_tuple(text)
+    assert out is None or (isinstance(out, tuple) and len(out) == 2)
+
+
+@FAST
+@given(major=st.integers(10, 13), minor=st.integers(0, 9), release=st.from_regex(r"\A2\.\d{1,2}\.\d\Z"))
+def test_torch_cuda_tag(major, minor, release):
+    v = facts.parse_torch_version(f"{release}+cu{major}{minor}")
+    assert (v["kind"], v["cuda_tag"], v["release"]) == ("cuda", f"{major}.{minor}", release)
+
+
+@FAST
+@given(st.text(max_size=30))
+def test_parse_torch_version_never_raises(text):
+    v = facts.parse_torch_version(text)
+    assert v["kind"] in ("cpu", "cuda", "rocm", "source", "default")
+
+
+# ---- CUDA_VISIBLE_DEVICES -------------------------------------------------------------------------
+
+valid_entry = st.one_of(st.integers(0, 64).map(str),
+                        st.from_regex(r"\AGPU-[0-9a-f]{1,8}(-[0-9a-f]{4}){0,3}\Z"),
+                        st.from_regex(r"\AMIG-[0-9a-f]{8}(-[0-9a-f]{4}){0,3}\Z"))
+invalid_entry = st.one_of(st.just("-1"), st.from_regex(r"\A[a-z][a-z0-9]{0,5}\Z").filter(
+    lambda s: not s.lower().startswith(("gpu-", "mig-"))))
+
+
+@FAST
+@given(good=st.lists(valid_entry, max_size=5), bad=st.one_of(st.none(), invalid_entry),
+       after=st.lists(st.one_of(valid_entry, invalid_entry), max_size=4), space=st.sampled_from(["", " "]))
+def test_cuda_visible_devices_forms(good, bad, after, space):
+    parts = good + ([bad] + after if bad is not None else [])
+    if not parts:
+        return
+    raw = ",".join(f"{space}{p}{space}" for p in parts)
+    r = facts.parse_cuda_visible_devices(raw)
+    assert r["set"] and r["raw"] == raw
+    assert [str(e["value"]) if e["kind"] == "index" else e["value"] for e in r["entries"]] == \
+           [str(int(p)) if p.isdigit() else p for p in good]
+    assert [e["kind"] for e in r["entries"]] == \
+           ["index" if p.isdigit() else ("mig" if p.startswith("MIG-") else "uuid") for p in good]
+    assert r["invalid"] == bad
+    assert r["ignored"] == (after if bad is not None else [])
+    assert r["hides_all"] == (not good)
+
+
+@FAST
+@given(st.text(max_size=40))
+def test_cuda_visible_devices_never_raises(raw):
+    r = facts.parse_cuda_visible_devices(raw)
+    honoured = len(r["entries"]) + (1 if r["invalid"] is not None else 0) + len(r["ignored"])
+    assert honoured <= len(raw.split(","))
+    assert r["hides_all"] == (not r["entries"])
+
+
+# ---- trace files ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trace_bytes():
+    """A valid two-GPU trace of three samples written by the real writer from the fake NVML."""
+    from tests.fake_nvml import SCENARIOS, FakeNVML, install
+    from tests.watch.fakes import live
+    from cudamagic.watch.trace import TraceWriter, read_trace
+
+    mp = pytest.MonkeyPatch()
+    try:
+        install(FakeNVML(SCENARIOS["two_gpus_f03"]), mp)
+        src = live()
+        originals = [src.read(i, 1000.0 + i) for i in range(1, 4)]
+    finally:
+        mp.undo()
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "t.jsonl")
+        w = TraceWriter(path)
+        for s in originals:
+            w.write(s)
+        w.close()
+        assert read_trace(path)[1] == originals  # round trip
+        with open(path, "rb") as fh:
+            return fh.read()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_byte_flip_is_read_or_rejected_with_a_message(trace_bytes, data, tmp_path_factory):
+    from cudamagic.watch.trace import TraceError, read_trace
+
+    pos = data.draw(st.integers(0, len(trace_bytes) - 1), label="pos")
+    byte = data.draw(st.integers(0, 255).filter(lambda b: b != trace_bytes[pos]), label="byte")
+    flipped = trace_bytes[:pos] + bytes([byte]) + trace_bytes[pos + 1:]
+    path = tmp_path_factory.mktemp("flip") / "t.jsonl"
+    path.write_bytes(flipped)
+    try:
+        header, samples = read_trace(str(path))
+    except TraceError as exc:
+        assert str(path) in str(exc) and len(str(exc)) > len(str(path)) + 5
+    else:  # read: a well-formed trace (the flip kept it valid JSON of the right schema)
+        assert header["cudamagic_trace"] == 1 and len(samples) >= 1
