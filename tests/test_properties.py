@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from cudamagic.core.na import is_na  # noqa: E402
-from cudamagic.info import facts  # noqa: E402
+from cudamagic.info import versions as facts  # noqa: E402
+import cudamagic.info.versions as _vt  # noqa: E402
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -49,13 +50,13 @@ def test_cudnn_garbage_is_na_never_raises(value):
 @FAST
 @given(major=st.integers(1, 30), minor=st.integers(0, 30), rest=st.sampled_from(["", ".0", ".105", ".3.1"]))
 def test_parse_version_tuple(major, minor, rest):
-    assert facts.parse_version_tuple(f"{major}.{minor}{rest}") == (major, minor)
+    assert _vt.parse_version_tuple(f"{major}.{minor}{rest}") == (major, minor)
 
 
 @FAST
 @given(st.text(max_size=20))
 def test_parse_version_tuple_never_raises(text):
-    out = facts.parse_version_tuple(text)
+    out = _vt.parse_version_tuple(text)
     assert out is None or (isinstance(out, tuple) and len(out) == 2)
 
 

@@ -10,6 +10,8 @@ area; user settings live on the one ``CudaMagics`` configurable (``%config CudaM
 
 from __future__ import annotations
 
+import argparse
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
 from IPython.core.magic_arguments import parse_argstring
@@ -46,11 +48,11 @@ class AreaMagics(Magics):
         Raises:
             UsageError: unknown flag, bad value, or a line that cannot be split into words (an unbalanced quote
                 or a trailing backslash: ``shlex`` raises ``ValueError``, turned into a message that says what to
-                type).
+                type), or ``--flag=--`` (Python 3.11's argparse then gives the flag an empty list, not a value).
         """
         name = func.__name__
         try:
-            return parse_argstring(func, line)
+            args = parse_argstring(func, line)
         except UsageError as exc:
             if usage is None:
                 raise
@@ -60,3 +62,22 @@ class AreaMagics(Magics):
                 f"{prefix}{name}: cannot split the arguments into words ({exc}): {line.strip()!r}. Close every "
                 "quote you open and quote a value with spaces as a whole, e.g. --log \"run 1.jsonl\". "
                 f"Type %{name}? for every option.") from None
+        flag = _flag_without_value(func.parser, args)
+        if flag is not None:
+            hint = f" Usage: {usage}." if usage else ""
+            raise UsageError(f"{prefix}{name}: {flag}=-- gives {flag} no value; type a value after it, e.g. "
+                             f"{flag}=VALUE.{hint} Type %{name}? for every option.")
+        return args
+
+
+def _flag_without_value(parser, args) -> str | None:
+    """The flag that ``--flag=--`` left holding an empty list instead of one value (Python 3.11's argparse drops
+    the ``--`` and skips the flag's ``type``), or None."""
+    for action in parser._actions:
+        if not action.option_strings or action.nargs not in (None, "?"):
+            continue
+        value = getattr(args, action.dest, None)
+        values = value if isinstance(action, argparse._AppendAction) and isinstance(value, list) else [value]
+        if any(isinstance(v, list) and not v for v in values):
+            return action.option_strings[-1]
+    return None

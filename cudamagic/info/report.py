@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html, text_table
+from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html
 from ..core.na import NA, is_na
 
 # ---------------------------------------------------------------------------------------
@@ -147,8 +147,8 @@ class CudaInfoReport:
     """The result of ``%cudainfo``: facts and findings, rendering as HTML (notebook) or text (terminal).
 
     Attributes:
-        facts: dict from :func:`cudamagic.envinfo.collect_facts`.
-        findings: list of :class:`cudamagic.envinfo.Finding`, the last being the verdict.
+        facts: dict from :func:`cudamagic.info.facts.collect_facts`.
+        findings: list of :class:`cudamagic.info.findings.Finding`, the last being the verdict.
     """
 
     def __init__(self, facts, findings):

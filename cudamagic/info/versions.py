@@ -1,0 +1,120 @@
+"""Parsers for the version strings and variables behind ``%cudainfo``: plain functions, no I/O.
+
+Each turns one piece of text (``torch.__version__``, ``nvcc -V`` output, ``CUDA_VISIBLE_DEVICES``, cuDNN's
+integer) into data; what cannot be parsed becomes None or an :class:`~cudamagic.core.na.NA` with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..core.na import NA, is_na
+
+
+def parse_version_tuple(text):
+    """``'12.1'`` / ``'12.1.105'`` -> ``(12, 1)``; NA or None stays as is; garbage -> None."""
+    if text is None or is_na(text):
+        return None
+    m = re.match(r"^\s*(\d+)\.(\d+)", str(text))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def parse_torch_version(version: str) -> dict:
+    """Split ``torch.__version__`` into release and variant.
+
+    ``'2.3.1+cpu'`` -> ``{"release": "2.3.1", "variant": "cpu", "kind": "cpu"}``;
+    ``'2.4.0+cu121'`` -> kind ``"cuda"``, ``cuda_tag`` ``"12.1"``; ``'2.4.0+rocm6.1'`` -> kind ``"rocm"``;
+    ``'2.5.0'`` (PyPI default wheel, CUDA on Linux x86) -> variant ``""``, kind ``"default"``;
+    ``'2.6.0a0+git1234'`` (source build) -> kind ``"source"``.
+    """
+    version = str(version)
+    release, _, local = version.partition("+")
+    out = {"release": release, "variant": local, "kind": "default", "cuda_tag": None}
+    if local == "cpu" or local.startswith("cpu"):
+        out["kind"] = "cpu"
+    elif re.fullmatch(r"cu\d{3,4}", local):
+        digits = local[2:]
+        out["kind"] = "cuda"
+        out["cuda_tag"] = f"{int(digits[:-1])}.{digits[-1]}"
+    elif local.startswith("rocm"):
+        out["kind"] = "rocm"
+    elif local.startswith("git") or "a0" in release:
+        out["kind"] = "source"
+    return out
+
+
+def decode_cudnn_version(value):
+    """Decode ``torch.backends.cudnn.version()``'s integer into ``'major.minor.patch'``.
+
+    cuDNN 7 and 8 encode ``major*1000 + minor*100 + patch`` (``7605`` -> ``'7.6.5'``,
+    ``8902`` -> ``'8.9.2'``); cuDNN 9 encodes ``major*10000 + minor*100 + patch``
+    (``90100`` -> ``'9.1.0'``, ``91002`` -> ``'9.10.2'``). None (no cuDNN) -> NA.
+    """
+    if value is None:
+        return NA("PyTorch has no cuDNN: CPU build, or cuDNN not loaded", "not_available")
+    if is_na(value):
+        return value
+    try:
+        v = int(value)
+    except (TypeError, ValueError, OverflowError):  # int(float("inf"))
+        return NA(f"unreadable cuDNN version {value!r}", "error")
+    if v <= 0:
+        return NA(f"unreadable cuDNN version {value!r}", "error")
+    if v >= 90000:
+        return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
+    return f"{v // 1000}.{(v % 1000) // 100}.{v % 100}"
+
+
+def parse_nvcc_version(text):
+    """Parse ``nvcc -V`` output: ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build": "13.0.88"}``.
+
+    Returns NA when the text does not look like ``nvcc -V`` output.
+    """
+    if not isinstance(text, str):
+        return NA("nvcc printed no text", "error")
+    m = re.search(r"release\s+(\d+\.\d+)\s*,\s*V(\d+\.\d+(?:\.\d+)?)", text)
+    if m:
+        return {"release": m.group(1), "build": m.group(2)}
+    m = re.search(r"release\s+(\d+\.\d+)", text)
+    if m:
+        return {"release": m.group(1), "build": NA("no V<build> in nvcc output", "error")}
+    snippet = text.strip().splitlines()[0][:80] if text.strip() else "(empty)"
+    return NA(f"unrecognised `nvcc -V` output: {snippet!r}", "error")
+
+
+def parse_cuda_visible_devices(value):
+    """Parse ``CUDA_VISIBLE_DEVICES`` as the CUDA runtime does.
+
+    Args:
+        value: the variable's text, or None when unset.
+
+    Returns:
+        dict: ``set`` (bool), ``raw``, ``entries`` (list of ``{"kind": "index"|"uuid"|"mig", "value": str|int}``
+        that CUDA will honour, in order), ``ignored`` (entries after the first invalid one, which CUDA drops
+        silently), ``invalid`` (the first invalid entry or None), ``hides_all`` (bool: empty, ``-1``, or the first
+        entry invalid). A leading ``GPU-``/``MIG-`` prefix marks UUID forms; CUDA accepts unique UUID prefixes.
+    """
+    out = {"set": value is not None, "raw": value, "entries": [], "ignored": [], "invalid": None,
+           "hides_all": False}
+    if value is None:
+        return out
+    parts = [p.strip() for p in value.split(",")]
+    if value.strip() == "" or parts == [""]:
+        out["hides_all"] = True
+        return out
+    for i, p in enumerate(parts):
+        entry = None
+        if re.fullmatch(r"\d+", p):
+            entry = {"kind": "index", "value": int(p)}
+        elif p.upper().startswith("MIG-") and len(p) > 4:
+            entry = {"kind": "mig", "value": p}
+        elif p.upper().startswith("GPU-") and len(p) > 4:
+            entry = {"kind": "uuid", "value": p}
+        if entry is None:
+            out["invalid"] = p
+            out["ignored"] = parts[i + 1:]
+            break
+        out["entries"].append(entry)
+    if not out["entries"]:
+        out["hides_all"] = True
+    return out

@@ -1,0 +1,69 @@
+"""Tier 1: the parsers behind %cudainfo (cuDNN integers, nvcc -V, torch.__version__, CUDA_VISIBLE_DEVICES),
+table-driven."""
+
+import pytest
+
+from cudamagic.core.na import is_na
+from cudamagic.info import versions
+
+
+@pytest.mark.parametrize("value, expected", [
+    (7605, "7.6.5"), (8902, "8.9.2"), (8100, "8.1.0"), (90100, "9.1.0"), (91002, "9.10.2"), (90501, "9.5.1"),
+])
+def test_decode_cudnn(value, expected):
+    assert versions.decode_cudnn_version(value) == expected
+
+
+@pytest.mark.parametrize("value", [None, 0, -5, "garbage"])
+def test_decode_cudnn_na(value):
+    assert is_na(versions.decode_cudnn_version(value))
+
+
+NVCC_13 = """nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) 2005-2025 NVIDIA Corporation
+Built on Wed_Aug_20_01:58:59_PM_PDT_2025
+Cuda compilation tools, release 13.0, V13.0.88
+Build cuda_13.0.r13.0/compiler.36424714_0"""
+
+
+NVCC_101 = "Cuda compilation tools, release 10.1, V10.1.243"
+
+
+@pytest.mark.parametrize("text, release, build", [(NVCC_13, "13.0", "13.0.88"), (NVCC_101, "10.1", "10.1.243")])
+def test_parse_nvcc(text, release, build):
+    assert versions.parse_nvcc_version(text) == {"release": release, "build": build}
+
+
+@pytest.mark.parametrize("text", ["", "Segmentation fault", "\x00\xff garbage", None])
+def test_parse_nvcc_garbage(text):
+    assert is_na(versions.parse_nvcc_version(text))
+
+
+@pytest.mark.parametrize("version, kind, variant, tag", [
+    ("2.3.1+cpu", "cpu", "cpu", None), ("2.13.0+cpu", "cpu", "cpu", None), ("2.4.0+cu121", "cuda", "cu121", "12.1"),
+    ("2.6.0+cu126", "cuda", "cu126", "12.6"), ("1.13.1+cu117", "cuda", "cu117", "11.7"),
+    ("2.5.0", "default", "", None), ("2.4.0+rocm6.1", "rocm", "rocm6.1", None),
+    ("2.6.0a0+git1234abc", "source", "git1234abc", None), ("2.9.0+cu130", "cuda", "cu130", "13.0"),
+])
+def test_parse_torch_version(version, kind, variant, tag):
+    v = versions.parse_torch_version(version)
+    assert (v["kind"], v["variant"], v["cuda_tag"]) == (kind, variant, tag)
+
+
+@pytest.mark.parametrize("raw, kinds, hides_all, invalid", [
+    (None, [], False, None),
+    ("", [], True, None),
+    ("-1", [], True, "-1"),
+    ("0", ["index"], False, None),
+    ("1,0", ["index", "index"], False, None),
+    ("0,foo,1", ["index"], False, "foo"),
+    ("GPU-8932f937-d72c", ["uuid"], False, None),
+    ("MIG-11111111-2222-3333-4444-555555555555", ["mig"], False, None),
+    ("MIG-GPU-8932f937/1/0", ["mig"], False, None),
+    (" 0 , 1 ", ["index", "index"], False, None),
+])
+def test_parse_cuda_visible_devices(raw, kinds, hides_all, invalid):
+    r = versions.parse_cuda_visible_devices(raw)
+    assert [e["kind"] for e in r["entries"]] == kinds
+    assert r["hides_all"] == hides_all
+    assert r["invalid"] == invalid
