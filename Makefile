@@ -49,11 +49,10 @@ lab: setup
 bench: setup
 	$(PY) benchmarks/run_all.py
 
-# mutmut 3 (configured in setup.cfg [mutmut]); MUTMUT_ARGS e.g. "cudamagic.info.facts*" to run one module only.
+# mutmut 3, one module at a time (scripts/mutation.py); MUTATE="versions match" runs those modules only.
 mutation: setup
 	$(PY) -m pip install --quiet "mutmut>=3.2"
-	$(VENV)/bin/mutmut run --max-children $${MUTMUT_CHILDREN:-2} $(MUTMUT_ARGS) || true
-	$(PY) scripts/mutation_score.py mutants
+	$(PY) scripts/mutation.py $(MUTATE)
 
 clean:
-	rm -rf $(VENV) examples/out build *.egg-info mutants
+	rm -rf $(VENV) examples/out build *.egg-info mutants mutants-work
