@@ -39,7 +39,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=300, help="cells per round and configuration")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="100 cells x 3 rounds (what `run_all.py --quick` passes)")
     args = ap.parse_args()
+    if args.quick:
+        args.cells, args.rounds = 100, 3
 
     from IPython.core.interactiveshell import InteractiveShell
 
