@@ -122,7 +122,9 @@ def main(argv=None):
             theirs, note = None, "skipped (--quick)"
         else:
             theirs, note = time_torchviz(ns, expr, cap)
-        tv_drawn = f"full, {TORCHVIZ_NODES[expr]} nodes" if theirs is not None else "-"
+        tv_drawn = f"full, {TORCHVIZ_NODES[expr]} nodes" if expr in TORCHVIZ_NODES else "-"
+        if theirs is None and expr in TORCHVIZ_NODES:
+            tv_drawn += " (DOT made, dot did not finish)"
         for mode, line in (("full", FULL), ("default", "")):
             ours, ours_note, view = time_ours(ip, expr, line)
             t = theirs
