@@ -30,3 +30,34 @@ def test_cvd_index_equal_to_gpu_count_is_flagged(fake_nvml, raw, blamed):
         assert bad == []
     else:
         assert len(bad) == 1 and bad[0].cause.startswith(f"{blamed} in CUDA_VISIBLE_DEVICES={raw!r}")
+
+
+# ---- killing mutmut survivors in info/versions.py (scripts/mutation.py versions) ------------------------------
+
+from cudamagic.core.na import NA, is_na  # noqa: E402
+from cudamagic.info.versions import parse_nvcc_version, parse_torch_version, parse_version_tuple  # noqa: E402
+
+
+def test_parse_version_tuple_passes_none_and_na_through():
+    assert parse_version_tuple(None) is None
+    assert parse_version_tuple(NA("x", "error")) is None  # str(NA) is "N/A": must not be parsed
+    assert parse_version_tuple("12.4") == (12, 4)
+
+
+@pytest.mark.parametrize("version, kind", [
+    ("2.3.1+cpu", "cpu"), ("2.3.1+cpu.cxx11.abi", "cpu"), ("2.6.0a0+git1234abc", "source"),
+    ("2.6.0+git1234abc", "source"), ("2.6.0a0", "source"), ("2.6.0", "default"), ("2.6.0+CPU", "default"),
+])
+def test_parse_torch_version_kinds(version, kind):
+    assert parse_torch_version(version)["kind"] == kind
+
+
+def test_parse_nvcc_version_reasons():
+    na = parse_nvcc_version(None)
+    assert is_na(na) and (na.reason, na.code) == ("nvcc printed no text", "error")
+    got = parse_nvcc_version("Cuda compilation tools, release 12.4")
+    assert got["release"] == "12.4" and set(got) == {"release", "build"}
+    assert (got["build"].reason, got["build"].code) == ("no V<build> in nvcc output", "error")
+    na = parse_nvcc_version("Segmentation fault\nmore")
+    assert na.reason == "unrecognised `nvcc -V` output: 'Segmentation fault'" and na.code == "error"
+    assert parse_nvcc_version("  \n").reason == "unrecognised `nvcc -V` output: '(empty)'"
