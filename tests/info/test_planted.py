@@ -61,3 +61,12 @@ def test_parse_nvcc_version_reasons():
     na = parse_nvcc_version("Segmentation fault\nmore")
     assert na.reason == "unrecognised `nvcc -V` output: 'Segmentation fault'" and na.code == "error"
     assert parse_nvcc_version("  \n").reason == "unrecognised `nvcc -V` output: '(empty)'"
+
+
+@pytest.mark.parametrize("raw, kinds, invalid", [
+    ("MIG-", [], "MIG-"), ("GPU-", [], "GPU-"), ("MIG-a", ["mig"], None), ("GPU-a", ["uuid"], None),
+    ("0,GPU-", ["index"], "GPU-"),
+])
+def test_cvd_bare_uuid_prefix_is_invalid(raw, kinds, invalid):
+    r = parse_cuda_visible_devices(raw)
+    assert ([e["kind"] for e in r["entries"]], r["invalid"]) == (kinds, invalid)
