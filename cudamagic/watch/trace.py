@@ -30,7 +30,7 @@ class TraceError(ValueError):
 MAX_TRACE_BYTES = 64 * 1024 ** 2
 MAX_LINE_BYTES = 1024 ** 2
 MAX_SAMPLES = 500_000
-MAX_GPUS = 64
+MAX_GPUS = 1024  # a cluster trace (--source) holds every GPU of the cluster
 MAX_PROCESSES = 4096
 MAX_STR = 4096
 
@@ -51,6 +51,10 @@ def sample_to_json(s: Sample) -> dict:
             {"pid": p.pid, "name": p.name, "cmdline": p.cmdline, "used_memory": p.used_memory_bytes,
              "type": p.type, "own": p.own, "visible": p.visible} for p in g.processes]
         d["lost"] = g.lost
+        if g.host or g.ratios or g.labels:  # cluster sources only: live traces keep their old shape
+            d["host"] = g.host
+            d["prof"] = dict(g.ratios)
+            d["labels"] = dict(g.labels)
         gpus.append(d)
     h = s.host
     t = s.torch
@@ -183,7 +187,8 @@ class _Checker:
         return v
 
 
-_GPU_KEYS = ["index", "name", "uuid", *GPU_FIELDS, "mig.mode.current", "mig.devices", "processes", "lost"]
+_GPU_KEYS = ["index", "name", "uuid", *GPU_FIELDS, "mig.mode.current", "mig.devices", "processes", "lost",
+             "host", "prof", "labels"]
 _SAMPLE_KEYS = ["seq", "timestamp", "timestamp_s", "nvml.status", "gpus", "host", "torch", "hint"]
 _HOST_KEYS = ["cpu.utilization", "cpu.count", "memory.used", "memory.total", "kernel.cpu.utilization",
               "dataloader_workers"]
@@ -235,9 +240,16 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
         lost = g.get("lost")
         lost = None if lost is None else c.na(lost, "lost") if isinstance(lost, dict) else c.fail(
             "'lost' must be null or a not-available value")
+        prof, labels = g.get("prof", {}), g.get("labels", {})
+        c.obj(prof, "prof", list(prof) if isinstance(prof, dict) else [])
+        c.obj(labels, "labels", list(labels) if isinstance(labels, dict) else [])
         gpus.append(GpuSample(index=c.num(g["index"], "index", na=False, integer=True),
                               name=c.str_or_na(g.get("name", ""), "name"), uuid=c.str_or_na(g.get("uuid", ""), "uuid"),
-                              mig_enabled=mig, mig_devices=tuple(migs), processes=procs, lost=lost, **vals))
+                              mig_enabled=mig, mig_devices=tuple(migs), processes=procs, lost=lost,
+                              host=c.text(g.get("host", ""), "host"),
+                              ratios=tuple((c.text(k, "prof"), c.num(v, k)) for k, v in prof.items()),
+                              labels=tuple((c.text(k, "labels"), c.text(v, k)) for k, v in labels.items()),
+                              **vals))
     h = c.obj(obj["host"], "host", _HOST_KEYS)
     workers = []
     for w in c.lst(h.get("dataloader_workers", []), "dataloader_workers", MAX_PROCESSES):
