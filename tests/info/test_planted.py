@@ -70,3 +70,19 @@ def test_parse_nvcc_version_reasons():
 def test_cvd_bare_uuid_prefix_is_invalid(raw, kinds, invalid):
     r = parse_cuda_visible_devices(raw)
     assert ([e["kind"] for e in r["entries"]], r["invalid"]) == (kinds, invalid)
+
+
+def test_decode_cudnn_na_reasons_and_codes():
+    na = decode_cudnn_version(None)
+    assert (na.reason, na.code) == ("PyTorch has no cuDNN: CPU build, or cuDNN not loaded", "not_available")
+    given = NA("not readable here", "mig")
+    assert decode_cudnn_version(given) is given  # an NA passes through unchanged
+    for bad in ("garbage", 0, -5):
+        na = decode_cudnn_version(bad)
+        assert (na.reason, na.code) == (f"unreadable cuDNN version {bad!r}", "error")
+    assert decode_cudnn_version(1) == "0.0.1"  # only 0 and below are unreadable
+
+
+def test_parse_nvcc_snippet_is_80_characters():
+    na = parse_nvcc_version("x" * 100)
+    assert na.reason == f"unrecognised `nvcc -V` output: {'x' * 80!r}"
