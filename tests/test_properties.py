@@ -154,3 +154,49 @@ def test_any_byte_flip_is_read_or_rejected_with_a_message(trace_bytes, data, tmp
         assert str(path) in str(exc) and len(str(exc)) > len(str(path)) + 5
     else:  # read: a well-formed trace (the flip kept it valid JSON of the right schema)
         assert header["cudamagic_trace"] == 1 and len(samples) >= 1
+
+
+# ---- NVML plausibility bounds (core/nvml.check_value, issue 11) --------------------------------------------
+
+from cudamagic.core import nvml  # noqa: E402
+
+BOUNDS = {  # field -> (inclusive plausible maximum with no context, unit text in the reason)
+    "utilization.gpu": 100, "utilization.memory": 100, "fan.speed": 100, "temperature.gpu": nvml.MAX_TEMPERATURE_C,
+    "power.draw": nvml.MAX_POWER_MW, "power.limit": nvml.MAX_POWER_MW, "clocks.sm": nvml.MAX_CLOCK_MHZ,
+    "clocks.mem": nvml.MAX_CLOCK_MHZ, "memory.total": nvml.MAX_MEMORY_BYTES,
+}
+
+
+@FAST
+@given(field=st.sampled_from(sorted(BOUNDS)), data=st.data())
+def test_plausible_values_pass_unchanged_and_implausible_ones_say_why(field, data):
+    top = BOUNDS[field]
+    ok = data.draw(st.integers(0, top), label="ok")
+    assert nvml.check_value(field, ok) == ok
+    bad = data.draw(st.one_of(st.integers(top + 1, 4 * top), st.integers(-2 ** 31, -1)), label="bad")
+    na = nvml.check_value(field, bad)
+    assert is_na(na) and na.code == "implausible" and field in na.reason and str(bad) in na.reason
+
+
+@FAST
+@given(field=st.sampled_from(sorted(BOUNDS) + ["memory.used", "pstate"]),
+       sentinel=st.sampled_from([0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF]))
+def test_nvml_sentinels_are_not_available(field, sentinel):
+    na = nvml.check_value(field, sentinel)
+    if field in ("memory.total", "memory.used") and sentinel == 0xFFFFFFFF:
+        return  # 4 GiB - 1 is a real byte count
+    assert is_na(na) and na.code == "not_available"
+
+
+@FAST
+@given(limit=st.integers(1, nvml.MAX_POWER_MW), draw=st.integers(0, nvml.MAX_POWER_MW))
+def test_power_draw_against_its_limit(limit, draw):
+    out = nvml.check_value("power.draw", draw, {"power.limit": limit})
+    assert (out == draw) if draw <= 2 * limit else (is_na(out) and "twice the enforced limit" in out.reason)
+
+
+@FAST
+@given(total=st.integers(1, nvml.MAX_MEMORY_BYTES), used=st.integers(0, nvml.MAX_MEMORY_BYTES))
+def test_memory_used_against_total(total, used):
+    out = nvml.check_value("memory.used", used, {"memory.total": total})
+    assert (out == used) if used <= total else (is_na(out) and out.code == "implausible")
