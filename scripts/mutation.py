@@ -30,7 +30,7 @@ MODULES = {
     "cudamagic/watch/samples.py": ["tests/watch/test_samples.py"],
     "cudamagic/watch/sampler.py": ["tests/watch/test_sampler.py"],
     "cudamagic/graph/walk.py": ["tests/graph/test_walk.py"],
-    "cudamagic/mem/stats.py": ["tests/mem/test_stats.py"],
+    "cudamagic/mem/stats.py": ["tests/mem/test_stats.py", "tests/mem/test_measure.py", "tests/mem/test_fakegpu.py"],
     "cudamagic/explain/match.py": ["tests/explain/test_match.py"],
 }
 
