@@ -5,6 +5,7 @@
 #   make test   the same set-up, then the whole test suite (what .ci/run runs)
 #   make lab    JupyterLab on examples/ (as root too)
 #   make bench  the benchmarks (ratios measured side by side)
+#   make mutation  mutation testing of the core modules (mutmut; slow, not part of make test): score per module
 #   make clean  remove .venv and the generated outputs
 # PyTorch: TORCH is part of what decides a reinstall, so switching builds is one command, e.g.
 #   make demo TORCH="torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
@@ -18,7 +19,7 @@ STAMP := $(VENV)/.cudamagic-installed
 TORCH_SPEC := $(VENV)/.cudamagic-torch
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup demo test lab bench system-deps clean FORCE
+.PHONY: setup demo test lab bench mutation system-deps clean FORCE
 
 # The requested torch is written to a file that changes only when TORCH changes, so a new TORCH reinstalls.
 $(TORCH_SPEC): FORCE
@@ -48,5 +49,10 @@ lab: setup
 bench: setup
 	$(PY) benchmarks/run_all.py
 
+# mutmut 3, one module at a time (scripts/mutation.py); MUTATE="versions match" runs those modules only.
+mutation: setup
+	$(PY) -m pip install --quiet "mutmut>=3.2"
+	$(PY) scripts/mutation.py $(MUTATE)
+
 clean:
-	rm -rf $(VENV) examples/out build *.egg-info
+	rm -rf $(VENV) examples/out build *.egg-info mutants mutants-work

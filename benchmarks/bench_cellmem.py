@@ -5,8 +5,11 @@ Measured side by side in one run, in a real ``InteractiveShell``:
 * ``run_cell("pass")`` with ``%cudamem on`` vs. without, on an empty namespace and with 100 tensors
   in the namespace (interleaved rounds, median of per-round means, so drift hits both sides);
 * the two callbacks alone (``pre_run_cell`` + ``post_run_cell``), CPU path (CUDA not initialised) and
-  GPU path with a fake 2-device allocator source (the real ``torch.cuda.memory_stats_as_nested_dict``
-  read is not timed here: this machine has no GPU);
+  GPU path through the REAL reader (``mem.stats.TorchCudaStats``) on 2 devices whose
+  ``torch.cuda.memory_stats_as_nested_dict`` returns the real key shape (tests/torch_stats.py: every counter of
+  the caching allocator); only that one call is replaced (no GPU here), so the figure excludes the C++ read itself;
+* the %gpuwatch sampler's allocator reader (``watch.sources.read_torch_allocator``: the real
+  ``torch.cuda.memory_stats`` flattening of that shape), 2 devices;
 * for reference, the cost of ``%%cudamem`` itself (a full tensors scan) with 100 tensors.
 
 Run: ``python benchmarks/bench_cellmem.py [--cells 300] [--rounds 7]``
@@ -36,13 +39,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=300, help="cells per round and configuration")
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true", help="100 cells x 3 rounds (what `run_all.py --quick` passes)")
     args = ap.parse_args()
+    if args.quick:
+        args.cells, args.rounds = 100, 3
 
     from IPython.core.interactiveshell import InteractiveShell
 
     from cudamagic.mem.history import MemHistory
     from cudamagic.mem.measure import CellMemMonitor
-    from cudamagic.mem.stats import GpuStats
 
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "cudamagic")
@@ -96,19 +101,36 @@ def main():
 
     print(f"{'callbacks alone, CPU path':<34} {callbacks_us():7.1f} us/cell")
 
-    class FakeStats:
-        def initialized(self):
-            return True
+    import torch
 
-        def device_count(self):
-            return 2
+    from cudamagic.mem.stats import TorchCudaStats
+    from cudamagic.watch.sources import read_torch_allocator
+    from tests.torch_stats import nested_stats
 
-        def read(self, d):
-            return GpuStats(d, 1 << 30, 2 << 30, 5 << 30, 3 << 30, 3 << 30, 0, 0)
-
-    mon._source = FakeStats()
-    print(f"{'callbacks alone, fake 2-GPU path':<34} {callbacks_us():7.1f} us/cell "
-          "(excludes the real torch.cuda stats read)")
+    shape = nested_stats(**{"allocated_bytes.all.current": 1 << 30, "reserved_bytes.all.current": 3 << 30})
+    saved = {k: getattr(torch.cuda, k) for k in ("is_initialized", "device_count", "memory_stats_as_nested_dict")}
+    saved_mem = torch.cuda.memory.memory_stats_as_nested_dict
+    try:
+        torch.cuda.is_initialized = lambda: True
+        torch.cuda.device_count = lambda: 2
+        torch.cuda.memory_stats_as_nested_dict = torch.cuda.memory.memory_stats_as_nested_dict = \
+            lambda device=None: shape
+        mon._source = TorchCudaStats()
+        assert mon._source.read(0).reserved_bytes == 3 << 30  # the real reader on the real shape
+        print(f"{'callbacks alone, 2-GPU path':<34} {callbacks_us(5000):7.1f} us/cell "
+              "(real reader, real key shape; excludes the C++ stats read)")
+        n = 5000
+        t0 = time.perf_counter()
+        for _ in range(n):
+            t = read_torch_allocator()
+        assert t.reserved_bytes == 2 * (3 << 30)
+        print(f"{'%gpuwatch allocator read, 2 GPUs':<34} {(time.perf_counter() - t0) / n * 1e6:7.1f} us/sample "
+              "(real torch.cuda.memory_stats flattening of the real shape)")
+    finally:
+        for k, v in saved.items():
+            setattr(torch.cuda, k, v)
+        torch.cuda.memory.memory_stats_as_nested_dict = saved_mem
+        mon._source = None
 
     # %%cudamem itself, for reference
     n = 50

@@ -1,6 +1,11 @@
-"""Benchmark for %gpuwatch (issue 3). Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
+"""Benchmark for %gpuwatch (issues 3 and 14). Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
 
-1. Cost of one sample through the fake NVML (tests/fake_nvml.py) for 1 and 8 GPUs: the GPU part
+0. What users pay (issue 14): CPU time per sample of the RUNNING sampler thread in a REAL Jupyter kernel
+   (nbclient) with the widget attached (`w = %gpuwatch --interval 0.1` displayed), measured with
+   ``time.thread_time`` inside the thread and split into the GPU part (``LiveSource.read_gpu``, fake NVML),
+   the host part (psutil) and the widget part (``GpuWatch._update``), for 1 and 8 GPUs; median and p10..p90 over
+   the samples. Goal: < 1 ms per GPU + < 2 ms fixed per sample.
+1. Hot-loop cost of one sample through the fake NVML (tests/fake_nvml.py) for 1 and 8 GPUs: the GPU part
    (our Python code + the fake's trivial functions, host stubbed) per GPU, the host part (psutil),
    and the widget update (``WatchView.apply``, widgets without a kernel). Goal: < 1 ms per GPU.
 2. CPU share of the sampler thread at a 1 s interval over 30 s (``time.thread_time`` inside the
@@ -151,13 +156,110 @@ def bench_thread_cpu(seconds):
     nvml.reset()
 
 
+KERNEL_SETUP = r"""
+import os, time, statistics, json, threading
+from tests import fake_nvml as fm
+from cudamagic.watch import sources as _S, monitor as _M, sampler as _P
+_cur = {"gpu": 0.0, "host": 0.0, "widget": 0.0}
+_rows = []
+def _timed(key, fn):
+    def wrapper(*a, **k):
+        t = time.thread_time()
+        try:
+            return fn(*a, **k)
+        finally:
+            _cur[key] += time.thread_time() - t
+    return wrapper
+_S.LiveSource.read_gpu = _timed("gpu", _S.LiveSource.read_gpu)
+_S.HostReader.read = _timed("host", _S.HostReader.read)
+_M.GpuWatch._update = _timed("widget", _M.GpuWatch._update)
+_step = _P.Sampler.step
+def _step_timed(self):
+    for k in _cur: _cur[k] = 0.0
+    t = time.thread_time()
+    out = _step(self)
+    _rows.append(dict(_cur, total=time.thread_time() - t))
+    return out
+_P.Sampler.step = _step_timed
+def use_gpus(n):
+    sc = fm.scenario_with_gpus(n)
+    for g in sc["gpus"]:
+        g["processes"] = [(os.getpid(), 2 * fm.GIB), (9_999_990, fm.GIB)]
+    fm.install(fm.FakeNVML(sc))
+%load_ext cudamagic
+"""
+KERNEL_RUN = r"""
+use_gpus(NGPU)
+_rows.clear()
+w = %gpuwatch --interval 0.1
+w
+"""
+KERNEL_READ = r"""
+time.sleep(SECONDS)
+w.stop()
+print("ROWS", NGPU, json.dumps(_rows[1:]), w.view is not None)
+"""
+
+
+def bench_kernel(seconds):
+    """Run the instrumented monitor in a real kernel; print per-sample thread CPU split into parts."""
+    import json
+
+    import nbformat
+
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    import run_demo
+
+    cells = [KERNEL_SETUP]
+    for n in (1, 8):
+        cells += [KERNEL_RUN.replace("NGPU", str(n)),
+                  KERNEL_READ.replace("NGPU", str(n)).replace("SECONDS", str(seconds))]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    run_demo.execute_nb(nb, cwd=ROOT, timeout_s=300)
+    print(f"0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, {seconds:g} s each; "
+          "median, p10..p90 in ms)")
+    totals = {}
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            text = o.get("text", "")
+            if not text.startswith("ROWS"):
+                continue
+            head, has_widget = text.strip().rsplit(" ", 1)
+            _, n, payload = head.split(" ", 2)
+            rows, n = json.loads(payload), int(n)
+
+            def q(key):
+                xs = sorted(r[key] * 1e3 for r in rows)
+                pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+                return statistics.median(xs), pick(0.1), pick(0.9)
+
+            parts = {k: q(k) for k in ("total", "gpu", "host", "widget")}
+            fixed = [(r["total"] - r["gpu"]) * 1e3 for r in rows]
+            tot, gpu = parts["total"], parts["gpu"]
+            totals[n] = tot[0]
+            print(f"   {n} GPU(s), {len(rows)} samples, widget attached: {has_widget}")
+            for k, (m, lo, hi) in parts.items():
+                print(f"     {k:7} {m:7.2f} ms  ({lo:.2f}..{hi:.2f})")
+            per_gpu, fx = gpu[0] / n, statistics.median(fixed)
+            ok = "meets" if per_gpu < 1.0 and fx < 2.0 else "MISSES"
+            print(f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: {ok} the goal "
+                  "if the widget cost were fixed")
+    if 1 in totals and 8 in totals:  # the widget grows with the GPU count too: split by the marginal cost
+        marginal = (totals[8] - totals[1]) / 7
+        fixed = totals[1] - marginal
+        ok = "meets" if marginal < 1.0 and fixed < 2.0 else "MISSES"
+        print(f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms (goal < 1), "
+              f"fixed {fixed:.2f} ms (goal < 2): {ok} the goal")
+
+
 def bench_training(block_s, pairs, interval_s=1.0):
     import torch
 
     print(f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, widgets); "
           f"{pairs} alternating pairs of {block_s:g} s")
     torch.manual_seed(0)
-    torch.set_num_threads(1)  # one intra-op thread: OpenMP spin-waiting on a shared, oversubscribed box is noise
+    # torch's default intra-op threads (one per core), as users run it: the sampler thread competes with them
+    print(f"   torch intra-op threads: {torch.get_num_threads()}")
     model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(128, 256), torch.randint(0, 10, (128,))
@@ -191,10 +293,20 @@ def bench_training(block_s, pairs, interval_s=1.0):
         without.append(got[False])
         ratios.append(got[True] / got[False])
     med = statistics.median(ratios)
+    mean = statistics.fmean(ratios)
+    # 95 % interval of the mean ratio (Student t, pairs - 1 degrees of freedom)
+    t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13,
+           20: 2.09, 30: 2.04}
+    df = len(ratios) - 1
+    half = t95[max(k for k in t95 if k <= df)] * statistics.stdev(ratios) / len(ratios) ** 0.5 if df else float("inf")
+    lo, hi = 100 * (1 - mean - half), 100 * (1 - mean + half)
     print(f"   steps/s without: median {statistics.median(without):.1f}; with: median {statistics.median(with_):.1f}")
     print(f"   ratio with/without per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
-    print(f"   median ratio {med:.4f} -> slowdown {100 * (1 - med):+.2f} % (goal < 1 %); the sampler thread "
-          f"itself used {100 * statistics.median(cpu_share):.3f} % of one core (first sample included)")
+    print(f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval {lo:+.2f} .. {hi:+.2f} % "
+          f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % of one core")
+    if hi - lo > 2.0:
+        print(f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide with {pairs} pairs "
+              "(shared, noisy CPUs); run with more pairs on a quiet machine")
     nvml.reset()
 
 
@@ -212,20 +324,21 @@ def bench_real():
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="5 s thread measurement, 4 pairs of 1.5 s")
+    ap.add_argument("--quick", action="store_true", help="3 s kernel runs, 5 s thread measurement, 6 pairs of 1.5 s")
     ap.add_argument("--real", action="store_true", help="also sample the real NVML (GPU machine)")
     ap.add_argument("--stub-only", action="store_true",
                     help="only the per-sample costs (fake module, and real binding + stand-in library)")
     a = ap.parse_args(argv)
     print(f"bench_gpuwatch on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    bench_kernel(3.0 if a.quick else 10.0)
     bench_sample_cost()
     bench_stub_cost()
     if a.stub_only:
         return
     bench_thread_cpu(5.0 if a.quick else 30.0)
-    bench_training(1.5 if a.quick else 3.0, 4 if a.quick else 8)
+    bench_training(1.5 if a.quick else 3.0, 6 if a.quick else 20)
     # 10x the default rate: the effect is 10x larger, so it stands out of the noise of a shared machine
-    bench_training(1.5 if a.quick else 2.0, 4 if a.quick else 8, interval_s=0.1)
+    bench_training(1.5 if a.quick else 2.0, 6 if a.quick else 20, interval_s=0.1)
     if a.real:
         bench_real()
 

@@ -1,4 +1,5 @@
-"""Run every benchmarks/bench_*.py in turn (what `make bench` runs); extra args go to each script."""
+"""Run every benchmarks/bench_*.py in turn (what `make bench` runs); extra args go to each script
+(every script takes ``--quick``: `python benchmarks/run_all.py --quick`)."""
 
 import glob
 import os

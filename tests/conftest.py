@@ -49,6 +49,15 @@ def fake_nvml(monkeypatch):
     nvml.reset()
 
 
+@pytest.fixture
+def cuda_calls(monkeypatch):
+    """The list of context-creating ``torch.cuda`` calls made during the test (see :mod:`tests.cuda_calls`)."""
+    torch = pytest.importorskip("torch")
+    from tests.cuda_calls import record
+
+    return record(torch, monkeypatch.setattr)
+
+
 @pytest.fixture(scope="session")
 def _nvml_stub_path():
     """Build the stand-in NVML library once per test session (gcc, cached by source hash)."""

@@ -38,8 +38,9 @@ def _gpu(i, **over):
         "pci_bus_id": f"00000000:{0x17 + i:02X}:00.0", "cc": (9, 0), "memory_total": 80 * GIB,
         "memory_used": 1 * GIB, "util_gpu": 0, "util_mem": 0, "temperature": 35, "power_draw_mw": 70000,
         "power_limit_mw": 700000, "fan": 30, "clock_sm": 1980, "clock_mem": 2619, "pstate": 0, "throttle": 0,
-        "persistence": 1, "mig_mode": (0, 0), "mig_devices": [], "processes": [], "unsupported": set(),
-        "lost": False, "memory_reserved": 0, "max_clock_sm": 1980, "max_clock_mem": 2619, "ecc": {},
+        "persistence": 1, "mig_mode": (0, 0), "mig_devices": [], "processes": [], "graphics_processes": [],
+        "unsupported": set(), "lost": False, "memory_reserved": 0, "max_clock_sm": 1980, "max_clock_mem": 2619,
+        "ecc": {},
     }
     spec.update(over)
     return spec
@@ -245,9 +246,10 @@ class FakeNVML:
             f.ticks[h.index] += 1
             return _Obj(gpu=f._val(h.index, "util_gpu"), memory=f._val(h.index, "util_mem"))
 
-        def procs(h):
+        def procs(h, key="processes"):
+            # bytes None = NVML_VALUE_NOT_AVAILABLE, which pynvml returns as usedGpuMemory=None (Windows WDDM)
             return [_Obj(pid=pid, usedGpuMemory=b(f.ticks[h.index]) if callable(b) else b)
-                    for pid, b in f.gpus[h.index]["processes"]]
+                    for pid, b in f.gpus[h.index].get(key, [])]
 
         def mig_handle(h, i):
             devs = f.gpus[h.index]["mig_devices"]
@@ -272,7 +274,7 @@ class FakeNVML:
         simple("nvmlDeviceGetPersistenceMode", lambda h: f.gpus[h.index]["persistence"])
         simple("nvmlDeviceGetMigMode", lambda h: f.gpus[h.index]["mig_mode"])
         simple("nvmlDeviceGetComputeRunningProcesses", procs)
-        simple("nvmlDeviceGetGraphicsRunningProcesses", lambda h: [])
+        simple("nvmlDeviceGetGraphicsRunningProcesses", lambda h: procs(h, "graphics_processes"))
         simple("nvmlDeviceGetMaxClockInfo",
                lambda h, t: f._val(h.index, "max_clock_sm" if t == 1 else "max_clock_mem"))
 

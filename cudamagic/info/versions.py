@@ -56,7 +56,7 @@ def decode_cudnn_version(value):
         return value
     try:
         v = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # int(float("inf"))
         return NA(f"unreadable cuDNN version {value!r}", "error")
     if v <= 0:
         return NA(f"unreadable cuDNN version {value!r}", "error")

@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from tests.browser.conftest import skip_or_fail
+
 from tests.browser import conftest, jlab
 
 pytestmark = pytest.mark.browser
@@ -14,7 +16,7 @@ NAME = "autograd_tour.ipynb"
 @pytest.fixture(scope="module")
 def tour(page, lab):
     if not os.path.exists(os.path.join(conftest.EXAMPLES, NAME)):
-        pytest.skip(f"examples/{NAME} is not there yet")
+        skip_or_fail(f"examples/{NAME} is not there yet")
     jlab.open_notebook(page, lab, NAME)
     jlab.run_all(page, timeout_s=240)
     return page

@@ -2,6 +2,8 @@
 
 import pytest
 
+from tests.browser.conftest import skip_or_fail
+
 from tests.browser import jlab
 
 pytestmark = pytest.mark.browser
@@ -44,7 +46,7 @@ def test_no_output_text_typeset_as_math(quickstart):
 def test_gpuwatch_cell_shows_a_widget(quickstart, screenshots):
     cell = jlab.find_cell(quickstart, lambda src: "%gpuwatch" in src and "--stop" not in src)
     if cell is None:
-        pytest.skip("quickstart.ipynb has no %gpuwatch cell")
+        skip_or_fail("quickstart.ipynb has no %gpuwatch cell")
     out = jlab.outputs(cell)
     cell.scroll_into_view_if_needed()
     assert "Error displaying widget" not in jlab.text(out)
@@ -58,7 +60,7 @@ def test_autograd_graph_cells_show_svg(quickstart, screenshots):
     cells = [c for c, src in zip(jlab.code_cells(quickstart).all(), jlab.cell_sources(quickstart))
              if src.strip().startswith("%%autograd_graph")]
     if not cells:
-        pytest.skip("quickstart.ipynb has no %%autograd_graph cell")
+        skip_or_fail("quickstart.ipynb has no %%autograd_graph cell")
     for i, cell in enumerate(cells):
         svg = jlab.outputs(cell).locator(".jp-OutputArea-output svg").first
         svg.wait_for(state="visible", timeout=15_000)

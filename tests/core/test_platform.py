@@ -53,7 +53,7 @@ def _grandchild_of(tmp_path):
 
 def _run_tree_until_killed(argv, timeout_s=1.0):
     t0 = time.monotonic()
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(subprocess.TimeoutExpired, match=r"timed out after"):
         platform.run_capped(argv, timeout_s)
     return time.monotonic() - t0
 

@@ -70,7 +70,7 @@ def test_skipped_note_uses_the_right_article(w):
 
 def test_user_error_propagates_with_real_source_line(ip):
     cell = "a = 1\nb = undefined_name + 1\nb"
-    with pytest.raises(NameError) as info:
+    with pytest.raises(NameError, match="name 'undefined_name' is not defined") as info:
         magic(ip, "", cell)
     text = "".join(traceback.format_exception(info.value))
     assert "b = undefined_name + 1" in text

@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.kernel
 
 CELLS = [
-    "%load_ext cudamagic\nimport torch, weakref\n%cudamem on --threshold 8MiB",               # 0
+    "%load_ext cudamagic\nimport torch, weakref\nfrom tests.cuda_calls import record\ncuda_calls = record(torch)\n"
+    "%cudamem on --threshold 8MiB",                                                        # 0
     "big = torch.ones(4_000_000)",                                                         # 1: +15 MiB
     "small = 1",                                                                           # 2
     "%cudamem off",                                                                        # 3
@@ -35,7 +36,7 @@ CELLS = [
     "%cudamem on --threshold 8MiB",                                                        # 11
     "%unload_ext cudamagic",                                                               # 12
     "more = torch.ones(4_000_000)",                                                        # 13
-    "print('cuda initialised:', torch.cuda.is_initialized())",                             # 14
+    "print('cuda initialised:', torch.cuda.is_initialized(), 'context calls:', cuda_calls)",  # 14
 ]
 
 
@@ -92,4 +93,5 @@ def test_cell_magic_shows_the_value_and_returns_the_report(cells):
 
 
 def test_no_cuda_context_is_created(cells):
-    assert "cuda initialised: False" in text(cells[14])
+    # observed calls: is_initialized() alone is always False on a CPU build and could not fail here
+    assert "cuda initialised: False context calls: []" in text(cells[14])

@@ -53,7 +53,7 @@ def test_peak_when_cuda_was_initialised_by_the_cell_and_after_a_reset():
 
 # ---- the gate: never import torch, never touch CUDA unless initialised -------------
 
-def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
+def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch, cuda_calls):
     src = stats.TorchCudaStats()
     was_initialized = torch.cuda.is_initialized()
     monkeypatch.delitem(sys.modules, "torch")
@@ -65,6 +65,7 @@ def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch):
     assert torch.cuda.is_initialized() is was_initialized  # reading never initialises CUDA
     if not was_initialized:
         assert snap.gpus == {}
+        assert cuda_calls == []  # observed: no context-creating torch.cuda call at all
 
 
 def test_snapshot_reads_nothing_from_an_uninitialised_source(monkeypatch):
@@ -90,3 +91,16 @@ def test_rss_matches_psutil_and_follows_allocation():
     block = torch.ones(64 * MiB // 4)
     assert stats.rss_bytes() - before > 32 * MiB
     del block
+
+
+def test_real_reader_reads_the_right_counters_of_the_real_key_shape(monkeypatch):
+    """TorchCudaStats.read on torch's real nested-dict shape, every other counter distinct (tests/torch_stats.py)."""
+    from tests.torch_stats import nested_stats
+
+    chosen = {"allocated_bytes.all.current": 11, "allocated_bytes.all.peak": 22, "allocated_bytes.all.allocated": 33,
+              "reserved_bytes.all.current": 44, "reserved_bytes.all.peak": 55, "num_alloc_retries": 66,
+              "num_ooms": 77}
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: nested_stats(**chosen))
+    g = stats.TorchCudaStats().read(0)
+    assert (g.allocated_bytes, g.peak_allocated_bytes, g.allocated_total_bytes, g.reserved_bytes,
+            g.peak_reserved_bytes, g.num_alloc_retries, g.num_ooms) == (11, 22, 33, 44, 55, 66, 77)

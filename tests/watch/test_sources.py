@@ -184,14 +184,28 @@ def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):
     assert read_torch_allocator().code == "no_torch"
 
 
+def real_torch_stats(monkeypatch, n_devices=1, **chosen):
+    """Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict underneath it
+    (and is_initialized/device_count) is replaced, torch flattens it itself. Every other counter differs."""
+    import torch
+
+    from tests.torch_stats import nested_stats
+
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: n_devices)
+    nested = lambda device=None: nested_stats(**chosen)  # noqa: E731
+    monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict", nested)
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", nested)
+    return torch
+
+
 def test_torch_reader_and_gap_when_initialised(monkeypatch, fake_nvml):
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB)]
-    stats = {"allocated_bytes.all.current": GIB, "reserved_bytes.all.current": 2 * GIB,
-             "allocated_bytes.all.peak": int(1.5 * GIB)}
-    fake_cuda = types.SimpleNamespace(is_initialized=lambda: True, device_count=lambda: 1,
-                                      memory_stats=lambda i: stats)
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake_cuda))
+    torch = real_torch_stats(monkeypatch, **{"allocated_bytes.all.current": GIB,
+                                             "reserved_bytes.all.current": 2 * GIB,
+                                             "allocated_bytes.all.peak": int(1.5 * GIB)})
+    assert len(torch.cuda.memory_stats(0)) > 100  # the real flattening ran on the real key shape
     s = LiveSource(host=FakeHost()).read(1, 0.0)
     t = s.torch
     assert (t.allocated_bytes, t.reserved_bytes, t.peak_bytes) == (GIB, 2 * GIB, int(1.5 * GIB))
@@ -216,3 +230,45 @@ def test_idle_gpu_hint(fake_nvml):
     fake.gpus[0]["util_gpu"] = 5
     fake.gpus[0]["processes"] = []   # this kernel does not use the GPU: no hint
     assert live(host=FakeHost(cpu=97.0)).read(1, 0.0).hint == ""
+
+
+def test_torch_reader_sums_the_right_counters_over_devices(monkeypatch):
+    real_torch_stats(monkeypatch, n_devices=2, **{"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 20,
+                                                  "allocated_bytes.all.peak": 30})
+    t = read_torch_allocator()
+    assert (t.allocated_bytes, t.reserved_bytes, t.peak_bytes) == (20, 40, 60)
+
+
+def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
+    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A. The sample still has every GPU field,
+    the process is listed with NA memory, and the NVML-vs-allocator gap is NA with the reason (not an error)."""
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(os.getpid(), None), (os.getpid() + 1, None)]
+    src = LiveSource(host=FakeHost(), torch_reader=lambda: TorchSample(GIB, 2 * GIB, 3 * GIB))
+    sampler = Sampler(src, interval_s=0.01)
+    s = src.read(1, 0.0)
+    g = s.gpus[0]
+    assert not is_na(g.memory_used_bytes) and not is_na(g.gpu_util_pct)
+    own = [p for p in g.processes if p.own]
+    assert len(own) == 1 and is_na(own[0].used_memory_bytes) and "WDDM" in own[0].used_memory_bytes.reason
+    assert s.torch.reserved_bytes == 2 * GIB and is_na(s.torch.gap_bytes) and is_na(s.torch.nvml_process_bytes)
+    assert "Traceback" not in sample_text(s)
+    gpu_html(g), sample_to_json(s)
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 5
+        while sampler.samples_taken < 3:
+            assert time.monotonic() < deadline, f"the sampler produced no samples: {sampler.error}"
+            time.sleep(0.01)
+        assert sampler.error == "" and sampler.errors == 0 and not is_na(sampler.latest.gpus[0].memory_used_bytes)
+    finally:
+        sampler.stop()
+
+
+def test_compute_and_graphics_process_merged_as_c_plus_g(fake_nvml):
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(4242, 2 * GIB), (4343, GIB)]
+    fake.gpus[0]["graphics_processes"] = [(4242, 3 * GIB), (4444, GIB // 2)]
+    s = live().read(1, 0.0)
+    rows = {p.pid: (p.type, p.used_memory_bytes) for p in s.gpus[0].processes}
+    assert rows == {4242: ("C+G", 3 * GIB), 4343: ("C", GIB), 4444: ("G", GIB // 2)}

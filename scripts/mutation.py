@@ -1,0 +1,97 @@
+"""Mutation testing of the core modules with mutmut 3 (what `make mutation` runs; slow, not part of `make test`).
+
+mutmut 3 reads one ``[mutmut]`` section and its stats pass runs every test under ``tests_dir``, so each core
+module is run on its own: a copy of the tracked tree under ``mutants-work/<module>/`` with a ``setup.cfg`` naming
+that module and the tests that are about it (MODULES below). Then the score per module is printed
+(scripts/mutation_score.py) with the survivors (``cd mutants-work/<module> && mutmut show <name>``).
+
+Usage: python scripts/mutation.py [MODULE_SUBSTRING ...] [--children N] [--timeout-s S]
+    e.g. python scripts/mutation.py versions match      # two modules only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import mutation_score  # noqa: E402
+
+#: core module -> the tests that are about it (fast, no kernel, no browser)
+MODULES = {
+    "cudamagic/core/nvml.py": ["tests/core/test_nvml.py"],
+    "cudamagic/info/versions.py": ["tests/info/test_versions.py", "tests/info/test_planted.py",
+                                   "tests/test_properties.py"],
+    "cudamagic/info/findings.py": ["tests/info/test_findings.py", "tests/info/test_planted.py"],
+    "cudamagic/watch/samples.py": ["tests/watch/test_samples.py"],
+    "cudamagic/watch/sampler.py": ["tests/watch/test_sampler.py"],
+    "cudamagic/graph/walk.py": ["tests/graph/test_walk.py"],
+    "cudamagic/mem/stats.py": ["tests/mem/test_stats.py", "tests/mem/test_measure.py", "tests/mem/test_fakegpu.py"],
+    "cudamagic/explain/match.py": ["tests/explain/test_match.py"],
+}
+
+CFG = """
+[mutmut]
+paths_to_mutate =
+    {module}
+tests_dir =
+{tests}
+also_copy =
+    tests/
+    scripts/
+    examples/
+    cudamagic/
+pytest_add_cli_args =
+    -p
+    no:cacheprovider
+    -m
+    not browser and not kernel
+"""
+
+
+def tracked_copy(dest):
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        src = os.path.join(ROOT, rel)
+        if os.path.isfile(src):
+            os.makedirs(os.path.dirname(os.path.join(dest, rel)) or dest, exist_ok=True)
+            shutil.copy2(src, os.path.join(dest, rel))
+
+
+def run_module(module, tests, children, timeout_s):
+    name = module.replace("/", ".")[:-3]
+    work = os.path.join(ROOT, "mutants-work", name)
+    shutil.rmtree(work, ignore_errors=True)
+    tracked_copy(work)
+    with open(os.path.join(work, "setup.cfg"), "a") as fh:
+        fh.write(CFG.format(module=module, tests="\n".join(f"    {t}" for t in tests)))
+    mutmut = os.path.join(os.path.dirname(sys.executable), "mutmut")
+    print(f"== {module} (tests: {' '.join(tests)})", flush=True)
+    try:
+        proc = subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work, timeout=timeout_s,
+                              capture_output=True, text=True)
+        if proc.returncode:
+            print(proc.stdout[-1500:], proc.stderr[-1500:])
+    except subprocess.TimeoutExpired:
+        print(f"   stopped after {timeout_s:g} s: the figures below count what ran")
+    mutation_score.main(os.path.join(work, "mutants"))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("only", nargs="*", help="substrings of the modules to run (default: all)")
+    ap.add_argument("--children", type=int, default=2)
+    ap.add_argument("--timeout-s", type=float, default=1800.0, help="per module")
+    a = ap.parse_args(argv)
+    for module, tests in MODULES.items():
+        if not a.only or any(s in module for s in a.only):
+            run_module(module, tests, a.children, a.timeout_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
