@@ -168,3 +168,9 @@ def test_autograd_graph_usage_line_is_a_cell_magic(ip, capsys):
     ip.run_line_magic("pinfo", "%%autograd_graph")
     out = capsys.readouterr().out
     assert re.search(r"^\s*%%autograd_graph \[-o", out, re.M)
+
+
+def test_quiet_semicolon_before_a_comment(ip, fake_nvml, capsys):
+    fake_nvml("one_gpu")
+    assert ip.run_cell("%cudainfo;   # the same as -q").error_in_exec is None
+    assert capsys.readouterr().out == "" and ip.user_ns["_cudainfo"].verdict
