@@ -39,7 +39,7 @@ def _gpu(i, **over):
         "memory_used": 1 * GIB, "util_gpu": 0, "util_mem": 0, "temperature": 35, "power_draw_mw": 70000,
         "power_limit_mw": 700000, "fan": 30, "clock_sm": 1980, "clock_mem": 2619, "pstate": 0, "throttle": 0,
         "persistence": 1, "mig_mode": (0, 0), "mig_devices": [], "processes": [], "unsupported": set(),
-        "lost": False,
+        "lost": False, "memory_reserved": 0, "max_clock_sm": 1980, "max_clock_mem": 2619, "ecc": {},
     }
     spec.update(over)
     return spec
@@ -173,7 +173,7 @@ class FakeNVML:
         m = types.ModuleType("pynvml")
         m.__file__ = __file__
         for name in dir(_real):
-            if name.startswith(("NVML_", "NVMLError", "nvmlClocks")):
+            if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlMemory_v")):
                 setattr(m, name, getattr(_real, name))
         f = self
 
@@ -211,9 +211,9 @@ class FakeNVML:
             return _Handle(i)
 
         def simple(fname, fn):
-            def wrapper(h, *a):
+            def wrapper(h, *a, **kw):
                 f._enter(fname, h)
-                return fn(h, *a)
+                return fn(h, *a, **kw)
             wrapper.__name__ = fname
             setattr(m, fname, wrapper)
 
@@ -235,7 +235,11 @@ class FakeNVML:
                 return _Obj(total=md["memory_total"], used=md["memory_used"],
                             free=md["memory_total"] - md["memory_used"])
             total, used = f._val(h.index, "memory_total"), f._val(h.index, "memory_used")
-            return _Obj(total=total, used=used, free=total - used)
+            reserved = f._val(h.index, "memory_reserved")
+            if version:   # nvmlMemory_v2_t: reserved apart, used without it (as nvidia-smi)
+                return _Obj(version=version, total=total, reserved=reserved, used=used,
+                            free=total - reserved - used)
+            return _Obj(total=total, used=used + reserved, free=total - used - reserved)  # legacy v1
 
         def util(h):
             f.ticks[h.index] += 1
@@ -269,6 +273,22 @@ class FakeNVML:
         simple("nvmlDeviceGetMigMode", lambda h: f.gpus[h.index]["mig_mode"])
         simple("nvmlDeviceGetComputeRunningProcesses", procs)
         simple("nvmlDeviceGetGraphicsRunningProcesses", lambda h: [])
+        simple("nvmlDeviceGetMaxClockInfo",
+               lambda h, t: f._val(h.index, "max_clock_sm" if t == 1 else "max_clock_mem"))
+
+        def ecc(h):
+            e = f.gpus[h.index]["ecc"]
+            if not e.get("current"):
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            return e
+
+        simple("nvmlDeviceGetEccMode", lambda h: (ecc(h)["current"], ecc(h)["current"]))
+        simple("nvmlDeviceGetTotalEccErrors",
+               lambda h, et, ct: 0 if et != 1 else ecc(h).get(
+                   "volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0))
+        simple("nvmlDeviceGetRetiredPagesPendingStatus", lambda h: ecc(h).get("retired_pages_pending", 0))
+        simple("nvmlDeviceGetRemappedRows", lambda h: (0, 0, ecc(h).get("remapped_pending", 0),
+                                                        ecc(h).get("remapped_failure", 0)))
         simple("nvmlDeviceGetMaxMigDeviceCount",
                lambda h: 7 if f.gpus[h.index]["mig_mode"][0] else 0)
         simple("nvmlDeviceGetMigDeviceHandleByIndex", mig_handle)

@@ -21,8 +21,12 @@ from ..core.na import NA, is_na
 from . import trace
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
 
-OTHER_NAMESPACE = NA("process in another PID namespace (container): run the container with --pid=host "
-                     "to see its name", "other_namespace")
+OTHER_NAMESPACE = NA("process in another PID namespace (container): its pid does not exist here; run the "
+                     "container with --pid=host to see its name", "other_namespace")
+HIDDEN = NA("another user's process, hidden: the pid exists here but /proc does not let this user read it "
+            "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
+            "administrator can name it", "hidden")
+EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
 PRIVATE_CMDLINE = NA("another user's command line, not shown (privacy on shared machines): `%gpuwatch "
                      "--cmdline` or `%config CudaMagics.watch_show_cmdlines = True` shows it", "private")
 MIG_UTIL = NA("not reported in MIG mode", "mig")
@@ -193,8 +197,45 @@ def read_torch_allocator():
 
 # ---- processes ----------------------------------------------------------------------------
 
-def process_info(pid: int):
-    """``(name, cmdline, visible)`` for ``pid`` via psutil; NA name when it is not visible here (F04)."""
+def _pid_exists(pid: int) -> bool:
+    """True when ``pid`` exists in this PID namespace, even if this user may not read it (``kill(pid, 0)``:
+    EPERM means it exists and belongs to another user; ESRCH means no such pid here)."""
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (ProcessLookupError, OSError, OverflowError, ValueError):
+        return False
+    return True
+
+
+def in_container() -> bool:
+    """Best guess that this kernel runs in its own PID namespace (a container): ``/.dockerenv``,
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1."""
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    try:
+        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
+
+
+def process_info(pid: int, *, host_namespace=None):
+    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not readable.
+
+    * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while ``kill(pid, 0)``
+      says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code ``"hidden"``, visible True;
+    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its own pid
+      is missing from NVML's list) -> ``"other_namespace"``, visible False (F04); otherwise the process exited
+      between NVML's listing and this read -> ``"exited"``, visible False.
+
+    Args:
+        pid: process id as NVML reports it.
+        host_namespace: True when this kernel is known to share the host's PID namespace (its own pid is in
+            NVML's list), False when known not to, None to guess with :func:`in_container`.
+    """
     import psutil
 
     try:
@@ -204,13 +245,16 @@ def process_info(pid: int):
             try:
                 cmd = " ".join(p.cmdline())[:200]
             except psutil.AccessDenied:
-                cmd = NA("permission denied", "no_permission")
+                cmd = NA("permission denied reading the command line", "no_permission")
         return name, cmd, True
-    except psutil.NoSuchProcess:
-        return OTHER_NAMESPACE, OTHER_NAMESPACE, False
     except psutil.AccessDenied:
-        na = NA("permission denied reading the process", "no_permission")
-        return na, na, True
+        return HIDDEN, HIDDEN, True
+    except psutil.NoSuchProcess:
+        if _pid_exists(pid):
+            return HIDDEN, HIDDEN, True
+        other = (not host_namespace) if host_namespace is not None else in_container()
+        na = OTHER_NAMESPACE if other else EXITED
+        return na, na, False
     except Exception as exc:
         na = NA(f"psutil failed: {exc}", "error")
         return na, na, True
@@ -312,9 +356,13 @@ class LiveSource:
         if is_na(procs):
             return procs
         rows = []
+        own_listed = any(p["pid"] == self.pid for p in procs)
         for p in procs:
             pid = p["pid"]
-            info = self._names.get(pid) or self.proc_info(pid)
+            info = self._names.get(pid)
+            if info is None:
+                info = (self.proc_info(pid, host_namespace=True) if own_listed and self.proc_info is process_info
+                        else self.proc_info(pid))
             names[pid] = info
             rows.append(ProcessSample(pid=pid, name=info[0], cmdline=self._cmdline(pid, info[1]),
                                       used_memory_bytes=p["used_memory"],
