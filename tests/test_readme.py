@@ -26,6 +26,15 @@ CANNOT_RUN_HERE = {
     "%gpuwatch --text --loop": "runs until Ctrl-C (the loop is tested with -n in tests/watch/test_magic.py)",
     "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one, scripts/prom_sim.py)",
     "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line above records",
+    "%%cuda --torch": "builds a PyTorch extension with ninja (minutes; tests/cuda build one)",
+}
+if shutil.which("nvcc") is None:
+    CANNOT_RUN_HERE["%%cuda"] = CANNOT_RUN_HERE["%cuda"] = "needs nvcc (not on PATH here)"
+
+#: Bodies for the README's cell-magic lines shown without one (matched on the line's start).
+BODY = {
+    "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
+    "%%cuda": "#include <cstdio>\nint main(int argc, char** argv) { std::printf(\"args %d\\n\", argc); return 0; }",
 }
 
 #: What the README says comes before a line (matched on the line's start): a cell run first, expected to fail.
@@ -85,11 +94,18 @@ def test_readme_has_magic_blocks():
 
 
 def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypatch, capsys):
-    fake_nvml("one_gpu")
+    import copy
+
+    from tests.fake_nvml import SCENARIOS
+
+    h100 = copy.deepcopy(SCENARIOS["one_gpu"])  # a driver new enough for this machine's nvcc (13.0): %%cuda runs
+    h100.update(driver_version="580.65.06", cuda_driver_version=13000, nvml_version="13.580.65.06")
+    fake_nvml(h100)
     os.makedirs(tmp_path / "examples")
     shutil.copy(os.path.join(ROOT, "examples", "trace_demo.jsonl"), tmp_path / "examples")
     monkeypatch.chdir(tmp_path)  # --log files land here; --replay examples/... finds the demo trace
     assert not ip.run_cell(PRELUDE).error_in_exec
+    ip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {str(tmp_path / 'cuda-cache')!r}")
     ran, skipped = [], []
     try:
         for no, source in readme_cells():
@@ -100,6 +116,8 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
             before = next((c for start, c in BEFORE.items() if source.startswith(start)), None)
             if before:
                 assert ip.run_cell(before).error_in_exec is not None
+            if source.startswith("%%") and "\n" not in source.strip():
+                source += "\n" + next(b for start, b in BODY.items() if source.startswith(start))
             result = ip.run_cell(source)
             err = result.error_before_exec or result.error_in_exec
             assert err is None, f"README.md:{no}: {source!r} failed: {err!r}"
@@ -114,7 +132,7 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
 
 def test_every_cannot_run_entry_matches_a_readme_line():
     sources = [c for _n, c in readme_cells()]
-    for start in list(CANNOT_RUN_HERE) + list(BEFORE):
+    for start in list(CANNOT_RUN_HERE) + list(BEFORE) + list(BODY):
         assert any(s.startswith(start) for s in sources), start
 
 
@@ -158,7 +176,7 @@ def test_every_option_listed_once_in_readme_and_in_its_magic_manual(ip, capsys):
                 assert flag in manual, (magic, flag)
         section = readme_block.split(f"**`{name}`**", 1)[1].split("**", 1)[0]
         for inv, _help in doc.option_rows(parser):
-            assert section.count(f"| `{inv}` |") == 1, (name, inv)
+            assert section.count(f"| `{doc._cell(inv)}` |") == 1, (name, inv)
     assert options_block.count("| `") >= 30
     for setting, _default, _help in doc.settings_rows():
         assert options_block.count(f"| `{setting}` |") == 1, setting
