@@ -33,6 +33,7 @@ if shutil.which("nvcc") is None:
 
 #: Bodies for the README's cell-magic lines shown without one (matched on the line's start).
 BODY = {
+    "%%torchprof": "for _ in range(3):\n    loss_fn(model(x), y).backward()",
     "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
     "%%cuda": "#include <cstdio>\nint main(int argc, char** argv) { std::printf(\"args %d\\n\", argc); return 0; }",
 }
@@ -117,7 +118,9 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
             if before:
                 assert ip.run_cell(before).error_in_exec is not None
             if source.startswith("%%") and "\n" not in source.strip():
-                source += "\n" + next(b for start, b in BODY.items() if source.startswith(start))
+                body = next((b for start, b in BODY.items() if source.startswith(start)), None)
+                assert body is not None, f"README.md:{no}: {source!r} has no body here: add one to BODY"
+                source += "\n" + body
             result = ip.run_cell(source)
             err = result.error_before_exec or result.error_in_exec
             assert err is None, f"README.md:{no}: {source!r} failed: {err!r}"
