@@ -54,6 +54,8 @@ class AreaMagics(Magics):
     def parse(self, func, line: str, usage: str | None = None, prefix: str = "%"):
         """Parse ``line`` with ``func``'s ``magic_arguments`` parser; every failure is a one-line ``UsageError``.
 
+        A trailing ``# comment`` is dropped first (:func:`strip_comment`), as in the README's examples.
+
         Args:
             func: the magic method (decorated with ``@magic_arguments``).
             line: the argument string after the magic's name.
@@ -67,6 +69,7 @@ class AreaMagics(Magics):
                 type), or ``--flag=--`` (Python 3.11's argparse then gives the flag an empty list, not a value).
         """
         name = func.__name__
+        line = strip_comment(line)
         try:
             args = func.parser.parse_args(split_line(line))
         except UsageError as exc:
@@ -84,6 +87,21 @@ class AreaMagics(Magics):
             raise UsageError(f"{prefix}{name}: {flag}=-- gives {flag} no value; type a value after it, e.g. "
                              f"{flag}=VALUE.{hint} Type %{name}? for every option.")
         return args
+
+
+def strip_comment(line: str) -> str:
+    """``line`` without a trailing ``# comment`` (a ``#`` at the start or after whitespace, outside quotes), so
+    that ``%cudainfo -q   # display nothing`` works as pasted; ``run#1.jsonl`` and ``"a # b"`` are kept."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            if ch == quote:
+                quote = None
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line
 
 
 def _flag_without_value(parser, args) -> str | None:

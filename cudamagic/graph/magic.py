@@ -31,7 +31,7 @@ class GraphSettings(HasTraits):
 class GraphMagics(AreaMagics):
     """``%%autograd_graph``."""
 
-    @magic_arguments()
+    @magic_arguments("%autograd_graph")  # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
     @argument("-o", "--output", default=None, metavar="NAME[,NAME...]",
               help="Draw these variables instead of the cell's last expression.")
     @argument("--show-saved", action="store_true", help="Draw the tensors each op saves for backward.")
@@ -62,10 +62,37 @@ class GraphMagics(AreaMagics):
         your source). The last expression, or the ``-o`` variables, may be a
         tensor or a tuple/list/dict/namedtuple/dataclass of tensors. Parameters are
         named by their module path, ops show the bytes they save for backward, and
-        big graphs collapse into module boxes. Returns a ``GraphResult`` with
-        ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
+        big graphs collapse into module boxes (past ``--max-nodes``, or when ``dot``
+        runs past ``--timeout``), then a summary table and the DOT source. Returns a
+        ``GraphResult`` with ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
 
-        Examples
+        In a notebook the result is the picture. In a terminal it prints a summary
+        line and a text outline of the DAG, inputs first, one node a line
+        (``id  label  <- input ids``), at most 40 lines (the last says how many
+        nodes are left out).
+
+        Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
+        the Python wrapper) nothing is drawn: the result shows the install command
+        for your system, an op-count table, the same text outline (at most 40
+        lines) and the DOT source (``_.dot``); ``--format dot`` and ``--save x.dot``
+        still work.
+
+        ``--save PATH``: the format comes from the extension (``.svg``, ``.png``,
+        ``.pdf``, ``.dot`` or ``.gv``), the folder must exist and PATH must not be a
+        folder; all checked before the cell runs (a mistake is a one-line error and
+        the cell does not run). A file that cannot be written afterwards (``dot``
+        missing, timed out, disk error) becomes a note ``Not saved to PATH: why``
+        on the result; ``.dot`` is always written.
+
+        Process stack limit: PyTorch frees an autograd graph that Python has
+        inspected recursively, and freeing a chain of about 30,000-50,000 ops
+        overflows the default 8 MiB C stack and ends the kernel (pytorch#109948).
+        For graphs over 10,000 nodes the magic therefore raises this kernel
+        process's soft ``RLIMIT_STACK`` to at most 120 MiB (process-wide, only
+        then, never above the hard limit), which covers about 200,000 chained ops;
+        past that, or off the main thread, the result carries a warning note.
+
+                Examples
         --------
         ::
 

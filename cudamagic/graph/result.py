@@ -47,20 +47,28 @@ def topo_order(graph) -> list:
     return order
 
 
+#: Most lines of the terminal outline of a graph (the ``... N more nodes`` line included), with or without ``dot``.
+OUTLINE_LINES = 40
+
+
 def outline(graph, max_lines: int = 300) -> str:
-    """A text outline of the DAG, inputs first: ``id  label  <- input ids``, one node a line."""
+    """A text outline of the DAG, inputs first: ``id  label  <- input ids``, one node a line.
+
+    At most ``max_lines`` lines (>= 2): when nodes are left out, the last line says how many.
+    """
     preds = defaultdict(list)
     for e in graph.edges:
         preds[e.dst].append(e.src)
     lines = []
     order = topo_order(graph)
-    for nid in order[:max_lines]:
+    shown = order if len(order) <= max_lines else order[:max_lines - 1]
+    for nid in shown:
         n = graph.node(nid)
         text = node_text(n).replace("\n", " | ")
         src = preds.get(nid)
         lines.append(f"{nid:>6}  {text}" + (f"   <- {', '.join(src)}" if src else ""))
-    if len(order) > max_lines:
-        lines.append(f"... {len(order) - max_lines} more nodes")
+    if len(shown) < len(order):
+        lines.append(f"... {len(order) - len(shown)} more nodes")
     return "\n".join(lines)
 
 
@@ -173,12 +181,12 @@ class GraphResult:
             parts.append(wrap(INSTALL_DOT.replace(" and its DOT source", " (the DOT source is in the "
                                                   "result's `.dot`)")))
             parts.append("\n".join(line if len(line) <= TEXT_WIDTH else line[: TEXT_WIDTH - 1] + "…"
-                                   for line in clean_text(outline(self.drawn, 60), 1_000_000).splitlines()))
+                                   for line in clean_text(outline(self.drawn, OUTLINE_LINES), 1_000_000).splitlines()))
         elif self.problem:
             parts.append("The DOT source is in the result's `.dot` (for example `print(_.dot)`).")
         if self.problem != "dot missing":  # the terminal's only view of the graph (40 lines at most)
             parts.append("\n".join(line if len(line) <= TEXT_WIDTH else line[: TEXT_WIDTH - 1] + "…"
-                                   for line in clean_text(outline(self.drawn, 40), 1_000_000).splitlines()))
+                                   for line in clean_text(outline(self.drawn, OUTLINE_LINES), 1_000_000).splitlines()))
         return "\n".join(parts)
 
     def _repr_pretty_(self, p, cycle):

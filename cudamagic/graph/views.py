@@ -153,7 +153,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         graph: A full graph from :func:`walk` (with ``calls``).
         depth: Module calls at depth ``> depth`` become boxes (0: every top-level call is one box).
         fold: Fold consecutive sibling boxes with the same type and contents, each feeding the next,
-            into one box counted ``x N`` (``TransformerEncoderLayer x 12``).
+            into one box counted ``x N`` (``TransformerEncoderLayer x 12``). The first box of a run may hold
+            fewer ops than the others when nothing feeds it (its input does not require grad, so the ops on
+            the input's path were not recorded): it folds in all the same, with or without a grad input.
 
     Returns:
         A new graph with ``module`` nodes (``ops`` = backward ops inside, ``saved_bytes`` summed);
@@ -194,6 +196,30 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
             m.kind if m.kind in (PARAM, LEAF) else m.label for m in ms if m.kind != SAVED).items()))
                      for t, ms in members.items()}
         linked = {(e.src, e.dst) for e in edges}
+        fed = {e.dst for e in edges}
+        children = defaultdict(list)
+        for c in calls:
+            children[c.parent].append(c.index)
+
+        def structure(t):
+            """The block's module tree: its type, then its calls' types, depth first."""
+            out, todo = [], [t]
+            while todo:
+                c = todo.pop()
+                out.append(calls[c].type_name)
+                todo.extend(reversed(children[c]))
+            return tuple(out)
+
+        def same_block(prev, t, run):
+            if signature[t] == signature[prev]:
+                return True
+            # the first block of a run whose input does not require grad (nothing feeds its box) records fewer
+            # ops (none on the input's path) but is the same block: same type and parameters, ops a subset
+            if len(run) > 1 or f"m{prev}" in fed or structure(prev) != structure(t):
+                return False
+            a, b = Counter(dict(signature[prev][1])), Counter(dict(signature[t][1]))
+            return not (a - b) and all(a[k] == b[k] for k in (PARAM, LEAF, "AccumulateGrad"))
+
         by_parent = defaultdict(list)
         for t in sorted(boxes):
             by_parent[calls[t].parent].append(t)
@@ -202,7 +228,7 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
             run = [sibs[0]]
             for t in sibs[1:] + [None]:
                 prev = run[-1]
-                if t is not None and signature[t] == signature[prev] and (f"m{prev}", f"m{t}") in linked:
+                if t is not None and same_block(prev, t, run) and (f"m{prev}", f"m{t}") in linked:
                     run.append(t)
                     continue
                 if len(run) > 1:

@@ -33,25 +33,57 @@ class Finding:
         return {"severity": self.severity, "id": self.id, "title": self.title, "cause": self.cause, "fix": self.fix}
 
 
-def best_wheel_for_driver(driver_cuda):
+def wheel_runs_on_driver(wheel, driver_cuda, driver_version=None) -> bool:
+    """True if a PyTorch wheel built for CUDA ``wheel`` (major, minor) runs on this driver.
+
+    A driver runs every CUDA release up to the one it reports (``driver_cuda``, from
+    ``nvmlSystemGetCudaDriverVersion``). A newer minor of the same major runs only through CUDA minor version
+    compatibility, which needs the driver to be at least :data:`MIN_DRIVER` of that major (``driver_version`` as
+    ``nvidia-smi`` prints it, e.g. ``'450.66'``); with an unknown ``driver_version`` that is not assumed.
+    """
+    if driver_cuda is None:
+        return False
+    if wheel <= driver_cuda:
+        return True
+    if wheel[0] != driver_cuda[0] or wheel[0] not in MIN_DRIVER:
+        return False
+    have, need = _driver_tuple(driver_version), _driver_tuple(MIN_DRIVER[wheel[0]])
+    return have is not None and have >= need
+
+
+def _driver_tuple(text):
+    """``'450.80.02'`` -> ``(450, 80, 2)``: every part, as driver versions differ in the third; None if unreadable."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)*)\s*", text) if isinstance(text, str) else None
+    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+
+
+def best_wheel_for_driver(driver_cuda, driver_version=None):
     """The PyTorch wheel CUDA variant to recommend for a driver supporting CUDA ``driver_cuda`` (major, minor).
 
     The newest wheel not newer than the driver's CUDA (``(12, 4)`` -> ``'cu124'``); when the driver's major has
-    only newer minors, the oldest of them, which runs through CUDA minor version compatibility (``(11, 4)`` ->
-    ``'cu118'``). Returns ``'cuXYZ'``, or None when the driver predates every published wheel.
+    only newer minors, the oldest of them, which runs through CUDA minor version compatibility only when
+    ``driver_version`` reaches that major's :data:`MIN_DRIVER` (``(11, 4), '470.86'`` -> ``'cu118'``;
+    ``(11, 0), '450.66'`` -> None: 11.x minor compatibility needs 450.80.02). Every pick is checked with
+    :func:`wheel_runs_on_driver`. Returns ``'cuXYZ'``, or None when no published wheel runs on the driver.
     """
     if driver_cuda is None:
         return None
-    not_newer = [w for w in WHEEL_CUDA if w <= driver_cuda]
-    same_major_not_newer = [w for w in not_newer if w[0] == driver_cuda[0]]
-    same_major = [w for w in WHEEL_CUDA if w[0] == driver_cuda[0]]
-    if same_major_not_newer:
-        pick = max(same_major_not_newer)
-    elif same_major:  # minor version compatibility: e.g. cu118 runs on an 11.4 driver
-        pick = min(same_major)
+    runs = [w for w in WHEEL_CUDA if wheel_runs_on_driver(w, driver_cuda, driver_version)]
+    native = [w for w in runs if w <= driver_cuda]
+    same_major_native = [w for w in native if w[0] == driver_cuda[0]]
+    by_minor_compat = [w for w in runs if w > driver_cuda]
+    if same_major_native:
+        pick = max(same_major_native)
+    elif by_minor_compat:  # minor version compatibility: e.g. cu118 runs on an 11.4 driver >= 450.80.02
+        pick = min(by_minor_compat)
     else:
-        pick = max(not_newer, default=None)
+        pick = max(native, default=None)
     return f"cu{pick[0]}{pick[1]}" if pick else None
+
+
+def _oldest_min_driver():
+    """The minimum driver of the oldest CUDA major that has a published wheel (``'450.80.02'``)."""
+    return MIN_DRIVER[min(w[0] for w in WHEEL_CUDA)]
 
 
 def _install_cmd(tag):
@@ -157,8 +189,10 @@ def _cpu_build_rules(b: _Basis) -> list:
     out = []
     t, drv, n_gpus, driver_cuda, cpu_only = b.t, b.drv, b.n_gpus, b.driver_cuda, b.cpu_only
     if cpu_only and n_gpus:
-        tag = best_wheel_for_driver(driver_cuda)
-        fix = _install_cmd(tag) if tag else "update the NVIDIA driver, then install a CUDA build of PyTorch"
+        tag = best_wheel_for_driver(driver_cuda, drv["driver_version"])
+        fix = _install_cmd(tag) if tag else (
+            f"update the NVIDIA driver to {_oldest_min_driver()} or newer (no PyTorch wheel runs on driver "
+            f"{drv['driver_version']}), then install a CUDA build of PyTorch")
         out.append(Finding(
             "error", "cpu-only-build",
             "GPU and driver found, but this PyTorch build has no CUDA support",
@@ -174,7 +208,7 @@ def _driver_rules(b: _Basis) -> list:
     t, drv, driver_cuda, build = b.t, b.drv, b.driver_cuda, b.build
     if build and driver_cuda:
         if build[0] > driver_cuda[0]:
-            tag = best_wheel_for_driver(driver_cuda)
+            tag = best_wheel_for_driver(driver_cuda, drv["driver_version"])
             alt = f"; or install a wheel built for CUDA {driver_cuda[0]}.x: {_install_cmd(tag)}" if tag else ""
             out.append(Finding(
                 "error", "driver-too-old", "The NVIDIA driver is too old for this PyTorch build",

@@ -225,6 +225,10 @@ class CudaInfoReport:
             for m in g.get("mig_devices") or []:
                 lines.append(f"    MIG instance {m['index']}: {m['uuid']}  {format_bytes(m['memory.used'])} / "
                              f"{format_bytes(m['memory.total'])}")
+        if gpus:
+            lines.append("  Sources of the GPU fields:")
+            for _key, label, src in GPU_COLUMNS[1:]:
+                lines.extend(_wrap(f"    {label.ljust(20)} ", src))
         lines.append("[Environment]")
         for k, v in self.facts["env"].items():
             lines.extend(_wrap(f"  {k.ljust(32)} ", _env_text(v)))
@@ -269,7 +273,12 @@ class CudaInfoReport:
             for g in gpus:
                 body.append([na_cell_html(g.get(k), format_gpu_field(k, g.get(k)) if not is_na(g.get(k)) else None)
                              for k, _l, _s in GPU_COLUMNS])
-            parts.append(html_table(head, body))
+            table = html_table(head, body)
+            for _k, label, src in GPU_COLUMNS:  # the source of each column on hover, and in a legend below
+                table = table.replace(f"<th>{esc(label)}</th>", f'<th title="{esc(src)}">{esc(label)}</th>', 1)
+            parts.append(table)
+            parts.append('<p class="cm-src">Sources: ' + "; ".join(f"<b>{esc(label)}</b>: {esc(src)}"
+                                                                   for _k, label, src in GPU_COLUMNS) + "</p>")
             for g in gpus:
                 for m in g.get("mig_devices") or []:
                     parts.append(f"<p>GPU {g['index']} MIG instance {m['index']}: {esc(m['uuid'])} "

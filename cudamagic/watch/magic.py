@@ -30,6 +30,11 @@ class WatchSettings(HasTraits):
     watch_text = Bool(
         False, help="Always use the plain-text table instead of widgets (--text)."
     ).tag(config=True)
+    watch_show_cmdlines = Bool(
+        False, help="Show, and record with --log, the command lines of other users' GPU processes (--cmdline). "
+        "Off by default for privacy on shared machines: their process names are shown, and this user's "
+        "processes always keep their command lines."
+    ).tag(config=True)
 
 
 @magics_class
@@ -72,6 +77,9 @@ class WatchMagics(AreaMagics):
                    "whose job label or host is VALUE.")
     @argument("--hosts", default=None, metavar="LIST",
               help="With --source: comma-separated host names to show, e.g. node07,node08.")
+    @argument("--cmdline", action="store_true",
+              help="Also show (and --log) other users' command lines; by default only their process names "
+              "(default: CudaMagics.watch_show_cmdlines).")
     @line_magic
     def gpuwatch(self, line=""):
         """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host) that keeps
@@ -87,6 +95,11 @@ class WatchMagics(AreaMagics):
         by itself). Returns the monitor: ``watch.history`` (records
         with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
 
+        Privacy on shared machines: other users' processes are listed with their process name and
+        memory, but their command lines are neither shown nor written by ``--log`` unless you pass
+        ``--cmdline`` (or ``%config CudaMagics.watch_show_cmdlines = True``); your own processes keep
+        theirs.
+
         Examples
         --------
         ::
@@ -98,6 +111,7 @@ class WatchMagics(AreaMagics):
             %gpuwatch --stop
             %gpuwatch --replay examples/trace_demo.jsonl --interval 0.05
             %gpuwatch --text --loop --interval 2
+            %gpuwatch --cmdline
             %gpuwatch --source prometheus://prom.example:9090
             %gpuwatch --source https://prom.example --job
             %gpuwatch --source prometheus://prom.example:9090 --hosts node07,node08 --log cluster.jsonl

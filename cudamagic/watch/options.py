@@ -34,6 +34,7 @@ class WatchOptions:
         job: ``--job`` (None: not given, "": this kernel's job, else the value to match). hosts: ``--hosts``.
         text: plain-text table requested. loop: terminal refresh loop requested.
         changing: True when any flag other than a bare re-display was given.
+        show_cmdlines: show (and ``--log``) other users' command lines (``--cmdline`` or the setting).
     """
 
     interval_s: float
@@ -49,6 +50,7 @@ class WatchOptions:
     source: str | None = None
     job: str | None = None
     hosts: tuple = ()
+    show_cmdlines: bool = False
 
     def as_dict(self) -> dict:
         """The settings a running monitor remembers (shown in its status line)."""
@@ -115,10 +117,12 @@ def resolve(args, settings) -> WatchOptions:
     changing = any(x not in (None, False) for x in (args.replay, args.log, args.devices, args.interval,
                                                     args.history, args.count, args.loop, args.text,
                                                     getattr(args, "source", None), getattr(args, "job", None),
-                                                    getattr(args, "hosts", None)))
+                                                    getattr(args, "hosts", None), getattr(args, "cmdline", None)))
+    show_cmdlines = bool(getattr(args, "cmdline", False) or getattr(settings, "watch_show_cmdlines", False))
     return WatchOptions(interval_s=interval, history=history, count=args.count, devices_text=devices_text,
                         devices=devices, replay=args.replay, log=args.log, text=bool(args.text),
-                        loop=bool(args.loop), changing=changing, source=source, job=job, hosts=hosts)
+                        loop=bool(args.loop), changing=changing, source=source, job=job, hosts=hosts,
+                        show_cmdlines=show_cmdlines)
 
 
 def cluster_options(args) -> tuple:
@@ -167,7 +171,7 @@ def open_source(opts: WatchOptions):
             raise UsageError(f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
                              "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
                              "examples/trace_demo.jsonl`.") from exc
-    source = LiveSource(devices=None)
+    source = LiveSource(devices=None, show_cmdlines=opts.show_cmdlines)
     if opts.devices is not None and source.status is None:
         bad = [d for d in opts.devices if not 0 <= d < source.device_count]
         if bad:

@@ -27,6 +27,8 @@ HIDDEN = NA("another user's process, hidden: the pid exists here but /proc does 
             "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
             "administrator can name it", "hidden")
 EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
+PRIVATE_CMDLINE = NA("another user's command line, not shown (privacy on shared machines): `%gpuwatch "
+                     "--cmdline` or `%config CudaMagics.watch_show_cmdlines = True` shows it", "private")
 MIG_UTIL = NA("not reported in MIG mode", "mig")
 
 
@@ -258,6 +260,17 @@ def process_info(pid: int, *, host_namespace=None):
         return na, na, True
 
 
+def same_user(pid: int) -> bool:
+    """True when ``pid`` runs as this kernel's user (real uid, via psutil); False for another user's process or
+    one whose owner cannot be read (the safe side: its command line stays private)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).uids().real == os.getuid()
+    except Exception:  # NoSuchProcess, AccessDenied, no getuid (Windows): treat as another user's
+        return False
+
+
 def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
     """Plain-words hint when the GPU sits idle while the CPU side is saturated, else ``""``.
 
@@ -296,6 +309,9 @@ class LiveSource:
         torch_reader: callable returning a TorchSample or NA (default :func:`read_torch_allocator`).
         proc_info: callable ``pid -> (name, cmdline, visible)`` (default :func:`process_info`).
         pid: this kernel's pid (default ``os.getpid()``).
+        show_cmdlines: also show other users' command lines (default False: their process names are shown, their
+            command lines become :data:`PRIVATE_CMDLINE`; this user's processes always keep theirs).
+        owner_is_me: callable ``pid -> bool``, True for this user's processes (default :func:`same_user`).
 
     NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
     fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
@@ -304,8 +320,11 @@ class LiveSource:
     kind = "live"
 
     def __init__(self, devices=None, *, host=None, torch_reader=read_torch_allocator, proc_info=process_info,
-                 pid=None):
+                 pid=None, show_cmdlines=False, owner_is_me=same_user):
         self.pid = os.getpid() if pid is None else pid
+        self.show_cmdlines = show_cmdlines
+        self.owner_is_me = owner_is_me
+        self._mine = {}        # pid -> True when it runs as this user, pruned like _names
         self.status = nvml.init()
         count = 0
         if self.status is None:
@@ -345,9 +364,19 @@ class LiveSource:
                 info = (self.proc_info(pid, host_namespace=True) if own_listed and self.proc_info is process_info
                         else self.proc_info(pid))
             names[pid] = info
-            rows.append(ProcessSample(pid=pid, name=info[0], cmdline=info[1], used_memory_bytes=p["used_memory"],
+            rows.append(ProcessSample(pid=pid, name=info[0], cmdline=self._cmdline(pid, info[1]),
+                                      used_memory_bytes=p["used_memory"],
                                       type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2])))
         return tuple(rows)
+
+    def _cmdline(self, pid, cmdline):
+        """``cmdline`` when it may be shown: this user's process, or ``show_cmdlines``; else PRIVATE_CMDLINE."""
+        if self.show_cmdlines or pid == self.pid or is_na(cmdline):
+            return cmdline
+        mine = self._mine.get(pid)
+        if mine is None:
+            mine = self._mine[pid] = bool(self.owner_is_me(pid))
+        return cmdline if mine else PRIVATE_CMDLINE
 
     def read_gpu(self, index, names) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
@@ -371,6 +400,7 @@ class LiveSource:
         names = {}
         gpus = tuple(self.read_gpu(i, names) for i in self.devices) if self.status is None else ()
         self._names = names
+        self._mine = {pid: v for pid, v in self._mine.items() if pid in names}
         host = self.host.read()
         torch_state = self.torch_reader()
         own = [p.used_memory_bytes for g in gpus if not is_na(g.processes) for p in g.processes if p.own]

@@ -57,3 +57,38 @@ def test_inline_svg_keeps_its_natural_size_in_the_scroll_box(lstm):
 def test_notes_render_code_spans_in_html_and_one_op_is_singular():
     assert result._code_spans(esc("`['no_grad']` has no grad_fn")) == "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn"
     assert dot.plural(1, "op") == "1 op" and dot.plural(3, "op") == "3 ops"
+
+
+def _outline_lines(r) -> list:
+    """The lines of the terminal text from the outline's first line to the end (the outline closes the text)."""
+    text = repr(r).splitlines()
+    first = result.outline(r.drawn, result.OUTLINE_LINES).splitlines()[0][:99]
+    return text[[i for i, line in enumerate(text) if line.startswith(first)][-1]:]
+
+
+def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # `dot` hidden: the outline is the terminal's only view
+    r = magic(lstm, "", LSTM_CELL)
+    assert r.problem == "dot missing" and len(r.drawn.nodes) > 60
+    lines = _outline_lines(r)
+    assert len(lines) == result.OUTLINE_LINES == 40
+    assert lines[-1] == f"... {len(r.drawn.nodes) - 39} more nodes"
+
+
+@needs_dot
+def test_terminal_outline_is_at_most_40_lines_with_dot(lstm):
+    r = magic(lstm, "", LSTM_CELL)
+    lines = _outline_lines(r)
+    assert len(lines) == 40 and lines[-1] == f"... {len(r.drawn.nodes) - 39} more nodes"
+
+
+def test_autograd_graph_manual_is_complete(ip, capsys):
+    from IPython.core.oinspect import Inspector  # noqa: F401 - the object inspector behind `?`
+
+    ip.run_line_magic("pinfo", "%%autograd_graph")
+    manual = " ".join(capsys.readouterr().out.split())
+    assert "%%autograd_graph [-o NAME[,NAME...]]" in manual  # the usage line, not %autograd_graph
+    for words in ("RLIMIT_STACK", "120 MiB", "at most 40 lines", "text outline", "--save PATH",
+                  "the folder must exist", "before the cell runs", "Not saved to PATH", "Without the Graphviz",
+                  "install command", "DOT source", "Examples"):
+        assert words in manual, words

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from cudamagic.core.na import NA
-from cudamagic.info.findings import arch_supported, best_wheel_for_driver, findings
+from cudamagic.info.findings import (MIN_DRIVER, WHEEL_CUDA, arch_supported, best_wheel_for_driver, findings,
+                                     wheel_runs_on_driver)
 from tests.info.factsets import facts_for, ids, torch_facts
 
 
@@ -21,11 +22,56 @@ def test_arch_supported(cc, arch, ok):
     assert arch_supported(cc, arch) is ok
 
 
-@pytest.mark.parametrize("driver, wheel", [((11, 4), "cu118"), ((12, 8), "cu128"), ((12, 4), "cu124"),
-                                            ((12, 5), "cu124"), ((13, 0), "cu130"), ((11, 0), "cu118"),
-                                            ((10, 2), None)])
-def test_best_wheel_for_driver(driver, wheel):
-    assert best_wheel_for_driver(driver) == wheel
+# (driver version, CUDA it reports, the wheels it runs). A wheel runs when its CUDA is not newer than the driver's,
+# or is a newer minor of the same major and the driver reaches MIN_DRIVER of that major (minor version compatibility).
+DRIVERS = [
+    ("418.87.00", (10, 1), set()),
+    ("450.66", (11, 0), set()),                      # 11.x minor compatibility needs 450.80.02
+    ("450.80.02", (11, 0), {(11, 8)}),
+    ("470.86", (11, 4), {(11, 8)}),
+    ("520.61.05", (11, 8), {(11, 8)}),
+    ("525.60.12", (12, 0), {(11, 8)}),               # one patch below 12.x minor compatibility
+    ("525.60.13", (12, 0), {(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9)}),
+    ("550.54.15", (12, 4), {(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9)}),
+    ("575.51.03", (12, 9), {(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9)}),
+    ("580.65.06", (13, 0), set(WHEEL_CUDA)),
+]
+
+
+@pytest.mark.parametrize("version, cuda, runs", DRIVERS, ids=[d[0] for d in DRIVERS])
+@pytest.mark.parametrize("wheel", WHEEL_CUDA, ids=[f"cu{a}{b}" for a, b in WHEEL_CUDA])
+def test_every_driver_wheel_pair(version, cuda, runs, wheel):
+    assert wheel_runs_on_driver(wheel, cuda, version) is (wheel in runs)
+
+
+@pytest.mark.parametrize("version, cuda, runs", DRIVERS, ids=[d[0] for d in DRIVERS])
+def test_recommended_wheel_runs_on_its_driver(version, cuda, runs):
+    tag = best_wheel_for_driver(cuda, version)
+    if not runs:
+        assert tag is None
+    else:
+        major, minor = int(tag[2:-1]), int(tag[-1])
+        assert (major, minor) in runs
+        if wheel_runs_on_driver((major, minor), cuda, None):  # prefer a wheel the driver runs natively
+            assert all(w <= (major, minor) or w > cuda for w in runs)
+
+
+@pytest.mark.parametrize("driver, version, wheel", [
+    ((11, 4), "470.86", "cu118"), ((12, 8), "570.86.10", "cu128"), ((12, 4), "550.54.15", "cu124"),
+    ((12, 5), "555.42.02", "cu124"), ((13, 0), "580.65.06", "cu130"), ((11, 0), "450.80.02", "cu118"),
+    ((11, 0), "450.66", None), ((11, 4), None, None), ((10, 2), "440.33.01", None)])
+def test_best_wheel_for_driver(driver, version, wheel):
+    assert best_wheel_for_driver(driver, version) == wheel
+
+
+def test_min_driver_covers_every_wheel_major():
+    assert {w[0] for w in WHEEL_CUDA} <= set(MIN_DRIVER)
+
+
+def test_driver_450_66_is_not_told_cu118(fake_nvml):
+    f = facts_for(fake_nvml, "driver_450", torch_facts("2.3.1+cpu"))
+    cpu = [x for x in findings(f) if x.id == "cpu-only-build"][0]
+    assert "cu118" not in cpu.fix and "450.80.02" in cpu.fix and "450.66" in cpu.fix
 
 
 NVCC_101_FACTS = {"path": "/usr/local/cuda-10.1/bin/nvcc", "release": "10.1", "build": "10.1.243"}

@@ -36,3 +36,29 @@ def test_long_paths_are_not_cut(fake_nvml, monkeypatch):
     from cudamagic.info.report import CudaInfoReport
     text = CudaInfoReport(f, findings(f)).to_text()
     assert f["torch"]["file"] in text
+
+
+PER_GPU_NUMBERS = ["memory.total", "memory.used", "memory.free", "utilization.gpu", "temperature.gpu", "power.draw",
+                   "power.limit", "multiprocessor_count"]
+
+
+def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
+    import html
+    import re
+
+    from cudamagic.info.report import GPU_COLUMNS
+
+    fake_nvml("one_gpu")
+    report = ip.run_line_magic("cudainfo", "")
+    text = report.to_text()
+    gpus_block = text[text.index("[GPUs]"):text.index("[Environment]")]
+    flat = " ".join(gpus_block.split())  # sources may wrap
+    page = report._repr_html_()
+    titles = {html.unescape(label): html.unescape(src)
+              for src, label in re.findall(r'<th title="([^"]*)">([^<]*)</th>', page)}
+    sources = {key: (label, src) for key, label, src in GPU_COLUMNS}
+    for key in PER_GPU_NUMBERS:
+        label, src = sources[key]
+        assert f"{label} {src}" in flat, key
+        assert titles[label] == src, key
+        assert f"<b>{html.escape(label)}</b>: {html.escape(src)}" in page, key

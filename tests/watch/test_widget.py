@@ -63,7 +63,8 @@ def test_hostile_process_names_and_paths_are_escaped(fake_nvml):
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(4242, GIB)]
     fake.gpus[0]["name"] = "<script>alert('gpu')</script>"
-    src = live(proc_info=lambda pid: (HOSTILE_NAME, '/tmp/"><svg onload=alert(2)>/run.py', True))
+    src = live(proc_info=lambda pid: (HOSTILE_NAME, '/tmp/"><svg onload=alert(2)>/run.py', True),
+               show_cmdlines=True)  # another user's command line, shown on request
     s = src.read(1, 0.0)
     html_parts = [gpu_html(s.gpus[0]), host_html(s),
                   snapshot_html(s, [s], 'replay of /tmp/<img src=y onerror=alert(3)>.jsonl', "x", 1,

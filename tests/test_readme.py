@@ -1,0 +1,197 @@
+"""The README tells the truth: its magic examples run as written in a real shell, and its Options reference is the
+one the magics' parsers give (``scripts/options_doc.py``).
+
+Every fenced block of the README without a language that uses a magic is run in a real ``InteractiveShell`` with
+the extension loaded and a fake NVML (one H100) where NVML is read: a ``%%`` line and the lines below it up to the
+next magic line are one cell, every other line is a cell of its own, in order, as a user pastes them. A line that cannot run here is listed in
+``CANNOT_RUN_HERE`` with the reason (and skipped); every other line must run without any error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+
+import pytest
+
+from cudamagic.core.magic import strip_comment
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+
+#: README lines that cannot run on this machine, each with the reason (matched on the line's start).
+CANNOT_RUN_HERE = {
+    "%gpuwatch --text --loop": "runs until Ctrl-C (the loop is tested with -n in tests/watch/test_magic.py)",
+    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one, scripts/prom_sim.py)",
+    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line above records",
+    "%%cuda --torch": "builds a PyTorch extension with ninja (minutes; tests/cuda build one)",
+}
+if shutil.which("nvcc") is None:
+    CANNOT_RUN_HERE["%%cuda"] = CANNOT_RUN_HERE["%cuda"] = "needs nvcc (not on PATH here)"
+
+#: Bodies for the README's cell-magic lines shown without one (matched on the line's start).
+BODY = {
+    "%%torchprof": "for _ in range(3):\n    loss_fn(model(x), y).backward()",
+    "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
+    "%%cuda": "#include <cstdio>\nint main(int argc, char** argv) { std::printf(\"args %d\\n\", argc); return 0; }",
+}
+
+#: What the README says comes before a line (matched on the line's start): a cell run first, expected to fail.
+BEFORE = {
+    "%cudaexplain              # explain the last error again":
+        "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))  # a known error: BatchNorm with a batch of one",
+}
+
+#: Names the README's examples assume the user has (a model, its input and loss).
+PRELUDE = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), "
+           "torch.nn.Linear(8, 1))\nx, y = torch.randn(16, 4), torch.randn(16, 1)\n"
+           "loss_fn = torch.nn.functional.mse_loss")
+
+
+def readme_blocks() -> list:
+    """``[(first line number, [lines])]`` of the README's fenced blocks without a language that use a magic."""
+    blocks, cur, lang, start = [], None, "", 0
+    with open(README, encoding="utf-8") as fh:
+        for no, line in enumerate(fh, 1):
+            if line.startswith("```"):
+                if cur is None:
+                    cur, lang, start = [], line[3:].strip(), no + 1
+                    continue
+                if not lang and any(x.lstrip().startswith("%") for x in cur):
+                    blocks.append((start, cur))
+                cur = None
+            elif cur is not None:
+                cur.append(line.rstrip("\n"))
+    return blocks
+
+
+def readme_cells() -> list:
+    """``[(README line number, cell source)]`` in README order."""
+    cells = []
+    for start, lines in readme_blocks():
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("%%"):  # a cell magic: its body runs to the next magic line
+                j = i + 1
+                while j < len(lines) and not lines[j].startswith("%"):
+                    j += 1
+                cells.append((start + i, "\n".join(lines[i:j])))
+                i = j
+                continue
+            if lines[i].strip():
+                cells.append((start + i, lines[i]))
+            i += 1
+    return cells
+
+
+def test_readme_has_magic_blocks():
+    cells = readme_cells()
+    sources = [c for _n, c in cells]
+    for magic in ("%cudainfo", "%gpuwatch", "%%autograd_graph", "%%cudamem", "%cudamem on", "%cudaexplain"):
+        assert any(c.startswith(magic) for c in sources), magic
+    assert len(cells) >= 20
+
+
+def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypatch, capsys):
+    import copy
+
+    from tests.fake_nvml import SCENARIOS
+
+    h100 = copy.deepcopy(SCENARIOS["one_gpu"])  # a driver new enough for this machine's nvcc (13.0): %%cuda runs
+    h100.update(driver_version="580.65.06", cuda_driver_version=13000, nvml_version="13.580.65.06")
+    fake_nvml(h100)
+    os.makedirs(tmp_path / "examples")
+    shutil.copy(os.path.join(ROOT, "examples", "trace_demo.jsonl"), tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)  # --log files land here; --replay examples/... finds the demo trace
+    assert not ip.run_cell(PRELUDE).error_in_exec
+    ip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {str(tmp_path / 'cuda-cache')!r}")
+    ran, skipped = [], []
+    try:
+        for no, source in readme_cells():
+            why = next((r for start, r in CANNOT_RUN_HERE.items() if source.startswith(start)), None)
+            if why:
+                skipped.append((no, source, why))
+                continue
+            before = next((c for start, c in BEFORE.items() if source.startswith(start)), None)
+            if before:
+                assert ip.run_cell(before).error_in_exec is not None
+            if source.startswith("%%") and "\n" not in source.strip():
+                body = next((b for start, b in BODY.items() if source.startswith(start)), None)
+                assert body is not None, f"README.md:{no}: {source!r} has no body here: add one to BODY"
+                source += "\n" + body
+            result = ip.run_cell(source)
+            err = result.error_before_exec or result.error_in_exec
+            assert err is None, f"README.md:{no}: {source!r} failed: {err!r}"
+            ran.append(no)
+    finally:
+        ip.run_line_magic("gpuwatch", "--stop")
+    out = capsys.readouterr().out
+    assert "UsageError" not in out
+    assert len(ran) >= 17 and {s for _n, s, _w in skipped} <= {s for _n, s in readme_cells()}
+    assert os.path.getsize(tmp_path / "run1.jsonl") > 0  # the --log line really recorded
+
+
+def test_every_cannot_run_entry_matches_a_readme_line():
+    sources = [c for _n, c in readme_cells()]
+    for start in list(CANNOT_RUN_HERE) + list(BEFORE) + list(BODY):
+        assert any(s.startswith(start) for s in sources), start
+
+
+@pytest.mark.parametrize("line, kept", [
+    ("-q   # display nothing", "-q"), ("# all a comment", ""), ("--log run#1.jsonl", "--log run#1.jsonl"),
+    ('--log "a # b.jsonl"  # c', '--log "a # b.jsonl"'), ("--json", "--json")])
+def test_trailing_comments_are_dropped_as_in_the_readme(line, kept):
+    assert strip_comment(line) == kept
+
+
+# ---- the Options reference ---------------------------------------------------------------------
+
+def _options_doc():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        import options_doc
+    finally:
+        sys.path.pop(0)
+    return options_doc
+
+
+def test_readme_options_reference_is_what_the_parsers_say():
+    doc = _options_doc()
+    with open(README, encoding="utf-8") as fh:
+        readme = fh.read()
+    assert doc.START in readme and doc.END in readme
+    block = doc.START + readme.split(doc.START, 1)[1].split(doc.END, 1)[0] + doc.END
+    assert block == doc.markdown(), "README's Options are stale: run `python scripts/options_doc.py --write`"
+
+
+def test_every_option_listed_once_in_readme_and_in_its_magic_manual(ip, capsys):
+    doc = _options_doc()
+    with open(README, encoding="utf-8") as fh:
+        options_block = readme_block = fh.read().split(doc.START, 1)[1].split(doc.END, 1)[0]
+    for name, parser in doc.magic_parsers():
+        magic = name.split("`")[0]
+        ip.run_line_magic("pinfo", magic)
+        manual = capsys.readouterr().out
+        for action in parser._actions:
+            for flag in action.option_strings:
+                assert flag in manual, (magic, flag)
+        section = readme_block.split(f"**`{name}`**", 1)[1].split("**", 1)[0]
+        for inv, _help in doc.option_rows(parser):
+            assert section.count(f"| `{doc._cell(inv)}` |") == 1, (name, inv)
+    assert options_block.count("| `") >= 30
+    for setting, _default, _help in doc.settings_rows():
+        assert options_block.count(f"| `{setting}` |") == 1, setting
+
+
+def test_autograd_graph_usage_line_is_a_cell_magic(ip, capsys):
+    ip.run_line_magic("pinfo", "%%autograd_graph")
+    out = capsys.readouterr().out
+    assert re.search(r"^\s*%%autograd_graph \[-o", out, re.M)
+
+
+def test_quiet_semicolon_before_a_comment(ip, fake_nvml, capsys):
+    fake_nvml("one_gpu")
+    assert ip.run_cell("%cudainfo;   # the same as -q").error_in_exec is None
+    assert capsys.readouterr().out == "" and ip.user_ns["_cudainfo"].verdict
