@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 
+from . import platform
 from .na import NA, is_na
 
 _lock = threading.RLock()
@@ -71,14 +72,16 @@ def _module():
 
 
 def kernel_module_version():
-    """NVIDIA kernel module version from ``/proc/driver/nvidia/version``, or NA."""
-    try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError:
-        return NA("/proc/driver/nvidia/version not readable (no NVIDIA kernel module loaded)", "no_driver")
+    """NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
+    :func:`cudamagic.core.platform.nvidia_kernel_module_text`), or NA."""
+    text = platform.nvidia_kernel_module_text()
+    if text is None:
+        if platform.is_windows():
+            return NA("Windows has no NVIDIA kernel module file: the driver version comes from NVML", "no_driver")
+        return NA("the NVIDIA kernel module version file (/proc/driver/nvidia/version) is not readable "
+                  "(no NVIDIA kernel module loaded)", "no_driver")
     m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-    return m.group(1) if m else NA("version not found in /proc/driver/nvidia/version", "error")
+    return m.group(1) if m else NA("version not found in the NVIDIA kernel module version file", "error")
 
 
 def library_version():

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from ..core import nvml
+from ..core import nvml, platform
 from ..core.na import NA, is_na
 from . import trace
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
@@ -73,20 +73,8 @@ class HostReader:
         self._last = (self._clock(), busy, total, own)
 
     def _child_pids(self):
-        """Pids of direct children. Linux: ``/proc/PID/task/*/children`` (cheap); else psutil's full scan."""
-        import glob
-
-        files = glob.glob(f"/proc/{self.pid}/task/*/children")
-        if not files:
-            return {c.pid for c in self._proc.children(recursive=False)}
-        pids = set()
-        for name in files:
-            try:
-                with open(name, encoding="ascii") as fh:
-                    pids.update(int(x) for x in fh.read().split())
-            except (OSError, ValueError):
-                continue
-        return pids
+        """Pids of direct children (:func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere)."""
+        return platform.child_pids(self.pid, self._proc)
 
     def _workers(self, dt):
         if self._proc is None:

@@ -8,8 +8,8 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`
 from __future__ import annotations
 
 import os
-import sys
 
+from ...core import platform
 from ...core.fmt import format_bytes
 from ..model import Context
 from ..scene import _is_tensor, _shape, _source_text, _tensors, _torch
@@ -71,8 +71,8 @@ def ctx_workers(match, scene):
         if n:
             workers.append(name)
             notes.append(f"`{name}` uses num_workers={n}.")
-    notes.append(f"This kernel runs on {sys.platform}.")
-    return Context(notes=tuple(notes), facts={"loaders_with_workers": workers, "platform": sys.platform})
+    notes.append(f"This kernel runs on {platform.SYSTEM}.")
+    return Context(notes=tuple(notes), facts={"loaders_with_workers": workers, "platform": platform.SYSTEM})
 
 
 def ctx_fork(match, scene):
