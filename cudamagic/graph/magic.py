@@ -1,5 +1,5 @@
-"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`, the capture
-and walk in :mod:`.walk`, DOT and rendering in :mod:`.dot`)."""
+"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`, running the
+cell in :mod:`.capture`, drawing in :mod:`.draw`)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ class GraphMagics(AreaMagics):
             %config CudaMagics.graph_dot_timeout_s = 60
         """
         args = self.parse(self.autograd_graph, line, prefix="%%")
-        from . import dot, options, walk
+        from . import capture, draw, options
 
         opts = options.resolve(args, self.settings)
         try:
@@ -89,11 +89,11 @@ class GraphMagics(AreaMagics):
             raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
         __tracebackhide__ = True  # noqa: F841 - the user's error shows their cell, not this frame
         try:
-            gr = walk.capture(self.shell, cell, line, list(opts.output_names), show_saved=opts.show_saved,
-                              show_attrs=opts.show_attrs, shared_params=opts.shared_params)
-        except walk.NothingToDraw as exc:
+            gr = capture.capture(self.shell, cell, line, list(opts.output_names), show_saved=opts.show_saved,
+                                 show_attrs=opts.show_attrs, shared_params=opts.shared_params)
+        except capture.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
         except SyntaxError as exc:  # the cell did not run: shown without our parser frames
             raise exc.with_traceback(None) from None
-        return dot.draw(gr, fmt=opts.fmt, group=opts.group, depth=opts.depth, fold=opts.fold,
-                        node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path)
+        return draw.draw(gr, fmt=opts.fmt, group=opts.group, depth=opts.depth, fold=opts.fold,
+                         node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path)

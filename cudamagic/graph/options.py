@@ -8,8 +8,6 @@ from IPython.core.error import UsageError
 
 from . import dot
 
-FORMATS = ("svg", "png", "pdf", "dot")
-
 
 @dataclass(frozen=True)
 class GraphOptions:
@@ -45,7 +43,7 @@ def resolve(args, settings) -> GraphOptions:
             number of seconds in (0, 1 day], or a ``--save`` path without a known extension or in a missing folder.
     """
     fmt = args.format or settings.graph_format
-    if fmt not in FORMATS:
+    if fmt not in dot.FORMATS:
         raise UsageError(f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
                          "`%config CudaMagics.graph_format = 'svg'`.")
     if args.depth is not None and args.depth < 0:

@@ -1,0 +1,379 @@
+"""Running a ``%%autograd_graph`` cell like ``%%time`` and finding what to draw in its value.
+
+:func:`capture` runs the cell (:func:`run_cell`) while a :class:`ModuleCallRecorder`
+records every ``nn.Module`` call, names tensors and modules by where the user can
+reach them (:func:`namespace_names`), flattens the value into tensors
+(:func:`flatten_outputs`), explains a value with nothing to draw (:func:`diagnose`)
+and hands the tensors to :func:`~cudamagic.graph.walk.walk`.
+
+This module imports no IPython; :func:`run_cell` receives the shell. torch is
+imported inside the functions that need it.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import threading
+from typing import Any, Sequence
+
+from .model import AutogradGraph, ModuleCall
+from .walk import walk
+
+_SKIP_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
+
+
+class NothingToDraw(Exception):
+    """The cell's value holds no autograd graph; ``str(exc)`` says why and what to type instead."""
+
+
+# ---- running the cell ---------------------------------------------------------------
+def run_cell(shell, cell: str, magic_line: str = "") -> Any:
+    """Run ``cell`` in the user namespace the way ``%%time`` does and return its last expression.
+
+    The cell goes through IPython's input transformers and AST transformers; its
+    source is registered in ``linecache`` (with the magic line first, so line
+    numbers match the notebook cell) and tracebacks show the real source lines.
+    No cell events fire (the outer ``run_cell`` already fired them).
+
+    Args:
+        shell: The ``InteractiveShell``.
+        cell: The cell body (without the ``%%autograd_graph`` line).
+        magic_line: The arguments after ``%%autograd_graph``, for the line-number offset.
+
+    Returns:
+        The value of the cell's last line when it is an expression, else ``None``.
+
+    Raises:
+        Exception: whatever the user's code raises, untouched; ``SyntaxError`` for bad source.
+    """
+    __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
+    source = shell.transform_cell(cell)
+    header = f"%%autograd_graph {magic_line}".rstrip()
+    filename = shell.compile.cache(f"{header}\n{source}", running_cell_number(shell),
+                                   raw_code=f"{header}\n{cell}")
+    # a leading newline: line numbers (of a SyntaxError too) count the magic line as line 1
+    tree = shell.compile.ast_parse("\n" + source, filename=filename)
+    tree = shell.transform_ast(tree)
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    ns = shell.user_ns
+    if tree.body:
+        exec(shell.compile(tree, filename, "exec"), ns, ns)
+    if last is not None:
+        return eval(shell.compile(last, filename, "eval"), ns, ns)
+    return None
+
+
+def running_cell_number(shell) -> int:
+    """``n`` of the ``In[n]`` being executed, for ``Cell In[n]`` in tracebacks.
+
+    Read from the display hook's ``ExecutionResult`` of the running cell (IPython 9 increments
+    ``shell.execution_count`` before a cell runs, IPython 8 after it); outside a stored cell
+    (a direct ``run_cell_magic``): ``shell.execution_count - 1``, as the display hook counts.
+    """
+    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
+    count = getattr(result, "execution_count", None)
+    if type(count) is int:
+        return count
+    return max(shell.execution_count - 1, 0)
+
+
+class ModuleCallRecorder:
+    """Context manager recording every ``nn.Module`` call of this thread with autograd sequence numbers.
+
+    Each call keeps ``[module, parent, start_seq, end_seq]``: autograd nodes created
+    during the call have ``start_seq <= node._sequence_nr() < end_seq``. Module
+    objects are held only until :meth:`resolve` turns them into :class:`ModuleCall`.
+    """
+
+    def __init__(self, max_calls: int = 200_000):
+        self.raw = []
+        self._stack = []
+        self._max = max_calls
+        self._thread = threading.get_ident()
+        self._handles = []
+
+    def __enter__(self):
+        import torch
+        from torch.nn.modules import module as mod
+
+        # private API; without it every call has an empty interval and nothing is grouped
+        self._seq = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None) or (lambda: 0)
+        self._handles = [mod.register_module_forward_pre_hook(self._pre),
+                         mod.register_module_forward_hook(self._post, always_call=True)]
+        return self
+
+    def __exit__(self, *exc):
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self._stack = []
+        return False
+
+    def _pre(self, module, args):
+        if threading.get_ident() != self._thread or len(self.raw) >= self._max:
+            return None
+        parent = self._stack[-1] if self._stack else None
+        self.raw.append([module, parent, self._seq(), None])
+        self._stack.append(len(self.raw) - 1)
+        return None
+
+    def _post(self, module, args, output):
+        if threading.get_ident() != self._thread or not self._stack:
+            return None
+        while self._stack:
+            idx = self._stack.pop()
+            self.raw[idx][3] = self._seq()
+            if self.raw[idx][0] is module:
+                break
+        return None
+
+    def resolve(self, module_paths: dict) -> tuple:
+        """Turn the raw records into ``ModuleCall``s and interval arrays; drops the module references.
+
+        Args:
+            module_paths: ``id(module) -> path`` from :func:`namespace_names`.
+
+        Returns:
+            ``(calls, starts, ends)``: ``ModuleCall`` list and their sequence-number intervals.
+        """
+        calls, starts, ends = [], [], []
+        for i, (module, parent, start, end) in enumerate(self.raw):
+            depth = 1 if parent is None else calls[parent].depth + 1
+            calls.append(ModuleCall(i, module_paths.get(id(module), ""), type(module).__name__, parent, depth))
+            starts.append(start)
+            ends.append(end if end is not None else start)
+        self.raw = []
+        return calls, starts, ends
+
+
+# ---- names ------------------------------------------------------------------------
+def namespace_names(ns: dict) -> tuple:
+    """Name tensors and modules by where the user can reach them.
+
+    Parameters (and buffers) get their path inside every ``nn.Module`` in ``ns``
+    (``model.encoder.0.weight``; the shortest path wins, then alphabetical);
+    other tensors get their variable name. Names starting with ``_`` and
+    IPython's ``In``/``Out`` are skipped. Modules inside a top-level list, tuple
+    or dict are searched too (``layers[0].weight``).
+
+    Args:
+        ns: The user namespace.
+
+    Returns:
+        ``(tensor_names, module_paths)``: two dicts keyed by ``id()`` of live objects; only valid
+        while those objects are alive (used within one walk).
+    """
+    import torch
+
+    tensor_names, module_paths, var_names = {}, {}, {}
+
+    def offer(table, obj, name):
+        old = table.get(id(obj))
+        if old is None or (len(name), name) < (len(old), old):
+            table[id(obj)] = name
+
+    def add_module(prefix, module):
+        for sub_name, sub in module.named_modules(remove_duplicate=False):
+            offer(module_paths, sub, f"{prefix}.{sub_name}" if sub_name else prefix)
+        for p_name, p in module.named_parameters(remove_duplicate=False):
+            offer(tensor_names, p, f"{prefix}.{p_name}")
+        for b_name, b in module.named_buffers(remove_duplicate=False):
+            offer(tensor_names, b, f"{prefix}.{b_name}")
+
+    for key in sorted(k for k in ns if isinstance(k, str)):
+        if key.startswith("_") or key in _SKIP_NAMES:
+            continue
+        value = ns[key]
+        if isinstance(value, torch.nn.Module):
+            add_module(key, value)
+        elif isinstance(value, torch.Tensor):
+            var_names.setdefault(id(value), key)
+        elif isinstance(value, (list, tuple)) and 0 < len(value) <= 10_000:
+            for i, item in enumerate(value):
+                if isinstance(item, torch.nn.Module):
+                    add_module(f"{key}[{i}]", item)
+                elif isinstance(item, torch.Tensor):
+                    var_names.setdefault(id(item), f"{key}[{i}]")
+        elif isinstance(value, dict) and 0 < len(value) <= 10_000:
+            for k, item in value.items():
+                if isinstance(item, torch.nn.Module):
+                    add_module(f"{key}[{k!r}]", item)
+    for obj_id, name in var_names.items():
+        tensor_names.setdefault(obj_id, name)
+    return tensor_names, module_paths
+
+
+# ---- outputs ----------------------------------------------------------------------
+def flatten_outputs(value, prefix: str = "", _depth: int = 0, _seen=None) -> tuple:
+    """Flatten a value into labelled tensors.
+
+    Args:
+        value: A Tensor, or any nesting of tuple/list/dict/namedtuple/dataclass of Tensors.
+        prefix: Path prefix (a variable name with ``-o``, ``''`` for the last expression).
+
+    Returns:
+        ``(outputs, skipped)``: ``outputs`` is a list of ``(path, tensor)`` (path ``''`` for a bare
+        tensor, else ``[0]``, ``['loss']``, ``.loss``, prefixed); ``skipped`` lists
+        ``(path, type name)`` of non-tensor leaves.
+    """
+    import torch
+
+    seen = set() if _seen is None else _seen
+    if isinstance(value, torch.Tensor):
+        return [(prefix, value)], []
+    if _depth > 20 or id(value) in seen:
+        return [], [(prefix, type(value).__name__)]
+    outs, skipped = [], []
+    items = None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [(f"{prefix}.{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+    elif isinstance(value, tuple) and hasattr(value, "_fields"):
+        items = [(f"{prefix}.{f}", getattr(value, f)) for f in value._fields]
+    elif isinstance(value, (list, tuple)):
+        items = [(f"{prefix}[{i}]", v) for i, v in enumerate(value)]
+    elif isinstance(value, dict):
+        items = [(f"{prefix}[{k!r}]", v) for k, v in value.items()]
+    if items is None:
+        return [], [(prefix, type(value).__name__)]
+    seen.add(id(value))
+    for path, item in items:
+        o, s = flatten_outputs(item, path, _depth + 1, seen)
+        outs.extend(o)
+        skipped.extend(s)
+    return outs, skipped
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1].lower() in "aeiou" else "a"
+
+
+def _is_drawable(t) -> bool:
+    return t.grad_fn is not None or t.requires_grad
+
+
+def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The cell's last expression") -> str:
+    """Explain why ``value`` has nothing to draw, naming the likely cause and what to type instead.
+
+    Args:
+        value: What the cell returned (or the ``-o`` variables, as a dict).
+        source: The cell source, scanned for ``no_grad``/``inference_mode``/``detach``/``.item()``.
+        ns: The user namespace, scanned for tensors that require grad.
+        what: How to refer to the value in the message.
+
+    Returns:
+        One paragraph for a ``UsageError``.
+    """
+    import torch
+
+    if value is None:
+        return (f"{what} has no value to draw: end the cell with the tensor to draw (for example a line "
+                "with just `loss`), or name variables with `%%autograd_graph -o loss`.")
+    if isinstance(value, torch.nn.Module):
+        return (f"{what} is an nn.Module ({type(value).__name__}), not the output of a forward pass, so "
+                "there is no autograd graph yet. Call the module and end the cell with its output, for "
+                "example `out = model(x)` then `out` (or `loss = loss_fn(model(x), y)` then `loss`).")
+    outs, skipped = flatten_outputs(value)
+    if not outs:
+        kind = type(value).__name__
+        hint = ""
+        if isinstance(value, (int, float, complex, bool)) or ".item()" in source:
+            hint = (" A Python number usually comes from `.item()` or `float(t)`, which leave the graph: "
+                    "end the cell with the tensor itself (`loss`, not `loss.item()`).")
+        return (f"{what} is {_article(kind)} {kind}, not a tensor (or a tuple/list/dict/dataclass of "
+                f"tensors), so there is nothing to draw.{hint}")
+    causes = []
+    if any(t.is_inference() for _, t in outs):
+        causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block")
+    if re.search(r"\bno_grad\b|set_grad_enabled\(\s*False", source):
+        causes.append("the cell uses `torch.no_grad()`: run the forward pass outside that block")
+    if "inference_mode" in source and not causes:
+        causes.append("the cell uses `torch.inference_mode()`: run the forward pass outside that block")
+    if re.search(r"\.detach\(|\.data\b", source):
+        causes.append("`.detach()` (or `.data`) returns a tensor cut from the graph: draw the tensor before "
+                      "detaching it")
+    if ns is not None and not causes:
+        any_grad = any(isinstance(v, torch.Tensor) and v.requires_grad for v in ns.values()) or any(
+            isinstance(v, torch.nn.Module) and any(p.requires_grad for p in v.parameters())
+            for v in ns.values())
+        if not any_grad:
+            causes.append("no input requires grad: create inputs with `requires_grad=True` (for example "
+                          "`x = torch.randn(3, requires_grad=True)`) or use an nn.Module's parameters")
+    if not causes:
+        causes.append("it was computed under `torch.no_grad()`/`inference_mode()`, detached "
+                      "(`.detach()`), or from inputs none of which requires grad")
+    names = ", ".join(p or "the value" for p, _ in outs[:5])
+    return (f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Likely cause: "
+            + "; ".join(causes) + ".")
+
+
+# ---- one call from the magic --------------------------------------------------------
+def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] = (), *,
+            show_saved: bool = False, show_attrs: bool = False, shared_params: bool = False) -> AutogradGraph:
+    """Run the cell (see :func:`run_cell`) and walk the autograd graph of its value.
+
+    Args:
+        shell: The ``InteractiveShell``.
+        cell: The cell body.
+        magic_line: The magic's arguments (only for the traceback line offset).
+        output_names: Variables to draw instead of the last expression (``-o loss,logits``).
+        show_saved, show_attrs, shared_params: See :func:`walk`.
+
+    Returns:
+        The full graph, with module calls recorded while the cell ran.
+
+    Raises:
+        NothingToDraw: The value holds no autograd graph (message names the likely cause).
+            Also when ``output_names`` names a variable the cell did not define.
+        Exception: Any exception of the user's cell, untouched.
+    """
+    __tracebackhide__ = True  # noqa: F841
+    import torch  # noqa: F401 - the recorder needs it loaded before the cell runs
+
+    with ModuleCallRecorder() as rec:
+        value = run_cell(shell, cell, magic_line)
+    ns = shell.user_ns
+    try:
+        if output_names:
+            missing = [n for n in output_names if n not in ns]
+            if missing:
+                raise NothingToDraw(
+                    f"-o {','.join(output_names)}: the cell did not define a variable named {missing[0]!r}. "
+                    "Give names of variables the cell assigns, for example `-o loss`.")
+            value = {n: ns[n] for n in output_names}
+            outputs, skipped = [], []
+            for n in output_names:
+                o, s = flatten_outputs(ns[n], n)
+                outputs += o
+                skipped += s
+            what = "The variable(s) " + ", ".join(f"`{n}`" for n in output_names)
+        else:
+            outputs, skipped = flatten_outputs(value)
+            what = "The cell's last expression"
+        notes = [f"`{p or 'value'}` is {_article(t)} {t}, not a tensor: skipped." for p, t in skipped]
+        drawable = []
+        for p, t in outputs:
+            if _is_drawable(t):
+                drawable.append((p, t))
+            else:
+                notes.append(f"`{p or 'output'}` has no grad_fn and does not require grad (no_grad, "
+                             "inference_mode, detach, or no input requires grad): skipped.")
+        if not drawable:
+            raise NothingToDraw(diagnose(value if not output_names else
+                                         (value if len(value) > 1 else next(iter(value.values()))),
+                                         cell, ns, what))
+        if all(t.grad_fn is None for _, t in drawable):
+            raise NothingToDraw(
+                f"{what} is a leaf tensor that requires grad ({', '.join(p or 'output' for p, _ in drawable)}): "
+                "no operation has been recorded on it yet. Draw a result computed from it, for example "
+                "`y = (x * 2).sum()` then `y`.")
+        tensor_names, module_paths = namespace_names(ns)
+        calls, starts, ends = rec.resolve(module_paths)
+        return walk(drawable, tensor_names=tensor_names, show_saved=show_saved, show_attrs=show_attrs,
+                    shared_params=shared_params, calls=calls, call_starts=starts, call_ends=ends, notes=notes)
+    finally:
+        rec.raw = []
+        value = outputs = drawable = None  # noqa: F841 - drop references to user tensors

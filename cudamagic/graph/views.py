@@ -1,0 +1,273 @@
+"""Graphs derived from a walked :class:`~cudamagic.graph.model.AutogradGraph`, model to model.
+
+Passes the walk applies (parameters placed in the module call that uses them,
+saved-tensor nodes, one leaf node per use) and the views drawn when the full graph
+is too big (module calls collapsed to boxes, repeated blocks and chains of ops
+folded). Every function returns a new graph; none imports torch or IPython.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter, defaultdict
+from typing import Iterable, Sequence
+
+from .model import (BACKWARD, GRAD, LEAF, MODULE, PARAM, RUN, SAVED, SAVED_EDGE, VARIABLE, AutogradGraph,
+                    GraphEdge, GraphNode, distinct_saved_bytes)
+
+
+# ---- passes of the walk -------------------------------------------------------------
+def _common_call(calls: Sequence, a, b):
+    """Innermost call enclosing both call indexes ``a`` and ``b`` (``None``: top level)."""
+    chain = set()
+    while a is not None:
+        chain.add(a)
+        a = calls[a].parent
+    while b is not None and b not in chain:
+        b = calls[b].parent
+    return b
+
+
+def place_params(graph: AutogradGraph) -> AutogradGraph:
+    """Put each parameter (and its AccumulateGrad) in the module call that uses it."""
+    by_id = {n.id: n for n in graph.nodes}
+    var_of = {e.dst: e.src for e in graph.edges if e.kind == VARIABLE}
+    place = {}
+    for e in graph.edges:
+        if e.kind == GRAD and e.src in var_of and by_id[var_of[e.src]].kind == PARAM:
+            c = by_id[e.dst].call
+            place[e.src] = c if e.src not in place else _common_call(graph.calls, place[e.src], c)
+    if not place:
+        return graph
+    nodes = []
+    for n in graph.nodes:
+        if n.id in place:
+            n = dataclasses.replace(n, call=place[n.id])
+        nodes.append(n)
+    moved = {var_of[a]: c for a, c in place.items()}
+    nodes = [dataclasses.replace(n, call=moved[n.id]) if n.id in moved else n for n in nodes]
+    return dataclasses.replace(graph, nodes=nodes)
+
+
+def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
+    """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``, ``--show-saved``)
+    or only custom Functions' ``saved_tensors``."""
+    nodes, edges = list(graph.nodes), list(graph.edges)
+    for n in graph.nodes:
+        for k, s in enumerate(n.saved):
+            if not all_saved and not s.name.startswith("saved_tensors"):
+                continue
+            sid = f"{n.id}s{k}"
+            if s.freed:
+                label = f"{s.name} (freed by backward)"
+            elif s.is_none:
+                label = f"{s.name} = None"
+            else:
+                label = s.name
+            nodes.append(GraphNode(sid, SAVED, label, shape=s.shape, dtype=s.dtype, saved_bytes=s.nbytes,
+                                   call=n.call, freed=s.freed))
+            edges.append(GraphEdge(n.id, sid, SAVED_EDGE))
+    return dataclasses.replace(graph, nodes=nodes, edges=edges)
+
+
+def split_uses(graph: AutogradGraph) -> AutogradGraph:
+    """Draw each leaf (AccumulateGrad + its tensor) once per consumer node."""
+    consumers = defaultdict(list)  # acc id -> ordered distinct consumer ids
+    for e in graph.edges:
+        if e.kind == GRAD:
+            lst = consumers[e.src]
+            if e.dst not in lst:
+                lst.append(e.dst)
+    var_of = {e.dst: e.src for e in graph.edges if e.kind == VARIABLE}
+    multi = {a: c for a, c in consumers.items() if a in var_of and len(c) > 1}
+    if not multi:
+        return graph
+    by_id = {n.id: n for n in graph.nodes}
+    nodes, edges = [], []
+    copy_of = {}  # (acc id, consumer id) -> copy acc id
+    dropped = set()
+    for acc, cons in multi.items():
+        var = var_of[acc]
+        dropped.update((acc, var))
+        for k, consumer in enumerate(cons, 1):
+            suffix = "" if k == 1 else f"u{k}"
+            call = by_id[consumer].call if by_id[var].kind == PARAM else None
+            copy_of[(acc, consumer)] = acc + suffix
+            nodes.append(dataclasses.replace(by_id[var], id=var + suffix, use=(k, len(cons)), call=call))
+            nodes.append(dataclasses.replace(by_id[acc], id=acc + suffix, use=(k, len(cons)), call=call))
+            edges.append(GraphEdge(var + suffix, acc + suffix, VARIABLE))
+    kept = [n for n in graph.nodes if n.id not in dropped]
+    for e in graph.edges:
+        if e.kind == VARIABLE and e.dst in multi:
+            continue
+        if e.kind == GRAD and e.src in multi:
+            edges.append(GraphEdge(copy_of[(e.src, e.dst)], e.dst, GRAD))
+        else:
+            edges.append(e)
+    n_leaves = len(multi)
+    notes = list(graph.notes) + [
+        f"{n_leaves} leaf tensor(s) used by several ops are drawn once per use (use k/n); "
+        "--shared-params draws one node each."]
+    return dataclasses.replace(graph, nodes=kept + nodes, edges=edges, notes=notes)
+
+
+# ---- views drawn when the full graph is too big ---------------------------------------------
+def _dedupe(edges: Iterable, mapping: dict) -> list:
+    out, seen = [], set()
+    for e in edges:
+        src, dst = mapping.get(e.src, e.src), mapping.get(e.dst, e.dst)
+        if src == dst:
+            continue
+        key = (src, dst, e.kind)
+        if key in seen:
+            continue
+        seen.add(key)
+        out.append(GraphEdge(src, dst, e.kind))
+    return out
+
+
+def max_depth(graph: AutogradGraph) -> int:
+    """Deepest module-call nesting among the graph's nodes (0 when no module was called)."""
+    used = {n.call for n in graph.nodes if n.call is not None}
+    return max((graph.calls[c].depth for c in used), default=0)
+
+
+def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGraph:
+    """Collapse module calls deeper than ``depth`` into one box each, then fold repeated blocks.
+
+    Args:
+        graph: A full graph from :func:`walk` (with ``calls``).
+        depth: Module calls at depth ``> depth`` become boxes (0: every top-level call is one box).
+        fold: Fold consecutive sibling boxes with the same type and contents, each feeding the next,
+            into one box counted ``x N`` (``TransformerEncoderLayer x 12``).
+
+    Returns:
+        A new graph with ``module`` nodes (``ops`` = backward ops inside, ``saved_bytes`` summed);
+        the input graph when nothing collapses.
+    """
+    calls = graph.calls
+    target = {}
+    for c in calls:
+        if c.depth <= depth:
+            target[c.index] = None
+        elif c.depth == depth + 1:
+            target[c.index] = c.index
+        else:
+            target[c.index] = target.get(c.parent)
+    members = defaultdict(list)
+    mapping = {}
+    for n in graph.nodes:
+        t = target.get(n.call) if n.call is not None else None
+        if t is None:
+            continue
+        mapping[n.id] = f"m{t}"
+        members[t].append(n)
+    if not members:
+        return graph
+    boxes = {}
+    for t, ms in members.items():
+        c = calls[t]
+        saved_bytes, storages = distinct_saved_bytes(m for m in ms if m.kind in (BACKWARD, RUN, MODULE))
+        boxes[t] = GraphNode(f"m{t}", MODULE, c.path or c.type_name, attrs=(("type", c.type_name),),
+                             saved_bytes=saved_bytes, storages=storages,
+                             ops=sum(1 for m in ms if m.kind == BACKWARD), call=c.parent,
+                             freed=any(m.freed for m in ms))
+    edges = _dedupe(graph.edges, mapping)
+    notes = list(graph.notes)
+    if fold:
+        signature = {t: (calls[t].type_name, frozenset(Counter(
+            m.kind if m.kind in (PARAM, LEAF) else m.label for m in ms if m.kind != SAVED).items()))
+                     for t, ms in members.items()}
+        linked = {(e.src, e.dst) for e in edges}
+        by_parent = defaultdict(list)
+        for t in sorted(boxes):
+            by_parent[calls[t].parent].append(t)
+        fold_map = {}
+        for sibs in by_parent.values():
+            run = [sibs[0]]
+            for t in sibs[1:] + [None]:
+                prev = run[-1]
+                if t is not None and signature[t] == signature[prev] and (f"m{prev}", f"m{t}") in linked:
+                    run.append(t)
+                    continue
+                if len(run) > 1:
+                    first, last = calls[run[0]], calls[run[-1]]
+                    if first.path and first.path == last.path:
+                        span = f"{first.path}, called {len(run)} times"  # one module, unrolled (RNN cell)
+                    elif first.path and last.path:
+                        span = f"{first.path} … {last.path}"
+                    else:
+                        span = ""
+                    attrs = (("type", first.type_name),) + ((("calls", span),) if span else ())
+                    saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
+                    boxes[run[0]] = dataclasses.replace(
+                        boxes[run[0]], label=f"{first.type_name} x {len(run)}", count=len(run), attrs=attrs,
+                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages)
+                    for r in run[1:]:
+                        fold_map[f"m{r}"] = f"m{run[0]}"
+                        del boxes[r]
+                    notes.append(f"{len(run)} identical {first.type_name} calls folded into one box.")
+                run = [t]
+        if fold_map:
+            edges = _dedupe(edges, fold_map)
+    nodes = [n for n in graph.nodes if n.id not in mapping] + [boxes[t] for t in sorted(boxes)]
+    return AutogradGraph(nodes, edges, list(calls), notes, graph.saved_bytes_total, view=f"collapsed (depth {depth})")
+
+
+def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
+    """Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one box.
+
+    A link ``a -> b`` folds when both are backward nodes of the same module call, ``a`` feeds only
+    ``b`` and ``b`` has no other input. Chains shorter than ``min_run`` stay as they are.
+
+    Returns:
+        A new graph with ``run`` nodes (``count`` ops, per-op counts in ``attrs``, ``saved_bytes``
+        summed), or ``graph`` unchanged.
+    """
+    by_id = {n.id: n for n in graph.nodes}
+    outdeg, indeg = Counter(), Counter()
+    single_in = {}
+    for e in graph.edges:
+        outdeg[e.src] += 1
+        if e.kind == GRAD:
+            indeg[e.dst] += 1
+            single_in[e.dst] = e.src
+    nxt = {}
+    for b, a in single_in.items():
+        na, nb = by_id[a], by_id[b]
+        if (indeg[b] == 1 and outdeg[a] == 1 and na.kind == BACKWARD and nb.kind == BACKWARD
+                and na.call == nb.call):
+            nxt[a] = b
+    if not nxt:
+        return graph
+    targets = set(nxt.values())
+    heads = [a for a in nxt if a not in targets]
+    mapping, runs = {}, {}
+    for head in sorted(heads, key=lambda i: int(re.sub(r"\D", "", i) or 0)):
+        chain = [head]
+        while chain[-1] in nxt:
+            chain.append(nxt[chain[-1]])
+        if len(chain) < min_run:
+            continue
+        rid = "r" + head[1:]
+        for m in chain:
+            mapping[m] = rid
+        counts = Counter(by_id[m].label for m in chain)
+        label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
+        saved_bytes, storages = distinct_saved_bytes(by_id[m] for m in chain)
+        runs[rid] = GraphNode(rid, RUN, label, count=len(chain), ops=len(chain), call=by_id[head].call,
+                              attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
+                              saved_bytes=saved_bytes, storages=storages,
+                              freed=any(by_id[m].freed for m in chain))
+    if not runs:
+        return graph
+    # saved-tensor nodes of folded ops go with them
+    for e in graph.edges:
+        if e.kind == SAVED_EDGE and e.src in mapping:
+            mapping[e.dst] = mapping[e.src]
+    nodes = [n for n in graph.nodes if n.id not in mapping] + list(runs.values())
+    notes = list(graph.notes) + [f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."]
+    view = "chains folded" if graph.view == "full" else f"{graph.view}, chains folded"
+    return AutogradGraph(nodes, _dedupe(graph.edges, mapping), list(graph.calls), notes,
+                         graph.saved_bytes_total, view=view)

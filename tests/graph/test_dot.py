@@ -1,0 +1,96 @@
+"""DOT text (escaping, determinism, legend, layout order) and the `dot` program (odd programs, time-outs
+that kill the whole process group)."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import torch
+
+from cudamagic.graph import dot
+from cudamagic.graph import model as M
+from cudamagic.graph import walk as G
+
+from .common import HAVE_DOT, LSTM_CELL, fake_dot, magic, needs_dot
+
+
+def test_dot_escaping_of_names():
+    x = torch.randn(2, requires_grad=True)
+    y = (x * 3).sum()
+    gr = G.walk([('a"b\\c\n<d>', y)], tensor_names={id(x): 'we"ird'})
+    source = dot.to_dot(gr)
+    assert 'a\\"b\\\\c\\n<d>' in source
+    assert 'we\\"ird' in source
+    if HAVE_DOT:
+        assert dot.run_dot(source, "svg", 20).startswith(b"<?xml")
+
+
+def test_deterministic_dot_across_runs(mlp):
+    cell = "torch.manual_seed(1)\nloss = model(torch.randn(2, 4)).tanh().sum()\nloss"
+    a = magic(mlp, "--show-saved --show-attrs --format dot", cell)
+    b = magic(mlp, "--show-saved --show-attrs --format dot", cell)
+    assert a.dot == b.dot
+    assert "0x" not in a.dot
+
+
+@needs_dot
+def test_freed_saved_tensors_have_a_legend_entry(w):
+    r = magic(w, "--show-saved", "y = (w * w).sum(); y.backward(); y")
+    assert any(n.kind == M.SAVED and n.freed for n in r.graph.nodes)
+    assert "saved tensor freed by backward()" in r.dot
+
+
+@needs_dot
+def test_unrolled_loop_opens_with_nodes_in_the_first_screen(lstm):
+    """The scroll box opens at the top left: an unrolled LSTM's staircase must start there."""
+    r = magic(lstm, "", LSTM_CELL)
+    assert r.drawn.view == "full" and 'ordering="out"' in r.dot
+    svg = r.svg
+    height = float(re.search(r'viewBox="[\d.]+ [\d.]+ [\d.]+ ([\d.]+)"', svg).group(1))
+    shift = float(re.search(r"translate\([\d.]+ ([\d.]+)\)", svg).group(1))
+    points = [(float(x), float(y) + shift) for x, y in re.findall(r'<text[^>]* x="([-\d.]+)" y="([-\d.]+)"', svg)]
+    # 1000 x 700 CSS px = 750 x 525 pt, from the top left of the picture
+    assert height > 2000 and any(x < 750 and y < 525 for x, y in points)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_hanging_dot_is_killed_with_its_children(w, tmp_path, monkeypatch):
+    pidfile = tmp_path / "child.pid"
+    fake_dot(tmp_path, monkeypatch, f"sleep 120 &\necho $! > {pidfile}\nwait\n")
+    t0 = time.perf_counter()
+    r = magic(w, "--timeout 1.5", "(w * 2).sum()")
+    assert time.perf_counter() - t0 < 10
+    assert r.problem == "dot timeout" and r.image is None
+    pid = int(pidfile.read_text())
+    for _ in range(50):
+        if not _alive(pid):
+            break
+        time.sleep(0.05)
+    assert not _alive(pid), "the dot script's child outlived the time-out"
+
+
+def test_dot_that_prints_garbage_is_a_failure_with_a_note(w, tmp_path, monkeypatch):
+    fake_dot(tmp_path, monkeypatch, "cat > /dev/null\nprintf 'not a picture <script>alert(1)</script>'\n")
+    for fmt in ("svg", "png", "pdf"):
+        r = magic(w, f"--format {fmt}", "(w * 2).sum()")
+        assert r.problem == "dot failed" and r.image is None
+        assert any(f"not {fmt.upper()}" in n for n in r.notes)
+        html = r._repr_html_()
+        assert "<script>" not in html and "digraph autograd" in html
+
+
+def test_dot_error_text_cannot_drive_the_terminal(w, tmp_path, monkeypatch):
+    fake_dot(tmp_path, monkeypatch, "cat > /dev/null\nprintf 'bad \\033[31mred\\033]0;title\\007' >&2\nexit 1\n")
+    r = magic(w, "", "(w * 2).sum()")
+    assert r.problem == "dot failed"
+    text = repr(r)
+    assert "\x1b" not in text and "\x07" not in text and "\\x1b[31mred" in text
+    assert "\x1b" not in r._repr_html_()
