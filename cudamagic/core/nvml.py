@@ -96,6 +96,17 @@ def library_version():
     return NA("libnvidia-ml.so.<version> not found on disk", "no_driver")
 
 
+def library_path():
+    """Where the NVML library was loaded from (``pynvml.nvmlLib._name``: ``C:\\Windows\\System32\\nvml.dll``
+    on Windows, ``libnvidia-ml.so.1`` as the loader resolved it on Linux), or NA before a successful init."""
+    err = init()
+    if err is not None:
+        return err
+    lib = getattr(_state["module"], "nvmlLib", None)
+    name = getattr(lib, "_name", None)
+    return decode(name) if name else NA("this nvidia-ml-py does not say which library it loaded", "not_supported")
+
+
 def translate(exc) -> NA:
     """Turn an exception from an NVML call into an NA with a plain-words reason."""
     code = getattr(exc, "value", None)
@@ -320,11 +331,26 @@ def _q_mig(mod, h):
             "mig.mode.pending": "Enabled" if int(pending) else "Disabled"}
 
 
+#: ``nvmlDeviceGetDriverModel`` values -> the words of nvidia-smi's header (NVML_DRIVER_WDDM/WDM/MCDM).
+DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
+
+
+def _q_driver_model(mod, h):
+    fn = getattr(mod, "nvmlDeviceGetDriverModel", None)
+    if fn is None:
+        na = NA("this nvidia-ml-py has no nvmlDeviceGetDriverModel", "not_supported")
+        return {"driver_model.current": na, "driver_model.pending": na}
+    current, pending = fn(h)
+    return {"driver_model.current": DRIVER_MODELS.get(int(current), f"model {int(current)}"),
+            "driver_model.pending": DRIVER_MODELS.get(int(pending), f"model {int(pending)}")}
+
+
 _GROUPS = {
     "name": _q_name, "uuid": _q_uuid, "pci": _q_pci, "compute_cap": _q_cc, "memory": _q_memory,
     "utilization": _q_util, "temperature": _q_temp, "power_draw": _q_power_draw,
     "power_limit": _q_power_limit, "fan": _q_fan, "clock_sm": _q_clock_sm, "clock_mem": _q_clock_mem,
     "pstate": _q_pstate, "throttle": _q_throttle, "persistence": _q_persistence, "mig": _q_mig,
+    "driver_model": _q_driver_model,
 }
 FIELD_GROUP = {}
 for _g, _fields in {
@@ -335,6 +361,7 @@ for _g, _fields in {
     "clock_sm": ["clocks.sm"], "clock_mem": ["clocks.mem"], "pstate": ["pstate"],
     "throttle": ["clocks_event_reasons.active"], "persistence": ["persistence_mode"],
     "mig": ["mig.mode.current", "mig.mode.pending"],
+    "driver_model": ["driver_model.current", "driver_model.pending"],
 }.items():
     for _f in _fields:
         FIELD_GROUP[_f] = _g
@@ -447,11 +474,12 @@ class Device:
                 errors.append(exc)
                 continue
             for p in procs:
-                used = getattr(p, "usedGpuMemory", None)
-                used = NA("not reported by the driver (e.g. Windows WDDM)", "not_supported") if used is None else int(used)
+                used = getattr(p, "usedGpuMemory", None)  # pynvml: None for NVML_VALUE_NOT_AVAILABLE
+                used = self._unattributed_memory() if used is None else int(used)
                 pid = int(p.pid)
-                if pid in rows and not is_na(rows[pid]["used_memory"]) and not is_na(used):
-                    rows[pid]["used_memory"] = max(rows[pid]["used_memory"], used)
+                if pid in rows:  # listed as compute and graphics: one C+G row, the larger figure
+                    old = rows[pid]["used_memory"]
+                    rows[pid]["used_memory"] = old if is_na(used) else used if is_na(old) else max(old, used)
                     rows[pid]["type"] = "C+G"
                 else:
                     rows[pid] = {"pid": pid, "used_memory": used, "type": kind}
@@ -463,6 +491,23 @@ class Device:
                 self.lost = na
             return na
         return sorted(rows.values(), key=lambda r: r["pid"])
+
+    def driver_model(self):
+        """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only; nvidia-smi's header), or
+        NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a reboot), so asked once per Device."""
+        model = self.__dict__.get("_driver_model")
+        if model is None:
+            model = self.get("driver_model.current")
+            if not is_na(model):  # an NA "not supported" is remembered as sticky by query() already
+                self.__dict__["_driver_model"] = model
+        return model
+
+    def _unattributed_memory(self) -> NA:
+        """The NA for a process whose GPU memory NVML reports as not available (``usedGpuMemory`` None)."""
+        if self.driver_model() == "WDDM":
+            return NA("Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
+                      "(nvidia-smi shows N/A too)", "wddm")
+        return NA("not reported by the driver", "not_supported")
 
     def mig_devices(self):
         """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}`` (bytes), or NA."""
@@ -486,6 +531,13 @@ class Device:
                 "memory.used": mem if is_na(mem) else int(mem.used),
             })
         return out
+
+
+def process_name(pid: int):
+    """The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints), or NA
+    (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient Permissions")."""
+    name = call("nvmlSystemGetProcessName", int(pid))
+    return name if is_na(name) else decode(name)
 
 
 _devices = {}

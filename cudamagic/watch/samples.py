@@ -53,6 +53,10 @@ class ProcessSample:
         type: ``"C"`` compute, ``"G"`` graphics, ``"C+G"``.
         own: True for this kernel's own process.
         visible: False when the pid does not exist here (``psutil.NoSuchProcess``, F04).
+        memory_source: where ``used_memory_bytes`` comes from: ``"NVML"`` (``usedGpuMemory``), or on Windows
+            under WDDM :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's ``Dedicated Usage``).
+        shared_memory_bytes: system RAM the GPU uses for the process (Windows ``Shared Usage``), or NA
+            (NVML does not report it).
     """
 
     pid: int
@@ -62,6 +66,8 @@ class ProcessSample:
     type: str = "C"
     own: bool = False
     visible: bool = True
+    memory_source: str = "NVML"
+    shared_memory_bytes: object = NA("NVML reports dedicated GPU memory only", "not_supported")
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,8 @@ class GpuSample:
     ``*_mw`` milliwatts, ``*_mhz`` MHz, ``pstate`` P-state number (0 = max performance),
     ``throttle_reasons_mask`` the ``nvmlDeviceGetCurrentClocksEventReasons`` bitmask.
     ``lost`` is an NA once the GPU fell off the bus, else ``None``. ``processes`` is a
-    tuple of :class:`ProcessSample` or an NA.
+    tuple of :class:`ProcessSample` or an NA. ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on
+    Windows (``nvmlDeviceGetDriverModel``, nvidia-smi's header), an NA elsewhere.
     """
 
     index: int
@@ -104,6 +111,7 @@ class GpuSample:
     mig_devices: tuple = ()
     processes: object = ()
     lost: object = None
+    driver_model: object = NA("not read", "not_supported")
 
     @property
     def throttle_reasons(self):

@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from ..core import nvml, platform
+from ..core import nvml, platform, wincounters
 from ..core.na import NA, is_na
 from . import trace
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
@@ -179,8 +179,17 @@ def read_torch_allocator():
 
 # ---- processes ----------------------------------------------------------------------------
 
+INSUFFICIENT_PERMISSIONS = NA("a process of another user or of the system: Windows does not show its name to "
+                              "this user (nvidia-smi prints \"Insufficient Permissions\"); run as administrator "
+                              "to see it", "no_permission")
+EXITED = NA("the process has exited", "exited")
+
+
 def process_info(pid: int):
-    """``(name, cmdline, visible)`` for ``pid`` via psutil; NA name when it is not visible here (F04)."""
+    """``(name, cmdline, visible)`` for ``pid``: psutil first, then NVML's own name
+    (``nvmlSystemGetProcessName``, what nvidia-smi prints); NA name when neither can say (F04: another PID
+    namespace on Linux; on Windows a process of another user or the system, nvidia-smi's
+    "Insufficient Permissions")."""
     import psutil
 
     try:
@@ -193,13 +202,20 @@ def process_info(pid: int):
                 cmd = NA("permission denied", "no_permission")
         return name, cmd, True
     except psutil.NoSuchProcess:
-        return OTHER_NAMESPACE, OTHER_NAMESPACE, False
+        missing = True
     except psutil.AccessDenied:
-        na = NA("permission denied reading the process", "no_permission")
-        return na, na, True
+        missing = False
     except Exception as exc:
         na = NA(f"psutil failed: {exc}", "error")
         return na, na, True
+    name = nvml.process_name(pid)
+    if not is_na(name) and name:
+        return name, NA("command line not readable from here", "no_permission"), True
+    if not missing or (is_na(name) and name.code == "no_permission"):
+        return INSUFFICIENT_PERMISSIONS, INSUFFICIENT_PERMISSIONS, True
+    if platform.is_windows():  # no PID namespaces on Windows: the process is gone
+        return EXITED, EXITED, True
+    return OTHER_NAMESPACE, OTHER_NAMESPACE, False
 
 
 def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
@@ -240,6 +256,9 @@ class LiveSource:
         torch_reader: callable returning a TorchSample or NA (default :func:`read_torch_allocator`).
         proc_info: callable ``pid -> (name, cmdline, visible)`` (default :func:`process_info`).
         pid: this kernel's pid (default ``os.getpid()``).
+        counter_reader: callable returning ``{pid: ProcessGpuMemory}`` or NA (default
+            :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where NVML says
+            N/A under WDDM, read at most once per tick and only then.
 
     NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
     fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
@@ -248,8 +267,9 @@ class LiveSource:
     kind = "live"
 
     def __init__(self, devices=None, *, host=None, torch_reader=read_torch_allocator, proc_info=process_info,
-                 pid=None):
+                 pid=None, counter_reader=None):
         self.pid = os.getpid() if pid is None else pid
+        self.counter_reader = counter_reader or wincounters.read_process_memory
         self.status = nvml.init()
         count = 0
         if self.status is None:
@@ -261,7 +281,7 @@ class LiveSource:
         self.host = host if host is not None else HostReader(self.pid)
         self.torch_reader = torch_reader
         self.proc_info = proc_info
-        self._static = {}      # index -> (name, uuid, mig_enabled)
+        self._static = {}      # index -> (name, uuid, mig_enabled, driver model)
         self._names = {}       # pid -> (name, cmdline, visible), pruned to pids still listed
         self.label = "live"
 
@@ -271,12 +291,12 @@ class LiveSource:
             got = dev.read(["name", "uuid", "mig.mode.current"])
             mig = got["mig.mode.current"]
             mig = (mig == "Enabled") if not is_na(mig) else False
-            facts = (got["name"], got["uuid"], mig)
+            facts = (got["name"], got["uuid"], mig, dev.driver_model())
             if dev.lost is None:
                 self._static[dev.index] = facts
         return facts
 
-    def _processes(self, dev, names):
+    def _processes(self, dev, names, counters):
         procs = dev.processes()
         if is_na(procs):
             return procs
@@ -285,14 +305,37 @@ class LiveSource:
             pid = p["pid"]
             info = self._names.get(pid) or self.proc_info(pid)
             names[pid] = info
-            rows.append(ProcessSample(pid=pid, name=info[0], cmdline=info[1], used_memory_bytes=p["used_memory"],
-                                      type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2])))
+            used, extra = p["used_memory"], {}
+            if is_na(used) and used.code == "wddm":  # Windows counts it where NVML cannot
+                got = counters()
+                if not is_na(got) and pid in got:
+                    used = got[pid].dedicated_bytes
+                    extra = {"memory_source": wincounters.source_label(),
+                             "shared_memory_bytes": got[pid].shared_bytes}
+                elif not is_na(got):
+                    used = NA(f"{used.reason}; the Windows GPU Process Memory counters list no memory for this "
+                              "process", "wddm")
+                else:
+                    used = NA(f"{used.reason}; {got.reason}", "wddm")
+            rows.append(ProcessSample(pid=pid, name=info[0], cmdline=info[1], used_memory_bytes=used,
+                                      type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2]),
+                                      **extra))
         return tuple(rows)
 
-    def read_gpu(self, index, names) -> GpuSample:
+    def _counters_once(self):
+        """A callable reading the Windows GPU memory counters at most once (one tick)."""
+        memo = []
+
+        def read():
+            if not memo:
+                memo.append(self.counter_reader())
+            return memo[0]
+        return read
+
+    def read_gpu(self, index, names, counters=None) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
         dev = nvml.device(index)
-        name, uuid, mig = self._static_facts(dev)
+        name, uuid, mig, model = self._static_facts(dev)
         vals = dev.read(_READ_FIELDS)
         mig_devs = ()
         if mig:
@@ -301,15 +344,16 @@ class LiveSource:
             if not is_na(got):
                 mig_devs = tuple(MigSample(index=m["index"], uuid=m["uuid"], memory_used_bytes=m["memory.used"],
                                            memory_total_bytes=m["memory.total"]) for m in got)
-        procs = self._processes(dev, names) if dev.lost is None else dev.lost
+        procs = self._processes(dev, names, counters or self._counters_once()) if dev.lost is None else dev.lost
         return GpuSample(index=index, name=name, uuid=uuid, mig_enabled=mig, mig_devices=mig_devs,
-                         processes=procs, lost=dev.lost,
+                         processes=procs, lost=dev.lost, driver_model=model,
                          **{attr: vals[key] for key, attr in GPU_FIELDS.items()})
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """Read everything once."""
         names = {}
-        gpus = tuple(self.read_gpu(i, names) for i in self.devices) if self.status is None else ()
+        counters = self._counters_once()
+        gpus = tuple(self.read_gpu(i, names, counters) for i in self.devices) if self.status is None else ()
         self._names = names
         host = self.host.read()
         torch_state = self.torch_reader()

@@ -84,7 +84,9 @@ def _short_name(g) -> str:
         name = name[len("NVIDIA "):]
     if len(name) > NAME_CHARS:
         name = name[:NAME_CHARS - 1] + "\u2026"
-    return ("MIG " if g.mig_enabled is True else "") + name
+    model = "" if is_na(getattr(g, "driver_model", None)) or getattr(g, "driver_model", None) is None \
+        else f" ({g.driver_model})"
+    return ("MIG " if g.mig_enabled is True else "") + name + model
 
 
 def _used_of_total(used, total) -> str:
@@ -120,7 +122,45 @@ def _na_reasons(g):
 
 
 def _proc_name(p):
-    return p.name if not is_na(p.name) else ("(other PID namespace)" if not p.visible else "N/A")
+    if not is_na(p.name):
+        return p.name
+    if not p.visible:
+        return "(other PID namespace)"
+    return "(other user or system)" if p.name.code == "no_permission" else "N/A"
+
+
+PROCESS_CHARS = 44
+
+
+def _clip_left(name: str) -> str:
+    """A long process name (Windows gives full paths) keeps its end, where the program's name is, like
+    nvidia-smi's ``...\\SearchHost.exe``."""
+    return name if len(name) <= PROCESS_CHARS else "\u2026" + name[-(PROCESS_CHARS - 1):]
+
+
+def process_memory_text(p) -> str:
+    """GPU memory of ProcessSample ``p``: bytes, ``*`` when Windows' counters gave it, N/A otherwise."""
+    if p.memory_source != "NVML" and not is_na(p.used_memory_bytes):
+        return format_bytes(p.used_memory_bytes) + " *"
+    return format_bytes(p.used_memory_bytes)
+
+
+def process_notes(processes) -> list:
+    """Lines under a process table: where starred figures come from, distinct N/A reasons, unnamed rows."""
+    notes = []
+    counted = [p for p in processes if p.memory_source != "NVML" and not is_na(p.used_memory_bytes)]
+    if counted:
+        shared = [p.shared_memory_bytes for p in counted if not is_na(p.shared_memory_bytes)]
+        notes.append(f"* GPU memory from the {counted[0].memory_source} (Dedicated Usage, Task Manager's "
+                     "\"Dedicated GPU memory\"): NVML and nvidia-smi show N/A for every process under WDDM"
+                     + (f"; shared (system RAM) usage of these processes: {format_bytes(sum(shared))}" if shared
+                        else "") + ".")
+    reasons = dict.fromkeys(p.used_memory_bytes.reason for p in processes if is_na(p.used_memory_bytes))
+    notes += [f"GPU memory N/A: {r}" for r in reasons]
+    if any(is_na(p.name) and p.name.code == "no_permission" and p.visible for p in processes):
+        notes.append("(other user or system): " + next(p.name.reason for p in processes
+                                                       if is_na(p.name) and p.name.code == "no_permission"))
+    return notes
 
 
 class _Lines(list):
@@ -197,10 +237,13 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
             if not g.processes:
                 lines.append(f"GPU {g.index}: {no_process_line(g)}")
             for p in g.processes:
-                prows.append([g.index, p.pid, _proc_name(p) + (" (this kernel)" if p.own else ""), p.type,
-                              format_bytes(p.used_memory_bytes)])
+                prows.append([g.index, p.pid, _clip_left(_proc_name(p)) + (" (this kernel)" if p.own else ""), p.type,
+                              process_memory_text(p)])
         if prows:
             lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
+            for note in process_notes([p for g in sample.gpus if g.lost is None and not is_na(g.processes)
+                                       for p in g.processes]):
+                lines.append(note)
             if any(not p.visible for g in sample.gpus if not is_na(g.processes) for p in g.processes):
                 lines.append("(other PID namespace): the pid is not visible from this container; "
                              "run the container with --pid=host to see names.")

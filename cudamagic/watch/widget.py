@@ -18,7 +18,8 @@ import contextlib
 from ..core.fmt import NO_MATH, esc, format_bytes
 from ..core.na import is_na
 from .samples import Sample
-from .text import mem_text, no_process_line, num_text, pct_text, reasons_text, torch_text
+from .text import (mem_text, no_process_line, num_text, pct_text, process_memory_text, process_notes, reasons_text,
+                   torch_text)
 
 _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
 
@@ -81,15 +82,16 @@ def processes_html(g) -> str:
     rows = []
     for p in g.processes:
         name = (f'<span title="{esc(p.name.reason)}">(other PID namespace)</span>' if not p.visible
-                else _cell(p.name))
+                else f'<span title="{esc(p.name.reason)}">(other user or system)</span>'
+                if is_na(p.name) and p.name.code == "no_permission" else _cell(p.name))
         tip = "" if is_na(p.cmdline) else f' title="{esc(p.cmdline)}"'
         mine = " <b>(this kernel)</b>" if p.own else ""
         style = ' style="font-weight:bold"' if p.own else ""
         rows.append(f"<tr{style}{tip}><td>{p.pid}</td><td>{name}{mine}</td><td>{esc(p.type)}</td>"
-                    f"<td>{_cell(p.used_memory_bytes, format_bytes(p.used_memory_bytes))}</td></tr>")
-    note = ""
+                    f"<td>{_cell(p.used_memory_bytes, process_memory_text(p))}</td></tr>")
+    note = "".join(f"<div style='color:#555'>{esc(line)}</div>" for line in process_notes(g.processes))
     if any(not p.visible for p in g.processes):
-        note = ("<div style='color:#555'>(other PID namespace): the pid is not visible from this container; "
+        note += ("<div style='color:#555'>(other PID namespace): the pid is not visible from this container; "
                 "run the container with --pid=host to see names.</div>")
     return ("<table><tr style='color:#555'><td>pid</td><td>process</td><td>type</td><td>GPU memory</td></tr>"
             + "".join(rows) + "</table>" + note)
