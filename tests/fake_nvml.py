@@ -123,6 +123,23 @@ WINDOWS_LAPTOP_COUNTERS["pid_5000104_luid_0x00000000_0x0000A2F1_phys_0"] = (0, 5
 WINDOWS_LAPTOP_COUNTERS["_Total"] = (686 * MIB, 167 * MIB)  # not a process: must be skipped
 
 
+class FakeCounterSource:
+    """Plays Windows' ``\\GPU Process Memory(*)`` performance counters for
+    :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated Usage, Shared Usage)}``
+    in bytes, or a callable ``f(read_number)`` returning it (so figures move between samples)."""
+
+    def __init__(self, values):
+        from cudamagic.core import wincounters
+
+        self.label = wincounters.SOURCE_LABEL
+        self.values = values
+        self.reads = 0
+
+    def read(self):
+        self.reads += 1
+        return dict(self.values(self.reads - 1) if callable(self.values) else self.values)
+
+
 def _windows(driver_model, **over):
     spec = _gpu(0, name="NVIDIA GeForce RTX 2060", cc=(7, 5), memory_total=8192 * MIB, memory_used=742 * MIB,
                 pci_bus_id="00000000:01:00.0", util_gpu=3, util_mem=7, temperature=46, power_draw_mw=9000,

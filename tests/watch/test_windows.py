@@ -13,24 +13,10 @@ from cudamagic.watch.sources import LiveSource
 from tests import fake_nvml as fm
 
 
-class FakeCounterSource:
-    """Plays Windows' ``\\GPU Process Memory(*)`` counters: ``{instance: (dedicated, shared)}`` bytes."""
-
-    label = wincounters.SOURCE_LABEL
-
-    def __init__(self, values):
-        self.values = dict(values)
-        self.reads = 0
-
-    def read(self):
-        self.reads += 1
-        return dict(self.values)
-
-
 @pytest.fixture
 def counters(monkeypatch):
     def install(values=fm.WINDOWS_LAPTOP_COUNTERS):
-        src = FakeCounterSource(values)
+        src = fm.FakeCounterSource(values)
         wincounters.set_source(src)
         return src
     yield install
@@ -163,3 +149,21 @@ def test_library_path_and_process_name(fake_nvml):
     assert nvml.library_path() == "C:\\Windows\\System32\\nvml.dll"
     assert nvml.process_name(5000104) == "C:\\Windows\\explorer.exe"
     assert nvml.process_name(5001044).code == "no_permission"
+
+
+def test_the_synthetic_windows_trace_replays_with_counter_memory(ip):
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "examples",
+                        "trace_windows.jsonl")
+    header, samples = trace.read_trace(path)
+    assert header["source"].startswith("SYNTHETIC") and len(samples) == 20
+    watch = ip.run_line_magic("gpuwatch", f"--replay {path} --text --count 20 --interval 0.05")
+    text = ip.display_formatter.format(watch)[0]["text/plain"]
+    assert "REPLAY of" in text and "GeForce RTX 2060 (WDDM)" in text
+    rows = _rows(text)
+    assert len(rows) == 10 and rows[5000940][2] == "1.6 GiB *"  # python.exe after its training started
+    assert rows[5001044][0] == "(other user or system)"
+    first = {p.pid: p for p in samples[0].gpus[0].processes}
+    assert first[5000940].used_memory_bytes == 64 * fm.MIB
+    assert first[5000940].memory_source == wincounters.SOURCE_LABEL
