@@ -63,6 +63,15 @@ class WatchMagics(AreaMagics):
               help="Append every sample to this JSON-lines file (nvidia-smi key names, raw units).")
     @argument("--replay", default=None, metavar="FILE.jsonl",
               help="Play a file written by --log through the same display, labelled as a replay.")
+    @argument("--source", default=None, metavar="URL",
+              help="Watch a cluster through its Prometheus (DCGM or nvitop exporter metrics): "
+                   "prometheus://HOST:9090 or https://HOST. Credentials: CUDAMAGIC_PROMETHEUS_TOKEN, or "
+                   "CUDAMAGIC_PROMETHEUS_USER/PASSWORD, or ~/.netrc.")
+    @argument("--job", nargs="?", const="", default=None, metavar="VALUE",
+              help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or the GPUs "
+                   "whose job label or host is VALUE.")
+    @argument("--hosts", default=None, metavar="LIST",
+              help="With --source: comma-separated host names to show, e.g. node07,node08.")
     @line_magic
     def gpuwatch(self, line=""):
         """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host) that keeps
@@ -71,7 +80,9 @@ class WatchMagics(AreaMagics):
         In a notebook it shows a widget updated by one background thread per kernel (running
         ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
         it prints a text table (``--loop`` refreshes it until Ctrl-C). NVML faults never stop it:
-        unreadable fields show N/A with the reason. Returns the monitor: ``watch.history`` (records
+        unreadable fields show N/A with the reason. ``--source`` reads a whole cluster from its
+        Prometheus server instead (one request per refresh; one tile per GPU grouped by host; network
+        faults show as "stale since HH:MM:SS" and it recovers by itself). Returns the monitor: ``watch.history`` (records
         with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
 
         Examples
@@ -85,6 +96,9 @@ class WatchMagics(AreaMagics):
             %gpuwatch --stop
             %gpuwatch --replay examples/trace_demo.jsonl --interval 0.05
             %gpuwatch --text --loop --interval 2
+            %gpuwatch --source prometheus://prom.example:9090
+            %gpuwatch --source https://prom.example --job
+            %gpuwatch --source prometheus://prom.example:9090 --hosts node07,node08 --log cluster.jsonl
             %config CudaMagics.watch_interval_s = 2.0
         """
         args = self.parse(self.gpuwatch, line)

@@ -44,7 +44,9 @@ class GpuWatch:
         self.options = dict(options or {})
         self.view = None
         if widget:
-            self.view = WatchView(getattr(sampler.source, "devices", []), label=label, on_stop=self.stop)
+            make_view = getattr(sampler.source, "make_view", None)  # cluster sources have their own view
+            self.view = make_view(on_stop=self.stop) if make_view else WatchView(
+                getattr(sampler.source, "devices", []), label=label, on_stop=self.stop)
             sampler.on_sample = self._update
             sampler.on_finish = self._finished
 
@@ -90,6 +92,9 @@ class GpuWatch:
     def stop(self):
         """Stop the sampler thread (joins it) and mark the widget stopped. Idempotent."""
         self.sampler.stop()
+        close = getattr(self.sampler.source, "close", None)  # a cluster source's HTTP connections
+        if close is not None and not self.sampler.running:
+            close()
         self._finished()
 
     def state(self) -> str:
@@ -101,14 +106,19 @@ class GpuWatch:
     # -- display ------------------------------------------------------------------------
     def text(self) -> str:
         """The snapshot table (plain text)."""
+        render = getattr(self.sampler.source, "render_text", None)
+        if render is not None:
+            latest, hist = self.sampler.snapshot()
+            return render(latest, hist, self.label, self.state(), self.sampler.error)
         return text_view.sample_text(self.sampler.latest, self.label, self.state(), self.sampler.error)
 
     def _repr_html_(self):
         if self.view is None:
             return None  # text view (terminal or --text): the table only
         latest, hist = self.sampler.snapshot()
-        return snapshot_html(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
-                             self.sampler.samples_taken, self.sampler.error)
+        render = getattr(self.sampler.source, "render_html", snapshot_html)
+        return render(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
+                      self.sampler.samples_taken, self.sampler.error)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         data = {"text/plain": self.text()}
@@ -173,6 +183,11 @@ def start_watch(source, *, interval_s: float = 1.0, history_len: int = 600, coun
             sampler.step()
         except EndOfTrace:  # pragma: no cover - read_trace guarantees one sample
             sampler.finished = "end of replay"
+        preload = getattr(source, "preload", None)  # a cluster source: history from one range query
+        if preload is not None and background and sampler.latest is not None and sampler.latest.gpus:
+            older = [s for s in preload(history_len) if s.timestamp_s < sampler.latest.timestamp_s]
+            with sampler._lock:
+                sampler.history.extendleft(reversed(older[-(history_len - 1):]))
         if background and not sampler.done() and not sampler.finished:
             sampler.start(first_delay=interval_s)
         else:
@@ -213,8 +228,10 @@ def run_foreground(source, *, interval_s: float, history_len: int, count: int | 
 
     def show(sample):
         print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
-        print(text_view.sample_text(sample, source.label, f"refreshing every {interval_s:g} s; Ctrl-C stops",
-                                    sampler.error), flush=True)
+        state = f"refreshing every {interval_s:g} s; Ctrl-C stops"
+        render = getattr(source, "render_text", None)
+        print(render(sample, sampler.snapshot()[1], source.label, state, sampler.error) if render else
+              text_view.sample_text(sample, source.label, state, sampler.error), flush=True)
 
     sampler.on_sample = show
     try:

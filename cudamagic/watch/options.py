@@ -30,6 +30,8 @@ class WatchOptions:
         devices_text: the ``--devices`` text (or the setting), 0-based NVML indices, comma-separated; "" = all.
         devices: the parsed indices, or None for all GPUs.
         replay: trace path to play, or None. log: trace path to append to, or None.
+        source: a Prometheus base URL (``--source``), or None for this machine's NVML.
+        job: ``--job`` (None: not given, "": this kernel's job, else the value to match). hosts: ``--hosts``.
         text: plain-text table requested. loop: terminal refresh loop requested.
         changing: True when any flag other than a bare re-display was given.
     """
@@ -44,10 +46,14 @@ class WatchOptions:
     text: bool
     loop: bool
     changing: bool
+    source: str | None = None
+    job: str | None = None
+    hosts: tuple = ()
 
     def as_dict(self) -> dict:
         """The settings a running monitor remembers (shown in its status line)."""
-        return {"replay": self.replay, "log": self.log, "devices": self.devices_text, "interval_s": self.interval_s}
+        return {"replay": self.replay, "log": self.log, "devices": self.devices_text, "interval_s": self.interval_s,
+                "source": self.source, "job": self.job, "hosts": ",".join(self.hosts)}
 
 
 def check_interval(interval: float, given: str, replay: bool) -> float:
@@ -103,13 +109,45 @@ def resolve(args, settings) -> WatchOptions:
     if args.replay and args.log:
         raise UsageError("--replay and --log cannot be combined: a replay re-plays a log. "
                          "Type `%gpuwatch --replay FILE.jsonl`.")
+    source, job, hosts = cluster_options(args)
     devices_text = settings.watch_devices if args.devices is None else args.devices
-    devices = None if args.replay else parse_devices(devices_text)
+    devices = None if args.replay or source else parse_devices(devices_text)
     changing = any(x not in (None, False) for x in (args.replay, args.log, args.devices, args.interval,
-                                                    args.history, args.count, args.loop, args.text))
+                                                    args.history, args.count, args.loop, args.text,
+                                                    getattr(args, "source", None), getattr(args, "job", None),
+                                                    getattr(args, "hosts", None)))
     return WatchOptions(interval_s=interval, history=history, count=args.count, devices_text=devices_text,
                         devices=devices, replay=args.replay, log=args.log, text=bool(args.text),
-                        loop=bool(args.loop), changing=changing)
+                        loop=bool(args.loop), changing=changing, source=source, job=job, hosts=hosts)
+
+
+def cluster_options(args) -> tuple:
+    """``(base URL or None, job, hosts)`` from ``--source``, ``--job``, ``--hosts``; ``UsageError`` when they
+    are malformed or combined with ``--replay`` / ``--devices``."""
+    from .cluster import parse_hosts
+    from .prometheus import SourceURLError, parse_source
+
+    text, job, hosts = getattr(args, "source", None), getattr(args, "job", None), getattr(args, "hosts", None)
+    if not text:
+        if job is not None or hosts:
+            raise UsageError(f"{'--job' if job is not None else '--hosts'} needs a cluster source; type e.g. "
+                             "`%gpuwatch --source prometheus://localhost:9090 --job`.")
+        return None, None, ()
+    if args.replay:
+        raise UsageError("--source and --replay cannot be combined: a replay plays a file. Type "
+                         "`%gpuwatch --source prometheus://HOST:9090` or `%gpuwatch --replay FILE.jsonl`.")
+    if args.devices is not None:
+        raise UsageError("--devices selects GPUs of this machine; with --source choose hosts instead, e.g. "
+                         "`%gpuwatch --source prometheus://HOST:9090 --hosts node07,node08`.")
+    try:
+        url = parse_source(text)
+    except SourceURLError as exc:
+        raise UsageError(f"{exc}.") from exc
+    host_list = parse_hosts(hosts or "")
+    if hosts is not None and not host_list:
+        raise UsageError(f"--hosts {hosts!r} names no host; type e.g. `%gpuwatch --source {text} "
+                         "--hosts node07,node08`.")
+    return url, job, tuple(host_list)
 
 
 def open_source(opts: WatchOptions):
@@ -118,9 +156,13 @@ def open_source(opts: WatchOptions):
     Raises:
         UsageError: the replay file is not a readable trace, or ``--devices`` names a GPU NVML does not see.
     """
+    if opts.source:
+        return open_cluster(opts)
     if opts.replay:
         try:
-            return ReplaySource(opts.replay)
+            from .cluster import ClusterReplay
+
+            return ClusterReplay.wrap(ReplaySource(opts.replay))
         except TraceError as exc:
             raise UsageError(f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
                              "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
@@ -136,12 +178,36 @@ def open_source(opts: WatchOptions):
     return source
 
 
+def open_cluster(opts: WatchOptions):
+    """The :class:`~.cluster.PrometheusSource` of ``--source``. With ``--job`` or ``--hosts`` one probe request
+    checks that something matches (an unreachable server is not an error: the monitor shows it as stale).
+
+    Raises:
+        UsageError: the server answers but no GPU matches ``--job`` / ``--hosts``.
+    """
+    import time
+
+    from .cluster import PrometheusSource
+
+    source = PrometheusSource(opts.source, hosts=opts.hosts, job=opts.job, interval_s=opts.interval_s)
+    if opts.job is not None or opts.hosts:
+        probe = source.read(0, time.time())
+        if not probe.gpus and getattr(probe.nvml_status, "code", "") == "no_gpus":
+            source.close()
+            raise UsageError(f"{probe.nvml_status.reason}. Give the value to match, e.g. `%gpuwatch --source "
+                             f"{opts.source} --job 12345` (a Slurm job id, pod or host name), or leave --job / "
+                             "--hosts out to see every GPU the server knows.")
+    return source
+
+
 def open_writer(opts: WatchOptions):
     """The ``--log`` :class:`~.trace.TraceWriter`, or None. ``UsageError`` when the file cannot be written."""
     if not opts.log:
         return None
     try:
-        return TraceWriter(opts.log, source="live recording by %gpuwatch --log", interval_s=opts.interval_s)
+        what = f"recording of {opts.source} by %gpuwatch --source --log" if opts.source else \
+            "live recording by %gpuwatch --log"
+        return TraceWriter(opts.log, source=what, interval_s=opts.interval_s)
     except TraceError as exc:
         raise UsageError(f"Cannot log: {exc}. Give a new file name, e.g. "
                          "`%gpuwatch --log gpuwatch_run2.jsonl`.") from exc

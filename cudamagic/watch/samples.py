@@ -90,6 +90,10 @@ class GpuSample:
     ``lost`` is an NA once the GPU fell off the bus, else ``None``. ``processes`` is a
     tuple of :class:`ProcessSample` or an NA. ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on
     Windows (``nvmlDeviceGetDriverModel``, nvidia-smi's header), an NA elsewhere.
+
+    From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name (``""`` for
+    this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``, ``labels``
+    the job labels ``((label, value), ...)`` (pod, namespace, hpc_job).
     """
 
     index: int
@@ -111,6 +115,9 @@ class GpuSample:
     mig_devices: tuple = ()
     processes: object = ()
     lost: object = None
+    host: str = ""
+    ratios: tuple = ()
+    labels: tuple = ()
     driver_model: object = NA("not read", "not_supported")
 
     @property
@@ -218,6 +225,10 @@ def sample_rows(s: Sample) -> list:
     for g in s.gpus:
         r = dict(common)
         r.update({"index": g.index, "name": g.name, "uuid": g.uuid})
+        if g.host or g.ratios:  # a cluster GPU: its host, not this kernel's host.* / torch.* columns
+            r = {k: v for k, v in r.items() if not k.startswith(("host.", "torch."))}
+            r["host"] = g.host
+            r.update({f"prof.{k}": v for k, v in g.ratios})
         for key, attr in GPU_FIELDS.items():
             r[key] = getattr(g, attr)
         reasons = g.throttle_reasons
@@ -229,7 +240,7 @@ def sample_rows(s: Sample) -> list:
     return rows
 
 
-_TEXT_KEYS = frozenset({"timestamp", "name", "uuid", "clocks_event_reasons", "mig.mode.current"})
+_TEXT_KEYS = frozenset({"timestamp", "name", "uuid", "host", "clocks_event_reasons", "mig.mode.current"})
 
 
 def _flat(row: dict) -> dict:

@@ -30,7 +30,7 @@ class TraceError(ValueError):
 MAX_TRACE_BYTES = 64 * 1024 ** 2
 MAX_LINE_BYTES = 1024 ** 2
 MAX_SAMPLES = 500_000
-MAX_GPUS = 64
+MAX_GPUS = 1024  # a cluster trace (--source) holds every GPU of the cluster
 MAX_PROCESSES = 4096
 MAX_STR = 4096
 
@@ -55,6 +55,10 @@ def sample_to_json(s: Sample) -> dict:
             for p in g.processes]
         d["lost"] = g.lost
         d["driver_model.current"] = g.driver_model
+        if g.host or g.ratios or g.labels:  # cluster sources only: live traces keep their old shape
+            d["host"] = g.host
+            d["prof"] = dict(g.ratios)
+            d["labels"] = dict(g.labels)
         gpus.append(d)
     h = s.host
     t = s.torch
@@ -188,7 +192,7 @@ class _Checker:
 
 
 _GPU_KEYS = ["index", "name", "uuid", *GPU_FIELDS, "mig.mode.current", "mig.devices", "processes", "lost",
-             "driver_model.current"]
+             "host", "prof", "labels", "driver_model.current"]
 _SAMPLE_KEYS = ["seq", "timestamp", "timestamp_s", "nvml.status", "gpus", "host", "torch", "hint"]
 _HOST_KEYS = ["cpu.utilization", "cpu.count", "memory.used", "memory.total", "kernel.cpu.utilization",
               "dataloader_workers"]
@@ -250,9 +254,15 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
         lost = g.get("lost")
         lost = None if lost is None else c.na(lost, "lost") if isinstance(lost, dict) else c.fail(
             "'lost' must be null or a not-available value")
+        prof, labels = g.get("prof", {}), g.get("labels", {})
+        c.obj(prof, "prof", list(prof) if isinstance(prof, dict) else [])
+        c.obj(labels, "labels", list(labels) if isinstance(labels, dict) else [])
         gpus.append(GpuSample(index=c.num(g["index"], "index", na=False, integer=True),
                               name=c.str_or_na(g.get("name", ""), "name"), uuid=c.str_or_na(g.get("uuid", ""), "uuid"),
                               mig_enabled=mig, mig_devices=tuple(migs), processes=procs, lost=lost,
+                              host=c.text(g.get("host", ""), "host"),
+                              ratios=tuple((c.text(k, "prof"), c.num(v, k)) for k, v in prof.items()),
+                              labels=tuple((c.text(k, "labels"), c.text(v, k)) for k, v in labels.items()),
                               **({"driver_model": _driver_model(c, g["driver_model.current"])}
                                  if "driver_model.current" in g else {}), **vals))
     h = c.obj(obj["host"], "host", _HOST_KEYS)

@@ -1,0 +1,114 @@
+"""%gpuwatch --source prometheus://...: cost of one refresh and of loading history, against a real Prometheus.
+
+For 64 and 512 simulated GPUs (8 per host, DCGM exporter format, scraped every second by Debian's
+`prometheus` on 127.0.0.1) it measures, side by side in one run:
+  * requests per refresh (goal: exactly 1);
+  * one refresh = the HTTP request + parsing into a Sample + the cluster widget update (goal < 100 ms at 64 GPUs),
+    split into its parts, and as a ratio to the bare HTTP request alone (what our own code adds);
+  * loading 1 hour of history for 64 GPUs (one range query; goal < 2 s), from a history backfilled with promtool
+    at a 15 s scrape interval: at the step the monitor uses by default (600 samples kept) and at a 1 s step.
+
+Usage: python benchmarks/bench_prometheus.py [--refreshes N]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+
+import prom_sim  # noqa: E402
+from cudamagic.watch.cluster import PrometheusSource  # noqa: E402
+from cudamagic.watch.clusterview import ClusterView  # noqa: E402
+from cudamagic.watch.prometheus import parse_source  # noqa: E402
+
+
+def ms(x):
+    return f"{x * 1000:7.1f} ms"
+
+
+def bench_refresh(n_gpus: int, refreshes: int):
+    sim, server = prom_sim.start_cluster(prom_sim.cluster(n_gpus), scrape_s=1.0)
+    try:
+        src = PrometheusSource(parse_source(server.url), interval_s=1.0, timeout_s=10)
+        if not prom_sim.wait_for(lambda: len(src.read(0, time.time()).gpus) == n_gpus, 60, 0.5):
+            print(f"  {n_gpus} GPUs: Prometheus did not scrape them all within 60 s")
+            return
+        view = ClusterView(src, label=src.label)
+        bare, read, widget, total = [], [], [], []
+        req0 = src.client.requests
+        for i in range(refreshes):
+            t0 = time.perf_counter()
+            src.client.instant(src.query)
+            t1 = time.perf_counter()
+            bare.append(t1 - t0)
+        req1 = src.client.requests
+        hist = []
+        for i in range(refreshes):
+            t0 = time.perf_counter()
+            s = src.read(i + 1, time.time())
+            t1 = time.perf_counter()
+            view.apply(s, hist, state="running")
+            t2 = time.perf_counter()
+            hist.append(s)
+            read.append(t1 - t0)
+            widget.append(t2 - t1)
+            total.append(t2 - t0)
+        per_refresh = (src.client.requests - req1) / refreshes
+        assert req1 - req0 == refreshes
+        med = statistics.median
+        print(f"  {n_gpus:4d} GPUs on {n_gpus // 8:3d} hosts: requests per refresh {per_refresh:g}; refresh "
+              f"{ms(med(total))} (request+parse {ms(med(read))}, widget {ms(med(widget))}); bare request "
+              f"{ms(med(bare))}; refresh / bare request = {med(total) / med(bare):.2f}x; tiles HTML "
+              f"{len(view.tiles.value) // 1024} KiB")
+        view.close()
+        src.close()
+    finally:
+        prom_sim.stop_cluster(sim, server)
+
+
+def bench_history(n_gpus: int = 64):
+    hosts = prom_sim.cluster(n_gpus)
+    end = (int(time.time()) // 60) * 60 - 600
+    start = end - 3600
+    server = prom_sim.PrometheusServer([])
+    try:
+        t0 = time.perf_counter()
+        prom_sim.backfill(hosts, server.data_dir, start, end, step_s=15)
+        print(f"  backfill of 1 h x {n_gpus} GPUs at 15 s with promtool: {time.perf_counter() - t0:.1f} s")
+        server.start()
+        src = PrometheusSource(parse_source(server.url), interval_s=1.0)
+        src.history(60, end_s=end)  # warm the connection and the server's caches alike for both runs
+        for label, kept in (("monitor default (600 samples kept)", 600), ("1 s step (3600 samples)", 3600)):
+            req = src.client.requests
+            t0 = time.perf_counter()
+            hist = src.history(3600, end_s=end, max_samples=kept)
+            dt = time.perf_counter() - t0
+            gpus = len(hist[-1].gpus) if hist else 0
+            print(f"  1 h history, {label}: {dt:.2f} s for {len(hist)} samples x {gpus} GPUs, "
+                  f"{src.client.requests - req} request(s), HTTP part {src.client.last_request_s:.2f} s "
+                  f"({src.client.last_request_s / dt:.0%})")
+        src.close()
+    finally:
+        server.cleanup()
+
+
+def main():
+    if prom_sim.prometheus_binary() is None:
+        print("prometheus is not installed (apt-get install prometheus): benchmark skipped")
+        return 0
+    refreshes = int(sys.argv[sys.argv.index("--refreshes") + 1]) if "--refreshes" in sys.argv else 20
+    print("one refresh against a real Prometheus (median of", refreshes, "refreshes):")
+    for n in (64, 512):
+        bench_refresh(n, refreshes)
+    print("history:")
+    bench_history(64)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

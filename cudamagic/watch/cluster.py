@@ -1,0 +1,422 @@
+"""The cluster sample source of ``%gpuwatch --source prometheus://...``: GPU samples read from Prometheus.
+
+:class:`PrometheusSource` has the same ``read(seq, timestamp_s) -> Sample`` as the live NVML source and
+the replay, so the sampler, ``watch.history``, ``--log`` and ``--replay`` work unchanged. Every GPU is
+identified by ``host`` (the exporter's ``Hostname``/``hostname`` label) and ``index`` (its 0-based index
+on that host), and its UUID.
+
+One refresh is one HTTP request: an instant query selecting every metric of both exporters
+(:mod:`.exporters`). The schema is told by the names that come back (``DCGM_FI_*``: DCGM exporter,
+``gpu_*_<unit>``: nvitop's exporter). DCGM's blank sentinels become NA with the reason; profiling ratios
+(``DCGM_FI_PROF_*``, 0-1) go to ``GpuSample.ratios``; MIG instances (``GPU_I_ID``) are grouped under their
+physical GPU: memory is summed over the instances, device-wide values (power, temperature, clocks) are
+taken once.
+
+A failed request never raises: :meth:`PrometheusSource.read` returns a sample without GPUs whose
+``nvml_status`` is ``NA("stale since HH:MM:SS: <reason>", "stale")``; the views keep showing the last good
+values, and the next successful request clears it. No IPython import here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import time
+
+from ..core.na import NA, is_na
+from . import exporters as ex
+from .clusterview import ViewHooks
+from .prometheus import PrometheusClient, PrometheusError, range_step, selector
+from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
+from .sources import MIG_UTIL, ReplaySource
+
+NOT_HOST = NA("not read: the source is a cluster's Prometheus, not this kernel's host", "cluster")
+_CLUSTER_HOST = HostSample(cpu_util_pct=NOT_HOST, cpu_count=NOT_HOST, memory_used_bytes=NOT_HOST,
+                           memory_total_bytes=NOT_HOST, kernel_cpu_pct=NOT_HOST)
+_NO_TORCH = NA("not read: the source is a cluster's Prometheus", "cluster")
+_INT_FIELDS = {"memory.used", "memory.total", "power.draw", "power.limit", "clocks_event_reasons.active",
+               "pstate"}
+
+
+def short_host(name: str) -> str:
+    """``'node07.cluster.local:9400'`` -> ``'node07'`` (for matching ``--hosts`` and ``--job``)."""
+    return re.split(r"[.:]", name, maxsplit=1)[0]
+
+
+def parse_hosts(text: str) -> list:
+    """``'node07, node08'`` -> ``['node07', 'node08']`` (empty list: every host)."""
+    return [h for h in (x.strip() for x in (text or "").split(",")) if h]
+
+
+def job_candidates(value: str | None, environ=os.environ, hostname: str | None = None) -> list:
+    """What ``--job`` matches, in order: ``[(label or "host", value, why), ...]``.
+
+    ``--job`` alone reads this kernel's Slurm job (``SLURM_JOB_ID`` against ``hpc_job``/``slurm_job_id``),
+    its Kubernetes pod (``POD_NAME``, or ``HOSTNAME`` inside a pod, against ``pod``/``exported_pod``) and
+    its host name (against the host labels). ``--job VALUE`` matches VALUE against every job label and the
+    host.
+    """
+    if value:
+        return [*((label, value, f"--job {value}") for label, _ in ex.JOB_LABELS),
+                ("host", value, f"--job {value}")]
+    out = []
+    for label, env in ex.JOB_LABELS:
+        v = environ.get(env, "")
+        if not v and env == "POD_NAME" and environ.get("KUBERNETES_SERVICE_HOST"):
+            v, env = environ.get("HOSTNAME", ""), "HOSTNAME"
+        if v:
+            out.append((label, v, env))
+    host = hostname if hostname is not None else socket.gethostname()
+    if host:
+        out.append(("host", host, "this kernel's host name"))
+    return out
+
+
+def _num(text, field: str, scale: float, exporter: str):
+    """Prometheus value text -> the sample's raw unit, or NA (DCGM sentinel, NaN)."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return NA(f"not a number in the {exporter} exporter's answer", "error")
+    hit = ex.DCGM_SENTINELS.get(v)
+    if hit is not None or v >= 9.2e18:
+        reason, code = hit or ex.DCGM_SENTINELS[float(0x7FFFFFFFFFFFFFF0)]
+        return NA(reason, code)
+    if not math.isfinite(v):
+        return NA(f"the exporter reports {text}", "error")
+    v *= scale
+    if field in _INT_FIELDS or float(v).is_integer():
+        return int(round(v))
+    return round(v, 3)
+
+
+class _Series:
+    """What one Prometheus series is: GPU key, MIG instance, field, scale (classified once per label set)."""
+
+    __slots__ = ("key", "host", "index", "uuid", "name", "mig", "field", "scale", "ratio", "exporter", "labels")
+
+
+def classify(metric: dict):
+    """A :class:`_Series` for one series' labels (with ``__name__``), or None when it is not a GPU metric."""
+    name = metric.get("__name__", "")
+    s = _Series()
+    if name in ex.DCGM_FIELDS:
+        s.field, s.scale = ex.DCGM_FIELDS[name]
+        s.ratio, s.exporter = False, "DCGM"
+    elif name in ex.DCGM_PROF_FIELDS:
+        s.field, s.scale, s.ratio, s.exporter = ex.DCGM_PROF_FIELDS[name], 1, True, "DCGM"
+    elif name in ex.NVITOP_FIELDS:
+        s.field, s.scale = ex.NVITOP_FIELDS[name]
+        s.ratio, s.exporter = False, "nvitop"
+    else:
+        return None
+    s.host = next((metric[k] for k in ex.HOST_LABELS if metric.get(k)), "")
+    raw = next((metric[k] for k in ex.INDEX_LABELS if k in metric), "")
+    m = re.match(r"\(?\s*(\d+)(?:\s*[,:]\s*(\d+))?", raw)
+    if not m:
+        return None
+    s.index = int(m.group(1))
+    s.uuid = next((metric[k] for k in ex.UUID_LABELS if metric.get(k)), "")
+    s.name = next((metric[k] for k in ex.NAME_LABELS if metric.get(k)), "")
+    mig = metric.get("GPU_I_ID") or (m.group(2) if m.group(2) is not None else "")
+    s.mig = (int(mig) if str(mig).isdigit() else str(mig), metric.get("GPU_I_PROFILE", "")) if mig != "" else None
+    s.labels = tuple((k, metric[k]) for k in ("hpc_job", "slurm_job_id", "pod", "exported_pod", "namespace",
+                                              "container") if metric.get(k))
+    s.key = (s.host, s.index)
+    return s
+
+
+_EMPTY = {}
+_MISSING = {}
+_NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
+
+
+def _mem_total(f: dict, missing):
+    """DCGM's total framebuffer: used + free + reserved (MiB already scaled to bytes), or the first NA."""
+    if "memory.used" not in f or "memory.free" not in f:
+        return missing
+    parts = [f["memory.used"], f["memory.free"], f.get("memory.reserved", 0)]
+    bad = [p for p in parts if is_na(p)]
+    return bad[0] if bad else sum(parts)
+
+
+def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample:
+    """Build one GpuSample from the fields of its physical series and of its MIG instances."""
+    host, index = key
+    uuid, name, exporter, labels = meta["uuid"], meta["name"], meta["exporter"], meta["labels"]
+    missing = _MISSING.get(exporter)
+    if missing is None:
+        missing = _MISSING[exporter] = NA(f"not exported by the {exporter} exporter", "not_exported")
+    vals = dict(phys)
+    mig_devs = ()
+    if migs:
+        inst = []
+        for (mid, profile), f in sorted(migs.items(), key=lambda kv: str(kv[0][0])):
+            used = f.get("memory.used", missing)
+            total = f["memory.total"] if "memory.total" in f else _mem_total(f, missing)
+            # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as "3g.40gb #1"
+            inst.append(MigSample(index=mid if isinstance(mid, int) else len(inst),
+                                  uuid=f"{profile or 'MIG'} #{mid}",
+                                  memory_used_bytes=used, memory_total_bytes=total))
+            for k, v in f.items():  # device-wide values: taken once (never summed over instances)
+                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total"):
+                    vals.setdefault(k, v)
+        mig_devs = tuple(inst)
+        if "memory.used" not in phys:
+            used = [m.memory_used_bytes for m in inst]
+            tot = [m.memory_total_bytes for m in inst]
+            vals["memory.used"] = sum(used) if not any(is_na(u) for u in used) else next(u for u in used if is_na(u))
+            vals["memory.total"] = sum(tot) if not any(is_na(t) for t in tot) else next(t for t in tot if is_na(t))
+        vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
+    if "memory.total" not in vals and "memory.free" in vals:
+        vals["memory.total"] = _mem_total(vals, missing)
+    fields = {attr: vals.get(k, missing) for k, attr in GPU_FIELDS.items()}
+    return GpuSample(index=index, name=name or missing, uuid=uuid or missing, mig_enabled=bool(migs),
+                     mig_devices=mig_devs, processes=_NO_PROCESSES, host=host,
+                     ratios=tuple(sorted(ratios.items())), labels=labels, **fields)
+
+
+class PrometheusSource(ViewHooks):
+    """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
+
+    Args:
+        url: the ``--source`` base URL (from :func:`cudamagic.watch.prometheus.parse_source`).
+        hosts: host names to keep (``--hosts``; empty: all). A name matches the full host label or its short
+            form (``node07`` matches ``node07.cluster.local``).
+        job: ``None`` (every GPU), ``""`` (``--job``: this kernel's job) or a value (``--job VALUE``).
+        interval_s: seconds between refreshes (the smallest history step). timeout_s: per request.
+        client: a :class:`~cudamagic.watch.prometheus.PrometheusClient` (tests inject their own).
+        environ, hostname: where ``--job`` looks (tests inject their own).
+
+    State for the views: ``exporters`` (names seen, e.g. ``{"DCGM"}``), ``job_match`` (``"hpc_job=42 (from
+    SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None), ``stale_reason``, ``last_good``.
+    """
+
+    kind = "prometheus"
+
+    def __init__(self, url: str, *, hosts=(), job: str | None = None, interval_s: float = 1.0,
+                 timeout_s: float | None = None, client: PrometheusClient | None = None, environ=os.environ,
+                 hostname: str | None = None):
+        self.url = url
+        self.hosts = list(hosts)
+        self.interval_s = float(interval_s)
+        timeout = timeout_s if timeout_s is not None else min(5.0, max(1.0, 2 * self.interval_s))
+        self.client = client or PrometheusClient(url, timeout_s=timeout, environ=environ)
+        self.job = job
+        self.job_candidates = job_candidates(job, environ, hostname) if job is not None else []
+        self.job_match = ""
+        self.query = selector(ex.all_metric_names())
+        self.exporters = set()
+        self.stale_since = None
+        self.stale_reason = ""
+        self.last_good = None
+        self.devices = []
+        self.device_count = 0
+        self.status = None
+        self._kinds = {}
+        self._vcache = {}
+        what = f" --hosts {','.join(self.hosts)}" if self.hosts else ""
+        what += (" --job" + (f" {job}" if job else "")) if job is not None else ""
+        self.label = f"cluster via {url}{what}"
+
+    # -- classification and filtering ------------------------------------------------------
+    def _series(self, metric: dict):
+        key = tuple(sorted(metric.items()))
+        s = self._kinds.get(key, False)
+        if s is False:
+            s = classify(metric)
+            if len(self._kinds) > 200_000:
+                self._kinds.clear()
+            self._kinds[key] = s
+        return s
+
+    def _host_ok(self, host: str) -> bool:
+        return not self.hosts or host in self.hosts or short_host(host) in self.hosts
+
+    def _job_filter(self, series: list) -> list:
+        """Keep the series of this job; sets :attr:`job_match`; ``[]`` when no candidate matched."""
+        if self.job is None:
+            return series
+        for label, value, why in self.job_candidates:
+            if label == "host":
+                kept = [x for x in series if x[0].host in (value, short_host(value))
+                        or short_host(x[0].host) == short_host(value)]
+            else:
+                kept = [x for x in series if (label, value) in x[0].labels]
+            if kept:
+                self.job_match = f"{'host' if label == 'host' else label}={value} (from {why})"
+                return kept
+        self.job_match = ""
+        return []
+
+    def no_job_text(self) -> str:
+        """Why ``--job`` kept nothing: the label=value pairs tried."""
+        tried = ", ".join(f"{label}={value} ({why})" for label, value, why in self.job_candidates) or \
+            "nothing (no SLURM_JOB_ID, POD_NAME or host name)"
+        return f"--job: no GPU series carries {tried}"
+
+    # -- building samples -------------------------------------------------------------------
+    def assemble(self, series) -> dict:
+        """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text), ...]), ...]``.
+
+        An instant query gives one timestamp, a range query many; each series is classified, filtered by
+        ``--hosts`` and its values converted once, then every timestamp's GPUs are built.
+        """
+        frames, meta = {}, {}
+        for s, values in series:
+            if not self._host_ok(s.host):
+                continue
+            self.exporters.add(s.exporter)
+            m = meta.get(s.key)
+            if m is None:
+                m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
+            elif s.labels and not m["labels"]:
+                m["labels"] = s.labels
+            field = s.field
+            cache = self._vcache.get((s.field, s.scale, s.exporter))
+            if cache is None:
+                cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
+            slot = 2 if s.ratio and s.mig is None else 0  # ratios of MIG instances are not shown
+            if s.ratio and s.mig is not None:
+                continue
+            for point in values:
+                try:
+                    t, text = point
+                except (TypeError, ValueError):
+                    continue
+                fr = frames.get(t)
+                if fr is None:
+                    fr = frames[t] = ({}, {}, {})
+                v = cache.get(text)
+                if v is None:
+                    v = _num(text, s.field, s.scale, s.exporter)
+                    if len(cache) < 20_000:
+                        cache[text] = v
+                if s.mig is None:
+                    d = fr[slot].get(s.key)
+                    if d is None:
+                        d = fr[slot][s.key] = {}
+                    d[field] = v
+                else:
+                    fr[1].setdefault(s.key, {}).setdefault(s.mig, {})[field] = v
+        out, last = {}, {}
+        for t in sorted(frames):
+            phys, migs, ratios = frames[t]
+            keys = sorted(phys.keys() | migs.keys() | ratios.keys())
+            gpus = []
+            for k in keys:
+                p, r = phys.get(k, _EMPTY), ratios.get(k, _EMPTY)
+                m = migs.get(k)
+                # a range step finer than the scrape interval repeats values: reuse the previous (immutable) sample
+                sig = None if m else (tuple(p.items()), tuple(r.items()))
+                prev = last.get(k)
+                if sig is not None and prev is not None and prev[0] == sig:
+                    gpus.append(prev[1])
+                    continue
+                g = _gpu(k, p, m or _EMPTY, meta[k], r)
+                last[k] = (sig, g)
+                gpus.append(g)
+            out[t] = tuple(gpus)
+        return out
+
+    def build(self, rows) -> tuple:
+        """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
+        got = self.assemble([(s, ((0, text),)) for s, text in rows])
+        return got.get(0, ())
+
+    def _sample(self, seq, timestamp_s, gpus) -> Sample:
+        return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=None, gpus=gpus, host=_CLUSTER_HOST,
+                      torch=_NO_TORCH, hint="")
+
+    def stale_sample(self, seq: int, timestamp_s: float, reason: str) -> Sample:
+        """A sample without GPUs that says since when the data is stale and why."""
+        if self.stale_since is None:
+            self.stale_since = timestamp_s
+        self.stale_reason = reason
+        since = time.strftime("%H:%M:%S", time.localtime(self.stale_since))
+        return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=NA(f"stale since {since}: {reason}", "stale"),
+                      gpus=(), host=_CLUSTER_HOST, torch=_NO_TORCH, hint="")
+
+    # -- the source protocol ----------------------------------------------------------------
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        """One instant query (one HTTP request) -> one :class:`Sample`; a failure gives a stale sample."""
+        try:
+            result = self.client.instant(self.query)
+        except PrometheusError as exc:
+            return self.stale_sample(seq, timestamp_s, str(exc))
+        rows = []
+        for r in result:
+            s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
+            if s is None:
+                continue
+            try:
+                rows.append((s, r["value"][1]))
+            except (KeyError, IndexError, TypeError):
+                continue
+        rows = self._job_filter(rows)
+        gpus = self.build(rows)
+        sample = self._sample(seq, timestamp_s, gpus)
+        if not gpus:
+            why = self.no_job_text() if self.job is not None and not self.job_match and result else (
+                f"no GPU of --hosts {','.join(self.hosts)} in the answer" if self.hosts and result else
+                "the server has no DCGM-exporter or nvitop-exporter GPU metrics")
+            sample = Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=NA(why, "no_gpus"), gpus=(),
+                            host=_CLUSTER_HOST, torch=_NO_TORCH)
+        self.stale_since, self.stale_reason = None, ""
+        self.last_good = sample
+        self.devices = [(g.host, g.index) for g in gpus]
+        self.device_count = len(gpus)
+        return sample
+
+    def history(self, span_s: float, end_s: float | None = None, max_samples: int = 600,
+                timeout_s: float = 30.0) -> list:
+        """Samples of the last ``span_s`` seconds from one range query (one HTTP request).
+
+        The step is at least ``interval_s`` and at least ``span_s / max_samples`` (the monitor keeps no more),
+        and keeps every series under Prometheus's 11,000 points. ``timeout_s`` bounds the request.
+
+        Returns:
+            list of :class:`Sample` (oldest first; ``seq`` 0, -1, ... counts back from the newest), or ``[]``
+            when the request failed (the reason is in :attr:`stale_reason`).
+        """
+        end = time.time() if end_s is None else float(end_s)
+        start = end - float(span_s)
+        step = range_step(start, end, max(self.interval_s, span_s / max(1, max_samples - 1)))
+        try:
+            result = self.client.range(self.query, start, end, step, timeout_s=timeout_s)
+        except PrometheusError as exc:
+            self.stale_reason = str(exc)
+            return []
+        series = []
+        for r in result:
+            s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
+            if s is not None and isinstance(r.get("values"), list):
+                series.append((s, r["values"]))
+        frames = self.assemble(self._job_filter(series))
+        times = sorted(frames)
+        out = [self._sample(i - len(times) + 1, float(t), frames[t]) for i, t in enumerate(times)]
+        return out
+
+    def close(self):
+        """Close the connection pool."""
+        self.client.close()
+
+    def preload(self, history_len: int) -> list:
+        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh intervals (it runs
+        in the kernel's thread when the monitor starts, so it waits no longer than one refresh request)."""
+        return self.history(history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s)
+
+
+class ClusterReplay(ViewHooks, ReplaySource):
+    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view."""
+
+    @classmethod
+    def wrap(cls, replay: ReplaySource):
+        """The cluster replay with ``replay``'s state, when its samples carry host names; else ``replay``."""
+        if not any(g.host for s in replay.samples[:1] for g in s.gpus):
+            return replay
+        obj = cls.__new__(cls)
+        obj.__dict__.update(replay.__dict__)
+        return obj

@@ -1,0 +1,266 @@
+"""The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the widget.
+
+One compact tile per GPU (utilization and memory bars, host and index), grouped by host, then the usual
+per-GPU detail for one selected host (utilization %, memory, temperature, power, SM clock, DCGM profiling
+ratios 0-1, MIG instances, job labels). A stale sample (the server did not answer) keeps the last good
+values on screen under a "stale since HH:MM:SS: reason" line.
+
+Every outside string (host names, pod names, label values, GPU names, error text) is escaped with
+:func:`cudamagic.core.fmt.esc` (HTML) or :func:`~cudamagic.core.fmt.terminal_safe` (text). ``ipywidgets`` is
+imported in :class:`ClusterView` only. No IPython import here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import textwrap
+
+from ..core.fmt import NO_MATH, TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core.na import is_na
+
+_CSS = "font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35"
+
+
+def last_good(sample, history=()):
+    """``(sample with GPU data or None, stale NA or None)``: a stale sample is replaced by the newest good one."""
+    status = getattr(sample, "nvml_status", None)
+    if sample is not None and is_na(status) and status.code == "stale":
+        good = next((s for s in reversed(list(history)) if s.gpus), None)
+        return good, status
+    return sample, None
+
+
+def by_host(gpus) -> dict:
+    """``{host: [GpuSample, ...]}`` in (host, index) order."""
+    out = {}
+    for g in gpus:
+        out.setdefault(g.host, []).append(g)
+    return out
+
+
+def _pct(v) -> str:
+    return "N/A" if is_na(v) else f"{v:.0f}%"
+
+
+def _mem_pct(g):
+    u, t = g.memory_used_bytes, g.memory_total_bytes
+    if is_na(u) or is_na(t) or not t:
+        return None
+    return 100.0 * u / t
+
+
+def _watts(mw) -> str:
+    return "N/A" if is_na(mw) else f"{mw / 1000:.0f} W"
+
+
+def host_summary(gpus) -> dict:
+    """Mean utilization (%, GPUs that report it), memory used/total (bytes) and power (mW, each GPU once)."""
+    utils = [g.gpu_util_pct for g in gpus if not is_na(g.gpu_util_pct)]
+    used = sum(g.memory_used_bytes for g in gpus if not is_na(g.memory_used_bytes))
+    total = sum(g.memory_total_bytes for g in gpus if not is_na(g.memory_total_bytes))
+    power = [g.power_draw_mw for g in gpus if not is_na(g.power_draw_mw)]
+    return {"gpus": len(gpus), "util_pct": sum(utils) / len(utils) if utils else None, "memory_used_bytes": used,
+            "memory_total_bytes": total, "power_draw_mw": sum(power) if power else None,
+            "power_na": len(gpus) - len(power)}
+
+
+def _status_line(label, state, error, stale, source) -> str:
+    parts = [label, state]
+    if stale is not None:
+        parts.append(stale.reason)
+    if source is not None and getattr(source, "job_match", ""):
+        parts.append(f"--job matched {source.job_match}")
+    if error:
+        parts.append(f"last error: {error}")
+    return " | ".join(p for p in parts if p)
+
+
+# ---- text ---------------------------------------------------------------------------------
+
+def cluster_text(sample, history=(), label="cluster", state="", error="", source=None) -> str:
+    """Plain-text cluster view: one line per host (GPUs, mean util, memory, power, per-GPU util %)."""
+    shown, stale = last_good(sample, history)
+    lines = textwrap.wrap(terminal_safe(_status_line(label, state, error, stale, source)), TEXT_WIDTH,
+                          break_on_hyphens=False, break_long_words=False)
+    if shown is None or not shown.gpus:
+        why = getattr(sample, "nvml_status", None) if sample is not None else None
+        lines.append(f"No GPU data{': ' + terminal_safe(why.reason) if is_na(why) else ' yet'}.")
+        return "\n".join(lines)
+    rows = []
+    for host, gpus in by_host(shown.gpus).items():
+        s = host_summary(gpus)
+        per = " ".join("MIG" if g.mig_enabled is True and is_na(g.gpu_util_pct) else
+                       _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
+        rows.append([clip(terminal_safe(host or "(no host label)"), 24), s["gpus"],
+                     "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
+                     f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
+                     "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
+                     clip(per, 40)])
+    lines.append(f"{len(shown.gpus)} GPUs on {len(rows)} hosts at {shown.timestamp}")
+    lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
+    return "\n".join(lines)
+
+
+# ---- HTML ---------------------------------------------------------------------------------
+
+def tile_html(g) -> str:
+    """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped)."""
+    util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
+    mem = _mem_pct(g)
+    tip = (f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
+           f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
+           f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
+           f"{_watts(g.power_draw_mw)}")
+    bar = ('<div style="height:4px;background:var(--jp-layout-color3);margin-top:1px">'
+           '<div style="height:4px;width:{w:.0f}%;background:{c}"></div></div>')
+    return (f'<div class="cm-tile" title="{esc(tip)}" style="display:inline-block;width:44px;margin:1px;'
+            'padding:1px 2px;border:1px solid var(--jp-border-color2);background:var(--jp-layout-color1)">'
+            f'<div style="font-size:10px">{int(g.index)}{" MIG" if g.mig_enabled is True else ""}'
+            f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
+            + bar.format(w=util or 0, c="var(--jp-brand-color1)")
+            + bar.format(w=mem or 0, c="var(--jp-warn-color1)") + "</div>")
+
+
+def tiles_html(gpus) -> str:
+    """Every GPU as a tile, one row per host (host name, GPU count, mean utilization, power)."""
+    out = []
+    for host, hg in by_host(gpus).items():
+        s = host_summary(hg)
+        util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
+        out.append('<div class="cm-host" style="margin:2px 0">'
+                   f'<span style="display:inline-block;width:150px;vertical-align:top;overflow:hidden">'
+                   f"<b>{esc(host or '(no host label)')}</b> {len(hg)}&nbsp;GPUs {esc(util)}</span>"
+                   + "".join(tile_html(g) for g in hg) + "</div>")
+    return "".join(out)
+
+
+def detail_html(gpus) -> str:
+    """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
+    ratio_names = sorted({k for g in gpus for k, _ in g.ratios})
+    rows = []
+    for g in gpus:
+        mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
+        temp = g.temperature_c
+        row = [str(int(g.index)), esc("N/A" if is_na(g.name) else g.name),
+               esc(_pct(g.gpu_util_pct)) + (f' <small>({esc(g.gpu_util_pct.reason)})</small>'
+                                             if is_na(g.gpu_util_pct) else ""),
+               esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
+               esc("N/A" if is_na(temp) else f"{temp} °C"),
+               esc(_watts(g.power_draw_mw)) + (f' <small>({esc(g.power_draw_mw.reason)})</small>'
+                                               if is_na(g.power_draw_mw) else ""),
+               esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz")]
+        ratios = dict(g.ratios)
+        row += [esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
+                for k in ratio_names]
+        row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
+        rows.append(row)
+    return html_table(["GPU", "name", "util", "memory", "temp", "power", "SM clock",
+                       *(f"{k} (0-1)" for k in ratio_names), "MIG instances", "job labels"], rows)
+
+
+def status_html(sample, history, label, state, error, source=None) -> str:
+    shown, stale = last_good(sample, history)
+    color = "var(--jp-error-color1)" if stale is not None else "var(--jp-ui-font-color2)"
+    n = f"{len(shown.gpus)} GPUs at {shown.timestamp} | " if shown is not None and shown.gpus else ""
+    line = _status_line(label, state, error, stale, source)
+    extra = ""
+    if shown is None or not shown.gpus:
+        why = getattr(sample, "nvml_status", None) if sample is not None else None
+        extra = f"<div>No GPU data{': ' + esc(why.reason) if is_na(why) else ' yet'}.</div>"
+    return f'<div class="cm-cluster-status" style="color:{color}">{esc(n + line)}</div>{extra}'
+
+
+def cluster_html(sample, history=(), label="cluster", state="", error="", source=None, host=None) -> str:
+    """Static HTML of the whole cluster view (the snapshot kept in saved notebooks)."""
+    shown, _ = last_good(sample, history)
+    parts = [status_html(sample, history, label, state, error, source)]
+    if shown is not None and shown.gpus:
+        parts.append(tiles_html(shown.gpus))
+        groups = by_host(shown.gpus)
+        pick = host if host in groups else next(iter(groups))
+        parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))
+    return f'<div class="{NO_MATH} cm-cluster" style="{_CSS}">' + "".join(parts) + "</div>"
+
+
+# ---- the widget ---------------------------------------------------------------------------
+
+class ClusterView:
+    """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker, detail.
+
+    :meth:`apply` has :class:`~cudamagic.watch.widget.WatchView`'s signature and only sets traits inside
+    ``hold_sync()``; the host picker's options change only when the set of hosts changes.
+    """
+
+    def __init__(self, source=None, label: str = "cluster", on_stop=None):
+        import ipywidgets as W
+
+        self.source = source
+        self.label = label
+        self.status = W.HTML()
+        self.button = W.Button(description="Stop", button_style="warning", icon="stop",
+                               tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
+        self.tiles = W.HTML()
+        self.picker = W.Dropdown(description="host", options=[])
+        self.detail = W.HTML()
+        self.root = W.VBox([W.HBox([self.status, self.button]), self.tiles, self.picker, self.detail])
+        self.root.add_class(NO_MATH)
+        self._on_stop = on_stop
+        self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)
+        self.picker.observe(lambda _change: self._refresh_detail(), names="value")
+        self._shown = None
+
+    def widgets(self):
+        return [self.status, self.button, self.tiles, self.picker, self.detail]
+
+    def _refresh_detail(self):
+        shown = self._shown
+        if shown is None or not shown.gpus:
+            return
+        groups = by_host(shown.gpus)
+        pick = self.picker.value if self.picker.value in groups else next(iter(groups))
+        value = detail_html(groups[pick])
+        if self.detail.value != value:
+            self.detail.value = value
+
+    def apply(self, sample, history, state: str = "running", samples_taken: int = 0, error: str = "",
+              stopped: bool = False):
+        """Set the traits for ``sample`` (a stale sample keeps the last good tiles under a red status line)."""
+        shown, _ = last_good(sample, history)
+        status = status_html(sample, history, self.label, state, error, self.source)
+        with contextlib.ExitStack() as stack:
+            for w in self.widgets():
+                stack.enter_context(w.hold_sync())
+            if self.status.value != status:
+                self.status.value = status
+            if shown is not None and shown.gpus:
+                self._shown = shown
+                tiles = tiles_html(shown.gpus)
+                if self.tiles.value != tiles:
+                    self.tiles.value = tiles
+                hosts = list(by_host(shown.gpus))
+                if list(self.picker.options) != hosts:
+                    keep = self.picker.value if self.picker.value in hosts else hosts[0]
+                    self.picker.options = hosts
+                    self.picker.value = keep
+                self._refresh_detail()
+            if stopped and not self.button.disabled:
+                self.button.disabled = True
+                self.button.description = "Stopped"
+
+    def close(self):
+        """Close every widget (frees the comms)."""
+        for w in [*self.widgets(), *self.root.children[0].children, *self.root.children, self.root]:
+            w.close()
+
+
+class ViewHooks:
+    """Mixin for cluster sources: how :class:`~cudamagic.watch.monitor.GpuWatch` renders them."""
+
+    def make_view(self, on_stop=None):
+        return ClusterView(self, label=self.label, on_stop=on_stop)
+
+    def render_text(self, sample, history, label, state, error) -> str:
+        return cluster_text(sample, history, label, state, error, self)
+
+    def render_html(self, sample, history, label, state, samples_taken, error) -> str:
+        return cluster_html(sample, history, label, state, error, self)

@@ -1,0 +1,230 @@
+"""A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no IPython).
+
+One :class:`PrometheusClient` per monitor keeps one connection pool. :meth:`PrometheusClient.instant` is one
+``GET /api/v1/query`` (the current values of every needed metric at once); :meth:`PrometheusClient.range`
+is one ``GET /api/v1/query_range`` whose step keeps every series under Prometheus's 11,000-point limit.
+
+Every failure (refused connection, timeout, HTTP 4xx/5xx, an ``{"status": "error", "errorType":
+"bad_data"}`` answer, invalid JSON) raises :class:`PrometheusError` whose message never contains the
+credentials. Credentials come from an environment variable or ``~/.netrc``, never from the URL:
+
+* ``CUDAMAGIC_PROMETHEUS_TOKEN``: a bearer token (``Authorization: Bearer ...``);
+* ``CUDAMAGIC_PROMETHEUS_USER`` and ``CUDAMAGIC_PROMETHEUS_PASSWORD``: HTTP basic auth;
+* otherwise the ``machine`` entry of ``~/.netrc`` (or ``$NETRC``) for the server's host name.
+
+TLS certificates are verified (``CUDAMAGIC_PROMETHEUS_CA_BUNDLE`` names a CA file for a private CA).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+import urllib.parse
+
+#: Prometheus refuses a range query answering more than this many points per series.
+MAX_POINTS_PER_SERIES = 11_000
+
+TOKEN_ENV = "CUDAMAGIC_PROMETHEUS_TOKEN"
+USER_ENV = "CUDAMAGIC_PROMETHEUS_USER"
+PASSWORD_ENV = "CUDAMAGIC_PROMETHEUS_PASSWORD"
+CA_ENV = "CUDAMAGIC_PROMETHEUS_CA_BUNDLE"
+
+
+class PrometheusError(Exception):
+    """A request to Prometheus failed; ``str()`` is a one-line reason fit to show (no credentials)."""
+
+
+class SourceURLError(ValueError):
+    """A ``--source`` value that is not a Prometheus URL (the message says what to type)."""
+
+
+def parse_source(text: str) -> str:
+    """The base URL (``http(s)://host:port/prefix``, no trailing slash) of a ``--source`` value.
+
+    ``prometheus://host:port`` means plain HTTP, ``prometheus+https://host`` and ``https://host`` mean TLS,
+    ``http://host:port`` plain HTTP. A URL with a user name or password is refused (it would be shown in
+    the monitor's title and kept in the notebook): use the environment variables or ``~/.netrc``.
+
+    Raises:
+        SourceURLError: another scheme, no host, credentials in the URL, a query string.
+    """
+    text = text.strip()
+    parts = urllib.parse.urlsplit(text)
+    scheme = {"prometheus": "http", "prometheus+http": "http", "prometheus+https": "https", "http": "http",
+              "https": "https"}.get(parts.scheme.lower())
+    if scheme is None:
+        raise SourceURLError(f"--source {text!r} is not a Prometheus URL; give prometheus://HOST:PORT or "
+                             "https://HOST, e.g. `%gpuwatch --source prometheus://localhost:9090`")
+    if parts.username or parts.password:
+        raise SourceURLError("--source must not contain a user name or password (it would be shown and saved "
+                             f"with the notebook); set {TOKEN_ENV}, or {USER_ENV} and {PASSWORD_ENV}, or a "
+                             "~/.netrc entry, then type e.g. `%gpuwatch --source https://prom.example`")
+    if not parts.hostname:
+        raise SourceURLError(f"--source {text!r} names no host; type e.g. "
+                             "`%gpuwatch --source prometheus://localhost:9090`")
+    if parts.query or parts.fragment:
+        raise SourceURLError(f"--source {text!r} has a query string; give only the server's address, e.g. "
+                             "`%gpuwatch --source prometheus://localhost:9090`")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise SourceURLError(f"--source {text!r} has an invalid port; type e.g. "
+                             "`%gpuwatch --source prometheus://localhost:9090`") from exc
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    netloc = host + (f":{port}" if port else "")
+    return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
+
+
+def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = None) -> tuple:
+    """``(headers dict, description)`` of the credentials for ``base_url``; description names the source
+    (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")`` without any."""
+    import urllib3
+
+    token = environ.get(TOKEN_ENV, "").strip()
+    if token:
+        return {"Authorization": f"Bearer {token}"}, f"bearer token from {TOKEN_ENV}"
+    user = environ.get(USER_ENV, "")
+    if user:
+        return (urllib3.make_headers(basic_auth=f"{user}:{environ.get(PASSWORD_ENV, '')}"),
+                f"basic auth from {USER_ENV}/{PASSWORD_ENV}")
+    import netrc
+
+    host = urllib.parse.urlsplit(base_url).hostname or ""
+    path = netrc_path or environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
+    try:
+        entry = netrc.netrc(path).authenticators(host) if os.path.exists(path) else None
+    except (netrc.NetrcParseError, OSError):
+        entry = None  # an unreadable netrc is ignored, as curl and requests do
+    if entry and entry[0]:
+        return urllib3.make_headers(basic_auth=f"{entry[0]}:{entry[2] or ''}"), f"basic auth from {path}"
+    return {}, "none"
+
+
+def range_step(start_s: float, end_s: float, min_step_s: float, max_points: int = MAX_POINTS_PER_SERIES) -> float:
+    """Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and large enough
+    that each series has at most ``max_points`` points (Prometheus answers ``(end - start) / step + 1``)."""
+    span = max(0.0, end_s - start_s)
+    need = span / (max_points - 1) if max_points > 1 else span
+    step = max(float(min_step_s), need, 0.001)
+    return math.ceil(step * 1000) / 1000  # Prometheus takes milliseconds
+
+
+def selector(metrics) -> str:
+    """PromQL selecting every metric of ``metrics`` in one instant vector: ``{__name__=~"A|B|..."}``."""
+    names = "|".join(re.escape(m) for m in metrics)
+    return '{__name__=~"%s"}' % names.replace("\\", "\\\\")
+
+
+class PrometheusClient:
+    """GET requests to one Prometheus server (urllib3 pool; no retries; TLS verified).
+
+    Args:
+        base_url: from :func:`parse_source`. timeout_s: connect and read timeout of one request (seconds).
+        environ: where the credentials are looked up (tests pass their own).
+
+    Attributes:
+        requests: number of HTTP requests sent (the benchmark counts requests per refresh).
+        auth: which credentials are used (``"none"``, ``"bearer token from ..."``), never the secret.
+    """
+
+    def __init__(self, base_url: str, timeout_s: float = 3.0, environ=os.environ):
+        import urllib3
+
+        self.base_url = base_url
+        self.timeout_s = float(timeout_s)
+        self._headers, self.auth = auth_headers(base_url, environ)
+        self._headers = dict(self._headers, Accept="application/json")
+        ca = environ.get(CA_ENV)
+        kw = {"cert_reqs": "CERT_REQUIRED"}
+        if ca:
+            kw["ca_certs"] = ca
+        self._pool = urllib3.PoolManager(num_pools=2, maxsize=1, retries=False, **kw)
+        self.requests = 0
+        self.last_request_s = 0.0
+
+    def get(self, path: str, params: dict, timeout_s: float | None = None) -> dict:
+        """``data`` of a successful API answer for ``GET base_url + path?params``.
+
+        Raises:
+            PrometheusError: connection refused or timed out, a non-2xx status, ``status: error`` answers
+                (``bad_data``, ``execution``...), or an answer that is not Prometheus JSON.
+        """
+        import urllib3
+
+        url = f"{self.base_url}{path}"
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        self.requests += 1
+        t0 = time.perf_counter()
+        try:
+            resp = self._pool.request("GET", url, fields=params, headers=self._headers, redirect=False,
+                                      timeout=urllib3.Timeout(connect=timeout, read=timeout), preload_content=True)
+        except urllib3.exceptions.MaxRetryError as exc:
+            raise PrometheusError(_reason(exc.reason, timeout)) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise PrometheusError(_reason(exc, timeout)) from None
+        finally:
+            self.last_request_s = time.perf_counter() - t0
+        body = resp.data
+        try:
+            obj = json.loads(body) if body else None
+        except ValueError:
+            obj = None
+        if resp.status in (401, 403):
+            raise PrometheusError(f"HTTP {resp.status} {'unauthorized' if resp.status == 401 else 'forbidden'}: "
+                                  f"the server wants credentials (set {TOKEN_ENV}, or {USER_ENV} and "
+                                  f"{PASSWORD_ENV}, or a ~/.netrc entry; now using: {self.auth})")
+        if isinstance(obj, dict) and obj.get("status") == "error":
+            raise PrometheusError(f"HTTP {resp.status} {obj.get('errorType', 'error')}: "
+                                  f"{str(obj.get('error', ''))[:200]}")
+        if not 200 <= resp.status < 300:
+            return_text = body[:120].decode("utf-8", "replace").strip() if body else ""
+            raise PrometheusError(f"HTTP {resp.status}{': ' + return_text if return_text else ''}")
+        if not isinstance(obj, dict) or obj.get("status") != "success" or not isinstance(obj.get("data"), dict):
+            raise PrometheusError("the answer is not Prometheus API JSON (is --source the Prometheus server?)")
+        return obj["data"]
+
+    def instant(self, query: str, at_s: float | None = None) -> list:
+        """``result`` of ``/api/v1/query`` (resultType vector): ``[{"metric": {...}, "value": [t, "v"]}]``."""
+        params = {"query": query}
+        if at_s is not None:
+            params["time"] = f"{at_s:.3f}"
+        data = self.get("/api/v1/query", params)
+        if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
+            raise PrometheusError(f"expected an instant vector, got {str(data.get('resultType'))[:20]}")
+        return data["result"]
+
+    def range(self, query: str, start_s: float, end_s: float, step_s: float, timeout_s: float | None = None) -> list:
+        """``result`` of ``/api/v1/query_range`` (resultType matrix): ``[{"metric", "values": [[t, "v"]...]}]``."""
+        data = self.get("/api/v1/query_range", {"query": query, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}",
+                                                "step": f"{step_s:.3f}"}, timeout_s=timeout_s)
+        if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
+            raise PrometheusError(f"expected a range matrix, got {str(data.get('resultType'))[:20]}")
+        return data["result"]
+
+    def close(self):
+        """Close the pooled connections."""
+        self._pool.clear()
+
+
+def _reason(exc, timeout) -> str:
+    import urllib3
+
+    if isinstance(exc, urllib3.exceptions.NewConnectionError):
+        text = str(exc)
+        if "refused" in text.lower():
+            return "connection refused (is the Prometheus server running?)"
+        if "Name or service not known" in text or "nodename nor servname" in text or "resolution" in text:
+            return "host name not found"
+        return "cannot connect: " + text.split(": ", 1)[-1][:160]
+    # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: it is handled first
+    if isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,
+                        TimeoutError)):
+        return f"no answer within {timeout:g} s (timed out)"
+    if isinstance(exc, urllib3.exceptions.SSLError):
+        return f"TLS error: {str(exc)[:160]} (set {CA_ENV} for a private CA)"
+    if isinstance(exc, urllib3.exceptions.ProtocolError):
+        return f"connection broken: {str(exc)[:160]}"
+    return f"{type(exc).__name__}: {str(exc)[:160]}"

@@ -1,0 +1,45 @@
+"""Fixtures for the Prometheus cluster source: a real Prometheus server scraping the exporter simulator.
+
+The ``prometheus`` program comes from Debian's ``prometheus`` package (``scripts/system_deps.sh`` installs it).
+Without it these tests skip on a developer machine and FAIL in CI (``CI`` set), where the set-up installs it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+
+import prom_sim
+
+
+def need_prometheus():
+    """Skip (developer machine) or fail (CI) when the prometheus/promtool programs are missing."""
+    missing = [p for p in ("prometheus", "promtool") if shutil.which(p) is None]
+    if missing:
+        msg = f"{' and '.join(missing)} not installed (apt-get install prometheus; scripts/system_deps.sh)"
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(msg + " - CI installs it, so this is a set-up failure")
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """``(sim, server)``: the demo cluster (4 hosts, 12 GPUs) scraped every second by a real Prometheus."""
+    need_prometheus()
+    sim, server = prom_sim.start_cluster(prom_sim.demo_cluster())
+    try:
+        from cudamagic.watch.cluster import PrometheusSource
+        from cudamagic.watch.prometheus import parse_source
+
+        src = PrometheusSource(parse_source(server.url))
+        import time
+
+        ok = prom_sim.wait_for(lambda: len(src.read(1, time.time()).gpus) == 12, 30)
+        src.close()
+        assert ok, f"Prometheus never scraped all 12 simulated GPUs: {server.tail()}"
+        yield sim, server
+    finally:
+        prom_sim.stop_cluster(sim, server)
+        assert server.proc is None

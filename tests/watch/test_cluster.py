@@ -1,0 +1,155 @@
+"""Tier 1: the Prometheus source's plain functions (no server): URLs, auth, steps, schema, sentinels, MIG, job."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+import prom_sim
+from cudamagic.core.na import is_na
+from cudamagic.watch import cluster, prometheus
+from cudamagic.watch.cluster import PrometheusSource, classify, job_candidates
+from cudamagic.watch.prometheus import SourceURLError, parse_source, range_step
+
+
+@pytest.mark.parametrize("text, url", [
+    ("prometheus://prom.example:9090", "http://prom.example:9090"),
+    ("prometheus+https://prom.example/", "https://prom.example"),
+    ("https://prom.example/prometheus/", "https://prom.example/prometheus"),
+    ("http://[::1]:9090", "http://[::1]:9090"),
+])
+def test_source_urls(text, url):
+    assert parse_source(text) == url
+
+
+@pytest.mark.parametrize("text, match", [
+    ("ftp://x", "not a Prometheus URL"),
+    ("https://alice:secret@prom.example", "must not contain a user name or password"),
+    ("prometheus://", "names no host"),
+    ("https://prom.example/?query=up", "query string"),
+    ("prometheus://h:99999", "invalid port"),
+])
+def test_bad_source_urls(text, match):
+    with pytest.raises(SourceURLError, match=match) as info:
+        parse_source(text)
+    assert "secret" not in str(info.value)
+
+
+def test_auth_from_env_and_netrc(tmp_path):
+    h, how = prometheus.auth_headers("https://p", {"CUDAMAGIC_PROMETHEUS_TOKEN": "tok123"})
+    assert h == {"Authorization": "Bearer tok123"} and "tok123" not in how
+    h, how = prometheus.auth_headers("https://p", {"CUDAMAGIC_PROMETHEUS_USER": "al",
+                                                   "CUDAMAGIC_PROMETHEUS_PASSWORD": "pw"})
+    assert h["authorization"] == "Basic " + base64.b64encode(b"al:pw").decode() and "pw" not in how
+    rc = tmp_path / "netrc"
+    rc.write_text("machine prom.example login bob password hunter2\n")
+    rc.chmod(0o600)
+    h, how = prometheus.auth_headers("https://prom.example:443", {"NETRC": str(rc)})
+    assert h["authorization"] == "Basic " + base64.b64encode(b"bob:hunter2").decode()
+    assert "hunter2" not in how and str(rc) in how
+    assert prometheus.auth_headers("https://other.example", {"NETRC": str(rc)}) == ({}, "none")
+
+
+@pytest.mark.parametrize("span, min_step", [(3600, 1), (86400 * 30, 1), (60, 15), (10, 0.1), (86400 * 365, 60)])
+def test_range_step_keeps_every_series_under_11000_points(span, min_step):
+    step = range_step(1e9, 1e9 + span, min_step)
+    assert step >= min_step
+    assert span / step + 1 <= prometheus.MAX_POINTS_PER_SERIES
+    assert span / (step - 0.002) + 1 > prometheus.MAX_POINTS_PER_SERIES or step == pytest.approx(min_step, abs=0.001)
+
+
+def _rows(host, i=0, t=1000):
+    return [({"__name__": n, **lab}, v) for n, lab, v in prom_sim.host_metrics(host, i, t)]
+
+
+def _gpus(rows, **kw):
+    src = PrometheusSource("http://unused:1", **kw)
+    kept = [(s, repr(v)) for s, v in ((classify(m), v) for m, v in rows) if s is not None]
+    return src, src.build(src._job_filter(kept))
+
+
+def test_dcgm_both_label_casings_and_units():
+    old = prom_sim.SimHost("n-old", "dcgm-old", 2)
+    new = prom_sim.SimHost("n-new", "dcgm", 2)
+    src, gpus = _gpus(_rows(old, 0) + _rows(new, 1))
+    assert [(g.host, g.index) for g in gpus] == [("n-new", 0), ("n-new", 1), ("n-old", 0), ("n-old", 1)]
+    g = gpus[2]
+    assert g.gpu_util_pct == prom_sim.util_at(1000, 0, 0)
+    assert g.memory_used_bytes == prom_sim.used_mib_at(1000, 0, 0) * 2 ** 20
+    assert g.memory_total_bytes == old.memory_total_mib * 2 ** 20  # used + free + reserved
+    assert g.power_draw_mw == (100 + g.gpu_util_pct * 5) * 1000
+    assert g.uuid.startswith("GPU-") and g.name == "NVIDIA H100 80GB HBM3"
+    assert dict(g.ratios)["gr_engine_active"] == pytest.approx(g.gpu_util_pct / 100, abs=0.01)
+    assert all(0 <= v <= 1 for _, v in g.ratios)  # ratios, never percent
+    assert is_na(g.pstate) and "not exported by the DCGM exporter" in g.pstate.reason
+    assert src.exporters == {"DCGM"}
+
+
+def test_nvitop_schema():
+    src, gpus = _gpus(_rows(prom_sim.SimHost("laptop", "nvitop", 1), 3))
+    (g,) = gpus
+    assert src.exporters == {"nvitop"} and g.host == "laptop"
+    assert g.memory_total_bytes == 81559 * 2 ** 20 and g.power_limit_mw == 700_000
+    assert g.gpu_util_pct == prom_sim.util_at(1000, 3, 0) and g.ratios == ()
+
+
+def test_dcgm_sentinels_become_na_with_the_reason():
+    _, gpus = _gpus(_rows(prom_sim.SimHost("n", "dcgm", 2, sentinel=(1,))))
+    assert not is_na(gpus[0].power_draw_mw)
+    assert is_na(gpus[1].power_draw_mw) and gpus[1].power_draw_mw.code == "blank"
+    assert is_na(gpus[1].fan_speed_pct) and "not supported" in gpus[1].fan_speed_pct.reason
+    assert cluster._num(str(float(0x7FFFFFFFFFFFFFF0)), "clocks.sm", 1, "DCGM").code == "blank"
+    assert cluster._num("NaN", "clocks.sm", 1, "DCGM").code == "error"
+
+
+def test_mig_instances_grouped_under_their_gpu_power_counted_once():
+    _, gpus = _gpus(_rows(prom_sim.SimHost("n", "dcgm", 2, mig=(0,))))
+    g = gpus[0]
+    assert g.mig_enabled is True and len(g.mig_devices) == 2
+    assert g.power_draw_mw == 250_000  # both instances report the device's 250 W: not 500
+    assert g.memory_used_bytes == 3000 * 2 ** 20  # 1000 + 2000 MiB over the instances
+    assert is_na(g.gpu_util_pct) and g.gpu_util_pct.code == "mig"
+    assert [m.uuid for m in g.mig_devices] == ["3g.40gb #1", "4g.40gb #2"]
+    assert gpus[1].mig_enabled is False and len(gpus) == 2
+
+
+def test_job_matching_slurm_pod_host():
+    hosts = [prom_sim.SimHost("a", "dcgm", 1, labels={"hpc_job": "77"}),
+             prom_sim.SimHost("b.cluster.local", "dcgm-old", 1, labels={"pod": "train-0"}),
+             prom_sim.SimHost("c", "nvitop", 1)]
+    rows = [r for i, h in enumerate(hosts) for r in _rows(h, i)]
+    src, gpus = _gpus(rows, job="", environ={"SLURM_JOB_ID": "77"}, hostname="zz")
+    assert [g.host for g in gpus] == ["a"] and src.job_match == "hpc_job=77 (from SLURM_JOB_ID)"
+    src, gpus = _gpus(rows, job="", environ={"KUBERNETES_SERVICE_HOST": "10.0.0.1", "HOSTNAME": "train-0"},
+                      hostname="train-0")
+    assert [g.host for g in gpus] == ["b.cluster.local"] and src.job_match == "pod=train-0 (from HOSTNAME)"
+    src, gpus = _gpus(rows, job="", environ={}, hostname="b")
+    assert [g.host for g in gpus] == ["b.cluster.local"] and src.job_match.startswith("host=b")
+    src, gpus = _gpus(rows, job="nope", environ={}, hostname="zz")
+    assert gpus == () and "hpc_job=nope" in src.no_job_text()
+    assert job_candidates(None, {}, "h") == [("host", "h", "this kernel's host name")]
+
+
+def test_hosts_filter_matches_short_names():
+    rows = _rows(prom_sim.SimHost("node07.cluster.local", "dcgm", 1), 0) + _rows(prom_sim.SimHost("node08"), 1)
+    _, gpus = _gpus(rows, hosts=["node07"])
+    assert [g.host for g in gpus] == ["node07.cluster.local"]
+
+
+def test_selector_is_one_query_for_both_exporters():
+    q = PrometheusSource("http://unused:1").query
+    assert q.startswith('{__name__=~"') and "DCGM_FI_DEV_GPU_UTIL" in q and "gpu_utilization_Percentage" in q
+
+
+def test_outside_strings_are_escaped_in_text_and_html():
+    from cudamagic.watch.clusterview import cluster_html, cluster_text
+
+    evil = prom_sim.SimHost("n\x1b[31m<img src=x onerror=alert(1)>", "dcgm", 1,
+                            labels={"pod": "p\u202e<script>"})
+    src, gpus = _gpus(_rows(evil))
+    sample = src._sample(1, 1000.0, gpus)
+    text = cluster_text(sample, [sample], "cluster", "running")
+    html = cluster_html(sample, [sample], "cluster", "running")
+    assert "\x1b" not in text and "\\x1b" in text and "\u202e" not in text
+    assert "<img" not in html and "&lt;img" in html and "<script>" not in html and "&lt;script&gt;" in html
