@@ -38,6 +38,11 @@ def _cpu_busy_total(times):
     return total - idle, total
 
 
+#: Command-line marks of multiprocessing's own helper processes, which are not DataLoader workers: the resource
+#: tracker that the first spawn/forkserver start leaves running for the kernel's life (POSIX), and the forkserver.
+_MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
 class HostReader:
     """Reads the host with ``psutil``; keeps the previous CPU times so percentages are deltas.
 
@@ -91,7 +96,8 @@ class HostReader:
                 try:
                     child = self._psutil.Process(pid)
                     cmd = child.cmdline()
-                    entry = (child, cmd == self._cmdline or any("multiprocessing" in c for c in cmd))
+                    entry = (child, cmd == self._cmdline or (any("multiprocessing" in c for c in cmd) and not any(
+                        helper in c for c in cmd for helper in _MP_HELPERS)))
                 except Exception:
                     continue
             known[pid] = entry
