@@ -8,6 +8,11 @@
 3. Throughput of a CPU PyTorch training loop with and without the monitor (1 s interval, widgets)
    running in the same process: alternating runs, median ratio. Goal: < 1 % slowdown.
 
+1b. The same sample through the real ``pynvml`` binding and the stand-in NVML library of the tests
+   (tests/nvml_stub, built with gcc): the binding's ctypes calls and structures as in production, the C
+   side answering at once. Printed beside the bare binding calls (the same NVML functions called directly)
+   so that our own overhead per GPU is their difference. Goal: < 1 ms of our own overhead per GPU.
+
 On a GPU machine add ``--real`` to also time one sample through the real NVML.
 """
 
@@ -79,6 +84,54 @@ def bench_sample_cost():
               f"log line {json_us:6.1f} us")
         view.close()
     nvml.reset()
+
+
+def _bare_binding_calls(pynvml, handles):
+    """The NVML calls one LiveSource sample makes per GPU, straight through the binding (no cudamagic)."""
+    for h in handles:
+        pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
+        pynvml.nvmlDeviceGetUtilizationRates(h)
+        pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)
+        pynvml.nvmlDeviceGetPowerUsage(h)
+        pynvml.nvmlDeviceGetEnforcedPowerLimit(h)
+        pynvml.nvmlDeviceGetFanSpeed(h)
+        pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+        pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)
+        pynvml.nvmlDeviceGetPerformanceState(h)
+        pynvml.nvmlDeviceGetCurrentClocksEventReasons(h)
+        pynvml.nvmlDeviceGetComputeRunningProcesses(h)
+        pynvml.nvmlDeviceGetGraphicsRunningProcesses(h)
+
+
+def bench_stub_cost():
+    print("1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 runs)")
+    from tests import fake_nvml as fm
+    from tests import nvml_stub
+
+    try:
+        nvml_stub.load()
+    except nvml_stub.StubUnavailable as exc:
+        print(f"   skipped: {exc}")
+        return
+    pynvml = nvml_stub.real_pynvml()
+
+    for n in (1, 8):
+        scenario = fm.scenario_with_gpus(n)
+        for g in scenario["gpus"]:
+            g["processes"] = [(os.getpid(), 2 * fm.GIB), (999_999_0 % 4_000_000, fm.GIB)]
+            g["memory_reserved"] = 512 * 1024 ** 2
+        stub = nvml_stub.install(scenario)
+        src = LiveSource(host=StubHost(), torch_reader=no_torch)
+        ours_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
+        c0 = stub.calls()
+        src.read(1, 0.0)
+        calls = stub.calls() - c0
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
+        bare_us = per_call_us(lambda: _bare_binding_calls(pynvml, handles), 2000 // n)
+        print(f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU ({calls / n:.0f} NVML calls "
+              f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; our own "
+              f"overhead {(ours_us - bare_us) / n:6.1f} us per GPU (goal < 1000)")
+    nvml_stub.unload()
 
 
 def bench_thread_cpu(seconds):
@@ -161,9 +214,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="5 s thread measurement, 4 pairs of 1.5 s")
     ap.add_argument("--real", action="store_true", help="also sample the real NVML (GPU machine)")
+    ap.add_argument("--stub-only", action="store_true",
+                    help="only the per-sample costs (fake module, and real binding + stand-in library)")
     a = ap.parse_args(argv)
     print(f"bench_gpuwatch on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     bench_sample_cost()
+    bench_stub_cost()
+    if a.stub_only:
+        return
     bench_thread_cpu(5.0 if a.quick else 30.0)
     bench_training(1.5 if a.quick else 3.0, 4 if a.quick else 8)
     # 10x the default rate: the effect is 10x larger, so it stands out of the noise of a shared machine

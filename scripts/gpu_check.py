@@ -3,7 +3,11 @@
 1. Executes examples/quickstart.ipynb in a real Jupyter kernel (nbclient) and fails on any cell error.
 2. Cross-checks ``%cudainfo --json`` against ``nvidia-smi --query-gpu=...``: names, UUIDs, PCI bus ids,
    memory total and driver version must agree for every GPU.
-3. Exercises per-cell memory (``%%cudamem``) and the live monitor on the real GPU when those magics exist.
+3. Compares every field cudamagic shares with ``nvidia-smi --query-gpu=<field>`` (one query per field, so a
+   field this nvidia-smi lacks is a SKIP, not a failure), per GPU, with the tolerances in ``FIELDS``.
+4. Records a real ``%gpuwatch --log`` trace during a short CUDA training loop and checks it: samples taken,
+   utilization and memory moved, no implausible reading, the trace replays.
+5. Exercises per-cell memory (``%%cudamem``) on the real GPU when that magic exists.
 
 Prints one line per check (``PASS``/``FAIL``/``SKIP``) and a summary; exit status 1 on any FAIL.
 Usage (after ``make setup TORCH=...`` with a CUDA build of torch): .venv/bin/python scripts/gpu_check.py
@@ -46,6 +50,146 @@ def nvidia_smi():
     return rows
 
 
+MIB = 1024 * 1024
+
+#: nvidia-smi field -> (our nvml field, how to turn nvidia-smi's text (nounits) into our raw unit, tolerance).
+#: Tolerance: ``0`` exact; ``("abs", x)`` within x raw units; ``("rel", f, x)`` within f of the larger value or
+#: x raw units, whichever is larger. Moving readings are sampled a few ms apart, hence the tolerances.
+FIELDS = {
+    "name": ("name", str, 0),
+    "uuid": ("uuid", str, 0),
+    "pci.bus_id": ("pci.bus_id", str.lower, 0),
+    "memory.total": ("memory.total", lambda v: int(v) * MIB, ("abs", MIB)),
+    "memory.reserved": ("memory.reserved", lambda v: int(v) * MIB, ("abs", MIB)),
+    "memory.used": ("memory.used", lambda v: int(v) * MIB, ("abs", 64 * MIB)),
+    "memory.free": ("memory.free", lambda v: int(v) * MIB, ("abs", 64 * MIB)),
+    "utilization.gpu": ("utilization.gpu", int, ("abs", 20)),
+    "utilization.memory": ("utilization.memory", int, ("abs", 20)),
+    "temperature.gpu": ("temperature.gpu", int, ("abs", 3)),
+    "power.draw": ("power.draw", lambda v: round(float(v) * 1000), ("rel", 0.2, 20_000)),
+    "enforced.power.limit": ("power.limit", lambda v: round(float(v) * 1000), ("abs", 1000)),
+    "clocks.sm": ("clocks.sm", int, ("rel", 0.15, 50)),
+    "clocks.mem": ("clocks.mem", int, ("rel", 0.15, 50)),
+    "clocks.max.sm": ("clocks.max.sm", int, 0),
+    "clocks.max.mem": ("clocks.max.mem", int, 0),
+    "pstate": ("pstate", lambda v: int(v.lstrip("P")), ("abs", 2)),
+    "fan.speed": ("fan.speed", int, ("abs", 5)),
+    "ecc.mode.current": ("ecc.mode.current", str, 0),
+    "ecc.errors.uncorrected.volatile.total": ("ecc.errors.uncorrected.volatile.total", int, 0),
+    "ecc.errors.uncorrected.aggregate.total": ("ecc.errors.uncorrected.aggregate.total", int, 0),
+    "retired_pages.pending": ("retired_pages.pending", lambda v: int(v.strip().lower() in ("yes", "1")), 0),
+    "remapped_rows.pending": ("remapped_rows.pending", lambda v: int(v.strip().lower() in ("yes", "1")), 0),
+    "remapped_rows.failure": ("remapped_rows.failure", lambda v: int(v.strip().lower() in ("yes", "1")), 0),
+}
+_SMI_NA = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "[Insufficient Permissions]")
+
+
+def smi_field(exe, field):
+    """``{index: text}`` of one nvidia-smi field (nounits), or None when this nvidia-smi does not know it."""
+    out = subprocess.run([exe, f"--query-gpu=index,{field}", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, timeout=30)
+    if out.returncode != 0:
+        return None
+    rows = {}
+    for line in out.stdout.strip().splitlines():
+        idx, _, val = line.partition(",")
+        rows[int(idx)] = val.strip()
+    return rows
+
+
+def compare(smi_text, ours, convert, tol):
+    """``(ok, detail)`` for one field of one GPU: ok True/False, or None when neither side has a value."""
+    from cudamagic.core.na import is_na
+
+    smi_na = smi_text is None or smi_text in _SMI_NA
+    if smi_na and is_na(ours):
+        return None, f"both N/A (ours: {ours.reason})"
+    if smi_na or is_na(ours):
+        return False, f"nvidia-smi {smi_text!r} vs ours {ours.describe() if is_na(ours) else ours!r}"
+    try:
+        theirs = convert(smi_text)
+    except ValueError:
+        return False, f"nvidia-smi printed {smi_text!r}"
+    if tol == 0:
+        return theirs == ours, f"{ours!r} vs nvidia-smi {theirs!r}"
+    if tol[0] == "abs":
+        return abs(theirs - ours) <= tol[1], f"{ours} vs nvidia-smi {theirs} (tolerance {tol[1]})"
+    allowed = max(tol[1] * max(abs(theirs), abs(ours)), tol[2])
+    return abs(theirs - ours) <= allowed, f"{ours} vs nvidia-smi {theirs} (tolerance {allowed:.0f})"
+
+
+def check_fields():
+    """Every shared field of every GPU against nvidia-smi, one line each."""
+    from cudamagic.core import nvml
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        check("fields vs nvidia-smi", None, "nvidia-smi not found")
+        return
+    nvml.reset()
+    n = nvml.device_count()
+    if not isinstance(n, int):
+        check("fields vs nvidia-smi", False, f"NVML: {n.reason}")
+        return
+    drv = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
+                         text=True, timeout=30).stdout.strip().splitlines()
+    ours_drv = nvml.system_info()["driver_version"]
+    check("driver_version", bool(drv) and drv[0] == ours_drv, f"{ours_drv} vs nvidia-smi {drv[:1]}")
+    for field, (ours_field, convert, tol) in FIELDS.items():
+        smi = smi_field(exe, field)
+        for i in range(n):
+            ours = nvml.device(i).get(ours_field)   # read right after nvidia-smi, a few ms apart
+            if smi is None:
+                check(f"GPU {i} {field}", None, "this nvidia-smi does not know the field")
+                continue
+            ok, detail = compare(smi.get(i), ours, convert, tol)
+            check(f"GPU {i} {field}", ok, detail)
+    api = nvml.device(0).memory_api if n else None
+    print(f"memory read with nvmlDeviceGetMemoryInfo {api}", flush=True)
+
+
+def check_watch_trace(ip, seconds=10.0):
+    """A real %gpuwatch --log trace during a short CUDA training loop."""
+    import math
+    import tempfile
+    import time
+
+    import torch
+
+    if not torch.cuda.is_available():
+        check("%gpuwatch trace during training", None, "torch sees no CUDA")
+        return
+    from cudamagic.watch.trace import read_trace
+
+    path = os.path.join(tempfile.mkdtemp(), "gpu_check_trace.jsonl")
+    ip.run_line_magic("gpuwatch", f"--text --interval 0.25 --log {path}")
+    model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(4096, 4096, device="cuda")
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        opt.zero_grad()
+        model(x).square().mean().backward()
+        opt.step()
+    torch.cuda.synchronize()
+    ip.run_line_magic("gpuwatch", "--stop")
+    header, samples = read_trace(path)
+    check("%gpuwatch --log: samples recorded", len(samples) >= seconds * 2, f"{len(samples)} samples in {path}")
+    gpu = torch.cuda.current_device()
+    utils = [g.gpu_util_pct for s in samples for g in s.gpus if isinstance(g.gpu_util_pct, int)]
+    check("%gpuwatch --log: utilization rose during training", bool(utils) and max(utils) >= 50,
+          f"max {max(utils) if utils else None} % (CUDA device {gpu})")
+    own = [p for s in samples for g in s.gpus if isinstance(g.processes, tuple) for p in g.processes if p.own]
+    check("%gpuwatch --log: this kernel listed with its GPU memory", bool(own),
+          f"{len(own)} rows")
+    bad = sorted({(k, v.reason) for s in samples for g in s.gpus
+                  for k, v in vars(g).items() if getattr(v, "code", None) in ("implausible", "not_available")})
+    check("%gpuwatch --log: no implausible reading", not bad, "; ".join(f"{k}: {r}" for k, r in bad[:3]))
+    rows = ip.run_line_magic("gpuwatch", f"--text --replay {path} --count 2").history
+    check("%gpuwatch --replay of the real trace", bool(rows) and not math.isnan(rows[0]["memory.total"]),
+          f"{len(rows)} rows")
+
+
 def main():
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -77,6 +221,7 @@ def main():
             check(f"GPU {s['index']} cuda ordinal", isinstance(g.get("cuda_ordinal"), int), str(g.get("cuda_ordinal")))
         check("driver_version", info["driver"]["driver_version"] == smi[0]["driver_version"],
               f"{info['driver']['driver_version']} vs {smi[0]['driver_version']}")
+    check_fields()
     import torch
 
     check("torch sees CUDA", torch.cuda.is_available(), torch.__version__)
@@ -104,6 +249,7 @@ def main():
               f"allocated before free {held}, freed {freed}")
     else:
         check("%%cudamem on GPU", None, "magic not present or no CUDA")
+    check_watch_trace(ip)
     try:
         import run_demo
 

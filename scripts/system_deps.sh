@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Programs cudamagic uses that do not come from PyPI: Graphviz's `dot` (autograd graphs), Chromium (the
-# browser tests) and Prometheus (the `%gpuwatch --source prometheus://` tests and the cluster demo start their
-# own server on 127.0.0.1; the Debian service is stopped and disabled right after the install). Installed with apt-get when missing and we are root; otherwise the command is printed.
+# browser tests), Prometheus (the `%gpuwatch --source prometheus://` tests and the cluster demo start their
+# own server on 127.0.0.1; the Debian service is stopped and disabled right after the install) and a C compiler
+# (gcc: the tests' stand-in NVML library). Installed with apt-get when missing and we are root; otherwise the
+# command is printed.
 # Debian ships Chromium as the `chromium` package; Ubuntu ships it only as a snap (`chromium-browser` is a
 # transitional package that installs the snap, which needs snapd): there the browser tests use
 # $CUDAMAGIC_CHROMIUM, /usr/bin/chromium, or chromium/chromium-browser on PATH (/snap/bin).
@@ -9,6 +11,8 @@ set -u
 . /etc/os-release 2>/dev/null || ID=unknown
 missing=()
 command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+# gcc builds the tests' stand-in NVML library (tests/nvml_stub/nvml_stub.c) that the real pynvml loads
+{ command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1; } || missing+=(gcc)
 if ! { [ -n "${CUDAMAGIC_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1 \
        || command -v chromium-browser >/dev/null 2>&1 || [ -x /snap/bin/chromium ]; }; then
   if [ "${ID:-}" = ubuntu ]; then missing+=(chromium-browser); else missing+=(chromium); fi

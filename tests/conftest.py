@@ -39,7 +39,9 @@ def fake_nvml(monkeypatch):
     from tests import fake_nvml as fm
 
     def install(scenario, **kw):
-        fake = fm.FakeNVML(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, **kw)
+        if isinstance(scenario, str):
+            scenario = fm.SCENARIOS[scenario] if scenario in fm.SCENARIOS else fm.WINDOWS_SCENARIOS[scenario]
+        fake = fm.FakeNVML(scenario, **kw)
         fm.install(fake, monkeypatch)
         return fake
 
@@ -47,3 +49,34 @@ def fake_nvml(monkeypatch):
     from cudamagic.core import nvml
 
     nvml.reset()
+
+
+@pytest.fixture(scope="session")
+def _nvml_stub_path():
+    """Build the stand-in NVML library once per test session (gcc, cached by source hash)."""
+    from tests import nvml_stub
+
+    try:
+        return nvml_stub.build()
+    except nvml_stub.StubUnavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture
+def stub_nvml(_nvml_stub_path, monkeypatch):
+    """Play a scenario in the stand-in NVML library under the REAL ``pynvml`` binding.
+
+    Usage: ``stub = stub_nvml("two_gpus_f03")`` or ``stub_nvml({...scenario...})``; returns the
+    :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``). The library is loaded for the
+    test and unloaded after it, so later tests see this machine as it is.
+    """
+    from tests import fake_nvml as fm
+    from tests import nvml_stub
+
+    def install(scenario):
+        return nvml_stub.install(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, monkeypatch)
+
+    try:
+        yield install
+    finally:
+        nvml_stub.unload()

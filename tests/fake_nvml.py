@@ -45,7 +45,7 @@ def _gpu(i, **over):
         "memory_used": 1 * GIB, "util_gpu": 0, "util_mem": 0, "temperature": 35, "power_draw_mw": 70000,
         "power_limit_mw": 700000, "fan": 30, "clock_sm": 1980, "clock_mem": 2619, "pstate": 0, "throttle": 0,
         "persistence": 1, "mig_mode": (0, 0), "mig_devices": [], "processes": [], "unsupported": set(),
-        "lost": False,
+        "lost": False, "memory_reserved": 0, "max_clock_sm": 1980, "max_clock_mem": 2619, "ecc": {},
     }
     spec.update(over)
     return spec
@@ -95,20 +95,20 @@ MIB = 1024 ** 2
 
 #: The laptop from the notes: one GeForce RTX 2060 (8192 MiB, 742 MiB used) under WDDM, ten C+G processes whose
 #: GPU memory NVML reports as N/A, one of them a system process ("Insufficient Permissions"). Synthetic pids
-#: (above Linux's pid_max, so no process of the test machine answers for them).
+#: (above the default pid_max of 32768 and within NVML's plausible range of 4194304).
 WINDOWS_LAPTOP_PROCESSES = [
-    (5000104, "C:\\Windows\\explorer.exe"),
-    (5000212, "C:\\Windows\\SystemApps\\MicrosoftWindows.Client.CBS_cw5n1h2txyewy\\SearchHost.exe"),
-    (5000316, "C:\\Windows\\SystemApps\\Microsoft.Windows.StartMenuExperienceHost_cw5n1h2txyewy\\"
+    (4100104, "C:\\Windows\\explorer.exe"),
+    (4100212, "C:\\Windows\\SystemApps\\MicrosoftWindows.Client.CBS_cw5n1h2txyewy\\SearchHost.exe"),
+    (4100316, "C:\\Windows\\SystemApps\\Microsoft.Windows.StartMenuExperienceHost_cw5n1h2txyewy\\"
               "StartMenuExperienceHost.exe"),
-    (5000420, "C:\\Windows\\SystemApps\\MicrosoftWindows.Client.CBS_cw5n1h2txyewy\\TextInputHost.exe"),
-    (5000524, "C:\\Program Files (x86)\\Microsoft\\Edge\\Application\\msedge.exe"),
-    (5000628, "C:\\Users\\student\\AppData\\Local\\Programs\\Microsoft VS Code\\Code.exe"),
-    (5000732, "C:\\Windows\\SystemApps\\ShellExperienceHost_cw5n1h2txyewy\\ShellExperienceHost.exe"),
-    (5000836, "C:\\Program Files\\WindowsApps\\Microsoft.YourPhone_1.24012.105.0_x64__8wekyb3d8bbwe\\"
+    (4100420, "C:\\Windows\\SystemApps\\MicrosoftWindows.Client.CBS_cw5n1h2txyewy\\TextInputHost.exe"),
+    (4100524, "C:\\Program Files (x86)\\Microsoft\\Edge\\Application\\msedge.exe"),
+    (4100628, "C:\\Users\\student\\AppData\\Local\\Programs\\Microsoft VS Code\\Code.exe"),
+    (4100732, "C:\\Windows\\SystemApps\\ShellExperienceHost_cw5n1h2txyewy\\ShellExperienceHost.exe"),
+    (4100836, "C:\\Program Files\\WindowsApps\\Microsoft.YourPhone_1.24012.105.0_x64__8wekyb3d8bbwe\\"
               "PhoneExperienceHost.exe"),
-    (5000940, "C:\\Users\\student\\miniconda3\\envs\\torch\\python.exe"),
-    (5001044, _real.NVML_ERROR_NO_PERMISSION),  # dwm.exe: a system process
+    (4100940, "C:\\Users\\student\\miniconda3\\envs\\torch\\python.exe"),
+    (4101044, _real.NVML_ERROR_NO_PERMISSION),  # dwm.exe: a system process
 ]
 #: Windows' "GPU Process Memory" counters for those processes: instance -> (Dedicated Usage, Shared Usage)
 #: bytes. The dedicated figures sum to 686 MiB of the 742 MiB NVML counts as used (the rest is the driver's
@@ -119,7 +119,7 @@ WINDOWS_LAPTOP_COUNTERS = {
                                  (141, 38, 27, 12, 176, 95, 21, 9, 64, 103),
                                  (36, 4, 3, 2, 58, 22, 3, 1, 12, 21))
 }
-WINDOWS_LAPTOP_COUNTERS["pid_5000104_luid_0x00000000_0x0000A2F1_phys_0"] = (0, 5 * MIB)
+WINDOWS_LAPTOP_COUNTERS["pid_4100104_luid_0x00000000_0x0000A2F1_phys_0"] = (0, 5 * MIB)
 WINDOWS_LAPTOP_COUNTERS["_Total"] = (686 * MIB, 167 * MIB)  # not a process: must be skipped
 
 
@@ -149,7 +149,10 @@ def _windows(driver_model, **over):
     return spec
 
 
-SCENARIOS.update({
+#: Windows scenarios: played by the fake only (the stand-in NVML library of tests/nvml_stub does not implement
+#: nvmlDeviceGetDriverModel, graphics processes or N/A process memory yet), so kept out of SCENARIOS, which the
+#: fake-versus-stub parity tests walk. The ``fake_nvml`` fixture finds them by name too.
+WINDOWS_SCENARIOS = {
     # The notes' laptop: WDDM, every row C+G with N/A memory, one "Insufficient Permissions".
     "windows_wddm": {
         "driver_version": "546.33", "cuda_driver_version": 12030, "nvml_version": "12.546.33",
@@ -161,10 +164,10 @@ SCENARIOS.update({
     "windows_tcc": {
         "driver_version": "546.33", "cuda_driver_version": 12030, "nvml_version": "12.546.33",
         "library_path": "C:\\Windows\\System32\\nvml.dll",
-        "process_names": {5000940: "C:\\Users\\student\\miniconda3\\envs\\torch\\python.exe"},
+        "process_names": {4100940: "C:\\Users\\student\\miniconda3\\envs\\torch\\python.exe"},
         "gpus": [_gpu(0, name="NVIDIA RTX A4000", cc=(8, 6), memory_total=16376 * MIB, memory_used=1210 * MIB,
-                      driver_model=(1, 1), processes=[(5000940, 1090 * MIB)])]},
-})
+                      driver_model=(1, 1), processes=[(4100940, 1090 * MIB)])]},
+}
 
 
 def _ramp(t, lo, hi, start=3, length=10):
@@ -256,7 +259,7 @@ class FakeNVML:
         m = types.ModuleType("pynvml")
         m.__file__ = __file__
         for name in dir(_real):
-            if name.startswith(("NVML_", "NVMLError", "nvmlClocks")):
+            if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlMemory_v")):
                 setattr(m, name, getattr(_real, name))
         f = self
 
@@ -294,9 +297,9 @@ class FakeNVML:
             return _Handle(i)
 
         def simple(fname, fn):
-            def wrapper(h, *a):
+            def wrapper(h, *a, **kw):
                 f._enter(fname, h)
-                return fn(h, *a)
+                return fn(h, *a, **kw)
             wrapper.__name__ = fname
             setattr(m, fname, wrapper)
 
@@ -318,7 +321,11 @@ class FakeNVML:
                 return _Obj(total=md["memory_total"], used=md["memory_used"],
                             free=md["memory_total"] - md["memory_used"])
             total, used = f._val(h.index, "memory_total"), f._val(h.index, "memory_used")
-            return _Obj(total=total, used=used, free=total - used)
+            reserved = f._val(h.index, "memory_reserved")
+            if version:   # nvmlMemory_v2_t: reserved apart, used without it (as nvidia-smi)
+                return _Obj(version=version, total=total, reserved=reserved, used=used,
+                            free=total - reserved - used)
+            return _Obj(total=total, used=used + reserved, free=total - used - reserved)  # legacy v1
 
         def util(h):
             f.ticks[h.index] += 1
@@ -368,6 +375,22 @@ class FakeNVML:
         simple("nvmlDeviceGetComputeRunningProcesses", procs)
         simple("nvmlDeviceGetGraphicsRunningProcesses", lambda h: procs(h, "graphics_processes"))
         simple("nvmlDeviceGetDriverModel", driver_model)
+        simple("nvmlDeviceGetMaxClockInfo",
+               lambda h, t: f._val(h.index, "max_clock_sm" if t == 1 else "max_clock_mem"))
+
+        def ecc(h):
+            e = f.gpus[h.index]["ecc"]
+            if not e.get("current"):
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            return e
+
+        simple("nvmlDeviceGetEccMode", lambda h: (ecc(h)["current"], ecc(h)["current"]))
+        simple("nvmlDeviceGetTotalEccErrors",
+               lambda h, et, ct: 0 if et != 1 else ecc(h).get(
+                   "volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0))
+        simple("nvmlDeviceGetRetiredPagesPendingStatus", lambda h: ecc(h).get("retired_pages_pending", 0))
+        simple("nvmlDeviceGetRemappedRows", lambda h: (0, 0, ecc(h).get("remapped_pending", 0),
+                                                        ecc(h).get("remapped_failure", 0)))
         simple("nvmlDeviceGetMaxMigDeviceCount",
                lambda h: 7 if f.gpus[h.index]["mig_mode"][0] else 0)
         simple("nvmlDeviceGetMigDeviceHandleByIndex", mig_handle)

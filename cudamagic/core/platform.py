@@ -345,3 +345,38 @@ def which(name: str, env=None) -> str | None:
     """``name`` on PATH (``executable_name`` spelling: ``nvidia-smi.exe`` on Windows), or None."""
     env = os.environ if env is None else env
     return shutil.which(executable_name(name), path=env.get("PATH"))
+
+
+def pid_exists(pid: int) -> bool:
+    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)`` (EPERM: it
+    exists and belongs to another user; ESRCH: no such pid). Windows: ``psutil.pid_exists`` (``os.kill`` there
+    would terminate the process)."""
+    if is_windows():
+        import psutil
+
+        try:
+            return bool(psutil.pid_exists(pid))
+        except Exception:
+            return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (ProcessLookupError, OSError, OverflowError, ValueError):
+        return False
+    return True
+
+
+def in_container() -> bool:
+    """Best guess that this process runs in its own PID namespace (a Linux container): ``/.dockerenv``,
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows."""
+    if SYSTEM != "linux":
+        return False
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    try:
+        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))

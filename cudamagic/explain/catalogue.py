@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .context.autograd import (ctx_backward_twice, ctx_leaf_inplace, ctx_modified_inplace, ctx_no_grad,
                                ctx_scalar)
-from .context.cuda import ctx_arch, ctx_driver_old, ctx_not_compiled, ctx_ordinal
+from .context.cuda import ctx_arch, ctx_driver_old, ctx_not_compiled, ctx_ordinal, ctx_program_driver
 from .context.dataloader import (ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
                                  ctx_workers)
 from .context.memory import ctx_gpu_memory, ctx_oom
@@ -34,6 +34,19 @@ CATALOGUE: tuple = (
              "https://download.pytorch.org/whl/cu121` (choose the CUDA version your driver supports: `%cudainfo` "
              "shows it), then restart the kernel."),
         source="torch/cuda/__init__.py: _lazy_init", context=ctx_not_compiled),
+    Entry(
+        id="cuda-program-no-driver", title="A %%cuda program found no usable NVIDIA driver",
+        types=("CudaProgramError",),
+        patterns=(r"cudaErrorInsufficientDriver|CUDA driver version is insufficient",
+                  r"cudaErrorNoDevice|no CUDA-capable device"),
+        what="The program compiled, but its first CUDA call (here the kernel launch) could not reach a GPU.",
+        why=("Host code runs anywhere; device code needs the NVIDIA kernel driver (libcuda) and a GPU. Without a "
+             "driver the CUDA runtime reports 'driver version is insufficient' (cudaErrorInsufficientDriver); with "
+             "a driver older than the toolkit that compiled the program it reports the same."),
+        fix=("Run the notebook on a machine with an NVIDIA GPU and driver (`%cudainfo` shows what this one has), or "
+             "update the driver to one that supports the toolkit's CUDA version."),
+        source="CUDA runtime: cudaErrorInsufficientDriver (35), cudaErrorNoDevice (100); cudamagic/cuda/run.py",
+        context=ctx_program_driver),
     Entry(
         id="driver-too-old", title="NVIDIA driver too old for this PyTorch build", reports=("F19", "F23"),
         types=("RuntimeError", "AssertionError"),

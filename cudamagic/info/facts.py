@@ -19,6 +19,7 @@ import shutil
 import sys
 
 from ..core import nvml, platform
+from . import health
 from ..core.na import NA, is_na
 from .findings import findings
 from .nvcc import cuda_home_problem, find_nvcc, nvcc_info
@@ -98,7 +99,7 @@ def _torch_facts():
 
 
 GPU_FIELDS = ["name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "memory.used", "memory.free",
-              "utilization.gpu", "temperature.gpu", "power.draw", "power.limit", "persistence_mode",
+              "memory.reserved", "memory.api", "utilization.gpu", "temperature.gpu", "power.draw", "power.limit", "persistence_mode",
               "mig.mode.current", "driver_model.current"]
 
 
@@ -108,6 +109,8 @@ def _gpu_facts(count):
         dev = nvml.device(i)
         row = {"index": i}
         row.update(dev.read(GPU_FIELDS))
+        if dev.lost is None:
+            row.update(health.read_health(dev))
         if row.get("mig.mode.current") == "Enabled":
             row["mig_devices"] = dev.mig_devices()
             if is_na(row["utilization.gpu"]):
@@ -240,7 +243,8 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     facts["toolkit"]["cuda_home_problem"] = cuda_home_problem(env)
     count = facts["driver"]["device_count"]
     facts["gpus"] = _gpu_facts(count) if not is_na(count) else []
-    facts["mapping"] = map_cuda_ordinals(facts["gpus"], env, facts["torch"].get("devices", ()))
+    healthy, _lost = health.split_lost(facts["gpus"])   # a lost GPU gets no CUDA ordinal (E02)
+    facts["mapping"] = map_cuda_ordinals(healthy, env, facts["torch"].get("devices", ()))
     facts["driver"]["nvml_library"] = nvml.library_path() if facts["driver"]["status"] == "ok" else \
         facts["driver"]["status"]
     if platform.is_windows():

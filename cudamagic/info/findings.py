@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from ..core.na import is_na
+from . import health
 from .versions import parse_version_tuple
 
 SEVERITIES = ("error", "warning", "info", "ok")
@@ -100,7 +101,7 @@ def findings(facts: dict) -> list:
                            b.t["error"].reason,
                            "pip install torch  (in the kernel's interpreter: %pip install torch)"))
     for rule in (_nvml_rules, _cpu_build_rules, _driver_rules, _toolkit_rules, _arch_rules, _cvd_rules,
-                 _ordinal_rules, _mig_rules, _windows_tool_rules):
+                 _ordinal_rules, _mig_rules, _health_rules, _windows_tool_rules):
         out.extend(rule(b))
     out.extend(_cuda_unavailable_rules(b, out))
     out.extend(_interpreter_rules(b))
@@ -347,6 +348,11 @@ def _mig_rules(b: _Basis) -> list:
                                "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
                                "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)"))
     return out
+
+
+def _health_rules(b: _Basis) -> list:
+    """A lost GPU, uncorrectable ECC errors, pending or failed memory repairs (see :mod:`.health`)."""
+    return health.health_findings(b.gpus, Finding)
 
 
 def _cuda_unavailable_rules(b: _Basis, earlier: list) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html
 from ..core.na import NA, is_na
+from . import health as _health
 
 # ---------------------------------------------------------------------------------------
 # %cudainfo report
@@ -98,6 +99,8 @@ GPU_COLUMNS = [
     ("memory.total", "memory total", "nvmlDeviceGetMemoryInfo"),
     ("memory.used", "memory used", "nvmlDeviceGetMemoryInfo (all processes)"),
     ("memory.free", "memory free", "nvmlDeviceGetMemoryInfo"),
+    ("memory.reserved", "memory reserved", "nvmlDeviceGetMemoryInfo v2: the driver's reserve, not in used"),
+    ("memory.api", "memory read with", "v2 (R510+, as nvidia-smi) or legacy v1 (used includes the reserve)"),
     ("multiprocessor_count", "SMs", "torch.cuda.get_device_properties (only once CUDA is initialised)"),
     ("utilization.gpu", "utilization", "nvmlDeviceGetUtilizationRates: % of time a kernel ran"),
     ("temperature.gpu", "temperature", "nvmlDeviceGetTemperature, degrees C"),
@@ -105,6 +108,7 @@ GPU_COLUMNS = [
     ("power.limit", "power limit", "nvmlDeviceGetEnforcedPowerLimit"),
     ("persistence_mode", "persistence mode", "nvmlDeviceGetPersistenceMode"),
     ("mig.mode.current", "MIG mode", "nvmlDeviceGetMigMode"),
+    *((key, label, src) for key, (label, src) in _health.HEALTH_FIELDS.items()),
     ("driver_model.current", "driver model", "nvmlDeviceGetDriverModel: WDDM or TCC, Windows only (nvidia-smi header)"),
 ]
 
@@ -113,6 +117,10 @@ def format_gpu_field(key, value) -> str:
     """Format a GPU field in nvidia-smi's units (bytes -> MiB/GiB, mW -> W)."""
     if is_na(value):
         return value.describe()
+    if key in _health.HEALTH_FIELDS:
+        return _health.format_health(key, value)
+    if key == "memory.api":
+        return f"nvmlDeviceGetMemoryInfo {value}"
     if key.startswith("memory."):
         return format_bytes(value)
     if key.startswith("power."):
@@ -218,7 +226,7 @@ class CudaInfoReport:
             for key, label, _src in GPU_COLUMNS[1:]:
                 if key == "driver_model.current" and is_na(g.get(key, NA("absent"))):
                     continue  # Windows only: no line on Linux
-                lines.append(f"    {label.ljust(20)} {format_gpu_field(key, g.get(key, NA('not collected')))}")
+                lines.extend(_wrap(f"    {label.ljust(20)} ", format_gpu_field(key, g.get(key, NA("not collected")))))
             for m in g.get("mig_devices") or []:
                 lines.append(f"    MIG instance {m['index']}: {m['uuid']}  {format_bytes(m['memory.used'])} / "
                              f"{format_bytes(m['memory.total'])}")

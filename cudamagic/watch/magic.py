@@ -80,9 +80,11 @@ class WatchMagics(AreaMagics):
         In a notebook it shows a widget updated by one background thread per kernel (running
         ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
         it prints a text table (``--loop`` refreshes it until Ctrl-C). NVML faults never stop it:
-        unreadable fields show N/A with the reason. ``--source`` reads a whole cluster from its
-        Prometheus server instead (one request per refresh; one tile per GPU grouped by host; network
-        faults show as "stale since HH:MM:SS" and it recovers by itself). Returns the monitor: ``watch.history`` (records
+        unreadable fields, and numbers NVML returned that cannot be true, show N/A with the reason.
+        ``memory.used`` is what nvidia-smi shows (the driver's reserve is ``memory.reserved``, apart).
+        ``--source`` reads a whole cluster from its Prometheus server instead (one request per refresh;
+        one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS" and it recovers
+        by itself). Returns the monitor: ``watch.history`` (records
         with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
 
         Examples

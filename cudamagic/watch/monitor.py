@@ -59,7 +59,8 @@ class GpuWatch:
     @property
     def history(self) -> list:
         """The kept samples as flat records: one dict per (sample, GPU), keys like nvidia-smi's
-        (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` [bytes], ``power.draw`` [mW]...)
+        (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` and ``memory.reserved`` [bytes],
+        ``power.draw`` [mW]...)
         plus ``host.*`` and ``torch.*``. Values are plain scalars: an unreadable number is ``nan`` and an
         unreadable text ``"N/A"``, with the reasons in the ``na_reasons`` column (:attr:`samples` keeps
         the NA objects).

@@ -28,6 +28,7 @@ GPU_FIELDS = {
     "utilization.memory": "mem_util_pct",
     "memory.used": "memory_used_bytes",
     "memory.total": "memory_total_bytes",
+    "memory.reserved": "memory_reserved_bytes",
     "temperature.gpu": "temperature_c",
     "power.draw": "power_draw_mw",
     "power.limit": "power_limit_mw",
@@ -52,7 +53,10 @@ class ProcessSample:
         used_memory_bytes: GPU memory of the process in bytes (``used_gpu_memory``), or NA.
         type: ``"C"`` compute, ``"G"`` graphics, ``"C+G"``.
         own: True for this kernel's own process.
-        visible: False when the pid does not exist here (``psutil.NoSuchProcess``, F04).
+        visible: False when the pid does not exist here (another PID namespace, F04, or it exited); True
+            for another user's process hidden by ``/proc`` ``hidepid`` (it exists, its name is NA with code
+            ``"hidden"``). The kind is ``name.code`` when ``name`` is NA: ``"other_namespace"``, ``"hidden"``,
+            ``"exited"``, ``"no_permission"``.
         memory_source: where ``used_memory_bytes`` comes from: ``"NVML"`` (``usedGpuMemory``), or on Windows
             under WDDM :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's ``Dedicated Usage``).
         shared_memory_bytes: system RAM the GPU uses for the process (Windows ``Shared Usage``), or NA
@@ -88,8 +92,12 @@ class GpuSample:
     ``*_mw`` milliwatts, ``*_mhz`` MHz, ``pstate`` P-state number (0 = max performance),
     ``throttle_reasons_mask`` the ``nvmlDeviceGetCurrentClocksEventReasons`` bitmask.
     ``lost`` is an NA once the GPU fell off the bus, else ``None``. ``processes`` is a
-    tuple of :class:`ProcessSample` or an NA. ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on
-    Windows (``nvmlDeviceGetDriverModel``, nvidia-smi's header), an NA elsewhere.
+    tuple of :class:`ProcessSample` or an NA. ``memory_used_bytes`` is what ``nvidia-smi`` shows as used
+    (``nvmlDeviceGetMemoryInfo`` v2: without the driver's reserve); ``memory_reserved_bytes`` is that reserve
+    (``memory.reserved``), NA on drivers before R510 (v1 only: used then includes the reserve) and in traces
+    recorded before the field existed. Every number passed :func:`cudamagic.core.nvml.check_value`.
+    ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on Windows (``nvmlDeviceGetDriverModel``,
+    nvidia-smi's header), an NA elsewhere.
 
     From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name (``""`` for
     this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``, ``labels``
@@ -118,6 +126,7 @@ class GpuSample:
     host: str = ""
     ratios: tuple = ()
     labels: tuple = ()
+    memory_reserved_bytes: object = NA("not recorded", "error")
     driver_model: object = NA("not read", "not_supported")
 
     @property

@@ -21,8 +21,12 @@ from ..core.na import NA, is_na
 from . import trace
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
 
-OTHER_NAMESPACE = NA("process in another PID namespace (container): run the container with --pid=host "
-                     "to see its name", "other_namespace")
+OTHER_NAMESPACE = NA("process in another PID namespace (container): its pid does not exist here; run the "
+                     "container with --pid=host to see its name", "other_namespace")
+HIDDEN = NA("another user's process, hidden: the pid exists here but /proc does not let this user read it "
+            "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
+            "administrator can name it", "hidden")
+EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
 MIG_UTIL = NA("not reported in MIG mode", "mig")
 
 
@@ -188,14 +192,34 @@ def read_torch_allocator():
 INSUFFICIENT_PERMISSIONS = NA("a process of another user or of the system: Windows does not show its name to "
                               "this user (nvidia-smi prints \"Insufficient Permissions\"); run as administrator "
                               "to see it", "no_permission")
-EXITED = NA("the process has exited", "exited")
 
 
-def process_info(pid: int):
-    """``(name, cmdline, visible)`` for ``pid``: psutil first, then NVML's own name
-    (``nvmlSystemGetProcessName``, what nvidia-smi prints); NA name when neither can say (F04: another PID
-    namespace on Linux; on Windows a process of another user or the system, nvidia-smi's
-    "Insufficient Permissions")."""
+def _pid_exists(pid: int) -> bool:
+    """True when ``pid`` exists in this PID namespace, even if this user may not read it (``kill(pid, 0)``:
+    EPERM means it exists and belongs to another user; ESRCH means no such pid here)."""
+    return platform.pid_exists(pid)
+
+
+def in_container() -> bool:
+    """Best guess that this kernel runs in its own PID namespace (a container): ``/.dockerenv``,
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1."""
+    return platform.in_container()
+
+
+def process_info(pid: int, *, host_namespace=None):
+    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not readable.
+
+    * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while ``kill(pid, 0)``
+      says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code ``"hidden"``, visible True;
+    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its own pid
+      is missing from NVML's list) -> ``"other_namespace"``, visible False (F04); otherwise the process exited
+      between NVML's listing and this read -> ``"exited"``, visible False.
+
+    Args:
+        pid: process id as NVML reports it.
+        host_namespace: True when this kernel is known to share the host's PID namespace (its own pid is in
+            NVML's list), False when known not to, None to guess with :func:`in_container`.
+    """
     import psutil
 
     try:
@@ -205,23 +229,28 @@ def process_info(pid: int):
             try:
                 cmd = " ".join(p.cmdline())[:200]
             except psutil.AccessDenied:
-                cmd = NA("permission denied", "no_permission")
+                cmd = NA("permission denied reading the command line", "no_permission")
         return name, cmd, True
-    except psutil.NoSuchProcess:
-        missing = True
     except psutil.AccessDenied:
-        missing = False
+        na, visible = HIDDEN, True
+    except psutil.NoSuchProcess:
+        if _pid_exists(pid):
+            na, visible = HIDDEN, True
+        else:
+            other = (not host_namespace) if host_namespace is not None else in_container()
+            na, visible = (OTHER_NAMESPACE if other else EXITED), False
     except Exception as exc:
         na = NA(f"psutil failed: {exc}", "error")
         return na, na, True
+    if not platform.is_windows():
+        return na, na, visible
+    # Windows: no PID namespaces; NVML names what psutil cannot (nvmlSystemGetProcessName, as nvidia-smi does)
     name = nvml.process_name(pid)
     if not is_na(name) and name:
         return name, NA("command line not readable from here", "no_permission"), True
-    if not missing or (is_na(name) and name.code == "no_permission"):
+    if na is HIDDEN or (is_na(name) and name.code == "no_permission"):
         return INSUFFICIENT_PERMISSIONS, INSUFFICIENT_PERMISSIONS, True
-    if platform.is_windows():  # no PID namespaces on Windows: the process is gone
-        return EXITED, EXITED, True
-    return OTHER_NAMESPACE, OTHER_NAMESPACE, False
+    return EXITED, EXITED, False
 
 
 def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
@@ -307,9 +336,13 @@ class LiveSource:
         if is_na(procs):
             return procs
         rows = []
+        own_listed = any(p["pid"] == self.pid for p in procs)
         for p in procs:
             pid = p["pid"]
-            info = self._names.get(pid) or self.proc_info(pid)
+            info = self._names.get(pid)
+            if info is None:
+                info = (self.proc_info(pid, host_namespace=True) if own_listed and self.proc_info is process_info
+                        else self.proc_info(pid))
             names[pid] = info
             used, extra = p["used_memory"], {}
             if is_na(used) and used.code == "wddm":  # Windows counts it where NVML cannot

@@ -55,12 +55,62 @@ def reasons_text(g):
 
 def no_process_line(g):
     """What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use by
-    processes NVML cannot attribute from here)."""
-    used = g.memory_used_bytes
+    processes NVML cannot attribute from here). With the v2 memory reading ``memory.used`` already excludes the
+    driver's reserve, so only unattributed processes explain it; with v1 (reserve NA) the reserve is in it."""
+    used, reserved = g.memory_used_bytes, g.memory_reserved_bytes
     if is_na(used):
         return "no process listed by NVML"
-    return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
-            "attribute from here, e.g. other containers or VMs)")
+    if is_na(reserved):   # legacy v1 reading: used includes the driver's reserve
+        return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
+                "attribute from here, e.g. other containers or VMs)")
+    if not reserved:
+        return (f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute from here, "
+                "e.g. other containers or VMs)")
+    return (f"NVML lists no process; {format_bytes(used)} in use besides the driver's {format_bytes(reserved)} "
+            "reserve (processes NVML cannot attribute from here, e.g. other containers or VMs)")
+
+
+#: Labels and advice for process rows whose name is NA, by the NA's code (see sources.process_info).
+PROCESS_LABELS = {
+    "other_namespace": ("(other PID namespace)", "the pid is not visible from this container; run the "
+                        "container with --pid=host to see names."),
+    "hidden": ("(another user's, hidden)", "the pid exists here but /proc does not let this user read it "
+               "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can name it."),
+    "exited": ("(exited)", "the process ended between NVML's listing and reading its name."),
+    "no_permission": ("(other user or system)", "a process of another user or of the system: Windows does not "
+                      "show its name to this user (nvidia-smi prints \"Insufficient Permissions\"); run as "
+                      "administrator to see it."),
+}
+
+
+def process_label(p) -> str:
+    """The process column of one ProcessSample: its name, or a label saying why it is not readable."""
+    if not is_na(p.name):
+        return str(p.name)
+    if p.name.code in PROCESS_LABELS:
+        return PROCESS_LABELS[p.name.code][0]
+    return "(other PID namespace)" if not p.visible else "N/A"
+
+
+def process_notes(processes) -> list:
+    """One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the reason of
+    every other N/A in them (no bare N/A without its reason)."""
+    notes = []
+    for p in processes:
+        for v in (p.name, p.used_memory_bytes):
+            if not is_na(v):
+                continue
+            if v is p.name and v.code in PROCESS_LABELS:
+                label, advice = PROCESS_LABELS[v.code]
+                line = f"{label}: {advice}"
+            elif v is p.name and not p.visible:
+                line = f"(other PID namespace): {v.reason}"
+            else:
+                what = "process name" if v is p.name else "GPU memory"
+                line = f"pid {p.pid} {what}: N/A ({v.reason})"
+            if line not in notes:
+                notes.append(line)
+    return notes
 
 
 def torch_text(t) -> str:
@@ -110,23 +160,22 @@ def _pair(a, b, unit, scale=1) -> str:
 
 
 def _na_reasons(g):
-    """Distinct NA reasons of one GPU's fields: ``{field label: reason}``."""
+    """Distinct NA reasons of one GPU's fields: ``{field label: reason}`` (every N/A in the table)."""
     out = {}
-    for label, v in (("utilization", g.gpu_util_pct), ("memory", g.memory_used_bytes),
+    for label, v in (("utilization", g.gpu_util_pct), ("memory bandwidth", g.mem_util_pct),
+                     ("memory used", g.memory_used_bytes), ("memory total", g.memory_total_bytes),
+                     ("memory reserved", g.memory_reserved_bytes),
                      ("temperature", g.temperature_c), ("power draw", g.power_draw_mw),
-                     ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("clocks", g.clock_sm_mhz),
-                     ("P-state", g.pstate), ("throttle reasons", g.throttle_reasons_mask)):
-        if is_na(v):
-            out[label] = v.reason
+                     ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("SM clock", g.clock_sm_mhz),
+                     ("memory clock", g.clock_mem_mhz), ("P-state", g.pstate),
+                     ("throttle reasons", g.throttle_reasons_mask)):
+        if is_na(v) and not (label == "memory reserved" and v.reason == "not recorded"):
+            out[label] = v.reason   # (a reserve a trace or cluster source never had is not shown, so no reason)
     return out
 
 
 def _proc_name(p):
-    if not is_na(p.name):
-        return p.name
-    if not p.visible:
-        return "(other PID namespace)"
-    return "(other user or system)" if p.name.code == "no_permission" else "N/A"
+    return process_label(p)
 
 
 PROCESS_CHARS = 44
@@ -145,8 +194,8 @@ def process_memory_text(p) -> str:
     return format_bytes(p.used_memory_bytes)
 
 
-def process_notes(processes) -> list:
-    """Lines under a process table: where starred figures come from, distinct N/A reasons, unnamed rows."""
+def counter_notes(processes) -> list:
+    """The line under a process table that says where starred figures come from (Windows' counters)."""
     notes = []
     counted = [p for p in processes if p.memory_source != "NVML" and not is_na(p.used_memory_bytes)]
     if counted:
@@ -155,11 +204,6 @@ def process_notes(processes) -> list:
                      "\"Dedicated GPU memory\"): NVML and nvidia-smi show N/A for every process under WDDM"
                      + (f"; shared (system RAM) usage of these processes: {format_bytes(sum(shared))}" if shared
                         else "") + ".")
-    reasons = dict.fromkeys(p.used_memory_bytes.reason for p in processes if is_na(p.used_memory_bytes))
-    notes += [f"GPU memory N/A: {r}" for r in reasons]
-    if any(is_na(p.name) and p.name.code == "no_permission" and p.visible for p in processes):
-        notes.append("(other user or system): " + next(p.name.reason for p in processes
-                                                       if is_na(p.name) and p.name.code == "no_permission"))
     return notes
 
 
@@ -241,16 +285,17 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
                               process_memory_text(p)])
         if prows:
             lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
-            for note in process_notes([p for g in sample.gpus if g.lost is None and not is_na(g.processes)
-                                       for p in g.processes]):
+            shown = [p for g in sample.gpus if g.lost is None and not is_na(g.processes) for p in g.processes]
+            for note in counter_notes(shown) + process_notes(shown):
                 lines.append(note)
-            if any(not p.visible for g in sample.gpus if not is_na(g.processes) for p in g.processes):
-                lines.append("(other PID namespace): the pid is not visible from this container; "
-                             "run the container with --pid=host to see names.")
     h = sample.host
     lines.append(f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "
                  f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
                  f"DataLoader workers: {len(h.workers)}")
+    for label_, v in (("CPU", h.cpu_util_pct), ("this kernel's CPU", h.kernel_cpu_pct),
+                      ("RAM", h.memory_used_bytes), ("RAM total", h.memory_total_bytes)):
+        if is_na(v):
+            lines.append(f"host {label_}: N/A ({v.reason})")
     lines.append("PyTorch: " + torch_text(sample.torch))
     if sample.hint:
         lines.append("hint: " + sample.hint)

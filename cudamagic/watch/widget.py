@@ -18,8 +18,8 @@ import contextlib
 from ..core.fmt import NO_MATH, esc, format_bytes
 from ..core.na import is_na
 from .samples import Sample
-from .text import (mem_text, no_process_line, num_text, pct_text, process_memory_text, process_notes, reasons_text,
-                   torch_text)
+from .text import (PROCESS_LABELS, counter_notes, mem_text, no_process_line, num_text, pct_text, process_label,
+                   process_memory_text, process_notes, reasons_text, torch_text)
 
 _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
 
@@ -38,10 +38,19 @@ def _cell(v, text=None):
     return esc(v if text is None else text)
 
 
-def _bar(frac, color):
+def _bar(frac, color, reserved_frac=None):
+    """A 120 px bar filled to ``frac`` (0-1); with ``reserved_frac`` a grey segment after it for the driver's
+    memory reserve (``memory.reserved``). Only called with plausible readings (see nvml.check_value)."""
     frac = 0.0 if frac is None else max(0.0, min(1.0, frac))
-    return (f'<span style="display:inline-block;width:120px;height:9px;background:#e6e6e6;vertical-align:middle">'
-            f'<span style="display:block;width:{frac * 100:.1f}%;height:100%;background:{color}"></span></span>')
+    extra = ""
+    if reserved_frac is not None:
+        r = max(0.0, min(1.0 - frac, reserved_frac))
+        extra = (f'<span title="driver reserve (memory.reserved)" style="display:inline-block;width:{r * 100:.1f}%;'
+                 f'height:100%;background:#9e9e9e"></span>')
+    return (f'<span style="display:inline-block;width:120px;height:9px;background:#e6e6e6;vertical-align:middle;'
+            f'white-space:nowrap;font-size:0">'
+            f'<span style="display:inline-block;width:{frac * 100:.1f}%;height:100%;background:{color}"></span>'
+            f'{extra}</span>')
 
 
 def gpu_html(g) -> str:
@@ -53,11 +62,15 @@ def gpu_html(g) -> str:
     util = g.gpu_util_pct
     mem_frac = None if is_na(g.memory_used_bytes) or is_na(g.memory_total_bytes) or not g.memory_total_bytes \
         else g.memory_used_bytes / g.memory_total_bytes
+    rsv = g.memory_reserved_bytes
+    rsv_frac = None if mem_frac is None or is_na(rsv) else rsv / g.memory_total_bytes
+    rsv_text = (" · reserved by the driver " + _cell(rsv, format_bytes(rsv))) if not is_na(rsv) or \
+        rsv.code != "error" else ""
     rows = [
         ("utilization", (_bar(None if is_na(util) else util / 100, "#3b7dd8") + " " if not is_na(util) else "")
          + _cell(util, pct_text(util)) + " · memory bandwidth " + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))),
-        ("memory", (_bar(mem_frac, "#2e9d5b") + " " if mem_frac is not None else "")
-         + _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))),
+        ("memory", (_bar(mem_frac, "#2e9d5b", rsv_frac) + " " if mem_frac is not None else "")
+         + _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes)) + rsv_text),
         ("temperature", _cell(g.temperature_c, num_text(g.temperature_c, " °C"))),
         ("power", _cell(g.power_draw_mw, _w(g.power_draw_mw)) + " / " + _cell(g.power_limit_mw, _w(g.power_limit_mw))),
         ("fan", _cell(g.fan_speed_pct, pct_text(g.fan_speed_pct))),
@@ -81,18 +94,15 @@ def processes_html(g) -> str:
         return f"<div style='color:#555'>{esc(no_process_line(g))}</div>"
     rows = []
     for p in g.processes:
-        name = (f'<span title="{esc(p.name.reason)}">(other PID namespace)</span>' if not p.visible
-                else f'<span title="{esc(p.name.reason)}">(other user or system)</span>'
-                if is_na(p.name) and p.name.code == "no_permission" else _cell(p.name))
+        name = (f'<span title="{esc(p.name.reason)}">{esc(process_label(p))}</span>'
+                if is_na(p.name) and (p.name.code in PROCESS_LABELS or not p.visible) else _cell(p.name))
         tip = "" if is_na(p.cmdline) else f' title="{esc(p.cmdline)}"'
         mine = " <b>(this kernel)</b>" if p.own else ""
         style = ' style="font-weight:bold"' if p.own else ""
         rows.append(f"<tr{style}{tip}><td>{p.pid}</td><td>{name}{mine}</td><td>{esc(p.type)}</td>"
                     f"<td>{_cell(p.used_memory_bytes, process_memory_text(p))}</td></tr>")
-    note = "".join(f"<div style='color:#555'>{esc(line)}</div>" for line in process_notes(g.processes))
-    if any(not p.visible for p in g.processes):
-        note += ("<div style='color:#555'>(other PID namespace): the pid is not visible from this container; "
-                "run the container with --pid=host to see names.</div>")
+    note = "".join(f"<div style='color:#555'>{esc(n)}</div>"
+                   for n in counter_notes(g.processes) + process_notes(g.processes))
     return ("<table><tr style='color:#555'><td>pid</td><td>process</td><td>type</td><td>GPU memory</td></tr>"
             + "".join(rows) + "</table>" + note)
 

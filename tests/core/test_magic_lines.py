@@ -25,6 +25,7 @@ from cudamagic import extension
 
 #: Cell bodies for cell magics: a plain value, and a small autograd graph (CPU) so drawing code runs too.
 CELLS = ["1", "import torch\nx = torch.ones(2, requires_grad=True)\n(x * 2).sum()"]
+CELLS_OF = {"cuda": ["int main() { return 0; }\n"]}  # %%cuda: a C++ cell that compiles and runs
 
 #: Values worth trying after any flag: numbers at the edges, NaN/inf, empty and odd lists, unicode, shell
 #: metacharacters, names that look like files (relative: they land in the temporary working directory).
@@ -41,7 +42,7 @@ ODD_FLAGS = ["--bogus", "-x", "-Z", "--", "-", "---", "--=1", "--lo", "--s", "--
 
 #: Lines every magic gets, typed by hand: unbalanced quotes, trailing backslash, NaN, empty lists, unknown
 #: flags, a lone ``--``, unicode, control characters.
-HAND_PICKED = [
+HAND_PICKED = ["--clear-cache", 
     "", " ", ";", " ;", "\t", '"', "'", 'a "b', "--x 'unclosed", "\\", "--json \\", "-q \\", "a\\", "'\\'",
     "--interval nan", "--interval inf", "--interval -1", "--interval 0", "--interval", "-i 1e400",
     "--devices ,", "--devices ''", "--devices 99", "--devices a,b", "--devices 0,,0", "--history 0",
@@ -150,6 +151,7 @@ def safe_shell(ip, fake_nvml, monkeypatch, tmp_path):
     """The shell on one fake GPU, in a temporary working directory, with terminal loops ended by Ctrl-C."""
     fake_nvml("one_gpu")
     monkeypatch.chdir(tmp_path)
+    ip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {str(tmp_path / 'cuda-cache')!r}")  # not ~/.cache
     from cudamagic.watch import monitor
 
     real_run_foreground = monitor.run_foreground
@@ -170,6 +172,7 @@ def safe_shell(ip, fake_nvml, monkeypatch, tmp_path):
     yield ip
     ip.run_line_magic("gpuwatch", "--stop")
     ip.run_line_magic("cudamem", "off")
+    ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = ''")
 
 
 def run_one(shell, kind: str, name: str, line: str, cell: str = "1") -> str:
@@ -216,7 +219,7 @@ def test_hand_picked_lines_run_or_raise_usage_error(safe_shell, capsys):
         per_flag = [f"{flag}{sep}{value!r}" if value == "" else f"{flag}{sep}{value}"
                     for flag in flags for value in FLAG_VALUES for sep in ("=", " ") if flag.startswith("--")]
         for line in HAND_PICKED + per_flag:
-            for cell in CELLS if kind == "cell" else [None]:
+            for cell in CELLS_OF.get(name, CELLS) if kind == "cell" else [None]:
                 outcome = run_one(safe_shell, kind, name, line, cell)
                 if outcome == "ran":
                     ran[(kind, name)] = ran.get((kind, name), 0) + 1
@@ -250,7 +253,7 @@ def _fuzz(shell, kind: str, name: str, flags: Flags) -> None:
 
     @settings(max_examples=60, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(line=lines(flags), cell=st.sampled_from(CELLS))
+    @given(line=lines(flags), cell=st.sampled_from(CELLS_OF.get(name, CELLS)))
     def check(line, cell):
         outcome = run_one(shell, kind, name, line, cell)
         assert outcome in ("ran", "usage"), f"{'%%' if kind == 'cell' else '%'}{name} {line!r}: {outcome}"

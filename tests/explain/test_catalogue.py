@@ -346,6 +346,18 @@ def test_batchnorm_one_sample_real(ip):
     assert "drop_last=True" in expl.text()
 
 
+def test_cuda_program_no_driver():
+    from cudamagic.cuda.errors import CudaProgramError
+    from cudamagic.explain.match import explain
+
+    exc = CudaProgramError("the program exited with status 0 but left a CUDA error: CUDA error: "
+                           "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime")
+    expl = explain(exc, None)
+    assert expl.entry.id == "cuda-program-no-driver"
+    assert explain(RuntimeError("CUDA driver version is insufficient for CUDA runtime version"),
+                      None).entry.id == "driver-too-old"  # PyTorch's own error keeps its entry
+
+
 def test_every_entry_has_a_test():
     sources = "".join(open(p).read() for p in glob.glob(os.path.join(os.path.dirname(__file__), "test_*.py")))
     tested = set(re.findall(r'entry\.id == "([\w-]+)"', sources))

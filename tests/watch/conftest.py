@@ -24,21 +24,37 @@ def need_prometheus():
         pytest.skip(msg)
 
 
+def wait_all_scraped(server, timeout_s: float = 30.0) -> None:
+    """Wait until the server answers with all 12 simulated GPUs. On a loaded machine a scrape can miss its
+    1 s timeout, and Prometheus then marks that host's series stale until the next good scrape: tests that
+    need every GPU wait for a complete answer first instead of reading a gap."""
+    import time
+
+    from cudamagic.watch.cluster import PrometheusSource
+    from cudamagic.watch.prometheus import parse_source
+
+    src = PrometheusSource(parse_source(server.url))
+    try:
+        ok = prom_sim.wait_for(lambda: len(src.read(1, time.time()).gpus) == 12, timeout_s)
+    finally:
+        src.close()
+    assert ok, f"Prometheus never scraped all 12 simulated GPUs: {server.tail()}"
+
+
+@pytest.fixture
+def settled(cluster):
+    """The module's cluster, with every GPU in the server's latest answer."""
+    wait_all_scraped(cluster[1])
+    return cluster
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """``(sim, server)``: the demo cluster (4 hosts, 12 GPUs) scraped every second by a real Prometheus."""
     need_prometheus()
     sim, server = prom_sim.start_cluster(prom_sim.demo_cluster())
     try:
-        from cudamagic.watch.cluster import PrometheusSource
-        from cudamagic.watch.prometheus import parse_source
-
-        src = PrometheusSource(parse_source(server.url))
-        import time
-
-        ok = prom_sim.wait_for(lambda: len(src.read(1, time.time()).gpus) == 12, 30)
-        src.close()
-        assert ok, f"Prometheus never scraped all 12 simulated GPUs: {server.tail()}"
+        wait_all_scraped(server)
         yield sim, server
     finally:
         prom_sim.stop_cluster(sim, server)

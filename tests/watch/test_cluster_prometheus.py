@@ -23,8 +23,8 @@ def sampler_threads():
     return [t for t in threading.enumerate() if t.name == "cudamagic-gpuwatch" and t.is_alive()]
 
 
-def test_one_request_per_refresh_every_gpu_by_host(cluster):
-    _, server = cluster
+def test_one_request_per_refresh_every_gpu_by_host(settled):
+    _, server = settled
     src = PrometheusSource(parse_source(server.url))
     before = src.client.requests
     s = src.read(1, time.time())
@@ -55,8 +55,8 @@ def test_history_is_one_range_query(cluster):
     src.close()
 
 
-def test_shell_text_snapshot_log_and_replay(ip, cluster, tmp_path, capsys):
-    _, server = cluster
+def test_shell_text_snapshot_log_and_replay(ip, settled, tmp_path, capsys):
+    _, server = settled
     log = tmp_path / "cluster.jsonl"
     watch = ip.run_line_magic("gpuwatch", f"--source {server.url} --log {log} --interval 0.5 --count 3")
     deadline = time.monotonic() + 15
@@ -78,8 +78,8 @@ def test_shell_text_snapshot_log_and_replay(ip, cluster, tmp_path, capsys):
     assert sampler_threads() == []
 
 
-def test_job_flag_in_the_shell(ip, cluster, monkeypatch):
-    _, server = cluster
+def test_job_flag_in_the_shell(ip, settled, monkeypatch):
+    _, server = settled
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     watch = ip.run_line_magic("gpuwatch", f"--source {server.url} --job --text")
     assert {g.host for g in watch.latest.gpus} == {"node01", "node02"}
@@ -93,8 +93,8 @@ def test_job_flag_in_the_shell(ip, cluster, monkeypatch):
         ip.run_line_magic("gpuwatch", f"--source {server.url} --hosts nodeX --text")
 
 
-def test_widget_tiles_and_host_detail(cluster):
-    _, server = cluster
+def test_widget_tiles_and_host_detail(settled):
+    _, server = settled
     src = PrometheusSource(parse_source(server.url))
     watch = monitor.start_watch(src, interval_s=0.3, history_len=50)
     try:

@@ -50,7 +50,7 @@ def _rows(text):
 def test_aggregate_sums_adapters_and_skips_other_instances():
     got = wincounters.aggregate(fm.WINDOWS_LAPTOP_COUNTERS)
     assert len(got) == 10 and 0 not in got  # "_Total" is no process
-    explorer = got[5000104]
+    explorer = got[4100104]
     assert explorer.dedicated_bytes == 141 * fm.MIB and explorer.shared_bytes == (36 + 5) * fm.MIB
     assert set(explorer.adapters) == {"luid_0x00000000_0x0000D1E3_phys_0", "luid_0x00000000_0x0000A2F1_phys_0"}
     assert sum(p.dedicated_bytes for p in got.values()) == 686 * fm.MIB
@@ -98,10 +98,10 @@ def test_the_notes_table_with_memory_from_the_counters(ip, fake_nvml, counters, 
     assert "GeForce RTX 2060 (WDDM)" in text and "0.7/8.0 GiB" in text
     rows = _rows(text)
     assert len(rows) == 10 and {t for _, t, _ in rows.values()} == {"C+G"}
-    assert rows[5000104] == ("C:\\Windows\\explorer.exe", "C+G", "141.0 MiB *")
-    assert rows[5000524][2] == "176.0 MiB *" and rows[5000940][2] == "64.0 MiB *"
-    assert rows[5000316][0] == "\u2026" + "StartMenuExperienceHost_cw5n1h2txyewy\\StartMenuExperienceHost.exe"[-43:]
-    assert rows[5001044] == ("(other user or system)", "C+G", "103.0 MiB *")
+    assert rows[4100104] == ("C:\\Windows\\explorer.exe", "C+G", "141.0 MiB *")
+    assert rows[4100524][2] == "176.0 MiB *" and rows[4100940][2] == "64.0 MiB *"
+    assert rows[4100316][0] == "\u2026" + "StartMenuExperienceHost_cw5n1h2txyewy\\StartMenuExperienceHost.exe"[-43:]
+    assert rows[4101044] == ("(other user or system)", "C+G", "103.0 MiB *")
     notes = " ".join(text.split())  # notes wrap at the text width
     assert 'Windows "GPU Process Memory" counters (Dedicated Usage' in notes
     assert "shared (system RAM) usage of these processes: 167.0 MiB" in notes
@@ -147,8 +147,8 @@ def test_windows_sample_survives_a_trace_round_trip(fake_nvml, counters, present
 def test_library_path_and_process_name(fake_nvml):
     fake_nvml("windows_wddm")
     assert nvml.library_path() == "C:\\Windows\\System32\\nvml.dll"
-    assert nvml.process_name(5000104) == "C:\\Windows\\explorer.exe"
-    assert nvml.process_name(5001044).code == "no_permission"
+    assert nvml.process_name(4100104) == "C:\\Windows\\explorer.exe"
+    assert nvml.process_name(4101044).code == "no_permission"
 
 
 def test_the_synthetic_windows_trace_replays_with_counter_memory(ip):
@@ -162,8 +162,8 @@ def test_the_synthetic_windows_trace_replays_with_counter_memory(ip):
     text = ip.display_formatter.format(watch)[0]["text/plain"]
     assert "REPLAY of" in text and "GeForce RTX 2060 (WDDM)" in text
     rows = _rows(text)
-    assert len(rows) == 10 and rows[5000940][2] == "1.6 GiB *"  # python.exe after its training started
-    assert rows[5001044][0] == "(other user or system)"
+    assert len(rows) == 10 and rows[4100940][2] == "1.6 GiB *"  # python.exe after its training started
+    assert rows[4101044][0] == "(other user or system)"
     first = {p.pid: p for p in samples[0].gpus[0].processes}
-    assert first[5000940].used_memory_bytes == 64 * fm.MIB
-    assert first[5000940].memory_source == wincounters.SOURCE_LABEL
+    assert first[4100940].used_memory_bytes == 64 * fm.MIB
+    assert first[4100940].memory_source == wincounters.SOURCE_LABEL

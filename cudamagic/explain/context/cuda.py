@@ -36,6 +36,15 @@ def ctx_not_compiled(match, scene):
     return Context(notes=tuple(notes), facts=facts)
 
 
+def ctx_program_driver(match, scene):
+    driver = platform.nvidia_driver_present()
+    notes = (("No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): host code "
+              "runs here, kernels cannot.",) if not driver else
+             ("An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
+              "(`%cudainfo` shows both).",))
+    return Context(notes=notes, facts={"nvidia_driver_found": driver})
+
+
 def ctx_driver_old(match, scene):
     torch = _torch()
     facts, notes = {}, []

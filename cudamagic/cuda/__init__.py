@@ -1,0 +1,1 @@
+"""``%%cuda``: CUDA C++ in a cell (compile for this GPU, cache, stream, fail loudly, PyTorch extensions)."""

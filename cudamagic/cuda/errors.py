@@ -1,0 +1,67 @@
+"""Exceptions that fail a ``%%cuda`` cell (so Run All and nbclient stop). All are ``RuntimeError`` subclasses,
+so the error explainer matches CUDA runtime messages they carry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler message, located in the notebook.
+
+    Attributes:
+        file: ``"cell"`` or a saved header's name (``"vec.cuh"``).
+        line: 1-based line in that file (a header's line equals the line of the cell body that saved it).
+        cell_line: 1-based line in the notebook cell as shown (the ``%%cuda`` line is line 1), in the cell
+            that ran (``file == "cell"``) or in the cell that saved the header.
+        severity: ``"error"``, ``"fatal error"``, ``"warning"``.
+        message: the compiler's text after the severity.
+        source: the offending source line (stripped of its newline), or ``""``.
+    """
+
+    file: str
+    line: int
+    cell_line: int
+    severity: str
+    message: str
+    source: str
+
+    def where(self) -> str:
+        if self.file == "cell":
+            return f"cell line {self.cell_line}"
+        return f"{self.file} line {self.line} (cell line {self.cell_line} of the `%%cuda --save {self.file}` cell)"
+
+    def text(self) -> str:
+        head = f"{self.where()}: {self.severity}: {self.message}"
+        return head + (f"\n    {self.cell_line:>4} | {self.source}" if self.source else "")
+
+
+class CudaCompileError(RuntimeError):
+    """nvcc or the host compiler rejected the cell.
+
+    Attributes:
+        diagnostics: list of :class:`Diagnostic` (errors first, in compiler order).
+        log: the compiler's whole output, with locations rewritten to cell lines.
+    """
+
+    def __init__(self, message: str, diagnostics=(), log: str = ""):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+        self.log = log
+
+
+class CudaProgramError(RuntimeError):
+    """The compiled program failed: a non-zero exit status, a signal, a time-out or a CUDA error.
+
+    Attributes:
+        returncode: the exit status (negative: killed by that signal; None: killed by us).
+        cuda_error: ``"cudaErrorInsufficientDriver"``-style name of a CUDA error seen, or ``""``.
+        timed_out: True when ``--timeout`` killed it.
+    """
+
+    def __init__(self, message: str, returncode=None, cuda_error: str = "", timed_out: bool = False):
+        super().__init__(message)
+        self.returncode = returncode
+        self.cuda_error = cuda_error
+        self.timed_out = timed_out

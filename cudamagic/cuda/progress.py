@@ -1,0 +1,106 @@
+"""The progress line of a long build: shown once a build has taken more than a second, as a display updated
+in place in a notebook (``display(..., display_id=True)`` then ``update``: unlike an ipywidget, a saved or
+exported notebook and a front end without the widget manager show the final state) and as a line on stderr in
+a terminal. Updated only from the thread that runs the cell."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+SHOW_AFTER_S = 1.0
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:  # pragma: no cover
+        return False
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class Line:
+    """One line of progress text: ``text/plain`` and ``text/html`` (escaped, theme colours)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self):
+        return self.text
+
+    def _repr_html_(self):
+        from ..core.fmt import NO_MATH, esc
+
+        return (f'<div class="{NO_MATH}" style="color: var(--jp-ui-font-color2); font-family: '
+                f'var(--jp-code-font-family)">{esc(self.text)}</div>')
+
+
+class Progress:
+    """``with Progress("nvcc") as p: ... p.tick("compiling")``: silent for the first second.
+
+    Attributes:
+        shown: True once the progress became visible (the build took more than :data:`SHOW_AFTER_S`).
+        start_s: ``time.monotonic()`` at construction.
+    """
+
+    def __init__(self, what: str):
+        self.what = what
+        self.start_s = time.monotonic()
+        self.shown = False
+        self.step = ""
+        self._widget = None
+        self._tty = False
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.start_s
+
+    def _text(self, step: str, done: str = "") -> str:
+        if done:
+            return f"%%cuda: {self.what} {done} after {self.elapsed_s():.1f} s"
+        return f"%%cuda: {step}... {self.elapsed_s():.1f} s"
+
+    def tick(self, step: str) -> None:
+        """Record the current step; show or refresh the progress when more than a second has passed."""
+        self.step = step
+        if self.elapsed_s() < SHOW_AFTER_S:
+            return
+        text = self._text(step)
+        if not self.shown:
+            self.shown = True
+            if _in_notebook():
+                from IPython.display import display
+
+                self._widget = display(Line(text), display_id=True)
+                return
+            self._tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+            if not self._tty:
+                print(text, file=sys.stderr, flush=True)
+                return
+        if self._widget is not None:
+            self._widget.update(Line(text))
+        elif self._tty:
+            print("\r" + text, end="", file=sys.stderr, flush=True)
+
+    def finish(self, outcome: str) -> None:
+        """Final state (``"built"``, ``"failed"``, ``"interrupted"``); nothing if never shown."""
+        if not self.shown:
+            return
+        text = self._text(self.step, outcome)
+        if self._widget is not None:
+            self._widget.update(Line(text))
+        else:
+            print(("\r" if self._tty else "") + text, file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.finish("done")
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.finish("interrupted, stopped cleanly")
+        else:
+            self.finish("failed")
+        return False

@@ -1,0 +1,159 @@
+"""Running a compiled cell: stdout and stderr streamed line by line while it runs, a time limit and a kernel
+interrupt that kill the whole process tree, and a failure (exception) for a non-zero exit, a signal, a
+time-out or a CUDA error."""
+
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+from .build import ERROR_MARKER
+from .errors import CudaProgramError
+from ..core.platform import kill_tree, popen_group_kwargs
+
+#: CUDA runtime error text a program may print itself (cudaGetErrorString / cudaGetErrorName forms).
+CUDA_ERROR_RE = re.compile(r"\bcudaError\w+|CUDA error|driver version is insufficient|no CUDA-capable device|"
+                           r"no kernel image is available|an illegal memory access|unspecified launch failure|"
+                           r"device-side assert", re.I)
+
+
+@dataclass
+class RunResult:
+    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output lines)."""
+
+    returncode: int
+    elapsed_s: float
+    lines: int
+    watched: list
+
+
+def _reader(stream, name: str, q: queue.Queue) -> None:
+    try:
+        for raw in iter(stream.readline, b""):
+            q.put((name, raw.decode("utf-8", "replace")))
+    finally:
+        q.put((name, None))
+
+
+def _write(name, chunk, out, err) -> None:
+    if chunk:
+        stream = (out or sys.stdout) if name == "out" else (err or sys.stderr)
+        stream.write("".join(chunk))
+        stream.flush()
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, watch=None) -> RunResult:
+    """Run ``argv``, writing each line of its stdout/stderr to ``out``/``err`` (default ``sys.stdout`` /
+    ``sys.stderr`` at call time) as soon as it is printed.
+
+    Args:
+        argv: the program and its arguments. timeout_s: seconds before the process tree is killed (None: no
+            limit).
+
+    Returns:
+        :class:`RunResult` when the program exits with status 0 and reports no CUDA error.
+
+    Raises:
+        CudaProgramError: non-zero exit status, death by a signal, time-out, or a CUDA error (the message
+            carries the CUDA error text so the error explainer can match it).
+        KeyboardInterrupt: the kernel was interrupted; the process tree was killed first.
+    """
+    __tracebackhide__ = True  # noqa: F841
+    start = time.monotonic()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            **popen_group_kwargs())
+    q: queue.Queue = queue.Queue()
+    readers = [threading.Thread(target=_reader, args=(proc.stdout, "out", q), daemon=True),
+               threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True)]
+    for t in readers:
+        t.start()
+    open_streams, count, cuda_errors, printed, tail, watched = 2, 0, [], [], [], []
+    timed_out = False
+    try:
+        while open_streams:
+            if timeout_s is not None and time.monotonic() - start > timeout_s:
+                timed_out = True
+                kill_tree(proc)
+                break
+            try:
+                items = [q.get(timeout=0.05)]
+            except queue.Empty:
+                continue
+            while len(items) < 4096:  # what else has arrived goes out in the same write
+                try:
+                    items.append(q.get_nowait())
+                except queue.Empty:
+                    break
+            chunk_name, chunk = None, []
+            for name, text in items:
+                if text is None:
+                    open_streams -= 1
+                    continue
+                if text.startswith(ERROR_MARKER):
+                    _, code, ename, *words = text.split()
+                    cuda_errors.append(f"{ename} ({code}): {' '.join(words)}")
+                    continue
+                count += 1
+                if watch is not None and watch.search(text):
+                    watched.append(text.rstrip("\n"))
+                if CUDA_ERROR_RE.search(text):
+                    printed.append(text.strip()[:300])
+                if name == "err":
+                    tail = (tail + [text.rstrip("\n")])[-5:]
+                if name != chunk_name:
+                    _write(chunk_name, chunk, out, err)
+                    chunk_name, chunk = name, []
+                chunk.append(text)
+            _write(chunk_name, chunk, out, err)
+    except KeyboardInterrupt:
+        kill_tree(proc)
+        proc.wait()
+        print(f"%%cuda: interrupted; the program (pid {proc.pid}) and its children were killed.", file=sys.stderr)
+        raise
+    try:
+        rc = proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:  # closed its output but still running: end it
+        kill_tree(proc)
+        rc = proc.wait()
+    for t in readers:
+        t.join(timeout=1)
+    elapsed = time.monotonic() - start
+    try:
+        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail)
+    except CudaProgramError as exc:
+        exc.watched = watched
+        raise
+    return RunResult(rc, elapsed, count, watched)
+
+
+def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail) -> None:
+    __tracebackhide__ = True  # noqa: F841
+    if timed_out:
+        raise CudaProgramError(f"the program ran longer than --timeout {timeout_s:g} s and was killed with all "
+                               "its child processes.", returncode=rc, timed_out=True)
+    failed = cuda_errors or rc != 0
+    seen = cuda_errors + printed if failed else []
+    cuda = f" CUDA error: {seen[0]}" if seen else ""
+    if rc < 0:
+        raise CudaProgramError(f"the program was killed by {_signal_name(-rc)}.{cuda}", returncode=rc,
+                               cuda_error=seen[0] if seen else "")
+    if rc != 0:
+        last = ("\nLast lines on stderr:\n" + "\n".join(tail)) if tail and not cuda else ""
+        raise CudaProgramError(f"the program exited with status {rc}.{cuda}{last}", returncode=rc,
+                               cuda_error=seen[0] if seen else "")
+    if cuda_errors:
+        raise CudaProgramError(f"the program exited with status 0 but left a CUDA error:{cuda}", returncode=rc,
+                               cuda_error=cuda_errors[0])

@@ -1,0 +1,52 @@
+"""%%cuda in a real Jupyter kernel (nbclient): examples/cuda_cells.ipynb top to bottom, and Run All stopping at a
+cell that does not compile."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import run_demo  # scripts/run_demo.py (on sys.path via conftest): the one notebook runner
+
+from .conftest import needs_nvcc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+pytestmark = [pytest.mark.kernel, needs_nvcc]
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+def test_example_notebook(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # a cold cache: every cell compiles
+    nb = run_demo.execute(os.path.join(run_demo.EXAMPLES, "cuda_cells.ipynb"), timeout_s=300)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    stream = next(c for c in code if "step %d of %d" in c.source)
+    assert [ln for ln in _text(stream).splitlines() if ln.strip()] == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
+    progress = [o for o in stream.outputs if o.output_type == "display_data"]
+    assert progress and "nvcc build done after" in progress[-1].data["text/plain"]  # the >1 s build showed it
+    failing = next(c for c in code if "missing_value" in c.source)
+    errors = [o for o in failing.outputs if o.output_type == "error"]
+    assert errors and errors[0].ename == "CudaCompileError"
+    assert "cell line 4: error: identifier \"missing_value\" is undefined" in errors[0].evalue
+    vec = next(c for c in code if "vec_add<<<" in c.source)
+    torch_cell = next(c for c in code if "ADD_ONE" in c.source)
+    if "none (no GPU or driver)" in _text(code[0]):
+        assert _text(vec).startswith("skipped: this cell needs an NVIDIA GPU")
+        assert _text(torch_cell).startswith("skipped: needs a GPU")
+    else:  # pragma: no cover - GPU machines
+        assert "0 of 8 elements wrong" in _text(vec)
+
+
+def test_run_all_stops_at_a_cell_that_does_not_compile(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient.exceptions import CellExecutionError
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cells = ["%load_ext cudamagic", "%%cuda\nint main() {\n  return undefined_name;\n}", "after = 1"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    with pytest.raises(CellExecutionError, match=r"cell line 3: error: identifier \"undefined_name\""):
+        run_demo.execute_nb(nb, cwd=ROOT, timeout_s=120)
+    assert nb.cells[1].outputs[-1].output_type == "error"
+    assert nb.cells[2].execution_count is None and not nb.cells[2].outputs  # Run All stopped
