@@ -147,7 +147,7 @@ def test_windows_nvidia_tool_paths(windows, tmp_path):
 
 
 POSIX_ONLY = {("os", "killpg"), ("os", "pread"), ("os", "sysconf"), ("os", "setsid"), ("os", "getpgid"),
-              ("signal", "SIGKILL"), ("os", "fork")}
+              ("signal", "SIGKILL"), ("os", "fork"), ("os", "kill")}  # os.kill(pid, 0) terminates on Windows
 
 
 def test_no_posix_only_call_outside_the_platform_module():
