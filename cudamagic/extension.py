@@ -2,7 +2,7 @@
 
 ``%load_ext cudamagic`` builds the :class:`CudaMagics` configurable (every user setting, reachable as
 ``%config CudaMagics.<name>`` and ``c.CudaMagics.<name>`` in ``ipython_config.py``), then registers each
-area's ``Magics`` class (``info``, ``watch``, ``graph``, ``mem``, ``explain``, ``cuda``), as IPython registers the
+area's ``Magics`` class (``info``, ``watch``, ``graph``, ``mem``, ``prof``, ``explain``, ``cuda``), as IPython registers the
 classes of ``IPython/core/magics/``. Each area registers cleanups (threads, event callbacks) that
 ``%unload_ext cudamagic`` runs in reverse order before it removes every magic of ours.
 
@@ -19,15 +19,16 @@ from .explain.magic import ExplainMagics, ExplainSettings
 from .graph.magic import GraphMagics, GraphSettings
 from .info.magic import InfoMagics, InfoSettings
 from .mem.magic import MemMagics, MemSettings
+from .prof.magic import ProfMagics, ProfSettings
 from .watch.magic import WatchMagics, WatchSettings
 
 #: area name -> its Magics class, in registration order.
 AREAS = {"info": InfoMagics, "watch": WatchMagics, "graph": GraphMagics, "mem": MemMagics,
-         "explain": ExplainMagics, "cuda": CudaCellMagics}
+         "prof": ProfMagics, "explain": ExplainMagics, "cuda": CudaCellMagics}
 
 
-class CudaMagics(InfoSettings, WatchSettings, GraphSettings, MemSettings, ExplainSettings, CudaSettings,
-                 Configurable):
+class CudaMagics(InfoSettings, WatchSettings, GraphSettings, MemSettings, ProfSettings, ExplainSettings,
+                 CudaSettings, Configurable):
     """Every cudamagic setting, one place for users: ``%config CudaMagics`` lists them,
     ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings (with units
     in the names) in its ``magic.py``; this class only gathers them."""

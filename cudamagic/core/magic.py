@@ -11,10 +11,26 @@ area; user settings live on the one ``CudaMagics`` configurable (``%config CudaM
 from __future__ import annotations
 
 import argparse
+import shlex
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics
-from IPython.core.magic_arguments import parse_argstring
+
+
+
+def split_line(line: str) -> list:
+    """Split a magic's argument line into words as a shell does: quotes group words and are removed
+    (``--log "run 1.jsonl"`` gives the value ``run 1.jsonl``), while backslashes are kept as typed, so Windows
+    paths (``C:\\Users\\me\\run.jsonl``) arrive intact. IPython's own splitter keeps the quote characters.
+
+    Raises:
+        ValueError: an unclosed quote (``shlex``'s "No closing quotation").
+    """
+    lexer = shlex.shlex(line, posix=True)
+    lexer.whitespace_split = True
+    lexer.escape = ""          # a backslash is a character, not an escape (Windows paths)
+    lexer.commenters = ""      # `#` is a character too (a file name may contain one)
+    return list(lexer)
 
 
 class AreaMagics(Magics):
@@ -52,7 +68,7 @@ class AreaMagics(Magics):
         """
         name = func.__name__
         try:
-            args = parse_argstring(func, line)
+            args = func.parser.parse_args(split_line(line))
         except UsageError as exc:
             if usage is None:
                 raise
@@ -60,7 +76,7 @@ class AreaMagics(Magics):
         except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
             raise UsageError(
                 f"{prefix}{name}: cannot split the arguments into words ({exc}): {line.strip()!r}. Close every "
-                "quote you open and quote a value with spaces as a whole, e.g. --log \"run 1.jsonl\". "
+                "quote you open and quote a value with spaces as a whole, e.g. \"my file.txt\". "
                 f"Type %{name}? for every option.") from None
         flag = _flag_without_value(func.parser, args)
         if flag is not None:

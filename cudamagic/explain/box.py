@@ -56,6 +56,8 @@ def explanation_text(expl, width: int | None = None) -> str:
         body += _wrap("In general", entry.fix, width)
     else:
         body += _wrap("Fix", entry.fix, width)
+    if entry.localise:
+        body += _wrap("Localise", entry.localise, width)
     head_lines = textwrap.wrap(f"cudamagic explains: {entry.title} [{entry.id}]", width=width - 4)
     out = []
     for i, text in enumerate(head_lines):
@@ -88,6 +90,8 @@ def explanation_html(expl) -> str:
     fix = f'<p class="cm-explain-fix"><b>Fix:</b> {_md_code(expl.context.fix or entry.fix)}</p>'
     if expl.context.fix:
         fix += f"<p><b>In general:</b> {_md_code(entry.fix)}</p>"
+    if entry.localise:
+        fix += f'<p class="cm-explain-localise"><b>Localise:</b> {_md_code(entry.localise)}</p>'
     body = "".join(f"<p><b>{esc(k)}:</b> {_md_code(v)}</p>" for k, v in rows)
     return (
         f'<div class="cm-explain {NO_MATH}" style="border:1px solid #d9822b;border-left:6px solid #d9822b;'

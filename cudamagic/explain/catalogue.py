@@ -8,14 +8,19 @@ explanation into one about the user's own variables. Matching is in :mod:`.match
 
 from __future__ import annotations
 
-from .context.autograd import (ctx_backward_twice, ctx_leaf_inplace, ctx_modified_inplace, ctx_no_grad,
-                               ctx_scalar)
-from .context.cuda import ctx_arch, ctx_driver_old, ctx_not_compiled, ctx_ordinal, ctx_program_driver
+from .context.autograd import (ctx_backward_twice, ctx_hook_changed, ctx_invalid_gradient, ctx_leaf_inplace,
+                               ctx_no_grad, ctx_scalar, ctx_version_counter)
+from .context.cuda import (ctx_arch, ctx_cuda_family, ctx_driver_old, ctx_not_compiled, ctx_ordinal,
+                           ctx_program_driver)
 from .context.dataloader import (ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
                                  ctx_workers)
 from .context.memory import ctx_gpu_memory, ctx_oom
 from .context.tensors import (ctx_broadcast, ctx_devices, ctx_dtype, ctx_float_targets, ctx_index_tensors,
                               ctx_matmul, ctx_numpy, ctx_result_cast, ctx_targets)
+import re
+from dataclasses import replace
+
+from . import cudaerrors
 from .model import Entry
 
 
@@ -86,7 +91,7 @@ CATALOGUE: tuple = (
         id="cuda-801-workers", title="CUDA error 801 with DataLoader workers (Windows)", reports=("F21",),
         types=("RuntimeError",),
         patterns=(r"cuda runtime error \(801\)", r"operation not supported.*StorageSharing",
-                  r"CUDA error: operation not supported"),
+                  r"CUDA error: operation not supported(?=\n| \(|$)"),
         what="A CUDA tensor was sent between processes, and CUDA refused (error 801: operation not supported).",
         why=("With num_workers > 0 the DataLoader runs your Dataset in worker processes and ships each batch back "
              "through shared memory. On Windows, CUDA tensors cannot be shared between processes, so a Dataset "
@@ -135,7 +140,7 @@ CATALOGUE: tuple = (
         fix=("Detach what you carry between iterations (`h = h.detach()`), or recompute the forward pass before "
              "each backward. Prefer this to retain_graph=True, which keeps every graph alive."),
         source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack (ERR_BACKWARD_TWICE)",
-        context=ctx_backward_twice),
+        context=ctx_backward_twice, family="autograd-engine"),
     Entry(
         id="no-grad", title="Tensor does not require grad", reports=("F25",),
         types=("RuntimeError",), patterns=(r"element \d+ of tensors does not require grad and does not have a grad_fn",),
@@ -146,7 +151,7 @@ CATALOGUE: tuple = (
         fix=("Compute the loss outside `torch.no_grad()`/`inference_mode()` and without `.detach()`/`.item()`/"
              "NumPy, from a model whose parameters require grad (`any(p.requires_grad for p in "
              "model.parameters())`)."),
-        source="torch/csrc/autograd/engine.cpp / python_engine.cpp: run_backward", context=ctx_no_grad),
+        source="torch/csrc/autograd/engine.cpp / python_engine.cpp: run_backward", context=ctx_no_grad, family="autograd-engine"),
     Entry(
         id="grad-not-scalar", title="Backward on a non-scalar tensor",
         types=("RuntimeError",), patterns=(r"grad can be implicitly created only for scalar outputs",),
@@ -154,7 +159,7 @@ CATALOGUE: tuple = (
         why=("The gradient of a vector is a matrix (a Jacobian); backward needs a scalar loss, or an explicit "
              "upstream gradient with the tensor's shape."),
         fix="Reduce to a scalar first (`.sum()` or `.mean()`), or call `t.backward(gradient)` with a tensor of t's shape.",
-        source="torch/autograd/__init__.py: _make_grads", context=ctx_scalar),
+        source="torch/autograd/__init__.py: _make_grads", context=ctx_scalar, family="autograd-engine"),
     Entry(
         id="different-devices", title="Tensors on different devices",
         types=("RuntimeError",),
@@ -242,21 +247,117 @@ CATALOGUE: tuple = (
              "the value the gradient refers to. Typical cases: initialising weights with `w.normal_()` or updating "
              "them with `w -= lr * w.grad` outside `torch.no_grad()`."),
         fix="Do manual initialisation and updates under `with torch.no_grad():`, or use an optimizer.",
-        source="torch/csrc/autograd/VariableTypeUtils.h: check_inplace", context=ctx_leaf_inplace),
+        source="torch/csrc/autograd/VariableTypeUtils.h: check_inplace", context=ctx_leaf_inplace, family="autograd-engine"),
     Entry(
         id="modified-inplace", title="A tensor needed for backward was modified in place",
         types=("RuntimeError",),
         patterns=(r"one of the variables needed for gradient computation has been modified by an inplace "
-                  r"operation: \[(?P<ttype>[\w.]+) \[(?P<shape>[\d, ]*)\]\], which is output (?P<output>\d+) of "
-                  r"(?P<op>\w+), is at version (?P<version>\d+); expected version (?P<expected>\d+)",
+                  r"operation: \[(?P<ttype>[\w.]+) \[(?P<shape>[\d, ]*)\]\](?:, which is output (?P<output>\d+) of "
+                  r"(?P<op>\w+),)? is at version (?P<version>\d+); expected version (?P<expected>\d+)",
                   r"one of the variables needed for gradient computation has been modified by an inplace operation"),
         what="Backward needed a value saved in the forward pass, but that tensor was overwritten in place afterwards.",
-        why=("Operations save their inputs or outputs for backward (sigmoid saves its output, mul its inputs). An "
-             "in-place op (`x += 1`, `x.relu_()`, `nn.ReLU(inplace=True)`, `x[idx] = ...`) on such a tensor bumps its "
-             "version counter, and autograd refuses to use the stale value."),
-        fix=("Replace the in-place operation by its out-of-place form (`y = y * 2`, `torch.relu(x)`), or `.clone()` "
-             "before modifying. `torch.autograd.set_detect_anomaly(True)` shows the forward line that saved it."),
-        source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack", context=ctx_modified_inplace),
+        why=("Operations save their inputs or outputs for backward (nn.Linear its weight, sigmoid its output, mul its "
+             "inputs). Every in-place change bumps the tensor's version counter (shared with its views), and autograd "
+             "refuses to use a value that changed since it was saved. Two usual causes: an in-place op (`x += 1`, "
+             "`x.relu_()`, `nn.ReLU(inplace=True)`, `x[idx] = ...`), or `optimizer.step()` updating the weights "
+             "between a forward pass and a second backward through it (GAN training, two losses on one forward)."),
+        fix=("Find what changed it. An in-place op: write it out of place (`y = y * 2`, `torch.relu(x)`). An "
+             "`optimizer.step()`: call every backward through that forward before the step, or run the forward again "
+             "after it. `torch.autograd.set_detect_anomaly(True)` shows the forward line that saved the tensor."),
+        source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack", context=ctx_version_counter,
+        family="autograd-engine", reports=("E09",)),
+    Entry(
+        id="invalid-gradient", title="A custom Function's backward returned a wrong gradient",
+        types=("RuntimeError",),
+        patterns=(r"Function (?P<fn>\w+) returned an invalid gradient at index (?P<index>\d+) - got "
+                  r"\[(?P<got>[\d, ]*)\] but expected shape compatible with \[(?P<expected>[\d, ]*)\]",
+                  r"Function (?P<fn>\w+) returned an invalid gradient at index (?P<index>\d+) - expected device "
+                  r"(?P<exp_dev>\S+) but got (?P<got_dev>\S+)",
+                  r"[Ff]unction (?P<fn2>\w+) returned an incorrect number of gradients \(expected (?P<n_expected>\d+), "
+                  r"got (?P<n_got>\d+)\)",
+                  r"Function (?P<fn>\w+) returned an invalid gradient at index (?P<index>\d+)",
+                  r"Expected isFloatingType\(grad\.scalar_type\(\)\) \|\| \(input_is_complex == grad_is_complex\)"),
+        what=("The backward of a custom autograd Function (or of an extension's op) returned a gradient that does not "
+              "fit the input it belongs to: wrong shape, device, real/complex type, or number of gradients."),
+        why=("The engine checks each gradient against the input it is for: same shape (or one that can be summed to "
+             "it), same device, and one gradient per forward input. A backward that forgets to undo a broadcast or "
+             "an expand in the forward returns the larger shape."),
+        fix=("Return exactly one gradient per forward input, each with that input's shape (sum over the dimensions "
+             "the forward broadcast: `grad.sum(dim=...)`, `grad.sum_to_size(x.shape)`), device and dtype; `None` for "
+             "inputs that need none. `torch.autograd.gradcheck` tests a Function's backward."),
+        source="torch/csrc/autograd/engine.cpp: validate_outputs; torch/csrc/autograd/python_function.cpp "
+               "(incorrect number of gradients)",
+        context=ctx_invalid_gradient, family="autograd-engine", reports=("E08",)),
+    Entry(
+        id="hook-changed-gradient", title="A gradient hook changed the gradient's size or type",
+        types=("RuntimeError",), patterns=(r"hook '(?P<hook>[^']+)' has changed the (?P<what>size|type) of value",),
+        what="A hook registered with `register_hook` returned a gradient of another shape or dtype than it got.",
+        why=("A tensor hook may replace the gradient, but the replacement must have the same shape and dtype: the "
+             "engine passes it on to the ops that expect exactly that."),
+        fix="Return a tensor shaped and typed like the hook's argument, or `None` to keep the gradient unchanged.",
+        source="torch/csrc/autograd/python_hook.cpp: check_single_result", context=ctx_hook_changed,
+        family="autograd-engine"),
+    Entry(
+        id="view-inplace", title="In-place change of a view autograd cannot track",
+        types=("RuntimeError",),
+        patterns=(r"Output \d+ of \w+ is a view and is being modified inplace",
+                  r"A view was created in no_grad mode and is being modified inplace with grad mode enabled"),
+        what="A view (a slice, `unbind`/`split`/`chunk` output, or a custom Function's output) was changed in place.",
+        why=("Changing a view in place must also rewrite the graph of its base. Autograd cannot do that for views "
+             "from functions that return several views (unbind, split, chunk), for views returned by a custom "
+             "Function, or for views created under no_grad and changed with grad enabled."),
+        fix=("Use the out-of-place form (`y = y * 2` instead of `y.mul_(2)`), or `.clone()` the view before "
+             "changing it; for no_grad views, do both the view and the in-place change in the same mode."),
+        source="torch/csrc/autograd/variable.cpp: handle_view_on_rebase", family="autograd-engine"),
+    Entry(
+        id="once-differentiable", title="Double backward through a once-differentiable Function",
+        types=("RuntimeError",),
+        patterns=(r"trying to differentiate twice a function that was marked with @once_differentiable",),
+        what="A second-order gradient (create_graph=True) went through a custom Function whose backward is marked @once_differentiable.",
+        why="@once_differentiable runs the backward without recording a graph, so it cannot be differentiated again.",
+        fix=("Write the backward with differentiable torch operations and drop @once_differentiable, or implement "
+             "the Function's double backward; or avoid create_graph=True through it."),
+        source="torch/autograd/function.py: once_differentiable (DelayedError)", family="autograd-engine"),
+    Entry(
+        id="grad-output-shape", title="The gradient passed to backward has the wrong shape",
+        types=("RuntimeError",),
+        patterns=(r"Mismatch in shape: grad_output\[(?P<i>\d+)\] has a shape of torch\.Size\(\[(?P<g>[\d, ]*)\]\) "
+                  r"and output\[\d+\] has a shape of torch\.Size\(\[(?P<o>[\d, ]*)\]\)",),
+        what="`t.backward(gradient)` / `torch.autograd.grad(..., grad_outputs=...)` got a gradient shaped unlike the tensor.",
+        why="The upstream gradient stands for d(loss)/d(t): it must have exactly the shape of t.",
+        fix="Pass a gradient of t's shape (`torch.ones_like(t)`), or reduce t to a scalar first (`t.sum().backward()`).",
+        source="torch/autograd/__init__.py: _make_grads", family="autograd-engine"),
+    Entry(
+        id="unused-input", title="A tensor asked for a gradient is not in the graph",
+        types=("RuntimeError",),
+        patterns=(r"The differentiated Tensor at index (?P<index>\d+) appears to not have been used in the graph",
+                  r"One of the differentiated Tensors does not require grad"),
+        what="`torch.autograd.grad` was asked for the gradient with respect to a tensor the output does not depend on.",
+        why=("Its gradient would be None: the output was computed without it (or from a copy / detached version of "
+             "it, or it does not require grad)."),
+        fix=("Pass only inputs the output is computed from, or `allow_unused=True` (and `materialize_grads=True` for "
+             "zeros instead of None)."),
+        source="torch/csrc/autograd/python_engine.cpp: THPEngine_run_backward", family="autograd-engine"),
+    Entry(
+        id="inference-tensor", title="An inference-mode tensor used with autograd",
+        types=("RuntimeError",),
+        patterns=(r"Inference tensors cannot be saved for backward",
+                  r"Inplace update to inference tensor outside InferenceMode is not allowed"),
+        what="A tensor created under `torch.inference_mode()` was used in a computation autograd records.",
+        why="Inference tensors have no version counter, so autograd can neither save them nor track in-place changes.",
+        fix="Create it under `torch.no_grad()` instead, or use `t.clone()` of it outside inference mode.",
+        source="c10/core/TensorImpl.h / torch/csrc/autograd/saved_variable.cpp (inference tensors)",
+        family="autograd-engine"),
+    Entry(
+        id="requires-grad-flag", title="requires_grad cannot be set on this tensor",
+        types=("RuntimeError",),
+        patterns=(r"you can only change requires_grad flags of leaf variables",
+                  r"only Tensors of floating point dtype can require gradients"),
+        what="`requires_grad` was changed on a computed tensor, or set on an integer / bool tensor.",
+        why=("Only leaves (tensors you created) have their own requires_grad flag, and only floating-point and "
+             "complex tensors carry gradients."),
+        fix="Use `t.detach()` for a non-tracked copy of a computed tensor; make the tensor float (`t.float()`) to track it.",
+        source="torch/csrc/autograd/python_variable.cpp: THPVariable_set_requires_grad", family="autograd-engine"),
     Entry(
         id="matmul-shapes", title="Matrix shapes cannot be multiplied",
         types=("RuntimeError",),
@@ -373,3 +474,39 @@ CATALOGUE: tuple = (
         source="torch/nn/functional.py: _verify_batch_size", context=None),
 )
 
+
+
+#: The family of each specific CUDA entry above (the families themselves are data in :mod:`.cudaerrors`).
+_SPECIFIC_FAMILY = {
+    "cuda-program-no-driver": "cuda-driver", "driver-too-old": "cuda-driver", "cuda-801-workers": "cuda-peer", "cuda-oom": "cuda-oom",
+    "no-kernel-image": "cuda-arch", "device-side-assert": "cuda-illegal-access",
+    "invalid-device-ordinal": "cuda-invalid-call", "cublas-cudnn-init": "cuda-oom",
+}
+
+
+def _family_entry(family):
+    return Entry(
+        id=family.id, title=family.title, types=("RuntimeError",), patterns=cudaerrors.family_patterns(family.id),
+        what=family.what, why=family.why, fix=family.fix, localise=family.localise, family=family.id,
+        source=("CUDA runtime codes of this family (cudaerrors.RUNTIME_FAMILY, texts from cudaGetErrorString, CUDA "
+                f"{cudaerrors.CUDA_VERSION}) via c10/cuda/CUDAException.cpp; library statuses via ATen/cuda/Exceptions.h"
+                " (TORCH_CUDABLAS_CHECK, TORCH_CUDASPARSE_CHECK, AT_CUDNN_CHECK), ATen/native/cuda/CuFFTUtils.h "
+                "(CUFFT_CHECK), torch/csrc/distributed/c10d/NCCLUtils.hpp (C10D_NCCL_CHECK)"),
+        context=ctx_cuda_family)
+
+
+def _with_family(entry):
+    family = _SPECIFIC_FAMILY.get(entry.id)
+    if family is None:
+        return entry
+    extra = cudaerrors.family_patterns(family) if entry.id == family else ()  # "cuda-oom" is both
+    # statuses another specific entry explains better (cuBLAS / cuDNN handle creation) stay with it
+    others = [q for e in CATALOGUE if e.id != entry.id and e.id in _SPECIFIC_FAMILY for q in e.patterns]
+    extra = tuple(p for p in extra if not any(re.search(q, p) for q in others))
+    return replace(entry, family=family, localise=cudaerrors.FAMILIES[family].localise,
+                   patterns=entry.patterns + extra)
+
+
+#: The specific entries first (their text is about the exact case), then one entry per CUDA error family.
+CATALOGUE = tuple(_with_family(e) for e in CATALOGUE) + tuple(
+    _family_entry(f) for f in cudaerrors.FAMILIES.values() if f.id not in _SPECIFIC_FAMILY)

@@ -45,6 +45,9 @@ class Entry:
         source: where PyTorch raises it (file / function), for maintainers and tests.
         reports: field-report ids (``"F22"``) the entry answers.
         context: optional ``context(match, scene) -> Context``.
+        family: the family the entry belongs to (a key of :data:`.cudaerrors.FAMILIES` for CUDA errors,
+            ``"autograd-engine"`` for the autograd engine's own errors), or ``""``.
+        localise: how to find the operation that really failed, or ``""``.
     """
 
     id: str
@@ -57,6 +60,8 @@ class Entry:
     source: str
     reports: tuple = ()
     context: Callable | None = None
+    family: str = ""
+    localise: str = ""
 
     def match(self, exc: BaseException):
         """Return the ``re.Match`` of the first pattern found in ``str(exc)``, or None."""

@@ -219,3 +219,52 @@ def call_arguments(line: str) -> list:
     return [(ast.unparse(c.func), [ast.unparse(a) for a in c.args],
              {k.arg: ast.unparse(k.value) for k in c.keywords if k.arg}) for c in calls]
 
+
+
+def step_calls(src: str) -> list:
+    """``optimizer.step()`` calls in ``src`` as ``(receiver source, 1-based line)``, in source order."""
+    return sorted(((recv, node.lineno) for recv, node in _method_calls(src, "step")), key=lambda c: c[1])
+
+
+def assignments_from_call(src: str, callee: str) -> list:
+    """Names assigned from a call of ``callee`` (``out = netD(fake)`` -> ``[("out", "netD(fake)", line)]``)."""
+    tree = _parse_tree(src)
+    if tree is None:
+        return []
+    out = []
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
+                _root_name(stmt.value.func) == callee and isinstance(stmt.value.func, ast.Name):
+            for name in sorted(_assigned_names(stmt)):
+                out.append((name, ast.unparse(stmt.value), stmt.lineno))
+    return sorted(out, key=lambda a: a[2])
+
+
+def apply_calls(src: str, function: str) -> list:
+    """Argument sources of each ``function.apply(...)`` call in ``src`` (``[["x", "s"], ...]``)."""
+    return [[ast.unparse(a) for a in node.args] for recv, node in _method_calls(src, "apply") if recv == function]
+
+
+def line_of(src: str, text: str):
+    """1-based line of the first line of ``src`` containing ``text`` (stripped), or None."""
+    for i, line in enumerate(src.splitlines(), 1):
+        if text and text in line:
+            return i
+    return None
+
+
+def grads_without_create_graph(src: str) -> list:
+    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True`` (their values carry no
+    graph, so a second backward through them fails): ``g, = torch.autograd.grad(y, x)`` -> ``["g"]``."""
+    tree = _parse_tree(src)
+    if tree is None:
+        return []
+    out = []
+    for stmt in ast.walk(tree):
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
+            func = ast.unparse(stmt.value.func)
+            if func in ("torch.autograd.grad", "autograd.grad", "grad") or func.endswith(".autograd.grad"):
+                create = [k for k in stmt.value.keywords if k.arg == "create_graph"]
+                if not create or (isinstance(create[0].value, ast.Constant) and not create[0].value.value):
+                    out.extend(sorted(_assigned_names(stmt)))
+    return out

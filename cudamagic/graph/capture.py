@@ -82,19 +82,24 @@ def running_cell_number(shell) -> int:
 
 
 class ModuleCallRecorder:
-    """Context manager recording every ``nn.Module`` call of this thread with autograd sequence numbers.
+    """Context manager recording ``nn.Module`` calls of this thread with autograd sequence numbers.
 
     Each call keeps ``[module, parent, start_seq, end_seq]``: autograd nodes created
     during the call have ``start_seq <= node._sequence_nr() < end_seq``. Module
     objects are held only until :meth:`resolve` turns them into :class:`ModuleCall`.
+
+    With ``modules=None`` it records every module through global module hooks; with a list, only
+    those modules through their own hooks (an empty list records nothing): see :func:`recorder_for`,
+    which keeps hooks away from ``torch.compile``.
     """
 
-    def __init__(self, max_calls: int = 200_000):
+    def __init__(self, max_calls: int = 200_000, modules=None):
         self.raw = []
         self._stack = []
         self._max = max_calls
         self._thread = threading.get_ident()
         self._handles = []
+        self._modules = modules
 
     def __enter__(self):
         import torch
@@ -102,8 +107,14 @@ class ModuleCallRecorder:
 
         # private API; without it every call has an empty interval and nothing is grouped
         self._seq = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None) or (lambda: 0)
-        self._handles = [mod.register_module_forward_pre_hook(self._pre),
-                         mod.register_module_forward_hook(self._post, always_call=True)]
+        if self._modules is None:
+            self._handles = [mod.register_module_forward_pre_hook(self._pre),
+                             mod.register_module_forward_hook(self._post, always_call=True)]
+        else:
+            for m in self._modules:
+                self._handles += [m.register_forward_pre_hook(self._pre),
+                                  m.register_forward_hook(self._post, always_call=True)]
+            self._modules = None
         return self
 
     def __exit__(self, *exc):
@@ -148,6 +159,64 @@ class ModuleCallRecorder:
             ends.append(end if end is not None else start)
         self.raw = []
         return calls, starts, ends
+
+
+def _is_compiled_module(m) -> bool:
+    return any(c.__name__ == "OptimizedModule" for c in type(m).__mro__) or \
+        getattr(m, "_compiled_call_impl", None) is not None
+
+
+def recorder_for(ns: dict, source: str) -> tuple:
+    """A :class:`ModuleCallRecorder` that ``torch.compile`` cannot see, and a note when it records less.
+
+    ``torch.compile`` traces global module hooks and hooks of the modules it compiles (graph breaks,
+    recompiles, a warning on every call of a compiled module). So when nothing in the namespace is
+    compiled and the cell does not mention ``compile``, global hooks record every call; when compiled
+    modules are in the namespace, only the other namespace modules get hooks (none inside a compiled
+    module); when a compiled function is there or the cell compiles something, nothing is hooked.
+
+    Returns:
+        ``(recorder, note)``; ``note`` is ``''`` or one sentence for the graph's notes.
+    """
+    import torch
+
+    modules, compiled_fn = [], False
+    for key in list(ns):
+        if not isinstance(key, str) or key.startswith("_") or key in _SKIP_NAMES:
+            continue
+        value = ns[key]
+        items = [value]
+        if isinstance(value, (list, tuple)) and len(value) <= 10_000:
+            items = list(value)
+        elif isinstance(value, dict) and len(value) <= 10_000:
+            items = list(value.values())
+        for v in items:
+            if isinstance(v, torch.nn.Module):
+                modules.append(v)
+            elif callable(v) and getattr(v, "_torchdynamo_orig_callable", None) is not None:
+                compiled_fn = True
+    excluded = set()
+    for m in modules:
+        for sub in m.modules():
+            if _is_compiled_module(sub):
+                excluded.update(id(s) for s in sub.modules())
+                inner = getattr(sub, "_orig_mod", None)
+                if isinstance(inner, torch.nn.Module):
+                    excluded.update(id(s) for s in inner.modules())
+    if not excluded and not compiled_fn and "compile" not in source:
+        return ModuleCallRecorder(), ""
+    note = ("Module calls are not grouped: hooks on modules would be traced by torch.compile "
+            "(graph breaks, recompiles), so none were added.")
+    if compiled_fn or "compile" in source:
+        return ModuleCallRecorder(modules=[]), note
+    seen, hooked = set(excluded), []
+    for m in modules:
+        for sub in m.modules():
+            if id(sub) not in seen:
+                seen.add(id(sub))
+                hooked.append(sub)
+    return ModuleCallRecorder(modules=hooked), ("Calls inside torch.compile'd modules are not grouped "
+                                               "(the compiler would trace the hooks).")
 
 
 # ---- names ------------------------------------------------------------------------
@@ -286,8 +355,36 @@ def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The c
         return (f"{what} is {_article(kind)} {kind}, not a tensor (or a tuple/list/dict/dataclass of "
                 f"tensors), so there is nothing to draw.{hint}")
     causes = []
-    if any(t.is_inference() for _, t in outs):
-        causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block")
+    inference_inputs = sorted(
+        k for k, v in (ns or {}).items()
+        if isinstance(k, str) and isinstance(v, torch.Tensor) and v.is_inference()
+        and re.search(rf"\b{re.escape(k)}\b", source))
+    if all(not (t.is_floating_point() or t.is_complex()) for _, t in outs):
+        dtypes = ", ".join(sorted({str(t.dtype).replace("torch.", "") for _, t in outs}))
+        causes.append(f"its dtype is {dtypes}: only floating-point and complex tensors carry gradients, so "
+                      "integer or bool results (token ids, `argmax`, comparisons, `tok.sum()`) never have a "
+                      "grad_fn. Draw a floating-point result instead, for example the loss or the logits")
+    elif any(t.is_inference() for _, t in outs):
+        causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block "
+                      "(inference tensors can never join an autograd graph)")
+    elif inference_inputs:
+        causes.append(f"`{inference_inputs[0]}` was made under `torch.inference_mode()` (in an earlier cell): "
+                      "inference tensors can never join an autograd graph; recompute it outside that block, "
+                      f"or use `{inference_inputs[0]}.clone()` made outside it as the input")
+    elif re.search(r"checkpoint|ckpt", source) and re.search(r"reentrant\s*=\s*True", source):
+        causes.append("`torch.utils.checkpoint(..., use_reentrant=True)` returns a result without a graph "
+                      "when none of its tensor inputs requires grad, even if the block's parameters do: pass "
+                      "`use_reentrant=False`, or give it an input that requires grad")
+    elif re.search(r"\b(torch\.func|functorch)\b|\b(vmap|jacrev|jacfwd|vjp|jvp|hessian|functional_call|"
+                   r"grad_and_value)\(|\bfunc\.grad\(", source):
+        causes.append("a `torch.func` transform (`grad`, `vjp`, `jacrev`, `vmap`...) computes its gradients "
+                      "inside the transform, so what it returns has no graph of the outer code: draw the "
+                      "function's own computation with regular autograd (call it on a tensor that requires "
+                      "grad and draw the result)")
+    if causes:
+        names = ", ".join(p or "the value" for p, _ in outs[:5])
+        return (f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Cause: "
+                + causes[0] + ".")
     if re.search(r"\bno_grad\b|set_grad_enabled\(\s*False", source):
         causes.append("the cell uses `torch.no_grad()`: run the forward pass outside that block")
     if "inference_mode" in source and not causes:
@@ -312,7 +409,8 @@ def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The c
 
 # ---- one call from the magic --------------------------------------------------------
 def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] = (), *,
-            show_saved: bool = False, show_attrs: bool = False, shared_params: bool = False) -> AutogradGraph:
+            show_saved: bool = False, show_attrs: bool = False, shared_params: bool = False,
+            with_tensors=None) -> AutogradGraph:
     """Run the cell (see :func:`run_cell`) and walk the autograd graph of its value.
 
     Args:
@@ -321,6 +419,8 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
         magic_line: The magic's arguments (only for the traceback line offset).
         output_names: Variables to draw instead of the last expression (``-o loss,logits``).
         show_saved, show_attrs, shared_params: See :func:`walk`.
+        with_tensors: Called as ``with_tensors(outputs, tensor_names, graph)`` after the walk, while the
+            output tensors are alive (the torchviz engine); must keep no reference to them.
 
     Returns:
         The full graph, with module calls recorded while the cell ran.
@@ -333,7 +433,8 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
     __tracebackhide__ = True  # noqa: F841
     import torch  # noqa: F401 - the recorder needs it loaded before the cell runs
 
-    with ModuleCallRecorder() as rec:
+    recorder, compile_note = recorder_for(shell.user_ns, cell)
+    with recorder as rec:
         value = run_cell(shell, cell, magic_line)
     ns = shell.user_ns
     try:
@@ -354,13 +455,16 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
             outputs, skipped = flatten_outputs(value)
             what = "The cell's last expression"
         notes = [f"`{p or 'value'}` is {_article(t)} {t}, not a tensor: skipped." for p, t in skipped]
+        notes += [compile_note] if compile_note else []
         drawable = []
         for p, t in outputs:
             if _is_drawable(t):
                 drawable.append((p, t))
             else:
-                notes.append(f"`{p or 'output'}` has no grad_fn and does not require grad (no_grad, "
-                             "inference_mode, detach, or no input requires grad): skipped.")
+                why = ("its dtype is " + str(t.dtype).replace("torch.", "") + ": only floating-point and "
+                       "complex tensors carry gradients") if not (t.is_floating_point() or t.is_complex()) else \
+                    "no_grad, inference_mode, detach, or no input requires grad"
+                notes.append(f"`{p or 'output'}` has no grad_fn and does not require grad ({why}): skipped.")
         if not drawable:
             raise NothingToDraw(diagnose(value if not output_names else
                                          (value if len(value) > 1 else next(iter(value.values()))),
@@ -372,8 +476,11 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
                 "`y = (x * 2).sum()` then `y`.")
         tensor_names, module_paths = namespace_names(ns)
         calls, starts, ends = rec.resolve(module_paths)
-        return walk(drawable, tensor_names=tensor_names, show_saved=show_saved, show_attrs=show_attrs,
-                    shared_params=shared_params, calls=calls, call_starts=starts, call_ends=ends, notes=notes)
+        graph = walk(drawable, tensor_names=tensor_names, show_saved=show_saved, show_attrs=show_attrs,
+                     shared_params=shared_params, calls=calls, call_starts=starts, call_ends=ends, notes=notes)
+        if with_tensors is not None:
+            with_tensors(drawable, tensor_names, graph)
+        return graph
     finally:
         rec.raw = []
         value = outputs = drawable = None  # noqa: F841 - drop references to user tensors

@@ -127,12 +127,14 @@ def node_text(n) -> str:
         elif attrs.get("type") and attrs["type"] != n.label and n.count == 1:
             lines.append(attrs["type"])
         lines.append(plural(n.ops, "op") + (f", saves {format_bytes(n.saved_bytes)}" if n.saved_bytes else ""))
+        lines.extend(_held_lines(n))
     elif n.kind == g.RUN:
         lines = [f"{n.label} x {n.count}" if len(n.attrs) == 1 else n.label]
         if len(n.attrs) > 1:
             lines += [f"{op} x {c}" for op, c in n.attrs[:6]] + (["..."] if len(n.attrs) > 6 else [])
         if n.saved_bytes:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
+        lines.extend(_held_lines(n))
     else:
         lines = [n.label]
         if n.saved_bytes and 0 < n.saved_view_bytes < n.saved_bytes:
@@ -142,8 +144,17 @@ def node_text(n) -> str:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
         if n.freed:
             lines.append("saved tensors freed by backward()")
+        lines.extend(_held_lines(n))
         lines.extend(f"{k}: {v}" for k, v in n.attrs)
     return "\n".join(lines)
+
+
+def _held_lines(n) -> list:
+    """Lines for saved tensors behind saved-tensor hooks and of unknown size."""
+    lines = [f"{count} saved {how}" for how, count in n.held]
+    if n.size_unknown:
+        lines.append(f"+ {n.size_unknown} saved of unknown size")
+    return lines
 
 
 def plural(n: int, word: str, many: str = "") -> str:

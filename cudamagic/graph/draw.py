@@ -16,6 +16,8 @@ so a test can replace it there.
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import dot, views
 from .result import GraphResult
 
@@ -111,6 +113,33 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
         except dot.DotFailed as exc:
             result.problem = "dot failed"
             notes.append(f"dot failed: {exc}")
+    if save_path:
+        _save(result, save_path, timeout_s)
+    return result
+
+
+def draw_source(graph, source: str, *, fmt: str = "svg", timeout_s: float = 20.0, save_path: str | None = None,
+                notes=()) -> GraphResult:
+    """Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time limit.
+
+    Returns:
+        A :class:`GraphResult` whose ``dot`` is ``source``; ``dot`` problems become ``problem`` and notes.
+    """
+    drawn = dataclasses.replace(graph, view="torchviz make_dot")
+    result = GraphResult(graph, drawn, source, fmt, notes=list(graph.notes) + list(notes))
+    if fmt != "dot":
+        if dot.find_dot() is None:
+            result.problem = "dot missing"
+        else:
+            try:
+                result.image = dot.run_dot(source, fmt, timeout_s)
+            except dot.DotTimeout:
+                result.problem = "dot timeout"
+                result.notes.append(f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+                                    "summary and DOT source below; the default engine collapses big graphs.")
+            except dot.DotFailed as exc:
+                result.problem = "dot failed"
+                result.notes.append(f"dot failed: {exc}")
     if save_path:
         _save(result, save_path, timeout_s)
     return result

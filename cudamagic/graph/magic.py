@@ -51,6 +51,9 @@ class GraphMagics(AreaMagics):
               help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).")
     @argument("--max-nodes", type=int, default=None, metavar="N",
               help="Node budget before collapsing (default: CudaMagics.graph_node_budget).")
+    @argument("--engine", default="cudamagic", choices=["cudamagic", "torchviz"],
+              help="Who draws: cudamagic (default: module names, saved bytes, collapsing) or torchviz "
+              "(torchviz's own make_dot, as its docs show).")
     @cell_magic
     def autograd_graph(self, line, cell):
         """Run the cell and draw the autograd graph (grad_fn DAG) of its result.
@@ -78,6 +81,9 @@ class GraphMagics(AreaMagics):
 
             g = _          # the GraphResult: g.nodes, g.edges, g.dot, g.save("graph.pdf")
             %config CudaMagics.graph_dot_timeout_s = 60
+
+            %%autograd_graph --engine torchviz --show-saved
+            loss          # torchviz's make_dot picture
         """
         args = self.parse(self.autograd_graph, line, prefix="%%")
         from . import capture, draw, options
@@ -88,12 +94,28 @@ class GraphMagics(AreaMagics):
         except ImportError as exc:
             raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
         __tracebackhide__ = True  # noqa: F841 - the user's error shows their cell, not this frame
+        tv_source, tv_note, with_tensors = [], [], None
+        if opts.engine == "torchviz":
+            from . import tv
+
+            make_dot = tv.import_make_dot()  # before the cell runs: a missing package costs no cell run
+
+            def with_tensors(outputs, names, graph):
+                tv_note.append(tv.check(graph))
+                if not tv_note[0]:
+                    tv_source.append(tv.make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs))
         try:
             gr = capture.capture(self.shell, cell, line, list(opts.output_names), show_saved=opts.show_saved,
-                                 show_attrs=opts.show_attrs, shared_params=opts.shared_params)
+                                 show_attrs=opts.show_attrs, shared_params=opts.shared_params,
+                                 with_tensors=with_tensors)
         except capture.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
         except SyntaxError as exc:  # the cell did not run: shown without our parser frames
             raise exc.with_traceback(None) from None
+        if tv_source:
+            return draw.draw_source(gr, tv_source[0], fmt=opts.fmt, timeout_s=opts.timeout_s,
+                                    save_path=opts.save_path, notes=["Drawn by torchviz's make_dot."])
+        if tv_note and tv_note[0]:
+            gr.notes.append(tv_note[0])
         return draw.draw(gr, fmt=opts.fmt, group=opts.group, depth=opts.depth, fold=opts.fold,
                          node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path)

@@ -46,6 +46,11 @@ class SavedEntry:
         nbytes: Bytes of the storage it keeps alive (0 when freed, ``None`` or a parameter's).
         freed: True when ``backward()`` already freed it.
         is_none: True for a ``None`` entry of a custom Function's ``saved_tensors``.
+        held: ``''`` when autograd holds the tensor itself; else how a saved-tensor hook holds it, read
+            without unpacking it: ``'recomputed in backward'`` (non-reentrant checkpoint: nothing held),
+            ``'kept on CPU'`` (``save_on_cpu``), ``'packed by <hook>'`` (a user's pack hook).
+        size_known: False when the bytes it keeps alive cannot be known (a tensor subclass without
+            readable storage, a hook's packed object holding no tensor); ``nbytes`` is then 0.
     """
 
     name: str
@@ -54,6 +59,8 @@ class SavedEntry:
     nbytes: int = 0
     freed: bool = False
     is_none: bool = False
+    held: str = ""
+    size_known: bool = True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +90,8 @@ class GraphNode:
         storages: ``((storage_id, nbytes), ...)`` the distinct non-parameter storages behind
             ``saved_bytes`` (ids ``0, 1, ...`` in walk order, never addresses): a box that stands for
             several nodes counts a storage they share once.
+        held: ``((how, count), ...)``: saved tensors behind saved-tensor hooks (see ``SavedEntry.held``).
+        size_unknown: How many of its saved tensors have a size that cannot be known (not in ``saved_bytes``).
     """
 
     id: str
@@ -101,6 +110,8 @@ class GraphNode:
     freed: bool = False
     storages: tuple = dataclasses.field(default=(), repr=False)
     saved_view_bytes: int = 0
+    held: tuple = ()
+    size_unknown: int = 0
 
 
 def distinct_saved_bytes(nodes: Iterable) -> tuple:
@@ -162,6 +173,7 @@ class AutogradGraph:
         notes: Human-readable notes (skipped non-tensor outputs, per-use parameters, collapsing ...).
         saved_bytes_total: Bytes of distinct storages held for backward (parameters not counted).
         view: ``'full'``, ``'collapsed'`` ... how this graph was derived.
+        saved_unknown: Saved tensors whose size cannot be known (count; not in ``saved_bytes_total``).
     """
 
     nodes: list
@@ -170,6 +182,7 @@ class AutogradGraph:
     notes: list = dataclasses.field(default_factory=list)
     saved_bytes_total: int = 0
     view: str = "full"
+    saved_unknown: int = 0
 
     def __post_init__(self):
         self._by_id = {n.id: n for n in self.nodes}

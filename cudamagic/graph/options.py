@@ -20,6 +20,7 @@ class GraphOptions:
         depth: collapse module calls deeper than this (None: automatic). fold: fold repeated blocks.
         node_budget: most nodes drawn in full (count). timeout_s: seconds ``dot`` may run.
         save_path: also write the picture here, or None.
+        engine: ``'cudamagic'`` (our walker, the default) or ``'torchviz'`` (torchviz's ``make_dot``).
     """
 
     fmt: str
@@ -33,6 +34,7 @@ class GraphOptions:
     node_budget: int
     timeout_s: float
     save_path: str | None
+    engine: str = "cudamagic"
 
 
 def resolve(args, settings) -> GraphOptions:
@@ -61,8 +63,16 @@ def resolve(args, settings) -> GraphOptions:
             dot.save_format(args.save)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    engine = getattr(args, "engine", None) or "cudamagic"
+    if engine == "torchviz":
+        only_ours = [flag for flag, on in (("--group", args.group), ("--depth", args.depth is not None),
+                                            ("--no-fold", args.no_fold), ("--shared-params", args.shared_params))
+                     if on]
+        if only_ours:
+            raise UsageError(f"{only_ours[0]} works only with the default engine: leave out --engine torchviz, "
+                             "or drop the option (torchviz draws the whole graph as it is).")
     names = tuple(n.strip() for n in (args.output or "").split(",") if n.strip())
     return GraphOptions(fmt=fmt, output_names=names, show_saved=args.show_saved, show_attrs=args.show_attrs,
                         group=args.group, depth=args.depth, fold=not args.no_fold,
                         shared_params=args.shared_params, node_budget=budget, timeout_s=timeout_s,
-                        save_path=args.save)
+                        save_path=args.save, engine=engine)

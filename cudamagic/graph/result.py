@@ -150,6 +150,8 @@ class GraphResult:
                                                           (g.OUTPUT, "output")) if kinds[k]]
         text = (f"autograd graph: {plural(len(gr.nodes), 'node')} ({', '.join(parts)}), "
                 f"{plural(len(gr.edges), 'edge')}; saved for backward: {format_bytes(gr.saved_bytes_total)}")
+        if gr.saved_unknown:
+            text += f" + {plural(gr.saved_unknown, 'tensor')} of unknown size"
         if self.image is not None:
             text += (f"; drawn as {self.format} ({self.drawn.view} view, "
                      f"{plural(len(self.drawn.nodes), 'node')})")

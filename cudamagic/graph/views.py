@@ -50,6 +50,15 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
     return dataclasses.replace(graph, nodes=nodes)
 
 
+def merge_held(nodes) -> tuple:
+    """``((how, count), ...)`` summed over ``nodes`` (saved tensors behind saved-tensor hooks)."""
+    total = Counter()
+    for n in nodes:
+        for how, count in n.held:
+            total[how] += count
+    return tuple(sorted(total.items()))
+
+
 def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
     """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``, ``--show-saved``)
     or only custom Functions' ``saved_tensors``."""
@@ -65,6 +74,10 @@ def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
                 label = f"{s.name} = None"
             else:
                 label = s.name
+            if s.held:
+                label += f" ({s.held})"
+            if not s.size_known:
+                label += " (size unknown)"
             nodes.append(GraphNode(sid, SAVED, label, shape=s.shape, dtype=s.dtype, saved_bytes=s.nbytes,
                                    call=n.call, freed=s.freed))
             edges.append(GraphEdge(n.id, sid, SAVED_EDGE))
@@ -172,7 +185,8 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         boxes[t] = GraphNode(f"m{t}", MODULE, c.path or c.type_name, attrs=(("type", c.type_name),),
                              saved_bytes=saved_bytes, storages=storages,
                              ops=sum(1 for m in ms if m.kind == BACKWARD), call=c.parent,
-                             freed=any(m.freed for m in ms))
+                             freed=any(m.freed for m in ms), held=merge_held(ms),
+                             size_unknown=sum(m.size_unknown for m in ms))
     edges = _dedupe(graph.edges, mapping)
     notes = list(graph.notes)
     if fold:
@@ -203,7 +217,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                     saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
                     boxes[run[0]] = dataclasses.replace(
                         boxes[run[0]], label=f"{first.type_name} x {len(run)}", count=len(run), attrs=attrs,
-                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages)
+                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages,
+                        held=merge_held(boxes[r] for r in run),
+                        size_unknown=sum(boxes[r].size_unknown for r in run))
                     for r in run[1:]:
                         fold_map[f"m{r}"] = f"m{run[0]}"
                         del boxes[r]
@@ -212,7 +228,8 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         if fold_map:
             edges = _dedupe(edges, fold_map)
     nodes = [n for n in graph.nodes if n.id not in mapping] + [boxes[t] for t in sorted(boxes)]
-    return AutogradGraph(nodes, edges, list(calls), notes, graph.saved_bytes_total, view=f"collapsed (depth {depth})")
+    return AutogradGraph(nodes, edges, list(calls), notes, graph.saved_bytes_total, view=f"collapsed (depth {depth})",
+                         saved_unknown=graph.saved_unknown)
 
 
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
@@ -259,7 +276,9 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         runs[rid] = GraphNode(rid, RUN, label, count=len(chain), ops=len(chain), call=by_id[head].call,
                               attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
                               saved_bytes=saved_bytes, storages=storages,
-                              freed=any(by_id[m].freed for m in chain))
+                              freed=any(by_id[m].freed for m in chain),
+                              held=merge_held(by_id[m] for m in chain),
+                              size_unknown=sum(by_id[m].size_unknown for m in chain))
     if not runs:
         return graph
     # saved-tensor nodes of folded ops go with them
@@ -270,4 +289,4 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     notes = list(graph.notes) + [f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."]
     view = "chains folded" if graph.view == "full" else f"{graph.view}, chains folded"
     return AutogradGraph(nodes, _dedupe(graph.edges, mapping), list(graph.calls), notes,
-                         graph.saved_bytes_total, view=view)
+                         graph.saved_bytes_total, view=view, saved_unknown=graph.saved_unknown)

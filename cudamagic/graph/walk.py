@@ -1,9 +1,13 @@
 """Walking the autograd graph behind some tensors into an :class:`~cudamagic.graph.model.AutogradGraph`.
 
 The walk is iterative (a chain of 100,000 ops needs no deep Python stack), reads
-``grad_fn``, ``next_functions``, ``AccumulateGrad.variable`` and the ``_saved_*``
+``grad_fn``, ``next_functions``, ``AccumulateGrad.variable`` and the saved
 attributes, and counts the bytes of the distinct storages saved tensors keep
-alive (parameters not counted). No reference to a user tensor or autograd node
+alive (parameters not counted; every layout, see :func:`storage_parts`). Saved
+tensors are read through ``_raw_saved_*`` (``SavedTensor.data`` and
+``.unpack_hook``), so a saved-tensor hook's unpack never runs (:func:`read_saved`):
+a non-reentrant checkpoint's tensors are "recomputed in backward" (only the inputs
+its frame keeps are counted), ``save_on_cpu``'s are "kept on CPU". No reference to a user tensor or autograd node
 survives :func:`walk`. :func:`guard_deep_free` keeps the kernel alive when a deep
 walked graph is freed later.
 
@@ -49,16 +53,189 @@ def _shape(t):
         return None
 
 
-def _storage(t):
-    """``(key, nbytes)`` of the storage ``t`` keeps alive; key ``None`` when it cannot be shared."""
+def _is_fake(t) -> bool:
     try:
-        st = t.untyped_storage()
-        return (t.device, st.data_ptr()), st.nbytes()
-    except Exception:
+        from torch._subclasses.fake_tensor import FakeTensor
+    except ImportError:  # pragma: no cover - older torch
+        return False
+    return isinstance(t, FakeTensor)
+
+
+def _components(t):
+    """The plain tensors a sparse tensor or a traceable subclass (``__tensor_flatten__``) is made of, or None."""
+    import torch
+
+    layout = t.layout
+    if layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    if layout in (torch.sparse_csr, torch.sparse_bsr):
+        return [t.crow_indices(), t.col_indices(), t.values()]
+    if layout in (torch.sparse_csc, torch.sparse_bsc):
+        return [t.ccol_indices(), t.row_indices(), t.values()]
+    flatten = getattr(t, "__tensor_flatten__", None)
+    if flatten is not None and type(t) is not torch.Tensor:
+        names, _ = flatten()
+        return [v for v in (getattr(t, n, None) for n in names) if isinstance(v, torch.Tensor)]
+    return None
+
+
+def storage_parts(t, _depth: int = 0) -> tuple:
+    """The storages tensor ``t`` keeps alive, for every layout autograd can save.
+
+    Strided tensors (views included: the whole storage counts), quantized tensors (plus per-channel
+    scales and zero points), sparse COO/CSR/CSC/BSR/BSC (indices and values), strided and jagged nested
+    tensors, tensor subclasses (their storage, else the inner tensors of ``__tensor_flatten__``), any
+    device. Meta and fake tensors hold no data (no parts).
+
+    Returns:
+        ``(parts, why)``: ``parts`` is ``[((device, data_ptr), storage bytes, own bytes), ...]`` (own
+        bytes: numel x element size, the tensor's share of the storage); ``why`` is ``''``, or the reason
+        the size cannot be known (then ``parts`` is ``None``: never a dense guess).
+    """
+    import torch
+
+    if t.is_meta or _is_fake(t):
+        return [], ""
+    if _depth > 4:
+        return None, f"{type(t).__name__} nested too deep"
+    comps = None
+    if t.layout != torch.strided:
         try:
-            return None, int(t.numel() * t.element_size())
+            comps = _components(t)
         except Exception:
-            return None, 0
+            comps = None
+        if comps is None:
+            return None, f"{t.layout} layout"
+    if comps is None:
+        try:
+            st = t.untyped_storage()
+            nbytes = st.nbytes()
+            try:
+                own = int(t.numel() * t.element_size())
+            except Exception:
+                own = nbytes
+            parts = [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
+            if t.is_quantized and "per_channel" in str(t.qscheme()):
+                for extra in (t.q_per_channel_scales(), t.q_per_channel_zero_points()):
+                    p, _ = storage_parts(extra, _depth + 1)
+                    parts += p or []
+            return parts, ""
+        except Exception:
+            try:
+                comps = _components(t)
+            except Exception:
+                comps = None
+    if not comps:
+        return None, f"{type(t).__name__} with no readable storage"
+    parts = []
+    for c in comps:
+        p, why = storage_parts(c, _depth + 1)
+        if p is None:
+            return None, why
+        parts += p
+    return parts, ""
+
+
+def _storage(t):
+    """``(key, nbytes)`` of the storage ``t`` keeps alive; key ``None`` when it cannot be shared (leaf exclusion)."""
+    parts, _ = storage_parts(t)
+    if not parts:
+        return None, 0
+    return parts[0][0], sum(p[1] for p in parts)
+
+
+_MISSING = object()
+
+
+def hook_kind(unpack_hook) -> str:
+    """How a saved-tensor hook holds a tensor, from its unpack hook (never called)."""
+    module = getattr(unpack_hook, "__module__", "") or ""
+    qual = getattr(unpack_hook, "__qualname__", "") or type(unpack_hook).__name__
+    if module == "torch.utils.checkpoint":
+        return "recomputed in backward"
+    if qual.startswith("save_on_cpu"):
+        return "kept on CPU"
+    return f"packed by {qual.split('.<locals>')[0]}"
+
+
+def _packed_tensors(data, _depth: int = 0) -> list:
+    """Tensors inside what a pack hook returned (a tensor, or tuples/lists/dicts of them)."""
+    import torch
+
+    if isinstance(data, torch.Tensor):
+        return [data]
+    if _depth < 3 and isinstance(data, (tuple, list)):
+        return [t for v in data for t in _packed_tensors(v, _depth + 1)]
+    if _depth < 3 and isinstance(data, dict):
+        return [t for v in data.values() for t in _packed_tensors(v, _depth + 1)]
+    return []
+
+
+def checkpoint_inputs(unpack_hook):
+    """``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block, or None.
+
+    Read from the ``frame`` its unpack hook closes over (``torch.utils.checkpoint._CheckpointFrame``,
+    ``saved_args``: ``SavedTensor``s made without hooks, read through ``.data``, never unpacked). Private
+    API: ``None`` when the layout of these objects changes (the size is then reported as unknown).
+    """
+    try:
+        cells = dict(zip(unpack_hook.__code__.co_freevars, unpack_hook.__closure__ or ()))
+        frame = cells["frame"].cell_contents
+        tensors = []
+        for arg in frame.saved_args:
+            data = getattr(arg, "data", arg) if type(arg).__name__ == "SavedTensor" else arg
+            tensors += _packed_tensors(data)
+        return id(frame), tensors
+    except Exception:
+        return None
+
+
+class Hooked:
+    """A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held, ``known``.
+
+    A non-reentrant checkpoint holds nothing per saved tensor until backward recomputes it, but its frame
+    keeps the block's inputs: those are counted once per frame (``frame``), on the first entry seen.
+    """
+
+    __slots__ = ("frame", "held", "known", "tensors")
+
+    def __init__(self, raw):
+        self.held = hook_kind(raw.unpack_hook)
+        self.frame = None
+        data = raw.data
+        if self.held == "recomputed in backward":
+            found = checkpoint_inputs(raw.unpack_hook)
+            self.known = found is not None
+            self.frame, self.tensors = found if found else (None, [])
+        else:
+            self.tensors = _packed_tensors(data)
+            self.known = bool(self.tensors) or data is None
+
+
+def read_saved(fn, attr: str):
+    """Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack hooks.
+
+    Returns the tensor (or tuple of tensors / ``None`` / :class:`Hooked`), or the plain attribute for
+    non-tensor attributes. Raises ``RuntimeError`` when ``backward()`` freed it.
+    """
+    raw = getattr(fn, "_raw" + attr, _MISSING)
+    if raw is _MISSING:
+        return getattr(fn, attr)
+    many = isinstance(raw, (tuple, list))
+    raws = list(raw) if many else [raw]
+    hooked = any(r is not None and getattr(r, "unpack_hook", None) is not None for r in raws)
+    out = []
+    for r in raws:
+        if r is None:
+            out.append(None)
+        elif getattr(r, "unpack_hook", None) is not None:
+            out.append(Hooked(r))
+        else:
+            data = r.data
+            if data is None and not hooked and attr != "_saved_tensors":
+                return getattr(fn, attr)  # freed (raises) or an undefined tensor; no hook is set, none runs
+            out.append(data)
+    return tuple(out) if many else out[0]
 
 
 def _is_freed_error(exc: Exception) -> bool:
@@ -161,6 +338,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
     ids: dict = {}
     counter = [0]
     storages_by_node: dict = {}
+    held_by_node: dict = {}
+    frames: set = set()
     leaf_storages: set = set()
     out_notes = list(notes)
 
@@ -178,21 +357,40 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         freed = False
 
         def add_tensor(name, t):
-            key, nbytes = _storage(t)
-            try:
-                own = int(t.numel() * t.element_size())
-            except Exception:
-                own = nbytes
-            stor.append((key, nbytes, min(own, nbytes)))
-            if show_saved or custom:
-                entries.append(SavedEntry(name, _shape(t), _dtype_str(t), nbytes))
+            held = ""
+            if isinstance(t, Hooked):
+                held = t.held
+                counts[held] = counts.get(held, 0) + 1
+                parts, known = [], t.known
+                if t.frame is not None:
+                    if t.frame in frames:
+                        t.tensors = []
+                    frames.add(t.frame)
+                for inner in t.tensors:
+                    p, _ = storage_parts(inner)
+                    if p is None:
+                        known = False
+                    else:
+                        parts += p
+                t = t.tensors[0] if len(t.tensors) == 1 and t.frame is None else None
             else:
-                entries.append(SavedEntry(name, nbytes=nbytes))
+                parts, _ = storage_parts(t)
+                known = parts is not None
+            parts = parts or []
+            stor.extend(parts)
+            nbytes = sum(p[1] for p in parts)
+            if not known:
+                unknown[0] += 1
+            if t is not None and (show_saved or custom):
+                entries.append(SavedEntry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known))
+            else:
+                entries.append(SavedEntry(name, nbytes=nbytes, held=held, size_known=known))
 
+        counts, unknown = {}, [0]
         custom = isinstance(fn, BackwardCFunction)
         if custom:
             try:
-                values = fn.saved_tensors
+                values = read_saved(fn, "_saved_tensors")
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
@@ -207,21 +405,22 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         for attr in _saved_attr_names(type(fn)):
             name = attr[len("_saved_"):]
             try:
-                val = getattr(fn, attr)
+                val = read_saved(fn, attr)
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
                 entries.append(SavedEntry(name, freed=True))
                 freed = True
                 continue
-            if isinstance(val, torch.Tensor):
+            if isinstance(val, (torch.Tensor, Hooked)):
                 add_tensor(name, val)
-            elif isinstance(val, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in val):
+            elif isinstance(val, (tuple, list)) and any(isinstance(v, (torch.Tensor, Hooked)) for v in val):
                 for i, v in enumerate(val):
-                    if isinstance(v, torch.Tensor):
+                    if isinstance(v, (torch.Tensor, Hooked)):
                         add_tensor(f"{name}[{i}]", v)
             elif show_attrs:
                 attrs.append((name, _short(val)))
+        held_by_node[node_id] = (tuple(sorted(counts.items())), unknown[0])
         storages_by_node[node_id] = stor
         return tuple(entries), tuple(attrs), freed
 
@@ -265,8 +464,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                 fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name, call=None)
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
+            held, n_unknown = held_by_node.pop(node_id)
             fn_nodes[node_id] = dict(kind=BACKWARD, label=cls_name, call=call, saved=saved, attrs=attrs,
-                                     freed=freed)
+                                     freed=freed, held=held, size_unknown=n_unknown)
             nexts = [u for u, _ in fn.next_functions if u is not None]
             for u in nexts:
                 edges.append(GraphEdge(visit(u), node_id, GRAD))
@@ -276,7 +476,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
     for node_id, kw in fn_nodes.items():
         nodes.append(GraphNode(node_id, **kw))
     nodes.sort(key=lambda n: int(n.id[1:]))
-    graph = AutogradGraph(nodes, edges, list(calls), out_notes, total)
+    out_notes += _held_notes(fn_nodes.values())
+    graph = AutogradGraph(nodes, edges, list(calls), out_notes, total,
+                          saved_unknown=sum(kw.get("size_unknown", 0) for kw in fn_nodes.values()))
     if calls:
         graph = place_params(graph)
     if show_saved or any(n.saved and _has_custom(n) for n in nodes):
@@ -345,6 +547,25 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
         fn_nodes[node_id]["storages"] = tuple(sorted(here.items()))
     sid_of.clear()
     return total
+
+
+def _held_notes(fn_kwargs: Iterable) -> list:
+    """Notes on saved tensors behind saved-tensor hooks and of unknown size (one sentence each)."""
+    held, unknown = {}, 0
+    for kw in fn_kwargs:
+        for how, count in kw.get("held", ()):
+            held[how] = held.get(how, 0) + count
+        unknown += kw.get("size_unknown", 0)
+    notes = []
+    if held:
+        parts = ", ".join(f"{count} {how}" for how, count in sorted(held.items()))
+        notes.append(f"Saved tensors behind saved-tensor hooks ({parts}) were read without unpacking them "
+                     "(unpacking would run the hook: a checkpointed block's forward again); only what autograd "
+                     "holds until backward is counted.")
+    if unknown:
+        notes.append(f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass without "
+                     "readable storage, or a hook's packed object): not counted in the saved bytes.")
+    return notes
 
 
 def _has_custom(n: GraphNode) -> bool:

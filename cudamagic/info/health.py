@@ -26,7 +26,7 @@ NO_ECC = NA("this GPU has no ECC memory or ECC is off (nvidia-smi shows N/A)", "
 LOST_ORDINAL = NA("GPU lost: CUDA cannot use it until it is reset or the machine rebooted", "gpu_lost")
 
 DMESG_FIX = ("check `sudo dmesg | grep -i xid` (Xid 79: fallen off the bus) and `nvidia-smi`; stop the jobs on "
-             "it and reset it (`sudo nvidia-smi -r -i <index>`) or reboot; if it recurs check power, cooling "
+             "it and reset it (`sudo nvidia-smi -r -i {index}`) or reboot; if it recurs check power, cooling "
              "and the card's seating, and report it to the administrator or the cloud provider")
 
 
@@ -74,7 +74,7 @@ def health_findings(gpus, finding_cls) -> list:
                 "error", "gpu-lost", f"GPU {i} is lost (fell off the bus)",
                 f"NVML answers 'GPU is lost' for GPU {i} ({g['name'].reason}). CUDA cannot use it: it has no CUDA "
                 "ordinal, the other GPUs are renumbered, and jobs that used it have failed.",
-                DMESG_FIX))
+                DMESG_FIX.format(index=i)))
             continue
         vol, agg = g.get("ecc.errors.uncorrected.volatile.total"), g.get("ecc.errors.uncorrected.aggregate.total")
         if isinstance(vol, int) and vol > 0:

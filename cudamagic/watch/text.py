@@ -268,6 +268,9 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
                 continue
             for label_, reason in _na_reasons(g).items():
                 lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
+            if not is_na(g.memory_reserved_bytes) and g.memory_reserved_bytes:
+                lines.append(f"GPU {g.index} memory reserved by the driver: {format_bytes(g.memory_reserved_bytes)} "
+                             "(memory.reserved; not counted in memory used, as nvidia-smi shows it)")
             for m in g.mig_devices:
                 lines.append(f"GPU {g.index} MIG {m.index} {m.uuid}: "
                              f"{mem_text(m.memory_used_bytes, m.memory_total_bytes)}")

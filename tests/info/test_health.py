@@ -40,7 +40,7 @@ def test_e02_lost_gpu_is_an_error_without_ordinal_and_not_a_different_model(ip, 
     info = ip.run_line_magic("cudainfo", "")
     lost = [f for f in info.findings if f.id == "gpu-lost"]
     assert len(lost) == 1 and lost[0].severity == "error" and "GPU 1" in lost[0].title
-    assert "dmesg" in lost[0].fix and "nvidia-smi -r" in lost[0].fix and "power" in lost[0].fix
+    assert "dmesg" in lost[0].fix and "nvidia-smi -r -i 1`" in lost[0].fix and "power" in lost[0].fix
     assert "index-order" not in _ids(info.findings)     # identical GPUs are not claimed to differ
     gpus = info.to_dict()["gpus"]
     assert gpus[1]["cuda_ordinal"]["code"] == "gpu_lost" and gpus[0]["cuda_ordinal"] == 0

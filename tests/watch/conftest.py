@@ -26,7 +26,7 @@ def need_prometheus():
 
 def wait_all_scraped(server, timeout_s: float = 30.0) -> None:
     """Wait until the server answers with all 12 simulated GPUs. On a loaded machine a scrape can miss its
-    1 s timeout, and Prometheus then marks that host's series stale until the next good scrape: tests that
+    scrape timeout, and Prometheus then marks that host's series stale until the next good scrape: tests that
     need every GPU wait for a complete answer first instead of reading a gap."""
     import time
 
@@ -52,7 +52,7 @@ def settled(cluster):
 def cluster():
     """``(sim, server)``: the demo cluster (4 hosts, 12 GPUs) scraped every second by a real Prometheus."""
     need_prometheus()
-    sim, server = prom_sim.start_cluster(prom_sim.demo_cluster())
+    sim, server = prom_sim.start_cluster(prom_sim.demo_cluster(), scrape_s=2.0)  # 2 s: a slow scrape on a loaded machine is not a gap
     try:
         wait_all_scraped(server)
         yield sim, server

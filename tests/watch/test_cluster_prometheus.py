@@ -100,7 +100,7 @@ def test_widget_tiles_and_host_detail(settled):
     try:
         view = watch.view
         assert type(view).__name__ == "ClusterView"
-        assert view.tiles.value.count('class="cm-tile"') == 12
+        assert prom_sim.wait_for(lambda: view.tiles.value.count('class="cm-tile"') == 12, 15)
         assert list(view.picker.options) == ["node01", "node02", "node03", "node04"]
         assert "gr_engine_active (0-1)" in view.detail.value and "util" in view.detail.value
         view.picker.value = "node03"

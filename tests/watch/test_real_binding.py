@@ -49,6 +49,13 @@ def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvm
     assert samples[0].gpus[0].memory_reserved_bytes == 908 * MIB
 
 
+def test_e01_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_nvml):
+    stub_nvml(_a100(processes=[(4242, 2 * MIB)]))
+    text = ip.run_line_magic("gpuwatch", "--text").text()
+    assert "NVML lists no process" not in text
+    assert "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory used" in text
+
+
 def test_e01_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
     stub_nvml(_a100(memory_v2=False))
     w = ip.run_line_magic("gpuwatch", "--text")

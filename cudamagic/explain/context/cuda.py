@@ -77,11 +77,12 @@ def ctx_arch(match, scene):
             arches = []
         facts["arch_list"] = arches
         notes.append(f"This PyTorch {torch.__version__} contains kernels for: {', '.join(arches) or 'none'}.")
-        if torch.cuda.is_initialized():
+        if torch.cuda.is_initialized():  # properties by explicit ordinal: no current_device(), no new context
             try:
-                major, minor = torch.cuda.get_device_capability()
-                facts["device_capability"] = f"sm_{major}{minor}"
-                notes.append(f"Your GPU is sm_{major}{minor} ({torch.cuda.get_device_name()}).")
+                for d in range(torch.cuda.device_count()):
+                    major, minor = torch.cuda.get_device_capability(d)
+                    facts.setdefault("device_capability", f"sm_{major}{minor}")
+                    notes.append(f"GPU {d} is sm_{major}{minor} ({torch.cuda.get_device_name(d)}).")
             except Exception:
                 pass
     return Context(notes=tuple(notes), facts=facts)
@@ -110,3 +111,65 @@ def ctx_ordinal(match, scene):
         notes.append("The failing code asks for ordinal(s) " + ", ".join(map(str, asked)) + ".")
     return Context(notes=tuple(notes), facts=facts)
 
+
+
+_LIBRARY_CALLS = (
+    (r"^cublas(?:Lt)?\w*gemm|^cublas\w*Gemm", "a matrix multiply (nn.Linear, `@`, torch.matmul, bmm, addmm)"),
+    (r"^cublas", "a cuBLAS linear-algebra call"),
+    (r"^cusparse", "a sparse-matrix operation (torch.sparse.mm, `@` on sparse tensors)"),
+    (r"^cudnn", "a convolution, RNN or normalisation (cuDNN)"),
+)
+
+
+def ctx_cuda_family(match, scene):
+    """What a CUDA error message identifies (runtime code / library status, the library function PyTorch named),
+    whether ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the integer tensors and embeddings
+    to compare (an out-of-range index is the usual cause). Reads no GPU state: nothing here starts CUDA or waits
+    for the GPU."""
+    from ..cudaerrors import FAMILIES, family_of_message
+    from .tensors import ctx_index_tensors
+
+    family, facts = family_of_message(match.string)
+    facts = dict(facts, family=family)
+    notes = []
+    what = facts.get("status") or (f"{facts['name']} (code {facts['code']})" if "name" in facts else None)
+    call = facts.get("call")
+    if what:
+        line = f"{facts.get('library', 'CUDA')} reported {what}"
+        if call:
+            kind = next((label for pattern, label in _LIBRARY_CALLS if re.search(pattern, call)), "")
+            line += f" from `{call}`" + (f", {kind}" if kind else "")
+        notes.append(line + ".")
+    blocking = os.environ.get("CUDA_LAUNCH_BLOCKING", "") not in ("", "0")
+    facts["launch_blocking"] = blocking
+    if family in ("cuda-async", "cuda-illegal-access", "cuda-launch"):
+        if blocking:
+            notes.append("CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation that "
+                         "failed.")
+        else:
+            notes.append("CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the error was "
+                         "noticed, possibly after the operation that really failed.")
+        index = ctx_index_tensors(match, scene, wide=True)
+        facts["int_tensors"] = index.facts.get("int_tensors", {})
+        notes.extend(index.notes)
+        torch = _torch()
+        limits = {}
+        for name, module in _modules(scene):
+            if torch is not None and isinstance(module, torch.nn.Embedding):
+                limits[name] = int(module.num_embeddings)
+        facts["embeddings"] = limits
+        out = [(t, lo, hi, e, n) for t, (lo, hi) in facts["int_tensors"].items() for e, n in limits.items()
+               if lo < 0 or hi >= n]
+        facts["out_of_range"] = [(t, e) for t, _, _, e, _ in out]
+        for t, lo, hi, e, n in out[:3]:
+            notes.append(f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is fed to "
+                         f"`{e}`, that is the failing operation.")
+    if family and FAMILIES[family].restart:
+        facts["restart"] = True
+    return Context(notes=tuple(notes), facts=facts)
+
+
+def _modules(scene):
+    from ..scene import _failing_modules, _named_modules
+
+    return _failing_modules(scene) or list(_named_modules(scene))

@@ -147,13 +147,14 @@ def ctx_gpu_memory(match, scene):
     torch = _torch()
     notes, facts = [], {}
     if torch is not None and torch.cuda.is_initialized():
+        # allocator counters of every device, each named by its ordinal: host-side reads that neither wait for
+        # the GPU nor create a context (no mem_get_info, no current_device)
         try:
-            facts["allocated_bytes"] = torch.cuda.memory_allocated()
-            facts["reserved_bytes"] = torch.cuda.memory_reserved()
-            free, total = torch.cuda.mem_get_info()
-            facts["free_bytes"], facts["total_bytes"] = free, total
-            notes.append(f"GPU memory now: {format_bytes(free)} free of {format_bytes(total)}; your tensors hold "
-                         f"{format_bytes(facts['allocated_bytes'])}, PyTorch's cache {format_bytes(facts['reserved_bytes'])}.")
+            devices = range(torch.cuda.device_count())
+            facts["allocated_bytes"] = sum(int(torch.cuda.memory_allocated(d)) for d in devices)
+            facts["reserved_bytes"] = sum(int(torch.cuda.memory_reserved(d)) for d in devices)
+            notes.append(f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, PyTorch's "
+                         f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU has free).")
         except Exception:
             pass
     big = biggest_tensors(scene, limit=3, cuda_only=True)

@@ -51,19 +51,20 @@ def _int_dtypes():
     return (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
 
 
-def ctx_index_tensors(match, scene):
+def ctx_index_tensors(match, scene, wide: bool = False):
     """Integer tensors (labels, indices) with their range, and embeddings to compare.
 
     On the CPU the error is raised by the failing line, so only its tensors and modules are
     looked at. A CUDA device-side assert is reported later than the kernel that failed, so
-    there the integer tensors of the whole namespace are listed, labelled as such.
+    there (and with ``wide``, for the other asynchronous CUDA errors) the integer tensors of the whole
+    namespace are listed, labelled as such.
     """
     notes, facts = [], {"int_tensors": {}, "scope": "failing line"}
     torch = _torch()
     int_dtypes = _int_dtypes()
     tensors = _failing_tensors(scene)
     modules = _failing_modules(scene)
-    if not any(t.dtype in int_dtypes for _, t in tensors) and "device-side assert" in match.string:
+    if not any(t.dtype in int_dtypes for _, t in tensors) and (wide or "device-side assert" in match.string):
         tensors, modules, facts["scope"] = list(_tensors(scene)), list(_named_modules(scene)), "namespace"
     limits = []
     for name, module in modules:

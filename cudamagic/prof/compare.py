@@ -1,0 +1,141 @@
+"""``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles, biggest first.
+
+A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace FILE``). Operators
+are compared by self time (for a trace: the event's duration minus its directly nested events on the same thread),
+kernels by device time; all times in microseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.fmt import NO_MATH, esc, terminal_safe, text_table
+from .render import CSS, ms
+
+_KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+@dataclass
+class DiffRow:
+    """One operator or kernel in both runs.
+
+    Attributes:
+        kind: ``"operator"`` or ``"kernel"``. name: full name. a_us/b_us: self (kernels: device) time summed over
+        calls in A and B, 0.0 when absent. a_calls/b_calls: calls. delta_us: ``b_us - a_us``.
+    """
+
+    kind: str
+    name: str
+    a_us: float
+    b_us: float
+    a_calls: int
+    b_calls: int
+
+    @property
+    def delta_us(self) -> float:
+        return self.b_us - self.a_us
+
+    @property
+    def ratio(self) -> float:
+        """``b_us / a_us`` (inf when absent from A)."""
+        return self.b_us / self.a_us if self.a_us else float("inf")
+
+
+def totals_from_result(res) -> dict:
+    """(kind, name) -> [calls, microseconds] of a :class:`~.summary.ProfResult`."""
+    out = {}
+    for r in res.rows("op"):
+        out[("operator", r.name)] = [r.calls, r.self_us]
+    for r in res.kernel_rows():
+        out[("kernel", r.name)] = [r.calls, r.self_us]
+    return out
+
+
+def totals_from_trace(data: dict) -> dict:
+    """(kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat`` ``cpu_op``) by self
+    time computed from nesting per thread, kernels/memcpy/memset by duration."""
+    out: dict = {}
+    by_thread: dict = {}
+    for e in data.get("traceEvents", []):
+        if e.get("ph") != "X" or "dur" not in e:
+            continue
+        cat = e.get("cat", "")
+        name = str(e.get("name", ""))
+        if cat in _KERNEL_CATS:
+            entry = out.setdefault(("kernel", name), [0, 0.0])
+            entry[0] += 1
+            entry[1] += float(e["dur"])
+        elif cat in ("cpu_op", "user_annotation") and not name.startswith("ProfilerStep#"):
+            by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
+                (float(e["ts"]), float(e["dur"]), name, cat == "cpu_op"))
+    for events in by_thread.values():
+        events.sort(key=lambda t: (t[0], -t[1]))
+        stack = []  # [end, name, self, is_op]
+        def close(item):
+            if item[3]:
+                entry = out.setdefault(("operator", item[1]), [0, 0.0])
+                entry[0] += 1
+                entry[1] += max(0.0, item[2])
+        for ts, dur, name, is_op in events:
+            while stack and stack[-1][0] <= ts:
+                close(stack.pop())
+            if stack:
+                stack[-1][2] -= dur
+            stack.append([ts + dur, name, dur, is_op])
+        while stack:
+            close(stack.pop())
+    return out
+
+
+def compare(a, b, label_a: str = "A", label_b: str = "B") -> "Comparison":
+    """Rank the differences between profiles ``a`` and ``b`` (results or trace dicts) by ``|b - a|`` time."""
+    from .summary import ProfResult
+
+    ta = totals_from_result(a) if isinstance(a, ProfResult) else totals_from_trace(a)
+    tb = totals_from_result(b) if isinstance(b, ProfResult) else totals_from_trace(b)
+    rows = []
+    for key in set(ta) | set(tb):
+        ca, ua = ta.get(key, (0, 0.0))
+        cb, ub = tb.get(key, (0, 0.0))
+        rows.append(DiffRow(key[0], key[1], ua, ub, ca, cb))
+    rows.sort(key=lambda r: (-abs(r.delta_us), r.kind, r.name))
+    total_a = sum(v[1] for k, v in ta.items() if k[0] == "operator")
+    total_b = sum(v[1] for k, v in tb.items() if k[0] == "operator")
+    return Comparison(label_a, label_b, rows, total_a, total_b)
+
+
+class Comparison:
+    """Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two profiles.
+
+    Attributes:
+        label_a/label_b: what was compared. total_a_us/total_b_us: all operators' self time in A and B.
+        top: rows shown (all are in ``rows``).
+    """
+
+    def __init__(self, label_a, label_b, rows, total_a_us, total_b_us, top: int = 15):
+        self.label_a, self.label_b, self.rows = label_a, label_b, rows
+        self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
+
+    def headers(self):
+        return ["#", "kind", f"{self.label_a} ms", f"{self.label_b} ms", "change ms", "ratio", "calls A/B", "name"]
+
+    def _cells(self, i, r):
+        ratio = "new" if r.a_us == 0 else ("gone" if r.b_us == 0 else f"{r.ratio:.2f}x")
+        return [str(i), r.kind, ms(r.a_us), ms(r.b_us), f"{r.delta_us / 1000:+.3f}", ratio,
+                f"{r.a_calls}/{r.b_calls}", r.name]
+
+    def _title(self):
+        return (f"{self.label_b} vs {self.label_a}: operators' self time {ms(self.total_a_us)} ms -> "
+                f"{ms(self.total_b_us)} ms; biggest changes first")
+
+    def __repr__(self):
+        rows = [[terminal_safe(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[:self.top], 1)]
+        return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
+
+    def _repr_html_(self):
+        hdr = "".join(f'<th class="{"cm-name" if h == "name" else ""}">{esc(h)}</th>' for h in self.headers())
+        body = "".join("<tr>" + "".join(f'<td class="{"cm-name" if j == 7 else ""}">{esc(c)}</td>'
+                                        for j, c in enumerate(self._cells(i, r))) + "</tr>"
+                       for i, r in enumerate(self.rows[:self.top], 1))
+        return (f'<div class="cm-prof {NO_MATH}"><style>{CSS}</style><b>{esc(self._title())}</b>'
+                f"<table><thead><tr>{hdr}</tr></thead><tbody>{body}</tbody></table></div>")

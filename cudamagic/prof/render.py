@@ -1,0 +1,289 @@
+"""Text and HTML forms of a profile: tables, the GPU breakdown, the steps, and an inline SVG timeline.
+
+The HTML is self-contained (inline SVG and styles, no script, no external URL); colours are JupyterLab theme
+variables with fallbacks, so a saved page renders outside JupyterLab too. Every name from the profile (operator
+and kernel names, shapes, paths, error texts) is escaped.
+"""
+
+from __future__ import annotations
+
+
+import textwrap
+
+from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core.na import is_na
+from .summary import DETAIL_HEADERS
+
+#: timeline colours: theme variables with a fallback for pages opened outside JupyterLab.
+PALETTE = ("var(--jp-brand-color1, #1976d2)", "var(--jp-warn-color1, #f57c00)", "var(--jp-success-color1, #388e3c)",
+           "var(--jp-error-color1, #d32f2f)", "var(--jp-accent-color1, #7b1fa2)", "var(--jp-info-color1, #0097a7)",
+           "var(--jp-brand-color3, #90caf9)", "var(--jp-warn-color3, #ffcc80)")
+OTHER_COLOUR = "var(--jp-layout-color3, #9e9e9e)"
+MAX_RECTS = 1500  # per timeline: the longest events; shorter ones are under a pixel wide anyway
+
+CSS = (".cm-prof{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-ui-font-color1,#222);"
+       "font-size:var(--jp-ui-font-size1,13px)} .cm-prof table{border-collapse:collapse;margin:4px 0 10px 0}"
+       " .cm-prof th,.cm-prof td{border-bottom:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;"
+       "text-align:right;vertical-align:top} .cm-prof td.cm-name,.cm-prof th.cm-name{text-align:left;"
+       "word-break:break-all;font-family:var(--jp-code-font-family,monospace)} .cm-prof h4{margin:10px 0 2px 0}"
+       " .cm-prof .cm-note{color:var(--jp-ui-font-color2,#555)}")
+
+
+def ms(us: float) -> str:
+    """Microseconds as milliseconds text (``1234.5`` -> ``'1.235'``)."""
+    return f"{us / 1000:.3f}"
+
+
+class Table:
+    """The top rows of an operator or kernel table, plus one "other" row for the rest.
+
+    Attributes:
+        group: ``op``/``shape``/``module``/``stack`` or ``"kernels"``. rows: every :class:`~.summary.TableRow`.
+        top: rows shown.
+    """
+
+    def __init__(self, group: str, rows, top: int):
+        self.group, self.rows, self.top = group, list(rows), top
+
+    def shown(self):
+        """(shown rows, the "other" row's (count, self_us, total_us, pct) or None)."""
+        head, rest = self.rows[:self.top], self.rows[self.top:]
+        if not rest:
+            return head, None
+        return head, (len(rest), sum(r.self_us for r in rest), sum(r.total_us for r in rest),
+                      sum(r.self_pct for r in rest))
+
+    def headers(self):
+        if self.group == "kernels":
+            return ["#", "device %", "device ms", "calls", "kernel", "launched by"]
+        detail = DETAIL_HEADERS.get(self.group, "")
+        return ["#", "self %", "self ms", "total ms", "calls", "operator"] + ([detail] if detail else [])
+
+    def _cells(self, i, r):
+        if self.group == "kernels":
+            return [str(i), f"{r.self_pct:.1f}", ms(r.self_us), str(r.calls), r.name, r.launcher]
+        cells = [str(i), f"{r.self_pct:.1f}", ms(r.self_us), ms(r.total_us), str(r.calls), r.name]
+        return cells + ([r.detail] if DETAIL_HEADERS.get(self.group) else [])
+
+    def _other(self, other):
+        n, s, t, p = other
+        what = "kernels" if self.group == "kernels" else "rows"
+        if self.group == "kernels":
+            return ["", f"{p:.1f}", ms(s), "", f"(other {n} {what})", ""]
+        cells = ["", f"{p:.1f}", ms(s), "", "", f"(other {n} {what})"]
+        return cells + ([""] if DETAIL_HEADERS.get(self.group) else [])
+
+    def text(self) -> str:
+        head, other = self.shown()
+        rows = [[terminal_safe(c) for c in self._cells(i, r)] for i, r in enumerate(head, 1)]
+        if other:
+            rows.append(self._other(other))
+        return text_table(self.headers(), rows)
+
+    def html(self) -> str:
+        head, other = self.shown()
+        name_cols = {4, 5, 6} if self.group == "kernels" else {5, 6}
+        rows = [self._cells(i, r) for i, r in enumerate(head, 1)]
+        if other:
+            rows.append(self._other(other))
+        hdr = "".join(f'<th class="{"cm-name" if j in name_cols else ""}">{esc(h)}</th>'
+                      for j, h in enumerate(self.headers()))
+        body = "".join("<tr>" + "".join(f'<td class="{"cm-name" if j in name_cols else ""}">{esc(c)}</td>'
+                                        for j, c in enumerate(r)) + "</tr>" for r in rows)
+        return f"<table><thead><tr>{hdr}</tr></thead><tbody>{body}</tbody></table>"
+
+    def _repr_html_(self) -> str:
+        return f'<div class="cm-prof {NO_MATH}"><style>{CSS}</style>{self.html()}</div>'
+
+    def __repr__(self) -> str:
+        return self.text()
+
+
+# ---- summary --------------------------------------------------------------------------------------------
+
+def _facts(res) -> list[tuple[str, str]]:
+    facts = [("cell wall time", f"{res.wall_s * 1000:.1f} ms"), ("profiled span", f"{res.span_s * 1000:.1f} ms"),
+             ("activities", ", ".join(res.activities)),
+             ("operator calls", f"{len(res.ops):,}"), ("device activities", f"{len(res.kernels):,}")]
+    if isinstance(res.peak_memory_bytes, dict):
+        facts.append(("peak allocated (above start)",
+                      ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(res.peak_memory_bytes.items()))))
+    elif is_na(res.peak_memory_bytes):
+        facts.append(("peak allocated", f"N/A ({res.peak_memory_bytes.reason})"))
+    if res.memory_html_path:
+        facts.append(("memory viewer", res.memory_html_path))
+    if res.trace_path:
+        facts.append(("trace", res.trace_path))
+    return facts
+
+
+def _breakdown_rows(res):
+    rows = []
+    for b in res.gpu:
+        p = b.pct()
+        rows.append([f"cuda:{b.device}", ms(b.span_us), f"{p['kernel']:.1f}", f"{p['memcpy']:.1f}",
+                     f"{p['memset']:.1f}", f"{p['idle']:.1f}"])
+    return rows
+
+
+BREAKDOWN_HEADERS = ["device", "span ms", "kernel %", "memcpy %", "memset %", "idle %"]
+
+
+def result_text(res) -> str:
+    """The summary as plain text (names never cut: a long name makes its line longer)."""
+    out = [f"{terminal_safe(res.header)}: {res.wall_s * 1000:.1f} ms, {len(res.ops):,} operator calls"
+           + (f", stopped by {terminal_safe(res.error, 200)}" if res.error else "")]
+    for n in res.notices + res.trace_notes:
+        out.append(textwrap.fill("note: " + terminal_safe(n), TEXT_WIDTH, subsequent_indent="  ",
+                                 break_long_words=False, break_on_hyphens=False))
+    out.append("")
+    out.extend(f"  {k}: {terminal_safe(v)}" for k, v in _facts(res))
+    try:
+        table = res.table()
+        out += ["", f"Top operators by self time (grouped by {res.group}):", table.text()]
+    except ValueError as exc:
+        out += ["", f"operators: {exc}"]
+    if res.kernels:
+        out += ["", "Top GPU kernels by device time:", res.table(kind="kernels").text()]
+    if is_na(res.gpu):
+        out += ["", f"GPU breakdown: N/A ({res.gpu.reason})"]
+    else:
+        out += ["", "GPU breakdown of the profiled span:", text_table(BREAKDOWN_HEADERS, _breakdown_rows(res))]
+    if res.steps:
+        out += ["", "Steps:", text_table(["step", "ms"], [[s.step, ms(s.dur_us)] for s in res.steps])]
+    out += ["", "(the timeline picture is in the HTML form: open it in a notebook or use .save_html(path))"]
+    return "\n".join(out)
+
+
+def result_html(res) -> str:
+    """The summary as one self-contained HTML fragment."""
+    parts = [f'<div class="cm-prof {NO_MATH}"><style>{CSS}</style>',
+             f"<b>{esc(res.header)}</b> &mdash; {res.wall_s * 1000:.1f} ms"]
+    if res.error:
+        parts.append(f' &mdash; <span style="color:var(--jp-error-color1,#d32f2f)">stopped by '
+                     f"{esc(res.error[:300])}</span> (profile of the part that ran)")
+    for n in res.notices + res.trace_notes:
+        parts.append(f'<div class="cm-note">note: {esc(n)}</div>')
+    parts.append(html_table(["", ""], [[esc(k), esc(v)] for k, v in _facts(res)], cls="cm-facts"))
+    try:
+        table = res.table()
+        parts.append(f"<h4>Top operators by self time (grouped by {esc(res.group)})</h4>{table.html()}")
+    except ValueError as exc:
+        parts.append(f"<h4>Operators</h4><div>{esc(exc)}</div>")
+    if res.kernels:
+        parts.append(f"<h4>Top GPU kernels by device time</h4>{res.table(kind='kernels').html()}")
+    if is_na(res.gpu):
+        parts.append(f'<h4>GPU breakdown</h4><div class="cm-note">N/A ({esc(res.gpu.reason)})</div>')
+    else:
+        parts.append("<h4>GPU breakdown of the profiled span</h4>"
+                     + html_table(BREAKDOWN_HEADERS, [[esc(c) for c in r] for r in _breakdown_rows(res)]))
+    if res.steps:
+        parts.append("<h4>Steps</h4>" + html_table(["step", "ms"], [[esc(s.step), ms(s.dur_us)] for s in res.steps]))
+    parts.append("<h4>Timeline</h4>" + timeline_svg(res))
+    if res.memory_points:
+        parts.append("<h4>Allocated memory over the span</h4>" + memory_svg(res))
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def page(fragment: str, title: str = "%%torchprof") -> str:
+    """A standalone HTML page around ``fragment`` (no external resource)."""
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{esc(title)}</title></head>'
+            f"<body>{fragment}</body></html>")
+
+
+def _colour_map(res) -> dict:
+    names = []
+    for r in res.rows("op")[:len(PALETTE)]:
+        names.append(r.name)
+    return {n: PALETTE[i] for i, n in enumerate(names)}
+
+
+def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
+    """An inline SVG of the span: one lane per CPU thread (operators not enclosed by another operator) and per
+    GPU stream (kernels, memcpy, memset); at most :data:`MAX_RECTS` rectangles, the longest; hover shows the name
+    and duration. The legend colours the operators with the most self time."""
+    start, end = res.span_us
+    span = max(end - start, 1e-9)
+    lanes: dict = {}
+    for op in res.ops:
+        if op.top:
+            lanes.setdefault(("cpu", op.thread), []).append((op.start_us, op.end_us, op.name))
+    for k in res.kernels:
+        lanes.setdefault(("gpu", (k.device, k.stream)), []).append((k.start_us, k.end_us, k.name))
+    if not lanes:
+        return '<div class="cm-note">(no events to draw)</div>'
+    keys = sorted(lanes, key=lambda k: (k[0] != "cpu", k[1]))
+    every = [(e - s, i, (s, e, n)) for i, key in enumerate(keys) for (s, e, n) in lanes[key]]
+    dropped = max(0, len(every) - MAX_RECTS)
+    if dropped:
+        every.sort(key=lambda t: -t[0])
+        every = every[:MAX_RECTS]
+    colours = _colour_map(res)
+    label_w, top_pad = 130, 4
+    plot_w = width - label_w - 10
+    height = top_pad + lane_h * len(keys) + 44
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="timeline of the profiled span" '
+           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">']
+    for i, key in enumerate(keys):
+        y = top_pad + i * lane_h
+        label = f"thread {key[1]}" if key[0] == "cpu" else f"cuda:{key[1][0]} stream {key[1][1]}"
+        out.append(f'<text x="2" y="{y + lane_h - 4}" style="fill:var(--jp-ui-font-color1,#222)">{esc(label)}</text>'
+                   f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" y2="{y + lane_h - 0.5}" '
+                   f'style="stroke:var(--jp-border-color2,#ddd)"/>')
+    for dur, i, (s, e, n) in every:
+        x = label_w + (s - start) / span * plot_w
+        w = max(0.5, dur / span * plot_w)
+        y = top_pad + i * lane_h + 1
+        fill = colours.get(n, OTHER_COLOUR)
+        out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" style="fill:{fill}">'
+                   f"<title>{esc(n)}: {ms(dur)} ms</title></rect>")
+    y = top_pad + lane_h * len(keys) + 14
+    out.append(f'<text x="{label_w}" y="{y}" style="fill:var(--jp-ui-font-color2,#555)">0 ms</text>'
+               f'<text x="{width - 10}" y="{y}" text-anchor="end" style="fill:var(--jp-ui-font-color2,#555)">'
+               f"{ms(span)} ms</text>")
+    x = label_w
+    for n, c in colours.items():
+        label = n if len(n) <= 28 else n[:27] + "\u2026"
+        out.append(f'<rect x="{x}" y="{y + 8}" width="9" height="9" style="fill:{c}"/>'
+                   f'<text x="{x + 12}" y="{y + 16}" style="fill:var(--jp-ui-font-color1,#222)">{esc(label)}</text>')
+        x += 12 + 6 * len(label) + 10
+        if x > width - 60:
+            break
+    out.append("</svg>")
+    note = (f'<div class="cm-note">{dropped:,} shorter events not drawn (each under '
+            f"{ms(every[-1][0])} ms).</div>" if dropped else "")
+    return "".join(out) + note
+
+
+def memory_svg(res, width: int = 900, height: int = 120) -> str:
+    """An inline SVG line per device of the allocated bytes above the span's start (``--memory``)."""
+    start, end = res.span_us
+    span = max(end - start, 1e-9)
+    series = res.memory_points
+    peak = max((max(v for _, v in pts) for pts in series.values() if pts), default=0) or 1
+    low = min((min(v for _, v in pts) for pts in series.values() if pts), default=0)
+    rng = max(peak - min(low, 0), 1)
+    label_w = 130
+    plot_w, plot_h = width - label_w - 10, height - 30
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="allocated memory over time" '
+           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">']
+    for i, (dev, pts) in enumerate(sorted(series.items())):
+        step = max(1, len(pts) // 2000)
+        coords = []
+        for t, v in pts[::step] + [pts[-1]]:
+            x = label_w + (t - start) / span * plot_w
+            y = 5 + plot_h - (v - min(low, 0)) / rng * plot_h
+            coords.append(f"{x:.1f},{y:.1f}")
+        out.append(f'<polyline points="{" ".join(coords)}" style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
+                   f'stroke-width:1.5"><title>{esc(dev)}</title></polyline>'
+                   f'<text x="2" y="{15 + 12 * i}" style="fill:{PALETTE[i % len(PALETTE)]}">{esc(dev)} peak '
+                   f"{esc(format_bytes(max(v for _, v in pts)))}</text>")
+    out.append(f'<text x="{label_w}" y="{height - 5}" style="fill:var(--jp-ui-font-color2,#555)">0 ms</text>'
+               f'<text x="{width - 10}" y="{height - 5}" text-anchor="end" '
+               f'style="fill:var(--jp-ui-font-color2,#555)">{ms(span)} ms</text></svg>')
+    return "".join(out)
+
+

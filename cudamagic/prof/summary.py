@@ -1,0 +1,566 @@
+"""The result of a profiled cell: plain records built from ``torch.profiler`` events, tables computed from them.
+
+Times are microseconds (``_us``) from the start of the profiler's trace unless a name says otherwise; byte counts
+are bytes. Nothing here imports IPython; torch is only touched by :func:`build_result` (through the profiler
+object it is given) and pandas only by :meth:`ProfResult.to_pandas`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ..core.na import NA
+
+#: grouping -> column header of the detail column in tables.
+DETAIL_HEADERS = {"op": "", "shape": "input shapes", "module": "module", "stack": "Python stack (innermost first)"}
+_FRAME = re.compile(r"^(.*)\((\d+)\): (.+)$")  # "path/file.py(12): func" (a Python-function event's name)
+_NOT_USER = ("torch/", "cudamagic/", "site-packages/", "<built-in", "IPython/", "ipykernel/", "threading.py")
+
+
+@dataclass(slots=True)
+class OpRecord:
+    """One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or your own
+    ``record_function`` range).
+
+    Attributes:
+        name: full operator name (``aten::addmm``). shapes: input shapes as text (``[[128], [128, 64]]``).
+        thread: OS thread id. start_us/end_us: from the trace start. self_us: time not spent in child operators.
+        top: no other operator encloses it (drawn in the timeline). module: innermost ``nn.Module`` path
+        (``Sequential_0/Linear_1``) when Python calls were recorded, else ``""``. stack: innermost-first frames
+        of your code (``"cell.py(5): train"``) when Python calls were recorded. device_us: device time of the
+        kernels it launched.
+    """
+
+    name: str
+    shapes: str
+    thread: int
+    start_us: float
+    end_us: float
+    self_us: float
+    top: bool = True
+    module: str = ""
+    stack: tuple = ()
+    device_us: float = 0.0
+
+    @property
+    def total_us(self) -> float:
+        """Inclusive CPU time in microseconds."""
+        return self.end_us - self.start_us
+
+
+@dataclass(slots=True)
+class KernelRecord:
+    """One device activity (GPU kernel, memcpy, memset).
+
+    Attributes:
+        name: full kernel name. kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``. device: CUDA ordinal.
+        stream: CUDA stream id. start_us/end_us: from the trace start. launcher: name of the CPU operator that
+        launched it (via the profiler's correlation id), or ``""``.
+    """
+
+    name: str
+    kind: str
+    device: int
+    stream: int
+    start_us: float
+    end_us: float
+    launcher: str = ""
+
+    @property
+    def dur_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+@dataclass(slots=True)
+class StepRecord:
+    """One ``ProfilerStep#N`` range of a ``--steps`` run (N: the profiler's 0-based step number)."""
+
+    step: int
+    start_us: float
+    end_us: float
+
+    @property
+    def dur_us(self) -> float:
+        return self.end_us - self.start_us
+
+
+@dataclass
+class TableRow:
+    """One row of an operator or kernel table (aggregated calls).
+
+    Attributes:
+        name: operator or kernel name. detail: the grouping's extra key (shapes, module, stack) or ``""``.
+        calls: number of calls. self_us: summed self time (kernels: device time). total_us: summed inclusive
+        time. self_pct: share of all operators' self time (kernels: of all device time), in percent.
+        launcher: kernels only, the launching operator(s).
+    """
+
+    name: str
+    detail: str
+    calls: int
+    self_us: float
+    total_us: float
+    self_pct: float
+    launcher: str = ""
+
+
+@dataclass
+class GpuBreakdown:
+    """How one device spent the profiled span: microseconds per category, which sum to ``span_us``.
+
+    Overlapping activities count once, in the order kernel > memcpy > memset (a memcpy during a kernel counts as
+    kernel time). ``idle_us``: nothing ran on the device.
+    """
+
+    device: int
+    span_us: float
+    kernel_us: float
+    memcpy_us: float
+    memset_us: float
+    idle_us: float
+
+    def pct(self) -> dict:
+        """Category -> percent of the span (sums to 100 up to rounding)."""
+        span = self.span_us or 1.0
+        return {k: 100.0 * getattr(self, f"{k}_us") / span for k in ("kernel", "memcpy", "memset", "idle")}
+
+
+def gpu_breakdown(kernels, span: tuple[float, float]) -> list[GpuBreakdown]:
+    """Per device, split ``span`` (start_us, end_us) into kernel / memcpy / memset / idle time.
+
+    Args:
+        kernels: :class:`KernelRecord` items (any order; parts outside ``span`` are ignored).
+        span: the profiled span in microseconds.
+
+    Returns:
+        one :class:`GpuBreakdown` per device that has activity, by device ordinal.
+    """
+    start, end = span
+    order = {"kernel": 0, "memcpy": 1, "memset": 2}
+    by_dev: dict = {}
+    for k in kernels:
+        s, e = max(k.start_us, start), min(k.end_us, end)
+        if e > s:
+            by_dev.setdefault(k.device, []).extend([(s, 1, order[k.kind]), (e, -1, order[k.kind])])
+    out = []
+    for dev in sorted(by_dev):
+        points = sorted(by_dev[dev])
+        active = [0, 0, 0]
+        spent = [0.0, 0.0, 0.0]
+        last = start
+        for t, delta, kind in points:
+            if t > last:
+                for i in range(3):
+                    if active[i] > 0:
+                        spent[i] += t - last
+                        break
+                last = t
+            active[kind] += delta
+        busy = sum(spent)
+        out.append(GpuBreakdown(dev, end - start, spent[0], spent[1], spent[2], max(0.0, (end - start) - busy)))
+    return out
+
+
+def frame_is_user(frame: str) -> bool:
+    """A Python-function event name (``"file.py(12): func"``) from the user's code rather than torch,
+    IPython, cudamagic or a built-in."""
+    if not _FRAME.match(frame):
+        return False
+    return not any(part in frame for part in _NOT_USER)
+
+
+def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
+    """Operator calls -> one :class:`TableRow` per group key, sorted by self time (largest first).
+
+    Args:
+        ops: :class:`OpRecord` items. group: ``op``, ``shape``, ``module`` or ``stack``.
+        stack_depth: frames kept in the ``stack`` key.
+
+    Returns:
+        rows whose ``self_pct`` sum to 100 (when any operator has self time).
+    """
+    acc: dict = {}
+    for op in ops:
+        if group == "shape":
+            detail = op.shapes
+        elif group == "module":
+            detail = op.module or "(outside any nn.Module)"
+        elif group == "stack":
+            detail = " <- ".join(op.stack[:stack_depth]) or "(no frame of your code)"
+        else:
+            detail = ""
+        entry = acc.get((op.name, detail))
+        if entry is None:
+            acc[(op.name, detail)] = [1, op.self_us, op.end_us - op.start_us]
+        else:
+            entry[0] += 1
+            entry[1] += op.self_us
+            entry[2] += op.end_us - op.start_us
+    total_self = sum(v[1] for v in acc.values()) or 1.0
+    rows = [TableRow(name, detail, c, s, t, 100.0 * s / total_self) for (name, detail), (c, s, t) in acc.items()]
+    rows.sort(key=lambda r: (-r.self_us, r.name, r.detail))
+    return rows
+
+
+def aggregate_kernels(kernels) -> list[TableRow]:
+    """Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` = device time),
+    largest first; ``launcher`` lists the launching operators, most frequent first."""
+    acc: dict = {}
+    for k in kernels:
+        entry = acc.setdefault(k.name, [0, 0.0, {}])
+        entry[0] += 1
+        entry[1] += k.end_us - k.start_us
+        if k.launcher:
+            entry[2][k.launcher] = entry[2].get(k.launcher, 0) + 1
+    total = sum(v[1] for v in acc.values()) or 1.0
+    rows = []
+    for name, (calls, dev, launchers) in acc.items():
+        names = sorted(launchers, key=lambda n: -launchers[n])
+        rows.append(TableRow(name, "", calls, dev, dev, 100.0 * dev / total, ", ".join(names)))
+    rows.sort(key=lambda r: (-r.self_us, r.name))
+    return rows
+
+
+@dataclass
+class ProfResult:
+    """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
+
+    Attributes:
+        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. cpu_s: this
+        process's CPU time during the cell in seconds (all threads; ``time.process_time``). activities: the
+        recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``). ops, kernels, steps: the records.
+        span_us: (start, end) of the profiled span in microseconds. group, stack_depth, top: how tables are shown.
+        gpu: one :class:`GpuBreakdown` per device, or NA with the reason. peak_memory_bytes: peak allocated
+        bytes during the profiled span above its start (``--memory``), per device name (``"cpu"``,
+        ``"cuda:0"``), or NA. memory_points: device name -> [(t_us, allocated bytes above start)], the
+        allocation timeline. memory_html_path: the PyTorch memory viewer written for a CUDA snapshot, or None.
+        memory_snapshot_s: seconds taken to dump the CUDA memory snapshot, or None.
+        trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices: one-line
+        notes (activities not recorded, warnings summary). error: the cell's exception as text, or None
+        (a profile of the part that ran).
+    """
+
+    header: str = "%%torchprof"
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    activities: list = field(default_factory=list)
+    ops: list = field(default_factory=list)
+    kernels: list = field(default_factory=list)
+    steps: list = field(default_factory=list)
+    span_us: tuple = (0.0, 0.0)
+    group: str = "op"
+    stack_depth: int = 3
+    top: int = 15
+    with_stack: bool = False
+    gpu: object = NA("no GPU activity recorded", "not_recorded")
+    peak_memory_bytes: object = NA("run with --memory", "not_recorded")
+    memory_points: dict = field(default_factory=dict)
+    memory_html_path: str | None = None
+    memory_snapshot_s: float | None = None
+    trace_path: str | None = None
+    trace_notes: list = field(default_factory=list)
+    notices: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)
+    error: str | None = None
+    _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    # ---- tables -------------------------------------------------------------------------------------------
+    def rows(self, group: str | None = None, stack_depth: int | None = None) -> list[TableRow]:
+        """Every operator row for ``group`` (default: the cell's ``--group``), largest self time first.
+
+        Raises:
+            ValueError: ``module``/``stack`` grouping of a result recorded without Python calls, or an unknown
+                grouping.
+        """
+        group = group or self.group
+        if group not in DETAIL_HEADERS:
+            raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(DETAIL_HEADERS)}")
+        if group in ("module", "stack") and not self.with_stack:
+            raise ValueError(f"grouping by {group} needs the Python calls, which this profile did not record: "
+                             f"profile the cell again with `%%torchprof --group {group}`")
+        key = (group, stack_depth or self.stack_depth, len(self.ops))
+        if key not in self._rows_cache:
+            self._rows_cache[key] = aggregate(self.ops, group, key[1])
+        return list(self._rows_cache[key])
+
+    def kernel_rows(self) -> list[TableRow]:
+        """Every kernel row (device time, largest first)."""
+        return aggregate_kernels(self.kernels)
+
+    def table(self, group: str | None = None, top: int | None = None, kind: str = "ops",
+              stack_depth: int | None = None):
+        """The top rows as a table object (HTML in a notebook, text in a terminal).
+
+        Args:
+            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only). top: rows shown (default the
+                cell's ``--top``); the rest are summed in one "other" row. kind: ``"ops"`` or ``"kernels"``.
+            stack_depth: frames per ``stack`` key.
+        """
+        from .render import Table
+
+        top = top or self.top
+        if kind == "kernels":
+            return Table("kernels", self.kernel_rows(), top)
+        if kind != "ops":
+            raise ValueError(f"kind must be 'ops' or 'kernels', not {kind!r}")
+        group = group or self.group
+        return Table(group, self.rows(group, stack_depth), top)
+
+    def to_pandas(self, group: str | None = None):
+        """One row per operator (grouped by ``group``) and per kernel, as a ``pandas.DataFrame``.
+
+        Columns: ``kind`` (``"operator"``/``"kernel"``), ``name``, ``detail``, ``calls``, ``self_time_us``,
+        ``total_time_us``, ``self_time_pct`` (share of all operators' self time, or of all device time for
+        kernels), ``launcher``.
+
+        Raises:
+            ImportError: pandas is not installed (``pip install pandas``).
+        """
+        try:
+            import pandas as pd
+        except ImportError as exc:
+            raise ImportError("ProfResult.to_pandas() needs pandas: pip install pandas") from exc
+        records = []
+        for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows())):
+            for r in rows:
+                records.append({"kind": kind, "name": r.name, "detail": r.detail, "calls": r.calls,
+                                "self_time_us": r.self_us, "total_time_us": r.total_us,
+                                "self_time_pct": r.self_pct, "launcher": r.launcher})
+        columns = ["kind", "name", "detail", "calls", "self_time_us", "total_time_us", "self_time_pct", "launcher"]
+        return pd.DataFrame.from_records(records, columns=columns)
+
+    def slowest(self, group: str | None = None) -> TableRow | None:
+        """The operator row with the most self time, or None when nothing was recorded."""
+        rows = self.rows(group)
+        return rows[0] if rows else None
+
+    @property
+    def span_s(self) -> float:
+        """Length of the profiled span in seconds."""
+        return (self.span_us[1] - self.span_us[0]) / 1e6
+
+    # ---- output -------------------------------------------------------------------------------------------
+    def to_html(self) -> str:
+        """The summary as an HTML fragment (self-contained: inline SVG and styles, no external URL)."""
+        from .render import result_html
+
+        return result_html(self)
+
+    def save_html(self, path: str) -> str:
+        """Write the summary as a standalone HTML page at ``path`` (UTF-8); returns ``path``."""
+        from .render import page
+
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page(self.to_html(), title=self.header))
+        return path
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def __repr__(self) -> str:
+        from .render import result_text
+
+        return result_text(self)
+
+
+# ---- building a result from torch.profiler --------------------------------------------------------------
+
+def _kind(name: str) -> str:
+    low = name.lower()
+    if "memcpy" in low:
+        return "memcpy"
+    if "memset" in low:
+        return "memset"
+    return "kernel"
+
+
+def _python_context(evt, depth_limit: int = 64):
+    """(module path, user frames innermost first, top) of an operator event whose ancestors include
+    Python-function events."""
+    modules, frames, top = [], [], True
+    parent, n = evt.cpu_parent, 0
+    while parent is not None and n < 10_000:
+        if parent.is_python_function:
+            name = parent.name
+            if name.startswith("nn.Module: "):
+                modules.append(name[11:])
+            elif len(frames) < depth_limit and frame_is_user(name):
+                frames.append(name)
+        elif not parent.is_user_annotation:
+            top = False
+        parent = parent.cpu_parent
+        n += 1
+    return "/".join(reversed(modules)), tuple(frames), top
+
+
+def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bool, memory: bool,
+                 group: str, stack_depth: int, top: int) -> ProfResult:
+    """Turn a stopped ``torch.profiler.profile`` into a :class:`ProfResult`.
+
+    Without Python calls the records are read straight from the profiler's raw Kineto events (several times
+    faster than ``prof.events()``, which builds a ``FunctionEvent`` tree); self time then comes from the nesting
+    of operators per thread, as in ``key_averages()``. With Python calls (``module``/``stack`` groupings)
+    ``prof.events()`` is used, for the parent links to the Python-function events.
+
+    Args:
+        prof: the stopped profiler (read once; the profiler is not kept).
+        header: the magic line. wall_s: the cell's wall time in seconds. activities: names of the recorded
+            activities. with_stack: Python calls were recorded (module and stack keys are filled).
+        memory: allocations were recorded (``profile_memory=True``). group, stack_depth, top: table settings.
+    """
+    result = ProfResult(header=header, wall_s=wall_s, activities=list(activities), group=group,
+                        stack_depth=stack_depth, top=top, with_stack=with_stack)
+    kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if with_stack or kin is None:
+        ops, kernels, steps = _records_from_function_events(prof, with_stack)
+    else:
+        ops, kernels, steps = _records_from_kineto(kin)
+    lo = min([o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
+             default=0.0)
+    hi = max([o.end_us for o in ops] + [k.end_us for k in kernels] + [s.end_us for s in steps], default=0.0)
+    result.ops, result.kernels, result.steps = ops, kernels, sorted(steps, key=lambda s: s.start_us)
+    result.span_us = (lo, hi)
+    if kernels:
+        result.gpu = gpu_breakdown(kernels, result.span_us)
+    elif len(activities) > 1:
+        result.gpu = NA("no GPU activity in the profiled span (the cell launched no kernel)", "no_activity")
+    else:
+        result.gpu = NA("GPU activity was not recorded (see the notice above)", "not_recorded")
+    if memory:
+        _memory_from_profiler(prof, result)
+    return result
+
+
+#: utility ranges torch's own tables leave out (``torch.autograd.profiler_util._filter_name``).
+_SKIP = {"[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
+         "profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr", "aten::_version"}
+
+
+def _step_number(name: str, fallback: int) -> int:
+    m = re.search(r"#(\d+)", name)
+    return int(m.group(1)) if m else fallback
+
+
+def _records_from_kineto(kin):
+    """(ops, kernels, steps) from ``kineto_results.events()``: self time and ``top`` from the nesting of the
+    operators of each thread (a range inside another on the same thread is its child)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import StringTable
+
+    cpu_types = (DeviceType.CPU, DeviceType.MKLDNN, DeviceType.IDEEP)
+    t0 = kin.trace_start_ns()
+    by_thread: dict = {}
+    device, steps = [], []
+    for e in kin.events():
+        name = e.name()
+        if name in _SKIP:
+            continue
+        dt = e.device_type()
+        start = (e.start_ns() - t0) / 1000.0
+        end = start + e.duration_ns() / 1000.0
+        if dt in cpu_types:
+            if e.is_python_function() or e.is_async() or e.start_thread_id() != e.end_thread_id():
+                continue
+            if name.startswith("ProfilerStep#") and e.is_user_annotation():
+                steps.append(StepRecord(_step_number(name, len(steps)), start, end))
+                continue
+            shapes = e.shapes()
+            by_thread.setdefault(e.start_thread_id(), []).append(
+                (start, -end, name, str(shapes) if shapes else "[]", e.correlation_id(), e.linked_correlation_id()))
+        else:
+            device.append((e, name, start, end))
+    ops, by_corr = [], {}
+    for thread, items in by_thread.items():
+        items.sort()
+        stack: list = []  # [end, record]
+        for start, neg_end, name, shapes, corr, linked in items:
+            end = -neg_end
+            while stack and stack[-1][0] <= start:
+                stack.pop()
+            rec = OpRecord(name, shapes, thread, start, end, end - start, not stack)
+            if stack:
+                stack[-1][1].self_us -= end - start
+            stack.append([end, rec])
+            ops.append(rec)
+            if corr and not linked:
+                by_corr[corr] = rec
+    names = StringTable()
+    kernels = []
+    for e, name, start, end in device:
+        launcher = by_corr.get(e.linked_correlation_id())
+        if launcher is not None:
+            launcher.device_us += end - start
+        name = names[name]
+        kernels.append(KernelRecord(name, _kind(name), e.device_index(), e.device_resource_id(), start, end,
+                                    launcher.name if launcher is not None else ""))
+    for op in ops:
+        op.self_us = max(0.0, op.self_us)
+    ops.sort(key=lambda o: o.start_us)
+    return ops, kernels, steps
+
+
+def _records_from_function_events(prof, with_stack: bool):
+    """(ops, kernels, steps) from ``prof.events()`` (``FunctionEvent`` objects with parent links)."""
+    from torch.autograd import DeviceType
+
+    cpu = DeviceType.CPU
+    ops, kernels, steps, device_events = [], [], [], []
+    launchers: dict = {}
+    for evt in prof.events() or []:
+        tr = evt.time_range
+        if evt.device_type != cpu:
+            device_events.append(evt)
+            continue
+        if evt.is_python_function or evt.is_async or evt.name in _SKIP:
+            continue
+        if evt.is_user_annotation and evt.name.startswith("ProfilerStep"):
+            steps.append(StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end))
+            continue
+        if with_stack:
+            module, frames, is_top = _python_context(evt)
+        else:
+            module, frames = "", ()
+            parent = evt.cpu_parent
+            while parent is not None and parent.is_user_annotation and parent.name.startswith("ProfilerStep"):
+                parent = parent.cpu_parent
+            is_top = parent is None
+        rec = OpRecord(evt.name, str(evt.input_shapes) if evt.input_shapes else "[]", evt.thread,
+                       tr.start, tr.end, evt.self_cpu_time_total, is_top, module, frames)
+        ops.append(rec)
+        launchers[evt.id] = rec
+    for evt in device_events:
+        tr = evt.time_range
+        launcher = launchers.get(evt.linked_correlation_id)
+        if launcher is not None:
+            launcher.device_us += tr.end - tr.start
+        kernels.append(KernelRecord(evt.name, _kind(evt.name), evt.device_index, evt.device_resource_id,
+                                    tr.start, tr.end, launcher.name if launcher is not None else ""))
+    return ops, kernels, steps
+
+
+def _memory_from_profiler(prof, result: ProfResult) -> None:
+    """Allocation timeline and peak per device from the profiler's ``[memory]`` events (``profile_memory``)."""
+    kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
+    if kin is None:
+        result.peak_memory_bytes = NA("the profiler kept no allocation events", "not_recorded")
+        return
+    t0 = kin.trace_start_ns()
+    series: dict = {}
+    for evt in kin.events():
+        if evt.name() != "[memory]":
+            continue
+        dev = str(evt.device_type()).split(".")[-1].lower()
+        key = "cpu" if dev in ("cpu", "mkldnn", "ideep") else f"{dev}:{evt.device_index()}"
+        series.setdefault(key, []).append(((evt.start_ns() - t0) / 1000.0, evt.nbytes()))
+    peaks, points = {}, {}
+    for key, items in series.items():
+        items.sort()
+        level, peak, pts = 0, 0, [(result.span_us[0], 0)]
+        for t, n in items:
+            level += n
+            peak = max(peak, level)
+            pts.append((t, level))
+        peaks[key], points[key] = peak, pts
+    result.memory_points = points
+    result.peak_memory_bytes = peaks if peaks else NA("no allocation happened while profiling", "no_activity")

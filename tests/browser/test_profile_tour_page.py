@@ -1,0 +1,45 @@
+"""Tier 4: examples/profile_tour.ipynb in JupyterLab: every %%torchprof summary renders (tables with full operator
+names, the timeline picture visible and fitting the output area), no error, no typeset math."""
+
+import os
+
+import pytest
+
+from tests.browser import conftest, jlab
+
+pytestmark = pytest.mark.browser
+
+NAME = "profile_tour.ipynb"
+
+
+@pytest.fixture(scope="module")
+def tour(page, lab):
+    if not os.path.exists(os.path.join(conftest.EXAMPLES, NAME)):
+        pytest.skip(f"examples/{NAME} is not there yet")
+    jlab.open_notebook(page, lab, NAME)
+    jlab.run_all(page, timeout_s=300)
+    return page
+
+
+def test_runs_without_errors_or_math(tour):
+    assert jlab.error_texts(tour) == []
+    assert jlab.math_in_outputs(tour) == []
+
+
+def test_every_summary_renders_with_its_timeline(tour, screenshots):
+    summaries = [(i, c) for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
+                 if src.strip().startswith("%%torchprof")]
+    assert len(summaries) >= 3
+    for n, (i, cell) in enumerate(summaries):
+        out = jlab.outputs(cell)
+        box = out.locator(".cm-prof").first
+        box.wait_for(state="visible", timeout=30_000)
+        text = jlab.text(box)
+        assert "Top operators by self time" in text, f"cell {i}: {text[:300]}"
+        assert "aten::addmm" in text, f"cell {i}: no full operator name"
+        svg = box.locator("svg").first
+        svg.wait_for(state="visible", timeout=15_000)
+        assert svg.locator("rect").count() > 0, f"cell {i}: an empty timeline"
+        jlab.assert_svg_fits(svg)
+        if n == 0:
+            jlab.shot(out, screenshots, "profile_tour_first_summary")

@@ -1,0 +1,134 @@
+"""Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown, aggregation,
+trace self time, the trace size cap."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from cudamagic.prof.compare import compare, totals_from_trace
+from cudamagic.prof.summary import KernelRecord, OpRecord, ProfResult, aggregate, frame_is_user, gpu_breakdown
+from cudamagic.prof.trace import load_trace, write_capped
+
+
+def test_gpu_breakdown_counts_overlaps_once_and_sums_to_span():
+    ks = [KernelRecord("gemm", "kernel", 0, 7, 10, 40),
+          KernelRecord("Memcpy HtoD", "memcpy", 0, 8, 30, 60),   # 30..40 overlaps the kernel: kernel wins
+          KernelRecord("Memset", "memset", 0, 7, 70, 75),
+          KernelRecord("late", "kernel", 0, 7, 95, 130)]          # clipped to the span end (100)
+    (b,) = gpu_breakdown(ks, (0.0, 100.0))
+    assert (b.kernel_us, b.memcpy_us, b.memset_us) == (35.0, 20.0, 5.0)
+    assert b.idle_us == pytest.approx(40.0)
+    assert sum(b.pct().values()) == pytest.approx(100.0)
+
+
+def test_gpu_breakdown_one_entry_per_device():
+    ks = [KernelRecord("a", "kernel", 1, 7, 0, 10), KernelRecord("b", "kernel", 0, 7, 0, 5)]
+    out = gpu_breakdown(ks, (0.0, 20.0))
+    assert [b.device for b in out] == [0, 1]
+    assert [b.kernel_us for b in out] == [5.0, 10.0]
+
+
+def _op(name, shapes, start, end, self_us):
+    return OpRecord(name, shapes, 1, start, end, self_us)
+
+
+def test_aggregate_groups_by_shape_and_percentages_sum_to_100():
+    ops = [_op("aten::mm", "[[2, 3]]", 0, 10, 10), _op("aten::mm", "[[4, 3]]", 10, 40, 30),
+           _op("aten::mm", "[[2, 3]]", 40, 50, 10), _op("aten::add", "[[2]]", 50, 60, 40)]
+    by_op = aggregate(ops, "op")
+    assert [(r.name, r.calls, r.self_us) for r in by_op] == [("aten::mm", 3, 50), ("aten::add", 1, 40)]
+    by_shape = aggregate(ops, "shape")
+    mm = [(r.detail, r.calls) for r in by_shape if r.name == "aten::mm"]
+    assert sorted(mm) == [("[[2, 3]]", 2), ("[[4, 3]]", 1)]
+    assert sum(r.self_pct for r in by_shape) == pytest.approx(100.0)
+
+
+def test_frame_is_user_skips_library_frames():
+    assert frame_is_user("/tmp/ipykernel_1/123.py(5): train")
+    assert not frame_is_user("torch/nn/modules/linear.py(130): forward")
+    assert not frame_is_user("<built-in method relu of type object at 0x1>")
+    assert not frame_is_user("nn.Module: Linear_0")
+
+
+def test_trace_self_time_subtracts_nested_events():
+    data = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 10, "dur": 70, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 20, "dur": 5, "pid": 1, "tid": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 10, "dur": 50, "pid": 1, "tid": 2},
+        {"ph": "X", "cat": "kernel", "name": "sgemm", "ts": 30, "dur": 8, "pid": 0, "tid": 7},
+    ]}
+    t = totals_from_trace(data)
+    assert t[("operator", "aten::linear")] == [1, 30.0]
+    assert t[("operator", "aten::addmm")] == [2, 115.0]
+    assert t[("operator", "aten::copy_")] == [1, 5.0]
+    assert t[("kernel", "sgemm")] == [1, 8.0]
+
+
+def test_compare_ranks_the_biggest_change_first():
+    a = ProfResult(ops=[_op("aten::mm", "", 0, 10, 10), _op("aten::add", "", 10, 20, 10)])
+    b = ProfResult(ops=[_op("aten::mm", "", 0, 11, 11), _op("aten::add", "", 11, 100, 89),
+                        _op("aten::new", "", 100, 102, 2)])
+    cmp = compare(a, b)
+    assert [r.name for r in cmp.rows] == ["aten::add", "aten::new", "aten::mm"]
+    assert cmp.rows[0].delta_us == 79
+    assert "aten::add" in repr(cmp) and "aten::add" in cmp._repr_html_()
+
+
+def _big_trace(n_steps=20, per_step=500, stacks=True):
+    ev = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]
+    t = 0
+    for s in range(n_steps):
+        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": t, "dur": per_step * 10,
+                   "pid": 1, "tid": 1})
+        for i in range(per_step):
+            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t + i * 10, "dur": 9, "pid": 1, "tid": 1,
+                       "args": {"Input Dims": [[64, 64], [64, 64]], "Call stack": "a.py(1): f;" * 5}})
+            if stacks:
+                ev.append({"ph": "X", "cat": "python_function", "name": "a.py(1): f", "ts": t + i * 10, "dur": 9,
+                           "pid": 1, "tid": 1})
+        t += per_step * 10
+    return {"traceEvents": ev, "schemaVersion": 1}
+
+
+def test_trace_under_the_cap_is_written_whole(tmp_path):
+    data = _big_trace(2, 10)
+    path = str(tmp_path / "t.json")
+    assert write_capped(data, path, 10 * 2**20) == []
+    assert load_trace(path) == json.loads(json.dumps(data))
+
+
+@pytest.mark.parametrize("name", ["t.json", "t.json.gz"])
+def test_trace_cap_drops_stacks_then_whole_steps(tmp_path, name):
+    data = _big_trace()
+    path = str(tmp_path / name)
+    full = len(json.dumps(data)) if name.endswith(".json") else len(gzip.compress(json.dumps(data).encode()))
+    cap = full // 4
+    notes = write_capped(data, path, cap)
+    assert (tmp_path / name).stat().st_size <= cap
+    loaded = load_trace(path)
+    assert "Python stacks" in notes[0]
+    assert not any(e.get("cat") == "python_function" for e in loaded["traceEvents"])
+    assert not any("Call stack" in e.get("args", {}) for e in loaded["traceEvents"])
+    if name.endswith(".json"):  # gzip compresses the repeated events so well that dropping stacks suffices
+        assert "profiler steps" in notes[1]
+        steps = [e["name"] for e in loaded["traceEvents"] if e["name"].startswith("ProfilerStep#")]
+        kept = len(steps)
+        assert 0 < kept < 20 and steps == [f"ProfilerStep#{i}" for i in range(kept)]
+        last_step_end = kept * 5000
+        assert all(e["ts"] < last_step_end for e in loaded["traceEvents"] if "ts" in e)
+        assert sum(e["name"] == "aten::mm" for e in loaded["traceEvents"]) == kept * 500  # whole steps
+
+
+def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
+    data = _big_trace(1, 3000, stacks=False)
+    data["traceEvents"] = [e for e in data["traceEvents"] if not e["name"].startswith("ProfilerStep")]
+    path = str(tmp_path / "t.json")
+    notes = write_capped(data, path, 100_000)
+    assert (tmp_path / "t.json").stat().st_size <= 100_000
+    assert "dropped the latest" in notes[-1]
+    ts = [e["ts"] for e in load_trace(path)["traceEvents"] if "ts" in e]
+    assert ts == sorted(ts) and ts[0] == 0 and len(ts) < 3000
