@@ -39,7 +39,9 @@ def fake_nvml(monkeypatch):
     from tests import fake_nvml as fm
 
     def install(scenario, **kw):
-        fake = fm.FakeNVML(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, **kw)
+        if isinstance(scenario, str):
+            scenario = fm.SCENARIOS[scenario] if scenario in fm.SCENARIOS else fm.WINDOWS_SCENARIOS[scenario]
+        fake = fm.FakeNVML(scenario, **kw)
         fm.install(fake, monkeypatch)
         return fake
 

@@ -18,6 +18,12 @@ NotSupported) and ``lost`` (bool: every call raises GPU_IS_LOST). Any numeric va
 ``f(tick)`` where ``tick`` counts ``nvmlDeviceGetUtilizationRates`` calls on that GPU, so values move.
 
 ``FakeNVML.calls`` counts calls per function name and GPU index.
+
+Windows keys: a gpu spec's ``driver_model`` (``(current, pending)`` NVML_DRIVER_* values; absent: NotSupported
+as on Linux) and ``graphics_processes`` ([(pid, bytes or None)]; ``None`` is what pynvml gives for
+NVML_VALUE_NOT_AVAILABLE, i.e. WDDM); the scenario's ``process_names`` (``{pid: name}``, or
+``NVML_ERROR_NO_PERMISSION`` for nvidia-smi's "Insufficient Permissions"; absent pids: NotFound) and
+``library_path`` (``pynvml.nvmlLib._name``).
 """
 
 from __future__ import annotations
@@ -82,6 +88,86 @@ SCENARIOS = {
     # F17/F19: driver 470.86 supports CUDA 11.4.
     "driver_470": {"driver_version": "470.86", "cuda_driver_version": 11040, "nvml_version": "11.470.86",
                    "gpus": [_gpu(0, name="NVIDIA GeForce RTX 3090", cc=(8, 6), memory_total=24 * GIB)]},
+}
+
+
+# ---- Windows (issue 13) -------------------------------------------------------------------------------
+MIB = 1024 ** 2
+
+#: The laptop from the notes: one GeForce RTX 2060 (8192 MiB, 742 MiB used) under WDDM, ten C+G processes whose
+#: GPU memory NVML reports as N/A, one of them a system process ("Insufficient Permissions"). Synthetic pids
+#: (above the default pid_max of 32768 and within NVML's plausible range of 4194304).
+WINDOWS_LAPTOP_PROCESSES = [
+    (4100104, "C:\\Windows\\explorer.exe"),
+    (4100212, "C:\\Windows\\SystemApps\\MicrosoftWindows.Client.CBS_cw5n1h2txyewy\\SearchHost.exe"),
+    (4100316, "C:\\Windows\\SystemApps\\Microsoft.Windows.StartMenuExperienceHost_cw5n1h2txyewy\\"
+              "StartMenuExperienceHost.exe"),
+    (4100420, "C:\\Windows\\SystemApps\\MicrosoftWindows.Client.CBS_cw5n1h2txyewy\\TextInputHost.exe"),
+    (4100524, "C:\\Program Files (x86)\\Microsoft\\Edge\\Application\\msedge.exe"),
+    (4100628, "C:\\Users\\student\\AppData\\Local\\Programs\\Microsoft VS Code\\Code.exe"),
+    (4100732, "C:\\Windows\\SystemApps\\ShellExperienceHost_cw5n1h2txyewy\\ShellExperienceHost.exe"),
+    (4100836, "C:\\Program Files\\WindowsApps\\Microsoft.YourPhone_1.24012.105.0_x64__8wekyb3d8bbwe\\"
+              "PhoneExperienceHost.exe"),
+    (4100940, "C:\\Users\\student\\miniconda3\\envs\\torch\\python.exe"),
+    (4101044, _real.NVML_ERROR_NO_PERMISSION),  # dwm.exe: a system process
+]
+#: Windows' "GPU Process Memory" counters for those processes: instance -> (Dedicated Usage, Shared Usage)
+#: bytes. The dedicated figures sum to 686 MiB of the 742 MiB NVML counts as used (the rest is the driver's
+#: and Windows' own); a second adapter (the laptop's integrated GPU) holds a little for explorer.exe.
+WINDOWS_LAPTOP_COUNTERS = {
+    f"pid_{pid}_luid_0x00000000_0x0000D1E3_phys_0": (ded * MIB, sh * MIB)
+    for (pid, _), ded, sh in zip(WINDOWS_LAPTOP_PROCESSES,
+                                 (141, 38, 27, 12, 176, 95, 21, 9, 64, 103),
+                                 (36, 4, 3, 2, 58, 22, 3, 1, 12, 21))
+}
+WINDOWS_LAPTOP_COUNTERS["pid_4100104_luid_0x00000000_0x0000A2F1_phys_0"] = (0, 5 * MIB)
+WINDOWS_LAPTOP_COUNTERS["_Total"] = (686 * MIB, 167 * MIB)  # not a process: must be skipped
+
+
+class FakeCounterSource:
+    """Plays Windows' ``\\GPU Process Memory(*)`` performance counters for
+    :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated Usage, Shared Usage)}``
+    in bytes, or a callable ``f(read_number)`` returning it (so figures move between samples)."""
+
+    def __init__(self, values):
+        from cudamagic.core import wincounters
+
+        self.label = wincounters.SOURCE_LABEL
+        self.values = values
+        self.reads = 0
+
+    def read(self):
+        self.reads += 1
+        return dict(self.values(self.reads - 1) if callable(self.values) else self.values)
+
+
+def _windows(driver_model, **over):
+    spec = _gpu(0, name="NVIDIA GeForce RTX 2060", cc=(7, 5), memory_total=8192 * MIB, memory_used=742 * MIB,
+                pci_bus_id="00000000:01:00.0", util_gpu=3, util_mem=7, temperature=46, power_draw_mw=9000,
+                power_limit_mw=80000, fan=0, clock_sm=300, clock_mem=405, pstate=8, persistence=0,
+                driver_model=driver_model)
+    spec.update(over)
+    return spec
+
+
+#: Windows scenarios: played by the fake only (the stand-in NVML library of tests/nvml_stub does not implement
+#: nvmlDeviceGetDriverModel, graphics processes or N/A process memory yet), so kept out of SCENARIOS, which the
+#: fake-versus-stub parity tests walk. The ``fake_nvml`` fixture finds them by name too.
+WINDOWS_SCENARIOS = {
+    # The notes' laptop: WDDM, every row C+G with N/A memory, one "Insufficient Permissions".
+    "windows_wddm": {
+        "driver_version": "546.33", "cuda_driver_version": 12030, "nvml_version": "12.546.33",
+        "library_path": "C:\\Windows\\System32\\nvml.dll",
+        "process_names": {pid: name for pid, name in WINDOWS_LAPTOP_PROCESSES},
+        "gpus": [_windows((0, 0), processes=[(pid, None) for pid, _ in WINDOWS_LAPTOP_PROCESSES],
+                          graphics_processes=[(pid, None) for pid, _ in WINDOWS_LAPTOP_PROCESSES])]},
+    # A workstation card in TCC mode: NVML reports per-process memory as on Linux.
+    "windows_tcc": {
+        "driver_version": "546.33", "cuda_driver_version": 12030, "nvml_version": "12.546.33",
+        "library_path": "C:\\Windows\\System32\\nvml.dll",
+        "process_names": {4100940: "C:\\Users\\student\\miniconda3\\envs\\torch\\python.exe"},
+        "gpus": [_gpu(0, name="NVIDIA RTX A4000", cc=(8, 6), memory_total=16376 * MIB, memory_used=1210 * MIB,
+                      driver_model=(1, 1), processes=[(4100940, 1090 * MIB)])]},
 }
 
 
@@ -251,6 +337,21 @@ class FakeNVML:
             return [_Obj(pid=pid, usedGpuMemory=b(f.ticks[h.index]) if callable(b) else b)
                     for pid, b in f.gpus[h.index].get(key, [])]
 
+        def driver_model(h):
+            model = f.gpus[h.index].get("driver_model")
+            if model is None:
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            return list(model)
+
+        def nvmlSystemGetProcessName(pid):
+            f._enter("nvmlSystemGetProcessName")
+            got = f.scenario.get("process_names", {}).get(pid)
+            if got is None:
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_FOUND)
+            if isinstance(got, int):
+                raise _real.NVMLError(got)
+            return f._s(got)
+
         def mig_handle(h, i):
             devs = f.gpus[h.index]["mig_devices"]
             if i >= len(devs):
@@ -275,6 +376,7 @@ class FakeNVML:
         simple("nvmlDeviceGetMigMode", lambda h: f.gpus[h.index]["mig_mode"])
         simple("nvmlDeviceGetComputeRunningProcesses", procs)
         simple("nvmlDeviceGetGraphicsRunningProcesses", lambda h: procs(h, "graphics_processes"))
+        simple("nvmlDeviceGetDriverModel", driver_model)
         simple("nvmlDeviceGetMaxClockInfo",
                lambda h, t: f._val(h.index, "max_clock_sm" if t == 1 else "max_clock_mem"))
 
@@ -295,8 +397,10 @@ class FakeNVML:
                lambda h: 7 if f.gpus[h.index]["mig_mode"][0] else 0)
         simple("nvmlDeviceGetMigDeviceHandleByIndex", mig_handle)
         for fn in (nvmlInit, nvmlShutdown, nvmlSystemGetDriverVersion, nvmlSystemGetCudaDriverVersion,
-                   nvmlSystemGetNVMLVersion, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex):
+                   nvmlSystemGetNVMLVersion, nvmlDeviceGetCount, nvmlDeviceGetHandleByIndex, nvmlSystemGetProcessName):
             setattr(m, fn.__name__, fn)
+        if "library_path" in self.scenario:
+            m.nvmlLib = _Obj(_name=self.scenario["library_path"])
         return m
 
     def call_count(self, fname, index=None):

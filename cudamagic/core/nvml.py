@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 
+from . import platform
 from .na import NA, is_na
 
 _lock = threading.RLock()
@@ -71,14 +72,16 @@ def _module():
 
 
 def kernel_module_version():
-    """NVIDIA kernel module version from ``/proc/driver/nvidia/version``, or NA."""
-    try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError:
-        return NA("/proc/driver/nvidia/version not readable (no NVIDIA kernel module loaded)", "no_driver")
+    """NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
+    :func:`cudamagic.core.platform.nvidia_kernel_module_text`), or NA."""
+    text = platform.nvidia_kernel_module_text()
+    if text is None:
+        if platform.is_windows():
+            return NA("Windows has no NVIDIA kernel module file: the driver version comes from NVML", "no_driver")
+        return NA("the NVIDIA kernel module version file (/proc/driver/nvidia/version) is not readable "
+                  "(no NVIDIA kernel module loaded)", "no_driver")
     m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-    return m.group(1) if m else NA("version not found in /proc/driver/nvidia/version", "error")
+    return m.group(1) if m else NA("version not found in the NVIDIA kernel module version file", "error")
 
 
 def library_version():
@@ -91,6 +94,17 @@ def library_version():
             if m:
                 return m.group(1)
     return NA("libnvidia-ml.so.<version> not found on disk", "no_driver")
+
+
+def library_path():
+    """Where the NVML library was loaded from (``pynvml.nvmlLib._name``: ``C:\\Windows\\System32\\nvml.dll``
+    on Windows, ``libnvidia-ml.so.1`` as the loader resolved it on Linux), or NA before a successful init."""
+    err = init()
+    if err is not None:
+        return err
+    lib = getattr(_state["module"], "nvmlLib", None)
+    name = getattr(lib, "_name", None)
+    return decode(name) if name else NA("this nvidia-ml-py does not say which library it loaded", "not_supported")
 
 
 def translate(exc) -> NA:
@@ -372,13 +386,30 @@ def _q_mig(mod, h):
             "mig.mode.pending": "Enabled" if int(pending) else "Disabled"}
 
 
+#: ``nvmlDeviceGetDriverModel`` values -> the words of nvidia-smi's header (NVML_DRIVER_WDDM/WDM/MCDM).
+DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
+
+
+def _q_driver_model(mod, h):
+    if not platform.is_windows():  # NVML answers NotSupported elsewhere: do not ask
+        na = NA("the driver model (WDDM/TCC) exists only on Windows", "not_supported")
+        return {"driver_model.current": na, "driver_model.pending": na}
+    fn = getattr(mod, "nvmlDeviceGetDriverModel", None)
+    if fn is None:
+        na = NA("this nvidia-ml-py has no nvmlDeviceGetDriverModel", "not_supported")
+        return {"driver_model.current": na, "driver_model.pending": na}
+    current, pending = fn(h)
+    return {"driver_model.current": DRIVER_MODELS.get(int(current), f"model {int(current)}"),
+            "driver_model.pending": DRIVER_MODELS.get(int(pending), f"model {int(pending)}")}
+
+
 _GROUPS = {
     "name": _q_name, "uuid": _q_uuid, "pci": _q_pci, "compute_cap": _q_cc, "memory": _q_memory,
     "utilization": _q_util, "temperature": _q_temp, "power_draw": _q_power_draw,
     "power_limit": _q_power_limit, "fan": _q_fan, "clock_sm": _q_clock_sm, "clock_mem": _q_clock_mem,
     "pstate": _q_pstate, "throttle": _q_throttle, "persistence": _q_persistence, "mig": _q_mig,
     "clocks_max": _q_clocks_max, "ecc_mode": _q_ecc_mode, "ecc_errors": _q_ecc_errors,
-    "retired_pages": _q_retired, "remapped_rows": _q_remapped,
+    "retired_pages": _q_retired, "remapped_rows": _q_remapped, "driver_model": _q_driver_model,
 }
 FIELD_GROUP = {}
 for _g, _fields in {
@@ -393,6 +424,7 @@ for _g, _fields in {
     "ecc_errors": ["ecc.errors.uncorrected.volatile.total", "ecc.errors.uncorrected.aggregate.total"],
     "retired_pages": ["retired_pages.pending"],
     "remapped_rows": ["remapped_rows.pending", "remapped_rows.failure"],
+    "driver_model": ["driver_model.current", "driver_model.pending"],
 }.items():
     for _f in _fields:
         FIELD_GROUP[_f] = _g
@@ -635,15 +667,16 @@ class Device:
                 errors.append(exc)
                 continue
             for p in procs:
-                used = getattr(p, "usedGpuMemory", None)
-                used = NA("not reported by the driver (e.g. Windows WDDM)", "not_supported") if used is None else int(used)
+                used = getattr(p, "usedGpuMemory", None)  # pynvml: None for NVML_VALUE_NOT_AVAILABLE
+                used = self._unattributed_memory() if used is None else int(used)
                 pid = int(p.pid)
                 pid_ok, used = check_process(pid, used, total)
                 if not pid_ok:
                     bad.append(pid)
                     continue
-                if pid in rows and not is_na(rows[pid]["used_memory"]) and not is_na(used):
-                    rows[pid]["used_memory"] = max(rows[pid]["used_memory"], used)
+                if pid in rows:  # listed as compute and graphics: one C+G row, the larger figure
+                    old = rows[pid]["used_memory"]
+                    rows[pid]["used_memory"] = old if is_na(used) else used if is_na(old) else max(old, used)
                     rows[pid]["type"] = "C+G"
                 else:
                     rows[pid] = {"pid": pid, "used_memory": used, "type": kind}
@@ -661,6 +694,23 @@ class Device:
             # with a layout mismatch no row can be trusted, even one that looks right
             return na
         return sorted(rows.values(), key=lambda r: r["pid"])
+
+    def driver_model(self):
+        """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only; nvidia-smi's header), or
+        NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a reboot), so asked once per Device."""
+        model = self.__dict__.get("_driver_model")
+        if model is None:
+            model = self.get("driver_model.current")
+            if not is_na(model):  # an NA "not supported" is remembered as sticky by query() already
+                self.__dict__["_driver_model"] = model
+        return model
+
+    def _unattributed_memory(self) -> NA:
+        """The NA for a process whose GPU memory NVML reports as not available (``usedGpuMemory`` None)."""
+        if self.driver_model() == "WDDM":
+            return NA("Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
+                      "(nvidia-smi shows N/A too)", "wddm")
+        return NA("not reported by the driver", "not_supported")
 
     def mig_devices(self):
         """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}`` (bytes), or NA."""
@@ -681,6 +731,13 @@ class Device:
                                  "memory.used": mem if is_na(mem) else int(mem.used)})
             out.append({"index": i, "uuid": uuid if is_na(uuid) else decode(uuid), **vals})
         return out
+
+
+def process_name(pid: int):
+    """The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints), or NA
+    (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient Permissions")."""
+    name = call("nvmlSystemGetProcessName", int(pid))
+    return name if is_na(name) else decode(name)
 
 
 _devices = {}

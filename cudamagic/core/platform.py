@@ -299,3 +299,84 @@ def nvidia_driver_present() -> bool:
 def executable_name(name: str) -> str:
     """``name`` as the platform spells a program file: ``nvcc`` -> ``nvcc.exe`` on Windows."""
     return name + ".exe" if is_windows() and not name.lower().endswith(".exe") else name
+
+
+def windows_file_version(path: str) -> str | None:
+    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read with pywin32's
+    ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has none."""
+    if not is_windows():
+        return None
+    try:
+        import win32api  # noqa: PLC0415 - pywin32, Windows only
+
+        info = win32api.GetFileVersionInfo(path, "\\")
+        ms, ls = info["FileVersionMS"], info["FileVersionLS"]
+        return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
+    except Exception:
+        return None
+
+
+def driver_version_from_file_version(version: str | None) -> str | None:
+    """The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` -> ``"546.33"`` (the last
+    digit of the third part and the four digits of the fourth, as NVIDIA numbers its Windows drivers)."""
+    try:
+        parts = [int(x) for x in str(version).split(".")]
+        digits = f"{parts[2] % 10}{parts[3]:04d}"
+    except (ValueError, IndexError):
+        return None
+    return f"{digits[:3]}.{digits[3:]}"
+
+
+def nvidia_tool_copies(tool: str, env=None) -> list:
+    """Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
+    :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts (versions None when
+    unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver package)."""
+    if not is_windows():
+        return []
+    out = []
+    for path in nvidia_tool_candidates(tool, env):
+        if os.path.exists(path):
+            fv = windows_file_version(path)
+            out.append({"path": path, "file_version": fv, "driver_version": driver_version_from_file_version(fv)})
+    return out
+
+
+def which(name: str, env=None) -> str | None:
+    """``name`` on PATH (``executable_name`` spelling: ``nvidia-smi.exe`` on Windows), or None."""
+    env = os.environ if env is None else env
+    return shutil.which(executable_name(name), path=env.get("PATH"))
+
+
+def pid_exists(pid: int) -> bool:
+    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)`` (EPERM: it
+    exists and belongs to another user; ESRCH: no such pid). Windows: ``psutil.pid_exists`` (``os.kill`` there
+    would terminate the process)."""
+    if is_windows():
+        import psutil
+
+        try:
+            return bool(psutil.pid_exists(pid))
+        except Exception:
+            return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True
+    except (ProcessLookupError, OSError, OverflowError, ValueError):
+        return False
+    return True
+
+
+def in_container() -> bool:
+    """Best guess that this process runs in its own PID namespace (a Linux container): ``/.dockerenv``,
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows."""
+    if SYSTEM != "linux":
+        return False
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return True
+    try:
+        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+    except OSError:
+        return False
+    return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))

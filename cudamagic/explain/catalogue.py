@@ -12,7 +12,8 @@ from .context.autograd import (ctx_backward_twice, ctx_hook_changed, ctx_invalid
                                ctx_no_grad, ctx_scalar, ctx_version_counter)
 from .context.cuda import (ctx_arch, ctx_cuda_family, ctx_driver_old, ctx_not_compiled, ctx_ordinal,
                            ctx_program_driver)
-from .context.dataloader import ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_workers
+from .context.dataloader import (ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
+                                 ctx_workers)
 from .context.memory import ctx_gpu_memory, ctx_oom
 from .context.tensors import (ctx_broadcast, ctx_devices, ctx_dtype, ctx_float_targets, ctx_index_tensors,
                               ctx_matmul, ctx_numpy, ctx_result_cast, ctx_targets)
@@ -99,6 +100,23 @@ CATALOGUE: tuple = (
              "tensors), move each batch to the GPU in the training loop, and use pin_memory=True for speed; or set "
              "num_workers=0."),
         source="torch/csrc/StorageSharing.cpp: THPStorage_shareCuda (cudaIpcGetMemHandle)", context=ctx_workers),
+    Entry(
+        id="spawn-main", title="Spawned workers cannot import notebook code",
+        types=("AttributeError", "PicklingError", "RuntimeError"),
+        patterns=(r"Can't get attribute '(?P<name>[^']+)' on <module '__(?:mp_)?main__'",
+                  r"Can't pickle <(?:class|function) '__main__\.(?P<name>[^']+)'>",
+                  r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly"),
+        what=("DataLoader workers (or a multiprocessing Pool) were started with the spawn method and could not load "
+              "a Dataset, function or class defined in the notebook."),
+        why=("spawn (the default on Windows and macOS) starts each worker as a fresh Python that imports your objects "
+             "by module and name. Whatever a notebook cell defines lives in the module __main__, which a fresh "
+             "worker does not have: it fails with \"Can't get attribute ... on <module '__main__'>\" (shown in the "
+             "terminal that started Jupyter), and the notebook sees only \"DataLoader worker exited unexpectedly\". "
+             "Linux forks workers by default, so the same notebook works there."),
+        fix=("Put the Dataset class (and any collate_fn / worker_init_fn) in a .py file next to the notebook and "
+             "import it (`from mydata import MyDataset`), or use `num_workers=0` in the notebook."),
+        source="Lib/pickle.py: Unpickler.find_class / Pickler.save_global; torch/utils/data/dataloader.py: "
+               "_MultiProcessingDataLoaderIter._try_get_data", context=ctx_spawn_main),
     Entry(
         id="cuda-oom", title="CUDA out of memory", reports=("F22",),
         types=("OutOfMemoryError", "RuntimeError"),

@@ -13,11 +13,11 @@ import math
 import os
 import re
 import shutil
-import signal
 import subprocess
 from collections import defaultdict
 
 from . import model as g
+from ..core import platform
 from ..core.fmt import format_bytes, terminal_safe
 
 FORMATS = ("svg", "png", "pdf", "dot")
@@ -318,7 +318,7 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
     timeout_s = check_timeout(timeout_s, "timeout_s")
     try:
         proc = subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+                                stderr=subprocess.PIPE, **platform.popen_group_kwargs())
     except OSError as exc:
         raise DotFailed(f"cannot run {exe}: {exc}") from exc
     try:
@@ -339,10 +339,7 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
 
 
 def _kill_group(proc) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError, OSError):
-        proc.kill()
+    platform.kill_tree(proc)  # dot and whatever a wrapper script started, on every platform
     try:
         proc.communicate(timeout=5)
     except (subprocess.TimeoutExpired, OSError, ValueError):

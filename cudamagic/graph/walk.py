@@ -19,9 +19,9 @@ from __future__ import annotations
 import bisect
 import gc
 import re
-import threading
 from typing import Iterable, Sequence
 
+from ..core import platform
 from .model import (ACCUMULATE, BACKWARD, BASE, GRAD, LEAF, OUTPUT, PARAM, TO_OUTPUT, VARIABLE, VIEW,
                     AutogradGraph, GraphEdge, GraphNode, SavedEntry)
 from .views import add_saved_nodes, place_params, split_uses
@@ -274,48 +274,39 @@ _DEEP_GRAPH_NODES = 10_000
 _MAX_MAIN_STACK_BYTES = 120 * 1024 * 1024  # the kernel keeps ~128 MiB below the main stack free
 
 
-def guard_deep_free(n_nodes: int, *, _resource=None, _is_main=None) -> str:
+def guard_deep_free(n_nodes: int) -> str:
     """Keep the kernel alive when the walked graph is freed later; returns a note or ``''``.
 
     Once Python has visited an autograd node (``grad_fn``, ``next_functions``), PyTorch frees
     that node through its Python object, recursively: the C stack needed grows with the depth
     of the graph, and freeing a chain of about 50,000 visited ops overflows the default 8 MiB
     main-thread stack (a segmentation fault that kills the kernel when the user deletes the
-    tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes this raises
-    the soft ``RLIMIT_STACK`` of the process (Linux grows the main thread's stack up to the
-    current limit) to ``n_nodes * 512`` bytes, at most 120 MiB and the hard limit. Past that, or
-    where the limit cannot be raised, the note warns the user.
+    tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where the
+    main stack is smaller: about 2,000 with the 2 MB of a Windows ``python.exe``) this asks
+    :func:`cudamagic.core.platform.raise_stack_limit` for ``8 MiB + n_nodes * 512`` bytes, at most 120 MiB
+    (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack up to; a Windows main
+    thread's stack is fixed at start). Where the stack cannot be made large enough, the note warns the user.
 
     Args:
         n_nodes: Autograd nodes visited (count).
 
     Returns:
-        ``''`` when nothing needed saying, else one sentence for the result's notes.
+        ``''`` when nothing needed saying, else one paragraph for the result's notes.
     """
-    if n_nodes <= _DEEP_GRAPH_NODES:
+    stack = platform.main_stack_bytes()
+    threshold = _DEEP_GRAPH_NODES
+    if stack is not None and stack < 8 * 1024 * 1024:
+        threshold = min(threshold, stack // _STACK_PER_NODE_BYTES)
+    if n_nodes <= threshold:
         return ""
     need = 8 * 1024 * 1024 + n_nodes * _STACK_PER_NODE_BYTES
-    warn = (f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
-            "recursively, and freeing one this deep can overflow the C stack and end the kernel. Keep "
-            "graphs you draw under about 200,000 chained ops, or restart the kernel instead of deleting it.")
-    try:
-        resource = _resource
-        if resource is None:
-            import resource  # noqa: PLC0415 - POSIX only
-        is_main = _is_main if _is_main is not None else threading.current_thread() is threading.main_thread()
-        if not is_main:
-            return warn
-        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
-        if soft == resource.RLIM_INFINITY or soft >= need:
-            return ""
-        target = min(need, _MAX_MAIN_STACK_BYTES)
-        if hard != resource.RLIM_INFINITY:
-            target = min(target, hard)
-        if target > soft:
-            resource.setrlimit(resource.RLIMIT_STACK, (target, hard))
-        return "" if target >= need else warn
-    except (ImportError, ValueError, OSError):
-        return warn
+    ok, why = platform.raise_stack_limit(need, _MAX_MAIN_STACK_BYTES)
+    if ok:
+        return ""
+    limit = "under about 200,000 chained ops" if not platform.is_windows() else "under about 2,000 chained ops"
+    return (f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
+            f"recursively, and freeing one this deep can overflow the C stack and end the kernel ({why}). Keep "
+            f"graphs you draw {limit}, or restart the kernel instead of deleting it.")
 
 
 def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bool = False,

@@ -18,7 +18,7 @@ import re
 import shutil
 import sys
 
-from ..core import nvml
+from ..core import nvml, platform
 from . import health
 from ..core.na import NA, is_na
 from .findings import findings
@@ -100,7 +100,7 @@ def _torch_facts():
 
 GPU_FIELDS = ["name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "memory.used", "memory.free",
               "memory.reserved", "memory.api", "utilization.gpu", "temperature.gpu", "power.draw", "power.limit", "persistence_mode",
-              "mig.mode.current"]
+              "mig.mode.current", "driver_model.current"]
 
 
 def _gpu_facts(count):
@@ -206,6 +206,15 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
     return {"certain": certain, "note": note}
 
 
+def _windows_facts(env) -> dict:
+    """Windows only: every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave (System32, the
+    legacy NVSMI folder, each DriverStore package, leftovers of earlier drivers) with the driver version each
+    belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH)."""
+    return {"nvidia-smi": platform.nvidia_tool_copies("nvidia-smi", env),
+            "nvml": platform.nvidia_tool_copies("nvml", env),
+            "nvidia-smi on PATH": platform.which("nvidia-smi", env) or NA("no nvidia-smi.exe on PATH", "not_installed")}
+
+
 def _env_facts(env):
     out = {k: env.get(k, NA("not set", "not_set")) for k in ENV_VARS}
     for var in ("LD_LIBRARY_PATH", "PATH"):
@@ -236,6 +245,10 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     facts["gpus"] = _gpu_facts(count) if not is_na(count) else []
     healthy, _lost = health.split_lost(facts["gpus"])   # a lost GPU gets no CUDA ordinal (E02)
     facts["mapping"] = map_cuda_ordinals(healthy, env, facts["torch"].get("devices", ()))
+    facts["driver"]["nvml_library"] = nvml.library_path() if facts["driver"]["status"] == "ok" else \
+        facts["driver"]["status"]
+    if platform.is_windows():
+        facts["windows"] = _windows_facts(env)
     facts["env"] = _env_facts(env)
     facts["cuda_visible_devices"] = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
     return facts

@@ -133,7 +133,7 @@ def findings(facts: dict) -> list:
                            b.t["error"].reason,
                            "pip install torch  (in the kernel's interpreter: %pip install torch)"))
     for rule in (_nvml_rules, _cpu_build_rules, _driver_rules, _toolkit_rules, _arch_rules, _cvd_rules,
-                 _ordinal_rules, _mig_rules, _health_rules):
+                 _ordinal_rules, _mig_rules, _health_rules, _windows_tool_rules):
         out.extend(rule(b))
     out.extend(_cuda_unavailable_rules(b, out))
     out.extend(_interpreter_rules(b))
@@ -315,6 +315,58 @@ def _ordinal_rules(b: _Basis) -> list:
                           if isinstance(g.get("cuda_ordinal"), int))
         out.append(Finding("info", "index-map", "PyTorch numbers the GPUs differently from nvidia-smi",
                            f"{pairs} (CUDA_VISIBLE_DEVICES renumbers the GPUs it shows from 0).", ""))
+    return out
+
+
+def _windows_tool_rules(b: _Basis) -> list:
+    """Windows: several ``nvidia-smi.exe`` / ``nvml.dll`` copies (left by driver updates) where the one a terminal
+    runs, or the one NVML loaded, belongs to another driver than the running one; WDDM GPUs."""
+    win = b.facts.get("windows")
+    if not win:
+        return []
+    out = []
+    running = b.drv["driver_version"] if b.nvml_ok and not is_na(b.drv["driver_version"]) else None
+    smi = win.get("nvidia-smi") or []
+    current = [c for c in smi if running and c["driver_version"] == running]
+    on_path = win.get("nvidia-smi on PATH")
+    if running and len(smi) > 1 and not is_na(on_path):
+        mine = next((c for c in smi if os.path.normcase(c["path"]) == os.path.normcase(on_path)), None)
+        if mine is not None and mine["driver_version"] and mine["driver_version"] != running:
+            listing = "; ".join(f"{c['path']} (driver {c['driver_version'] or 'unknown'})" for c in smi)
+            fix = (f'run "{current[0]["path"]}" instead (it belongs to the running driver), or put its folder first '
+                   "on PATH" if current else "reinstall the NVIDIA driver (a clean install) so that System32 holds "
+                   "the current nvidia-smi.exe")
+            out.append(Finding(
+                "warning", "nvidia-smi-stale",
+                f"The nvidia-smi.exe on PATH belongs to driver {mine['driver_version']}, not the running {running}",
+                f"{len(smi)} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An "
+                "nvidia-smi from another driver can fail (\"Failed to initialize NVML: Driver/library version "
+                "mismatch\") or report wrong figures.", fix))
+    elif running and is_na(on_path) and smi:
+        pick = current[0] if current else smi[0]
+        out.append(Finding("info", "nvidia-smi-not-on-path", "nvidia-smi.exe is not on PATH",
+                           f"{len(smi)} copies exist on this disk but no folder on PATH holds one.",
+                           f'run "{pick["path"]}"'))
+    lib = b.drv.get("nvml_library")
+    nvml_copies = win.get("nvml") or []
+    loaded = next((c for c in nvml_copies if not is_na(lib) and lib and
+                   os.path.normcase(c["path"]) == os.path.normcase(str(lib))), None)
+    if running and loaded is not None and loaded["driver_version"] and loaded["driver_version"] != running:
+        good = [c["path"] for c in nvml_copies if c["driver_version"] == running]
+        out.append(Finding(
+            "warning", "nvml-stale", f"NVML was loaded from {loaded['path']}, a copy of driver "
+            f"{loaded['driver_version']} (the running driver is {running})",
+            f"{len(nvml_copies)} copies of nvml.dll are on this disk; the one loaded belongs to another driver.",
+            (f"the current one is {good[0]}; " if good else "") + "reinstall the NVIDIA driver (clean install) "
+            "and restart the kernel"))
+    wddm = [g["index"] for g in b.gpus if g.get("driver_model.current") == "WDDM"]
+    if wddm:
+        out.append(Finding(
+            "info", "wddm", f"GPU {', '.join(map(str, wddm))} run(s) the WDDM driver model (Windows display driver)",
+            "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each process's GPU memory; "
+            "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task Manager's figures).",
+            "nothing to fix; a workstation GPU without a display can switch to TCC with "
+            "`nvidia-smi -g 0 -dm 1` (as administrator, then reboot)"))
     return out
 
 

@@ -83,6 +83,8 @@ SUMMARY_ROWS = [
     ("Driver", "newest CUDA the driver supports", _g("driver", "cuda_driver_version"), "nvmlSystemGetCudaDriverVersion, decoded ('CUDA Version' in the nvidia-smi header)"),
     ("Driver", "NVML version", _g("driver", "nvml_version"), "nvmlSystemGetNVMLVersion"),
     ("Driver", "GPUs seen by NVML", _g("driver", "device_count"), "nvmlDeviceGetCount: all GPUs, ignoring CUDA_VISIBLE_DEVICES"),
+    ("Driver", "NVML library", lambda f: f["driver"].get("nvml_library", NA("not collected", "error")),
+     "pynvml.nvmlLib: where NVML was loaded from (System32\\nvml.dll on Windows, libnvidia-ml.so.1 on Linux)"),
     ("Toolkit", "nvcc", _nvcc, "`nvcc -V`: the CUDA toolkit used only to compile extensions"),
     ("Toolkit", "nvcc path", _g("toolkit", "path"), "$CUDA_HOME/bin, $CUDA_PATH/bin, then PATH"),
 ]
@@ -107,6 +109,7 @@ GPU_COLUMNS = [
     ("persistence_mode", "persistence mode", "nvmlDeviceGetPersistenceMode"),
     ("mig.mode.current", "MIG mode", "nvmlDeviceGetMigMode"),
     *((key, label, src) for key, (label, src) in _health.HEALTH_FIELDS.items()),
+    ("driver_model.current", "driver model", "nvmlDeviceGetDriverModel: WDDM or TCC, Windows only (nvidia-smi header)"),
 ]
 
 
@@ -221,6 +224,8 @@ class CudaInfoReport:
         for g in gpus:
             lines.append(f"  GPU {g['index']}:")
             for key, label, _src in GPU_COLUMNS[1:]:
+                if key == "driver_model.current" and is_na(g.get(key, NA("absent"))):
+                    continue  # Windows only: no line on Linux
                 lines.extend(_wrap(f"    {label.ljust(20)} ", format_gpu_field(key, g.get(key, NA("not collected")))))
             for m in g.get("mig_devices") or []:
                 lines.append(f"    MIG instance {m['index']}: {m['uuid']}  {format_bytes(m['memory.used'])} / "

@@ -57,6 +57,10 @@ class ProcessSample:
             for another user's process hidden by ``/proc`` ``hidepid`` (it exists, its name is NA with code
             ``"hidden"``). The kind is ``name.code`` when ``name`` is NA: ``"other_namespace"``, ``"hidden"``,
             ``"exited"``, ``"no_permission"``.
+        memory_source: where ``used_memory_bytes`` comes from: ``"NVML"`` (``usedGpuMemory``), or on Windows
+            under WDDM :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's ``Dedicated Usage``).
+        shared_memory_bytes: system RAM the GPU uses for the process (Windows ``Shared Usage``), or NA
+            (NVML does not report it).
     """
 
     pid: int
@@ -66,6 +70,8 @@ class ProcessSample:
     type: str = "C"
     own: bool = False
     visible: bool = True
+    memory_source: str = "NVML"
+    shared_memory_bytes: object = NA("NVML reports dedicated GPU memory only", "not_supported")
 
 
 @dataclass(frozen=True)
@@ -90,6 +96,8 @@ class GpuSample:
     (``nvmlDeviceGetMemoryInfo`` v2: without the driver's reserve); ``memory_reserved_bytes`` is that reserve
     (``memory.reserved``), NA on drivers before R510 (v1 only: used then includes the reserve) and in traces
     recorded before the field existed. Every number passed :func:`cudamagic.core.nvml.check_value`.
+    ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on Windows (``nvmlDeviceGetDriverModel``,
+    nvidia-smi's header), an NA elsewhere.
 
     From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name (``""`` for
     this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``, ``labels``
@@ -119,6 +127,7 @@ class GpuSample:
     ratios: tuple = ()
     labels: tuple = ()
     memory_reserved_bytes: object = NA("not recorded", "error")
+    driver_model: object = NA("not read", "not_supported")
 
     @property
     def throttle_reasons(self):

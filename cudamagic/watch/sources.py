@@ -16,7 +16,7 @@ import os
 import sys
 import time
 
-from ..core import nvml
+from ..core import nvml, platform, wincounters
 from ..core.na import NA, is_na
 from . import trace
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
@@ -42,6 +42,11 @@ def _cpu_busy_total(times):
     total = sum(times)
     idle = getattr(times, "idle", 0.0) + getattr(times, "iowait", 0.0)
     return total - idle, total
+
+
+#: Command-line marks of multiprocessing's own helper processes, which are not DataLoader workers: the resource
+#: tracker that the first spawn/forkserver start leaves running for the kernel's life (POSIX), and the forkserver.
+_MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
 class HostReader:
@@ -79,20 +84,8 @@ class HostReader:
         self._last = (self._clock(), busy, total, own)
 
     def _child_pids(self):
-        """Pids of direct children. Linux: ``/proc/PID/task/*/children`` (cheap); else psutil's full scan."""
-        import glob
-
-        files = glob.glob(f"/proc/{self.pid}/task/*/children")
-        if not files:
-            return {c.pid for c in self._proc.children(recursive=False)}
-        pids = set()
-        for name in files:
-            try:
-                with open(name, encoding="ascii") as fh:
-                    pids.update(int(x) for x in fh.read().split())
-            except (OSError, ValueError):
-                continue
-        return pids
+        """Pids of direct children (:func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere)."""
+        return platform.child_pids(self.pid, self._proc)
 
     def _workers(self, dt):
         if self._proc is None:
@@ -109,7 +102,8 @@ class HostReader:
                 try:
                     child = self._psutil.Process(pid)
                     cmd = child.cmdline()
-                    entry = (child, cmd == self._cmdline or any("multiprocessing" in c for c in cmd))
+                    entry = (child, cmd == self._cmdline or (any("multiprocessing" in c for c in cmd) and not any(
+                        helper in c for c in cmd for helper in _MP_HELPERS)))
                 except Exception:
                     continue
             known[pid] = entry
@@ -197,29 +191,21 @@ def read_torch_allocator():
 
 # ---- processes ----------------------------------------------------------------------------
 
+INSUFFICIENT_PERMISSIONS = NA("a process of another user or of the system: Windows does not show its name to "
+                              "this user (nvidia-smi prints \"Insufficient Permissions\"); run as administrator "
+                              "to see it", "no_permission")
+
+
 def _pid_exists(pid: int) -> bool:
     """True when ``pid`` exists in this PID namespace, even if this user may not read it (``kill(pid, 0)``:
     EPERM means it exists and belongs to another user; ESRCH means no such pid here)."""
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return True
-    except (ProcessLookupError, OSError, OverflowError, ValueError):
-        return False
-    return True
+    return platform.pid_exists(pid)
 
 
 def in_container() -> bool:
     """Best guess that this kernel runs in its own PID namespace (a container): ``/.dockerenv``,
     ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1."""
-    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
-        return True
-    try:
-        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
-    except OSError:
-        return False
-    return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
+    return platform.in_container()
 
 
 def process_info(pid: int, *, host_namespace=None):
@@ -248,16 +234,25 @@ def process_info(pid: int, *, host_namespace=None):
                 cmd = NA("permission denied reading the command line", "no_permission")
         return name, cmd, True
     except psutil.AccessDenied:
-        return HIDDEN, HIDDEN, True
+        na, visible = HIDDEN, True
     except psutil.NoSuchProcess:
         if _pid_exists(pid):
-            return HIDDEN, HIDDEN, True
-        other = (not host_namespace) if host_namespace is not None else in_container()
-        na = OTHER_NAMESPACE if other else EXITED
-        return na, na, False
+            na, visible = HIDDEN, True
+        else:
+            other = (not host_namespace) if host_namespace is not None else in_container()
+            na, visible = (OTHER_NAMESPACE if other else EXITED), False
     except Exception as exc:
         na = NA(f"psutil failed: {exc}", "error")
         return na, na, True
+    if not platform.is_windows():
+        return na, na, visible
+    # Windows: no PID namespaces; NVML names what psutil cannot (nvmlSystemGetProcessName, as nvidia-smi does)
+    name = nvml.process_name(pid)
+    if not is_na(name) and name:
+        return name, NA("command line not readable from here", "no_permission"), True
+    if na is HIDDEN or (is_na(name) and name.code == "no_permission"):
+        return INSUFFICIENT_PERMISSIONS, INSUFFICIENT_PERMISSIONS, True
+    return EXITED, EXITED, False
 
 
 def same_user(pid: int) -> bool:
@@ -312,6 +307,9 @@ class LiveSource:
         show_cmdlines: also show other users' command lines (default False: their process names are shown, their
             command lines become :data:`PRIVATE_CMDLINE`; this user's processes always keep theirs).
         owner_is_me: callable ``pid -> bool``, True for this user's processes (default :func:`same_user`).
+        counter_reader: callable returning ``{pid: ProcessGpuMemory}`` or NA (default
+            :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where NVML says
+            N/A under WDDM, read at most once per tick and only then.
 
     NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
     fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
@@ -320,11 +318,12 @@ class LiveSource:
     kind = "live"
 
     def __init__(self, devices=None, *, host=None, torch_reader=read_torch_allocator, proc_info=process_info,
-                 pid=None, show_cmdlines=False, owner_is_me=same_user):
+                 pid=None, show_cmdlines=False, owner_is_me=same_user, counter_reader=None):
         self.pid = os.getpid() if pid is None else pid
         self.show_cmdlines = show_cmdlines
         self.owner_is_me = owner_is_me
         self._mine = {}        # pid -> True when it runs as this user, pruned like _names
+        self.counter_reader = counter_reader or wincounters.read_process_memory
         self.status = nvml.init()
         count = 0
         if self.status is None:
@@ -336,7 +335,7 @@ class LiveSource:
         self.host = host if host is not None else HostReader(self.pid)
         self.torch_reader = torch_reader
         self.proc_info = proc_info
-        self._static = {}      # index -> (name, uuid, mig_enabled)
+        self._static = {}      # index -> (name, uuid, mig_enabled, driver model)
         self._names = {}       # pid -> (name, cmdline, visible), pruned to pids still listed
         self.label = "live"
 
@@ -346,12 +345,12 @@ class LiveSource:
             got = dev.read(["name", "uuid", "mig.mode.current"])
             mig = got["mig.mode.current"]
             mig = (mig == "Enabled") if not is_na(mig) else False
-            facts = (got["name"], got["uuid"], mig)
+            facts = (got["name"], got["uuid"], mig, dev.driver_model())
             if dev.lost is None:
                 self._static[dev.index] = facts
         return facts
 
-    def _processes(self, dev, names):
+    def _processes(self, dev, names, counters):
         procs = dev.processes()
         if is_na(procs):
             return procs
@@ -364,9 +363,22 @@ class LiveSource:
                 info = (self.proc_info(pid, host_namespace=True) if own_listed and self.proc_info is process_info
                         else self.proc_info(pid))
             names[pid] = info
+            used, extra = p["used_memory"], {}
+            if is_na(used) and used.code == "wddm":  # Windows counts it where NVML cannot
+                got = counters()
+                if not is_na(got) and pid in got:
+                    used = got[pid].dedicated_bytes
+                    extra = {"memory_source": wincounters.source_label(),
+                             "shared_memory_bytes": got[pid].shared_bytes}
+                elif not is_na(got):
+                    used = NA(f"{used.reason}; the Windows GPU Process Memory counters list no memory for this "
+                              "process", "wddm")
+                else:
+                    used = NA(f"{used.reason}; {got.reason}", "wddm")
             rows.append(ProcessSample(pid=pid, name=info[0], cmdline=self._cmdline(pid, info[1]),
-                                      used_memory_bytes=p["used_memory"],
-                                      type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2])))
+                                      used_memory_bytes=used,
+                                      type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2]),
+                                      **extra))
         return tuple(rows)
 
     def _cmdline(self, pid, cmdline):
@@ -378,10 +390,20 @@ class LiveSource:
             mine = self._mine[pid] = bool(self.owner_is_me(pid))
         return cmdline if mine else PRIVATE_CMDLINE
 
-    def read_gpu(self, index, names) -> GpuSample:
+    def _counters_once(self):
+        """A callable reading the Windows GPU memory counters at most once (one tick)."""
+        memo = []
+
+        def read():
+            if not memo:
+                memo.append(self.counter_reader())
+            return memo[0]
+        return read
+
+    def read_gpu(self, index, names, counters=None) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
         dev = nvml.device(index)
-        name, uuid, mig = self._static_facts(dev)
+        name, uuid, mig, model = self._static_facts(dev)
         vals = dev.read(_READ_FIELDS)
         mig_devs = ()
         if mig:
@@ -390,15 +412,16 @@ class LiveSource:
             if not is_na(got):
                 mig_devs = tuple(MigSample(index=m["index"], uuid=m["uuid"], memory_used_bytes=m["memory.used"],
                                            memory_total_bytes=m["memory.total"]) for m in got)
-        procs = self._processes(dev, names) if dev.lost is None else dev.lost
+        procs = self._processes(dev, names, counters or self._counters_once()) if dev.lost is None else dev.lost
         return GpuSample(index=index, name=name, uuid=uuid, mig_enabled=mig, mig_devices=mig_devs,
-                         processes=procs, lost=dev.lost,
+                         processes=procs, lost=dev.lost, driver_model=model,
                          **{attr: vals[key] for key, attr in GPU_FIELDS.items()})
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """Read everything once."""
         names = {}
-        gpus = tuple(self.read_gpu(i, names) for i in self.devices) if self.status is None else ()
+        counters = self._counters_once()
+        gpus = tuple(self.read_gpu(i, names, counters) for i in self.devices) if self.status is None else ()
         self._names = names
         self._mine = {pid: v for pid, v in self._mine.items() if pid in names}
         host = self.host.read()

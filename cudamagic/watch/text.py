@@ -77,6 +77,9 @@ PROCESS_LABELS = {
     "hidden": ("(another user's, hidden)", "the pid exists here but /proc does not let this user read it "
                "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can name it."),
     "exited": ("(exited)", "the process ended between NVML's listing and reading its name."),
+    "no_permission": ("(other user or system)", "a process of another user or of the system: Windows does not "
+                      "show its name to this user (nvidia-smi prints \"Insufficient Permissions\"); run as "
+                      "administrator to see it."),
 }
 
 
@@ -131,7 +134,9 @@ def _short_name(g) -> str:
         name = name[len("NVIDIA "):]
     if len(name) > NAME_CHARS:
         name = name[:NAME_CHARS - 1] + "\u2026"
-    return ("MIG " if g.mig_enabled is True else "") + name
+    model = "" if is_na(getattr(g, "driver_model", None)) or getattr(g, "driver_model", None) is None \
+        else f" ({g.driver_model})"
+    return ("MIG " if g.mig_enabled is True else "") + name + model
 
 
 def _used_of_total(used, total) -> str:
@@ -171,6 +176,35 @@ def _na_reasons(g):
 
 def _proc_name(p):
     return process_label(p)
+
+
+PROCESS_CHARS = 44
+
+
+def _clip_left(name: str) -> str:
+    """A long process name (Windows gives full paths) keeps its end, where the program's name is, like
+    nvidia-smi's ``...\\SearchHost.exe``."""
+    return name if len(name) <= PROCESS_CHARS else "\u2026" + name[-(PROCESS_CHARS - 1):]
+
+
+def process_memory_text(p) -> str:
+    """GPU memory of ProcessSample ``p``: bytes, ``*`` when Windows' counters gave it, N/A otherwise."""
+    if p.memory_source != "NVML" and not is_na(p.used_memory_bytes):
+        return format_bytes(p.used_memory_bytes) + " *"
+    return format_bytes(p.used_memory_bytes)
+
+
+def counter_notes(processes) -> list:
+    """The line under a process table that says where starred figures come from (Windows' counters)."""
+    notes = []
+    counted = [p for p in processes if p.memory_source != "NVML" and not is_na(p.used_memory_bytes)]
+    if counted:
+        shared = [p.shared_memory_bytes for p in counted if not is_na(p.shared_memory_bytes)]
+        notes.append(f"* GPU memory from the {counted[0].memory_source} (Dedicated Usage, Task Manager's "
+                     "\"Dedicated GPU memory\"): NVML and nvidia-smi show N/A for every process under WDDM"
+                     + (f"; shared (system RAM) usage of these processes: {format_bytes(sum(shared))}" if shared
+                        else "") + ".")
+    return notes
 
 
 class _Lines(list):
@@ -250,12 +284,12 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
             if not g.processes:
                 lines.append(f"GPU {g.index}: {no_process_line(g)}")
             for p in g.processes:
-                prows.append([g.index, p.pid, _proc_name(p) + (" (this kernel)" if p.own else ""), p.type,
-                              format_bytes(p.used_memory_bytes)])
+                prows.append([g.index, p.pid, _clip_left(_proc_name(p)) + (" (this kernel)" if p.own else ""), p.type,
+                              process_memory_text(p)])
         if prows:
             lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
-            for note in process_notes([p for g in sample.gpus if g.lost is None and not is_na(g.processes)
-                                       for p in g.processes]):
+            shown = [p for g in sample.gpus if g.lost is None and not is_na(g.processes) for p in g.processes]
+            for note in counter_notes(shown) + process_notes(shown):
                 lines.append(note)
     h = sample.host
     lines.append(f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "

@@ -49,8 +49,12 @@ def sample_to_json(s: Sample) -> dict:
                              "memory.total": m.memory_total_bytes} for m in g.mig_devices]
         d["processes"] = g.processes if is_na(g.processes) else [
             {"pid": p.pid, "name": p.name, "cmdline": p.cmdline, "used_memory": p.used_memory_bytes,
-             "type": p.type, "own": p.own, "visible": p.visible} for p in g.processes]
+             "type": p.type, "own": p.own, "visible": p.visible,
+             **({} if p.memory_source == "NVML" else {"used_memory.source": p.memory_source,
+                                                       "shared_memory": p.shared_memory_bytes})}
+            for p in g.processes]
         d["lost"] = g.lost
+        d["driver_model.current"] = g.driver_model
         if g.host or g.ratios or g.labels:  # cluster sources only: live traces keep their old shape
             d["host"] = g.host
             d["prof"] = dict(g.ratios)
@@ -188,11 +192,16 @@ class _Checker:
 
 
 _GPU_KEYS = ["index", "name", "uuid", *GPU_FIELDS, "mig.mode.current", "mig.devices", "processes", "lost",
-             "host", "prof", "labels"]
+             "host", "prof", "labels", "driver_model.current"]
 _SAMPLE_KEYS = ["seq", "timestamp", "timestamp_s", "nvml.status", "gpus", "host", "torch", "hint"]
 _HOST_KEYS = ["cpu.utilization", "cpu.count", "memory.used", "memory.total", "kernel.cpu.utilization",
               "dataloader_workers"]
 _TORCH_KEYS = ["allocated", "reserved", "peak", "nvml.process_memory", "gap"]
+
+
+def _driver_model(c, v):
+    """``"WDDM"``/``"TCC"``/``"MCDM"`` or a not-available value (traces before issue 13 have neither)."""
+    return c.na(v, "driver_model.current") if isinstance(v, dict) else c.text(v, "driver_model.current")[:8]
 
 
 def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
@@ -222,8 +231,12 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
         else:
             rows = []
             for p in c.lst(procs, "processes", MAX_PROCESSES):
-                c.obj(p, "processes[]", ["pid", "name", "cmdline", "used_memory", "type", "own", "visible"],
-                      required=["pid"])
+                c.obj(p, "processes[]", ["pid", "name", "cmdline", "used_memory", "type", "own", "visible",
+                                         "used_memory.source", "shared_memory"], required=["pid"])
+                extra = {}
+                if "used_memory.source" in p:
+                    extra = {"memory_source": c.text(p["used_memory.source"], "used_memory.source")[:80],
+                             "shared_memory_bytes": c.num(p.get("shared_memory", 0), "shared_memory")}
                 own, vis = p.get("own", False), p.get("visible", True)
                 if not isinstance(own, bool) or not isinstance(vis, bool):
                     c.fail("'own' and 'visible' must be true or false")
@@ -235,7 +248,8 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
                                           name=name,
                                           cmdline=c.str_or_na(p.get("cmdline", ""), "cmdline"),
                                           used_memory_bytes=c.num(p.get("used_memory", 0), "used_memory"),
-                                          type=c.text(p.get("type", "C"), "type")[:8], own=own, visible=vis))
+                                          type=c.text(p.get("type", "C"), "type")[:8], own=own, visible=vis,
+                                          **extra))
             procs = tuple(rows)
         lost = g.get("lost")
         lost = None if lost is None else c.na(lost, "lost") if isinstance(lost, dict) else c.fail(
@@ -249,7 +263,8 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
                               host=c.text(g.get("host", ""), "host"),
                               ratios=tuple((c.text(k, "prof"), c.num(v, k)) for k, v in prof.items()),
                               labels=tuple((c.text(k, "labels"), c.text(v, k)) for k, v in labels.items()),
-                              **vals))
+                              **({"driver_model": _driver_model(c, g["driver_model.current"])}
+                                 if "driver_model.current" in g else {}), **vals))
     h = c.obj(obj["host"], "host", _HOST_KEYS)
     workers = []
     for w in c.lst(h.get("dataloader_workers", []), "dataloader_workers", MAX_PROCESSES):

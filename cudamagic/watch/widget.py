@@ -18,8 +18,8 @@ import contextlib
 from ..core.fmt import NO_MATH, esc, format_bytes
 from ..core.na import is_na
 from .samples import Sample
-from .text import (PROCESS_LABELS, mem_text, no_process_line, num_text, pct_text, process_label, process_notes,
-                   reasons_text, torch_text)
+from .text import (PROCESS_LABELS, counter_notes, mem_text, no_process_line, num_text, pct_text, process_label,
+                   process_memory_text, process_notes, reasons_text, torch_text)
 
 _CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
 
@@ -100,8 +100,9 @@ def processes_html(g) -> str:
         mine = " <b>(this kernel)</b>" if p.own else ""
         style = ' style="font-weight:bold"' if p.own else ""
         rows.append(f"<tr{style}{tip}><td>{p.pid}</td><td>{name}{mine}</td><td>{esc(p.type)}</td>"
-                    f"<td>{_cell(p.used_memory_bytes, format_bytes(p.used_memory_bytes))}</td></tr>")
-    note = "".join(f"<div style='color:#555'>{esc(n)}</div>" for n in process_notes(g.processes))
+                    f"<td>{_cell(p.used_memory_bytes, process_memory_text(p))}</td></tr>")
+    note = "".join(f"<div style='color:#555'>{esc(n)}</div>"
+                   for n in counter_notes(g.processes) + process_notes(g.processes))
     return ("<table><tr style='color:#555'><td>pid</td><td>process</td><td>type</td><td>GPU memory</td></tr>"
             + "".join(rows) + "</table>" + note)
 

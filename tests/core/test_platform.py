@@ -3,6 +3,7 @@ no resource module, Windows paths)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import pathlib
 import signal
@@ -14,6 +15,8 @@ import psutil
 import pytest
 
 from cudamagic.core import platform
+
+PKG = pathlib.Path(__file__).resolve().parents[2] / "cudamagic"
 
 # A parent that starts a grandchild and both sleep: a time limit must end the whole tree.
 TREE = ("import subprocess, sys, time\n"
@@ -141,3 +144,36 @@ def test_windows_nvidia_tool_paths(windows, tmp_path):
     assert found[0].endswith("System32\\nvidia-smi.exe") and "NVSMI" in found[1]
     assert [pathlib.Path(p).parent.name for p in found[2:]] == ["nvlti.inf_amd64_aaa", "nvlti.inf_amd64_bbb"]
     assert platform.executable_name("nvcc") == "nvcc.exe"
+
+
+POSIX_ONLY = {("os", "killpg"), ("os", "pread"), ("os", "sysconf"), ("os", "setsid"), ("os", "getpgid"),
+              ("signal", "SIGKILL"), ("os", "fork"), ("os", "kill")}  # os.kill(pid, 0) terminates on Windows
+
+
+def test_no_posix_only_call_outside_the_platform_module():
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        if path == PKG / "core" / "platform.py":
+            continue
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            where = f"{path.relative_to(PKG)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                    and (node.value.id, node.attr) in POSIX_ONLY:
+                offenders.append(f"{where} {node.value.id}.{node.attr}")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+                if "resource" in names or "fcntl" in names or "termios" in names:
+                    offenders.append(f"{where} import {names}")
+            elif isinstance(node, ast.keyword) and node.arg == "start_new_session":
+                offenders.append(f"{where} start_new_session=")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("/proc/"):
+                offenders.append(f"{where} {node.value!r}")
+            elif isinstance(node, ast.JoinedStr) and any(isinstance(v, ast.Constant) and str(v.value).startswith(
+                    "/proc/") for v in node.values[:1]):
+                offenders.append(f"{where} f'/proc/...'")
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys" \
+                    and node.attr == "platform":
+                offenders.append(f"{where} sys.platform")
+    assert offenders == [], "platform-specific code outside cudamagic/core/platform.py:\n" + "\n".join(offenders)

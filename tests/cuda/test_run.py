@@ -97,7 +97,7 @@ def test_failures_fail_the_cell(cuda_ip, body, expect):
 
 def test_kernel_without_driver_shows_the_no_driver_box(cuda_ip, capfd):
     from cudamagic.cuda.errors import CudaProgramError
-    from cudamagic.explain.context.cuda import _nvidia_driver_present
+    from cudamagic.core.platform import nvidia_driver_present as _nvidia_driver_present
     from cudamagic.extension import current
 
     if _nvidia_driver_present():
@@ -318,7 +318,7 @@ def test_program_that_checks_for_a_gpu_and_skips_passes(cuda_ip, capfd):
             '  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;\n}\n')
     result = cuda_ip.run_cell(cell)
     assert result.success, result.error_in_exec
-    from cudamagic.explain.context.cuda import _nvidia_driver_present
+    from cudamagic.core.platform import nvidia_driver_present as _nvidia_driver_present
 
     if not _nvidia_driver_present():
         assert "skipped: no GPU" in capfd.readouterr().out

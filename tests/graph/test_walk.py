@@ -219,15 +219,37 @@ class _FakeResource:
         self.limits = limits
 
 
-def test_guard_deep_free_raises_the_stack_limit_or_warns():
+def test_guard_deep_free_raises_the_stack_limit_or_warns(monkeypatch):
+    import sys
+    import threading
+
+    from cudamagic.core import platform
+
     mib = 1024 * 1024
-    assert G.guard_deep_free(5_000, _resource=_FakeResource(8 * mib, -1), _is_main=True) == ""
+
+    def guard(n, res, main=True):
+        monkeypatch.setitem(sys.modules, "resource", res)  # platform.raise_stack_limit imports it
+        if main:
+            return G.guard_deep_free(n)
+        out = []
+        t = threading.Thread(target=lambda: out.append(G.guard_deep_free(n)))
+        t.start()
+        t.join()
+        return out[0]
+
+    assert guard(5_000, _FakeResource(8 * mib, -1)) == ""
     res = _FakeResource(8 * mib, -1)
-    assert G.guard_deep_free(100_000, _resource=res, _is_main=True) == ""
+    assert guard(100_000, res) == ""
     assert res.limits[0] >= 8 * mib + 100_000 * 400 and res.limits[1] == -1
     res = _FakeResource(8 * mib, 16 * mib)  # a hard limit that does not allow enough
-    assert "overflow the C stack" in G.guard_deep_free(100_000, _resource=res, _is_main=True)
+    assert "overflow the C stack" in guard(100_000, res)
     assert res.limits == (16 * mib, 16 * mib)
-    assert "overflow" in G.guard_deep_free(10_000_000, _resource=_FakeResource(8 * mib, -1), _is_main=True)
-    assert "overflow" in G.guard_deep_free(100_000, _resource=_FakeResource(8 * mib, -1), _is_main=False)
-    assert G.guard_deep_free(100_000, _resource=_FakeResource(-1, -1), _is_main=True) == ""
+    assert "overflow" in guard(10_000_000, _FakeResource(8 * mib, -1))
+    assert "not on the main thread" in guard(100_000, _FakeResource(8 * mib, -1), main=False)
+    assert guard(100_000, _FakeResource(-1, -1)) == ""
+    # Windows: the main stack (2 MB) is fixed, so the guard warns earlier and says why
+    monkeypatch.setattr(platform, "SYSTEM", "windows")
+    monkeypatch.delitem(sys.modules, "resource")
+    assert G.guard_deep_free(1_000) == ""
+    note = G.guard_deep_free(5_000)
+    assert "5000 autograd nodes" in note and "cannot be raised" in note and "2,000 chained ops" in note

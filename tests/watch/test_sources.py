@@ -159,16 +159,21 @@ def test_host_reader_real_psutil_and_dataloader_workers():
     for p in procs:
         p.start()
     other = subprocess.Popen(["sleep", "1.5"])  # a child that is not a DataLoader worker
+    # multiprocessing's resource tracker (left running by the first spawn start) has its command line
+    tracker = subprocess.Popen([sys.executable, "-c", "from multiprocessing.resource_tracker import main; "
+                                "import time; time.sleep(1.5)"])
     try:
-        time.sleep(0.15)
+        time.sleep(0.3)
         h = reader.read()
         assert 0 <= h.cpu_util_pct <= 100 and h.memory_total_bytes > h.memory_used_bytes > 0
-        assert sorted(w.pid for w in h.workers) == sorted(p.pid for p in procs)
-        assert other.pid not in [w.pid for w in h.workers]
+        workers = [w.pid for w in h.workers]
+        assert other.pid not in workers and tracker.pid not in workers
+        assert sorted(workers) == sorted(p.pid for p in procs)
     finally:
         for p in procs:
             p.join()
         other.wait()
+        tracker.wait()
 
 
 def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):

@@ -10,15 +10,11 @@ from __future__ import annotations
 import os
 import re
 
+from ...core import platform
 from ...core.na import is_na
 from ...core.nvml import decode_cuda_driver_version
 from ..model import Context
 from ..scene import _source_text, _torch
-
-
-def _nvidia_driver_present() -> bool:
-    return os.path.exists("/proc/driver/nvidia/version") or bool(
-        __import__("shutil").which("nvidia-smi"))
 
 
 def ctx_not_compiled(match, scene):
@@ -29,20 +25,20 @@ def ctx_not_compiled(match, scene):
         facts["torch_cuda"] = torch.version.cuda
         notes.append(f"This PyTorch is {torch.__version__}; torch.version.cuda is {torch.version.cuda!r} "
                      "(None means a CPU-only build).")
-    driver = _nvidia_driver_present()
+    driver = platform.nvidia_driver_present()
     facts["nvidia_driver_found"] = driver
     if driver:
         notes.append("An NVIDIA driver is installed on this machine, so the GPU is there: only the PyTorch "
                      "build lacks CUDA support.")
     else:
-        notes.append("No NVIDIA driver was found on this machine (no /proc/driver/nvidia, no nvidia-smi): "
+        notes.append("No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi, no nvml.dll): "
                      "if you expected a GPU here, the kernel may run on another machine or container.")
     return Context(notes=tuple(notes), facts=facts)
 
 
 def ctx_program_driver(match, scene):
-    driver = _nvidia_driver_present()
-    notes = (("No NVIDIA driver was found on this machine (no /proc/driver/nvidia, no nvidia-smi): host code "
+    driver = platform.nvidia_driver_present()
+    notes = (("No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): host code "
               "runs here, kernels cannot.",) if not driver else
              ("An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
               "(`%cudainfo` shows both).",))

@@ -8,8 +8,8 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`
 from __future__ import annotations
 
 import os
-import sys
 
+from ...core import platform
 from ...core.fmt import format_bytes
 from ..model import Context
 from ..scene import _is_tensor, _shape, _source_text, _tensors, _torch
@@ -64,15 +64,71 @@ def ctx_no_accelerator(match, scene):
     return Context(notes=tuple(notes), facts={"pin_calls": pins})
 
 
+def _device_tensors_of(dataset) -> list:
+    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds: TensorDataset's ``tensors`` and
+    the attributes of a custom Dataset (``self.x = torch.randn(...).cuda()`` in ``__init__``)."""
+    found = [(f"tensors[{i}]", str(dataset.tensors[i].device)) for i in _cuda_tensors_in_dataset(dataset)]
+    try:
+        attrs = vars(dataset)
+    except TypeError:
+        attrs = {}
+    for key, value in attrs.items():
+        if key != "tensors" and _is_tensor(value) and value.device.type != "cpu":
+            found.append((key, str(value.device)))
+    return found
+
+
 def ctx_workers(match, scene):
-    notes, workers = [], []
+    notes, workers, cuda_datasets = [], [], []
     for name, loader in _dataloaders(scene):
         n = getattr(loader, "num_workers", 0)
         if n:
             workers.append(name)
             notes.append(f"`{name}` uses num_workers={n}.")
-    notes.append(f"This kernel runs on {sys.platform}.")
-    return Context(notes=tuple(notes), facts={"loaders_with_workers": workers, "platform": sys.platform})
+            held = _device_tensors_of(loader.dataset)
+            if held:
+                cuda_datasets.append(name)
+                where = ", ".join(f"`{a}` on {d}" for a, d in held[:3])
+                notes.append(f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors ({where}): "
+                             "every worker process receives them, and CUDA tensors cannot be sent to worker processes "
+                             "(on Windows not at all). Create the dataset's tensors on the CPU and move each batch "
+                             "to the GPU in the training loop.")
+    notes.append(f"This kernel runs on {platform.SYSTEM}.")
+    return Context(notes=tuple(notes), facts={"loaders_with_workers": workers, "platform": platform.SYSTEM,
+                                              "loaders_with_gpu_datasets": cuda_datasets})
+
+
+def ctx_spawn_main(match, scene):
+    """Workers started with ``spawn`` (Windows, macOS) cannot import what the notebook defined in ``__main__``."""
+    import multiprocessing
+
+    name = (match.groupdict().get("name") or "").split(".")[-1] if match.re.groupindex else ""
+    default = multiprocessing.get_all_start_methods()[0]  # the platform's default, without fixing it
+    method = multiprocessing.get_start_method(allow_none=True) or default
+    notes, users = [f"The default start method here is {default}; this kernel's is {method}."], []
+    for lname, loader in _dataloaders(scene):
+        if not getattr(loader, "num_workers", 0):
+            continue
+        ctx = getattr(loader, "multiprocessing_context", None)
+        lmethod = ctx.get_start_method() if ctx is not None else method
+        cls = type(loader.dataset)
+        in_main = [f"dataset class `{cls.__name__}`"] if cls.__module__ == "__main__" else []
+        if in_main and not name:  # "worker exited unexpectedly" names nothing: the dataset class is the suspect
+            name = cls.__name__
+        for attr in ("collate_fn", "worker_init_fn"):
+            fn = getattr(loader, attr, None)
+            if fn is not None and getattr(fn, "__module__", None) == "__main__":
+                in_main.append(f"{attr} `{getattr(fn, '__name__', attr)}`")
+        if in_main:
+            users.append(lname)
+            notes.append(f"`{lname}` starts {loader.num_workers} worker(s) with {lmethod}, and its "
+                         f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a spawned "
+                         "worker cannot import.")
+    if name and name in scene.user_ns:
+        notes.append(f"`{name}` is defined in this notebook: move it to a .py file next to the notebook "
+                     f"(e.g. `mydata.py`) and `from mydata import {name}`.")
+    return Context(notes=tuple(notes), facts={"name": name, "start_method": method, "default_start_method": default,
+                                              "loaders_with_main_code": users, "platform": platform.SYSTEM})
 
 
 def ctx_fork(match, scene):

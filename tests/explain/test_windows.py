@@ -1,0 +1,75 @@
+"""Notebook-on-Windows errors in the explainer (issue 13): spawned workers that cannot find code defined in the
+notebook, and GPU tensors held by a Dataset that workers receive (error 801 on Windows)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from .failing import SETUP, fail, notes  # noqa: E402
+
+SQUARES = ("from torch.utils.data import DataLoader, Dataset\n"
+           "class Squares(Dataset):\n"
+           "    def __len__(self): return 4\n"
+           "    def __getitem__(self, i): return torch.tensor([i * i])\n")
+
+
+def test_spawned_worker_cannot_pickle_a_notebook_dataset_real(ip, monkeypatch):
+    # real: spawn pickles the Dataset by module and name; a class defined in a cell is not found in __main__.
+    # Other tests' shells can leave a __main__ without __spec__ (which spawn reads); a kernel's has one.
+    import sys
+
+    monkeypatch.setattr(sys.modules["__main__"], "__spec__", None, raising=False)
+    ip.run_cell(SETUP)
+    ip.run_cell(SQUARES + "loader = DataLoader(Squares(), num_workers=1, multiprocessing_context='spawn', "
+                          "timeout=60)")
+    expl, result = fail(ip, "next(iter(loader))")
+    # Where the shell's namespace is the real __main__ (as in a kernel) pickling works and the worker fails to
+    # find the class ("exited unexpectedly"); otherwise pickling fails in this process first.
+    err = result.error_in_exec
+    assert (type(err).__name__, "exited unexpectedly" in str(err)) in {("PicklingError", False), ("RuntimeError", True)}, \
+        f"{type(err).__name__}: {err}"
+    assert expl.entry.id == "spawn-main"
+    assert expl.context.facts["name"] == "Squares" and expl.context.facts["loaders_with_main_code"] == ["loader"]
+    text = notes(expl)
+    assert "`loader` starts 1 worker(s) with spawn" in text and "dataset class `Squares`" in text
+    assert "from mydata import Squares" in text
+    assert "num_workers=0" in expl.text()
+
+
+def test_worker_side_message_of_a_windows_kernel(ip):
+    # Lib/pickle.py Unpickler.find_class, as a worker on Windows prints it (the notebook's class is in __main__)
+    ip.run_cell(SETUP)
+    ip.run_cell(SQUARES + "loader = DataLoader(Squares(), num_workers=2)")
+    expl, _ = fail(ip, "raise AttributeError(\"Can't get attribute 'Squares' on <module '__main__' (built-in)>\")")
+    assert expl.entry.id == "spawn-main" and expl.context.facts["name"] == "Squares"
+    assert "`Squares` is defined in this notebook" in notes(expl)
+    # torch/utils/data/dataloader.py: what the notebook itself sees
+    expl, _ = fail(ip, "raise RuntimeError('DataLoader worker (pid(s) 10468, 10472) exited unexpectedly')")
+    assert expl.entry.id == "spawn-main" and expl.context.facts["loaders_with_main_code"] == ["loader"]
+
+
+def test_801_names_the_dataset_that_holds_gpu_tensors(ip):
+    # torch/csrc/StorageSharing.cpp on Windows; the dataset's tensors are on a device (meta stands in for cuda here)
+    ip.run_cell(SETUP)
+    ip.run_cell("from torch.utils.data import DataLoader, Dataset, TensorDataset\n"
+                "class Images(Dataset):\n"
+                "    def __init__(self):\n"
+                "        self.x = torch.zeros(8, 3, device='meta')\n"
+                "    def __len__(self): return 8\n"
+                "    def __getitem__(self, i): return self.x[i]\n"
+                "train = DataLoader(Images(), num_workers=2)\n"
+                "plain = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)")
+    expl, _ = fail(ip, "raise RuntimeError('CUDA error: operation not supported')")
+    assert expl.entry.id == "cuda-801-workers"
+    assert expl.context.facts["loaders_with_gpu_datasets"] == ["train"]
+    assert "The dataset of `train` (Images) holds GPU tensors (`x` on meta)" in notes(expl)
+
+
+def test_worker_side_message_when_main_is_the_kernel_launcher(ip):
+    # a spawned worker of a Jupyter kernel re-imports ipykernel_launcher as __mp_main__ (Lib/multiprocessing/spawn.py)
+    ip.run_cell(SETUP)
+    expl, _ = fail(ip, "raise AttributeError(\"Can't get attribute 'collate' on <module '__mp_main__' from "
+                       "'C:\\\\\\\\Users\\\\\\\\student\\\\\\\\miniconda3\\\\\\\\Lib\\\\\\\\site-packages\\\\\\\\ipykernel_launcher.py'>\")")
+    assert expl.entry.id == "spawn-main" and expl.context.facts["name"] == "collate"
