@@ -232,7 +232,9 @@ class CudaInfoReport:
                              f"{format_bytes(m['memory.total'])}")
         if gpus:
             lines.append("  Sources of the GPU fields:")
-            for _key, label, src in GPU_COLUMNS[1:]:
+            shown = [c for c in GPU_COLUMNS[1:] if c[0] != "driver_model.current"
+                     or any(not is_na(g.get(c[0], NA("absent"))) for g in gpus)]  # Windows only
+            for _key, label, src in shown:
                 lines.extend(_wrap(f"    {label.ljust(20)} ", src))
         lines.append("[Environment]")
         for k, v in self.facts["env"].items():

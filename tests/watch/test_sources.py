@@ -255,7 +255,7 @@ def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
     g = s.gpus[0]
     assert not is_na(g.memory_used_bytes) and not is_na(g.gpu_util_pct)
     own = [p for p in g.processes if p.own]
-    assert len(own) == 1 and is_na(own[0].used_memory_bytes) and "WDDM" in own[0].used_memory_bytes.reason
+    assert len(own) == 1 and is_na(own[0].used_memory_bytes) and own[0].used_memory_bytes.reason  # N/A, with why
     assert s.torch.reserved_bytes == 2 * GIB and is_na(s.torch.gap_bytes) and is_na(s.torch.nvml_process_bytes)
     assert "Traceback" not in sample_text(s)
     gpu_html(g), sample_to_json(s)
