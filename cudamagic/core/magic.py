@@ -33,6 +33,34 @@ def split_line(line: str) -> list:
     return list(lexer)
 
 
+def _attach_dash_values(parser, words: list) -> list:
+    """``--nvcc-flags "-lineinfo -O3"`` once the quotes are gone reads as two options to argparse: a word that
+    follows an option taking one value, starts with ``-`` and is not itself an option of this magic is that
+    option's value, passed as ``--opt=VALUE`` (what argparse accepts for values that start with a dash)."""
+    out, i = [], 0
+    while i < len(words):
+        word = words[i]
+        action = parser._option_string_actions.get(word)
+        if (action is not None and action.nargs is None and action.option_strings and i + 1 < len(words)
+                and words[i + 1].startswith("-") and words[i + 1] not in parser._option_string_actions
+                and not _is_number(words[i + 1]) and action.const is None and action.type not in (bool,)
+                and not isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))):
+            out.append(f"{word}={words[i + 1]}")
+            i += 2
+            continue
+        out.append(word)
+        i += 1
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 class AreaMagics(Magics):
     """One feature area's magics.
 
@@ -71,7 +99,7 @@ class AreaMagics(Magics):
         name = func.__name__
         line = strip_comment(line)
         try:
-            args = func.parser.parse_args(split_line(line))
+            args = func.parser.parse_args(_attach_dash_values(func.parser, split_line(line)))
         except UsageError as exc:
             if usage is None:
                 raise
