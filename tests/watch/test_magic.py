@@ -246,3 +246,16 @@ def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_pat
     assert 5 <= len(seqs) < 40 and seqs[-1] == 40 and seqs == list(range(seqs[0], 41))
     assert watch.sampler.source.header["skipped_bytes"] > 0
     assert f"(last {len(seqs)} samples)" in watch.text().splitlines()[0]
+
+
+def test_gpuwatch_does_no_harm_to_cuda(ip, fake_nvml, cuda_calls):
+    """Do no harm: sampling (text view, widget HTML, history, trace record) with torch imported calls nothing that
+    creates a CUDA context, synchronises or resets counters (observed calls: tests/cuda_calls.py)."""
+    fake_nvml("one_gpu")
+    ip.run_cell("import torch")
+    watch = ip.run_line_magic("gpuwatch", "--text")
+    watch.text(), watch.history
+    from cudamagic.watch.widget import gpu_html
+
+    gpu_html(watch.latest.gpus[0])
+    assert cuda_calls == []
