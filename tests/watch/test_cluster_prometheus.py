@@ -46,7 +46,10 @@ def test_one_request_per_refresh_every_gpu_by_host(settled):
 def test_history_is_one_range_query(cluster):
     _, server = cluster
     src = PrometheusSource(parse_source(server.url), interval_s=1.0)
-    assert prom_sim.wait_for(lambda: len(src.history(10)) >= 4, 15)  # a few scrapes since the start
+    # a few scrapes since the start, every host scraped at least 3 times (hosts' first scrapes are up to one
+    # scrape interval apart, so the earliest points of a young server lack some hosts)
+    assert prom_sim.wait_for(lambda: (lambda h: len(h) >= 4 and all(len(s.gpus) == 12 for s in h[-3:]))(
+        src.history(10)), 20)
     before = src.client.requests
     hist = src.history(10)
     assert src.client.requests == before + 1
