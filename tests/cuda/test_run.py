@@ -278,7 +278,21 @@ def _our_children():
     return [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip):
+def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip, tmp_path, monkeypatch):
+    from cudamagic.info import nvcc as nvcc_module
+
+    # a compile that takes long on any machine: nvcc behind a wrapper that waits 5 s before compiling (the
+    # version and architecture queries pass straight through), so the interrupt lands during the compile
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    wrapper = wrapper_dir / "nvcc"
+    wrapper.write_text('#!/bin/sh\ncase "$*" in *-V*|*--version*|*--list-gpu*) ;; *) sleep 5 ;; esac\n'
+                       f'exec {os.path.realpath(NVCC)} "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(nvcc_module, "_nvcc_cache", {})
     before = {p.pid for p in _our_children()}
     timer = _interrupt_after(1.2)
     try:
