@@ -1,0 +1,99 @@
+"""One visual language for every cudamagic HTML output, built on JupyterLab's theme variables.
+
+Every magic's HTML goes through :func:`page`: one outer ``<div class="cudamagic mathjax_ignore cm-KIND">`` that
+carries a small scoped stylesheet (:data:`CSS`). Colours come only from JupyterLab's ``--jp-*`` CSS variables, so the
+light and dark themes (and any theme that defines them) both apply; every ``var()`` has a neutral fallback for
+front ends without those variables (VS Code, classic Notebook, nbviewer), where text inherits the page's own colour.
+
+Shared pieces, so the magics look alike:
+
+* tables: :func:`core.fmt.html_table` emits ``<table class="cm-table">``; long prose cells wrap (class ``cm-prose``,
+  left-aligned); numbers are right-aligned with class ``cm-num``; a table wider than the output scrolls inside a
+  ``cm-scroll`` box with a visible cue (shadow at the cut edge).
+* N/A: :func:`core.fmt.na_cell_html` (``cm-na`` + the reason in ``cm-na-reason``).
+* badges: :func:`badge` (``ok``, ``info``, ``warn``, ``error``): text in the normal text colour, the level shown by a
+  coloured border and icon, so contrast never depends on the level colour.
+* details: :func:`details` for technical detail a user can open.
+
+Nothing here is imported by anything heavy; it is plain strings.
+"""
+
+from __future__ import annotations
+
+from .fmt import NO_MATH, esc
+
+#: Scoped stylesheet; every rule starts with ``.cudamagic`` so nothing leaks into the notebook.
+CSS = """
+.cudamagic{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px);
+ color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;overflow-wrap:anywhere}
+.cudamagic code,.cudamagic pre,.cudamagic .cm-mono{font-family:var(--jp-code-font-family,monospace);
+ font-size:var(--jp-code-font-size,12px)}
+.cudamagic .cm-muted{color:var(--jp-content-font-color2,inherit)}
+.cudamagic h3,.cudamagic h4{margin:.6em 0 .3em;color:var(--jp-content-font-color1,inherit)}
+.cudamagic .cm-scroll{max-width:100%;overflow-x:auto;
+ background:linear-gradient(to right,var(--jp-layout-color0,transparent) 30%,transparent),
+ linear-gradient(to left,var(--jp-layout-color0,transparent) 30%,transparent) 100% 0,
+ linear-gradient(to right,var(--jp-border-color1,#8888),transparent 8px),
+ linear-gradient(to left,var(--jp-border-color1,#8888),transparent 8px) 100% 0;
+ background-repeat:no-repeat;background-size:40px 100%,40px 100%,8px 100%,8px 100%;background-attachment:local,local,scroll,scroll}
+.cudamagic table.cm-table{border-collapse:collapse;margin:.3em 0;color:inherit;background:transparent;
+ table-layout:auto;max-width:100%}
+.cudamagic table.cm-table th{background:var(--jp-layout-color2,transparent);color:var(--jp-ui-font-color1,inherit);
+ font-weight:600;text-align:left;padding:3px 8px;border-bottom:1px solid var(--jp-border-color1,#8888)}
+.cudamagic table.cm-table td{padding:2px 8px;border-bottom:1px solid var(--jp-border-color2,#8884);
+ color:inherit;background:transparent;text-align:left;vertical-align:top}
+.cudamagic table.cm-table td.cm-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:12em}
+.cudamagic table.cm-table tbody tr:nth-child(odd) td{background:transparent}
+.cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
+.cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
+.cudamagic .cm-badge{display:inline-block;padding:0 6px;border:1px solid var(--jp-border-color1,#8888);
+ border-left-width:4px;border-radius:3px;color:var(--jp-content-font-color1,inherit);
+ background:var(--jp-layout-color1,transparent);font-size:.9em;white-space:nowrap}
+.cudamagic .cm-badge.cm-ok,.cudamagic .cm-box.cm-ok{border-left-color:var(--jp-success-color1,#4caf50)}
+.cudamagic .cm-badge.cm-info,.cudamagic .cm-box.cm-info{border-left-color:var(--jp-info-color1,#2196f3)}
+.cudamagic .cm-badge.cm-warn,.cudamagic .cm-box.cm-warn{border-left-color:var(--jp-warn-color1,#ff9800)}
+.cudamagic .cm-badge.cm-error,.cudamagic .cm-box.cm-error{border-left-color:var(--jp-error-color1,#f44336)}
+.cudamagic .cm-box{border:1px solid var(--jp-border-color2,#8884);border-left-width:6px;border-radius:3px;
+ padding:6px 10px;margin:6px 0;background:var(--jp-layout-color1,transparent)}
+.cudamagic details>summary{cursor:pointer;color:var(--jp-content-font-color2,inherit)}
+.cudamagic a{color:var(--jp-content-link-color,inherit)}
+"""
+
+LEVELS = ("ok", "info", "warn", "error")
+_ICON = {"ok": "\u2713", "info": "\u2139", "warn": "\u26a0", "error": "\u2716"}
+
+
+def page(body_html: str, kind: str) -> str:
+    """The outer element of one output: ``<div class="cudamagic mathjax_ignore cm-<kind>">`` with :data:`CSS`.
+
+    Args:
+        body_html: the output's HTML; every outside string in it already escaped.
+        kind: a short name of the output (``info``, ``watch``, ``graph``, ``mem``, ``explain``, ``prof``,
+            ``cuda``), used as a class so tests and themes can find it.
+    """
+    return f'<div class="cudamagic {NO_MATH} cm-{esc(kind)}"><style>{CSS}</style>{body_html}</div>'
+
+
+def badge(text: str, level: str = "info") -> str:
+    """A small labelled badge; ``level`` is one of :data:`LEVELS` (a ValueError otherwise). ``text`` is escaped."""
+    if level not in LEVELS:
+        raise ValueError(f"badge level must be one of {LEVELS}, not {level!r}")
+    return f'<span class="cm-badge cm-{level}">{_ICON[level]} {esc(text)}</span>'
+
+
+def box_open(level: str = "info") -> str:
+    """The opening tag of a bordered box whose left edge shows ``level`` (close it with ``</div>``)."""
+    if level not in LEVELS:
+        raise ValueError(f"box level must be one of {LEVELS}, not {level!r}")
+    return f'<div class="cm-box cm-{level}">'
+
+
+def details(summary: str, body_html: str, open_: bool = False) -> str:
+    """A collapsible ``<details>`` element; ``summary`` is escaped, ``body_html`` must already be safe HTML."""
+    return f'<details{" open" if open_ else ""}><summary>{esc(summary)}</summary>{body_html}</details>'
+
+
+def scroll(html_fragment: str) -> str:
+    """Wrap a wide fragment (a table) so it scrolls inside the output with a visible shadow at the cut edge."""
+    return f'<div class="cm-scroll">{html_fragment}</div>'

@@ -1,0 +1,32 @@
+import re
+
+import pytest
+
+from cudamagic.core import style
+
+
+def test_page_wraps_with_scoped_css_and_kind():
+    out = style.page("<b>x</b>", "info")
+    assert out.startswith('<div class="cudamagic mathjax_ignore cm-info"><style>')
+    assert out.endswith("<b>x</b></div>")
+
+
+def test_every_rule_is_scoped_and_colours_come_from_theme_variables():
+    rules = [r.strip() for r in style.CSS.split("}") if r.strip()]
+    for rule in rules:
+        selectors = rule.split("{", 1)[0]
+        for sel in selectors.split(","):
+            assert sel.strip().startswith(".cudamagic"), sel
+    # every colour / background declaration is a theme variable (a neutral fallback inside var() is allowed)
+    for prop, value in re.findall(r"(?<![-\w])(color|background)\s*:\s*([^;}]+)", style.CSS):
+        assert value.startswith(("var(--jp-", "inherit", "transparent", "linear-gradient(")), (prop, value)
+
+
+def test_badge_escapes_and_checks_level():
+    assert style.badge("<x>", "warn") == '<span class="cm-badge cm-warn">\u26a0 &lt;x&gt;</span>'
+    with pytest.raises(ValueError, match="badge level must be one of"):
+        style.badge("x", "red")
+
+
+def test_details_escapes_summary():
+    assert style.details("a<b", "<i>y</i>") == "<details><summary>a&lt;b</summary><i>y</i></details>"
