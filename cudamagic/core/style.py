@@ -20,6 +20,8 @@ Nothing here is imported by anything heavy; it is plain strings.
 
 from __future__ import annotations
 
+import re
+
 from .fmt import NO_MATH, esc
 
 #: Scoped stylesheet; every rule starts with ``.cudamagic`` so nothing leaks into the notebook.
@@ -44,6 +46,13 @@ CSS = """
  color:inherit;background:transparent;text-align:left;vertical-align:top}
 .cudamagic table.cm-table td.cm-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:12em}
+.cudamagic table.cm-table th.cm-num{text-align:right}
+.cudamagic table.cm-table tbody th{background:transparent;font-weight:600;text-align:left;vertical-align:top;
+ border-bottom:1px solid var(--jp-border-color2,#8884)}
+.cudamagic .cm-mono{overflow-wrap:anywhere}
+.cudamagic .cm-src,.cudamagic .cm-note{color:var(--jp-content-font-color2,inherit);font-size:.92em}
+.cudamagic .cm-title{font-weight:600}
+.cudamagic p{margin:.3em 0}
 .cudamagic table.cm-table tbody tr:nth-child(odd) td{background:transparent}
 .cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
 .cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
@@ -92,6 +101,35 @@ def box_open(level: str = "info") -> str:
 def details(summary: str, body_html: str, open_: bool = False) -> str:
     """A collapsible ``<details>`` element; ``summary`` is escaped, ``body_html`` must already be safe HTML."""
     return f'<details{" open" if open_ else ""}><summary>{esc(summary)}</summary>{body_html}</details>'
+
+
+def level(severity: str) -> str:
+    """A severity word as a :data:`LEVELS` name (``"warning"`` -> ``"warn"``, ``"fatal error"`` -> ``"error"``);
+    an unknown word is ``"info"``."""
+    word = str(severity).lower()
+    if "error" in word or "fatal" in word:
+        return "error"
+    if word.startswith("warn"):
+        return "warn"
+    return word if word in LEVELS else "info"
+
+
+def icon(level_name: str) -> str:
+    """The icon shown with ``level_name`` (one of :data:`LEVELS`) in badges and boxes."""
+    return _ICON[level_name]
+
+
+_VAR = re.compile(r"var\(\s*--[\w-]+\s*(?:,[^()]*(?:\([^()]*\)[^()]*)*)?\)")
+_HARD = re.compile(r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\b(?:rgba?|hsla?)\(|"
+                   r"(?<![-\w])(?:color|background(?:-color)?|fill|stroke)\s*[:=]\s*[\"']?(?!var\(|inherit|"
+                   r"transparent|none|currentcolor|linear-gradient|initial|unset)[a-zA-Z]+\b")
+
+
+def hard_coded_colours(html_text: str) -> list:
+    """Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a colour name in a
+    ``color``/``background``/``fill``/``stroke`` declaration, outside ``var(--jp-..., fallback)``. HTML character
+    references (``&#8594;``) are not colours. Used by the tests of every output (an empty list is the goal)."""
+    return _HARD.findall(_VAR.sub("var()", html_text))
 
 
 def scroll(html_fragment: str) -> str:
