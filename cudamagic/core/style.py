@@ -54,6 +54,7 @@ CSS = """
 .cudamagic .cm-src,.cudamagic .cm-note{color:var(--jp-content-font-color2,inherit);font-size:.92em}
 .cudamagic .cm-title{font-weight:600}
 .cudamagic p{margin:.3em 0}
+.cudamagic ul{margin:.2em 0;padding-left:1.5em}
 .cudamagic table.cm-table tbody tr:nth-child(odd) td{background:transparent}
 .cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
 .cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
