@@ -27,7 +27,7 @@ from .fmt import NO_MATH, esc
 #: Scoped stylesheet; every rule starts with ``.cudamagic`` so nothing leaks into the notebook.
 CSS = """
 .cudamagic{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px);
- color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;overflow-wrap:anywhere}
+ color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;overflow-wrap:break-word}
 .cudamagic code,.cudamagic pre,.cudamagic .cm-mono{font-family:var(--jp-code-font-family,monospace);
  font-size:var(--jp-code-font-size,12px)}
 .cudamagic .cm-muted{color:var(--jp-content-font-color2,inherit)}
@@ -45,7 +45,7 @@ CSS = """
 .cudamagic table.cm-table td{padding:2px 8px;border-bottom:1px solid var(--jp-border-color2,#8884);
  color:inherit;background:transparent;text-align:left;vertical-align:top}
 .cudamagic table.cm-table td.cm-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:12em}
+.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:8em;overflow-wrap:anywhere}
 .cudamagic table.cm-table th.cm-num{text-align:right}
 .cudamagic table.cm-table tbody th{background:transparent;font-weight:600;text-align:left;vertical-align:top;
  border-bottom:1px solid var(--jp-border-color2,#8884)}
@@ -58,6 +58,7 @@ CSS = """
 .cudamagic table.cm-table tbody tr:nth-child(odd) td{background:transparent}
 .cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
 .cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
+.cudamagic .cm-note code,.cudamagic .cm-src code,.cudamagic summary code{background:transparent}
 .cudamagic .cm-badge{display:inline-block;padding:0 6px;border:1px solid var(--jp-border-color1,#8888);
  border-left-width:4px;border-radius:3px;color:var(--jp-content-font-color1,inherit);
  background:var(--jp-layout-color1,transparent);font-size:.9em;white-space:nowrap}
@@ -68,6 +69,7 @@ CSS = """
 .cudamagic .cm-box{border:1px solid var(--jp-border-color2,#8884);border-left-width:6px;border-radius:3px;
  padding:6px 10px;margin:6px 0;background:var(--jp-layout-color1,transparent)}
 .cudamagic details>summary{cursor:pointer;color:var(--jp-content-font-color2,inherit)}
+.cudamagic td details>summary{color:inherit}
 .cudamagic a{color:var(--jp-content-link-color,inherit)}
 """
 

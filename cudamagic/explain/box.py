@@ -134,9 +134,9 @@ class CatalogueView:
         p.text(repr(self))
 
     def _repr_html_(self):
-        rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), "<br>".join(f"<code>{esc(t)}</code>" for t in e.types),
-                 _md_code(e.fix)) for e in self.entries]
-        table = html_table(("id", "case", "exception", "fix"), rows, prose=(1, 3))
+        rows = [(f"<code>{esc(e.id)}</code>", style.details(e.title, f"<p><b>Fix:</b> {_md_code(e.fix)}</p>"),
+                 "<br>".join(f"<code>{esc(t)}</code>" for t in e.types)) for e in self.entries]
+        table = html_table(("id", "case (open for the fix)", "exception"), rows, prose=(1,))
         return style.page(f"<div class='cm-title'>{len(self.entries)} known errors</div>" + style.scroll(table)
                           + f"<div class='cm-note'>{_md_code('`%cudaexplain ID` shows one entry in full.')}</div>",
                           "explain")

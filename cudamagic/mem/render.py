@@ -206,6 +206,9 @@ def cell_report_html(r) -> str:
 
 HISTORY_HEADERS = ["cell", "how", "wall s", "device", "allocated delta", "peak in cell", "reserved after",
                    "RSS delta", "error", "source"]
+HISTORY_TITLES = {"cell": "the cell's execution count, In[N]",
+                  "how": "%%: measured by a %%cudamem cell; on: by %cudamem on",
+                  "peak in cell": "<= / (upper bound): the cell stayed below an earlier peak"}
 HISTORY_TEXT_HEADERS = ["cell", "how", "wall s", "device", "alloc delta", "peak", "reserved", "RSS delta",
                         "error", "source"]
 
@@ -213,7 +216,7 @@ HISTORY_TEXT_HEADERS = ["cell", "how", "wall s", "device", "alloc delta", "peak"
 def _history_rows(h, text=False):
     for r in h.records:
         gpus = r.changed_gpus() or r.gpus[:1]
-        how = ("%%" if text else "%%cudamem") if r.kind == "cell" else "on"
+        how = "%%" if r.kind == "cell" else "on"
         common = [r.cell, how, f"{r.wall_s:.3f}"]
         tail = [signed(r.rss_delta_bytes), (r.error or "").split(":")[0], r.source]
         if not gpus:
@@ -255,8 +258,9 @@ def history_html(h) -> str:
     cells = [_cells(row) for row in rows]
     for row, raw in zip(cells, rows):
         row[src] = f'<code class="cm-pre">{esc(raw[src])}</code>' if raw[src] else ""
+    titles = [HISTORY_TITLES.get(name, "") for name in headers]
     table = html_table(headers, cells, num=[i for i, name in enumerate(headers) if name in num],
-                       prose=(headers.index("error"), src))
+                       prose=(headers.index("error"), src), titles=titles)
     return _html(f"<div class='cm-title'>{esc(_history_title(h))}</div>" + style.scroll(table))
 
 

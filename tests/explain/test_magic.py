@@ -290,6 +290,8 @@ def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
     """Issue 16: the box follows the theme (no hard-coded colour), the catalogue id is not in what a person reads
     (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is collapsible, the list's prose
     columns are left-aligned and wrap."""
+    import html
+
     from cudamagic.core.style import hard_coded_colours
     from cudamagic.explain.box import CatalogueView, NoMatch
     from cudamagic.explain.catalogue import CATALOGUE
@@ -310,10 +312,11 @@ def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
     listing = CatalogueView(CATALOGUE)._repr_html_()
     assert listing.startswith('<div class="cudamagic mathjax_ignore cm-explain">')
     assert hard_coded_colours(listing) == []
-    assert '<th>id</th><th class="cm-prose">case</th><th>exception</th><th class="cm-prose">fix</th>' in listing
+    assert '<th>id</th><th class="cm-prose">case (open for the fix)</th><th>exception</th>' in listing
     assert '<div class="cm-scroll"><table' in listing
     for entry in CATALOGUE:
         assert f"<td><code>{entry.id}</code></td>" in listing
+        assert f'<td class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> ' in listing
     nomatch = NoMatch("ValueError", "#fff rgb(1,2,3)")._repr_html_()  # outside text is not a colour of ours
     assert nomatch.startswith('<div class="cudamagic mathjax_ignore cm-explain">')
     assert "style=" not in nomatch.split("</style>", 1)[1]
