@@ -50,6 +50,7 @@ CSS = """
 .cudamagic table.cm-table tbody th{background:transparent;font-weight:600;text-align:left;vertical-align:top;
  border-bottom:1px solid var(--jp-border-color2,#8884)}
 .cudamagic .cm-mono{overflow-wrap:anywhere}
+.cudamagic table.cm-table th.cm-mono{font-family:inherit;font-size:inherit}
 .cudamagic .cm-pre{white-space:pre-wrap}
 .cudamagic .cm-src,.cudamagic .cm-note{color:var(--jp-content-font-color2,inherit);font-size:.92em}
 .cudamagic .cm-title{font-weight:600}

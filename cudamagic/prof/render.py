@@ -255,7 +255,7 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
         label = n if len(n) <= 28 else n[:27] + "\u2026"
         out.append(f'<rect x="{x}" y="{y + 8}" width="9" height="9" style="fill:{c}"/>'
                    f'<text x="{x + 12}" y="{y + 16}" style="fill:{TEXT_FILL}">{esc(label)}</text>')
-        x += 12 + 6 * len(label) + 10
+        x += 12 + 7 * len(label) + 10
         if x > width - 60:
             break
     out.append("</svg>")
