@@ -15,6 +15,9 @@ Shared pieces, so the magics look alike:
   coloured border and icon, so contrast never depends on the level colour.
 * details: :func:`details` for technical detail a user can open.
 
+Table rows are not striped: JupyterLab's even-row and hover greys would put the muted text (N/A reasons, sources)
+below a 4.5:1 contrast in the light theme, so rows are separated by borders only.
+
 Nothing here is imported by anything heavy; it is plain strings.
 """
 
@@ -57,6 +60,7 @@ CSS = """
 .cudamagic p{margin:.3em 0}
 .cudamagic ul{margin:.2em 0;padding-left:1.5em}
 .cudamagic table.cm-table tbody tr:nth-child(odd) td{background:transparent}
+.cudamagic table.cm-table tbody tr{background:transparent}
 .cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
 .cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
 .cudamagic .cm-note code,.cudamagic .cm-src code,.cudamagic summary code{background:transparent}
