@@ -63,14 +63,23 @@ class GraphMagics(AreaMagics):
         your source). The last expression, or the ``-o`` variables, may be a
         tensor or a tuple/list/dict/namedtuple/dataclass of tensors. Parameters are
         named by their module path, ops show the bytes they save for backward, and
-        big graphs collapse into module boxes (past ``--max-nodes``, or when ``dot``
-        runs past ``--timeout``), then a summary table and the DOT source. Returns a
+        big graphs collapse into module boxes (past ``--max-nodes`` boxes, default
+        150, about three screens, or 40 boxes high; or when ``dot`` runs past
+        ``--timeout``), repeated calls of one module folded into one box with the
+        count (``rnn (RNNCell) x 400``), then a summary table and the DOT source.
+        Small graphs draw each leaf once; full pictures of over 60 boxes draw a leaf
+        once per use (faster for ``dot``), unless ``--shared-params``. Returns a
         ``GraphResult`` with ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
 
-        In a notebook the result is the picture. In a terminal it prints a summary
-        line and a text outline of the DAG, inputs first, one node a line
-        (``id  label  <- input ids``), at most 40 lines (the last says how many
-        nodes are left out).
+        In a notebook the result is one caption, a legend of the node kinds drawn
+        and the picture scaled to the output width (the "show at 1:1 size" line
+        above it shows it at full size with scroll bars); how the view was chosen,
+        op counts and the DOT source are under "details". The caption's one count
+        is autograd nodes: the grad_fn nodes backward() runs (backward ops and
+        AccumulateGrad) in the whole graph, whatever is drawn. In a terminal it
+        prints the same caption, the notes and a text outline of the drawn graph,
+        inputs first, one box a line (``id  label  <- input ids``), at most 40
+        lines (the last says how many boxes are left out).
 
         Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
         the Python wrapper) nothing is drawn: the result shows the install command
@@ -93,7 +102,7 @@ class GraphMagics(AreaMagics):
         then, never above the hard limit), which covers about 200,000 chained ops;
         past that, or off the main thread, the result carries a warning note.
 
-                Examples
+        Examples
         --------
         ::
 
