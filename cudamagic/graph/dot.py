@@ -66,7 +66,8 @@ def _fill(kind) -> str:
 def legend_rows(graph) -> list:
     """``[(fill colour, text)]`` for the node kinds drawn in ``graph``, in legend order (only kinds present).
 
-    The fill colours are Graphviz colour names, the same as the nodes' (a picture colour, not a theme colour).
+    The fill colours are the nodes' own (names or #hex that Graphviz and CSS both know): a picture colour, not a
+    theme colour.
     """
     present = {n.kind for n in graph.nodes}
     rows = [(_fill(k), _LEGEND[k]) for k in _LEGEND if k in present]
