@@ -86,6 +86,20 @@ def main() -> int:
     recording = torch._C._cuda_isHistoryEnabled() if hasattr(torch._C, "_cuda_isHistoryEnabled") else False
     check(n > 0 and not torch._C._autograd._profiler_enabled() and not optimizer._global_optimizer_post_hooks
           and not recording, f"trace loads ({n} events); profiler, optimizer hooks and memory history all off")
+    # a memory history the user records already: --memory leaves it on, with the user's settings
+    torch.cuda.reset_peak_memory_stats(0)
+    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=200_000)
+    try:
+        res2 = ip.run_cell_magic("torchprof", "--memory", CELL)
+        still_on = torch._C._cuda_isHistoryEnabled()
+        peak2 = res2.peak_memory_bytes.get("cuda:0") if isinstance(res2.peak_memory_bytes, dict) else None
+        ref2 = torch.cuda.max_memory_allocated(0)
+        check(still_on and any("already recording" in n for n in res2.notices),
+              f"a memory history recorded before the cell stays on after --memory (on: {still_on})")
+        check(peak2 is not None and abs(peak2 - ref2) <= 0.01 * ref2,
+              f"with the user's history, the cell's snapshot peak {peak2} B vs max_memory_allocated() {ref2} B")
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
     ip.run_line_magic("unload_ext", "cudamagic")
     print(f"gpu_check_torchprof: {len(failures)} failure(s); files in {out}")
     return 1 if failures else 0

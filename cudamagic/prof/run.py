@@ -156,20 +156,45 @@ def activities_and_notice():
     return acts, names, notice
 
 
+def cuda_history_enabled(torch) -> bool | None:
+    """Whether a CUDA memory history is being recorded in this process (``torch._C._cuda_isHistoryEnabled``,
+    which CUDA builds of PyTorch have), or None when this build cannot tell."""
+    probe = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+    if probe is None:
+        return None
+    try:
+        return bool(probe())
+    except Exception:  # noqa: BLE001 - an unknown state is treated as "not recording"
+        return None
+
+
 class _CudaMemoryHistory:
-    """``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory`` on CUDA)."""
+    """``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory`` on CUDA).
+
+    A history the user already records (``torch._C._cuda_isHistoryEnabled()``) is left as it is: not
+    re-enabled with our settings and not switched off afterwards (PyTorch has no call that reads the user's
+    ``context``/``stacks``/``max_entries`` back, so they could not be restored). The snapshot then holds the
+    user's earlier entries too; :meth:`snapshot` keeps only those recorded since :meth:`start`
+    (``time_us``, Unix microseconds).
+    """
 
     def __init__(self, torch):
         self.torch = torch
         self.started = False
+        self.users_history = False
         self.start_allocated = {}
+        self.start_time_us = 0
 
     def start(self):
         cuda = self.torch.cuda
         if cuda.is_initialized():
             self.start_allocated = {d: cuda.memory_allocated(d) for d in range(cuda.device_count())}
-        cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=1_000_000)
-        self.started = True
+        self.users_history = bool(cuda_history_enabled(self.torch))
+        self.start_time_us = time.time_ns() // 1000
+        if not self.users_history:
+            cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                               max_entries=1_000_000)
+            self.started = True
 
     def stop(self):
         if self.started:
@@ -177,7 +202,19 @@ class _CudaMemoryHistory:
             self.torch.cuda.memory._record_memory_history(enabled=None)
 
     def snapshot(self):
-        return self.torch.cuda.memory._snapshot()
+        snap = self.torch.cuda.memory._snapshot()
+        if self.users_history:
+            snap = since(snap, self.start_time_us)
+        return snap
+
+
+def since(snapshot: dict, start_time_us: int) -> dict:
+    """``snapshot`` with each device trace cut to the entries recorded at or after ``start_time_us`` (Unix
+    microseconds, the allocator's ``time_us``); entries without a time are kept. Segments are kept whole."""
+    out = dict(snapshot)
+    out["device_traces"] = [[e for e in trace if e.get("time_us", start_time_us) >= start_time_us]
+                            for trace in snapshot.get("device_traces", [])]
+    return out
 
 
 def cuda_snapshot_peak(snapshot, start_allocated: dict) -> dict:
@@ -304,6 +341,10 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     if snapshot is not None:
         res.memory_snapshot_s = snapshot_s
         _cuda_memory(res, snapshot, history.start_allocated, opts)
+        if history.users_history:
+            res.notices.append("your CUDA memory history (torch.cuda.memory._record_memory_history) was already "
+                               "recording: it was left on with your settings, and the snapshot keeps the entries "
+                               "of this cell.")
     if opts.trace:
         from .trace import write_trace
 
