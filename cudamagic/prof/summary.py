@@ -403,8 +403,9 @@ def _kind(name: str) -> str:
 
 def _python_context(evt, depth_limit: int = 64):
     """(module path, user frames innermost first, top, depth) of an operator event whose ancestors include
-    Python-function events (depth: enclosing operators, not counting Python calls or ``ProfilerStep#N``)."""
-    modules, frames, top, depth = [], [], True, 0
+    Python-function events (depth: enclosing operators, your ``record_function`` ranges included, not counting
+    Python calls or ``ProfilerStep#N``; top: depth 0, as on the Kineto path)."""
+    modules, frames, depth = [], [], 0
     parent, n = evt.cpu_parent, 0
     while parent is not None and n < 10_000:
         if parent.is_python_function:
@@ -413,14 +414,11 @@ def _python_context(evt, depth_limit: int = 64):
                 modules.append(name[11:])
             elif len(frames) < depth_limit and frame_is_user(name):
                 frames.append(name)
-        else:
-            if not parent.is_user_annotation:
-                top = False
-            if not (parent.is_user_annotation and parent.name.startswith("ProfilerStep")):
-                depth += 1
+        elif not (parent.is_user_annotation and parent.name.startswith("ProfilerStep")):
+            depth += 1
         parent = parent.cpu_parent
         n += 1
-    return "/".join(reversed(modules)), tuple(frames), top, depth
+    return "/".join(reversed(modules)), tuple(frames), depth == 0, depth
 
 
 def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bool, memory: bool,

@@ -132,3 +132,28 @@ def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
     assert "dropped the latest" in notes[-1]
     ts = [e["ts"] for e in load_trace(path)["traceEvents"] if "ts" in e]
     assert ts == sorted(ts) and ts[0] == 0 and len(ts) < 3000
+
+
+def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
+    import re
+
+    from cudamagic.prof.render import timeline_svg
+
+    ops = [OpRecord("aten::linear", "[]", 7, 0, 100, 10, True, depth=0),
+           OpRecord("aten::addmm", "[]", 7, 5, 90, 60, False, depth=1),
+           OpRecord("aten::copy_", "[]", 7, 10, 30, 20, False, depth=2),
+           OpRecord("aten::deep", "[]", 7, 12, 20, 8, False, depth=3),
+           OpRecord("aten::relu", "[]", 9, 0, 50, 50, True, depth=0)]
+    svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 100.0)))
+    labels = re.findall(r"<text x=\"2\" y=\"[\d.]+\"[^>]*>([^<]+)</text>", svg)
+    assert labels == ["thread 7", "\u2003nested 1", "\u2003nested 2", "thread 9"]
+    rects = {m.group(3).rsplit(":", 1)[0]: (int(m.group(1)), m.group(2))
+             for m in re.finditer(r'<rect [^>]*y="(\d+)"[^>]*class="cm-depth(\d)"[^>]*><title>([^<]+)</title>', svg)}
+    assert set(rects) == {"aten::linear", "aten::addmm", "aten::copy_", "aten::relu"}  # depth 3 is not drawn
+    assert [rects[n][1] for n in ("aten::linear", "aten::addmm", "aten::copy_")] == ["0", "1", "2"]
+    assert rects["aten::linear"][0] < rects["aten::addmm"][0] < rects["aten::copy_"][0] < rects["aten::relu"][0]
+    styles = re.findall(r'class="cm-depth(\d)" style="([^"]+)"', svg)
+    assert len({s for _, s in styles}) >= 3  # parent and children differ in shade/outline, not only in row
+    for _, style in styles:
+        colours = re.findall(r"#[0-9a-f]{3,6}", style)
+        assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)  # only var() fallbacks

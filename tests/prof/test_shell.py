@@ -94,6 +94,18 @@ def test_digits_training_step_summary(tip):
     assert res.activities[0] == "CPU"
 
 
+@pytest.mark.parametrize("line", ["", "--group module"])  # the Kineto path and the FunctionEvent path
+def test_operators_know_their_nesting_depth(tip, line):
+    res = tip.run_cell_magic("torchprof", line, "train(1)")
+    by_name = {}
+    for op in res.ops:
+        by_name.setdefault(op.name, set()).add(op.depth)
+    assert by_name["aten::linear"] == {0} and min(by_name["aten::addmm"]) >= 1, by_name
+    assert all(op.top == (op.depth == 0) for op in res.ops if op.name.startswith("aten::"))
+    svg = res._repr_html_()
+    assert 'class="cm-depth0"' in svg and 'class="cm-depth1"' in svg and "nested 1" in svg
+
+
 def test_group_by_shape_splits_an_operator_called_with_two_shapes(tip):
     res = tip.run_cell_magic("torchprof", "--group shape", "train(2)")
     addmm = [r for r in res.rows() if r.name == "aten::addmm"]
