@@ -237,10 +237,12 @@ def test_final_expression_is_displayed_and_syntax_error_does_not_run(tip, capsys
 
 
 def test_user_error_propagates_with_a_profile_of_what_ran(tip, capsys):
-    res = tip.run_cell("%%torchprof -o prof_err\nloss = train(1)\nraise ValueError('bad batch')")
+    res = tip.run_cell("%%torchprof -o prof_err\nloss = train(1)\nraise ValueError('bad batch')", store_history=True)
     assert isinstance(res.error_in_exec, ValueError)
-    out = capsys.readouterr().out
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "raise ValueError('bad batch')" in out  # the real source line
+    assert f"Cell In[{res.execution_count}], line 3" in out  # the notebook's numbering: %%torchprof is line 1
+    assert not re.search(r"cudamagic[/\\](prof|core)[/\\]\w+\.py", out)  # our frames are hidden
     prof = tip.user_ns["prof_err"]
     assert prof.error == "ValueError: bad batch"
     assert any(r.name == "aten::addmm" for r in prof.rows())
