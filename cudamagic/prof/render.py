@@ -204,10 +204,12 @@ def _colour_map(res) -> dict:
 DEPTH_ROWS = 3
 #: fill of operators outside the legend, per depth: a different theme shade per nesting level.
 OTHER_BY_DEPTH = (OTHER_COLOUR, "var(--jp-layout-color4, #757575)", "var(--jp-border-color1, #bdbdbd)")
-#: outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per depth.
+#: outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per depth; one
+#: rule per depth class in the SVG's own stylesheet (not repeated on each of up to MAX_RECTS rectangles).
 DEPTH_STYLE = ("stroke:var(--jp-ui-font-color1,#222);stroke-width:0.6",
                "stroke:var(--jp-ui-font-color2,#555);stroke-width:0.5;stroke-dasharray:2 1;fill-opacity:0.8",
                "stroke:var(--jp-ui-font-color3,#777);stroke-width:0.4;stroke-dasharray:1 1;fill-opacity:0.65")
+TIMELINE_CSS = "".join(f"svg.cm-tl .cm-depth{d}{{{style}}}" for d, style in enumerate(DEPTH_STYLE))
 
 
 def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
@@ -237,9 +239,10 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
     label_w, top_pad = 130, 4
     plot_w = width - label_w - 10
     height = top_pad + lane_h * len(keys) + 44
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="cm-tl" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="timeline of the profiled span" '
-           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">']
+           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">'
+           f"<style>{TIMELINE_CSS}</style>"]
     for i, (kind, where, depth) in enumerate(keys):
         y = top_pad + i * lane_h
         if kind == "gpu":
@@ -259,7 +262,7 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
         fill = colours.get(n, OTHER_BY_DEPTH[depth])
         what = f"{esc(n)}: {ms(dur)} ms" + (f" (nested {depth})" if depth else "")
         out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" class="cm-depth{depth}" '
-                   f'style="fill:{fill};{DEPTH_STYLE[depth]}"><title>{what}</title></rect>')
+                   f'style="fill:{fill}"><title>{what}</title></rect>')
     y = top_pad + lane_h * len(keys) + 14
     out.append(f'<text x="{label_w}" y="{y}" style="fill:var(--jp-ui-font-color2,#555)">0 ms</text>'
                f'<text x="{width - 10}" y="{y}" text-anchor="end" style="fill:var(--jp-ui-font-color2,#555)">'

@@ -152,8 +152,10 @@ def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
     assert set(rects) == {"aten::linear", "aten::addmm", "aten::copy_", "aten::relu"}  # depth 3 is not drawn
     assert [rects[n][1] for n in ("aten::linear", "aten::addmm", "aten::copy_")] == ["0", "1", "2"]
     assert rects["aten::linear"][0] < rects["aten::addmm"][0] < rects["aten::copy_"][0] < rects["aten::relu"][0]
-    styles = re.findall(r'class="cm-depth(\d)" style="([^"]+)"', svg)
-    assert len({s for _, s in styles}) >= 3  # parent and children differ in shade/outline, not only in row
-    for _, style in styles:
+    rules = dict(re.findall(r"svg\.cm-tl \.cm-depth(\d)\{([^}]+)\}", svg))
+    assert sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3  # outline/shade differ per depth
+    fills = dict(re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg))
+    assert len(set(fills.values())) == 3  # and each box its fill (legend colour, else a theme shade per depth)
+    for style in list(rules.values()) + list(fills.values()):
         colours = re.findall(r"#[0-9a-f]{3,6}", style)
         assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)  # only var() fallbacks
