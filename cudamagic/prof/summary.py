@@ -27,8 +27,8 @@ def gc_paused():
 
     A profile of 100,000 events keeps about a million objects; building or rendering it allocates enough to
     start full collections that walk them all again and again (a third of the time, measured by
-    ``benchmarks/bench_torchprof.py``). Nothing built here forms a reference cycle, so nothing is left for
-    the collector to find.
+    ``benchmarks/bench_torchprof.py``). A pause only delays collection: cycles made meanwhile (torch's
+    ``FunctionEvent`` parent/child links) are collected once the collector is back on.
     """
     was_on = gc.isenabled()
     gc.disable()
