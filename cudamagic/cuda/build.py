@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import uuid
 
-from .errors import CudaCompileError, Diagnostic
+from .errors import CudaCompileError, CudaLinkError, Diagnostic
 from ..core.platform import kill_tree, popen_group_kwargs
 
 #: Appended to cells with device code: at exit, report a CUDA error the program left behind on stderr, in one
@@ -217,6 +217,21 @@ def wait(proc, progress, step: str, deadline_s: float | None = None) -> None:
         raise
 
 
+def _raise_link_error(text: str, returncode: int, source: str, ws: Workspace, headers: dict) -> None:
+    """Raise :class:`CudaLinkError` when the log of a failed build names missing symbols; else return."""
+    from .link import diagnostics, undefined_symbols
+
+    symbols = undefined_symbols(text)
+    if not symbols:
+        return
+    diags = diagnostics(symbols, source.splitlines(), {n: ws.headers.get(n, []) for n in headers})
+    n = len(symbols)
+    head = (f"linking failed (nvcc exit status {returncode}): {n} undefined symbol{'s' if n != 1 else ''}; the "
+            "cell compiled, but nothing defines " + ("it" if n == 1 else "them"))
+    body = "\n".join(d.text() for d in diags[:10])
+    raise CudaLinkError(f"{head}:\n{body}", symbols, diags, text)
+
+
 # ---- compiler messages -------------------------------------------------------------------
 
 def _loc_re(sources, saved_dir: str):
@@ -226,6 +241,8 @@ def _loc_re(sources, saved_dir: str):
     return re.compile(r"(?P<path>" + "|".join(names) + r")(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::(?P<col>\d+))?)")
 
 
+#: nvcc's intermediate files (``/tmp/tmpxft_00002491_00000000-11_cell.o``, ``...-6_cell.cudafe1.cpp``).
+_TMP_OBJECT_RE = re.compile(r"(?:[A-Za-z]:)?[^\s'`\"():]*tmpxft_[\w.-]+")
 _SEVERITY_RE = re.compile(r"^\s*:?\s*(?P<sev>fatal error|error|warning)\s*:?\s*(?P<msg>.*)$")
 
 
@@ -272,6 +289,7 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
         line = new + line[pos:]
         for path in paths:
             line = line.replace(path, "the cell")
+        line = _TMP_OBJECT_RE.sub("the cell's object file", line)
         if ws.saved_dir:
             line = line.replace(ws.saved_dir + os.sep, "")
         out.append(line)
@@ -331,8 +349,10 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
                              "%config CudaMagics.cuda_nvcc_flags (`nvcc --help` lists the options).")
         if proc.returncode != 0 or not os.path.isfile(exe):
             errors = [d for d in diags if d.severity != "warning"]
-            head = (f"nvcc failed (exit status {proc.returncode}) with {len(errors)} error"
-                    f"{'s' if len(errors) != 1 else ''}")
+            if not errors:
+                _raise_link_error(text, proc.returncode, source, ws, headers)
+            head = f"nvcc failed (exit status {proc.returncode})" + (
+                f" with {len(errors)} error{'s' if len(errors) != 1 else ''}" if errors else "")
             body = "\n".join(d.text() for d in errors[:10])
             if not errors:
                 body = "\n".join(text.strip().splitlines()[-15:])
