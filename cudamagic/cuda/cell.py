@@ -28,7 +28,8 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
     """Do what ``opts`` asks with the cell body ``cell``; fill ``last`` with what happened.
 
     Returns:
-        :class:`.magic.Saved`, :class:`.magic.TorchBuild`, or None after a program ran.
+        :class:`.magic.Saved`, :class:`.magic.TorchBuild`, :class:`.magic.Skipped` (``--skip-without`` and that is
+        missing), or None after a program ran.
 
     Raises:
         UsageError: missing tools, an impossible architecture, a stale build lock.
@@ -41,6 +42,13 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         path = ws.save(opts.save, cell)
         last.update(kind="save", path=path)
         return Saved(opts.save, path)
+    if opts.skip_without:
+        why = missing(opts.skip_without)
+        if why:
+            from .magic import Skipped
+
+            last.update(kind="skipped", reason=why)
+            return Skipped(why)
     if opts.torch:
         from .torchext import build_extension, check_prereqs
 
@@ -90,6 +98,19 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         print(PERM_HELP, file=sys.stderr)
     last.update(run_s=result.elapsed_s)
     return None
+
+
+def missing(what: str) -> str:
+    """Why a ``--skip-without nvcc|gpu`` cell cannot run here, or ``""``: no nvcc; for ``gpu`` also no GPU that
+    NVML sees (no CUDA context is created)."""
+    try:
+        toolchain.find_nvcc()
+    except UsageError:
+        return ("this cell needs nvcc (the CUDA compiler), and none was found in $CUDA_HOME, $CUDA_PATH, on PATH "
+                "or as NVIDIA's pip wheel (`%pip install \"cudamagic[cuda]\"` installs one)")
+    if what == "gpu" and not toolchain.gpu_archs():
+        return "this cell needs an NVIDIA GPU, and NVML sees none here (`%cudainfo` says why)"
+    return ""
 
 
 def _profiler(kind):

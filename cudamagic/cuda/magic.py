@@ -52,6 +52,21 @@ class Saved:
                 f'"{esc(self.name)}"</code> in later <code>%%cuda</code> cells</div>')
 
 
+class Skipped:
+    """``%%cuda --skip-without``'s result where the cell was not run: ``reason``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self):
+        return f"skipped: {self.reason}"
+
+    def _repr_html_(self):
+        from ..core.fmt import NO_MATH, esc
+
+        return f'<div class="{NO_MATH}">{esc(repr(self))}</div>'
+
+
 class TorchBuild:
     """``%%cuda --torch``'s result: ``names`` bound in the namespace, ``module``, ``cached`` (no build ran),
     ``elapsed_s``."""
@@ -98,6 +113,8 @@ class CudaCellMagics(AreaMagics):
               help="Build the cell as a PyTorch extension and bind these comma-separated functions.")
     @argument("--profile", default=None, metavar="ncu|nsys", help="Run the program under Nsight Compute or Systems.")
     @argument("--nvcc-flags", default=None, dest="nvcc_flags", help="Extra nvcc flags, quoted as one.")
+    @argument("--skip-without", default=None, dest="skip_without", metavar="nvcc|gpu",
+              help="Where nvcc (or a GPU) is missing, say so and skip the cell instead of failing it.")
     @argument("--clear-cache", action="store_true", dest="clear_cache",
               help="(%%cuda line magic only) remove every cached build.")
     @line_cell_magic
@@ -124,6 +141,7 @@ class CudaCellMagics(AreaMagics):
             %%cuda --arch sm_90 --timeout 30 --args "1024 16"
             %%cuda --save vec.cuh            # later cells: #include "vec.cuh"
             %%cuda --torch add_one,scale     # then add_one(t) in Python
+            %%cuda --skip-without nvcc       # a shared notebook: skipped, with the reason, where nvcc is missing
             %cuda --clear-cache
             %config CudaMagics.cuda_timeout_s = 60
         """
