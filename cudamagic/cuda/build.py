@@ -6,6 +6,7 @@ Cache layout under the root (``CudaMagics.cuda_cache_dir``, default ``~/.cache/c
     torch/<key>/<name>.so    a built PyTorch extension (same rule)
     torch-build/<key>/       load_inline's build folder (ninja files, objects, its ``lock``)
     saved/<session>/NAME.cuh headers saved by ``--save`` in one loaded session (removed on unload)
+    toolkit/<digest>.json    nvcc's answers to -V and --list-gpu-arch, per nvcc path, size and mtime
 
 ``<key>`` is the SHA-256 of the source, the saved headers it includes, the flags, nvcc's path and version
 and the architectures, so an unchanged cell never calls nvcc again.
@@ -185,7 +186,9 @@ def prune(root: str, max_bytes: int, keep: str = "") -> int:
 
 
 def clear(root: str) -> tuple:
-    """Remove every cache entry (not this session's saved headers). Returns ``(entries, bytes)`` removed."""
+    """Remove every cache entry and nvcc's cached answers (``toolkit/``), not this session's saved headers.
+    Returns ``(entries, bytes)`` of builds removed."""
+    shutil.rmtree(os.path.join(root, "toolkit"), ignore_errors=True)  # asked again on the next cell
     count = size = 0
     for kind in ("prog", "torch", "torch-build"):
         d = os.path.join(root, kind)

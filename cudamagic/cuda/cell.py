@@ -52,7 +52,7 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
     if opts.torch:
         from .torchext import build_extension, check_prereqs
 
-        tk = check_prereqs(cell, toolchain.toolkit)
+        tk = check_prereqs(cell, lambda: toolchain.toolkit(cache_dir=ws.root))
         archs = toolchain.choose_archs(tk, opts.arch) if tk else ()
         start = time.monotonic()
         with Progress("PyTorch extension build") as progress:
@@ -63,7 +63,7 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         last.update(kind="torch", cached=cached, archs=archs, compile_s=time.monotonic() - start)
         return TorchBuild(opts.torch, module, cached, time.monotonic() - start)
 
-    tk = toolchain.toolkit()
+    tk = toolchain.toolkit(cache_dir=ws.root)
     # host-only code (no kernel, no CUDA call) runs on any machine: no architecture, no driver check
     archs = toolchain.choose_archs(tk, opts.arch) if opts.arch or build.has_device_code(cell) else ()
     flags = tuple(shlex.split(settings.cuda_nvcc_flags)) + opts.nvcc_flags if settings.cuda_nvcc_flags \

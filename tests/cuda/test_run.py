@@ -460,3 +460,54 @@ def test_skip_without_gpu_and_nvcc(cuda_ip, capfd, monkeypatch, tmp_path, fake_n
     out = cuda_ip.run_cell_magic("cuda", "--skip-without nvcc", "int main() {}\n")
     assert repr(out).startswith("skipped: this cell needs nvcc (the CUDA compiler), and none was found")
     assert "&quot;cudamagic[cuda]&quot;" in out._repr_html_()
+
+
+NEW_KERNEL = """
+import sys
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "cudamagic")
+ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = %r" % sys.argv[1])
+result = ip.run_cell(sys.argv[2])
+sys.exit(0 if result.success else 1)
+"""
+
+
+def test_unchanged_rerun_in_a_new_kernel_calls_nvcc_zero_times(tmp_path):
+    import subprocess
+
+    # each run is a fresh Python process (a new kernel): nvcc's version and architecture answers and the build
+    # come from the on-disk cache, so the wrapper first on PATH counts no call at all
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    count = tmp_path / "calls"
+    wrapper = wrapper_dir / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {count}\nexec {os.path.realpath(NVCC)} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}"
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cache = str(tmp_path / "cache")
+
+    def kernel(cell):
+        done = subprocess.run([sys.executable, "-c", NEW_KERNEL, cache, cell], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def calls():
+        return count.read_text().splitlines() if count.exists() else []
+
+    kernel_cell = "%%cuda\n" + KERNEL_DEFINED  # device code: architectures and the driver are checked too
+    assert "hello from the cell" in kernel(HELLO)
+    first = calls()
+    assert [c for c in first if c == "-V"] and [c for c in first if c == "--list-gpu-arch"]
+    kernel(kernel_cell)
+    assert len(calls()) == len(first) + 1  # only the compile: the answers came from the first kernel's cache
+    before = len(calls())
+    assert "hello from the cell" in kernel(HELLO)
+    kernel(kernel_cell)
+    assert len(calls()) == before  # unchanged re-runs in new kernels: nvcc is not called at all
+    wrapper.write_text(wrapper.read_text() + "# changed\n")  # another nvcc at the same path: asked again
+    assert "hello from the cell" in kernel(HELLO)
+    assert sorted(calls()[before:]) == ["--list-gpu-arch", "-V"]
