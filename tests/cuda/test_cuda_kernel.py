@@ -27,7 +27,7 @@ def test_example_notebook(tmp_path, monkeypatch):
     assert [ln for ln in _text(stream).splitlines() if ln.strip()] == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
     progress = [o for o in stream.outputs if o.output_type == "display_data"]
     # progress shows only for builds over 1 s (an idle machine compiles this cell faster): when shown, it ends
-    # with the final state (no deterministic test of the display yet: see the closing note of issue 18)
+    # with the final state (the deterministic test, with a slow nvcc wrapper, is in test_progress.py)
     assert not progress or "nvcc build done after" in progress[-1].data["text/plain"]
     failing = next(c for c in code if "missing_value" in c.source)
     errors = [o for o in failing.outputs if o.output_type == "error"]
