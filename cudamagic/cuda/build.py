@@ -2,7 +2,7 @@
 
 Cache layout under the root (``CudaMagics.cuda_cache_dir``, default ``~/.cache/cudamagic/cuda``)::
 
-    prog/<key>/prog          a compiled program (the entry folder appears by one atomic rename)
+    prog/<key>/prog          a compiled program, ``prog.exe`` on Windows (the entry appears by one atomic rename)
     torch/<key>/<name>.so    a built PyTorch extension (same rule)
     torch-build/<key>/       load_inline's build folder (ninja files, objects, its ``lock``)
     saved/<session>/NAME.cuh headers saved by ``--save`` in one loaded session (removed on unload)
@@ -24,25 +24,28 @@ import tempfile
 import uuid
 
 from .errors import CudaCompileError, CudaLinkError, Diagnostic
-from ..core.platform import kill_tree, popen_group_kwargs
+from ..core.platform import executable_name, host_compiler_problem, kill_tree, linker_can_wrap, popen_group_kwargs
 
 #: Appended to cells with device code: at exit, report a CUDA error the program left behind on stderr, in one
 #: marker line that ``%%cuda`` turns into the cell's exception. With a GPU: cudaDeviceSynchronize() then
 #: cudaGetLastError() (a failed launch, an asynchronous kernel fault). Without a usable GPU or driver: only
 #: when the program launched a kernel (``<<<...>>>`` goes through __cudaPushCallConfiguration, which the link
-#: wraps with :data:`EXIT_CHECK_LINK`), so a program that finds no GPU, says so and returns 0 passes.
-#: cudaErrorCudartUnloading (4) means the runtime is already gone and is not reported.
-EXIT_CHECK = r'''
-#line 1 "cudamagic-exit-check"
-#include <cstdio>
-#include <cstdlib>
-namespace cudamagic_exit_check_ { static bool launched = false; }
+#: wraps with :data:`EXIT_CHECK_LINK` where the linker can: GNU ld on Linux), so a program that finds no GPU,
+#: says so and returns 0 passes. cudaErrorCudartUnloading (4) means the runtime is already gone and is not
+#: reported. Where the linker cannot wrap (MSVC's link.exe), launches are not seen: only the GPU case is checked.
+_EXIT_CHECK_WRAP = r"""
 extern "C" unsigned __real___cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st *);
 extern "C" unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t s, struct CUstream_st *st) {
   cudamagic_exit_check_::launched = true;
   return __real___cudaPushCallConfiguration(g, b, s, st);
 }
-namespace cudamagic_exit_check_ {
+"""
+_EXIT_CHECK = r"""
+#line 1 "cudamagic-exit-check"
+#include <cstdio>
+#include <cstdlib>
+namespace cudamagic_exit_check_ { static bool launched = false; }
+@WRAP@namespace cudamagic_exit_check_ {
 static void check() {
   int n = 0;
   cudaError_t e = cudaSuccess;
@@ -61,7 +64,15 @@ static void check() {
 struct Reg { Reg() { std::atexit(check); } };
 static Reg reg_;
 }
-'''
+"""
+
+
+def exit_check(wrap: bool) -> str:
+    """The exit check's source, with launch detection when ``wrap`` (the linker has ``--wrap``)."""
+    return _EXIT_CHECK.replace("@WRAP@", _EXIT_CHECK_WRAP.lstrip("\n") if wrap else "")
+
+
+EXIT_CHECK = exit_check(True)
 EXIT_CHECK_LINK = ["-Xlinker", "--wrap=__cudaPushCallConfiguration"]
 ERROR_MARKER = "@@cudamagic-cuda-error@@"
 DEVICE_RE = re.compile(r"<<<|__global__|\bcuda[A-Z]\w*\s*\(")
@@ -299,6 +310,15 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
     return "\n".join(out), diags
 
 
+def nvcc_argv(nvcc: str, src: str, exe: str, gencode, flags, include_dir, wrap: bool) -> list:
+    """nvcc's command line as a list (``subprocess`` passes each element as one argument, so paths with spaces
+    need no quotes on any platform): ``nvcc [-I include_dir] -o exe src [gencode...] [wrap] [flags...]``."""
+    argv = [nvcc]
+    if include_dir:
+        argv += ["-I", include_dir]
+    return argv + ["-o", exe, src, *gencode, *(EXIT_CHECK_LINK if wrap else []), *flags]
+
+
 def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_bytes: int = 2 ** 31) -> tuple:
     """Compile ``source`` (the cell body) into a cached program.
 
@@ -314,29 +334,36 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
 
     Raises:
         CudaCompileError: nvcc or the host compiler failed; diagnostics carry cell lines.
-        UsageError: nvcc rejected the extra flags ("nvcc fatal").
+        UsageError: nvcc rejected the extra flags ("nvcc fatal"); on Windows, no MSVC ``cl.exe`` (the message
+            says how to get one on PATH, or to pass ``-ccbin``).
         KeyboardInterrupt: interrupted; nvcc's process tree is killed and nothing is cached.
     """
     from .toolchain import gencode_flags
 
     device = has_device_code(source)
+    wrap = device and linker_can_wrap()
+    check = exit_check(wrap) if device else ""
     headers = ws.included(source)
+    name = executable_name("prog")
     key = cache_key(kind="prog", source=source, headers=headers, flags=list(flags), nvcc=tk.path,
-                    build=tk.build, archs=list(archs), exit_check=EXIT_CHECK if device else "")
-    hit = lookup(ws.root, "prog", key, "prog")
+                    build=tk.build, archs=list(archs), exit_check=check)
+    hit = lookup(ws.root, "prog", key, name)
     if hit:
         return hit, True, ""
+    problem = host_compiler_problem(flags)
+    if problem:
+        from IPython.core.error import UsageError
+
+        raise UsageError(problem)
     work = tempfile.mkdtemp(prefix="cudamagic-cell-")
     try:
         src = os.path.join(work, "cell.cu")
         with open(src, "w", encoding="utf-8") as f:
             f.write(source if source.endswith("\n") else source + "\n")
-            if device:
-                f.write(EXIT_CHECK)
-        exe = os.path.join(work, "prog")
-        argv = [tk.path, "-o", exe, src, *gencode_flags(archs), *(EXIT_CHECK_LINK if device else []), *flags]
-        if ws.headers:
-            argv[1:1] = ["-I", ws.saved_dir]
+            f.write(check)
+        exe = os.path.join(work, name)
+        argv = nvcc_argv(tk.path, src, exe, gencode_flags(archs), flags, ws.saved_dir if ws.headers else None,
+                         wrap)
         with tempfile.TemporaryFile() as logf:
             proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=work, **popen_group_kwargs())
@@ -360,8 +387,8 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
             if not errors:
                 body = "\n".join(text.strip().splitlines()[-15:])
             raise CudaCompileError(f"{head}:\n{body}", errors, text)
-        publish(ws.root, "prog", key, {"prog": exe})
+        publish(ws.root, "prog", key, {name: exe})
         prune(ws.root, max_bytes, keep=key)
-        return os.path.join(entry(ws.root, "prog", key), "prog"), False, text.strip()
+        return os.path.join(entry(ws.root, "prog", key), name), False, text.strip()
     finally:
         shutil.rmtree(work, ignore_errors=True)

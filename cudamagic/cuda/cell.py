@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import sys
 import tempfile
@@ -13,6 +12,7 @@ import time
 from IPython.core.error import UsageError
 
 from . import build, toolchain
+from ..core.platform import split_command_line
 from .errors import CudaProgramError
 from .progress import Progress
 
@@ -66,7 +66,7 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
     tk = toolchain.toolkit(cache_dir=ws.root)
     # host-only code (no kernel, no CUDA call) runs on any machine: no architecture, no driver check
     archs = toolchain.choose_archs(tk, opts.arch) if opts.arch or build.has_device_code(cell) else ()
-    flags = tuple(shlex.split(settings.cuda_nvcc_flags)) + opts.nvcc_flags if settings.cuda_nvcc_flags \
+    flags = tuple(split_command_line(settings.cuda_nvcc_flags)) + opts.nvcc_flags if settings.cuda_nvcc_flags \
         else opts.nvcc_flags
     profiler = _profiler(opts.profile)
     start = time.monotonic()

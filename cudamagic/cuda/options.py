@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from IPython.core.error import UsageError
+
+from ..core.platform import split_command_line
 
 USAGE = ("%%cuda [--arch sm_XY] [--timeout S] [--args \"A B\"] [--save NAME.cuh] [--torch NAMES] "
          "[--profile ncu|nsys] [--nvcc-flags \"...\"] [--skip-without nvcc|gpu]")
@@ -24,7 +25,7 @@ class CudaOptions:
     Attributes:
         arch: ``"90"``, ``"90a"``, ... (compute capability digits, major then minor) or None (the GPU's own).
         timeout_s: seconds the program may run before its whole process tree is killed; None: no limit.
-        args: program arguments (argv[1:]), split like a shell would.
+        args: program arguments (argv[1:]), split like the platform's shell would (Windows keeps backslashes).
         save: header name to save the cell as (``vec.cuh``) or None.
         torch: function names to bind from a PyTorch extension built from the cell; empty: a plain program.
         profile: ``"ncu"``, ``"nsys"`` or None.
@@ -78,8 +79,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
                              "e.g. --timeout 30.")
     arch = parse_arch(args.arch) if args.arch else None
     try:
-        prog_args = tuple(shlex.split(_unquote(args.args))) if args.args else ()
-        flags = tuple(shlex.split(_unquote(args.nvcc_flags))) if args.nvcc_flags else ()
+        prog_args = tuple(split_command_line(_unquote(args.args))) if args.args else ()
+        flags = tuple(split_command_line(_unquote(args.nvcc_flags))) if args.nvcc_flags else ()
     except ValueError as exc:
         raise UsageError(f"%%cuda: cannot split --args/--nvcc-flags into words ({exc}); close every quote, "
                          "e.g. --args \"1024 'a b'\".") from None

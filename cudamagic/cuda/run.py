@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
-from ..core.platform import kill_tree, popen_group_kwargs
+from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 
 #: CUDA runtime error text a program may print itself (cudaGetErrorString / cudaGetErrorName forms).
 CUDA_ERROR_RE = re.compile(r"\bcudaError\w+|CUDA error|driver version is insufficient|no CUDA-capable device|"
@@ -180,7 +180,9 @@ def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=()) ->
                                cuda_error=seen[0] if seen else "")
     if rc != 0:
         last = ("\nLast lines on stderr:\n" + "\n".join(tail)) if tail and not cuda else ""
-        raise CudaProgramError(f"the program exited with status {rc}.{cuda}{last}", returncode=rc,
+        crash = windows_crash_name(rc)
+        status = f"{rc} (0x{rc:08X}: {crash})" if crash else str(rc)
+        raise CudaProgramError(f"the program exited with status {status}.{cuda}{last}", returncode=rc,
                                cuda_error=seen[0] if seen else "")
     if cuda_errors:
         raise CudaProgramError(f"the program exited with status 0 but left a CUDA error:{cuda}", returncode=rc,

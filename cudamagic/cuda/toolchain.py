@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 
 from ..core.na import is_na
-from ..core.platform import run_capped
+from ..core.platform import nvcc_in_folder, run_capped
 from ..info.nvcc import find_nvcc as _find_nvcc_env
 from ..info.nvcc import nvcc_info
 
@@ -24,7 +24,8 @@ NO_NVCC = ("%%cuda: no nvcc (the CUDA compiler) was found: not in $CUDA_HOME/bin
 
 
 def wheel_nvcc() -> str | None:
-    """``nvcc`` shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/**/bin/nvcc``), or None."""
+    """``nvcc`` (``nvcc.exe``) shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/*/bin/``), or
+    None."""
     import importlib.util
 
     try:
@@ -32,8 +33,9 @@ def wheel_nvcc() -> str | None:
     except (ImportError, ValueError):
         return None
     for root in list(getattr(spec, "submodule_search_locations", None) or []):
-        for cand in sorted(glob.glob(os.path.join(root, "*", "bin", "nvcc"))):
-            if os.access(cand, os.X_OK):
+        for folder in sorted(glob.glob(os.path.join(root, "*", "bin"))):
+            cand = nvcc_in_folder(folder)
+            if cand:
                 return cand
     return None
 
