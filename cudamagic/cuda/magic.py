@@ -127,7 +127,9 @@ class CudaCellMagics(AreaMagics):
         without creating a CUDA context. Builds are cached by content: an unchanged cell does not call nvcc.
         The program's stdout and stderr appear line by line as it prints; --timeout and a kernel interrupt
         kill it with all its children. A compile error (located at the cell's own lines, including lines of
-        --save'd headers), a non-zero exit, a signal or a CUDA error fails the cell with an exception.
+        --save'd headers), a link error (each missing symbol demangled, at the line that uses it), a non-zero
+        exit, a signal or a CUDA error (also one the program prints and then returns 0) fails the cell with an
+        exception. --skip-without nvcc|gpu skips the cell, saying why, where that is missing.
 
         Examples
         --------
