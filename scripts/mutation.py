@@ -31,6 +31,7 @@ MODULES = {
     "cudamagic/info/versions.py": ["tests/info/test_versions.py", "tests/info/test_planted.py",
                                    "tests/test_properties.py"],
     "cudamagic/info/findings.py": ["tests/info/test_findings.py", "tests/info/test_findings_cvd.py",
+                                   "tests/info/test_findings_rules.py",
                                    "tests/info/test_planted.py"],
     "cudamagic/watch/samples.py": ["tests/watch/test_samples.py"],
     "cudamagic/watch/sampler.py": ["tests/watch/test_sampler.py"],
