@@ -128,3 +128,70 @@ def test_gpu_without_kernels_in_the_build():
     assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=[])) == []      # arch list unknown
     assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=None)) == []
     assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch, installed=False)) == []
+
+
+# ---- MIG, CUDA unavailable, verdict ----------------------------------------------------------------------------
+
+from cudamagic.info.findings import _cuda_unavailable_rules, _mig_rules, _verdict  # noqa: E402
+
+
+def test_mig_mode():
+    gpus = [{"index": 0, "mig.mode.current": "Enabled", "mig_devices": [{}, {}, {}]},
+            {"index": 1, "mig.mode.current": "Enabled", "mig_devices": NA("not supported", "not_supported")},
+            {"index": 2, "mig.mode.current": "Disabled"}, {"index": 3}]
+    assert _mig_rules(basis(gpus=gpus)) == [
+        Finding("info", "mig", f"GPU {i} is in MIG mode ({n} instance(s))",
+                "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
+                "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)")
+        for i, n in ((0, 3), (1, 0))]
+
+
+def _cvd(b, hides_all=False, set_=True):
+    object.__setattr__(b, "cvd", {"set": set_, "hides_all": hides_all})
+    return b
+
+
+UNAVAILABLE = Finding(
+    "error", "cuda-unavailable", "torch.cuda.is_available() is False although a GPU is present",
+    "CUDA could not initialise in this process (driver problem, container without GPU access, or CUDA failed "
+    "earlier in this kernel).",
+    "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a terminal to see "
+    "the CUDA error")
+
+
+def test_cuda_unavailable_only_when_nothing_else_explains_it():
+    def b(**kw):
+        out = basis(cuda_build="12.4", gpus=[{"index": 0}], **kw)
+        out.t["cuda_available"] = False
+        return out
+    assert _cuda_unavailable_rules(_cvd(b(), set_=False), []) == [UNAVAILABLE]
+    assert _cuda_unavailable_rules(_cvd(b()), [Finding("warning", "x", "", "")]) == [UNAVAILABLE]
+    assert _cuda_unavailable_rules(_cvd(b()), [Finding("error", "x", "", "")]) == []      # explained above
+    assert _cuda_unavailable_rules(_cvd(b(), hides_all=True), []) == []                  # CVD hides every GPU
+    assert _cuda_unavailable_rules(_cvd(b(), hides_all=True, set_=False), []) == [UNAVAILABLE]
+    ok = b()
+    ok.t["cuda_available"] = True
+    assert _cuda_unavailable_rules(_cvd(ok, set_=False), []) == []
+    assert _cuda_unavailable_rules(_cvd(basis(cuda_build="12.4"), set_=False), []) == []  # no GPU
+    nobuild = basis(gpus=[{"index": 0}])
+    nobuild.t["cuda_available"] = False
+    assert _cuda_unavailable_rules(_cvd(nobuild, set_=False), []) == []
+
+
+def test_verdicts():
+    err = Finding("error", "a", "A", "cause a", "fix a")
+    t = {"installed": True, "cuda_available": True, "device_count": 2}
+    assert _verdict([Finding("warning", "w", "", "", "fix w"), err, Finding("error", "b", "", "", "fix b")], t, 2,
+                    False) == Finding("error", "verdict", "Verdict: action needed",
+                                      "2 problem(s) above stop PyTorch from using the GPU as expected.", "fix a")
+    assert _verdict([], t, 2, False) == Finding("ok", "verdict", "Verdict: ready", "PyTorch can use 2 CUDA device(s).",
+                                                "")
+    cpu = {"installed": True, "cuda_available": False}
+    assert _verdict([], cpu, 0, True) == Finding(
+        "ok", "verdict", "Verdict: CPU only",
+        "No NVIDIA GPU is visible here and this PyTorch build is CPU-only; code runs on the CPU.", "")
+    cpu_on_cpu = Finding("warning", "verdict", "Verdict: PyTorch will run on the CPU",
+                         "No usable CUDA device for PyTorch in this kernel (see the findings above).", "")
+    assert _verdict([], cpu, 1, True) == cpu_on_cpu
+    assert _verdict([], cpu, 0, False) == cpu_on_cpu
+    assert _verdict([], {"installed": False, "cuda_available": True}, 0, False) == cpu_on_cpu
