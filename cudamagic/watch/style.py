@@ -48,7 +48,8 @@ WATCH_CSS = f"""
 .cudamagic .cm-fill-rsv{{background:repeating-linear-gradient(135deg,{MEM} 0 2px,transparent 2px 5px)}}
 .cudamagic .cm-lost{{font-weight:600}}
 .cudamagic .cm-procs{{margin-top:2px}}
-.cudamagic .cm-procs td.cm-prose{{min-width:8em}}
+.cudamagic .cm-procs td.cm-prose{{min-width:6em}}
+.cudamagic .cm-procs th{{overflow-wrap:normal}}
 .cudamagic .cm-own{{font-weight:600}}
 .cudamagic .cm-chart{{flex:0 0 {CHART_WIDTH_PX}px;width:{CHART_WIDTH_PX}px;font-size:11px;
  color:var(--jp-content-font-color2,inherit)}}

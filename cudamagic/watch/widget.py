@@ -23,7 +23,7 @@ import datetime as _dt
 
 from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
-from ..core.style import CSS, badge, page
+from ..core.style import CSS, badge, page, scroll
 from .samples import Sample
 from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
 from .text import (PROCESS_LABELS, counter_notes, mem_text, no_process_line, num_text, pct_text, process_label,
@@ -116,8 +116,8 @@ def processes_html(g) -> str:
                     "</td></tr>")
     note = "".join(f'<div class="cm-muted">{esc(n)}</div>'
                    for n in counter_notes(g.processes) + process_notes(g.processes))
-    return ('<table class="cm-table cm-procs"><thead><tr><th>pid</th><th>process</th><th>type</th>'
-            "<th>GPU memory</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>" + note)
+    return scroll('<table class="cm-table cm-procs"><thead><tr><th>pid</th><th>process</th><th>type</th>'
+                  "<th>GPU memory</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>") + note
 
 
 def host_html(sample: Sample) -> str:
