@@ -244,3 +244,27 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
     finally:
         watch.stop()
         watch.view.close()
+
+
+def test_unload_ext_replaces_the_widget_by_its_snapshot(ip, fake_nvml, monkeypatch):
+    """``%unload_ext cudamagic`` stops the monitor (its cleanup) and leaves the snapshot in the cell."""
+    from IPython.utils.capture import capture_output
+
+    from cudamagic.watch.magic import WatchMagics
+
+    fake_nvml("one_gpu")
+    monkeypatch.setattr(WatchMagics, "_widgets_ok", lambda self: True)  # as in a Jupyter kernel
+    watch = ip.run_line_magic("gpuwatch", "--interval 0.1")
+    try:
+        with capture_output() as cap:
+            ip.display_formatter.format(watch)
+            assert W.WIDGET_VIEW in cap.outputs[0].data and watch.running
+            ip.run_line_magic("unload_ext", "cudamagic")
+        assert not watch.running
+        (update,) = [o for o in cap.outputs if o.update]
+        assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
+        assert "stopped" in update.data["text/html"] and f"samples: {watch.samples_taken}" in update.data["text/html"]
+    finally:
+        watch.stop()
+        watch.view.close()
+        ip.run_line_magic("load_ext", "cudamagic")  # the fixture unloads it again
