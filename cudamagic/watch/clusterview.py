@@ -129,8 +129,9 @@ def tiles_html(gpus) -> str:
         out.append('<div class="cm-host"><span class="cm-host-name">'
                    f"<b>{esc(host or '(no host label)')}</b> {len(hg)}&nbsp;GPUs {esc(util)}</span>"
                    + "".join(tile_html(g) for g in hg) + "</div>")
-    key = (f'<div class="cm-muted">tiles: GPU index and utilization; upper bar utilization '
-           f'<span class="cm-swatch"></span>, lower bar memory used <span class="cm-swatch cm-mem"></span></div>')
+    key = ('<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
+           '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
+           '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>')
     return '<div class="cm-tiles">' + "".join(out) + key + "</div>"
 
 
@@ -154,8 +155,9 @@ def detail_html(gpus) -> str:
                 for k in ratio_names]
         row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
         rows.append(row)
-    return scroll(html_table(["GPU", "name", "util", "memory", "temp", "power", "SM clock",
-                              *(f"{k} (0-1)" for k in ratio_names), "MIG instances", "job labels"], rows))
+    return '<div class="cm-detail">' + scroll(html_table(
+        ["GPU", "name", "util", "memory", "temp", "power", "SM clock", *(f"{k} (0-1)" for k in ratio_names),
+         "MIG instances", "job labels"], rows)) + "</div>"
 
 
 def status_html(sample, history, label, state, error, source=None) -> str:

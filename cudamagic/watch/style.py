@@ -74,6 +74,10 @@ WATCH_CSS = f"""
 .cudamagic .cm-tile .cm-tbar{{height:4px;margin-top:1px;background:var(--jp-layout-color2,transparent)}}
 .cudamagic .cm-tile .cm-tbar>div{{height:4px}}
 .cudamagic .cm-stale{{font-weight:600}}
+.cudamagic.cm-watch .widget-html-content{{min-width:0;max-width:100%}}
+.cudamagic .cm-detail table.cm-table th,.cudamagic .cm-detail table.cm-table td{{overflow-wrap:normal}}
+.cudamagic .cm-detail table.cm-table td{{white-space:nowrap}}
+.cudamagic .cm-key-item{{white-space:nowrap}}
 """
 
 
