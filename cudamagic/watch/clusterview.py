@@ -132,7 +132,7 @@ def tiles_html(gpus) -> str:
     key = ('<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
            '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
            '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>')
-    return '<div class="cm-tiles">' + "".join(out) + key + "</div>"
+    return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 
 
 def detail_html(gpus) -> str:

@@ -67,7 +67,7 @@ WATCH_CSS = f"""
 .cudamagic .cm-swatch{{display:inline-block;width:16px;height:0;vertical-align:middle;margin-right:3px;
  border-top:2px solid {UTIL}}}
 .cudamagic .cm-swatch.cm-mem{{border-top:2px dashed {MEM}}}
-.cudamagic .cm-tiles .cm-host{{display:flex;flex-wrap:wrap;align-items:flex-start;gap:2px;margin:2px 0}}
+.cudamagic .cm-gpu-tiles .cm-host{{display:flex;flex-wrap:wrap;align-items:flex-start;gap:2px;margin:2px 0}}
 .cudamagic .cm-host-name{{flex:0 0 150px;min-width:0;overflow-wrap:anywhere}}
 .cudamagic .cm-tile{{width:48px;padding:1px 3px;border:1px solid var(--jp-border-color1,currentColor);
  border-radius:2px;background:var(--jp-layout-color1,transparent);font-size:10px;box-sizing:border-box}}
