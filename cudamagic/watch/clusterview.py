@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import textwrap
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core.fmt import TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
 from ..core.na import is_na
-
-_CSS = "font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35"
+from ..core.style import badge, page, scroll
+from .style import MEM, UTIL, WATCH_CSS
+from .widget import header_box, part as _part, root_box, stylesheet_widget
 
 
 def last_good(sample, history=()):
@@ -104,34 +105,34 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
 # ---- HTML ---------------------------------------------------------------------------------
 
 def tile_html(g) -> str:
-    """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped)."""
+    """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
+    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU cards."""
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
     tip = (f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
            f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
            f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
            f"{_watts(g.power_draw_mw)}")
-    bar = ('<div style="height:4px;background:var(--jp-layout-color3);margin-top:1px">'
-           '<div style="height:4px;width:{w:.0f}%;background:{c}"></div></div>')
-    return (f'<div class="cm-tile" title="{esc(tip)}" style="display:inline-block;width:44px;margin:1px;'
-            'padding:1px 2px;border:1px solid var(--jp-border-color2);background:var(--jp-layout-color1)">'
-            f'<div style="font-size:10px">{int(g.index)}{" MIG" if g.mig_enabled is True else ""}'
+    bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
+    return (f'<div class="cm-tile" title="{esc(tip)}">'
+            f'<div>{int(g.index)}{" MIG" if g.mig_enabled is True else ""}'
             f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
-            + bar.format(w=util or 0, c="var(--jp-brand-color1)")
-            + bar.format(w=mem or 0, c="var(--jp-warn-color1)") + "</div>")
+            + bar.format(w=util or 0, c=UTIL) + bar.format(w=mem or 0, c=MEM) + "</div>")
 
 
 def tiles_html(gpus) -> str:
-    """Every GPU as a tile, one row per host (host name, GPU count, mean utilization, power)."""
+    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power)."""
     out = []
     for host, hg in by_host(gpus).items():
         s = host_summary(hg)
         util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
-        out.append('<div class="cm-host" style="margin:2px 0">'
-                   f'<span style="display:inline-block;width:150px;vertical-align:top;overflow:hidden">'
+        out.append('<div class="cm-host"><span class="cm-host-name">'
                    f"<b>{esc(host or '(no host label)')}</b> {len(hg)}&nbsp;GPUs {esc(util)}</span>"
                    + "".join(tile_html(g) for g in hg) + "</div>")
-    return "".join(out)
+    key = ('<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
+           '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
+           '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>')
+    return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 
 
 def detail_html(gpus) -> str:
@@ -154,20 +155,23 @@ def detail_html(gpus) -> str:
                 for k in ratio_names]
         row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
         rows.append(row)
-    return html_table(["GPU", "name", "util", "memory", "temp", "power", "SM clock",
-                       *(f"{k} (0-1)" for k in ratio_names), "MIG instances", "job labels"], rows)
+    return '<div class="cm-detail">' + scroll(html_table(
+        ["GPU", "name", "util", "memory", "temp", "power", "SM clock", *(f"{k} (0-1)" for k in ratio_names),
+         "MIG instances", "job labels"], rows)) + "</div>"
 
 
 def status_html(sample, history, label, state, error, source=None) -> str:
+    """The status line (escaped); a stale sample is marked with an error badge, not by text colour alone."""
     shown, stale = last_good(sample, history)
-    color = "var(--jp-error-color1)" if stale is not None else "var(--jp-ui-font-color2)"
     n = f"{len(shown.gpus)} GPUs at {shown.timestamp} | " if shown is not None and shown.gpus else ""
     line = _status_line(label, state, error, stale, source)
     extra = ""
     if shown is None or not shown.gpus:
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         extra = f"<div>No GPU data{': ' + esc(why.reason) if is_na(why) else ' yet'}.</div>"
-    return f'<div class="cm-cluster-status" style="color:{color}">{esc(n + line)}</div>{extra}'
+    mark = f"{badge('stale', 'error')} " if stale is not None else ""
+    cls = "cm-cluster-status cm-stale" if stale is not None else "cm-cluster-status cm-muted"
+    return f'<div class="{cls}">{mark}{esc(n + line)}</div>{extra}'
 
 
 def cluster_html(sample, history=(), label="cluster", state="", error="", source=None, host=None) -> str:
@@ -179,10 +183,11 @@ def cluster_html(sample, history=(), label="cluster", state="", error="", source
         groups = by_host(shown.gpus)
         pick = host if host in groups else next(iter(groups))
         parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))
-    return f'<div class="{NO_MATH} cm-cluster" style="{_CSS}">' + "".join(parts) + "</div>"
+    return page(f"<style>{WATCH_CSS}</style>" + "".join(parts), "cluster")
 
 
 # ---- the widget ---------------------------------------------------------------------------
+
 
 class ClusterView:
     """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker, detail.
@@ -196,14 +201,16 @@ class ClusterView:
 
         self.source = source
         self.label = label
+        self.style = stylesheet_widget()
         self.status = W.HTML()
-        self.button = W.Button(description="Stop", button_style="warning", icon="stop",
+        self.button = W.Button(description="Stop", icon="stop",
                                tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
-        self.tiles = W.HTML()
+        self.tiles = W.HTML(layout=W.Layout(min_width="0"))
         self.picker = W.Dropdown(description="host", options=[])
-        self.detail = W.HTML()
-        self.root = W.VBox([W.HBox([self.status, self.button]), self.tiles, self.picker, self.detail])
-        self.root.add_class(NO_MATH)
+        self.detail = W.HTML(layout=W.Layout(min_width="0"))
+        self.root = root_box([self.style, header_box(self.status, self.button), self.tiles, self.picker,
+                              self.detail])
+        self.root.add_class("cm-cluster")
         self._on_stop = on_stop
         self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)
         self.picker.observe(lambda _change: self._refresh_detail(), names="value")
@@ -218,7 +225,7 @@ class ClusterView:
             return
         groups = by_host(shown.gpus)
         pick = self.picker.value if self.picker.value in groups else next(iter(groups))
-        value = detail_html(groups[pick])
+        value = _part(detail_html(groups[pick]))
         if self.detail.value != value:
             self.detail.value = value
 
@@ -226,7 +233,7 @@ class ClusterView:
               stopped: bool = False):
         """Set the traits for ``sample`` (a stale sample keeps the last good tiles under a red status line)."""
         shown, _ = last_good(sample, history)
-        status = status_html(sample, history, self.label, state, error, self.source)
+        status = _part(status_html(sample, history, self.label, state, error, self.source))
         with contextlib.ExitStack() as stack:
             for w in self.widgets():
                 stack.enter_context(w.hold_sync())
@@ -234,7 +241,7 @@ class ClusterView:
                 self.status.value = status
             if shown is not None and shown.gpus:
                 self._shown = shown
-                tiles = tiles_html(shown.gpus)
+                tiles = _part(tiles_html(shown.gpus))
                 if self.tiles.value != tiles:
                     self.tiles.value = tiles
                 hosts = list(by_host(shown.gpus))
@@ -249,7 +256,7 @@ class ClusterView:
 
     def close(self):
         """Close every widget (frees the comms)."""
-        for w in [*self.widgets(), *self.root.children[0].children, *self.root.children, self.root]:
+        for w in [*self.widgets(), *self.root.children, self.root]:
             w.close()
 
 

@@ -92,7 +92,8 @@ class WatchMagics(AreaMagics):
         ``memory.used`` is what nvidia-smi shows (the driver's reserve is ``memory.reserved``, apart).
         ``--source`` reads a whole cluster from its Prometheus server instead (one request per refresh;
         one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS" and it recovers
-        by itself). Returns the monitor: ``watch.history`` (records
+        by itself). When the monitor stops, the widget is replaced by a static snapshot of the last sample,
+        which is what a saved notebook keeps. Returns the monitor: ``watch.history`` (records
         with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
 
         Privacy on shared machines: other users' processes are listed with their process name and

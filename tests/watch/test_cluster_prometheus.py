@@ -112,7 +112,8 @@ def test_widget_tiles_and_host_detail(settled):
         first = view.tiles.value
         assert prom_sim.wait_for(lambda: view.tiles.value != first, 10)
         bundle = watch._repr_mimebundle_()
-        assert "cm-cluster" in bundle["text/html"] and "node02" in bundle["text/plain"]
+        assert "live monitor, started" in bundle["text/html"] and "node02" in bundle["text/plain"]
+        assert "cm-cluster" in watch.static_bundle()["text/html"]  # the snapshot it leaves when stopped
     finally:
         watch.stop()
         watch.view.close()

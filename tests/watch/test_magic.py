@@ -202,7 +202,8 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         bundle = watch._repr_mimebundle_()
         assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == watch.view.root.model_id
         assert "Tesla T4" in bundle["text/plain"] and "VBox" not in bundle["text/plain"]
-        assert "LIVE" in bundle["text/html"]
+        assert "live monitor, started" in bundle["text/html"]  # what a saved notebook shows for it
+        assert "LIVE" in watch.view.status.value
         first = watch.view.cards[0].value
         deadline = time.monotonic() + 5
         def shown():  # the sample count the status line shows
@@ -218,6 +219,8 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert watch.view.button.disabled and "stopped" in watch.view.status.value
         assert "stopped (stopped)" not in watch.view.status.value + watch.text()  # said it twice
         assert "  stopped" in watch.text().splitlines()[0]
+        stopped = watch._repr_mimebundle_()  # a stopped monitor is its snapshot, without the widget
+        assert set(stopped) == {"text/plain", "text/html"} and "stopped" in stopped["text/html"]
         df_rows = watch.history
         assert len(df_rows) == 2 * watch.samples_taken
         json.dumps(trace.sample_to_json(watch.latest))  # the log form stays JSON
