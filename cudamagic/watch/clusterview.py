@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import textwrap
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core.fmt import NO_MATH, TEXT_WIDTH, clip, esc, format_bytes, html_table, plural, terminal_safe, text_table
 from ..core.na import is_na
 
 _CSS = "font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35"
@@ -96,7 +96,7 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
                      f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
                      "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
                      clip(per, 40)])
-    lines.append(f"{len(shown.gpus)} GPUs on {len(rows)} hosts at {shown.timestamp}")
+    lines.append(f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows), 'host')} at {shown.timestamp}")
     lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
     return "\n".join(lines)
 
@@ -129,7 +129,7 @@ def tiles_html(gpus) -> str:
         util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
         out.append('<div class="cm-host" style="margin:2px 0">'
                    f'<span style="display:inline-block;width:150px;vertical-align:top;overflow:hidden">'
-                   f"<b>{esc(host or '(no host label)')}</b> {len(hg)}&nbsp;GPUs {esc(util)}</span>"
+                   f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} {esc(util)}</span>"
                    + "".join(tile_html(g) for g in hg) + "</div>")
     return "".join(out)
 
@@ -161,7 +161,7 @@ def detail_html(gpus) -> str:
 def status_html(sample, history, label, state, error, source=None) -> str:
     shown, stale = last_good(sample, history)
     color = "var(--jp-error-color1)" if stale is not None else "var(--jp-ui-font-color2)"
-    n = f"{len(shown.gpus)} GPUs at {shown.timestamp} | " if shown is not None and shown.gpus else ""
+    n = f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | " if shown is not None and shown.gpus else ""
     line = _status_line(label, state, error, stale, source)
     extra = ""
     if shown is None or not shown.gpus:

@@ -179,12 +179,33 @@ class PrometheusClient:
         if isinstance(obj, dict) and obj.get("status") == "error":
             raise PrometheusError(f"HTTP {resp.status} {obj.get('errorType', 'error')}: "
                                   f"{str(obj.get('error', ''))[:200]}")
-        if not 200 <= resp.status < 300:
-            return_text = body[:120].decode("utf-8", "replace").strip() if body else ""
-            raise PrometheusError(f"HTTP {resp.status}{': ' + return_text if return_text else ''}")
-        if not isinstance(obj, dict) or obj.get("status") != "success" or not isinstance(obj.get("data"), dict):
-            raise PrometheusError("the answer is not Prometheus API JSON (is --source the Prometheus server?)")
+        if not 200 <= resp.status < 300 or not isinstance(obj, dict):
+            raise PrometheusError(self._not_prometheus(path, resp.status, resp.headers.get("Content-Type", ""),
+                                                       body, obj))
+        if obj.get("status") != "success" or not isinstance(obj.get("data"), dict):
+            raise PrometheusError(f"the server at {self.base_url} answered {path} with JSON that is not a "
+                                  "Prometheus API answer: is this a Prometheus server? Check --source")
         return obj["data"]
+
+    def _not_prometheus(self, path: str, status: int, content_type: str, body: bytes, obj) -> str:
+        """One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error): the status
+        and what it means, never the page's HTML; a short plain-text body (``404 page not found``) is kept."""
+        text = body[:2000].decode("utf-8", "replace") if body else ""
+        html_page = "html" in content_type.lower() or text.lstrip()[:1] == "<"
+        what = ""
+        if html_page:
+            what = " with an HTML page"
+        elif text.strip() and obj is None:
+            line = " ".join(text.split())[:120]
+            what = f" ({line})"
+        where = f"answered HTTP {status} at {path}{what}"
+        if status >= 500:
+            return f"the server at {self.base_url} {where}: a server or proxy error, retried at the next refresh"
+        if status == 404 or (200 <= status < 300) or html_page:
+            return (f"the server at {self.base_url} {where}: is this a Prometheus server? Check --source: it "
+                    "must be the address the Prometheus API is served under (the one whose /api/v1/query "
+                    "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a proxy")
+        return f"the server at {self.base_url} {where}"
 
     def instant(self, query: str, at_s: float | None = None) -> list:
         """``result`` of ``/api/v1/query`` (resultType vector): ``[{"metric": {...}, "value": [t, "v"]}]``."""

@@ -92,8 +92,9 @@ def test_job_flag_in_the_shell(ip, settled, monkeypatch):
     assert [(g.host, g.index) for g in watch.latest.gpus] == [("node04", 0), ("node04", 1)]
     with pytest.raises(UsageError, match=r"--job: no GPU series carries hpc_job=999"):
         ip.run_line_magic("gpuwatch", f"--source {server.url} --job 999 --text")
-    with pytest.raises(UsageError, match=r"no GPU of --hosts nodeX"):
+    with pytest.raises(UsageError, match=r"no GPU of --hosts nodeX") as info:
         ip.run_line_magic("gpuwatch", f"--source {server.url} --hosts nodeX --text")
+    assert "--job" not in str(info.value) and "--hosts node07,node08" in str(info.value)
 
 
 def test_widget_tiles_and_host_detail(settled):
