@@ -80,6 +80,18 @@ def _num(text, field: str, scale: float, exporter: str):
         v = float(text)
     except (TypeError, ValueError):
         return NA(f"not a number in the {exporter} exporter's answer", "error")
+    return _convert(v, text, field, scale, exporter)
+
+
+def _prom_text(v: float) -> str:
+    """How Prometheus writes a float that is not finite (``NaN``, ``+Inf``, ``-Inf``), else ``repr``."""
+    if math.isnan(v):
+        return "NaN"
+    return ("+Inf" if v > 0 else "-Inf") if math.isinf(v) else repr(v)
+
+
+def _convert(v: float, text, field: str, scale: float, exporter: str):
+    """:func:`_num` of the float ``v`` (``text`` is how the answer wrote it, shown for NaN/Inf)."""
     hit = ex.DCGM_SENTINELS.get(v)
     if hit is not None or v >= 9.2e18:
         reason, code = hit or ex.DCGM_SENTINELS[float(0x7FFFFFFFFFFFFFF0)]
@@ -130,6 +142,7 @@ def classify(metric: dict):
 
 _EMPTY = {}
 _MISSING = {}
+_PROF = "prof."  # a MIG instance's profiling ratio among its fields: "prof.sm_active"
 _NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
 
 
@@ -159,9 +172,12 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
             # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as "3g.40gb #1"
             inst.append(MigSample(index=mid if isinstance(mid, int) else len(inst),
                                   uuid=f"{profile or 'MIG'} #{mid}",
-                                  memory_used_bytes=used, memory_total_bytes=total))
+                                  memory_used_bytes=used, memory_total_bytes=total,
+                                  ratios=tuple(sorted((k[len(_PROF):], v) for k, v in f.items()
+                                                      if k.startswith(_PROF)))))
             for k, v in f.items():  # device-wide values: taken once (never summed over instances)
-                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total"):
+                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total") and \
+                        not k.startswith(_PROF):
                     vals.setdefault(k, v)
         mig_devs = tuple(inst)
         if "memory.used" not in phys:
@@ -274,13 +290,11 @@ class PrometheusSource(ViewHooks):
                 m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
             elif s.labels and not m["labels"]:
                 m["labels"] = s.labels
-            field = s.field
+            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
             cache = self._vcache.get((s.field, s.scale, s.exporter))
             if cache is None:
                 cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
-            slot = 2 if s.ratio and s.mig is None else 0  # ratios of MIG instances are not shown
-            if s.ratio and s.mig is not None:
-                continue
+            slot = 2 if s.ratio else 0  # a MIG instance's ratios go with its other fields (slot 1)
             for point in values:
                 try:
                     t, text = point
@@ -320,6 +334,77 @@ class PrometheusSource(ViewHooks):
                 gpus.append(g)
             out[t] = tuple(gpus)
         return out
+
+    def assemble_columns(self, series) -> tuple:
+        """``(times, GpuSamples per time)`` from the columns of a range query, the fast path of :meth:`history`.
+
+        Args:
+            series: ``[(_Series, times, values)]``: epoch seconds and values as 1-D float64 numpy arrays
+                (from :meth:`~cudamagic.watch.prometheus.PrometheusClient.range_columns`).
+
+        Returns:
+            ``(times, frames)``: the sorted distinct times (a list of floats) and, for each, the tuple of
+            GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from the same answer.
+
+        Each series' distinct values are converted once (:func:`_convert`); each GPU's fields become one row
+        of value codes per time, and a GpuSample is built only at the times where a code changed (a step
+        finer than the scrape interval repeats values): the others reuse the previous, immutable one.
+        """
+        import numpy as np
+
+        kept = [(s, t, v) for s, t, v in series if self._host_ok(s.host) and len(t)]
+        if not kept:
+            return [], []
+        times = np.unique(np.concatenate([t for _, t, _ in kept]))
+        n = len(times)
+        meta, cols = {}, {}
+        for s, t, v in kept:
+            self.exporters.add(s.exporter)
+            m = meta.get(s.key)
+            if m is None:
+                m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
+            elif s.labels and not m["labels"]:
+                m["labels"] = s.labels
+            uniq, inverse = np.unique(v, return_inverse=True)
+            conv = [_convert(x, _prom_text(x), s.field, s.scale, s.exporter) for x in uniq.tolist()]
+            code = np.full(n, -1, dtype=np.int64)
+            code[np.searchsorted(times, t)] = inverse.reshape(-1)
+            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
+            where = "mig" if s.mig is not None else "ratio" if s.ratio else "phys"
+            # a later series of the same (GPU, field) wins, as a later point does in assemble()
+            cols.setdefault(s.key, {})[(where, s.mig, field)] = (code, conv)
+        per_gpu = []
+        for key in sorted(cols):
+            entries = list(cols[key].items())
+            codes = np.stack([c for _, (c, _) in entries])
+            present = (codes >= 0).any(axis=0)
+            changed = np.ones(n, dtype=bool)
+            changed[1:] = (codes[:, 1:] != codes[:, :-1]).any(axis=0)
+            column = [None] * n
+            g = None
+            build = np.flatnonzero(changed & present).tolist()
+            rows = codes[:, build].T.tolist() if build else []
+            for row_i, row in zip(build, rows):
+                phys, migs, ratios = {}, {}, {}
+                for ((where, mig, field), (_, conv)), c in zip(entries, row):
+                    if c < 0:
+                        continue
+                    if where == "phys":
+                        phys[field] = conv[c]
+                    elif where == "ratio":
+                        ratios[field] = conv[c]
+                    else:
+                        migs.setdefault(mig, {})[field] = conv[c]
+                column[row_i] = _gpu(key, phys, migs, meta[key], ratios)
+            last = None
+            for i, here in enumerate(present.tolist()):  # fill the repeats with the previous sample
+                if column[i] is not None:
+                    last = column[i]
+                elif here:
+                    column[i] = last
+            per_gpu.append(column)
+        frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu)]
+        return times.tolist(), frames
 
     def build(self, rows) -> tuple:
         """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
@@ -385,19 +470,17 @@ class PrometheusSource(ViewHooks):
         start = end - float(span_s)
         step = range_step(start, end, max(self.interval_s, span_s / max(1, max_samples - 1)))
         try:
-            result = self.client.range(self.query, start, end, step, timeout_s=timeout_s)
+            result = self.client.range_columns(self.query, start, end, step, timeout_s=timeout_s)
         except PrometheusError as exc:
             self.stale_reason = str(exc)
             return []
         series = []
-        for r in result:
-            s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
-            if s is not None and isinstance(r.get("values"), list):
-                series.append((s, r["values"]))
-        frames = self.assemble(self._job_filter(series))
-        times = sorted(frames)
-        out = [self._sample(i - len(times) + 1, float(t), frames[t]) for i, t in enumerate(times)]
-        return out
+        for metric, t, v in result:
+            s = self._series(metric)
+            if s is not None:
+                series.append((s, t, v))
+        times, frames = self.assemble_columns(self._job_filter(series))
+        return [self._sample(i - len(times) + 1, t, gpus) for i, (t, gpus) in enumerate(zip(times, frames))]
 
     def close(self):
         """Close the connection pool."""

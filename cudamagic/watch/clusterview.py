@@ -136,7 +136,7 @@ def tiles_html(gpus) -> str:
 
 def detail_html(gpus) -> str:
     """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
-    ratio_names = sorted({k for g in gpus for k, _ in g.ratios})
+    ratio_names = sorted({k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))})
     rows = []
     for g in gpus:
         mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
@@ -154,6 +154,13 @@ def detail_html(gpus) -> str:
                 for k in ratio_names]
         row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
         rows.append(row)
+        for m in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
+            mr = dict(m.ratios)
+            rows.append(["", esc(f"↳ MIG {m.uuid}"), "–",
+                         esc(f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"),
+                         "", "", "",
+                         *(esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
+                           for k in ratio_names), "", ""])
     return html_table(["GPU", "name", "util", "memory", "temp", "power", "SM clock",
                        *(f"{k} (0-1)" for k in ratio_names), "MIG instances", "job labels"], rows)
 

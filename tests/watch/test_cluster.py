@@ -114,6 +114,77 @@ def test_mig_instances_grouped_under_their_gpu_power_counted_once():
     assert gpus[1].mig_enabled is False and len(gpus) == 2
 
 
+def test_mig_instances_show_their_own_profiling_ratios():
+    from cudamagic.watch import trace
+    from cudamagic.watch.clusterview import detail_html
+    from cudamagic.watch.samples import sample_rows
+
+    src, gpus = _gpus(_rows(prom_sim.SimHost("n", "dcgm", 2, mig=(0,))))
+    g = gpus[0]
+    assert [m.ratios for m in g.mig_devices] == [(("gr_engine_active", 0.25),), (("gr_engine_active", 0.5),)]
+    assert g.ratios == () and g.power_draw_mw == 250_000  # not merged into the GPU; power counted once
+    assert dict(gpus[1].ratios)["gr_engine_active"] >= 0
+    html = detail_html(gpus)
+    assert "3g.40gb #1" in html and "0.25" in html and "0.50" in html
+    row = sample_rows(src._sample(1, 1000.0, gpus))[0]
+    assert row["mig.1.prof.gr_engine_active"] == 0.25 and row["mig.2.prof.gr_engine_active"] == 0.5
+    back = trace.sample_from_json(trace.sample_to_json(src._sample(1, 1000.0, gpus)))
+    assert back.gpus[0].mig_devices == g.mig_devices
+
+
+def test_matrix_fast_path_equals_json():
+    import json
+
+    import numpy as np
+
+    from cudamagic.watch.prometheus import _columns, parse_matrix
+
+    result = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": 'q"x\\é}', "gpu": "0"},
+               "values": [[1000, "1"], [1001.5, "NaN"], [1003, "+Inf"], [1004, "-Inf"],
+                          [1005, "9223372036854775807"], [1006, "2.5e-07"]]},
+              {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "gpu": "1"}, "values": [[1000, "42"]]}]
+    body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}},
+                      separators=(",", ":"), ensure_ascii=False).encode()
+    fast = parse_matrix(body)
+    slow = [_columns(r) for r in result]
+    assert len(fast) == 2 and fast[0][0]["Hostname"] == 'q"x\\é}'
+    for (m1, t1, v1), (m2, t2, v2) in zip(fast, slow):
+        assert m1 == m2 and t1.tolist() == t2.tolist()
+        np.testing.assert_array_equal(v1, v2)
+    assert fast[0][1].tolist() == [1000, 1001.5, 1003, 1004, 1005, 1006]
+    # what it does not recognise goes to json: spaces, an error answer, native histograms, a bad number
+    assert parse_matrix(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+                        .encode()) is None
+    assert parse_matrix(b'{"status":"error","errorType":"bad_data","error":"x"}') is None
+    assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+                        b'"histograms":[[1,{"count":"1"}]]}]}}') is None
+    assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+                        b'"values":[[1,"x"]]}]}}') is None
+    assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[]}}') == []
+
+
+def test_columns_path_equals_the_per_point_path_with_mig_sentinels_and_gaps():
+    import numpy as np
+
+    hosts = [prom_sim.SimHost("a", "dcgm", 2, mig=(1,), sentinel=(0,)), prom_sim.SimHost("b", "nvitop", 1),
+             prom_sim.SimHost("c", "dcgm-old", 1)]
+    points = {}
+    for t in range(1000, 1060, 5):
+        for i, h in enumerate(hosts):
+            if h.name == "c" and 1020 <= t < 1040:
+                continue  # a gap: host c was not scraped
+            for name, lab, v in prom_sim.host_metrics(h, i, t - t % 15):  # values change every 15 s
+                points.setdefault(tuple(sorted({"__name__": name, **lab}.items())), []).append((t, v))
+    src_old, src_new = PrometheusSource("http://unused:1"), PrometheusSource("http://unused:1")
+    old = src_old.assemble([(classify(dict(k)), [[t, repr(v)] for t, v in p]) for k, p in points.items()])
+    times, frames = src_new.assemble_columns(
+        [(classify(dict(k)), np.array([t for t, _ in p], float), np.array([v for _, v in p], float))
+         for k, p in points.items()])
+    assert times == [float(t) for t in sorted(old)] and frames == [old[t] for t in sorted(old)]
+    assert {len(f) for f in frames} == {4, 3} and src_new.exporters == src_old.exporters
+    assert frames[1][0] is frames[2][0]  # 1005 and 1010 repeat the values of 1005: one sample
+
+
 def test_job_matching_slurm_pod_host():
     hosts = [prom_sim.SimHost("a", "dcgm", 1, labels={"hpc_job": "77"}),
              prom_sim.SimHost("b.cluster.local", "dcgm-old", 1, labels={"pod": "train-0"}),

@@ -179,6 +179,12 @@ def test_backfilled_history_exact_values(tmp_path):
             assert by["bf01", 1].gpu_util_pct == prom_sim.util_at(t, 0, 1)
             assert by["bf02", 0].memory_used_bytes == prom_sim.used_mib_at(t, 1, 0) * 2 ** 20
         json.dumps(trace.sample_to_json(hist[-1]))
+        # the columns path gives what the per-point JSON path gives for the same answer
+        step = 600 / 40
+        result = src.client.range(src.query, end - 600, end, step)
+        frames = src.assemble([(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None])
+        assert [float(t) for t in sorted(frames)] == [s.timestamp_s for s in hist]
+        assert [frames[t] for t in sorted(frames)] == [s.gpus for s in hist]
     finally:
         server.cleanup()
 
