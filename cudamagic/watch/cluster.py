@@ -107,7 +107,8 @@ def _convert(v: float, text, field: str, scale: float, exporter: str):
 class _Series:
     """What one Prometheus series is: GPU key, MIG instance, field, scale (classified once per label set)."""
 
-    __slots__ = ("key", "host", "index", "uuid", "name", "mig", "field", "scale", "ratio", "exporter", "labels")
+    __slots__ = ("key", "host", "index", "uuid", "name", "mig", "field", "scale", "ratio", "exporter", "labels",
+                 "target")
 
 
 def classify(metric: dict):
@@ -137,6 +138,7 @@ def classify(metric: dict):
     s.labels = tuple((k, metric[k]) for k in ("hpc_job", "slurm_job_id", "pod", "exported_pod", "namespace",
                                               "container") if metric.get(k))
     s.key = (s.host, s.index)
+    s.target = (metric.get("job", ""), metric.get("instance", ""))  # the scrape target, as `up` names it
     return s
 
 
@@ -194,7 +196,49 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
                      ratios=tuple(sorted(ratios.items())), labels=labels, **fields)
 
 
-class PrometheusSource(ViewHooks):
+#: A host whose exporter stays away this long (seconds) is no longer shown as stale.
+FORGET_HOST_S = 3600.0
+
+
+class HostTracker:
+    """Per-host staleness for the cluster sources: which hosts were shown and are now missing.
+
+    ``stale_hosts`` is ``{host: {"since": epoch s, "reason": str, "gpus": last GpuSamples}}`` for every host
+    that had GPUs in an earlier sample and has none in the newest one (its exporter is no longer scraped:
+    ``up == 0``, or its series went stale) while the server itself answered. The views keep showing those
+    last values marked "exporter down since HH:MM:SS". It is replaced, never changed in place, so a view in
+    another thread reads a consistent dict.
+    """
+
+    stale_hosts: dict = {}
+    _seen: dict = {}
+
+    def track_hosts(self, sample, down=None):
+        """Update :attr:`stale_hosts` from ``sample`` (a sample of a working server).
+
+        Args:
+            sample: the newest :class:`Sample`. down: ``{host: reason}`` for hosts whose scrape target has
+                ``up == 0`` (None when unknown, e.g. in a replay).
+        """
+        now = sample.timestamp_s
+        groups = {}
+        for g in sample.gpus:
+            groups.setdefault(g.host, []).append(g)
+        seen = {h: v for h, v in self._seen.items() if h not in groups and now - v["seen_s"] <= FORGET_HOST_S}
+        seen.update({h: {"gpus": tuple(gs), "seen_s": now} for h, gs in groups.items()})
+        stale = {}
+        for host, v in seen.items():
+            if host in groups:
+                continue
+            old = self.stale_hosts.get(host)
+            reason = (down or {}).get(host) or (
+                "its GPU series went stale (no longer in Prometheus's answer)" if down is not None else
+                "its GPUs are missing from the recording")
+            stale[host] = {"since": old["since"] if old else now, "reason": reason, "gpus": v["gpus"]}
+        self._seen, self.stale_hosts = seen, stale
+
+
+class PrometheusSource(ViewHooks, HostTracker):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
     Args:
@@ -223,7 +267,11 @@ class PrometheusSource(ViewHooks):
         self.job = job
         self.job_candidates = job_candidates(job, environ, hostname) if job is not None else []
         self.job_match = ""
-        self.query = selector(ex.all_metric_names())
+        #: the instant query of one refresh: every GPU metric, and `up` to tell an exporter that is down
+        self.query = selector([*ex.all_metric_names(), "up"])
+        #: the range query of the history (GPU metrics only)
+        self.history_query = selector(ex.all_metric_names())
+        self.stale_hosts, self._seen, self._targets = {}, {}, {}
         self.exporters = set()
         self.stale_since = None
         self.stale_reason = ""
@@ -431,24 +479,34 @@ class PrometheusSource(ViewHooks):
             result = self.client.instant(self.query)
         except PrometheusError as exc:
             return self.stale_sample(seq, timestamp_s, str(exc))
-        rows = []
+        rows, up = [], {}
         for r in result:
-            s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
-            if s is None:
-                continue
+            metric = r.get("metric", {}) if isinstance(r, dict) else {}
+            s = self._series(metric) if isinstance(metric, dict) else None
             try:
-                rows.append((s, r["value"][1]))
-            except (KeyError, IndexError, TypeError):
+                if s is not None:
+                    rows.append((s, r["value"][1]))
+                elif metric.get("__name__") == "up":
+                    up[(metric.get("job", ""), metric.get("instance", ""))] = r["value"][1]
+            except (KeyError, IndexError, TypeError, AttributeError):
                 continue
+        any_gpu = bool(rows)
         rows = self._job_filter(rows)
+        for s, _ in rows:
+            self._targets[s.host] = s.target
         gpus = self.build(rows)
         sample = self._sample(seq, timestamp_s, gpus)
         if not gpus:
-            why = self.no_job_text() if self.job is not None and not self.job_match and result else (
-                f"no GPU of --hosts {','.join(self.hosts)} in the answer" if self.hosts and result else
+            why = self.no_job_text() if self.job is not None and not self.job_match and any_gpu else (
+                f"no GPU of --hosts {','.join(self.hosts)} in the answer" if self.hosts and any_gpu else
                 "the server has no DCGM-exporter or nvitop-exporter GPU metrics")
             sample = Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=NA(why, "no_gpus"), gpus=(),
                             host=_CLUSTER_HOST, torch=_NO_TORCH)
+        down = {}
+        for host, (job, instance) in self._targets.items():
+            if up.get((job, instance)) == "0":
+                down[host] = f"its exporter is down (up == 0 for job={job} instance={instance})"
+        self.track_hosts(sample, down)
         self.stale_since, self.stale_reason = None, ""
         self.last_good = sample
         self.devices = [(g.host, g.index) for g in gpus]
@@ -470,7 +528,7 @@ class PrometheusSource(ViewHooks):
         start = end - float(span_s)
         step = range_step(start, end, max(self.interval_s, span_s / max(1, max_samples - 1)))
         try:
-            result = self.client.range_columns(self.query, start, end, step, timeout_s=timeout_s)
+            result = self.client.range_columns(self.history_query, start, end, step, timeout_s=timeout_s)
         except PrometheusError as exc:
             self.stale_reason = str(exc)
             return []
@@ -492,8 +550,15 @@ class PrometheusSource(ViewHooks):
         return self.history(history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s)
 
 
-class ClusterReplay(ViewHooks, ReplaySource):
-    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view."""
+class ClusterReplay(ViewHooks, HostTracker, ReplaySource):
+    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view (a host
+    missing from a later sample is shown stale with its last values, as live)."""
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        sample = ReplaySource.read(self, seq, timestamp_s)
+        if sample.gpus or not is_na(sample.nvml_status) or sample.nvml_status.code != "stale":
+            self.track_hosts(sample)
+        return sample
 
     @classmethod
     def wrap(cls, replay: ReplaySource):
@@ -502,4 +567,5 @@ class ClusterReplay(ViewHooks, ReplaySource):
             return replay
         obj = cls.__new__(cls)
         obj.__dict__.update(replay.__dict__)
+        obj.stale_hosts, obj._seen = {}, {}
         return obj

@@ -30,6 +30,26 @@ def last_good(sample, history=()):
     return sample, None
 
 
+def stale_hosts(source) -> dict:
+    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped while the
+    server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`)."""
+    return dict(getattr(source, "stale_hosts", None) or {})
+
+
+def with_stale(gpus, stale: dict) -> list:
+    """``gpus`` plus the last GPUs of each stale host not in ``gpus``, in (host, index) order."""
+    hosts = {g.host for g in gpus}
+    extra = [g for h, v in stale.items() if h not in hosts for g in v["gpus"]]
+    return sorted([*gpus, *extra], key=lambda g: (g.host, g.index)) if extra else list(gpus)
+
+
+def stale_text(info: dict) -> str:
+    """``'exporter down since HH:MM:SS: reason'`` for one entry of :func:`stale_hosts`."""
+    import time
+
+    return f"exporter down since {time.strftime('%H:%M:%S', time.localtime(info['since']))}: {info['reason']}"
+
+
 def by_host(gpus) -> dict:
     """``{host: [GpuSample, ...]}`` in (host, index) order."""
     out = {}
@@ -82,22 +102,28 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
     shown, stale = last_good(sample, history)
     lines = textwrap.wrap(terminal_safe(_status_line(label, state, error, stale, source)), TEXT_WIDTH,
                           break_on_hyphens=False, break_long_words=False)
-    if shown is None or not shown.gpus:
+    down = stale_hosts(source)
+    if shown is None or not (shown.gpus or down):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         lines.append(f"No GPU data{': ' + terminal_safe(why.reason) if is_na(why) else ' yet'}.")
         return "\n".join(lines)
     rows = []
-    for host, gpus in by_host(shown.gpus).items():
+    for host, gpus in by_host(with_stale(shown.gpus, down)).items():
         s = host_summary(gpus)
         per = " ".join("MIG" if g.mig_enabled is True and is_na(g.gpu_util_pct) else
                        _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
-        rows.append([clip(terminal_safe(host or "(no host label)"), 24), s["gpus"],
+        rows.append([clip(terminal_safe(host or "(no host label)") + (" (stale)" if host in down else ""), 24),
+                     s["gpus"],
                      "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
                      f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
                      "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
                      clip(per, 40)])
-    lines.append(f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows), 'host')} at {shown.timestamp}")
+    lines.append(f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows) - len(down), 'host')} at "
+                 f"{shown.timestamp}" + (f"; {plural(len(down), 'host')} stale" if down else ""))
     lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
+    for host, info in down.items():
+        lines += textwrap.wrap(terminal_safe(f"{host} (stale): {stale_text(info)}; its last values are shown"),
+                               TEXT_WIDTH, break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines)
 
 
@@ -121,16 +147,23 @@ def tile_html(g) -> str:
             + bar.format(w=mem or 0, c="var(--jp-warn-color1)") + "</div>")
 
 
-def tiles_html(gpus) -> str:
-    """Every GPU as a tile, one row per host (host name, GPU count, mean utilization, power)."""
+def tiles_html(gpus, stale=None) -> str:
+    """Every GPU as a tile, one row per host (host name, GPU count, mean utilization, power). A host of
+    ``stale`` (:func:`stale_hosts`) keeps its last tiles, dimmed, under "exporter down since HH:MM:SS"."""
+    stale = stale or {}
     out = []
     for host, hg in by_host(gpus).items():
         s = host_summary(hg)
         util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
-        out.append('<div class="cm-host" style="margin:2px 0">'
+        info = stale.get(host)
+        mark = ("" if info is None else
+                f'<div class="cm-host-stale" style="color:var(--jp-error-color1)">{esc(stale_text(info))}</div>')
+        out.append(f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}" '
+                   f'style="margin:2px 0">'
                    f'<span style="display:inline-block;width:150px;vertical-align:top;overflow:hidden">'
                    f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} {esc(util)}</span>"
-                   + "".join(tile_html(g) for g in hg) + "</div>")
+                   + (f'<span style="opacity:0.5">' if info else "")
+                   + "".join(tile_html(g) for g in hg) + ("</span>" if info else "") + mark + "</div>")
     return "".join(out)
 
 
@@ -171,7 +204,7 @@ def status_html(sample, history, label, state, error, source=None) -> str:
     n = f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | " if shown is not None and shown.gpus else ""
     line = _status_line(label, state, error, stale, source)
     extra = ""
-    if shown is None or not shown.gpus:
+    if shown is None or not (shown.gpus or stale_hosts(source)):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         extra = f"<div>No GPU data{': ' + esc(why.reason) if is_na(why) else ' yet'}.</div>"
     return f'<div class="cm-cluster-status" style="color:{color}">{esc(n + line)}</div>{extra}'
@@ -181,9 +214,11 @@ def cluster_html(sample, history=(), label="cluster", state="", error="", source
     """Static HTML of the whole cluster view (the snapshot kept in saved notebooks)."""
     shown, _ = last_good(sample, history)
     parts = [status_html(sample, history, label, state, error, source)]
-    if shown is not None and shown.gpus:
-        parts.append(tiles_html(shown.gpus))
-        groups = by_host(shown.gpus)
+    down = stale_hosts(source)
+    if shown is not None and (shown.gpus or down):
+        gpus = with_stale(shown.gpus, down)
+        parts.append(tiles_html(gpus, down))
+        groups = by_host(gpus)
         pick = host if host in groups else next(iter(groups))
         parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))
     return f'<div class="{NO_MATH} cm-cluster" style="{_CSS}">' + "".join(parts) + "</div>"
@@ -221,9 +256,9 @@ class ClusterView:
 
     def _refresh_detail(self):
         shown = self._shown
-        if shown is None or not shown.gpus:
+        if not shown:
             return
-        groups = by_host(shown.gpus)
+        groups = by_host(shown)
         pick = self.picker.value if self.picker.value in groups else next(iter(groups))
         value = detail_html(groups[pick])
         if self.detail.value != value:
@@ -239,12 +274,13 @@ class ClusterView:
                 stack.enter_context(w.hold_sync())
             if self.status.value != status:
                 self.status.value = status
-            if shown is not None and shown.gpus:
-                self._shown = shown
-                tiles = tiles_html(shown.gpus)
+            down = stale_hosts(self.source)
+            if shown is not None and (shown.gpus or down):
+                self._shown = gpus = with_stale(shown.gpus, down)
+                tiles = tiles_html(gpus, down)
                 if self.tiles.value != tiles:
                     self.tiles.value = tiles
-                hosts = list(by_host(shown.gpus))
+                hosts = list(by_host(gpus))
                 if list(self.picker.options) != hosts:
                     keep = self.picker.value if self.picker.value in hosts else hosts[0]
                     self.picker.options = hosts

@@ -185,6 +185,26 @@ def test_columns_path_equals_the_per_point_path_with_mig_sentinels_and_gaps():
     assert frames[1][0] is frames[2][0]  # 1005 and 1010 repeat the values of 1005: one sample
 
 
+def test_host_tracker_marks_a_missing_host_stale_keeps_its_since_and_forgets_it():
+    from cudamagic.watch.clusterview import cluster_text
+
+    a, b = prom_sim.SimHost("a", "dcgm", 1), prom_sim.SimHost("b", "nvitop", 2)
+    src, both = _gpus(_rows(a, 0) + _rows(b, 1))
+    only_a = tuple(g for g in both if g.host == "a")
+    src.track_hosts(src._sample(1, 1000.0, both), {})
+    src.track_hosts(src._sample(2, 1001.0, only_a), {})
+    assert src.stale_hosts["b"]["since"] == 1001.0 and src.stale_hosts["b"]["gpus"] == both[1:]
+    assert src.stale_hosts["b"]["reason"] == "its GPU series went stale (no longer in Prometheus's answer)"
+    src.track_hosts(src._sample(3, 1002.0, only_a), {"b": "its exporter is down (up == 0 for job=b instance=x)"})
+    assert src.stale_hosts["b"]["since"] == 1001.0 and "up == 0" in src.stale_hosts["b"]["reason"]
+    text = cluster_text(src._sample(3, 1002.0, only_a), [], "cluster", "running", source=src)
+    assert "1 GPU on 1 host at" in text and "; 1 host stale" in text and "b (stale)" in text
+    src.track_hosts(src._sample(4, 1002.0 + 3601, only_a), {})
+    assert src.stale_hosts == {}  # gone for over an hour: forgotten
+    src.track_hosts(src._sample(5, 9000.0, both), {})
+    assert src.stale_hosts == {}
+
+
 def test_job_matching_slurm_pod_host():
     hosts = [prom_sim.SimHost("a", "dcgm", 1, labels={"hpc_job": "77"}),
              prom_sim.SimHost("b.cluster.local", "dcgm-old", 1, labels={"pod": "train-0"}),
