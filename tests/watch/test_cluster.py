@@ -205,6 +205,26 @@ def test_host_tracker_marks_a_missing_host_stale_keeps_its_since_and_forgets_it(
     assert src.stale_hosts == {}
 
 
+def test_replay_marks_a_host_missing_from_later_samples_stale(tmp_path):
+    from cudamagic.watch.cluster import ClusterReplay
+    from cudamagic.watch.sources import ReplaySource
+    from cudamagic.watch.trace import TraceWriter
+
+    src, both = _gpus(_rows(prom_sim.SimHost("a", "dcgm", 1), 0) + _rows(prom_sim.SimHost("b", "dcgm", 1), 1))
+    path = str(tmp_path / "t.jsonl")
+    writer = TraceWriter(path, source="test", interval_s=1.0)
+    for i, gpus in enumerate((both, both[:1], both[:1])):
+        writer.write(src._sample(i, 1000.0 + i, gpus))
+    writer.close()
+    replay = ClusterReplay.wrap(ReplaySource(path))
+    replay.read(0, 0.0)
+    assert replay.stale_hosts == {}
+    replay.read(1, 0.0)
+    s = replay.read(2, 0.0)
+    assert replay.stale_hosts["b"]["since"] == 1001.0 and "missing from the recording" in replay.stale_hosts["b"]["reason"]
+    assert "b (stale): exporter down since" in replay.render_text(s, [], "replay", "running", "")
+
+
 def test_job_matching_slurm_pod_host():
     hosts = [prom_sim.SimHost("a", "dcgm", 1, labels={"hpc_job": "77"}),
              prom_sim.SimHost("b.cluster.local", "dcgm-old", 1, labels={"pod": "train-0"}),
