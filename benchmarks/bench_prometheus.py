@@ -95,7 +95,7 @@ def bench_history(n_gpus: int = 64):
             # the same answer the way history() read it before the columns path: json + one dict per point
             step = (hist[-1].timestamp_s - hist[0].timestamp_s) / max(1, len(hist) - 1)
             t1, c1 = time.perf_counter(), time.process_time()
-            result = src.client.range(src.history_query, end - 3600, end, step)
+            result = src.client.range(src.history_query, end - 3600, end, step, timeout_s=120)
             frames = src.assemble([(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None])
             old_dt, old_cpu = time.perf_counter() - t1, time.process_time() - c1
             assert len(frames) == len(hist)
