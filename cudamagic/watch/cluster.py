@@ -267,8 +267,9 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.job = job
         self.job_candidates = job_candidates(job, environ, hostname) if job is not None else []
         self.job_match = ""
-        #: the instant query of one refresh: every GPU metric, and `up` to tell an exporter that is down
-        self.query = selector([*ex.all_metric_names(), "up"])
+        #: the instant query of one refresh: every GPU metric, and the `up` series of the scrape targets that
+        #: are down (only those: a cluster's Prometheus may scrape thousands of other targets)
+        self.query = f"{selector(ex.all_metric_names())} or (up == 0)"
         #: the range query of the history (GPU metrics only)
         self.history_query = selector(ex.all_metric_names())
         self.stale_hosts, self._seen, self._targets = {}, {}, {}
@@ -486,7 +487,7 @@ class PrometheusSource(ViewHooks, HostTracker):
             try:
                 if s is not None:
                     rows.append((s, r["value"][1]))
-                elif metric.get("__name__") == "up":
+                elif metric.get("__name__", "up") == "up" and "instance" in metric:  # a filter keeps the name
                     up[(metric.get("job", ""), metric.get("instance", ""))] = r["value"][1]
             except (KeyError, IndexError, TypeError, AttributeError):
                 continue

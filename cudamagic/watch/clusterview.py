@@ -161,8 +161,9 @@ def tiles_html(gpus, stale=None) -> str:
         out.append(f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}" '
                    f'style="margin:2px 0">'
                    f'<span style="display:inline-block;width:150px;vertical-align:top;overflow:hidden">'
-                   f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} {esc(util)}</span>"
-                   + (f'<span style="opacity:0.5">' if info else "")
+                   f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
+                   f"{esc(util)}</span>"
+                   + ('<span style="opacity:0.5">' if info else "")
                    + "".join(tile_html(g) for g in hg) + ("</span>" if info else "") + mark + "</div>")
     return "".join(out)
 

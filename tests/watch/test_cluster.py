@@ -221,7 +221,8 @@ def test_replay_marks_a_host_missing_from_later_samples_stale(tmp_path):
     assert replay.stale_hosts == {}
     replay.read(1, 0.0)
     s = replay.read(2, 0.0)
-    assert replay.stale_hosts["b"]["since"] == 1001.0 and "missing from the recording" in replay.stale_hosts["b"]["reason"]
+    info = replay.stale_hosts["b"]
+    assert info["since"] == 1001.0 and "missing from the recording" in info["reason"]
     assert "b (stale): exporter down since" in replay.render_text(s, [], "replay", "running", "")
 
 
@@ -251,6 +252,7 @@ def test_hosts_filter_matches_short_names():
 def test_selector_is_one_query_for_both_exporters():
     q = PrometheusSource("http://unused:1").query
     assert q.startswith('{__name__=~"') and "DCGM_FI_DEV_GPU_UTIL" in q and "gpu_utilization_Percentage" in q
+    assert q.endswith(" or (up == 0)")  # and only the scrape targets that are down
 
 
 def test_outside_strings_are_escaped_in_text_and_html():
