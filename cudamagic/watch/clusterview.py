@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import textwrap
 
-from ..core.fmt import TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core.fmt import TEXT_WIDTH, clip, esc, format_bytes, html_table, plural, terminal_safe, text_table
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
 from .style import MEM, UTIL, WATCH_CSS
@@ -29,6 +29,26 @@ def last_good(sample, history=()):
         good = next((s for s in reversed(list(history)) if s.gpus), None)
         return good, status
     return sample, None
+
+
+def stale_hosts(source) -> dict:
+    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped while the
+    server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`)."""
+    return dict(getattr(source, "stale_hosts", None) or {})
+
+
+def with_stale(gpus, stale: dict) -> list:
+    """``gpus`` plus the last GPUs of each stale host not in ``gpus``, in (host, index) order."""
+    hosts = {g.host for g in gpus}
+    extra = [g for h, v in stale.items() if h not in hosts for g in v["gpus"]]
+    return sorted([*gpus, *extra], key=lambda g: (g.host, g.index)) if extra else list(gpus)
+
+
+def stale_text(info: dict) -> str:
+    """``'exporter down since HH:MM:SS: reason'`` for one entry of :func:`stale_hosts`."""
+    import time
+
+    return f"exporter down since {time.strftime('%H:%M:%S', time.localtime(info['since']))}: {info['reason']}"
 
 
 def by_host(gpus) -> dict:
@@ -83,22 +103,28 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
     shown, stale = last_good(sample, history)
     lines = textwrap.wrap(terminal_safe(_status_line(label, state, error, stale, source)), TEXT_WIDTH,
                           break_on_hyphens=False, break_long_words=False)
-    if shown is None or not shown.gpus:
+    down = stale_hosts(source)
+    if shown is None or not (shown.gpus or down):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         lines.append(f"No GPU data{': ' + terminal_safe(why.reason) if is_na(why) else ' yet'}.")
         return "\n".join(lines)
     rows = []
-    for host, gpus in by_host(shown.gpus).items():
+    for host, gpus in by_host(with_stale(shown.gpus, down)).items():
         s = host_summary(gpus)
         per = " ".join("MIG" if g.mig_enabled is True and is_na(g.gpu_util_pct) else
                        _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
-        rows.append([clip(terminal_safe(host or "(no host label)"), 24), s["gpus"],
+        rows.append([clip(terminal_safe(host or "(no host label)") + (" (stale)" if host in down else ""), 24),
+                     s["gpus"],
                      "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
                      f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
                      "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
                      clip(per, 40)])
-    lines.append(f"{len(shown.gpus)} GPUs on {len(rows)} hosts at {shown.timestamp}")
+    lines.append(f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows) - len(down), 'host')} at "
+                 f"{shown.timestamp}" + (f"; {plural(len(down), 'host')} stale" if down else ""))
     lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
+    for host, info in down.items():
+        lines += textwrap.wrap(terminal_safe(f"{host} (stale): {stale_text(info)}; its last values are shown"),
+                               TEXT_WIDTH, break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines)
 
 
@@ -120,15 +146,23 @@ def tile_html(g) -> str:
             + bar.format(w=util or 0, c=UTIL) + bar.format(w=mem or 0, c=MEM) + "</div>")
 
 
-def tiles_html(gpus) -> str:
-    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power)."""
+def tiles_html(gpus, stale=None) -> str:
+    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power). A host of
+    ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge "exporter down since HH:MM:SS"
+    and a dashed outline (not dimmed, so the last values stay readable)."""
+    stale = stale or {}
     out = []
     for host, hg in by_host(gpus).items():
         s = host_summary(hg)
         util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
-        out.append('<div class="cm-host"><span class="cm-host-name">'
-                   f"<b>{esc(host or '(no host label)')}</b> {len(hg)}&nbsp;GPUs {esc(util)}</span>"
-                   + "".join(tile_html(g) for g in hg) + "</div>")
+        info = stale.get(host)
+        mark = "" if info is None else f'<div class="cm-host-stale">{badge(stale_text(info), "error")}</div>'
+        out.append(f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}"'
+                   + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "") + ">"
+                   '<span class="cm-host-name">'
+                   f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
+                   f"{esc(util)}</span>"
+                   + "".join(tile_html(g) for g in hg) + mark + "</div>")
     key = ('<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
            '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
            '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>')
@@ -137,7 +171,7 @@ def tiles_html(gpus) -> str:
 
 def detail_html(gpus) -> str:
     """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
-    ratio_names = sorted({k for g in gpus for k, _ in g.ratios})
+    ratio_names = sorted({k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))})
     rows = []
     for g in gpus:
         mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
@@ -155,6 +189,13 @@ def detail_html(gpus) -> str:
                 for k in ratio_names]
         row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
         rows.append(row)
+        for m in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
+            mr = dict(m.ratios)
+            rows.append(["", esc(f"↳ MIG {m.uuid}"), "–",
+                         esc(f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"),
+                         "", "", "",
+                         *(esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
+                           for k in ratio_names), "", ""])
     return '<div class="cm-detail">' + scroll(html_table(
         ["GPU", "name", "util", "memory", "temp", "power", "SM clock", *(f"{k} (0-1)" for k in ratio_names),
          "MIG instances", "job labels"], rows)) + "</div>"
@@ -163,10 +204,10 @@ def detail_html(gpus) -> str:
 def status_html(sample, history, label, state, error, source=None) -> str:
     """The status line (escaped); a stale sample is marked with an error badge, not by text colour alone."""
     shown, stale = last_good(sample, history)
-    n = f"{len(shown.gpus)} GPUs at {shown.timestamp} | " if shown is not None and shown.gpus else ""
+    n = f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | " if shown is not None and shown.gpus else ""
     line = _status_line(label, state, error, stale, source)
     extra = ""
-    if shown is None or not shown.gpus:
+    if shown is None or not (shown.gpus or stale_hosts(source)):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         extra = f"<div>No GPU data{': ' + esc(why.reason) if is_na(why) else ' yet'}.</div>"
     mark = f"{badge('stale', 'error')} " if stale is not None else ""
@@ -178,9 +219,11 @@ def cluster_html(sample, history=(), label="cluster", state="", error="", source
     """Static HTML of the whole cluster view (the snapshot kept in saved notebooks)."""
     shown, _ = last_good(sample, history)
     parts = [status_html(sample, history, label, state, error, source)]
-    if shown is not None and shown.gpus:
-        parts.append(tiles_html(shown.gpus))
-        groups = by_host(shown.gpus)
+    down = stale_hosts(source)
+    if shown is not None and (shown.gpus or down):
+        gpus = with_stale(shown.gpus, down)
+        parts.append(tiles_html(gpus, down))
+        groups = by_host(gpus)
         pick = host if host in groups else next(iter(groups))
         parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))
     return page(f"<style>{WATCH_CSS}</style>" + "".join(parts), "cluster")
@@ -221,9 +264,9 @@ class ClusterView:
 
     def _refresh_detail(self):
         shown = self._shown
-        if shown is None or not shown.gpus:
+        if not shown:
             return
-        groups = by_host(shown.gpus)
+        groups = by_host(shown)
         pick = self.picker.value if self.picker.value in groups else next(iter(groups))
         value = _part(detail_html(groups[pick]))
         if self.detail.value != value:
@@ -239,12 +282,13 @@ class ClusterView:
                 stack.enter_context(w.hold_sync())
             if self.status.value != status:
                 self.status.value = status
-            if shown is not None and shown.gpus:
-                self._shown = shown
-                tiles = _part(tiles_html(shown.gpus))
+            down = stale_hosts(self.source)
+            if shown is not None and (shown.gpus or down):
+                self._shown = gpus = with_stale(shown.gpus, down)
+                tiles = _part(tiles_html(gpus, down))
                 if self.tiles.value != tiles:
                     self.tiles.value = tiles
-                hosts = list(by_host(shown.gpus))
+                hosts = list(by_host(gpus))
                 if list(self.picker.options) != hosts:
                     keep = self.picker.value if self.picker.value in hosts else hosts[0]
                     self.picker.options = hosts

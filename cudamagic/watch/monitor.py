@@ -29,6 +29,7 @@ import time
 import uuid
 
 # the text view is called through its module (text.sample_text), so a replaced function takes effect
+from ..core.fmt import plural
 from . import text as text_view
 from .sampler import Sampler
 from .samples import sample_rows
@@ -328,4 +329,4 @@ def stop_message() -> str:
     if w is None or not w.running:
         return "No %gpuwatch is running."
     w.stop()
-    return f"%gpuwatch stopped after {w.samples_taken} samples."
+    return f"%gpuwatch stopped after {plural(w.samples_taken, 'sample')}."
