@@ -155,7 +155,8 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     s = live().read(1, 0.0)
     view = WatchView([0])
     view.apply(s, [s], samples_taken=1)
-    header, row = view.root.children[1], view.root.children[2]
+    header, row = view.root.children[0], view.root.children[1]
+    assert view.root.children[-1] is view.style and view.style.layout.display == "none"
     assert header.layout.flex_flow == "row wrap" and view.button.layout.flex == "0 0 auto"  # Stop never cut
     assert row.layout.flex_flow == "row wrap" and view.cards[0].layout.min_width == "0"  # chart goes below
     card = view.cards[0].value
