@@ -132,3 +132,62 @@ def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
     assert "dropped the latest" in notes[-1]
     ts = [e["ts"] for e in load_trace(path)["traceEvents"] if "ts" in e]
     assert ts == sorted(ts) and ts[0] == 0 and len(ts) < 3000
+
+
+def test_summary_and_compare_html_are_themed_and_aligned():
+    """Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with a fallback),
+    numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box, N/A with its reason."""
+    import re
+
+    from cudamagic.core.style import hard_coded_colours
+
+    ops = [_op("aten::mm", "", 0, 10, 10), _op("aten::add" + "_long" * 30, "", 10, 20, 10)]
+    ks = [KernelRecord("gemm<float>", "kernel", 0, 7, 0, 5, launcher="aten::mm")]
+    with_gpu = ProfResult(ops=ops, kernels=ks, span_us=(0.0, 20.0), gpu=gpu_breakdown(ks, (0.0, 20.0)),
+                          activities=["CPU", "CUDA"], error="RuntimeError: <boom>", notices=["#fff is not ours"])
+    cpu = ProfResult(ops=ops, span_us=(0.0, 20.0), activities=["CPU"])
+    for res in (with_gpu, cpu):
+        page = res._repr_html_()
+        assert page.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
+        assert hard_coded_colours(page.replace("#fff is not ours", "")) == []
+        assert page.count("<table") == page.count('<div class="cm-scroll"><table') + 1  # the facts list is narrow
+        ops_head = re.search(r"<h4>Top operators.*?<thead>(.*?)</thead>", page).group(1)
+        assert ops_head.startswith('<tr><th class="cm-num">#</th><th class="cm-num">self %</th>')
+        assert '<th class="cm-prose cm-mono">operator</th>' in ops_head
+    page = with_gpu._repr_html_()
+    assert '<span class="cm-badge cm-error">\u2716 stopped by RuntimeError: &lt;boom&gt;</span>' in page
+    assert '<th class="cm-prose cm-mono">kernel</th><th class="cm-prose cm-mono">launched by</th>' in page
+    assert '<th class="cm-num">kernel %</th>' in page
+    assert '<span class="cm-na" title="run with --memory">N/A</span>' in page
+    assert '<span class="cm-na" title="no GPU activity recorded">N/A</span>' in cpu._repr_html_()
+    assert "peak allocated: N/A (run with --memory)" in repr(cpu)
+    cmp = compare(cpu, with_gpu)._repr_html_()
+    assert cmp.startswith('<div class="cudamagic mathjax_ignore cm-prof">') and hard_coded_colours(cmp) == []
+    assert '<th class="cm-num">change ms</th>' in cmp and '<th class="cm-prose cm-mono">name</th>' in cmp
+
+
+def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
+    import re
+
+    from cudamagic.prof.render import timeline_svg
+
+    ops = [OpRecord("aten::linear", "[]", 7, 0, 100, 10, True, depth=0),
+           OpRecord("aten::addmm", "[]", 7, 5, 90, 60, False, depth=1),
+           OpRecord("aten::copy_", "[]", 7, 10, 30, 20, False, depth=2),
+           OpRecord("aten::deep", "[]", 7, 12, 20, 8, False, depth=3),
+           OpRecord("aten::relu", "[]", 9, 0, 50, 50, True, depth=0)]
+    svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 100.0)))
+    labels = re.findall(r"<text x=\"2\" y=\"[\d.]+\"[^>]*>([^<]+)</text>", svg)
+    assert labels == ["thread 7", "\u2003nested 1", "\u2003nested 2", "thread 9"]
+    rects = {m.group(3).rsplit(":", 1)[0]: (int(m.group(1)), m.group(2))
+             for m in re.finditer(r'<rect [^>]*y="(\d+)"[^>]*class="cm-depth(\d)"[^>]*><title>([^<]+)</title>', svg)}
+    assert set(rects) == {"aten::linear", "aten::addmm", "aten::copy_", "aten::relu"}  # depth 3 is not drawn
+    assert [rects[n][1] for n in ("aten::linear", "aten::addmm", "aten::copy_")] == ["0", "1", "2"]
+    assert rects["aten::linear"][0] < rects["aten::addmm"][0] < rects["aten::copy_"][0] < rects["aten::relu"][0]
+    rules = dict(re.findall(r"svg\.cm-tl \.cm-depth(\d)\{([^}]+)\}", svg))
+    assert sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3  # outline/shade differ per depth
+    fills = dict(re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg))
+    assert len(set(fills.values())) == 3  # and each box its fill (legend colour, else a theme shade per depth)
+    for style in list(rules.values()) + list(fills.values()):
+        colours = re.findall(r"#[0-9a-f]{3,6}", style)
+        assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)  # only var() fallbacks
