@@ -123,7 +123,9 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     htmls += [snapshot_html(s2, [s1, s2], "live", "stopped", 2, "boom"), live_fallback_html("live", 1000.0, 1.0),
               cluster_html(s2, [s1, s2]), f"<style>{WATCH_CSS}</style>"]
     assert all("var(--jp-" in h for h in htmls[-4:])
-    found = {h[:60]: hard_coded_colours(h) for h in htmls}
+    from cudamagic.core.style import hard_coded_colours as shared_check
+
+    found = {h[:60]: hard_coded_colours(h) + shared_check(h) for h in htmls}
     assert all(not v for v in found.values()), found
     view.close()
 
