@@ -251,8 +251,8 @@ class ClusterView:
         self.tiles = W.HTML(layout=W.Layout(min_width="0"))
         self.picker = W.Dropdown(description="host", options=[])
         self.detail = W.HTML(layout=W.Layout(min_width="0"))
-        self.root = root_box([self.style, header_box(self.status, self.button), self.tiles, self.picker,
-                              self.detail])
+        self.root = root_box([header_box(self.status, self.button), self.tiles, self.picker, self.detail,
+                              self.style])
         self.root.add_class("cm-cluster")
         self._on_stop = on_stop
         self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)

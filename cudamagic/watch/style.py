@@ -45,7 +45,7 @@ WATCH_CSS = f"""
 .cudamagic .cm-bar>span{{display:block;height:100%}}
 .cudamagic .cm-fill-util{{background:{UTIL}}}
 .cudamagic .cm-fill-mem{{background:{MEM}}}
-.cudamagic .cm-fill-rsv{{background:repeating-linear-gradient(135deg,{MEM} 0 2px,transparent 2px 5px)}}
+.cudamagic .cm-fill-rsv{{background-image:repeating-linear-gradient(135deg,{MEM} 0 2px,transparent 2px 5px)}}
 .cudamagic .cm-lost{{font-weight:600}}
 .cudamagic .cm-procs{{margin-top:2px}}
 .cudamagic .cm-procs td.cm-prose{{min-width:6em}}

@@ -307,9 +307,9 @@ class WatchView:
         label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
-    ``root`` is the VBox to display: a hidden stylesheet widget, the status row (wraps: the Stop button is
-    never cut), one wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it
-    moves below the numbers in a narrow output), the host line. :meth:`apply` only sets ``value`` traits,
+    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one wrapping row per
+    GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves below the numbers in a narrow
+    output), the host line, and a hidden widget holding the stylesheet. :meth:`apply` only sets ``value`` traits,
     inside ``hold_sync()`` of each widget, and only when a value changed.
     """
 
@@ -331,7 +331,8 @@ class WatchView:
                        layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"))
                 for i in indices]
         self.header = header_box(self.status, self.button)
-        self.root = root_box([self.style, self.header, *rows, self.host])
+        self.root = root_box([self.header, *rows, self.host, self.style])  # the stylesheet last: the first
+        # HTML widget of the tree stays the status line
         self._on_stop = on_stop
         self.button.on_click(self._clicked)
         self._series = collections.deque(maxlen=self.SPARK_POINTS)  # (timestamp_s, {index: (util, mem)})

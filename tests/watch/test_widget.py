@@ -123,7 +123,9 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     htmls += [snapshot_html(s2, [s1, s2], "live", "stopped", 2, "boom"), live_fallback_html("live", 1000.0, 1.0),
               cluster_html(s2, [s1, s2]), f"<style>{WATCH_CSS}</style>"]
     assert all("var(--jp-" in h for h in htmls[-4:])
-    found = {h[:60]: hard_coded_colours(h) for h in htmls}
+    from cudamagic.core.style import hard_coded_colours as shared_check
+
+    found = {h[:60]: hard_coded_colours(h) + shared_check(h) for h in htmls}
     assert all(not v for v in found.values()), found
     view.close()
 
@@ -155,7 +157,8 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     s = live().read(1, 0.0)
     view = WatchView([0])
     view.apply(s, [s], samples_taken=1)
-    header, row = view.root.children[1], view.root.children[2]
+    header, row = view.root.children[0], view.root.children[1]
+    assert view.root.children[-1] is view.style and view.style.layout.display == "none"
     assert header.layout.flex_flow == "row wrap" and view.button.layout.flex == "0 0 auto"  # Stop never cut
     assert row.layout.flex_flow == "row wrap" and view.cards[0].layout.min_width == "0"  # chart goes below
     card = view.cards[0].value
