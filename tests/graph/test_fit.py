@@ -91,8 +91,9 @@ def test_legend_lists_only_the_kinds_drawn(big):
     assert legend(enc) == ["backward op (grad_fn)", "output", "module call (collapsed)"]
     grouped = magic(big, "--group", MLP_LOSS)
     html = grouped._repr_html_()
-    # the legend is part of the page, just above the picture (not a node dot places beside a clustered graph)
-    assert html.index('class="cm-legend"') < html.index('<div class="cm-pic">')
+    # the legend is part of the page, right below the picture (not a node dot places beside a clustered graph)
+    pic = html.index('<div class="cm-pic">')
+    assert html.index("</svg></div>", pic) + len("</svg></div>") == html.index('<div class="cm-legend"')
     assert "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot  # standalone files keep one
 
 
