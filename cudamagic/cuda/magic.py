@@ -63,9 +63,10 @@ class Skipped:
         return f"skipped: {self.reason}"
 
     def _repr_html_(self):
-        from ..core.fmt import NO_MATH, esc
+        from ..core import style
+        from ..core.fmt import esc
 
-        return f'<div class="{NO_MATH}">{esc(repr(self))}</div>'
+        return style.page(f'{style.badge("skipped", "info")} {esc(self.reason)}', "cuda")
 
 
 class TorchBuild:

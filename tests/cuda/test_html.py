@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cudamagic.core.style import hard_coded_colours
-from cudamagic.cuda.magic import Saved, TorchBuild
+from cudamagic.cuda.magic import Saved, Skipped, TorchBuild
 from cudamagic.cuda.progress import Line
 
 
@@ -29,3 +29,9 @@ def test_torch_build_and_progress_line_are_themed_and_escaped():
     line = Line("%%cuda: compiling... 2.0 s <b>")._repr_html_()
     _check(line)
     assert '<div class="cm-note cm-mono">%%cuda: compiling... 2.0 s &lt;b&gt;</div>' in line
+
+
+def test_skipped_cell_is_themed_and_escaped():
+    page = Skipped('this cell needs nvcc <and> "cudamagic[cuda]"')._repr_html_()
+    _check(page)
+    assert "skipped</span> this cell needs nvcc &lt;and&gt; &quot;cudamagic[cuda]&quot;" in page

@@ -73,10 +73,10 @@ def test_a_quick_build_shows_nothing():
     assert err.getvalue() == "" and p.texts == []
 
 
-def test_line_html_is_escaped_and_themed():
-    html = Line("%%cuda: <b>&").__repr__(), Line("%%cuda: <b>&")._repr_html_()
-    assert html[0] == "%%cuda: <b>&"
-    assert "&lt;b&gt;&amp;" in html[1] and "var(--jp-ui-font-color2)" in html[1]
+def test_line_text_and_html():
+    text, html = Line("%%cuda: <b>&").__repr__(), Line("%%cuda: <b>&")._repr_html_()
+    assert text == "%%cuda: <b>&"
+    assert '<div class="cm-note cm-mono">%%cuda: &lt;b&gt;&amp;</div>' in html
 
 
 def _slow_nvcc(tmp_path, sleep_s: float, marker=None) -> str:
@@ -176,6 +176,6 @@ def test_progress_in_a_notebook_is_one_display_updated_in_place(tmp_path, monkey
     text = shown[0].data["text/plain"]
     # it was created showing the step; only an update can have turned it into the final state
     assert text.startswith("%%cuda: nvcc build done after ") and float(text.split("after ")[1].split()[0]) >= 1.5
-    assert f'class="{NO_MATH}"' in shown[0].data["text/html"]
+    assert NO_MATH in shown[0].data["text/html"].split(">", 1)[0] and "cm-note" in shown[0].data["text/html"]
     streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
     assert "hello after a slow build" in streams and "%%cuda:" not in streams  # no terminal line in a notebook
