@@ -6,7 +6,7 @@ import pytest
 
 from tests.browser.conftest import skip_or_fail
 
-from tests.browser import conftest, jlab
+from tests.browser import conftest, jlab, looks
 
 pytestmark = pytest.mark.browser
 
@@ -61,3 +61,20 @@ def test_every_graph_is_visible_and_fits(tour, screenshots):
         if drawn == 1:
             jlab.shot(out, screenshots, "autograd_tour_first_graph")
     assert drawn >= 1
+
+
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+
+@pytest.fixture(scope="module")
+def surveyed(tour, screenshots):
+    return looks.survey(tour, "autograd_tour.ipynb", screenshots)
+
+
+@pytest.mark.parametrize("theme", looks.params("autograd_tour", "contrast", looks.THEMES))
+def test_text_contrast(surveyed, theme):
+    looks.assert_contrast(surveyed, theme)
+
+
+@pytest.mark.parametrize("width", looks.params("autograd_tour", "overflow", looks.WIDTHS))
+def test_no_hidden_overflow(surveyed, width):
+    looks.assert_no_hidden_overflow(surveyed, width)

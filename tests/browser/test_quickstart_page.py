@@ -4,7 +4,7 @@ import pytest
 
 from tests.browser.conftest import skip_or_fail
 
-from tests.browser import jlab
+from tests.browser import jlab, looks
 
 pytestmark = pytest.mark.browser
 
@@ -67,3 +67,33 @@ def test_autograd_graph_cells_show_svg(quickstart, screenshots):
         assert "Backward" in " ".join(svg.locator("text").all_text_contents())
         jlab.assert_svg_fits(svg)
         jlab.shot(jlab.outputs(cell), screenshots, f"quickstart_autograd_graph_{i}")
+
+
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+
+@pytest.fixture(scope="module")
+def surveyed(quickstart, screenshots):
+    return looks.survey(quickstart, "quickstart.ipynb", screenshots)
+
+
+@pytest.mark.parametrize("theme", looks.params("quickstart", "contrast", looks.THEMES))
+def test_text_contrast(surveyed, theme):
+    looks.assert_contrast(surveyed, theme)
+
+
+@pytest.mark.parametrize("width", looks.params("quickstart", "overflow", looks.WIDTHS))
+def test_no_hidden_overflow(surveyed, width):
+    looks.assert_no_hidden_overflow(surveyed, width)
+
+
+@pytest.mark.parametrize("theme", looks.params("quickstart", "graph fit", looks.THEMES))
+def test_graph_fits_at_1400_without_scrolling(surveyed, theme):
+    """The quickstart's graph (a 3-layer MLP's loss, ~16 nodes) is fully visible in a 1400 px window: its SVG lies
+    within the output area, nothing of it is clipped by a scroll box, and it is no taller than the notebook's
+    visible height."""
+    graphs = surveyed[f"{theme}-1400"]["graphs"]
+    assert graphs, "no %%autograd_graph picture measured in quickstart.ipynb"
+    for g in graphs:
+        assert g["inside"], f"the graph sticks out of its output area: {g}"
+        assert g["visW"] >= g["w"] - 1 and g["visH"] >= g["h"] - 1, f"part of the graph is hidden (scrolling): {g}"
+        assert g["h"] <= g["view_height"], f"the graph is taller than the notebook's visible height: {g}"
