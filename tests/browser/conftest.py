@@ -329,7 +329,7 @@ def pytest_terminal_summary(terminalreporter):
                               f"cell {low['cell']} [{low['element']}]")
     for theme in looks.THEMES:
         seen = set()
-        for nb, states in looks.RESULTS.items():
+        for states in looks.RESULTS.values():
             for key, state in states.items():
                 if key != f"{theme}-{looks.WIDTHS[0]}":
                     continue

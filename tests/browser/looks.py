@@ -8,8 +8,8 @@ A notebook is executed once (Run All, by the test module that opened it); :func:
   in SVG, with alpha and ancestor opacity) against the effective background (the ancestors' background colours
   composited, and in SVG the filled shapes painted under the text), as a WCAG 2 contrast ratio; below 4.5:1
   (3:1 for large text: >= 24 px, or >= 18.66 px bold) is a failure. Disabled controls (the monitor's "Stopped"
-  button) are exempt, as in WCAG 1.4.3. Bars (elements of class ``cm-bar``, the fill
-  of a ``cm-bar-track``) need 3:1 against their track.
+  button) are exempt, as in WCAG 1.4.3. Bars (the fills ``cm-fill-*`` of a ``cm-bar`` track, the ``cm-tbar`` bars
+  of the cluster tiles) need 3:1 against their track (WCAG 1.4.11).
 Only cudamagic's own outputs (its HTML, whose outer element has class ``mathjax_ignore`` or a ``cm-*`` class, and
 widget views: every widget in the example notebooks is a cudamagic monitor) can fail
 a check; other outputs (IPython tracebacks in JupyterLab's ANSI colours, pandas tables, plain stream text) are
@@ -131,6 +131,9 @@ const areas = panel ? [...panel.querySelectorAll('.jp-OutputArea-output')] : [];
 // cudamagic's own outputs: its HTML (outer element of class mathjax_ignore / cudamagic, or a cm-* class) and widget
 // views (every widget of the example notebooks is a cudamagic monitor); the rest (IPython tracebacks in JupyterLab's
 // ANSI colours, pandas tables, plain stream text) is measured but not ours to fix
+// bars: the fills (cm-fill-*, the cluster tiles' bars) on their tracks (cm-bar, cm-tbar), as cudamagic/watch draws them
+const BAR_FILLS = '.cm-bar > [class*="cm-fill-"], .cm-tbar > div, [data-cm-bar-fill]';
+const BAR_TRACKS = '.cm-bar, .cm-tbar, [data-cm-bar-track]';
 const OURS_HTML = '.cudamagic, .mathjax_ignore, [class^="cm-"], [class*=" cm-"]';
 const OURS = OURS_HTML + ', .jupyter-widgets';
 const ours = area => !!area.querySelector(OURS);
@@ -181,12 +184,13 @@ CONTRAST_JS = "(PANEL) => {" + _COMMON_JS + r"""
   }
   const bars = [];
   for (const area of areas) {
-    for (const bar of area.querySelectorAll('.cm-bar')) {
+    for (const bar of area.querySelectorAll(BAR_FILLS)) {
       const r0 = bar.getBoundingClientRect();
-      if (r0.width === 0 || r0.height === 0) continue;
-      const track = bar.closest('.cm-bar-track') || bar.parentElement;
+      const own = rgba(getComputedStyle(bar).backgroundColor);
+      if (r0.width === 0 || r0.height === 0 || !own || own[3] === 0) continue;  // empty, or a pattern (hatching)
+      const track = bar.closest(BAR_TRACKS) || bar.parentElement;
       const tb = background(track, r0.left, r0.top);
-      const fill = over(rgba(getComputedStyle(bar).backgroundColor) || [0, 0, 0, 0], tb);
+      const fill = over(own, tb);
       const r = ratio(fill, tb);
       bars.push({ratio: Math.round(r * 100) / 100, need: %(bar)s, fill: hex(fill), track: hex(tb),
                  element: describe(bar, area.parentElement), cell: cellOf(bar).cell, source: cellOf(bar).source.slice(0, 60)});

@@ -4,9 +4,8 @@ import os
 
 import pytest
 
-from tests.browser.conftest import skip_or_fail
-
 from tests.browser import conftest, jlab, looks
+from tests.browser.conftest import skip_or_fail
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +49,7 @@ def test_every_graph_is_visible_and_fits(tour, screenshots):
         cell.scroll_into_view_if_needed()
         if out.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count():
             continue  # a cell that fails on purpose (checked above) has no picture
-        svg = out.locator(".jp-OutputArea-output svg").first
+        svg = out.locator(".jp-OutputArea-output svg:has(text)").first
         svg.wait_for(state="visible", timeout=15_000)
         labels = svg.locator("text").all_text_contents()
         assert len(labels) >= 3, f"cell {i}: an SVG with almost no labels: {labels}"

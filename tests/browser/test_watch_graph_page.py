@@ -36,7 +36,7 @@ def _watch_parts(page):
     out = jlab.outputs(_cell(page, "gpuwatch"))
     root = out.locator(".jp-OutputArea-output .widget-vbox").first
     root.wait_for(state="attached", timeout=15_000)  # the widget view, not the text/html fallback
-    return out, root, root.locator(".widget-html").first, root.locator("button").first
+    return out, root, root.locator(".widget-html:visible").first, root.locator("button").first
 
 
 def _samples(status_text):
@@ -115,7 +115,7 @@ def test_gpuwatch_stop_button_stops_updates(nb, screenshots):
 def test_autograd_graph_svg_has_labels_and_fits(nb, screenshots):
     cell = _cell(nb, "graph")
     out = jlab.outputs(cell)
-    svg = out.locator(".jp-OutputArea-output svg").first
+    svg = out.locator(".jp-OutputArea-output svg:has(text)").first
     svg.wait_for(state="visible", timeout=15_000)
     labels = " ".join(svg.locator("text").all_text_contents())
     missing = [lab for lab in notebooks.GRAPH_LABELS if lab not in labels]
