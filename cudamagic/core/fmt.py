@@ -129,11 +129,41 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(out)
 
 
-def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "cm-table") -> str:
-    """An HTML table; ``rows`` cells must already be escaped HTML fragments."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "cm-table",
+               num: Iterable[int] = (), prose: Iterable[int] = (), titles: Sequence[str] | None = None,
+               col_cls: dict | None = None) -> str:
+    """An HTML table of the shared style (class ``cm-table``, see :mod:`cudamagic.core.style`).
+
+    Args:
+        headers: column titles (plain text, escaped here). When every title is empty the table has no header row.
+        rows: cells as already escaped HTML fragments.
+        cls: extra class(es) of the ``<table>``; ``cm-table`` is always added.
+        num: 0-based indices of numeric columns: class ``cm-num`` (right-aligned, tabular digits, no wrap).
+        prose: 0-based indices of prose columns: class ``cm-prose`` (left-aligned, wrapping).
+        titles: a tooltip per header (plain text, escaped here; ``""`` or None for none).
+        col_cls: more classes per column index (``{4: "cm-mono"}``).
+    """
+    num, prose = set(num), set(prose)
+    col_cls = dict(col_cls or {})
+
+    def klass(i):
+        names = (["cm-num"] if i in num else []) + (["cm-prose"] if i in prose else []) + (
+            [col_cls[i]] if i in col_cls else [])
+        return f' class="{" ".join(names)}"' if names else ""
+
+    def title(i):
+        t = titles[i] if titles is not None and i < len(titles) else None
+        return f' title="{esc(t)}"' if t else ""
+
+    classes = cls.split()
+    if "cm-table" not in classes:
+        classes.insert(0, "cm-table")
+    head = ""
+    if any(str(h) for h in headers):
+        head = "<thead><tr>" + "".join(f"<th{klass(i)}{title(i)}>{esc(h)}</th>" for i, h in enumerate(headers)) \
+            + "</tr></thead>"
+    body = "".join("<tr>" + "".join(f"<td{klass(i)}>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f'<table class="{" ".join(classes)}">{head}<tbody>{body}</tbody></table>'
 
 
 TEXT_WIDTH = 100  # columns of every text (terminal) report

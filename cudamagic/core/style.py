@@ -15,17 +15,22 @@ Shared pieces, so the magics look alike:
   coloured border and icon, so contrast never depends on the level colour.
 * details: :func:`details` for technical detail a user can open.
 
+Table rows are not striped: JupyterLab's even-row and hover greys would put the muted text (N/A reasons, sources)
+below a 4.5:1 contrast in the light theme, so rows are separated by borders only.
+
 Nothing here is imported by anything heavy; it is plain strings.
 """
 
 from __future__ import annotations
+
+import re
 
 from .fmt import NO_MATH, esc
 
 #: Scoped stylesheet; every rule starts with ``.cudamagic`` so nothing leaks into the notebook.
 CSS = """
 .cudamagic{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px);
- color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;overflow-wrap:anywhere}
+ color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;overflow-wrap:break-word}
 .cudamagic code,.cudamagic pre,.cudamagic .cm-mono{font-family:var(--jp-code-font-family,monospace);
  font-size:var(--jp-code-font-size,12px)}
 .cudamagic .cm-muted{color:var(--jp-content-font-color2,inherit)}
@@ -43,10 +48,22 @@ CSS = """
 .cudamagic table.cm-table td{padding:2px 8px;border-bottom:1px solid var(--jp-border-color2,#8884);
  color:inherit;background:transparent;text-align:left;vertical-align:top}
 .cudamagic table.cm-table td.cm-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:12em}
+.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:8em;overflow-wrap:anywhere}
+.cudamagic table.cm-table th.cm-num{text-align:right}
+.cudamagic table.cm-table tbody th{background:transparent;font-weight:600;text-align:left;vertical-align:top;
+ border-bottom:1px solid var(--jp-border-color2,#8884)}
+.cudamagic .cm-mono{overflow-wrap:anywhere}
+.cudamagic table.cm-table th.cm-mono{font-family:inherit;font-size:inherit}
+.cudamagic .cm-pre{white-space:pre-wrap}
+.cudamagic .cm-src,.cudamagic .cm-note{color:var(--jp-content-font-color2,inherit);font-size:.92em}
+.cudamagic .cm-title{font-weight:600}
+.cudamagic p{margin:.3em 0}
+.cudamagic ul{margin:.2em 0;padding-left:1.5em}
 .cudamagic table.cm-table tbody tr:nth-child(odd) td{background:transparent}
+.cudamagic table.cm-table tbody tr{background:transparent}
 .cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
 .cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
+.cudamagic .cm-note code,.cudamagic .cm-src code,.cudamagic summary code{background:transparent}
 .cudamagic .cm-badge{display:inline-block;padding:0 6px;border:1px solid var(--jp-border-color1,#8888);
  border-left-width:4px;border-radius:3px;color:var(--jp-content-font-color1,inherit);
  background:var(--jp-layout-color1,transparent);font-size:.9em;white-space:nowrap}
@@ -57,6 +74,7 @@ CSS = """
 .cudamagic .cm-box{border:1px solid var(--jp-border-color2,#8884);border-left-width:6px;border-radius:3px;
  padding:6px 10px;margin:6px 0;background:var(--jp-layout-color1,transparent)}
 .cudamagic details>summary{cursor:pointer;color:var(--jp-content-font-color2,inherit)}
+.cudamagic td details>summary{color:inherit}
 .cudamagic a{color:var(--jp-content-link-color,inherit)}
 """
 
@@ -92,6 +110,35 @@ def box_open(level: str = "info") -> str:
 def details(summary: str, body_html: str, open_: bool = False) -> str:
     """A collapsible ``<details>`` element; ``summary`` is escaped, ``body_html`` must already be safe HTML."""
     return f'<details{" open" if open_ else ""}><summary>{esc(summary)}</summary>{body_html}</details>'
+
+
+def level(severity: str) -> str:
+    """A severity word as a :data:`LEVELS` name (``"warning"`` -> ``"warn"``, ``"fatal error"`` -> ``"error"``);
+    an unknown word is ``"info"``."""
+    word = str(severity).lower()
+    if "error" in word or "fatal" in word:
+        return "error"
+    if word.startswith("warn"):
+        return "warn"
+    return word if word in LEVELS else "info"
+
+
+def icon(level_name: str) -> str:
+    """The icon shown with ``level_name`` (one of :data:`LEVELS`) in badges and boxes."""
+    return _ICON[level_name]
+
+
+_VAR = re.compile(r"var\(\s*--[\w-]+\s*(?:,[^()]*(?:\([^()]*\)[^()]*)*)?\)")
+_HARD = re.compile(r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\b(?:rgba?|hsla?)\(|"
+                   r"(?<![-\w])(?:color|background(?:-color)?|fill|stroke)\s*[:=]\s*[\"']?(?!var\(|inherit|"
+                   r"transparent|none|currentcolor|linear-gradient|initial|unset)[a-zA-Z]+\b")
+
+
+def hard_coded_colours(html_text: str) -> list:
+    """Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a colour name in a
+    ``color``/``background``/``fill``/``stroke`` declaration, outside ``var(--jp-..., fallback)``. HTML character
+    references (``&#8594;``) are not colours. Used by the tests of every output (an empty list is the goal)."""
+    return _HARD.findall(_VAR.sub("var()", html_text))
 
 
 def scroll(html_fragment: str) -> str:

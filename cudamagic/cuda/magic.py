@@ -46,10 +46,11 @@ class Saved:
         return f'saved {self.name}: #include "{self.name}" in later %%cuda cells'
 
     def _repr_html_(self):
-        from ..core.fmt import NO_MATH, esc
+        from ..core import style
+        from ..core.fmt import esc
 
-        return (f'<div class="{NO_MATH}">saved <code>{esc(self.name)}</code>: <code>#include '
-                f'"{esc(self.name)}"</code> in later <code>%%cuda</code> cells</div>')
+        return style.page(f'{style.badge("saved", "ok")} <code>{esc(self.name)}</code>: <code>#include '
+                          f'"{esc(self.name)}"</code> in later <code>%%cuda</code> cells', "cuda")
 
 
 class TorchBuild:
@@ -64,9 +65,13 @@ class TorchBuild:
         return f"{', '.join(self.names)}: PyTorch extension {how}; callable in this namespace"
 
     def _repr_html_(self):
-        from ..core.fmt import NO_MATH, esc
+        from ..core import style
+        from ..core.fmt import esc
 
-        return f'<div class="{NO_MATH}">{esc(repr(self))}</div>'
+        how = "loaded from the cache" if self.cached else f"built in {self.elapsed_s:.1f} s"
+        names = ", ".join(f"<code>{esc(n)}</code>" for n in self.names)
+        return style.page(f'{style.badge("built", "ok")} {names}: PyTorch extension {esc(how)}; callable in this '
+                          "namespace", "cuda")
 
 
 @magics_class

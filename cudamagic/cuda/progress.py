@@ -31,10 +31,10 @@ class Line:
         return self.text
 
     def _repr_html_(self):
-        from ..core.fmt import NO_MATH, esc
+        from ..core import style
+        from ..core.fmt import esc
 
-        return (f'<div class="{NO_MATH}" style="color: var(--jp-ui-font-color2); font-family: '
-                f'var(--jp-code-font-family)">{esc(self.text)}</div>')
+        return style.page(f'<div class="cm-note cm-mono">{esc(self.text)}</div>', "cuda")
 
 
 class Progress:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 import textwrap
 
-from ..core.fmt import NO_MATH, esc
+from ..core import style
+from ..core.fmt import esc, html_table
 
 WIDTH = 96
 MIN_WIDTH = 40
@@ -58,7 +59,7 @@ def explanation_text(expl, width: int | None = None) -> str:
         body += _wrap("Fix", entry.fix, width)
     if entry.localise:
         body += _wrap("Localise", entry.localise, width)
-    head_lines = textwrap.wrap(f"cudamagic explains: {entry.title} [{entry.id}]", width=width - 4)
+    head_lines = textwrap.wrap(f"cudamagic explains: {entry.title}", width=width - 4)
     out = []
     for i, text in enumerate(head_lines):
         line = ("╭─ " if i == 0 else "│ ") + text + " "
@@ -80,28 +81,29 @@ def _md_code(text: str) -> str:
 
 
 def explanation_html(expl) -> str:
-    """The explanation as a self-contained HTML box (escaped)."""
+    """The explanation as one themed HTML box (:mod:`cudamagic.core.style`; everything from outside escaped): what
+    happened, why, the user's own session, the fix; the exception and where PyTorch raises it in a collapsible
+    technical section. The catalogue id is kept only as the box's ``data-id`` attribute."""
     entry = expl.entry
     rows = [("What happened", entry.what), ("Why", entry.why)]
     notes = ""
     if expl.context.notes:
         items = "".join(f"<li>{_md_code(n)}</li>" for n in expl.context.notes)
-        notes = f'<div class="cm-explain-context"><b>In your session:</b><ul style="margin:2px 0">{items}</ul></div>'
+        notes = f'<div class="cm-explain-context"><b>In your session:</b><ul>{items}</ul></div>'
     fix = f'<p class="cm-explain-fix"><b>Fix:</b> {_md_code(expl.context.fix or entry.fix)}</p>'
     if expl.context.fix:
         fix += f"<p><b>In general:</b> {_md_code(entry.fix)}</p>"
     if entry.localise:
         fix += f'<p class="cm-explain-localise"><b>Localise:</b> {_md_code(entry.localise)}</p>'
     body = "".join(f"<p><b>{esc(k)}:</b> {_md_code(v)}</p>" for k, v in rows)
-    return (
-        f'<div class="cm-explain {NO_MATH}" style="border:1px solid #d9822b;border-left:6px solid #d9822b;'
-        'border-radius:4px;padding:6px 10px;margin:4px 0;font-size:0.92em">'
-        f'<div style="font-weight:bold">cudamagic explains: {esc(entry.title)} '
-        f'<span style="opacity:.6">[{esc(entry.id)}]</span></div>'
-        f'<div style="opacity:.7"><code>{esc(expl.exc_type)}: {esc(expl.message)}</code></div>'
-        f"{body}{notes}{fix}"
-        f'<div style="opacity:.6;font-size:.85em">{esc(_FOOTER)}</div></div>'
-    )
+    detail = f"<p>Exception: <code>{esc(expl.exc_type)}: {esc(expl.message)}</code></p>"
+    if entry.source:
+        detail += f"<p>Where it is raised: <code>{esc(entry.source)}</code></p>"
+    return style.page(
+        f'<div class="cm-box cm-warn cm-explain" data-id="{esc(entry.id)}">'
+        f'<div class="cm-title">{style.icon("warn")} cudamagic explains: {esc(entry.title)}</div>'
+        f"{body}{notes}{fix}{style.details('Technical detail', detail)}"
+        f'<div class="cm-note">{esc(_FOOTER)}</div></div>', "explain")
 
 
 class CatalogueView:
@@ -132,11 +134,12 @@ class CatalogueView:
         p.text(repr(self))
 
     def _repr_html_(self):
-        from ..core.fmt import html_table
-
-        rows = [(f"<code>{esc(e.id)}</code>", esc(e.title), esc("/".join(e.types)), esc(e.fix))
-                for e in self.entries]
-        return f'<div class="{NO_MATH}">' + html_table(("id", "case", "exception", "fix"), rows) + "</div>"
+        rows = [(f"<code>{esc(e.id)}</code>", style.details(e.title, f"<p><b>Fix:</b> {_md_code(e.fix)}</p>"),
+                 "<br>".join(f"<code>{esc(t)}</code>" for t in e.types)) for e in self.entries]
+        table = html_table(("id", "case (open for the fix)", "exception"), rows, prose=(1,))
+        return style.page(f"<div class='cm-title'>{len(self.entries)} known errors</div>" + style.scroll(table)
+                          + f"<div class='cm-note'>{_md_code('`%cudaexplain ID` shows one entry in full.')}</div>",
+                          "explain")
 
 
 class NoMatch:
@@ -153,6 +156,6 @@ class NoMatch:
         p.text(repr(self))
 
     def _repr_html_(self):
-        return (f"<div class='{NO_MATH}'>cudamagic: no catalogue entry matches "
-                f"<code>{esc(self.exc_type)}: {esc(self.message)}</code>"
-                " (<code>%cudaexplain --list</code> shows the known cases).</div>")
+        return style.page(f"{style.badge('no match', 'info')} cudamagic: no catalogue entry matches "
+                          f"<code>{esc(self.exc_type)}: {esc(self.message)}</code>"
+                          " (<code>%cudaexplain --list</code> shows the known cases).", "explain")

@@ -34,13 +34,13 @@ INSTALL_DOT = (
     "to PATH. Below: a text outline of the graph and its DOT source."
 )
 
-_STYLE = {  # kind -> node attributes (torchviz colours)
+_STYLE = {  # kind -> node attributes (torchviz colours; names and values that both Graphviz and CSS know)
     g.BACKWARD: 'fillcolor="lightgray"',
     g.ACCUMULATE: 'fillcolor="lightgray"',
     g.PARAM: 'fillcolor="lightblue"',
     g.LEAF: 'fillcolor="lightcyan"',
-    g.OUTPUT: 'fillcolor="darkolivegreen1"',
-    g.BASE: 'fillcolor="darkolivegreen3"',
+    g.OUTPUT: 'fillcolor="#caff70"',  # Graphviz's darkolivegreen1 (torchviz), as a colour CSS knows too
+    g.BASE: 'fillcolor="#a2cd5a"',  # darkolivegreen3
     g.SAVED: 'fillcolor="orange"',
     g.MODULE: 'fillcolor="lightyellow", shape="box3d"',
     g.RUN: 'fillcolor="lightgray", peripheries="2"',
@@ -63,19 +63,28 @@ def _fill(kind) -> str:
     return m.group(1) if m else "white"
 
 
-def _legend_node(graph) -> list:
-    """The legend as ONE node with an HTML-like table (a cluster of nodes doubled dot's time on small graphs)."""
-    kinds = [k for k in _LEGEND if any(n.kind == k for n in graph.nodes)]
-    rows = [(_fill(k), _LEGEND[k]) for k in kinds]
+def legend_rows(graph) -> list:
+    """``[(fill colour, text)]`` for the node kinds drawn in ``graph``, in legend order (only kinds present).
+
+    The fill colours are the nodes' own (names or #hex that Graphviz and CSS both know): a picture colour, not a
+    theme colour.
+    """
+    present = {n.kind for n in graph.nodes}
+    rows = [(_fill(k), _LEGEND[k]) for k in _LEGEND if k in present]
     if any(n.kind == g.SAVED and n.freed for n in graph.nodes):
         rows.append(("mistyrose", "saved tensor freed by backward() (dashed)"))
+    return rows
+
+
+def _legend_node(graph) -> list:
+    """The legend as ONE node with an HTML-like table, for standalone files (``.dot``, ``--save``); a notebook
+    shows the legend in the page instead (:mod:`.result`)."""
+    rows = legend_rows(graph)
     if not rows:
         return []
     cells = "".join(f'<TR><TD BGCOLOR="{html.escape(c)}" ALIGN="LEFT">{html.escape(t)}</TD></TR>' for c, t in rows)
     table = ('<TABLE BORDER="1" STYLE="dashed" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2" COLOR="gray40">'
              f'<TR><TD BORDER="0">legend</TD></TR>{cells}</TABLE>')
-    # a one-node cluster: dot lays it out beside the graph, which keeps an unrolled loop's first nodes at the top
-    # left (see ordering="out" in to_dot); one node instead of one per kind keeps dot fast on small graphs
     return ['  subgraph cluster_legend { style="invis";',
             f'    legend [shape="plain", style="", label=<{table}>];', "  }"]
 
@@ -162,27 +171,14 @@ def plural(n: int, word: str, many: str = "") -> str:
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 
-def _caption(graph, full=None) -> str:
-    ops = sum((full or graph).op_counts().values())
-    text = (f"{plural(ops, 'autograd node')}; autograd holds {format_bytes(graph.saved_bytes_total)} of "
-            "saved tensors until backward() (parameters not counted)")
-    if graph.view != "full":
-        boxes = [n for n in graph.nodes if n.kind == g.MODULE]
-        shown = sum(graph.op_counts().values())
-        text += f"\nview: {graph.view}"
-        if boxes and full is not None:
-            text += f"; {shown} drawn one by one, the rest inside {plural(len(boxes), 'module box', 'module boxes')}"
-    return text
-
-
-def to_dot(graph, group: bool = False, legend: bool = True, full=None) -> str:
+def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -> str:
     """DOT source for ``graph``: deterministic (ids from the model), every label escaped.
 
     Args:
         graph: An :class:`~cudamagic.graph.AutogradGraph`.
         group: Draw each module call as a labelled cluster (nested calls nest).
-        legend: Add a small legend of the node kinds present.
-        full: The full graph when ``graph`` is a collapsed view of it (the caption counts all its nodes).
+        legend: Add a small legend of the node kinds present (for standalone files; the notebook page has its own).
+        caption: A caption drawn below the picture (``''``: none; the notebook page shows it as text).
 
     Returns:
         DOT text (``digraph``), UTF-8 safe.
@@ -192,11 +188,14 @@ def to_dot(graph, group: bool = False, legend: bool = True, full=None) -> str:
     # scroll box opens (without it the first screen of a 30-step LSTM is blank); clusters skip it
     # (dot's cluster ranking and ordering constraints do not mix well)
     ordering = "" if clustered else ', ordering="out"'
+    label = f", labelloc=\"b\", label={quote(caption)}" if caption else ""
+    # compact spacing (dot's defaults are 0.25 in between nodes and 0.5 in between ranks): a 16-node graph then
+    # fits a notebook output at full size
     out = ["digraph autograd {",
-           f'  graph [rankdir="TB"{ordering}, fontname="monospace", fontsize="10", labelloc="b", '
-           f"label={quote(_caption(graph, full))}];",
+           f'  graph [rankdir="TB"{ordering}, fontname="monospace", fontsize="10", nodesep="0.2", '
+           f'ranksep="0.3", pad="0.1"{label}];',
            '  node [style="filled", shape="box", align="left", fontsize="10", height="0.2", '
-           'fontname="monospace"];',
+           'margin="0.08,0.03", fontname="monospace"];',
            '  edge [fontsize="9"];']
 
     def node_line(n, indent="  "):

@@ -19,8 +19,8 @@ class GraphSettings(HasTraits):
         "killed and a collapsed view (or a summary) is shown instead."
     ).tag(config=True)
     graph_node_budget = Int(
-        2500, help="Most nodes (count) %%autograd_graph draws in full; bigger graphs are drawn as the "
-        "collapsed module view."
+        150, help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a 1400 px "
+        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated calls folded."
     ).tag(config=True)
     graph_format = Unicode(
         "svg", help="Default picture format of %%autograd_graph: svg, png, pdf or dot (DOT source only)."
@@ -42,7 +42,8 @@ class GraphMagics(AreaMagics):
     @argument("--no-fold", action="store_true",
               help="With --depth, keep repeated identical blocks separate instead of one box 'x N'.")
     @argument("--shared-params", action="store_true",
-              help="One node per parameter even when many ops use it (default: one node per use, faster).")
+              help="One node per leaf tensor always (default: one per leaf, but one per use in full pictures "
+              "of over 60 boxes, where it keeps dot fast).")
     @argument("--format", default=None, choices=["svg", "png", "pdf", "dot"],
               help="Picture format (default: CudaMagics.graph_format).")
     @argument("--save", default=None, metavar="PATH",
@@ -50,7 +51,7 @@ class GraphMagics(AreaMagics):
     @argument("--timeout", type=float, default=None, metavar="S",
               help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).")
     @argument("--max-nodes", type=int, default=None, metavar="N",
-              help="Node budget before collapsing (default: CudaMagics.graph_node_budget).")
+              help="Most boxes drawn before collapsing (default: CudaMagics.graph_node_budget).")
     @argument("--engine", default="cudamagic", choices=["cudamagic", "torchviz"],
               help="Who draws: cudamagic (default: module names, saved bytes, collapsing) or torchviz "
               "(torchviz's own make_dot, as its docs show).")
@@ -62,14 +63,23 @@ class GraphMagics(AreaMagics):
         your source). The last expression, or the ``-o`` variables, may be a
         tensor or a tuple/list/dict/namedtuple/dataclass of tensors. Parameters are
         named by their module path, ops show the bytes they save for backward, and
-        big graphs collapse into module boxes (past ``--max-nodes``, or when ``dot``
-        runs past ``--timeout``), then a summary table and the DOT source. Returns a
+        big graphs collapse into module boxes (past ``--max-nodes`` boxes, default
+        150, about three screens, or 40 boxes high; or when ``dot`` runs past
+        ``--timeout``), repeated calls of one module folded into one box with the
+        count (``rnn (RNNCell) x 400``), then a summary table and the DOT source.
+        Small graphs draw each leaf once; full pictures of over 60 boxes draw a leaf
+        once per use (faster for ``dot``), unless ``--shared-params``. Returns a
         ``GraphResult`` with ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
 
-        In a notebook the result is the picture. In a terminal it prints a summary
-        line and a text outline of the DAG, inputs first, one node a line
-        (``id  label  <- input ids``), at most 40 lines (the last says how many
-        nodes are left out).
+        In a notebook the result is one caption, a legend of the node kinds drawn
+        and the picture scaled to the output width (the "show at 1:1 size" line
+        above it shows it at full size with scroll bars); how the view was chosen,
+        op counts and the DOT source are under "details". The caption's one count
+        is autograd nodes: the grad_fn nodes backward() runs (backward ops and
+        AccumulateGrad) in the whole graph, whatever is drawn. In a terminal it
+        prints the same caption, the notes and a text outline of the drawn graph,
+        inputs first, one box a line (``id  label  <- input ids``), at most 40
+        lines (the last says how many boxes are left out).
 
         Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
         the Python wrapper) nothing is drawn: the result shows the install command
@@ -92,7 +102,7 @@ class GraphMagics(AreaMagics):
         then, never above the hard limit), which covers about 200,000 chained ops;
         past that, or off the main thread, the result carries a warning note.
 
-                Examples
+        Examples
         --------
         ::
 
@@ -133,7 +143,7 @@ class GraphMagics(AreaMagics):
                     tv_source.append(tv.make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs))
         try:
             gr = capture.capture(self.shell, cell, line, list(opts.output_names), show_saved=opts.show_saved,
-                                 show_attrs=opts.show_attrs, shared_params=opts.shared_params,
+                                 show_attrs=opts.show_attrs, shared_params=True,
                                  with_tensors=with_tensors)
         except capture.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
@@ -145,4 +155,5 @@ class GraphMagics(AreaMagics):
         if tv_note and tv_note[0]:
             gr.notes.append(tv_note[0])
         return draw.draw(gr, fmt=opts.fmt, group=opts.group, depth=opts.depth, fold=opts.fold,
-                         node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path)
+                         node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path,
+                         per_use=not opts.shared_params)

@@ -153,7 +153,8 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         graph: A full graph from :func:`walk` (with ``calls``).
         depth: Module calls at depth ``> depth`` become boxes (0: every top-level call is one box).
         fold: Fold consecutive sibling boxes with the same type and contents, each feeding the next,
-            into one box counted ``x N`` (``TransformerEncoderLayer x 12``). The first box of a run may hold
+            into one box counted ``x N`` (``TransformerEncoderLayer x 12``; one module called in a loop:
+            ``rnn (RNNCell) x 400``). The first box of a run may hold
             fewer ops than the others when nothing feeds it (its input does not require grad, so the ops on
             the input's path were not recorded): it folds in all the same, with or without a grad input.
 
@@ -233,16 +234,17 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                     continue
                 if len(run) > 1:
                     first, last = calls[run[0]], calls[run[-1]]
-                    if first.path and first.path == last.path:
-                        span = f"{first.path}, called {len(run)} times"  # one module, unrolled (RNN cell)
-                    elif first.path and last.path:
-                        span = f"{first.path} … {last.path}"
+                    span = ""
+                    if first.path and first.path == last.path:  # one module called in a loop (an RNN cell)
+                        label = f"{first.path} ({first.type_name}) x {len(run)}"
                     else:
-                        span = ""
+                        label = f"{first.type_name} x {len(run)}"
+                        if first.path and last.path:
+                            span = f"{first.path} … {last.path}"
                     attrs = (("type", first.type_name),) + ((("calls", span),) if span else ())
                     saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
                     boxes[run[0]] = dataclasses.replace(
-                        boxes[run[0]], label=f"{first.type_name} x {len(run)}", count=len(run), attrs=attrs,
+                        boxes[run[0]], label=label, count=len(run), attrs=attrs,
                         ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages,
                         held=merge_held(boxes[r] for r in run),
                         size_unknown=sum(boxes[r].size_unknown for r in run))

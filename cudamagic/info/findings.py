@@ -422,7 +422,9 @@ def _verdict(found, t, n_gpus, cpu_only):
     errors = [f for f in found if f.severity == "error"]
     if errors:
         return Finding("error", "verdict", "Verdict: action needed",
-                       f"{len(errors)} problem(s) above stop PyTorch from using the GPU as expected.",
+                       (f"1 problem, listed in the findings, stops" if len(errors) == 1 else
+                        f"{len(errors)} problems, listed in the findings, stop")
+                       + " PyTorch from using the GPU as expected.",
                        errors[0].fix)
     if t["installed"] and t.get("cuda_available") is True:
         return Finding("ok", "verdict", "Verdict: ready",
@@ -432,4 +434,4 @@ def _verdict(found, t, n_gpus, cpu_only):
                        "No NVIDIA GPU is visible here and this PyTorch build is CPU-only; code runs on the CPU.",
                        "")
     return Finding("warning", "verdict", "Verdict: PyTorch will run on the CPU",
-                   "No usable CUDA device for PyTorch in this kernel (see the findings above).", "")
+                   "No usable CUDA device for PyTorch in this kernel (see the findings).", "")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html
+from ..core import style
+from ..core.fmt import TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html
 from ..core.na import NA, is_na
 from . import health as _health
 
@@ -11,7 +12,6 @@ from . import health as _health
 # ---------------------------------------------------------------------------------------
 
 _SEV_ICON = {"error": "✖", "warning": "⚠", "info": "ℹ", "ok": "✔"}
-_SEV_COLOR = {"error": "#b00020", "warning": "#a15c00", "info": "#1d5fa6", "ok": "#1b7f3b"}
 
 # (section, label, getter(facts), meaning and source)
 def _g(*path):
@@ -232,9 +232,7 @@ class CudaInfoReport:
                              f"{format_bytes(m['memory.total'])}")
         if gpus:
             lines.append("  Sources of the GPU fields:")
-            shown = [c for c in GPU_COLUMNS[1:] if c[0] != "driver_model.current"
-                     or any(not is_na(g.get(c[0], NA("absent"))) for g in gpus)]  # Windows only
-            for _key, label, src in shown:
+            for _key, label, src in self._gpu_columns(gpus):  # the driver model: Windows only
                 lines.extend(_wrap(f"    {label.ljust(20)} ", src))
         lines.append("[Environment]")
         for k, v in self.facts["env"].items():
@@ -254,52 +252,59 @@ class CudaInfoReport:
         p.text(self.to_text())
 
     # -- HTML ------------------------------------------------------------------------
+    def _gpu_columns(self, gpus):
+        """GPU_COLUMNS without the first (the index, shown in each GPU's header) and without the driver model when
+        no GPU has one (Windows only: NVML answers "not supported" on Linux)."""
+        return [c for c in GPU_COLUMNS[1:] if c[0] != "driver_model.current"
+                or any(not is_na(g.get(c[0], NA("absent"))) for g in gpus)]
+
+    def _finding_html(self, x, heading: str = "div", severity_word: bool = True) -> str:
+        lvl = style.level(x.severity)
+        word = f"{esc(x.severity.upper())}: " if severity_word else ""
+        fix = f'<p><b>Fix:</b> <code>{esc(x.fix)}</code></p>' if x.fix else ""
+        return (f'{style.box_open(lvl)[:-1]} data-id="{esc(x.id)}">'
+                f'<{heading} class="cm-title">{style.icon(lvl)} {word}{esc(x.title)}</{heading}>'
+                f"<p>{esc(x.cause)}</p>{fix}</div>")
+
     def _repr_html_(self):
-        css = ("<style>.cm-info table{border-collapse:collapse;margin:4px 0 10px}"
-               ".cm-info td,.cm-info th{border:1px solid #ddd;padding:2px 8px;text-align:left !important;vertical-align:top;"
-               "font-size:12px}.cm-info th{background:#f4f4f4}.cm-info .cm-src{color:#777;font-size:11px}"
-               ".cm-na{color:#999}.cm-na-reason{color:#999}.cm-finding{margin:4px 0;padding:4px 8px;"
-               "border-left:4px solid}</style>")
-        parts = [css, f'<div class="cm-info {NO_MATH}">']
-        v = self.verdict
-        parts.append(f'<h3 style="color:{_SEV_COLOR[v.severity]}">{_SEV_ICON[v.severity]} {esc(v.title)}</h3>'
-                     f"<p>{esc(v.cause)}</p>")
-        rows = []
+        """The report as one themed page (:func:`cudamagic.core.style.page`): the verdict and the findings first,
+        then the facts with their sources, one column per GPU, and the environment in a collapsible section.
+        Finding ids are kept only as ``data-id`` attributes."""
+        parts = [self._finding_html(self.verdict, "h3", severity_word=False)]
+        others = self.findings[:-1]
+        if others:
+            parts.append("<h4>Findings</h4>" + "".join(self._finding_html(x) for x in others))
+        rows, section = [], None
         for sec, label, get, source in SUMMARY_ROWS:
             val = get(self.facts)
-            rows.append([esc(sec), esc(label), na_cell_html(val), f'<span class="cm-src">{esc(source)}</span>'])
-        parts.append(html_table(["", "fact", "value", "meaning / source"], rows))
+            rows.append([f"<b>{esc(sec)}</b>" if sec != section else "", esc(label), na_cell_html(val),
+                         esc(source)])
+            section = sec
+        parts.append("<h4>Facts</h4>" + style.scroll(html_table(["", "fact", "value", "meaning / source"], rows,
+                                                                  prose=(2, 3), col_cls={3: "cm-src"})))
         gpus = self._gpus()
         parts.append("<h4>GPUs</h4>")
         if not gpus:
             st = self.facts["driver"]["status"]
             parts.append(f"<p>None visible{': ' + esc(st.reason) if is_na(st) else ''}</p>")
         else:
-            head = [label for _k, label, _s in GPU_COLUMNS]
             body = []
-            for g in gpus:
-                body.append([na_cell_html(g.get(k), format_gpu_field(k, g.get(k)) if not is_na(g.get(k)) else None)
-                             for k, _l, _s in GPU_COLUMNS])
-            table = html_table(head, body)
-            for _k, label, src in GPU_COLUMNS:  # the source of each column on hover, and in a legend below
-                table = table.replace(f"<th>{esc(label)}</th>", f'<th title="{esc(src)}">{esc(label)}</th>', 1)
-            parts.append(table)
-            parts.append('<p class="cm-src">Sources: ' + "; ".join(f"<b>{esc(label)}</b>: {esc(src)}"
-                                                                   for _k, label, src in GPU_COLUMNS) + "</p>")
+            for key, label, src in self._gpu_columns(gpus):
+                cells = [na_cell_html(g.get(key, NA("not collected")),
+                                      None if is_na(g.get(key, NA("absent"))) else format_gpu_field(key, g.get(key)))
+                         for g in gpus]
+                body.append([f'<span title="{esc(src)}">{esc(label)}</span>', *cells, esc(src)])
+            head = ["field", *(f"GPU {g['index']}" for g in gpus), "source"]
+            n = len(gpus)
+            parts.append(style.scroll(html_table(head, body, prose=range(1, n + 2), col_cls={n + 1: "cm-src"})))
             for g in gpus:
                 for m in g.get("mig_devices") or []:
-                    parts.append(f"<p>GPU {g['index']} MIG instance {m['index']}: {esc(m['uuid'])} "
-                                 f"{esc(format_bytes(m['memory.used']))} / {esc(format_bytes(m['memory.total']))}</p>")
-        parts.append("<h4>Environment</h4>")
-        env_rows = []
-        for k, val in self.facts["env"].items():
-            env_rows.append([esc(k), na_cell_html(val, _env_text(val))])
-        parts.append(html_table(["variable", "value"], env_rows))
-        parts.append("<h4>Findings</h4>")
-        for x in self.findings:
-            fix = f"<br><b>Fix:</b> <code>{esc(x.fix)}</code>" if x.fix else ""
-            parts.append(f'<div class="cm-finding" style="border-color:{_SEV_COLOR[x.severity]}">'
-                         f'<b>{_SEV_ICON[x.severity]} {esc(x.severity.upper())}: {esc(x.title)}</b><br>'
-                         f"{esc(x.cause)}{fix}</div>")
-        parts.append("</div>")
-        return "".join(parts)
+                    parts.append(f'<p class="cm-note">GPU {esc(g["index"])} MIG instance {esc(m["index"])}: '
+                                 f"{esc(m['uuid'])} {esc(format_bytes(m['memory.used']))} / "
+                                 f"{esc(format_bytes(m['memory.total']))}</p>")
+        env_rows = [[f'<span class="cm-mono">{esc(k)}</span>', na_cell_html(val, _env_text(val))]
+                    for k, val in self.facts["env"].items()]
+        n_set = sum(1 for val in self.facts["env"].values() if not is_na(val))
+        parts.append(style.details(f"Environment variables ({n_set} of {len(env_rows)} set)",
+                                   style.scroll(html_table(["variable", "value"], env_rows, prose=(1,)))))
+        return style.page("".join(parts), "info")

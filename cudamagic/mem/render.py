@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
-from ..core.fmt import (NO_MATH, TEXT_WIDTH, clip, display_width, esc, format_bytes, html_table, na_cell_html,
-                        text_table)
+from ..core import style
+from ..core.fmt import TEXT_WIDTH, clip, display_width, esc, format_bytes, html_table, na_cell_html, text_table
 from ..core.na import is_na
 
 
@@ -62,7 +62,13 @@ def _status_text(status) -> str:
 
 
 def _html(body: str) -> str:
-    return f'<div class="{NO_MATH}">' + body + "</div>"
+    """One themed output (:func:`cudamagic.core.style.page`, kind ``mem``)."""
+    return style.page(body, "mem")
+
+
+def _cells(row, code=()) -> list:
+    """Escaped cells; the columns in ``code`` (indices) as ``<code>`` (names, shapes, commands)."""
+    return [f"<code>{esc(c)}</code>" if i in code and c != "" else esc(c) for i, c in enumerate(row)]
 
 
 # ---- the report of one cell -----------------------------------------------------------
@@ -169,13 +175,16 @@ def cell_report_text(r) -> str:
 
 
 def cell_report_html(r) -> str:
-    """A :class:`~.report.CellMemReport` as HTML (outer element of class ``NO_MATH``)."""
-    parts = [f"<div class='cm-cellmem'><b>%%cudamem In[{r.cell}]</b> wall {r.wall_s:.3f} s"]
+    """A :class:`~.report.CellMemReport` as one themed HTML page (byte columns right-aligned, tables that are wider
+    than the output scroll with a visible cue)."""
+    parts = [f"<div class='cm-cellmem'><span class='cm-title'>%%cudamem In[{r.cell}]</span> wall {r.wall_s:.3f} s"]
     if r.error:
-        parts.append(f" <span class='cm-error'>(cell raised {esc(r.error)})</span>")
+        parts.append(" " + style.badge(f"cell raised {r.error}", "error"))
+    parts.append("</div>")
     if r.gpus:
-        parts.append(html_table(GPU_HEADERS, [[esc(c) for c in row] for row in _gpu_rows(r)]))
-        parts.append(f"<div><small>{esc(_peak_note(r))}</small></div>")
+        parts.append(style.scroll(html_table(GPU_HEADERS, [_cells(row) for row in _gpu_rows(r)],
+                                             num=range(1, len(GPU_HEADERS)))))
+        parts.append(f"<div class='cm-note'>{esc(_peak_note(r))}</div>")
     else:
         parts.append(f"<div>GPU: {na_cell_html(r.gpu_status)}</div>")
     if r.nvml_after is not None:
@@ -188,8 +197,8 @@ def cell_report_html(r) -> str:
     if r.kind == "cell":
         parts.append(f"<div>{esc(_tensors_title(r))}</div>")
         if r.tensors:
-            parts.append(html_table(TENSOR_HEADERS, [[esc(c) for c in row] for row in _tensor_rows(r)]))
-    parts.append("</div>")
+            parts.append(style.scroll(html_table(TENSOR_HEADERS, [_cells(row, code=(0, 1)) for row in _tensor_rows(r)],
+                                                 num=(4,), prose=(0,))))
     return _html("".join(parts))
 
 
@@ -197,6 +206,9 @@ def cell_report_html(r) -> str:
 
 HISTORY_HEADERS = ["cell", "how", "wall s", "device", "allocated delta", "peak in cell", "reserved after",
                    "RSS delta", "error", "source"]
+HISTORY_TITLES = {"cell": "the cell's execution count, In[N]",
+                  "how": "%%: measured by a %%cudamem cell; on: by %cudamem on",
+                  "peak in cell": "<= / (upper bound): the cell stayed below an earlier peak"}
 HISTORY_TEXT_HEADERS = ["cell", "how", "wall s", "device", "alloc delta", "peak", "reserved", "RSS delta",
                         "error", "source"]
 
@@ -204,7 +216,7 @@ HISTORY_TEXT_HEADERS = ["cell", "how", "wall s", "device", "alloc delta", "peak"
 def _history_rows(h, text=False):
     for r in h.records:
         gpus = r.changed_gpus() or r.gpus[:1]
-        how = ("%%" if text else "%%cudamem") if r.kind == "cell" else "on"
+        how = "%%" if r.kind == "cell" else "on"
         common = [r.cell, how, f"{r.wall_s:.3f}"]
         tail = [signed(r.rss_delta_bytes), (r.error or "").split(":")[0], r.source]
         if not gpus:
@@ -237,8 +249,19 @@ def history_html(h) -> str:
     """A :class:`~.history.MemHistory` as an HTML table."""
     if not h.records:
         return _html("<div>cudamem history: no cells measured yet</div>")
-    rows = [[esc(c) for c in r] for r in _history_rows(h)]
-    return _html(f"<div><b>{esc(_history_title(h))}</b></div>" + html_table(HISTORY_HEADERS, rows))
+    headers, rows = HISTORY_HEADERS, list(_history_rows(h))
+    num = {"cell", "wall s", "allocated delta", "peak in cell", "reserved after", "RSS delta"}
+    if not any(r.gpus for r in h.records):  # CPU only: no empty GPU columns (as the text form)
+        keep = [i for i, name in enumerate(headers) if name not in ("allocated delta", "peak in cell", "reserved after")]
+        headers, rows = [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
+    src = headers.index("source")
+    cells = [_cells(row) for row in rows]
+    for row, raw in zip(cells, rows):
+        row[src] = f'<code class="cm-pre">{esc(raw[src])}</code>' if raw[src] else ""
+    titles = [HISTORY_TITLES.get(name, "") for name in headers]
+    table = html_table(headers, cells, num=[i for i, name in enumerate(headers) if name in num],
+                       prose=(headers.index("error"), src), titles=titles)
+    return _html(f"<div class='cm-title'>{esc(_history_title(h))}</div>" + style.scroll(table))
 
 
 # ---- %cudamem free ------------------------------------------------------------------------
@@ -284,12 +307,13 @@ def free_report_text(f) -> str:
 
 def free_report_html(f) -> str:
     """A :class:`~.free.FreeReport` as HTML."""
-    parts = [f"<div class='cm-free'><b>%cudamem free</b>: released {esc(_released_text(f))}; "
+    parts = [f"<div class='cm-free'><span class='cm-title'>%cudamem free</span>: released {esc(_released_text(f))}; "
              f"gc collected {f.gc_collected} objects</div>"]
     if f.gpus:
-        parts.append(html_table(FREE_GPU_HEADERS, [[esc(c) for c in r] for r in _free_gpu_rows(f)]))
+        parts.append(style.scroll(html_table(FREE_GPU_HEADERS, [_cells(r) for r in _free_gpu_rows(f)],
+                                             num=range(1, len(FREE_GPU_HEADERS)))))
         if f.empty_cache_called:
-            parts.append("<div><small>torch.cuda.empty_cache() called</small></div>")
+            parts.append("<div class='cm-note'>torch.cuda.empty_cache() called</div>")
     else:
         parts.append(f"<div>GPU: {na_cell_html(f.gpu_status)}</div>")
     parts.append(f"<div>tensor storage freed: {esc(format_bytes(f.tensor_bytes_freed))} (CPU "
@@ -297,5 +321,6 @@ def free_report_html(f) -> str:
                  f" &rarr; {esc(format_bytes(f.rss_after_bytes))}</div>")
     if f.holders:
         parts.append("<div>still holding tensors (released only when you name them):</div>")
-        parts.append(html_table(HOLDER_HEADERS, [[esc(c) for c in r] for r in _holder_rows(f)]))
+        parts.append(style.scroll(html_table(HOLDER_HEADERS, [_cells(r, code=(1, 4)) for r in _holder_rows(f)],
+                                             num=(2,), prose=(1, 4))))
     return _html("".join(parts))

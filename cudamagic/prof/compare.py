@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.fmt import NO_MATH, esc, terminal_safe, text_table
-from .render import CSS, ms
+from ..core import style
+from ..core.fmt import esc, html_table, terminal_safe, text_table
+from .render import ms
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -133,9 +134,6 @@ class Comparison:
         return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
 
     def _repr_html_(self):
-        hdr = "".join(f'<th class="{"cm-name" if h == "name" else ""}">{esc(h)}</th>' for h in self.headers())
-        body = "".join("<tr>" + "".join(f'<td class="{"cm-name" if j == 7 else ""}">{esc(c)}</td>'
-                                        for j, c in enumerate(self._cells(i, r))) + "</tr>"
-                       for i, r in enumerate(self.rows[:self.top], 1))
-        return (f'<div class="cm-prof {NO_MATH}"><style>{CSS}</style><b>{esc(self._title())}</b>'
-                f"<table><thead><tr>{hdr}</tr></thead><tbody>{body}</tbody></table></div>")
+        rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[:self.top], 1)]
+        table = html_table(self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"})
+        return style.page(f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table), "prof")

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import textwrap
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core import style
+from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, na_cell_html, terminal_safe, text_table
 from ..core.na import is_na
 from .summary import DETAIL_HEADERS
 
@@ -21,12 +22,15 @@ PALETTE = ("var(--jp-brand-color1, #1976d2)", "var(--jp-warn-color1, #f57c00)", 
 OTHER_COLOUR = "var(--jp-layout-color3, #9e9e9e)"
 MAX_RECTS = 1500  # per timeline: the longest events; shorter ones are under a pixel wide anyway
 
-CSS = (".cm-prof{font-family:var(--jp-ui-font-family,sans-serif);color:var(--jp-ui-font-color1,#222);"
-       "font-size:var(--jp-ui-font-size1,13px)} .cm-prof table{border-collapse:collapse;margin:4px 0 10px 0}"
-       " .cm-prof th,.cm-prof td{border-bottom:1px solid var(--jp-border-color2,#ddd);padding:2px 8px;"
-       "text-align:right;vertical-align:top} .cm-prof td.cm-name,.cm-prof th.cm-name{text-align:left;"
-       "word-break:break-all;font-family:var(--jp-code-font-family,monospace)} .cm-prof h4{margin:10px 0 2px 0}"
-       " .cm-prof .cm-note{color:var(--jp-ui-font-color2,#555)}")
+#: Text colours of the SVG pictures (labels, axis); bars use :data:`PALETTE`. Theme variables, neutral fallbacks.
+TEXT_FILL = "var(--jp-content-font-color1, currentColor)"
+MUTED_FILL = "var(--jp-content-font-color2, currentColor)"
+LINE_STROKE = "var(--jp-border-color2, currentColor)"
+
+
+def _page(body: str) -> str:
+    """One themed output (:func:`cudamagic.core.style.page`, kind ``prof``)."""
+    return style.page(body, "prof")
 
 
 def ms(us: float) -> str:
@@ -82,18 +86,20 @@ class Table:
 
     def html(self) -> str:
         head, other = self.shown()
-        name_cols = {4, 5, 6} if self.group == "kernels" else {5, 6}
+        """The table in the shared style: numbers right-aligned (``cm-num``), names left-aligned and wrapping
+        (``cm-prose``, monospace), never cut; inside a scroll box with a visible cue when still too wide."""
+        head, other = self.shown()
+        headers = self.headers()
+        first_name = 4 if self.group == "kernels" else 5
         rows = [self._cells(i, r) for i, r in enumerate(head, 1)]
         if other:
             rows.append(self._other(other))
-        hdr = "".join(f'<th class="{"cm-name" if j in name_cols else ""}">{esc(h)}</th>'
-                      for j, h in enumerate(self.headers()))
-        body = "".join("<tr>" + "".join(f'<td class="{"cm-name" if j in name_cols else ""}">{esc(c)}</td>'
-                                        for j, c in enumerate(r)) + "</tr>" for r in rows)
-        return f"<table><thead><tr>{hdr}</tr></thead><tbody>{body}</tbody></table>"
+        names = range(first_name, len(headers))
+        return style.scroll(html_table(headers, [[esc(c) for c in r] for r in rows], num=range(first_name),
+                                       prose=names, col_cls={j: "cm-mono" for j in names}))
 
     def _repr_html_(self) -> str:
-        return f'<div class="cm-prof {NO_MATH}"><style>{CSS}</style>{self.html()}</div>'
+        return _page(self.html())
 
     def __repr__(self) -> str:
         return self.text()
@@ -109,7 +115,7 @@ def _facts(res) -> list[tuple[str, str]]:
         facts.append(("peak allocated (above start)",
                       ", ".join(f"{k} {format_bytes(v)}" for k, v in sorted(res.peak_memory_bytes.items()))))
     elif is_na(res.peak_memory_bytes):
-        facts.append(("peak allocated", f"N/A ({res.peak_memory_bytes.reason})"))
+        facts.append(("peak allocated", res.peak_memory_bytes))  # NA: the text and HTML forms show the reason
     if res.memory_html_path:
         facts.append(("memory viewer", res.memory_html_path))
     if res.trace_path:
@@ -137,7 +143,7 @@ def result_text(res) -> str:
         out.append(textwrap.fill("note: " + terminal_safe(n), TEXT_WIDTH, subsequent_indent="  ",
                                  break_long_words=False, break_on_hyphens=False))
     out.append("")
-    out.extend(f"  {k}: {terminal_safe(v)}" for k, v in _facts(res))
+    out.extend(f"  {k}: {terminal_safe(v.describe() if is_na(v) else v)}" for k, v in _facts(res))
     try:
         table = res.table()
         out += ["", f"Top operators by self time (grouped by {res.group}):", table.text()]
@@ -157,14 +163,14 @@ def result_text(res) -> str:
 
 def result_html(res) -> str:
     """The summary as one self-contained HTML fragment."""
-    parts = [f'<div class="cm-prof {NO_MATH}"><style>{CSS}</style>',
-             f"<b>{esc(res.header)}</b> &mdash; {res.wall_s * 1000:.1f} ms"]
+    parts = [f"<div><span class='cm-title'>{esc(res.header)}</span> &mdash; {res.wall_s * 1000:.1f} ms"]
     if res.error:
-        parts.append(f' &mdash; <span style="color:var(--jp-error-color1,#d32f2f)">stopped by '
-                     f"{esc(res.error[:300])}</span> (profile of the part that ran)")
+        parts.append(f" {style.badge('stopped by ' + res.error[:300], 'error')} (profile of the part that ran)")
+    parts.append("</div>")
     for n in res.notices + res.trace_notes:
         parts.append(f'<div class="cm-note">note: {esc(n)}</div>')
-    parts.append(html_table(["", ""], [[esc(k), esc(v)] for k, v in _facts(res)], cls="cm-facts"))
+    parts.append(html_table(["", ""], [[esc(k), na_cell_html(v)] for k, v in _facts(res)], cls="cm-facts",
+                            prose=(1,)))
     try:
         table = res.table()
         parts.append(f"<h4>Top operators by self time (grouped by {esc(res.group)})</h4>{table.html()}")
@@ -173,17 +179,18 @@ def result_html(res) -> str:
     if res.kernels:
         parts.append(f"<h4>Top GPU kernels by device time</h4>{res.table(kind='kernels').html()}")
     if is_na(res.gpu):
-        parts.append(f'<h4>GPU breakdown</h4><div class="cm-note">N/A ({esc(res.gpu.reason)})</div>')
+        parts.append(f"<h4>GPU breakdown</h4><div>{na_cell_html(res.gpu)}</div>")
     else:
         parts.append("<h4>GPU breakdown of the profiled span</h4>"
-                     + html_table(BREAKDOWN_HEADERS, [[esc(c) for c in r] for r in _breakdown_rows(res)]))
+                     + style.scroll(html_table(BREAKDOWN_HEADERS, [[esc(c) for c in r] for r in _breakdown_rows(res)],
+                                               num=range(1, len(BREAKDOWN_HEADERS)))))
     if res.steps:
-        parts.append("<h4>Steps</h4>" + html_table(["step", "ms"], [[esc(s.step), ms(s.dur_us)] for s in res.steps]))
+        parts.append("<h4>Steps</h4>" + html_table(["step", "ms"], [[esc(s.step), ms(s.dur_us)] for s in res.steps],
+                                                   num=(0, 1)))
     parts.append("<h4>Timeline</h4>" + timeline_svg(res))
     if res.memory_points:
         parts.append("<h4>Allocated memory over the span</h4>" + memory_svg(res))
-    parts.append("</div>")
-    return "".join(parts)
+    return _page("".join(parts))
 
 
 def page(fragment: str, title: str = "%%torchprof") -> str:
@@ -229,9 +236,9 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
     for i, key in enumerate(keys):
         y = top_pad + i * lane_h
         label = f"thread {key[1]}" if key[0] == "cpu" else f"cuda:{key[1][0]} stream {key[1][1]}"
-        out.append(f'<text x="2" y="{y + lane_h - 4}" style="fill:var(--jp-ui-font-color1,#222)">{esc(label)}</text>'
+        out.append(f'<text x="2" y="{y + lane_h - 4}" style="fill:{TEXT_FILL}">{esc(label)}</text>'
                    f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" y2="{y + lane_h - 0.5}" '
-                   f'style="stroke:var(--jp-border-color2,#ddd)"/>')
+                   f'style="stroke:{LINE_STROKE}"/>')
     for dur, i, (s, e, n) in every:
         x = label_w + (s - start) / span * plot_w
         w = max(0.5, dur / span * plot_w)
@@ -240,15 +247,15 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
         out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" style="fill:{fill}">'
                    f"<title>{esc(n)}: {ms(dur)} ms</title></rect>")
     y = top_pad + lane_h * len(keys) + 14
-    out.append(f'<text x="{label_w}" y="{y}" style="fill:var(--jp-ui-font-color2,#555)">0 ms</text>'
-               f'<text x="{width - 10}" y="{y}" text-anchor="end" style="fill:var(--jp-ui-font-color2,#555)">'
+    out.append(f'<text x="{label_w}" y="{y}" style="fill:{MUTED_FILL}">0 ms</text>'
+               f'<text x="{width - 10}" y="{y}" text-anchor="end" style="fill:{MUTED_FILL}">'
                f"{ms(span)} ms</text>")
     x = label_w
     for n, c in colours.items():
         label = n if len(n) <= 28 else n[:27] + "\u2026"
         out.append(f'<rect x="{x}" y="{y + 8}" width="9" height="9" style="fill:{c}"/>'
-                   f'<text x="{x + 12}" y="{y + 16}" style="fill:var(--jp-ui-font-color1,#222)">{esc(label)}</text>')
-        x += 12 + 6 * len(label) + 10
+                   f'<text x="{x + 12}" y="{y + 16}" style="fill:{TEXT_FILL}">{esc(label)}</text>')
+        x += 12 + 7 * len(label) + 10
         if x > width - 60:
             break
     out.append("</svg>")
@@ -279,11 +286,13 @@ def memory_svg(res, width: int = 900, height: int = 120) -> str:
             coords.append(f"{x:.1f},{y:.1f}")
         out.append(f'<polyline points="{" ".join(coords)}" style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
                    f'stroke-width:1.5"><title>{esc(dev)}</title></polyline>'
-                   f'<text x="2" y="{15 + 12 * i}" style="fill:{PALETTE[i % len(PALETTE)]}">{esc(dev)} peak '
+                   f'<line x1="2" x2="14" y1="{11 + 12 * i}" y2="{11 + 12 * i}" '
+                   f'style="stroke:{PALETTE[i % len(PALETTE)]};stroke-width:3"/>'
+                   f'<text x="18" y="{15 + 12 * i}" style="fill:{TEXT_FILL}">{esc(dev)} peak '
                    f"{esc(format_bytes(max(v for _, v in pts)))}</text>")
-    out.append(f'<text x="{label_w}" y="{height - 5}" style="fill:var(--jp-ui-font-color2,#555)">0 ms</text>'
+    out.append(f'<text x="{label_w}" y="{height - 5}" style="fill:{MUTED_FILL}">0 ms</text>'
                f'<text x="{width - 10}" y="{height - 5}" text-anchor="end" '
-               f'style="fill:var(--jp-ui-font-color2,#555)">{ms(span)} ms</text></svg>')
+               f'style="fill:{MUTED_FILL}">{ms(span)} ms</text></svg>')
     return "".join(out)
 
 

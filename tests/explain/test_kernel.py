@@ -50,7 +50,7 @@ def test_box_is_an_output_of_the_failing_cell_after_the_traceback(executed_cells
     error = cell.outputs[kinds.index("error")]
     assert error.ename == "RuntimeError" and "scalar outputs" in error.evalue  # traceback untouched
     html = boxes[0].data["text/html"]
-    assert "grad-not-scalar" in html and "pred.mean().backward()" in html
+    assert 'data-id="grad-not-scalar"' in html and "pred.mean().backward()" in html
     assert "<code>pred</code> has shape [3]" in html
 
 
@@ -64,7 +64,9 @@ def test_explain_errors_config_in_kernel(executed_cells):
     off, on = executed_cells[3], executed_cells[4]
     assert any(o.output_type == "error" for o in off.outputs) and _boxes(off) == []
     assert any(o.output_type == "error" for o in on.outputs)
-    assert "leaf-inplace" in _boxes(on)[0].data["text/plain"]
+    box = _boxes(on)[0]
+    assert "In-place change of a leaf" in box.data["text/plain"] and 'data-id="leaf-inplace"' in box.data["text/html"]
+    assert "leaf-inplace" not in box.data["text/plain"]  # the catalogue id is for --list and scripts, not the box
 
 
 def test_dataloader_notebook_runs_and_shows_the_box():
@@ -79,7 +81,7 @@ def test_dataloader_notebook_runs_and_shows_the_box():
     boxes = _boxes(cell)
     assert len(boxes) == 1 and "text/html" in boxes[0].data
     expected = "pin-cuda-tensor" if "GPU available: True" in str(nb.cells[1].outputs) else "pin-no-accelerator"
-    assert expected in boxes[0].data["text/plain"]
+    assert f'data-id="{expected}"' in boxes[0].data["text/html"] and expected not in boxes[0].data["text/plain"]
     # every other code cell ran without error
     for c in nb.cells:
         if c.cell_type == "code" and c is not cell:

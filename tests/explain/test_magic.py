@@ -276,3 +276,47 @@ def test_cudaexplain_bad_arguments_and_a_usage_error_as_the_last_error(ip):
     assert magics().last_explanation is None
     with pytest.raises(UsageError, match="mistake in a magic's arguments"):  # ... and not 'no entry matches'
         ip.run_line_magic("cudaexplain", "")
+
+
+def _user_text(page):
+    """What a person reads: the text between tags, without the stylesheet and attribute values."""
+    import html
+
+    page = re.sub(r"<style>.*?</style>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
+    """Issue 16: the box follows the theme (no hard-coded colour), the catalogue id is not in what a person reads
+    (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is collapsible, the list's prose
+    columns are left-aligned and wrap."""
+    import html
+
+    from cudamagic.core.style import hard_coded_colours
+    from cudamagic.explain.box import CatalogueView, NoMatch
+    from cudamagic.explain.catalogue import CATALOGUE
+    from cudamagic.explain.model import Explanation
+
+    ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)')")
+    live = magics().last_explanation
+    by_id = [Explanation(entry=e, exc_type="(catalogue entry)", message=e.title) for e in CATALOGUE]
+    for expl in [live, *by_id]:
+        page, text = expl._repr_html_(), expl.text()
+        assert page.startswith('<div class="cudamagic mathjax_ignore cm-explain">'), expl.entry.id
+        assert hard_coded_colours(page) == [] and "style=" not in page.split("</style>", 1)[1], expl.entry.id
+        assert f'data-id="{expl.entry.id}"' in page
+        assert f"[{expl.entry.id}]" not in text and f"[{expl.entry.id}]" not in _user_text(page)
+        assert not re.search(r"\bF\d\d\b", text + _user_text(page)), expl.entry.id  # no field-report ids
+        assert "<details><summary>Technical detail</summary>" in page
+        assert "cudamagic explains: " + expl.entry.title in text.replace("\n│ ", " ")
+    listing = CatalogueView(CATALOGUE)._repr_html_()
+    assert listing.startswith('<div class="cudamagic mathjax_ignore cm-explain">')
+    assert hard_coded_colours(listing) == []
+    assert '<th>id</th><th class="cm-prose">case (open for the fix)</th><th>exception</th>' in listing
+    assert '<div class="cm-scroll"><table' in listing
+    for entry in CATALOGUE:
+        assert f"<td><code>{entry.id}</code></td>" in listing
+        assert f'<td class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> ' in listing
+    nomatch = NoMatch("ValueError", "#fff rgb(1,2,3)")._repr_html_()  # outside text is not a colour of ours
+    assert nomatch.startswith('<div class="cudamagic mathjax_ignore cm-explain">')
+    assert "style=" not in nomatch.split("</style>", 1)[1]

@@ -1,6 +1,7 @@
 """Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel (nbclient)."""
 
 import os
+import re
 import shutil
 import sys
 
@@ -32,7 +33,7 @@ def test_no_cell_errors(executed):
 
 def test_every_graph_cell_shows_inline_svg(executed):
     cells = _graph_cells(executed)
-    assert len(cells) >= 9
+    assert len(cells) >= 11
     for cell in cells:
         data = next(o for o in cell.outputs if o.output_type == "execute_result").data
         assert "<svg" in data["text/html"], cell.source
@@ -49,3 +50,16 @@ def test_tour_steps_show_what_they_teach(executed):
     text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
                    for c in executed.cells if c.cell_type == "code" for o in c.outputs)
     assert "tensor([3., 3., 3.])" in text and "tensor([ 4.,  8., 12.])" in text
+
+
+def test_big_models_get_the_automatic_view(executed):
+    """The tour's big-model cells: a 6-layer encoder and a 400-step RNNCell loop, folded into one box each."""
+    html = {c.source: next(o for o in c.outputs if o.output_type == "execute_result").data["text/html"]
+            for c in _graph_cells(executed)}
+    encoder = next(h for src, h in html.items() if "TransformerEncoder(" in src)
+    loop = next(h for src, h in html.items() if "range(400)" in src)
+    assert "TransformerEncoderLayer x 6" in encoder and "454 autograd nodes (" in encoder
+    assert "rnn (RNNCell) x 400" in loop and "2405 autograd nodes (" in loop
+    for h in (encoder, loop):
+        size = re.search(r'<svg style="max-width:100%;height:auto" width="(\d+)pt" height="(\d+)pt"', h)
+        assert size and int(size.group(1)) < 1000 and int(size.group(2)) < 1000, size  # a screen, not 22,620 px

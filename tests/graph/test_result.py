@@ -35,7 +35,7 @@ def test_terminal_text_fits_100_columns_and_counts_add_up(lstm):
     r = magic(lstm, "", LSTM_CELL)
     text = repr(r)
     assert max(len(line) for line in text.splitlines()) <= 100
-    assert "1 outputs" not in text and "1 output)" in text.replace("\n  ", " ")
+    assert "1 outputs" not in text and "1 output;" in text.replace("\n  ", " ")
     assert "AccumulateGrad" in text.splitlines()[0]
 
 
@@ -48,10 +48,15 @@ def test_missing_dot_text_fits_100_columns(lstm, monkeypatch):
 
 
 @needs_dot
-def test_inline_svg_keeps_its_natural_size_in_the_scroll_box(lstm):
-    html = magic(lstm, "", LSTM_CELL)._repr_html_()
-    assert "overflow:auto" in html
-    assert '<svg style="max-width:none;height:auto"' in html  # front ends' max-width:100% shrinks it
+def test_inline_svg_is_scaled_to_the_output_width_with_a_1_to_1_toggle(lstm):
+    r = magic(lstm, "--max-nodes 5000", LSTM_CELL)  # a big picture: 1716 pt wide at 1:1
+    html = r._repr_html_()
+    svg = html[html.index("<svg style="):]
+    assert svg.startswith('<svg style="max-width:100%;height:auto"') and "viewBox=" in svg[:400]
+    # the toggle is a <details> before the picture; open, a CSS sibling rule lifts max-width (no script)
+    assert html.index('<details class="cm-zoom">') < html.index('<div class="cm-pic">')
+    assert "details.cm-zoom[open]~.cm-pic svg" in html and "max-width:none!important" in html
+    assert "<script" not in html
 
 
 def test_notes_render_code_spans_in_html_and_one_op_is_singular():
@@ -68,18 +73,18 @@ def _outline_lines(r) -> list:
 
 def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")  # `dot` hidden: the outline is the terminal's only view
-    r = magic(lstm, "", LSTM_CELL)
+    r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     assert r.problem == "dot missing" and len(r.drawn.nodes) > 60
     lines = _outline_lines(r)
     assert len(lines) == result.OUTLINE_LINES == 40
-    assert lines[-1] == f"... {len(r.drawn.nodes) - 39} more nodes"
+    assert lines[-1] == f"... {len(r.drawn.nodes) - 39} more boxes"
 
 
 @needs_dot
 def test_terminal_outline_is_at_most_40_lines_with_dot(lstm):
-    r = magic(lstm, "", LSTM_CELL)
+    r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     lines = _outline_lines(r)
-    assert len(lines) == 40 and lines[-1] == f"... {len(r.drawn.nodes) - 39} more nodes"
+    assert len(lines) == 40 and lines[-1] == f"... {len(r.drawn.nodes) - 39} more boxes"
 
 
 def test_autograd_graph_manual_is_complete(ip, capsys):

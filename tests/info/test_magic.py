@@ -176,4 +176,4 @@ def test_html_is_excluded_from_math_typesetting(ip, fake_nvml, monkeypatch):
     fake_nvml("one_gpu")
     monkeypatch.setenv("CUDA_HOME", "$HOME/cuda and $5")
     html = ip.run_line_magic("cudainfo", "")._repr_html_()
-    assert 'class="cm-info mathjax_ignore"' in html
+    assert html.startswith('<div class="cudamagic mathjax_ignore cm-info">')

@@ -54,11 +54,60 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
     gpus_block = text[text.index("[GPUs]"):text.index("[Environment]")]
     flat = " ".join(gpus_block.split())  # sources may wrap
     page = report._repr_html_()
-    titles = {html.unescape(label): html.unescape(src)
-              for src, label in re.findall(r'<th title="([^"]*)">([^<]*)</th>', page)}
+    # one row per field: the label (its source on hover), one cell per GPU, the source in the last column
+    rows = {html.unescape(label): (html.unescape(title), html.unescape(src)) for title, label, src in re.findall(
+        r'<tr><td><span title="([^"]*)">([^<]*)</span></td><td class="cm-prose">.*?'
+        r'<td class="cm-prose cm-src">([^<]*)</td></tr>', page)}
     sources = {key: (label, src) for key, label, src in GPU_COLUMNS}
     for key in PER_GPU_NUMBERS:
         label, src = sources[key]
         assert f"{label} {src}" in flat, key
-        assert titles[label] == src, key
-        assert f"<b>{html.escape(label)}</b>: {html.escape(src)}" in page, key
+        assert rows[label] == (src, src), key
+
+
+# ---- the look (issue 16): one themed page, no hard-coded colours, no internal ids, aligned columns ----------------
+
+def _user_text(page):
+    """What a person reads: the text between tags, without the stylesheet and attribute values."""
+    import html
+    import re
+
+    page = re.sub(r"<style>.*?</style>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
+def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(ip, fake_nvml, monkeypatch):
+    import re
+
+    from cudamagic.core import style
+    from cudamagic.core.style import hard_coded_colours
+
+    monkeypatch.setenv("CUDA_HOME", "/nowhere/cuda")
+    for scenario in ("no_driver", "one_gpu", "two_gpus_f03", "mig", "driver_450", "windows_wddm"):
+        fake_nvml(scenario)
+        report = ip.run_line_magic("cudainfo", "")
+        page = report._repr_html_()
+        assert page.startswith('<div class="cudamagic mathjax_ignore cm-info">'), scenario
+        assert hard_coded_colours(page) == [], scenario
+        assert len(report.findings) >= 2, scenario
+        for f in report.findings:
+            # the id is kept for scripts and tests as an attribute; a person reads icon, severity, title, cause, fix
+            m = re.search(f'<div class="cm-box cm-(ok|info|warn|error)" data-id="{re.escape(f.id)}">(.*?</p>)</div>', page)
+            assert m, (scenario, f.id)
+            assert m.group(1) == {"warning": "warn"}.get(f.severity, f.severity)
+            shown = " ".join(_user_text(m.group(2)).split())
+            word = "" if f is report.verdict else f"{f.severity.upper()}: "
+            expected = f"{style.icon(m.group(1))} {word}{f.title} {f.cause}" + (f" Fix: {f.fix}" if f.fix else "")
+            assert shown == " ".join(expected.split()), (scenario, shown)
+        assert not re.search(r"\bF\d\d\b", _user_text(page)), scenario  # no field-report ids either
+        assert "style=" not in page.split("</style>", 1)[1], scenario  # every look comes from the stylesheet
+
+
+def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvml):
+    fake_nvml("two_gpus_f03")
+    page = ip.run_line_magic("cudainfo", "")._repr_html_()
+    assert '<th>field</th><th class="cm-prose">GPU 0</th><th class="cm-prose">GPU 1</th>' in page
+    gpus = page[page.index("<h4>GPUs</h4>"):]
+    assert gpus.split("<table", 1)[0].endswith('<div class="cm-scroll">')  # a visible cue if it is still too wide
+    assert page.count('<td class="cm-prose">Tesla T4</td>') == 1
+    assert '<details><summary>Environment variables (' in page  # technical detail, collapsible

@@ -56,6 +56,8 @@ def test_cudainfo_names_the_stale_nvidia_smi_and_what_to_run(ip, fake_nvml, lapt
     assert "driver model" in text and "WDDM" in text
     assert "C:\\Windows\\System32\\nvml.dll" in text  # where NVML was loaded from
     assert report.facts["gpus"][0]["driver_model.current"] == "WDDM"
+    page = report._repr_html_()
+    assert '<span title="nvmlDeviceGetDriverModel' in page and '<td class="cm-prose">WDDM</td>' in page
 
 
 def test_matching_nvidia_smi_on_path_is_not_a_finding(ip, fake_nvml, laptop, monkeypatch):
@@ -79,4 +81,5 @@ def test_linux_report_has_no_driver_model_line_and_no_windows_section(ip, fake_n
     fake_nvml("one_gpu")
     report = ip.run_line_magic("cudainfo", "")
     assert "windows" not in report.facts and "driver model" not in report.to_text()
+    assert "driver model" not in report._repr_html_()  # Linux: NVML answers "not supported", so no column
     assert not any(f.id in ("wddm", "nvidia-smi-stale", "nvml-stale") for f in report.findings)

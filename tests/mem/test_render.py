@@ -84,3 +84,39 @@ def test_free_report_fits_in_100_columns():
                              tensor_bytes_freed=0, rss_before_bytes=1, rss_after_bytes=1, gc_collected=3,
                              holders=holders)
     assert _widest(repr(rep)) <= 100, repr(rep)
+
+
+def test_html_is_themed_aligned_and_scrolls_with_a_cue():
+    """Issue 16: one themed page per output, no hard-coded colours, byte columns right-aligned, prose (error,
+    source, names) left-aligned and wrapping, wide tables in a scroll box with a visible cue."""
+    import re
+
+    from cudamagic.core.style import hard_coded_colours
+
+    rep = _wide_report()
+    cpu = report.build_report(stats.Snapshot(0.0, {}, False, 1), stats.Snapshot(1.0, {}, False, 2), cell=2,
+                               source="z = 1\nw = 2", error="ValueError: x", kind="auto")
+    hist = history.MemHistory([rep, cpu])
+    holders = [census.Holder("variable", "v" * 80, 5 * MiB, ("cpu",), "--var " + "v" * 80)]
+    fr = free.FreeReport(released=["Out[12]"], gpus=[], gpu_status=stats.NO_CUDA, empty_cache_called=False,
+                         cpu_tensor_bytes_freed=0, tensor_bytes_freed=0, rss_before_bytes=1, rss_after_bytes=1,
+                         gc_collected=3, holders=holders)
+    for obj in (rep, cpu, hist, history.MemHistory([]), fr):
+        html = obj._repr_html_()
+        assert html.startswith('<div class="cudamagic mathjax_ignore cm-mem">'), type(obj)
+        assert hard_coded_colours(html) == [], type(obj)
+        assert "style=" not in html.split("</style>", 1)[1], type(obj)
+        assert html.count("<table") == html.count('<div class="cm-scroll"><table'), type(obj)
+    page = hist._repr_html_()
+    head = re.search(r"<thead>(.*?)</thead>", page).group(1)
+    assert '<th class="cm-num">allocated delta</th>' in head and '<th class="cm-prose">error</th>' in head
+    assert '<th class="cm-prose">source</th>' in head
+    assert '<td class="cm-prose"><code class="cm-pre">z = 1</code></td>' in page
+    assert '<td class="cm-num">+1 B</td>' in page  # the CPU cell's RSS delta
+    cell = rep._repr_html_()
+    assert '<th class="cm-num">retries</th><th class="cm-num">OOMs</th>' in cell
+    assert '<span class="cm-badge cm-error">' in cell  # "cell raised ...": a badge, text in the theme colour
+    assert '<td class="cm-num">999.0 MiB</td>' in cell
+    only_cpu = history.MemHistory([cpu])._repr_html_()
+    assert "allocated delta" not in only_cpu and "RSS delta" in only_cpu  # no empty GPU columns
+    assert '<td class="cm-prose"><code>' + "v" * 80 + "</code></td>" in fr._repr_html_()

@@ -74,7 +74,7 @@ def test_cell_reports_cpu_delta_and_tensors_left(tip):
     assert rows["parts[0]"].shape == (100, 10) and rows["parts[0]"].new
     assert rows["net.0.weight"].bytes == 64 * 32 * 4 and not rows["net.0.weight"].new
     assert not rows["old"].new
-    assert "big" in repr(rep) and "<td>big</td>" in rep._repr_html_()
+    assert "big" in repr(rep) and "<td class=\"cm-prose\"><code>big</code></td>" in rep._repr_html_()
     assert len(tip.run_line_magic("cudamem", "history")) == 1
 
 
@@ -352,6 +352,6 @@ def test_history_json_with_clear_prints_then_forgets(tip, capsys):
 def test_html_outputs_opt_out_of_math_typesetting(ip):
     """`$` in a variable name or path must not be typeset as a formula by JupyterLab."""
     r = ip.run_cell_magic("cudamem", "", "import torch\nt_dollar = torch.zeros(10)")
-    assert 'class="mathjax_ignore"' in r._repr_html_()
+    assert r._repr_html_().startswith('<div class="cudamagic mathjax_ignore cm-mem">')
     h = ip.run_line_magic("cudamem", "history")
-    assert 'class="mathjax_ignore"' in h._repr_html_()
+    assert h._repr_html_().startswith('<div class="cudamagic mathjax_ignore cm-mem">')

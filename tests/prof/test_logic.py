@@ -132,3 +132,35 @@ def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
     assert "dropped the latest" in notes[-1]
     ts = [e["ts"] for e in load_trace(path)["traceEvents"] if "ts" in e]
     assert ts == sorted(ts) and ts[0] == 0 and len(ts) < 3000
+
+
+def test_summary_and_compare_html_are_themed_and_aligned():
+    """Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with a fallback),
+    numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box, N/A with its reason."""
+    import re
+
+    from cudamagic.core.style import hard_coded_colours
+
+    ops = [_op("aten::mm", "", 0, 10, 10), _op("aten::add" + "_long" * 30, "", 10, 20, 10)]
+    ks = [KernelRecord("gemm<float>", "kernel", 0, 7, 0, 5, launcher="aten::mm")]
+    with_gpu = ProfResult(ops=ops, kernels=ks, span_us=(0.0, 20.0), gpu=gpu_breakdown(ks, (0.0, 20.0)),
+                          activities=["CPU", "CUDA"], error="RuntimeError: <boom>", notices=["#fff is not ours"])
+    cpu = ProfResult(ops=ops, span_us=(0.0, 20.0), activities=["CPU"])
+    for res in (with_gpu, cpu):
+        page = res._repr_html_()
+        assert page.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
+        assert hard_coded_colours(page.replace("#fff is not ours", "")) == []
+        assert page.count("<table") == page.count('<div class="cm-scroll"><table') + 1  # the facts list is narrow
+        ops_head = re.search(r"<h4>Top operators.*?<thead>(.*?)</thead>", page).group(1)
+        assert ops_head.startswith('<tr><th class="cm-num">#</th><th class="cm-num">self %</th>')
+        assert '<th class="cm-prose cm-mono">operator</th>' in ops_head
+    page = with_gpu._repr_html_()
+    assert '<span class="cm-badge cm-error">\u2716 stopped by RuntimeError: &lt;boom&gt;</span>' in page
+    assert '<th class="cm-prose cm-mono">kernel</th><th class="cm-prose cm-mono">launched by</th>' in page
+    assert '<th class="cm-num">kernel %</th>' in page
+    assert '<span class="cm-na" title="run with --memory">N/A</span>' in page
+    assert '<span class="cm-na" title="no GPU activity recorded">N/A</span>' in cpu._repr_html_()
+    assert "peak allocated: N/A (run with --memory)" in repr(cpu)
+    cmp = compare(cpu, with_gpu)._repr_html_()
+    assert cmp.startswith('<div class="cudamagic mathjax_ignore cm-prof">') and hard_coded_colours(cmp) == []
+    assert '<th class="cm-num">change ms</th>' in cmp and '<th class="cm-prose cm-mono">name</th>' in cmp

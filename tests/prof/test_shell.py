@@ -88,7 +88,7 @@ def test_digits_training_step_summary(tip):
     assert long_name in repr(every) and long_name in every._repr_html_(), repr(every)  # full, untruncated
     text, html = repr(res), res._repr_html_()
     assert rows[0].name in text and rows[0].name in html
-    assert f'class="cm-prof {NO_MATH}"' in html and "<svg" in html
+    assert html.startswith(f'<div class="cudamagic {NO_MATH} cm-prof">') and "<svg" in html
     assert not re.search(r"(src|href)\s*=|url\(|@import|<script", html)  # self-contained
     assert res.wall_s > 0 and res.span_us[1] > res.span_us[0]
     assert res.activities[0] == "CPU"

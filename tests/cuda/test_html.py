@@ -1,0 +1,31 @@
+"""Issue 16: the HTML of %%cuda's results and progress line is one themed page with no hard-coded colour."""
+
+from __future__ import annotations
+
+from cudamagic.core.style import hard_coded_colours
+from cudamagic.cuda.magic import Saved, TorchBuild
+from cudamagic.cuda.progress import Line
+
+
+def _check(page: str) -> None:
+    assert page.startswith('<div class="cudamagic mathjax_ignore cm-cuda">'), page[:80]
+    assert hard_coded_colours(page) == []
+    assert "style=" not in page.split("</style>", 1)[1]  # the look comes from the shared stylesheet
+
+
+def test_saved_header_through_the_shell_is_themed(cuda_ip):
+    saved = cuda_ip.run_cell_magic("cuda", "--save vec.cuh", "#define N 4\n")  # saving compiles nothing
+    assert isinstance(saved, Saved)
+    page = saved._repr_html_()
+    _check(page)
+    assert '<span class="cm-badge cm-ok">\u2713 saved</span> <code>vec.cuh</code>' in page
+    assert '<code>#include "vec.cuh"</code>' in page.replace("&quot;", '"')
+
+
+def test_torch_build_and_progress_line_are_themed_and_escaped():
+    built = TorchBuild(["add_one", "<x>"], module=None, cached=True, elapsed_s=0.0)._repr_html_()
+    _check(built)
+    assert "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache" in built
+    line = Line("%%cuda: compiling... 2.0 s <b>")._repr_html_()
+    _check(line)
+    assert '<div class="cm-note cm-mono">%%cuda: compiling... 2.0 s &lt;b&gt;</div>' in line
