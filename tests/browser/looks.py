@@ -235,7 +235,7 @@ OVERFLOW_JS = "(PANEL) => {" + _COMMON_JS + r"""
     for (const el of area.querySelectorAll('*')) {
       if (el.closest('style,script')) continue;
       if (getComputedStyle(el).visibility === 'hidden') continue;
-      check(el, el.getBoundingClientRect(), '');
+      check(el, el.getBoundingClientRect(), el.tagName.toLowerCase() === 'text' ? '("' + el.textContent.trim().slice(0, 30) + '")' : '');
     }
     const walker = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
     for (let t = walker.nextNode(); t; t = walker.nextNode()) {
@@ -430,28 +430,35 @@ def assert_no_hidden_overflow(results: dict, width: int):
 #: Checks that fail on main while the branches of issue 16 that fix them have not landed:
 #: ``(notebook stem, check, theme or width) -> reason``. They are strict xfails: when a fix lands, the XPASS fails
 #: the run, and the entry is deleted here.
-_OUT, _WATCH, _GRAPH = "branch vis-out (%cudainfo, %%cudamem, explainer, %%torchprof)", "branch vis-watch (%gpuwatch)", \
-    "branch vis-graph (%%autograd_graph)"
+_WATCH = "branch vis-watch (%gpuwatch)"
 KNOWN_FAILURES: dict = {
-    ("quickstart", "contrast", "light"): f"N/A and source notes in grey #999/#777 on white: %cudainfo, %%cudamem "
-                                         f"({_OUT}); %gpuwatch N/A #888 ({_WATCH})",
-    ("quickstart", "contrast", "dark"): f"%cudainfo table headers #fefefe on #f4f4f4, 1.09:1 ({_OUT}); %gpuwatch row "
-                                        f"labels #555 on #111, 2.53:1 ({_WATCH})",
-    ("quickstart", "overflow", 800): f"%cudainfo, %%cudamem and %cudamem history tables wider than the output "
-                                     f"({_OUT}); %gpuwatch rows and the Stop button cut ({_WATCH})",
-    ("quickstart", "graph fit", "light"): f"the graph is drawn at natural size (1287x928) in a 720 px box ({_GRAPH})",
-    ("quickstart", "graph fit", "dark"): f"the graph is drawn at natural size (1287x928) in a 720 px box ({_GRAPH})",
-    ("dataloader", "contrast", "light"): f"explainer note #7a7a7a on white, 4.3:1 ({_OUT}); %gpuwatch N/A #888 "
-                                         f"({_WATCH})",
+    ("quickstart", "contrast", "light"): f"%gpuwatch N/A #888 on white, 3.54:1 ({_WATCH})",
+    ("quickstart", "contrast", "dark"): f"%gpuwatch row labels #555 on #111, 2.53:1 ({_WATCH})",
+    ("quickstart", "overflow", 800): f"%gpuwatch rows (charts) and the Stop button cut ({_WATCH})",
+    ("dataloader", "contrast", "light"): f"%gpuwatch N/A #888 on white, 3.54:1 ({_WATCH})",
     ("dataloader", "contrast", "dark"): f"%gpuwatch row labels #555 on #111, 2.53:1 ({_WATCH})",
-    ("dataloader", "overflow", 800): f"%gpuwatch rows and the Stop button cut ({_WATCH})",
-    ("profile_tour", "overflow", 800): f"%%torchprof tables wider than the output ({_OUT})",
+    ("dataloader", "overflow", 800): f"%gpuwatch rows (charts) and the Stop button cut ({_WATCH})",
 }
 
 
+#: Defects seen on main that depend on the data of the run (non-strict xfails: XPASS when the run avoided them).
+SOMETIMES_FAILING: dict = {
+    ("profile_tour", "overflow", w): "%%torchprof timeline legend of the 'large' run: a <text> label (x + 12 after its "
+                                     "swatch, cudamagic/prof/render.py) sometimes runs past the SVG's right edge and "
+                                     "is cut off; which labels appear depends on the profile" for w in WIDTHS}
+
+
 def params(notebook: str, check: str, values):
-    """``values`` for ``pytest.mark.parametrize``, those in :data:`KNOWN_FAILURES` marked ``xfail(strict=True)``."""
+    """``values`` for ``pytest.mark.parametrize``, those in :data:`KNOWN_FAILURES` marked ``xfail(strict=True)``,
+    those in :data:`SOMETIMES_FAILING` ``xfail(strict=False)``."""
     import pytest
 
-    return [pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[(notebook, check, v)]))
-            if (notebook, check, v) in KNOWN_FAILURES else v for v in values]
+    out = []
+    for v in values:
+        key = (notebook, check, v)
+        if key in KNOWN_FAILURES:
+            v = pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[key]))
+        elif key in SOMETIMES_FAILING:
+            v = pytest.param(v, marks=pytest.mark.xfail(strict=False, reason=SOMETIMES_FAILING[key]))
+        out.append(v)
+    return out
