@@ -10,15 +10,26 @@ with `%%torchprof --memory --steps 3 --trace ...` in a real InteractiveShell and
   4. the peak from the snapshot equals torch.cuda.max_memory_allocated() within 1 %;
   5. the trace loads with json.load and nothing stays enabled (profiler, optimizer hooks, memory history).
 Prints one line per check and exits 1 if any fails. Not run by the test suite (no GPU there).
+
+Needs torch (a CUDA build) and this checkout; nothing else. With IPython installed the checks go through the magic
+in a real InteractiveShell; without it (a bare GPU machine with only torch and nvidia-ml-py) they run
+%%torchprof's engine, ``cudamagic.prof.run.run_profiled``, on a plain stand-in shell (:class:`PlainShell`) and say
+so on the first line. The summary, the memory snapshot and the trace are the same code in both.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
 import gzip
+import importlib.util
 import json
+import linecache
 import os
+import shlex
 import sys
 import tempfile
+from types import SimpleNamespace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -42,20 +53,115 @@ torch.cuda.synchronize()
 """
 
 
+class _PlainCompiler:
+    """The three calls of IPython's ``CachingCompiler`` that ``cudamagic.core.cell`` makes."""
+
+    def cache(self, text, number, raw_code=None):
+        name = f"<torchprof-cell-{number}>"
+        linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+        return name
+
+    def ast_parse(self, source, filename="<unknown>"):
+        return ast.parse(source, filename)
+
+    def __call__(self, tree, filename, mode):
+        return compile(tree, filename, mode)
+
+
+class PlainShell:
+    """What ``cudamagic.core.cell`` and ``run_profiled`` use of an ``InteractiveShell``, without IPython."""
+
+    execution_count = 1
+    displayhook = None
+
+    def __init__(self, ns: dict):
+        self.user_ns = ns
+        self.compile = _PlainCompiler()
+
+    def transform_cell(self, cell):
+        return cell
+
+    def transform_ast(self, tree):
+        return tree
+
+
+class MagicRunner:
+    """The real path: ``%%torchprof`` in an ``InteractiveShell``."""
+
+    name = "%%torchprof in an IPython InteractiveShell"
+
+    def __init__(self):
+        from IPython.core.interactiveshell import InteractiveShell
+
+        self.ip = InteractiveShell.instance()
+        self.ip.run_line_magic("load_ext", "cudamagic")
+
+    def setup(self, src):
+        res = self.ip.run_cell(src)
+        if not res.success:
+            raise res.error_in_exec
+
+    def torchprof(self, line, cell):
+        return self.ip.run_cell_magic("torchprof", line, cell)
+
+    def close(self):
+        self.ip.run_line_magic("unload_ext", "cudamagic")
+
+
+class EngineRunner:
+    """Without IPython: ``run_profiled`` (what the magic calls) on a :class:`PlainShell`."""
+
+    name = "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) on a plain shell"
+
+    def __init__(self):
+        self.ns = {"__name__": "__main__"}
+
+    def setup(self, src):
+        exec(compile(src, "<setup>", "exec"), self.ns)
+
+    def torchprof(self, line, cell):
+        from cudamagic.prof.run import run_profiled
+
+        ap = argparse.ArgumentParser(prog="%%torchprof")
+        ap.add_argument("--memory", action="store_true")
+        ap.add_argument("--steps", type=int, default=None)
+        ap.add_argument("--trace", default=None)
+        ap.add_argument("-o", "--out", default=None)
+        a = ap.parse_args(shlex.split(line))
+        opts = SimpleNamespace(group="op", stack_depth=3, top=15, steps=a.steps, memory=a.memory, trace=a.trace,
+                               max_trace_mb=100.0, out=a.out, with_stack=False)
+        run = run_profiled(PlainShell(self.ns), cell, opts, header=f"%%torchprof {line}".rstrip())
+        if run.skipped:
+            print(f"[torchprof] {run.skipped}")
+        if run.exception is not None:
+            raise run.exception
+        if a.out:
+            self.ns[a.out] = run.result
+        return run.result
+
+    def close(self):
+        pass
+
+
+def has_ipython() -> bool:
+    try:
+        return importlib.util.find_spec("IPython") is not None
+    except (ImportError, ValueError):  # ValueError: blocked with sys.modules["IPython"] = None
+        return False
+
+
 def main() -> int:
     import torch
 
     if not torch.cuda.is_available():
         print("gpu_check_torchprof: no CUDA device available; nothing checked")
         return 1
-    from IPython.core.interactiveshell import InteractiveShell
-
-    ip = InteractiveShell.instance()
-    ip.run_line_magic("load_ext", "cudamagic")
-    assert ip.run_cell(SETUP).success
+    runner = MagicRunner() if has_ipython() else EngineRunner()
+    print(f"gpu_check_torchprof: {runner.name}")
+    runner.setup(SETUP)
     out = tempfile.mkdtemp(prefix="torchprof-gpu-")
     trace = os.path.join(out, "run.json.gz")
-    res = ip.run_cell_magic("torchprof", f"--memory --steps 3 --trace {trace} -o prof", CELL)
+    res = runner.torchprof(f"--memory --steps 3 --trace {trace} -o prof", CELL)
     failures = []
 
     def check(ok, text):
@@ -86,7 +192,21 @@ def main() -> int:
     recording = torch._C._cuda_isHistoryEnabled() if hasattr(torch._C, "_cuda_isHistoryEnabled") else False
     check(n > 0 and not torch._C._autograd._profiler_enabled() and not optimizer._global_optimizer_post_hooks
           and not recording, f"trace loads ({n} events); profiler, optimizer hooks and memory history all off")
-    ip.run_line_magic("unload_ext", "cudamagic")
+    # a memory history the user records already: --memory leaves it on, with the user's settings
+    torch.cuda.reset_peak_memory_stats(0)
+    torch.cuda.memory._record_memory_history(enabled="all", context="alloc", stacks="python", max_entries=200_000)
+    try:
+        res2 = runner.torchprof("--memory", CELL)
+        still_on = torch._C._cuda_isHistoryEnabled()
+        peak2 = res2.peak_memory_bytes.get("cuda:0") if isinstance(res2.peak_memory_bytes, dict) else None
+        ref2 = torch.cuda.max_memory_allocated(0)
+        check(still_on and any("already recording" in n for n in res2.notices),
+              f"a memory history recorded before the cell stays on after --memory (on: {still_on})")
+        check(peak2 is not None and abs(peak2 - ref2) <= 0.01 * ref2,
+              f"with the user's history, the cell's snapshot peak {peak2} B vs max_memory_allocated() {ref2} B")
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    runner.close()
     print(f"gpu_check_torchprof: {len(failures)} failure(s); files in {out}")
     return 1 if failures else 0
 

@@ -23,10 +23,17 @@ import mutation_score  # noqa: E402
 
 #: core module -> the tests that are about it (fast, no kernel, no browser)
 MODULES = {
-    "cudamagic/core/nvml.py": ["tests/core/test_nvml.py"],
+    "cudamagic/core/nvml.py": ["tests/core/test_nvml.py", "tests/core/test_nvml_reasons.py", "tests/core/test_nvml_stub.py",
+                               "tests/core/test_plausibility.py", "tests/watch/test_sources.py",
+                               "tests/watch/test_windows.py", "tests/watch/test_real_binding.py",
+                               "tests/watch/test_privacy.py", "tests/info/test_facts.py", "tests/info/test_health.py",
+                               "tests/info/test_windows.py"],
     "cudamagic/info/versions.py": ["tests/info/test_versions.py", "tests/info/test_planted.py",
                                    "tests/test_properties.py"],
-    "cudamagic/info/findings.py": ["tests/info/test_findings.py", "tests/info/test_planted.py"],
+    "cudamagic/info/findings.py": ["tests/info/test_findings.py", "tests/info/test_findings_cvd.py",
+                                   "tests/info/test_findings_rules.py", "tests/info/test_windows.py",
+                                   "tests/info/test_facts.py", "tests/info/test_health.py",
+                                   "tests/info/test_planted.py"],
     "cudamagic/watch/samples.py": ["tests/watch/test_samples.py"],
     "cudamagic/watch/sampler.py": ["tests/watch/test_sampler.py"],
     "cudamagic/graph/walk.py": ["tests/graph/test_walk.py"],

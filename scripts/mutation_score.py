@@ -4,11 +4,16 @@ Reads mutmut 3's ``mutants/<module>.py.meta`` files (JSON: ``exit_code_by_key`` 
 mutmut: 1 (or any non-zero but 33/34/36/152/-24/24) killed, 0 survived, 33 no tests, 36/24/-24/152 timeout,
 None not run. Score = killed / (killed + survived + no tests); timeouts count as killed, as mutmut does; mutants listed with
 their reason in scripts/mutation_equivalent.txt are counted apart (column "equiv.") and left out of the score.
+Survivors are split into "wording" (the mutant differs from the original only inside string literals: a message's
+text, "XX"-wrapped or upper-cased) and "logic" (anything else: a condition, a number, a code, a missing argument),
+and the logic ones are listed first, since they are where a real bug would hide.
 Usage: python scripts/mutation_score.py [mutants_dir]
 """
 
 from __future__ import annotations
 
+import ast
+import copy
 import glob
 import json
 import os
@@ -36,6 +41,34 @@ def equivalents():
         return {ln.split("#")[0].strip() for ln in fh if ln.strip() and not ln.startswith("#")}
 
 
+def _norm(func) -> str:
+    """A function's AST with its name and every string constant blanked."""
+    node = copy.deepcopy(func)
+    node.name = ""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            sub.value = ""
+    return ast.dump(node)
+
+
+def wording_only(source_path, keys) -> set:
+    """The mutants among ``keys`` whose function differs from mutmut's ``..._mutmut_orig`` only in string text."""
+    try:
+        with open(source_path, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError):
+        return set()
+    funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    out = set()
+    for key in keys:
+        name = key.rsplit(".", 1)[-1]
+        orig = funcs.get(name.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+        mutant = funcs.get(name)
+        if orig is not None and mutant is not None and _norm(orig) == _norm(mutant):
+            out.add(key)
+    return out
+
+
 def main(root="mutants"):
     equivalent = equivalents()
     rows, total = [], {"killed": 0, "timeout": 0, "survived": 0, "no tests": 0, "not run": 0, "skipped": 0,
@@ -54,18 +87,26 @@ def main(root="mutants"):
                 survivors.append(key)
         for k in total:
             total[k] += counts[k]
-        rows.append((os.path.relpath(meta, root)[:-5], counts, survivors))
+        wording = wording_only(meta[:-5], survivors)
+        survivors = sorted(survivors, key=lambda k: (k in wording, k))
+        counts["wording"] = len(wording)
+        rows.append((os.path.relpath(meta, root)[:-5], counts, survivors, wording))
     if not rows:
         print("no mutmut results under", root, "- run `mutmut run` first")
         return 1
     print(f"{'module':40} {'killed':>7} {'survived':>9} {'no tests':>9} {'equiv.':>7} {'not run':>8}  score (goal >= 90 %)")
-    for name, c, survivors in rows + [("TOTAL", total, [])]:
+    total["wording"] = sum(c["wording"] for _, c, _, _ in rows)
+    for name, c, survivors, wording in rows + [("TOTAL", total, [], set())]:
         judged = c["killed"] + c["timeout"] + c["survived"] + c["no tests"]
         score = f"{(c['killed'] + c['timeout']) / judged:6.1%}" if judged else "   n/a"
         print(f"{name:40} {c['killed'] + c['timeout']:7} {c['survived']:9} {c['no tests']:9} {c['equivalent']:7} "
               f"{c['not run']:8}  {score}")
+        left = c["survived"] + c["no tests"]
+        if left:
+            print(f"    of the {left} survivors: {left - c['wording']} logic, {c['wording']} wording only")
         for key in survivors[:40]:
-            print(f"    survivor: {key}   (mutmut show {key})")
+            kind = "wording" if key in wording else "logic"
+            print(f"    survivor ({kind}): {key}   (mutmut show {key})")
     return 0
 
 

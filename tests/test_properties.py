@@ -1,5 +1,6 @@
 """Property-based tests (Hypothesis) where inputs have structure: version integers and strings,
-CUDA_VISIBLE_DEVICES forms, and trace files (round trip; any byte flip is read or rejected with a message).
+CUDA_VISIBLE_DEVICES forms, trace files (round trip; any byte flip is read or rejected with a message), the NVML
+plausibility bounds, and magic argument lines (parsed or a one-paragraph UsageError; valid lines round-trip).
 
 Kept fast: a small example budget per property, no deadline (the machine is shared).
 """
@@ -61,7 +62,7 @@ def test_parse_version_tuple_never_raises(text):
 
 
 @FAST
-@given(major=st.integers(10, 13), minor=st.integers(0, 9), release=st.from_regex(r"\A2\.\d{1,2}\.\d\Z"))
+@given(major=st.integers(8, 13), minor=st.integers(0, 9), release=st.from_regex(r"\A[12]\.\d{1,2}\.\d\Z"))
 def test_torch_cuda_tag(major, minor, release):
     v = facts.parse_torch_version(f"{release}+cu{major}{minor}")
     assert (v["kind"], v["cuda_tag"], v["release"]) == ("cuda", f"{major}.{minor}", release)
@@ -200,3 +201,136 @@ def test_power_draw_against_its_limit(limit, draw):
 def test_memory_used_against_total(total, used):
     out = nvml.check_value("memory.used", used, {"memory.total": total})
     assert (out == used) if used <= total else (is_na(out) and out.code == "implausible")
+
+
+# ---- magic argument lines ---------------------------------------------------------------------------------------
+# Every magic's parser (core/magic.py AreaMagics.parse) and the option checks its area runs next, on random lines
+# (the strategies of tests/core/test_magic_lines.py, which runs whole magics): a line is parsed, or rejected with a
+# plain one-paragraph UsageError naming the magic; never anything else. A line that parses round-trips: written
+# back as flags (quoted with shlex) it parses to the same arguments.
+
+import math  # noqa: E402
+import shlex  # noqa: E402
+
+from IPython.core.error import UsageError  # noqa: E402
+
+from tests.core import test_magic_lines as lines_mod  # noqa: E402
+
+LINES = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                         HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def magic_funcs():
+    """``[(kind, name, bound method with a parser, AreaMagics instance)]`` of the loaded extension."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from cudamagic import extension
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "cudamagic")
+    out = []
+    for inst in extension.current().magics.values():
+        for kind in ("line", "cell"):
+            for name, func in sorted(inst.magics[kind].items()):
+                if getattr(func, "parser", None) is not None:
+                    out.append((kind, name, func, inst))
+    assert {n for _, n, _, _ in out} >= {"cudainfo", "gpuwatch", "autograd_graph", "cudamem", "cudaexplain"}
+    return out
+
+
+def _check_usage_error(exc, name):
+    assert type(exc) is UsageError, f"a {type(exc).__name__}, not a plain UsageError: {exc}"
+    msg = str(exc).strip()
+    assert msg and "\n\n" not in msg and "Traceback" not in msg, msg
+    assert name in msg, f"the message does not name %{name}: {msg}"
+
+
+def _area_checks(kind, name, args, inst):
+    """The option checks the area's magic runs on the parsed arguments (no side effects, nothing started)."""
+    s = inst.settings
+    if name == "gpuwatch":
+        from cudamagic.watch import options
+        options.resolve(args, s)
+    elif name == "autograd_graph":
+        from cudamagic.graph import options
+        options.resolve(args, s)
+    elif name == "cudamem":
+        from cudamagic.mem import options
+        options.check_action(args, is_cell=kind == "cell")
+        if args.top is not None:
+            options.check_top(args.top)
+        if args.threshold is not None:
+            options.threshold_bytes(args.threshold)
+    elif name == "torchprof":
+        from cudamagic.prof import options
+        if kind == "line":
+            options.check_line_args(args)
+        else:
+            options.check_cell_options(args, s.torchprof_top_rows, s.torchprof_max_trace_mb, s.torchprof_stack_depth)
+
+
+def render(func, args) -> str:
+    """``args`` (a parsed Namespace) written back as an argument line."""
+    words, positional = [], []
+    for action in func.parser._actions:
+        if action.dest == "help":
+            continue
+        value = getattr(args, action.dest)
+        if not action.option_strings:
+            if value is not None:
+                positional.append(shlex.quote(str(value)))
+            continue
+        flag = action.option_strings[-1]
+        if action.nargs == 0:
+            if value != action.default:
+                words.append(flag)
+        elif value is None or value == action.default:
+            continue
+        elif action.nargs == "?" and value == action.const:
+            words.append(flag)
+        elif isinstance(value, list):  # append (--var) or nargs='*' / 2
+            if action.nargs in ("*", 2):
+                words.append(" ".join([flag, *(shlex.quote(str(v)) for v in value)]))
+            else:
+                words.extend(f"{flag}={shlex.quote(str(v))}" for v in value)
+        else:
+            words.append(f"{flag}={shlex.quote(repr(value) if isinstance(value, float) else str(value))}")
+    return " ".join(positional + words)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return (math.isnan(a) and math.isnan(b)) or a == b
+    return a == b
+
+
+@LINES
+@given(data=st.data())
+def test_magic_lines_parse_or_say_why_in_one_paragraph(magic_funcs, data):
+    kind, name, func, inst = data.draw(st.sampled_from(magic_funcs), label="magic")
+    line = data.draw(lines_mod.lines(lines_mod._flags(func)), label="line")
+    try:
+        args = inst.parse(func, line, usage=f"%{name} [options]", prefix="%%" if kind == "cell" else "%")
+    except UsageError as exc:
+        _check_usage_error(exc, name)
+        return
+    try:
+        _area_checks(kind, name, args, inst)
+    except UsageError as exc:
+        _check_usage_error(exc, name)
+
+
+@LINES
+@given(data=st.data())
+def test_valid_magic_lines_round_trip(magic_funcs, data):
+    kind, name, func, inst = data.draw(st.sampled_from(magic_funcs), label="magic")
+    line = data.draw(lines_mod.well_formed(lines_mod._flags(func)), label="line")
+    try:
+        args = inst.parse(func, line.rstrip(";"), prefix="%%" if kind == "cell" else "%")
+    except UsageError:
+        hypothesis.assume(False)
+    positional = [a.dest for a in func.parser._actions if not a.option_strings]
+    hypothesis.assume(not any(str(getattr(args, d) or "").startswith("-") for d in positional))
+    again = inst.parse(func, render(func, args), prefix="%%" if kind == "cell" else "%")
+    assert all(_same(getattr(args, k), getattr(again, k)) for k in vars(args)), (line, render(func, args))

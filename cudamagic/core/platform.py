@@ -14,12 +14,19 @@ Facts and their sources:
 - Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports); elsewhere
   ``psutil.Process.memory_info().rss``.
 - NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
+- The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
+  ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on Windows is
+  MSVC's ``cl.exe`` (NVIDIA's CUDA Installation Guide for Microsoft Windows), which must be on PATH (set by
+  Visual Studio's ``vcvars64.bat`` / "x64 Native Tools Command Prompt") or given with ``-ccbin``; GNU ld's
+  ``--wrap`` exists only on Linux; Windows programs end in ``.exe`` and command lines keep backslashes.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -380,3 +387,157 @@ def in_container() -> bool:
     except OSError:
         return False
     return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
+
+
+# ---- the CUDA toolkit and host compiler (%%cuda) ---------------------------------------------------------------
+def _version_key(folder: str) -> tuple:
+    """``v12.10`` -> ``(12, 10)`` (numeric, so 12.10 sorts after 12.6); unparseable names sort first."""
+    m = re.match(r"v?(\d+)(?:\.(\d+))?", os.path.basename(folder.rstrip("\\/")))
+    return (int(m[1]), int(m[2] or 0)) if m else (-1, -1)
+
+
+def windows_cuda_toolkits(env=None) -> list:
+    """Windows: the CUDA toolkits NVIDIA's installer put in ``%ProgramFiles%\\NVIDIA GPU Computing
+    Toolkit\\CUDA\\vX.Y``, newest version first (folders, existing ones only); ``[]`` elsewhere."""
+    if not is_windows():
+        return []
+    env = os.environ if env is None else env
+    root = os.path.join(env.get("ProgramFiles") or r"C:\Program Files", "NVIDIA GPU Computing Toolkit", "CUDA")
+    return sorted((d for d in glob.glob(os.path.join(root, "v*")) if os.path.isdir(d)), key=_version_key,
+                  reverse=True)
+
+
+def find_nvcc(env=None) -> str | None:
+    """Path of nvcc (``nvcc.exe`` on Windows), or None: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set by the
+    Windows installer), PATH, then on Windows the installer's default folders, newest toolkit first."""
+    env = os.environ if env is None else env
+    name = executable_name("nvcc")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = env.get(var)
+        if home:
+            cand = os.path.join(home, "bin", name)
+            if os.path.isfile(cand) and os.access(cand, os.X_OK):
+                return cand
+    found = shutil.which(name, path=env.get("PATH"))
+    if found:
+        return found
+    for folder in windows_cuda_toolkits(env):
+        cand = os.path.join(folder, "bin", name)
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+def nvcc_in_folder(folder: str) -> str | None:
+    """``folder/nvcc`` (``nvcc.exe`` on Windows) when it is an executable file, else None."""
+    cand = os.path.join(folder, executable_name("nvcc"))
+    return cand if os.path.isfile(cand) and os.access(cand, os.X_OK) else None
+
+
+def msvc_compilers(env=None) -> list:
+    """Windows: every 64-bit ``cl.exe`` of a Visual Studio (or its Build Tools) installed in the default
+    folders (``%ProgramFiles%`` and ``%ProgramFiles(x86)%\\Microsoft Visual Studio\\<year>\\<edition>\\VC\\Tools\\
+    MSVC\\<version>\\bin\\Hostx64\\x64``), newest first; ``[]`` elsewhere."""
+    if not is_windows():
+        return []
+    env = os.environ if env is None else env
+    found = []
+    for var in ("ProgramFiles", "ProgramFiles(x86)"):
+        base = env.get(var)
+        if base:
+            found += glob.glob(os.path.join(base, "Microsoft Visual Studio", "*", "*", "VC", "Tools", "MSVC", "*",
+                                            "bin", "Hostx64", "x64", "cl.exe"))
+    return sorted(found, reverse=True)
+
+
+def _vcvars_for(cl: str) -> str:
+    """``...\\<edition>\\VC\\Tools\\MSVC\\<v>\\bin\\Hostx64\\x64\\cl.exe`` -> that edition's ``vcvars64.bat``."""
+    vc = cl
+    for _ in range(7):  # up from cl.exe to ...\VC
+        vc = os.path.dirname(vc)
+    return os.path.join(vc, "Auxiliary", "Build", "vcvars64.bat")
+
+
+_CCBIN = ("-ccbin", "--compiler-bindir")
+
+
+def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str | None:
+    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here, or None.
+
+    Windows: nvcc needs MSVC's ``cl.exe`` on PATH (unless ``-ccbin``/``--compiler-bindir`` is among
+    ``nvcc_flags``); the message gives the exact fix: the "x64 Native Tools Command Prompt for VS" or
+    ``vcvars64.bat`` (the path of the installed one when found), installing the Build Tools' "Desktop development
+    with C++" workload, or ``-ccbin``. Elsewhere nvcc finds gcc itself; with ``torch`` the ``$CXX``/``c++``
+    compiler PyTorch calls must be on PATH.
+    """
+    env = os.environ if env is None else env
+    if not is_windows():
+        if not torch:
+            return None
+        cxx = env.get("CXX", "c++")
+        if shutil.which(cxx, path=env.get("PATH")):
+            return None
+        return (f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, or "
+                "Xcode's command-line tools) or set CXX to its path, then run the cell again.")
+    if any(f in _CCBIN or f.startswith(tuple(c + "=" for c in _CCBIN)) for f in nvcc_flags):
+        return None
+    if shutil.which("cl.exe", path=env.get("PATH")):
+        return None
+    who = "PyTorch builds extensions" if torch else "nvcc compiles the host (CPU) code"
+    installed = msvc_compilers(env)
+    if installed:
+        cl = installed[0]
+        return (f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not on this kernel's "
+                f"PATH. Visual Studio's is installed at {cl}. Either start Jupyter from the \"x64 Native Tools "
+                f"Command Prompt for VS\" (Start menu), or run `\"{_vcvars_for(cl)}\"` in the terminal you start "
+                "Jupyter from, then restart the kernel" + ("" if torch else
+                f"; or pass its folder to nvcc in the cell: --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\"") + ".")
+    return (f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio C++ compiler was "
+            "found (not on PATH, nor in Program Files). Install the Build Tools for Visual Studio with the "
+            "\"Desktop development with C++\" workload (`winget install Microsoft.VisualStudio.2022.BuildTools "
+            "--override \"--add Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive\"`), then "
+            "start Jupyter from the \"x64 Native Tools Command Prompt for VS\" (or run its vcvars64.bat first) and "
+            "restart the kernel" + ("" if torch else "; or pass cl.exe's folder with --nvcc-flags \"-ccbin "
+            "'C:\\...\\VC\\Tools\\MSVC\\<version>\\bin\\Hostx64\\x64'\"") + ".")
+
+
+def extension_suffix() -> str:
+    """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it: ``.pyd`` on
+    Windows, ``.so`` elsewhere."""
+    return ".pyd" if is_windows() else ".so"
+
+
+def linker_can_wrap() -> bool:
+    """True where the linker nvcc calls is GNU ld (Linux), which has ``--wrap=SYMBOL``; MSVC's link.exe has not."""
+    return SYSTEM == "linux"
+
+
+def split_command_line(text: str) -> list:
+    """Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules on Linux
+    and macOS; on Windows quotes group words but backslashes stay (``C:\\data\\x.bin`` is a path, not escapes).
+
+    Raises:
+        ValueError: an unclosed quote.
+    """
+    if not is_windows():
+        return shlex.split(text)
+    lex = shlex.shlex(text, posix=True)
+    lex.whitespace_split = True
+    lex.commenters = ""
+    lex.escape = ""
+    return list(lex)
+
+
+#: NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal instead).
+WINDOWS_CRASH_CODES = {0xC0000005: "STATUS_ACCESS_VIOLATION, a bad pointer (segmentation fault)",
+                       0xC00000FD: "STATUS_STACK_OVERFLOW", 0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO",
+                       0xC000001D: "STATUS_ILLEGAL_INSTRUCTION", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN (abort)",
+                       0xC000013A: "STATUS_CONTROL_C_EXIT", 0xC0000135: "STATUS_DLL_NOT_FOUND, a DLL is missing"}
+
+
+def windows_crash_name(returncode: int) -> str | None:
+    """Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
+    ``STATUS_ACCESS_VIOLATION...``); None elsewhere or for an ordinary exit status."""
+    if not is_windows() or returncode is None:
+        return None
+    return WINDOWS_CRASH_CODES.get(returncode & 0xFFFFFFFF)

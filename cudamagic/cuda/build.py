@@ -2,10 +2,11 @@
 
 Cache layout under the root (``CudaMagics.cuda_cache_dir``, default ``~/.cache/cudamagic/cuda``)::
 
-    prog/<key>/prog          a compiled program (the entry folder appears by one atomic rename)
+    prog/<key>/prog          a compiled program, ``prog.exe`` on Windows (the entry appears by one atomic rename)
     torch/<key>/<name>.so    a built PyTorch extension (same rule)
     torch-build/<key>/       load_inline's build folder (ninja files, objects, its ``lock``)
     saved/<session>/NAME.cuh headers saved by ``--save`` in one loaded session (removed on unload)
+    toolkit/<digest>.json    nvcc's answers to -V and --list-gpu-arch, per nvcc path, size and mtime
 
 ``<key>`` is the SHA-256 of the source, the saved headers it includes, the flags, nvcc's path and version
 and the architectures, so an unchanged cell never calls nvcc again.
@@ -22,26 +23,29 @@ import subprocess
 import tempfile
 import uuid
 
-from .errors import CudaCompileError, Diagnostic
-from ..core.platform import kill_tree, popen_group_kwargs
+from .errors import CudaCompileError, CudaLinkError, Diagnostic
+from ..core.platform import executable_name, host_compiler_problem, kill_tree, linker_can_wrap, popen_group_kwargs
 
 #: Appended to cells with device code: at exit, report a CUDA error the program left behind on stderr, in one
 #: marker line that ``%%cuda`` turns into the cell's exception. With a GPU: cudaDeviceSynchronize() then
 #: cudaGetLastError() (a failed launch, an asynchronous kernel fault). Without a usable GPU or driver: only
 #: when the program launched a kernel (``<<<...>>>`` goes through __cudaPushCallConfiguration, which the link
-#: wraps with :data:`EXIT_CHECK_LINK`), so a program that finds no GPU, says so and returns 0 passes.
-#: cudaErrorCudartUnloading (4) means the runtime is already gone and is not reported.
-EXIT_CHECK = r'''
-#line 1 "cudamagic-exit-check"
-#include <cstdio>
-#include <cstdlib>
-namespace cudamagic_exit_check_ { static bool launched = false; }
+#: wraps with :data:`EXIT_CHECK_LINK` where the linker can: GNU ld on Linux), so a program that finds no GPU,
+#: says so and returns 0 passes. cudaErrorCudartUnloading (4) means the runtime is already gone and is not
+#: reported. Where the linker cannot wrap (MSVC's link.exe), launches are not seen: only the GPU case is checked.
+_EXIT_CHECK_WRAP = r"""
 extern "C" unsigned __real___cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st *);
 extern "C" unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t s, struct CUstream_st *st) {
   cudamagic_exit_check_::launched = true;
   return __real___cudaPushCallConfiguration(g, b, s, st);
 }
-namespace cudamagic_exit_check_ {
+"""
+_EXIT_CHECK = r"""
+#line 1 "cudamagic-exit-check"
+#include <cstdio>
+#include <cstdlib>
+namespace cudamagic_exit_check_ { static bool launched = false; }
+@WRAP@namespace cudamagic_exit_check_ {
 static void check() {
   int n = 0;
   cudaError_t e = cudaSuccess;
@@ -60,7 +64,15 @@ static void check() {
 struct Reg { Reg() { std::atexit(check); } };
 static Reg reg_;
 }
-'''
+"""
+
+
+def exit_check(wrap: bool) -> str:
+    """The exit check's source, with launch detection when ``wrap`` (the linker has ``--wrap``)."""
+    return _EXIT_CHECK.replace("@WRAP@", _EXIT_CHECK_WRAP.lstrip("\n") if wrap else "")
+
+
+EXIT_CHECK = exit_check(True)
 EXIT_CHECK_LINK = ["-Xlinker", "--wrap=__cudaPushCallConfiguration"]
 ERROR_MARKER = "@@cudamagic-cuda-error@@"
 DEVICE_RE = re.compile(r"<<<|__global__|\bcuda[A-Z]\w*\s*\(")
@@ -185,7 +197,9 @@ def prune(root: str, max_bytes: int, keep: str = "") -> int:
 
 
 def clear(root: str) -> tuple:
-    """Remove every cache entry (not this session's saved headers). Returns ``(entries, bytes)`` removed."""
+    """Remove every cache entry and nvcc's cached answers (``toolkit/``), not this session's saved headers.
+    Returns ``(entries, bytes)`` of builds removed."""
+    shutil.rmtree(os.path.join(root, "toolkit"), ignore_errors=True)  # asked again on the next cell
     count = size = 0
     for kind in ("prog", "torch", "torch-build"):
         d = os.path.join(root, kind)
@@ -217,6 +231,21 @@ def wait(proc, progress, step: str, deadline_s: float | None = None) -> None:
         raise
 
 
+def _raise_link_error(text: str, returncode: int, source: str, ws: Workspace, headers: dict) -> None:
+    """Raise :class:`CudaLinkError` when the log of a failed build names missing symbols; else return."""
+    from .link import diagnostics, undefined_symbols
+
+    symbols = undefined_symbols(text)
+    if not symbols:
+        return
+    diags = diagnostics(symbols, source.splitlines(), {n: ws.headers.get(n, []) for n in headers})
+    n = len(symbols)
+    head = (f"linking failed (nvcc exit status {returncode}): {n} undefined symbol{'s' if n != 1 else ''}; the "
+            "cell compiled, but nothing defines " + ("it" if n == 1 else "them"))
+    body = "\n".join(d.text() for d in diags[:10])
+    raise CudaLinkError(f"{head}:\n{body}", symbols, diags, text)
+
+
 # ---- compiler messages -------------------------------------------------------------------
 
 def _loc_re(sources, saved_dir: str):
@@ -226,6 +255,8 @@ def _loc_re(sources, saved_dir: str):
     return re.compile(r"(?P<path>" + "|".join(names) + r")(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::(?P<col>\d+))?)")
 
 
+#: nvcc's intermediate files (``/tmp/tmpxft_00002491_00000000-11_cell.o``, ``...-6_cell.cudafe1.cpp``).
+_TMP_OBJECT_RE = re.compile(r"(?:[A-Za-z]:)?[^\s'`\"():]*tmpxft_[\w.-]+")
 _SEVERITY_RE = re.compile(r"^\s*:?\s*(?P<sev>fatal error|error|warning)\s*:?\s*(?P<msg>.*)$")
 
 
@@ -272,10 +303,20 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
         line = new + line[pos:]
         for path in paths:
             line = line.replace(path, "the cell")
+        line = _TMP_OBJECT_RE.sub("the cell's object file", line)
         if ws.saved_dir:
             line = line.replace(ws.saved_dir + os.sep, "")
         out.append(line)
     return "\n".join(out), diags
+
+
+def nvcc_argv(nvcc: str, src: str, exe: str, gencode, flags, include_dir, wrap: bool) -> list:
+    """nvcc's command line as a list (``subprocess`` passes each element as one argument, so paths with spaces
+    need no quotes on any platform): ``nvcc [-I include_dir] -o exe src [gencode...] [wrap] [flags...]``."""
+    argv = [nvcc]
+    if include_dir:
+        argv += ["-I", include_dir]
+    return argv + ["-o", exe, src, *gencode, *(EXIT_CHECK_LINK if wrap else []), *flags]
 
 
 def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_bytes: int = 2 ** 31) -> tuple:
@@ -293,29 +334,36 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
 
     Raises:
         CudaCompileError: nvcc or the host compiler failed; diagnostics carry cell lines.
-        UsageError: nvcc rejected the extra flags ("nvcc fatal").
+        UsageError: nvcc rejected the extra flags ("nvcc fatal"); on Windows, no MSVC ``cl.exe`` (the message
+            says how to get one on PATH, or to pass ``-ccbin``).
         KeyboardInterrupt: interrupted; nvcc's process tree is killed and nothing is cached.
     """
     from .toolchain import gencode_flags
 
     device = has_device_code(source)
+    wrap = device and linker_can_wrap()
+    check = exit_check(wrap) if device else ""
     headers = ws.included(source)
+    name = executable_name("prog")
     key = cache_key(kind="prog", source=source, headers=headers, flags=list(flags), nvcc=tk.path,
-                    build=tk.build, archs=list(archs), exit_check=EXIT_CHECK if device else "")
-    hit = lookup(ws.root, "prog", key, "prog")
+                    build=tk.build, archs=list(archs), exit_check=check)
+    hit = lookup(ws.root, "prog", key, name)
     if hit:
         return hit, True, ""
+    problem = host_compiler_problem(flags)
+    if problem:
+        from IPython.core.error import UsageError
+
+        raise UsageError(problem)
     work = tempfile.mkdtemp(prefix="cudamagic-cell-")
     try:
         src = os.path.join(work, "cell.cu")
         with open(src, "w", encoding="utf-8") as f:
             f.write(source if source.endswith("\n") else source + "\n")
-            if device:
-                f.write(EXIT_CHECK)
-        exe = os.path.join(work, "prog")
-        argv = [tk.path, "-o", exe, src, *gencode_flags(archs), *(EXIT_CHECK_LINK if device else []), *flags]
-        if ws.headers:
-            argv[1:1] = ["-I", ws.saved_dir]
+            f.write(check)
+        exe = os.path.join(work, name)
+        argv = nvcc_argv(tk.path, src, exe, gencode_flags(archs), flags, ws.saved_dir if ws.headers else None,
+                         wrap)
         with tempfile.TemporaryFile() as logf:
             proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     cwd=work, **popen_group_kwargs())
@@ -331,14 +379,16 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
                              "%config CudaMagics.cuda_nvcc_flags (`nvcc --help` lists the options).")
         if proc.returncode != 0 or not os.path.isfile(exe):
             errors = [d for d in diags if d.severity != "warning"]
-            head = (f"nvcc failed (exit status {proc.returncode}) with {len(errors)} error"
-                    f"{'s' if len(errors) != 1 else ''}")
+            if not errors:
+                _raise_link_error(text, proc.returncode, source, ws, headers)
+            head = f"nvcc failed (exit status {proc.returncode})" + (
+                f" with {len(errors)} error{'s' if len(errors) != 1 else ''}" if errors else "")
             body = "\n".join(d.text() for d in errors[:10])
             if not errors:
                 body = "\n".join(text.strip().splitlines()[-15:])
             raise CudaCompileError(f"{head}:\n{body}", errors, text)
-        publish(ws.root, "prog", key, {"prog": exe})
+        publish(ws.root, "prog", key, {name: exe})
         prune(ws.root, max_bytes, keep=key)
-        return os.path.join(entry(ws.root, "prog", key), "prog"), False, text.strip()
+        return os.path.join(entry(ws.root, "prog", key), name), False, text.strip()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 import shutil
 import sys
 import tempfile
@@ -13,6 +12,7 @@ import time
 from IPython.core.error import UsageError
 
 from . import build, toolchain
+from ..core.platform import split_command_line
 from .errors import CudaProgramError
 from .progress import Progress
 
@@ -28,7 +28,8 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
     """Do what ``opts`` asks with the cell body ``cell``; fill ``last`` with what happened.
 
     Returns:
-        :class:`.magic.Saved`, :class:`.magic.TorchBuild`, or None after a program ran.
+        :class:`.magic.Saved`, :class:`.magic.TorchBuild`, :class:`.magic.Skipped` (``--skip-without`` and that is
+        missing), or None after a program ran.
 
     Raises:
         UsageError: missing tools, an impossible architecture, a stale build lock.
@@ -41,10 +42,17 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         path = ws.save(opts.save, cell)
         last.update(kind="save", path=path)
         return Saved(opts.save, path)
+    if opts.skip_without:
+        why = missing(opts.skip_without)
+        if why:
+            from .magic import Skipped
+
+            last.update(kind="skipped", reason=why)
+            return Skipped(why)
     if opts.torch:
         from .torchext import build_extension, check_prereqs
 
-        tk = check_prereqs(cell, toolchain.toolkit)
+        tk = check_prereqs(cell, lambda: toolchain.toolkit(cache_dir=ws.root))
         archs = toolchain.choose_archs(tk, opts.arch) if tk else ()
         start = time.monotonic()
         with Progress("PyTorch extension build") as progress:
@@ -55,10 +63,10 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         last.update(kind="torch", cached=cached, archs=archs, compile_s=time.monotonic() - start)
         return TorchBuild(opts.torch, module, cached, time.monotonic() - start)
 
-    tk = toolchain.toolkit()
+    tk = toolchain.toolkit(cache_dir=ws.root)
     # host-only code (no kernel, no CUDA call) runs on any machine: no architecture, no driver check
     archs = toolchain.choose_archs(tk, opts.arch) if opts.arch or build.has_device_code(cell) else ()
-    flags = tuple(shlex.split(settings.cuda_nvcc_flags)) + opts.nvcc_flags if settings.cuda_nvcc_flags \
+    flags = tuple(split_command_line(settings.cuda_nvcc_flags)) + opts.nvcc_flags if settings.cuda_nvcc_flags \
         else opts.nvcc_flags
     profiler = _profiler(opts.profile)
     start = time.monotonic()
@@ -90,6 +98,19 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
         print(PERM_HELP, file=sys.stderr)
     last.update(run_s=result.elapsed_s)
     return None
+
+
+def missing(what: str) -> str:
+    """Why a ``--skip-without nvcc|gpu`` cell cannot run here, or ``""``: no nvcc; for ``gpu`` also no GPU that
+    NVML sees (no CUDA context is created)."""
+    try:
+        toolchain.find_nvcc()
+    except UsageError:
+        return ("this cell needs nvcc (the CUDA compiler), and none was found in $CUDA_HOME, $CUDA_PATH, on PATH "
+                "or as NVIDIA's pip wheel (`%pip install \"cudamagic[cuda]\"` installs one)")
+    if what == "gpu" and not toolchain.gpu_archs():
+        return "this cell needs an NVIDIA GPU, and NVML sees none here (`%cudainfo` says why)"
+    return ""
 
 
 def _profiler(kind):

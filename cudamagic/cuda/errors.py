@@ -12,10 +12,10 @@ class Diagnostic:
 
     Attributes:
         file: ``"cell"`` or a saved header's name (``"vec.cuh"``).
-        line: 1-based line in that file (a header's line equals the line of the cell body that saved it).
+        line: 1-based line in that file (0: no line, e.g. a missing library function) (a header's line equals the line of the cell body that saved it).
         cell_line: 1-based line in the notebook cell as shown (the ``%%cuda`` line is line 1), in the cell
             that ran (``file == "cell"``) or in the cell that saved the header.
-        severity: ``"error"``, ``"fatal error"``, ``"warning"``.
+        severity: ``"error"``, ``"fatal error"``, ``"warning"``, ``"link error"``.
         message: the compiler's text after the severity.
         source: the offending source line (stripped of its newline), or ``""``.
     """
@@ -28,12 +28,15 @@ class Diagnostic:
     source: str
 
     def where(self) -> str:
+        if self.line == 0:
+            return ""
         if self.file == "cell":
             return f"cell line {self.cell_line}"
         return f"{self.file} line {self.line} (cell line {self.cell_line} of the `%%cuda --save {self.file}` cell)"
 
     def text(self) -> str:
-        head = f"{self.where()}: {self.severity}: {self.message}"
+        where = self.where()
+        head = (f"{where}: " if where else "") + f"{self.severity}: {self.message}"
         return head + (f"\n    {self.cell_line:>4} | {self.source}" if self.source else "")
 
 
@@ -49,6 +52,19 @@ class CudaCompileError(RuntimeError):
         super().__init__(message)
         self.diagnostics = list(diagnostics)
         self.log = log
+
+
+class CudaLinkError(CudaCompileError):
+    """The cell compiled but did not link: it uses functions that nothing defines.
+
+    Attributes:
+        symbols: the missing symbols, demangled (``["helper(int)", "ns::scale(float, int)"]``).
+        diagnostics: one :class:`Diagnostic` per symbol, at the cell line that uses it (else declares it).
+    """
+
+    def __init__(self, message: str, symbols=(), diagnostics=(), log: str = ""):
+        super().__init__(message, diagnostics, log)
+        self.symbols = list(symbols)
 
 
 class CudaProgramError(RuntimeError):

@@ -53,6 +53,21 @@ class Saved:
                           f'"{esc(self.name)}"</code> in later <code>%%cuda</code> cells', "cuda")
 
 
+class Skipped:
+    """``%%cuda --skip-without``'s result where the cell was not run: ``reason``."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self):
+        return f"skipped: {self.reason}"
+
+    def _repr_html_(self):
+        from ..core.fmt import NO_MATH, esc
+
+        return f'<div class="{NO_MATH}">{esc(repr(self))}</div>'
+
+
 class TorchBuild:
     """``%%cuda --torch``'s result: ``names`` bound in the namespace, ``module``, ``cached`` (no build ran),
     ``elapsed_s``."""
@@ -103,6 +118,8 @@ class CudaCellMagics(AreaMagics):
               help="Build the cell as a PyTorch extension and bind these comma-separated functions.")
     @argument("--profile", default=None, metavar="ncu|nsys", help="Run the program under Nsight Compute or Systems.")
     @argument("--nvcc-flags", default=None, dest="nvcc_flags", help="Extra nvcc flags, quoted as one.")
+    @argument("--skip-without", default=None, dest="skip_without", metavar="nvcc|gpu",
+              help="Where nvcc (or a GPU) is missing, say so and skip the cell instead of failing it.")
     @argument("--clear-cache", action="store_true", dest="clear_cache",
               help="(%%cuda line magic only) remove every cached build.")
     @line_cell_magic
@@ -115,7 +132,9 @@ class CudaCellMagics(AreaMagics):
         without creating a CUDA context. Builds are cached by content: an unchanged cell does not call nvcc.
         The program's stdout and stderr appear line by line as it prints; --timeout and a kernel interrupt
         kill it with all its children. A compile error (located at the cell's own lines, including lines of
-        --save'd headers), a non-zero exit, a signal or a CUDA error fails the cell with an exception.
+        --save'd headers), a link error (each missing symbol demangled, at the line that uses it), a non-zero
+        exit, a signal or a CUDA error (also one the program prints and then returns 0) fails the cell with an
+        exception. --skip-without nvcc|gpu skips the cell, saying why, where that is missing.
 
         Examples
         --------
@@ -129,6 +148,7 @@ class CudaCellMagics(AreaMagics):
             %%cuda --arch sm_90 --timeout 30 --args "1024 16"
             %%cuda --save vec.cuh            # later cells: #include "vec.cuh"
             %%cuda --torch add_one,scale     # then add_one(t) in Python
+            %%cuda --skip-without nvcc       # a shared notebook: skipped, with the reason, where nvcc is missing
             %cuda --clear-cache
             %config CudaMagics.cuda_timeout_s = 60
         """

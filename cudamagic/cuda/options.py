@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 import re
-import shlex
 from dataclasses import dataclass, field
 
 from IPython.core.error import UsageError
 
+from ..core.platform import split_command_line
+
 USAGE = ("%%cuda [--arch sm_XY] [--timeout S] [--args \"A B\"] [--save NAME.cuh] [--torch NAMES] "
-         "[--profile ncu|nsys] [--nvcc-flags \"...\"]")
+         "[--profile ncu|nsys] [--nvcc-flags \"...\"] [--skip-without nvcc|gpu]")
 
 _ARCH_RE = re.compile(r"^(?:sm_|compute_)?(?P<major>\d{1,2})\.?(?P<minor>\d)(?P<suffix>[af]?)$")
 _SAVE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\.(?:cuh|h|hpp|hh|inl)$")
@@ -24,11 +25,13 @@ class CudaOptions:
     Attributes:
         arch: ``"90"``, ``"90a"``, ... (compute capability digits, major then minor) or None (the GPU's own).
         timeout_s: seconds the program may run before its whole process tree is killed; None: no limit.
-        args: program arguments (argv[1:]), split like a shell would.
+        args: program arguments (argv[1:]), split like the platform's shell would (Windows keeps backslashes).
         save: header name to save the cell as (``vec.cuh``) or None.
         torch: function names to bind from a PyTorch extension built from the cell; empty: a plain program.
         profile: ``"ncu"``, ``"nsys"`` or None.
         nvcc_flags: extra nvcc arguments.
+        skip_without: ``"nvcc"`` or ``"gpu"``: when that is missing, the cell says so and is skipped instead of
+            failing (for notebooks shared between machines with and without a CUDA toolkit or GPU); None: fail.
     """
 
     arch: str | None = None
@@ -38,6 +41,7 @@ class CudaOptions:
     torch: tuple = ()
     profile: str | None = None
     nvcc_flags: tuple = field(default_factory=tuple)
+    skip_without: str | None = None
 
 
 def parse_arch(text: str) -> str:
@@ -75,8 +79,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
                              "e.g. --timeout 30.")
     arch = parse_arch(args.arch) if args.arch else None
     try:
-        prog_args = tuple(shlex.split(_unquote(args.args))) if args.args else ()
-        flags = tuple(shlex.split(_unquote(args.nvcc_flags))) if args.nvcc_flags else ()
+        prog_args = tuple(split_command_line(_unquote(args.args))) if args.args else ()
+        flags = tuple(split_command_line(_unquote(args.nvcc_flags))) if args.nvcc_flags else ()
     except ValueError as exc:
         raise UsageError(f"%%cuda: cannot split --args/--nvcc-flags into words ({exc}); close every quote, "
                          "e.g. --args \"1024 'a b'\".") from None
@@ -100,5 +104,9 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
     if args.profile is not None and args.profile not in ("ncu", "nsys"):
         raise UsageError(f"%%cuda: --profile {args.profile!r}: choose ncu (Nsight Compute) or nsys "
                          "(Nsight Systems).")
+    skip = getattr(args, "skip_without", None)
+    if skip is not None and skip not in ("nvcc", "gpu"):
+        raise UsageError(f"%%cuda: --skip-without {skip!r}: choose nvcc (skip the cell where no CUDA compiler is "
+                         "installed) or gpu (skip it also where no NVIDIA GPU is visible).")
     return CudaOptions(arch=arch, timeout_s=timeout, args=prog_args, save=save, torch=names,
-                       profile=args.profile, nvcc_flags=flags)
+                       profile=args.profile, nvcc_flags=flags, skip_without=skip)

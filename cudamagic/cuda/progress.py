@@ -40,21 +40,33 @@ class Line:
 class Progress:
     """``with Progress("nvcc") as p: ... p.tick("compiling")``: silent for the first second.
 
+    Args:
+        what: the build's name in the final line (``"nvcc build"``). clock: seconds as a float, monotonic
+            (default ``time.monotonic``; tests pass a fake). stream: where the terminal line goes (default
+            ``sys.stderr`` at each write).
+
     Attributes:
         shown: True once the progress became visible (the build took more than :data:`SHOW_AFTER_S`).
-        start_s: ``time.monotonic()`` at construction.
+        start_s: ``clock()`` at construction.
+        texts: every text shown, in order (what a terminal or the display showed; for tests and logs).
     """
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, clock=None, stream=None):
         self.what = what
-        self.start_s = time.monotonic()
+        self._clock = clock or time.monotonic
+        self._stream = stream
+        self.start_s = self._clock()
+        self.texts: list = []
         self.shown = False
         self.step = ""
         self._widget = None
         self._tty = False
 
     def elapsed_s(self) -> float:
-        return time.monotonic() - self.start_s
+        return self._clock() - self.start_s
+
+    def _err(self):
+        return self._stream if self._stream is not None else sys.stderr
 
     def _text(self, step: str, done: str = "") -> str:
         if done:
@@ -67,31 +79,38 @@ class Progress:
         if self.elapsed_s() < SHOW_AFTER_S:
             return
         text = self._text(step)
+        err = self._err()
         if not self.shown:
             self.shown = True
+            self.texts.append(text)
             if _in_notebook():
                 from IPython.display import display
 
                 self._widget = display(Line(text), display_id=True)
                 return
-            self._tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
-            if not self._tty:
-                print(text, file=sys.stderr, flush=True)
-                return
+            self._tty = bool(getattr(err, "isatty", lambda: False)())
+            if not self._tty:  # a log or a pipe: one line when it starts, one when it ends
+                print(text, file=err, flush=True)
+            else:
+                print(text, end="", file=err, flush=True)
+            return
         if self._widget is not None:
+            self.texts.append(text)
             self._widget.update(Line(text))
         elif self._tty:
-            print("\r" + text, end="", file=sys.stderr, flush=True)
+            self.texts.append(text)
+            print("\r" + text, end="", file=err, flush=True)
 
     def finish(self, outcome: str) -> None:
-        """Final state (``"built"``, ``"failed"``, ``"interrupted"``); nothing if never shown."""
+        """Final state (``"done"``, ``"failed"``, ``"interrupted, stopped cleanly"``); nothing if never shown."""
         if not self.shown:
             return
         text = self._text(self.step, outcome)
+        self.texts.append(text)
         if self._widget is not None:
             self._widget.update(Line(text))
         else:
-            print(("\r" if self._tty else "") + text, file=sys.stderr, flush=True)
+            print(("\r" if self._tty else "") + text, file=self._err(), flush=True)
 
     def __enter__(self):
         return self

@@ -15,12 +15,37 @@ from dataclasses import dataclass
 
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
-from ..core.platform import kill_tree, popen_group_kwargs
+from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 
 #: CUDA runtime error text a program may print itself (cudaGetErrorString / cudaGetErrorName forms).
 CUDA_ERROR_RE = re.compile(r"\bcudaError\w+|CUDA error|driver version is insufficient|no CUDA-capable device|"
                            r"no kernel image is available|an illegal memory access|unspecified launch failure|"
                            r"device-side assert", re.I)
+
+
+def _runtime_texts() -> tuple:
+    from ..explain.cuda_runtime_errors import RUNTIME_ERRORS
+
+    return tuple(text for _code, _name, text in RUNTIME_ERRORS)
+
+
+_RUNTIME_TEXTS: tuple = ()
+_ERROR_NAME_RE = re.compile(r"\bcudaError(?!_t\b)[A-Z]\w*")
+
+
+def printed_cuda_error(line: str) -> bool:
+    """True when ``line`` (printed by the program) reports a CUDA runtime error: it names one
+    (``cudaErrorNoDevice``), or it carries a ``cudaGetErrorString`` text (CUDA 13.0's list) together with the
+    word CUDA (``CUDA error: out of memory``; ``no CUDA-capable device is detected`` says it itself). A line
+    such as ``CUDA error checking enabled`` or ``skipped: no GPU`` is not one."""
+    global _RUNTIME_TEXTS
+    if _ERROR_NAME_RE.search(line):
+        return True
+    if "cuda" not in line.lower():
+        return False
+    if not _RUNTIME_TEXTS:
+        _RUNTIME_TEXTS = _runtime_texts()
+    return any(text in line for text in _RUNTIME_TEXTS)
 
 
 @dataclass
@@ -67,8 +92,9 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
         :class:`RunResult` when the program exits with status 0 and reports no CUDA error.
 
     Raises:
-        CudaProgramError: non-zero exit status, death by a signal, time-out, or a CUDA error (the message
-            carries the CUDA error text so the error explainer can match it).
+        CudaProgramError: non-zero exit status, death by a signal, time-out, or a CUDA error: one the exit
+            check found, or one the program printed itself (:func:`printed_cuda_error`), even with exit status
+            0 (the message carries the CUDA error text so the error explainer can match it).
         KeyboardInterrupt: the kernel was interrupted; the process tree was killed first.
     """
     __tracebackhide__ = True  # noqa: F841
@@ -80,7 +106,7 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True)]
     for t in readers:
         t.start()
-    open_streams, count, cuda_errors, printed, tail, watched = 2, 0, [], [], [], []
+    open_streams, count, cuda_errors, printed, tail, watched, reported = 2, 0, [], [], [], [], []
     timed_out = False
     try:
         while open_streams:
@@ -111,6 +137,8 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                     watched.append(text.rstrip("\n"))
                 if CUDA_ERROR_RE.search(text):
                     printed.append(text.strip()[:300])
+                if printed_cuda_error(text):
+                    reported.append(text.strip()[:300])
                 if name == "err":
                     tail = (tail + [text.rstrip("\n")])[-5:]
                 if name != chunk_name:
@@ -132,14 +160,14 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
         t.join(timeout=1)
     elapsed = time.monotonic() - start
     try:
-        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail)
+        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported)
     except CudaProgramError as exc:
         exc.watched = watched
         raise
     return RunResult(rc, elapsed, count, watched)
 
 
-def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail) -> None:
+def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=()) -> None:
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
         raise CudaProgramError(f"the program ran longer than --timeout {timeout_s:g} s and was killed with all "
@@ -152,8 +180,15 @@ def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail) -> None:
                                cuda_error=seen[0] if seen else "")
     if rc != 0:
         last = ("\nLast lines on stderr:\n" + "\n".join(tail)) if tail and not cuda else ""
-        raise CudaProgramError(f"the program exited with status {rc}.{cuda}{last}", returncode=rc,
+        crash = windows_crash_name(rc)
+        status = f"{rc} (0x{rc:08X}: {crash})" if crash else str(rc)
+        raise CudaProgramError(f"the program exited with status {status}.{cuda}{last}", returncode=rc,
                                cuda_error=seen[0] if seen else "")
     if cuda_errors:
         raise CudaProgramError(f"the program exited with status 0 but left a CUDA error:{cuda}", returncode=rc,
                                cuda_error=cuda_errors[0])
+    if reported:
+        # a program that catches a CUDA error, prints it and returns 0 still failed at CUDA: fail the cell (so
+        # Run All stops) and let the explainer match the printed text
+        raise CudaProgramError(f"the program exited with status 0 but printed a CUDA error: {reported[0]}",
+                               returncode=rc, cuda_error=reported[0])

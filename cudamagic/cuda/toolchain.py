@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from IPython.core.error import UsageError
 
 from ..core.na import is_na
-from ..core.platform import run_capped
+from ..core.platform import nvcc_in_folder, run_capped
 from ..info.nvcc import find_nvcc as _find_nvcc_env
 from ..info.nvcc import nvcc_info
 
@@ -24,7 +24,8 @@ NO_NVCC = ("%%cuda: no nvcc (the CUDA compiler) was found: not in $CUDA_HOME/bin
 
 
 def wheel_nvcc() -> str | None:
-    """``nvcc`` shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/**/bin/nvcc``), or None."""
+    """``nvcc`` (``nvcc.exe``) shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/*/bin/``), or
+    None."""
     import importlib.util
 
     try:
@@ -32,8 +33,9 @@ def wheel_nvcc() -> str | None:
     except (ImportError, ValueError):
         return None
     for root in list(getattr(spec, "submodule_search_locations", None) or []):
-        for cand in sorted(glob.glob(os.path.join(root, "*", "bin", "nvcc"))):
-            if os.access(cand, os.X_OK):
+        for folder in sorted(glob.glob(os.path.join(root, "*", "bin"))):
+            cand = nvcc_in_folder(folder)
+            if cand:
                 return cand
     return None
 
@@ -87,19 +89,88 @@ def _list_archs(path: str, timeout_s: float) -> tuple:
     return _archs_cache[key]
 
 
-def toolkit(timeout_s: float = 10.0) -> Toolkit:
-    """The nvcc to use and its version (each cached in-process per nvcc path, size and mtime).
+def _disk_key(path: str) -> dict | None:
+    """What identifies this nvcc on disk: its path, the file it resolves to, that file's size and mtime."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return {"path": path, "real": real, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def _disk_file(cache_dir: str, ident: dict) -> str:
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
+    return os.path.join(cache_dir, "toolkit", digest + ".json")
+
+
+def _read_disk(cache_dir: str, ident: dict) -> Toolkit | None:
+    import json
+
+    try:
+        with open(_disk_file(cache_dir, ident), encoding="utf-8") as f:
+            data = json.load(f)
+        if data.get("ident") != ident:
+            return None
+        return Toolkit(ident["path"], str(data["release"]), str(data["build"]), tuple(data["archs"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_disk(cache_dir: str, ident: dict, tk: Toolkit) -> None:
+    import json
+    import uuid
+
+    target = _disk_file(cache_dir, ident)
+    tmp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+    try:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"ident": ident, "release": tk.release, "build": tk.build, "archs": list(tk.archs)}, f)
+        os.replace(tmp, target)
+    except OSError:  # a read-only cache folder only costs the two nvcc calls next time
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
+    """The nvcc to use, its version and the architectures it builds.
+
+    nvcc's answers to ``nvcc -V`` and ``nvcc --list-gpu-arch`` are kept in memory and on disk under
+    ``cache_dir/toolkit/`` (default: the ``%%cuda`` build cache, ``~/.cache/cudamagic/cuda``), keyed by nvcc's
+    path and the size and modification time of the file it resolves to, so a new kernel asks nvcc nothing
+    until the toolkit changes.
+
+    Args:
+        timeout_s: seconds each nvcc query may take. cache_dir: the build cache folder (None: the default).
 
     Raises:
         UsageError: no nvcc, or it does not answer ``nvcc -V``.
     """
     path = find_nvcc()
+    if cache_dir is None:
+        from .build import default_root
+
+        cache_dir = default_root()
+    ident = _disk_key(path)
+    if ident is not None:
+        cached = _read_disk(cache_dir, ident)
+        if cached is not None:
+            return cached
     info = nvcc_info(path, timeout_s=timeout_s)
     if is_na(info["release"]):
         raise UsageError(f"%%cuda: {path} did not report its version ({info['release'].reason}). Check the "
                          "installation (`nvcc -V` in a terminal) or point CUDA_HOME at a working toolkit.")
     build = info["build"] if not is_na(info["build"]) else info["release"]
-    return Toolkit(path, info["release"], str(build), _list_archs(path, timeout_s))
+    tk = Toolkit(path, info["release"], str(build), _list_archs(path, timeout_s))
+    if ident is not None and tk.archs:  # an answer worth keeping: both queries succeeded
+        _write_disk(cache_dir, ident, tk)
+    return tk
 
 
 def gpu_archs() -> tuple:

@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from . import build
 from .errors import CudaCompileError
-from ..core.platform import popen_group_kwargs
+from ..core.platform import extension_suffix, host_compiler_problem, popen_group_kwargs
 
 #: Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device code).
 CPP_OFFSET, CUDA_OFFSET = 1, 3
@@ -69,10 +69,9 @@ def check_prereqs(source: str, tk_fn) -> object:
     except ImportError:
         raise UsageError("%%cuda --torch needs PyTorch: `%pip install torch`, then restart the kernel.") from None
     check_ninja()
-    cxx = os.environ.get("CXX", "c++")
-    if not shutil.which(cxx):
-        raise UsageError(f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, "
-                         "or Xcode's command-line tools) or set CXX to its path, then run the cell again.")
+    problem = host_compiler_problem(torch=True)  # c++ (or $CXX); on Windows MSVC's cl.exe
+    if problem:
+        raise UsageError(problem)
     if not build.has_device_code(source):
         return None
     if torch.version.cuda is None:
@@ -159,7 +158,7 @@ def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int 
     decls = declarations(source, names)  # also checks that every name is defined in the cell
     key = torch_key(source, names, ws, archs, tk)
     modname = f"cudamagic_{key[:16]}"
-    so = build.lookup(ws.root, "torch", key, modname + ".so")
+    so = build.lookup(ws.root, "torch", key, modname + extension_suffix())
     cached = so is not None
     if not cached:
         so = _build(source, names, decls, device, ws, archs, key, modname, progress)
@@ -197,7 +196,7 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
         raise
     with open(log_path, encoding="utf-8", errors="replace") as f:
         log_text = f.read()
-    built = os.path.join(build_dir, modname + ".so")
+    built = os.path.join(build_dir, modname + extension_suffix())
     if proc.returncode != 0 or not os.path.isfile(built):
         sources = {os.path.join(build_dir, "main.cpp"): 0 if device else CPP_OFFSET}
         if device:
@@ -210,8 +209,8 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
                                f"{'s' if len(errors) != 1 else ''} in the cell:\n{body}", errors, text)
     tmp = built + ".publish"
     shutil.copy2(built, tmp)
-    build.publish(ws.root, "torch", key, {modname + ".so": tmp})
-    return os.path.join(build.entry(ws.root, "torch", key), modname + ".so")
+    build.publish(ws.root, "torch", key, {modname + extension_suffix(): tmp})
+    return os.path.join(build.entry(ws.root, "torch", key), modname + extension_suffix())
 
 
 def _import(modname: str, path: str):

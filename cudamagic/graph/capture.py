@@ -12,12 +12,12 @@ imported inside the functions that need it.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import re
 import threading
 from typing import Any, Sequence
 
+from ..core.cell import compile_cell, run_code
 from .model import AutogradGraph, ModuleCall
 from .walk import walk
 
@@ -30,7 +30,8 @@ class NothingToDraw(Exception):
 
 # ---- running the cell ---------------------------------------------------------------
 def run_cell(shell, cell: str, magic_line: str = "") -> Any:
-    """Run ``cell`` in the user namespace the way ``%%time`` does and return its last expression.
+    """Run ``cell`` in the user namespace the way ``%%time`` does and return its last expression
+    (:func:`cudamagic.core.cell.compile_cell` and :func:`~cudamagic.core.cell.run_code`).
 
     The cell goes through IPython's input transformers and AST transformers; its
     source is registered in ``linecache`` (with the magic line first, so line
@@ -49,36 +50,8 @@ def run_cell(shell, cell: str, magic_line: str = "") -> Any:
         Exception: whatever the user's code raises, untouched; ``SyntaxError`` for bad source.
     """
     __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
-    source = shell.transform_cell(cell)
-    header = f"%%autograd_graph {magic_line}".rstrip()
-    filename = shell.compile.cache(f"{header}\n{source}", running_cell_number(shell),
-                                   raw_code=f"{header}\n{cell}")
-    # a leading newline: line numbers (of a SyntaxError too) count the magic line as line 1
-    tree = shell.compile.ast_parse("\n" + source, filename=filename)
-    tree = shell.transform_ast(tree)
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    ns = shell.user_ns
-    if tree.body:
-        exec(shell.compile(tree, filename, "exec"), ns, ns)
-    if last is not None:
-        return eval(shell.compile(last, filename, "eval"), ns, ns)
-    return None
-
-
-def running_cell_number(shell) -> int:
-    """``n`` of the ``In[n]`` being executed, for ``Cell In[n]`` in tracebacks.
-
-    Read from the display hook's ``ExecutionResult`` of the running cell (IPython 9 increments
-    ``shell.execution_count`` before a cell runs, IPython 8 after it); outside a stored cell
-    (a direct ``run_cell_magic``): ``shell.execution_count - 1``, as the display hook counts.
-    """
-    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    count = getattr(result, "execution_count", None)
-    if type(count) is int:
-        return count
-    return max(shell.execution_count - 1, 0)
+    code = compile_cell(shell, cell, f"%%autograd_graph {magic_line}".rstrip())
+    return run_code(code, shell.user_ns).value
 
 
 class ModuleCallRecorder:

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import sys
+import threading
 
 from ..core import nvml, platform
 from . import health
@@ -223,6 +224,28 @@ def _env_facts(env):
     return out
 
 
+def _start(fn, *args, **kwargs):
+    """Run ``fn(*args, **kwargs)`` in a daemon thread; returns a function that waits for its result (an exception
+    it raised is raised there, in the caller's thread)."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # handed to the caller, never printed by the thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="cudamagic-facts", daemon=True)
+    worker.start()
+
+    def result():
+        worker.join()
+        if "error" in box:
+            raise box["error"]
+        return box["value"]
+    return result
+
+
 def collect(nvcc_timeout_s: float = 5.0, env=None):
     """Gather every fact and finding; returns a :class:`cudamagic.info.report.CudaInfoReport`.
 
@@ -238,8 +261,10 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     """The raw facts of :func:`collect` as a plain dict (sections ``python``, ``torch``, ``driver``,
     ``toolkit``, ``gpus``, ``mapping``, ``env``)."""
     env = dict(os.environ) if env is None else env
+    # `nvcc -V` is a subprocess (10-50 ms, most of a first call): it runs while PyTorch and NVML are read.
+    toolkit = _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
     facts = {"python": _python_facts(env), "torch": _torch_facts(), "driver": nvml.system_info()}
-    facts["toolkit"] = nvcc_info(find_nvcc(env), timeout_s=nvcc_timeout_s)
+    facts["toolkit"] = toolkit()
     facts["toolkit"]["cuda_home_problem"] = cuda_home_problem(env)
     count = facts["driver"]["device_count"]
     facts["gpus"] = _gpu_facts(count) if not is_na(count) else []

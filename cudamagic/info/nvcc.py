@@ -4,7 +4,6 @@ through :func:`cudamagic.core.platform.run_capped`, cached answer) and checking 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 
 from ..core import platform
@@ -15,15 +14,9 @@ _nvcc_cache = {}
 
 
 def find_nvcc(env=None):
-    """Path of ``nvcc``: ``$CUDA_HOME/bin/nvcc``, ``$CUDA_PATH/bin/nvcc``, then PATH; NA if none."""
-    env = os.environ if env is None else env
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        home = env.get(var)
-        if home:
-            cand = os.path.join(home, "bin", "nvcc")
-            if os.path.isfile(cand) and os.access(cand, os.X_OK):
-                return cand
-    found = shutil.which("nvcc", path=env.get("PATH"))
+    """Path of ``nvcc``: ``$CUDA_HOME/bin/nvcc``, ``$CUDA_PATH/bin/nvcc``, then PATH, then (Windows) the CUDA
+    installer's default folders (:func:`cudamagic.core.platform.find_nvcc`); NA if none."""
+    found = platform.find_nvcc(env)
     if found:
         return found
     return NA("not installed; not needed to run PyTorch (only to compile CUDA extensions)", "not_installed")

@@ -23,7 +23,8 @@ def parse_torch_version(version: str) -> dict:
     """Split ``torch.__version__`` into release and variant.
 
     ``'2.3.1+cpu'`` -> ``{"release": "2.3.1", "variant": "cpu", "kind": "cpu"}``;
-    ``'2.4.0+cu121'`` -> kind ``"cuda"``, ``cuda_tag`` ``"12.1"``; ``'2.4.0+rocm6.1'`` -> kind ``"rocm"``;
+    ``'2.4.0+cu121'`` -> kind ``"cuda"``, ``cuda_tag`` ``"12.1"`` (old two-digit tags too: ``'1.1.0+cu90'`` ->
+    ``"9.0"``); ``'2.4.0+rocm6.1'`` -> kind ``"rocm"``;
     ``'2.5.0'`` (PyPI default wheel, CUDA on Linux x86) -> variant ``""``, kind ``"default"``;
     ``'2.6.0a0+git1234'`` (source build) -> kind ``"source"``.
     """
@@ -32,7 +33,7 @@ def parse_torch_version(version: str) -> dict:
     out = {"release": release, "variant": local, "kind": "default", "cuda_tag": None}
     if local == "cpu" or local.startswith("cpu"):
         out["kind"] = "cpu"
-    elif re.fullmatch(r"cu\d{3,4}", local):
+    elif re.fullmatch(r"cu\d{2,4}", local):
         digits = local[2:]
         out["kind"] = "cuda"
         out["cuda_tag"] = f"{int(digits[:-1])}.{digits[-1]}"

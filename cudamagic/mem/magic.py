@@ -8,6 +8,7 @@ from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import HasTraits, Int
 
+from ..core.cell import show_value
 from ..core.magic import AreaMagics
 
 
@@ -149,11 +150,7 @@ class MemMagics(AreaMagics):
         if run.exception is not None:
             display(run.report)
             raise run.exception
-        if run.has_value and run.value is not None:
-            from IPython.core.displayhook import DisplayHook
-
-            if not DisplayHook.semicolon_at_end_of_expression(cell):
-                display(run.value)
+        show_value(cell, run.has_value, run.value)
         return run.report
 
     def _on(self, threshold):

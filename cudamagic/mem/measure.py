@@ -8,12 +8,12 @@ No IPython import: the shell is passed in. The allocator-statistics source is re
 
 from __future__ import annotations
 
-import ast
 import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.cell import compile_cell, run_code_caught, running_cell_number
 from .census import scan_tensors, storage_keys
 from .history import MemHistory
 from .report import CellMemReport, build_report, error_text
@@ -32,21 +32,6 @@ class CellRun:
     exception: BaseException | None
     has_value: bool
     value: Any
-
-
-def running_cell_number(shell) -> int:
-    """``n`` of the ``In[n]`` being executed.
-
-    Read from the display hook's ``ExecutionResult`` of the running cell, which IPython 8 and 9 both
-    set before the code runs (IPython 9 increments ``shell.execution_count`` before a cell runs,
-    IPython 8 after it, so the counter alone is off by one on one of them). Outside a stored cell
-    (``run_cell(store_history=False)``, a direct ``run_cell_magic``): ``shell.execution_count - 1``.
-    """
-    result = getattr(getattr(shell, "displayhook", None), "exec_result", None)
-    count = getattr(result, "execution_count", None)
-    if type(count) is int:
-        return count
-    return shell.execution_count - 1
 
 
 def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: int | None = None,
@@ -78,17 +63,8 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
     __tracebackhide__ = True
     source = source or stats_source()
     number = running_cell_number(shell) if cell_number is None else cell_number
-    transformed = shell.transform_cell(cell)
-    text = header.rstrip("\n") + "\n" + transformed
-    filename = shell.compile.cache(text, number, raw_code=header.rstrip("\n") + "\n" + cell)
     try:
-        tree = shell.compile.ast_parse("\n" + transformed, filename=filename)
-        tree = shell.transform_ast(tree)
-        last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
-        code = shell.compile(ast.Module(tree.body, type_ignores=[]), filename, "exec")
-        code_last = shell.compile(last, filename, "eval") if last is not None else None
+        code = compile_cell(shell, cell, header, number)
     except SyntaxError as exc:
         # IPython prints every frame of a SyntaxError raised while running code (the hidden-frame
         # marker does not apply to it): hand it back without our parser frames; the cell did not run.
@@ -103,14 +79,8 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
             source.reset_peak(d)
         before.peak_reset = True
     before.time_s = time.perf_counter()
-    exc = None
-    value = None
-    try:
-        exec(code, shell.user_ns)
-        if code_last is not None:
-            value = eval(code_last, shell.user_ns)
-    except BaseException as e:  # noqa: BLE001 - returned to the caller, which re-raises it untouched
-        exc = e
+    outcome = run_code_caught(code, shell.user_ns)
+    exc = outcome.exception
     after = take_snapshot(source)
     nvml_after = nvml_process_memory() if after.cuda_initialized else None
     rows = scan_tensors(shell.user_ns, hidden, before_keys)
@@ -118,7 +88,7 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
                           error=error_text(exc) if exc is not None else None, kind="cell",
                           nvml_before=nvml_before, nvml_after=nvml_after,
                           tensors=rows[:max(0, top)], tensors_total=len(rows))
-    return CellRun(report, exc, code_last is not None, value)
+    return CellRun(report, exc, outcome.has_value, outcome.value)
 
 # ---- %cudamem on: every cell, through IPython's events ------------------------------------------------
 

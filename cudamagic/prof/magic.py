@@ -8,6 +8,7 @@ from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, Int
 
+from ..core.cell import show_value
 from ..core.magic import AreaMagics
 
 USAGE = ("%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace FILE.json[.gz]] "
@@ -135,11 +136,7 @@ class ProfMagics(AreaMagics):
             if run.result is not None:
                 display(run.result)
             raise run.exception
-        if run.has_value and run.value is not None:
-            from IPython.core.displayhook import DisplayHook
-
-            if not DisplayHook.semicolon_at_end_of_expression(cell):
-                display(run.value)
+        show_value(cell, run.has_value, run.value)
         return run.result
 
     def _compare(self, a, b):

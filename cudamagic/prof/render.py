@@ -26,6 +26,7 @@ MAX_RECTS = 1500  # per timeline: the longest events; shorter ones are under a p
 TEXT_FILL = "var(--jp-content-font-color1, currentColor)"
 MUTED_FILL = "var(--jp-content-font-color2, currentColor)"
 LINE_STROKE = "var(--jp-border-color2, currentColor)"
+LINE_STROKE_NESTED = "var(--jp-border-color3, currentColor)"
 
 
 def _page(body: str) -> str:
@@ -206,46 +207,70 @@ def _colour_map(res) -> dict:
     return {n: PALETTE[i] for i, n in enumerate(names)}
 
 
+#: operator rows per CPU thread in the timeline: depth 0 (not enclosed by another operator), 1 and 2 (deeper ones
+#: lie inside a depth-2 box and are left out).
+DEPTH_ROWS = 3
+#: fill of operators outside the legend, per depth: a different theme shade per nesting level.
+OTHER_BY_DEPTH = (OTHER_COLOUR, "var(--jp-layout-color4, #757575)", "var(--jp-border-color1, #bdbdbd)")
+#: outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per depth; one
+#: rule per depth class in the SVG's own stylesheet (not repeated on each of up to MAX_RECTS rectangles).
+DEPTH_STYLE = ("stroke:var(--jp-ui-font-color1,#222);stroke-width:0.6",
+               "stroke:var(--jp-ui-font-color2,#555);stroke-width:0.5;stroke-dasharray:2 1;fill-opacity:0.8",
+               "stroke:var(--jp-ui-font-color3,#777);stroke-width:0.4;stroke-dasharray:1 1;fill-opacity:0.65")
+TIMELINE_CSS = "".join(f"svg.cm-tl .cm-depth{d}{{{style}}}" for d, style in enumerate(DEPTH_STYLE))
+
+
 def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
-    """An inline SVG of the span: one lane per CPU thread (operators not enclosed by another operator) and per
-    GPU stream (kernels, memcpy, memset); at most :data:`MAX_RECTS` rectangles, the longest; hover shows the name
-    and duration. The legend colours the operators with the most self time."""
+    """An inline SVG of the span: per CPU thread, one row per nesting level of operators (depth 0: not enclosed
+    by another operator; then their children, then grandchildren), each level with its own shade and outline,
+    and one row per GPU stream (kernels, memcpy, memset). At most :data:`MAX_RECTS` rectangles, the longest;
+    hover shows the name, depth and duration. The legend colours the operators with the most self time."""
+    import heapq
+
     start, end = res.span_us
     span = max(end - start, 1e-9)
     lanes: dict = {}
     for op in res.ops:
-        if op.top:
-            lanes.setdefault(("cpu", op.thread), []).append((op.start_us, op.end_us, op.name))
+        depth = op.depth
+        if depth < DEPTH_ROWS:
+            lanes.setdefault(("cpu", op.thread, depth), []).append((op.start_us, op.end_us, op.name))
     for k in res.kernels:
-        lanes.setdefault(("gpu", (k.device, k.stream)), []).append((k.start_us, k.end_us, k.name))
+        lanes.setdefault(("gpu", (k.device, k.stream), 0), []).append((k.start_us, k.end_us, k.name))
     if not lanes:
         return '<div class="cm-note">(no events to draw)</div>'
-    keys = sorted(lanes, key=lambda k: (k[0] != "cpu", k[1]))
+    keys = sorted(lanes, key=lambda k: (k[0] != "cpu", k[1], k[2]))
     every = [(e - s, i, (s, e, n)) for i, key in enumerate(keys) for (s, e, n) in lanes[key]]
     dropped = max(0, len(every) - MAX_RECTS)
     if dropped:
-        every.sort(key=lambda t: -t[0])
-        every = every[:MAX_RECTS]
+        every = heapq.nlargest(MAX_RECTS, every, key=lambda t: t[0])
     colours = _colour_map(res)
     label_w, top_pad = 130, 4
     plot_w = width - label_w - 10
     height = top_pad + lane_h * len(keys) + 44
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="cm-tl" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="timeline of the profiled span" '
-           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">']
-    for i, key in enumerate(keys):
+           f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">'
+           f"<style>{TIMELINE_CSS}</style>"]
+    for i, (kind, where, depth) in enumerate(keys):
         y = top_pad + i * lane_h
-        label = f"thread {key[1]}" if key[0] == "cpu" else f"cuda:{key[1][0]} stream {key[1][1]}"
-        out.append(f'<text x="2" y="{y + lane_h - 4}" style="fill:{TEXT_FILL}">{esc(label)}</text>'
+        if kind == "gpu":
+            label = f"cuda:{where[0]} stream {where[1]}"
+        else:
+            label = f"thread {where}" if depth == 0 else f"\u2003nested {depth}"
+        last_of_thread = kind == "gpu" or i + 1 == len(keys) or keys[i + 1][:2] != (kind, where)
+        out.append(f'<text x="2" y="{y + lane_h - 4}" style="fill:{TEXT_FILL if depth == 0 else MUTED_FILL}">'
+                   f'{esc(label)}</text>'
                    f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" y2="{y + lane_h - 0.5}" '
-                   f'style="stroke:{LINE_STROKE}"/>')
+                   f'style="stroke:{LINE_STROKE if last_of_thread else LINE_STROKE_NESTED}"/>')
     for dur, i, (s, e, n) in every:
+        depth = keys[i][2]
         x = label_w + (s - start) / span * plot_w
         w = max(0.5, dur / span * plot_w)
         y = top_pad + i * lane_h + 1
-        fill = colours.get(n, OTHER_COLOUR)
-        out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" style="fill:{fill}">'
-                   f"<title>{esc(n)}: {ms(dur)} ms</title></rect>")
+        fill = colours.get(n, OTHER_BY_DEPTH[depth])
+        what = f"{esc(n)}: {ms(dur)} ms" + (f" (nested {depth})" if depth else "")
+        out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" class="cm-depth{depth}" '
+                   f'style="fill:{fill}"><title>{what}</title></rect>')
     y = top_pad + lane_h * len(keys) + 14
     out.append(f'<text x="{label_w}" y="{y}" style="fill:{MUTED_FILL}">0 ms</text>'
                f'<text x="{width - 10}" y="{y}" text-anchor="end" style="fill:{MUTED_FILL}">'
@@ -260,7 +285,7 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
             break
     out.append("</svg>")
     note = (f'<div class="cm-note">{dropped:,} shorter events not drawn (each under '
-            f"{ms(every[-1][0])} ms).</div>" if dropped else "")
+            f"{ms(min(t[0] for t in every))} ms).</div>" if dropped else "")
     return "".join(out) + note
 
 

@@ -1,13 +1,13 @@
 """Running a cell under ``torch.profiler``: the profiler, the optimizer-step hook of ``--steps``, the CUDA memory
 history of ``--memory``, warnings collected, and everything switched off again whatever the cell does.
 
-The cell runs as ``%%time`` runs it: transformed by IPython, compiled under a name registered in IPython's line
-cache (tracebacks show the real source lines), executed in ``shell.user_ns``. No IPython event is fired here.
+The cell runs as ``%%time`` runs it (:mod:`cudamagic.core.cell`): transformed by IPython, compiled under a name
+registered in IPython's line cache (tracebacks show the real source lines), executed in ``shell.user_ns``. No
+IPython event is fired here.
 """
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import os
 import re
@@ -16,6 +16,8 @@ import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
+
+from ..core.cell import compile_cell, run_code_caught
 
 #: file-name parts of warnings that come from the profiler itself (summarised in one line, not printed).
 _PROFILER_WARNING_FILES = (os.sep.join(("torch", "profiler")), os.sep.join(("torch", "autograd", "profiler")),
@@ -93,35 +95,10 @@ def active_profiler_reason() -> str | None:
     return None
 
 
-def compile_cell(shell, cell: str, header: str):
-    """Transform and compile ``cell`` as IPython would; returns (body code, last-expression code or None).
-
-    Raises:
-        SyntaxError: the cell does not parse (line numbers count the magic line as line 1).
-    """
-    transformed = shell.transform_cell(cell)
-    number = shell.execution_count
-    filename = shell.compile.cache(header.rstrip("\n") + "\n" + transformed, number,
-                                   raw_code=header.rstrip("\n") + "\n" + cell)
-    tree = shell.compile.ast_parse("\n" + transformed, filename=filename)
-    tree = shell.transform_ast(tree)
-    last = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last = ast.Expression(tree.body.pop().value)
-    code = shell.compile(ast.Module(tree.body, type_ignores=[]), filename, "exec")
-    code_last = shell.compile(last, filename, "eval") if last is not None else None
-    return code, code_last
-
-
-def _execute(code, code_last, ns, run: ProfRun) -> None:
+def _execute(code, ns, run: ProfRun) -> None:
     __tracebackhide__ = True
-    try:
-        exec(code, ns)
-        if code_last is not None:
-            run.has_value = True
-            run.value = eval(code_last, ns)
-    except BaseException as e:  # noqa: BLE001 - handed back to the caller, which re-raises it untouched
-        run.exception = e
+    outcome = run_code_caught(code, ns)
+    run.has_value, run.value, run.exception = outcome.has_value, outcome.value, outcome.exception
 
 
 def activities_and_notice():
@@ -156,20 +133,45 @@ def activities_and_notice():
     return acts, names, notice
 
 
+def cuda_history_enabled(torch) -> bool | None:
+    """Whether a CUDA memory history is being recorded in this process (``torch._C._cuda_isHistoryEnabled``,
+    which CUDA builds of PyTorch have), or None when this build cannot tell."""
+    probe = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+    if probe is None:
+        return None
+    try:
+        return bool(probe())
+    except Exception:  # noqa: BLE001 - an unknown state is treated as "not recording"
+        return None
+
+
 class _CudaMemoryHistory:
-    """``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory`` on CUDA)."""
+    """``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory`` on CUDA).
+
+    A history the user already records (``torch._C._cuda_isHistoryEnabled()``) is left as it is: not
+    re-enabled with our settings and not switched off afterwards (PyTorch has no call that reads the user's
+    ``context``/``stacks``/``max_entries`` back, so they could not be restored). The snapshot then holds the
+    user's earlier entries too; :meth:`snapshot` keeps only those recorded since :meth:`start`
+    (``time_us``, Unix microseconds).
+    """
 
     def __init__(self, torch):
         self.torch = torch
         self.started = False
+        self.users_history = False
         self.start_allocated = {}
+        self.start_time_us = 0
 
     def start(self):
         cuda = self.torch.cuda
         if cuda.is_initialized():
             self.start_allocated = {d: cuda.memory_allocated(d) for d in range(cuda.device_count())}
-        cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=1_000_000)
-        self.started = True
+        self.users_history = bool(cuda_history_enabled(self.torch))
+        self.start_time_us = time.time_ns() // 1000
+        if not self.users_history:
+            cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
+                                               max_entries=1_000_000)
+            self.started = True
 
     def stop(self):
         if self.started:
@@ -177,7 +179,19 @@ class _CudaMemoryHistory:
             self.torch.cuda.memory._record_memory_history(enabled=None)
 
     def snapshot(self):
-        return self.torch.cuda.memory._snapshot()
+        snap = self.torch.cuda.memory._snapshot()
+        if self.users_history:
+            snap = since(snap, self.start_time_us)
+        return snap
+
+
+def since(snapshot: dict, start_time_us: int) -> dict:
+    """``snapshot`` with each device trace cut to the entries recorded at or after ``start_time_us`` (Unix
+    microseconds, the allocator's ``time_us``); entries without a time are kept. Segments are kept whole."""
+    out = dict(snapshot)
+    out["device_traces"] = [[e for e in trace if e.get("time_us", start_time_us) >= start_time_us]
+                            for trace in snapshot.get("device_traces", [])]
+    return out
 
 
 def cuda_snapshot_peak(snapshot, start_allocated: dict) -> dict:
@@ -213,7 +227,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     __tracebackhide__ = True
     run = ProfRun()
     try:
-        code, code_last = compile_cell(shell, cell, header)
+        code = compile_cell(shell, cell, header)
     except SyntaxError as exc:
         run.exception = exc.with_traceback(None)
         return run
@@ -224,7 +238,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
 
     run.skipped = active_profiler_reason()
     if run.skipped:
-        _execute(code, code_last, shell.user_ns, run)
+        _execute(code, shell.user_ns, run)
         return run
     acts, act_names, notice = activities_and_notice()
     sched = schedule(wait=0, warmup=1, active=opts.steps, repeat=1) if opts.steps else None
@@ -256,7 +270,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
             hook = register_optimizer_step_post_hook(step)
         t0, c0 = time.perf_counter(), time.process_time()
         try:
-            _execute(code, code_last, shell.user_ns, run)
+            _execute(code, shell.user_ns, run)
         finally:
             wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
             if hook is not None:
@@ -304,6 +318,10 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     if snapshot is not None:
         res.memory_snapshot_s = snapshot_s
         _cuda_memory(res, snapshot, history.start_allocated, opts)
+        if history.users_history:
+            res.notices.append("your CUDA memory history (torch.cuda.memory._record_memory_history) was already "
+                               "recording: it was left on with your settings, and the snapshot keeps the entries "
+                               "of this cell.")
     if opts.trace:
         from .trace import write_trace
 

@@ -7,8 +7,11 @@ object it is given) and pandas only by :meth:`ProfResult.to_pandas`.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from ..core.na import NA
 
@@ -16,6 +19,24 @@ from ..core.na import NA
 DETAIL_HEADERS = {"op": "", "shape": "input shapes", "module": "module", "stack": "Python stack (innermost first)"}
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.+)$")  # "path/file.py(12): func" (a Python-function event's name)
 _NOT_USER = ("torch/", "cudamagic/", "site-packages/", "<built-in", "IPython/", "ipykernel/", "threading.py")
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector inside the block (restored as it was after).
+
+    A profile of 100,000 events keeps about a million objects; building or rendering it allocates enough to
+    start full collections that walk them all again and again (a third of the time, measured by
+    ``benchmarks/bench_torchprof.py``). A pause only delays collection: cycles made meanwhile (torch's
+    ``FunctionEvent`` parent/child links) are collected once the collector is back on.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
 
 
 @dataclass(slots=True)
@@ -26,7 +47,8 @@ class OpRecord:
     Attributes:
         name: full operator name (``aten::addmm``). shapes: input shapes as text (``[[128], [128, 64]]``).
         thread: OS thread id. start_us/end_us: from the trace start. self_us: time not spent in child operators.
-        top: no other operator encloses it (drawn in the timeline). module: innermost ``nn.Module`` path
+        top: no other operator encloses it. depth: how many operators enclose it (0 for a top one; the
+        timeline draws depths 0, 1, 2 in their own rows). module: innermost ``nn.Module`` path
         (``Sequential_0/Linear_1``) when Python calls were recorded, else ``""``. stack: innermost-first frames
         of your code (``"cell.py(5): train"``) when Python calls were recorded. device_us: device time of the
         kernels it launched.
@@ -42,6 +64,7 @@ class OpRecord:
     module: str = ""
     stack: tuple = ()
     device_us: float = 0.0
+    depth: int = 0
 
     @property
     def total_us(self) -> float:
@@ -281,7 +304,8 @@ class ProfResult:
                              f"profile the cell again with `%%torchprof --group {group}`")
         key = (group, stack_depth or self.stack_depth, len(self.ops))
         if key not in self._rows_cache:
-            self._rows_cache[key] = aggregate(self.ops, group, key[1])
+            with gc_paused():
+                self._rows_cache[key] = aggregate(self.ops, group, key[1])
         return list(self._rows_cache[key])
 
     def kernel_rows(self) -> list[TableRow]:
@@ -345,7 +369,8 @@ class ProfResult:
         """The summary as an HTML fragment (self-contained: inline SVG and styles, no external URL)."""
         from .render import result_html
 
-        return result_html(self)
+        with gc_paused():
+            return result_html(self)
 
     def save_html(self, path: str) -> str:
         """Write the summary as a standalone HTML page at ``path`` (UTF-8); returns ``path``."""
@@ -361,7 +386,8 @@ class ProfResult:
     def __repr__(self) -> str:
         from .render import result_text
 
-        return result_text(self)
+        with gc_paused():
+            return result_text(self)
 
 
 # ---- building a result from torch.profiler --------------------------------------------------------------
@@ -376,9 +402,10 @@ def _kind(name: str) -> str:
 
 
 def _python_context(evt, depth_limit: int = 64):
-    """(module path, user frames innermost first, top) of an operator event whose ancestors include
-    Python-function events."""
-    modules, frames, top = [], [], True
+    """(module path, user frames innermost first, top, depth) of an operator event whose ancestors include
+    Python-function events (depth: enclosing operators, your ``record_function`` ranges included, not counting
+    Python calls or ``ProfilerStep#N``; top: depth 0, as on the Kineto path)."""
+    modules, frames, depth = [], [], 0
     parent, n = evt.cpu_parent, 0
     while parent is not None and n < 10_000:
         if parent.is_python_function:
@@ -387,11 +414,11 @@ def _python_context(evt, depth_limit: int = 64):
                 modules.append(name[11:])
             elif len(frames) < depth_limit and frame_is_user(name):
                 frames.append(name)
-        elif not parent.is_user_annotation:
-            top = False
+        elif not (parent.is_user_annotation and parent.name.startswith("ProfilerStep")):
+            depth += 1
         parent = parent.cpu_parent
         n += 1
-    return "/".join(reversed(modules)), tuple(frames), top
+    return "/".join(reversed(modules)), tuple(frames), depth == 0, depth
 
 
 def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bool, memory: bool,
@@ -412,10 +439,13 @@ def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bo
     result = ProfResult(header=header, wall_s=wall_s, activities=list(activities), group=group,
                         stack_depth=stack_depth, top=top, with_stack=with_stack)
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
-    if with_stack or kin is None:
-        ops, kernels, steps = _records_from_function_events(prof, with_stack)
-    else:
-        ops, kernels, steps = _records_from_kineto(kin)
+    events = None
+    with gc_paused():
+        if with_stack or kin is None:
+            ops, kernels, steps = _records_from_function_events(prof, with_stack)
+        else:
+            events = kin.events()
+            ops, kernels, steps = _records_from_kineto(kin, events)
     lo = min([o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
              default=0.0)
     hi = max([o.end_us for o in ops] + [k.end_us for k in kernels] + [s.end_us for s in steps], default=0.0)
@@ -428,7 +458,7 @@ def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bo
     else:
         result.gpu = NA("GPU activity was not recorded (see the notice above)", "not_recorded")
     if memory:
-        _memory_from_profiler(prof, result)
+        _memory_from_profiler(prof, result, events)
     return result
 
 
@@ -442,32 +472,39 @@ def _step_number(name: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
-def _records_from_kineto(kin):
-    """(ops, kernels, steps) from ``kineto_results.events()``: self time and ``top`` from the nesting of the
-    operators of each thread (a range inside another on the same thread is its child)."""
+def _records_from_kineto(kin, events=None):
+    """(ops, kernels, steps) from ``kineto_results.events()`` (or ``events``, that list already read): self
+    time, ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another on the
+    same thread is its child). One pass over the events, each accessor called once."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
 
-    cpu_types = (DeviceType.CPU, DeviceType.MKLDNN, DeviceType.IDEEP)
+    cpu_types = {DeviceType.CPU, DeviceType.MKLDNN, DeviceType.IDEEP}
     t0 = kin.trace_start_ns()
     by_thread: dict = {}
     device, steps = [], []
-    for e in kin.events():
+    skip = _SKIP
+    for e in kin.events() if events is None else events:
         name = e.name()
-        if name in _SKIP:
+        if name in skip:
             continue
-        dt = e.device_type()
         start = (e.start_ns() - t0) / 1000.0
         end = start + e.duration_ns() / 1000.0
-        if dt in cpu_types:
-            if e.is_python_function() or e.is_async() or e.start_thread_id() != e.end_thread_id():
+        if e.device_type() in cpu_types:
+            if e.is_python_function() or e.is_async():
+                continue
+            tid = e.start_thread_id()
+            if tid != e.end_thread_id():
                 continue
             if name.startswith("ProfilerStep#") and e.is_user_annotation():
                 steps.append(StepRecord(_step_number(name, len(steps)), start, end))
                 continue
             shapes = e.shapes()
-            by_thread.setdefault(e.start_thread_id(), []).append(
-                (start, -end, name, str(shapes) if shapes else "[]", e.correlation_id(), e.linked_correlation_id()))
+            items = by_thread.get(tid)
+            if items is None:
+                items = by_thread[tid] = []
+            items.append((start, -end, name, str(shapes) if shapes else "[]", e.correlation_id(),
+                          e.linked_correlation_id()))
         else:
             device.append((e, name, start, end))
     ops, by_corr = [], {}
@@ -478,8 +515,9 @@ def _records_from_kineto(kin):
             end = -neg_end
             while stack and stack[-1][0] <= start:
                 stack.pop()
-            rec = OpRecord(name, shapes, thread, start, end, end - start, not stack)
-            if stack:
+            depth = len(stack)
+            rec = OpRecord(name, shapes, thread, start, end, end - start, not depth, depth=depth)
+            if depth:
                 stack[-1][1].self_us -= end - start
             stack.append([end, rec])
             ops.append(rec)
@@ -495,8 +533,10 @@ def _records_from_kineto(kin):
         kernels.append(KernelRecord(name, _kind(name), e.device_index(), e.device_resource_id(), start, end,
                                     launcher.name if launcher is not None else ""))
     for op in ops:
-        op.self_us = max(0.0, op.self_us)
-    ops.sort(key=lambda o: o.start_us)
+        if op.self_us < 0.0:
+            op.self_us = 0.0
+    if len(by_thread) > 1:
+        ops.sort(key=attrgetter("start_us"))
     return ops, kernels, steps
 
 
@@ -518,15 +558,17 @@ def _records_from_function_events(prof, with_stack: bool):
             steps.append(StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end))
             continue
         if with_stack:
-            module, frames, is_top = _python_context(evt)
+            module, frames, is_top, depth = _python_context(evt)
         else:
-            module, frames = "", ()
+            module, frames, depth = "", (), 0
             parent = evt.cpu_parent
-            while parent is not None and parent.is_user_annotation and parent.name.startswith("ProfilerStep"):
+            while parent is not None:
+                if not (parent.is_user_annotation and parent.name.startswith("ProfilerStep")):
+                    depth += 1
                 parent = parent.cpu_parent
-            is_top = parent is None
+            is_top = depth == 0
         rec = OpRecord(evt.name, str(evt.input_shapes) if evt.input_shapes else "[]", evt.thread,
-                       tr.start, tr.end, evt.self_cpu_time_total, is_top, module, frames)
+                       tr.start, tr.end, evt.self_cpu_time_total, is_top, module, frames, depth=depth)
         ops.append(rec)
         launchers[evt.id] = rec
     for evt in device_events:
@@ -539,15 +581,16 @@ def _records_from_function_events(prof, with_stack: bool):
     return ops, kernels, steps
 
 
-def _memory_from_profiler(prof, result: ProfResult) -> None:
-    """Allocation timeline and peak per device from the profiler's ``[memory]`` events (``profile_memory``)."""
+def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
+    """Allocation timeline and peak per device from the profiler's ``[memory]`` events (``profile_memory``);
+    ``events``: ``kineto_results.events()`` when already read."""
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if kin is None:
         result.peak_memory_bytes = NA("the profiler kept no allocation events", "not_recorded")
         return
     t0 = kin.trace_start_ns()
     series: dict = {}
-    for evt in kin.events():
+    for evt in kin.events() if events is None else events:
         if evt.name() != "[memory]":
             continue
         dev = str(evt.device_type()).split(".")[-1].lower()

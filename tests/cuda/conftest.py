@@ -22,3 +22,21 @@ def cuda_magics():
     from cudamagic.extension import current
 
     return current().magics["cuda"]
+
+
+def path_without_nvcc(tmp_path) -> str:
+    """PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to everything
+    else in it (the kernel still finds python, c++, ...)."""
+    import os
+
+    dirs = []
+    for i, d in enumerate(os.environ.get("PATH", "").split(os.pathsep)):
+        if d and os.path.isfile(os.path.join(d, "nvcc")):
+            shadow = tmp_path / f"path-without-nvcc-{i}"
+            shadow.mkdir(parents=True, exist_ok=True)
+            for name in os.listdir(d):
+                if name != "nvcc":
+                    os.symlink(os.path.join(d, name), shadow / name)
+            d = str(shadow)
+        dirs.append(d)
+    return os.pathsep.join(dirs)

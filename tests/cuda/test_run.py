@@ -196,6 +196,7 @@ def test_cache_is_bounded(cuda_ip):
     ("--args \"unclosed", r"cannot split the arguments"),
     ("--bogus", r"unrecognized arguments"),
     ("--clear-cache", r"is a line magic"),
+    ("--skip-without cpu", r"--skip-without 'cpu': choose nvcc .* or gpu"),
 ])
 def test_bad_options_are_one_usage_error(cuda_ip, line, match):
     with pytest.raises(UsageError, match=match) as info:
@@ -391,3 +392,122 @@ def test_profile_runs_the_program_under_the_tool_and_explains_the_permission_err
 def test_flags_nvcc_rejects_are_a_usage_error(cuda_ip):
     with pytest.raises(UsageError, match=r"nvcc rejected the flags '--no-such-flag'"):
         cuda_ip.run_cell_magic("cuda", "--nvcc-flags '--no-such-flag'", "int main() {}\n")
+
+
+@pytest.mark.parametrize("printed", ["CUDA error: no CUDA-capable device is detected",
+                                     "cudaMalloc failed: CUDA driver version is insufficient for CUDA runtime version",
+                                     "error cudaErrorNoDevice at line 12"])
+def test_cuda_error_printed_with_exit_status_0_fails_the_cell(cuda_ip, capfd, printed):
+    from cudamagic.cuda.errors import CudaProgramError
+    from cudamagic.extension import current
+
+    cell = ('%%cuda\n#include <cstdio>\nint main() {\n  printf("before\\n");\n'
+            f'  printf("{printed}\\n");\n  return 0;\n}}\n')
+    result = cuda_ip.run_cell(cell)
+    exc = result.error_in_exec
+    assert isinstance(exc, CudaProgramError) and exc.returncode == 0 and exc.cuda_error == printed
+    assert str(exc) == f"the program exited with status 0 but printed a CUDA error: {printed}"
+    out = capfd.readouterr().out
+    assert "before" in out and printed in out  # the output itself still streamed
+    assert current().magics["explain"].last_explanation.entry.id == "cuda-program-no-driver"
+
+
+def test_cuda_words_that_are_not_an_error_pass(cuda_ip, capfd):
+    cell = ('%%cuda\n#include <cstdio>\nint main() {\n  printf("CUDA error checking enabled\\n");\n'
+            '  printf("out of memory handling: none\\n");\n  printf("skipped: no GPU\\n");\n  return 0;\n}\n')
+    result = cuda_ip.run_cell(cell)
+    assert result.success, result.error_in_exec
+    assert "CUDA error checking enabled" in capfd.readouterr().out
+
+
+def test_program_printing_the_runtime_error_string_without_a_launch(cuda_ip, capfd):
+    from cudamagic.core.platform import nvidia_driver_present
+    from cudamagic.cuda.errors import CudaProgramError
+    from cudamagic.extension import current
+
+    # the real runtime's text on a machine without a driver, printed by the program, which then returns 0
+    cell = ('%%cuda\n#include <cstdio>\nint main() {\n  int n = 0;\n  cudaError_t e = cudaGetDeviceCount(&n);\n'
+            '  printf("devices: %d (%s)\\n", n, cudaGetErrorString(e));\n  return 0;\n}\n')
+    result = cuda_ip.run_cell(cell)
+    if nvidia_driver_present():  # pragma: no cover - GPU machines: "no error"
+        assert result.success, result.error_in_exec
+        return
+    exc = result.error_in_exec
+    assert isinstance(exc, CudaProgramError) and exc.returncode == 0
+    assert "printed a CUDA error: devices: 0 (" in str(exc)
+    assert current().magics["explain"].last_explanation.entry.id == "cuda-program-no-driver"
+    assert "No NVIDIA driver was found" in capfd.readouterr().out
+
+
+def test_skip_without_gpu_and_nvcc(cuda_ip, capfd, monkeypatch, tmp_path, fake_nvml):
+    from cudamagic.cuda import toolchain
+    from cudamagic.cuda.magic import Skipped
+    from tests import fake_nvml as fm
+
+    fake_nvml("no_driver")
+    out = cuda_ip.run_cell_magic("cuda", "--skip-without gpu", HELLO.split("\n", 1)[1])
+    assert isinstance(out, Skipped) and "needs an NVIDIA GPU, and NVML sees none" in repr(out)
+    assert cuda_magics().last == {"kind": "skipped", "reason": out.reason}
+    assert cuda_ip.run_cell(HELLO.replace("%%cuda", "%%cuda --skip-without nvcc")).success  # nvcc is here: runs
+    assert "hello from the cell" in capfd.readouterr().out
+    fake_nvml(dict(fm.SCENARIOS["one_gpu"], cuda_driver_version=13000))
+    assert cuda_ip.run_cell(HELLO.replace("%%cuda", "%%cuda --skip-without gpu")).success
+    assert "hello from the cell" in capfd.readouterr().out
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(toolchain, "wheel_nvcc", lambda: None)
+    out = cuda_ip.run_cell_magic("cuda", "--skip-without nvcc", "int main() {}\n")
+    assert repr(out).startswith("skipped: this cell needs nvcc (the CUDA compiler), and none was found")
+    assert "&quot;cudamagic[cuda]&quot;" in out._repr_html_()
+
+
+NEW_KERNEL = """
+import sys
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "cudamagic")
+ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = %r" % sys.argv[1])
+result = ip.run_cell(sys.argv[2])
+sys.exit(0 if result.success else 1)
+"""
+
+
+def test_unchanged_rerun_in_a_new_kernel_calls_nvcc_zero_times(tmp_path):
+    import subprocess
+
+    # each run is a fresh Python process (a new kernel): nvcc's version and architecture answers and the build
+    # come from the on-disk cache, so the wrapper first on PATH counts no call at all
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    count = tmp_path / "calls"
+    wrapper = wrapper_dir / "nvcc"
+    wrapper.write_text(f'#!/bin/sh\necho "$@" >> {count}\nexec {os.path.realpath(NVCC)} "$@"\n')
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}"
+    env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cache = str(tmp_path / "cache")
+
+    def kernel(cell):
+        done = subprocess.run([sys.executable, "-c", NEW_KERNEL, cache, cell], env=env, capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def calls():
+        return count.read_text().splitlines() if count.exists() else []
+
+    kernel_cell = "%%cuda\n" + KERNEL_DEFINED  # device code: architectures and the driver are checked too
+    assert "hello from the cell" in kernel(HELLO)
+    first = calls()
+    assert [c for c in first if c == "-V"] and [c for c in first if c == "--list-gpu-arch"]
+    kernel(kernel_cell)
+    assert len(calls()) == len(first) + 1  # only the compile: the answers came from the first kernel's cache
+    before = len(calls())
+    assert "hello from the cell" in kernel(HELLO)
+    kernel(kernel_cell)
+    assert len(calls()) == before  # unchanged re-runs in new kernels: nvcc is not called at all
+    wrapper.write_text(wrapper.read_text() + "# changed\n")  # another nvcc at the same path: asked again
+    assert "hello from the cell" in kernel(HELLO)
+    assert sorted(calls()[before:]) == ["--list-gpu-arch", "-V"]

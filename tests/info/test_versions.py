@@ -44,6 +44,9 @@ def test_parse_nvcc_garbage(text):
     ("2.6.0+cu126", "cuda", "cu126", "12.6"), ("1.13.1+cu117", "cuda", "cu117", "11.7"),
     ("2.5.0", "default", "", None), ("2.4.0+rocm6.1", "rocm", "rocm6.1", None),
     ("2.6.0a0+git1234abc", "source", "git1234abc", None), ("2.9.0+cu130", "cuda", "cu130", "13.0"),
+    # old two-digit CUDA tags (torch 1.0-1.4 wheels): cu80, cu90, cu92, and cu100/cu101 beside them
+    ("1.1.0+cu90", "cuda", "cu90", "9.0"), ("1.4.0+cu92", "cuda", "cu92", "9.2"), ("1.0.0+cu80", "cuda", "cu80", "8.0"),
+    ("1.4.0+cu100", "cuda", "cu100", "10.0"), ("1.2.0+cu1", "default", "cu1", None),
 ])
 def test_parse_torch_version(version, kind, variant, tag):
     v = versions.parse_torch_version(version)

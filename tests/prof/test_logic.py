@@ -164,3 +164,30 @@ def test_summary_and_compare_html_are_themed_and_aligned():
     cmp = compare(cpu, with_gpu)._repr_html_()
     assert cmp.startswith('<div class="cudamagic mathjax_ignore cm-prof">') and hard_coded_colours(cmp) == []
     assert '<th class="cm-num">change ms</th>' in cmp and '<th class="cm-prose cm-mono">name</th>' in cmp
+
+
+def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
+    import re
+
+    from cudamagic.prof.render import timeline_svg
+
+    ops = [OpRecord("aten::linear", "[]", 7, 0, 100, 10, True, depth=0),
+           OpRecord("aten::addmm", "[]", 7, 5, 90, 60, False, depth=1),
+           OpRecord("aten::copy_", "[]", 7, 10, 30, 20, False, depth=2),
+           OpRecord("aten::deep", "[]", 7, 12, 20, 8, False, depth=3),
+           OpRecord("aten::relu", "[]", 9, 0, 50, 50, True, depth=0)]
+    svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 100.0)))
+    labels = re.findall(r"<text x=\"2\" y=\"[\d.]+\"[^>]*>([^<]+)</text>", svg)
+    assert labels == ["thread 7", "\u2003nested 1", "\u2003nested 2", "thread 9"]
+    rects = {m.group(3).rsplit(":", 1)[0]: (int(m.group(1)), m.group(2))
+             for m in re.finditer(r'<rect [^>]*y="(\d+)"[^>]*class="cm-depth(\d)"[^>]*><title>([^<]+)</title>', svg)}
+    assert set(rects) == {"aten::linear", "aten::addmm", "aten::copy_", "aten::relu"}  # depth 3 is not drawn
+    assert [rects[n][1] for n in ("aten::linear", "aten::addmm", "aten::copy_")] == ["0", "1", "2"]
+    assert rects["aten::linear"][0] < rects["aten::addmm"][0] < rects["aten::copy_"][0] < rects["aten::relu"][0]
+    rules = dict(re.findall(r"svg\.cm-tl \.cm-depth(\d)\{([^}]+)\}", svg))
+    assert sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3  # outline/shade differ per depth
+    fills = dict(re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg))
+    assert len(set(fills.values())) == 3  # and each box its fill (legend colour, else a theme shade per depth)
+    for style in list(rules.values()) + list(fills.values()):
+        colours = re.findall(r"#[0-9a-f]{3,6}", style)
+        assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)  # only var() fallbacks

@@ -94,6 +94,18 @@ def test_digits_training_step_summary(tip):
     assert res.activities[0] == "CPU"
 
 
+@pytest.mark.parametrize("line", ["", "--group module"])  # the Kineto path and the FunctionEvent path
+def test_operators_know_their_nesting_depth(tip, line):
+    res = tip.run_cell_magic("torchprof", line, "train(1)")
+    by_name = {}
+    for op in res.ops:
+        by_name.setdefault(op.name, set()).add(op.depth)
+    assert by_name["aten::linear"] == {0} and min(by_name["aten::addmm"]) >= 1, by_name
+    assert all(op.top == (op.depth == 0) for op in res.ops if op.name.startswith("aten::"))
+    svg = res._repr_html_()
+    assert 'class="cm-depth0"' in svg and 'class="cm-depth1"' in svg and "nested 1" in svg
+
+
 def test_group_by_shape_splits_an_operator_called_with_two_shapes(tip):
     res = tip.run_cell_magic("torchprof", "--group shape", "train(2)")
     addmm = [r for r in res.rows() if r.name == "aten::addmm"]
@@ -225,10 +237,12 @@ def test_final_expression_is_displayed_and_syntax_error_does_not_run(tip, capsys
 
 
 def test_user_error_propagates_with_a_profile_of_what_ran(tip, capsys):
-    res = tip.run_cell("%%torchprof -o prof_err\nloss = train(1)\nraise ValueError('bad batch')")
+    res = tip.run_cell("%%torchprof -o prof_err\nloss = train(1)\nraise ValueError('bad batch')", store_history=True)
     assert isinstance(res.error_in_exec, ValueError)
-    out = capsys.readouterr().out
+    out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "raise ValueError('bad batch')" in out  # the real source line
+    assert f"Cell In[{res.execution_count}], line 3" in out  # the notebook's numbering: %%torchprof is line 1
+    assert not re.search(r"cudamagic[/\\](prof|core)[/\\]\w+\.py", out)  # our frames are hidden
     prof = tip.user_ns["prof_err"]
     assert prof.error == "ValueError: bad batch"
     assert any(r.name == "aten::addmm" for r in prof.rows())

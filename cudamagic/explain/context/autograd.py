@@ -182,33 +182,6 @@ def ctx_leaf_inplace(match, scene):
     return Context(facts={"tensor": None, "op": None})
 
 
-def ctx_modified_inplace(match, scene):
-    gd = match.groupdict()
-    shape = tuple(int(s) for s in re.findall(r"\d+", gd.get("shape") or ""))
-    notes = [f"The tensor is a {gd.get('ttype')} of shape {list(shape)}, output {gd.get('output')} of "
-             f"`{gd.get('op')}`; it was changed {int(gd.get('version') or 0) - int(gd.get('expected') or 0)} "
-             "time(s) after the forward pass saved it."]
-    facts = {"shape": shape, "op": gd.get("op"), "tensor_type": gd.get("ttype"), "suspects": []}
-    for name, op in inplace_uses(_source_text(scene)):
-        value = _lookup(scene, name)
-        if _is_tensor(value) and _shape(value) == shape:
-            facts["suspects"].append(name)
-            notes.append(f"`{op}` changes `{name}` (shape {list(shape)}) in place: that is the likely culprit.")
-    for name, module in _named_modules(scene):
-        if getattr(module, "inplace", False) is True:
-            facts["suspects"].append(name)
-            notes.append(f"`{name}` is {module!r}: an in-place activation overwrites its input.")
-            if len(notes) > 4:
-                break
-    fix = ""
-    if facts["suspects"]:
-        s = facts["suspects"][0]
-        fix = (f"Make the change to `{s}` out of place (`{s} = {s} * 2` instead of `{s} *= 2` / `{s}.mul_(2)`), "
-               f"or set `inplace=False` on the module.")
-    return Context(notes=tuple(notes), facts=facts, fix=fix)
-
-
-
 def _optimizers(scene):
     torch = _torch_mod()
     if torch is None:

@@ -1,0 +1,158 @@
+"""Link failures of a ``%%cuda`` cell: which symbols were missing (demangled), and where the cell declares and
+uses them.
+
+A cell that declares a function it never defines compiles, and then the linker (GNU ld, nvlink for device code
+built with ``-rdc``, ptxas for a device function called from a kernel, or MSVC's ``link.exe`` on Windows) fails
+with messages about temporary object files. :func:`undefined_symbols` reads the symbols from those messages and
+:func:`locate` finds them in the cell (or a ``--save``'d header).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+from .errors import Diagnostic
+
+#: One pattern per linker's "missing symbol" message; group ``sym`` is the symbol (mangled or not).
+UNDEFINED_RES = (
+    re.compile(r"undefined reference to [`'](?P<sym>[^'`]+)'"),                   # GNU ld (gcc, clang)
+    re.compile(r"Undefined reference to '(?P<sym>[^']+)'"),                        # nvlink (-rdc device code)
+    re.compile(r"Unresolved extern function '(?P<sym>[^']+)'"),                    # ptxas (device call, no -rdc)
+    re.compile(r"undefined symbol: (?P<sym>.+?)\s*$"),                             # lld
+    re.compile(r'unresolved external symbol (?:"(?P<sym>[^"]+)"|(?P<plain>\S+))'),  # MSVC LNK2019 / LNK2001
+)
+
+#: Libraries whose functions need a flag on the link line: symbol prefix -> nvcc flag.
+LIBRARY_FLAGS = (("cublasLt", "-lcublasLt"), ("cublas", "-lcublas"), ("cufft", "-lcufft"), ("curand", "-lcurand"),
+                 ("cusparse", "-lcusparse"), ("cusolver", "-lcusolver"), ("nvrtc", "-lnvrtc"),
+                 ("nvtx", "-lnvToolsExt"), ("cudnn", "-lcudnn"), ("nccl", "-lnccl"), ("cu", "-lcuda"))
+
+_KEYWORDS = {"return", "else", "case", "throw", "co_return", "new", "delete", "sizeof", "goto", "co_await"}
+
+
+def demangle(names) -> dict:
+    """Itanium C++ names (``_Z6helperi``) -> readable ones (``helper(int)``), through binutils' ``c++filt``
+    (installed with the GNU linker that produced them). Names that are not mangled, or when ``c++filt`` is
+    absent (Windows: ``link.exe`` prints readable names itself), map to themselves."""
+    names = list(dict.fromkeys(names))
+    out = {n: n for n in names}
+    mangled = [n for n in names if n.startswith("_Z")]
+    tool = shutil.which("c++filt") if mangled else None
+    if tool:
+        from ..core.platform import run_capped
+
+        try:
+            code, text = run_capped([tool, *mangled], 10)
+        except (OSError, subprocess.TimeoutExpired):
+            code, text = 1, ""
+        lines = text.splitlines()
+        if code == 0 and len(lines) == len(mangled):
+            out.update(zip(mangled, (ln.strip() for ln in lines)))
+    return out
+
+
+def undefined_symbols(log: str) -> list:
+    """The symbols a linker reported missing in ``log``, demangled, in order, without repeats."""
+    raw = []
+    for line in log.splitlines():
+        for pattern in UNDEFINED_RES:
+            m = pattern.search(line)
+            if m:
+                sym = (m.groupdict().get("sym") or m.groupdict().get("plain") or "").strip()
+                if sym and sym not in raw:
+                    raw.append(sym)
+                break
+    names = demangle(raw)
+    return list(dict.fromkeys(names[s] for s in raw))
+
+
+def base_name(symbol: str) -> str:
+    """The identifier a demangled symbol is written as in source: ``ns::scale(float, int)`` -> ``scale``,
+    ``int __cdecl helper(int)`` -> ``helper``, ``void add<float>(float*)`` -> ``add``."""
+    head = symbol.split("(", 1)[0].strip()
+    while head.endswith(">"):  # drop a trailing template argument list
+        depth, i = 0, len(head) - 1
+        for i in range(len(head) - 1, -1, -1):
+            depth += {">": 1, "<": -1}.get(head[i], 0)
+            if depth == 0:
+                break
+        head = head[:i].strip()
+    head = head.split()[-1] if head.split() else head
+    return head.rsplit("::", 1)[-1]
+
+
+def _is_declaration(line: str, name: str) -> bool:
+    m = re.search(r"\b" + re.escape(name) + r"\s*\(", line)
+    if not m or not re.search(r"\)\s*(?:const\s*)?;", line[m.end():]):
+        return False
+    before = re.split(r"[;{}]", line[:m.start()])[-1].strip()
+    words = re.findall(r"[A-Za-z_]\w*", before)
+    return bool(words) and not _KEYWORDS.intersection(words) and re.fullmatch(r"[\w:<>,\s\*&]+", before) is not None
+
+
+def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
+    """Where ``symbol`` (demangled) appears: ``(declared, used)``, each ``(file, line, text)`` or None.
+
+    Args:
+        symbol: a demangled symbol. cell_lines: the cell body's lines. headers: saved header name -> its lines
+            (the ones the cell includes), searched after the cell.
+
+    Returns:
+        The first declaration (``int helper(int);``) and the first other use (a call, taking its address);
+        ``file`` is ``"cell"`` or the header's name; ``line`` is 1-based in that file.
+    """
+    name = base_name(symbol)
+    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+        return None, None
+    word = re.compile(r"\b" + re.escape(name) + r"\b")
+    declared = used = None
+    for file, lines in [("cell", cell_lines), *headers.items()]:
+        for n, text in enumerate(lines, start=1):
+            code = text.split("//", 1)[0]
+            if not word.search(code):
+                continue
+            if _is_declaration(code, name):
+                declared = declared or (file, n, text.rstrip())
+            else:
+                used = used or (file, n, text.rstrip())
+    return declared, used
+
+
+def library_flag(symbol: str) -> str | None:
+    """The nvcc flag that links the CUDA library ``symbol`` belongs to (``cublasCreate_v2`` -> ``-lcublas``)."""
+    name = base_name(symbol)
+    for prefix, flag in LIBRARY_FLAGS:
+        if name.startswith(prefix) and (prefix != "cu" or re.match(r"cu[A-Z]", name)):
+            return flag
+    return None
+
+
+def diagnostics(symbols, cell_lines: list, headers: dict) -> list:
+    """One :class:`Diagnostic` (severity ``"link error"``) per missing symbol, at the line that uses it (else
+    the declaration; line 0 when the cell has neither: a library function)."""
+    out = []
+    for sym in symbols:
+        declared, used = locate(sym, cell_lines, headers)
+        where = used or declared
+        if declared and used:
+            decl_at = "cell line " + str(declared[1] + 1) if declared[0] == "cell" else \
+                f"{declared[0]} line {declared[1]}"
+            msg = f"`{sym}` is used here but never defined (declared at {decl_at}): define it, or link the file " \
+                  "or library that does"
+        elif declared:
+            msg = f"`{sym}` is declared here but never defined: define it, or link the file or library that does"
+        else:
+            flag = library_flag(sym)
+            msg = f"`{sym}` is not defined anywhere" + (
+                f": it is in a CUDA library; link it with --nvcc-flags \"{flag}\"" if flag else
+                ": define it, or link the library that does with --nvcc-flags \"-lNAME\"")
+        if where is None:
+            out.append(Diagnostic(file="cell", line=0, cell_line=0, severity="link error", message=msg, source=""))
+            continue
+        file, n, text = where
+        cell_line = n + 1  # a header's line N is line N + 1 of the cell that saved it
+        out.append(Diagnostic(file=file, line=n, cell_line=cell_line, severity="link error", message=msg,
+                              source=text))
+    return out

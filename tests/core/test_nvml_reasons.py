@@ -1,0 +1,366 @@
+"""Tier 1: what cudamagic.core.nvml tells the user when NVML fails, word for word (each reason is printed in
+%cudainfo and %gpuwatch, and each code decides what the caller does), the driver version sources, and the
+process list (compute + graphics merged into C+G, impossible pids, errors that stick). A minimal hand-made
+``pynvml`` module plays each case, so every branch is reached exactly."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from cudamagic.core import nvml, platform
+from cudamagic.core.na import NA, is_na
+
+MISMATCH = ("driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
+            "differ{}, usually after a driver update without a reboot; reboot, or unload and reload the nvidia "
+            "kernel modules")
+
+TRANSLATED = {
+    3: NA("not supported on this GPU", "not_supported"),
+    4: NA("permission denied by the driver (try as root or ask the administrator)", "no_permission"),
+    13: NA("this driver's NVML lacks the function (driver too old for this query)", "not_supported"),
+    15: NA("GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"),
+    28: NA("GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"),
+    16: NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost"),
+    12: NA("NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
+           "(or its library is not on the loader path)", "no_driver"),
+    9: NA("the NVIDIA driver is installed but its kernel module is not loaded "
+          "(`sudo modprobe nvidia`, or reboot after installing the driver)", "no_driver"),
+    10: NA("NVML timed out", "error"),
+    1: NA("NVML is not initialised", "not_initialized"),
+}
+
+
+class NVMLError(Exception):
+    def __init__(self, value):
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+@pytest.fixture
+def pynvml(monkeypatch):
+    """A bare ``pynvml`` module (init succeeds); tests add the functions a case needs."""
+    mod = types.ModuleType("pynvml")
+    mod.nvmlInit = lambda: None
+    mod.nvmlShutdown = lambda: None
+    mod.nvmlDeviceGetHandleByIndex = lambda i: ("handle", i)
+    monkeypatch.setitem(sys.modules, "pynvml", mod)
+    nvml.reset()
+    yield mod
+    nvml.reset()
+
+
+@pytest.mark.parametrize("code", sorted(TRANSLATED))
+def test_translate_reason_and_code(code):
+    assert nvml.translate(NVMLError(code)) == TRANSLATED[code]
+
+
+def test_translate_unknown_error_names_it():
+    assert nvml.translate(NVMLError(999)) == NA("NVML error: NVMLError: NVML error 999", "error")
+    assert nvml.translate(RuntimeError("boom")) == NA("NVML error: RuntimeError: boom", "error")
+
+
+@pytest.mark.parametrize("kmod, lib, seen", [
+    ("535.54.03", "535.86.10", " (kernel module 535.54.03, user-space library 535.86.10)"),
+    ("535.54.03", NA("x", "no_driver"), " (kernel module 535.54.03)"),
+    (NA("x", "no_driver"), "535.86.10", " (user-space library 535.86.10)"),
+    (NA("x", "no_driver"), NA("y", "no_driver"), ""),
+])
+def test_version_mismatch_names_the_versions_it_found(monkeypatch, kmod, lib, seen):
+    monkeypatch.setattr(nvml, "kernel_module_version", lambda: kmod)
+    monkeypatch.setattr(nvml, "library_version", lambda: lib)
+    assert nvml.translate(NVMLError(18)) == NA(MISMATCH.format(seen), "version_mismatch")
+
+
+@pytest.mark.parametrize("text, version", [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023\n"
+     "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n", "535.54.03"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16)\n",
+     "550.54.15"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.82  Thu Oct 14 2021\n", "470.82"),
+])
+def test_kernel_module_version_from_proc(monkeypatch, text, version):
+    monkeypatch.setattr(platform, "nvidia_kernel_module_text", lambda: text)
+    assert nvml.kernel_module_version() == version
+
+
+def test_kernel_module_version_not_available(monkeypatch):
+    monkeypatch.setattr(platform, "nvidia_kernel_module_text", lambda: "NVRM version: something else\n")
+    assert nvml.kernel_module_version() == NA("version not found in the NVIDIA kernel module version file", "error")
+    monkeypatch.setattr(platform, "nvidia_kernel_module_text", lambda: None)
+    monkeypatch.setattr(platform, "is_windows", lambda: False)
+    assert nvml.kernel_module_version() == NA(
+        "the NVIDIA kernel module version file (/proc/driver/nvidia/version) is not readable "
+        "(no NVIDIA kernel module loaded)", "no_driver")
+    monkeypatch.setattr(platform, "is_windows", lambda: True)
+    assert nvml.kernel_module_version() == NA(
+        "Windows has no NVIDIA kernel module file: the driver version comes from NVML", "no_driver")
+
+
+def _fake_glob(monkeypatch, files):
+    asked = []
+
+    def glob(pattern):
+        asked.append(pattern)
+        import fnmatch
+        return [f for f in files if fnmatch.fnmatch(f, pattern)]
+    monkeypatch.setattr(nvml.glob, "glob", glob)
+    return asked
+
+
+def test_library_version_from_the_file_name(monkeypatch):
+    asked = _fake_glob(monkeypatch, ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+                                     "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.54.03"])
+    assert nvml.library_version() == "535.54.03"
+    assert asked == ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*"]  # found in the first place looked
+
+
+@pytest.mark.parametrize("path, version", [
+    ("/usr/lib64/libnvidia-ml.so.550.54.15", "550.54.15"),
+    ("/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.535.104", "535.104"),
+    ("/usr/lib/libnvidia-ml.so.470.82.01", "470.82.01"),
+])
+def test_library_version_other_distributions(monkeypatch, path, version):
+    _fake_glob(monkeypatch, [path])
+    assert nvml.library_version() == version
+
+
+def test_library_version_missing(monkeypatch):
+    asked = _fake_glob(monkeypatch, ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.54.03.bak"])
+    assert nvml.library_version() == NA("libnvidia-ml.so.<version> not found on disk", "no_driver")
+    assert len(asked) == 4
+
+
+def test_library_path(pynvml):
+    assert nvml.library_path() == NA("this nvidia-ml-py does not say which library it loaded", "not_supported")
+    nvml.reset()
+    pynvml.nvmlLib = types.SimpleNamespace(_name=b"libnvidia-ml.so.1\x00")
+    assert nvml.library_path() == "libnvidia-ml.so.1"
+
+
+def test_library_path_without_nvml(pynvml):
+    def fail():
+        raise NVMLError(12)
+    pynvml.nvmlInit = fail
+    pynvml.nvmlLib = types.SimpleNamespace(_name="libnvidia-ml.so.1")
+    assert nvml.library_path() == TRANSLATED[12]
+
+
+def test_constant(pynvml, monkeypatch):
+    pynvml.NVML_CLOCK_SM = 1
+    assert nvml.constant("NVML_CLOCK_SM") == 1
+    assert nvml.constant("NVML_NOT_THERE", 7) == 7
+    assert nvml.constant("NVML_NOT_THERE") is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
+    nvml.reset()
+    assert nvml.constant("NVML_CLOCK_SM", 5) == 5
+
+
+def test_decode_cuda_driver_version_reasons():
+    assert nvml.decode_cuda_driver_version(12015) == "12.1"
+    assert nvml.decode_cuda_driver_version("12080") == "12.8"
+    assert nvml.decode_cuda_driver_version("x") == NA("unreadable CUDA driver version 'x'", "error")
+    assert nvml.decode_cuda_driver_version(None) == NA("unreadable CUDA driver version None", "error")
+    assert nvml.decode_cuda_driver_version(0) == NA("unreadable CUDA driver version 0", "error")
+    assert nvml.decode_cuda_driver_version(-5) == NA("unreadable CUDA driver version -5", "error")
+    na = NA("no driver", "no_driver")
+    assert nvml.decode_cuda_driver_version(na) is na
+
+
+def test_system_info_without_nvml(pynvml):
+    def fail():
+        raise NVMLError(9)
+    pynvml.nvmlInit = fail
+    see = NA("NVML not available: see NVML status", "no_driver")
+    assert nvml.system_info() == {"status": TRANSLATED[9], "driver_version": see, "cuda_driver_version": see,
+                                  "cuda_driver_version_raw": see, "nvml_version": see, "device_count": see}
+
+
+def test_system_info_with_nvml(pynvml):
+    pynvml.nvmlSystemGetCudaDriverVersion = lambda: 12040
+    pynvml.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
+    pynvml.nvmlSystemGetNVMLVersion = lambda: "12.550.54.15"
+    pynvml.nvmlDeviceGetCount = lambda: 2
+    assert nvml.system_info() == {"status": "ok", "driver_version": "550.54.15", "cuda_driver_version": "12.4",
+                                  "cuda_driver_version_raw": 12040, "nvml_version": "12.550.54.15",
+                                  "device_count": 2}
+    assert nvml.device_count() == 2
+
+
+def test_system_info_failed_queries(pynvml):
+    def fail():
+        raise NVMLError(3)
+    for name in ("nvmlSystemGetCudaDriverVersion", "nvmlSystemGetDriverVersion", "nvmlSystemGetNVMLVersion"):
+        setattr(pynvml, name, fail)
+    info = nvml.system_info()
+    assert info["status"] == "ok"
+    assert info["driver_version"] == info["nvml_version"] == info["cuda_driver_version"] == TRANSLATED[3]
+    assert info["device_count"] == NA("this nvidia-ml-py has no nvmlDeviceGetCount", "not_supported")
+
+
+def test_init_is_cached_and_reset_shuts_down(pynvml):
+    calls = []
+    pynvml.nvmlInit = lambda: calls.append("init")
+    pynvml.nvmlShutdown = lambda: calls.append("shutdown")
+    assert nvml.init() is None and nvml.init() is None
+    assert calls == ["init"]
+    nvml.reset()
+    assert calls == ["init", "shutdown"]
+    nvml.reset()  # not initialised: no second shutdown
+    assert calls == ["init", "shutdown"]
+
+
+def test_failed_init_is_remembered(pynvml):
+    calls = []
+
+    def fail():
+        calls.append(1)
+        raise NVMLError(12)
+    pynvml.nvmlInit = fail
+    assert nvml.init() == TRANSLATED[12] and nvml.init() == TRANSLATED[12]
+    assert calls == [1]
+
+
+def test_no_binding(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    nvml.reset()
+    err = nvml.init()
+    assert err.code == "no_binding" and err.reason.endswith("install it with `pip install nvidia-ml-py`")
+    assert err.reason.startswith("the NVML Python binding is not importable (")
+    assert nvml.call("nvmlDeviceGetCount") == err
+    nvml.reset()
+
+
+# ---- processes -----------------------------------------------------------------------------------------------
+
+def P(pid, used):
+    return types.SimpleNamespace(pid=pid, usedGpuMemory=used)
+
+
+def _device(pynvml, compute=(), graphics=(), total=80 * 2**30):
+    pynvml.nvmlDeviceGetComputeRunningProcesses = compute if callable(compute) else (lambda h: list(compute))
+    if graphics is not None:
+        pynvml.nvmlDeviceGetGraphicsRunningProcesses = graphics if callable(graphics) else (lambda h: list(graphics))
+    elif hasattr(pynvml, "nvmlDeviceGetGraphicsRunningProcesses"):  # an old binding without the graphics list
+        del pynvml.nvmlDeviceGetGraphicsRunningProcesses
+    dev = nvml.device(0)
+    dev.memory_total = total
+    return dev
+
+
+def test_compute_and_graphics_merge_into_c_plus_g(pynvml):
+    dev = _device(pynvml, compute=[P(300, 5 * 2**20), P(100, 2**30)], graphics=[P(100, 2 * 2**30), P(200, 2**20)])
+    assert dev.processes() == [{"pid": 100, "used_memory": 2 * 2**30, "type": "C+G"},
+                               {"pid": 200, "used_memory": 2**20, "type": "G"},
+                               {"pid": 300, "used_memory": 5 * 2**20, "type": "C"}]
+
+
+def test_c_plus_g_keeps_the_larger_figure_and_a_known_one(pynvml):
+    pynvml.nvmlDeviceGetDriverModel = None  # Linux: no driver model
+    dev = _device(pynvml, compute=[P(100, 3 * 2**30), P(200, None)], graphics=[P(100, 2**30), P(200, 2**20)])
+    rows = {r["pid"]: r for r in dev.processes()}
+    assert rows[100]["used_memory"] == 3 * 2**30 and rows[100]["type"] == "C+G"
+    assert rows[200]["used_memory"] == 2**20 and rows[200]["type"] == "C+G"  # N/A then a number: the number
+
+
+def test_not_available_memory_is_na_with_the_reason(pynvml):
+    dev = _device(pynvml, compute=[P(100, None)], graphics=[P(100, None)])
+    dev.__dict__["_driver_model"] = "TCC"
+    assert dev.processes() == [{"pid": 100, "used_memory": NA("not reported by the driver", "not_supported"),
+                                "type": "C+G"}]
+    nvml.reset()
+    dev = _device(pynvml, compute=[P(100, None)], graphics=None)
+    dev.__dict__["_driver_model"] = "WDDM"
+    assert dev.processes() == [{"pid": 100, "used_memory": NA(
+        "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process (nvidia-smi shows N/A too)",
+        "wddm"), "type": "C"}]
+
+
+@pytest.mark.parametrize("pids, shown", [([0], "pid 0"), ([4194305, 0, 7], "pid 4194305 and 1 more"),
+                                         ([0, 4194305], "pid 0 and 1 more")])
+def test_impossible_pids_reject_the_whole_list(pynvml, pids, shown):
+    dev = _device(pynvml, compute=[P(p, 2**20) for p in pids], graphics=[P(5, 2**20)])
+    na = dev.processes()
+    assert na == NA(f"implausible reading: NVML returned {shown} for the process list (no Linux pid is 0 or above "
+                    f"{nvml.PID_MAX}: the nvidia-ml-py binding and the driver disagree on the process structure; "
+                    "install the nvidia-ml-py that matches the driver)", "implausible")
+
+
+def test_one_list_failing_keeps_the_other(pynvml):
+    def fail(h):
+        raise NVMLError(3)
+    dev = _device(pynvml, compute=[P(100, 2**20)], graphics=fail)
+    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "C"}]
+
+
+def test_both_lists_failing_not_supported_is_remembered(pynvml):
+    calls = []
+
+    def fail(h):
+        calls.append(h)
+        raise NVMLError(3)
+    dev = _device(pynvml, compute=fail, graphics=fail)
+    assert dev.processes() == TRANSLATED[3]
+    assert dev.processes() == TRANSLATED[3]
+    assert len(calls) == 2 and dev.lost is None  # asked once per list, then remembered
+
+
+def test_both_lists_failing_with_a_lost_gpu_marks_it_lost(pynvml):
+    def fail(h):
+        raise NVMLError(15)
+    dev = _device(pynvml, compute=fail, graphics=fail)
+    assert dev.processes() == TRANSLATED[15]
+    assert dev.lost == TRANSLATED[15]
+    assert dev.handle() == TRANSLATED[15]
+
+
+def test_a_timeout_is_not_remembered(pynvml):
+    answers = [NVMLError(10), [P(100, 2**20)]]
+
+    def flaky(h):
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+    dev = _device(pynvml, compute=flaky, graphics=None)
+    assert dev.processes() == TRANSLATED[10]
+    assert dev.lost is None
+    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "C"}]
+
+
+def test_process_gpu_memory_of_one_pid_on_each_gpu(pynvml):
+    pynvml.nvmlDeviceGetCount = lambda: 3
+    lists = {0: [P(100, 2**20), P(200, 2**30)], 1: [P(300, 5)], 2: [P(200, 7 * 2**20)]}
+    pynvml.nvmlDeviceGetComputeRunningProcesses = lambda h: lists[h[1]]
+    for i in range(3):
+        nvml.device(i).memory_total = 80 * 2**30
+    assert nvml.process_gpu_memory(200) == {0: 2**30, 2: 7 * 2**20}
+    assert nvml.process_gpu_memory(999) == {}
+
+
+def test_process_gpu_memory_without_nvml(pynvml):
+    def fail():
+        raise NVMLError(12)
+    pynvml.nvmlInit = fail
+    assert nvml.process_gpu_memory(1) == {}
+
+
+def test_process_name(pynvml):
+    pynvml.nvmlSystemGetProcessName = lambda pid: b"python3\x00" if pid == 42 else (_ for _ in ()).throw(NVMLError(4))
+    assert nvml.process_name("42") == "python3"
+    assert nvml.process_name(43) == TRANSLATED[4]
+
+
+def test_lost_handle_is_remembered_other_failures_are_not(pynvml):
+    calls = []
+
+    def handle(i):
+        calls.append(i)
+        raise NVMLError(15 if i == 1 else 10)
+    pynvml.nvmlDeviceGetHandleByIndex = handle
+    assert nvml.device(1).handle() == TRANSLATED[15] and nvml.device(1).handle() == TRANSLATED[15]
+    assert nvml.device(0).handle() == TRANSLATED[10] and nvml.device(0).handle() == TRANSLATED[10]
+    assert calls == [1, 0, 0]
+    assert nvml.device(1).lost == TRANSLATED[15] and nvml.device(0).lost is None
