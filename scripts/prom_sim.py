@@ -143,7 +143,8 @@ def free_port() -> int:
 
 
 class ExporterSim:
-    """Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>`` (a thread; :meth:`stop` ends it)."""
+    """Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>`` (a thread; :meth:`stop` ends it).
+    A host name added to :attr:`down` answers 503 instead, as an exporter that stopped working."""
 
     def __init__(self, hosts, clock=time.time):
         from prometheus_client import CollectorRegistry, generate_latest
@@ -156,6 +157,7 @@ class ExporterSim:
             reg.register(_HostCollector(self, i))
             self.registries[h.name] = reg
         self.scrapes = 0
+        self.down = set()  # host names whose exporter answers 503 (Prometheus then sets up == 0)
 
         def app(environ, start_response):
             path = environ.get("PATH_INFO", "")
@@ -163,6 +165,9 @@ class ExporterSim:
             if reg is None:
                 start_response("404 Not Found", [("Content-Type", "text/plain")])
                 return [b"no such host\n"]
+            if path.rsplit("/", 1)[-1] in self.down:
+                start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+                return [b"exporter down\n"]
             self.scrapes += 1
             body = generate_latest(reg)
             start_response("200 OK", [("Content-Type", "text/plain; version=0.0.4")])

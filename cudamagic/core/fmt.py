@@ -62,6 +62,12 @@ def format_bytes(n) -> str:
     return f"{sign}{n:.1f} TiB"  # pragma: no cover
 
 
+def plural(n: int, word: str, many: str = "") -> str:
+    """``1 host``, ``3 hosts``: the count ``n`` and ``word``, or ``many`` (default ``word + 's'``) when ``n`` is
+    not 1."""
+    return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
+
+
 def format_value(value, unit: str = "") -> str:
     """Format a number with its unit, or NA as ``'N/A (reason)'``."""
     if is_na(value):

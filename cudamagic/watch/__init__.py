@@ -6,7 +6,10 @@
 - :mod:`.sources`: where samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or a replay.
 - :mod:`.sampler`: the ``Sampler`` thread that reads a source every interval into a bounded history.
 - :mod:`.trace`: the JSON-lines trace format, its writer and its strict, bounded reader.
-- :mod:`.monitor`: the ``GpuWatch`` object ``%gpuwatch`` returns and the one-monitor-per-kernel registry.
+- :mod:`.monitor`: the ``GpuWatch`` object ``%gpuwatch`` returns, its display (the widget, replaced by a static
+  snapshot when it stops) and the one-monitor-per-kernel registry.
 - :mod:`.text`: the plain-text snapshot table (``text/plain``, terminal) and the words for each value.
-- :mod:`.widget`: the HTML fragments, sparklines and the ipywidgets tree (``WatchView``).
+- :mod:`.widget`: the HTML fragments, charts and the ipywidgets tree (``WatchView``).
+- :mod:`.style`: the look (bars, charts, tiles) on JupyterLab's theme variables, and the narrow-output layout.
+- :mod:`.prometheus`, :mod:`.exporters`, :mod:`.cluster`, :mod:`.clusterview`: ``--source prometheus://`` (cluster).
 """

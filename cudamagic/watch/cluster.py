@@ -80,6 +80,18 @@ def _num(text, field: str, scale: float, exporter: str):
         v = float(text)
     except (TypeError, ValueError):
         return NA(f"not a number in the {exporter} exporter's answer", "error")
+    return _convert(v, text, field, scale, exporter)
+
+
+def _prom_text(v: float) -> str:
+    """How Prometheus writes a float that is not finite (``NaN``, ``+Inf``, ``-Inf``), else ``repr``."""
+    if math.isnan(v):
+        return "NaN"
+    return ("+Inf" if v > 0 else "-Inf") if math.isinf(v) else repr(v)
+
+
+def _convert(v: float, text, field: str, scale: float, exporter: str):
+    """:func:`_num` of the float ``v`` (``text`` is how the answer wrote it, shown for NaN/Inf)."""
     hit = ex.DCGM_SENTINELS.get(v)
     if hit is not None or v >= 9.2e18:
         reason, code = hit or ex.DCGM_SENTINELS[float(0x7FFFFFFFFFFFFFF0)]
@@ -95,7 +107,8 @@ def _num(text, field: str, scale: float, exporter: str):
 class _Series:
     """What one Prometheus series is: GPU key, MIG instance, field, scale (classified once per label set)."""
 
-    __slots__ = ("key", "host", "index", "uuid", "name", "mig", "field", "scale", "ratio", "exporter", "labels")
+    __slots__ = ("key", "host", "index", "uuid", "name", "mig", "field", "scale", "ratio", "exporter", "labels",
+                 "target")
 
 
 def classify(metric: dict):
@@ -125,11 +138,13 @@ def classify(metric: dict):
     s.labels = tuple((k, metric[k]) for k in ("hpc_job", "slurm_job_id", "pod", "exported_pod", "namespace",
                                               "container") if metric.get(k))
     s.key = (s.host, s.index)
+    s.target = (metric.get("job", ""), metric.get("instance", ""))  # the scrape target, as `up` names it
     return s
 
 
 _EMPTY = {}
 _MISSING = {}
+_PROF = "prof."  # a MIG instance's profiling ratio among its fields: "prof.sm_active"
 _NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
 
 
@@ -159,9 +174,12 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
             # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as "3g.40gb #1"
             inst.append(MigSample(index=mid if isinstance(mid, int) else len(inst),
                                   uuid=f"{profile or 'MIG'} #{mid}",
-                                  memory_used_bytes=used, memory_total_bytes=total))
+                                  memory_used_bytes=used, memory_total_bytes=total,
+                                  ratios=tuple(sorted((k[len(_PROF):], v) for k, v in f.items()
+                                                      if k.startswith(_PROF)))))
             for k, v in f.items():  # device-wide values: taken once (never summed over instances)
-                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total"):
+                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total") and \
+                        not k.startswith(_PROF):
                     vals.setdefault(k, v)
         mig_devs = tuple(inst)
         if "memory.used" not in phys:
@@ -178,7 +196,49 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
                      ratios=tuple(sorted(ratios.items())), labels=labels, **fields)
 
 
-class PrometheusSource(ViewHooks):
+#: A host whose exporter stays away this long (seconds) is no longer shown as stale.
+FORGET_HOST_S = 3600.0
+
+
+class HostTracker:
+    """Per-host staleness for the cluster sources: which hosts were shown and are now missing.
+
+    ``stale_hosts`` is ``{host: {"since": epoch s, "reason": str, "gpus": last GpuSamples}}`` for every host
+    that had GPUs in an earlier sample and has none in the newest one (its exporter is no longer scraped:
+    ``up == 0``, or its series went stale) while the server itself answered. The views keep showing those
+    last values marked "exporter down since HH:MM:SS". It is replaced, never changed in place, so a view in
+    another thread reads a consistent dict.
+    """
+
+    stale_hosts: dict = {}
+    _seen: dict = {}
+
+    def track_hosts(self, sample, down=None):
+        """Update :attr:`stale_hosts` from ``sample`` (a sample of a working server).
+
+        Args:
+            sample: the newest :class:`Sample`. down: ``{host: reason}`` for hosts whose scrape target has
+                ``up == 0`` (None when unknown, e.g. in a replay).
+        """
+        now = sample.timestamp_s
+        groups = {}
+        for g in sample.gpus:
+            groups.setdefault(g.host, []).append(g)
+        seen = {h: v for h, v in self._seen.items() if h not in groups and now - v["seen_s"] <= FORGET_HOST_S}
+        seen.update({h: {"gpus": tuple(gs), "seen_s": now} for h, gs in groups.items()})
+        stale = {}
+        for host, v in seen.items():
+            if host in groups:
+                continue
+            old = self.stale_hosts.get(host)
+            reason = (down or {}).get(host) or (
+                "its GPU series went stale (no longer in Prometheus's answer)" if down is not None else
+                "its GPUs are missing from the recording")
+            stale[host] = {"since": old["since"] if old else now, "reason": reason, "gpus": v["gpus"]}
+        self._seen, self.stale_hosts = seen, stale
+
+
+class PrometheusSource(ViewHooks, HostTracker):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
     Args:
@@ -207,7 +267,12 @@ class PrometheusSource(ViewHooks):
         self.job = job
         self.job_candidates = job_candidates(job, environ, hostname) if job is not None else []
         self.job_match = ""
-        self.query = selector(ex.all_metric_names())
+        #: the instant query of one refresh: every GPU metric, and the `up` series of the scrape targets that
+        #: are down (only those: a cluster's Prometheus may scrape thousands of other targets)
+        self.query = f"{selector(ex.all_metric_names())} or (up == 0)"
+        #: the range query of the history (GPU metrics only)
+        self.history_query = selector(ex.all_metric_names())
+        self.stale_hosts, self._seen, self._targets = {}, {}, {}
         self.exporters = set()
         self.stale_since = None
         self.stale_reason = ""
@@ -274,13 +339,11 @@ class PrometheusSource(ViewHooks):
                 m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
             elif s.labels and not m["labels"]:
                 m["labels"] = s.labels
-            field = s.field
+            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
             cache = self._vcache.get((s.field, s.scale, s.exporter))
             if cache is None:
                 cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
-            slot = 2 if s.ratio and s.mig is None else 0  # ratios of MIG instances are not shown
-            if s.ratio and s.mig is not None:
-                continue
+            slot = 2 if s.ratio else 0  # a MIG instance's ratios go with its other fields (slot 1)
             for point in values:
                 try:
                     t, text = point
@@ -321,6 +384,77 @@ class PrometheusSource(ViewHooks):
             out[t] = tuple(gpus)
         return out
 
+    def assemble_columns(self, series) -> tuple:
+        """``(times, GpuSamples per time)`` from the columns of a range query, the fast path of :meth:`history`.
+
+        Args:
+            series: ``[(_Series, times, values)]``: epoch seconds and values as 1-D float64 numpy arrays
+                (from :meth:`~cudamagic.watch.prometheus.PrometheusClient.range_columns`).
+
+        Returns:
+            ``(times, frames)``: the sorted distinct times (a list of floats) and, for each, the tuple of
+            GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from the same answer.
+
+        Each series' distinct values are converted once (:func:`_convert`); each GPU's fields become one row
+        of value codes per time, and a GpuSample is built only at the times where a code changed (a step
+        finer than the scrape interval repeats values): the others reuse the previous, immutable one.
+        """
+        import numpy as np
+
+        kept = [(s, t, v) for s, t, v in series if self._host_ok(s.host) and len(t)]
+        if not kept:
+            return [], []
+        times = np.unique(np.concatenate([t for _, t, _ in kept]))
+        n = len(times)
+        meta, cols = {}, {}
+        for s, t, v in kept:
+            self.exporters.add(s.exporter)
+            m = meta.get(s.key)
+            if m is None:
+                m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
+            elif s.labels and not m["labels"]:
+                m["labels"] = s.labels
+            uniq, inverse = np.unique(v, return_inverse=True)
+            conv = [_convert(x, _prom_text(x), s.field, s.scale, s.exporter) for x in uniq.tolist()]
+            code = np.full(n, -1, dtype=np.int64)
+            code[np.searchsorted(times, t)] = inverse.reshape(-1)
+            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
+            where = "mig" if s.mig is not None else "ratio" if s.ratio else "phys"
+            # a later series of the same (GPU, field) wins, as a later point does in assemble()
+            cols.setdefault(s.key, {})[(where, s.mig, field)] = (code, conv)
+        per_gpu = []
+        for key in sorted(cols):
+            entries = list(cols[key].items())
+            codes = np.stack([c for _, (c, _) in entries])
+            present = (codes >= 0).any(axis=0)
+            changed = np.ones(n, dtype=bool)
+            changed[1:] = (codes[:, 1:] != codes[:, :-1]).any(axis=0)
+            column = [None] * n
+            g = None
+            build = np.flatnonzero(changed & present).tolist()
+            rows = codes[:, build].T.tolist() if build else []
+            for row_i, row in zip(build, rows):
+                phys, migs, ratios = {}, {}, {}
+                for ((where, mig, field), (_, conv)), c in zip(entries, row):
+                    if c < 0:
+                        continue
+                    if where == "phys":
+                        phys[field] = conv[c]
+                    elif where == "ratio":
+                        ratios[field] = conv[c]
+                    else:
+                        migs.setdefault(mig, {})[field] = conv[c]
+                column[row_i] = _gpu(key, phys, migs, meta[key], ratios)
+            last = None
+            for i, here in enumerate(present.tolist()):  # fill the repeats with the previous sample
+                if column[i] is not None:
+                    last = column[i]
+                elif here:
+                    column[i] = last
+            per_gpu.append(column)
+        frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu)]
+        return times.tolist(), frames
+
     def build(self, rows) -> tuple:
         """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
         got = self.assemble([(s, ((0, text),)) for s, text in rows])
@@ -346,24 +480,34 @@ class PrometheusSource(ViewHooks):
             result = self.client.instant(self.query)
         except PrometheusError as exc:
             return self.stale_sample(seq, timestamp_s, str(exc))
-        rows = []
+        rows, up = [], {}
         for r in result:
-            s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
-            if s is None:
-                continue
+            metric = r.get("metric", {}) if isinstance(r, dict) else {}
+            s = self._series(metric) if isinstance(metric, dict) else None
             try:
-                rows.append((s, r["value"][1]))
-            except (KeyError, IndexError, TypeError):
+                if s is not None:
+                    rows.append((s, r["value"][1]))
+                elif metric.get("__name__", "up") == "up" and "instance" in metric:  # a filter keeps the name
+                    up[(metric.get("job", ""), metric.get("instance", ""))] = r["value"][1]
+            except (KeyError, IndexError, TypeError, AttributeError):
                 continue
+        any_gpu = bool(rows)
         rows = self._job_filter(rows)
+        for s, _ in rows:
+            self._targets[s.host] = s.target
         gpus = self.build(rows)
         sample = self._sample(seq, timestamp_s, gpus)
         if not gpus:
-            why = self.no_job_text() if self.job is not None and not self.job_match and result else (
-                f"no GPU of --hosts {','.join(self.hosts)} in the answer" if self.hosts and result else
+            why = self.no_job_text() if self.job is not None and not self.job_match and any_gpu else (
+                f"no GPU of --hosts {','.join(self.hosts)} in the answer" if self.hosts and any_gpu else
                 "the server has no DCGM-exporter or nvitop-exporter GPU metrics")
             sample = Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=NA(why, "no_gpus"), gpus=(),
                             host=_CLUSTER_HOST, torch=_NO_TORCH)
+        down = {}
+        for host, (job, instance) in self._targets.items():
+            if up.get((job, instance)) == "0":
+                down[host] = f"its exporter is down (up == 0 for job={job} instance={instance})"
+        self.track_hosts(sample, down)
         self.stale_since, self.stale_reason = None, ""
         self.last_good = sample
         self.devices = [(g.host, g.index) for g in gpus]
@@ -385,19 +529,17 @@ class PrometheusSource(ViewHooks):
         start = end - float(span_s)
         step = range_step(start, end, max(self.interval_s, span_s / max(1, max_samples - 1)))
         try:
-            result = self.client.range(self.query, start, end, step, timeout_s=timeout_s)
+            result = self.client.range_columns(self.history_query, start, end, step, timeout_s=timeout_s)
         except PrometheusError as exc:
             self.stale_reason = str(exc)
             return []
         series = []
-        for r in result:
-            s = self._series(r.get("metric", {})) if isinstance(r, dict) else None
-            if s is not None and isinstance(r.get("values"), list):
-                series.append((s, r["values"]))
-        frames = self.assemble(self._job_filter(series))
-        times = sorted(frames)
-        out = [self._sample(i - len(times) + 1, float(t), frames[t]) for i, t in enumerate(times)]
-        return out
+        for metric, t, v in result:
+            s = self._series(metric)
+            if s is not None:
+                series.append((s, t, v))
+        times, frames = self.assemble_columns(self._job_filter(series))
+        return [self._sample(i - len(times) + 1, t, gpus) for i, (t, gpus) in enumerate(zip(times, frames))]
 
     def close(self):
         """Close the connection pool."""
@@ -409,8 +551,15 @@ class PrometheusSource(ViewHooks):
         return self.history(history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s)
 
 
-class ClusterReplay(ViewHooks, ReplaySource):
-    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view."""
+class ClusterReplay(ViewHooks, HostTracker, ReplaySource):
+    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view (a host
+    missing from a later sample is shown stale with its last values, as live)."""
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        sample = ReplaySource.read(self, seq, timestamp_s)
+        if sample.gpus or not is_na(sample.nvml_status) or sample.nvml_status.code != "stale":
+            self.track_hosts(sample)
+        return sample
 
     @classmethod
     def wrap(cls, replay: ReplaySource):
@@ -419,4 +568,5 @@ class ClusterReplay(ViewHooks, ReplaySource):
             return replay
         obj = cls.__new__(cls)
         obj.__dict__.update(replay.__dict__)
+        obj.stale_hosts, obj._seen = {}, {}
         return obj

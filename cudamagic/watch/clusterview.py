@@ -15,10 +15,11 @@ from __future__ import annotations
 import contextlib
 import textwrap
 
-from ..core.fmt import NO_MATH, TEXT_WIDTH, clip, esc, format_bytes, html_table, terminal_safe, text_table
+from ..core.fmt import TEXT_WIDTH, clip, esc, format_bytes, html_table, plural, terminal_safe, text_table
 from ..core.na import is_na
-
-_CSS = "font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35"
+from ..core.style import badge, page, scroll
+from .style import MEM, UTIL, WATCH_CSS
+from .widget import header_box, part as _part, root_box, stylesheet_widget
 
 
 def last_good(sample, history=()):
@@ -28,6 +29,26 @@ def last_good(sample, history=()):
         good = next((s for s in reversed(list(history)) if s.gpus), None)
         return good, status
     return sample, None
+
+
+def stale_hosts(source) -> dict:
+    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped while the
+    server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`)."""
+    return dict(getattr(source, "stale_hosts", None) or {})
+
+
+def with_stale(gpus, stale: dict) -> list:
+    """``gpus`` plus the last GPUs of each stale host not in ``gpus``, in (host, index) order."""
+    hosts = {g.host for g in gpus}
+    extra = [g for h, v in stale.items() if h not in hosts for g in v["gpus"]]
+    return sorted([*gpus, *extra], key=lambda g: (g.host, g.index)) if extra else list(gpus)
+
+
+def stale_text(info: dict) -> str:
+    """``'exporter down since HH:MM:SS: reason'`` for one entry of :func:`stale_hosts`."""
+    import time
+
+    return f"exporter down since {time.strftime('%H:%M:%S', time.localtime(info['since']))}: {info['reason']}"
 
 
 def by_host(gpus) -> dict:
@@ -82,61 +103,75 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
     shown, stale = last_good(sample, history)
     lines = textwrap.wrap(terminal_safe(_status_line(label, state, error, stale, source)), TEXT_WIDTH,
                           break_on_hyphens=False, break_long_words=False)
-    if shown is None or not shown.gpus:
+    down = stale_hosts(source)
+    if shown is None or not (shown.gpus or down):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         lines.append(f"No GPU data{': ' + terminal_safe(why.reason) if is_na(why) else ' yet'}.")
         return "\n".join(lines)
     rows = []
-    for host, gpus in by_host(shown.gpus).items():
+    for host, gpus in by_host(with_stale(shown.gpus, down)).items():
         s = host_summary(gpus)
         per = " ".join("MIG" if g.mig_enabled is True and is_na(g.gpu_util_pct) else
                        _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
-        rows.append([clip(terminal_safe(host or "(no host label)"), 24), s["gpus"],
+        rows.append([clip(terminal_safe(host or "(no host label)") + (" (stale)" if host in down else ""), 24),
+                     s["gpus"],
                      "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
                      f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
                      "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
                      clip(per, 40)])
-    lines.append(f"{len(shown.gpus)} GPUs on {len(rows)} hosts at {shown.timestamp}")
+    lines.append(f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows) - len(down), 'host')} at "
+                 f"{shown.timestamp}" + (f"; {plural(len(down), 'host')} stale" if down else ""))
     lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
+    for host, info in down.items():
+        lines += textwrap.wrap(terminal_safe(f"{host} (stale): {stale_text(info)}; its last values are shown"),
+                               TEXT_WIDTH, break_on_hyphens=False, break_long_words=False)
     return "\n".join(lines)
 
 
 # ---- HTML ---------------------------------------------------------------------------------
 
 def tile_html(g) -> str:
-    """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped)."""
+    """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
+    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU cards."""
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
     tip = (f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
            f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
            f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
            f"{_watts(g.power_draw_mw)}")
-    bar = ('<div style="height:4px;background:var(--jp-layout-color3);margin-top:1px">'
-           '<div style="height:4px;width:{w:.0f}%;background:{c}"></div></div>')
-    return (f'<div class="cm-tile" title="{esc(tip)}" style="display:inline-block;width:44px;margin:1px;'
-            'padding:1px 2px;border:1px solid var(--jp-border-color2);background:var(--jp-layout-color1)">'
-            f'<div style="font-size:10px">{int(g.index)}{" MIG" if g.mig_enabled is True else ""}'
+    bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
+    return (f'<div class="cm-tile" title="{esc(tip)}">'
+            f'<div>{int(g.index)}{" MIG" if g.mig_enabled is True else ""}'
             f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
-            + bar.format(w=util or 0, c="var(--jp-brand-color1)")
-            + bar.format(w=mem or 0, c="var(--jp-warn-color1)") + "</div>")
+            + bar.format(w=util or 0, c=UTIL) + bar.format(w=mem or 0, c=MEM) + "</div>")
 
 
-def tiles_html(gpus) -> str:
-    """Every GPU as a tile, one row per host (host name, GPU count, mean utilization, power)."""
+def tiles_html(gpus, stale=None) -> str:
+    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power). A host of
+    ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge "exporter down since HH:MM:SS"
+    and a dashed outline (not dimmed, so the last values stay readable)."""
+    stale = stale or {}
     out = []
     for host, hg in by_host(gpus).items():
         s = host_summary(hg)
         util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
-        out.append('<div class="cm-host" style="margin:2px 0">'
-                   f'<span style="display:inline-block;width:150px;vertical-align:top;overflow:hidden">'
-                   f"<b>{esc(host or '(no host label)')}</b> {len(hg)}&nbsp;GPUs {esc(util)}</span>"
-                   + "".join(tile_html(g) for g in hg) + "</div>")
-    return "".join(out)
+        info = stale.get(host)
+        mark = "" if info is None else f'<div class="cm-host-stale">{badge(stale_text(info), "error")}</div>'
+        out.append(f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}"'
+                   + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "") + ">"
+                   '<span class="cm-host-name">'
+                   f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
+                   f"{esc(util)}</span>"
+                   + "".join(tile_html(g) for g in hg) + mark + "</div>")
+    key = ('<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
+           '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
+           '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>')
+    return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 
 
 def detail_html(gpus) -> str:
     """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
-    ratio_names = sorted({k for g in gpus for k, _ in g.ratios})
+    ratio_names = sorted({k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))})
     rows = []
     for g in gpus:
         mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
@@ -154,35 +189,48 @@ def detail_html(gpus) -> str:
                 for k in ratio_names]
         row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
         rows.append(row)
-    return html_table(["GPU", "name", "util", "memory", "temp", "power", "SM clock",
-                       *(f"{k} (0-1)" for k in ratio_names), "MIG instances", "job labels"], rows)
+        for m in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
+            mr = dict(m.ratios)
+            rows.append(["", esc(f"↳ MIG {m.uuid}"), "–",
+                         esc(f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"),
+                         "", "", "",
+                         *(esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
+                           for k in ratio_names), "", ""])
+    return '<div class="cm-detail">' + scroll(html_table(
+        ["GPU", "name", "util", "memory", "temp", "power", "SM clock", *(f"{k} (0-1)" for k in ratio_names),
+         "MIG instances", "job labels"], rows)) + "</div>"
 
 
 def status_html(sample, history, label, state, error, source=None) -> str:
+    """The status line (escaped); a stale sample is marked with an error badge, not by text colour alone."""
     shown, stale = last_good(sample, history)
-    color = "var(--jp-error-color1)" if stale is not None else "var(--jp-ui-font-color2)"
-    n = f"{len(shown.gpus)} GPUs at {shown.timestamp} | " if shown is not None and shown.gpus else ""
+    n = f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | " if shown is not None and shown.gpus else ""
     line = _status_line(label, state, error, stale, source)
     extra = ""
-    if shown is None or not shown.gpus:
+    if shown is None or not (shown.gpus or stale_hosts(source)):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
         extra = f"<div>No GPU data{': ' + esc(why.reason) if is_na(why) else ' yet'}.</div>"
-    return f'<div class="cm-cluster-status" style="color:{color}">{esc(n + line)}</div>{extra}'
+    mark = f"{badge('stale', 'error')} " if stale is not None else ""
+    cls = "cm-cluster-status cm-stale" if stale is not None else "cm-cluster-status cm-muted"
+    return f'<div class="{cls}">{mark}{esc(n + line)}</div>{extra}'
 
 
 def cluster_html(sample, history=(), label="cluster", state="", error="", source=None, host=None) -> str:
     """Static HTML of the whole cluster view (the snapshot kept in saved notebooks)."""
     shown, _ = last_good(sample, history)
     parts = [status_html(sample, history, label, state, error, source)]
-    if shown is not None and shown.gpus:
-        parts.append(tiles_html(shown.gpus))
-        groups = by_host(shown.gpus)
+    down = stale_hosts(source)
+    if shown is not None and (shown.gpus or down):
+        gpus = with_stale(shown.gpus, down)
+        parts.append(tiles_html(gpus, down))
+        groups = by_host(gpus)
         pick = host if host in groups else next(iter(groups))
         parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))
-    return f'<div class="{NO_MATH} cm-cluster" style="{_CSS}">' + "".join(parts) + "</div>"
+    return page(f"<style>{WATCH_CSS}</style>" + "".join(parts), "cluster")
 
 
 # ---- the widget ---------------------------------------------------------------------------
+
 
 class ClusterView:
     """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker, detail.
@@ -196,14 +244,16 @@ class ClusterView:
 
         self.source = source
         self.label = label
+        self.style = stylesheet_widget()
         self.status = W.HTML()
-        self.button = W.Button(description="Stop", button_style="warning", icon="stop",
+        self.button = W.Button(description="Stop", icon="stop",
                                tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
-        self.tiles = W.HTML()
+        self.tiles = W.HTML(layout=W.Layout(min_width="0"))
         self.picker = W.Dropdown(description="host", options=[])
-        self.detail = W.HTML()
-        self.root = W.VBox([W.HBox([self.status, self.button]), self.tiles, self.picker, self.detail])
-        self.root.add_class(NO_MATH)
+        self.detail = W.HTML(layout=W.Layout(min_width="0"))
+        self.root = root_box([header_box(self.status, self.button), self.tiles, self.picker, self.detail,
+                              self.style])
+        self.root.add_class("cm-cluster")
         self._on_stop = on_stop
         self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)
         self.picker.observe(lambda _change: self._refresh_detail(), names="value")
@@ -214,11 +264,11 @@ class ClusterView:
 
     def _refresh_detail(self):
         shown = self._shown
-        if shown is None or not shown.gpus:
+        if not shown:
             return
-        groups = by_host(shown.gpus)
+        groups = by_host(shown)
         pick = self.picker.value if self.picker.value in groups else next(iter(groups))
-        value = detail_html(groups[pick])
+        value = _part(detail_html(groups[pick]))
         if self.detail.value != value:
             self.detail.value = value
 
@@ -226,18 +276,19 @@ class ClusterView:
               stopped: bool = False):
         """Set the traits for ``sample`` (a stale sample keeps the last good tiles under a red status line)."""
         shown, _ = last_good(sample, history)
-        status = status_html(sample, history, self.label, state, error, self.source)
+        status = _part(status_html(sample, history, self.label, state, error, self.source))
         with contextlib.ExitStack() as stack:
             for w in self.widgets():
                 stack.enter_context(w.hold_sync())
             if self.status.value != status:
                 self.status.value = status
-            if shown is not None and shown.gpus:
-                self._shown = shown
-                tiles = tiles_html(shown.gpus)
+            down = stale_hosts(self.source)
+            if shown is not None and (shown.gpus or down):
+                self._shown = gpus = with_stale(shown.gpus, down)
+                tiles = _part(tiles_html(gpus, down))
                 if self.tiles.value != tiles:
                     self.tiles.value = tiles
-                hosts = list(by_host(shown.gpus))
+                hosts = list(by_host(gpus))
                 if list(self.picker.options) != hosts:
                     keep = self.picker.value if self.picker.value in hosts else hosts[0]
                     self.picker.options = hosts
@@ -249,7 +300,7 @@ class ClusterView:
 
     def close(self):
         """Close every widget (frees the comms)."""
-        for w in [*self.widgets(), *self.root.children[0].children, *self.root.children, self.root]:
+        for w in [*self.widgets(), *self.root.children, self.root]:
             w.close()
 
 

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Bool, Float, HasTraits, Int, Unicode
+from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
 
 from ..core.magic import AreaMagics
 
@@ -14,11 +15,23 @@ class WatchSettings(HasTraits):
     """``%gpuwatch`` settings, reachable as ``%config CudaMagics.<name>``."""
 
     watch_interval_s = Float(
-        1.0, min=0.05, help="Seconds between %gpuwatch samples (--interval). Minimum 0.1 s live (NVML's "
+        1.0, help="Seconds between %gpuwatch samples (--interval), 0.1 to 3600. Minimum 0.1 s (NVML's "
         "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while costing NVML "
-        "calls and widget traffic) and 0.05 s for --replay (no NVML cost; about 20 updates/s is what a front "
-        "end renders smoothly)."
+        "calls and widget traffic); a --replay alone may go down to 0.05 s with --interval 0.05 (no NVML cost; "
+        "about 20 updates/s is what a front end renders smoothly)."
     ).tag(config=True)
+    @validate("watch_interval_s")
+    def _usable_interval(self, proposal):
+        # the bound every live %gpuwatch checks, so a value %config accepts is one %gpuwatch accepts
+        from .options import interval_problem
+
+        value = proposal["value"]
+        problem = interval_problem(value, "CudaMagics.watch_interval_s =", replay=False,
+                                   fix="%config CudaMagics.watch_interval_s =")
+        if problem:
+            raise TraitError(problem[:-1] + " (the setting keeps its previous value).")
+        return value
+
     watch_history_samples = Int(
         600, min=2, max=1_000_000, help="Samples %gpuwatch keeps in memory (a ring buffer: constant memory "
         "however long it runs); watch.history returns them (--history)."
@@ -92,7 +105,8 @@ class WatchMagics(AreaMagics):
         ``memory.used`` is what nvidia-smi shows (the driver's reserve is ``memory.reserved``, apart).
         ``--source`` reads a whole cluster from its Prometheus server instead (one request per refresh;
         one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS" and it recovers
-        by itself). Returns the monitor: ``watch.history`` (records
+        by itself). When the monitor stops, the widget is replaced by a static snapshot of the last sample,
+        which is what a saved notebook keeps. Returns the monitor: ``watch.history`` (records
         with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
 
         Privacy on shared machines: other users' processes are listed with their process name and
@@ -131,6 +145,9 @@ class WatchMagics(AreaMagics):
         running = monitor.current()
         if running is not None and running.running and not opts.changing and (running.view is not None) == widget:
             return running  # re-display the one monitor of this kernel
+        background = widget or bool(opts.log)
+        if running is not None and running.running and not background:
+            self._before_replacing(running, opts)
         source = options.open_source(opts)
         writer = options.open_writer(opts)
         if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
@@ -144,4 +161,18 @@ class WatchMagics(AreaMagics):
             time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
         return monitor.start_watch(source, interval_s=opts.interval_s, history_len=opts.history,
                                    count=opts.count, writer=writer, widget=widget,
-                                   background=widget or bool(opts.log), options=opts.as_dict())
+                                   background=background, options=opts.as_dict())
+
+    @staticmethod
+    def _before_replacing(running, opts):
+        """A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background monitor: refuse
+        when that one is writing a ``--log`` (its recording would end unnoticed), else say it was stopped."""
+        log = running.options.get("log")
+        what = "--loop" if opts.loop else "--text"
+        if log:
+            raise UsageError(
+                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch {what}` would "
+                f"stop it and end that recording. To see its current values type `%gpuwatch` (it shows the "
+                "running monitor); to end it first type `%gpuwatch --stop`, then run this line again.")
+        print(f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to show "
+              f"this one; type `%gpuwatch` to start a live one again.")

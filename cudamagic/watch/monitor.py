@@ -7,20 +7,37 @@
 
 At most one monitor runs per process: :func:`start_watch` stops the previous one;
 :func:`stop_current` is registered with ``atexit`` (kernel shutdown) and as the
-``%unload_ext`` cleanup. No IPython import here.
+``%unload_ext`` cleanup.
+
+Saved notebooks (ipywidgets 8 saves a widget output as ``application/vnd.jupyter.widget-view+json`` plus the
+``text/plain``/``text/html`` given with it; the widget's state only when the user saves widget state, so a reopened
+notebook otherwise shows "Error displaying widget: model not found"): a monitor with a widget is displayed with a
+``display_id`` (:meth:`GpuWatch._ipython_display_`), and the moment it stops (Stop button, ``--count`` reached,
+end of a replay, ``%gpuwatch --stop``, a new ``%gpuwatch``, ``%unload_ext``, kernel shutdown) every output showing it
+is replaced by ``update_display_data`` with a static HTML snapshot of the final state and the text table, without
+the widget; its widgets are then closed. While it runs, the HTML and text saved beside the widget say it was a
+live monitor and when it started. ``update_display_data`` targets outputs by their display id, not the cell
+running now, so sending it from the sampler thread when ``--count`` is reached cannot put output in another cell
+(the reason the thread otherwise never displays, F13). IPython is imported only inside the display methods.
 """
 
 from __future__ import annotations
 
 import atexit
 import threading
+import time
+import uuid
 
 # the text view is called through its module (text.sample_text), so a replaced function takes effect
+from ..core.fmt import plural
 from . import text as text_view
 from .sampler import Sampler
 from .samples import sample_rows
 from .sources import EndOfTrace
-from .widget import WatchView, snapshot_html
+from .widget import WatchView, live_fallback_html, live_fallback_line, snapshot_html
+
+#: The widget mimetype of ipywidgets 8 (what a saved notebook keeps of a widget output).
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 SPARKLINE_POINTS = 120
 
@@ -43,6 +60,11 @@ class GpuWatch:
         self.label = label
         self.options = dict(options or {})
         self.view = None
+        self.started_s = time.time()
+        self._display_id = None  # set when first displayed with its widget
+        self._ended = False  # the sampler finished: displays show the static snapshot
+        self._replaced = False  # the outputs showing the widget were replaced by the snapshot
+        self._display_lock = threading.RLock()
         if widget:
             make_view = getattr(sampler.source, "make_view", None)  # cluster sources have their own view
             self.view = make_view(on_stop=self.stop) if make_view else WatchView(
@@ -100,7 +122,7 @@ class GpuWatch:
 
     def state(self) -> str:
         """``'running, every 1 s'`` or ``'stopped (why)'``."""
-        if self.running:
+        if self.running and not self.sampler.finished:
             return f"running, every {self.sampler.interval_s:g} s"
         return _stopped(self.sampler.finished or "not started")
 
@@ -121,13 +143,71 @@ class GpuWatch:
         return render(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
                       self.sampler.samples_taken, self.sampler.error)
 
-    def _repr_mimebundle_(self, include=None, exclude=None):
+    def _shows_snapshot(self) -> bool:
+        return self._ended or self._replaced or not self.running
+
+    def static_bundle(self) -> dict:
+        """The snapshot of the current state without the widget: ``text/plain`` table and ``text/html``."""
         data = {"text/plain": self.text()}
         if self.view is not None:
             data["text/html"] = self._repr_html_()
-            data["application/vnd.jupyter.widget-view+json"] = {
-                "version_major": 2, "version_minor": 0, "model_id": self.view.root.model_id}
         return data
+
+    def live_bundle(self) -> dict:
+        """What a running monitor's output holds: the widget view, and beside it, for wherever the widget cannot
+        be shown later (a saved notebook reopened, nbviewer, GitHub), HTML saying it was live and when it
+        started, and the text table of the moment it was displayed, labelled as such."""
+        line = live_fallback_line(self.label, self.started_s, self.sampler.interval_s)
+        latest = self.sampler.latest
+        when = time.strftime("%H:%M:%S")
+        render = getattr(self.sampler.source, "render_text", None)
+        state = f"values at {when}, when displayed"
+        table = (render(latest, self.sampler.snapshot()[1], self.label, state, self.sampler.error) if render else
+                 text_view.sample_text(latest, self.label, state, self.sampler.error))
+        return {"text/plain": line + "\n\n" + table,
+                "text/html": live_fallback_html(self.label, self.started_s, self.sampler.interval_s),
+                WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": self.view.root.model_id}}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        if self.view is None or self._shows_snapshot():
+            return self.static_bundle()
+        return self.live_bundle()
+
+    @property
+    def _ipython_display_(self):
+        """IPython's display hook: with a widget, :meth:`display` (a property, None without a widget, so the
+        terminal and ``--text`` keep the plain ``Out[n]`` table)."""
+        return self.display if self.view is not None else None
+
+    def display(self):
+        """Display the monitor: while it runs, the widget under this monitor's ``display_id`` (replaced by the
+        snapshot when it stops); once stopped, the static snapshot."""
+        from IPython.display import display
+
+        with self._display_lock:
+            if self._shows_snapshot():
+                display(self.static_bundle(), raw=True)
+                return
+            if self._display_id is None:
+                self._display_id = f"cudamagic-gpuwatch-{uuid.uuid4().hex}"
+            display(self.live_bundle(), raw=True, display_id=self._display_id)
+
+    def _replace_display(self):
+        """Replace every output showing the widget by the static snapshot (once), then close the widgets."""
+        with self._display_lock:
+            self._ended = True
+            if self._display_id is None or self._replaced:
+                return
+            self._replaced = True
+            bundle = self.static_bundle()
+            try:
+                from IPython.display import display
+
+                display(bundle, raw=True, display_id=self._display_id, update=True)
+            except Exception as exc:  # kernel shutting down: nothing to update any more
+                self.sampler._record(f"replacing the widget by its snapshot failed: {type(exc).__name__}: {exc}")
+                return
+        self.view.close()
 
     def _repr_pretty_(self, p, cycle):
         p.text(self.text())
@@ -147,6 +227,7 @@ class GpuWatch:
         latest, hist = self.sampler.snapshot()
         self.view.apply(latest, hist[-SPARKLINE_POINTS:], state=_stopped(self.sampler.finished),
                         samples_taken=self.sampler.samples_taken, error=self.sampler.error, stopped=True)
+        self._replace_display()
 
 
 def _stopped(why: str) -> str:
@@ -248,4 +329,4 @@ def stop_message() -> str:
     if w is None or not w.running:
         return "No %gpuwatch is running."
     w.stop()
-    return f"%gpuwatch stopped after {w.samples_taken} samples."
+    return f"%gpuwatch stopped after {plural(w.samples_taken, 'sample')}."

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
+from ..core.fmt import plural
 from .sampler import MAX_INTERVAL_S
 from .sources import LiveSource, ReplaySource
 from .trace import TraceError, TraceWriter
@@ -58,19 +59,28 @@ class WatchOptions:
                 "source": self.source, "job": self.job, "hosts": ",".join(self.hosts)}
 
 
-def check_interval(interval: float, given: str, replay: bool) -> float:
-    """``interval`` in seconds if it is a usable sampling interval, else ``UsageError`` naming ``given``."""
+def interval_problem(interval: float, given: str, replay: bool, fix: str = "%gpuwatch --interval") -> str:
+    """What is wrong with ``interval`` (seconds) as a sampling interval, one paragraph naming ``given`` and
+    ending with the command ``fix VALUE`` to type; ``""`` when it is usable (0.1 s live, 0.05 s for a
+    replay, to 3600 s). Shared by :func:`check_interval` and the ``CudaMagics.watch_interval_s`` validator."""
     minimum = MIN_REPLAY_INTERVAL_S if replay else MIN_LIVE_INTERVAL_S
     if math.isnan(interval):
-        raise UsageError(f"{given} {interval:g} is not a number of seconds; type for example "
-                         "`%gpuwatch --interval 0.5`.")
+        return f"{given} {interval:g} is not a number of seconds; type for example `{fix} 0.5`."
     if not interval >= minimum:
-        raise UsageError(f"{given} {interval:g} is below the minimum of {minimum:g} s "
-                         f"{'for a replay' if replay else 'for a live watch'}; type for example "
-                         f"`%gpuwatch --interval {max(minimum, 0.5):g}`.")
+        return (f"{given} {interval:g} is below the minimum of {minimum:g} s "
+                f"{'for a replay' if replay else 'for a live watch'}; type for example "
+                f"`{fix} {max(minimum, 0.5):g}`.")
     if interval > MAX_INTERVAL_S:
-        raise UsageError(f"{given} {interval:g} is too long: the interval is at most "
-                         f"{MAX_INTERVAL_S:g} s; type for example `%gpuwatch --interval 60`.")
+        return (f"{given} {interval:g} is too long: the interval is at most {MAX_INTERVAL_S:g} s; type for "
+                f"example `{fix} 60`.")
+    return ""
+
+
+def check_interval(interval: float, given: str, replay: bool) -> float:
+    """``interval`` in seconds if it is a usable sampling interval, else ``UsageError`` naming ``given``."""
+    problem = interval_problem(interval, given, replay)
+    if problem:
+        raise UsageError(problem)
     return interval
 
 
@@ -134,8 +144,10 @@ def cluster_options(args) -> tuple:
     text, job, hosts = getattr(args, "source", None), getattr(args, "job", None), getattr(args, "hosts", None)
     if not text:
         if job is not None or hosts:
-            raise UsageError(f"{'--job' if job is not None else '--hosts'} needs a cluster source; type e.g. "
-                             "`%gpuwatch --source prometheus://localhost:9090 --job`.")
+            flag = "--job" if job is not None else "--hosts"
+            example = "--job" if job is not None else f"--hosts {hosts}"
+            raise UsageError(f"{flag} needs a cluster source; type e.g. "
+                             f"`%gpuwatch --source prometheus://localhost:9090 {example}`.")
         return None, None, ()
     if args.replay:
         raise UsageError("--source and --replay cannot be combined: a replay plays a file. Type "
@@ -175,9 +187,10 @@ def open_source(opts: WatchOptions):
     if opts.devices is not None and source.status is None:
         bad = [d for d in opts.devices if not 0 <= d < source.device_count]
         if bad:
-            raise UsageError(f"--devices: GPU {bad[0]} does not exist; NVML sees {source.device_count} "
-                             f"GPU(s), indices 0 to {source.device_count - 1} (nvidia-smi order). Type "
-                             f"for example `%gpuwatch --devices 0`.")
+            n = source.device_count
+            seen = "no GPU" if n == 0 else plural(n, "GPU") + (", index 0" if n == 1 else f", indices 0 to {n - 1}")
+            raise UsageError(f"--devices: GPU {bad[0]} does not exist; NVML sees {seen} (nvidia-smi order). "
+                             "Type for example `%gpuwatch --devices 0`, or leave --devices out.")
         source.devices = list(dict.fromkeys(opts.devices))
     return source
 
@@ -198,9 +211,13 @@ def open_cluster(opts: WatchOptions):
         probe = source.read(0, time.time())
         if not probe.gpus and getattr(probe.nvml_status, "code", "") == "no_gpus":
             source.close()
-            raise UsageError(f"{probe.nvml_status.reason}. Give the value to match, e.g. `%gpuwatch --source "
-                             f"{opts.source} --job 12345` (a Slurm job id, pod or host name), or leave --job / "
-                             "--hosts out to see every GPU the server knows.")
+            if opts.job is not None:
+                fix = (f"Give the value to match, e.g. `%gpuwatch --source {opts.source} --job 12345` (a Slurm "
+                       "job id, pod or host name), or leave --job out")
+            else:
+                fix = (f"Give host names the exporters report (their Hostname/hostname label, or its short form), "
+                       f"e.g. `%gpuwatch --source {opts.source} --hosts node07,node08`, or leave --hosts out")
+            raise UsageError(f"{probe.nvml_status.reason}. {fix} to see every GPU the server knows.")
     return source
 
 

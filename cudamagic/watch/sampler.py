@@ -11,6 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..core.fmt import plural
 from .sources import EndOfTrace
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ class Sampler:
                 if wait(next_t - now):
                     self.finished = "stopped"
                     return
-            self.finished = f"{self.samples_taken} samples taken (--count)"
+            self.finished = f"{plural(self.samples_taken, 'sample')} taken (--count)"
         except BaseException as exc:  # KeyboardInterrupt in the foreground loop, or a bug
             self.finished = "interrupted" if isinstance(exc, KeyboardInterrupt) else \
                 f"sampler crashed: {type(exc).__name__}: {exc}"

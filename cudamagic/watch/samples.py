@@ -76,12 +76,17 @@ class ProcessSample:
 
 @dataclass(frozen=True)
 class MigSample:
-    """One MIG instance: 0-based slot index, ``MIG-...`` UUID, memory in bytes (F06)."""
+    """One MIG instance: 0-based slot index, ``MIG-...`` UUID, memory in bytes (F06).
+
+    From a cluster source, ``ratios`` are the instance's DCGM profiling ratios ``((name, 0-1 float or NA),
+    ...)`` (``DCGM_FI_PROF_*`` of its ``GPU_I_ID``); ``()`` otherwise.
+    """
 
     index: int
     uuid: object
     memory_used_bytes: object
     memory_total_bytes: object
+    ratios: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -238,6 +243,8 @@ def sample_rows(s: Sample) -> list:
             r = {k: v for k, v in r.items() if not k.startswith(("host.", "torch."))}
             r["host"] = g.host
             r.update({f"prof.{k}": v for k, v in g.ratios})
+            for m in g.mig_devices:  # a MIG instance's ratios: its own columns, never merged with the GPU's
+                r.update({f"mig.{m.index}.prof.{k}": v for k, v in m.ratios})
         for key, attr in GPU_FIELDS.items():
             r[key] = getattr(g, attr)
         reasons = g.throttle_reasons

@@ -17,6 +17,7 @@ import sys
 import time
 
 from ..core import nvml, platform, wincounters
+from ..core.fmt import plural
 from ..core.na import NA, is_na
 from . import trace
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
@@ -457,7 +458,7 @@ class ReplaySource:
         self.status = self.samples[0].nvml_status if self.samples else None
         skipped = self.header.get("skipped_bytes", 0)
         # a long --log run: only its end fits the replay memory bound; say so in the label
-        self.label = f"replay of {path}" + (f" (last {len(self.samples)} samples)" if skipped else "")
+        self.label = f"replay of {path}" + (f" (last {plural(len(self.samples), 'sample')})" if skipped else "")
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """The next recorded sample (its own recorded timestamp); :class:`EndOfTrace` after the last."""

@@ -46,7 +46,8 @@ def sample_to_json(s: Sample) -> dict:
             d[key] = getattr(g, attr)
         d["mig.mode.current"] = g.mig_enabled if is_na(g.mig_enabled) else ("Enabled" if g.mig_enabled else "Disabled")
         d["mig.devices"] = [{"index": m.index, "uuid": m.uuid, "memory.used": m.memory_used_bytes,
-                             "memory.total": m.memory_total_bytes} for m in g.mig_devices]
+                             "memory.total": m.memory_total_bytes, **({"prof": dict(m.ratios)} if m.ratios else {})}
+                            for m in g.mig_devices]
         d["processes"] = g.processes if is_na(g.processes) else [
             {"pid": p.pid, "name": p.name, "cmdline": p.cmdline, "used_memory": p.used_memory_bytes,
              "type": p.type, "own": p.own, "visible": p.visible,
@@ -220,11 +221,14 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
         mig = c.na(mig, "mig.mode.current") if isinstance(mig, dict) else (c.text(mig, "mig.mode.current") == "Enabled")
         migs = []
         for m in c.lst(g.get("mig.devices", []), "mig.devices", 64):
-            c.obj(m, "mig.devices[]", ["index", "uuid", "memory.used", "memory.total"], required=["index"])
+            c.obj(m, "mig.devices[]", ["index", "uuid", "memory.used", "memory.total", "prof"], required=["index"])
+            mprof = m.get("prof", {})
+            c.obj(mprof, "prof", list(mprof) if isinstance(mprof, dict) else [])
             migs.append(MigSample(index=c.num(m["index"], "index", na=False, integer=True),
                                   uuid=c.str_or_na(m.get("uuid", ""), "uuid"),
                                   memory_used_bytes=c.num(m.get("memory.used", 0), "memory.used"),
-                                  memory_total_bytes=c.num(m.get("memory.total", 0), "memory.total")))
+                                  memory_total_bytes=c.num(m.get("memory.total", 0), "memory.total"),
+                                  ratios=tuple((c.text(k, "prof"), c.num(v, k)) for k, v in mprof.items())))
         procs = g.get("processes", [])
         if isinstance(procs, dict):
             procs = c.na(procs, "processes")

@@ -1,9 +1,14 @@
-"""The ``%gpuwatch`` display in a notebook: HTML fragments, sparklines and the ipywidgets tree.
+"""The ``%gpuwatch`` display in a notebook: HTML fragments, charts and the ipywidgets tree.
 
 :class:`WatchView` builds the widget tree once and :meth:`WatchView.apply` sets trait values
 inside ``hold_sync()`` (the only thing the sampler thread does with widgets: no print, no
-display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form.
+display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form: the monitor
+replaces its widget by it when it stops (see :mod:`.monitor`), so saved notebooks keep the last values.
+:func:`live_fallback_html` is what a saved notebook shows for a monitor that was still running when saved.
 The plain-text form is :mod:`.text`.
+
+Look: one scoped stylesheet (:data:`cudamagic.core.style.CSS` + :data:`.style.WATCH_CSS`), colours only from
+JupyterLab's ``--jp-*`` theme variables; a GPU row wraps its chart below the numbers in a narrow output.
 
 Every string that comes from outside (process names and command lines, GPU names,
 file paths, NVML error text) goes through :func:`cudamagic.core.fmt.esc` before HTML.
@@ -14,17 +19,28 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import datetime as _dt
 
-from ..core.fmt import NO_MATH, esc, format_bytes
+from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
+from ..core.style import CSS, badge, page, scroll
 from .samples import Sample
+from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
 from .text import (PROCESS_LABELS, counter_notes, mem_text, no_process_line, num_text, pct_text, process_label,
                    process_memory_text, process_notes, reasons_text, torch_text)
 
-_CSS = ("font-family:var(--jp-code-font-family,monospace);font-size:12px;line-height:1.35")
+#: Height of a chart's plot area (px).
+CHART_HEIGHT_PX = 48
+#: Width of a chart's y-axis labels (px); the plot is ``CHART_WIDTH_PX`` minus this and a 3 px gap.
+_Y_AXIS_PX = 34
 
 
 # ---- HTML -----------------------------------------------------------------------------------
+
+def part(fragment: str) -> str:
+    """One widget's HTML: the fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting)."""
+    return f'<div class="cudamagic {NO_MATH} cm-part">{fragment}</div>'
+
 
 def _w(mw):
     return str(mw) if is_na(mw) else f"{mw / 1000:.0f} W"
@@ -32,33 +48,27 @@ def _w(mw):
 
 def _cell(v, text=None):
     """Escaped value; NA as 'N/A' with the reason as tooltip and beside it."""
-    if is_na(v):
-        return (f'<span title="{esc(v.reason)}" style="color:#888">N/A</span> '
-                f'<small style="color:#888">({esc(v.reason)})</small>')
-    return esc(v if text is None else text)
+    return na_cell_html(v, None if text is None else str(text))
 
 
-def _bar(frac, color, reserved_frac=None):
-    """A 120 px bar filled to ``frac`` (0-1); with ``reserved_frac`` a grey segment after it for the driver's
-    memory reserve (``memory.reserved``). Only called with plausible readings (see nvml.check_value)."""
-    frac = 0.0 if frac is None else max(0.0, min(1.0, frac))
-    extra = ""
-    if reserved_frac is not None:
-        r = max(0.0, min(1.0 - frac, reserved_frac))
-        extra = (f'<span title="driver reserve (memory.reserved)" style="display:inline-block;width:{r * 100:.1f}%;'
-                 f'height:100%;background:#9e9e9e"></span>')
-    return (f'<span style="display:inline-block;width:120px;height:9px;background:#e6e6e6;vertical-align:middle;'
-            f'white-space:nowrap;font-size:0">'
-            f'<span style="display:inline-block;width:{frac * 100:.1f}%;height:100%;background:{color}"></span>'
-            f'{extra}</span>')
+def _driver_model(g) -> str:
+    """`` · WDDM`` where NVML reports a driver model (Windows), ``""`` where it is not supported (Linux)."""
+    model = getattr(g, "driver_model", None)
+    if model is None or (is_na(model) and model.code == "not_supported"):
+        return ""
+    if is_na(model):
+        return f' <span class="cm-muted">· driver model {_cell(model)}</span>'
+    return (f' <span class="cm-muted" title="Windows driver model (nvmlDeviceGetDriverModel)">· '
+            f'{esc(model)}</span>')
 
 
 def gpu_html(g) -> str:
-    """One GPU card (escaped)."""
+    """One GPU card (escaped): name, driver model, bars with their values, the other readings, processes."""
     title = ("MIG " if g.mig_enabled is True else "") + ("" if is_na(g.name) else str(g.name))
-    head = f"<b>GPU {g.index}</b> {esc(title)} <small>{_cell(g.uuid)}</small>"
+    head = (f'<div class="cm-gpu-head">GPU {int(g.index)} {esc(title)}{_driver_model(g)} '
+            f'<small class="cm-muted">{_cell(g.uuid)}</small></div>')
     if g.lost is not None:
-        return f'<div style="{_CSS}">{head} <b style="color:#b00020">LOST</b> {_cell(g.lost)}</div>'
+        return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
     util = g.gpu_util_pct
     mem_frac = None if is_na(g.memory_used_bytes) or is_na(g.memory_total_bytes) or not g.memory_total_bytes \
         else g.memory_used_bytes / g.memory_total_bytes
@@ -66,11 +76,13 @@ def gpu_html(g) -> str:
     rsv_frac = None if mem_frac is None or is_na(rsv) else rsv / g.memory_total_bytes
     rsv_text = (" · reserved by the driver " + _cell(rsv, format_bytes(rsv))) if not is_na(rsv) or \
         rsv.code != "error" else ""
+    util_value = _cell(util, pct_text(util))
+    mem_value = _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))
     rows = [
-        ("utilization", (_bar(None if is_na(util) else util / 100, "#3b7dd8") + " " if not is_na(util) else "")
-         + _cell(util, pct_text(util)) + " · memory bandwidth " + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))),
-        ("memory", (_bar(mem_frac, "#2e9d5b", rsv_frac) + " " if mem_frac is not None else "")
-         + _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes)) + rsv_text),
+        ("utilization", (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
+         + " · memory bandwidth " + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))),
+        ("memory", (meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value) if mem_frac is not None
+                    else mem_value) + rsv_text),
         ("temperature", _cell(g.temperature_c, num_text(g.temperature_c, " °C"))),
         ("power", _cell(g.power_draw_mw, _w(g.power_draw_mw)) + " / " + _cell(g.power_limit_mw, _w(g.power_limit_mw))),
         ("fan", _cell(g.fan_speed_pct, pct_text(g.fan_speed_pct))),
@@ -79,11 +91,11 @@ def gpu_html(g) -> str:
         ("P-state", _cell(g.pstate, num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
         ("throttle", _cell(reasons_text(g))),
     ]
-    body = "".join(f"<tr><td style='padding-right:8px;color:#555'>{k}</td><td>{v}</td></tr>" for k, v in rows)
+    body = "".join(f'<span class="cm-k">{k}</span><span>{v}</span>' for k, v in rows)
     migs = "".join(f"<div>MIG {m.index} <code>{esc(m.uuid)}</code>: "
                    f"{_cell(m.memory_used_bytes, mem_text(m.memory_used_bytes, m.memory_total_bytes))}</div>"
                    for m in g.mig_devices)
-    return f'<div style="{_CSS}">{head}<table>{body}</table>{migs}{processes_html(g)}</div>'
+    return f'{head}<div class="cm-rows">{body}</div>{migs}{processes_html(g)}'
 
 
 def processes_html(g) -> str:
@@ -91,20 +103,21 @@ def processes_html(g) -> str:
     if is_na(g.processes):
         return f"<div>processes: {_cell(g.processes)}</div>"
     if not g.processes:
-        return f"<div style='color:#555'>{esc(no_process_line(g))}</div>"
+        return f'<div class="cm-muted">{esc(no_process_line(g))}</div>'
     rows = []
     for p in g.processes:
         name = (f'<span title="{esc(p.name.reason)}">{esc(process_label(p))}</span>'
                 if is_na(p.name) and (p.name.code in PROCESS_LABELS or not p.visible) else _cell(p.name))
         tip = "" if is_na(p.cmdline) else f' title="{esc(p.cmdline)}"'
-        mine = " <b>(this kernel)</b>" if p.own else ""
-        style = ' style="font-weight:bold"' if p.own else ""
-        rows.append(f"<tr{style}{tip}><td>{p.pid}</td><td>{name}{mine}</td><td>{esc(p.type)}</td>"
-                    f"<td>{_cell(p.used_memory_bytes, process_memory_text(p))}</td></tr>")
-    note = "".join(f"<div style='color:#555'>{esc(n)}</div>"
+        mine = " (this kernel)" if p.own else ""
+        cls = ' class="cm-own"' if p.own else ""
+        rows.append(f'<tr{cls}{tip}><td class="cm-num">{p.pid}</td><td class="cm-prose">{name}{mine}</td>'
+                    f'<td>{esc(p.type)}</td><td class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
+                    "</td></tr>")
+    note = "".join(f'<div class="cm-muted">{esc(n)}</div>'
                    for n in counter_notes(g.processes) + process_notes(g.processes))
-    return ("<table><tr style='color:#555'><td>pid</td><td>process</td><td>type</td><td>GPU memory</td></tr>"
-            + "".join(rows) + "</table>" + note)
+    return scroll('<table class="cm-table cm-procs"><thead><tr><th>pid</th><th>process</th><th>type</th>'
+                  "<th>GPU memory</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>") + note
 
 
 def host_html(sample: Sample) -> str:
@@ -121,14 +134,16 @@ def host_html(sample: Sample) -> str:
     t = sample.torch
     parts.append("<b>PyTorch</b> " + (_cell(t) if is_na(t) else esc(torch_text(t))))
     if sample.nvml_status is not None:
-        parts.insert(0, f"<b style='color:#a15c00'>No GPU data:</b> {esc(sample.nvml_status.reason)}")
+        parts.insert(0, f"{badge('No GPU data', 'warn')} {esc(sample.nvml_status.reason)}")
     if sample.hint:
-        parts.append(f"<b style='color:#a15c00'>hint</b> {esc(sample.hint)}")
-    return f'<div style="{_CSS}">' + "<br>".join(parts) + "</div>"
+        parts.append(f"{badge('hint', 'info')} {esc(sample.hint)}")
+    return "<br>".join(parts)
 
+
+# ---- charts ---------------------------------------------------------------------------------
 
 def spark_point(g):
-    """``(utilization %, memory used %)`` of one GpuSample for the sparkline; None where NA or absent."""
+    """``(utilization %, memory used %)`` of one GpuSample for the chart; None where NA or absent."""
     if g is None:
         return None, None
     u = None if is_na(g.gpu_util_pct) else float(g.gpu_util_pct)
@@ -138,78 +153,164 @@ def spark_point(g):
     return u, m
 
 
-def sparkline_svg(history, index: int, width: int = 240, height: int = 40) -> str:
-    """Inline SVG of GPU ``index``'s utilization (blue) and memory used % (green) over ``history``
-    (a list of Samples). Only numbers computed here go into the SVG; NA points break the line."""
-    return sparkline_from_points([spark_point(next((g for g in s.gpus if g.index == index), None))
-                                  for s in history], index, width, height)
+def chart_points(history, index: int) -> list:
+    """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history`` (a list of Samples)."""
+    return [(s.timestamp_s, *spark_point(next((g for g in s.gpus if g.index == index), None))) for s in history]
 
 
-def sparkline_from_points(points, index: int, width: int = 240, height: int = 40) -> str:
-    """The sparkline SVG from ``[(util %, mem %), ...]`` (None = not available).
+def chart_html(history, index: int) -> str:
+    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (a list of Samples)."""
+    return chart_from_points(chart_points(history, index), index)
 
-    The polylines use the point index as x and ``100 - value`` (whole percent) as y in a
-    ``viewBox`` stretched to ``width`` x ``height``, so building it costs a few integer formats per point.
+
+def _clock(ts: float) -> str:
+    return _dt.datetime.fromtimestamp(ts).strftime("%H:%M:%S")
+
+
+def span_text(seconds: float) -> str:
+    """A duration in words: ``'45 s'``, ``'2 min 5 s'``, ``'1 h 3 min'``."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+
+
+def chart_from_points(points, index: int) -> str:
+    """The chart HTML from ``[(timestamp_s, util %, mem %), ...]`` (None = not available).
+
+    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the time axis:
+    first and last sample's clock time and the span between them. x is the time, so the charts of all GPUs
+    (built from the same samples, with the same :data:`~.style.CHART_WIDTH_PX`) share one time axis. The
+    polylines live in a ``viewBox`` of 1000 x 100 stretched to the plot; only numbers computed here go in it.
     """
     n = len(points)
+    t0 = points[0][0] if n else 0.0
+    t1 = points[-1][0] if n else 0.0
+    dt = t1 - t0
 
-    def lines(k, color):
+    def x(t):
+        return 1000 if dt <= 0 else round(1000 * (t - t0) / dt)
+
+    def lines(k, cls):
         out, seg = [], []
-        for i, p in enumerate(points):
+        for p in points:
             v = p[k]
             if v is None:
                 if len(seg) > 1:
                     out.append(seg)
                 seg = []
                 continue
-            seg.append(f"{i},{100 - (0 if v < 0 else 100 if v > 100 else round(v))}")
+            seg.append(f"{x(p[0])},{100 - (0 if v < 0 else 100 if v > 100 else round(v))}")
         if len(seg) > 1:
             out.append(seg)
-        return "".join(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" '
-                       f'vector-effect="non-scaling-stroke" points="{" ".join(s)}"/>' for s in out)
+        return "".join(f'<polyline class="{cls}" fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke" '
+                       f'points="{" ".join(s)}"/>' for s in out)
 
-    return (f'<svg width="{width}" height="{height}" viewBox="0 -2 {max(1, n - 1)} 104" preserveAspectRatio="none" '
-            f'xmlns="http://www.w3.org/2000/svg" style="background:#fafafa;border:1px solid #ddd">'
-            f'<title>GPU {int(index)}: utilization % (blue), memory used % (green), last {n} samples</title>'
-            f'{lines(1, "#2e9d5b")}{lines(0, "#3b7dd8")}</svg>')
+    if n:
+        when = f"{_clock(t0)} to {_clock(t1)}"
+        axis = (f'<span>{_clock(t0)}</span><span>{span_text(dt)} shown</span><span>{_clock(t1)}</span>'
+                if n > 1 else f"<span>{_clock(t1)}</span><span>collecting...</span>")
+    else:
+        when, axis = "no samples yet", "<span>no samples yet</span>"
+    label = f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
+    plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
+    svg = (f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" preserveAspectRatio="none" '
+           f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
+           '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" vector-effect="non-scaling-stroke"/>'
+           f'{lines(2, "cm-line-mem")}{lines(1, "cm-line-util")}</svg>')
+    return (f'<div class="cm-chart"><div class="cm-chart-key"><span><span class="cm-swatch"></span>utilization'
+            '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
+            f'<div class="cm-chart-body"><div class="cm-chart-y" style="flex:0 0 {_Y_AXIS_PX}px">'
+            '<span>100%</span><span>50%</span><span>0%</span></div>'
+            f'{svg}</div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>')
 
+
+# ---- whole views ----------------------------------------------------------------------------
 
 def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
     """Title line: live or REPLAY (clearly labelled), time, counters, last sampler error."""
     if label.startswith("replay of "):
-        kind = (f"<b style='background:#a15c00;color:white;padding:0 4px'>REPLAY</b> of "
-                f"<code>{esc(label[len('replay of '):])}</code>")
+        kind = f"{badge('REPLAY', 'warn')} of <code>{esc(label[len('replay of '):])}</code>"
         when = "recorded at " + (esc(sample.timestamp) if sample else "-")
     else:
-        kind = "<b style='background:#1b7f3b;color:white;padding:0 4px'>LIVE</b>"
+        kind = badge("LIVE", "ok")
         when = esc(sample.timestamp) if sample else "-"
-    err = f"<br><span style='color:#b00020'>sampler error: {esc(error)}</span>" if error else ""
-    return (f'<div style="{_CSS}"><b>gpuwatch</b> {kind} · {when} · samples: {int(samples_taken)} · '
-            f'{esc(state)}{err}</div>')
+    err = f'<div>{badge("sampler error", "error")} {esc(error)}</div>' if error else ""
+    return (f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {when}</span> '
+            f'<span>· samples: {int(samples_taken)}</span> <span>· {esc(state)}</span></div>{err}')
+
+
+def _sheet() -> str:
+    return f"<style>{WATCH_CSS}</style>"
 
 
 def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
-    """Static HTML of the whole monitor (the ``text/html`` fallback and ``_repr_html_``)."""
-    parts = [status_html(sample, label, state, samples_taken, error)]
+    """Static HTML of the whole monitor (the ``text/html`` form and the snapshot a stopped monitor leaves)."""
+    parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
-            parts.append(gpu_html(g) + sparkline_svg(history, g.index))
-        parts.append(host_html(sample))
-    return f'<div class="{NO_MATH}">' + "".join(parts) + "</div>"
+            parts.append(f'<div class="cm-gpu-row"><div class="cm-card">{gpu_html(g)}</div>'
+                         f"{chart_html(history, g.index)}</div>")
+        parts.append(f"<div>{host_html(sample)}</div>")
+    return page("".join(parts), "watch")
+
+
+def live_fallback_line(label: str, started_s: float, interval_s: float) -> str:
+    """What a saved notebook says for a monitor that was running when saved: it was live, and how to see it."""
+    what = f"replay of {label[len('replay of '):]}" if label.startswith("replay of ") else "live monitor"
+    return (f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were shown by a "
+            "widget and not saved. Re-run the cell to watch again.")
+
+
+def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
+    """The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved notebook
+    opened elsewhere, nbviewer, GitHub)."""
+    return page(f'<div class="cm-box cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
+                "watch")
 
 
 # ---- the widget tree ----------------------------------------------------------------------
+
+def stylesheet_widget():
+    """An invisible HTML widget holding the stylesheet once (the parts do not repeat it on every update)."""
+    import ipywidgets as W
+
+    return W.HTML(value=f"<style>{CSS}{WATCH_CSS}</style>", layout=W.Layout(display="none"))
+
+
+def header_box(status, button):
+    """Status line and Stop button in one row that wraps (the button goes below, never cut off)."""
+    import ipywidgets as W
+
+    status.layout = W.Layout(flex="1 1 260px", min_width="0")
+    button.layout = W.Layout(flex="0 0 auto", width="auto")
+    return W.HBox([status, button], layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%"))
+
+
+def root_box(children):
+    """The outer VBox: the ``cudamagic`` scope of the stylesheet, no math typesetting, full output width."""
+    import ipywidgets as W
+
+    root = W.VBox(children, layout=W.Layout(width="100%", max_width="100%"))
+    for cls in ("cudamagic", NO_MATH, "cm-watch"):
+        root.add_class(cls)
+    return root
+
 
 class WatchView:
     """The ipywidgets tree of one monitor, built once.
 
     Args:
-        indices: NVML indices of the GPUs shown (one card + sparkline each).
+        indices: NVML indices of the GPUs shown (one card + chart each).
         label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
-    ``root`` is the VBox to display. :meth:`apply` only sets ``value`` traits, inside
-    ``hold_sync()`` of each widget, and only when a value changed.
+    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one wrapping row per
+    GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves below the numbers in a narrow
+    output), the host line, and a hidden widget holding the stylesheet. :meth:`apply` only sets ``value`` traits,
+    inside ``hold_sync()`` of each widget, and only when a value changed.
     """
 
     SPARK_POINTS = 120
@@ -218,17 +319,23 @@ class WatchView:
         import ipywidgets as W
 
         self.label = label
+        self.style = stylesheet_widget()
         self.status = W.HTML()
-        self.button = W.Button(description="Stop", button_style="warning", icon="stop",
+        self.button = W.Button(description="Stop", icon="stop",
                                tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
-        self.cards = {i: W.HTML() for i in indices}
-        self.sparks = {i: W.HTML() for i in indices}
-        self.host = W.HTML()
-        rows = [W.HBox([self.cards[i], self.sparks[i]]) for i in indices]
-        self.root = W.VBox([W.HBox([self.status, self.button]), *rows, self.host])
+        self.cards = {i: W.HTML(layout=W.Layout(flex="1 1 340px", min_width="0")) for i in indices}
+        self.sparks = {i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
+                       for i in indices}
+        self.host = W.HTML(layout=W.Layout(min_width="0"))
+        rows = [W.HBox([self.cards[i], self.sparks[i]],
+                       layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"))
+                for i in indices]
+        self.header = header_box(self.status, self.button)
+        self.root = root_box([self.header, *rows, self.host, self.style])  # the stylesheet last: the first
+        # HTML widget of the tree stays the status line
         self._on_stop = on_stop
         self.button.on_click(self._clicked)
-        self._series = {i: collections.deque(maxlen=self.SPARK_POINTS) for i in indices}
+        self._series = collections.deque(maxlen=self.SPARK_POINTS)  # (timestamp_s, {index: (util, mem)})
         self._last_key = None
 
     def _clicked(self, _button=None):
@@ -240,28 +347,27 @@ class WatchView:
         return [self.status, self.button, self.host, *self.cards.values(), *self.sparks.values()]
 
     def _add_points(self, sample, history):
-        """Extend the sparkline series with ``sample`` (once per sample; seeded from ``history`` at first)."""
+        """Extend the chart series with ``sample`` (once per sample; seeded from ``history`` at first)."""
         key = (sample.seq, sample.timestamp_s)
         if key == self._last_key:
             return
         seed = history if self._last_key is None and history else [sample]
         for s in seed[-self.SPARK_POINTS:]:
             by_index = {g.index: g for g in s.gpus}
-            for i, series in self._series.items():
-                series.append(spark_point(by_index.get(i)))
+            self._series.append((s.timestamp_s, {i: spark_point(by_index.get(i)) for i in self.cards}))
         self._last_key = key
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
-        """``{widget: new value}`` for a sample (no widget touched; the sparkline series grows by it)."""
-        out = {self.status: status_html(sample, self.label, state, samples_taken, error)}
+        """``{widget: new value}`` for a sample (no widget touched; the chart series grows by it)."""
+        out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
             for i, w in self.cards.items():
                 g = by_index.get(i)
-                out[w] = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
-                out[self.sparks[i]] = sparkline_from_points(list(self._series[i]), i)
-            out[self.host] = host_html(sample)
+                out[w] = part(gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>")
+                out[self.sparks[i]] = part(chart_from_points([(t, *vals[i]) for t, vals in self._series], i))
+            out[self.host] = part(host_html(sample))
         return out
 
     def apply(self, sample, history, state: str = "running", samples_taken: int = 0, error: str = "",
@@ -279,7 +385,7 @@ class WatchView:
                 self.button.description = "Stopped"
 
     def close(self):
-        """Close every widget (frees the comms)."""
-        for w in [*self.widgets(), *self.root.children[0].children, *self.root.children]:
+        """Close every widget (frees the comms). Idempotent."""
+        for w in [*self.widgets(), self.style, *self.root.children]:
             w.close()
         self.root.close()

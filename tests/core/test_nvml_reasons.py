@@ -364,3 +364,62 @@ def test_lost_handle_is_remembered_other_failures_are_not(pynvml):
     assert nvml.device(0).handle() == TRANSLATED[10] and nvml.device(0).handle() == TRANSLATED[10]
     assert calls == [1, 0, 0]
     assert nvml.device(1).lost == TRANSLATED[15] and nvml.device(0).lost is None
+
+
+def test_cuda_driver_version_boundary():
+    assert nvml.decode_cuda_driver_version(1) == "0.0"  # positive: decoded (NA only for 0 and below)
+
+
+def test_process_gpu_memory_skips_a_gpu_that_cannot_list_and_defaults_to_this_process(pynvml):
+    import os
+    pynvml.nvmlDeviceGetCount = lambda: 3
+
+    def lists(h):
+        if h[1] == 0:
+            raise NVMLError(4)
+        return [P(os.getpid(), 2**20 * (h[1] + 1))]
+    pynvml.nvmlDeviceGetComputeRunningProcesses = lists
+    for i in range(3):
+        nvml.device(i).memory_total = 80 * 2**30
+    assert nvml.process_gpu_memory() == {1: 2 * 2**20, 2: 3 * 2**20}
+
+
+def test_mig_devices(pynvml):
+    mem = types.SimpleNamespace(total=10 * 2**30, used=2**30)
+    slots = {0: NVMLError(3), 1: ("mig", 1), 2: ("mig", 2), 3: ("mig", 3)}
+
+    def handle(h, i):
+        if isinstance(slots[i], Exception):
+            raise slots[i]
+        return slots[i]
+
+    def uuid(mh):
+        if mh[1] == 3:
+            raise NVMLError(3)
+        return f"MIG-{mh[1]}".encode()
+
+    def memory(mh):
+        if mh[1] == 2:
+            raise NVMLError(3)
+        return mem
+    pynvml.nvmlDeviceGetMaxMigDeviceCount = lambda h: 4
+    pynvml.nvmlDeviceGetMigDeviceHandleByIndex = handle
+    pynvml.nvmlDeviceGetUUID = uuid
+    pynvml.nvmlDeviceGetMemoryInfo = memory
+    assert nvml.device(0).mig_devices() == [
+        {"index": 1, "uuid": "MIG-1", "memory.total": 10 * 2**30, "memory.used": 2**30},  # slot 0 unpopulated
+        {"index": 2, "uuid": "MIG-2", "memory.total": TRANSLATED[3], "memory.used": TRANSLATED[3]},
+        {"index": 3, "uuid": TRANSLATED[3], "memory.total": 10 * 2**30, "memory.used": 2**30}]
+
+
+def test_mig_devices_not_available(pynvml):
+    def no_mig(h):
+        raise NVMLError(3)
+    pynvml.nvmlDeviceGetMaxMigDeviceCount = no_mig
+    assert nvml.device(0).mig_devices() == TRANSLATED[3]
+
+    def lost(i):
+        raise NVMLError(15)
+    nvml.reset()
+    pynvml.nvmlDeviceGetHandleByIndex = lost
+    assert nvml.device(0).mig_devices() == TRANSLATED[15]

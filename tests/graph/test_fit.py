@@ -115,6 +115,7 @@ def test_no_hard_coded_colours_around_the_picture(big):
         page = _page_outside_pictures(magic(big, line, cell)._repr_html_())
         page = re.sub(r"<pre>.*?</pre>", "", page, flags=re.S)  # the DOT source is text, not styling
         page = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
+        assert style.hard_coded_colours(page) == [], line  # the rule every output's tests share
         without_vars = re.sub(r"var\(--jp-[\w-]+(?:,[^()]*)?\)", "", page)
         assert not re.search(r"#[0-9a-fA-F]{3,8}\b|rgba?\(|hsl\(", without_vars), line
         assert not re.search(r"(?:color|background|border|fill|stroke)[\w-]*\s*[:=]\s*\"?(?:white|black|gr[ae]y|"

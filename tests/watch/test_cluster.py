@@ -114,6 +114,118 @@ def test_mig_instances_grouped_under_their_gpu_power_counted_once():
     assert gpus[1].mig_enabled is False and len(gpus) == 2
 
 
+def test_mig_instances_show_their_own_profiling_ratios():
+    from cudamagic.watch import trace
+    from cudamagic.watch.clusterview import detail_html
+    from cudamagic.watch.samples import sample_rows
+
+    src, gpus = _gpus(_rows(prom_sim.SimHost("n", "dcgm", 2, mig=(0,))))
+    g = gpus[0]
+    assert [m.ratios for m in g.mig_devices] == [(("gr_engine_active", 0.25),), (("gr_engine_active", 0.5),)]
+    assert g.ratios == () and g.power_draw_mw == 250_000  # not merged into the GPU; power counted once
+    assert dict(gpus[1].ratios)["gr_engine_active"] >= 0
+    html = detail_html(gpus)
+    assert "3g.40gb #1" in html and "0.25" in html and "0.50" in html
+    row = sample_rows(src._sample(1, 1000.0, gpus))[0]
+    assert row["mig.1.prof.gr_engine_active"] == 0.25 and row["mig.2.prof.gr_engine_active"] == 0.5
+    back = trace.sample_from_json(trace.sample_to_json(src._sample(1, 1000.0, gpus)))
+    assert back.gpus[0].mig_devices == g.mig_devices
+
+
+def test_matrix_fast_path_equals_json():
+    import json
+
+    import numpy as np
+
+    from cudamagic.watch.prometheus import _columns, parse_matrix
+
+    result = [{"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "Hostname": 'q"x\\é}', "gpu": "0"},
+               "values": [[1000, "1"], [1001.5, "NaN"], [1003, "+Inf"], [1004, "-Inf"],
+                          [1005, "9223372036854775807"], [1006, "2.5e-07"]]},
+              {"metric": {"__name__": "DCGM_FI_DEV_FB_USED", "gpu": "1"}, "values": [[1000, "42"]]}]
+    body = json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}},
+                      separators=(",", ":"), ensure_ascii=False).encode()
+    fast = parse_matrix(body)
+    slow = [_columns(r) for r in result]
+    assert len(fast) == 2 and fast[0][0]["Hostname"] == 'q"x\\é}'
+    for (m1, t1, v1), (m2, t2, v2) in zip(fast, slow):
+        assert m1 == m2 and t1.tolist() == t2.tolist()
+        np.testing.assert_array_equal(v1, v2)
+    assert fast[0][1].tolist() == [1000, 1001.5, 1003, 1004, 1005, 1006]
+    # what it does not recognise goes to json: spaces, an error answer, native histograms, a bad number
+    assert parse_matrix(json.dumps({"status": "success", "data": {"resultType": "matrix", "result": result}})
+                        .encode()) is None
+    assert parse_matrix(b'{"status":"error","errorType":"bad_data","error":"x"}') is None
+    assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+                        b'"histograms":[[1,{"count":"1"}]]}]}}') is None
+    assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},'
+                        b'"values":[[1,"x"]]}]}}') is None
+    assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[]}}') == []
+
+
+def test_columns_path_equals_the_per_point_path_with_mig_sentinels_and_gaps():
+    import numpy as np
+
+    hosts = [prom_sim.SimHost("a", "dcgm", 2, mig=(1,), sentinel=(0,)), prom_sim.SimHost("b", "nvitop", 1),
+             prom_sim.SimHost("c", "dcgm-old", 1)]
+    points = {}
+    for t in range(1000, 1060, 5):
+        for i, h in enumerate(hosts):
+            if h.name == "c" and 1020 <= t < 1040:
+                continue  # a gap: host c was not scraped
+            for name, lab, v in prom_sim.host_metrics(h, i, t - t % 15):  # values change every 15 s
+                points.setdefault(tuple(sorted({"__name__": name, **lab}.items())), []).append((t, v))
+    src_old, src_new = PrometheusSource("http://unused:1"), PrometheusSource("http://unused:1")
+    old = src_old.assemble([(classify(dict(k)), [[t, repr(v)] for t, v in p]) for k, p in points.items()])
+    times, frames = src_new.assemble_columns(
+        [(classify(dict(k)), np.array([t for t, _ in p], float), np.array([v for _, v in p], float))
+         for k, p in points.items()])
+    assert times == [float(t) for t in sorted(old)] and frames == [old[t] for t in sorted(old)]
+    assert {len(f) for f in frames} == {4, 3} and src_new.exporters == src_old.exporters
+    assert frames[1][0] is frames[2][0]  # 1005 and 1010 repeat the values of 1005: one sample
+
+
+def test_host_tracker_marks_a_missing_host_stale_keeps_its_since_and_forgets_it():
+    from cudamagic.watch.clusterview import cluster_text
+
+    a, b = prom_sim.SimHost("a", "dcgm", 1), prom_sim.SimHost("b", "nvitop", 2)
+    src, both = _gpus(_rows(a, 0) + _rows(b, 1))
+    only_a = tuple(g for g in both if g.host == "a")
+    src.track_hosts(src._sample(1, 1000.0, both), {})
+    src.track_hosts(src._sample(2, 1001.0, only_a), {})
+    assert src.stale_hosts["b"]["since"] == 1001.0 and src.stale_hosts["b"]["gpus"] == both[1:]
+    assert src.stale_hosts["b"]["reason"] == "its GPU series went stale (no longer in Prometheus's answer)"
+    src.track_hosts(src._sample(3, 1002.0, only_a), {"b": "its exporter is down (up == 0 for job=b instance=x)"})
+    assert src.stale_hosts["b"]["since"] == 1001.0 and "up == 0" in src.stale_hosts["b"]["reason"]
+    text = cluster_text(src._sample(3, 1002.0, only_a), [], "cluster", "running", source=src)
+    assert "1 GPU on 1 host at" in text and "; 1 host stale" in text and "b (stale)" in text
+    src.track_hosts(src._sample(4, 1002.0 + 3601, only_a), {})
+    assert src.stale_hosts == {}  # gone for over an hour: forgotten
+    src.track_hosts(src._sample(5, 9000.0, both), {})
+    assert src.stale_hosts == {}
+
+
+def test_replay_marks_a_host_missing_from_later_samples_stale(tmp_path):
+    from cudamagic.watch.cluster import ClusterReplay
+    from cudamagic.watch.sources import ReplaySource
+    from cudamagic.watch.trace import TraceWriter
+
+    src, both = _gpus(_rows(prom_sim.SimHost("a", "dcgm", 1), 0) + _rows(prom_sim.SimHost("b", "dcgm", 1), 1))
+    path = str(tmp_path / "t.jsonl")
+    writer = TraceWriter(path, source="test", interval_s=1.0)
+    for i, gpus in enumerate((both, both[:1], both[:1])):
+        writer.write(src._sample(i, 1000.0 + i, gpus))
+    writer.close()
+    replay = ClusterReplay.wrap(ReplaySource(path))
+    replay.read(0, 0.0)
+    assert replay.stale_hosts == {}
+    replay.read(1, 0.0)
+    s = replay.read(2, 0.0)
+    info = replay.stale_hosts["b"]
+    assert info["since"] == 1001.0 and "missing from the recording" in info["reason"]
+    assert "b (stale): exporter down since" in replay.render_text(s, [], "replay", "running", "")
+
+
 def test_job_matching_slurm_pod_host():
     hosts = [prom_sim.SimHost("a", "dcgm", 1, labels={"hpc_job": "77"}),
              prom_sim.SimHost("b.cluster.local", "dcgm-old", 1, labels={"pod": "train-0"}),
@@ -140,6 +252,7 @@ def test_hosts_filter_matches_short_names():
 def test_selector_is_one_query_for_both_exporters():
     q = PrometheusSource("http://unused:1").query
     assert q.startswith('{__name__=~"') and "DCGM_FI_DEV_GPU_UTIL" in q and "gpu_utilization_Percentage" in q
+    assert q.endswith(" or (up == 0)")  # and only the scrape targets that are down
 
 
 def test_outside_strings_are_escaped_in_text_and_html():

@@ -14,6 +14,7 @@ import prom_sim
 from cudamagic.core.na import is_na
 from cudamagic.watch import monitor, trace
 from cudamagic.watch.cluster import PrometheusSource
+from cudamagic.watch.clusterview import ClusterView
 from cudamagic.watch.prometheus import parse_source
 
 from .conftest import need_prometheus
@@ -92,8 +93,9 @@ def test_job_flag_in_the_shell(ip, settled, monkeypatch):
     assert [(g.host, g.index) for g in watch.latest.gpus] == [("node04", 0), ("node04", 1)]
     with pytest.raises(UsageError, match=r"--job: no GPU series carries hpc_job=999"):
         ip.run_line_magic("gpuwatch", f"--source {server.url} --job 999 --text")
-    with pytest.raises(UsageError, match=r"no GPU of --hosts nodeX"):
+    with pytest.raises(UsageError, match=r"no GPU of --hosts nodeX") as info:
         ip.run_line_magic("gpuwatch", f"--source {server.url} --hosts nodeX --text")
+    assert "--job" not in str(info.value) and "--hosts node07,node08" in str(info.value)
 
 
 def test_widget_tiles_and_host_detail(settled):
@@ -112,7 +114,8 @@ def test_widget_tiles_and_host_detail(settled):
         first = view.tiles.value
         assert prom_sim.wait_for(lambda: view.tiles.value != first, 10)
         bundle = watch._repr_mimebundle_()
-        assert "cm-cluster" in bundle["text/html"] and "node02" in bundle["text/plain"]
+        assert "live monitor, started" in bundle["text/html"] and "node02" in bundle["text/plain"]
+        assert "cm-cluster" in watch.static_bundle()["text/html"]  # the snapshot it leaves when stopped
     finally:
         watch.stop()
         watch.view.close()
@@ -156,6 +159,41 @@ def test_server_killed_mid_watch_goes_stale_and_recovers():
     assert server.proc is None and sampler_threads() == []
 
 
+def test_one_exporter_down_marks_only_its_host_stale_and_recovers(settled):
+    sim, server = settled
+    src = PrometheusSource(parse_source(server.url), interval_s=1.0)
+    view = ClusterView(src, label=src.label)
+    try:
+        first = src.read(1, time.time())
+        assert {g.host for g in first.gpus} == {"node01", "node02", "node03", "node04"} and src.stale_hosts == {}
+        last04 = [g for g in first.gpus if g.host == "node04"]
+        sim.down.add("node04")
+        assert prom_sim.wait_for(lambda: src.read(2, time.time()) and "node04" in src.stale_hosts, 20), server.tail()
+        s = src.read(3, time.time())
+        info = src.stale_hosts["node04"]
+        assert s.nvml_status is None and {g.host for g in s.gpus} == {"node01", "node02", "node03"}
+        assert info["reason"] == "its exporter is down (up == 0 for job=node04 instance=" \
+            f"127.0.0.1:{sim.port})" and [g.index for g in info["gpus"]] == [g.index for g in last04]
+        since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
+        text = src.render_text(s, [first, s], src.label, "running", "")
+        assert f"node04 (stale): exporter down since {since}: its exporter is down" in " ".join(text.split())
+        assert "node01 " in text and "12 GPUs" not in text and "10 GPUs on 3 hosts" in text
+        view.apply(s, [first, s])
+        assert 'class="cm-host cm-stale" data-host="node04"' in view.tiles.value
+        assert f"exporter down since {since}" in view.tiles.value
+        assert view.tiles.value.count("cm-tile") == 12  # its last tiles stay
+        assert "node04" in view.picker.options
+        assert view.tiles.value.count("cm-stale") == 1
+    finally:
+        sim.down.discard("node04")
+    assert prom_sim.wait_for(lambda: "node04" in {g.host for g in src.read(4, time.time()).gpus}, 20)
+    assert src.stale_hosts == {}
+    view.apply(src.read(5, time.time()), [])
+    assert "cm-stale" not in view.tiles.value
+    view.close()
+    src.close()
+
+
 def test_backfilled_history_exact_values(tmp_path):
     """promtool writes a known history; a range query reads it back exactly (values and 15 s step)."""
     need_prometheus()
@@ -178,6 +216,12 @@ def test_backfilled_history_exact_values(tmp_path):
             assert by["bf01", 1].gpu_util_pct == prom_sim.util_at(t, 0, 1)
             assert by["bf02", 0].memory_used_bytes == prom_sim.used_mib_at(t, 1, 0) * 2 ** 20
         json.dumps(trace.sample_to_json(hist[-1]))
+        # the columns path gives what the per-point JSON path gives for the same answer
+        step = 600 / 40
+        result = src.client.range(src.history_query, end - 600, end, step)
+        frames = src.assemble([(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None])
+        assert [float(t) for t in sorted(frames)] == [s.timestamp_s for s in hist]
+        assert [frames[t] for t in sorted(frames)] == [s.gpus for s in hist]
     finally:
         server.cleanup()
 

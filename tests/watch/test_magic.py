@@ -128,6 +128,30 @@ def test_new_options_replace_the_running_monitor(ip, fake_nvml, tmp_path):
     assert len(sampler_threads()) == 1
 
 
+def test_one_off_text_refuses_to_end_a_running_log(ip, fake_nvml, tmp_path, capsys):
+    fake_nvml("one_gpu")
+    log = tmp_path / "keep.jsonl"
+    first = ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1")
+    with pytest.raises(UsageError, match=r"running in this kernel and logging to .*keep.jsonl; `%gpuwatch "
+                                         r"--text` would stop it .* type `%gpuwatch --stop`"):
+        ip.run_line_magic("gpuwatch", "--text")
+    assert first.running and W.current() is first
+    assert ip.run_line_magic("gpuwatch", "") is first  # the bare magic shows the running one
+    ip.run_line_magic("gpuwatch", "--stop")
+    capsys.readouterr()
+    snap = ip.run_line_magic("gpuwatch", "--text")
+    assert not first.running and not snap.running and "stopped the monitor" not in capsys.readouterr().out
+
+
+def test_one_off_text_says_it_stopped_a_running_monitor_without_log(ip, fake_nvml, capsys):
+    fake_nvml("one_gpu")
+    w = W.start_watch(LiveSource(), interval_s=0.1, widget=False, background=True)
+    assert w.running
+    snap = ip.run_line_magic("gpuwatch", "--text")
+    assert not w.running and snap is not w
+    assert "stopped the monitor that was running in this kernel (live)" in capsys.readouterr().out
+
+
 def test_count_ends_the_background_thread(ip, fake_nvml, tmp_path):
     fake_nvml("one_gpu")
     watch = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'c.jsonl'} --interval 0.1 --count 3")
@@ -149,6 +173,31 @@ def test_config_trait_sets_the_default_interval(ip, fake_nvml, tmp_path):
         assert magics.watch_interval_s == 0.25
     finally:
         ip.config.CudaMagics.pop("watch_interval_s", None)
+
+
+def test_config_refuses_an_interval_every_live_gpuwatch_would_refuse(ip, fake_nvml, tmp_path, caplog):
+    from traitlets import TraitError
+
+    fake_nvml("one_gpu")
+    try:
+        ip.run_line_magic("config", "CudaMagics.watch_interval_s = 0.5")
+        with caplog.at_level("ERROR"):
+            ip.run_line_magic("config", "CudaMagics.watch_interval_s = 0.07")  # traitlets logs the TraitError
+        assert "below the minimum of 0.1 s for a live watch; type for example `%config " \
+            "CudaMagics.watch_interval_s = 0.5`" in caplog.text
+        settings = cm_extension.current().settings
+        assert settings.watch_interval_s == 0.5
+        for bad, match in ((0.07, r"below the minimum of 0\.1 s"), (float("nan"), "not a number of seconds"),
+                           (7200.0, r"at most 3600 s")):
+            with pytest.raises(TraitError, match=match):
+                settings.watch_interval_s = bad
+        settings.watch_interval_s = 0.1  # the smallest value %config accepts: %gpuwatch accepts it too
+        watch = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'c.jsonl'}")
+        assert watch.sampler.interval_s == 0.1
+        watch.stop()
+    finally:
+        ip.config.CudaMagics.pop("watch_interval_s", None)
+        cm_extension.current().settings.watch_interval_s = 1.0
 
 
 @pytest.mark.parametrize("line, message", [
@@ -202,7 +251,8 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         bundle = watch._repr_mimebundle_()
         assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == watch.view.root.model_id
         assert "Tesla T4" in bundle["text/plain"] and "VBox" not in bundle["text/plain"]
-        assert "LIVE" in bundle["text/html"]
+        assert "live monitor, started" in bundle["text/html"]  # what a saved notebook shows for it
+        assert "LIVE" in watch.view.status.value
         first = watch.view.cards[0].value
         deadline = time.monotonic() + 5
         def shown():  # the sample count the status line shows
@@ -218,6 +268,8 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert watch.view.button.disabled and "stopped" in watch.view.status.value
         assert "stopped (stopped)" not in watch.view.status.value + watch.text()  # said it twice
         assert "  stopped" in watch.text().splitlines()[0]
+        stopped = watch._repr_mimebundle_()  # a stopped monitor is its snapshot, without the widget
+        assert set(stopped) == {"text/plain", "text/html"} and "stopped" in stopped["text/html"]
         df_rows = watch.history
         assert len(df_rows) == 2 * watch.samples_taken
         json.dumps(trace.sample_to_json(watch.latest))  # the log form stays JSON

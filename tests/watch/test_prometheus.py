@@ -17,6 +17,10 @@ GOOD = {"status": "success", "data": {"resultType": "vector", "result": [
     {"metric": {"__name__": "DCGM_FI_DEV_GPU_UTIL", "gpu": "0", "Hostname": "<b>evil</b>", "UUID": "GPU-1"},
      "value": [1.0, "42"]}]}}
 
+#: What a web server that is not Prometheus (here nginx's default) answers for /api/v1/query.
+NGINX_404 = ("<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1>"
+             "</center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n")
+
 
 class Stub:
     """A local HTTP server answering what ``self.mode`` says; records each request's headers."""
@@ -41,14 +45,19 @@ class Stub:
                                        "error": "invalid parameter \"query\": parse error"}),
                     "500": (500, None), "503": (503, {"status": "error", "errorType": "unavailable",
                                                       "error": "TSDB not ready"}),
-                    "404": (404, None), "html": (200, None),
+                    "404": (404, None), "html": (200, None), "404page": (404, NGINX_404),
+                    "text404": (404, "404 page not found\n"),
                 }.get(mode, (200, GOOD))
                 if mode == "auth":
                     ok = self.headers.get("Authorization") == "Bearer s3cret-token"
                     status, body = (200, GOOD) if ok else (401, None)
-                data = json.dumps(body).encode() if body is not None else b"<html>nope</html>"
+                if isinstance(body, str):  # a web page or a plain-text answer, not JSON
+                    data, kind = body.encode(), "text/html" if body.startswith("<") else "text/plain"
+                else:
+                    data = json.dumps(body).encode() if body is not None else b"<html>nope</html>"
+                    kind = "application/json" if body is not None else "text/html"
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json" if body is not None else "text/html")
+                self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 try:
@@ -79,10 +88,11 @@ def stub():
 
 @pytest.mark.parametrize("mode, match", [
     ("bad_data", r"HTTP 400 bad_data: invalid parameter"),
-    ("500", r"HTTP 500: <html>nope</html>"),
+    ("500", r"answered HTTP 500 at /api/v1/query with an HTML page: a server or proxy error"),
     ("503", r"HTTP 503 unavailable: TSDB not ready"),
     ("404", r"HTTP 404"),
-    ("html", r"not Prometheus API JSON"),
+    ("html", r"answered HTTP 200 at /api/v1/query with an HTML page: is this a Prometheus server\?"),
+    ("text404", r"answered HTTP 404 at /api/v1/query \(404 page not found\): is this a Prometheus server\?"),
     ("slow", r"no answer within 0.5 s \(timed out\)"),
     ("auth", r"HTTP 401 unauthorized: the server wants credentials .*now using: none"),
 ])
@@ -91,6 +101,25 @@ def test_error_answers_are_one_line_reasons(stub, mode, match):
     client = PrometheusClient(stub.url, timeout_s=0.5, environ={})
     with pytest.raises(PrometheusError, match=match):
         client.instant("up")
+
+
+def test_a_web_page_404_is_one_paragraph_without_its_html(stub, ip):
+    stub.mode = "404page"
+    client = PrometheusClient(stub.url, timeout_s=2, environ={})
+    with pytest.raises(PrometheusError, match=r"answered HTTP 404 at /api/v1/query with an HTML page: is this a "
+                                              r"Prometheus server\?") as info:
+        client.instant("up")
+    msg = str(info.value)
+    assert "<" not in msg and "nginx" not in msg and "\n" not in msg and stub.url in msg
+    watch = ip.run_line_magic("gpuwatch", f"--source {stub.url} --text")
+    shown = repr(watch)
+    assert "is this a Prometheus server?" in " ".join(shown.split()) and "<html" not in shown
+    ip.run_line_magic("gpuwatch", "--stop")
+    src = PrometheusSource(stub.url, environ={})
+    s = src.read(1, 1000.0)
+    html = src.render_html(s, [s], src.label, "running", 1, "")
+    assert "is this a Prometheus server?" in html and "<center" not in html and "nginx" not in html
+    src.close()
 
 
 def test_stale_then_recovers_keeps_the_first_failure_time(stub):
@@ -151,6 +180,30 @@ def test_usage_errors(ip, line, match):
     with pytest.raises(UsageError, match=match) as info:
         ip.run_line_magic("gpuwatch", line)
     assert "pw@" not in str(info.value)
+
+
+def test_hosts_without_source_names_hosts_not_job(ip):
+    with pytest.raises(UsageError, match=r"--hosts needs a cluster source") as info:
+        ip.run_line_magic("gpuwatch", "--hosts node07")
+    assert "--job" not in str(info.value) and "--hosts node07`" in str(info.value)
+
+
+def test_counts_are_singular_or_plural():
+    from cudamagic.watch.cluster import PrometheusSource
+    from cudamagic.watch.clusterview import cluster_html, cluster_text
+
+    import prom_sim
+    from cudamagic.watch.cluster import classify
+
+    rows = [({"__name__": n, **lab}, v) for n, lab, v in prom_sim.host_metrics(prom_sim.SimHost("solo", "dcgm", 1),
+                                                                                0, 1000)]
+    src = PrometheusSource("http://unused:1")
+    gpus = src.build([(s, repr(v)) for s, v in ((classify(m), v) for m, v in rows) if s is not None])
+    sample = src._sample(1, 1000.0, gpus)
+    text = cluster_text(sample, [sample])
+    assert "1 GPU on 1 host at" in text and "GPUs" not in text.split("\n")[1]
+    html = cluster_html(sample, [sample])
+    assert "1&nbsp;GPU " in html and "1 GPU at" in html and "1 GPUs" not in html
 
 
 def test_unreachable_server_starts_stale_not_an_error(ip):
