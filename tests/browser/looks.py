@@ -430,15 +430,7 @@ def assert_no_hidden_overflow(results: dict, width: int):
 #: Checks that fail on main while the branches of issue 16 that fix them have not landed:
 #: ``(notebook stem, check, theme or width) -> reason``. They are strict xfails: when a fix lands, the XPASS fails
 #: the run, and the entry is deleted here.
-_WATCH = "branch vis-watch (%gpuwatch)"
-KNOWN_FAILURES: dict = {
-    ("quickstart", "contrast", "light"): f"%gpuwatch N/A #888 on white, 3.54:1 ({_WATCH})",
-    ("quickstart", "contrast", "dark"): f"%gpuwatch row labels #555 on #111, 2.53:1 ({_WATCH})",
-    ("quickstart", "overflow", 800): f"%gpuwatch rows (charts) and the Stop button cut ({_WATCH})",
-    ("dataloader", "contrast", "light"): f"%gpuwatch N/A #888 on white, 3.54:1 ({_WATCH})",
-    ("dataloader", "contrast", "dark"): f"%gpuwatch row labels #555 on #111, 2.53:1 ({_WATCH})",
-    ("dataloader", "overflow", 800): f"%gpuwatch rows (charts) and the Stop button cut ({_WATCH})",
-}
+KNOWN_FAILURES: dict = {}
 
 
 #: Defects seen on main that depend on the data of the run (non-strict xfails: XPASS when the run avoided them).

@@ -50,8 +50,6 @@ def reopened(page, lab, screenshots):
     return final, [c for c in saved if c["cell_type"] == "code"][1]["outputs"], page
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: the snapshot on stop (branch vis-watch) is not in main yet: "
-                                       "the reopened monitor shows 'Error displaying widget: model not found'")
 def test_reopened_monitor_shows_final_snapshot(reopened):
     final, saved_outputs, page = reopened
     out = _watch_output(page)
