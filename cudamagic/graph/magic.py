@@ -71,9 +71,9 @@ class GraphMagics(AreaMagics):
         once per use (faster for ``dot``), unless ``--shared-params``. Returns a
         ``GraphResult`` with ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
 
-        In a notebook the result is one caption, a legend of the node kinds drawn
-        and the picture scaled to the output width (the "show at 1:1 size" line
-        above it shows it at full size with scroll bars); how the view was chosen,
+        In a notebook the result is one caption, the picture scaled to the output
+        width (the "show at 1:1 size" line above it shows it at full size with
+        scroll bars) and below it a legend of the node kinds drawn; how the view was chosen,
         op counts and the DOT source are under "details". The caption's one count
         is autograd nodes: the grad_fn nodes backward() runs (backward ops and
         AccumulateGrad) in the whole graph, whatever is drawn. In a terminal it

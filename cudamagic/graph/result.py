@@ -1,8 +1,8 @@
 """What ``%%autograd_graph`` returns (:class:`GraphResult`) and its text and HTML forms.
 
-In a notebook the result is one page (:func:`cudamagic.core.style.page`): a one-line caption, a legend of the
-node kinds drawn, the picture scaled to the output width (a "1:1" toggle, pure HTML/CSS, shows it at full size
-with scroll bars) and the technical detail in a collapsible ``<details>``. In a terminal it is the same caption,
+In a notebook the result is one page (:func:`cudamagic.core.style.page`): a one-line caption, the picture scaled
+to the output width (a "1:1" toggle, pure HTML/CSS, shows it at full size with scroll bars), right below it a
+legend of the node kinds drawn, and the technical detail in a collapsible ``<details>``. In a terminal it is the same caption,
 the notes and an outline of the graph. When there is no picture it shows why, an op-count table and the DOT source.
 Rendering only: the picture is chosen and made in :mod:`.draw`.
 
@@ -311,11 +311,13 @@ class GraphResult:
         parts = [f"<style>{GRAPH_CSS}</style>", f'<div class="cm-graph-cap">{esc(self.caption())}</div>']
         pic = self._picture_html()
         if pic:
-            parts.append(self.legend_html())
             if self.format in ("svg", "png"):
                 parts.append('<details class="cm-zoom"><summary>show at 1:1 size (scroll) instead of fitting the '
                              "output width</summary></details>")
+            # the legend right below the picture: the picture stays the output's first <svg> (the swatches are
+            # tiny ones), and the legend is in reach whether the picture is fitted or scrolled
             parts.append(f'<div class="cm-pic">{pic}</div>')
+            parts.append(self.legend_html())
         shown = [n for n in self.notes if n not in self.view_notes]
         if shown:
             parts.append("<ul>" + "".join(f"<li>{_code_spans(esc(n))}</li>" for n in shown) + "</ul>")
