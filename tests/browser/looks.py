@@ -435,9 +435,10 @@ KNOWN_FAILURES: dict = {}
 
 #: Defects seen on main that depend on the data of the run (non-strict xfails: XPASS when the run avoided them).
 SOMETIMES_FAILING: dict = {
-    ("profile_tour", "overflow", w): "%%torchprof timeline legend of the 'large' run: a <text> label (x + 12 after its "
-                                     "swatch, cudamagic/prof/render.py) sometimes runs past the SVG's right edge and "
-                                     "is cut off; which labels appear depends on the profile" for w in WIDTHS}
+    ("profile_tour", "overflow", w): "%%torchprof timeline (svg.cm-tl): a label near the right end (seen: "
+                                     "'aten::_log_softmax_backward…' in the --steps 3 --memory cell, a label in the "
+                                     "'large' cell) runs past the SVG's right edge and is cut off; which label, if "
+                                     "any, depends on the profile" for w in WIDTHS}
 
 
 def params(notebook: str, check: str, values):
