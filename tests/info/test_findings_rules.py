@@ -183,7 +183,10 @@ def test_verdicts():
     t = {"installed": True, "cuda_available": True, "device_count": 2}
     assert _verdict([Finding("warning", "w", "", "", "fix w"), err, Finding("error", "b", "", "", "fix b")], t, 2,
                     False) == Finding("error", "verdict", "Verdict: action needed",
-                                      "2 problem(s) above stop PyTorch from using the GPU as expected.", "fix a")
+                                      "2 problems, listed in the findings, stop PyTorch from using the GPU as "
+                                      "expected.", "fix a")
+    assert _verdict([err], t, 2, False).cause == ("1 problem, listed in the findings, stops PyTorch from using the "
+                                                  "GPU as expected.")
     assert _verdict([], t, 2, False) == Finding("ok", "verdict", "Verdict: ready", "PyTorch can use 2 CUDA device(s).",
                                                 "")
     cpu = {"installed": True, "cuda_available": False}
@@ -191,7 +194,7 @@ def test_verdicts():
         "ok", "verdict", "Verdict: CPU only",
         "No NVIDIA GPU is visible here and this PyTorch build is CPU-only; code runs on the CPU.", "")
     cpu_on_cpu = Finding("warning", "verdict", "Verdict: PyTorch will run on the CPU",
-                         "No usable CUDA device for PyTorch in this kernel (see the findings above).", "")
+                         "No usable CUDA device for PyTorch in this kernel (see the findings).", "")
     assert _verdict([], cpu, 1, True) == cpu_on_cpu
     assert _verdict([], cpu, 0, False) == cpu_on_cpu
     assert _verdict([], {"installed": False, "cuda_available": True}, 0, False) == cpu_on_cpu

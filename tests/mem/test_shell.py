@@ -62,15 +62,17 @@ def monitor_callbacks(ip):
 
 def test_cell_reports_cpu_delta_and_tensors_left(tip):
     run(tip, "net = torch.nn.Sequential(torch.nn.Linear(64, 32))\nold = torch.ones(10)")
-    res = run(tip, "%%cudamem\nbig = torch.ones(4_000_000)\nparts = [torch.zeros(100, 10), torch.ones(3)]\n")
+    # 64 MB: above glibc's largest dynamic mmap threshold (32 MiB), so the pages are new and RSS must grow by
+    # them (a 16 MB tensor could reuse heap pages freed by earlier tests and grow RSS by less than its size)
+    res = run(tip, "%%cudamem\nbig = torch.ones(16_000_000)\nparts = [torch.zeros(100, 10), torch.ones(3)]\n")
     rep = res.result
     assert isinstance(rep, CellMemReport) and res.error_in_exec is None
-    assert tip.user_ns["big"].numel() == 4_000_000  # variables persist
-    assert rep.cell == res.execution_count and rep.kind == "cell" and rep.source == "big = torch.ones(4_000_000)"
+    assert tip.user_ns["big"].numel() == 16_000_000  # variables persist
+    assert rep.cell == res.execution_count and rep.kind == "cell" and rep.source == "big = torch.ones(16_000_000)"
     assert is_na(rep.gpu_status) and rep.gpus == []
-    assert rep.rss_delta_bytes > 8 * MiB  # 16 MB of ones were written
+    assert rep.rss_delta_bytes > 48 * MiB  # 64 MB of ones were written
     rows = {t.name: t for t in rep.tensors}
-    assert rep.tensors[0].name == "big" and rep.tensors[0].bytes == 16_000_000 and rep.tensors[0].new
+    assert rep.tensors[0].name == "big" and rep.tensors[0].bytes == 64_000_000 and rep.tensors[0].new
     assert rows["parts[0]"].shape == (100, 10) and rows["parts[0]"].new
     assert rows["net.0.weight"].bytes == 64 * 32 * 4 and not rows["net.0.weight"].new
     assert not rows["old"].new
