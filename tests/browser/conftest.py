@@ -102,6 +102,9 @@ def _isolated_env(base):
     settings = env["JUPYTERLAB_SETTINGS_DIR"]
     _write_json(os.path.join(settings, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings"),
                 {"fetchNews": "false", "checkForUpdates": False})
+    # Every cell rendered (no virtual scrolling): the page checks measure outputs out of view too.
+    _write_json(os.path.join(settings, "@jupyterlab", "notebook-extension", "tracker.jupyterlab-settings"),
+                {"windowingMode": "none"})
     return env
 
 
@@ -148,7 +151,7 @@ def _start_lab(base, root, env):
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser",
                "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               "--ServerApp.open_browser=False", "--LabApp.expose_app_in_browser=False",
+               "--ServerApp.open_browser=False", "--LabApp.expose_app_in_browser=True",
                f"--LabApp.workspaces_dir={env['JUPYTERLAB_WORKSPACES_DIR']}",
                f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}",
                "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False"]
@@ -230,6 +233,10 @@ def lab(tmp_path_factory):
 
     notebooks.strip_outputs(root)
     notebooks.write_browser_check(root)
+    notebooks.write_reopen_check(root)
+    # cluster_watch.ipynb imports ../scripts/prom_sim.py (the local demo cluster)
+    os.makedirs(os.path.join(base, "scripts"))
+    shutil.copy(os.path.join(ROOT, "scripts", "prom_sim.py"), os.path.join(base, "scripts"))
     env = _isolated_env(base)
     server = _start_lab(base, root, env)
     try:
@@ -248,8 +255,10 @@ def browser():
 
     pw = sync_playwright().start()
     try:
+        # Scrollbars shown as a person's Chromium shows them (Playwright hides them by default in headless):
+        # the overflow checks accept a scroll box whose scrollbar is visible.
         b = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS,
-                               timeout=60_000)
+                               ignore_default_args=["--hide-scrollbars"], timeout=60_000)
         try:
             yield b
         finally:
@@ -301,3 +310,31 @@ def skip_or_fail(reason: str):
     if os.environ.get("CI"):
         pytest.fail(f"browser test could not run under CI: {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """After a run with page surveys: the lowest contrast per theme and one screenshot per theme and magic."""
+    from tests.browser import looks
+
+    if not looks.RESULTS:
+        return
+    tr = terminalreporter
+    tr.section("how the outputs look (issue 16)")
+    for which, what in (("min", "cudamagic's outputs"), ("min_all", "all outputs")):
+        for theme in looks.THEMES:
+            low = looks.lowest(theme, which)
+            if low:
+                tr.write_line(f"lowest text contrast, {theme} theme, {what}: {low['ratio']}:1 (needs {low['need']})"
+                              f" {low['fg']} on {low['bg']} {low['text']!r} in {low['notebook']} {low['state']} "
+                              f"cell {low['cell']} [{low['element']}]")
+    for theme in looks.THEMES:
+        seen = set()
+        for states in looks.RESULTS.values():
+            for key, state in states.items():
+                if key != f"{theme}-{looks.WIDTHS[0]}":
+                    continue
+                for magic, path in state["shots"].items():
+                    if magic != "page" and magic not in seen:
+                        seen.add(magic)
+                        tr.write_line(f"screenshot {theme:5} {magic:15} {os.path.relpath(path, ROOT)}")
+    tr.write_line(f"summary: {os.path.relpath(looks.SUMMARY, ROOT)}")

@@ -78,3 +78,32 @@ def strip_outputs(root: str) -> None:
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
         nbformat.write(nb, path)
+
+
+#: ``reopen_check.ipynb``: a monitor that stops by itself after :data:`REOPEN_COUNT` samples, then a cell that waits
+#: for the stop and prints the final state the saved notebook must show.
+REOPEN_NAME = "reopen_check.ipynb"
+REOPEN_COUNT = 6
+REOPEN_CELLS = [
+    "%load_ext cudamagic",
+    f"w = %gpuwatch --replay {TRACE} --interval 0.2 --count {REOPEN_COUNT}\nw",
+    ("import time\n"
+     "t0 = time.monotonic()\n"
+     "while w.running and time.monotonic() - t0 < 60:\n"
+     "    time.sleep(0.05)\n"
+     "last = w.samples[-1]\n"
+     "print(f'final: running={w.running} samples={w.samples_taken} at={last.timestamp}')"),
+]
+
+
+def write_reopen_check(root: str) -> str:
+    """Write ``reopen_check.ipynb`` (:data:`REOPEN_CELLS`) into ``root``; returns its path."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in REOPEN_CELLS]
+    path = os.path.join(root, REOPEN_NAME)
+    nbformat.write(nb, path)
+    return path

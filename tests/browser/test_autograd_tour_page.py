@@ -4,9 +4,8 @@ import os
 
 import pytest
 
+from tests.browser import conftest, jlab, looks
 from tests.browser.conftest import skip_or_fail
-
-from tests.browser import conftest, jlab
 
 pytestmark = pytest.mark.browser
 
@@ -50,7 +49,7 @@ def test_every_graph_is_visible_and_fits(tour, screenshots):
         cell.scroll_into_view_if_needed()
         if out.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count():
             continue  # a cell that fails on purpose (checked above) has no picture
-        svg = out.locator(".jp-OutputArea-output svg").first
+        svg = out.locator(".jp-OutputArea-output svg:has(text)").first
         svg.wait_for(state="visible", timeout=15_000)
         labels = svg.locator("text").all_text_contents()
         assert len(labels) >= 3, f"cell {i}: an SVG with almost no labels: {labels}"
@@ -61,3 +60,20 @@ def test_every_graph_is_visible_and_fits(tour, screenshots):
         if drawn == 1:
             jlab.shot(out, screenshots, "autograd_tour_first_graph")
     assert drawn >= 1
+
+
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+
+@pytest.fixture(scope="module")
+def surveyed(tour, screenshots):
+    return looks.survey(tour, "autograd_tour.ipynb", screenshots)
+
+
+@pytest.mark.parametrize("theme", looks.params("autograd_tour", "contrast", looks.THEMES))
+def test_text_contrast(surveyed, theme):
+    looks.assert_contrast(surveyed, theme)
+
+
+@pytest.mark.parametrize("width", looks.params("autograd_tour", "overflow", looks.WIDTHS))
+def test_no_hidden_overflow(surveyed, width):
+    looks.assert_no_hidden_overflow(surveyed, width)

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.browser import jlab
+from tests.browser import jlab, looks
 
 pytestmark = pytest.mark.browser
 
@@ -40,3 +40,20 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
     assert all(sources[i].strip().startswith("%cudaexplain") for i in others), [sources[i] for i in others]
     assert "Error displaying widget" not in jlab.text(page.locator(jlab.PANEL))
     jlab.shot(cell, screenshots, "explainer_box")
+
+
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+
+@pytest.fixture(scope="module")
+def surveyed(dataloader, screenshots):
+    return looks.survey(dataloader, "dataloader.ipynb", screenshots)
+
+
+@pytest.mark.parametrize("theme", looks.params("dataloader", "contrast", looks.THEMES))
+def test_text_contrast(surveyed, theme):
+    looks.assert_contrast(surveyed, theme)
+
+
+@pytest.mark.parametrize("width", looks.params("dataloader", "overflow", looks.WIDTHS))
+def test_no_hidden_overflow(surveyed, width):
+    looks.assert_no_hidden_overflow(surveyed, width)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from tests.browser import conftest, jlab
+from tests.browser import conftest, jlab, looks
 
 pytestmark = pytest.mark.browser
 
@@ -43,3 +43,20 @@ def test_every_summary_renders_with_its_timeline(tour, screenshots):
         jlab.assert_svg_fits(svg)
         if n == 0:
             jlab.shot(out, screenshots, "profile_tour_first_summary")
+
+
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+
+@pytest.fixture(scope="module")
+def surveyed(tour, screenshots):
+    return looks.survey(tour, "profile_tour.ipynb", screenshots)
+
+
+@pytest.mark.parametrize("theme", looks.params("profile_tour", "contrast", looks.THEMES))
+def test_text_contrast(surveyed, theme):
+    looks.assert_contrast(surveyed, theme)
+
+
+@pytest.mark.parametrize("width", looks.params("profile_tour", "overflow", looks.WIDTHS))
+def test_no_hidden_overflow(surveyed, width):
+    looks.assert_no_hidden_overflow(surveyed, width)
