@@ -277,12 +277,14 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
                f"{ms(span)} ms</text>")
     x = label_w
     for n, c in colours.items():
-        label = n if len(n) <= 28 else n[:27] + "\u2026"
+        room = (width - 10 - x - 12) // 8  # characters that surely fit before the right edge (under 8 px at 11 px)
+        if room < 6:
+            break
+        keep = min(28, room)
+        label = n if len(n) <= keep else n[:keep - 1] + "\u2026"
         out.append(f'<rect x="{x}" y="{y + 8}" width="9" height="9" style="fill:{c}"/>'
                    f'<text x="{x + 12}" y="{y + 16}" style="fill:{TEXT_FILL}">{esc(label)}</text>')
-        x += 12 + 7 * len(label) + 10
-        if x > width - 60:
-            break
+        x += 12 + 8 * len(label) + 10
     out.append("</svg>")
     note = (f'<div class="cm-note">{dropped:,} shorter events not drawn (each under '
             f"{ms(min(t[0] for t in every))} ms).</div>" if dropped else "")

@@ -434,11 +434,7 @@ KNOWN_FAILURES: dict = {}
 
 
 #: Defects seen on main that depend on the data of the run (non-strict xfails: XPASS when the run avoided them).
-SOMETIMES_FAILING: dict = {
-    ("profile_tour", "overflow", w): "%%torchprof timeline (svg.cm-tl): a label near the right end (seen: "
-                                     "'aten::_log_softmax_backward…' in the --steps 3 --memory cell, a label in the "
-                                     "'large' cell) runs past the SVG's right edge and is cut off; which label, if "
-                                     "any, depends on the profile" for w in WIDTHS}
+SOMETIMES_FAILING: dict = {}  # (the %%torchprof timeline legend that ran past the SVG edge is fixed)
 
 
 def params(notebook: str, check: str, values):

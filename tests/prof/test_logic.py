@@ -191,3 +191,21 @@ def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
     for style in list(rules.values()) + list(fills.values()):
         colours = re.findall(r"#[0-9a-f]{3,6}", style)
         assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)  # only var() fallbacks
+
+
+def test_timeline_legend_never_runs_past_the_right_edge():
+    """Found by the browser survey: a long operator name near the end of the legend was cut by the SVG edge."""
+    import re
+
+    from cudamagic.prof.render import timeline_svg
+
+    names = [f"aten::_log_softmax_backward_data_{i}_" + "x" * 20 for i in range(12)]
+    ops = [OpRecord(n, "[]", 7, 10 * i, 10 * i + 9, 9, True, depth=0) for i, n in enumerate(names)]
+    for width in (900, 500, 320):
+        svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 120.0)), width=width)
+        legend = re.findall(r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/><text x="(\d+)"[^>]*>([^<]+)</text>',
+                            svg)
+        assert legend, svg[-400:]
+        for _, x, label in legend:
+            assert int(x) + 8 * len(label) <= width - 10, (width, label)
+        assert any(label.endswith("\u2026") for _, _, label in legend)
