@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -42,7 +43,8 @@ class _Without:
 def windows(monkeypatch):
     """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no resource."""
     monkeypatch.setattr(platform, "SYSTEM", "windows")
-    monkeypatch.setattr(platform, "os", _Without(os, "killpg", "pread", "sysconf", "setsid"))
+    monkeypatch.setattr(platform, "os", _Without(os, "killpg", "pread", "sysconf", "setsid", "getuid", "geteuid",
+                                                  "statvfs"))
     monkeypatch.setattr(platform, "signal", _Without(signal, "SIGKILL"))
     monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError
     return monkeypatch
@@ -132,6 +134,56 @@ def test_child_pids_by_proc_and_by_psutil(windows):
     finally:
         proc.kill()
         proc.wait()
+
+
+DENIED = object()
+
+
+def fake_windows_psutil(monkeypatch, users):
+    """psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or DENIED for
+    AccessDenied); no ``uids()``; an unknown pid raises NoSuchProcess."""
+
+    class Process:
+        def __init__(self, pid=None):
+            self.pid = os.getpid() if pid is None else pid
+            if self.pid not in users:
+                raise psutil.NoSuchProcess(self.pid)
+
+        def username(self):
+            if users[self.pid] is DENIED:
+                raise psutil.AccessDenied(self.pid)
+            return users[self.pid]
+
+        def uids(self):
+            raise AttributeError("'Process' object has no attribute 'uids' (psutil on Windows)")
+
+    monkeypatch.setattr(psutil, "Process", Process)
+    monkeypatch.setattr(platform, "_my_username", {"pid": None, "name": None}, raising=False)  # a fresh cache
+
+
+def test_same_user_on_windows_compares_account_names(windows):
+    fake_windows_psutil(windows, {os.getpid(): "DESKTOP-7\\ana", 101: "DESKTOP-7\\ana", 102: "desktop-7\\ANA",
+                                  103: "DESKTOP-7\\bob", 104: "NT AUTHORITY\\SYSTEM", 105: DENIED})
+    assert platform.same_user(os.getpid()) is True
+    assert platform.same_user(101) is True
+    assert platform.same_user(102) is True  # Windows account names are case-insensitive
+    assert platform.same_user(103) is False and platform.same_user(104) is False
+    assert platform.same_user(105) is None  # AccessDenied: owner unknown, not "another user"
+    assert platform.same_user(2 ** 22 + 7) is False  # no such process
+
+
+def test_same_user_on_windows_when_this_process_user_is_unreadable(windows):
+    fake_windows_psutil(windows, {os.getpid(): DENIED, 101: "DESKTOP-7\\ana"})
+    assert platform.same_user(101) is None
+
+
+def test_same_user_on_linux_reads_the_real_uid():
+    assert platform.same_user(os.getpid()) is True
+    assert platform.same_user(2 ** 22 + 7) is False
+    if os.geteuid() == 0:
+        assert platform.same_user(1) is True  # pid 1 runs as root here too
+    elif psutil.Process(1).uids().real != os.getuid():
+        assert platform.same_user(1) is False
 
 
 def test_windows_nvidia_tool_paths(windows, tmp_path):
