@@ -1,7 +1,8 @@
 """Everything that differs between Linux, Windows and macOS, in one place.
 
 The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function (``os.killpg``,
-``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``) or reads ``/proc`` itself: it calls these
+``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``, ``os.statvfs``, psutil's ``uids()``;
+tests/core/test_platform.py scans every other module's syntax tree for them) or reads ``/proc`` itself: it calls these
 functions, each with a branch per platform. Tests present another platform by setting :data:`SYSTEM`
 (``"linux"``, ``"windows"``, ``"darwin"``) and removing the POSIX-only attributes with ``monkeypatch``.
 
@@ -15,6 +16,7 @@ Facts and their sources:
   ``psutil.Process.memory_info().rss``.
 - A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``, ``os.getuid``);
   Windows has no uids, so the account name (``psutil.Process.username()``) against this process's.
+- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no ``/dev/shm``.
 - NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
 - The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
   ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on Windows is
@@ -421,6 +423,21 @@ def same_user(pid: int) -> bool | None:
         return None
     except (psutil.Error, OSError, AttributeError):
         return None
+
+
+def dev_shm_bytes() -> tuple | None:
+    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass tensors
+    through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to this user); None where
+    it cannot be read. Windows has no ``/dev/shm`` (workers share tensors through file mappings backed by the
+    page file), so None there."""
+    statvfs = getattr(os, "statvfs", None)
+    if is_windows() or statvfs is None:
+        return None
+    try:
+        st = statvfs("/dev/shm")
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def in_container() -> bool:
