@@ -80,13 +80,15 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, watch=None) -> RunResult:
+def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, watch=None,
+                timeout_from: str = "--timeout") -> RunResult:
     """Run ``argv``, writing each line of its stdout/stderr to ``out``/``err`` (default ``sys.stdout`` /
     ``sys.stderr`` at call time) as soon as it is printed.
 
     Args:
         argv: the program and its arguments. timeout_s: seconds before the process tree is killed (None: no
-            limit).
+            limit). timeout_from: where that limit came from, named in the time-out message: ``"--timeout"``
+            (the cell's flag) or ``"config"`` (``CudaMagics.cuda_timeout_s``).
 
     Returns:
         :class:`RunResult` when the program exits with status 0 and reports no CUDA error.
@@ -160,18 +162,29 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
         t.join(timeout=1)
     elapsed = time.monotonic() - start
     try:
-        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported)
+        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported, timeout_from)
     except CudaProgramError as exc:
         exc.watched = watched
         raise
     return RunResult(rc, elapsed, count, watched)
 
 
-def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=()) -> None:
+def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:
+    """What a ``%%cuda`` cell killed after ``timeout_s`` seconds says: the limit, where it came from (the cell's
+    ``--timeout`` or ``CudaMagics.cuda_timeout_s``, set with ``%config``) and how to change it."""
+    if timeout_from == "config":
+        return (f"the program ran longer than {timeout_s:g} s, the limit set by `%config CudaMagics.cuda_timeout_s "
+                f"= {timeout_s:g}`, and was killed with all its child processes. Give this cell more time with "
+                "`%%cuda --timeout 600` (--timeout 0: no limit), or change the default for every cell with "
+                "`%config CudaMagics.cuda_timeout_s = 0` (0: no limit).")
+    return (f"the program ran longer than --timeout {timeout_s:g} s and was killed with all its child processes. "
+            "Give it more time with a larger --timeout, or --timeout 0 for no limit.")
+
+
+def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=(), timeout_from="--timeout") -> None:
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
-        raise CudaProgramError(f"the program ran longer than --timeout {timeout_s:g} s and was killed with all "
-                               "its child processes.", returncode=rc, timed_out=True)
+        raise CudaProgramError(timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True)
     failed = cuda_errors or rc != 0
     seen = cuda_errors + printed if failed else []
     cuda = f" CUDA error: {seen[0]}" if seen else ""

@@ -81,6 +81,40 @@ def test_timeout_kills_the_whole_tree(cuda_ip, capfd):
     assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
 
 
+SLEEPS_1_5_S = '#include <cstdio>\n#include <unistd.h>\nint main() { usleep(1500000); printf("woke\\n"); }\n'
+
+
+def test_timeout_0_is_no_limit_and_the_config_default_is_named(cuda_ip, capfd):
+    from traitlets import TraitError
+
+    from cudamagic.cuda.errors import CudaProgramError
+
+    settings = cuda_magics().settings
+    cuda_ip.run_line_magic("config", "CudaMagics.cuda_timeout_s = 0.5")
+    try:
+        # --timeout 0 turns the configured limit off for this cell (the README's "0 = none")
+        result = cuda_ip.run_cell("%%cuda --timeout 0\n" + SLEEPS_1_5_S)
+        assert result.success, result.error_in_exec
+        assert "woke" in capfd.readouterr().out
+        # no flag: the configured limit applies, and the message names it and how to change it
+        result = cuda_ip.run_cell("%%cuda\n" + SLEEPS_1_5_S)
+        exc = result.error_in_exec
+        assert isinstance(exc, CudaProgramError) and exc.timed_out
+        assert "`%config CudaMagics.cuda_timeout_s = 0.5`" in str(exc) and "--timeout 0.5" not in str(exc)
+        assert "--timeout 0: no limit" in str(exc)
+        # the trait takes 0 too (no limit), and refuses what --timeout refuses
+        cuda_ip.run_line_magic("config", "CudaMagics.cuda_timeout_s = 0")
+        assert settings.cuda_timeout_s == 0
+        assert cuda_ip.run_cell("%%cuda\n" + SLEEPS_1_5_S).success
+        with pytest.raises(TraitError, match=r"cuda_timeout_s"):
+            settings.cuda_timeout_s = -1.0
+        with pytest.raises(TraitError, match=r"cuda_timeout_s must be a finite number"):
+            settings.cuda_timeout_s = float("inf")
+    finally:
+        cuda_ip.run_line_magic("config", "CudaMagics.cuda_timeout_s = 0")
+    capfd.readouterr()
+
+
 @pytest.mark.parametrize("body,expect", [
     ("#include <cstdio>\nint main() { fprintf(stderr, \"bad input\\n\"); return 3; }\n",
      r"exited with status 3.*bad input"),
@@ -188,8 +222,8 @@ def test_cache_is_bounded(cuda_ip):
 
 @pytest.mark.parametrize("line,match", [
     ("--arch foo", r"--arch 'foo' is not a GPU architecture"),
-    ("--timeout -1", r"--timeout must be a positive number"),
-    ("--timeout inf", r"--timeout must be a positive number"),
+    ("--timeout -1", r"--timeout must be a positive number of seconds, or 0 for no limit, not -1\.0"),
+    ("--timeout inf", r"--timeout must be a positive number of seconds, or 0 for no limit, not inf"),
     ("--save ../x.cuh", r"is not a header name"),
     ("--torch 1bad", r"give the C\+\+ function names"),
     ("--profile perf", r"choose ncu"),
