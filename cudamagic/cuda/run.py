@@ -181,13 +181,18 @@ def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:
             "Give it more time with a larger --timeout, or --timeout 0 for no limit.")
 
 
+def _as_cuda_error(text: str) -> str:
+    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already starts so is kept as it is)."""
+    return text if re.match(r"cuda(?: runtime)? error\b", text, re.I) else f"CUDA error: {text}"
+
+
 def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=(), timeout_from="--timeout") -> None:
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
         raise CudaProgramError(timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True)
     failed = cuda_errors or rc != 0
     seen = cuda_errors + printed if failed else []
-    cuda = f" CUDA error: {seen[0]}" if seen else ""
+    cuda = f" {_as_cuda_error(seen[0])}" if seen else ""
     if rc < 0:
         raise CudaProgramError(f"the program was killed by {_signal_name(-rc)}.{cuda}", returncode=rc,
                                cuda_error=seen[0] if seen else "")
@@ -198,7 +203,8 @@ def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=(), ti
         raise CudaProgramError(f"the program exited with status {status}.{cuda}{last}", returncode=rc,
                                cuda_error=seen[0] if seen else "")
     if cuda_errors:
-        raise CudaProgramError(f"the program exited with status 0 but left a CUDA error:{cuda}", returncode=rc,
+        raise CudaProgramError(f"the program exited with status 0 but left a CUDA error: {cuda_errors[0]}",
+                               returncode=rc,
                                cuda_error=cuda_errors[0])
     if reported:
         # a program that catches a CUDA error, prints it and returns 0 still failed at CUDA: fail the cell (so

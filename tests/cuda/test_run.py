@@ -141,6 +141,9 @@ def test_kernel_without_driver_shows_the_no_driver_box(cuda_ip, capfd):
     result = cuda_ip.run_cell(cell)
     exc = result.error_in_exec
     assert isinstance(exc, CudaProgramError) and exc.cuda_error.startswith("cudaErrorInsufficientDriver")
+    assert str(exc).startswith("the program exited with status 0 but left a CUDA error: cudaErrorInsufficientDriver "
+                               "(35): CUDA driver version is insufficient")
+    assert str(exc).count("CUDA error") == 1
     expl = current().magics["explain"].last_explanation
     assert expl is not None and expl.entry.id == "cuda-program-no-driver"
     assert expl.context.facts["nvidia_driver_found"] is False
@@ -406,7 +409,8 @@ def test_cuda_error_printed_by_the_program_goes_to_the_explainer(cuda_ip, capfd)
             'detected\\n");\n  return 1;\n}\n')
     result = cuda_ip.run_cell(cell)
     assert isinstance(result.error_in_exec, CudaProgramError)
-    assert "no CUDA-capable device" in str(result.error_in_exec)
+    assert str(result.error_in_exec) == ("the program exited with status 1. CUDA error: no CUDA-capable device is "
+                                         "detected")  # "CUDA error:" once, not twice
     assert current().magics["explain"].last_explanation.entry.id == "cuda-program-no-driver"
 
 
