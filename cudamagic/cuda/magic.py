@@ -177,7 +177,8 @@ class CudaCellMagics(AreaMagics):
         try:
             return run_cell(cell, opts, self._workspace(), self.settings, self.shell.user_ns, self.last)
         except (CudaCompileError, CudaProgramError) as exc:
-            # the cell's code failed, not ours: show the message, not cudamagic's frames
+            # the cell's code failed, not ours: IPython shows only the message (errors._ShownAsMessage); outside
+            # IPython (sys.excepthook, %tb) the traceback starts here rather than deep in the build
             raise exc.with_traceback(None) from None
 
     def _clear(self):

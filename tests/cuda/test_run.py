@@ -129,6 +129,23 @@ def test_failures_fail_the_cell(cuda_ip, body, expect):
         raise result.error_in_exec
 
 
+def test_failing_cell_shows_the_message_and_no_cudamagic_frame(cuda_ip, capfd):
+    from cudamagic.cuda.errors import CudaCompileError, CudaProgramError
+
+    capfd.readouterr()
+    result = cuda_ip.run_cell("%%cuda\n#include <cstdio>\nint main() { fprintf(stderr, \"bad input\\n\"); return 3; }\n")
+    assert isinstance(result.error_in_exec, CudaProgramError)
+    shown = capfd.readouterr().out  # IPython prints the traceback it shows on stdout
+    assert "CudaProgramError: the program exited with status 3." in shown
+    assert "cudamagic/" not in shown and "cudamagic\\" not in shown and "Traceback" not in shown
+    assert "run_cell_magic" not in shown and "not cudamagic's frames" not in shown
+    result = cuda_ip.run_cell("%%cuda\nint main() {\n  return undefined_name;\n}\n")
+    assert isinstance(result.error_in_exec, CudaCompileError)
+    shown = capfd.readouterr().out
+    assert 'CudaCompileError: ' in shown and 'cell line 3: error: identifier "undefined_name" is undefined' in shown
+    assert "cudamagic/" not in shown and "Traceback" not in shown
+
+
 def test_kernel_without_driver_shows_the_no_driver_box(cuda_ip, capfd):
     from cudamagic.cuda.errors import CudaProgramError
     from cudamagic.core.platform import nvidia_driver_present as _nvidia_driver_present
