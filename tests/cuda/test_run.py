@@ -468,11 +468,16 @@ def test_cuda_error_printed_with_exit_status_0_fails_the_cell(cuda_ip, capfd, pr
 
 
 def test_cuda_words_that_are_not_an_error_pass(cuda_ip, capfd):
+    # a program that teaches or logs about CUDA errors without reporting one (see test_printed_errors.py)
     cell = ('%%cuda\n#include <cstdio>\nint main() {\n  printf("CUDA error checking enabled\\n");\n'
-            '  printf("out of memory handling: none\\n");\n  printf("skipped: no GPU\\n");\n  return 0;\n}\n')
+            '  printf("out of memory handling: none\\n");\n  printf("skipped: no GPU\\n");\n'
+            '  printf("note: cudaErrorMemoryAllocation is what you get when OOM\\n");\n'
+            '  printf("Errors like cudaErrorInvalidValue come from bad arguments\\n");\n'
+            '  printf("cudaSuccess\\n");\n  return 0;\n}\n')
     result = cuda_ip.run_cell(cell)
     assert result.success, result.error_in_exec
-    assert "CUDA error checking enabled" in capfd.readouterr().out
+    out = capfd.readouterr().out
+    assert "CUDA error checking enabled" in out and "note: cudaErrorMemoryAllocation is what" in out
 
 
 def test_program_printing_the_runtime_error_string_without_a_launch(cuda_ip, capfd):
