@@ -209,8 +209,9 @@ def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:
 
 
 def _as_cuda_error(text: str) -> str:
-    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already starts so is kept as it is)."""
-    return text if re.match(r"cuda(?: runtime)? error\b", text, re.I) else f"CUDA error: {text}"
+    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already says ``CUDA error`` is kept as
+    it is)."""
+    return text if re.search(r"\bcuda(?:\s+runtime)?\s+error\b", text, re.I) else f"CUDA error: {text}"
 
 
 def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from="--timeout") -> None:

@@ -52,3 +52,17 @@ def test_error_reports_are_found(line):
 @pytest.mark.parametrize("line", NOT_REPORTS)
 def test_text_that_mentions_cuda_errors_is_not_a_report(line):
     assert not printed_cuda_error(line)
+
+
+@pytest.mark.parametrize("rc,printed,message", [
+    (1, "vec.cu(12): CUDA error: out of memory", "the program exited with status 1. vec.cu(12): CUDA error: out of memory"),
+    (1, "cudaMalloc failed: out of memory", "the program exited with status 1. CUDA error: cudaMalloc failed: out of memory"),
+    (-11, "CUDA Runtime Error (2): out of memory", "the program was killed by SIGSEGV. CUDA Runtime Error (2): out of memory"),
+])
+def test_failure_message_says_cuda_error_once(rc, printed, message):
+    from cudamagic.cuda.errors import CudaProgramError
+    from cudamagic.cuda.run import _check
+
+    with pytest.raises(CudaProgramError, match=r"CUDA") as info:
+        _check(rc, False, None, [], [printed], [])
+    assert str(info.value) == message
