@@ -20,13 +20,22 @@ def ip():
     """A real ``InteractiveShell`` with ``%load_ext cudamagic``; unloaded afterwards."""
     from IPython.core.interactiveshell import InteractiveShell
 
+    import copy
+
     shell = InteractiveShell.instance()
+    # `%config CudaMagics.x = ...` writes into the (singleton) shell's config, which outlives the extension: keep
+    # each test's settings to itself (a README block that turns the explainer off once broke later explainer tests)
+    saved = copy.deepcopy(dict(shell.config["CudaMagics"])) if "CudaMagics" in shell.config else None
     shell.run_line_magic("load_ext", "cudamagic")
     try:
         yield shell
     finally:
         shell.run_line_magic("unload_ext", "cudamagic")
         shell.reset(new_session=False)
+        if saved is None:
+            shell.config.pop("CudaMagics", None)
+        else:
+            shell.config["CudaMagics"] = type(shell.config)(saved)
 
 
 @pytest.fixture
