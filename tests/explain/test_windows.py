@@ -41,7 +41,8 @@ def test_spawned_worker_cannot_pickle_a_notebook_dataset_real(ip, monkeypatch):
 def test_worker_side_message_of_a_windows_kernel(ip):
     # Lib/pickle.py Unpickler.find_class, as a worker on Windows prints it (the notebook's class is in __main__)
     ip.run_cell(SETUP)
-    ip.run_cell(SQUARES + "loader = DataLoader(Squares(), num_workers=2)")
+    # Windows starts workers with spawn (its only method); the loader names it so the Linux test kernel does too
+    ip.run_cell(SQUARES + "loader = DataLoader(Squares(), num_workers=2, multiprocessing_context='spawn')")
     expl, _ = fail(ip, "raise AttributeError(\"Can't get attribute 'Squares' on <module '__main__' (built-in)>\")")
     assert expl.entry.id == "spawn-main" and expl.context.facts["name"] == "Squares"
     assert "`Squares` is defined in this notebook" in notes(expl)
