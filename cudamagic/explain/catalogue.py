@@ -12,7 +12,7 @@ from .context.autograd import (ctx_backward_twice, ctx_hook_changed, ctx_invalid
                                ctx_no_grad, ctx_scalar, ctx_version_counter)
 from .context.cuda import (ctx_arch, ctx_cuda_family, ctx_driver_old, ctx_not_compiled, ctx_ordinal,
                            ctx_program_driver)
-from .context.dataloader import (ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
+from .context.dataloader import (ctx_801, ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
                                  ctx_worker_exited, ctx_workers, forked_workers, spawned_workers)
 from .context.memory import ctx_gpu_memory, ctx_oom
 from .context.tensors import (ctx_broadcast, ctx_devices, ctx_dtype, ctx_float_targets, ctx_index_tensors,
@@ -103,7 +103,11 @@ CATALOGUE: tuple = (
         fix=("Return CPU tensors from the Dataset (no `.cuda()`/`.to(device)` in `__getitem__` or in the dataset "
              "tensors), move each batch to the GPU in the training loop, and use pin_memory=True for speed; or set "
              "num_workers=0."),
-        source="torch/csrc/StorageSharing.cpp: THPStorage_shareCuda (cudaIpcGetMemHandle)", context=ctx_workers),
+        localise=("Set `num_workers=0`: if the error goes away, the workers are the cause. Then look for `.cuda()`, "
+                  "`.to('cuda')` or `device='cuda'` in the Dataset (`__init__`, `__getitem__`) and in collate_fn, "
+                  "and move it into the training loop (`x = x.to('cuda')` after the batch arrives): on Windows "
+                  "(WDDM) CUDA IPC is not supported, so no CUDA tensor can pass between processes."),
+        source="torch/csrc/StorageSharing.cpp: THPStorage_shareCuda (cudaIpcGetMemHandle)", context=ctx_801),
     Entry(
         id="spawn-main", title="Spawned workers cannot import notebook code",
         types=("AttributeError", "PicklingError", "RuntimeError"),
@@ -525,7 +529,8 @@ def _with_family(entry):
     # statuses another specific entry explains better (cuBLAS / cuDNN handle creation) stay with it
     others = [q for e in CATALOGUE if e.id != entry.id and e.id in _SPECIFIC_FAMILY for q in e.patterns]
     extra = tuple(p for p in extra if not any(re.search(q, p) for q in others))
-    return replace(entry, family=family, localise=cudaerrors.FAMILIES[family].localise,
+    # an entry's own localise fits its case better than its family's (801 in DataLoader workers is not NCCL)
+    return replace(entry, family=family, localise=entry.localise or cudaerrors.FAMILIES[family].localise,
                    patterns=entry.patterns + extra)
 
 

@@ -140,6 +140,26 @@ def forked_workers(match, scene) -> bool:
     return not spawned_workers(match, scene)
 
 
+def ctx_801(match, scene):
+    """Error 801 (operation not supported): the loaders with workers and datasets holding GPU tensors
+    (:func:`ctx_workers`); the distributed advice only where this kernel has a ``torch.distributed`` group."""
+    ctx = ctx_workers(match, scene)
+    torch = _torch()
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    try:
+        group = dist is not None and dist.is_available() and dist.is_initialized()
+        backend, world = (str(dist.get_backend()), dist.get_world_size()) if group else ("", 0)
+    except Exception:  # a half-torn-down group: no distributed advice
+        group, backend, world = False, "", 0
+    notes = list(ctx.notes)
+    if group:
+        notes.insert(-1, f"torch.distributed is initialised here (backend {backend}, world size {world}): if the "
+                         "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank and "
+                         "call that failed, `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks the collectives, and "
+                         "`nvidia-smi topo -m` shows which GPUs can reach each other directly.")
+    return Context(notes=tuple(notes), facts={**ctx.facts, "distributed_backend": backend})
+
+
 def ctx_spawn_main(match, scene):
     """Workers started with ``spawn`` (Windows, macOS) cannot import what the notebook defined in ``__main__``."""
     import multiprocessing
