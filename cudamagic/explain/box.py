@@ -36,7 +36,8 @@ def text_width() -> int:
 
 def _wrap(label: str, text: str, width: int) -> list:
     prefix = f"{label}: " if label else ""
-    lines = textwrap.wrap(prefix + text, width=width - 2, subsequent_indent="  ") or [""]
+    # no break at hyphens: a command such as `--shm-size=8g` stays whole on one line, ready to copy
+    lines = textwrap.wrap(prefix + text, width=width - 2, subsequent_indent="  ", break_on_hyphens=False) or [""]
     return lines
 
 
@@ -51,7 +52,8 @@ def explanation_text(expl, width: int | None = None) -> str:
     if expl.context.notes:
         body.append("In your session:")
         for note in expl.context.notes:
-            body += ["  " + ln for ln in textwrap.wrap("- " + note, width=width - 4, subsequent_indent="  ")]
+            body += ["  " + ln for ln in textwrap.wrap("- " + note, width=width - 4, subsequent_indent="  ",
+                                                       break_on_hyphens=False)]
     if expl.context.fix:
         body += _wrap("Fix", expl.context.fix, width)
         body += _wrap("In general", entry.fix, width)

@@ -12,8 +12,8 @@ from .context.autograd import (ctx_backward_twice, ctx_hook_changed, ctx_invalid
                                ctx_no_grad, ctx_scalar, ctx_version_counter)
 from .context.cuda import (ctx_arch, ctx_cuda_family, ctx_driver_old, ctx_not_compiled, ctx_ordinal,
                            ctx_program_driver)
-from .context.dataloader import (ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
-                                 ctx_workers)
+from .context.dataloader import (ctx_801, ctx_fork, ctx_no_accelerator, ctx_pin_cuda, ctx_shm, ctx_spawn_main,
+                                 ctx_worker_exited, ctx_workers, forked_workers, spawned_workers)
 from .context.memory import ctx_gpu_memory, ctx_oom
 from .context.tensors import (ctx_broadcast, ctx_devices, ctx_dtype, ctx_float_targets, ctx_index_tensors,
                               ctx_matmul, ctx_numpy, ctx_result_cast, ctx_targets)
@@ -26,6 +26,10 @@ from .model import Entry
 
 _CUDA_SUFFIX = ("CUDA reports kernel errors asynchronously, so the line in the traceback may be later than the one "
                 "that failed.")
+
+
+#: torch/utils/data/dataloader.py (``pid(s) ...``) and torch/csrc/DataLoader.cpp (``pid N ... with exit code``)
+_WORKER_EXITED = r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) exited unexpectedly"
 
 
 CATALOGUE: tuple = (
@@ -99,13 +103,17 @@ CATALOGUE: tuple = (
         fix=("Return CPU tensors from the Dataset (no `.cuda()`/`.to(device)` in `__getitem__` or in the dataset "
              "tensors), move each batch to the GPU in the training loop, and use pin_memory=True for speed; or set "
              "num_workers=0."),
-        source="torch/csrc/StorageSharing.cpp: THPStorage_shareCuda (cudaIpcGetMemHandle)", context=ctx_workers),
+        localise=("Set `num_workers=0`: if the error goes away, the workers are the cause. Then look for `.cuda()`, "
+                  "`.to('cuda')` or `device='cuda'` in the Dataset (`__init__`, `__getitem__`) and in collate_fn, "
+                  "and move it into the training loop (`x = x.to('cuda')` after the batch arrives): on Windows "
+                  "(WDDM) CUDA IPC is not supported, so no CUDA tensor can pass between processes."),
+        source="torch/csrc/StorageSharing.cpp: THPStorage_shareCuda (cudaIpcGetMemHandle)", context=ctx_801),
     Entry(
         id="spawn-main", title="Spawned workers cannot import notebook code",
         types=("AttributeError", "PicklingError", "RuntimeError"),
         patterns=(r"Can't get attribute '(?P<name>[^']+)' on <module '__(?:mp_)?main__'",
                   r"Can't pickle <(?:class|function) '__main__\.(?P<name>[^']+)'>",
-                  r"DataLoader worker \(pid\(s\) [\d, ]+\) exited unexpectedly"),
+                  _WORKER_EXITED),
         what=("DataLoader workers (or a multiprocessing Pool) were started with the spawn method and could not load "
               "a Dataset, function or class defined in the notebook."),
         why=("spawn (the default on Windows and macOS) starts each worker as a fresh Python that imports your objects "
@@ -116,7 +124,25 @@ CATALOGUE: tuple = (
         fix=("Put the Dataset class (and any collate_fn / worker_init_fn) in a .py file next to the notebook and "
              "import it (`from mydata import MyDataset`), or use `num_workers=0` in the notebook."),
         source="Lib/pickle.py: Unpickler.find_class / Pickler.save_global; torch/utils/data/dataloader.py: "
-               "_MultiProcessingDataLoaderIter._try_get_data", context=ctx_spawn_main),
+               "_MultiProcessingDataLoaderIter._try_get_data", context=ctx_spawn_main,
+        applies=spawned_workers),  # "exited unexpectedly" only when the workers are spawned
+    Entry(
+        id="worker-exited", title="A forked DataLoader worker died",
+        types=("RuntimeError",), patterns=(_WORKER_EXITED,),
+        what="A DataLoader worker process (started with fork) died before it delivered its batch.",
+        why=("Forked workers inherit everything the notebook defined, so they can load your Dataset. A worker that "
+             "dies anyway usually ran out of shared memory: workers hand batches over through /dev/shm, which in a "
+             "container is often tiny (Docker's default --shm-size is 64 MiB); or it was killed (by the kernel's "
+             "OOM killer when memory runs out: signal 'Killed') or crashed in its own code or in native code. The "
+             "worker's own error is lost; the notebook sees only that it exited."),
+        fix=("Check shared memory with `!df -h /dev/shm`; give the container more (`docker run --shm-size=8g` or "
+             "`--ipc=host`) or lower num_workers / batch size. Run once with `num_workers=0` to see the worker's real "
+             "error in the cell. If the worker was killed, check `!dmesg | grep -i 'killed process'` for the OOM "
+             "killer and use fewer workers."),
+        localise=("`num_workers=0` runs the Dataset in the notebook's own process, so the real exception and its "
+                  "traceback appear in the cell; `!df -h /dev/shm` shows the size and use of shared memory."),
+        source="torch/utils/data/dataloader.py: _MultiProcessingDataLoaderIter._try_get_data; torch/csrc/DataLoader.cpp: "
+               "_error_if_any_worker_fails", context=ctx_worker_exited, applies=forked_workers),
     Entry(
         id="cuda-oom", title="CUDA out of memory", reports=("F22",),
         types=("OutOfMemoryError", "RuntimeError"),
@@ -503,7 +529,8 @@ def _with_family(entry):
     # statuses another specific entry explains better (cuBLAS / cuDNN handle creation) stay with it
     others = [q for e in CATALOGUE if e.id != entry.id and e.id in _SPECIFIC_FAMILY for q in e.patterns]
     extra = tuple(p for p in extra if not any(re.search(q, p) for q in others))
-    return replace(entry, family=family, localise=cudaerrors.FAMILIES[family].localise,
+    # an entry's own localise fits its case better than its family's (801 in DataLoader workers is not NCCL)
+    return replace(entry, family=family, localise=entry.localise or cudaerrors.FAMILIES[family].localise,
                    patterns=entry.patterns + extra)
 
 

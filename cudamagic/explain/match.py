@@ -9,30 +9,30 @@ memory alive (field report F22).
 from __future__ import annotations
 
 from . import catalogue
-from .model import Context, Explanation, _message
+from .model import Context, Explanation, _chain, _message
 from .scene import Scene
 
 
-def _chain(exc: BaseException, depth: int = 5):
-    """The exception, then its ``__cause__``/``__context__`` chain (at most ``depth`` links)."""
-    seen = set()
-    while exc is not None and id(exc) not in seen and depth > 0:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__
-        depth -= 1
+def _applies(entry, found, scene) -> bool:
+    if entry.applies is None:
+        return True
+    try:
+        return bool(entry.applies(found, scene))
+    except Exception:  # a failing check must not hide the entry
+        return True
 
 
-def find_entry(exc: BaseException):
+def find_entry(exc: BaseException, scene: Scene | None = None):
     """Return ``(entry, match)`` for the first catalogue entry matching ``exc``, or ``(None, None)``.
 
     The exception itself is tried first, then its ``__cause__``/``__context__`` chain, so
     an error re-raised by user code (``raise ValueError(...) from e``) is still explained.
+    An entry whose ``applies(match, scene)`` says False is skipped.
     """
     for link in _chain(exc):
         for entry in catalogue.CATALOGUE:
             found = entry.match(link)
-            if found:
+            if found and _applies(entry, found, scene):
                 return entry, found
     return None, None
 
@@ -53,7 +53,7 @@ def explain(exc: BaseException, scene: Scene | None = None):
     """
     if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit, GeneratorExit: never a box
         return None
-    entry, found = find_entry(exc)
+    entry, found = find_entry(exc, scene)
     if entry is None:
         return None
     message = _message(exc).strip().splitlines()

@@ -48,6 +48,9 @@ class Entry:
         family: the family the entry belongs to (a key of :data:`.cudaerrors.FAMILIES` for CUDA errors,
             ``"autograd-engine"`` for the autograd engine's own errors), or ``""``.
         localise: how to find the operation that really failed, or ``""``.
+        applies: optional ``applies(match, scene) -> bool`` (``scene`` may be ``None``): ``False`` passes a
+            matching error on to the next entry, for a message that means different things in different states
+            ("DataLoader worker exited unexpectedly" under spawn and under fork).
     """
 
     id: str
@@ -62,6 +65,7 @@ class Entry:
     context: Callable | None = None
     family: str = ""
     localise: str = ""
+    applies: Callable | None = None
 
     def match(self, exc: BaseException):
         """Return the ``re.Match`` of the first pattern found in ``str(exc)``, or None."""
@@ -113,6 +117,16 @@ class Explanation:
         from .box import explanation_html
 
         return explanation_html(self)
+
+
+def _chain(exc: BaseException, depth: int = 5):
+    """The exception, then its ``__cause__``/``__context__`` chain (at most ``depth`` links)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen and depth > 0:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+        depth -= 1
 
 
 def _message(exc: BaseException) -> str:

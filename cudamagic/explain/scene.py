@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from .model import _chain, _message
 from .source import _line_names, _root_name_of, call_arguments
 
 
@@ -34,6 +35,8 @@ class Scene:
         line_magics: names of the line magics registered (to mention ``%cudamem``).
         failing_lines: the source line being executed in each user frame of the traceback
             (the cell's line first), stripped.
+        messages: ``str()`` of the exception and of each link of its ``__cause__``/``__context__``
+            chain, outermost first (a DataLoader's "exited unexpectedly" wraps the exit code or signal).
     """
 
     user_ns: Mapping = field(default_factory=dict)
@@ -42,6 +45,7 @@ class Scene:
     history: list = field(default_factory=list)
     line_magics: frozenset = frozenset()
     failing_lines: list = field(default_factory=list)
+    messages: list = field(default_factory=list)
 
     def variables(self):
         """Yield ``(name, value)``: locals of the user frames (innermost first), then globals.
@@ -100,8 +104,9 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
         magics = frozenset(shell.magics_manager.magics["line"])
     except Exception:
         magics = frozenset()
+    messages = [_message(link) for link in _chain(exc)] if exc is not None else []
     return Scene(user_ns=visible, frames=frames, sources=sources, history=history, line_magics=magics,
-                 failing_lines=[ln for ln in lines if ln])
+                 failing_lines=[ln for ln in lines if ln], messages=messages)
 
 
 def _torch():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core import style
-from ..core.fmt import TEXT_WIDTH, esc, format_bytes, format_value, html_table, na_cell_html
+from ..core.fmt import TEXT_WIDTH, display_width, esc, format_bytes, format_value, html_table, na_cell_html, pad
 from ..core.na import NA, is_na
 from . import health as _health
 
@@ -209,34 +209,38 @@ class CudaInfoReport:
         """The report as plain text, wrapped to :data:`TEXT_WIDTH` columns."""
         lines = ["cudamagic %cudainfo", ""]
         section = None
-        w = max(len(r[1]) for r in SUMMARY_ROWS)
+        w = max(display_width(r[1]) for r in SUMMARY_ROWS)
         for sec, label, get, source in SUMMARY_ROWS:
             if sec != section:
                 lines.append(f"[{sec}]")
                 section = sec
-            lines.extend(_wrap(f"  {label.ljust(w)}  ", format_value(get(self.facts))))
+            lines.extend(_wrap(f"  {pad(label, w)}  ", format_value(get(self.facts))))
             lines.extend(_wrap(f"  {'':{w}}    ↳ ", source))
         lines.append("[GPUs]")
         gpus = self._gpus()
         if not gpus:
             st = self.facts["driver"]["status"]
             lines.extend(_wrap("  ", "none visible" + (f": {st.reason}" if is_na(st) else "")))
+        # one label column for the per-GPU rows and their sources: as wide as the longest label shown
+        shown = self._gpu_columns(gpus) if gpus else []
+        lw = max((display_width(label) for _k, label, _s in shown), default=0)
         for g in gpus:
             lines.append(f"  GPU {g['index']}:")
             for key, label, _src in GPU_COLUMNS[1:]:
                 if key == "driver_model.current" and is_na(g.get(key, NA("absent"))):
                     continue  # Windows only: no line on Linux
-                lines.extend(_wrap(f"    {label.ljust(20)} ", format_gpu_field(key, g.get(key, NA("not collected")))))
+                lines.extend(_wrap(f"    {pad(label, lw)} ", format_gpu_field(key, g.get(key, NA("not collected")))))
             for m in g.get("mig_devices") or []:
                 lines.append(f"    MIG instance {m['index']}: {m['uuid']}  {format_bytes(m['memory.used'])} / "
                              f"{format_bytes(m['memory.total'])}")
         if gpus:
             lines.append("  Sources of the GPU fields:")
             for _key, label, src in self._gpu_columns(gpus):  # the driver model: Windows only
-                lines.extend(_wrap(f"    {label.ljust(20)} ", src))
+                lines.extend(_wrap(f"    {pad(label, lw)} ", src))
         lines.append("[Environment]")
+        kw = max([32, *(display_width(k) for k in self.facts["env"])])
         for k, v in self.facts["env"].items():
-            lines.extend(_wrap(f"  {k.ljust(32)} ", _env_text(v)))
+            lines.extend(_wrap(f"  {pad(k, kw)} ", _env_text(v)))
         lines.append("[Findings]")
         for x in self.findings:
             lines.extend(_wrap(f"  {_SEV_ICON[x.severity]} ", f"{x.severity.upper()}: {x.title}"))

@@ -41,7 +41,8 @@ def test_spawned_worker_cannot_pickle_a_notebook_dataset_real(ip, monkeypatch):
 def test_worker_side_message_of_a_windows_kernel(ip):
     # Lib/pickle.py Unpickler.find_class, as a worker on Windows prints it (the notebook's class is in __main__)
     ip.run_cell(SETUP)
-    ip.run_cell(SQUARES + "loader = DataLoader(Squares(), num_workers=2)")
+    # Windows starts workers with spawn (its only method); the loader names it so the Linux test kernel does too
+    ip.run_cell(SQUARES + "loader = DataLoader(Squares(), num_workers=2, multiprocessing_context='spawn')")
     expl, _ = fail(ip, "raise AttributeError(\"Can't get attribute 'Squares' on <module '__main__' (built-in)>\")")
     assert expl.entry.id == "spawn-main" and expl.context.facts["name"] == "Squares"
     assert "`Squares` is defined in this notebook" in notes(expl)
@@ -73,3 +74,41 @@ def test_worker_side_message_when_main_is_the_kernel_launcher(ip):
     expl, _ = fail(ip, "raise AttributeError(\"Can't get attribute 'collate' on <module '__mp_main__' from "
                        "'C:\\\\\\\\Users\\\\\\\\student\\\\\\\\miniconda3\\\\\\\\Lib\\\\\\\\site-packages\\\\\\\\ipykernel_launcher.py'>\")")
     assert expl.entry.id == "spawn-main" and expl.context.facts["name"] == "collate"
+
+
+_DISTRIBUTED = ("nvidia-smi topo", "NCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG")
+
+
+def test_801_localise_fits_dataloader_workers_on_one_gpu(ip):
+    # field report F21: a one-GPU Windows laptop; torch/csrc/generic/StorageSharing.cpp (pytorch#36037 text)
+    ip.run_cell(SETUP)
+    ip.run_cell("from torch.utils.data import DataLoader, TensorDataset\n"
+                "loader = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)")
+    expl, _ = fail(ip, "raise RuntimeError('cuda runtime error (801) : operation not supported at "
+                       "..\\\\torch/csrc/generic/StorageSharing.cpp:245')")
+    assert expl.entry.id == "cuda-801-workers"
+    localise = expl.entry.localise
+    assert not [w for w in _DISTRIBUTED if w in localise], localise
+    assert "num_workers=0" in localise and ".cuda()" in localise and ".to('cuda')" in localise
+    assert "Dataset" in localise and "training loop" in localise
+    text, html = expl.text(), expl._repr_html_()
+    assert not [w for w in _DISTRIBUTED if w in text or w in html]
+    assert "distributed" not in " ".join(expl.context.notes)
+    # the distributed advice stays with the distributed case: peer access between GPUs (CUDA runtime 217)
+    expl, _ = fail(ip, "raise RuntimeError('CUDA error: peer access is not supported between these two devices')")
+    assert expl.entry.id == "cuda-peer" and "NCCL_DEBUG=INFO" in expl.entry.localise
+
+
+def test_801_in_a_distributed_kernel_adds_the_distributed_advice(ip, tmp_path):
+    # a real (one-process, gloo) torch.distributed group: only then does the 801 box speak of NCCL
+    import torch.distributed as dist
+
+    ip.run_cell(SETUP)
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        expl, _ = fail(ip, "raise RuntimeError('CUDA error: operation not supported')")
+    finally:
+        dist.destroy_process_group()
+    assert expl.entry.id == "cuda-801-workers"
+    assert expl.context.facts["distributed_backend"] == "gloo"
+    assert "NCCL_DEBUG=INFO" in notes(expl) and "world size 1" in notes(expl)

@@ -111,3 +111,39 @@ def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvm
     assert gpus.split("<table", 1)[0].endswith('<div class="cm-scroll">')  # a visible cue if it is still too wide
     assert page.count('<td class="cm-prose">Tesla T4</td>') == 1
     assert '<details><summary>Environment variables (' in page  # technical detail, collapsible
+
+
+def _value_columns(block, labels):
+    """For each row of a label/value block: the column its value starts at (continuation lines: their indent)."""
+    from cudamagic.core.fmt import display_width
+
+    columns = []
+    for line in block:
+        label = next((lb for lb in sorted(labels, key=len, reverse=True) if line[4:].startswith(lb + " ")), None)
+        if label is None:  # a wrapped continuation line: its text starts under the values
+            columns.append(display_width(line) - display_width(line.lstrip()))
+            continue
+        rest = line[4 + len(label):]
+        columns.append(display_width(line[:4 + len(label)]) + display_width(rest) - display_width(rest.lstrip()))
+    return columns
+
+
+def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
+    # the health rows ("ECC uncorrected (since boot)", "retired pages pending") are longer than the old 20 columns
+    from cudamagic.core.fmt import TEXT_WIDTH, display_width
+    from cudamagic.info.report import GPU_COLUMNS
+
+    fake_nvml("one_gpu")
+    lines = collect(env={}).to_text().splitlines()
+    labels = [label for _key, label, _src in GPU_COLUMNS]
+    start = lines.index("  GPU 0:") + 1
+    end = next(i for i in range(start, len(lines)) if not lines[i].startswith("    "))
+    sources = lines.index("  Sources of the GPU fields:") + 1
+    sources_end = next(i for i in range(sources, len(lines)) if not lines[i].startswith("    "))
+    for block in (lines[start:end], lines[sources:sources_end]):
+        assert any(ln.startswith("    ECC uncorrected (since boot) ") for ln in block)
+        assert any(ln.startswith("    retired pages pending ") for ln in block)
+        columns = _value_columns(block, labels)
+        assert len(set(columns)) == 1, list(zip(columns, block))
+        assert columns[0] > 4 + max(display_width(lb) for lb in labels if any(ln[4:].startswith(lb) for ln in block))
+        assert all(display_width(ln) <= TEXT_WIDTH for ln in block)

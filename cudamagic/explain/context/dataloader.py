@@ -7,6 +7,8 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`
 
 from __future__ import annotations
 
+import re
+
 from ...core import platform
 from ...core.fmt import format_bytes
 from ..model import Context
@@ -96,6 +98,67 @@ def ctx_workers(match, scene):
                                               "loaders_with_gpu_datasets": cuda_datasets})
 
 
+def _process_start_method() -> str:
+    """The start method new worker processes get in this process: the one set, else the platform's default
+    (fork on Linux before Python 3.14, spawn on Windows and macOS), without fixing it."""
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+
+
+def _loader_start_method(loader, default: str) -> str:
+    ctx = getattr(loader, "multiprocessing_context", None)
+    return ctx.get_start_method() if ctx is not None else default
+
+
+def start_methods(scene) -> list:
+    """The start methods of the DataLoaders with workers in ``scene`` (their ``multiprocessing_context``, else
+    the process's), sorted; the process's own when there are none (or ``scene`` is None)."""
+    default = _process_start_method()
+    found = {_loader_start_method(loader, default) for _, loader in (_dataloaders(scene) if scene else [])
+             if getattr(loader, "num_workers", 0)}
+    return sorted(found) or [default]
+
+
+_PICKLE_FAILURE = re.compile(r"Can't get attribute '[^']+' on <module '__(?:mp_)?main__'|"
+                             r"Can't pickle <(?:class|function) '__main__\.")
+
+
+def spawned_workers(match, scene) -> bool:
+    """Whether a worker error is the spawn case: the message (or a link of its chain) shows the pickling failure,
+    or the workers in use start with spawn / forkserver, which import notebook code by name."""
+    if "exited unexpectedly" not in match.group(0):
+        return True  # the pickling messages themselves
+    if any(_PICKLE_FAILURE.search(m) for m in (scene.messages if scene else ())):
+        return True
+    return bool({"spawn", "forkserver"}.intersection(start_methods(scene)))
+
+
+def forked_workers(match, scene) -> bool:
+    """Whether a worker that "exited unexpectedly" was forked (the inverse of :func:`spawned_workers`)."""
+    return not spawned_workers(match, scene)
+
+
+def ctx_801(match, scene):
+    """Error 801 (operation not supported): the loaders with workers and datasets holding GPU tensors
+    (:func:`ctx_workers`); the distributed advice only where this kernel has a ``torch.distributed`` group."""
+    ctx = ctx_workers(match, scene)
+    torch = _torch()
+    dist = getattr(torch, "distributed", None) if torch is not None else None
+    try:
+        group = dist is not None and dist.is_available() and dist.is_initialized()
+        backend, world = (str(dist.get_backend()), dist.get_world_size()) if group else ("", 0)
+    except Exception:  # a half-torn-down group: no distributed advice
+        group, backend, world = False, "", 0
+    notes = list(ctx.notes)
+    if group:
+        notes.insert(-1, f"torch.distributed is initialised here (backend {backend}, world size {world}): if the "
+                         "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank and "
+                         "call that failed, `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks the collectives, and "
+                         "`nvidia-smi topo -m` shows which GPUs can reach each other directly.")
+    return Context(notes=tuple(notes), facts={**ctx.facts, "distributed_backend": backend})
+
+
 def ctx_spawn_main(match, scene):
     """Workers started with ``spawn`` (Windows, macOS) cannot import what the notebook defined in ``__main__``."""
     import multiprocessing
@@ -107,8 +170,7 @@ def ctx_spawn_main(match, scene):
     for lname, loader in _dataloaders(scene):
         if not getattr(loader, "num_workers", 0):
             continue
-        ctx = getattr(loader, "multiprocessing_context", None)
-        lmethod = ctx.get_start_method() if ctx is not None else method
+        lmethod = _loader_start_method(loader, method)
         cls = type(loader.dataset)
         in_main = [f"dataset class `{cls.__name__}`"] if cls.__module__ == "__main__" else []
         if in_main and not name:  # "worker exited unexpectedly" names nothing: the dataset class is the suspect
@@ -156,3 +218,39 @@ def ctx_shm(match, scene):
     ctx = ctx_workers(match, scene)
     return Context(notes=tuple(notes) + ctx.notes[:-1], facts={**facts, **ctx.facts})
 
+
+
+_EXIT_CODE = re.compile(r"exited unexpectedly with exit code (-?\d+)")
+_SIGNAL = re.compile(r"is killed by signal: ([^.\n]+)")
+
+
+def ctx_worker_exited(match, scene):
+    """A forked DataLoader worker died: the exit code or signal (from the message and its chain), the start
+    method of each loader with workers, and the size of ``/dev/shm``."""
+    texts = [match.string, *scene.messages]
+    codes = [int(m.group(1)) for t in texts for m in [_EXIT_CODE.search(t)] if m]
+    signals = [m.group(1).strip() for t in texts for m in [_SIGNAL.search(t)] if m]
+    code, sig = (codes[0] if codes else None), (signals[0] if signals else "")
+    default = _process_start_method()
+    notes = []
+    for name, loader in _dataloaders(scene):
+        n = getattr(loader, "num_workers", 0)
+        if n:
+            notes.append(f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: forked "
+                         "workers inherit what the notebook defined, so this is not the spawn import problem.")
+    if sig == "Killed":
+        notes.append("The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when memory "
+                     "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own copy of "
+                     "what it touches in the dataset; fewer workers or a smaller dataset in memory help.")
+    elif sig == "Bus error":
+        notes.append("The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while it "
+                     "handed a batch over.")
+    elif sig:
+        notes.append(f"The worker was killed by signal {sig}.")
+    if code is not None:
+        notes.append(f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn code; "
+                     "with `num_workers=0` the real error shows in the cell.")
+    shm = ctx_shm(match, scene)
+    notes += [n for n in shm.notes if n.startswith("/dev/shm")]
+    facts = {**shm.facts, "exit_code": code, "signal": sig, "start_methods": start_methods(scene)}
+    return Context(notes=tuple(notes), facts=facts)
