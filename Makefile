@@ -22,9 +22,15 @@ LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 .PHONY: setup demo test lab bench mutation system-deps clean FORCE
 
 # The requested torch is written to a file that changes only when TORCH changes, so a new TORCH reinstalls.
+# pip counts any local build of a version as that version (torch==2.13.0 is met by 2.13.0+cpu and by
+# 2.13.0+cu128), so when TORCH changes the torch installed before is uninstalled first; only then, so a changed
+# setup.cfg alone reinstalls the package and leaves torch as it is (a first set-up has nothing to uninstall).
 $(TORCH_SPEC): FORCE
 	@bash scripts/make_venv.sh "$(PYTHON)" "$(VENV)"
-	@echo '$(TORCH)' | cmp -s - $@ || echo '$(TORCH)' > $@
+	@if ! echo '$(TORCH)' | cmp -s - $@; then \
+	  if [ -f $@ ] || [ -f $(STAMP) ]; then echo "TORCH changed: uninstalling the torch installed before"; \
+	    $(PY) -m pip uninstall --yes --quiet torch || exit 1; fi; \
+	  echo '$(TORCH)' > $@; fi
 
 $(STAMP): setup.cfg pyproject.toml $(TORCH_SPEC)
 	$(PY) -m pip install --quiet --upgrade pip

@@ -46,10 +46,25 @@ def torch_installs(calls) -> list:
     return [c for c in calls if c.startswith("-m pip install") and "torch" in c and "-e" not in c.split()]
 
 
+UNINSTALL = "-m pip uninstall --yes --quiet torch"
+
+
+def uninstalls(calls) -> list:
+    """The torch uninstalls among ``calls``; each must come before the torch install of the same run (pip takes
+    ``torch==2.13.0`` as met by any local build, ``2.13.0+cpu`` or ``2.13.0+cu128``, so only an uninstall
+    switches builds)."""
+    found = [c for c in calls if c.startswith("-m pip uninstall")]
+    if found:
+        assert calls.index(UNINSTALL) < calls.index(torch_installs(calls)[0]), calls
+    return found
+
+
 def test_first_setup_installs_the_default_torch(project):
     calls = setup_calls(project)
     assert torch_installs(calls) == ["-m pip install --quiet torch==2.13.0"]
+    assert uninstalls(calls) == []  # same torch: pip leaves it as it is
     assert "-m pip install --quiet -e .[test]" in calls
+    assert uninstalls(calls) == []  # nothing installed yet
     assert (project[0] / "venv" / ".cudamagic-torch").read_text() == "torch==2.13.0\n"
 
 
@@ -61,11 +76,31 @@ def test_same_torch_does_not_reinstall(project):
 
 def test_changing_torch_reinstalls_once_then_not_again(project):
     setup_calls(project)
-    assert torch_installs(setup_calls(project, f"TORCH={CU126}")) == [f"-m pip install --quiet {CU126}"]
+    calls = setup_calls(project, f"TORCH={CU126}")
+    assert uninstalls(calls) == [UNINSTALL]
+    assert torch_installs(calls) == [f"-m pip install --quiet {CU126}"]
     assert setup_calls(project, f"TORCH={CU126}") == []
-    # back to the default CPU pin: one more reinstall, of the default
-    assert torch_installs(setup_calls(project)) == ["-m pip install --quiet torch==2.13.0"]
+    # back to the default CPU pin: one more uninstall and reinstall, of the default
+    calls = setup_calls(project)
+    assert uninstalls(calls) == [UNINSTALL]
+    assert torch_installs(calls) == ["-m pip install --quiet torch==2.13.0"]
     assert setup_calls(project) == []
+
+
+def test_same_version_another_build_uninstalls_first(project):
+    """The README's own switch: the same version from another index. pip alone would keep the build it has."""
+    setup_calls(project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
+    calls = setup_calls(project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128")
+    assert uninstalls(calls) == [UNINSTALL]
+    assert torch_installs(calls) == ["-m pip install --quiet torch==2.13.0 --index-url "
+                                     "https://download.pytorch.org/whl/cu128"]
+
+
+def test_a_venv_from_before_the_torch_file_uninstalls_when_torch_is_given(project):
+    """A .venv set up before make recorded the requested torch (stamp, no torch file): its torch is unknown."""
+    setup_calls(project)
+    (project[0] / "venv" / ".cudamagic-torch").unlink()
+    assert uninstalls(setup_calls(project, f"TORCH={CU126}")) == [UNINSTALL]
 
 
 def test_a_changed_setup_cfg_reinstalls_the_package_and_the_same_torch(project):
@@ -75,4 +110,5 @@ def test_a_changed_setup_cfg_reinstalls_the_package_and_the_same_torch(project):
     os.utime(cfg, (stamp + 10, stamp + 10))  # edited 10 s after the install
     calls = setup_calls(project)
     assert torch_installs(calls) == ["-m pip install --quiet torch==2.13.0"]
+    assert uninstalls(calls) == []  # same torch: pip leaves it as it is
     assert "-m pip install --quiet -e .[test]" in calls

@@ -1,7 +1,8 @@
 """Everything that differs between Linux, Windows and macOS, in one place.
 
 The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function (``os.killpg``,
-``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``) or reads ``/proc`` itself: it calls these
+``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``, ``os.statvfs``, psutil's ``uids()``;
+tests/core/test_platform.py scans every other module's syntax tree for them) or reads ``/proc`` itself: it calls these
 functions, each with a branch per platform. Tests present another platform by setting :data:`SYSTEM`
 (``"linux"``, ``"windows"``, ``"darwin"``) and removing the POSIX-only attributes with ``monkeypatch``.
 
@@ -13,6 +14,9 @@ Facts and their sources:
   be raised.
 - Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports); elsewhere
   ``psutil.Process.memory_info().rss``.
+- A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``, ``os.getuid``);
+  Windows has no uids, so the account name (``psutil.Process.username()``) against this process's.
+- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no ``/dev/shm``.
 - NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
 - The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
   ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on Windows is
@@ -372,6 +376,68 @@ def pid_exists(pid: int) -> bool:
     except (ProcessLookupError, OSError, OverflowError, ValueError):
         return False
     return True
+
+
+_my_username = {"pid": None, "name": None}
+
+
+def _current_username():
+    """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per process; None
+    when unreadable."""
+    import psutil
+
+    pid = os.getpid()
+    if _my_username["pid"] != pid:
+        try:
+            name = psutil.Process(pid).username()
+        except Exception:
+            name = None
+        _my_username.update(pid=pid, name=name)
+    return _my_username["name"]
+
+
+def same_user(pid: int) -> bool | None:
+    """Whether process ``pid`` runs as this process's user.
+
+    POSIX: its real uid (``psutil.Process.uids().real``) against ``os.getuid()``. Windows has neither: the owner's
+    account name (``psutil.Process.username()``, ``DOMAIN\\user``, from the process token) against this
+    process's, compared case-insensitively as Windows compares account names.
+
+    Returns:
+        True (this user's), False (another user's, or no such process), or None when the owner cannot be read
+        (``psutil.AccessDenied``: on Windows, processes of other users and of the system).
+    """
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        if is_windows():
+            theirs, mine = proc.username(), _current_username()
+            if mine is None:
+                return None
+            return str(theirs).casefold() == str(mine).casefold()
+        return proc.uids().real == os.getuid()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return None
+    except (psutil.Error, OSError, AttributeError):
+        return None
+
+
+def dev_shm_bytes() -> tuple | None:
+    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass tensors
+    through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to this user); None where
+    it cannot be read. Windows has no ``/dev/shm`` (workers share tensors through file mappings backed by the
+    page file), so None there."""
+    statvfs = getattr(os, "statvfs", None)
+    if is_windows() or statvfs is None:
+        return None
+    try:
+        st = statvfs("/dev/shm")
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def in_container() -> bool:

@@ -86,7 +86,8 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict, last: dict):
     from .run import run_program
 
     try:
-        result = run_program(argv, opts.timeout_s, watch=_PERM_RE if profiler else None)
+        result = run_program(argv, opts.timeout_s, watch=_PERM_RE if profiler else None,
+                             timeout_from=opts.timeout_from)
     except CudaProgramError as exc:
         if getattr(exc, "watched", None):
             print(PERM_HELP, file=sys.stderr)

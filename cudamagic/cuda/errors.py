@@ -1,5 +1,6 @@
 """Exceptions that fail a ``%%cuda`` cell (so Run All and nbclient stop). All are ``RuntimeError`` subclasses,
-so the error explainer matches CUDA runtime messages they carry."""
+so the error explainer matches CUDA runtime messages they carry, and all are shown as their message alone
+(``_render_traceback_``): the cell's code failed, and cudamagic's own frames would only hide that."""
 
 from __future__ import annotations
 
@@ -40,7 +41,17 @@ class Diagnostic:
         return head + (f"\n    {self.cell_line:>4} | {self.source}" if self.source else "")
 
 
-class CudaCompileError(RuntimeError):
+class _ShownAsMessage(RuntimeError):
+    """A cell failure that IPython shows as ``Name: message`` with no traceback."""
+
+    def _render_traceback_(self) -> list:
+        """IPython's hook (``InteractiveShell.showtraceback`` calls it instead of formatting the traceback):
+        the lines shown for this exception. ipykernel sends them as the error output's ``traceback``; its
+        ``ename`` and ``evalue`` stay the class name and the message, so nbclient still stops at the cell."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+class CudaCompileError(_ShownAsMessage):
     """nvcc or the host compiler rejected the cell.
 
     Attributes:
@@ -67,7 +78,7 @@ class CudaLinkError(CudaCompileError):
         self.symbols = list(symbols)
 
 
-class CudaProgramError(RuntimeError):
+class CudaProgramError(_ShownAsMessage):
     """The compiled program failed: a non-zero exit status, a signal, a time-out or a CUDA error.
 
     Attributes:

@@ -25,7 +25,8 @@ class CudaSettings(HasTraits):
     ).tag(config=True)
     cuda_timeout_s = Float(
         0.0, min=0.0,
-        help="Seconds a %%cuda program may run before it is killed when the cell gives no --timeout; 0: no limit.",
+        help="Seconds a %%cuda program may run before it is killed when the cell gives no --timeout; 0: no limit "
+             "(a cell's --timeout 0 also turns a limit set here off).",
     ).tag(config=True)
     cuda_nvcc_flags = Unicode("", help="Extra nvcc flags for every %%cuda cell, e.g. '-O3 -lineinfo'.").tag(config=True)
 
@@ -111,7 +112,8 @@ class CudaCellMagics(AreaMagics):
     @magic_arguments()
     @argument("--arch", default=None, help="GPU architecture to build for (sm_90, sm_86, ...); default: the GPU's own.")
     @argument("--timeout", type=float, default=None,
-              help="Seconds the program may run; then it and all its child processes are killed.")
+              help="Seconds the program may run; then it and all its child processes are killed. 0: no "
+                   "limit (also where CudaMagics.cuda_timeout_s sets one).")
     @argument("--args", default=None, help="Arguments for the program, quoted as one: --args \"1024 16\".")
     @argument("--save", default=None, metavar="NAME.cuh",
               help="Save the cell as a header that later %%%%cuda cells can #include (not compiled).")
@@ -175,7 +177,8 @@ class CudaCellMagics(AreaMagics):
         try:
             return run_cell(cell, opts, self._workspace(), self.settings, self.shell.user_ns, self.last)
         except (CudaCompileError, CudaProgramError) as exc:
-            # the cell's code failed, not ours: show the message, not cudamagic's frames
+            # the cell's code failed, not ours: IPython shows only the message (errors._ShownAsMessage); outside
+            # IPython (sys.excepthook, %tb) the traceback starts here rather than deep in the build
             raise exc.with_traceback(None) from None
 
     def _clear(self):

@@ -25,6 +25,8 @@ class CudaOptions:
     Attributes:
         arch: ``"90"``, ``"90a"``, ... (compute capability digits, major then minor) or None (the GPU's own).
         timeout_s: seconds the program may run before its whole process tree is killed; None: no limit.
+        timeout_from: where ``timeout_s`` came from: ``"--timeout"`` (typed in the cell) or ``"config"``
+            (``CudaMagics.cuda_timeout_s``, set with ``%config``), so a time-out message can say what to change.
         args: program arguments (argv[1:]), split like the platform's shell would (Windows keeps backslashes).
         save: header name to save the cell as (``vec.cuh``) or None.
         torch: function names to bind from a PyTorch extension built from the cell; empty: a plain program.
@@ -36,6 +38,7 @@ class CudaOptions:
 
     arch: str | None = None
     timeout_s: float | None = None
+    timeout_from: str = "--timeout"
     args: tuple = ()
     save: str | None = None
     torch: tuple = ()
@@ -70,13 +73,15 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
     """Turn parsed ``magic_arguments`` into :class:`CudaOptions`.
 
     Raises:
-        UsageError: a bad value (non-positive or infinite timeout, malformed arch, header name, or names).
+        UsageError: a bad value (negative or infinite timeout, malformed arch, header name, or names).
     """
-    timeout = args.timeout if args.timeout is not None else (default_timeout_s or None)
-    if timeout is not None:
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise UsageError(f"%%cuda: --timeout must be a positive number of seconds, not {timeout!r}; "
-                             "e.g. --timeout 30.")
+    if args.timeout is not None:
+        if not math.isfinite(args.timeout) or args.timeout < 0:
+            raise UsageError(f"%%cuda: --timeout must be a positive number of seconds, or 0 for no limit, not "
+                             f"{args.timeout!r}; e.g. --timeout 30.")
+        timeout, timeout_from = args.timeout or None, "--timeout"  # 0: no limit, even where a default is set
+    else:
+        timeout, timeout_from = default_timeout_s or None, "config"
     arch = parse_arch(args.arch) if args.arch else None
     try:
         prog_args = tuple(split_command_line(_unquote(args.args))) if args.args else ()
@@ -108,5 +113,5 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
     if skip is not None and skip not in ("nvcc", "gpu"):
         raise UsageError(f"%%cuda: --skip-without {skip!r}: choose nvcc (skip the cell where no CUDA compiler is "
                          "installed) or gpu (skip it also where no NVIDIA GPU is visible).")
-    return CudaOptions(arch=arch, timeout_s=timeout, args=prog_args, save=save, torch=names,
+    return CudaOptions(arch=arch, timeout_s=timeout, timeout_from=timeout_from, args=prog_args, save=save, torch=names,
                        profile=args.profile, nvcc_flags=flags, skip_without=skip)

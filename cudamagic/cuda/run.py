@@ -4,6 +4,7 @@ time-out or a CUDA error."""
 
 from __future__ import annotations
 
+import functools
 import queue
 import re
 import signal
@@ -17,10 +18,21 @@ from .build import ERROR_MARKER
 from .errors import CudaProgramError
 from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 
-#: CUDA runtime error text a program may print itself (cudaGetErrorString / cudaGetErrorName forms).
-CUDA_ERROR_RE = re.compile(r"\bcudaError\w+|CUDA error|driver version is insufficient|no CUDA-capable device|"
-                           r"no kernel image is available|an illegal memory access|unspecified launch failure|"
-                           r"device-side assert", re.I)
+_NAME = r"cudaError(?!_t\b)[A-Z]\w*"
+#: What a report line starts with before ``: cudaErrorXxx``: a location (``vec.cu(12)``, ``main.cu:42``), a CUDA
+#: API function (``cudaMalloc``, ``cublasCreate``), or a call (``cudaMalloc(&d, n)``, ``check()``), maybe in brackets.
+_PREFIX = (r"(?:[\w./\\-]+\.\w+(?:\(\d+\)|:\d+)(?::\d+)?|cu(?:da|blas|fft|rand|sparse|solver|dnn)?[A-Z]\w*"
+           r"(?:\([^()]*\))?|\w+\([^()]*\))")
+#: Report shapes that need no runtime text: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``, ``CUDA error at
+#: f.cu:42 code=35(...)`` (NVIDIA's samples), ``Cuda error in file 'f.cu' in line 12 : ...``; ``vec.cu(12):
+#: cudaErrorNoDevice`` / ``cudaMalloc: cudaErrorMemoryAllocation`` at a line start; a name right after ``error``,
+#: ``failed``, ``returned`` or ``code=N(``.
+_REPORT_RES = (
+    re.compile(r"\bCUDA(?:\s+runtime)?\s+error\b\s*(?:\(\s*-?\d+\s*\)|[:=#]|at\b|in\s+file\b)", re.I),
+    re.compile(rf"^\s*(?:\[[^\]]*\]\s*)?{_PREFIX}\s*(?:\w+\s*)?[:=-]\s*(?:error\s*:?\s*)?{_NAME}"),
+    re.compile(rf"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?"
+               rf"{_NAME}"),
+)
 
 
 def _runtime_texts() -> tuple:
@@ -29,23 +41,40 @@ def _runtime_texts() -> tuple:
     return tuple(text for _code, _name, text in RUNTIME_ERRORS)
 
 
-_RUNTIME_TEXTS: tuple = ()
-_ERROR_NAME_RE = re.compile(r"\bcudaError(?!_t\b)[A-Z]\w*")
+@functools.lru_cache(maxsize=1)
+def _text_res() -> tuple:
+    """Report shapes around an exact ``cudaGetErrorString`` text (CUDA 13.0's list, none for cudaSuccess):
+    ``(after a word of failure, after its name, the value that ends the line)``."""
+    texts = "|".join(re.escape(t) for t in sorted(set(_runtime_texts()), key=len, reverse=True))
+    return (
+        # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code: "failed: <text>"
+        re.compile(rf"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
+                   rf"\s*[:=(\[\"'-]?\s*(?:{texts})\b"),
+        # after its name: "cudaErrorNoDevice (100): no CUDA-capable device is detected"
+        re.compile(rf"{_NAME}\s*(?:\(\s*-?\d+\s*\))?\s*[:=-]\s*(?:{texts})\b"),
+        # the value that ends the line: "devices: 0 (<text>)", "status = <text>."
+        re.compile(rf"(?:[:(=]|\s-)\s*[\"']?(?:{texts})[\"']?\s*\)?\.?\s*$"),
+    )
 
 
 def printed_cuda_error(line: str) -> bool:
-    """True when ``line`` (printed by the program) reports a CUDA runtime error: it names one
-    (``cudaErrorNoDevice``), or it carries a ``cudaGetErrorString`` text (CUDA 13.0's list) together with the
-    word CUDA (``CUDA error: out of memory``; ``no CUDA-capable device is detected`` says it itself). A line
-    such as ``CUDA error checking enabled`` or ``skipped: no GPU`` is not one."""
-    global _RUNTIME_TEXTS
-    if _ERROR_NAME_RE.search(line):
+    """True when ``line`` (printed by the program) is shaped like a CUDA error report, not just text that
+    mentions one.
+
+    Reports: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``, ``CUDA error at f.cu:42 code=35(...)``;
+    ``vec.cu(12): cudaErrorNoDevice`` or ``cudaMalloc(&d, n): cudaErrorMemoryAllocation`` (a location or a
+    function, then the name); ``error cudaErrorNoDevice``, ``failed: cudaError...``; an exact
+    ``cudaGetErrorString`` text after ``error``/``failed``/``assert`` (``cudaMalloc failed: out of memory``,
+    ``GPUassert: out of memory f.cu 12``) or after its name; and such a text printed as the value that ends a
+    line mentioning CUDA (``devices: 0 (CUDA driver version is insufficient for CUDA runtime version)``).
+    Not reports: ``note: cudaErrorMemoryAllocation is what you get when OOM``, ``cudaSuccess``, ``CUDA error
+    checking enabled``, ``out of memory handling: none``."""
+    if any(r.search(line) for r in _REPORT_RES):
         return True
-    if "cuda" not in line.lower():
-        return False
-    if not _RUNTIME_TEXTS:
-        _RUNTIME_TEXTS = _runtime_texts()
-    return any(text in line for text in _RUNTIME_TEXTS)
+    after_failure, after_name, value = _text_res()
+    if after_failure.search(line) or after_name.search(line):
+        return True
+    return "cuda" in line.lower() and bool(value.search(line))
 
 
 @dataclass
@@ -80,13 +109,15 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, watch=None) -> RunResult:
+def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, watch=None,
+                timeout_from: str = "--timeout") -> RunResult:
     """Run ``argv``, writing each line of its stdout/stderr to ``out``/``err`` (default ``sys.stdout`` /
     ``sys.stderr`` at call time) as soon as it is printed.
 
     Args:
         argv: the program and its arguments. timeout_s: seconds before the process tree is killed (None: no
-            limit).
+            limit). timeout_from: where that limit came from, named in the time-out message: ``"--timeout"``
+            (the cell's flag) or ``"config"`` (``CudaMagics.cuda_timeout_s``).
 
     Returns:
         :class:`RunResult` when the program exits with status 0 and reports no CUDA error.
@@ -106,7 +137,7 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True)]
     for t in readers:
         t.start()
-    open_streams, count, cuda_errors, printed, tail, watched, reported = 2, 0, [], [], [], [], []
+    open_streams, count, cuda_errors, printed, tail, watched = 2, 0, [], [], [], []
     timed_out = False
     try:
         while open_streams:
@@ -135,10 +166,8 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                 count += 1
                 if watch is not None and watch.search(text):
                     watched.append(text.rstrip("\n"))
-                if CUDA_ERROR_RE.search(text):
-                    printed.append(text.strip()[:300])
                 if printed_cuda_error(text):
-                    reported.append(text.strip()[:300])
+                    printed.append(text.strip()[:300])
                 if name == "err":
                     tail = (tail + [text.rstrip("\n")])[-5:]
                 if name != chunk_name:
@@ -160,21 +189,38 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
         t.join(timeout=1)
     elapsed = time.monotonic() - start
     try:
-        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported)
+        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from)
     except CudaProgramError as exc:
         exc.watched = watched
         raise
     return RunResult(rc, elapsed, count, watched)
 
 
-def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=()) -> None:
+def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:
+    """What a ``%%cuda`` cell killed after ``timeout_s`` seconds says: the limit, where it came from (the cell's
+    ``--timeout`` or ``CudaMagics.cuda_timeout_s``, set with ``%config``) and how to change it."""
+    if timeout_from == "config":
+        return (f"the program ran longer than {timeout_s:g} s, the limit set by `%config CudaMagics.cuda_timeout_s "
+                f"= {timeout_s:g}`, and was killed with all its child processes. Give this cell more time with "
+                "`%%cuda --timeout 600` (--timeout 0: no limit), or change the default for every cell with "
+                "`%config CudaMagics.cuda_timeout_s = 0` (0: no limit).")
+    return (f"the program ran longer than --timeout {timeout_s:g} s and was killed with all its child processes. "
+            "Give it more time with a larger --timeout, or --timeout 0 for no limit.")
+
+
+def _as_cuda_error(text: str) -> str:
+    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already says ``CUDA error`` is kept as
+    it is)."""
+    return text if re.search(r"\bcuda(?:\s+runtime)?\s+error\b", text, re.I) else f"CUDA error: {text}"
+
+
+def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from="--timeout") -> None:
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
-        raise CudaProgramError(f"the program ran longer than --timeout {timeout_s:g} s and was killed with all "
-                               "its child processes.", returncode=rc, timed_out=True)
+        raise CudaProgramError(timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True)
     failed = cuda_errors or rc != 0
     seen = cuda_errors + printed if failed else []
-    cuda = f" CUDA error: {seen[0]}" if seen else ""
+    cuda = f" {_as_cuda_error(seen[0])}" if seen else ""
     if rc < 0:
         raise CudaProgramError(f"the program was killed by {_signal_name(-rc)}.{cuda}", returncode=rc,
                                cuda_error=seen[0] if seen else "")
@@ -185,10 +231,11 @@ def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, reported=()) ->
         raise CudaProgramError(f"the program exited with status {status}.{cuda}{last}", returncode=rc,
                                cuda_error=seen[0] if seen else "")
     if cuda_errors:
-        raise CudaProgramError(f"the program exited with status 0 but left a CUDA error:{cuda}", returncode=rc,
+        raise CudaProgramError(f"the program exited with status 0 but left a CUDA error: {cuda_errors[0]}",
+                               returncode=rc,
                                cuda_error=cuda_errors[0])
-    if reported:
+    if printed:
         # a program that catches a CUDA error, prints it and returns 0 still failed at CUDA: fail the cell (so
         # Run All stops) and let the explainer match the printed text
-        raise CudaProgramError(f"the program exited with status 0 but printed a CUDA error: {reported[0]}",
-                               returncode=rc, cuda_error=reported[0])
+        raise CudaProgramError(f"the program exited with status 0 but printed a CUDA error: {printed[0]}",
+                               returncode=rc, cuda_error=printed[0])

@@ -30,6 +30,9 @@ HIDDEN = NA("another user's process, hidden: the pid exists here but /proc does 
 EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
 PRIVATE_CMDLINE = NA("another user's command line, not shown (privacy on shared machines): `%gpuwatch "
                      "--cmdline` or `%config CudaMagics.watch_show_cmdlines = True` shows it", "private")
+UNKNOWN_OWNER_CMDLINE = NA("command line not shown: this process's owner cannot be read from here (Windows denies "
+                           "it for other users' and system processes), so it is treated as another user's "
+                           "(privacy on shared machines): `%gpuwatch --cmdline` shows it", "private")
 MIG_UTIL = NA("not reported in MIG mode", "mig")
 
 
@@ -256,15 +259,11 @@ def process_info(pid: int, *, host_namespace=None):
     return EXITED, EXITED, False
 
 
-def same_user(pid: int) -> bool:
-    """True when ``pid`` runs as this kernel's user (real uid, via psutil); False for another user's process or
-    one whose owner cannot be read (the safe side: its command line stays private)."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).uids().real == os.getuid()
-    except Exception:  # NoSuchProcess, AccessDenied, no getuid (Windows): treat as another user's
-        return False
+def same_user(pid: int) -> bool | None:
+    """Whether ``pid`` runs as this kernel's user (:func:`cudamagic.core.platform.same_user`: the real uid on
+    POSIX, the account name on Windows): True, False (another user's, or gone), or None when its owner cannot be
+    read. Only True keeps the command line; None is labelled :data:`UNKNOWN_OWNER_CMDLINE`."""
+    return platform.same_user(pid)
 
 
 def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
@@ -307,7 +306,8 @@ class LiveSource:
         pid: this kernel's pid (default ``os.getpid()``).
         show_cmdlines: also show other users' command lines (default False: their process names are shown, their
             command lines become :data:`PRIVATE_CMDLINE`; this user's processes always keep theirs).
-        owner_is_me: callable ``pid -> bool``, True for this user's processes (default :func:`same_user`).
+        owner_is_me: callable ``pid -> bool | None``: True for this user's processes, None when the owner cannot
+            be read (default :func:`same_user`).
         counter_reader: callable returning ``{pid: ProcessGpuMemory}`` or NA (default
             :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where NVML says
             N/A under WDDM, read at most once per tick and only then.
@@ -323,7 +323,7 @@ class LiveSource:
         self.pid = os.getpid() if pid is None else pid
         self.show_cmdlines = show_cmdlines
         self.owner_is_me = owner_is_me
-        self._mine = {}        # pid -> True when it runs as this user, pruned like _names
+        self._mine = {}        # pid -> same_user(pid) (True, False, None: unknown), pruned like _names
         self.counter_reader = counter_reader or wincounters.read_process_memory
         self.status = nvml.init()
         count = 0
@@ -386,9 +386,11 @@ class LiveSource:
         """``cmdline`` when it may be shown: this user's process, or ``show_cmdlines``; else PRIVATE_CMDLINE."""
         if self.show_cmdlines or pid == self.pid or is_na(cmdline):
             return cmdline
-        mine = self._mine.get(pid)
+        if pid not in self._mine:
+            self._mine[pid] = self.owner_is_me(pid)
+        mine = self._mine[pid]
         if mine is None:
-            mine = self._mine[pid] = bool(self.owner_is_me(pid))
+            return UNKNOWN_OWNER_CMDLINE
         return cmdline if mine else PRIVATE_CMDLINE
 
     def _counters_once(self):

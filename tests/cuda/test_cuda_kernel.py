@@ -52,7 +52,12 @@ def test_run_all_stops_at_a_cell_that_does_not_compile(tmp_path, monkeypatch):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     with pytest.raises(CellExecutionError, match=r"cell line 3: error: identifier \"undefined_name\""):
         run_demo.execute_nb(nb, cwd=ROOT, timeout_s=120)
-    assert nb.cells[1].outputs[-1].output_type == "error"
+    error = nb.cells[1].outputs[-1]
+    assert error.output_type == "error" and error.ename == "CudaCompileError"
+    assert 'cell line 3: error: identifier "undefined_name" is undefined' in error.evalue
+    shown = "\n".join(error.traceback)  # what the notebook shows: the message, no cudamagic frame
+    assert 'cell line 3: error: identifier "undefined_name"' in shown
+    assert "cudamagic/" not in shown and "run_cell_magic" not in shown
     assert nb.cells[2].execution_count is None and not nb.cells[2].outputs  # Run All stopped
 
 

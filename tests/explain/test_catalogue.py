@@ -350,7 +350,7 @@ def test_cuda_program_no_driver():
     from cudamagic.cuda.errors import CudaProgramError
     from cudamagic.explain.match import explain
 
-    exc = CudaProgramError("the program exited with status 0 but left a CUDA error: CUDA error: "
+    exc = CudaProgramError("the program exited with status 0 but left a CUDA error: "
                            "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime")
     expl = explain(exc, None)
     assert expl.entry.id == "cuda-program-no-driver"

@@ -10,7 +10,8 @@ import pytest
 
 from cudamagic.core.na import is_na
 from cudamagic.watch import trace
-from cudamagic.watch.sources import PRIVATE_CMDLINE, same_user
+from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE, same_user
+from tests.core.test_platform import DENIED, fake_windows_psutil, windows  # noqa: F401 - windows: a fixture
 from tests.fake_nvml import GIB, SCENARIOS
 
 from .fakes import live
@@ -37,6 +38,21 @@ def test_other_users_cmdlines_hidden_by_default(fake_nvml):
 def test_same_user_reads_the_real_uid():
     assert same_user(os.getpid()) is True
     assert same_user(2 ** 22 + 12345) is False  # no such pid: private
+
+
+def test_windows_keeps_this_users_cmdlines(fake_nvml, windows):
+    """Windows has no uids: the account name decides (README: "Your own user's processes always keep their command
+    lines"); a process whose owner Windows will not tell is labelled as such, not as another user's."""
+    scenario = copy.deepcopy(SCENARIOS["one_gpu"])
+    scenario["gpus"][0]["processes"] = [(111, GIB), (222, GIB), (333, GIB), (os.getpid(), GIB)]
+    fake_nvml(scenario)
+    fake_windows_psutil(windows, {os.getpid(): "LAPTOP\\ana", 111: "LAPTOP\\bob", 222: "LAPTOP\\ana",
+                                  333: DENIED})
+    procs = _pids(live(counter_reader=lambda: {}).read(1, 0.0))
+    assert procs[222].cmdline == "python train222.py"
+    assert procs[111].cmdline is PRIVATE_CMDLINE
+    assert procs[333].cmdline is UNKNOWN_OWNER_CMDLINE and "owner cannot be read" in procs[333].cmdline.reason
+    assert "--cmdline" in procs[333].cmdline.reason
 
 
 @pytest.fixture

@@ -7,8 +7,6 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`
 
 from __future__ import annotations
 
-import os
-
 from ...core import platform
 from ...core.fmt import format_bytes
 from ..model import Context
@@ -150,14 +148,11 @@ def ctx_fork(match, scene):
 
 def ctx_shm(match, scene):
     notes, facts = [], {}
-    try:
-        st = os.statvfs("/dev/shm")
-        facts["shm_total_bytes"] = st.f_blocks * st.f_frsize
-        facts["shm_free_bytes"] = st.f_bavail * st.f_frsize
+    shm = platform.dev_shm_bytes()
+    if shm is not None:
+        facts["shm_total_bytes"], facts["shm_free_bytes"] = shm
         notes.append(f"/dev/shm here is {format_bytes(facts['shm_total_bytes'])} "
                      f"({format_bytes(facts['shm_free_bytes'])} free); Docker's default is 64 MiB.")
-    except (OSError, AttributeError):
-        pass
     ctx = ctx_workers(match, scene)
     return Context(notes=tuple(notes) + ctx.notes[:-1], facts={**facts, **ctx.facts})
 
