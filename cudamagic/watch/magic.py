@@ -136,6 +136,7 @@ class WatchMagics(AreaMagics):
 
         if not getattr(self, "_cleanup_added", False):
             self.add_cleanup(monitor.stop_current)
+            self.add_cleanup(monitor.hook_kernel_shutdown(self.shell))  # restores the kernel's own handlers
             self._cleanup_added = True
         if args.stop:
             print(monitor.stop_message())

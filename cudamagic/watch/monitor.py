@@ -6,8 +6,9 @@
 ``watch.running``, ``watch.stop()``. Its ``text/plain`` form is the snapshot table (F14).
 
 At most one monitor runs per process: :func:`start_watch` stops the previous one;
-:func:`stop_current` is registered with ``atexit`` (kernel shutdown) and as the
-``%unload_ext`` cleanup.
+:func:`stop_current` is registered with ``atexit`` and as the
+``%unload_ext`` cleanup; in an ipykernel :func:`hook_kernel_shutdown` also stops it when the kernel is asked to
+shut down, before the kernel answers, so the snapshot below reaches the front end while it still listens.
 
 Saved notebooks (ipywidgets 8 saves a widget output as ``application/vnd.jupyter.widget-view+json`` plus the
 ``text/plain``/``text/html`` given with it; the widget's state only when the user saves widget state, so a reopened
@@ -24,6 +25,7 @@ running now, so sending it from the sampler thread when ``--count`` is reached c
 from __future__ import annotations
 
 import atexit
+import inspect
 import threading
 import time
 import uuid
@@ -292,6 +294,69 @@ def stop_current():
 
 
 atexit.register(stop_current)
+
+
+def _stop_before_kernel_end(kernel) -> None:
+    """Stop the current monitor (its snapshot replaces its outputs) and wait until IOPub sent that, at most 2 s.
+    Never raises: the kernel's shutdown goes on whatever happens here."""
+    try:
+        watch = current()
+        if watch is None or not watch.running:
+            return
+        stop_current()
+        thread = getattr(getattr(kernel, "iopub_socket", None), "io_thread", None)
+        if thread is not None and hasattr(thread, "schedule"):
+            sent = threading.Event()
+            thread.schedule(sent.set)  # runs after the messages queued before it
+            sent.wait(2.0)
+    except Exception:  # noqa: BLE001 - a failing snapshot must not block the shutdown
+        pass
+
+
+def hook_kernel_shutdown(shell):
+    """In an ipykernel, stop the monitor when the kernel is asked to shut down or restart, before it answers.
+
+    ``atexit`` alone (:func:`stop_current`) sends the snapshot only after the kernel replied ``shutdown_reply``
+    and stopped its loops, so whether it reaches the front end depends on the client still listening. Here the
+    kernel's ``shutdown_request`` handlers (``control_handlers`` and ``shell_handlers`` of ipykernel's ``Kernel``)
+    are wrapped: the monitor is stopped, its ``update_display_data`` sent on IOPub, then ipykernel's own handler
+    runs. With no monitor running the wrapper only calls the original. A restart asked from JupyterLab is not
+    helped: Lab forgets the old kernel's display ids before it asks for the restart, so it drops the update and a
+    saved notebook keeps the widget view (``tests/browser/test_kernel_end_page.py`` records it, strict xfail).
+
+    Args:
+        shell: the running ``InteractiveShell``; anything without an ipykernel ``kernel`` (terminal IPython) is
+            left alone.
+
+    Returns:
+        A no-argument callable that puts the original handlers back (for ``%unload_ext``); it leaves a handler
+        that someone else replaced since alone.
+    """
+    kernel = getattr(shell, "kernel", None)
+    installed = []
+    for table in (getattr(kernel, "control_handlers", None), getattr(kernel, "shell_handlers", None)):
+        original = table.get("shutdown_request") if isinstance(table, dict) else None
+        if original is None or getattr(original, "_cudamagic_wraps", None) is not None:
+            continue
+
+        async def handler(stream, ident, parent, _original=original):
+            _stop_before_kernel_end(kernel)
+            result = _original(stream, ident, parent)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
+
+        handler._cudamagic_wraps = original
+        table["shutdown_request"] = handler
+        installed.append((table, handler, original))
+
+    def restore():
+        for table, handler, original in installed:
+            if table.get("shutdown_request") is handler:
+                table["shutdown_request"] = original
+        installed.clear()
+
+    return restore
 
 
 def run_foreground(source, *, interval_s: float, history_len: int, count: int | None, writer=None,
