@@ -323,6 +323,16 @@ class PrometheusSource(ViewHooks, HostTracker):
         return f"--job: no GPU series carries {tried}"
 
     # -- building samples -------------------------------------------------------------------
+
+    def _note_series(self, meta, s):
+        """Record series ``s``'s exporter and its GPU's identity (uuid, name, exporter, labels) in ``meta``."""
+        self.exporters.add(s.exporter)
+        m = meta.get(s.key)
+        if m is None:
+            meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
+        elif s.labels and not m["labels"]:
+            m["labels"] = s.labels
+
     def assemble(self, series) -> dict:
         """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text), ...]), ...]``.
 
@@ -333,12 +343,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         for s, values in series:
             if not self._host_ok(s.host):
                 continue
-            self.exporters.add(s.exporter)
-            m = meta.get(s.key)
-            if m is None:
-                m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
-            elif s.labels and not m["labels"]:
-                m["labels"] = s.labels
+            self._note_series(meta, s)
             field = _PROF + s.field if s.ratio and s.mig is not None else s.field
             cache = self._vcache.get((s.field, s.scale, s.exporter))
             if cache is None:
@@ -408,12 +413,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         n = len(times)
         meta, cols = {}, {}
         for s, t, v in kept:
-            self.exporters.add(s.exporter)
-            m = meta.get(s.key)
-            if m is None:
-                m = meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
-            elif s.labels and not m["labels"]:
-                m["labels"] = s.labels
+            self._note_series(meta, s)
             uniq, inverse = np.unique(v, return_inverse=True)
             conv = [_convert(x, _prom_text(x), s.field, s.scale, s.exporter) for x in uniq.tolist()]
             code = np.full(n, -1, dtype=np.int64)
