@@ -192,3 +192,21 @@ def _failure_shot(page, name):
         page.screenshot(path=os.path.join(ARTIFACTS, f"FAILED_{name}.png"))
     except Exception:
         pass
+
+
+def save_close_reopen(page, lab, name: str, check_cell: int) -> list:
+    """Save the open notebook as Ctrl+S does, close every tab, shut the kernels down (a reopened or shared notebook
+    has no live widget models) and open ``name`` again; returns the saved file's cells. Fails when the save did not
+    reach the file (cell ``check_cell`` has no outputs there)."""
+    import json
+
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function(f"() => !document.querySelector('{PANEL}.jp-mod-dirty') && "
+                           "![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.classList.contains('jp-mod-dirty'))",
+                           timeout=30_000, polling=200)
+    saved = lab.api(f"contents/{name}?content=1", timeout=30.0)["content"]["cells"]
+    assert saved[check_cell]["outputs"], f"the save did not reach the file: {json.dumps(saved)[:500]}"
+    page.evaluate("() => window.jupyterapp.commands.execute('application:close-all')")
+    lab.shutdown_kernels()
+    open_notebook(page, lab, name)
+    return saved

@@ -13,7 +13,6 @@ The kernel-to-page messages are recorded from the notebook's kernel websocket, s
 reached the page and in which order (``update_display_data`` must come before ``shutdown_reply``).
 """
 
-import json
 import os
 import re
 import time
@@ -113,15 +112,7 @@ def after_kernel_end(request, page, lab, screenshots):
     page.wait_for_timeout(1000)  # anything still in flight lands
     seen.append("(kernel gone)")
     jlab.shot(_watch_output(page), screenshots, f"kernel-end-{how}-after")
-    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function(f"() => !document.querySelector('{jlab.PANEL}.jp-mod-dirty') && "
-                           "![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.classList.contains('jp-mod-dirty'))",
-                           timeout=30_000, polling=200)
-    saved = lab.api(f"contents/{NAME}?content=1", timeout=30.0)["content"]["cells"]
-    assert saved[2]["outputs"], f"the save did not reach the file: {json.dumps(saved)[:500]}"
-    page.evaluate("() => window.jupyterapp.commands.execute('application:close-all')")
-    lab.shutdown_kernels()
-    jlab.open_notebook(page, lab, NAME)
+    saved = jlab.save_close_reopen(page, lab, NAME, check_cell=2)
     out = _watch_output(page)
     out.locator(".jp-OutputArea-output").first.wait_for(state="visible", timeout=30_000)
     deadline = time.monotonic() + 15  # a widget output reads "Loading widget..." until Lab knows it has no model

@@ -7,7 +7,6 @@ has no live widget models), opens it again and reads what the monitor's output s
 stops, its output is replaced by a static snapshot of the final state).
 """
 
-import json
 import re
 
 import pytest
@@ -35,15 +34,7 @@ def reopened(page, lab, screenshots):
     final = jlab.text(jlab.outputs(jlab.code_cells(page).nth(2)))
     assert re.search(rf"final: running=False samples={N} at=", final), final
     jlab.shot(_watch_output(page), screenshots, "reopen-before-save")
-    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function(f"() => !document.querySelector('{jlab.PANEL}.jp-mod-dirty') && "
-                           "![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.classList.contains('jp-mod-dirty'))",
-                           timeout=30_000, polling=200)
-    saved = lab.api(f"contents/{NAME}?content=1", timeout=30.0)["content"]["cells"]
-    assert saved[2]["outputs"], f"the save did not reach the file: {json.dumps(saved)[:500]}"
-    page.evaluate("() => window.jupyterapp.commands.execute('application:close-all')")
-    lab.shutdown_kernels()
-    jlab.open_notebook(page, lab, NAME)
+    saved = jlab.save_close_reopen(page, lab, NAME, check_cell=2)
     out = _watch_output(page)
     out.locator(".jp-OutputArea-output").first.wait_for(state="visible", timeout=30_000)
     jlab.shot(out, screenshots, "reopen-after-reopen")
