@@ -104,6 +104,8 @@ def test_gpuwatch_stop_button_stops_updates(nb, screenshots):
     assert "running" in before, f"the monitor stopped before the Stop button was clicked: {before!r}"
     button.click()
     expect(out).to_contain_text(re.compile(r"samples:\s*\d+\s*·\s*stopped"), timeout=15_000)
+    # the widget says "stopped" a moment before the snapshot replaces it: wait for the replacement (no button left)
+    expect(out.locator("button")).to_have_count(0, timeout=15_000)
     stopped = out.inner_text()  # rendered text only (not the stylesheet)
     assert "Error displaying widget" not in stopped
     assert "end of replay" not in stopped, stopped  # stopped by the button, not by the trace running out
