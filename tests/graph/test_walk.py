@@ -4,6 +4,7 @@ no references kept, torchviz parity) and guard_deep_free; deep chains are in tes
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 from collections import Counter
 
@@ -191,3 +192,157 @@ def test_guard_deep_free_raises_the_stack_limit_or_warns(monkeypatch):
     assert G.guard_deep_free(1_000) == ""
     note = G.guard_deep_free(5_000)
     assert "5000 autograd nodes" in note and "cannot be raised" in note and "2,000 chained ops" in note
+
+def test_walk_records_each_node_and_edge_with_its_module_call():
+    """Every field the views and renderers read: kinds, labels, tensor metadata, the innermost module call
+    (the Net's own op is in call 0, the op after the call in none), saved bytes (torch's storage sizes)."""
+    from cudamagic.graph.capture import ModuleCallRecorder
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu()  # AddmmBackward0 and TBackward0 in net.lin, ReluBackward0 in net itself
+
+    net, x = Net(), torch.randn(4, 3)
+    rec = ModuleCallRecorder()
+    with rec:
+        out = net(x)
+    y, v = out.sum(), out[1]
+    calls, starts, ends = rec.resolve({id(net): "net", id(net.lin): "net.lin"})
+    assert [c.path for c in calls] == ["net", "net.lin"]
+    names = {id(net.lin.weight): "net.lin.weight", id(net.lin.bias): "net.lin.bias"}
+    gr = G.walk([("y", y), ("", v)], tensor_names=names, calls=calls, call_starts=starts, call_ends=ends,
+                shared_params=True)
+    got = [(n.id, n.kind, n.label, n.shape, n.dtype, n.device, n.call, n.saved_bytes) for n in gr.nodes]
+    assert got == [
+        ("n0", M.OUTPUT, "y", (), "float32", "cpu", None, 0),
+        ("n1", M.BACKWARD, "SumBackward0", None, "", "", None, 0),
+        ("n2", M.BACKWARD, "ReluBackward0", None, "", "", 0, out.untyped_storage().nbytes()),
+        ("n3", M.BACKWARD, "AddmmBackward0", None, "", "", 1, x.untyped_storage().nbytes()),
+        ("n4", M.ACCUMULATE, "AccumulateGrad", None, "", "", 1, 0),
+        ("n5", M.BACKWARD, "TBackward0", None, "", "", 1, 0),
+        ("n6", M.ACCUMULATE, "AccumulateGrad", None, "", "", 1, 0),
+        ("n7", M.PARAM, "net.lin.weight", (2, 3), "float32", "cpu", 1, 0),
+        ("n8", M.PARAM, "net.lin.bias", (2,), "float32", "cpu", 1, 0),
+        ("n9", M.OUTPUT, "output", (2,), "float32", "cpu", None, 0),
+        ("n10", M.BACKWARD, "SelectBackward0", None, "", "", None, 0),
+        ("n11", M.BASE, "output (base)", (4, 2), "float32", "cpu", None, 0),
+    ]
+    assert [(e.src, e.dst, e.kind) for e in gr.edges] == [
+        ("n1", "n0", M.TO_OUTPUT), ("n2", "n1", M.GRAD), ("n3", "n2", M.GRAD), ("n4", "n3", M.GRAD),
+        ("n5", "n3", M.GRAD), ("n6", "n5", M.GRAD), ("n7", "n6", M.VARIABLE), ("n8", "n4", M.VARIABLE),
+        ("n10", "n9", M.TO_OUTPUT), ("n11", "n9", M.VIEW), ("n2", "n11", M.TO_OUTPUT), ("n2", "n10", M.GRAD)]
+    assert [(s.name, s.nbytes) for s in gr.node("n2").saved] == [("result", 32)]
+    assert gr.saved_bytes_total == 32 + 48 and gr.notes == [] and gr.view == "full"
+
+
+def test_output_and_leaf_labels_dtypes_and_names():
+    a = torch.randn(5, dtype=torch.float64, requires_grad=True)   # unnamed leaf
+    b = torch.randn(5, requires_grad=True)                        # a name without a dot: a leaf, not a param
+    out = (a * 2).sum() + b.sum()
+    gr = G.walk([("", out)], tensor_names={id(out): "total", id(b): "b"})
+    assert gr.labels(M.OUTPUT) == ["total"]
+    assert sorted(gr.labels(M.LEAF)) == ["(leaf)", "b"] and gr.labels(M.PARAM) == []
+    assert {n.label: n.dtype for n in gr.of_kind(M.LEAF)} == {"(leaf)": "float64", "b": "float32"}
+    assert gr.of_kind(M.OUTPUT)[0].dtype == "float64" and gr.of_kind(M.OUTPUT)[0].shape == ()
+    assert G.walk([("", out)]).labels(M.OUTPUT) == ["output"]
+
+
+def test_module_calls_bisect_to_the_innermost_enclosing_call():
+    """_call_of on hand-made intervals: nested, siblings, gaps, and an index past every call."""
+    calls = [M.ModuleCall(0, "a", "A", None, 1), M.ModuleCall(1, "a.b", "B", 0, 2),
+             M.ModuleCall(2, "a.c", "C", 0, 2), M.ModuleCall(3, "d", "D", None, 1)]
+    starts, ends = [0, 2, 5, 10], [9, 4, 7, 12]
+
+    class Fn:
+        def __init__(self, seq):
+            self.seq = seq
+
+        def _sequence_nr(self):
+            return self.seq
+
+    where = {seq: G._call_of(Fn(seq), calls, starts, ends) for seq in range(14)}
+    assert where == {0: 0, 1: 0, 2: 1, 3: 1, 4: 0, 5: 2, 6: 2, 7: 0, 8: 0, 9: None, 10: 3, 11: 3, 12: None,
+                     13: None}
+    assert G._call_of(Fn(3), [], [], []) is None
+
+
+def test_walk_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
+    seen = []
+    real = G._walk
+
+    def spy(outputs, **kw):
+        seen.append(gc.isenabled())
+        return real(outputs, **kw)
+
+    monkeypatch.setattr(G, "_walk", spy)
+    y = (torch.randn(3, requires_grad=True) * 2).sum()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        G.walk([("y", y)])
+        assert gc.isenabled()
+        gc.disable()
+        G.walk([("y", y)])
+        assert not gc.isenabled()  # a user who turned it off keeps it off
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False]
+
+
+def test_walk_asks_the_deep_free_guard_with_the_autograd_node_count(monkeypatch):
+    asked = []
+    monkeypatch.setattr(G, "guard_deep_free", lambda n: asked.append(n) or "the guard's note")
+    x = torch.randn(3, requires_grad=True)
+    gr = G.walk([("y", (x * x.exp()).sum())], notes=["given"], shared_params=True)
+    assert asked == [4]  # SumBackward0, MulBackward0, ExpBackward0, AccumulateGrad; not the 2 tensors
+    assert gr.notes == ["given", "the guard's note"]
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("x" * 50, "x" * 50),
+    ("x" * 51, "x" * 49 + "…"),
+    ("<Gen object at 0x7f3a2b4c5d60>", "<Gen object at 0x…>"),
+    (3, "3"),
+])
+def test_saved_attribute_text_is_short_and_has_no_addresses(value, shown):
+    assert G._short(value) == shown
+
+
+def test_saved_attributes_shown_on_request_and_cut_at_50_characters():
+    x = torch.randn(*([1] * 15), 100, requires_grad=True)   # str of its 16 sizes: exactly 50 characters
+    z = torch.randn(*([1] * 16), 3, requires_grad=True)     # 17 sizes: 51 characters
+    plain = G.walk([("", x.sum(0, keepdim=True).pow(3).sum())])
+    assert all(n.attrs == () for n in plain.of_kind(M.BACKWARD))
+    gr = G.walk([("", x.sum(0, keepdim=True).pow(3).sum() + z.sum())], show_attrs=True)
+    attrs = [dict(n.attrs) for n in gr.of_kind(M.BACKWARD)]
+    assert {"exponent": "3"} in attrs
+    assert {"dim": "(0,)", "keepdim": "True", "self_sym_sizes": str(tuple(x.shape))} in attrs
+    assert {"self_sym_sizes": str(tuple(z.shape))[:49] + "…"} in attrs
+
+
+def test_guard_deep_free_thresholds_and_the_stack_it_asks_for(monkeypatch):
+    mib = 1024 * 1024
+
+    def guard(n, res):
+        monkeypatch.setitem(sys.modules, "resource", res)  # platform.raise_stack_limit reads it
+        return G.guard_deep_free(n)
+
+    res = _FakeResource(8 * mib, -1)
+    assert guard(10_000, res) == "" and res.limits == (8 * mib, -1)  # at the threshold: nothing asked
+    assert guard(10_001, res) == "" and res.limits == (8 * mib + 10_001 * 512, -1)
+    res = _FakeResource(8 * mib, -1)
+    assert guard(200_000, res) == "" and res.limits == (8 * mib + 200_000 * 512, -1)  # exactly what it needs
+    res = _FakeResource(8 * mib, -1)
+    note = guard(300_000, res)  # would need 154 MiB: raised to the 120 MiB cap, and the user is told
+    assert res.limits == (120 * mib, -1)
+    assert note.startswith("This graph has 300000 autograd nodes") and "the stack limit can be raised only to 120 MiB" in note
+    assert "Keep graphs you draw under about 200,000 chained ops, or restart the kernel" in note
+    # a main stack smaller than 8 MiB: fewer nodes already need it (4 MiB / 512 B = 8192)
+    res = _FakeResource(4 * mib, 4 * mib)
+    assert guard(8_192, res) == ""
+    note = guard(8_193, res)
+    assert "8193 autograd nodes" in note and "raised only to 4 MiB" in note

@@ -1,0 +1,176 @@
+"""Saved tensors and the bytes they keep alive, checked against what torch itself reports.
+
+The truth for every count here is torch's own: ``untyped_storage().nbytes()`` of the saved tensors (a storage
+shared by several saved tensors or nodes counted once), ``numel() * element_size()`` for the views themselves.
+Saved-tensor hooks are never unpacked; what they hold is read from the packed object.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+from torch.utils.checkpoint import checkpoint
+
+from cudamagic.graph import model as M
+from cudamagic.graph import walk as G
+
+
+def _storage_bytes(*tensors):
+    """Bytes of the distinct storages behind ``tensors``, as torch reports them."""
+    return sum({t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in tensors}.values())
+
+
+def _by_label(gr):
+    return {n.label: n for n in gr.of_kind(M.BACKWARD)}
+
+
+def test_views_of_one_activation_count_its_storage_once_per_node_and_per_graph():
+    x = torch.randn(100, requires_grad=True)
+    h = x.exp()                 # ExpBackward0 saves h (400 B)
+    v = h[10:20]                # a 40 B view of h's storage
+    c = v.cos()                 # CosBackward0 saves v; c is a fresh 40 B storage
+    y = (v * c).sum()           # MulBackward0 saves v and c
+    gr = G.walk([("y", y)])
+    by = _by_label(gr)
+    assert gr.saved_bytes_total == _storage_bytes(h, v, c) == 440
+    assert by["MulBackward0"].saved_bytes == _storage_bytes(v, c)
+    assert by["MulBackward0"].saved_view_bytes == v.numel() * v.element_size() + c.numel() * c.element_size()
+    assert by["CosBackward0"].saved_bytes == _storage_bytes(v) == 400
+    assert by["CosBackward0"].saved_view_bytes == 40
+    assert by["ExpBackward0"].saved_bytes == by["ExpBackward0"].saved_view_bytes == 400
+    # storage ids in walk order (MulBackward0 first, its `other` before its `self`), a shared storage keeps its
+    # id: the model merges the nodes' storages back to the total
+    assert by["MulBackward0"].storages == ((0, 40), (1, 400))
+    assert by["CosBackward0"].storages == by["ExpBackward0"].storages == ((1, 400),)
+    assert M.distinct_saved_bytes(gr.of_kind(M.BACKWARD)) == (440, ((0, 40), (1, 400)))
+    assert M.distinct_saved_bytes([by["CosBackward0"], by["ExpBackward0"]]) == (400, ((1, 400),))
+    assert M.distinct_saved_bytes([]) == (0, ())
+
+
+def test_saved_view_of_a_parameter_is_not_counted_but_activations_beside_it_are():
+    w = torch.randn(64, requires_grad=True)   # a leaf: its storage is the user's, not held for backward
+    x = torch.randn(64) + 1                   # plain input, saved by the product
+    y = (w[:32] * x[:32]).sum()
+    gr = G.walk([("y", y)], tensor_names={id(w): "w"})
+    mul = _by_label(gr)["MulBackward0"]
+    assert mul.saved_bytes == _storage_bytes(x) == 256  # x's whole storage; w[:32] shares w's: not counted
+    assert mul.saved_view_bytes == 32 * 4
+    assert gr.saved_bytes_total == 256
+
+
+def test_expanded_tensor_saved_counts_no_more_than_its_storage():
+    a = torch.randn(1, requires_grad=True)
+    e = torch.randn(1).expand(100)   # 100 elements over a 4-byte storage
+    y = (a * e).sum()
+    mul = _by_label(G.walk([("y", y)]))["MulBackward0"]
+    assert mul.saved_bytes == _storage_bytes(e) == 4
+    assert mul.saved_view_bytes == 4  # never more than the storage it views
+
+
+def test_hook_kinds_are_summed_in_one_note_and_a_shared_storage_counted_once():
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.save_on_cpu():
+        h = x.exp()                                      # kept on CPU: the CPU tensor itself
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, functools.partial(lambda p: p)):
+        y = (h.sin() * h.cos()).sum()                    # packed by a partial (no __qualname__): h three times
+    gr = G.walk([("y", y)])
+    by = _by_label(gr)
+    assert by["ExpBackward0"].held == (("kept on CPU", 1),)
+    assert by["SinBackward0"].held == (("packed by partial", 1),)
+    assert by["MulBackward0"].held == (("packed by partial", 2),)
+    assert gr.saved_bytes_total == _storage_bytes(h) + 2 * 400  # h once; sin(h) and cos(h) are new storages
+    hooks = [n for n in gr.notes if n.startswith("Saved tensors behind saved-tensor hooks")]
+    assert hooks == ["Saved tensors behind saved-tensor hooks (1 kept on CPU, 4 packed by partial) were read "
+                     "without unpacking them (unpacking would run the hook: a checkpointed block's forward "
+                     "again); only what autograd holds until backward is counted."]
+    assert not any("cannot be known" in n for n in gr.notes)
+
+
+@pytest.mark.parametrize("packed, nbytes", [
+    (lambda t: {"data": [t], "meta": ("float", None)}, 400),     # a dict holding a list holding the tensor
+    (lambda t: ((("deep", t),),), 400),                            # three levels of tuples: still read
+    (lambda t: [t, t.to(torch.float16)], 400 + 200),              # two tensors: both storages
+])
+def test_what_a_pack_hook_returns_is_searched_for_tensors(packed, nbytes):
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(packed, lambda p: None):
+        y = x.exp().sum()
+    gr = G.walk([("y", y)])
+    exp = _by_label(gr)["ExpBackward0"]
+    assert exp.saved_bytes == gr.saved_bytes_total == nbytes
+    assert exp.size_unknown == 0 and gr.saved_unknown == 0
+
+
+def test_pack_hook_results_too_deep_or_holding_no_tensor_are_unknown_never_guessed():
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: (((("deeper", t),),),), lambda p: None):
+        y = x.exp().sum()
+    gr = G.walk([("y", y)])
+    assert gr.saved_unknown == 1 and gr.saved_bytes_total == 0
+    assert "1 saved tensor(s) have a size that cannot be known" in " ".join(gr.notes)
+    assert "not counted in the saved bytes" in " ".join(gr.notes)
+
+
+def test_pack_hook_that_keeps_nothing_is_known_to_hold_zero_bytes():
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: None, lambda p: torch.zeros(100)):
+        y = x.exp().sum()
+    gr = G.walk([("y", y)], show_saved=True)
+    exp = _by_label(gr)["ExpBackward0"]
+    assert exp.held == (("packed by test_pack_hook_that_keeps_nothing_is_known_to_hold_zero_bytes", 1),)
+    assert exp.size_unknown == 0 and exp.saved_bytes == 0 and gr.saved_unknown == 0
+    assert not any("cannot be known" in n for n in gr.notes)
+
+
+def test_checkpoint_counts_every_input_of_its_frame_once():
+    lin = torch.nn.Linear(16, 16)
+    x = torch.randn(8, 16, requires_grad=True)
+    a, b = x * 2, x * 3                              # two inputs the checkpoint frame keeps (512 B each)
+
+    def block(p, q):
+        return torch.tanh(lin(p) + q).exp()
+
+    y = checkpoint(block, a, b, use_reentrant=False).sum()
+    gr = G.walk([("y", y)])
+    by = _by_label(gr)
+    inside = [n for n in gr.of_kind(M.BACKWARD) if n.held]
+    assert {n.label for n in inside} == {"ExpBackward0", "TanhBackward0", "AddmmBackward0"}
+    assert all(h == "recomputed in backward" for n in inside for h, _ in n.held)
+    assert by["ExpBackward0"].saved_bytes == _storage_bytes(a, b) == 1024  # on the frame's first entry only
+    assert by["TanhBackward0"].saved_bytes == 0
+    # the two MulBackward0 outside save a 0-dim scalar each (8 B: the wrapped Python number)
+    assert gr.saved_bytes_total == 1024 + 2 * 8
+    assert gr.saved_unknown == 0
+
+
+def test_a_checkpoint_hook_whose_private_frame_cannot_be_read_is_unknown():
+    """torch.utils.checkpoint's private layout changed (no ``frame`` cell): the size is unknown, not 0."""
+    def unpack(p):
+        return p
+
+    unpack.__module__ = "torch.utils.checkpoint"
+    assert G.checkpoint_inputs(unpack) is None
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        y = x.exp().sum()
+    gr = G.walk([("y", y)], show_saved=True)
+    exp = _by_label(gr)["ExpBackward0"]
+    assert exp.held == (("recomputed in backward", 1),)
+    assert exp.size_unknown == 1 and gr.saved_unknown == 1 and gr.saved_bytes_total == 0
+    assert [n.label for n in gr.of_kind(M.SAVED)] == ["result (recomputed in backward) (size unknown)"]
+
+
+def test_undefined_saved_tensor_is_not_counted_and_never_unpacked():
+    """layer_norm without weight and bias saves undefined tensors for them: nothing to count or unpack."""
+    unpacked = []
+    x = torch.randn(4, 8, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda p: unpacked.append(1) or p):
+        y = torch.nn.functional.layer_norm(x * 2, (8,)).sum()
+    gr = G.walk([("y", y)])
+    ln = _by_label(gr)["NativeLayerNormBackward0"]
+    assert unpacked == []
+    assert ln.size_unknown == 0
+    plain = G.walk([("y", torch.nn.functional.layer_norm(x * 2, (8,)).sum())])
+    assert _by_label(plain)["NativeLayerNormBackward0"].saved_bytes == ln.saved_bytes == 128 + 16 + 16
