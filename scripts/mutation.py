@@ -52,6 +52,11 @@ MODULES = {
     "cudamagic/explain/match.py": ["tests/explain/test_match.py"],
 }
 
+#: mutmut forks each mutant's tests from a process that has already run torch: a BLAS/OpenMP thread pool does not
+#: survive fork, and the child's first multi-threaded op (an nn.Linear) waits forever; the wall timeout then
+#: counted the mutant as killed. One thread per process avoids the pool.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
 CFG = """
 [mutmut]
 paths_to_mutate =
@@ -91,7 +96,7 @@ def run_module(module, tests, children, timeout_s):
     print(f"== {module} (tests: {' '.join(tests)})", flush=True)
     try:
         proc = subprocess.run([mutmut, "run", "--max-children", str(children)], cwd=work, timeout=timeout_s,
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=dict(os.environ, **ONE_THREAD))
         if proc.returncode:
             print(proc.stdout[-1500:], proc.stderr[-1500:])
     except subprocess.TimeoutExpired:
