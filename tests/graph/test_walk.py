@@ -346,3 +346,41 @@ def test_guard_deep_free_thresholds_and_the_stack_it_asks_for(monkeypatch):
     assert guard(8_192, res) == ""
     note = guard(8_193, res)
     assert "8193 autograd nodes" in note and "raised only to 4 MiB" in note
+
+
+def test_graph_model_lookups_by_id_kind_and_edge():
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    y = (x * w).sum()
+    gr = G.walk([("y", y), ("v", y.view(1))], tensor_names={id(x): "x", id(w): "w"}, shared_params=True,
+                show_saved=True)
+    assert gr.node("n2").label == "MulBackward0" and gr.node("n2s1").kind == M.SAVED
+    with pytest.raises(KeyError, match="n99"):
+        gr.node("n99")
+    assert gr.labels() == ["y", "SumBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad", "w", "x", "v",
+                           "ViewBackward0", "v (base)", "other", "self"]
+    assert gr.labels(M.OUTPUT, M.BASE) == ["y", "v", "v (base)"]
+    assert [n.id for n in gr.of_kind(M.LEAF, M.SAVED)] == ["n5", "n6", "n2s0", "n2s1"]
+    assert gr.of_kind() == []
+    assert gr.inputs_of("n2") == ["n3", "n4"]
+    assert gr.inputs_of("n7") == ["n8", "n9"] and gr.inputs_of("n7", M.VIEW) == ["n9"]
+    assert gr.inputs_of("n7", M.TO_OUTPUT) == ["n8"] and gr.inputs_of("n0", M.GRAD) == []
+    # structure without ids: grad, variable and output edges only (not view or saved edges)
+    assert gr.label_edges() == Counter({("SumBackward0", "y"): 1, ("MulBackward0", "SumBackward0"): 1,
+                                        ("AccumulateGrad", "MulBackward0"): 2, ("w", "AccumulateGrad"): 1,
+                                        ("x", "AccumulateGrad"): 1, ("ViewBackward0", "v"): 1,
+                                        ("SumBackward0", "v (base)"): 1, ("SumBackward0", "ViewBackward0"): 1})
+    assert gr.label_edges(kinds=(M.VIEW, M.SAVED_EDGE)) == Counter({("v (base)", "v"): 1, ("MulBackward0", "other"): 1,
+                                                                  ("MulBackward0", "self"): 1})
+    assert gr.op_counts() == Counter({"SumBackward0": 1, "MulBackward0": 1, "AccumulateGrad": 2,
+                                      "ViewBackward0": 1})
+
+
+def test_op_counts_add_the_ops_folded_into_runs_and_calls_have_titles():
+    nodes = [M.GraphNode("r0", M.RUN, "SinBackward0 x 7", attrs=(("SinBackward0", "7"), ("CosBackward0", "2"))),
+             M.GraphNode("n1", M.BACKWARD, "SinBackward0"), M.GraphNode("m2", M.MODULE, "enc (Linear)"),
+             M.GraphNode("n3", M.ACCUMULATE, "AccumulateGrad")]
+    gr = M.AutogradGraph(nodes, [])
+    assert gr.op_counts() == Counter({"SinBackward0": 8, "CosBackward0": 2, "AccumulateGrad": 1})
+    assert M.ModuleCall(0, "model.enc", "Linear", None, 1).title == "model.enc (Linear)"
+    assert M.ModuleCall(1, "", "Linear", 0, 2).title == "Linear"
