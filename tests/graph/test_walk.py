@@ -339,7 +339,8 @@ def test_guard_deep_free_thresholds_and_the_stack_it_asks_for(monkeypatch):
     res = _FakeResource(8 * mib, -1)
     note = guard(300_000, res)  # would need 154 MiB: raised to the 120 MiB cap, and the user is told
     assert res.limits == (120 * mib, -1)
-    assert note.startswith("This graph has 300000 autograd nodes") and "the stack limit can be raised only to 120 MiB" in note
+    assert note.startswith("This graph has 300000 autograd nodes")
+    assert "the stack limit can be raised only to 120 MiB" in note
     assert "Keep graphs you draw under about 200,000 chained ops, or restart the kernel" in note
     # a main stack smaller than 8 MiB: fewer nodes already need it (4 MiB / 512 B = 8192)
     res = _FakeResource(4 * mib, 4 * mib)
