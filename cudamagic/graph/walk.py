@@ -136,12 +136,11 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     return parts, ""
 
 
-def _storage(t):
-    """``(key, nbytes)`` of the storage ``t`` keeps alive; key ``None`` when it cannot be shared (leaf exclusion)."""
+def _storage_key(t):
+    """Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none (a leaf's,
+    so that saved tensors sharing it are not counted)."""
     parts, _ = storage_parts(t)
-    if not parts:
-        return None, 0
-    return parts[0][0], sum(p[1] for p in parts)
+    return parts[0][0] if parts else None
 
 
 _MISSING = object()
@@ -459,8 +458,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                 kind = PARAM if name is not None and "." in name else LEAF
                 nodes.append(tensor_node(var_id, kind, var, name or "(leaf)"))
                 edges.append(GraphEdge(var_id, node_id, VARIABLE))
-                key, _ = _storage(var)
-                leaf_storages.add(key)
+                leaf_storages.add(_storage_key(var))
                 fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name, call=None)
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
@@ -511,11 +509,10 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
     """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in ``fn_nodes``.
 
     Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
-    walk order (a storage that cannot be shared gets its own) so collapsed boxes and folded runs
-    count a shared storage once too.
+    walk order so collapsed boxes and folded runs count a shared storage once too.
 
     Args:
-        storages_by_node: node id -> ``[(storage key or None, storage bytes, own bytes), ...]``.
+        storages_by_node: node id -> ``[(storage key, storage bytes, own bytes), ...]`` (from :func:`storage_parts`).
         leaf_storages: Storage keys of leaf tensors (parameters), not counted.
         fn_nodes: node id -> ``GraphNode`` keyword arguments, updated in place.
 
@@ -528,17 +525,11 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
         here = {}
         own_here = {}
         for key, nbytes, own in storages_by_node[node_id]:
-            if key is not None and key in leaf_storages:
+            if key in leaf_storages:
                 continue
-            if key is None:
-                sid = len(sid_of)
-                sid_of[("unshared", sid)] = sid
-            elif key in sid_of:
-                sid = sid_of[key]
-            else:
+            sid = sid_of.get(key)
+            if sid is None:
                 sid = sid_of[key] = len(sid_of)
-                total += nbytes
-            if key is None:
                 total += nbytes
             here[sid] = nbytes
             own_here[sid] = max(own_here.get(sid, 0), own)
