@@ -174,3 +174,21 @@ def test_undefined_saved_tensor_is_not_counted_and_never_unpacked():
     assert ln.size_unknown == 0
     plain = G.walk([("y", torch.nn.functional.layer_norm(x * 2, (8,)).sum())])
     assert _by_label(plain)["NativeLayerNormBackward0"].saved_bytes == ln.saved_bytes == 128 + 16 + 16
+
+
+def test_hooks_given_as_methods_with_no_module_attribute():
+    """``torch.Tensor.clone`` as the unpack hook (a method descriptor: no ``__module__``) is named by its qualname."""
+    x = torch.randn(10, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(torch.Tensor.detach, torch.Tensor.clone):
+        y = x.exp().sum()
+    gr = G.walk([("y", y)])
+    assert _by_label(gr)["ExpBackward0"].held == (("packed by TensorBase.clone", 1),)
+    assert gr.saved_bytes_total == 40
+
+
+def test_bytes_still_counted_where_torch_has_no_fake_tensors(monkeypatch):
+    import sys
+
+    t = torch.randn(10)
+    monkeypatch.setitem(sys.modules, "torch._subclasses.fake_tensor", None)  # its import now fails
+    assert G.storage_parts(t) == ([(("cpu", t.untyped_storage().data_ptr()), 40, 40)], "")
