@@ -72,8 +72,8 @@ def _components(t):
         return [t.crow_indices(), t.col_indices(), t.values()]
     if layout in (torch.sparse_csc, torch.sparse_bsc):
         return [t.ccol_indices(), t.row_indices(), t.values()]
-    flatten = getattr(t, "__tensor_flatten__", None)
-    if flatten is not None and type(t) is not torch.Tensor:
+    flatten = getattr(t, "__tensor_flatten__", None)  # subclasses only: torch.Tensor has none
+    if flatten is not None:
         names, _ = flatten()
         return [v for v in (getattr(t, n, None) for n in names) if isinstance(v, torch.Tensor)]
     return None
@@ -182,7 +182,7 @@ def checkpoint_inputs(unpack_hook):
         frame = cells["frame"].cell_contents
         tensors = []
         for arg in frame.saved_args:
-            data = getattr(arg, "data", arg) if type(arg).__name__ == "SavedTensor" else arg
+            data = arg.data if type(arg).__name__ == "SavedTensor" else arg  # else a plain value (an int)
             tensors += _packed_tensors(data)
         return id(frame), tensors
     except Exception:
@@ -222,12 +222,12 @@ def read_saved(fn, attr: str):
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
     raws = list(raw) if many else [raw]
-    hooked = any(r is not None and getattr(r, "unpack_hook", None) is not None for r in raws)
+    hooked = any(r is not None and r.unpack_hook is not None for r in raws)  # r: a SavedTensor or None
     out = []
     for r in raws:
         if r is None:
             out.append(None)
-        elif getattr(r, "unpack_hook", None) is not None:
+        elif r.unpack_hook is not None:
             out.append(Hooked(r))
         else:
             data = r.data

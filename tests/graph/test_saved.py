@@ -91,6 +91,7 @@ def test_hook_kinds_are_summed_in_one_note_and_a_shared_storage_counted_once():
 @pytest.mark.parametrize("packed, nbytes", [
     (lambda t: {"data": [t], "meta": ("float", None)}, 400),     # a dict holding a list holding the tensor
     (lambda t: ((("deep", t),),), 400),                            # three levels of tuples: still read
+    (lambda t: {"a": {"b": {"c": t}}}, 400),                       # three levels of dicts
     (lambda t: [t, t.to(torch.float16)], 400 + 200),              # two tensors: both storages
 ])
 def test_what_a_pack_hook_returns_is_searched_for_tensors(packed, nbytes):
@@ -103,9 +104,11 @@ def test_what_a_pack_hook_returns_is_searched_for_tensors(packed, nbytes):
     assert exp.size_unknown == 0 and gr.saved_unknown == 0
 
 
-def test_pack_hook_results_too_deep_or_holding_no_tensor_are_unknown_never_guessed():
+@pytest.mark.parametrize("packed", [lambda t: (((("deeper", t),),),), lambda t: {"a": {"b": {"c": {"d": t}}}},
+                                    lambda t: ((({"t": t},),),)])
+def test_pack_hook_results_too_deep_or_holding_no_tensor_are_unknown_never_guessed(packed):
     x = torch.randn(100, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: (((("deeper", t),),),), lambda p: None):
+    with torch.autograd.graph.saved_tensors_hooks(packed, lambda p: None):
         y = x.exp().sum()
     gr = G.walk([("y", y)])
     assert gr.saved_unknown == 1 and gr.saved_bytes_total == 0
@@ -129,10 +132,10 @@ def test_checkpoint_counts_every_input_of_its_frame_once():
     x = torch.randn(8, 16, requires_grad=True)
     a, b = x * 2, x * 3                              # two inputs the checkpoint frame keeps (512 B each)
 
-    def block(p, q):
-        return torch.tanh(lin(p) + q).exp()
+    def block(p, q, k):
+        return torch.tanh(lin(p) + q * k).exp()
 
-    y = checkpoint(block, a, b, use_reentrant=False).sum()
+    y = checkpoint(block, a, b, 3, use_reentrant=False).sum()  # and an int, kept as it is
     gr = G.walk([("y", y)])
     by = _by_label(gr)
     inside = [n for n in gr.of_kind(M.BACKWARD) if n.held]
@@ -140,8 +143,8 @@ def test_checkpoint_counts_every_input_of_its_frame_once():
     assert all(h == "recomputed in backward" for n in inside for h, _ in n.held)
     assert by["ExpBackward0"].saved_bytes == _storage_bytes(a, b) == 1024  # on the frame's first entry only
     assert by["TanhBackward0"].saved_bytes == 0
-    # the two MulBackward0 outside save a 0-dim scalar each (8 B: the wrapped Python number)
-    assert gr.saved_bytes_total == 1024 + 2 * 8
+    # the three MulBackward0 save a 0-dim scalar each (8 B: the wrapped Python number, not given to the hooks)
+    assert gr.saved_bytes_total == 1024 + 3 * 8
     assert gr.saved_unknown == 0
 
 
@@ -192,3 +195,38 @@ def test_bytes_still_counted_where_torch_has_no_fake_tensors(monkeypatch):
     t = torch.randn(10)
     monkeypatch.setitem(sys.modules, "torch._subclasses.fake_tensor", None)  # its import now fails
     assert G.storage_parts(t) == ([(("cpu", t.untyped_storage().data_ptr()), 40, 40)], "")
+
+
+def test_saved_attribute_names_are_read_once_per_node_class(monkeypatch):
+    """``dir()`` of each backward class once (a 100k-op chain would call it per node), then from the cache."""
+    monkeypatch.setattr(G, "_SAVED_ATTRS", {})
+    x = torch.randn(3, requires_grad=True)
+    y = (x * x.exp()).sum()
+    mul = type(y.grad_fn.next_functions[0][0])
+    names = G._saved_attr_names(mul)
+    assert names == ["_saved_other", "_saved_self"]
+    assert G._saved_attr_names(mul) is names and G._SAVED_ATTRS == {mul: names}
+    gr = G.walk([("y", y)])
+    assert _by_label(gr)["MulBackward0"].saved_bytes == 12 and set(G._SAVED_ATTRS) == {
+        mul, type(y.grad_fn), type(y.grad_fn.next_functions[0][0].next_functions[1][0])}
+
+
+def test_subclass_inner_tensors_named_but_absent_are_skipped():
+    class Wrapped(torch.Tensor):
+        @staticmethod
+        def __new__(cls, inner):
+            return torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=inner.dtype)
+
+        def __init__(self, inner):
+            self.inner = inner
+            self.scale = None  # an optional inner tensor left out
+
+        def __tensor_flatten__(self):
+            return ["inner", "scale", "absent"], None
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError
+
+    parts, why = G.storage_parts(Wrapped(torch.randn(25)))
+    assert why == "" and [p[1:] for p in parts] == [(100, 100)]
