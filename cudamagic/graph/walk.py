@@ -347,9 +347,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         counter[0] += 1
         return f"n{i}"
 
-    def tensor_node(node_id, kind, t, label, call=None):
-        return GraphNode(node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device),
-                         call=call)
+    def tensor_node(node_id, kind, t, label):
+        return GraphNode(node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device))
 
     def saved_of(fn, node_id):
         entries, attrs, stor = [], [], []

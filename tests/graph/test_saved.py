@@ -230,3 +230,58 @@ def test_subclass_inner_tensors_named_but_absent_are_skipped():
 
     parts, why = G.storage_parts(Wrapped(torch.randn(25)))
     assert why == "" and [p[1:] for p in parts] == [(100, 100)]
+
+
+def test_saved_entries_carry_shape_dtype_and_storage_bytes_when_drawn():
+    x = torch.randn(100, requires_grad=True)
+    h = x.exp()
+    v = h[10:20]
+    y = (v * v.cos()).sum()
+    E = M.SavedEntry
+    plain = _by_label(G.walk([("y", y)]))
+    assert plain["MulBackward0"].saved == (E("other", None, "", 40), E("self", None, "", 400))  # no shapes kept
+    drawn = G.walk([("y", y)], show_saved=True)
+    by = _by_label(drawn)
+    # the entry's bytes are the storage it keeps alive (h's 400 B for the 10-element view), not the view's 40 B
+    assert by["MulBackward0"].saved == (E("other", (10,), "float32", 40), E("self", (10,), "float32", 400))
+    assert by["ExpBackward0"].saved == (E("result", (100,), "float32", 400),)
+    assert [n.freed for n in drawn.of_kind(M.BACKWARD, M.SAVED)] == [False] * 9
+    assert [n.label for n in drawn.of_kind(M.SAVED)] == ["other", "self", "self", "result"]
+
+
+def test_hooked_entries_show_the_tensor_they_hold_except_a_checkpoints():
+    x = torch.randn(100, requires_grad=True)
+    with torch.autograd.graph.save_on_cpu():
+        y = x.exp().sum()
+    exp = _by_label(G.walk([("y", y)], show_saved=True))["ExpBackward0"]
+    assert exp.saved == (M.SavedEntry("result", (100,), "float32", 400, held="kept on CPU"),)
+    a = x * 2
+    y = checkpoint(lambda p: p.exp(), a, use_reentrant=False).sum()
+    exp = _by_label(G.walk([("y", y)], show_saved=True))["ExpBackward0"]
+    # the frame's input, not the recomputed result: no shape shown for it
+    assert exp.saved == (M.SavedEntry("result", None, "", 400, held="recomputed in backward"),)
+
+
+def test_every_unknown_saved_tensor_of_a_node_is_counted():
+    """A pack hook returning a tensor subclass with no readable storage: each entry unknown, none guessed."""
+    class Opaque(torch.Tensor):
+        @staticmethod
+        def __new__(cls, size):
+            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError
+
+    x = torch.randn(10, requires_grad=True)
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: Opaque(t.shape), lambda p: None):
+        y = (x.exp() * x.sin()).sum()   # MulBackward0 saves both factors; Exp its result, Sin its input
+    gr = G.walk([("y", y)], show_saved=True)
+    by = _by_label(gr)
+    assert [by[k].size_unknown for k in ("MulBackward0", "ExpBackward0", "SinBackward0")] == [2, 1, 1]
+    assert gr.saved_unknown == 4 and gr.saved_bytes_total == 0
+    HOOK = "packed by test_every_unknown_saved_tensor_of_a_node_is_counted"  # noqa: N806 - a lambda in this test
+    assert by["MulBackward0"].saved == (
+        M.SavedEntry("other", (10,), "float32", 0, held=HOOK, size_known=False),
+        M.SavedEntry("self", (10,), "float32", 0, held=HOOK, size_known=False))
+    assert "4 saved tensor(s) have a size that cannot be known" in " ".join(gr.notes)
