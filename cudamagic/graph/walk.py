@@ -438,8 +438,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         nodes.append(tensor_node(out_id, OUTPUT, t, label))
         if t.grad_fn is not None:
             edges.append(GraphEdge(visit(t.grad_fn), out_id, TO_OUTPUT))
-        if t._is_view() and t._base is not None:
-            base = t._base
+        base = t._base  # not None exactly when t is a view
+        if base is not None:
             base_id = new_id()
             nodes.append(tensor_node(base_id, BASE, base, f"{label} (base)"))
             edges.append(GraphEdge(base_id, out_id, VIEW))
@@ -450,7 +450,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             node_id = ids[fn]
             cls_name = type(fn).__name__
             call = _call_of(fn, calls, call_starts, call_ends)
-            var = getattr(fn, "variable", None) if cls_name == "AccumulateGrad" else None
+            var = fn.variable if cls_name == "AccumulateGrad" else None  # a custom ctx may have .variable too
             if var is not None:
                 var_id = new_id()
                 name = names.get(id(var))
@@ -458,7 +458,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                 nodes.append(tensor_node(var_id, kind, var, name or "(leaf)"))
                 edges.append(GraphEdge(var_id, node_id, VARIABLE))
                 leaf_storages.add(_storage_key(var))
-                fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name, call=None)
+                fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name)
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
             held, n_unknown = held_by_node.pop(node_id)

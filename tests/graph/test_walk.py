@@ -90,6 +90,7 @@ def test_builtin_saved_tensors_after_backward_are_marked_freed():
     saved = gr.of_kind(M.SAVED)
     assert {n.label for n in saved} == {"self (freed by backward)", "other (freed by backward)"}
     assert all(n.freed for n in saved)
+    assert [(n.label, n.freed) for n in gr.of_kind(M.BACKWARD)] == [("SumBackward0", False), ("MulBackward0", True)]
     assert "freed by backward" in dot.to_dot(gr)
 
 
@@ -385,3 +386,20 @@ def test_op_counts_add_the_ops_folded_into_runs_and_calls_have_titles():
     assert gr.op_counts() == Counter({"SinBackward0": 8, "CosBackward0": 2, "AccumulateGrad": 1})
     assert M.ModuleCall(0, "model.enc", "Linear", None, 1).title == "model.enc (Linear)"
     assert M.ModuleCall(1, "", "Linear", 0, 2).title == "Linear"
+
+
+def test_custom_function_whose_ctx_has_a_variable_attribute_is_not_a_leaf():
+    class Keep(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.variable = a  # a user's own attribute, as AccumulateGrad.variable is named
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.randn(3, requires_grad=True)
+    gr = G.walk([("y", Keep.apply(x * 1).sum())], tensor_names={id(x): "x"}, shared_params=True)
+    assert gr.labels(M.BACKWARD) == ["SumBackward0", "KeepBackward", "MulBackward0"]
+    assert gr.labels(M.LEAF) == ["x"] and gr.labels(M.ACCUMULATE) == ["AccumulateGrad"]
