@@ -478,8 +478,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                           saved_unknown=sum(kw.get("size_unknown", 0) for kw in fn_nodes.values()))
     if calls:
         graph = place_params(graph)
-    if show_saved or any(n.saved and _has_custom(n) for n in nodes):
-        graph = add_saved_nodes(graph, show_saved)
+    graph = add_saved_nodes(graph, show_saved)  # custom Functions' saved tensors always; every one with show_saved
     graph = split_uses(graph) if not shared_params else graph
     ids.clear()
     return graph
@@ -557,7 +556,3 @@ def _held_notes(fn_kwargs: Iterable) -> list:
                      "readable storage, or a hook's packed object): not counted in the saved bytes.")
     return notes
 
-
-def _has_custom(n: GraphNode) -> bool:
-    """True when ``n`` is a custom Function's node (its saved tensors are always drawn)."""
-    return any(e.name.startswith("saved_tensors") for e in n.saved)

@@ -52,7 +52,7 @@ def test_views_of_one_activation_count_its_storage_once_per_node_and_per_graph()
 def test_saved_view_of_a_parameter_is_not_counted_but_activations_beside_it_are():
     w = torch.randn(64, requires_grad=True)   # a leaf: its storage is the user's, not held for backward
     x = torch.randn(64) + 1                   # plain input, saved by the product
-    y = (w[:32] * x[:32]).sum()
+    y = (x[:32] * w[:32]).sum()                  # MulBackward0 reads `other` (w's view) first, then `self`
     gr = G.walk([("y", y)], tensor_names={id(w): "w"})
     mul = _by_label(gr)["MulBackward0"]
     assert mul.saved_bytes == _storage_bytes(x) == 256  # x's whole storage; w[:32] shares w's: not counted
@@ -285,3 +285,30 @@ def test_every_unknown_saved_tensor_of_a_node_is_counted():
         M.SavedEntry("other", (10,), "float32", 0, held=HOOK, size_known=False),
         M.SavedEntry("self", (10,), "float32", 0, held=HOOK, size_known=False))
     assert "4 saved tensor(s) have a size that cannot be known" in " ".join(gr.notes)
+
+
+def test_two_views_of_one_storage_in_one_node_show_the_larger_view():
+    x = torch.randn(100, requires_grad=True)
+    h = x.exp()
+    y = (h[:1] * h[:10]).sum()   # MulBackward0: `other` is h[:10] (40 B), `self` h[:1] (4 B), one storage
+    mul = _by_label(G.walk([("y", y)]))["MulBackward0"]
+    assert mul.saved_bytes == 400 and mul.saved_view_bytes == 40 and len(mul.storages) == 1
+
+
+def test_an_empty_saved_tensor_counts_zero_bytes():
+    x = torch.randn(0, requires_grad=True)
+    e = torch.randn(0) + 1
+    mul = _by_label(G.walk([("y", (x * e).sum())]))["MulBackward0"]
+    assert mul.saved_bytes == mul.saved_view_bytes == e.untyped_storage().nbytes() == 0
+
+
+def test_storage_ids_follow_walk_order_past_ten_nodes():
+    """Ids n2, n3 ... n10, n11 in number order (not as text: "n10" < "n2"), so storage ids are 0, 1, 2 ..."""
+    x = torch.randn(10, requires_grad=True)
+    h = x
+    for _ in range(12):
+        h = h.exp()          # each saves its own result: a new storage per node
+    gr = G.walk([("y", h.sum())])
+    exps = [n for n in gr.of_kind(M.BACKWARD) if n.label == "ExpBackward0"]
+    assert [n.id for n in exps][-3:] == ["n11", "n12", "n13"]
+    assert [n.storages for n in exps] == [((i, 40),) for i in range(12)]
