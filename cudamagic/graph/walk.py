@@ -117,8 +117,10 @@ def storage_parts(t, _depth: int = 0) -> tuple:
             parts = [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
             if t.is_quantized and "per_channel" in str(t.qscheme()):
                 for extra in (t.q_per_channel_scales(), t.q_per_channel_zero_points()):
-                    p, _ = storage_parts(extra, _depth + 1)
-                    parts += p or []
+                    p, why = storage_parts(extra, _depth + 1)
+                    if p is None:  # nested too deep: unknown, never the data alone
+                        return None, why
+                    parts += p
             return parts, ""
         except Exception:
             try:

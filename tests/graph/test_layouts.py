@@ -166,3 +166,31 @@ def test_storage_parts_keys_are_device_and_address_own_bytes_per_view():
     assert why == "" and parts == [(("cpu", base.untyped_storage().data_ptr()), 400, 40)]
     q = torch.quantize_per_tensor(torch.randn(4, 4), 0.1, 0, torch.qint8)
     assert G.storage_parts(q) == ([(("cpu", q.untyped_storage().data_ptr()), 16, 16)], "")
+
+
+def test_per_channel_scales_counted_inside_subclasses_or_the_size_is_unknown():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    qc = torch.quantize_per_channel(torch.randn(4, 4), torch.rand(4) + 0.1, torch.zeros(4, dtype=torch.long),
+                                    0, torch.qint8)
+    t = TwoTensor(qc, qc)
+    for _ in range(2):
+        t = TwoTensor(t, t)
+    parts, why = G.storage_parts(t)  # qc three levels down: data, scales and zero points, 8 times over
+    assert why == "" and len(parts) == 24
+    assert sum(b for _, b in {key: nbytes for key, nbytes, _ in parts}.items()) == 16 + 4 * 8 + 4 * 8
+    parts, why = G.storage_parts(TwoTensor(t, t))  # four levels down: its scales would be a fifth
+    assert parts is None and why == "Tensor nested too deep"
+
+
+def test_a_non_strided_subclass_without_readable_parts_is_unknown_by_its_layout():
+    class SparseOpaque(torch.Tensor):
+        @staticmethod
+        def __new__(cls, size):
+            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32, layout=torch.sparse_coo)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError  # its indices cannot be read
+
+    assert G.storage_parts(SparseOpaque((4, 4))) == (None, "torch.sparse_coo layout")
