@@ -29,7 +29,8 @@ LIBRARY_FLAGS = (("cublasLt", "-lcublasLt"), ("cublas", "-lcublas"), ("cufft", "
                  ("cusparse", "-lcusparse"), ("cusolver", "-lcusolver"), ("nvrtc", "-lnvrtc"),
                  ("nvtx", "-lnvToolsExt"), ("cudnn", "-lcudnn"), ("nccl", "-lnccl"), ("cu", "-lcuda"))
 
-_KEYWORDS = {"return", "else", "case", "throw", "co_return", "new", "delete", "sizeof", "goto", "co_await"}
+#: Words that make ``word name(...);`` a statement that calls ``name``, not a declaration of it.
+_KEYWORDS = {"return", "else", "case", "throw", "co_return", "new", "delete", "sizeof", "co_await"}
 
 
 def demangle(names) -> dict:
@@ -60,9 +61,7 @@ def undefined_symbols(log: str) -> list:
         for pattern in UNDEFINED_RES:
             m = pattern.search(line)
             if m:
-                sym = (m.groupdict().get("sym") or m.groupdict().get("plain") or "").strip()
-                if sym and sym not in raw:
-                    raw.append(sym)
+                raw.append(m["sym"] or m.groupdict().get("plain"))
                 break
     names = demangle(raw)
     return list(dict.fromkeys(names[s] for s in raw))
@@ -70,24 +69,21 @@ def undefined_symbols(log: str) -> list:
 
 def base_name(symbol: str) -> str:
     """The identifier a demangled symbol is written as in source: ``ns::scale(float, int)`` -> ``scale``,
-    ``int __cdecl helper(int)`` -> ``helper``, ``void add<float>(float*)`` -> ``add``."""
-    head = symbol.split("(", 1)[0].strip()
-    while head.endswith(">"):  # drop a trailing template argument list
-        depth, i = 0, len(head) - 1
-        for i in range(len(head) - 1, -1, -1):
-            depth += {">": 1, "<": -1}.get(head[i], 0)
-            if depth == 0:
-                break
-        head = head[:i].strip()
-    head = head.split()[-1] if head.split() else head
-    return head.rsplit("::", 1)[-1]
+    ``int __cdecl helper(int)`` -> ``helper``, ``void add<float>(float*)`` -> ``add``,
+    ``(anonymous namespace)::helper(int)`` -> ``helper``; an operator keeps its sign (``operator+``)."""
+    head = symbol.replace("(anonymous namespace)", "").split("(", 1)[0]
+    n = 1
+    while n:  # drop the template argument lists, innermost first
+        head, n = re.subn(r"<[^<>]*>", "", head)
+    words = head.split()
+    return words[-1].rsplit("::", 1)[-1] if words else ""
 
 
 def _is_declaration(line: str, name: str) -> bool:
     m = re.search(r"\b" + re.escape(name) + r"\s*\(", line)
     if not m or not re.search(r"\)\s*(?:const\s*)?;", line[m.end():]):
         return False
-    before = re.split(r"[;{}]", line[:m.start()])[-1].strip()
+    before = re.split(r"[;{}]", re.sub(r'\bextern\s*"C(?:\+\+)?"', "extern", line[:m.start()]))[-1].strip()
     words = re.findall(r"[A-Za-z_]\w*", before)
     return bool(words) and not _KEYWORDS.intersection(words) and re.fullmatch(r"[\w:<>,\s\*&]+", before) is not None
 
@@ -110,7 +106,7 @@ def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
     declared = used = None
     for file, lines in [("cell", cell_lines), *headers.items()]:
         for n, text in enumerate(lines, start=1):
-            code = text.split("//", 1)[0]
+            code = text.partition("//")[0]
             if not word.search(code):
                 continue
             if _is_declaration(code, name):
