@@ -128,8 +128,10 @@ def _cxxfilt(tmp_path, script: str | None) -> None:
     None,                                          # cannot be started (OSError: exec format error)
     'for a in "$@"; do echo "x $a"; done; exit 1',  # fails (a line per name, but exit status 1)
     'echo "c++filt: warning"; exit 0',             # a line count that does not match the names
+    "exec sleep 30",                               # hangs: killed after CXXFILT_TIMEOUT_S
 ])
 def test_a_broken_cxxfilt_leaves_names_as_they_are(tmp_path, monkeypatch, script):
+    monkeypatch.setattr(link, "CXXFILT_TIMEOUT_S", 0.5)
     _cxxfilt(tmp_path, script)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert link.demangle(["_Z3devi", "cfun", "_ZN2ns3devEi"]) == {"_Z3devi": "_Z3devi", "cfun": "cfun",
@@ -250,7 +252,9 @@ def test_definitions_comments_and_other_names_are_not_declarations(line):
     ("void add<float>(float*, int)", "add"), ("cuInit", "cuInit"), ("a::b<int, c<d>>::run()", "run"),
     ("void ns::f<c<int>, 3>(int)", "f"), ("Box::get() const", "get"), ("void a<b<c>>()", "a"),
     ("(anonymous namespace)::helper(int)", "helper"), ("operator+(Vec, Vec)", "operator+"),
-    ("bool operator><int>(A, A)", "operator>"), ("bool operator<(A const&, A const&)", "operator<"),
+    ("bool operator><int>(A, A)", "operator>"), ("void apply(int (*)(int))", "apply"),
+    ("Functor::operator()(int) const", "operator"), ("Timer::~Timer()", "~Timer"),
+    ("ns::Box<int>::Box(int)", "Box"), ("bool operator<(A const&, A const&)", "operator<"),
 ])
 def test_base_name(symbol, name):
     assert link.base_name(symbol) == name
@@ -291,6 +295,39 @@ def test_anonymous_namespace_and_call_operator_are_placed(tmp_path):
     assert [(d.cell_line, d.message.split(": define")[0]) for d in exc.diagnostics] == [
         (6, "`(anonymous namespace)::helper(int)` is used here but never defined (declared at cell line 2)"),
         (3, "`Functor::operator()(int) const` is declared here but never defined")]
+
+
+# nvcc 13.0: a class whose constructor and destructor are declared and never defined (TIMER_CELL)
+TIMER_LOG = """/usr/bin/ld: /tmp/tmpxft_000045cf_00000000-11_cell.o: in function `main':
+tmpxft_000045cf_00000000-6_cell.cudafe1.cpp:(.text+0x44): undefined reference to `Timer::Timer(int)'
+/usr/bin/ld: tmpxft_000045cf_00000000-6_cell.cudafe1.cpp:(.text+0x55): undefined reference to `Timer::~Timer()'
+collect2: error: ld returned 1 exit status
+"""
+TIMER_CELL = "struct Timer {\n  explicit Timer(int n);\n  ~Timer();\n  int n_;\n};\nint main() {\n  Timer t(3);\n" \
+             "  return 0;\n}\n"
+
+
+def test_constructor_and_destructor_are_placed(tmp_path):
+    exc = link_failure(tmp_path, TIMER_LOG, TIMER_CELL)
+    assert exc.symbols == ["Timer::Timer(int)", "Timer::~Timer()"]
+    assert [(d.cell_line, d.source, d.message.split(": define")[0]) for d in exc.diagnostics] == [
+        (8, "  Timer t(3);", "`Timer::Timer(int)` is used here but never defined (declared at cell line 3)"),
+        (4, "  ~Timer();", "`Timer::~Timer()` is declared here but never defined")]
+
+
+@pytest.mark.parametrize("symbol,cell,expect", [
+    # a member function named like its class's constructor is not one, and a call statement is a use
+    ("Timer::start(int)", ["struct Timer {", "  start(int n);", "};", "void f(Timer t) {", "  t.start(1);", "}"],
+     (None, ("cell", 2, "  start(int n);"))),
+    ("start(int)", ["struct start;", "int start(int);", "int f() { return start(1); }"],
+     (("cell", 2, "int start(int);"), ("cell", 3, "int f() { return start(1); }"))),
+    ("ns::Box<int>::Box(int)", ["template <class T> struct Box {", "  Box(T v);", "};", "Box<int> b(1);"],
+     (("cell", 2, "  Box(T v);"), ("cell", 4, "Box<int> b(1);"))),
+    ("Box::~Box()", ["class Box { public:", "  virtual ~Box();", "};", "Box::Box() {}"],
+     (("cell", 2, "  virtual ~Box();"), None)),
+])
+def test_members_and_their_class(symbol, cell, expect):
+    assert link.locate(symbol, cell, {}) == expect
 
 
 def test_an_operator_used_as_a_sign_is_not_placed_on_a_line(tmp_path):
