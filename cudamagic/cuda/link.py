@@ -98,10 +98,10 @@ def _is_declaration(line: str, name: str, member: bool) -> bool:
     m = re.search(r"(?<![\w~])" + re.escape(name) + r"\s*\(", line)
     if not m or not re.search(r"\)\s*(?:const\s*)?;", line[m.end():]):
         return False
-    before = re.split(r"[;{}]", re.sub(r'\bextern\s*"C(?:\+\+)?"', "extern", line[:m.start()]))[-1].strip()
+    before = re.split(r"[;{}]", line[:m.start()])[-1].strip()
     words = re.findall(r"[A-Za-z_]\w*", before)
     return (member or bool(words)) and not _KEYWORDS.intersection(words) and \
-        re.fullmatch(r"[\w:<>,\s\*&]*", before) is not None
+        re.fullmatch(r'(?:[\w:<>,\s\*&]|"C(?:\+\+)?")*', before) is not None  # extern "C" int f(int);
 
 
 def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
@@ -120,13 +120,13 @@ def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
     name = scopes[-1]
     if not re.fullmatch(r"~?[A-Za-z_]\w*", name):
         return None, None
-    member = scopes[-2:-1] == [name.lstrip("~")]  # Timer::Timer, Timer::~Timer
-    word = re.compile(r"(?<![\w~])" + re.escape(name) + r"\b")
-    class_head = re.compile(r"\b(?:struct|class|union)\s+" + re.escape(name) + r"\b")
+    member = scopes[-2:-1] == [name.removeprefix("~")]  # Timer::Timer, Timer::~Timer
+    # the name as a word, not in a class head (`struct Timer {` does not use Timer::Timer)
+    word = re.compile(r"(?<![\w~])(?<!struct\s)(?<!class\s)(?<!union\s)" + re.escape(name) + r"\b")
     declared = used = None
     for file, lines in [("cell", cell_lines), *headers.items()]:
         for n, text in enumerate(lines, start=1):
-            code = class_head.sub("", text.partition("//")[0])  # `struct Timer {` does not use Timer::Timer
+            code = text.partition("//")[0]
             if not word.search(code):
                 continue
             if _is_declaration(code, name, member):

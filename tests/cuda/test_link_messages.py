@@ -109,8 +109,8 @@ def test_without_cxxfilt_names_stay_mangled_and_are_not_placed_on_a_line(tmp_pat
     monkeypatch.setenv("PATH", str(tmp_path))  # no c++filt (Windows, or binutils missing)
     exc = link_failure(tmp_path, LD_MANGLED_LOG, CELL)
     assert exc.symbols == ["_Z6helperi", "_ZN2ns5scaleEfi", "_Z3addIfEvPT_i"]
+    assert [(d.file, d.line, d.cell_line, d.source) for d in exc.diagnostics] == [("cell", 0, 0, "")] * 3
     first = exc.diagnostics[0]
-    assert (first.file, first.line, first.cell_line, first.source) == ("cell", 0, 0, "")
     # no location and no source line: the message only
     assert first.text() == ("link error: `_Z6helperi` is not defined anywhere: define it, or link the library that "
                             "does with --nvcc-flags \"-lNAME\"")
@@ -217,6 +217,8 @@ def test_locate_prefers_cell_then_headers():
     assert link.locate("helper(int)", cell, headers) == (("cell", 2, cell[1]), ("cell", 4, cell[3]))
     assert link.locate("twice(int)", cell, headers) == (("h.cuh", 2, "int twice(int v);"), ("cell", 4, cell[3]))
     assert link.locate("absent()", cell, headers) == (None, None)
+    commented = ["int helper(int);", "// helper(2) below is defined in libhelper", "int f() { return helper(2); }"]
+    assert link.locate("helper(int)", commented, {})[1] == ("cell", 3, commented[2])
     diag = link.diagnostics(["twice(int)"], cell, headers)[0]
     assert diag.cell_line == 5 and "declared at h.cuh line 2" in diag.message
 
@@ -234,14 +236,14 @@ def test_a_statement_that_calls_the_function_is_a_use_not_a_declaration(statemen
 @pytest.mark.parametrize("declaration", [
     "int helper(int);", "static int helper(int v) ;", "ns::Vec<int, 2> & helper(int*) ;",
     "struct Box { int helper() const; };", "namespace ns { float helper(float, int); }",
-    "extern \"C\" int helper(int);",
+    "extern \"C\" int helper(int);", "extern \"C++\" int helper(int);", "X helper(int);",
 ])
 def test_declarations_are_found(declaration):
     assert link.locate("helper(int)", [declaration], {}) == (("cell", 1, declaration), None)
 
 
 @pytest.mark.parametrize("line", ["int helper(int) { return 1; }", "int helper(int v) const {", "// int helper(int);",
-                                  "int helperx(int);"])
+                                  "int helperx(int);", "x + helper(1);", "extern \"D\" int helper(int);"])
 def test_definitions_comments_and_other_names_are_not_declarations(line):
     declared, _ = link.locate("helper(int)", [line], {})
     assert declared is None
