@@ -313,3 +313,14 @@ def test_storage_ids_follow_walk_order_past_ten_nodes():
     exps = [n for n in gr.of_kind(M.BACKWARD) if n.label == "ExpBackward0"]
     assert [n.id for n in exps][-3:] == ["n11", "n12", "n13"]
     assert [n.storages for n in exps] == [((i, 40),) for i in range(12)]
+
+
+def test_a_graph_on_the_meta_device_holds_no_bytes():
+    """A model built on ``device="meta"`` (no data): the walk reads no storage and counts 0, it never fails."""
+    lin = torch.nn.Linear(8, 4, device="meta")
+    x = torch.empty(2, 8, device="meta")
+    gr = G.walk([("y", torch.tanh(lin(x)).sum())], tensor_names={id(lin.weight): "lin.weight",
+                                                                 id(lin.bias): "lin.bias"})
+    assert sorted(gr.labels(M.PARAM)) == ["lin.bias", "lin.weight"]
+    assert {n.device for n in gr.of_kind(M.PARAM, M.OUTPUT)} == {"meta"}
+    assert gr.saved_bytes_total == 0 and gr.saved_unknown == 0
