@@ -297,7 +297,7 @@ def test_two_views_of_one_storage_in_one_node_show_the_larger_view():
 
 
 def test_an_empty_saved_tensor_counts_zero_bytes():
-    x = torch.randn(0, requires_grad=True)
+    x = torch.randn(1, requires_grad=True)  # not empty: an empty leaf's storage key (address 0) is every empty one's
     e = torch.randn(0) + 1
     mul = _by_label(G.walk([("y", (x * e).sum())]))["MulBackward0"]
     assert mul.saved_bytes == mul.saved_view_bytes == e.untyped_storage().nbytes() == 0
@@ -324,3 +324,14 @@ def test_a_graph_on_the_meta_device_holds_no_bytes():
     assert sorted(gr.labels(M.PARAM)) == ["lin.bias", "lin.weight"]
     assert {n.device for n in gr.of_kind(M.PARAM, M.OUTPUT)} == {"meta"}
     assert gr.saved_bytes_total == 0 and gr.saved_unknown == 0
+
+
+def test_a_node_saving_a_parameter_and_an_activation_counts_the_activation():
+    x = torch.randn(100, requires_grad=True)
+    w = torch.randn(100, requires_grad=True)
+    h = x.exp()
+    y = (h * w).sum()  # MulBackward0 saves `other` (w, a leaf: not counted) and `self` (h)
+    mul = _by_label(G.walk([("y", y)], tensor_names={id(w): "w"}))["MulBackward0"]
+    assert [e.name for e in mul.saved] == ["other", "self"]
+    assert mul.saved_bytes == mul.saved_view_bytes == _storage_bytes(h) == 400
+    assert mul.storages == ((0, 400),)
