@@ -194,3 +194,12 @@ def test_a_non_strided_subclass_without_readable_parts_is_unknown_by_its_layout(
             raise NotImplementedError  # its indices cannot be read
 
     assert G.storage_parts(SparseOpaque((4, 4))) == (None, "torch.sparse_coo layout")
+
+
+def test_a_subclass_that_cannot_count_its_elements_shows_its_whole_storage():
+    class NoNumel(torch.Tensor):
+        def numel(self):
+            raise RuntimeError("numel of a symbolic size")
+
+    t = torch.randn(10).as_subclass(NoNumel)
+    assert G.storage_parts(t) == ([(("cpu", t.untyped_storage().data_ptr()), 40, 40)], "")
