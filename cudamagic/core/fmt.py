@@ -90,11 +90,11 @@ def na_cell_html(value, formatted: str | None = None) -> str:
 def display_width(text) -> int:
     """Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining marks 0
     (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character, counts 1)."""
-    from wcwidth import wcswidth, wcwidth
-
     text = str(text)
     if text.isascii() and text.isprintable():
-        return len(text)
+        return len(text)  # the common case: no need to load wcwidth's tables (~15 ms of a first %cudainfo)
+    from wcwidth import wcswidth, wcwidth
+
     width = wcswidth(text)
     return width if width >= 0 else sum(1 if wcwidth(ch) < 0 else wcwidth(ch) for ch in text)
 
