@@ -233,7 +233,7 @@ def sample_rows(s: Sample) -> list:
         "torch.gap": t if is_na(t) else t.gap_bytes,
     }
     if not s.gpus:
-        status = s.nvml_status if s.nvml_status is not None else NA("no GPU selected", "error")
+        status = s.nvml_status if s.nvml_status is not None else NA("no GPU selected")  # _flat keeps its reason
         return [_flat(dict(common, index=status))]
     rows = []
     for g in s.gpus:
