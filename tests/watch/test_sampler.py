@@ -8,7 +8,9 @@ import tracemalloc
 
 import pytest
 
-from cudamagic.watch.sampler import Sampler
+from cudamagic.watch.magic import WatchSettings
+from cudamagic.watch.options import interval_problem
+from cudamagic.watch.sampler import MAX_INTERVAL_S, Sampler
 from cudamagic.watch.samples import GpuSample, Sample
 from cudamagic.watch.sources import EndOfTrace, ReplaySource
 from cudamagic.watch.trace import TraceWriter
@@ -83,7 +85,8 @@ def test_sampler_thread_stops_promptly_and_callback_errors_are_recorded():
     assert time.monotonic() - t0 < 1.0 and not sampler.running
     assert not any(t.name == "cudamagic-gpuwatch" for t in threading.enumerate())
     assert "widget gone" in sampler.error and sampler.samples_taken >= 2
-    assert sampler._thread.daemon
+    # the name the leak checks of tests/watch/test_magic.py look for (and what py-spy / threading.enumerate show)
+    assert sampler._thread.daemon and sampler._thread.name == "cudamagic-gpuwatch"
 
 
 def test_replay_source_ends_the_loop():
@@ -99,8 +102,25 @@ def test_replay_source_ends_the_loop():
 @pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), 1e300])
 def test_sampler_refuses_an_interval_event_wait_cannot_take(bad):
     # inf or 1e300 used to start a thread that died at once with OverflowError in Event.wait
-    with pytest.raises(ValueError, match="interval_s"):
+    with pytest.raises(ValueError, match=r"interval_s must be in \(0, 3600\] seconds, not "):
         Sampler(live(), interval_s=bad)
+
+
+@pytest.mark.parametrize("good", [MAX_INTERVAL_S, 0.05])
+def test_sampler_takes_every_interval_gpuwatch_accepts(good):
+    """The bounds %gpuwatch accepts (options.interval_problem: up to 3600 s, down to 0.05 s for a replay)."""
+    assert interval_problem(good, "--interval", replay=True) == ""
+    assert Sampler(live(), interval_s=good).interval_s == good
+
+
+def test_sampler_defaults_are_the_gpuwatch_settings_defaults():
+    """A Sampler built without interval or history behaves as %gpuwatch does by default."""
+    traits = WatchSettings.class_traits()
+    clock = FakeClock()
+    sampler = Sampler(CountingSource(), count=700, clock=clock)
+    sampler.run_loop(wait=clock.wait)
+    assert set(clock.waits) == {traits["watch_interval_s"].default_value}
+    assert len(sampler.history) == traits["watch_history_samples"].default_value
 
 
 # ---- failures are recorded, never raised; how the loop ends is said in `finished` ----------------------------
@@ -236,10 +256,11 @@ def test_thread_cpu_time_accumulates_over_runs():
             return super().read(seq, ts)
 
     clock = FakeClock()
-    sampler = Sampler(Busy(), interval_s=1.0, count=2, clock=clock)
+    seen = []  # what a reader sees while the loop runs (updated after each sample)
+    sampler = Sampler(Busy(), interval_s=1.0, count=2, clock=clock, on_sample=lambda s: seen.append(sampler.thread_cpu_s))
     sampler.run_loop(wait=clock.wait)
     first = sampler.thread_cpu_s
-    assert 0.04 <= first < 5
+    assert seen[0] == 0.0 and 0.02 <= seen[1] < 0.5 and 0.04 <= first < 0.5
     sampler.count = 4
     sampler.run_loop(wait=clock.wait)
     assert sampler.thread_cpu_s >= first + 0.04
