@@ -281,6 +281,7 @@ def test_thread_is_named_waits_its_first_delay_and_starts_once():
         assert sampler._thread is thread and thread.name == "cudamagic-gpuwatch-test" and thread.daemon
         time.sleep(0.2)
         assert sampler.running and sampler.samples_taken == 0  # still in its first delay
+        assert sampler.finished == "" and sampler.error == ""  # documented: "" while running / no failure
     finally:
         sampler.stop()
     assert not sampler.running and not thread.is_alive() and sampler.finished == "stopped"
