@@ -9,6 +9,7 @@ import pytest
 from cudamagic.core.na import NA, is_na
 from cudamagic.watch.samples import (GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample,
                                      TorchSample, WorkerSample, sample_rows)
+from cudamagic.watch.trace import TraceWriter, read_trace
 from tests.watch.fakes import live, no_torch
 
 
@@ -149,3 +150,14 @@ def test_gpu_sample_get_reads_by_nvidia_smi_name_or_attribute(fake_nvml):
     assert is_na(g1.get("fan.speed")) and g1.get("fan.speed").code == "not_supported"
     with pytest.raises(AttributeError, match="no attribute 'memory.free'"):
         g0.get("memory.free")
+
+
+def test_a_replayed_trace_with_an_unread_mig_mode_shows_na_not_disabled(tmp_path):
+    """A trace may record mig.mode.current as not available; its history row must not claim "Disabled"."""
+    path = str(tmp_path / "t.jsonl")
+    writer = TraceWriter(path)
+    writer.write(sample(gpu(0, mig_enabled=NA("Insufficient Permissions", "no_permission"))))
+    writer.close()
+    _, (replayed,) = read_trace(path)
+    row = sample_rows(replayed)[0]
+    assert row["mig.mode.current"] == "N/A" and row["na_reasons"].endswith("mig.mode.current: Insufficient Permissions")
