@@ -44,7 +44,7 @@ MODULES = {
     "cudamagic/graph/walk.py": ["tests/graph/test_walk.py", "tests/graph/test_hooks.py", "tests/graph/test_dot.py",
                                 "tests/graph/test_layouts.py"],
     "cudamagic/graph/model.py": ["tests/graph/test_walk.py", "tests/graph/test_result.py", "tests/graph/test_views.py"],
-    "cudamagic/prof/summary.py": ["tests/prof/test_logic.py", "tests/prof/test_shell.py"],
+    "cudamagic/prof/summary.py": ["tests/prof/test_summary.py", "tests/prof/test_logic.py"],
     "cudamagic/cuda/errors.py": ["tests/cuda/test_printed_errors.py", "tests/cuda/test_run.py",
                                  "tests/cuda/test_windows.py", "tests/explain/test_catalogue.py"],
     "cudamagic/cuda/link.py": ["tests/cuda/test_link.py"],

@@ -510,19 +510,25 @@ def _records_from_kineto(kin, events=None):
     ops, by_corr = [], {}
     for thread, items in by_thread.items():
         items.sort()
-        stack: list = []  # [end, record]
+        stack: list = []  # the enclosing operators
+        recs, parents = [], []
         for start, neg_end, name, shapes, corr, linked in items:
             end = -neg_end
-            while stack and stack[-1][0] <= start:
+            while stack and stack[-1].end_us <= start:
                 stack.pop()
             depth = len(stack)
             rec = OpRecord(name, shapes, thread, start, end, end - start, not depth, depth=depth)
-            if depth:
-                stack[-1][1].self_us -= end - start
-            stack.append([end, rec])
-            ops.append(rec)
+            parent = stack[-1] if depth else None
+            if parent is not None:
+                parent.self_us -= end - start
+            stack.append(rec)
+            recs.append(rec)
+            parents.append(parent)
             if corr and not linked:
                 by_corr[corr] = rec
+        if any(p is not None and p.name == r.name for r, p in zip(recs, parents)):
+            recs = _merge_redispatches(recs, parents, by_corr)
+        ops.extend(recs)
     names = StringTable()
     kernels = []
     for e, name, start, end in device:
@@ -538,6 +544,35 @@ def _records_from_kineto(kin, events=None):
     if len(by_thread) > 1:
         ops.sort(key=attrgetter("start_us"))
     return ops, kernels, steps
+
+
+def _merge_redispatches(recs, parents, by_corr):
+    """The records of one thread (in start order, with their parents) less each operator that is the only child
+    of an operator of its name (an overload redispatching, ``aten::sum`` inside ``aten::sum``): merged into that
+    parent (self time and launched kernels added, its children adopted), as torch's
+    ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is updated to the parents; ``depth``
+    and ``top`` are recomputed."""
+    children: dict = {}
+    for p in parents:
+        if p is not None:
+            children[id(p)] = children.get(id(p), 0) + 1
+    into: dict = {}  # id(merged record) -> the record it was merged into
+    kept = []
+    for rec, p in zip(recs, parents):
+        if p is not None:
+            p = into.get(id(p), p)
+        if p is not None and p.name == rec.name and children[id(p)] == 1:
+            into[id(rec)] = p
+            children[id(p)] = children.get(id(rec), 0)
+            p.self_us += rec.self_us
+            continue
+        rec.depth = 0 if p is None else p.depth + 1
+        rec.top = p is None
+        kept.append(rec)
+    for corr, rec in by_corr.items():
+        if id(rec) in into:
+            by_corr[corr] = into[id(rec)]
+    return kept
 
 
 def _records_from_function_events(prof, with_stack: bool):
