@@ -35,8 +35,7 @@ def _workload():
     return model, torch.optim.SGD(model.parameters(), lr=0.1), torch.randn(5, 8)
 
 
-@pytest.fixture(scope="module")
-def steps_prof():
+def _record_steps():
     """Three steps of a tiny training loop, steps 1 and 2 recorded (step 0 is the warm-up), with shapes and
     allocations, no Python calls; a 4 MB tensor allocated and freed in step 2."""
     model, opt, x = _workload()
@@ -48,26 +47,39 @@ def steps_prof():
                 big = torch.ones(1_000_000)
                 del big
             prof.step()
+    prof.events()  # the FunctionEvent tree, built once
     return prof
 
 
-@pytest.fixture(scope="module")
-def stack_prof():
+def _record_stack():
     """One step with Python calls recorded (module and stack groupings), inside a ``record_function`` range."""
     model, opt, x = _workload()
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
         with torch.profiler.record_function("my_range"):
             _train_step(model, opt, x)
+    prof.events()  # the FunctionEvent tree, built once
     return prof
+
+
+# Recorded once, when the module is imported: mutation testing (mutmut) runs the tests again in processes forked
+# from one that has imported this module, and a profiler started in such a fork can hang; reading a stopped
+# profile is plain data.
+STEPS_PROF, STACK_PROF = _record_steps(), _record_stack()
+
+
+@pytest.fixture
+def steps_prof():
+    return STEPS_PROF
+
+
+@pytest.fixture
+def stack_prof():
+    return STACK_PROF
 
 
 def _build(prof, with_stack, memory=False, activities=("CPU",), **kw):
     return build_result(prof, with_stack=with_stack, memory=memory, activities=list(activities),
                         **{**SETTINGS, **kw})
-
-
-def _key_averages(prof):
-    return {e.key: e for e in prof.key_averages() if not e.is_python_function if hasattr(e, "is_python_function")}
 
 
 # ---- real profiles against torch's own tables ----------------------------------------------------------------
@@ -435,6 +447,12 @@ def test_gpu_breakdown_priorities_edges_and_clipping():
     assert gpu_breakdown([], (0.0, 1.0)) == []
     lone = gpu_breakdown([KernelRecord("k", "kernel", 0, 0, 3, 8)], (2.0, 10.0))[0]
     assert (lone.span_us, lone.kernel_us, lone.idle_us) == (8.0, 5.0, 3.0)
+    # overlapping kernels (two streams) count once; a device busy the whole span has no idle time; a device
+    # whose only activity ends where the span starts has no entry
+    busy = gpu_breakdown([KernelRecord("a", "kernel", 0, 1, 0, 6), KernelRecord("b", "kernel", 0, 2, 4, 10),
+                          KernelRecord("c", "memcpy", 0, 3, 2, 3), KernelRecord("d", "kernel", 5, 3, -4, 0)],
+                         (0.0, 10.0))
+    assert [(b.device, b.kernel_us, b.memcpy_us, b.idle_us) for b in busy] == [(0, 10.0, 0.0, 0.0)]
     assert GpuBreakdown(0, 0.0, 0.0, 0.0, 0.0, 0.0).pct() == {"kernel": 0.0, "memcpy": 0.0, "memset": 0.0,
                                                               "idle": 0.0}
     assert GpuBreakdown(0, 8.0, 2.0, 2.0, 2.0, 2.0).pct() == {"kernel": 25.0, "memcpy": 25.0, "memset": 25.0,
@@ -532,6 +550,28 @@ def test_slowest_span_and_outputs(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and "<title>%%torchprof --top 2</title>" in page
     assert res.to_html() in page and res._repr_html_() == res.to_html() and "aten::mm" in res.to_html()
     assert "aten::mm" in repr(res) and repr(res).startswith("%%torchprof --top 2")
+
+
+def test_save_html_writes_utf8_whatever_the_locale(tmp_path):
+    """The page declares UTF-8: a non-ASCII name is written as UTF-8 even where the locale's encoding is ASCII
+    (a C locale without coercion) or cp1252 (Windows)."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "p.html"
+    code = ("from cudamagic.prof.summary import ProfResult, OpRecord\n"
+            "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', 1, 0.0, 1.0, 1.0)])\n"
+            f"r.save_html({str(path)!r})\n")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
+           "PYTHONIOENCODING": "utf-8"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    page = path.read_bytes().decode("utf-8")
+    assert "<title>%%torchprof \u00b5s \u2716</title>" in page and "k\u00e9rnel" in page
+    here = ProfResult(header="%%torchprof \u00b5s \u2716", ops=[OpRecord("k\u00e9rnel", "[]", 1, 0.0, 1.0, 1.0)])
+    assert here.save_html(str(tmp_path / "q.html")) == str(tmp_path / "q.html")  # and in this process
+    assert (tmp_path / "q.html").read_bytes().decode("utf-8") == page
 
 
 def test_records_and_rows_are_plain_data():
