@@ -170,6 +170,27 @@ def test_python_context_stops_at_the_frame_limit(stack_prof):
     assert module.startswith("Sequential_0/Linear_") and not top and depth == 2
 
 
+def test_python_frames_kept_per_operator_are_capped():
+    """An operator called 70 frames deep in your code keeps the innermost 64."""
+    from cudamagic.prof.summary import _python_context
+
+    op = _fevt(0, "aten::sum", 50, 51)
+    child = op
+    for i in range(70):
+        frame = _fevt(i + 1, f"cell.py({i}): recurse", 0, 100, python=True)
+        child.cpu_parent, child = frame, frame
+    module, frames, top, depth = _python_context(op)
+    assert frames == tuple(f"cell.py({i}): recurse" for i in range(64)) and (module, top, depth) == ("", True, 0)
+
+
+def test_python_context_survives_a_parent_cycle():
+    from cudamagic.prof.summary import _python_context
+
+    loop, op = _fevt(1, "aten::loop", 0, 10), _fevt(2, "aten::mm", 1, 2)
+    loop.cpu_parent, op.cpu_parent = loop, loop
+    assert _python_context(op) == ("", (), False, 10_000)
+
+
 def test_without_python_calls_module_and_stack_need_a_new_profile(steps_prof):
     res = _build(steps_prof, False)
     for group in ("module", "stack"):
@@ -210,9 +231,10 @@ def test_memory_not_recorded_says_why(stack_prof):
 
 def test_gpu_na_says_whether_gpu_was_recorded(stack_prof):
     cpu = _build(stack_prof, False)
-    assert cpu.gpu.code == "not_recorded" and "not recorded" in cpu.gpu.reason
+    assert (cpu.gpu.code, cpu.gpu.reason) == ("not_recorded", "GPU activity was not recorded (see the notice above)")
     both = _build(stack_prof, False, activities=("CPU", "CUDA"))
-    assert both.gpu.code == "no_activity" and "launched no kernel" in both.gpu.reason
+    assert both.gpu.code == "no_activity"
+    assert both.gpu.reason == "no GPU activity in the profiled span (the cell launched no kernel)"
     assert both.kernels == [] and both.kernel_rows() == []
 
 
@@ -342,6 +364,21 @@ def test_kineto_self_time_never_negative_and_redispatch_merged():
     assert [r.calls for r in res.rows() if r.name == "aten::sum"] == [1]
 
 
+def test_kineto_path_cpu_device_types_demangling_and_unlinked_kernels():
+    us = 1000
+    evs = [KinetoEvent("mkldnn_convolution", T0, 10 * us, device=DeviceType.MKLDNN, corr=1),
+           KinetoEvent("ideep_op", T0 + 20 * us, 10 * us, device=DeviceType.IDEEP, corr=2),
+           KinetoEvent("ProfilerStep#4", T0 + 40 * us, 10 * us),  # correlation id 0: launches nothing
+           KinetoEvent("_Z5saxpyifPfS_", T0 + 41 * us, 3 * us, device=CUDA, linked=1, stream=9),
+           KinetoEvent("unlinked", T0 + 45 * us, 2 * us, device=CUDA, linked=0)]
+    res = _build(_kineto_prof(evs), False, activities=("CPU", "CUDA"))
+    assert [(o.name, o.start_us, o.end_us, o.depth) for o in res.ops] == [
+        ("mkldnn_convolution", 0.0, 10.0, 0), ("ideep_op", 20.0, 30.0, 0), ("ProfilerStep#4", 40.0, 50.0, 0)]
+    assert [(k.name, k.kind, k.launcher) for k in res.kernels] == [
+        ("saxpy(int, float, float*, float*)", "kernel", "mkldnn_convolution"), ("unlinked", "kernel", "")]
+    assert res.ops[0].device_us == 3.0 and res.ops[2].device_us == 0.0
+
+
 def _fevt(id, name, start, end, device=None, linked=-1, thread=1, shapes=None, python=False, annotation=False,
           is_async=False, trace_name=None):
     from torch.autograd.profiler_util import FunctionEvent
@@ -379,7 +416,8 @@ def test_function_event_path_links_kernels_and_steps():
     assert [b.device for b in res.gpu] == [1] and res.gpu[0].kernel_us == 50
     with pytest.raises(ValueError, match="grouping by module needs the Python calls"):
         res.rows("module")
-    assert _build(_function_event_prof([]), True).ops == []
+    empty = _build(_function_event_prof([]), True)
+    assert (empty.ops, empty.kernels, empty.steps, empty.span_us) == ([], [], [], (0.0, 0.0))
 
 
 # ---- plain functions -------------------------------------------------------------------------------------------
@@ -400,7 +438,7 @@ def _op(name, detail="", start=0.0, end=10.0, self_us=10.0, module="", stack=())
 
 
 def test_aggregate_keys_totals_and_order():
-    ops = [_op("aten::mm", "[[2]]", 0, 10, 4, "M/Linear_0", ("a.py(1): f", "a.py(2): g", "a.py(3): h")),
+    ops = [_op("aten::mm", "[[2]]", 0, 10, 4, "M/Linear_0", ("a.py(1): f", "a.py(2): g", "a.py(3): h", "a.py(4): i")),
            _op("aten::mm", "[[3]]", 10, 30, 4, "M/Linear_1", ("a.py(1): f", "a.py(9): k")),
            _op("aten::add", "[[2]]", 30, 38, 8),
            _op("aten::abs", "[[2]]", 40, 41, 8)]
@@ -475,10 +513,11 @@ def test_memory_per_device_from_kineto_events():
            KinetoEvent("[memory]", T0 + 30 * us, 0, nbytes=-400),
            KinetoEvent("[memory]", T0 + 5 * us, 0, device=CUDA, device_index=1, nbytes=1 << 20),
            KinetoEvent("[memory]", T0 + 6 * us, 0, device=CUDA, device_index=1, nbytes=-(1 << 19)),
-           KinetoEvent("[memory]", T0 + 7 * us, 0, device=DeviceType.MKLDNN, nbytes=50)]
+           KinetoEvent("[memory]", T0 + 7 * us, 0, device=DeviceType.MKLDNN, nbytes=50),
+           KinetoEvent("[memory]", T0 + 8 * us, 0, device=DeviceType.IDEEP, nbytes=0)]
     res = _build(_kineto_prof(evs), False, memory=True)
     assert res.peak_memory_bytes == {"cpu": 450, "cuda:1": 1 << 20}
-    assert res.memory_points["cpu"] == [(0.0, 0), (7.0, 50), (10.0, 150), (20.0, 450), (30.0, 50)]
+    assert res.memory_points["cpu"] == [(0.0, 0), (7.0, 50), (8.0, 50), (10.0, 150), (20.0, 450), (30.0, 50)]
     assert res.memory_points["cuda:1"] == [(0.0, 0), (5.0, 1 << 20), (6.0, 1 << 19)]
     slow = _build(_kineto_prof(evs), True, memory=True)  # memory read again from the Kineto results
     assert slow.peak_memory_bytes == res.peak_memory_bytes and slow.ops == []
