@@ -499,11 +499,10 @@ def _records_from_kineto(kin, events=None):
             if name.startswith("ProfilerStep#") and e.is_user_annotation():
                 steps.append(StepRecord(_step_number(name, len(steps)), start, end))
                 continue
-            shapes = e.shapes()
             items = by_thread.get(tid)
             if items is None:
                 items = by_thread[tid] = []
-            items.append((start, -end, name, str(shapes) if shapes else "[]", e.correlation_id(),
+            items.append((start, -end, name, str(e.shapes()), e.correlation_id(),  # no input: "[]"
                           e.linked_correlation_id()))
         else:
             device.append((e, name, start, end))

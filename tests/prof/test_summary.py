@@ -314,6 +314,25 @@ def test_kineto_path_links_kernels_to_their_launchers():
         ("Memcpy HtoD (Pageable -> Device)", 1, 20.0, "cudaMemcpyAsync")]
 
 
+def test_build_result_keeps_the_settings_and_reads_the_events_once():
+    """The raw Kineto events are read once for the records and the allocations (each read of
+    ``kineto_results.events()`` wraps every event again: seconds for a long profile)."""
+    prof = _kineto_prof(_gpu_events() + [KinetoEvent("[memory]", T0 + 1000, 0, nbytes=8)])
+    kin = prof.profiler.kineto_results
+    reads = []
+    events = kin.events
+    kin.events = lambda: reads.append(1) or events()
+    acts = ("CPU", "CUDA")
+    res = build_result(prof, header="%%torchprof --top 4", wall_s=1.25, activities=acts, with_stack=False,
+                       memory=True, group="shape", stack_depth=5, top=4)
+    assert len(reads) == 1 and res.peak_memory_bytes == {"cpu": 8} and len(res.ops) == 5
+    assert (res.header, res.wall_s, res.activities, res.group, res.stack_depth, res.top, res.with_stack) == (
+        "%%torchprof --top 4", 1.25, ["CPU", "CUDA"], "shape", 5, 4, False)
+    assert type(res.activities) is list
+    assert build_result(STACK_PROF, header="h", wall_s=0.0, activities=["CPU"], with_stack=True, memory=False,
+                        group="stack", stack_depth=1, top=2).with_stack is True
+
+
 def test_kineto_path_skips_what_torch_tables_skip():
     us = 1000
     evs = [KinetoEvent("aten::mm", T0, 50 * us, corr=1),
@@ -344,6 +363,9 @@ def test_kineto_self_time_never_negative_and_redispatch_merged():
         KinetoEvent("aten::sum", T0 + 110 * us, 30 * us, corr=11),
         KinetoEvent("aten::sum", T0 + 112 * us, 20 * us, corr=12),  # a chain merges whole
         KinetoEvent("aten::fill_", T0 + 120 * us, 5 * us),
+        # merged, its parent then has two children: the inner aten::mean stays a call of its own (as in torch)
+        KinetoEvent("aten::mean", T0 + 300 * us, 50 * us), KinetoEvent("aten::mean", T0 + 305 * us, 40 * us),
+        KinetoEvent("aten::mean", T0 + 310 * us, 10 * us), KinetoEvent("aten::div_", T0 + 330 * us, 5 * us),
         # same name but a sibling follows: two calls, as in torch
         KinetoEvent("aten::add", T0 + 200 * us, 50 * us), KinetoEvent("aten::add", T0 + 210 * us, 10 * us),
         KinetoEvent("aten::copy_", T0 + 230 * us, 10 * us),
@@ -362,6 +384,8 @@ def test_kineto_self_time_never_negative_and_redispatch_merged():
     assert [(o.calls, o.self_us, o.total_us) for o in res.rows() if o.name == "aten::add"] == [(2, 40.0, 60.0)]
     assert ops[("aten::copy_", 230.0)].depth == 1
     assert [r.calls for r in res.rows() if r.name == "aten::sum"] == [1]
+    means = [(o.start_us, o.depth, o.self_us) for o in res.ops if o.name == "aten::mean"]
+    assert means == [(300.0, 0, 35.0), (310.0, 1, 10.0)]
 
 
 def test_kineto_path_cpu_device_types_demangling_and_unlinked_kernels():
@@ -405,15 +429,21 @@ def test_function_event_path_links_kernels_and_steps():
             _fevt(4, "aten::is_leaf", 105, 106), _fevt(5, "async", 50, 60, is_async=True),
             _fevt(6, "ProfilerStep#9", 300, 400, annotation=True),  # trace name missing: numbered by position
             _fevt(7, "gemm", 25, 75, device=CUDA, linked=3), _fevt(8, "Memset (Device)", 80, 81, device=CUDA),
-            _fevt(9, "aten::add", 310, 320)]
+            _fevt(9, "aten::add", 310, 320),
+            _fevt(10, "my_range", 500, 600, annotation=True), _fevt(11, "aten::linear", 510, 590),
+            _fevt(12, "aten::addmm", 520, 580), _fevt(13, "cudaLaunchKernel", 530, 540),
+            _fevt(14, "gemm", 541, 545, device=CUDA, linked=13), _fevt(15, "gemm", 546, 556, device=CUDA, linked=13)]
     res = _build(_function_event_prof(evts), False, activities=("CPU", "CUDA"))
     assert [(s.step, s.start_us, s.end_us) for s in res.steps] == [(3, 0, 200), (1, 300, 400)]
     assert [(o.name, o.depth, o.top, o.self_us, o.device_us) for o in res.ops] == [
-        ("aten::mm", 0, True, 80, 0.0), ("cudaLaunchKernel", 1, False, 10, 50.0), ("aten::add", 0, True, 10, 0.0)]
+        ("aten::mm", 0, True, 80, 0.0), ("cudaLaunchKernel", 1, False, 10, 50.0), ("aten::add", 0, True, 10, 0.0),
+        ("my_range", 0, True, 20, 0.0), ("aten::linear", 1, False, 20, 0.0), ("aten::addmm", 2, False, 50, 0.0),
+        ("cudaLaunchKernel", 3, False, 10, 14.0)]
     assert res.ops[0].shapes == "[[2, 3], [3, 4]]" and res.ops[2].shapes == "[]"
-    assert [(k.name, k.kind, k.device, k.stream, k.start_us, k.end_us, k.launcher) for k in res.kernels] == [
+    assert all(o.module == "" and o.stack == () for o in res.ops)
+    assert [(k.name, k.kind, k.device, k.stream, k.start_us, k.end_us, k.launcher) for k in res.kernels][:2] == [
         ("gemm", "kernel", 1, 4, 25, 75, "cudaLaunchKernel"), ("Memset (Device)", "memset", 1, 4, 80, 81, "")]
-    assert [b.device for b in res.gpu] == [1] and res.gpu[0].kernel_us == 50
+    assert [b.device for b in res.gpu] == [1] and res.gpu[0].kernel_us == 64  # 50 + 4 + 10
     with pytest.raises(ValueError, match="grouping by module needs the Python calls"):
         res.rows("module")
     empty = _build(_function_event_prof([]), True)
@@ -460,13 +490,13 @@ def test_aggregate_keys_totals_and_order():
 
 
 def test_aggregate_kernels_sums_device_time_and_ranks_launchers():
-    ks = [KernelRecord("gemm", "kernel", 0, 7, 0, 30, "aten::mm"), KernelRecord("gemm", "kernel", 0, 7, 40, 50,
-                                                                                "aten::addmm"),
-          KernelRecord("gemm", "kernel", 0, 7, 60, 70, "aten::addmm"), KernelRecord("gemm", "kernel", 0, 7, 80, 81),
+    ks = [KernelRecord("gemm", "kernel", 0, 7, 0, 30, "aten::addmm"), KernelRecord("gemm", "kernel", 0, 7, 40, 50,
+                                                                                   "aten::mm"),
+          KernelRecord("gemm", "kernel", 0, 7, 60, 70, "aten::mm"), KernelRecord("gemm", "kernel", 0, 7, 80, 81),
           KernelRecord("fill", "memset", 0, 7, 90, 91), KernelRecord("copy", "memcpy", 0, 7, 100, 150, "x")]
     rows = aggregate_kernels(ks)
     assert [(r.name, r.detail, r.calls, r.self_us, r.total_us, r.launcher) for r in rows] == [
-        ("gemm", "", 4, 51, 51, "aten::addmm, aten::mm"), ("copy", "", 1, 50, 50, "x"), ("fill", "", 1, 1, 1, "")]
+        ("gemm", "", 4, 51, 51, "aten::mm, aten::addmm"), ("copy", "", 1, 50, 50, "x"), ("fill", "", 1, 1, 1, "")]
     assert [r.self_pct for r in rows] == pytest.approx([5100 / 102, 5000 / 102, 100 / 102])
     assert aggregate_kernels([KernelRecord("z", "kernel", 0, 0, 5, 5)])[0].self_pct == 0.0
 
@@ -551,6 +581,9 @@ def test_table_top_kind_and_group():
     assert res.rows() == res.rows("shape") and len(res.rows("op")) == 2
     res.ops.append(_op("aten::relu"))  # a record added after a first table: the cache follows
     assert len(res.rows()) == 4
+    stacked = ProfResult(ops=[_op("aten::mm", stack=("a.py(1): f", "a.py(2): g"))], with_stack=True, group="stack")
+    assert [r.detail for r in stacked.table(stack_depth=1).rows] == ["a.py(1): f"]
+    assert [r.detail for r in stacked.table().rows] == ["a.py(1): f <- a.py(2): g"]
 
 
 def test_to_pandas_lists_operators_then_kernels():
@@ -568,13 +601,15 @@ def test_to_pandas_lists_operators_then_kernels():
         {"kind": "kernel", "name": "fill", "detail": "", "calls": 1, "self_time_us": 1.0, "total_time_us": 1.0,
          "self_time_pct": pytest.approx(100 / 9), "launcher": ""}]
     assert list(_result().to_pandas("shape")["detail"])[:3] == ["[[2]]", "[[3]]", "[[2]]"]
+    empty = ProfResult().to_pandas()  # nothing recorded: the same columns, no row
+    assert list(empty.columns) == list(df.columns) and len(empty) == 0
 
 
 def test_to_pandas_without_pandas_says_what_to_install(monkeypatch):
     import sys
 
     monkeypatch.setitem(sys.modules, "pandas", None)
-    with pytest.raises(ImportError, match=r"ProfResult.to_pandas\(\) needs pandas: pip install pandas"):
+    with pytest.raises(ImportError, match=r"^ProfResult\.to_pandas\(\) needs pandas: pip install pandas$"):
         _result().to_pandas()
 
 
@@ -602,8 +637,11 @@ def test_save_html_writes_utf8_whatever_the_locale(tmp_path):
     code = ("from cudamagic.prof.summary import ProfResult, OpRecord\n"
             "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', 1, 0.0, 1.0, 1.0)])\n"
             f"r.save_html({str(path)!r})\n")
+    import cudamagic
+
+    here_root = os.path.dirname(os.path.dirname(os.path.abspath(cudamagic.__file__)))  # the copy under test
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
-           "PYTHONIOENCODING": "utf-8"}
+           "PYTHONIOENCODING": "utf-8", "PYTHONPATH": here_root}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     page = path.read_bytes().decode("utf-8")
