@@ -472,10 +472,10 @@ def _step_number(name: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
-def _records_from_kineto(kin, events=None):
-    """(ops, kernels, steps) from ``kineto_results.events()`` (or ``events``, that list already read): self
-    time, ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another on the
-    same thread is its child). One pass over the events, each accessor called once."""
+def _records_from_kineto(kin, events):
+    """(ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time, ``top``
+    and ``depth`` from the nesting of the operators of each thread (a range inside another on the same thread is
+    its child). One pass over the events, each accessor called once."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
 
@@ -484,7 +484,7 @@ def _records_from_kineto(kin, events=None):
     by_thread: dict = {}
     device, steps = [], []
     skip = _SKIP
-    for e in kin.events() if events is None else events:
+    for e in events:
         name = e.name()
         if name in skip:
             continue
@@ -537,9 +537,8 @@ def _records_from_kineto(kin, events=None):
         name = names[name]
         kernels.append(KernelRecord(name, _kind(name), e.device_index(), e.device_resource_id(), start, end,
                                     launcher.name if launcher is not None else ""))
-    for op in ops:
-        if op.self_us < 0.0:
-            op.self_us = 0.0
+    for op in ops:  # a child running past its parent's end would leave a negative self time
+        op.self_us = max(op.self_us, 0.0)
     if len(by_thread) > 1:
         ops.sort(key=attrgetter("start_us"))
     return ops, kernels, steps
@@ -627,7 +626,7 @@ def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
     for evt in kin.events() if events is None else events:
         if evt.name() != "[memory]":
             continue
-        dev = str(evt.device_type()).split(".")[-1].lower()
+        dev = evt.device_type().name.lower()
         key = "cpu" if dev in ("cpu", "mkldnn", "ideep") else f"{dev}:{evt.device_index()}"
         series.setdefault(key, []).append(((evt.start_ns() - t0) / 1000.0, evt.nbytes()))
     peaks, points = {}, {}

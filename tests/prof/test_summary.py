@@ -10,16 +10,27 @@ import types
 import pytest
 
 from cudamagic.core.na import NA
-from cudamagic.prof.summary import (DETAIL_HEADERS, GpuBreakdown, KernelRecord, OpRecord, ProfResult, StepRecord,
-                                    TableRow, aggregate, aggregate_kernels, build_result, frame_is_user,
-                                    gpu_breakdown)
+from cudamagic.prof.summary import (
+    DETAIL_HEADERS,
+    GpuBreakdown,
+    KernelRecord,
+    OpRecord,
+    ProfResult,
+    StepRecord,
+    TableRow,
+    aggregate,
+    aggregate_kernels,
+    build_result,
+    frame_is_user,
+    gpu_breakdown,
+)
 
 torch = pytest.importorskip("torch")
-from torch import nn  # noqa: E402
-from torch.autograd import DeviceType  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, schedule  # noqa: E402
+from torch import nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, schedule
 
-SETTINGS = dict(header="%%torchprof", wall_s=0.5, group="op", stack_depth=3, top=15)
+SETTINGS = {"header": "%%torchprof", "wall_s": 0.5, "group": "op", "stack_depth": 3, "top": 15}
 
 
 def _train_step(model, opt, x):
@@ -54,9 +65,9 @@ def _record_steps():
 def _record_stack():
     """One step with Python calls recorded (module and stack groupings), inside a ``record_function`` range."""
     model, opt, x = _workload()
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof:
-        with torch.profiler.record_function("my_range"):
-            _train_step(model, opt, x)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof, \
+            torch.profiler.record_function("my_range"):
+        _train_step(model, opt, x)
     prof.events()  # the FunctionEvent tree, built once
     return prof
 
@@ -111,7 +122,7 @@ def test_both_paths_give_the_same_records(stack_prof):
     recorded directly under a ``record_function`` range as its children, the Kineto path does not see them)."""
     fast, slow = _build(stack_prof, False), _build(stack_prof, True)
     assert len(fast.ops) == len(slow.ops) > 20
-    key = lambda o: (o.start_us, o.name)  # noqa: E731
+    key = lambda o: (o.start_us, o.name)
     for a, b in zip(sorted(fast.ops, key=key), sorted(slow.ops, key=key)):
         assert (a.name, a.shapes, a.thread, a.depth, a.top) == (b.name, b.shapes, b.thread, b.depth, b.top)
         assert (a.start_us, a.end_us) == pytest.approx((b.start_us, b.end_us))
@@ -146,7 +157,7 @@ def test_python_calls_give_module_paths_and_user_frames(stack_prof):
     for o in addmm:
         assert o.stack[0].endswith(": _train_step") and "test_summary.py(" in o.stack[0]
         assert all(frame_is_user(f) for f in o.stack) and o.depth == 2 and not o.top
-    assert [o for o in res.ops if o.name == "my_range"][0].module == ""
+    assert next(o for o in res.ops if o.name == "my_range").module == ""
     by_module = {(r.name, r.detail) for r in res.rows("module")}
     assert ("aten::addmm", "Sequential_0/Linear_1") in by_module
     assert ("my_range", "(outside any nn.Module)") in by_module
@@ -245,11 +256,11 @@ class KinetoEvent:
 
     def __init__(self, name, start_ns, dur_ns, device=DeviceType.CPU, tid=1, end_tid=None, corr=0, linked=0,
                  python=False, is_async=False, annotation=False, shapes=(), device_index=0, stream=0, nbytes=0):
-        self._v = dict(name=name, start_ns=start_ns, duration_ns=dur_ns, device_type=device, start_thread_id=tid,
-                       end_thread_id=tid if end_tid is None else end_tid, correlation_id=corr,
-                       linked_correlation_id=linked, is_python_function=python, is_async=is_async,
-                       is_user_annotation=annotation, shapes=list(shapes), device_index=device_index,
-                       device_resource_id=stream, nbytes=nbytes)
+        self._v = {"name": name, "start_ns": start_ns, "duration_ns": dur_ns, "device_type": device,
+                   "start_thread_id": tid, "end_thread_id": tid if end_tid is None else end_tid,
+                   "correlation_id": corr, "linked_correlation_id": linked, "is_python_function": python,
+                   "is_async": is_async, "is_user_annotation": annotation, "shapes": list(shapes),
+                   "device_index": device_index, "device_resource_id": stream, "nbytes": nbytes}
 
     def __getattr__(self, name):
         try:
@@ -261,7 +272,7 @@ class KinetoEvent:
 
 def _kineto_prof(events, t0=1_000_000):
     kin = types.SimpleNamespace(trace_start_ns=lambda: t0, events=lambda: list(events))
-    return types.SimpleNamespace(profiler=types.SimpleNamespace(kineto_results=kin), events=lambda: [])
+    return types.SimpleNamespace(profiler=types.SimpleNamespace(kineto_results=kin), events=list)
 
 
 T0 = 1_000_000  # ns
@@ -620,34 +631,44 @@ def test_slowest_span_and_outputs(tmp_path):
     assert ProfResult(span_us=(1_000.0, 2_501_000.0)).span_s == 2.5
     path = str(tmp_path / "p.html")
     assert res.save_html(path) == path
-    page = open(path, encoding="utf-8").read()
+    page = (tmp_path / "p.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<title>%%torchprof --top 2</title>" in page
     assert res.to_html() in page and res._repr_html_() == res.to_html() and "aten::mm" in res.to_html()
     assert "aten::mm" in repr(res) and repr(res).startswith("%%torchprof --top 2")
 
 
-def test_save_html_writes_utf8_whatever_the_locale(tmp_path):
+def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
     """The page declares UTF-8: a non-ASCII name is written as UTF-8 even where the locale's encoding is ASCII
-    (a C locale without coercion) or cp1252 (Windows)."""
+    (a C locale without coercion, checked in a real process) or cp1252 (Windows)."""
+    import builtins
     import os
     import subprocess
     import sys
+
+    import cudamagic
+    from cudamagic.prof import summary
 
     path = tmp_path / "p.html"
     code = ("from cudamagic.prof.summary import ProfResult, OpRecord\n"
             "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', 1, 0.0, 1.0, 1.0)])\n"
             f"r.save_html({str(path)!r})\n")
-    import cudamagic
-
     here_root = os.path.dirname(os.path.dirname(os.path.abspath(cudamagic.__file__)))  # the copy under test
     env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0",
            "PYTHONIOENCODING": "utf-8", "PYTHONPATH": here_root}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
     assert proc.returncode == 0, proc.stderr
     page = path.read_bytes().decode("utf-8")
     assert "<title>%%torchprof \u00b5s \u2716</title>" in page and "k\u00e9rnel" in page
+
+    # the same in this process, with the locale's default encoding made cp1252 for the module (mutation testing
+    # names mutants with non-ASCII characters, which a C-locale child process cannot read from its environment)
+    def cp1252_default(file, mode="r", *args, encoding=None, **kw):
+        return builtins.open(file, mode, *args, encoding=encoding or ("cp1252" if "b" not in mode else None), **kw)
+
+    monkeypatch.setattr(summary, "open", cp1252_default, raising=False)
     here = ProfResult(header="%%torchprof \u00b5s \u2716", ops=[OpRecord("k\u00e9rnel", "[]", 1, 0.0, 1.0, 1.0)])
-    assert here.save_html(str(tmp_path / "q.html")) == str(tmp_path / "q.html")  # and in this process
+    assert here.save_html(str(tmp_path / "q.html")) == str(tmp_path / "q.html")
     assert (tmp_path / "q.html").read_bytes().decode("utf-8") == page
 
 
