@@ -48,7 +48,8 @@ MODULES = {
     "cudamagic/cuda/errors.py": ["tests/cuda/test_printed_errors.py", "tests/cuda/test_run.py",
                                  "tests/cuda/test_windows.py", "tests/explain/test_catalogue.py"],
     "cudamagic/cuda/link.py": ["tests/cuda/test_link.py"],
-    "cudamagic/watch/prometheus.py": ["tests/watch/test_prometheus.py", "tests/watch/test_cluster.py"],
+    "cudamagic/watch/prometheus.py": ["tests/watch/test_prometheus_client.py", "tests/watch/test_prometheus.py",
+                                      "tests/watch/test_cluster.py"],
     "cudamagic/explain/match.py": ["tests/explain/test_match.py"],
 }
 
