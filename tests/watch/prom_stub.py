@@ -2,7 +2,7 @@
 recorded by ``scripts/prom_answers.py``; a live test checks the installed Prometheus still answers so).
 
 ``stub.answer = "matrix"`` replays that recorded answer for every request; ``stub.answer = (status,
-content_type, body)`` sends that instead (a proxy's page, a server that is not Prometheus). Each request is kept
+content_type, body[, headers])`` sends that instead (a proxy's page, a server that is not Prometheus). Each request is kept
 in ``stub.requests`` (method, path, parameters, headers) and each TCP connection counted in ``stub.connections``.
 """
 
@@ -69,10 +69,11 @@ class PromStub:
                     rec = ANSWERS[stub.answer]
                     status, ctype, body = rec["status"], rec["content_type"], rec["body"].encode()
                 else:
-                    status, ctype, body = stub.answer
+                    status, ctype, body, *more = stub.answer
                     body = body.encode() if isinstance(body, str) else body
                 self.send_response(status)
-                head = {"Content-Type": ctype, "Content-Length": str(len(body)), **stub.headers}
+                head = {"Content-Type": ctype, "Content-Length": str(len(body)), **stub.headers,
+                        **(more[0] if not isinstance(stub.answer, str) and more else {})}
                 for k, v in head.items():
                     if v is not None:
                         self.send_header(k, v)

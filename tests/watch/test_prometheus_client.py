@@ -154,6 +154,15 @@ def test_range_columns_reads_prometheus_answers_without_per_point_python(stub, m
     assert calls == []  # the numpy path read all three
 
 
+def test_compact_matrix_with_bare_numbers_and_points_that_are_not_pairs():
+    """Another server's compact layout with unquoted numbers is read like Prometheus's; a point of three numbers
+    is not taken apart into pairs (the JSON path decides)."""
+    head = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":'
+    ((labels, times, values),) = prometheus.parse_matrix(head + b'[[1,5],[2,65]]}]}}')
+    assert labels == {"a": "1"} and times.tolist() == [1, 2] and values.tolist() == [5, 65]
+    assert prometheus.parse_matrix(head + b'[[1,"2","3"]]}]}}') is None
+
+
 def test_range_columns_other_layouts_go_through_json(stub):
     """A proxy that re-serialises JSON (spaces), a series without values (native histograms), malformed points:
     the same columns as the compact answer, the series without values left out, bad points skipped or NaN."""
@@ -253,7 +262,7 @@ AT = "the server at URL answered HTTP "
     # only the first 2000 bytes are looked at
     ((502, "text/plain", " " * 2000 + "late words"), AT + "502 at /api/v1/query" + RETRY),
     # an OAuth proxy's redirect to its login page: not followed
-    ((302, "text/html", '<a href="/login">Found</a>'), AT + "302 at /api/v1/query with an HTML page" + ADVICE),
+    ((302, "text/html", '<a href="/login">Found</a>', {"Location": "/login"}), AT + "302 at /api/v1/query with an HTML page" + ADVICE),
     # a 3xx with Prometheus's JSON is still not an answer
     ((300, "application/json", body_of("vector")), AT + "300 at /api/v1/query"),
     ((403, "text/plain", "no"), "HTTP 403 forbidden: the server wants credentials (set CUDAMAGIC_PROMETHEUS_TOKEN, or "
@@ -370,8 +379,8 @@ def test_a_body_that_cannot_be_decoded_is_named(stub):
      "host name not found"),  # Windows' words
     (urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection "
                                                  "refused"), "connection refused (is the Prometheus server running?)"),
-    (urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 101] Network is "
-                                                 "unreachable"),
+    (urllib3.exceptions.NewConnectionError(urllib3.connection.HTTPConnection("10.0.0.9", 9090),
+                                           "Failed to establish a new connection: [Errno 101] Network is unreachable"),
      "cannot connect: Failed to establish a new connection: [Errno 101] Network is unreachable"),
     (urllib3.exceptions.NewConnectionError(None, "x: " + "y" * 300), "cannot connect: x: " + "y" * 157),
     (urllib3.exceptions.SSLError("z" * 300), "TLS error: " + "z" * 160 + " (set CUDAMAGIC_PROMETHEUS_CA_BUNDLE for "
