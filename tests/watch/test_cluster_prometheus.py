@@ -249,11 +249,7 @@ def _shape(x, key=""):
 def test_the_stubs_recorded_answers_have_the_live_servers_shapes(settled):
     """tests/watch/prom_answers.json (what the stub of test_prometheus_client.py replays) against the installed
     Prometheus now: same status, Content-Type and JSON structure; the same error text."""
-    import os
-    import sys
-
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(__file__))), "scripts"))
-    import prom_answers
+    import prom_answers  # scripts/ is on sys.path (tests/conftest.py)
 
     from .prom_stub import ANSWERS
 
