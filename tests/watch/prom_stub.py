@@ -2,8 +2,9 @@
 recorded by ``scripts/prom_answers.py``; a live test checks the installed Prometheus still answers so).
 
 ``stub.answer = "matrix"`` replays that recorded answer for every request; ``stub.answer = (status,
-content_type, body[, headers])`` sends that instead (a proxy's page, a server that is not Prometheus). Each request is kept
-in ``stub.requests`` (method, path, parameters, headers) and each TCP connection counted in ``stub.connections``.
+content_type, body[, headers])`` sends that instead (a proxy's page, a server that is not Prometheus). Each
+request is kept in ``stub.requests`` (method, path, parameters, lower-cased headers) and each TCP connection
+counted in ``stub.connections``.
 """
 
 from __future__ import annotations

@@ -59,7 +59,8 @@ def test_source_schemes_and_paths(text, url):
      EXAMPLE),
     ("https://alice@prom.example", ("--source must not contain a user name or password (it would be shown and "
      "saved with the notebook); set CUDAMAGIC_PROMETHEUS_TOKEN, or CUDAMAGIC_PROMETHEUS_USER and "
-     "CUDAMAGIC_PROMETHEUS_PASSWORD, or a ~/.netrc entry, then type e.g. "), "`%gpuwatch --source https://prom.example`"),
+     "CUDAMAGIC_PROMETHEUS_PASSWORD, or a ~/.netrc entry, then type e.g. "),
+     "`%gpuwatch --source https://prom.example`"),
     ("prometheus://", "--source 'prometheus://' names no host; type e.g. ", EXAMPLE),
     ("http://h/?q=1", "--source 'http://h/?q=1' has a query string; give only the server's address, e.g. ", EXAMPLE),
     ("http://h:x", "--source 'http://h:x' has an invalid port; type e.g. ", EXAMPLE),
@@ -269,7 +270,8 @@ NOT_API = ("the server at URL answered /api/v1/query with JSON that is not a Pro
     # only the first 2000 bytes are looked at
     ((502, "text/plain", " " * 2000 + "late words"), AT + "502 at /api/v1/query" + RETRY),
     # an OAuth proxy's redirect to its login page: not followed
-    ((302, "text/html", '<a href="/login">Found</a>', {"Location": "/login"}), AT + "302 at /api/v1/query with an HTML page" + ADVICE),
+    ((302, "text/html", '<a href="/login">Found</a>', {"Location": "/login"}),
+     AT + "302 at /api/v1/query with an HTML page" + ADVICE),
     # a 3xx with Prometheus's JSON is still not an answer
     ((300, "application/json", body_of("vector")), AT + "300 at /api/v1/query"),
     ((403, "text/plain", "no"), ("HTTP 403 forbidden: the server wants credentials (set CUDAMAGIC_PROMETHEUS_TOKEN, "
