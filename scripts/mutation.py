@@ -54,7 +54,8 @@ MODULES = {
                                  "tests/cuda/test_printed_errors.py", "tests/cuda/test_windows.py",
                                  "tests/explain/test_catalogue.py"],
     "cudamagic/cuda/link.py": ["tests/cuda/test_link_messages.py"],
-    "cudamagic/watch/prometheus.py": ["tests/watch/test_prometheus.py", "tests/watch/test_cluster.py"],
+    "cudamagic/watch/prometheus.py": ["tests/watch/test_prometheus_client.py", "tests/watch/test_prometheus.py",
+                                      "tests/watch/test_cluster.py"],
     "cudamagic/explain/match.py": ["tests/explain/test_match.py"],
 }
 

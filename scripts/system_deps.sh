@@ -18,6 +18,8 @@ if ! { [ -n "${CUDAMAGIC_CHROMIUM:-}" ] || command -v chromium >/dev/null 2>&1 \
   if [ "${ID:-}" = ubuntu ]; then missing+=(chromium-browser); else missing+=(chromium); fi
 fi
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
+# openssl makes the throw-away certificate of the Prometheus client's TLS test
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing ${missing[*]} with apt-get"
@@ -31,7 +33,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   fi
 else
   echo "cudamagic needs: ${missing[*]}. Install with one of:"
-  echo "  sudo apt-get install graphviz chromium prometheus   (Debian)"
+  echo "  sudo apt-get install graphviz chromium prometheus openssl   (Debian)"
   echo "  sudo apt-get install graphviz && sudo snap install chromium   (Ubuntu: Chromium is a snap)"
   echo "  sudo dnf install graphviz chromium              (Fedora)"
   echo "  brew install graphviz                           (macOS)"

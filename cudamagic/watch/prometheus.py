@@ -92,12 +92,12 @@ def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = Non
                 f"basic auth from {USER_ENV}/{PASSWORD_ENV}")
     import netrc
 
-    host = urllib.parse.urlsplit(base_url).hostname or ""
+    host = urllib.parse.urlsplit(base_url).hostname
     path = netrc_path or environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
-        entry = netrc.netrc(path).authenticators(host) if os.path.exists(path) else None
-    except (netrc.NetrcParseError, OSError):
-        entry = None  # an unreadable netrc is ignored, as curl and requests do
+        entry = netrc.netrc(path).authenticators(host)
+    except (netrc.NetrcParseError, OSError):  # a missing or unreadable netrc is ignored, as curl and requests do
+        return {}, "none"
     if entry and entry[0]:
         return urllib3.make_headers(basic_auth=f"{entry[0]}:{entry[2] or ''}"), f"basic auth from {path}"
     return {}, "none"
@@ -107,7 +107,7 @@ def range_step(start_s: float, end_s: float, min_step_s: float, max_points: int 
     """Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and large enough
     that each series has at most ``max_points`` points (Prometheus answers ``(end - start) / step + 1``)."""
     span = max(0.0, end_s - start_s)
-    need = span / (max_points - 1) if max_points > 1 else span
+    need = span / max(1, max_points - 1)
     step = max(float(min_step_s), need, 0.001)
     return math.ceil(step * 1000) / 1000  # Prometheus takes milliseconds
 
@@ -119,18 +119,20 @@ def selector(metrics) -> str:
 
 
 class PrometheusClient:
-    """GET requests to one Prometheus server (urllib3 pool; no retries; TLS verified).
+    """GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no redirects
+    followed; TLS verified).
 
     Args:
         base_url: from :func:`parse_source`. timeout_s: connect and read timeout of one request (seconds).
-        environ: where the credentials are looked up (tests pass their own).
+        environ: where the credentials and ``CUDAMAGIC_PROMETHEUS_CA_BUNDLE`` are looked up.
 
     Attributes:
         requests: number of HTTP requests sent (the benchmark counts requests per refresh).
+        last_request_s: wall-clock seconds the last request took, answer read (0.0 before the first).
         auth: which credentials are used (``"none"``, ``"bearer token from ..."``), never the secret.
     """
 
-    def __init__(self, base_url: str, timeout_s: float = 3.0, environ=os.environ):
+    def __init__(self, base_url: str, timeout_s: float, environ=os.environ):
         import urllib3
 
         self.base_url = base_url
@@ -141,7 +143,8 @@ class PrometheusClient:
         kw = {"cert_reqs": "CERT_REQUIRED"}
         if ca:
             kw["ca_certs"] = ca
-        self._pool = urllib3.PoolManager(num_pools=2, maxsize=1, retries=False, **kw)
+        # one host, one kept connection (urllib3's default maxsize=1): the sampler thread asks one at a time
+        self._pool = urllib3.PoolManager(retries=False, **kw)
         self.requests = 0
         self.last_request_s = 0.0
 
@@ -166,9 +169,7 @@ class PrometheusClient:
         try:
             resp = self._pool.request("GET", url, fields=params, headers=self._headers, redirect=False,
                                       timeout=urllib3.Timeout(connect=timeout, read=timeout), preload_content=True)
-        except urllib3.exceptions.MaxRetryError as exc:
-            raise PrometheusError(_reason(exc.reason, timeout)) from None
-        except urllib3.exceptions.HTTPError as exc:
+        except urllib3.exceptions.HTTPError as exc:  # retries=False: urllib3 raises the cause itself
             raise PrometheusError(_reason(exc, timeout)) from None
         finally:
             self.last_request_s = time.perf_counter() - t0
@@ -177,8 +178,8 @@ class PrometheusClient:
     def _data(self, path: str, status: int, headers, body: bytes) -> dict:
         """``data`` of an answer (see :meth:`get`)."""
         try:
-            obj = json.loads(body) if body else None
-        except ValueError:
+            obj = json.loads(body)
+        except ValueError:  # an empty body too
             obj = None
         if status in (401, 403):
             raise PrometheusError(f"HTTP {status} {'unauthorized' if status == 401 else 'forbidden'}: "
@@ -198,7 +199,7 @@ class PrometheusClient:
     def _not_prometheus(self, path: str, status: int, content_type: str, body: bytes, obj) -> str:
         """One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error): the status
         and what it means, never the page's HTML; a short plain-text body (``404 page not found``) is kept."""
-        text = body[:2000].decode("utf-8", "replace") if body else ""
+        text = body[:2000].decode("utf-8", "replace")
         html_page = "html" in content_type.lower() or text.lstrip()[:1] == "<"
         what = ""
         if html_page:
@@ -303,7 +304,8 @@ def parse_matrix(body: bytes) -> list | None:
                 flat = np.fromstring(points.translate(_POINT_CHARS), sep=",")
             except (ValueError, DeprecationWarning):
                 return None
-        if not isinstance(labels, dict) or flat.size % 2 or flat.size // 2 != points.count(b"],[") + 1:
+        # (labels is a dict: the slice ends with "}", so only an object decodes)
+        if flat.size % 2 or flat.size // 2 != points.count(b"],[") + 1:
             return None
         out.append((labels, flat[0::2], flat[1::2]))
         pos = points_end + 3
@@ -338,12 +340,12 @@ def _columns(r):
 def _reason(exc, timeout) -> str:
     import urllib3
 
+    if isinstance(exc, urllib3.exceptions.NameResolutionError):  # any OS's words for it
+        return "host name not found"
     if isinstance(exc, urllib3.exceptions.NewConnectionError):
         text = str(exc)
         if "refused" in text.lower():
             return "connection refused (is the Prometheus server running?)"
-        if "Name or service not known" in text or "nodename nor servname" in text or "resolution" in text:
-            return "host name not found"
         return "cannot connect: " + text.split(": ", 1)[-1][:160]
     # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: it is handled first
     if isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,

@@ -233,3 +233,40 @@ def test_unload_stops_a_background_cluster_monitor(ip, cluster, tmp_path):
     ip.run_line_magic("unload_ext", "cudamagic")
     assert not watch.running and sampler_threads() == []
     ip.run_line_magic("load_ext", "cudamagic")
+
+
+def _shape(x, key=""):
+    """The structure of a decoded answer: types, keys, label values as "str"; list items' shapes, once each."""
+    if isinstance(x, dict):
+        if key == "metric":
+            return "labels" if all(isinstance(v, str) for v in x.values()) else "bad labels"
+        return {k: _shape(v, k) for k, v in x.items()}
+    if isinstance(x, list):
+        return sorted({json.dumps(_shape(v, key)) for v in x})
+    return type(x).__name__
+
+
+def test_the_stubs_recorded_answers_have_the_live_servers_shapes(settled):
+    """tests/watch/prom_answers.json (what the stub of test_prometheus_client.py replays) against the installed
+    Prometheus now: same status, Content-Type and JSON structure; the same error text."""
+    import prom_answers  # scripts/ is on sys.path (tests/conftest.py)
+
+    from .prom_stub import ANSWERS
+
+    _, server = settled
+    base = f"http://127.0.0.1:{server.port}"
+    now = round(time.time(), 3)
+    assert set(ANSWERS) == set(prom_answers.REQUESTS)
+    for name, (path, params) in prom_answers.REQUESTS.items():
+        rec, live = ANSWERS[name], prom_answers.fetch(base, path, prom_answers.resolve(params, now))
+        assert (live["status"], live["content_type"]) == (rec["status"], rec["content_type"]), name
+        if rec["content_type"] != "application/json":
+            assert live["body"] == rec["body"], name
+            continue
+        rec_obj, live_obj = json.loads(rec["body"]), json.loads(live["body"])
+        assert _shape(live_obj) == _shape(rec_obj), name
+        if rec_obj["status"] == "error":
+            assert live_obj == rec_obj, name
+        else:
+            assert live["body"].startswith('{"status":"success","data":{"resultType":"%s","result":['
+                                           % rec_obj["data"]["resultType"]), name
