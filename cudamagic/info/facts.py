@@ -57,7 +57,7 @@ def _torch_facts():
 
     facts["version"] = str(torch.__version__)
     facts["variant"] = parse_torch_version(torch.__version__)
-    facts["file"] = getattr(torch, "__file__", None) or NA("unknown", "error")
+    facts["file"] = getattr(torch, "__file__", None) or NA("torch.__file__ is not set", "error")
     cuda = getattr(torch.version, "cuda", None)
     facts["cuda_build"] = cuda if cuda else NA("this PyTorch build has no CUDA support", "not_available")
     hip = getattr(torch.version, "hip", None)
@@ -79,9 +79,9 @@ def _torch_facts():
     facts["cuda_available"] = safe(torch.cuda.is_available, "torch.cuda.is_available() failed")
     facts["device_count"] = safe(torch.cuda.device_count, "torch.cuda.device_count() failed")
     facts["arch_list"] = safe(torch.cuda.get_arch_list, "torch.cuda.get_arch_list() failed")
-    facts["cuda_initialized"] = bool(safe(torch.cuda.is_initialized, "x") is True)
+    facts["cuda_initialized"] = safe(torch.cuda.is_initialized, "torch.cuda.is_initialized() failed")
     devices = []
-    if facts["cuda_initialized"]:  # reading properties is free only once CUDA is up
+    if facts["cuda_initialized"] is True:  # reading properties is free only once CUDA is up
         for i in range(int(facts["device_count"] or 0)):
             def props(i=i):
                 p = torch.cuda.get_device_properties(i)
@@ -142,7 +142,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
     if valid_torch:
         for d in valid_torch:
             for g in gpus:
-                if d.get("uuid") and not is_na(g.get("uuid")) and d["uuid"] == g["uuid"]:
+                if d.get("uuid") and d["uuid"] == g.get("uuid"):  # an NA uuid equals no string
                     g["cuda_ordinal"], g["mapping_source"] = d["ordinal"], "UUID (from initialised CUDA)"
                 elif d.get("pci.bus_id") and not is_na(g.get("pci.bus_id")) and \
                         d["pci.bus_id"].lower() == str(g["pci.bus_id"]).lower():
@@ -151,7 +151,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
 
     def bus_key(g):
         b = g.get("pci.bus_id")
-        return (0, str(b).lower()) if not is_na(b) else (1, str(g["index"]))
+        return (0, str(b).lower()) if not is_na(b) else (1, g["index"])  # no bus id: after, in NVML order
 
     if not gpus:
         return {"certain": True, "note": "no GPU visible to NVML: nothing to map"}
@@ -202,7 +202,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
             g["cuda_ordinal"] = NA(f"probably {ordinal}; uncertain until CUDA is initialised (set "
                                    "CUDA_DEVICE_ORDER=PCI_BUS_ID to make it certain)", "uncertain")
     for g in gpus:
-        if g not in visible and is_na(g["cuda_ordinal"]) and g["cuda_ordinal"].code == "hidden":
+        if g not in visible:  # still the "not visible to CUDA" set above
             g["cuda_ordinal"] = NA("hidden by CUDA_VISIBLE_DEVICES", "hidden")
     return {"certain": certain, "note": note}
 
