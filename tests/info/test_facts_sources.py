@@ -33,12 +33,15 @@ def test_python_facts_are_the_kernels_interpreter():
     assert py["version"] == pyplatform.python_version()
 
 
-def test_python_on_path_prefers_python3_then_python_from_the_given_path(tmp_path):
-    both, only_python, empty = tmp_path / "both", tmp_path / "only", tmp_path / "empty"
+def test_python_on_path_prefers_python3_then_python_from_the_given_path(tmp_path, monkeypatch):
+    both, only_python, empty, kernel = tmp_path / "both", tmp_path / "only", tmp_path / "empty", tmp_path / "kernel"
     py3 = _exe(both, "python3")
     _exe(both, "python")
     py = _exe(only_python, "python")
     empty.mkdir()
+    _exe(kernel, "python3")
+    _exe(kernel, "python")
+    monkeypatch.setenv("PATH", str(kernel))  # the kernel's own PATH is not the one asked about
     assert facts._python_facts({"PATH": str(both)})["shell_python"] == py3
     assert facts._python_facts({"PATH": str(only_python)})["shell_python"] == py
     na = facts._python_facts({"PATH": str(empty)})["shell_python"]
