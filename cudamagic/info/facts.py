@@ -14,7 +14,6 @@ only when ``torch.cuda.is_initialized()`` is already true.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import threading
@@ -53,11 +52,11 @@ def _torch_facts():
         try:
             return fn()
         except Exception as exc:
-            return NA(f"{default_reason}: {type(exc).__name__}: {exc}", "error")
+            return NA(f"{default_reason}: {type(exc).__name__}: {exc}")  # code "error"
 
     facts["version"] = str(torch.__version__)
     facts["variant"] = parse_torch_version(torch.__version__)
-    facts["file"] = getattr(torch, "__file__", None) or NA("torch.__file__ is not set", "error")
+    facts["file"] = getattr(torch, "__file__", None) or NA("torch.__file__ is not set")
     cuda = getattr(torch.version, "cuda", None)
     facts["cuda_build"] = cuda if cuda else NA("this PyTorch build has no CUDA support", "not_available")
     hip = getattr(torch.version, "hip", None)
@@ -178,12 +177,13 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
                 if e["value"] < len(pci_order):
                     match = pci_order[e["value"]]
             elif e["kind"] == "uuid":
-                hits = [g for g in gpus if not is_na(g.get("uuid")) and str(g["uuid"]).lower().startswith(e["value"].lower())]
+                # an unreadable uuid reads "n/a", which no "GPU-..." entry starts
+                hits = [g for g in gpus if str(g.get("uuid")).lower().startswith(e["value"].lower())]
                 match = hits[0] if len(hits) == 1 else None
             else:  # MIG
                 for g in gpus:
-                    migs = g.get("mig_devices") or []
-                    if not is_na(migs) and any(str(m.get("uuid", "")).lower().startswith(e["value"].lower()) for m in migs):
+                    migs = g.get("mig_devices") or []  # NA (unreadable) is falsy
+                    if any(str(m.get("uuid")).lower().startswith(e["value"].lower()) for m in migs):
                         match = g
                         g["cuda_mig_uuid"] = e["value"]
             if match is None:
@@ -219,7 +219,7 @@ def _windows_facts(env) -> dict:
 def _env_facts(env):
     out = {k: env.get(k, NA("not set", "not_set")) for k in ENV_VARS}
     for var in ("LD_LIBRARY_PATH", "PATH"):
-        entries = [p for p in env.get(var, "").split(os.pathsep) if p and re.search(r"cuda|nvidia", p, re.I)]
+        entries = [p for p in env.get(var, "").split(os.pathsep) if "cuda" in p.lower() or "nvidia" in p.lower()]
         out[f"{var} (CUDA entries)"] = entries
     return out
 
@@ -270,8 +270,7 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     facts["gpus"] = _gpu_facts(count) if not is_na(count) else []
     healthy, _lost = health.split_lost(facts["gpus"])   # a lost GPU gets no CUDA ordinal (E02)
     facts["mapping"] = map_cuda_ordinals(healthy, env, facts["torch"].get("devices", ()))
-    facts["driver"]["nvml_library"] = nvml.library_path() if facts["driver"]["status"] == "ok" else \
-        facts["driver"]["status"]
+    facts["driver"]["nvml_library"] = nvml.library_path()  # NVML unavailable: the same NA as the status
     if platform.is_windows():
         facts["windows"] = _windows_facts(env)
     facts["env"] = _env_facts(env)

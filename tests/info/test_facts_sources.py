@@ -15,6 +15,7 @@ import torch
 
 from cudamagic.core.na import NA, is_na
 from cudamagic.info import facts
+from cudamagic.info.magic import InfoSettings
 
 
 def _exe(folder, name, text="#!/bin/sh\nexit 0\n"):
@@ -44,8 +45,8 @@ def test_python_on_path_prefers_python3_then_python_from_the_given_path(tmp_path
     monkeypatch.setenv("PATH", str(kernel))  # the kernel's own PATH is not the one asked about
     assert facts._python_facts({"PATH": str(both)})["shell_python"] == py3
     assert facts._python_facts({"PATH": str(only_python)})["shell_python"] == py
-    na = facts._python_facts({"PATH": str(empty)})["shell_python"]
-    assert is_na(na) and na.code == "not_installed" and "python3" in na.reason and "PATH" in na.reason
+    assert facts._python_facts({"PATH": str(empty)})["shell_python"] == NA("no python or python3 on PATH",
+                                                                            "not_installed")
 
 
 # ---- PyTorch -----------------------------------------------------------------------------------------------------
@@ -113,8 +114,17 @@ def test_a_failing_torch_call_is_na_with_call_and_cause(cuda_build, target, key,
 
 def test_torch_without_file_says_so(monkeypatch):
     monkeypatch.setattr(torch, "__file__", None)
-    f = facts._torch_facts()["file"]
-    assert is_na(f) and "torch.__file__" in f.reason
+    assert facts._torch_facts()["file"] == NA("torch.__file__ is not set", "error")
+    monkeypatch.delattr(torch, "__file__")
+    assert facts._torch_facts()["file"] == NA("torch.__file__ is not set", "error")
+
+
+def test_torch_version_without_cuda_or_hip_attributes_is_a_plain_build(monkeypatch):
+    monkeypatch.delattr(torch.version, "cuda")
+    monkeypatch.delattr(torch.version, "hip")
+    t = facts._torch_facts()
+    assert t["cuda_build"] == NA("this PyTorch build has no CUDA support", "not_available")
+    assert t["hip_build"] == NA("not a ROCm build", "not_available")
 
 
 def _props(name, uuid=None, bus=None, domain=None, device=None, sms=132, mem=80 * 1024 ** 3, cc=(9, 0)):
@@ -237,8 +247,10 @@ def test_nvcc_is_found_through_the_given_env_and_run_with_the_given_time_limit(f
     real = facts.nvcc_info
     monkeypatch.setattr(facts, "nvcc_info", lambda path, timeout_s: calls.append((path, timeout_s)) or real(path))
     facts.collect(nvcc_timeout_s=0.25, env=env)
+    facts.collect(env=env)
     facts.collect_facts(env=env)
-    assert calls == [(nvcc, 0.25), (nvcc, 5.0)]
+    default = InfoSettings.nvcc_timeout_s.default_value  # %cudainfo's default: the API waits as long
+    assert calls == [(nvcc, 0.25), (nvcc, default), (nvcc, default)]
 
 
 def test_a_cuda_home_without_nvcc_is_reported(fake_nvml, tmp_path):
