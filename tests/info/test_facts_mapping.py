@@ -103,7 +103,6 @@ HIDDEN = NA("hidden by CUDA_VISIBLE_DEVICES", "hidden")
 @pytest.mark.parametrize("cvd, expected", [
     ("1", [HIDDEN, 0, HIDDEN]),
     ("2,0", [1, HIDDEN, 0]),
-    ("2,2,0", [1, HIDDEN, 0]),          # a repeated entry does not take a second ordinal
     ("0,7,1", [0, HIDDEN, HIDDEN]),     # CUDA stops at the first entry it cannot resolve
     ("7,0", [HIDDEN, HIDDEN, HIDDEN]),
     ("gpu-1111", [HIDDEN, 0, HIDDEN]),  # UUID prefixes are matched case-blind
@@ -149,3 +148,21 @@ def test_visible_devices_that_hide_every_gpu(cvd):
 def test_no_gpu_nothing_to_map():
     assert map_cuda_ordinals([], {"CUDA_VISIBLE_DEVICES": "0"}) == {
         "certain": True, "note": "no GPU visible to NVML: nothing to map"}
+
+
+@pytest.mark.parametrize("cvd, repeated", [("2,2,0", "2"), ("0,1,0", "0"), ("GPU-1111,GPU-2222,GPU-1111", "GPU-1111"),
+                                           ("1,0,1,x", "1")])
+def test_a_repeated_entry_hides_every_gpu(cvd, repeated):
+    # torch.cuda._parse_visible_devices: "Repeated ordinal results in empty set" (so does its NVML device count)
+    gpus = [gpu(0, "00000000:17:00.0"), gpu(1, "00000000:18:00.0"), gpu(2, "00000000:19:00.0")]
+    res = map_cuda_ordinals(gpus, dict(PCI, CUDA_VISIBLE_DEVICES=cvd))
+    assert res == {"certain": True, "note": f"CUDA_VISIBLE_DEVICES repeats {repeated}: CUDA sees no GPU"}
+    assert [g["cuda_ordinal"] for g in gpus] == [
+        NA(f"hidden: CUDA_VISIBLE_DEVICES repeats {repeated}, so CUDA sees no GPU", "hidden")] * 3
+
+
+def test_two_mig_instances_of_one_gpu_are_not_a_repeat():
+    migs = [{"uuid": "MIG-aaaa1111"}, {"uuid": "MIG-bbbb2222"}]
+    gpus = [gpu(0, "00000000:17:00.0", migs=migs), gpu(1, "00000000:18:00.0")]
+    map_cuda_ordinals(gpus, dict(PCI, CUDA_VISIBLE_DEVICES="MIG-aaaa,MIG-bbbb"))
+    assert [g["cuda_ordinal"] for g in gpus] == [0, HIDDEN]
