@@ -262,7 +262,7 @@ class Device:
 
     ``get(field)`` returns the value in raw NVML units or an NA. Sticky failures
     (not supported, no permission, missing function) are remembered per query
-    group, and a lost GPU stops being queried. ``calls`` counts NVML group queries.
+    group, and a lost GPU stops being queried.
     """
 
     def __init__(self, index: int):
@@ -270,7 +270,6 @@ class Device:
         self._handle = None
         self._sticky = {}  # group -> NA
         self.lost = None   # NA once the GPU is lost
-        self.calls = 0
         self.memory_api = None   # "v2" or "v1" once memory was read (see _q_memory)
         self._max_clocks = None  # static: read once
         self.memory_total = None     # bytes, from the last memory reading (bound for process rows)
@@ -297,7 +296,6 @@ class Device:
         if is_na(h):
             return dict.fromkeys(fields, h)
         mod = _state["module"]
-        self.calls += 1
         try:
             if group == "memory":
                 got = _q_memory(mod, h, self)
@@ -352,10 +350,9 @@ class Device:
         rows = {}
         errors = []
         bad = []   # impossible pids: a binding/driver struct mismatch, not processes
-        total = self.memory_total    # from the last memory reading (one is taken if none was)
-        if total is None:
-            got = self.read(["memory.total"])["memory.total"]
-            total = None if is_na(got) else got
+        if self.memory_total is None:    # the bound for each row: the last memory reading, or one taken now
+            self.read(["memory.total"])  # sets memory_total (an NA leaves only the absolute bound)
+        total = self.memory_total
         for kind, fname in (("C", "nvmlDeviceGetComputeRunningProcesses"),
                             ("G", "nvmlDeviceGetGraphicsRunningProcesses")):
             fn = getattr(mod, fname, None)
@@ -367,7 +364,7 @@ class Device:
                 errors.append(exc)
                 continue
             for p in procs:
-                used = getattr(p, "usedGpuMemory", None)  # pynvml: None for NVML_VALUE_NOT_AVAILABLE
+                used = p.usedGpuMemory  # pynvml: None for NVML_VALUE_NOT_AVAILABLE
                 used = self._unattributed_memory() if used is None else int(used)
                 pid = int(p.pid)
                 pid_ok, used = check_process(pid, used, total)

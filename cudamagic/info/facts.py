@@ -14,7 +14,6 @@ only when ``torch.cuda.is_initialized()`` is already true.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import sys
 import threading
@@ -52,11 +51,11 @@ def _torch_facts():
         try:
             return fn()
         except Exception as exc:
-            return NA(f"{default_reason}: {type(exc).__name__}: {exc}", "error")
+            return NA(f"{default_reason}: {type(exc).__name__}: {exc}")  # code "error"
 
     facts["version"] = str(torch.__version__)
     facts["variant"] = parse_torch_version(torch.__version__)
-    facts["file"] = getattr(torch, "__file__", None) or NA("unknown", "error")
+    facts["file"] = getattr(torch, "__file__", None) or NA("torch.__file__ is not set")
     cuda = getattr(torch.version, "cuda", None)
     facts["cuda_build"] = cuda if cuda else NA("this PyTorch build has no CUDA support", "not_available")
     hip = getattr(torch.version, "hip", None)
@@ -78,9 +77,9 @@ def _torch_facts():
     facts["cuda_available"] = safe(torch.cuda.is_available, "torch.cuda.is_available() failed")
     facts["device_count"] = safe(torch.cuda.device_count, "torch.cuda.device_count() failed")
     facts["arch_list"] = safe(torch.cuda.get_arch_list, "torch.cuda.get_arch_list() failed")
-    facts["cuda_initialized"] = bool(safe(torch.cuda.is_initialized, "x") is True)
+    facts["cuda_initialized"] = safe(torch.cuda.is_initialized, "torch.cuda.is_initialized() failed")
     devices = []
-    if facts["cuda_initialized"]:  # reading properties is free only once CUDA is up
+    if facts["cuda_initialized"] is True:  # reading properties is free only once CUDA is up
         for i in range(int(facts["device_count"] or 0)):
             def props(i=i):
                 p = torch.cuda.get_device_properties(i)
@@ -141,7 +140,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
     if valid_torch:
         for d in valid_torch:
             for g in gpus:
-                if d.get("uuid") and not is_na(g.get("uuid")) and d["uuid"] == g["uuid"]:
+                if d.get("uuid") and d["uuid"] == g.get("uuid"):  # an NA uuid equals no string
                     g["cuda_ordinal"], g["mapping_source"] = d["ordinal"], "UUID (from initialised CUDA)"
                 elif d.get("pci.bus_id") and not is_na(g.get("pci.bus_id")) and \
                         d["pci.bus_id"].lower() == str(g["pci.bus_id"]).lower():
@@ -150,7 +149,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
 
     def bus_key(g):
         b = g.get("pci.bus_id")
-        return (0, str(b).lower()) if not is_na(b) else (1, str(g["index"]))
+        return (0, str(b).lower()) if not is_na(b) else (1, g["index"])  # no bus id: after, in NVML order
 
     if not gpus:
         return {"certain": True, "note": "no GPU visible to NVML: nothing to map"}
@@ -171,18 +170,26 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         visible = list(pci_order)
     else:
         visible = []
+        values = [e["value"] for e in cvd["entries"]]
+        repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if repeated is not None:  # as torch.cuda._parse_visible_devices reads CUDA: no GPU at all
+            for g in gpus:
+                g["cuda_ordinal"] = NA(f"hidden: CUDA_VISIBLE_DEVICES repeats {repeated}, so CUDA sees no GPU",
+                                       "hidden")
+            return {"certain": True, "note": f"CUDA_VISIBLE_DEVICES repeats {repeated}: CUDA sees no GPU"}
         for e in cvd["entries"]:
             match = None
             if e["kind"] == "index":
                 if e["value"] < len(pci_order):
                     match = pci_order[e["value"]]
             elif e["kind"] == "uuid":
-                hits = [g for g in gpus if not is_na(g.get("uuid")) and str(g["uuid"]).lower().startswith(e["value"].lower())]
+                # an unreadable uuid reads "n/a", which no "GPU-..." entry starts
+                hits = [g for g in gpus if str(g.get("uuid")).lower().startswith(e["value"].lower())]
                 match = hits[0] if len(hits) == 1 else None
             else:  # MIG
                 for g in gpus:
-                    migs = g.get("mig_devices") or []
-                    if not is_na(migs) and any(str(m.get("uuid", "")).lower().startswith(e["value"].lower()) for m in migs):
+                    migs = g.get("mig_devices") or []  # NA (unreadable) is falsy
+                    if any(str(m.get("uuid")).lower().startswith(e["value"].lower()) for m in migs):
                         match = g
                         g["cuda_mig_uuid"] = e["value"]
             if match is None:
@@ -201,7 +208,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
             g["cuda_ordinal"] = NA(f"probably {ordinal}; uncertain until CUDA is initialised (set "
                                    "CUDA_DEVICE_ORDER=PCI_BUS_ID to make it certain)", "uncertain")
     for g in gpus:
-        if g not in visible and is_na(g["cuda_ordinal"]) and g["cuda_ordinal"].code == "hidden":
+        if g not in visible:  # still the "not visible to CUDA" set above
             g["cuda_ordinal"] = NA("hidden by CUDA_VISIBLE_DEVICES", "hidden")
     return {"certain": certain, "note": note}
 
@@ -218,7 +225,7 @@ def _windows_facts(env) -> dict:
 def _env_facts(env):
     out = {k: env.get(k, NA("not set", "not_set")) for k in ENV_VARS}
     for var in ("LD_LIBRARY_PATH", "PATH"):
-        entries = [p for p in env.get(var, "").split(os.pathsep) if p and re.search(r"cuda|nvidia", p, re.I)]
+        entries = [p for p in env.get(var, "").split(os.pathsep) if "cuda" in p.lower() or "nvidia" in p.lower()]
         out[f"{var} (CUDA entries)"] = entries
     return out
 
@@ -275,7 +282,7 @@ def _gather(env, toolkit) -> dict:
     gpus = _gpu_facts(count) if not is_na(count) else []
     healthy, _lost = health.split_lost(gpus)   # a lost GPU gets no CUDA ordinal (E02)
     mapping = map_cuda_ordinals(healthy, env, torch_facts.get("devices", ()))
-    driver["nvml_library"] = nvml.library_path() if driver["status"] == "ok" else driver["status"]
+    driver["nvml_library"] = nvml.library_path()  # NVML unavailable: the same NA as the status
     windows = _windows_facts(env) if platform.is_windows() else None
     env_facts = _env_facts(env)
     cvd = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))

@@ -423,3 +423,154 @@ def test_mig_devices_not_available(pynvml):
     nvml.reset()
     pynvml.nvmlDeviceGetHandleByIndex = lost
     assert nvml.device(0).mig_devices() == TRANSLATED[15]
+
+
+# ---- what is remembered, and what a missing or odd binding gives ------------------------------------------------
+
+def test_a_missing_binding_is_remembered_until_reset(monkeypatch, pynvml):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    nvml.reset()
+    err = nvml.init()
+    assert err.code == "no_binding"
+    monkeypatch.setitem(sys.modules, "pynvml", pynvml)  # installed meanwhile: not seen until reset
+    assert nvml.init() is err and nvml.call("nvmlDeviceGetHandleByIndex", 0) is err
+    nvml.reset()
+    assert nvml.init() is None
+
+
+def test_reset_never_shuts_down_an_nvml_this_module_did_not_start(pynvml):
+    # NVML counts nvmlInit/nvmlShutdown per process: an extra shutdown would close PyTorch's NVML
+    calls = []
+
+    def fail():
+        raise NVMLError(9)
+    pynvml.nvmlInit = fail
+    pynvml.nvmlShutdown = lambda: calls.append("shutdown")
+    assert nvml.init() == TRANSLATED[9]
+    nvml.reset()
+    assert calls == []
+
+
+def test_device_count_is_a_python_int(pynvml):
+    import numpy as np
+
+    pynvml.nvmlDeviceGetCount = lambda: np.uint32(2)  # a binding or wrapper returning a numpy scalar
+    n = nvml.device_count()
+    assert n == 2 and type(n) is int
+
+
+def _counting(pynvml, name, fn):
+    calls = []
+
+    def wrapped(*a, **k):
+        calls.append(k.get("version"))
+        return fn(*a, **k)
+    setattr(pynvml, name, wrapped)
+    return calls
+
+
+def test_max_clocks_are_read_once_per_gpu_and_later_groups_still_read(pynvml):
+    clocks = _counting(pynvml, "nvmlDeviceGetMaxClockInfo", lambda h, kind: {1: 1980, 2: 2619}[kind])
+    pynvml.nvmlDeviceGetClockInfo = lambda h, kind: 1500
+    pynvml.nvmlDeviceGetTemperature = lambda h, sensor: 41
+    dev = nvml.device(0)
+    for _ in range(3):
+        assert dev.read(["clocks.max.sm", "temperature.gpu"]) == {"clocks.max.sm": 1980, "temperature.gpu": 41}
+        assert dev.get("clocks.sm") == 1500
+    assert len(clocks) == 2  # SM and memory, once
+
+
+def test_max_clocks_of_a_lost_gpu_are_not_remembered(pynvml):
+    answers = [NVMLError(15)]
+
+    def max_clock(h, kind):
+        if answers:
+            raise answers.pop()
+        return 1980
+    pynvml.nvmlDeviceGetMaxClockInfo = max_clock
+    dev = nvml.device(0)
+    assert dev.get("clocks.max.sm") == TRANSLATED[15] and dev.lost == TRANSLATED[15]
+    dev.lost = None  # the GPU came back (as after `nvidia-smi -r`)
+    assert dev.get("clocks.max.sm") == 1980
+
+
+def _memory(total, used, reserved=None):
+    return types.SimpleNamespace(total=total, used=used, free=total - used, reserved=reserved)
+
+
+def test_an_old_driver_is_asked_for_the_v2_memory_structure_once(pynvml):
+    def get(h, version=None):
+        if version is not None:
+            raise NVMLError(13)  # R470: no v2 structure
+        return _memory(16 * 2**30, 2**30)
+    pynvml.nvmlMemory_v2 = object()
+    asked = _counting(pynvml, "nvmlDeviceGetMemoryInfo", get)
+    dev = nvml.device(0)
+    for _ in range(3):
+        got = dev.read(["memory.used", "memory.api"])
+        assert got == {"memory.used": 2**30, "memory.api": "v1"}
+    assert asked.count(pynvml.nvmlMemory_v2) == 1 and dev.memory_api == "v1"
+
+
+def test_process_rows_are_bounded_by_the_last_memory_reading_or_one_taken_for_them(pynvml):
+    asked = _counting(pynvml, "nvmlDeviceGetMemoryInfo", lambda h: _memory(16 * 2**30, 2**30))
+    pynvml.nvmlDeviceGetComputeRunningProcesses = lambda h: [P(100, 2**30), P(200, 17 * 2**30)]
+    pynvml.nvmlDeviceGetGraphicsRunningProcesses = lambda h: []
+    dev = nvml.device(0)
+    rows = dev.processes()  # no memory read yet: one is taken for the bound
+    assert len(asked) == 1 and rows[0]["used_memory"] == 2**30
+    assert is_na(rows[1]["used_memory"]) and rows[1]["used_memory"].code == "implausible"
+    assert "more than the GPU's 17179869184 bytes" in rows[1]["used_memory"].reason
+    dev.read(["memory.used"])
+    dev.processes()
+    assert len(asked) == 2  # the sampler's memory reading serves the process list
+
+
+def test_process_list_of_an_unreachable_gpu_is_its_handle_error(pynvml):
+    listed = []
+
+    def lost(i):
+        raise NVMLError(15)
+    pynvml.nvmlDeviceGetHandleByIndex = lost
+    pynvml.nvmlDeviceGetComputeRunningProcesses = lambda h: listed.append(h) or [P(100, 2**20)]
+    pynvml.nvmlDeviceGetGraphicsRunningProcesses = lambda h: listed.append(h) or []
+    assert nvml.device(0).processes() == TRANSLATED[15] and listed == []
+
+
+def test_a_binding_without_the_compute_list_still_lists_graphics(pynvml):
+    dev = _device(pynvml, compute=[], graphics=[P(100, 2**20)])
+    del pynvml.nvmlDeviceGetComputeRunningProcesses
+    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "G"}]
+
+
+def test_c_plus_g_keeps_the_known_figure_when_the_graphics_one_is_not_available(pynvml):
+    pynvml.nvmlDeviceGetDriverModel = None
+    dev = _device(pynvml, compute=[P(100, 3 * 2**30)], graphics=[P(100, None)])
+    assert dev.processes() == [{"pid": 100, "used_memory": 3 * 2**30, "type": "C+G"}]
+
+
+def test_both_lists_failing_with_a_plain_exception_is_na_and_asked_again(pynvml):
+    calls = []
+
+    def fail(h):
+        calls.append(h)
+        raise RuntimeError("binding broke")
+    dev = _device(pynvml, compute=fail, graphics=fail)
+    for _ in range(2):
+        assert dev.processes() == NA("NVML error: RuntimeError: binding broke", "error")
+    assert len(calls) == 4 and dev.lost is None
+
+
+def test_driver_model_is_remembered_only_once_read(pynvml, monkeypatch):
+    monkeypatch.setattr(platform, "SYSTEM", "windows")
+    answers = [NVMLError(10), (0, 0)]
+
+    def model(h):
+        a = answers.pop(0)
+        if isinstance(a, Exception):
+            raise a
+        return a
+    pynvml.nvmlDeviceGetDriverModel = model
+    dev = nvml.device(0)
+    assert dev.driver_model() == TRANSLATED[10]  # a time-out: asked again next time
+    assert dev.driver_model() == "WDDM" and dev.driver_model() == "WDDM" and answers == []

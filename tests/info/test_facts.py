@@ -94,6 +94,8 @@ def test_torch_missing(monkeypatch, fake_nvml):
     monkeypatch.setattr(builtins, "__import__", no_torch)
     r = collect(env={})
     assert not r.facts["torch"]["installed"]
+    err = r.to_dict()["torch"]["error"]
+    assert err["code"] == "not_installed" and "(ImportError: No module named 'torch')" in err["na"]
     assert "torch-missing" in ids(r.findings)
     assert "PyTorch is not importable" in r.to_text()
 

@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from cudamagic.core import platform
+from cudamagic.core.na import NA
 
 # file versions of the copies: 31.0.15.4633 is driver 546.33 (running), 31.0.15.3713 is 537.13 (an older one)
 CURRENT, OLD = "31.0.15.4633", "31.0.15.3713"
@@ -83,3 +84,17 @@ def test_linux_report_has_no_driver_model_line_and_no_windows_section(ip, fake_n
     assert "windows" not in report.facts and "driver model" not in report.to_text()
     assert "driver model" not in report._repr_html_()  # Linux: NVML answers "not supported", so no column
     assert not any(f.id in ("wddm", "nvidia-smi-stale", "nvml-stale") for f in report.findings)
+
+
+def test_windows_facts_read_the_given_environment_not_the_process_one(fake_nvml, laptop, monkeypatch):
+    from cudamagic.info import facts
+
+    fake_nvml("windows_wddm")
+    root = os.environ["SystemRoot"]
+    monkeypatch.delenv("SystemRoot")
+    win = facts.collect_facts(env={"SystemRoot": root, "PATH": str(laptop / "nv_dispi.inf_amd64_new")})["windows"]
+    assert [pathlib.Path(c["path"]).name for c in win["nvidia-smi"]] == ["nvidia-smi.exe"] * 3
+    assert [pathlib.Path(c["path"]).name for c in win["nvml"]] == ["nvml.dll"] * 3
+    assert pathlib.Path(win["nvidia-smi on PATH"]).parent.name == "nv_dispi.inf_amd64_new"
+    win = facts.collect_facts(env={"SystemRoot": root, "PATH": ""})["windows"]
+    assert win["nvidia-smi on PATH"] == NA("no nvidia-smi.exe on PATH", "not_installed")
