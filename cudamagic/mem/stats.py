@@ -44,7 +44,6 @@ No polling thread is used and ``torch.cuda.empty_cache()`` is called only by
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -79,8 +78,9 @@ class GpuStats:
 class TorchCudaStats:
     """The real source of allocator statistics: ``torch.cuda``, read without side effects.
 
-    Tests replace it with a fake through :func:`set_stats_source` (the single seam for GPU
-    memory statistics). Every method is safe on a machine without torch, CUDA or a GPU.
+    Tests replace it with a fake through ``monkeypatch.setattr(stats, "_source", fake)`` (the single seam for
+    GPU memory statistics), or keep it and fake what is under ``torch.cuda``. Every method is safe on a machine
+    without torch, CUDA or a GPU.
     """
 
     def initialized(self) -> bool:
@@ -129,24 +129,13 @@ class TorchCudaStats:
 
 
 #: The one allocator-statistics source. Every ``mem`` module reads it through :func:`stats_source` at call time,
-#: so tests replace it here only (``set_stats_source`` or ``monkeypatch.setattr(stats, "_source", fake)``).
+#: so tests replace it here only (``monkeypatch.setattr(stats, "_source", fake)``).
 _source: Any = TorchCudaStats()
 
 
 def stats_source():
     """The current allocator-statistics source (a :class:`TorchCudaStats` unless a test replaced it)."""
     return _source
-
-
-def set_stats_source(source) -> Any:
-    """Replace the allocator-statistics source; returns the previous one (tests only).
-
-    ``source`` needs the methods of :class:`TorchCudaStats`: ``initialized()``,
-    ``device_count()``, ``read(device) -> GpuStats``, ``reset_peak(device)``, ``empty_cache()``.
-    """
-    global _source
-    previous, _source = _source, source
-    return previous
 
 
 # ---- snapshots --------------------------------------------------------------------
@@ -280,7 +269,7 @@ def nvml_process_memory():
     if err is not None:
         return err
     try:
-        per = nvml.process_gpu_memory(os.getpid())
+        per = nvml.process_gpu_memory()  # this process
     except Exception as exc:  # the nvml module promises NA, never raises; be safe anyway
         return NA(f"NVML process query failed: {exc}", "error")
     if not per:
