@@ -159,10 +159,11 @@ class Snapshot:
 
     Attributes:
         time_s: ``time.perf_counter()`` seconds.
-        gpus: ``{cuda ordinal: GpuStats}``; empty when CUDA is not initialised.
+        gpus: ``{cuda ordinal: GpuStats}``; empty when CUDA is not initialised or the counters cannot be read.
         cuda_initialized: whether CUDA was initialised in this process at that instant.
         rss_bytes: process RSS in bytes, or NA.
         peak_reset: True when ``--reset-peak`` reset the peak counters right after reading.
+        gpus_na: ``None``, or NA saying why CUDA is initialised but its allocator counters could not be read.
     """
 
     time_s: float
@@ -170,17 +171,37 @@ class Snapshot:
     cuda_initialized: bool
     rss_bytes: Any
     peak_reset: bool = False
+    gpus_na: Any = None
 
 
 def take_snapshot(source=None) -> Snapshot:
-    """Read allocator counters (only if CUDA is initialised) and RSS. Never creates a context."""
+    """Read allocator counters (only if CUDA is initialised) and RSS. Never creates a context.
+
+    An allocator that keeps no counters is not an error: one plugged in with
+    ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's ``rmm_torch_allocator``, a
+    ``CUDAPluggableAllocator``) makes ``torch.cuda.memory_stats`` raise ``RuntimeError: ... does not yet
+    support getDeviceStats``. The snapshot then has no GPU figures and ``gpus_na`` says why; the user's cell
+    still runs and the CPU figures stay.
+    """
     source = source or stats_source()
-    gpus = {}
+    gpus, gpus_na = {}, None
     init = source.initialized()
     if init:
-        for d in range(source.device_count()):
-            gpus[d] = source.read(d)
-    return Snapshot(time.perf_counter(), gpus, init, rss_bytes())
+        try:
+            for d in range(source.device_count()):
+                gpus[d] = source.read(d)
+        except Exception as exc:  # the allocator's own refusal, never ours to raise into the cell
+            gpus, gpus_na = {}, NA(f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); an "
+                                   "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) may "
+                                   "keep none; CPU figures below", "no_stats")
+    return Snapshot(time.perf_counter(), gpus, init, rss_bytes(), gpus_na=gpus_na)
+
+
+def gpu_status(after: Snapshot):
+    """``"ok"``, or NA saying why a snapshot has no GPU figures (:data:`NO_CUDA`, or the allocator's refusal)."""
+    if not after.cuda_initialized:
+        return NO_CUDA
+    return "ok" if after.gpus_na is None else after.gpus_na
 
 
 # ---- one cell's measurement -------------------------------------------------------

@@ -260,3 +260,56 @@ def test_nvml_query_failing_is_na_with_the_cause_not_a_traceback(ip, fake, fake_
     assert "process GPU memory (NVML): N/A (NVML process query failed: driver went away <mid-query>)" in repr(rep)
     assert "driver went away &lt;mid-query&gt;" in rep._repr_html_()
     assert json.loads(rep.to_json())["nvml_after"]["code"] == "error"
+
+
+#: what ``torch.cuda.memory_stats`` raises under an allocator plugged in with
+#: ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's; torch/csrc/cuda/CUDAPluggableAllocator.cpp)
+PLUGGABLE = ("CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an issue "
+             "describing your use case.")
+
+
+@pytest.fixture
+def pluggable(fake, monkeypatch):
+    import torch
+
+    def refuse(device):
+        fake.calls.append(("read", device))
+        raise RuntimeError(PLUGGABLE)
+
+    monkeypatch.setattr(torch._C, "_cuda_memoryStats", refuse, raising=False)
+    return fake
+
+
+def assert_no_stats(status):
+    assert is_na(status) and status.code == "no_stats"
+    assert PLUGGABLE in status.reason and "change_current_allocator" in status.reason
+
+
+@pytest.mark.parametrize("initialised_by_the_cell", [False, True])
+def test_allocator_without_statistics_runs_the_cell_and_keeps_cpu_figures(ip, pluggable, initialised_by_the_cell):
+    pluggable.init = not initialised_by_the_cell
+    res = run(ip, "%%cudamem\nfake.malloc(0, 2**20)\nran = 'yes'")
+    assert res.error_in_exec is None and ip.user_ns["ran"] == "yes"  # the user's cell ran
+    rep = res.result
+    assert rep.gpus == [] and rep.cuda_initialized
+    assert_no_stats(rep.gpu_status)
+    assert ("read", 0) in pluggable.calls  # it was asked, and said no
+    text = repr(rep)
+    assert "GPU: N/A (PyTorch's CUDA allocator gives no statistics (RuntimeError: CUDAPluggable" in text
+    assert "CPU RSS:" in text and "Traceback" not in text
+    assert json.loads(rep.to_json())["gpu_status"]["code"] == "no_stats"
+
+
+def test_allocator_without_statistics_under_cudamem_on_and_free(ip, pluggable, capsys):
+    run(ip, "%cudamem on --threshold 1")
+    run(ip, "fake.malloc(0, 2**20)\nblock = bytearray(8 * 2**20)")
+    run(ip, "%cudamem off")
+    out = capsys.readouterr()
+    assert "measurement failed" not in out.err and "[cudamem] In[" in out.out  # a record and its line, CPU only
+    (rec,) = ip.run_line_magic("cudamem", "history")[-1:]
+    assert rec.kind == "auto" and rec.gpus == [] and rec.rss_delta_bytes > 0
+    assert_no_stats(rec.gpu_status)
+    rep = ip.run_line_magic("cudamem", "free")
+    assert rep.empty_cache_called and rep.gpus == []
+    assert_no_stats(rep.gpu_status)
+    ip.user_ns.pop("block", None)
