@@ -6,6 +6,7 @@ import os
 import pytest
 
 from tests.browser import conftest, jlab, looks
+from tests.browser.conftest import skip_or_fail
 
 pytestmark = pytest.mark.browser
 
@@ -15,7 +16,7 @@ NAME = "profile_tour.ipynb"
 @pytest.fixture(scope="module")
 def tour(page, lab):
     if not os.path.exists(os.path.join(conftest.EXAMPLES, NAME)):
-        pytest.skip(f"examples/{NAME} is not there yet")
+        skip_or_fail(f"examples/{NAME} is not there yet")
     jlab.open_notebook(page, lab, NAME)
     jlab.run_all(page, timeout_s=300)
     return page
