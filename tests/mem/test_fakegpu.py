@@ -304,7 +304,8 @@ def test_allocator_without_statistics_runs_the_cell_and_keeps_cpu_figures(ip, pl
 
 def test_allocator_without_statistics_under_cudamem_on_and_free(ip, pluggable, capsys):
     run(ip, "%cudamem on --threshold 1")
-    run(ip, "fake.malloc(0, 2**20)\nblock = bytearray(8 * 2**20)")
+    # 64 MiB, written (bytearray() would be calloc'ed, untouched pages): RSS grows whatever the heap held before
+    run(ip, "fake.malloc(0, 2**20)\nblock = b'x' * (64 * 2**20)")
     run(ip, "%cudamem off")
     out = capsys.readouterr()
     assert "measurement failed" not in out.err and "[cudamem] In[" in out.out  # a record and its line, CPU only
