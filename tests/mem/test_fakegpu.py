@@ -172,12 +172,15 @@ def test_no_reads_while_cuda_is_not_initialised(ip, fake):
 
 
 def test_oom_in_cell_is_counted_and_reported(ip, fake, capsys):
+    for _ in range(2):  # earlier out-of-memory errors: the cumulative counters stand at 2 before the cell
+        fake.oom(0)
+    fake.retries[0] += 3  # and retries that ended well
     res = run(ip, "%%cudamem\nfake.malloc(0, 8 * 2**20)\nfake.oom(0)\n"
                   "raise RuntimeError('CUDA out of memory. Tried to allocate 20.00 GiB')")
     assert isinstance(res.error_in_exec, RuntimeError)
     rec = ip.run_line_magic("cudamem", "history")[-1]
     g = rec.gpu("cuda:0")
-    assert (g.ooms, g.alloc_retries) == (1, 1)
+    assert (g.ooms, g.alloc_retries) == (1, 1)  # this cell's own, not the 3 OOMs / 6 retries since start
     assert rec.error.startswith("RuntimeError: CUDA out of memory")
     assert "CUDA out of memory" in capsys.readouterr().out
 
