@@ -142,6 +142,27 @@ def test_real_reader_gives_zeros_for_the_empty_dict_torch_returns_before_init(mo
 def test_rss_unreadable_is_na_saying_how_to_fix_it(monkeypatch):
     monkeypatch.setattr(stats.platform, "rss_bytes", lambda: None)
     na = stats.rss_bytes()
-    assert na.code == "error" and "psutil" in na.reason and "pip install psutil" in na.reason
+    assert na.code == "error" and na.reason == ("process RSS could not be read (no /proc/self/statm, and psutil is "
+                                                "missing or failed; `pip install psutil`)")
     snap = stats.take_snapshot(stats.TorchCudaStats())
     assert snap.rss_bytes == na
+
+
+def test_snapshot_reads_the_source_it_is_given_not_the_module_one(monkeypatch):
+    class OneGpu:
+        def initialized(self):
+            return True
+
+        def device_count(self):
+            return 1
+
+        def read(self, d):
+            return reading(5 * MiB, 7 * MiB, 9 * MiB, device=d)
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the module's source was used ({name}) although the caller gave one")
+
+    monkeypatch.setattr(stats, "_source", Untouchable())
+    snap = stats.take_snapshot(OneGpu())
+    assert snap.cuda_initialized and snap.gpus == {0: reading(5 * MiB, 7 * MiB, 9 * MiB)} and snap.gpus_na is None
