@@ -59,7 +59,7 @@ class CudaCompileError(_ShownAsMessage):
         log: the compiler's whole output, with locations rewritten to cell lines.
     """
 
-    def __init__(self, message: str, diagnostics=(), log: str = ""):
+    def __init__(self, message: str, diagnostics, log: str):
         super().__init__(message)
         self.diagnostics = list(diagnostics)
         self.log = log
@@ -73,7 +73,7 @@ class CudaLinkError(CudaCompileError):
         diagnostics: one :class:`Diagnostic` per symbol, at the cell line that uses it (else declares it).
     """
 
-    def __init__(self, message: str, symbols=(), diagnostics=(), log: str = ""):
+    def __init__(self, message: str, symbols, diagnostics, log: str):
         super().__init__(message, diagnostics, log)
         self.symbols = list(symbols)
 
@@ -82,7 +82,7 @@ class CudaProgramError(_ShownAsMessage):
     """The compiled program failed: a non-zero exit status, a signal, a time-out or a CUDA error.
 
     Attributes:
-        returncode: the exit status (negative: killed by that signal; None: killed by us).
+        returncode: the exit status (negative: killed by that signal, also when ``--timeout`` killed it).
         cuda_error: ``"cudaErrorInsufficientDriver"``-style name of a CUDA error seen, or ``""``.
         timed_out: True when ``--timeout`` killed it.
     """

@@ -29,27 +29,33 @@ LIBRARY_FLAGS = (("cublasLt", "-lcublasLt"), ("cublas", "-lcublas"), ("cufft", "
                  ("cusparse", "-lcusparse"), ("cusolver", "-lcusolver"), ("nvrtc", "-lnvrtc"),
                  ("nvtx", "-lnvToolsExt"), ("cudnn", "-lcudnn"), ("nccl", "-lnccl"), ("cu", "-lcuda"))
 
-_KEYWORDS = {"return", "else", "case", "throw", "co_return", "new", "delete", "sizeof", "goto", "co_await"}
+#: Seconds ``c++filt`` may take to demangle a link failure's symbols.
+CXXFILT_TIMEOUT_S = 10.0
+
+#: Words that make ``word name(...);`` a statement that calls ``name``, not a declaration of it.
+_KEYWORDS = {"return", "else", "case", "throw", "co_return", "new", "delete", "sizeof", "co_await"}
 
 
 def demangle(names) -> dict:
     """Itanium C++ names (``_Z6helperi``) -> readable ones (``helper(int)``), through binutils' ``c++filt``
     (installed with the GNU linker that produced them). Names that are not mangled, or when ``c++filt`` is
-    absent (Windows: ``link.exe`` prints readable names itself), map to themselves."""
+    absent, cannot start, hangs (:data:`CXXFILT_TIMEOUT_S`) or fails (Windows: ``link.exe`` prints readable names
+    itself), map to themselves."""
     names = list(dict.fromkeys(names))
     out = {n: n for n in names}
     mangled = [n for n in names if n.startswith("_Z")]
     tool = shutil.which("c++filt") if mangled else None
-    if tool:
-        from ..core.platform import run_capped
+    if not tool:
+        return out
+    from ..core.platform import run_capped
 
-        try:
-            code, text = run_capped([tool, *mangled], 10)
-        except (OSError, subprocess.TimeoutExpired):
-            code, text = 1, ""
-        lines = text.splitlines()
-        if code == 0 and len(lines) == len(mangled):
-            out.update(zip(mangled, (ln.strip() for ln in lines)))
+    try:
+        code, text = run_capped([tool, *mangled], CXXFILT_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return out
+    lines = text.splitlines()
+    if code == 0 and len(lines) == len(mangled):
+        out.update(zip(mangled, (ln.strip() for ln in lines)))
     return out
 
 
@@ -60,36 +66,42 @@ def undefined_symbols(log: str) -> list:
         for pattern in UNDEFINED_RES:
             m = pattern.search(line)
             if m:
-                sym = (m.groupdict().get("sym") or m.groupdict().get("plain") or "").strip()
-                if sym and sym not in raw:
-                    raw.append(sym)
+                raw.append(m["sym"] or m.groupdict().get("plain"))
                 break
     names = demangle(raw)
     return list(dict.fromkeys(names[s] for s in raw))
 
 
+def _scopes(symbol: str) -> list:
+    """A demangled symbol's qualified name, split: ``ns::Box<int>::Box(int)`` -> ``["ns", "Box", "Box"]``,
+    ``int __cdecl helper(int)`` -> ``["helper"]`` (return type, calling convention, template arguments and
+    parameters dropped; ``(anonymous namespace)`` too)."""
+    head = symbol.replace("(anonymous namespace)::", "").partition("(")[0]
+    while True:  # drop the template argument lists, innermost first
+        head, n = re.subn(r"<[^<>]*>", "", head)
+        if not n:
+            break
+    return head.rpartition(" ")[2].split("::")
+
+
 def base_name(symbol: str) -> str:
     """The identifier a demangled symbol is written as in source: ``ns::scale(float, int)`` -> ``scale``,
-    ``int __cdecl helper(int)`` -> ``helper``, ``void add<float>(float*)`` -> ``add``."""
-    head = symbol.split("(", 1)[0].strip()
-    while head.endswith(">"):  # drop a trailing template argument list
-        depth, i = 0, len(head) - 1
-        for i in range(len(head) - 1, -1, -1):
-            depth += {">": 1, "<": -1}.get(head[i], 0)
-            if depth == 0:
-                break
-        head = head[:i].strip()
-    head = head.split()[-1] if head.split() else head
-    return head.rsplit("::", 1)[-1]
+    ``int __cdecl helper(int)`` -> ``helper``, ``void add<float>(float*)`` -> ``add``,
+    ``(anonymous namespace)::helper(int)`` -> ``helper``, ``Timer::~Timer()`` -> ``~Timer``; an operator keeps
+    its sign (``operator+``)."""
+    return _scopes(symbol)[-1]
 
 
-def _is_declaration(line: str, name: str) -> bool:
-    m = re.search(r"\b" + re.escape(name) + r"\s*\(", line)
+def _is_declaration(line: str, name: str, member: bool) -> bool:
+    """Whether ``line`` declares function ``name`` (``int name(int);``): a return type (none for a constructor or
+    destructor, ``member``) and a parameter list closed by ``;``."""
+    m = re.search(r"(?<![\w~])" + re.escape(name) + r"\s*\(", line)
     if not m or not re.search(r"\)\s*(?:const\s*)?;", line[m.end():]):
         return False
     before = re.split(r"[;{}]", line[:m.start()])[-1].strip()
     words = re.findall(r"[A-Za-z_]\w*", before)
-    return bool(words) and not _KEYWORDS.intersection(words) and re.fullmatch(r"[\w:<>,\s\*&]+", before) is not None
+    return (member or bool(words)) and not _KEYWORDS.intersection(words) and \
+        re.fullmatch(r'(?:[\w:<>,\s\*&]|"C(?:\+\+)?")*', before) is not None  # extern "C" int f(int);
 
 
 def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
@@ -100,20 +112,24 @@ def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
             (the ones the cell includes), searched after the cell.
 
     Returns:
-        The first declaration (``int helper(int);``) and the first other use (a call, taking its address);
-        ``file`` is ``"cell"`` or the header's name; ``line`` is 1-based in that file.
+        The first declaration (``int helper(int);``) and the first other use (a call, taking its address,
+        a variable of the class whose constructor it is); ``file`` is ``"cell"`` or the header's name; ``line``
+        is 1-based in that file. ``(None, None)`` for an operator (``a + b`` does not name it).
     """
-    name = base_name(symbol)
-    if not re.fullmatch(r"[A-Za-z_]\w*", name):
+    scopes = _scopes(symbol)
+    name = scopes[-1]
+    if not re.fullmatch(r"~?[A-Za-z_]\w*", name):
         return None, None
-    word = re.compile(r"\b" + re.escape(name) + r"\b")
+    member = scopes[-2:-1] == [name.removeprefix("~")]  # Timer::Timer, Timer::~Timer
+    # the name as a word, not in a class head (`struct Timer {` does not use Timer::Timer)
+    word = re.compile(r"(?<![\w~])(?<!struct\s)(?<!class\s)(?<!union\s)" + re.escape(name) + r"\b")
     declared = used = None
     for file, lines in [("cell", cell_lines), *headers.items()]:
         for n, text in enumerate(lines, start=1):
-            code = text.split("//", 1)[0]
+            code = text.partition("//")[0]
             if not word.search(code):
                 continue
-            if _is_declaration(code, name):
+            if _is_declaration(code, name, member):
                 declared = declared or (file, n, text.rstrip())
             else:
                 used = used or (file, n, text.rstrip())
