@@ -18,7 +18,7 @@ from ..core.na import jsonable
 from . import render
 from .census import find_holders, holder_bytes, tensor_census
 from .report import plain_data
-from .stats import NO_CUDA, stats_source, take_snapshot
+from .stats import gpu_status, stats_source, take_snapshot
 
 
 class FreeUsageError(LookupError):
@@ -259,7 +259,7 @@ def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
                      "allocated_freed_bytes": ab - a.allocated_bytes, "reserved_before_bytes": rb,
                      "reserved_after_bytes": a.reserved_bytes, "reserved_freed_bytes": rb - a.reserved_bytes})
     return FreeReport(
-        released=released, gpus=gpus, gpu_status="ok" if after.cuda_initialized else NO_CUDA,
+        released=released, gpus=gpus, gpu_status=gpu_status(after),
         empty_cache_called=emptied,
         cpu_tensor_bytes_freed=sum(b for k, b in gone.items() if k[0] == "cpu"),
         tensor_bytes_freed=sum(gone.values()),

@@ -73,6 +73,8 @@ class MemMagics(AreaMagics):
         (from ``torch.cuda.memory_stats``, read only when CUDA is initialised: measuring never creates
         a CUDA context); this process's GPU memory as NVML sees it; CPU RSS before/after; and the
         largest tensors left reachable from the namespace (``x``, ``model.fc.weight``, ``Out[7]``).
+        Under an allocator that keeps no statistics (``torch.cuda.memory.change_current_allocator``,
+        e.g. RAPIDS RMM's) the GPU figures are N/A with that reason; the cell runs as usual.
         The value of a final expression is displayed, not stored in ``Out`` (the report is).
 
         Peak: computed from the allocator's counters without resetting them, so your own

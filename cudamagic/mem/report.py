@@ -12,7 +12,7 @@ from typing import Any
 from ..core.fmt import clip
 from ..core.na import NA, is_na, jsonable
 from . import render
-from .stats import NO_CUDA, GpuCellStats, Snapshot, gpu_cell_stats
+from .stats import GpuCellStats, Snapshot, gpu_cell_stats, gpu_status
 
 
 def plain_data(obj):
@@ -136,7 +136,7 @@ def build_report(before: Snapshot, after: Snapshot, *, cell: int, source: str, e
         cell=cell, source=first_line(source), wall_s=after.time_s - before.time_s,
         error=error, cuda_initialized=after.cuda_initialized,
         gpus=gpu_cell_stats(before, after),
-        gpu_status="ok" if after.cuda_initialized else NO_CUDA,
+        gpu_status=gpu_status(after),
         peak_reset=before.peak_reset, nvml_before=nvml_before, nvml_after=nvml_after,
         rss_before_bytes=rb, rss_after_bytes=ra, rss_delta_bytes=delta,
         tensors=list(tensors), tensors_total=tensors_total, kind=kind,

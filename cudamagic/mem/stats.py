@@ -44,7 +44,6 @@ No polling thread is used and ``torch.cuda.empty_cache()`` is called only by
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from dataclasses import dataclass
@@ -79,8 +78,9 @@ class GpuStats:
 class TorchCudaStats:
     """The real source of allocator statistics: ``torch.cuda``, read without side effects.
 
-    Tests replace it with a fake through :func:`set_stats_source` (the single seam for GPU
-    memory statistics). Every method is safe on a machine without torch, CUDA or a GPU.
+    Tests replace it with a fake through ``monkeypatch.setattr(stats, "_source", fake)`` (the single seam for
+    GPU memory statistics), or keep it and fake what is under ``torch.cuda``. Every method is safe on a machine
+    without torch, CUDA or a GPU.
     """
 
     def initialized(self) -> bool:
@@ -129,24 +129,13 @@ class TorchCudaStats:
 
 
 #: The one allocator-statistics source. Every ``mem`` module reads it through :func:`stats_source` at call time,
-#: so tests replace it here only (``set_stats_source`` or ``monkeypatch.setattr(stats, "_source", fake)``).
+#: so tests replace it here only (``monkeypatch.setattr(stats, "_source", fake)``).
 _source: Any = TorchCudaStats()
 
 
 def stats_source():
     """The current allocator-statistics source (a :class:`TorchCudaStats` unless a test replaced it)."""
     return _source
-
-
-def set_stats_source(source) -> Any:
-    """Replace the allocator-statistics source; returns the previous one (tests only).
-
-    ``source`` needs the methods of :class:`TorchCudaStats`: ``initialized()``,
-    ``device_count()``, ``read(device) -> GpuStats``, ``reset_peak(device)``, ``empty_cache()``.
-    """
-    global _source
-    previous, _source = _source, source
-    return previous
 
 
 # ---- snapshots --------------------------------------------------------------------
@@ -170,10 +159,11 @@ class Snapshot:
 
     Attributes:
         time_s: ``time.perf_counter()`` seconds.
-        gpus: ``{cuda ordinal: GpuStats}``; empty when CUDA is not initialised.
+        gpus: ``{cuda ordinal: GpuStats}``; empty when CUDA is not initialised or the counters cannot be read.
         cuda_initialized: whether CUDA was initialised in this process at that instant.
         rss_bytes: process RSS in bytes, or NA.
         peak_reset: True when ``--reset-peak`` reset the peak counters right after reading.
+        gpus_na: ``None``, or NA saying why CUDA is initialised but its allocator counters could not be read.
     """
 
     time_s: float
@@ -181,17 +171,37 @@ class Snapshot:
     cuda_initialized: bool
     rss_bytes: Any
     peak_reset: bool = False
+    gpus_na: Any = None
 
 
 def take_snapshot(source=None) -> Snapshot:
-    """Read allocator counters (only if CUDA is initialised) and RSS. Never creates a context."""
+    """Read allocator counters (only if CUDA is initialised) and RSS. Never creates a context.
+
+    An allocator that keeps no counters is not an error: one plugged in with
+    ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's ``rmm_torch_allocator``, a
+    ``CUDAPluggableAllocator``) makes ``torch.cuda.memory_stats`` raise ``RuntimeError: ... does not yet
+    support getDeviceStats``. The snapshot then has no GPU figures and ``gpus_na`` says why; the user's cell
+    still runs and the CPU figures stay.
+    """
     source = source or stats_source()
-    gpus = {}
+    gpus, gpus_na = {}, None
     init = source.initialized()
     if init:
-        for d in range(source.device_count()):
-            gpus[d] = source.read(d)
-    return Snapshot(time.perf_counter(), gpus, init, rss_bytes())
+        try:
+            for d in range(source.device_count()):
+                gpus[d] = source.read(d)
+        except Exception as exc:  # the allocator's own refusal, never ours to raise into the cell
+            gpus, gpus_na = {}, NA(f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); an "
+                                   "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) may "
+                                   "keep none; CPU figures below", "no_stats")
+    return Snapshot(time.perf_counter(), gpus, init, rss_bytes(), gpus_na=gpus_na)
+
+
+def gpu_status(after: Snapshot):
+    """``"ok"``, or NA saying why a snapshot has no GPU figures (:data:`NO_CUDA`, or the allocator's refusal)."""
+    if not after.cuda_initialized:
+        return NO_CUDA
+    return "ok" if after.gpus_na is None else after.gpus_na
 
 
 # ---- one cell's measurement -------------------------------------------------------
@@ -280,7 +290,7 @@ def nvml_process_memory():
     if err is not None:
         return err
     try:
-        per = nvml.process_gpu_memory(os.getpid())
+        per = nvml.process_gpu_memory()  # this process
     except Exception as exc:  # the nvml module promises NA, never raises; be safe anyway
         return NA(f"NVML process query failed: {exc}", "error")
     if not per:

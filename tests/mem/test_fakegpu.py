@@ -1,13 +1,18 @@
-"""GPU paths of %%cudamem / %cudamem through the allocator-statistics seam (stats.set_stats_source).
+"""GPU paths of %%cudamem / %cudamem through the real allocator reader (stats.TorchCudaStats) and torch's own
+``torch.cuda`` memory functions, on a fake caching allocator underneath them.
 
-``FakeCudaStats`` models PyTorch's caching allocator counters for N devices: ``malloc``/``free``
-move ``allocated`` (current, peak, cumulative), reserved memory grows in 2 MiB segments and only
-shrinks on ``empty_cache``; ``oom`` counts a retry and an OOM. Cells drive it through the name
-``fake`` in the user namespace, as a real cell would drive torch.cuda.
+``FakeCudaStats`` models PyTorch's caching allocator counters for N devices: ``malloc``/``free`` move
+``allocated`` (current, peak, cumulative, freed), reserved memory grows in 2 MiB segments and only shrinks on
+``empty_cache``; ``oom`` counts a retry and an OOM. It sits where the CUDA build's C extension does
+(``torch._C._cuda_memoryStats``, ``_cuda_resetPeakMemoryStats``, ``_cuda_emptyCache``) and returns torch's real
+nested key shape (tests/torch_stats.py: every counter it does not model is a distinct other number), so a reader
+that picks the wrong counter or the wrong pool reads a wrong figure here. Cells drive it through the name ``fake``
+in the user namespace, as a real cell would drive torch.cuda.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -15,8 +20,8 @@ import sys
 import pytest
 
 from cudamagic.mem import stats
-from cudamagic.mem.stats import GpuStats
 from cudamagic.core.na import is_na
+from tests.torch_stats import nested_stats
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -36,18 +41,36 @@ class FakeCudaStats:
         self.ooms = [0] * devices
         self.calls = []
 
-    # the seam
-    def initialized(self):
+    def install(self, monkeypatch):
+        """Put this allocator under the real ``torch.cuda`` functions and the real reader (undone by monkeypatch)."""
+        import torch
+
+        for mod in (torch.cuda, torch.cuda.memory):  # memory.py binds is_initialized at import
+            monkeypatch.setattr(mod, "is_initialized", self.is_initialized)
+        monkeypatch.setattr(torch.cuda, "device_count", self.device_count)
+        monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.memory_stats, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_resetPeakMemoryStats", self.reset_peak, raising=False)
+        monkeypatch.setattr(torch._C, "_cuda_emptyCache", self.empty_cache, raising=False)
+        monkeypatch.setattr(stats, "_source", stats.TorchCudaStats())  # the real reader, whatever ran before
+        return self
+
+    # what torch.cuda calls
+    def is_initialized(self):
         return self.init
 
     def device_count(self):
         self.calls.append(("device_count",))
         return self.n
 
-    def read(self, d):
+    def memory_stats(self, d):
+        """``torch._C._cuda_memoryStats(device)``: the nested dict of a CUDA build, all keys present."""
         self.calls.append(("read", d))
-        return GpuStats(d, self.alloc[d], self.peak[d], self.total[d], self.reserved[d], self.peak_reserved[d],
-                        self.retries[d], self.ooms[d])
+        return nested_stats(**{
+            "allocated_bytes.all.current": self.alloc[d], "allocated_bytes.all.peak": self.peak[d],
+            "allocated_bytes.all.allocated": self.total[d],
+            "allocated_bytes.all.freed": self.total[d] - self.alloc[d],
+            "reserved_bytes.all.current": self.reserved[d], "reserved_bytes.all.peak": self.peak_reserved[d],
+            "num_alloc_retries": self.retries[d], "num_ooms": self.ooms[d]})
 
     def reset_peak(self, d):
         self.calls.append(("reset_peak", d))
@@ -79,8 +102,7 @@ class FakeCudaStats:
 
 @pytest.fixture
 def fake(ip, monkeypatch):
-    f = FakeCudaStats()
-    monkeypatch.setattr(stats, "_source", f)  # the one seam: every mem module reads stats._source
+    f = FakeCudaStats().install(monkeypatch)
     ip.user_ns["fake"] = f
     ip.user_ns_hidden["fake"] = f  # not a user variable
     yield f
@@ -127,11 +149,15 @@ def test_peak_below_an_earlier_peak_is_a_bound_unless_reset(ip, fake):
 
 def test_cuda_initialised_by_the_cell(ip, fake):
     fake.init = False
-    rep = run(ip, "%%cudamem\nfake.malloc(1, 64 * 2**20)").result
+    rep = run(ip, "%%cudamem\nfake.malloc(1, 64 * 2**20)\nfake.oom(1)").result
     assert ("read", 0) in fake.calls  # read after the cell only
     g = rep.gpu("cuda:1")
     assert (g.allocated_before_bytes, g.allocated_delta_bytes, g.peak_allocated_bytes, g.peak_exact) == \
         (0, 64 * MiB, 64 * MiB, True)
+    # everything before the cell counts from zero: the counters started with the cell
+    assert (g.reserved_before_bytes, g.reserved_after_bytes, g.reserved_delta_bytes) == (0, 64 * MiB, 64 * MiB)
+    assert (g.alloc_retries, g.ooms) == (1, 1)
+    assert rep.gpu_status == "ok" and [x.device for x in rep.gpus] == ["cuda:0", "cuda:1"]
 
 
 def test_no_reads_while_cuda_is_not_initialised(ip, fake):
@@ -146,12 +172,15 @@ def test_no_reads_while_cuda_is_not_initialised(ip, fake):
 
 
 def test_oom_in_cell_is_counted_and_reported(ip, fake, capsys):
+    for _ in range(2):  # earlier out-of-memory errors: the cumulative counters stand at 2 before the cell
+        fake.oom(0)
+    fake.retries[0] += 3  # and retries that ended well
     res = run(ip, "%%cudamem\nfake.malloc(0, 8 * 2**20)\nfake.oom(0)\n"
                   "raise RuntimeError('CUDA out of memory. Tried to allocate 20.00 GiB')")
     assert isinstance(res.error_in_exec, RuntimeError)
     rec = ip.run_line_magic("cudamem", "history")[-1]
     g = rec.gpu("cuda:0")
-    assert (g.ooms, g.alloc_retries) == (1, 1)
+    assert (g.ooms, g.alloc_retries) == (1, 1)  # this cell's own, not the 3 OOMs / 6 retries since start
     assert rec.error.startswith("RuntimeError: CUDA out of memory")
     assert "CUDA out of memory" in capsys.readouterr().out
 
@@ -206,3 +235,87 @@ def test_nvml_unavailable_is_na_with_reason(ip, fake, fake_nvml):
     assert is_na(rep.nvml_after) and rep.nvml_after.code == "no_driver"
     assert re.search(r"process GPU memory \(NVML\): N/A \(.*libnvidia-ml", repr(rep))
     assert "cm-na" in rep._repr_html_()
+
+
+def test_nvml_not_listing_this_process_is_na_with_reason_in_the_json(ip, fake, fake_nvml):
+    from tests import fake_nvml as fm
+
+    fake_nvml(dict(fm.SCENARIOS["one_gpu"], gpus=[fm._gpu(0, processes=[(os.getpid() + 1, GiB)])]))
+    rep = run(ip, "%%cudamem\nfake.malloc(0, 2**20)").result
+    assert is_na(rep.nvml_after) and rep.nvml_after.code == "not_listed"
+    assert "process GPU memory (NVML): N/A (NVML lists no GPU memory for this process" in repr(rep)
+    saved = json.loads(rep.to_json())["nvml_after"]
+    assert saved == {"na": rep.nvml_after.reason, "code": "not_listed"}
+
+
+def test_nvml_query_failing_is_na_with_the_cause_not_a_traceback(ip, fake, fake_nvml, monkeypatch):
+    from cudamagic.core import nvml
+
+    def broken(pid=None):
+        raise RuntimeError("driver went away <mid-query>")
+
+    fake_nvml("one_gpu")
+    monkeypatch.setattr(nvml, "process_gpu_memory", broken)
+    res = run(ip, "%%cudamem\nfake.malloc(0, 2**20)")
+    assert res.error_in_exec is None and res.error_before_exec is None
+    rep = res.result
+    assert is_na(rep.nvml_after) and rep.nvml_after.code == "error"
+    assert "process GPU memory (NVML): N/A (NVML process query failed: driver went away <mid-query>)" in repr(rep)
+    assert "driver went away &lt;mid-query&gt;" in rep._repr_html_()
+    assert json.loads(rep.to_json())["nvml_after"]["code"] == "error"
+
+
+#: what ``torch.cuda.memory_stats`` raises under an allocator plugged in with
+#: ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's; torch/csrc/cuda/CUDAPluggableAllocator.cpp)
+PLUGGABLE = ("CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an issue "
+             "describing your use case.")
+
+
+@pytest.fixture
+def pluggable(fake, monkeypatch):
+    import torch
+
+    def refuse(device):
+        fake.calls.append(("read", device))
+        raise RuntimeError(PLUGGABLE)
+
+    monkeypatch.setattr(torch._C, "_cuda_memoryStats", refuse, raising=False)
+    return fake
+
+
+def assert_no_stats(status):
+    assert is_na(status) and status.code == "no_stats"
+    assert status.reason == (f"PyTorch's CUDA allocator gives no statistics (RuntimeError: {PLUGGABLE}); an allocator "
+                             "set with torch.cuda.memory.change_current_allocator (such as RMM's) may keep none; "
+                             "CPU figures below")
+
+
+@pytest.mark.parametrize("initialised_by_the_cell", [False, True])
+def test_allocator_without_statistics_runs_the_cell_and_keeps_cpu_figures(ip, pluggable, initialised_by_the_cell):
+    pluggable.init = not initialised_by_the_cell
+    res = run(ip, "%%cudamem\nfake.malloc(0, 2**20)\nran = 'yes'")
+    assert res.error_in_exec is None and ip.user_ns["ran"] == "yes"  # the user's cell ran
+    rep = res.result
+    assert rep.gpus == [] and rep.cuda_initialized
+    assert_no_stats(rep.gpu_status)
+    assert ("read", 0) in pluggable.calls  # it was asked, and said no
+    text = repr(rep)
+    assert "GPU: N/A (PyTorch's CUDA allocator gives no statistics (RuntimeError: CUDAPluggable" in text
+    assert "CPU RSS:" in text and "Traceback" not in text
+    assert json.loads(rep.to_json())["gpu_status"]["code"] == "no_stats"
+
+
+def test_allocator_without_statistics_under_cudamem_on_and_free(ip, pluggable, capsys):
+    run(ip, "%cudamem on --threshold 1")
+    # 64 MiB, written (bytearray() would be calloc'ed, untouched pages): RSS grows whatever the heap held before
+    run(ip, "fake.malloc(0, 2**20)\nblock = b'x' * (64 * 2**20)")
+    run(ip, "%cudamem off")
+    out = capsys.readouterr()
+    assert "measurement failed" not in out.err and "[cudamem] In[" in out.out  # a record and its line, CPU only
+    (rec,) = ip.run_line_magic("cudamem", "history")[-1:]
+    assert rec.kind == "auto" and rec.gpus == [] and rec.rss_delta_bytes > 0
+    assert_no_stats(rec.gpu_status)
+    rep = ip.run_line_magic("cudamem", "free")
+    assert rep.empty_cache_called and rep.gpus == []
+    assert_no_stats(rep.gpu_status)
+    ip.user_ns.pop("block", None)

@@ -141,7 +141,9 @@ def test_on_prints_summary_only_above_threshold_and_off_removes_callbacks(tip, c
     assert tip.config.CudaMagics.get("cudamem_threshold_bytes") is None  # flag sets the trait, not the config
     assert len(monitor_callbacks(tip)) == 2
     capsys.readouterr()
-    res = run(tip, "grow = torch.ones(8_000_000)")
+    # 64 MB, written: above glibc's largest mmap threshold (32 MiB), so fresh memory even when earlier tests left
+    # freed, still-resident heap behind (32 MB could reuse it and RSS would not grow: failed under mutmut's order)
+    res = run(tip, "grow = torch.ones(16_000_000)")
     line = capsys.readouterr().out
     assert f"[cudamem] In[{res.execution_count}]" in line and "CPU RSS +" in line
     run(tip, "small = 1")

@@ -4,6 +4,7 @@ never create a context) and RSS."""
 from __future__ import annotations
 
 import sys
+import types
 
 import pytest
 import torch
@@ -41,6 +42,14 @@ def test_peak_is_exact_when_the_cell_allocates_nothing():
     before = reading(500 * MiB, 900 * MiB, 5000 * MiB)
     after = reading(200 * MiB, 900 * MiB, 5000 * MiB)  # only frees
     assert in_cell_peak(before, after) == (500 * MiB, True)
+
+
+@pytest.mark.parametrize("kept", [1, 50 * MiB])
+def test_peak_is_exact_when_the_cell_only_allocates_below_an_earlier_peak(kept):
+    # nothing freed: the allocation at the end is the peak, whatever the earlier peak (even for one byte)
+    before = reading(100 * MiB, 1024 * MiB, 5000 * MiB)
+    after = reading(100 * MiB + kept, 1024 * MiB, 5000 * MiB + kept)
+    assert in_cell_peak(before, after) == (100 * MiB + kept, True)
 
 
 def test_peak_when_cuda_was_initialised_by_the_cell_and_after_a_reset():
@@ -104,3 +113,56 @@ def test_real_reader_reads_the_right_counters_of_the_real_key_shape(monkeypatch)
     g = stats.TorchCudaStats().read(0)
     assert (g.allocated_bytes, g.peak_allocated_bytes, g.allocated_total_bytes, g.reserved_bytes,
             g.peak_reserved_bytes, g.num_alloc_retries, g.num_ooms) == (11, 22, 33, 44, 55, 66, 77)
+
+
+def raising_is_initialized():
+    raise RuntimeError("CUDA call failed lazily at initialization")
+
+
+@pytest.mark.parametrize("not_pytorch", [
+    types.SimpleNamespace(__name__="torch"),  # the user's own torch.py shadowing PyTorch: no torch.cuda
+    types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=raising_is_initialized)),
+], ids=["no-cuda-attribute", "is_initialized-raises"])
+def test_a_torch_that_cannot_answer_counts_as_not_initialised(monkeypatch, not_pytorch):
+    monkeypatch.setitem(sys.modules, "torch", not_pytorch)
+    src = stats.TorchCudaStats()
+    assert src.initialized() is False
+    snap = stats.take_snapshot(src)
+    assert (snap.cuda_initialized, snap.gpus) == (False, {}) and snap.rss_bytes > 0
+
+
+def test_real_reader_gives_zeros_for_the_empty_dict_torch_returns_before_init(monkeypatch):
+    """``memory_stats_as_nested_dict`` returns ``{}`` while CUDA is not initialised (torch/cuda/memory.py): the
+    real function, made to see an uninitialised CUDA on any machine, gives the reader zeros, not a KeyError."""
+    monkeypatch.setattr(torch.cuda.memory, "is_initialized", lambda: False)
+    assert torch.cuda.memory_stats_as_nested_dict(1) == {}
+    assert stats.TorchCudaStats().read(1) == GpuStats(1, 0, 0, 0, 0, 0, 0, 0)
+
+
+def test_rss_unreadable_is_na_saying_how_to_fix_it(monkeypatch):
+    monkeypatch.setattr(stats.platform, "rss_bytes", lambda: None)
+    na = stats.rss_bytes()
+    assert na.code == "error" and na.reason == ("process RSS could not be read (no /proc/self/statm, and psutil is "
+                                                "missing or failed; `pip install psutil`)")
+    snap = stats.take_snapshot(stats.TorchCudaStats())
+    assert snap.rss_bytes == na
+
+
+def test_snapshot_reads_the_source_it_is_given_not_the_module_one(monkeypatch):
+    class OneGpu:
+        def initialized(self):
+            return True
+
+        def device_count(self):
+            return 1
+
+        def read(self, d):
+            return reading(5 * MiB, 7 * MiB, 9 * MiB, device=d)
+
+    class Untouchable:
+        def __getattr__(self, name):
+            raise AssertionError(f"the module's source was used ({name}) although the caller gave one")
+
+    monkeypatch.setattr(stats, "_source", Untouchable())
+    snap = stats.take_snapshot(OneGpu())
+    assert snap.cuda_initialized and snap.gpus == {0: reading(5 * MiB, 7 * MiB, 9 * MiB)} and snap.gpus_na is None
