@@ -218,8 +218,7 @@ def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from="-
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
         raise CudaProgramError(timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True)
-    failed = cuda_errors or rc != 0
-    seen = cuda_errors + printed if failed else []
+    seen = cuda_errors + printed  # the exit check's error first; only read for a failed exit below
     cuda = f" {_as_cuda_error(seen[0])}" if seen else ""
     if rc < 0:
         raise CudaProgramError(f"the program was killed by {_signal_name(-rc)}.{cuda}", returncode=rc,

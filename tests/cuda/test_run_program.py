@@ -114,15 +114,16 @@ def test_stderr_tail_is_the_last_five_stderr_lines():
     assert (exc.returncode, exc.cuda_error, exc.timed_out) == (3, "", False)
 
 
-@pytest.mark.parametrize("script,message,returncode", [
-    ("kill -SEGV $$", "the program was killed by SIGSEGV.", -11),
-    ("kill -35 $$", "the program was killed by signal 35.", -35),  # a real-time signal: no name in Python
-    (f"echo 'CUDA error: an illegal memory access was encountered' >&2; kill -ABRT $$",
-     "the program was killed by SIGABRT. CUDA error: an illegal memory access was encountered", -6),
+@pytest.mark.parametrize("script,message,returncode,cuda_error", [
+    ("kill -SEGV $$", "the program was killed by SIGSEGV.", -11, ""),
+    ("kill -35 $$", "the program was killed by signal 35.", -35, ""),  # a real-time signal: no name in Python
+    ("echo 'CUDA error: an illegal memory access was encountered' >&2; kill -ABRT $$",
+     "the program was killed by SIGABRT. CUDA error: an illegal memory access was encountered", -6,
+     "CUDA error: an illegal memory access was encountered"),
 ])
-def test_death_by_a_signal_is_named(script, message, returncode):
+def test_death_by_a_signal_is_named(script, message, returncode, cuda_error):
     exc = _run_failing(script)
-    assert (str(exc), exc.returncode, exc.timed_out) == (message, returncode, False)
+    assert (str(exc), exc.returncode, exc.timed_out, exc.cuda_error) == (message, returncode, False, cuda_error)
 
 
 def test_a_program_that_closes_its_output_but_keeps_running_is_ended():
