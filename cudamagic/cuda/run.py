@@ -79,7 +79,8 @@ def printed_cuda_error(line: str) -> bool:
 
 @dataclass
 class RunResult:
-    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output lines)."""
+    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output lines),
+    ``watched`` (the lines that matched ``run_program``'s ``watch``, without their line end)."""
 
     returncode: int
     elapsed_s: float
@@ -165,11 +166,11 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                     continue
                 count += 1
                 if watch is not None and watch.search(text):
-                    watched.append(text.rstrip("\n"))
+                    watched.append(text.rstrip())
                 if printed_cuda_error(text):
                     printed.append(text.strip()[:300])
                 if name == "err":
-                    tail = (tail + [text.rstrip("\n")])[-5:]
+                    tail = (tail + [text.rstrip()])[-5:]
                 if name != chunk_name:
                     _write(chunk_name, chunk, out, err)
                     chunk_name, chunk = name, []
