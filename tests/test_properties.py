@@ -203,6 +203,23 @@ def test_memory_used_against_total(total, used):
     assert (out == used) if used <= total else (is_na(out) and out.code == "implausible")
 
 
+# ---- terminal widths (core/fmt.display_width) ------------------------------------------------------------------
+
+
+@FAST
+@given(st.one_of(st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=0x7f), max_size=30),
+                 st.text(max_size=30)))
+def test_display_width_agrees_with_wcwidth(text):
+    """The ASCII shortcut (which spares loading wcwidth's tables) gives wcwidth's own answer on every text."""
+    from wcwidth import wcswidth, wcwidth
+
+    from cudamagic.core.fmt import display_width
+
+    whole = wcswidth(text)
+    expected = whole if whole >= 0 else sum(1 if wcwidth(ch) < 0 else wcwidth(ch) for ch in text)
+    assert display_width(text) == expected
+
+
 # ---- magic argument lines ---------------------------------------------------------------------------------------
 # Every magic's parser (core/magic.py AreaMagics.parse) and the option checks its area runs next, on random lines
 # (the strategies of tests/core/test_magic_lines.py, which runs whole magics): a line is parsed, or rejected with a

@@ -7,6 +7,7 @@ it is placed in HTML.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from typing import Iterable, Sequence
@@ -19,9 +20,15 @@ from .na import NA, is_na
 NO_MATH = "mathjax_ignore"
 
 
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]")
-_UNSAFE_KEEP_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029"
-                                "\u2066-\u2069\ufeff]")
+_UNSAFE = "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]"
+_UNSAFE_KEEP_LINES = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]"
+
+
+@functools.cache
+def _unsafe(keep_newlines: bool) -> re.Pattern:
+    """The compiled pattern of :func:`terminal_safe`, compiled on first use and kept (an output with no outside
+    text to clean, such as ``%cudainfo``'s, never pays for it)."""
+    return re.compile(_UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE)
 
 
 def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) -> str:
@@ -36,9 +43,8 @@ def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) 
         keep_newlines: keep tab and newline (multi-line messages), escape the rest.
     """
     text = str(value) if limit is None else str(value)[:limit]
-    pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
-    return pattern.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", text)
+    return _unsafe(bool(keep_newlines)).sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                            else f"\\u{ord(m.group()):04x}", text)
 
 
 def esc(value) -> str:
@@ -90,11 +96,11 @@ def na_cell_html(value, formatted: str | None = None) -> str:
 def display_width(text) -> int:
     """Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining marks 0
     (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character, counts 1)."""
-    from wcwidth import wcswidth, wcwidth
-
     text = str(text)
     if text.isascii() and text.isprintable():
-        return len(text)
+        return len(text)  # the common case, without loading wcwidth's tables (~9 ms of CPU in a fresh process)
+    from wcwidth import wcswidth, wcwidth
+
     width = wcswidth(text)
     return width if width >= 0 else sum(1 if wcwidth(ch) < 0 else wcwidth(ch) for ch in text)
 

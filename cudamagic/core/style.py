@@ -128,17 +128,18 @@ def icon(level_name: str) -> str:
     return _ICON[level_name]
 
 
-_VAR = re.compile(r"var\(\s*--[\w-]+\s*(?:,[^()]*(?:\([^()]*\)[^()]*)*)?\)")
-_HARD = re.compile(r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\b(?:rgba?|hsla?)\(|"
-                   r"(?<![-\w])(?:color|background(?:-color)?|fill|stroke)\s*[:=]\s*[\"']?(?!var\(|inherit|"
-                   r"transparent|none|currentcolor|linear-gradient|initial|unset)[a-zA-Z]+\b")
+# Patterns of the colour check, compiled on first use (by the tests): no output needs them.
+_VAR = r"var\(\s*--[\w-]+\s*(?:,[^()]*(?:\([^()]*\)[^()]*)*)?\)"
+_HARD = (r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\b(?:rgba?|hsla?)\(|"
+         r"(?<![-\w])(?:color|background(?:-color)?|fill|stroke)\s*[:=]\s*[\"']?(?!var\(|inherit|"
+         r"transparent|none|currentcolor|linear-gradient|initial|unset)[a-zA-Z]+\b")
 
 
 def hard_coded_colours(html_text: str) -> list:
     """Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a colour name in a
     ``color``/``background``/``fill``/``stroke`` declaration, outside ``var(--jp-..., fallback)``. HTML character
     references (``&#8594;``) are not colours. Used by the tests of every output (an empty list is the goal)."""
-    return _HARD.findall(_VAR.sub("var()", html_text))
+    return re.findall(_HARD, re.sub(_VAR, "var()", html_text))
 
 
 def scroll(html_fragment: str) -> str:

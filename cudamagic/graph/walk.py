@@ -56,7 +56,7 @@ def _shape(t):
 def _is_fake(t) -> bool:
     try:
         from torch._subclasses.fake_tensor import FakeTensor
-    except ImportError:  # pragma: no cover - older torch
+    except ImportError:  # older torch
         return False
     return isinstance(t, FakeTensor)
 
@@ -72,8 +72,8 @@ def _components(t):
         return [t.crow_indices(), t.col_indices(), t.values()]
     if layout in (torch.sparse_csc, torch.sparse_bsc):
         return [t.ccol_indices(), t.row_indices(), t.values()]
-    flatten = getattr(t, "__tensor_flatten__", None)
-    if flatten is not None and type(t) is not torch.Tensor:
+    flatten = getattr(t, "__tensor_flatten__", None)  # subclasses only: torch.Tensor has none
+    if flatten is not None:
         names, _ = flatten()
         return [v for v in (getattr(t, n, None) for n in names) if isinstance(v, torch.Tensor)]
     return None
@@ -117,8 +117,10 @@ def storage_parts(t, _depth: int = 0) -> tuple:
             parts = [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
             if t.is_quantized and "per_channel" in str(t.qscheme()):
                 for extra in (t.q_per_channel_scales(), t.q_per_channel_zero_points()):
-                    p, _ = storage_parts(extra, _depth + 1)
-                    parts += p or []
+                    p, why = storage_parts(extra, _depth + 1)
+                    if p is None:  # nested too deep: unknown, never the data alone
+                        return None, why
+                    parts += p
             return parts, ""
         except Exception:
             try:
@@ -136,12 +138,11 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     return parts, ""
 
 
-def _storage(t):
-    """``(key, nbytes)`` of the storage ``t`` keeps alive; key ``None`` when it cannot be shared (leaf exclusion)."""
+def _storage_key(t):
+    """Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none (a leaf's,
+    so that saved tensors sharing it are not counted)."""
     parts, _ = storage_parts(t)
-    if not parts:
-        return None, 0
-    return parts[0][0], sum(p[1] for p in parts)
+    return parts[0][0] if parts else None
 
 
 _MISSING = object()
@@ -183,7 +184,7 @@ def checkpoint_inputs(unpack_hook):
         frame = cells["frame"].cell_contents
         tensors = []
         for arg in frame.saved_args:
-            data = getattr(arg, "data", arg) if type(arg).__name__ == "SavedTensor" else arg
+            data = arg.data if type(arg).__name__ == "SavedTensor" else arg  # else a plain value (an int)
             tensors += _packed_tensors(data)
         return id(frame), tensors
     except Exception:
@@ -223,12 +224,12 @@ def read_saved(fn, attr: str):
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
     raws = list(raw) if many else [raw]
-    hooked = any(r is not None and getattr(r, "unpack_hook", None) is not None for r in raws)
+    hooked = any(r is not None and r.unpack_hook is not None for r in raws)  # r: a SavedTensor or None
     out = []
     for r in raws:
         if r is None:
             out.append(None)
-        elif getattr(r, "unpack_hook", None) is not None:
+        elif r.unpack_hook is not None:
             out.append(Hooked(r))
         else:
             data = r.data
@@ -348,9 +349,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         counter[0] += 1
         return f"n{i}"
 
-    def tensor_node(node_id, kind, t, label, call=None):
-        return GraphNode(node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device),
-                         call=call)
+    def tensor_node(node_id, kind, t, label):
+        return GraphNode(node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device))
 
     def saved_of(fn, node_id):
         entries, attrs, stor = [], [], []
@@ -440,8 +440,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         nodes.append(tensor_node(out_id, OUTPUT, t, label))
         if t.grad_fn is not None:
             edges.append(GraphEdge(visit(t.grad_fn), out_id, TO_OUTPUT))
-        if t._is_view() and t._base is not None:
-            base = t._base
+        base = t._base  # not None exactly when t is a view
+        if base is not None:
             base_id = new_id()
             nodes.append(tensor_node(base_id, BASE, base, f"{label} (base)"))
             edges.append(GraphEdge(base_id, out_id, VIEW))
@@ -452,16 +452,15 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             node_id = ids[fn]
             cls_name = type(fn).__name__
             call = _call_of(fn, calls, call_starts, call_ends)
-            var = getattr(fn, "variable", None) if cls_name == "AccumulateGrad" else None
+            var = fn.variable if cls_name == "AccumulateGrad" else None  # a custom ctx may have .variable too
             if var is not None:
                 var_id = new_id()
                 name = names.get(id(var))
                 kind = PARAM if name is not None and "." in name else LEAF
                 nodes.append(tensor_node(var_id, kind, var, name or "(leaf)"))
                 edges.append(GraphEdge(var_id, node_id, VARIABLE))
-                key, _ = _storage(var)
-                leaf_storages.add(key)
-                fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name, call=None)
+                leaf_storages.add(_storage_key(var))
+                fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name)
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
             held, n_unknown = held_by_node.pop(node_id)
@@ -481,8 +480,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                           saved_unknown=sum(kw.get("size_unknown", 0) for kw in fn_nodes.values()))
     if calls:
         graph = place_params(graph)
-    if show_saved or any(n.saved and _has_custom(n) for n in nodes):
-        graph = add_saved_nodes(graph, show_saved)
+    graph = add_saved_nodes(graph, show_saved)  # custom Functions' saved tensors always; every one with show_saved
     graph = split_uses(graph) if not shared_params else graph
     ids.clear()
     return graph
@@ -511,11 +509,10 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
     """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in ``fn_nodes``.
 
     Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
-    walk order (a storage that cannot be shared gets its own) so collapsed boxes and folded runs
-    count a shared storage once too.
+    walk order so collapsed boxes and folded runs count a shared storage once too.
 
     Args:
-        storages_by_node: node id -> ``[(storage key or None, storage bytes, own bytes), ...]``.
+        storages_by_node: node id -> ``[(storage key, storage bytes, own bytes), ...]`` (from :func:`storage_parts`).
         leaf_storages: Storage keys of leaf tensors (parameters), not counted.
         fn_nodes: node id -> ``GraphNode`` keyword arguments, updated in place.
 
@@ -528,17 +525,11 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
         here = {}
         own_here = {}
         for key, nbytes, own in storages_by_node[node_id]:
-            if key is not None and key in leaf_storages:
+            if key in leaf_storages:
                 continue
-            if key is None:
-                sid = len(sid_of)
-                sid_of[("unshared", sid)] = sid
-            elif key in sid_of:
-                sid = sid_of[key]
-            else:
+            sid = sid_of.get(key)
+            if sid is None:
                 sid = sid_of[key] = len(sid_of)
-                total += nbytes
-            if key is None:
                 total += nbytes
             here[sid] = nbytes
             own_here[sid] = max(own_here.get(sid, 0), own)
@@ -567,7 +558,3 @@ def _held_notes(fn_kwargs: Iterable) -> list:
                      "readable storage, or a hook's packed object): not counted in the saved bytes.")
     return notes
 
-
-def _has_custom(n: GraphNode) -> bool:
-    """True when ``n`` is a custom Function's node (its saved tensors are always drawn)."""
-    return any(e.name.startswith("saved_tensors") for e in n.saved)

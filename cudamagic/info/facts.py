@@ -22,7 +22,6 @@ import threading
 from ..core import nvml, platform
 from . import health
 from ..core.na import NA, is_na
-from .findings import findings
 from .nvcc import cuda_home_problem, find_nvcc, nvcc_info
 from .versions import decode_cudnn_version, parse_cuda_visible_devices, parse_torch_version
 
@@ -251,9 +250,13 @@ def collect(nvcc_timeout_s: float = 5.0, env=None):
 
     Never raises: what cannot be read is NA with the reason. Does not create a CUDA context.
     """
+    env = dict(os.environ) if env is None else env
+    # `nvcc -V` (the one subprocess) starts first; the findings and the report are loaded while it runs.
+    toolkit = _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
+    from .findings import findings
     from .report import CudaInfoReport
 
-    facts = collect_facts(nvcc_timeout_s=nvcc_timeout_s, env=env)
+    facts = _gather(env, toolkit)
     return CudaInfoReport(facts, findings(facts))
 
 
@@ -261,19 +264,27 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     """The raw facts of :func:`collect` as a plain dict (sections ``python``, ``torch``, ``driver``,
     ``toolkit``, ``gpus``, ``mapping``, ``env``)."""
     env = dict(os.environ) if env is None else env
-    # `nvcc -V` is a subprocess (10-50 ms, most of a first call): it runs while PyTorch and NVML are read.
-    toolkit = _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
-    facts = {"python": _python_facts(env), "torch": _torch_facts(), "driver": nvml.system_info()}
-    facts["toolkit"] = toolkit()
-    facts["toolkit"]["cuda_home_problem"] = cuda_home_problem(env)
-    count = facts["driver"]["device_count"]
-    facts["gpus"] = _gpu_facts(count) if not is_na(count) else []
-    healthy, _lost = health.split_lost(facts["gpus"])   # a lost GPU gets no CUDA ordinal (E02)
-    facts["mapping"] = map_cuda_ordinals(healthy, env, facts["torch"].get("devices", ()))
-    facts["driver"]["nvml_library"] = nvml.library_path() if facts["driver"]["status"] == "ok" else \
-        facts["driver"]["status"]
-    if platform.is_windows():
-        facts["windows"] = _windows_facts(env)
-    facts["env"] = _env_facts(env)
-    facts["cuda_visible_devices"] = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    return _gather(env, _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s))
+
+
+def _gather(env, toolkit) -> dict:
+    """:func:`collect_facts` once ``nvcc -V`` is running: ``toolkit()`` waits for its answer, which is taken last,
+    so PyTorch, NVML and the environment are read while the subprocess runs."""
+    python, torch_facts, driver = _python_facts(env), _torch_facts(), nvml.system_info()
+    count = driver["device_count"]
+    gpus = _gpu_facts(count) if not is_na(count) else []
+    healthy, _lost = health.split_lost(gpus)   # a lost GPU gets no CUDA ordinal (E02)
+    mapping = map_cuda_ordinals(healthy, env, torch_facts.get("devices", ()))
+    driver["nvml_library"] = nvml.library_path() if driver["status"] == "ok" else driver["status"]
+    windows = _windows_facts(env) if platform.is_windows() else None
+    env_facts = _env_facts(env)
+    cvd = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
+    tk = toolkit()
+    tk["cuda_home_problem"] = cuda_home_problem(env)
+    facts = {"python": python, "torch": torch_facts, "driver": driver, "toolkit": tk, "gpus": gpus,
+             "mapping": mapping}
+    if windows is not None:
+        facts["windows"] = windows
+    facts["env"] = env_facts
+    facts["cuda_visible_devices"] = cvd
     return facts

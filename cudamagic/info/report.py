@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..core import style
-from ..core.fmt import TEXT_WIDTH, display_width, esc, format_bytes, format_value, html_table, na_cell_html, pad
+from ..core.fmt import (TEXT_WIDTH, display_width, esc, format_bytes, format_value, html_table, na_cell_html, pad,
+                        terminal_safe)
 from ..core.na import NA, is_na
 from . import health as _health
 
@@ -138,8 +139,13 @@ def _wrap(prefix: str, text: str, width: int = TEXT_WIDTH):
     """``prefix + text`` wrapped to ``width`` columns, continuation lines indented under the text."""
     import textwrap
 
+    # outside text (environment values, paths, NVML names, tool output) may hold ESC sequences, newlines or bidi
+    # controls that would clear the terminal or forge lines: shown escaped (plain printable ASCII needs no look)
+    text = str(text)
+    if not (text.isascii() and text.isprintable()):
+        text = terminal_safe(text)
     # long words (paths) are never cut: a path split across lines cannot be copied
-    return textwrap.wrap(str(text), width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
+    return textwrap.wrap(text, width=width, initial_indent=prefix, subsequent_indent=" " * len(prefix),
                          break_long_words=False, break_on_hyphens=False) or [prefix.rstrip()]
 
 
@@ -231,8 +237,8 @@ class CudaInfoReport:
                     continue  # Windows only: no line on Linux
                 lines.extend(_wrap(f"    {pad(label, lw)} ", format_gpu_field(key, g.get(key, NA("not collected")))))
             for m in g.get("mig_devices") or []:
-                lines.append(f"    MIG instance {m['index']}: {m['uuid']}  {format_bytes(m['memory.used'])} / "
-                             f"{format_bytes(m['memory.total'])}")
+                lines.extend(_wrap(f"    MIG instance {m['index']}: ", f"{m['uuid']}  {format_bytes(m['memory.used'])} / "
+                                   f"{format_bytes(m['memory.total'])}"))
         if gpus:
             lines.append("  Sources of the GPU fields:")
             for _key, label, src in self._gpu_columns(gpus):  # the driver model: Windows only

@@ -472,10 +472,10 @@ def _step_number(name: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
-def _records_from_kineto(kin, events=None):
-    """(ops, kernels, steps) from ``kineto_results.events()`` (or ``events``, that list already read): self
-    time, ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another on the
-    same thread is its child). One pass over the events, each accessor called once."""
+def _records_from_kineto(kin, events):
+    """(ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time, ``top``
+    and ``depth`` from the nesting of the operators of each thread (a range inside another on the same thread is
+    its child). One pass over the events, each accessor called once."""
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
 
@@ -484,7 +484,7 @@ def _records_from_kineto(kin, events=None):
     by_thread: dict = {}
     device, steps = [], []
     skip = _SKIP
-    for e in kin.events() if events is None else events:
+    for e in events:
         name = e.name()
         if name in skip:
             continue
@@ -499,30 +499,35 @@ def _records_from_kineto(kin, events=None):
             if name.startswith("ProfilerStep#") and e.is_user_annotation():
                 steps.append(StepRecord(_step_number(name, len(steps)), start, end))
                 continue
-            shapes = e.shapes()
             items = by_thread.get(tid)
             if items is None:
                 items = by_thread[tid] = []
-            items.append((start, -end, name, str(shapes) if shapes else "[]", e.correlation_id(),
+            items.append((start, -end, name, str(e.shapes()), e.correlation_id(),  # no input: "[]"
                           e.linked_correlation_id()))
         else:
             device.append((e, name, start, end))
     ops, by_corr = [], {}
     for thread, items in by_thread.items():
         items.sort()
-        stack: list = []  # [end, record]
+        stack: list = []  # the enclosing operators
+        recs, parents = [], []
         for start, neg_end, name, shapes, corr, linked in items:
             end = -neg_end
-            while stack and stack[-1][0] <= start:
+            while stack and stack[-1].end_us <= start:
                 stack.pop()
             depth = len(stack)
             rec = OpRecord(name, shapes, thread, start, end, end - start, not depth, depth=depth)
-            if depth:
-                stack[-1][1].self_us -= end - start
-            stack.append([end, rec])
-            ops.append(rec)
+            parent = stack[-1] if depth else None
+            if parent is not None:
+                parent.self_us -= end - start
+            stack.append(rec)
+            recs.append(rec)
+            parents.append(parent)
             if corr and not linked:
                 by_corr[corr] = rec
+        if any(p is not None and p.name == r.name for r, p in zip(recs, parents)):
+            recs = _merge_redispatches(recs, parents, by_corr)
+        ops.extend(recs)
     names = StringTable()
     kernels = []
     for e, name, start, end in device:
@@ -532,12 +537,40 @@ def _records_from_kineto(kin, events=None):
         name = names[name]
         kernels.append(KernelRecord(name, _kind(name), e.device_index(), e.device_resource_id(), start, end,
                                     launcher.name if launcher is not None else ""))
-    for op in ops:
-        if op.self_us < 0.0:
-            op.self_us = 0.0
+    for op in ops:  # a child running past its parent's end would leave a negative self time
+        op.self_us = max(op.self_us, 0.0)
     if len(by_thread) > 1:
         ops.sort(key=attrgetter("start_us"))
     return ops, kernels, steps
+
+
+def _merge_redispatches(recs, parents, by_corr):
+    """The records of one thread (in start order, with their parents) less each operator that is the only child
+    of an operator of its name (an overload redispatching, ``aten::sum`` inside ``aten::sum``): merged into that
+    parent (self time and launched kernels added, its children adopted), as torch's
+    ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is updated to the parents; ``depth``
+    and ``top`` are recomputed."""
+    children: dict = {}
+    for p in parents:
+        if p is not None:
+            children[id(p)] = children.get(id(p), 0) + 1
+    into: dict = {}  # id(merged record) -> the record it was merged into
+    kept = []
+    for rec, p in zip(recs, parents):
+        if p is not None:
+            p = into.get(id(p), p)
+        if p is not None and p.name == rec.name and children[id(p)] == 1:
+            into[id(rec)] = p
+            children[id(p)] = children.get(id(rec), 0)
+            p.self_us += rec.self_us
+            continue
+        rec.depth = 0 if p is None else p.depth + 1
+        rec.top = p is None
+        kept.append(rec)
+    for corr, rec in by_corr.items():
+        if id(rec) in into:
+            by_corr[corr] = into[id(rec)]
+    return kept
 
 
 def _records_from_function_events(prof, with_stack: bool):
@@ -593,7 +626,7 @@ def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
     for evt in kin.events() if events is None else events:
         if evt.name() != "[memory]":
             continue
-        dev = str(evt.device_type()).split(".")[-1].lower()
+        dev = evt.device_type().name.lower()
         key = "cpu" if dev in ("cpu", "mkldnn", "ideep") else f"{dev}:{evt.device_index()}"
         series.setdefault(key, []).append(((evt.start_ns() - t0) / 1000.0, evt.nbytes()))
     peaks, points = {}, {}

@@ -233,7 +233,7 @@ def sample_rows(s: Sample) -> list:
         "torch.gap": t if is_na(t) else t.gap_bytes,
     }
     if not s.gpus:
-        status = s.nvml_status if s.nvml_status is not None else NA("no GPU selected", "error")
+        status = s.nvml_status if s.nvml_status is not None else NA("no GPU selected")  # _flat keeps its reason
         return [_flat(dict(common, index=status))]
     rows = []
     for g in s.gpus:
@@ -249,7 +249,8 @@ def sample_rows(s: Sample) -> list:
             r[key] = getattr(g, attr)
         reasons = g.throttle_reasons
         r["clocks_event_reasons"] = reasons if is_na(reasons) else ", ".join(reasons)
-        r["mig.mode.current"] = "Enabled" if g.mig_enabled is True else "Disabled"
+        mig = g.mig_enabled  # NA from a trace that recorded it so: "N/A" with its reason, not a claim of "Disabled"
+        r["mig.mode.current"] = mig if is_na(mig) else ("Enabled" if mig is True else "Disabled")
         r["processes.count"] = g.processes if is_na(g.processes) else len(g.processes)
         r["lost"] = g.lost is not None
         rows.append(_flat(r))

@@ -127,3 +127,79 @@ def test_unknown_size_is_marked_in_graph_and_summary(ip):
     assert r.graph.saved_unknown == 1 and r.graph.saved_bytes_total == 0
     assert "1 tensor of unknown size" in r.summary_line()
     assert "saved of unknown size" in r.dot
+
+
+def test_block_sparse_bsr_and_bsc_count_their_three_storages():
+    dense = torch.zeros(4, 4)
+    dense[0, 1], dense[2, 3] = 1.0, 2.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bsr, bsc = dense.to_sparse_bsr((2, 2)), dense.to_sparse_bsc((2, 2))
+    for t, comps in ((bsr, (bsr.crow_indices(), bsr.col_indices(), bsr.values())),
+                     (bsc, (bsc.ccol_indices(), bsc.row_indices(), bsc.values()))):
+        parts, why = G.storage_parts(t)
+        assert why == "" and len(parts) == 3
+        assert [p[1] for p in parts] == [c.untyped_storage().nbytes() for c in comps]
+        assert [p[2] for p in parts] == [c.numel() * c.element_size() for c in comps]
+        _, node = _saved_by_keep(t)
+        assert node.saved_bytes == sum(c.untyped_storage().nbytes() for c in comps) and node.size_unknown == 0
+
+
+def test_nested_subclasses_read_four_levels_deep_then_unknown():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    t = TwoTensor(torch.randn(3), torch.randn(3))
+    for _ in range(3):
+        t = TwoTensor(t, t)
+    parts, why = G.storage_parts(t)  # 4 levels: 16 references to the same two 12-byte storages
+    assert why == "" and len(parts) == 16 and {p[1] for p in parts} == {12}
+    assert len({p[0] for p in parts}) == 2
+    _, node = _saved_by_keep(t)
+    assert node.saved_bytes == 24  # each storage once
+    parts, why = G.storage_parts(TwoTensor(t, t))
+    assert parts is None and why == "Tensor nested too deep"
+
+
+def test_storage_parts_keys_are_device_and_address_own_bytes_per_view():
+    base = torch.randn(100)
+    parts, why = G.storage_parts(base[10:20])
+    assert why == "" and parts == [(("cpu", base.untyped_storage().data_ptr()), 400, 40)]
+    q = torch.quantize_per_tensor(torch.randn(4, 4), 0.1, 0, torch.qint8)
+    assert G.storage_parts(q) == ([(("cpu", q.untyped_storage().data_ptr()), 16, 16)], "")
+
+
+def test_per_channel_scales_counted_inside_subclasses_or_the_size_is_unknown():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    qc = torch.quantize_per_channel(torch.randn(4, 4), torch.rand(4) + 0.1, torch.zeros(4, dtype=torch.long),
+                                    0, torch.qint8)
+    t = TwoTensor(qc, qc)
+    for _ in range(2):
+        t = TwoTensor(t, t)
+    parts, why = G.storage_parts(t)  # qc three levels down: data, scales and zero points, 8 times over
+    assert why == "" and len(parts) == 24
+    assert sum(b for _, b in {key: nbytes for key, nbytes, _ in parts}.items()) == 16 + 4 * 8 + 4 * 8
+    parts, why = G.storage_parts(TwoTensor(t, t))  # four levels down: its scales would be a fifth
+    assert parts is None and why == "Tensor nested too deep"
+
+
+def test_a_non_strided_subclass_without_readable_parts_is_unknown_by_its_layout():
+    class SparseOpaque(torch.Tensor):
+        @staticmethod
+        def __new__(cls, size):
+            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32, layout=torch.sparse_coo)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError  # its indices cannot be read
+
+    assert G.storage_parts(SparseOpaque((4, 4))) == (None, "torch.sparse_coo layout")
+
+
+def test_a_subclass_that_cannot_count_its_elements_shows_its_whole_storage():
+    class NoNumel(torch.Tensor):
+        def numel(self):
+            raise RuntimeError("numel of a symbolic size")
+
+    t = torch.randn(10).as_subclass(NoNumel)
+    assert G.storage_parts(t) == ([(("cpu", t.untyped_storage().data_ptr()), 40, 40)], "")

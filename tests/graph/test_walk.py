@@ -1,14 +1,10 @@
 """Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved tensors,
-no references kept, torchviz parity) and guard_deep_free."""
+no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py."""
 
 from __future__ import annotations
 
 import gc
-import os
-import subprocess
 import sys
-import textwrap
-import threading
 import weakref
 from collections import Counter
 
@@ -20,9 +16,6 @@ from cudamagic.graph import model as M
 from cudamagic.graph import walk as G
 
 from .common import magic
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
 
 def test_walk_small_graph_structure():
     x = torch.randn(3, requires_grad=True)
@@ -66,32 +59,6 @@ def test_per_use_parameter_nodes_and_shared_params():
     assert len(G.walk([("", h)], shared_params=True).edges) < len(per_use.edges)
 
 
-def test_chain_of_100k_ops_walks_iteratively():
-    result = {}
-
-    def body():  # a big C stack: freeing a 100k-deep graph recurses in PyTorch's C++ (pytorch#109948)
-        x = torch.randn(2, requires_grad=True)
-        z = x
-        for _ in range(100_000):
-            z = z.sin()
-        gr = G.walk([("z", z)])
-        view, notes, fits = draw.choose_view(gr, None, True, 2500)
-        result.update(n=len(gr.nodes), ops=gr.op_counts()["SinBackward0"], view=view, fits=fits)
-        del z, x
-
-    old = threading.stack_size(512 * 1024 * 1024)
-    try:
-        t = threading.Thread(target=body)
-        t.start()
-        t.join()
-    finally:
-        threading.stack_size(old)
-    assert result["n"] == 100_003 and result["ops"] == 100_000
-    assert result["fits"]
-    runs = result["view"].of_kind(M.RUN)
-    assert [(r.label, r.count) for r in runs] == [("SinBackward0", 100_000)]
-
-
 def test_custom_function_with_none_and_freed_saved_tensors():
     class Scale(torch.autograd.Function):
         @staticmethod
@@ -123,6 +90,7 @@ def test_builtin_saved_tensors_after_backward_are_marked_freed():
     saved = gr.of_kind(M.SAVED)
     assert {n.label for n in saved} == {"self (freed by backward)", "other (freed by backward)"}
     assert all(n.freed for n in saved)
+    assert [(n.label, n.freed) for n in gr.of_kind(M.BACKWARD)] == [("SumBackward0", False), ("MulBackward0", True)]
     assert "freed by backward" in dot.to_dot(gr)
 
 
@@ -177,34 +145,6 @@ def test_saved_view_shows_its_own_bytes_and_the_storage_it_keeps(ip):
     assert "saves 5.0 KiB of views" in r.dot and "keeps 350.0 KiB of storage alive" in r.dot
 
 
-def test_freeing_a_walked_100k_chain_does_not_crash_the_process():
-    code = textwrap.dedent("""
-        import torch
-        from cudamagic.graph import walk as G
-        x = torch.randn(2, requires_grad=True)
-        z = x
-        for _ in range(100_000):
-            z = z * 1.0001
-        gr = G.walk([("z", z)])
-        del z, x       # freeing the visited chain recursed past the 8 MiB stack: SIGSEGV
-        print("alive", len(gr.nodes))
-    """)
-    env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=env, preexec_fn=_default_stack)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "alive 100003" in proc.stdout
-
-
-def _default_stack():
-    """In the child: the usual 8 MiB main-thread stack (the crash does not show with a bigger one)."""
-    import resource
-
-    hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
-    soft = 8 * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_STACK, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
-
-
 class _FakeResource:
     RLIMIT_STACK = 3
     RLIM_INFINITY = -1
@@ -252,4 +192,216 @@ def test_guard_deep_free_raises_the_stack_limit_or_warns(monkeypatch):
     monkeypatch.delitem(sys.modules, "resource")
     assert G.guard_deep_free(1_000) == ""
     note = G.guard_deep_free(5_000)
-    assert "5000 autograd nodes" in note and "cannot be raised" in note and "2,000 chained ops" in note
+    assert "5000 autograd nodes" in note and "cannot be raised" in note
+    assert "Keep graphs you draw under about 2,000 chained ops, or restart the kernel" in note
+
+def test_walk_records_each_node_and_edge_with_its_module_call():
+    """Every field the views and renderers read: kinds, labels, tensor metadata, the innermost module call
+    (the Net's own op is in call 0, the op after the call in none), saved bytes (torch's storage sizes)."""
+    from cudamagic.graph.capture import ModuleCallRecorder
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.lin(x).relu()  # AddmmBackward0 and TBackward0 in net.lin, ReluBackward0 in net itself
+
+    net, x = Net(), torch.randn(4, 3)
+    rec = ModuleCallRecorder()
+    with rec:
+        out = net(x)
+    y, v = out.sum(), out[1]
+    calls, starts, ends = rec.resolve({id(net): "net", id(net.lin): "net.lin"})
+    assert [c.path for c in calls] == ["net", "net.lin"]
+    names = {id(net.lin.weight): "net.lin.weight", id(net.lin.bias): "net.lin.bias"}
+    gr = G.walk([("y", y), ("", v)], tensor_names=names, calls=calls, call_starts=starts, call_ends=ends,
+                shared_params=True)
+    got = [(n.id, n.kind, n.label, n.shape, n.dtype, n.device, n.call, n.saved_bytes) for n in gr.nodes]
+    assert got == [
+        ("n0", M.OUTPUT, "y", (), "float32", "cpu", None, 0),
+        ("n1", M.BACKWARD, "SumBackward0", None, "", "", None, 0),
+        ("n2", M.BACKWARD, "ReluBackward0", None, "", "", 0, out.untyped_storage().nbytes()),
+        ("n3", M.BACKWARD, "AddmmBackward0", None, "", "", 1, x.untyped_storage().nbytes()),
+        ("n4", M.ACCUMULATE, "AccumulateGrad", None, "", "", 1, 0),
+        ("n5", M.BACKWARD, "TBackward0", None, "", "", 1, 0),
+        ("n6", M.ACCUMULATE, "AccumulateGrad", None, "", "", 1, 0),
+        ("n7", M.PARAM, "net.lin.weight", (2, 3), "float32", "cpu", 1, 0),
+        ("n8", M.PARAM, "net.lin.bias", (2,), "float32", "cpu", 1, 0),
+        ("n9", M.OUTPUT, "output", (2,), "float32", "cpu", None, 0),
+        ("n10", M.BACKWARD, "SelectBackward0", None, "", "", None, 0),
+        ("n11", M.BASE, "output (base)", (4, 2), "float32", "cpu", None, 0),
+    ]
+    assert [(e.src, e.dst, e.kind) for e in gr.edges] == [
+        ("n1", "n0", M.TO_OUTPUT), ("n2", "n1", M.GRAD), ("n3", "n2", M.GRAD), ("n4", "n3", M.GRAD),
+        ("n5", "n3", M.GRAD), ("n6", "n5", M.GRAD), ("n7", "n6", M.VARIABLE), ("n8", "n4", M.VARIABLE),
+        ("n10", "n9", M.TO_OUTPUT), ("n11", "n9", M.VIEW), ("n2", "n11", M.TO_OUTPUT), ("n2", "n10", M.GRAD)]
+    assert [(s.name, s.nbytes) for s in gr.node("n2").saved] == [("result", 32)]
+    assert gr.saved_bytes_total == 32 + 48 and gr.notes == [] and gr.view == "full"
+
+
+def test_output_and_leaf_labels_dtypes_and_names():
+    a = torch.randn(5, dtype=torch.float64, requires_grad=True)   # unnamed leaf
+    b = torch.randn(5, requires_grad=True)                        # a name without a dot: a leaf, not a param
+    out = (a * 2).sum() + b.sum()
+    gr = G.walk([("", out)], tensor_names={id(out): "total", id(b): "b"})
+    assert gr.labels(M.OUTPUT) == ["total"]
+    assert sorted(gr.labels(M.LEAF)) == ["(leaf)", "b"] and gr.labels(M.PARAM) == []
+    assert {n.label: n.dtype for n in gr.of_kind(M.LEAF)} == {"(leaf)": "float64", "b": "float32"}
+    assert gr.of_kind(M.OUTPUT)[0].dtype == "float64" and gr.of_kind(M.OUTPUT)[0].shape == ()
+    assert G.walk([("", out)]).labels(M.OUTPUT) == ["output"]
+
+
+def test_module_calls_bisect_to_the_innermost_enclosing_call():
+    """_call_of on hand-made intervals: nested, siblings, gaps, and an index past every call."""
+    calls = [M.ModuleCall(0, "a", "A", None, 1), M.ModuleCall(1, "a.b", "B", 0, 2),
+             M.ModuleCall(2, "a.c", "C", 0, 2), M.ModuleCall(3, "d", "D", None, 1)]
+    starts, ends = [0, 2, 5, 10], [9, 4, 7, 12]
+
+    class Fn:
+        def __init__(self, seq):
+            self.seq = seq
+
+        def _sequence_nr(self):
+            return self.seq
+
+    where = {seq: G._call_of(Fn(seq), calls, starts, ends) for seq in range(14)}
+    assert where == {0: 0, 1: 0, 2: 1, 3: 1, 4: 0, 5: 2, 6: 2, 7: 0, 8: 0, 9: None, 10: 3, 11: 3, 12: None,
+                     13: None}
+    assert G._call_of(Fn(3), [], [], []) is None
+
+
+def test_walk_pauses_the_cyclic_gc_and_restores_it(monkeypatch):
+    seen = []
+    real = G._walk
+
+    def spy(outputs, **kw):
+        seen.append(gc.isenabled())
+        return real(outputs, **kw)
+
+    monkeypatch.setattr(G, "_walk", spy)
+    y = (torch.randn(3, requires_grad=True) * 2).sum()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        G.walk([("y", y)])
+        assert gc.isenabled()
+        gc.disable()
+        G.walk([("y", y)])
+        assert not gc.isenabled()  # a user who turned it off keeps it off
+    finally:
+        (gc.enable if was else gc.disable)()
+    assert seen == [False, False]
+
+
+def test_walk_asks_the_deep_free_guard_with_the_autograd_node_count(monkeypatch):
+    asked = []
+    monkeypatch.setattr(G, "guard_deep_free", lambda n: asked.append(n) or "the guard's note")
+    x = torch.randn(3, requires_grad=True)
+    gr = G.walk([("y", (x * x.exp()).sum())], notes=["given"], shared_params=True)
+    assert asked == [4]  # SumBackward0, MulBackward0, ExpBackward0, AccumulateGrad; not the 2 tensors
+    assert gr.notes == ["given", "the guard's note"]
+
+
+@pytest.mark.parametrize("value, shown", [
+    ("x" * 50, "x" * 50),
+    ("x" * 51, "x" * 49 + "…"),
+    ("<Gen object at 0x7f3a2b4c5d60>", "<Gen object at 0x…>"),
+    (3, "3"),
+])
+def test_saved_attribute_text_is_short_and_has_no_addresses(value, shown):
+    assert G._short(value) == shown
+
+
+def test_saved_attributes_shown_on_request_and_cut_at_50_characters():
+    x = torch.randn(*([1] * 15), 100, requires_grad=True)   # str of its 16 sizes: exactly 50 characters
+    z = torch.randn(*([1] * 16), 3, requires_grad=True)     # 17 sizes: 51 characters
+    plain = G.walk([("", x.sum(0, keepdim=True).pow(3).sum())])
+    assert all(n.attrs == () for n in plain.of_kind(M.BACKWARD))
+    gr = G.walk([("", x.sum(0, keepdim=True).pow(3).sum() + z.sum())], show_attrs=True)
+    attrs = [dict(n.attrs) for n in gr.of_kind(M.BACKWARD)]
+    assert {"exponent": "3"} in attrs
+    assert {"dim": "(0,)", "keepdim": "True", "self_sym_sizes": str(tuple(x.shape))} in attrs
+    assert {"self_sym_sizes": str(tuple(z.shape))[:49] + "…"} in attrs
+
+
+def test_guard_deep_free_thresholds_and_the_stack_it_asks_for(monkeypatch):
+    mib = 1024 * 1024
+
+    def guard(n, res):
+        monkeypatch.setitem(sys.modules, "resource", res)  # platform.raise_stack_limit reads it
+        return G.guard_deep_free(n)
+
+    res = _FakeResource(8 * mib, -1)
+    assert guard(10_000, res) == "" and res.limits == (8 * mib, -1)  # at the threshold: nothing asked
+    assert guard(10_001, res) == "" and res.limits == (8 * mib + 10_001 * 512, -1)
+    res = _FakeResource(8 * mib, -1)
+    assert guard(200_000, res) == "" and res.limits == (8 * mib + 200_000 * 512, -1)  # exactly what it needs
+    res = _FakeResource(8 * mib, -1)
+    note = guard(300_000, res)  # would need 154 MiB: raised to the 120 MiB cap, and the user is told
+    assert res.limits == (120 * mib, -1)
+    assert note.startswith("This graph has 300000 autograd nodes")
+    assert "the stack limit can be raised only to 120 MiB" in note
+    assert "Keep graphs you draw under about 200,000 chained ops, or restart the kernel" in note
+    # a main stack smaller than 8 MiB: fewer nodes already need it (4 MiB / 512 B = 8192)
+    res = _FakeResource(4 * mib, 4 * mib)
+    assert guard(8_192, res) == ""
+    note = guard(8_193, res)
+    assert "8193 autograd nodes" in note and "raised only to 4 MiB" in note
+
+
+def test_graph_model_lookups_by_id_kind_and_edge():
+    x = torch.randn(3, requires_grad=True)
+    w = torch.randn(3, requires_grad=True)
+    y = (x * w).sum()
+    gr = G.walk([("y", y), ("v", y.view(1))], tensor_names={id(x): "x", id(w): "w"}, shared_params=True,
+                show_saved=True)
+    assert gr.node("n2").label == "MulBackward0" and gr.node("n2s1").kind == M.SAVED
+    with pytest.raises(KeyError, match="n99"):
+        gr.node("n99")
+    assert gr.labels() == ["y", "SumBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad", "w", "x", "v",
+                           "ViewBackward0", "v (base)", "other", "self"]
+    assert gr.labels(M.OUTPUT, M.BASE) == ["y", "v", "v (base)"]
+    assert [n.id for n in gr.of_kind(M.LEAF, M.SAVED)] == ["n5", "n6", "n2s0", "n2s1"]
+    assert gr.of_kind() == []
+    assert gr.inputs_of("n2") == ["n3", "n4"]
+    assert gr.inputs_of("n7") == ["n8", "n9"] and gr.inputs_of("n7", M.VIEW) == ["n9"]
+    assert gr.inputs_of("n7", M.TO_OUTPUT) == ["n8"] and gr.inputs_of("n0", M.GRAD) == []
+    # structure without ids: grad, variable and output edges only (not view or saved edges)
+    assert gr.label_edges() == Counter({("SumBackward0", "y"): 1, ("MulBackward0", "SumBackward0"): 1,
+                                        ("AccumulateGrad", "MulBackward0"): 2, ("w", "AccumulateGrad"): 1,
+                                        ("x", "AccumulateGrad"): 1, ("ViewBackward0", "v"): 1,
+                                        ("SumBackward0", "v (base)"): 1, ("SumBackward0", "ViewBackward0"): 1})
+    assert gr.label_edges(kinds=(M.VIEW, M.SAVED_EDGE)) == Counter({("v (base)", "v"): 1, ("MulBackward0", "other"): 1,
+                                                                  ("MulBackward0", "self"): 1})
+    assert gr.op_counts() == Counter({"SumBackward0": 1, "MulBackward0": 1, "AccumulateGrad": 2,
+                                      "ViewBackward0": 1})
+
+
+def test_op_counts_add_the_ops_folded_into_runs_and_calls_have_titles():
+    nodes = [M.GraphNode("n1", M.BACKWARD, "SinBackward0"),
+             M.GraphNode("r0", M.RUN, "SinBackward0 x 7", attrs=(("SinBackward0", "7"), ("CosBackward0", "2"))),
+             M.GraphNode("m2", M.MODULE, "enc (Linear)"),
+             M.GraphNode("n3", M.ACCUMULATE, "AccumulateGrad")]
+    gr = M.AutogradGraph(nodes, [])
+    assert gr.op_counts() == Counter({"SinBackward0": 8, "CosBackward0": 2, "AccumulateGrad": 1})
+    assert M.ModuleCall(0, "model.enc", "Linear", None, 1).title == "model.enc (Linear)"
+    assert M.ModuleCall(1, "", "Linear", 0, 2).title == "Linear"
+
+
+def test_custom_function_whose_ctx_has_a_variable_attribute_is_not_a_leaf():
+    class Keep(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.variable = a  # a user's own attribute, as AccumulateGrad.variable is named
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.randn(3, requires_grad=True)
+    gr = G.walk([("y", Keep.apply(x * 1).sum())], tensor_names={id(x): "x"}, shared_params=True)
+    assert gr.labels(M.BACKWARD) == ["SumBackward0", "KeepBackward", "MulBackward0"]
+    assert gr.labels(M.LEAF) == ["x"] and gr.labels(M.ACCUMULATE) == ["AccumulateGrad"]

@@ -109,3 +109,36 @@ def test_nvml_call_raising_anything_still_renders(fake_nvml):
     t = r.facts["gpus"][0]["temperature.gpu"]
     assert is_na(t) and "weird binding failure" in t.reason
     assert "weird binding failure" in r._repr_html_()
+
+
+def test_nvcc_runs_while_everything_else_is_read(fake_nvml, monkeypatch):
+    """`nvcc -V` (the one subprocess) starts first and its answer is taken last: the environment, read last of the
+    rest, is read while it still runs; the facts are the same, section for section, as collect_facts gives."""
+    import threading
+
+    from cudamagic.info import facts as facts_mod
+
+    fake_nvml("two_gpus_f03")
+    env_read, seen = threading.Event(), {}
+    real_nvcc, real_env = facts_mod.nvcc_info, facts_mod._env_facts
+
+    def nvcc_waiting_for_the_rest(path, timeout_s):
+        seen["rest read while nvcc ran"] = env_read.wait(timeout=5)
+        return real_nvcc(path, timeout_s=timeout_s)
+
+    def env_facts(env):
+        out = real_env(env)
+        env_read.set()
+        return out
+
+    monkeypatch.setattr(facts_mod, "nvcc_info", nvcc_waiting_for_the_rest)
+    monkeypatch.setattr(facts_mod, "_env_facts", env_facts)
+    env = {"PATH": "/usr/local/bin:/usr/bin", "CUDA_VISIBLE_DEVICES": "1"}
+    report = collect(env=env)
+    assert seen == {"rest read while nvcc ran": True}
+    monkeypatch.setattr(facts_mod, "nvcc_info", real_nvcc)
+    plain = collect_facts(env=env)
+    assert list(report.facts) == list(plain) == ["python", "torch", "driver", "toolkit", "gpus", "mapping", "env",
+                                                  "cuda_visible_devices"]
+    assert report.facts["toolkit"] == plain["toolkit"] and report.facts["mapping"] == plain["mapping"]
+    assert [g["cuda_ordinal"] for g in report.facts["gpus"]] == [g["cuda_ordinal"] for g in plain["gpus"]]

@@ -10,6 +10,7 @@ import pytest
 from cudamagic.core import nvml
 from cudamagic.info import facts as envinfo
 from cudamagic.info import health
+from cudamagic.info.findings import findings
 from tests import fake_nvml as fm
 
 MIB = 1024 ** 2
@@ -50,7 +51,7 @@ def test_e02_lost_gpu_is_an_error_without_ordinal_and_not_a_different_model(ip, 
     facts = envinfo.collect_facts()
     facts["torch"].update(cuda_build="12.4", variant="cu124", cuda_available=True, device_count=1,
                           arch_list=["sm_80", "sm_86", "sm_90"])
-    found = envinfo.findings(facts)
+    found = findings(facts)
     assert "gpu-lost" in _ids(found) and found[-1].title == "Verdict: action needed"
 
 

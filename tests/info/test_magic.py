@@ -177,3 +177,17 @@ def test_html_is_excluded_from_math_typesetting(ip, fake_nvml, monkeypatch):
     monkeypatch.setenv("CUDA_HOME", "$HOME/cuda and $5")
     html = ip.run_line_magic("cudainfo", "")._repr_html_()
     assert html.startswith('<div class="cudamagic mathjax_ignore cm-info">')
+
+
+def test_first_cudainfo_loads_no_width_tables():
+    """The first %cudainfo of a process (HTML and text) measures its ASCII labels without importing wcwidth, whose
+    tables cost more to load than the whole report (issue 14); a non-ASCII width still loads and uses it."""
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
+            "r = ip.run_line_magic('cudainfo', '')\nhtml, text = r._repr_html_(), r.to_text()\n"
+            "print('AFTER_REPORT', 'wcwidth' in sys.modules, 'GPUs seen by NVML' in text)\n"
+            "from cudamagic.core.fmt import display_width\n"
+            "print('WIDE', display_width('训练'), 'wcwidth' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "AFTER_REPORT False True" in out.stdout and "WIDE 4 True" in out.stdout, out.stdout

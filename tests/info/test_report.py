@@ -147,3 +147,22 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
         assert len(set(columns)) == 1, list(zip(columns, block))
         assert columns[0] > 4 + max(display_width(lb) for lb in labels if any(ln[4:].startswith(lb) for ln in block))
         assert all(display_width(ln) <= TEXT_WIDTH for ln in block)
+
+
+def test_outside_text_cannot_drive_the_terminal(fake_nvml):
+    """Environment values, paths and NVML names come from outside: an ESC sequence, a newline or a bidi control in
+    them is shown escaped in the text report, never sent to the terminal (nor able to forge a report line)."""
+    fake_nvml("mig")
+    f = collect_facts(env={"CUDA_VISIBLE_DEVICES": "0\x1b[2J", "CUDA_HOME": "/opt/cuda\nFAKE: all good"})
+    f["torch"]["file"] = "/home/u/\u202eyp.hcrot/torch/__init__.py"
+    f["gpus"][0]["name"] = "NVIDIA A100\x1b]0;pwned\x07"
+    mig = f["gpus"][0]["mig_devices"]
+    assert mig, "the 'mig' scenario lists MIG instances"
+    mig[0]["uuid"] = "MIG-1\x1b[31m"
+    from cudamagic.info.report import CudaInfoReport
+    text = CudaInfoReport(f, findings(f)).to_text()
+    assert not any(c in text for c in "\x1b\x07\u202e"), repr(text)
+    assert "0\\x1b[2J" in text and "\\x1b]0;pwned\\x07" in text and "MIG-1\\x1b[31m" in text
+    assert "\\u202eyp.hcrot" in text
+    assert not any(line.lstrip().startswith("FAKE:") for line in text.splitlines())
+    assert "/opt/cuda\\x0aFAKE: all good" in text
