@@ -55,6 +55,8 @@ MODULES = {
                                  "tests/cuda/test_printed_errors.py", "tests/cuda/test_windows.py",
                                  "tests/explain/test_catalogue.py"],
     "cudamagic/cuda/link.py": ["tests/cuda/test_link_messages.py"],
+    "cudamagic/cuda/run.py": ["tests/cuda/test_run_program.py", "tests/cuda/test_printed_errors.py",
+                              "tests/cuda/test_errors.py", "tests/cuda/test_windows.py"],
     "cudamagic/watch/prometheus.py": ["tests/watch/test_prometheus_client.py", "tests/watch/test_prometheus.py",
                                       "tests/watch/test_cluster.py"],
     "cudamagic/explain/match.py": ["tests/explain/test_match.py"],

@@ -79,7 +79,8 @@ def printed_cuda_error(line: str) -> bool:
 
 @dataclass
 class RunResult:
-    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output lines)."""
+    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output lines),
+    ``watched`` (the lines that matched ``run_program``'s ``watch``, without their line end)."""
 
     returncode: int
     elapsed_s: float
@@ -165,11 +166,11 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
                     continue
                 count += 1
                 if watch is not None and watch.search(text):
-                    watched.append(text.rstrip("\n"))
+                    watched.append(text.rstrip())
                 if printed_cuda_error(text):
                     printed.append(text.strip()[:300])
                 if name == "err":
-                    tail = (tail + [text.rstrip("\n")])[-5:]
+                    tail = (tail + [text.rstrip()])[-5:]
                 if name != chunk_name:
                     _write(chunk_name, chunk, out, err)
                     chunk_name, chunk = name, []
@@ -218,8 +219,7 @@ def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from="-
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
         raise CudaProgramError(timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True)
-    failed = cuda_errors or rc != 0
-    seen = cuda_errors + printed if failed else []
+    seen = cuda_errors + printed  # the exit check's error first; only read for a failed exit below
     cuda = f" {_as_cuda_error(seen[0])}" if seen else ""
     if rc < 0:
         raise CudaProgramError(f"the program was killed by {_signal_name(-rc)}.{cuda}", returncode=rc,
