@@ -36,6 +36,13 @@ def test_rocm_build_is_not_called_cpu_only(fake_nvml):
     assert "cpu-only-build" in ids(cpu)
 
 
+def test_cpu_build_without_a_gpu_is_ready_for_the_cpu(fake_nvml):
+    found = findings(facts_for(fake_nvml, "no_driver", torch_facts("2.13.0+cpu")))
+    assert found[-1] == Finding("ok", "verdict", "Verdict: CPU only", "No NVIDIA GPU is visible here and this "
+                                "PyTorch build is CPU-only; code runs on the CPU.", "")
+    assert [f.severity for f in found if f.id == "nvml-unavailable"] == ["info"]
+
+
 def test_findings_run_rule_by_rule_and_end_with_the_verdict(fake_nvml):
     f = facts_for(fake_nvml, "two_gpus_f03", torch_facts("2.0.0+cu117", "11.7", False, 2, ["sm_75", "sm_80"]),
                   env={"CUDA_VISIBLE_DEVICES": "0,5"})
@@ -125,7 +132,7 @@ def test_minor_compatibility_needs_a_known_major_and_a_readable_driver():
     ("8.0", ["sm_70", "sm_75"], False),           # a cubin never crosses majors
     ("8.0", ["compute_7"], False),                # unreadable names are skipped
     ("8.0", ["lto_80", "sm_80x1"], False),
-    ("8.0", ["sm_80", "garbage"], True),
+    ("8.0", ["garbage", "sm_80"], True),         # ... and the names after them still count
     ("8.0", None, False), ("8.0", [], False),
     ("unknown", ["sm_50"], True),                 # an unreadable cc is not blamed
     ("10.0", ["sm_100"], True), ("10.0", ["sm_90", "compute_90"], True), ("10.0", ["sm_90"], False),

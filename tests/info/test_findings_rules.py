@@ -138,12 +138,13 @@ from cudamagic.info.findings import _cuda_unavailable_rules, _mig_rules, _verdic
 def test_mig_mode():
     gpus = [{"index": 0, "mig.mode.current": "Enabled", "mig_devices": [{}, {}, {}]},
             {"index": 1, "mig.mode.current": "Enabled", "mig_devices": NA("not supported", "not_supported")},
-            {"index": 2, "mig.mode.current": "Disabled"}, {"index": 3}]
+            {"index": 2, "mig.mode.current": "Disabled"}, {"index": 3},
+            {"index": 4, "mig.mode.current": "Enabled"}, {"index": 5, "mig.mode.current": "Enabled", "mig_devices": None}]
     assert _mig_rules(basis(gpus=gpus)) == [
         Finding("info", "mig", f"GPU {i} is in MIG mode ({n} instance(s))",
                 "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
                 "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)")
-        for i, n in ((0, 3), (1, 0))]
+        for i, n in ((0, 3), (1, 0), (4, 0), (5, 0))]
 
 
 def _cvd(b, hides_all=False, set_=True):
