@@ -22,7 +22,8 @@ def basis(smi=(), on_path=NOT_ON_PATH, nvml=(), lib=NA("not loaded", "not_availa
           nvml_ok=True, gpus=(), windows=True):
     win = {"nvidia-smi": [dict(c) for c in smi], "nvidia-smi on PATH": on_path, "nvml": [dict(c) for c in nvml]}
     facts = {"windows": win} if windows else {}
-    drv = {"status": "ok" if nvml_ok else NA("no driver", "no_driver"), "driver_version": running,
+    see = NA("NVML not available: see NVML status", "no_driver")  # what nvml.system_info gives without NVML
+    drv = {"status": "ok" if nvml_ok else NA("no driver", "no_driver"), "driver_version": running if nvml_ok else see,
            "nvml_library": lib}
     return _Basis(facts=facts, t={}, drv=drv, tk={}, gpus=list(gpus), cvd={}, nvml_ok=nvml_ok, n_gpus=len(gpus),
                   driver_cuda=None, build=None, cpu_only=False)
