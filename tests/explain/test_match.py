@@ -153,3 +153,35 @@ def test_explain_message_of_an_empty_error_is_empty(monkeypatch):
 def test_entry_by_id():
     assert match.entry_by_id("cuda-oom").id == "cuda-oom"
     assert match.entry_by_id("no-such-entry") is None
+
+
+def test_applies_sees_the_match_and_the_scene_and_false_passes_the_error_on(monkeypatch):
+    """An entry's ``applies(match, scene)`` decides between entries sharing a message (the DataLoader worker box
+    under spawn and under fork): it gets the real match and the scene explain() was given; False hands the error
+    to the next matching entry; no ``applies`` always applies; a failing check keeps the entry."""
+    base = match.entry_by_id("grad-not-scalar")
+    calls = []
+
+    def only_under(method):
+        def applies(found, scene):
+            calls.append((found.group("what"), scene))
+            return scene == method
+        return applies
+
+    spawn = dataclasses.replace(base, id="under-spawn", types=("RuntimeError",), patterns=(r"fake: (?P<what>\w+)",),
+                                applies=only_under("spawn"), context=None)
+    other = dataclasses.replace(spawn, id="any-method", applies=None)
+    monkeypatch.setattr(catalogue, "CATALOGUE", [spawn, other])
+    assert explain(RuntimeError("fake: worker"), "spawn").entry.id == "under-spawn"
+    assert calls == [("worker", "spawn")]
+    assert explain(RuntimeError("fake: worker"), "fork").entry.id == "any-method"
+    assert explain(RuntimeError("fake: worker")).entry.id == "any-method"  # no scene: not "spawn"
+    assert calls[1:] == [("worker", "fork"), ("worker", None)]
+    assert match.find_entry(RuntimeError("fake: worker"), "spawn")[0].id == "under-spawn"
+
+    def broken(found, scene):
+        raise AttributeError("scene without start method")
+    monkeypatch.setattr(catalogue, "CATALOGUE", [dataclasses.replace(spawn, applies=broken), other])
+    assert explain(RuntimeError("fake: worker"), "fork").entry.id == "under-spawn"
+    monkeypatch.setattr(catalogue, "CATALOGUE", [dataclasses.replace(spawn, applies=lambda f, s: 0), other])
+    assert explain(RuntimeError("fake: worker"), "spawn").entry.id == "any-method"  # a falsy answer is False
