@@ -15,8 +15,8 @@ from tests.info.factsets import facts_for, ids, torch_facts
 
 
 def test_no_pytorch_is_an_error_with_the_import_failure_and_the_install_command(fake_nvml):
-    f = facts_for(fake_nvml, "one_gpu", {"installed": False,
-                                         "error": NA("PyTorch is not importable (ModuleNotFoundError)", "not_installed")})
+    missing = NA("PyTorch is not importable (ModuleNotFoundError)", "not_installed")
+    f = facts_for(fake_nvml, "one_gpu", {"installed": False, "error": missing})
     found = findings(f)
     assert found[0] == Finding("error", "torch-missing", "PyTorch is not installed in this kernel",
                                "PyTorch is not importable (ModuleNotFoundError)",

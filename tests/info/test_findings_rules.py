@@ -139,7 +139,8 @@ def test_mig_mode():
     gpus = [{"index": 0, "mig.mode.current": "Enabled", "mig_devices": [{}, {}, {}]},
             {"index": 1, "mig.mode.current": "Enabled", "mig_devices": NA("not supported", "not_supported")},
             {"index": 2, "mig.mode.current": "Disabled"}, {"index": 3},
-            {"index": 4, "mig.mode.current": "Enabled"}, {"index": 5, "mig.mode.current": "Enabled", "mig_devices": None}]
+            {"index": 4, "mig.mode.current": "Enabled"},
+            {"index": 5, "mig.mode.current": "Enabled", "mig_devices": None}]
     assert _mig_rules(basis(gpus=gpus)) == [
         Finding("info", "mig", f"GPU {i} is in MIG mode ({n} instance(s))",
                 "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",

@@ -39,7 +39,8 @@ LISTING = (f"{TMP_SMI} (driver {OLD}); {NEW_SMI} (driver {RUNNING}); {OLD_SMI} (
 
 def stale(listing, n, fix, version=OLD):
     return Finding(
-        "warning", "nvidia-smi-stale", f"The nvidia-smi.exe on PATH belongs to driver {version}, not the running {RUNNING}",
+        "warning", "nvidia-smi-stale",
+        f"The nvidia-smi.exe on PATH belongs to driver {version}, not the running {RUNNING}",
         f"{n} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An nvidia-smi from "
         "another driver can fail (\"Failed to initialize NVML: Driver/library version mismatch\") or report wrong "
         "figures.", fix)
