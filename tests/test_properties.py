@@ -100,7 +100,12 @@ def test_cuda_visible_devices_forms(good, bad, after, space):
            ["index" if p.isdigit() else ("mig" if p.startswith("MIG-") else "uuid") for p in good]
     assert r["invalid"] == bad
     assert r["ignored"] == (after if bad is not None else [])
-    assert r["hides_all"] == (not good)
+    # PyTorch's reading: within the leading run of the first entry's form, a repeated entry means no GPU
+    norm = [(("index", int(p)) if p.isdigit() else ("mig" if p.startswith("MIG-") else "uuid", p)) for p in good]
+    run = [n for i, n in enumerate(norm) if all(k[0] == norm[0][0] for k in norm[:i + 1])]
+    repeats = [n[1] for i, n in enumerate(run) if n in run[:i]]
+    assert r["repeated"] == (repeats[0] if repeats else None)
+    assert r["hides_all"] == (not good or bool(repeats))
 
 
 @FAST
@@ -109,7 +114,7 @@ def test_cuda_visible_devices_never_raises(raw):
     r = facts.parse_cuda_visible_devices(raw)
     honoured = len(r["entries"]) + (1 if r["invalid"] is not None else 0) + len(r["ignored"])
     assert honoured <= len(raw.split(","))
-    assert r["hides_all"] == (not r["entries"])
+    assert r["hides_all"] == (not r["entries"] or r["repeated"] is not None)
 
 
 # ---- trace files ------------------------------------------------------------------------------

@@ -170,8 +170,7 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         visible = list(pci_order)
     else:
         visible = []
-        values = [e["value"] for e in cvd["entries"]]
-        repeated = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        repeated = cvd["repeated"]
         if repeated is not None:  # as torch.cuda._parse_visible_devices reads CUDA: no GPU at all
             for g in gpus:
                 g["cuda_ordinal"] = NA(f"hidden: CUDA_VISIBLE_DEVICES repeats {repeated}, so CUDA sees no GPU",

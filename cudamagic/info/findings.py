@@ -278,7 +278,9 @@ def _cvd_rules(b: _Basis) -> list:
     gpus, nvml_ok, n_gpus, cvd = b.gpus, b.nvml_ok, b.n_gpus, b.cvd
     if cvd["set"] and cvd["hides_all"]:
         out.append(Finding("warning", "cvd-hides-all", "CUDA_VISIBLE_DEVICES hides every GPU",
-                           f"CUDA_VISIBLE_DEVICES={cvd['raw']!r} leaves no device visible to CUDA.",
+                           f"CUDA_VISIBLE_DEVICES={cvd['raw']!r} leaves no device visible to CUDA"
+                           + (f": it repeats {cvd['repeated']}, and PyTorch reads a repeated entry as no GPU at all."
+                              if cvd.get("repeated") is not None else "."),
                            "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart "
                            "the kernel) or list the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0"))
     elif cvd["set"] and not nvml_ok and cvd["invalid"]:

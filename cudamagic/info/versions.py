@@ -92,11 +92,13 @@ def parse_cuda_visible_devices(value):
     Returns:
         dict: ``set`` (bool), ``raw``, ``entries`` (list of ``{"kind": "index"|"uuid"|"mig", "value": str|int}``
         that CUDA will honour, in order), ``ignored`` (entries after the first invalid one, which CUDA drops
-        silently), ``invalid`` (the first invalid entry or None), ``hides_all`` (bool: empty, ``-1``, or the first
-        entry invalid). A leading ``GPU-``/``MIG-`` prefix marks UUID forms; CUDA accepts unique UUID prefixes.
+        silently), ``invalid`` (the first invalid entry or None), ``repeated`` (the first entry repeated within the
+        leading run of one form, as PyTorch's ``torch.cuda._parse_visible_devices`` reads it, or None),
+        ``hides_all`` (bool: empty, ``-1``, the first entry invalid, or a repeat: PyTorch then sees no GPU).
+        A leading ``GPU-``/``MIG-`` prefix marks UUID forms; CUDA accepts unique UUID prefixes.
     """
     out = {"set": value is not None, "raw": value, "entries": [], "ignored": [], "invalid": None,
-           "hides_all": False}
+           "repeated": None, "hides_all": False}
     if value is None:
         return out
     parts = [p.strip() for p in value.split(",")]
@@ -116,6 +118,16 @@ def parse_cuda_visible_devices(value):
             out["ignored"] = parts[i + 1:]
             break
         out["entries"].append(entry)
-    if not out["entries"]:
+    # PyTorch (torch.cuda._parse_visible_devices) reads the leading run of entries of the first entry's form
+    # (indices, GPU- or MIG- UUIDs) and makes a repeat inside that run an empty set: no GPU at all
+    lead = []
+    for e in out["entries"]:
+        if e["kind"] != out["entries"][0]["kind"]:
+            break
+        if e["value"] in lead:
+            out["repeated"] = e["value"]
+            break
+        lead.append(e["value"])
+    if not out["entries"] or out["repeated"] is not None:
         out["hides_all"] = True
     return out

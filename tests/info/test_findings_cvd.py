@@ -89,3 +89,23 @@ def test_finding_to_dict():
     f = Finding("info", "x-id", "Title", "Cause.", "fix it")
     assert f.to_dict() == {"severity": "info", "id": "x-id", "title": "Title", "cause": "Cause.", "fix": "fix it"}
     assert Finding("ok", "a", "b", "c").to_dict()["fix"] == ""
+
+
+def test_a_repeated_entry_hides_every_gpu_and_is_named_as_the_cause():
+    """PyTorch reads a repeated CUDA_VISIBLE_DEVICES entry as an empty set: the user is told so, and
+    'CUDA could not initialise' (a driver problem) is not blamed for it."""
+    import dataclasses
+
+    from cudamagic.info.findings import _cuda_unavailable_rules
+    b = basis("0,0")
+    assert _cvd_rules(b) == [Finding(
+        "warning", "cvd-hides-all", "CUDA_VISIBLE_DEVICES hides every GPU",
+        "CUDA_VISIBLE_DEVICES='0,0' leaves no device visible to CUDA: it repeats 0, and PyTorch reads a repeated "
+        "entry as no GPU at all.",
+        "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart the kernel) or list "
+        "the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0")]
+    cuda_build = dataclasses.replace(b, t={"cuda_available": False}, build="12.4")
+    assert _cuda_unavailable_rules(cuda_build, []) == []
+    assert [f.id for f in _cuda_unavailable_rules(dataclasses.replace(cuda_build, cvd=parse_cuda_visible_devices("0,1")),
+                                                  [])] == ["cuda-unavailable"]
+    assert _cvd_rules(basis("-1"))[0].cause == "CUDA_VISIBLE_DEVICES='-1' leaves no device visible to CUDA."

@@ -70,3 +70,15 @@ def test_parse_cuda_visible_devices(raw, kinds, hides_all, invalid):
     assert [e["kind"] for e in r["entries"]] == kinds
     assert r["hides_all"] == hides_all
     assert r["invalid"] == invalid
+
+
+@pytest.mark.parametrize("raw, repeated", [
+    ("0,0", 0), ("2,2,0", 2), ("0,00", 0), ("1,0,1,x", 1), ("GPU-1111,GPU-2222,GPU-1111", "GPU-1111"),
+    ("MIG-a,MIG-a", "MIG-a"),
+    # PyTorch stops at the first entry of another form: a repeat after it is not read
+    ("0,GPU-1111,0", None), ("GPU-1111,0,GPU-1111", None), ("0,1", None), ("MIG-a,MIG-b", None), ("0,x,0", None),
+])
+def test_a_repeat_is_read_as_pytorch_reads_it(raw, repeated):
+    cvd = versions.parse_cuda_visible_devices(raw)
+    assert cvd["repeated"] == repeated
+    assert cvd["hides_all"] is (repeated is not None)
