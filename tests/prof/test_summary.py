@@ -677,3 +677,13 @@ def test_records_and_rows_are_plain_data():
     assert KernelRecord("k", "kernel", 0, 0, 1.0, 4.0).dur_us == 3.0 and StepRecord(0, 1.0, 3.0).dur_us == 2.0
     assert TableRow("a", "", 1, 1.0, 1.0, 100.0).launcher == ""
     assert list(DETAIL_HEADERS) == ["op", "shape", "module", "stack"]
+
+
+def test_a_thread_whose_only_nesting_is_a_redispatch_still_merges_it():
+    """The merge pass is skipped only when no parent shares its child's name: a thread holding nothing but
+    aten::sum inside aten::sum is one call (as key_averages() counts it), not two."""
+    us = 1000
+    evs = [KinetoEvent("aten::sum", T0, 50 * us), KinetoEvent("aten::sum", T0 + 10 * us, 30 * us)]
+    res = _build(_kineto_prof(evs), False, activities=("CPU",))
+    assert [(o.name, o.start_us) for o in res.ops] == [("aten::sum", 0.0)]
+    assert {r.name: r.calls for r in res.rows()}["aten::sum"] == 1
