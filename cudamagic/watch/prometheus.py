@@ -52,7 +52,11 @@ def parse_source(text: str) -> str:
         SourceURLError: another scheme, no host, credentials in the URL, a query string.
     """
     text = text.strip()
-    parts = urllib.parse.urlsplit(text)
+    try:
+        parts = urllib.parse.urlsplit(text)
+    except ValueError as exc:  # "Invalid IPv6 URL": an unbalanced [ or ]
+        raise SourceURLError(f"--source {text!r} is not a valid URL ({exc}); write an IPv6 address in brackets, "
+                             "e.g. `%gpuwatch --source prometheus://[::1]:9090`") from exc
     scheme = {"prometheus": "http", "prometheus+http": "http", "prometheus+https": "https", "http": "http",
               "https": "https"}.get(parts.scheme.lower())
     if scheme is None:

@@ -175,6 +175,8 @@ def test_slow_server_does_not_block_the_kernel_longer_than_the_timeout(stub, ip)
     ("--source prometheus://h:9090 --replay x.jsonl", r"--source and --replay cannot be combined"),
     ("--source prometheus://h:9090 --devices 0", r"choose hosts instead"),
     ("--source prometheus://h:9090 --hosts ,", r"names no host"),
+    ("--source prometheus://[::1", r"not a valid URL .*IPv6 address in brackets"),
+    ("--source prometheus://]", r"not a valid URL"),
 ])
 def test_usage_errors(ip, line, match):
     with pytest.raises(UsageError, match=match) as info:
