@@ -187,16 +187,20 @@ def test_watched_lines_reach_the_caller_on_success_and_failure():
 
 def test_interrupt_kills_the_program_and_says_so(capsys):
     import _thread
+    import signal
 
     out = io.StringIO()
+    # Ctrl-C as IPython gets it: Python's own SIGINT handler (a test runner such as mutmut may have set another)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
     try:
         start = time.monotonic()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt, match=r"^$"):
             run_program(_sh("echo $$; sleep 30"), out=out)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert time.monotonic() - start < 15  # killed, not waited for
     pid = int(out.getvalue())
     assert _gone(pid)
