@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import pytest
@@ -26,3 +27,25 @@ def fake_dot(tmp_path, monkeypatch, body: str):
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     return folder
+
+
+@functools.cache
+def _opaque_class():
+    import torch
+
+    class Opaque(torch.Tensor):
+        """A wrapper subclass with no readable storage: every operation on it raises."""
+        @staticmethod
+        def __new__(cls, size):
+            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            raise NotImplementedError
+
+    return Opaque
+
+
+def opaque(size):
+    """An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read (no dense guess possible)."""
+    return _opaque_class()(size)

@@ -9,6 +9,8 @@ import torch
 from cudamagic.graph import model as M
 from cudamagic.graph import walk as G
 
+from .common import opaque
+
 
 class Keep(torch.autograd.Function):
     """Saves the tensor it is given (any layout) next to its input."""
@@ -106,16 +108,7 @@ def test_subclasses_inner_tensors_or_unknown():
     assert _bytes(torch.randn(10).as_subclass(Plain)) == 40
     assert _bytes(TwoTensor(torch.randn(3), torch.randn(3))) == 24
 
-    class Opaque(torch.Tensor):
-        @staticmethod
-        def __new__(cls, size):
-            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32)
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            raise NotImplementedError
-
-    parts, why = G.storage_parts(Opaque((100,)))
+    parts, why = G.storage_parts(opaque((100,)))
     assert parts is None and "Opaque" in why  # never 400 B, a dense guess
 
 

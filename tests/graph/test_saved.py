@@ -16,6 +16,8 @@ from torch.utils.checkpoint import checkpoint
 from cudamagic.graph import model as M
 from cudamagic.graph import walk as G
 
+from .common import opaque
+
 
 def _storage_bytes(*tensors):
     """Bytes of the distinct storages behind ``tensors``, as torch reports them."""
@@ -264,17 +266,8 @@ def test_hooked_entries_show_the_tensor_they_hold_except_a_checkpoints():
 
 def test_every_unknown_saved_tensor_of_a_node_is_counted():
     """A pack hook returning a tensor subclass with no readable storage: each entry unknown, none guessed."""
-    class Opaque(torch.Tensor):
-        @staticmethod
-        def __new__(cls, size):
-            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32)
-
-        @classmethod
-        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-            raise NotImplementedError
-
     x = torch.randn(10, requires_grad=True)
-    with torch.autograd.graph.saved_tensors_hooks(lambda t: Opaque(t.shape), lambda p: None):
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: opaque(t.shape), lambda p: None):
         y = (x.exp() * x.sin()).sum()   # MulBackward0 saves both factors; Exp its result, Sin its input
     gr = G.walk([("y", y)], show_saved=True)
     by = _by_label(gr)
