@@ -3,6 +3,7 @@
 #               examples/*.ipynb for real, save the executed notebooks and HTML under examples/out/, print the
 #               %cudainfo report
 #   make test   the same set-up, then the whole test suite (what .ci/run runs)
+#   make lint   ruff: format check and lint (pyproject.toml)
 #   make lab    JupyterLab on examples/ (as root too)
 #   make bench  the benchmarks (ratios measured side by side)
 #   make mutation  mutation testing of the core modules (mutmut; slow, not part of make test): score per module
@@ -19,7 +20,7 @@ STAMP := $(VENV)/.cudamagic-installed
 TORCH_SPEC := $(VENV)/.cudamagic-torch
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup demo test lab bench mutation system-deps clean FORCE
+.PHONY: setup demo test lint lab bench mutation system-deps clean FORCE
 
 # The requested torch is written to a file that changes only when TORCH changes, so a new TORCH reinstalls.
 # pip counts any local build of a version as that version (torch==2.13.0 is met by 2.13.0+cpu and by
@@ -48,6 +49,11 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest -q
+
+# ruff: the format check and the lint rules configured in pyproject.toml
+lint: setup
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=examples $(LAB_ROOT)

@@ -1,8 +1,10 @@
 """Benchmark for issue 18 (``%%cuda``), measured side by side in one run on this machine.
 
-1. Overhead of ``%%cuda`` (cold cache: compile + run, output streamed) over calling nvcc on the same file and
+1. Overhead of ``%%cuda`` (cold cache: compile + run, output streamed) over calling nvcc on the same
+    file and
    running the program, alternated round by round. Goal: under 10 %.
-2. An unchanged re-run (the build comes from the cache: no nvcc call; the program still runs). Goal: under 100 ms.
+2. An unchanged re-run (the build comes from the cache: no nvcc call; the program still runs). Goal:
+    under 100 ms.
    Shown beside the time of just starting the compiled program, which is the floor.
 
 Each figure is the median of several runs. Usage: python benchmarks/bench_cuda.py [--runs N]
@@ -58,7 +60,9 @@ def main():
     magic, plain, rerun, floor = [], [], [], []
     sink = io.StringIO()
     with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
-        ip.run_cell_magic("cuda", "", cell)  # warm: nvcc -V and --list-gpu-arch are read once per session
+        ip.run_cell_magic(
+            "cuda", "", cell
+        )  # warm: nvcc -V and --list-gpu-arch are read once per session
         for i in range(a.runs):
             ip.run_line_magic("cuda", "--clear-cache")
             t = time.perf_counter()
@@ -80,10 +84,14 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     m, p = statistics.median(magic), statistics.median(plain)
     r, fl = statistics.median(rerun), statistics.median(floor)
-    print(f"%%cuda compile+run (cold cache): {m * 1000:.0f} ms   nvcc + run: {p * 1000:.0f} ms   "
-          f"overhead {100 * (m / p - 1):+.1f} %  (goal < 10 %)  [median of {a.runs}]")
-    print(f"%%cuda unchanged re-run: {r * 1000:.1f} ms  (goal < 100 ms)   running the program alone: "
-          f"{fl * 1000:.1f} ms   [median of {len(rerun)}]")
+    print(
+        f"%%cuda compile+run (cold cache): {m * 1000:.0f} ms   nvcc + run: {p * 1000:.0f} ms   "
+        f"overhead {100 * (m / p - 1):+.1f} %  (goal < 10 %)  [median of {a.runs}]"
+    )
+    print(
+        f"%%cuda unchanged re-run: {r * 1000:.1f} ms  (goal < 100 ms)   running the program alone: "
+        f"{fl * 1000:.1f} ms   [median of {len(rerun)}]"
+    )
     return 0
 
 

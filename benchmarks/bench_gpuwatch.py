@@ -1,11 +1,15 @@
-"""Benchmark for %gpuwatch (issues 3 and 14). Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
+"""Benchmark for %gpuwatch (issues 3 and 14). Run: ``python benchmarks/bench_gpuwatch.py
+[--quick]``.
 
-0. What users pay (issue 14): CPU time per sample of the RUNNING sampler thread in a REAL Jupyter kernel
+0. What users pay (issue 14): CPU time per sample of the RUNNING sampler thread in a REAL Jupyter
+    kernel
    (nbclient) with the widget attached (`w = %gpuwatch --interval 0.1` displayed), measured with
-   ``time.thread_time`` inside the thread and split into the GPU part (``LiveSource.read_gpu``, fake NVML),
-   the host part (psutil) and the widget part (``GpuWatch._update``), for 1 and 8 GPUs; median and p10..p90 over
+   ``time.thread_time`` inside the thread and split into the GPU part (``LiveSource.read_gpu``, fake
+   NVML), the host part (psutil) and the widget part (``GpuWatch._update``), for 1 and 8 GPUs;
+   median and p10..p90 over
    the samples. Goal: < 1 ms per GPU + < 2 ms fixed per sample.
-1. Hot-loop cost of one sample through the fake NVML (tests/fake_nvml.py) for 1 and 8 GPUs: the GPU part
+1. Hot-loop cost of one sample through the fake NVML (tests/fake_nvml.py) for 1 and 8 GPUs: the GPU
+    part
    (our Python code + the fake's trivial functions, host stubbed) per GPU, the host part (psutil),
    and the widget update (``WatchView.apply``, widgets without a kernel). Goal: < 1 ms per GPU.
 2. CPU share of the sampler thread at a 1 s interval over 30 s (``time.thread_time`` inside the
@@ -14,8 +18,9 @@
    running in the same process: alternating runs, median ratio. Goal: < 1 % slowdown.
 
 1b. The same sample through the real ``pynvml`` binding and the stand-in NVML library of the tests
-   (tests/nvml_stub, built with gcc): the binding's ctypes calls and structures as in production, the C
-   side answering at once. Printed beside the bare binding calls (the same NVML functions called directly)
+   (tests/nvml_stub, built with gcc): the binding's ctypes calls and structures as in production,
+   the C side answering at once. Printed beside the bare binding calls (the same NVML functions
+   called directly)
    so that our own overhead per GPU is their difference. Goal: < 1 ms of our own overhead per GPU.
 
 On a GPU machine add ``--real`` to also time one sample through the real NVML.
@@ -33,12 +38,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from cudamagic.core import nvml
+from cudamagic.core.na import NA  # noqa: E402
 from cudamagic.watch import monitor as W  # noqa: E402
 from cudamagic.watch.samples import HostSample  # noqa: E402
 from cudamagic.watch.sources import HostReader, LiveSource  # noqa: E402
 from cudamagic.watch.trace import sample_to_json  # noqa: E402
 from cudamagic.watch.widget import WatchView  # noqa: E402
-from cudamagic.core.na import NA  # noqa: E402
 
 
 class StubHost:
@@ -84,9 +89,11 @@ def bench_sample_cost():
         hist = [s] * 120
         apply_us = per_call_us(lambda: view.apply(s, hist, samples_taken=1), 200 // n)
         json_us = per_call_us(lambda: sample_to_json(s), 2000 // n)
-        print(f"   {n} GPU(s): GPU part {gpu_us:8.1f} us = {gpu_us / n:6.1f} us per GPU "
-              f"(goal < 1000); widget update {apply_us:7.1f} us ({apply_us / n:6.1f} per GPU); "
-              f"log line {json_us:6.1f} us")
+        print(
+            f"   {n} GPU(s): GPU part {gpu_us:8.1f} us = {gpu_us / n:6.1f} us per GPU "
+            f"(goal < 1000); widget update {apply_us:7.1f} us ({apply_us / n:6.1f} per GPU); "
+            f"log line {json_us:6.1f} us"
+        )
         view.close()
     nvml.reset()
 
@@ -109,7 +116,9 @@ def _bare_binding_calls(pynvml, handles):
 
 
 def bench_stub_cost():
-    print("1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 runs)")
+    print(
+        "1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 runs)"
+    )
     from tests import fake_nvml as fm
     from tests import nvml_stub
 
@@ -124,7 +133,7 @@ def bench_stub_cost():
         scenario = fm.scenario_with_gpus(n)
         for g in scenario["gpus"]:
             g["processes"] = [(os.getpid(), 2 * fm.GIB), (999_999_0 % 4_000_000, fm.GIB)]
-            g["memory_reserved"] = 512 * 1024 ** 2
+            g["memory_reserved"] = 512 * 1024**2
         stub = nvml_stub.install(scenario)
         src = LiveSource(host=StubHost(), torch_reader=no_torch)
         ours_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
@@ -133,14 +142,18 @@ def bench_stub_cost():
         calls = stub.calls() - c0
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
         bare_us = per_call_us(lambda: _bare_binding_calls(pynvml, handles), 2000 // n)
-        print(f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU ({calls / n:.0f} NVML calls "
-              f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; our own "
-              f"overhead {(ours_us - bare_us) / n:6.1f} us per GPU (goal < 1000)")
+        print(
+            f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU ({calls / n:.0f} NVML calls "
+            f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; our own "
+            f"overhead {(ours_us - bare_us) / n:6.1f} us per GPU (goal < 1000)"
+        )
     nvml_stub.unload()
 
 
 def bench_thread_cpu(seconds):
-    print(f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real psutil, widgets)")
+    print(
+        f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real psutil, widgets)"
+    )
     install_fake(1)
     src = LiveSource()
     watch = W.start_watch(src, interval_s=1.0)
@@ -151,8 +164,10 @@ def bench_thread_cpu(seconds):
     n = watch.samples_taken
     watch.stop()
     watch.view.close()
-    print(f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} % of one core "
-          f"({cpu / max(1, n - 1) * 1e3:.2f} ms per sample)")
+    print(
+        f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} % of one core "
+        f"({cpu / max(1, n - 1) * 1e3:.2f} ms per sample)"
+    )
     nvml.reset()
 
 
@@ -212,12 +227,16 @@ def bench_kernel(seconds):
 
     cells = [KERNEL_SETUP]
     for n in (1, 8):
-        cells += [KERNEL_RUN.replace("NGPU", str(n)),
-                  KERNEL_READ.replace("NGPU", str(n)).replace("SECONDS", str(seconds))]
+        cells += [
+            KERNEL_RUN.replace("NGPU", str(n)),
+            KERNEL_READ.replace("NGPU", str(n)).replace("SECONDS", str(seconds)),
+        ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     run_demo.execute_nb(nb, cwd=ROOT, timeout_s=300)
-    print(f"0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, {seconds:g} s each; "
-          "median, p10..p90 in ms)")
+    print(
+        f"0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, {seconds:g} s each; "
+        "median, p10..p90 in ms)"
+    )
     totals = {}
     for cell in nb.cells:
         for o in cell.get("outputs", []):
@@ -242,25 +261,36 @@ def bench_kernel(seconds):
                 print(f"     {k:7} {m:7.2f} ms  ({lo:.2f}..{hi:.2f})")
             per_gpu, fx = gpu[0] / n, statistics.median(fixed)
             ok = "meets" if per_gpu < 1.0 and fx < 2.0 else "MISSES"
-            print(f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: {ok} the goal "
-                  "if the widget cost were fixed")
-    if 1 in totals and 8 in totals:  # the widget grows with the GPU count too: split by the marginal cost
+            print(
+                f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: {ok} the goal "
+                "if the widget cost were fixed"
+            )
+    if (
+        1 in totals and 8 in totals
+    ):  # the widget grows with the GPU count too: split by the marginal cost
         marginal = (totals[8] - totals[1]) / 7
         fixed = totals[1] - marginal
         ok = "meets" if marginal < 1.0 and fixed < 2.0 else "MISSES"
-        print(f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms (goal < 1), "
-              f"fixed {fixed:.2f} ms (goal < 2): {ok} the goal")
+        print(
+            f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms (goal < 1), "
+            f"fixed {fixed:.2f} ms (goal < 2): {ok} the goal"
+        )
 
 
 def bench_training(block_s, pairs, interval_s=1.0):
     import torch
 
-    print(f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, widgets); "
-          f"{pairs} alternating pairs of {block_s:g} s")
+    print(
+        f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, widgets); "
+        f"{pairs} alternating pairs of {block_s:g} s"
+    )
     torch.manual_seed(0)
-    # torch's default intra-op threads (one per core), as users run it: the sampler thread competes with them
+    # torch's default intra-op threads (one per core), as users run it: the sampler thread competes
+    # with them
     print(f"   torch intra-op threads: {torch.get_num_threads()}")
-    model = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x, y = torch.randn(128, 256), torch.randint(0, 10, (128,))
 
@@ -295,18 +325,41 @@ def bench_training(block_s, pairs, interval_s=1.0):
     med = statistics.median(ratios)
     mean = statistics.fmean(ratios)
     # 95 % interval of the mean ratio (Student t, pairs - 1 degrees of freedom)
-    t95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23, 15: 2.13,
-           20: 2.09, 30: 2.04}
+    t95 = {
+        1: 12.71,
+        2: 4.30,
+        3: 3.18,
+        4: 2.78,
+        5: 2.57,
+        6: 2.45,
+        7: 2.36,
+        8: 2.31,
+        9: 2.26,
+        10: 2.23,
+        15: 2.13,
+        20: 2.09,
+        30: 2.04,
+    }
     df = len(ratios) - 1
-    half = t95[max(k for k in t95 if k <= df)] * statistics.stdev(ratios) / len(ratios) ** 0.5 if df else float("inf")
+    half = (
+        t95[max(k for k in t95 if k <= df)] * statistics.stdev(ratios) / len(ratios) ** 0.5
+        if df
+        else float("inf")
+    )
     lo, hi = 100 * (1 - mean - half), 100 * (1 - mean + half)
-    print(f"   steps/s without: median {statistics.median(without):.1f}; with: median {statistics.median(with_):.1f}")
+    print(
+        f"   steps/s without: median {statistics.median(without):.1f}; with: median {statistics.median(with_):.1f}"
+    )
     print(f"   ratio with/without per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
-    print(f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval {lo:+.2f} .. {hi:+.2f} % "
-          f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % of one core")
+    print(
+        f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval {lo:+.2f} .. {hi:+.2f} % "
+        f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % of one core"
+    )
     if hi - lo > 2.0:
-        print(f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide with {pairs} pairs "
-              "(shared, noisy CPUs); run with more pairs on a quiet machine")
+        print(
+            f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide with {pairs} pairs "
+            "(shared, noisy CPUs); run with more pairs on a quiet machine"
+        )
     nvml.reset()
 
 
@@ -318,16 +371,27 @@ def bench_real():
         return
     src = LiveSource()
     us = per_call_us(lambda: src.read(1, 0.0), 50)
-    print(f"   {len(src.devices)} GPU(s): {us:.0f} us per sample ({us / max(1, len(src.devices)):.0f} us per GPU, "
-          "host part included)")
+    print(
+        f"   {len(src.devices)} GPU(s): {us:.0f} us per sample ({us / max(1, len(src.devices)):.0f} us per GPU, "
+        "host part included)"
+    )
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="3 s kernel runs, 5 s thread measurement, 6 pairs of 1.5 s")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="3 s kernel runs, 5 s thread measurement, 6 pairs of 1.5 s",
+    )
     ap.add_argument("--real", action="store_true", help="also sample the real NVML (GPU machine)")
-    ap.add_argument("--stub-only", action="store_true",
-                    help="only the per-sample costs (fake module, and real binding + stand-in library)")
+    ap.add_argument(
+        "--stub-only",
+        action="store_true",
+        help="only the per-sample costs (fake module, and real binding + stand-in library)",
+    )
     a = ap.parse_args(argv)
     print(f"bench_gpuwatch on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
     bench_kernel(3.0 if a.quick else 10.0)
@@ -337,7 +401,8 @@ def main(argv=None):
         return
     bench_thread_cpu(5.0 if a.quick else 30.0)
     bench_training(1.5 if a.quick else 3.0, 6 if a.quick else 20)
-    # 10x the default rate: the effect is 10x larger, so it stands out of the noise of a shared machine
+    # 10x the default rate: the effect is 10x larger, so it stands out of the noise of a shared
+    # machine
     bench_training(1.5 if a.quick else 2.0, 6 if a.quick else 20, interval_s=0.1)
     if a.real:
         bench_real()

@@ -6,10 +6,13 @@ forward + ``torchviz.make_dot`` + ``dot -Tsvg``. torchviz's ``dot`` gets a cap
 (120 s, ``--cap``); a run past it prints ``> cap``; a torchviz exception prints its
 type (``RecursionError`` on long chains).
 
-Issue 14: every row states what each side drew. torchviz always draws the full graph (its node count is the
-number of nodes in its DOT source). Our "full" row forces the full graph (``--no-fold --max-nodes 10**7``) so the
-two draw the same graph and the ratio compares like with like; our "default" row (the view that fits the node
-budget: full, collapsed to module depth D, or folded) is printed separately, with no ratio when it drew less.
+Issue 14: every row states what each side drew. torchviz always draws the full graph (its node count
+    is the
+number of nodes in its DOT source). Our "full" row forces the full graph (``--no-fold --max-nodes
+10**7``) so the two draw the same graph and the ratio compares like with like; our "default" row
+(the view that fits the node
+budget: full, collapsed to module depth D, or folded) is printed separately, with no ratio when it
+    drew less.
 
 Usage: python benchmarks/bench_graph.py [--quick] [--cap SECONDS]
     --quick: cap 30 s and skip the 200-step LSTM for torchviz (shown as 'skipped').
@@ -18,9 +21,9 @@ Usage: python benchmarks/bench_graph.py [--quick] [--cap SECONDS]
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
-import os
 import subprocess
 import sys
 import time
@@ -53,7 +56,10 @@ def chain(n):
 """
 
 CASES = [
-    ("MLP (3 Linear)", "torch.nn.functional.cross_entropy(mlp(mlp_x), torch.zeros(32, dtype=torch.long))"),
+    (
+        "MLP (3 Linear)",
+        "torch.nn.functional.cross_entropy(mlp(mlp_x), torch.zeros(32, dtype=torch.long))",
+    ),
     ("TransformerEncoder x 12", "enc(src).sum()"),
     ("LSTMCell x 25", "lstm(25)"),
     ("LSTMCell x 50", "lstm(50)"),
@@ -92,7 +98,9 @@ def time_torchviz(ns, expr, cap_s):
     finally:
         y = None
     try:
-        proc = subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=cap_s)
+        proc = subprocess.run(
+            ["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=cap_s
+        )
     except subprocess.TimeoutExpired:
         return None, f"> cap ({cap_s:g} s)"
     if proc.returncode:
@@ -103,7 +111,9 @@ def time_torchviz(ns, expr, cap_s):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--cap", type=float, default=None, help="seconds torchviz's dot may run (default 120)")
+    ap.add_argument(
+        "--cap", type=float, default=None, help="seconds torchviz's dot may run (default 120)"
+    )
     args = ap.parse_args(argv)
     cap = args.cap or (30.0 if args.quick else 120.0)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
@@ -114,7 +124,9 @@ def main(argv=None):
     ip.run_line_magic("load_ext", "cudamagic")
     ip.run_cell(SETUP)
     ns = ip.user_ns
-    time_ours(ip, "(chain_x * 2).sum()")  # warm-up, untimed: first imports and first fork of each tool
+    time_ours(
+        ip, "(chain_x * 2).sum()"
+    )  # warm-up, untimed: first imports and first fork of each tool
     time_torchviz(ns, "(chain_x * 2).sum()", cap)
     rows = []
     for name, expr in CASES:
@@ -129,8 +141,12 @@ def main(argv=None):
             ours, ours_note, view = time_ours(ip, expr, line)
             t = theirs
             if ours < 1.0 and t is not None and t < 1.0:
-                # small graphs: one run is mostly noise on a shared machine; take the median of 7, interleaved
-                pairs = [(time_ours(ip, expr, line)[0], time_torchviz(ns, expr, cap)[0]) for _ in range(7)]
+                # small graphs: one run is mostly noise on a shared machine; take the median of 7,
+                # interleaved
+                pairs = [
+                    (time_ours(ip, expr, line)[0], time_torchviz(ns, expr, cap)[0])
+                    for _ in range(7)
+                ]
                 ours = statistics.median(p[0] for p in pairs)
                 t = statistics.median(p[1] for p in pairs)
                 ours_note += " (median of 7)"
@@ -143,11 +159,29 @@ def main(argv=None):
                 ratio = f"> {cap / ours:.0f}x"
             else:
                 ratio = "-"
-            rows.append((f"{name} [{mode}]", f"{ours:.2f} s", ours_note,
-                         f"{t:.2f} s" if t is not None else note, tv_drawn, ratio))
-            print(f"  {rows[-1][0]}: ours {ours:.2f} s, torchviz {rows[-1][3]}", file=sys.stderr, flush=True)
-    headers = ("graph [our view]", "%%autograd_graph", "we drew", "torchviz + dot", "torchviz drew",
-               "torchviz / ours")
+            rows.append(
+                (
+                    f"{name} [{mode}]",
+                    f"{ours:.2f} s",
+                    ours_note,
+                    f"{t:.2f} s" if t is not None else note,
+                    tv_drawn,
+                    ratio,
+                )
+            )
+            print(
+                f"  {rows[-1][0]}: ours {ours:.2f} s, torchviz {rows[-1][3]}",
+                file=sys.stderr,
+                flush=True,
+            )
+    headers = (
+        "graph [our view]",
+        "%%autograd_graph",
+        "we drew",
+        "torchviz + dot",
+        "torchviz drew",
+        "torchviz / ours",
+    )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
     print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")

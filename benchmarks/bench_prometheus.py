@@ -1,14 +1,19 @@
-"""%gpuwatch --source prometheus://...: cost of one refresh and of loading history, against a real Prometheus.
+"""%gpuwatch --source prometheus://...: cost of one refresh and of loading history, against a real
+Prometheus.
 
 For 64 and 512 simulated GPUs (8 per host, DCGM exporter format, scraped every second by Debian's
 `prometheus` on 127.0.0.1) it measures, side by side in one run:
   * requests per refresh (goal: exactly 1);
-  * one refresh = the HTTP request + parsing into a Sample + the cluster widget update (goal < 100 ms at 64 GPUs),
+  * one refresh = the HTTP request + parsing into a Sample + the cluster widget update (goal < 100
+      ms at 64 GPUs),
     split into its parts, and as a ratio to the bare HTTP request alone (what our own code adds);
-  * loading 1 hour of history for 64 GPUs (one range query; goal < 2 s), from a history backfilled with promtool
-    at a 15 s scrape interval: at the step the monitor uses by default (600 samples kept) and at a 1 s step;
-    wall and CPU time (the CPU time is the one to compare on a shared machine), beside the same answer read
-    the older way (json.loads + one dict per point, still the path of one refresh's instant query).
+  * loading 1 hour of history for 64 GPUs (one range query; goal < 2 s), from a history backfilled
+      with promtool
+    at a 15 s scrape interval: at the step the monitor uses by default (600 samples kept) and at a 1
+        s step;
+    wall and CPU time (the CPU time is the one to compare on a shared machine), beside the same
+    answer read the older way (json.loads + one dict per point, still the path of one refresh's
+    instant query).
 
 Usage: python benchmarks/bench_prometheus.py [--refreshes N]
 """
@@ -24,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
 import prom_sim  # noqa: E402
+
 from cudamagic.watch.cluster import PrometheusSource  # noqa: E402
 from cudamagic.watch.clusterview import ClusterView  # noqa: E402
 from cudamagic.watch.prometheus import parse_source  # noqa: E402
@@ -63,10 +69,12 @@ def bench_refresh(n_gpus: int, refreshes: int):
         per_refresh = (src.client.requests - req1) / refreshes
         assert req1 - req0 == refreshes
         med = statistics.median
-        print(f"  {n_gpus:4d} GPUs on {n_gpus // 8:3d} hosts: requests per refresh {per_refresh:g}; refresh "
-              f"{ms(med(total))} (request+parse {ms(med(read))}, widget {ms(med(widget))}); bare request "
-              f"{ms(med(bare))}; refresh / bare request = {med(total) / med(bare):.2f}x; tiles HTML "
-              f"{len(view.tiles.value) // 1024} KiB")
+        print(
+            f"  {n_gpus:4d} GPUs on {n_gpus // 8:3d} hosts: requests per refresh {per_refresh:g}; refresh "
+            f"{ms(med(total))} (request+parse {ms(med(read))}, widget {ms(med(widget))}); bare request "
+            f"{ms(med(bare))}; refresh / bare request = {med(total) / med(bare):.2f}x; tiles HTML "
+            f"{len(view.tiles.value) // 1024} KiB"
+        )
         view.close()
         src.close()
     finally:
@@ -81,28 +89,40 @@ def bench_history(n_gpus: int = 64):
     try:
         t0 = time.perf_counter()
         prom_sim.backfill(hosts, server.data_dir, start, end, step_s=15)
-        print(f"  backfill of 1 h x {n_gpus} GPUs at 15 s with promtool: {time.perf_counter() - t0:.1f} s")
+        print(
+            f"  backfill of 1 h x {n_gpus} GPUs at 15 s with promtool: {time.perf_counter() - t0:.1f} s"
+        )
         server.start()
         src = PrometheusSource(parse_source(server.url), interval_s=1.0)
-        src.history(60, end_s=end)  # warm the connection and the server's caches alike for both runs
-        for label, kept in (("monitor default (600 samples kept)", 600), ("1 s step (3600 samples)", 3600)):
+        src.history(
+            60, end_s=end
+        )  # warm the connection and the server's caches alike for both runs
+        for label, kept in (
+            ("monitor default (600 samples kept)", 600),
+            ("1 s step (3600 samples)", 3600),
+        ):
             req = src.client.requests
             t0, c0 = time.perf_counter(), time.process_time()
             hist = src.history(3600, end_s=end, max_samples=kept)
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             gpus = len(hist[-1].gpus) if hist else 0
             http = src.client.last_request_s
-            # the same answer the way history() read it before the columns path: json + one dict per point
+            # the same answer the way history() read it before the columns path: json + one dict per
+            # point
             step = (hist[-1].timestamp_s - hist[0].timestamp_s) / max(1, len(hist) - 1)
             t1, c1 = time.perf_counter(), time.process_time()
             result = src.client.range(src.history_query, end - 3600, end, step, timeout_s=120)
-            frames = src.assemble([(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None])
+            frames = src.assemble(
+                [(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None]
+            )
             old_dt, old_cpu = time.perf_counter() - t1, time.process_time() - c1
             assert len(frames) == len(hist)
-            print(f"  1 h history, {label}: {dt:.2f} s (CPU {cpu:.2f} s) for {len(hist)} samples x {gpus} GPUs, "
-                  f"{src.client.requests - req - 1} request(s), HTTP part {http:.2f} s ({http / dt:.0%}); "
-                  f"per-point JSON path {old_dt:.2f} s (CPU {old_cpu:.2f} s): {old_dt / dt:.1f}x wall, "
-                  f"{old_cpu / max(cpu, 1e-9):.1f}x CPU")
+            print(
+                f"  1 h history, {label}: {dt:.2f} s (CPU {cpu:.2f} s) for {len(hist)} samples x {gpus} GPUs, "
+                f"{src.client.requests - req - 1} request(s), HTTP part {http:.2f} s ({http / dt:.0%}); "
+                f"per-point JSON path {old_dt:.2f} s (CPU {old_cpu:.2f} s): {old_dt / dt:.1f}x wall, "
+                f"{old_cpu / max(cpu, 1e-9):.1f}x CPU"
+            )
         src.close()
     finally:
         server.cleanup()
@@ -112,7 +132,9 @@ def main():
     if prom_sim.prometheus_binary() is None:
         print("prometheus is not installed (apt-get install prometheus): benchmark skipped")
         return 0
-    refreshes = int(sys.argv[sys.argv.index("--refreshes") + 1]) if "--refreshes" in sys.argv else 20
+    refreshes = (
+        int(sys.argv[sys.argv.index("--refreshes") + 1]) if "--refreshes" in sys.argv else 20
+    )
     print("one refresh against a real Prometheus (median of", refreshes, "refreshes):")
     for n in (64, 512):
         bench_refresh(n, refreshes)

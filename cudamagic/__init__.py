@@ -9,7 +9,8 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython):
     """Register every area's magics and the ``CudaMagics`` settings on ``ipython``
-    (see :mod:`cudamagic.extension`)."""
+    (see :mod:`cudamagic.extension`).
+    """
     from .extension import load
 
     load(ipython)

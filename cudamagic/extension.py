@@ -1,10 +1,11 @@
 """Loading and unloading cudamagic: one ``Magics`` class per area, one place for settings.
 
-``%load_ext cudamagic`` builds the :class:`CudaMagics` configurable (every user setting, reachable as
-``%config CudaMagics.<name>`` and ``c.CudaMagics.<name>`` in ``ipython_config.py``), then registers each
-area's ``Magics`` class (``info``, ``watch``, ``graph``, ``mem``, ``prof``, ``explain``, ``cuda``), as IPython registers the
-classes of ``IPython/core/magics/``. Each area registers cleanups (threads, event callbacks) that
-``%unload_ext cudamagic`` runs in reverse order before it removes every magic of ours.
+``%load_ext cudamagic`` builds the :class:`CudaMagics` configurable (every user setting, reachable
+as ``%config CudaMagics.<name>`` and ``c.CudaMagics.<name>`` in ``ipython_config.py``), then
+registers each area's ``Magics`` class (``info``, ``watch``, ``graph``, ``mem``, ``prof``,
+``explain``, ``cuda``), as IPython registers the classes of ``IPython/core/magics/``. Each area
+registers cleanups (threads, event callbacks) that ``%unload_ext cudamagic`` runs in reverse order
+before it removes every magic of ours.
 
 Importing this module imports IPython and traitlets but neither torch nor pynvml.
 """
@@ -23,15 +24,31 @@ from .prof.magic import ProfMagics, ProfSettings
 from .watch.magic import WatchMagics, WatchSettings
 
 #: area name -> its Magics class, in registration order.
-AREAS = {"info": InfoMagics, "watch": WatchMagics, "graph": GraphMagics, "mem": MemMagics,
-         "prof": ProfMagics, "explain": ExplainMagics, "cuda": CudaCellMagics}
+AREAS = {
+    "info": InfoMagics,
+    "watch": WatchMagics,
+    "graph": GraphMagics,
+    "mem": MemMagics,
+    "prof": ProfMagics,
+    "explain": ExplainMagics,
+    "cuda": CudaCellMagics,
+}
 
 
-class CudaMagics(InfoSettings, WatchSettings, GraphSettings, MemSettings, ProfSettings, ExplainSettings,
-                 CudaSettings, Configurable):
+class CudaMagics(
+    InfoSettings,
+    WatchSettings,
+    GraphSettings,
+    MemSettings,
+    ProfSettings,
+    ExplainSettings,
+    CudaSettings,
+    Configurable,
+):
     """Every cudamagic setting, one place for users: ``%config CudaMagics`` lists them,
-    ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings (with units
-    in the names) in its ``magic.py``; this class only gathers them."""
+    ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings
+    (with units in the names) in its ``magic.py``; this class only gathers them.
+    """
 
 
 class Extension:
@@ -39,14 +56,17 @@ class Extension:
 
     Attributes:
         shell: the ``InteractiveShell``. settings: the :class:`CudaMagics` configurable.
-        magics: area name -> that area's ``Magics`` instance (``ext.magics["explain"].last_explanation``).
+        magics: area name -> that area's ``Magics`` instance
+            (``ext.magics["explain"].last_explanation``).
     """
 
     def __init__(self, shell):
         self.shell = shell
         self._cleanups = []
         self.settings = _construct_settings(shell)
-        self.magics = {name: cls(shell, self.settings, self.add_cleanup) for name, cls in AREAS.items()}
+        self.magics = {
+            name: cls(shell, self.settings, self.add_cleanup) for name, cls in AREAS.items()
+        }
 
     def add_cleanup(self, func):
         """Register ``func()`` to run on ``%unload_ext cudamagic`` (in reverse order)."""
@@ -75,8 +95,9 @@ def current() -> Extension | None:
 
 
 def _construct_settings(ipython) -> CudaMagics:
-    """Build CudaMagics; a config value its trait rejects (``%config`` or ipython_config.py) is dropped
-    with a one-paragraph warning instead of making ``%load_ext`` fail."""
+    """Build CudaMagics; a config value its trait rejects (``%config`` or ipython_config.py) is
+    dropped with a one-paragraph warning instead of making ``%load_ext`` fail.
+    """
     try:
         return CudaMagics(parent=ipython)
     except TraitError:
@@ -93,8 +114,10 @@ def _construct_settings(ipython) -> CudaMagics:
         except TraitError as exc:
             trait = settings.traits().get(key)
             helptext = f" ({trait.help})" if trait is not None and trait.help else ""
-            print(f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {exc}. Using the default "
-                  f"{getattr(settings, key)!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>.")
+            print(
+                f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {exc}. Using the default "
+                f"{getattr(settings, key)!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>."
+            )
         except AttributeError:
             section[key] = value
     return settings
@@ -110,7 +133,9 @@ def load(ipython) -> Extension:
     ext.add_cleanup(lambda: _remove(ipython.configurables, ext.settings))
     from .core import nvml
 
-    ext.add_cleanup(nvml.reset)  # a later load re-reads NVML (e.g. after `%pip install nvidia-ml-py`)
+    ext.add_cleanup(
+        nvml.reset
+    )  # a later load re-reads NVML (e.g. after `%pip install nvidia-ml-py`)
     for magics in ext.magics.values():
         ipython.register_magics(magics)
         magics.on_load()

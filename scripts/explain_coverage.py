@@ -1,11 +1,15 @@
-"""Coverage of the error explainer, as figures: per family, how many messages a test raises and how many of
-those get their family's box.
+"""Coverage of the error explainer, as figures: per family, how many messages a test raises and how
+many of those get their family's box.
 
 Runs what the tests run, in one real IPython ``InteractiveShell`` with cudamagic loaded:
-- CUDA families: every message of :func:`cudamagic.explain.cudaerrors.messages` (each CUDA runtime error code
-  and each cuBLAS / cuSPARSE / cuDNN / cuFFT / NCCL status, PyTorch's wording and exception type) is raised;
-- autograd engine: every cell of ``tests/explain/autograd_cases.py`` makes the engine raise for real on the CPU;
-  a message pattern of the family's entries counts as covered when one of those real errors matches it.
+- CUDA families: every message of :func:`cudamagic.explain.cudaerrors.messages` (each CUDA runtime
+    error code
+  and each cuBLAS / cuSPARSE / cuDNN / cuFFT / NCCL status, PyTorch's wording and exception type) is
+  raised;
+- autograd engine: every cell of ``tests/explain/autograd_cases.py`` makes the engine raise for real
+    on the CPU;
+  a message pattern of the family's entries counts as covered when one of those real errors matches
+  it.
 
 Usage (from the project root)::
 
@@ -23,8 +27,9 @@ sys.path.insert(0, ROOT)
 
 
 def measure():
-    """``(counts, uncovered)``: counts ``{family: [messages in the data, raised by a test, matched to the family]}``,
-    uncovered the autograd-engine patterns no real error matched."""
+    """``(counts, uncovered)``: counts ``{family: [messages in the data, raised by a test, matched
+    to the family]}``, uncovered the autograd-engine patterns no real error matched.
+    """
     from IPython.core.interactiveshell import InteractiveShell
 
     from cudamagic import extension
@@ -35,8 +40,11 @@ def measure():
     shell = InteractiveShell.instance()
     shell.run_line_magic("load_ext", "cudamagic")
     magics = extension.current().magics["explain"]
-    kinds = {"AcceleratorError": "torch.AcceleratorError", "RuntimeError": "RuntimeError",
-             "DistBackendError": "torch.distributed.DistBackendError"}
+    kinds = {
+        "AcceleratorError": "torch.AcceleratorError",
+        "RuntimeError": "RuntimeError",
+        "DistBackendError": "torch.distributed.DistBackendError",
+    }
     shell.run_cell("import torch, torch.nn as nn, torch.distributed")
     counts = {}
     for family, kind, message, _ in cudaerrors.messages():
@@ -66,19 +74,31 @@ def measure():
 
 
 def main():
-    from cudamagic.core.fmt import text_table
-
     import contextlib
     import io
 
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):  # tracebacks, boxes
+    from cudamagic.core.fmt import text_table
+
+    with (
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):  # tracebacks, boxes
         counts, uncovered = measure()
-    rows = [(family, str(n), str(r), str(m), f"{100 * m / n:.0f}%") for family, (n, r, m) in counts.items()]
+    rows = [
+        (family, str(n), str(r), str(m), f"{100 * m / n:.0f}%")
+        for family, (n, r, m) in counts.items()
+    ]
     total = [sum(v[i] for v in counts.values()) for i in range(3)]
     rows.append(("all", *map(str, total), f"{100 * total[2] / total[0]:.0f}%"))
-    print(text_table(("family", "messages", "raised by a test", "matched to the family", "covered"), rows))
-    print("CUDA families: one message per runtime error code / library status. autograd-engine: message patterns "
-          "of the family's catalogue entries; a pattern counts when a real CPU error matches it.")
+    print(
+        text_table(
+            ("family", "messages", "raised by a test", "matched to the family", "covered"), rows
+        )
+    )
+    print(
+        "CUDA families: one message per runtime error code / library status. autograd-engine: message patterns "
+        "of the family's catalogue entries; a pattern counts when a real CPU error matches it."
+    )
     print("autograd-engine patterns no test raises:")
     for line in uncovered:
         print("  " + line)

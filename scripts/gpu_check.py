@@ -1,16 +1,22 @@
 """GPU check: run on a machine with an NVIDIA GPU (never in CI).
 
-1. Executes examples/quickstart.ipynb in a real Jupyter kernel (nbclient) and fails on any cell error.
-2. Cross-checks ``%cudainfo --json`` against ``nvidia-smi --query-gpu=...``: names, UUIDs, PCI bus ids,
+1. Executes examples/quickstart.ipynb in a real Jupyter kernel (nbclient) and fails on any cell
+    error.
+2. Cross-checks ``%cudainfo --json`` against ``nvidia-smi --query-gpu=...``: names, UUIDs, PCI bus
+    ids,
    memory total and driver version must agree for every GPU.
-3. Compares every field cudamagic shares with ``nvidia-smi --query-gpu=<field>`` (one query per field, so a
-   field this nvidia-smi lacks is a SKIP, not a failure), per GPU, with the tolerances in ``FIELDS``.
-4. Records a real ``%gpuwatch --log`` trace during a short CUDA training loop and checks it: samples taken,
+3. Compares every field cudamagic shares with ``nvidia-smi --query-gpu=<field>`` (one query per
+    field, so a
+   field this nvidia-smi lacks is a SKIP, not a failure), per GPU, with the tolerances in
+   ``FIELDS``.
+4. Records a real ``%gpuwatch --log`` trace during a short CUDA training loop and checks it: samples
+    taken,
    utilization and memory moved, no implausible reading, the trace replays.
 5. Exercises per-cell memory (``%%cudamem``) on the real GPU when that magic exists.
 
 Prints one line per check (``PASS``/``FAIL``/``SKIP``) and a summary; exit status 1 on any FAIL.
-Usage (after ``make setup TORCH=...`` with a CUDA build of torch): .venv/bin/python scripts/gpu_check.py
+Usage (after ``make setup TORCH=...`` with a CUDA build of torch): .venv/bin/python
+    scripts/gpu_check.py
 """
 
 from __future__ import annotations
@@ -32,7 +38,10 @@ results = []
 
 def check(name, ok, detail=""):
     results.append((name, ok))
-    print(f"{'PASS' if ok is True else 'SKIP' if ok is None else 'FAIL'}  {name}  {detail}", flush=True)
+    print(
+        f"{'PASS' if ok is True else 'SKIP' if ok is None else 'FAIL'}  {name}  {detail}",
+        flush=True,
+    )
 
 
 def nvidia_smi():
@@ -40,21 +49,36 @@ def nvidia_smi():
     if not exe:
         return None
     q = "index,name,uuid,pci.bus_id,memory.total,driver_version"
-    out = subprocess.run([exe, f"--query-gpu={q}", "--format=csv,noheader,nounits"], capture_output=True,
-                         text=True, timeout=30)
+    out = subprocess.run(
+        [exe, f"--query-gpu={q}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     rows = []
     for line in out.stdout.strip().splitlines():
         idx, name, uuid, bus, mem, drv = [x.strip() for x in line.split(",")]
-        rows.append({"index": int(idx), "name": name, "uuid": uuid, "pci.bus_id": bus, "memory.total_mib": int(mem),
-                     "driver_version": drv})
+        rows.append(
+            {
+                "index": int(idx),
+                "name": name,
+                "uuid": uuid,
+                "pci.bus_id": bus,
+                "memory.total_mib": int(mem),
+                "driver_version": drv,
+            }
+        )
     return rows
 
 
 MIB = 1024 * 1024
 
-#: nvidia-smi field -> (our nvml field, how to turn nvidia-smi's text (nounits) into our raw unit, tolerance).
-#: Tolerance: ``0`` exact; ``("abs", x)`` within x raw units; ``("rel", f, x)`` within f of the larger value or
-#: x raw units, whichever is larger. Moving readings are sampled a few ms apart, hence the tolerances.
+# : nvidia-smi field -> (our nvml field, how to turn nvidia-smi's text (nounits) into our raw unit,
+# tolerance).
+# : Tolerance: ``0`` exact; ``("abs", x)`` within x raw units; ``("rel", f, x)`` within f of the
+# larger value or
+# : x raw units, whichever is larger. Moving readings are sampled a few ms apart, hence the
+# tolerances.
 FIELDS = {
     "name": ("name", str, 0),
     "uuid": ("uuid", str, 0),
@@ -77,17 +101,40 @@ FIELDS = {
     "ecc.mode.current": ("ecc.mode.current", str, 0),
     "ecc.errors.uncorrected.volatile.total": ("ecc.errors.uncorrected.volatile.total", int, 0),
     "ecc.errors.uncorrected.aggregate.total": ("ecc.errors.uncorrected.aggregate.total", int, 0),
-    "retired_pages.pending": ("retired_pages.pending", lambda v: int(v.strip().lower() in ("yes", "1")), 0),
-    "remapped_rows.pending": ("remapped_rows.pending", lambda v: int(v.strip().lower() in ("yes", "1")), 0),
-    "remapped_rows.failure": ("remapped_rows.failure", lambda v: int(v.strip().lower() in ("yes", "1")), 0),
+    "retired_pages.pending": (
+        "retired_pages.pending",
+        lambda v: int(v.strip().lower() in ("yes", "1")),
+        0,
+    ),
+    "remapped_rows.pending": (
+        "remapped_rows.pending",
+        lambda v: int(v.strip().lower() in ("yes", "1")),
+        0,
+    ),
+    "remapped_rows.failure": (
+        "remapped_rows.failure",
+        lambda v: int(v.strip().lower() in ("yes", "1")),
+        0,
+    ),
 }
-_SMI_NA = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", "[Insufficient Permissions]")
+_SMI_NA = (
+    "[N/A]",
+    "N/A",
+    "[Not Supported]",
+    "Not Supported",
+    "[Unknown Error]",
+    "[Insufficient Permissions]",
+)
 
 
 def smi_field(exe, field):
     """``{index: text}`` of one nvidia-smi field (nounits), or None when this nvidia-smi does not know it."""
-    out = subprocess.run([exe, f"--query-gpu=index,{field}", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        [exe, f"--query-gpu=index,{field}", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     if out.returncode != 0:
         return None
     rows = {}
@@ -105,7 +152,10 @@ def compare(smi_text, ours, convert, tol):
     if smi_na and is_na(ours):
         return None, f"both N/A (ours: {ours.reason})"
     if smi_na or is_na(ours):
-        return False, f"nvidia-smi {smi_text!r} vs ours {ours.describe() if is_na(ours) else ours!r}"
+        return (
+            False,
+            f"nvidia-smi {smi_text!r} vs ours {ours.describe() if is_na(ours) else ours!r}",
+        )
     try:
         theirs = convert(smi_text)
     except ValueError:
@@ -131,14 +181,22 @@ def check_fields():
     if not isinstance(n, int):
         check("fields vs nvidia-smi", False, f"NVML: {n.reason}")
         return
-    drv = subprocess.run([exe, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                         text=True, timeout=30).stdout.strip().splitlines()
+    drv = (
+        subprocess.run(
+            [exe, "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        .stdout.strip()
+        .splitlines()
+    )
     ours_drv = nvml.system_info()["driver_version"]
     check("driver_version", bool(drv) and drv[0] == ours_drv, f"{ours_drv} vs nvidia-smi {drv[:1]}")
     for field, (ours_field, convert, tol) in FIELDS.items():
         smi = smi_field(exe, field)
         for i in range(n):
-            ours = nvml.device(i).get(ours_field)   # read right after nvidia-smi, a few ms apart
+            ours = nvml.device(i).get(ours_field)  # read right after nvidia-smi, a few ms apart
             if smi is None:
                 check(f"GPU {i} {field}", None, "this nvidia-smi does not know the field")
                 continue
@@ -163,7 +221,9 @@ def check_watch_trace(ip, seconds=10.0):
 
     path = os.path.join(tempfile.mkdtemp(), "gpu_check_trace.jsonl")
     ip.run_line_magic("gpuwatch", f"--text --interval 0.25 --log {path}")
-    model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).cuda()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)
+    ).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x = torch.randn(4096, 4096, device="cuda")
     t0 = time.monotonic()
@@ -174,20 +234,47 @@ def check_watch_trace(ip, seconds=10.0):
     torch.cuda.synchronize()
     ip.run_line_magic("gpuwatch", "--stop")
     header, samples = read_trace(path)
-    check("%gpuwatch --log: samples recorded", len(samples) >= seconds * 2, f"{len(samples)} samples in {path}")
+    check(
+        "%gpuwatch --log: samples recorded",
+        len(samples) >= seconds * 2,
+        f"{len(samples)} samples in {path}",
+    )
     gpu = torch.cuda.current_device()
     utils = [g.gpu_util_pct for s in samples for g in s.gpus if isinstance(g.gpu_util_pct, int)]
-    check("%gpuwatch --log: utilization rose during training", bool(utils) and max(utils) >= 50,
-          f"max {max(utils) if utils else None} % (CUDA device {gpu})")
-    own = [p for s in samples for g in s.gpus if isinstance(g.processes, tuple) for p in g.processes if p.own]
-    check("%gpuwatch --log: this kernel listed with its GPU memory", bool(own),
-          f"{len(own)} rows")
-    bad = sorted({(k, v.reason) for s in samples for g in s.gpus
-                  for k, v in vars(g).items() if getattr(v, "code", None) in ("implausible", "not_available")})
-    check("%gpuwatch --log: no implausible reading", not bad, "; ".join(f"{k}: {r}" for k, r in bad[:3]))
+    check(
+        "%gpuwatch --log: utilization rose during training",
+        bool(utils) and max(utils) >= 50,
+        f"max {max(utils) if utils else None} % (CUDA device {gpu})",
+    )
+    own = [
+        p
+        for s in samples
+        for g in s.gpus
+        if isinstance(g.processes, tuple)
+        for p in g.processes
+        if p.own
+    ]
+    check("%gpuwatch --log: this kernel listed with its GPU memory", bool(own), f"{len(own)} rows")
+    bad = sorted(
+        {
+            (k, v.reason)
+            for s in samples
+            for g in s.gpus
+            for k, v in vars(g).items()
+            if getattr(v, "code", None) in ("implausible", "not_available")
+        }
+    )
+    check(
+        "%gpuwatch --log: no implausible reading",
+        not bad,
+        "; ".join(f"{k}: {r}" for k, r in bad[:3]),
+    )
     rows = ip.run_line_magic("gpuwatch", f"--text --replay {path} --count 2").history
-    check("%gpuwatch --replay of the real trace", bool(rows) and not math.isnan(rows[0]["memory.total"]),
-          f"{len(rows)} rows")
+    check(
+        "%gpuwatch --replay of the real trace",
+        bool(rows) and not math.isnan(rows[0]["memory.total"]),
+        f"{len(rows)} rows",
+    )
 
 
 def main():
@@ -212,15 +299,31 @@ def main():
             if g is None:
                 check(f"GPU {s['index']} present", False)
                 continue
-            check(f"GPU {s['index']} name", g["name"] == s["name"], f"{g['name']!r} vs {s['name']!r}")
+            check(
+                f"GPU {s['index']} name", g["name"] == s["name"], f"{g['name']!r} vs {s['name']!r}"
+            )
             check(f"GPU {s['index']} uuid", g["uuid"] == s["uuid"])
-            check(f"GPU {s['index']} pci.bus_id", str(g["pci.bus_id"]).lower() == s["pci.bus_id"].lower(),
-                  f"{g['pci.bus_id']} vs {s['pci.bus_id']}")
+            check(
+                f"GPU {s['index']} pci.bus_id",
+                str(g["pci.bus_id"]).lower() == s["pci.bus_id"].lower(),
+                f"{g['pci.bus_id']} vs {s['pci.bus_id']}",
+            )
             mib = g["memory.total"] // (1024 * 1024) if isinstance(g["memory.total"], int) else None
-            check(f"GPU {s['index']} memory.total", mib == s["memory.total_mib"], f"{mib} MiB vs {s['memory.total_mib']} MiB")
-            check(f"GPU {s['index']} cuda ordinal", isinstance(g.get("cuda_ordinal"), int), str(g.get("cuda_ordinal")))
-        check("driver_version", info["driver"]["driver_version"] == smi[0]["driver_version"],
-              f"{info['driver']['driver_version']} vs {smi[0]['driver_version']}")
+            check(
+                f"GPU {s['index']} memory.total",
+                mib == s["memory.total_mib"],
+                f"{mib} MiB vs {s['memory.total_mib']} MiB",
+            )
+            check(
+                f"GPU {s['index']} cuda ordinal",
+                isinstance(g.get("cuda_ordinal"), int),
+                str(g.get("cuda_ordinal")),
+            )
+        check(
+            "driver_version",
+            info["driver"]["driver_version"] == smi[0]["driver_version"],
+            f"{info['driver']['driver_version']} vs {smi[0]['driver_version']}",
+        )
     check_fields()
     import torch
 
@@ -228,25 +331,43 @@ def main():
     check("%cudainfo did not initialise CUDA", not torch.cuda.is_initialized())
     magics = ip.magics_manager.magics
     if "cudamem" in magics["cell"] and torch.cuda.is_available():
-        ip.run_cell("import torch\nx_gpu_check = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device='cuda')")
-        rep = ip.run_cell_magic("cudamem", "", "y_gpu_check = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device='cuda')\n"
-                                "z = torch.empty(1024 * 1024 * 1024, dtype=torch.uint8, device='cuda'); del z")
+        ip.run_cell(
+            "import torch\nx_gpu_check = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device='cuda')"
+        )
+        rep = ip.run_cell_magic(
+            "cudamem",
+            "",
+            "y_gpu_check = torch.empty(512 * 1024 * 1024, dtype=torch.uint8, device='cuda')\n"
+            "z = torch.empty(1024 * 1024 * 1024, dtype=torch.uint8, device='cuda'); del z",
+        )
         print(rep)
         g0 = rep.gpus[0] if rep is not None and rep.gpus else None
-        check("%%cudamem: allocated delta = 512 MiB", g0 is not None and g0.allocated_delta_bytes == 512 * 2**20,
-              str(g0.allocated_delta_bytes if g0 else None))
-        check("%%cudamem: in-cell peak >= 1.5 GiB over the start",
-              g0 is not None and g0.peak_allocated_bytes - g0.allocated_before_bytes >= 1536 * 2**20,
-              str(g0.peak_allocated_bytes if g0 else None))
-        # F22: an out-of-memory error inside a function keeps its 1 GiB local alive through the saved traceback
-        ip.run_cell("def step():\n    local = torch.empty(2**30, dtype=torch.uint8, device='cuda')\n"
-                    "    return torch.empty(2**50, dtype=torch.uint8, device='cuda')\nstep()", store_history=True)
+        check(
+            "%%cudamem: allocated delta = 512 MiB",
+            g0 is not None and g0.allocated_delta_bytes == 512 * 2**20,
+            str(g0.allocated_delta_bytes if g0 else None),
+        )
+        check(
+            "%%cudamem: in-cell peak >= 1.5 GiB over the start",
+            g0 is not None and g0.peak_allocated_bytes - g0.allocated_before_bytes >= 1536 * 2**20,
+            str(g0.peak_allocated_bytes if g0 else None),
+        )
+        # F22: an out-of-memory error inside a function keeps its 1 GiB local alive through the
+        # saved traceback
+        ip.run_cell(
+            "def step():\n    local = torch.empty(2**30, dtype=torch.uint8, device='cuda')\n"
+            "    return torch.empty(2**50, dtype=torch.uint8, device='cuda')\nstep()",
+            store_history=True,
+        )
         held = torch.cuda.memory_allocated()
         free = ip.run_line_magic("cudamem", "free")
         print(free)
         freed = free.gpu_allocated_freed_bytes if free is not None else 0
-        check("%cudamem free gives back the OOM frame's 1 GiB", freed >= 2**30,
-              f"allocated before free {held}, freed {freed}")
+        check(
+            "%cudamem free gives back the OOM frame's 1 GiB",
+            freed >= 2**30,
+            f"allocated before free {held}, freed {freed}",
+        )
     else:
         check("%%cudamem on GPU", None, "magic not present or no CUDA")
     check_watch_trace(ip)
@@ -256,7 +377,11 @@ def main():
         run_demo.execute(os.path.join(ROOT, "examples", "quickstart.ipynb"))
         check("quickstart.ipynb executes in a real kernel", True)
     except Exception as exc:  # report, do not hide
-        check("quickstart.ipynb executes in a real kernel", False, f"{type(exc).__name__}: {str(exc)[:500]}")
+        check(
+            "quickstart.ipynb executes in a real kernel",
+            False,
+            f"{type(exc).__name__}: {str(exc)[:500]}",
+        )
     failed = [n for n, ok in results if ok is False]
     print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
     return 1 if failed else 0

@@ -1,8 +1,10 @@
-"""Record examples/trace_cluster.jsonl from the local cluster (exporter simulator + a real Prometheus).
+"""Record examples/trace_cluster.jsonl from the local cluster (exporter simulator + a real
+Prometheus).
 
-It is what examples/cluster_watch.ipynb replays where the `prometheus` program is not installed. The demo
-cluster (scripts/prom_sim.demo_cluster: 4 hosts, 12 GPUs, both DCGM label casings, MIG, sentinels, a Slurm job,
-a pod, nvitop's format) is read through the same PrometheusSource as `%gpuwatch --source`, one sample a second.
+It is what examples/cluster_watch.ipynb replays where the `prometheus` program is not installed. The
+demo cluster (scripts/prom_sim.demo_cluster: 4 hosts, 12 GPUs, both DCGM label casings, MIG,
+sentinels, a Slurm job, a pod, nvitop's format) is read through the same PrometheusSource as
+`%gpuwatch --source`, one sample a second.
 
 Usage: python scripts/make_cluster_trace.py [SAMPLES]
 """
@@ -17,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
 import prom_sim  # noqa: E402
+
 from cudamagic.watch.cluster import PrometheusSource  # noqa: E402
 from cudamagic.watch.prometheus import parse_source  # noqa: E402
 from cudamagic.watch.trace import TraceWriter  # noqa: E402
@@ -31,8 +34,12 @@ def main(samples: int = 30) -> str:
             raise SystemExit("Prometheus did not scrape the 12 simulated GPUs")
         if os.path.exists(path):
             os.unlink(path)
-        writer = TraceWriter(path, source="recording of the local demo cluster (scripts/prom_sim.py) by "
-                             "scripts/make_cluster_trace.py", interval_s=1.0)
+        writer = TraceWriter(
+            path,
+            source="recording of the local demo cluster (scripts/prom_sim.py) by "
+            "scripts/make_cluster_trace.py",
+            interval_s=1.0,
+        )
         for i in range(samples):
             writer.write(src.read(i + 1, time.time()))
             time.sleep(1.0)

@@ -1,11 +1,14 @@
 """Print mutmut's score per mutated module (what `make mutation` prints after `mutmut run`).
 
-Reads mutmut 3's ``mutants/<module>.py.meta`` files (JSON: ``exit_code_by_key`` per mutant). Exit codes as in
-mutmut: 1 (or any non-zero but 33/34/36/152/-24/24) killed, 0 survived, 33 no tests, 36/24/-24/152 timeout,
-None not run. Score = killed / (killed + survived + no tests); timeouts count as killed, as mutmut does; mutants listed with
-their reason in scripts/mutation_equivalent.txt are counted apart (column "equiv.") and left out of the score.
-Survivors are split into "wording" (the mutant differs from the original only inside string literals: a message's
-text, "XX"-wrapped or upper-cased) and "logic" (anything else: a condition, a number, a code, a missing argument),
+Reads mutmut 3's ``mutants/<module>.py.meta`` files (JSON: ``exit_code_by_key`` per mutant). Exit
+codes as in
+mutmut: 1 (or any non-zero but 33/34/36/152/-24/24) killed, 0 survived, 33 no tests, 36/24/-24/152
+    timeout,
+None not run. Score = killed / (killed + survived + no tests); timeouts count as killed, as mutmut
+does; mutants listed with their reason in scripts/mutation_equivalent.txt are counted apart (column
+"equiv.") and left out of the score. Survivors are split into "wording" (the mutant differs from the
+original only inside string literals: a message's text, "XX"-wrapped or upper-cased) and "logic"
+    (anything else: a condition, a number, a code, a missing argument),
 and the logic ones are listed first, since they are where a real bug would hide.
 Usage: python scripts/mutation_score.py [mutants_dir]
 """
@@ -58,7 +61,9 @@ def wording_only(source_path, keys) -> set:
             tree = ast.parse(fh.read())
     except (OSError, SyntaxError):
         return set()
-    funcs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    funcs = {
+        n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
     out = set()
     for key in keys:
         name = key.rsplit(".", 1)[-1]
@@ -71,8 +76,18 @@ def wording_only(source_path, keys) -> set:
 
 def main(root="mutants"):
     equivalent = equivalents()
-    rows, total = [], {"killed": 0, "timeout": 0, "survived": 0, "no tests": 0, "not run": 0, "skipped": 0,
-                       "equivalent": 0}
+    rows, total = (
+        [],
+        {
+            "killed": 0,
+            "timeout": 0,
+            "survived": 0,
+            "no tests": 0,
+            "not run": 0,
+            "skipped": 0,
+            "equivalent": 0,
+        },
+    )
     for meta in sorted(glob.glob(os.path.join(root, "**", "*.meta"), recursive=True)):
         with open(meta) as fh:
             codes = json.load(fh).get("exit_code_by_key", {})
@@ -94,17 +109,23 @@ def main(root="mutants"):
     if not rows:
         print("no mutmut results under", root, "- run `mutmut run` first")
         return 1
-    print(f"{'module':40} {'killed':>7} {'survived':>9} {'no tests':>9} {'equiv.':>7} {'not run':>8}  score (goal >= 90 %)"
-          "   (killed includes time-outs, shown apart)")
+    print(
+        f"{'module':40} {'killed':>7} {'survived':>9} {'no tests':>9} {'equiv.':>7} {'not run':>8}  score (goal >= 90 %)"
+        "   (killed includes time-outs, shown apart)"
+    )
     total["wording"] = sum(c["wording"] for _, c, _, _ in rows)
     for name, c, survivors, wording in rows + [("TOTAL", total, [], set())]:
         judged = c["killed"] + c["timeout"] + c["survived"] + c["no tests"]
         score = f"{(c['killed'] + c['timeout']) / judged:6.1%}" if judged else "   n/a"
-        print(f"{name:40} {c['killed'] + c['timeout']:7} {c['survived']:9} {c['no tests']:9} {c['equivalent']:7} "
-              f"{c['not run']:8}  {score}   ({c['timeout']} time-outs)")
+        print(
+            f"{name:40} {c['killed'] + c['timeout']:7} {c['survived']:9} {c['no tests']:9} {c['equivalent']:7} "
+            f"{c['not run']:8}  {score}   ({c['timeout']} time-outs)"
+        )
         left = c["survived"] + c["no tests"]
         if left:
-            print(f"    of the {left} survivors: {left - c['wording']} logic, {c['wording']} wording only")
+            print(
+                f"    of the {left} survivors: {left - c['wording']} logic, {c['wording']} wording only"
+            )
         for key in survivors[:40]:
             kind = "wording" if key in wording else "logic"
             print(f"    survivor ({kind}): {key}   (mutmut show {key})")

@@ -1,8 +1,9 @@
 """Print the README's "Options" reference (markdown) from the magics' own parsers and settings.
 
-Every option of every magic, and every ``%config CudaMagics.<name>`` setting, comes from the code: the
-``magic_arguments`` parser behind each ``%magic?`` and the traits of :class:`cudamagic.extension.CudaMagics`.
-``tests/test_readme.py`` checks that the README holds exactly this text between its ``options`` markers.
+Every option of every magic, and every ``%config CudaMagics.<name>`` setting, comes from the code:
+the ``magic_arguments`` parser behind each ``%magic?`` and the traits of
+:class:`cudamagic.extension.CudaMagics`. ``tests/test_readme.py`` checks that the README holds
+exactly this text between its ``options`` markers.
 
 Usage::
 
@@ -25,9 +26,10 @@ def _cell(text: str) -> str:
 
 
 def magic_parsers():
-    """``[(usage name, parser)]`` for every magic with a parser, in the order of ``cudamagic.extension.AREAS``;
-    a method registered as both line and cell magic (``%cudamem`` / ``%%cudamem``) is listed once, as a cell
-    magic when it is one."""
+    """``[(usage name, parser)]`` for every magic with a parser, in the order of
+    ``cudamagic.extension.AREAS``; a method registered as both line and cell magic (``%cudamem`` /
+    ``%%cudamem``) is listed once, as a cell magic when it is one.
+    """
     from cudamagic.extension import AREAS
 
     out, seen = [], set()
@@ -52,13 +54,18 @@ def option_rows(parser):
         if action.option_strings:
             inv = ", ".join(action.option_strings)
             if action.nargs != 0:
-                inv += f" {action.metavar or action.dest.upper()}" if not action.choices else \
-                    f" {{{','.join(map(str, action.choices))}}}"
+                inv += (
+                    f" {action.metavar or action.dest.upper()}"
+                    if not action.choices
+                    else f" {{{','.join(map(str, action.choices))}}}"
+                )
         else:
             inv = action.metavar or action.dest
             if action.choices:
                 inv = " | ".join(map(str, action.choices))
-        rows.append((inv, formatter._expand_help(action) if action.help else ""))  # %% -> %, %(default)s
+        rows.append(
+            (inv, formatter._expand_help(action) if action.help else "")
+        )  # %% -> %, %(default)s
     return rows
 
 
@@ -71,23 +78,36 @@ def settings_rows():
 
 
 def markdown() -> str:
-    lines = [START, "",
-             "Every option of every magic (the same as `%magic?` shows) and every setting, generated from the code "
-             "by `python scripts/options_doc.py`.", ""]
+    lines = [
+        START,
+        "",
+        "Every option of every magic (the same as `%magic?` shows) and every setting, generated from the code "
+        "by `python scripts/options_doc.py`.",
+        "",
+    ]
     for name, parser in magic_parsers():
         lines += [f"**`{name}`**", "", "| option | meaning |", "|---|---|"]
         lines += [f"| `{_cell(inv)}` | {_cell(help_)} |" for inv, help_ in option_rows(parser)]
         lines.append("")
-    lines += ["**Settings** (`%config CudaMagics.<name> = value`; `%config CudaMagics` lists them)", "",
-              "| setting | default | meaning |", "|---|---|---|"]
-    lines += [f"| `{name}` | `{_cell(default)}` | {_cell(help_)} |" for name, default, help_ in settings_rows()]
+    lines += [
+        "**Settings** (`%config CudaMagics.<name> = value`; `%config CudaMagics` lists them)",
+        "",
+        "| setting | default | meaning |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| `{name}` | `{_cell(default)}` | {_cell(help_)} |"
+        for name, default, help_ in settings_rows()
+    ]
     lines += ["", END]
     return "\n".join(lines)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help="replace the block between the markers in README.md")
+    ap.add_argument(
+        "--write", action="store_true", help="replace the block between the markers in README.md"
+    )
     args = ap.parse_args(argv)
     text = markdown()
     if not args.write:

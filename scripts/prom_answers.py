@@ -1,10 +1,11 @@
-"""Record what a real Prometheus answers to the requests cudamagic's client sends (the tests' stub replays it).
+"""Record what a real Prometheus answers to the requests cudamagic's client sends (the tests' stub
+replays it).
 
 Starts the exporter simulator and a real Prometheus (``scripts/prom_sim.py``), sends each request of
-``REQUESTS`` and writes ``tests/watch/prom_answers.json``: per name, the request (path, parameters with the
-times it used) and the answer (status, Content-Type, body text, byte for byte). A live test
-(``tests/watch/test_cluster_prometheus.py``) checks that the installed Prometheus still answers with the same
-shapes.
+``REQUESTS`` and writes ``tests/watch/prom_answers.json``: per name, the request (path, parameters
+with the times it used) and the answer (status, Content-Type, body text, byte for byte). A live test
+(``tests/watch/test_cluster_prometheus.py``) checks that the installed Prometheus still answers with
+the same shapes.
 
 Usage: python scripts/prom_answers.py [--write]   (without --write: print the answers)
 """
@@ -26,24 +27,48 @@ import prom_sim
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PATH = os.path.join(ROOT, "tests", "watch", "prom_answers.json")
 
-#: name -> (path, parameters); "NOW" in a value is replaced by the request time (epoch seconds, 3 decimals)
+# : name -> (path, parameters); "NOW" in a value is replaced by the request time (epoch seconds, 3
+# decimals)
 REQUESTS = {
-    "vector": ("/api/v1/query", {"query": '{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED"}',
-                                 "time": "NOW"}),
+    "vector": (
+        "/api/v1/query",
+        {"query": '{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED"}', "time": "NOW"},
+    ),
     "vector_empty": ("/api/v1/query", {"query": "nope_metric", "time": "NOW"}),
     "scalar": ("/api/v1/query", {"query": "1+1", "time": "NOW"}),
     "inf_vector": ("/api/v1/query", {"query": "DCGM_FI_DEV_GPU_UTIL / 0", "time": "NOW"}),
     "bad_data": ("/api/v1/query", {"query": "up{"}),
     "no_query": ("/api/v1/query", {}),
-    "matrix": ("/api/v1/query_range", {"query": '{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED"}',
-                                       "start": "NOW-3", "end": "NOW", "step": "1.000"}),
-    "matrix_nan": ("/api/v1/query_range", {"query": "DCGM_FI_DEV_GPU_UTIL / 0 - DCGM_FI_DEV_GPU_UTIL / 0",
-                                           "start": "NOW-2", "end": "NOW", "step": "1.000"}),
-    "matrix_empty": ("/api/v1/query_range", {"query": "nope_metric", "start": "NOW-2", "end": "NOW",
-                                             "step": "1.000"}),
-    "too_many_points": ("/api/v1/query_range", {"query": "up", "start": "NOW-20000", "end": "NOW",
-                                                "step": "1.000"}),
-    "zero_step": ("/api/v1/query_range", {"query": "up", "start": "NOW-20", "end": "NOW", "step": "0.000"}),
+    "matrix": (
+        "/api/v1/query_range",
+        {
+            "query": '{__name__=~"DCGM_FI_DEV_GPU_UTIL|DCGM_FI_DEV_FB_USED"}',
+            "start": "NOW-3",
+            "end": "NOW",
+            "step": "1.000",
+        },
+    ),
+    "matrix_nan": (
+        "/api/v1/query_range",
+        {
+            "query": "DCGM_FI_DEV_GPU_UTIL / 0 - DCGM_FI_DEV_GPU_UTIL / 0",
+            "start": "NOW-2",
+            "end": "NOW",
+            "step": "1.000",
+        },
+    ),
+    "matrix_empty": (
+        "/api/v1/query_range",
+        {"query": "nope_metric", "start": "NOW-2", "end": "NOW", "step": "1.000"},
+    ),
+    "too_many_points": (
+        "/api/v1/query_range",
+        {"query": "up", "start": "NOW-20000", "end": "NOW", "step": "1.000"},
+    ),
+    "zero_step": (
+        "/api/v1/query_range",
+        {"query": "up", "start": "NOW-20", "end": "NOW", "step": "0.000"},
+    ),
     "not_found": ("/api/v1/nope", {}),
 }
 
@@ -86,8 +111,17 @@ def main(argv=None) -> int:
     sim, server = prom_sim.start_cluster([prom_sim.SimHost("node01", "dcgm", 1)], scrape_s=1.0)
     try:
         base = f"http://127.0.0.1:{server.port}"
-        ok = prom_sim.wait_for(lambda: len(json.loads(fetch(base, "/api/v1/query", {"query": "DCGM_FI_DEV_GPU_UTIL"})
-                                                      ["body"])["data"]["result"]) == 1, 30)
+        ok = prom_sim.wait_for(
+            lambda: (
+                len(
+                    json.loads(
+                        fetch(base, "/api/v1/query", {"query": "DCGM_FI_DEV_GPU_UTIL"})["body"]
+                    )["data"]["result"]
+                )
+                == 1
+            ),
+            30,
+        )
         if not ok:
             raise SystemExit(f"Prometheus never scraped the simulator: {server.tail()}")
         time.sleep(4)  # a few scrapes, so the range answers have several points

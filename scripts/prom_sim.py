@@ -1,10 +1,14 @@
-"""A local GPU cluster for ``%gpuwatch --source prometheus://...``: exporter simulator + a real Prometheus.
+"""A local GPU cluster for ``%gpuwatch --source prometheus://...``: exporter simulator + a real
+Prometheus.
 
-* :class:`ExporterSim` serves, with ``prometheus_client``, the metrics of several simulated hosts on one local
-  HTTP port, one path per host (``/metrics/node01``): DCGM-exporter format with the older ``Hostname`` label or
-  the newer ``hostname`` label, or nvitop-exporter format; values change with time; a host can have MIG
-  instances, DCGM blank sentinels, and Slurm / Kubernetes job labels.
-* :class:`PrometheusServer` runs Debian's ``prometheus`` binary on 127.0.0.1 with its own config and data
+* :class:`ExporterSim` serves, with ``prometheus_client``, the metrics of several simulated hosts on
+    one local
+  HTTP port, one path per host (``/metrics/node01``): DCGM-exporter format with the older
+      ``Hostname`` label or
+  the newer ``hostname`` label, or nvitop-exporter format; values change with time; a host can have
+  MIG instances, DCGM blank sentinels, and Slurm / Kubernetes job labels.
+* :class:`PrometheusServer` runs Debian's ``prometheus`` binary on 127.0.0.1 with its own config and
+    data
   directory, scraping the simulator every second; it is stopped by its pid.
 * :func:`backfill` writes a known history with ``promtool tsdb create-blocks-from openmetrics``.
 
@@ -25,13 +29,13 @@ import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from socketserver import ThreadingMixIn
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-DCGM_BLANK_FP64 = float(2 ** 47)
+DCGM_BLANK_FP64 = float(2**47)
 DCGM_BLANK_INT32 = float(0x7FFFFFF0)
 DCGM_NOT_SUPPORTED_INT32 = float(0x7FFFFFF2)
-MIB = 1024 ** 2
+MIB = 1024**2
 
 
 @dataclass
@@ -39,9 +43,11 @@ class SimHost:
     """One simulated host.
 
     Attributes:
-        name: host name. schema: ``"dcgm"`` (label ``hostname``), ``"dcgm-old"`` (label ``Hostname``) or
-            ``"nvitop"``. gpus: number of GPUs. mig: indices of GPUs in MIG mode (2 instances each).
-        sentinel: GPU indices whose power reads DCGM's blank FP64 sentinel and fan the INT32 not-supported one.
+        name: host name. schema: ``"dcgm"`` (label ``hostname``), ``"dcgm-old"`` (label
+            ``Hostname``) or ``"nvitop"``. gpus: number of GPUs. mig: indices of GPUs in MIG mode (2
+            instances each).
+        sentinel: GPU indices whose power reads DCGM's blank FP64 sentinel and fan the INT32
+            not-supported one.
         labels: extra labels on every series (``{"hpc_job": "4242"}``, ``{"pod": "train-0"}``).
         memory_total_mib: framebuffer size.
     """
@@ -73,55 +79,88 @@ def host_metrics(h: SimHost, host_i: int, t: float) -> list:
         util, used = util_at(t, host_i, g), used_mib_at(t, host_i, g)
         power = 100.0 + util * 5
         if h.schema == "nvitop":
-            lab = {"hostname": h.name, "index": str(g), "devicename": "NVIDIA H100 80GB HBM3", "uuid": uuid,
-                   **h.labels}
-            out += [("gpu_utilization_Percentage", lab, util),
-                    ("gpu_memory_utilization_Percentage", lab, util / 2),
-                    ("gpu_memory_used_MiB", lab, used), ("gpu_memory_total_MiB", lab, float(h.memory_total_mib)),
-                    ("gpu_temperature_C", lab, 40.0 + g), ("gpu_power_usage_W", lab, power),
-                    ("gpu_power_limit_W", lab, 700.0), ("gpu_fan_speed_Percentage", lab, 30.0),
-                    ("gpu_clock_sm_MHz", lab, 1980.0), ("gpu_clock_memory_MHz", lab, 2619.0)]
+            lab = {
+                "hostname": h.name,
+                "index": str(g),
+                "devicename": "NVIDIA H100 80GB HBM3",
+                "uuid": uuid,
+                **h.labels,
+            }
+            out += [
+                ("gpu_utilization_Percentage", lab, util),
+                ("gpu_memory_utilization_Percentage", lab, util / 2),
+                ("gpu_memory_used_MiB", lab, used),
+                ("gpu_memory_total_MiB", lab, float(h.memory_total_mib)),
+                ("gpu_temperature_C", lab, 40.0 + g),
+                ("gpu_power_usage_W", lab, power),
+                ("gpu_power_limit_W", lab, 700.0),
+                ("gpu_fan_speed_Percentage", lab, 30.0),
+                ("gpu_clock_sm_MHz", lab, 1980.0),
+                ("gpu_clock_memory_MHz", lab, 2619.0),
+            ]
             continue
         host_label = "Hostname" if h.schema == "dcgm-old" else "hostname"
-        base = {"gpu": str(g), "UUID": uuid, "device": f"nvidia{g}", "modelName": "NVIDIA H100 80GB HBM3",
-                host_label: h.name, "DCGM_FI_DRIVER_VERSION": "570.86.15", **h.labels}
+        base = {
+            "gpu": str(g),
+            "UUID": uuid,
+            "device": f"nvidia{g}",
+            "modelName": "NVIDIA H100 80GB HBM3",
+            host_label: h.name,
+            "DCGM_FI_DRIVER_VERSION": "570.86.15",
+            **h.labels,
+        }
         if g in h.mig:
             for inst, profile in ((1, "3g.40gb"), (2, "4g.40gb")):
                 lab = dict(base, GPU_I_ID=str(inst), GPU_I_PROFILE=profile)
-                out += [("DCGM_FI_DEV_GPU_UTIL", lab, DCGM_BLANK_INT32),
-                        ("DCGM_FI_DEV_FB_USED", lab, 1000.0 * inst), ("DCGM_FI_DEV_FB_FREE", lab, 39000.0),
-                        ("DCGM_FI_DEV_FB_RESERVED", lab, 0.0),
-                        ("DCGM_FI_DEV_POWER_USAGE", lab, 250.0), ("DCGM_FI_DEV_GPU_TEMP", lab, 50.0),
-                        ("DCGM_FI_DEV_SM_CLOCK", lab, 1755.0), ("DCGM_FI_DEV_MEM_CLOCK", lab, 2619.0),
-                        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", lab, 0.25 * inst)]
+                out += [
+                    ("DCGM_FI_DEV_GPU_UTIL", lab, DCGM_BLANK_INT32),
+                    ("DCGM_FI_DEV_FB_USED", lab, 1000.0 * inst),
+                    ("DCGM_FI_DEV_FB_FREE", lab, 39000.0),
+                    ("DCGM_FI_DEV_FB_RESERVED", lab, 0.0),
+                    ("DCGM_FI_DEV_POWER_USAGE", lab, 250.0),
+                    ("DCGM_FI_DEV_GPU_TEMP", lab, 50.0),
+                    ("DCGM_FI_DEV_SM_CLOCK", lab, 1755.0),
+                    ("DCGM_FI_DEV_MEM_CLOCK", lab, 2619.0),
+                    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", lab, 0.25 * inst),
+                ]
             continue
         blank = g in h.sentinel
-        out += [("DCGM_FI_DEV_GPU_UTIL", base, util), ("DCGM_FI_DEV_MEM_COPY_UTIL", base, util / 2),
-                ("DCGM_FI_DEV_FB_USED", base, used), ("DCGM_FI_DEV_FB_FREE", base, h.memory_total_mib - used - 500),
-                ("DCGM_FI_DEV_FB_RESERVED", base, 500.0), ("DCGM_FI_DEV_GPU_TEMP", base, 40.0 + g),
-                ("DCGM_FI_DEV_POWER_USAGE", base, DCGM_BLANK_FP64 if blank else power),
-                ("DCGM_FI_DEV_FAN_SPEED", base, DCGM_NOT_SUPPORTED_INT32 if blank else 30.0),
-                ("DCGM_FI_DEV_SM_CLOCK", base, 1980.0), ("DCGM_FI_DEV_MEM_CLOCK", base, 2619.0),
-                ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", base, round(util / 100, 2)),
-                ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", base, round(util / 250, 3))]
+        out += [
+            ("DCGM_FI_DEV_GPU_UTIL", base, util),
+            ("DCGM_FI_DEV_MEM_COPY_UTIL", base, util / 2),
+            ("DCGM_FI_DEV_FB_USED", base, used),
+            ("DCGM_FI_DEV_FB_FREE", base, h.memory_total_mib - used - 500),
+            ("DCGM_FI_DEV_FB_RESERVED", base, 500.0),
+            ("DCGM_FI_DEV_GPU_TEMP", base, 40.0 + g),
+            ("DCGM_FI_DEV_POWER_USAGE", base, DCGM_BLANK_FP64 if blank else power),
+            ("DCGM_FI_DEV_FAN_SPEED", base, DCGM_NOT_SUPPORTED_INT32 if blank else 30.0),
+            ("DCGM_FI_DEV_SM_CLOCK", base, 1980.0),
+            ("DCGM_FI_DEV_MEM_CLOCK", base, 2619.0),
+            ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", base, round(util / 100, 2)),
+            ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", base, round(util / 250, 3)),
+        ]
     return out
 
 
 class _HostCollector:
     """A ``prometheus_client`` collector yielding one host's gauges at scrape time."""
 
-    def __init__(self, sim: "ExporterSim", host_i: int):
+    def __init__(self, sim: ExporterSim, host_i: int):
         self.sim, self.host_i = sim, host_i
 
     def collect(self):
         from prometheus_client.core import GaugeMetricFamily
 
         fams = {}
-        for name, labels, value in host_metrics(self.sim.hosts[self.host_i], self.host_i, self.sim.clock()):
+        for name, labels, value in host_metrics(
+            self.sim.hosts[self.host_i], self.host_i, self.sim.clock()
+        ):
             keys = sorted(labels)
             fam = fams.get((name, tuple(keys)))
             if fam is None:
-                fam = fams[(name, tuple(keys))] = GaugeMetricFamily(name, f"simulated {name}", labels=keys)
+                fam = fams[(name, tuple(keys))] = GaugeMetricFamily(
+                    name, f"simulated {name}", labels=keys
+                )
             fam.add_metric([labels[k] for k in keys], value)
         yield from fams.values()
 
@@ -143,8 +182,9 @@ def free_port() -> int:
 
 
 class ExporterSim:
-    """Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>`` (a thread; :meth:`stop` ends it).
-    A host name added to :attr:`down` answers 503 instead, as an exporter that stopped working."""
+    """Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>`` (a thread;
+    :meth:`stop` ends it). A host name added to :attr:`down` answers 503 instead, as an exporter that stopped working.
+    """
 
     def __init__(self, hosts, clock=time.time):
         from prometheus_client import CollectorRegistry, generate_latest
@@ -161,7 +201,11 @@ class ExporterSim:
 
         def app(environ, start_response):
             path = environ.get("PATH_INFO", "")
-            reg = self.registries.get(path.rsplit("/", 1)[-1]) if path.startswith("/metrics/") else None
+            reg = (
+                self.registries.get(path.rsplit("/", 1)[-1])
+                if path.startswith("/metrics/")
+                else None
+            )
             if reg is None:
                 start_response("404 Not Found", [("Content-Type", "text/plain")])
                 return [b"no such host\n"]
@@ -174,9 +218,12 @@ class ExporterSim:
             return [body]
 
         self.port = free_port()
-        self._server = make_server("127.0.0.1", self.port, app, server_class=_ThreadingWSGIServer,
-                                   handler_class=_Quiet)
-        self._thread = threading.Thread(target=self._server.serve_forever, name="exporter-sim", daemon=True)
+        self._server = make_server(
+            "127.0.0.1", self.port, app, server_class=_ThreadingWSGIServer, handler_class=_Quiet
+        )
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="exporter-sim", daemon=True
+        )
         self._thread.start()
 
     @property
@@ -196,17 +243,25 @@ def cluster(n_gpus: int, per_host: int = 8, job: str = "") -> list:
     hosts = []
     for i in range(max(1, n_gpus // per_host)):
         labels = {"hpc_job": job} if job and i == 0 else {}
-        hosts.append(SimHost(f"node{i + 1:02d}", schema="dcgm" if i % 2 else "dcgm-old", gpus=per_host,
-                             labels=labels))
+        hosts.append(
+            SimHost(
+                f"node{i + 1:02d}",
+                schema="dcgm" if i % 2 else "dcgm-old",
+                gpus=per_host,
+                labels=labels,
+            )
+        )
     return hosts
 
 
 def demo_cluster() -> list:
     """Four hosts showing every case: both DCGM label casings, MIG, sentinels, a Slurm job, nvitop, a pod."""
-    return [SimHost("node01", "dcgm-old", 4, labels={"hpc_job": "4242"}),
-            SimHost("node02", "dcgm", 4, sentinel=(1,), labels={"hpc_job": "4242"}),
-            SimHost("node03", "dcgm", 2, mig=(0,), labels={"pod": "train-0", "namespace": "ml"}),
-            SimHost("node04", "nvitop", 2)]
+    return [
+        SimHost("node01", "dcgm-old", 4, labels={"hpc_job": "4242"}),
+        SimHost("node02", "dcgm", 4, sentinel=(1,), labels={"hpc_job": "4242"}),
+        SimHost("node03", "dcgm", 2, mig=(0,), labels={"pod": "train-0", "namespace": "ml"}),
+        SimHost("node04", "nvitop", 2),
+    ]
 
 
 def prometheus_binary() -> str | None:
@@ -222,20 +277,36 @@ class PrometheusServer:
         data_dir: TSDB directory (default: a new temporary one, removed by :meth:`cleanup`).
     """
 
-    def __init__(self, targets=(), data_dir: str | None = None, scrape_s: float = 1.0, port: int | None = None):
+    def __init__(
+        self,
+        targets=(),
+        data_dir: str | None = None,
+        scrape_s: float = 1.0,
+        port: int | None = None,
+    ):
         self.binary = prometheus_binary()
         if self.binary is None:
-            raise FileNotFoundError("the `prometheus` program is not installed (apt-get install prometheus)")
+            raise FileNotFoundError(
+                "the `prometheus` program is not installed (apt-get install prometheus)"
+            )
         self.tmp = tempfile.mkdtemp(prefix="cudamagic-prom-")
         self.data_dir = data_dir or os.path.join(self.tmp, "data")
         os.makedirs(self.data_dir, exist_ok=True)
         self.port = port or free_port()
         self.config = os.path.join(self.tmp, "prometheus.yml")
-        lines = ["global:", f"  scrape_interval: {scrape_s:g}s", f"  scrape_timeout: {scrape_s:g}s",
-                 "scrape_configs:"]
+        lines = [
+            "global:",
+            f"  scrape_interval: {scrape_s:g}s",
+            f"  scrape_timeout: {scrape_s:g}s",
+            "scrape_configs:",
+        ]
         for host, addr, path in targets:
-            lines += [f"  - job_name: {host}", f"    metrics_path: {path}", "    static_configs:",
-                      f"      - targets: ['{addr}']"]
+            lines += [
+                f"  - job_name: {host}",
+                f"    metrics_path: {path}",
+                "    static_configs:",
+                f"      - targets: ['{addr}']",
+            ]
         if not targets:
             lines.append("  []")
             lines[-2] = "scrape_configs: []"
@@ -253,16 +324,28 @@ class PrometheusServer:
         """Start the server and wait until ``/-/ready`` answers."""
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(
-                [self.binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.data_dir}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--storage.tsdb.retention.time=30d",
-                 "--query.lookback-delta=5m", "--web.enable-lifecycle"],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                [
+                    self.binary,
+                    f"--config.file={self.config}",
+                    f"--storage.tsdb.path={self.data_dir}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                    "--storage.tsdb.retention.time=30d",
+                    "--query.lookback-delta=5m",
+                    "--web.enable-lifecycle",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode}: {self.tail()}")
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=1) as r:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{self.port}/-/ready", timeout=1
+                ) as r:
                     if r.status == 200:
                         return self
             except OSError:
@@ -340,8 +423,12 @@ def backfill(hosts, data_dir: str, start_s: int, end_s: int, step_s: int = 15):
         fh.write(openmetrics_history(hosts, start_s, end_s, step_s))
         path = fh.name
     try:
-        subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", path, data_dir], check=True,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            [promtool, "tsdb", "create-blocks-from", "openmetrics", "-q", path, data_dir],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
     finally:
         os.unlink(path)
 
@@ -349,7 +436,9 @@ def backfill(hosts, data_dir: str, start_s: int, end_s: int, step_s: int = 15):
 def start_cluster(hosts, scrape_s: float = 1.0):
     """Start the simulator and a Prometheus scraping it: ``(sim, server)``; stop both with :func:`stop_cluster`."""
     sim = ExporterSim(hosts)
-    server = PrometheusServer([(h, f"127.0.0.1:{sim.port}", path) for h, path in sim.targets], scrape_s=scrape_s)
+    server = PrometheusServer(
+        [(h, f"127.0.0.1:{sim.port}", path) for h, path in sim.targets], scrape_s=scrape_s
+    )
     try:
         server.start()
     except Exception:

@@ -1,8 +1,9 @@
 """Execute the example notebooks in a real Jupyter kernel (the main job behind `make demo`).
 
-For each notebook in examples/ (quickstart first): execute it top to bottom with nbclient, in examples/
-as the working directory, save the executed copy and an HTML export under examples/out/, and finally print
-the text form of the %cudainfo cell of the quickstart. Exit status 1 if any notebook fails.
+For each notebook in examples/ (quickstart first): execute it top to bottom with nbclient, in
+examples/ as the working directory, save the executed copy and an HTML export under examples/out/,
+and finally print the text form of the %cudainfo cell of the quickstart. Exit status 1 if any
+notebook fails.
 
 Usage: python scripts/run_demo.py [NOTEBOOK ...]
 """
@@ -25,8 +26,9 @@ OUT = os.path.join(EXAMPLES, "out")
 
 @contextlib.contextmanager
 def repo_on_pythonpath():
-    """Put the repository first on PYTHONPATH for kernels started inside the block (restored after), so
-    they import this checkout's cudamagic even without `pip install -e .`."""
+    """Put the repository first on PYTHONPATH for kernels started inside the block (restored after),
+    so they import this checkout's cudamagic even without `pip install -e .`.
+    """
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = ROOT + (os.pathsep + old if old else "")
     try:
@@ -39,13 +41,20 @@ def repo_on_pythonpath():
 
 
 def execute_nb(nb, cwd: str = EXAMPLES, timeout_s: int = 600, **client_kwargs):
-    """Execute notebook node ``nb`` in place in a real ``python3`` kernel whose working directory is ``cwd``.
+    """Execute notebook node ``nb`` in place in a real ``python3`` kernel whose working directory is
+    ``cwd``.
 
     ``client_kwargs`` go to ``nbclient.NotebookClient`` (e.g. ``allow_errors=True``,
-    ``store_widget_state=True``). Returns ``nb``; raises CellExecutionError on an unexpected cell error.
+    ``store_widget_state=True``). Returns ``nb``; raises CellExecutionError on an unexpected cell
+    error.
     """
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
-                            resources={"metadata": {"path": cwd}}, **client_kwargs)
+    client = NotebookClient(
+        nb,
+        timeout=timeout_s,
+        kernel_name="python3",
+        resources={"metadata": {"path": cwd}},
+        **client_kwargs,
+    )
     with repo_on_pythonpath():
         client.execute()
     return nb
@@ -63,7 +72,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 def static_copy(nb):
     """A copy of ``nb`` for the HTML export: live widget views dropped where the output also carries
     ``text/html`` (a widget view needs JavaScript from a CDN, which an offline reader does not have;
-    the HTML snapshot shows the last state)."""
+    the HTML snapshot shows the last state).
+    """
     import copy
 
     nb = copy.deepcopy(nb)
@@ -91,7 +101,8 @@ def main(argv):
 
     os.makedirs(OUT, exist_ok=True)
     names = argv or ["quickstart.ipynb"] + sorted(
-        n for n in os.listdir(EXAMPLES) if n.endswith(".ipynb") and n != "quickstart.ipynb")
+        n for n in os.listdir(EXAMPLES) if n.endswith(".ipynb") and n != "quickstart.ipynb"
+    )
     failed = []
     quick = None
     for name in names:
@@ -108,7 +119,9 @@ def main(argv):
         body, _ = HTMLExporter().from_notebook_node(static_copy(nb))
         with open(base + ".html", "w", encoding="utf-8") as fh:
             fh.write(body)
-        print(f"executed {name} in {time.perf_counter() - t0:.1f} s -> {os.path.relpath(base, ROOT)}.ipynb/.html")
+        print(
+            f"executed {name} in {time.perf_counter() - t0:.1f} s -> {os.path.relpath(base, ROOT)}.ipynb/.html"
+        )
         if name == "quickstart.ipynb":
             quick = nb
     if quick is not None:

@@ -10,7 +10,9 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
-SCRIPTS = os.path.join(ROOT, "scripts")  # scripts/run_demo.py is the one notebook runner tests share
+SCRIPTS = os.path.join(
+    ROOT, "scripts"
+)  # scripts/run_demo.py is the one notebook runner tests share
 if SCRIPTS not in sys.path:
     sys.path.insert(0, SCRIPTS)
 
@@ -18,14 +20,17 @@ if SCRIPTS not in sys.path:
 @pytest.fixture
 def ip():
     """A real ``InteractiveShell`` with ``%load_ext cudamagic``; unloaded afterwards."""
-    from IPython.core.interactiveshell import InteractiveShell
-
     import copy
 
+    from IPython.core.interactiveshell import InteractiveShell
+
     shell = InteractiveShell.instance()
-    # `%config CudaMagics.x = ...` writes into the (singleton) shell's config, which outlives the extension: keep
-    # each test's settings to itself (a README block that turns the explainer off once broke later explainer tests)
-    saved = copy.deepcopy(dict(shell.config["CudaMagics"])) if "CudaMagics" in shell.config else None
+    # `%config CudaMagics.x = ...` writes into the (singleton) shell's config, which outlives the
+    # extension: keep each test's settings to itself (a README block that turns the explainer off
+    # once broke later explainer tests)
+    saved = (
+        copy.deepcopy(dict(shell.config["CudaMagics"])) if "CudaMagics" in shell.config else None
+    )
     shell.run_line_magic("load_ext", "cudamagic")
     try:
         yield shell
@@ -49,7 +54,11 @@ def fake_nvml(monkeypatch):
 
     def install(scenario, **kw):
         if isinstance(scenario, str):
-            scenario = fm.SCENARIOS[scenario] if scenario in fm.SCENARIOS else fm.WINDOWS_SCENARIOS[scenario]
+            scenario = (
+                fm.SCENARIOS[scenario]
+                if scenario in fm.SCENARIOS
+                else fm.WINDOWS_SCENARIOS[scenario]
+            )
         fake = fm.FakeNVML(scenario, **kw)
         fm.install(fake, monkeypatch)
         return fake
@@ -85,14 +94,16 @@ def stub_nvml(_nvml_stub_path, monkeypatch):
     """Play a scenario in the stand-in NVML library under the REAL ``pynvml`` binding.
 
     Usage: ``stub = stub_nvml("two_gpus_f03")`` or ``stub_nvml({...scenario...})``; returns the
-    :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``). The library is loaded for the
-    test and unloaded after it, so later tests see this machine as it is.
+    :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``). The library is
+    loaded for the test and unloaded after it, so later tests see this machine as it is.
     """
     from tests import fake_nvml as fm
     from tests import nvml_stub
 
     def install(scenario):
-        return nvml_stub.install(fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, monkeypatch)
+        return nvml_stub.install(
+            fm.SCENARIOS[scenario] if isinstance(scenario, str) else scenario, monkeypatch
+        )
 
     try:
         yield install

@@ -1,6 +1,7 @@
-"""`make ... TORCH=...` reinstalls torch when, and only when, the requested torch changes (README: "switching builds
-is one command"). The real Makefile and scripts/make_venv.sh run for real in a throwaway copy, against a fake
-virtualenv whose `bin/python` only records the commands it is given, so nothing is installed."""
+"""`make ... TORCH=...` reinstalls torch when, and only when, the requested torch changes (README:
+"switching builds is one command"). The real Makefile and scripts/make_venv.sh run for real in a
+throwaway copy, against a fake virtualenv whose `bin/python` only records the commands it is given, so nothing is installed.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.skipif(shutil.which("make") is None or os.name != "posix", reason="needs make and a shell")
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None or os.name != "posix", reason="needs make and a shell"
+)
 
 CU126 = "torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
 
@@ -23,7 +26,9 @@ def project(tmp_path):
     (tmp_path / "scripts").mkdir()
     for rel in ("Makefile", "setup.cfg", "pyproject.toml", "scripts/make_venv.sh"):
         shutil.copy2(os.path.join(ROOT, rel), tmp_path / rel)
-    (tmp_path / "scripts" / "system_deps.sh").write_text("exit 0\n")  # the system programs are not the subject
+    (tmp_path / "scripts" / "system_deps.sh").write_text(
+        "exit 0\n"
+    )  # the system programs are not the subject
     bin_dir = tmp_path / "venv" / "bin"
     bin_dir.mkdir(parents=True)
     log = tmp_path / "calls.log"
@@ -36,23 +41,33 @@ def setup_calls(project, *args) -> list:
     """Run `make setup VENV=venv ARGS` for real; the fake python's calls it made (newest run only)."""
     path, log = project
     log.write_text("")
-    res = subprocess.run(["make", "--no-print-directory", "setup", "VENV=venv", *args], cwd=path,
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        ["make", "--no-print-directory", "setup", "VENV=venv", *args],
+        cwd=path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     return log.read_text().splitlines()
 
 
 def torch_installs(calls) -> list:
-    return [c for c in calls if c.startswith("-m pip install") and "torch" in c and "-e" not in c.split()]
+    return [
+        c
+        for c in calls
+        if c.startswith("-m pip install") and "torch" in c and "-e" not in c.split()
+    ]
 
 
 UNINSTALL = "-m pip uninstall --yes --quiet torch"
 
 
 def uninstalls(calls) -> list:
-    """The torch uninstalls among ``calls``; each must come before the torch install of the same run (pip takes
-    ``torch==2.13.0`` as met by any local build, ``2.13.0+cpu`` or ``2.13.0+cu128``, so only an uninstall
-    switches builds)."""
+    """The torch uninstalls among ``calls``; each must come before the torch install of the same run
+    (pip takes ``torch==2.13.0`` as met by any local build, ``2.13.0+cpu`` or ``2.13.0+cu128``, so
+    only an uninstall switches builds).
+    """
     found = [c for c in calls if c.startswith("-m pip uninstall")]
     if found:
         assert calls.index(UNINSTALL) < calls.index(torch_installs(calls)[0]), calls
@@ -90,10 +105,13 @@ def test_changing_torch_reinstalls_once_then_not_again(project):
 def test_same_version_another_build_uninstalls_first(project):
     """The README's own switch: the same version from another index. pip alone would keep the build it has."""
     setup_calls(project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
-    calls = setup_calls(project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128")
+    calls = setup_calls(
+        project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+    )
     assert uninstalls(calls) == [UNINSTALL]
-    assert torch_installs(calls) == ["-m pip install --quiet torch==2.13.0 --index-url "
-                                     "https://download.pytorch.org/whl/cu128"]
+    assert torch_installs(calls) == [
+        "-m pip install --quiet torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+    ]
 
 
 def test_a_venv_from_before_the_torch_file_uninstalls_when_torch_is_given(project):

@@ -1,9 +1,10 @@
-"""The README tells the truth: its magic examples run as written in a real shell, and its Options reference is the
-one the magics' parsers give (``scripts/options_doc.py``).
+"""The README tells the truth: its magic examples run as written in a real shell, and its Options
+reference is the one the magics' parsers give (``scripts/options_doc.py``).
 
-Every fenced block of the README without a language that uses a magic is run in a real ``InteractiveShell`` with
-the extension loaded and a fake NVML (one H100) where NVML is read: a ``%%`` line and the lines below it up to the
-next magic line are one cell, every other line is a cell of its own, in order, as a user pastes them. A line that cannot run here is listed in
+Every fenced block of the README without a language that uses a magic is run in a real
+``InteractiveShell`` with the extension loaded and a fake NVML (one H100) where NVML is read: a
+``%%`` line and the lines below it up to the next magic line are one cell, every other line is a
+cell of its own, in order, as a user pastes them. A line that cannot run here is listed in
 ``CANNOT_RUN_HERE`` with the reason (and skipped); every other line must run without any error.
 """
 
@@ -35,19 +36,21 @@ if shutil.which("nvcc") is None:
 BODY = {
     "%%torchprof": "for _ in range(3):\n    loss_fn(model(x), y).backward()",
     "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
-    "%%cuda": "#include <cstdio>\nint main(int argc, char** argv) { std::printf(\"args %d\\n\", argc); return 0; }",
+    "%%cuda": '#include <cstdio>\nint main(int argc, char** argv) { std::printf("args %d\\n", argc); return 0; }',
 }
 
-#: What the README says comes before a line (matched on the line's start): a cell run first, expected to fail.
+# : What the README says comes before a line (matched on the line's start): a cell run first,
+# expected to fail.
 BEFORE = {
-    "%cudaexplain              # explain the last error again":
-        "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))  # a known error: BatchNorm with a batch of one",
+    "%cudaexplain              # explain the last error again": "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))  # a known error: BatchNorm with a batch of one",
 }
 
 #: Names the README's examples assume the user has (a model, its input and loss).
-PRELUDE = ("import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), "
-           "torch.nn.Linear(8, 1))\nx, y = torch.randn(16, 4), torch.randn(16, 1)\n"
-           "loss_fn = torch.nn.functional.mse_loss")
+PRELUDE = (
+    "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), "
+    "torch.nn.Linear(8, 1))\nx, y = torch.randn(16, 4), torch.randn(16, 1)\n"
+    "loss_fn = torch.nn.functional.mse_loss"
+)
 
 
 def readme_blocks() -> list:
@@ -89,7 +92,14 @@ def readme_cells() -> list:
 def test_readme_has_magic_blocks():
     cells = readme_cells()
     sources = [c for _n, c in cells]
-    for magic in ("%cudainfo", "%gpuwatch", "%%autograd_graph", "%%cudamem", "%cudamem on", "%cudaexplain"):
+    for magic in (
+        "%cudainfo",
+        "%gpuwatch",
+        "%%autograd_graph",
+        "%%cudamem",
+        "%cudamem on",
+        "%cudaexplain",
+    ):
         assert any(c.startswith(magic) for c in sources), magic
     assert len(cells) >= 20
 
@@ -99,7 +109,9 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
 
     from tests.fake_nvml import SCENARIOS
 
-    h100 = copy.deepcopy(SCENARIOS["one_gpu"])  # a driver new enough for this machine's nvcc (13.0): %%cuda runs
+    h100 = copy.deepcopy(
+        SCENARIOS["one_gpu"]
+    )  # a driver new enough for this machine's nvcc (13.0): %%cuda runs
     h100.update(driver_version="580.65.06", cuda_driver_version=13000, nvml_version="13.580.65.06")
     fake_nvml(h100)
     os.makedirs(tmp_path / "examples")
@@ -110,7 +122,9 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
     ran, skipped = [], []
     try:
         for no, source in readme_cells():
-            why = next((r for start, r in CANNOT_RUN_HERE.items() if source.startswith(start)), None)
+            why = next(
+                (r for start, r in CANNOT_RUN_HERE.items() if source.startswith(start)), None
+            )
             if why:
                 skipped.append((no, source, why))
                 continue
@@ -119,7 +133,9 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
                 assert ip.run_cell(before).error_in_exec is not None
             if source.startswith("%%") and "\n" not in source.strip():
                 body = next((b for start, b in BODY.items() if source.startswith(start)), None)
-                assert body is not None, f"README.md:{no}: {source!r} has no body here: add one to BODY"
+                assert body is not None, (
+                    f"README.md:{no}: {source!r} has no body here: add one to BODY"
+                )
                 source += "\n" + body
             result = ip.run_cell(source)
             err = result.error_before_exec or result.error_in_exec
@@ -139,14 +155,22 @@ def test_every_cannot_run_entry_matches_a_readme_line():
         assert any(s.startswith(start) for s in sources), start
 
 
-@pytest.mark.parametrize("line, kept", [
-    ("-q   # display nothing", "-q"), ("# all a comment", ""), ("--log run#1.jsonl", "--log run#1.jsonl"),
-    ('--log "a # b.jsonl"  # c', '--log "a # b.jsonl"'), ("--json", "--json")])
+@pytest.mark.parametrize(
+    "line, kept",
+    [
+        ("-q   # display nothing", "-q"),
+        ("# all a comment", ""),
+        ("--log run#1.jsonl", "--log run#1.jsonl"),
+        ('--log "a # b.jsonl"  # c', '--log "a # b.jsonl"'),
+        ("--json", "--json"),
+    ],
+)
 def test_trailing_comments_are_dropped_as_in_the_readme(line, kept):
     assert strip_comment(line) == kept
 
 
 # ---- the Options reference ---------------------------------------------------------------------
+
 
 def _options_doc():
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -163,7 +187,9 @@ def test_readme_options_reference_is_what_the_parsers_say():
         readme = fh.read()
     assert doc.START in readme and doc.END in readme
     block = doc.START + readme.split(doc.START, 1)[1].split(doc.END, 1)[0] + doc.END
-    assert block == doc.markdown(), "README's Options are stale: run `python scripts/options_doc.py --write`"
+    assert block == doc.markdown(), (
+        "README's Options are stale: run `python scripts/options_doc.py --write`"
+    )
 
 
 def test_every_option_listed_once_in_readme_and_in_its_magic_manual(ip, capsys):

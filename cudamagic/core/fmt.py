@@ -10,32 +10,37 @@ from __future__ import annotations
 import functools
 import html
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from .na import NA, is_na
+from .na import is_na
 
-
-#: Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets text between two
+# : Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets
+# text between two
 #: ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
 NO_MATH = "mathjax_ignore"
 
 
 _UNSAFE = "[\x00-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]"
-_UNSAFE_KEEP_LINES = "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]"
+_UNSAFE_KEEP_LINES = (
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2028\u2029\u2066-\u2069\ufeff]"
+)
 
 
 @functools.cache
 def _unsafe(keep_newlines: bool) -> re.Pattern:
-    """The compiled pattern of :func:`terminal_safe`, compiled on first use and kept (an output with no outside
-    text to clean, such as ``%cudainfo``'s, never pays for it)."""
+    """The compiled pattern of :func:`terminal_safe`, compiled on first use and kept (an output with
+    no outside text to clean, such as ``%cudainfo``'s, never pays for it).
+    """
     return re.compile(_UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE)
 
 
 def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) -> str:
-    """``str(value)`` safe to print in a terminal: control, zero-width and bidi characters shown as ``\\xNN``.
+    """``str(value)`` safe to print in a terminal: control, zero-width and bidi characters shown as
+    ``\\xNN``.
 
-    Process names, command lines and tool messages come from outside (other users on shared GPU servers);
-    an ``ESC [2J`` or a newline in them would otherwise clear the screen or forge table rows.
+    Process names, command lines and tool messages come from outside (other users on shared GPU
+    servers); an ``ESC [2J`` or a newline in them would otherwise clear the screen or forge table
+    rows.
 
     Args:
         value: anything; ``str()`` is taken.
@@ -43,8 +48,12 @@ def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) 
         keep_newlines: keep tab and newline (multi-line messages), escape the rest.
     """
     text = str(value) if limit is None else str(value)[:limit]
-    return _unsafe(bool(keep_newlines)).sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                                            else f"\\u{ord(m.group()):04x}", text)
+    return _unsafe(bool(keep_newlines)).sub(
+        lambda m: (
+            f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"
+        ),
+        text,
+    )
 
 
 def esc(value) -> str:
@@ -69,8 +78,9 @@ def format_bytes(n) -> str:
 
 
 def plural(n: int, word: str, many: str = "") -> str:
-    """``1 host``, ``3 hosts``: the count ``n`` and ``word``, or ``many`` (default ``word + 's'``) when ``n`` is
-    not 1."""
+    """``1 host``, ``3 hosts``: the count ``n`` and ``word``, or ``many`` (default ``word + 's'``)
+    when ``n`` is not 1.
+    """
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
 
@@ -88,17 +98,22 @@ def format_value(value, unit: str = "") -> str:
 def na_cell_html(value, formatted: str | None = None) -> str:
     """One HTML cell body: NA shows 'N/A' with the reason as tooltip and small text."""
     if is_na(value):
-        return (f'<span class="cm-na" title="{esc(value.reason)}">N/A</span> '
-                f'<small class="cm-na-reason">({esc(value.reason)})</small>')
+        return (
+            f'<span class="cm-na" title="{esc(value.reason)}">N/A</span> '
+            f'<small class="cm-na-reason">({esc(value.reason)})</small>'
+        )
     return esc(formatted if formatted is not None else value)
 
 
 def display_width(text) -> int:
-    """Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining marks 0
-    (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character, counts 1)."""
+    """Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining
+    marks 0 (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character, counts 1).
+    """
     text = str(text)
     if text.isascii() and text.isprintable():
-        return len(text)  # the common case, without loading wcwidth's tables (~9 ms of CPU in a fresh process)
+        return len(
+            text
+        )  # the common case, without loading wcwidth's tables (~9 ms of CPU in a fresh process)
     from wcwidth import wcswidth, wcwidth
 
     width = wcswidth(text)
@@ -127,8 +142,9 @@ def clip(text, width: int) -> str:
 
 
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A plain monospace table: columns padded to the widest cell in terminal columns, so double-width (CJK)
-    process and GPU names stay aligned; a dashed rule under the headers."""
+    """A plain monospace table: columns padded to the widest cell in terminal columns, so
+    double-width (CJK) process and GPU names stay aligned; a dashed rule under the headers.
+    """
     rows = [[str(c) for c in r] for r in rows]
     widths = [display_width(h) for h in headers]
     for r in rows:
@@ -141,16 +157,24 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
     return "\n".join(out)
 
 
-def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str = "cm-table",
-               num: Iterable[int] = (), prose: Iterable[int] = (), titles: Sequence[str] | None = None,
-               col_cls: dict | None = None) -> str:
+def html_table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    cls: str = "cm-table",
+    num: Iterable[int] = (),
+    prose: Iterable[int] = (),
+    titles: Sequence[str] | None = None,
+    col_cls: dict | None = None,
+) -> str:
     """An HTML table of the shared style (class ``cm-table``, see :mod:`cudamagic.core.style`).
 
     Args:
-        headers: column titles (plain text, escaped here). When every title is empty the table has no header row.
+        headers: column titles (plain text, escaped here). When every title is empty the table has
+            no header row.
         rows: cells as already escaped HTML fragments.
         cls: extra class(es) of the ``<table>``; ``cm-table`` is always added.
-        num: 0-based indices of numeric columns: class ``cm-num`` (right-aligned, tabular digits, no wrap).
+        num: 0-based indices of numeric columns: class ``cm-num`` (right-aligned, tabular digits, no
+            wrap).
         prose: 0-based indices of prose columns: class ``cm-prose`` (left-aligned, wrapping).
         titles: a tooltip per header (plain text, escaped here; ``""`` or None for none).
         col_cls: more classes per column index (``{4: "cm-mono"}``).
@@ -159,8 +183,11 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str =
     col_cls = dict(col_cls or {})
 
     def klass(i):
-        names = (["cm-num"] if i in num else []) + (["cm-prose"] if i in prose else []) + (
-            [col_cls[i]] if i in col_cls else [])
+        names = (
+            (["cm-num"] if i in num else [])
+            + (["cm-prose"] if i in prose else [])
+            + ([col_cls[i]] if i in col_cls else [])
+        )
         return f' class="{" ".join(names)}"' if names else ""
 
     def title(i):
@@ -172,9 +199,14 @@ def html_table(headers: Sequence[str], rows: Iterable[Sequence[str]], cls: str =
         classes.insert(0, "cm-table")
     head = ""
     if any(str(h) for h in headers):
-        head = "<thead><tr>" + "".join(f"<th{klass(i)}{title(i)}>{esc(h)}</th>" for i, h in enumerate(headers)) \
+        head = (
+            "<thead><tr>"
+            + "".join(f"<th{klass(i)}{title(i)}>{esc(h)}</th>" for i, h in enumerate(headers))
             + "</tr></thead>"
-    body = "".join("<tr>" + "".join(f"<td{klass(i)}>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows)
+        )
+    body = "".join(
+        "<tr>" + "".join(f"<td{klass(i)}>{c}</td>" for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
     return f'<table class="{" ".join(classes)}">{head}<tbody>{body}</tbody></table>'
 
 

@@ -28,13 +28,28 @@ import threading
 from . import platform
 from .na import NA, is_na
 from .nvml_fields import (  # noqa: F401 - re-exported: callers use nvml.<name>
-    FIELD_GROUP, FIELD_UNITS, MAX_CLOCK_MHZ, MAX_MEMORY_BYTES, MAX_POWER_MW, MAX_TEMPERATURE_C, PID_MAX, _GROUPS,
-    _implausible, _q_memory, check_process, check_value, check_values, decode, decode_throttle_reasons)
+    _GROUPS,
+    FIELD_GROUP,
+    FIELD_UNITS,
+    MAX_CLOCK_MHZ,
+    MAX_MEMORY_BYTES,
+    MAX_POWER_MW,
+    MAX_TEMPERATURE_C,
+    PID_MAX,
+    _implausible,
+    _q_memory,
+    check_process,
+    check_value,
+    check_values,
+    decode,
+    decode_throttle_reasons,
+)
 
 _lock = threading.RLock()
 _state = {"module": None, "initialized": False, "error": None}
 
-# NVML error codes (mirrors pynvml's NVML_ERROR_*; kept here so translation works without importing it).
+# NVML error codes (mirrors pynvml's NVML_ERROR_*; kept here so translation works without importing
+# it).
 _UNINITIALIZED = 1
 _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
@@ -69,21 +84,36 @@ def _module():
 
 def kernel_module_version():
     """NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
-    :func:`cudamagic.core.platform.nvidia_kernel_module_text`), or NA."""
+    :func:`cudamagic.core.platform.nvidia_kernel_module_text`), or NA.
+    """
     text = platform.nvidia_kernel_module_text()
     if text is None:
         if platform.is_windows():
-            return NA("Windows has no NVIDIA kernel module file: the driver version comes from NVML", "no_driver")
-        return NA("the NVIDIA kernel module version file (/proc/driver/nvidia/version) is not readable "
-                  "(no NVIDIA kernel module loaded)", "no_driver")
+            return NA(
+                "Windows has no NVIDIA kernel module file: the driver version comes from NVML",
+                "no_driver",
+            )
+        return NA(
+            "the NVIDIA kernel module version file (/proc/driver/nvidia/version) is not readable "
+            "(no NVIDIA kernel module loaded)",
+            "no_driver",
+        )
     m = re.search(r"Kernel Module(?: for [^ ]+)?\s+(\d+\.\d+(?:\.\d+)?)", text)
-    return m.group(1) if m else NA("version not found in the NVIDIA kernel module version file", "error")
+    return (
+        m.group(1)
+        if m
+        else NA("version not found in the NVIDIA kernel module version file", "error")
+    )
 
 
 def library_version():
     """Version of the user-space ``libnvidia-ml.so.<version>`` found on disk, or NA."""
-    patterns = ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*", "/usr/lib64/libnvidia-ml.so.*.*",
-                "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.*.*", "/usr/lib/libnvidia-ml.so.*.*"]
+    patterns = [
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*",
+        "/usr/lib64/libnvidia-ml.so.*.*",
+        "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.*.*",
+        "/usr/lib/libnvidia-ml.so.*.*",
+    ]
     for pattern in patterns:
         for path in sorted(glob.glob(pattern)):
             m = re.search(r"libnvidia-ml\.so\.(\d+\.\d+(?:\.\d+)?)$", path)
@@ -93,14 +123,19 @@ def library_version():
 
 
 def library_path():
-    """Where the NVML library was loaded from (``pynvml.nvmlLib._name``: ``C:\\Windows\\System32\\nvml.dll``
-    on Windows, ``libnvidia-ml.so.1`` as the loader resolved it on Linux), or NA before a successful init."""
+    """Where the NVML library was loaded from (``pynvml.nvmlLib._name``:
+    ``C:\\Windows\\System32\\nvml.dll`` on Windows, ``libnvidia-ml.so.1`` as the loader resolved it on Linux), or NA before a successful init.
+    """
     err = init()
     if err is not None:
         return err
     lib = getattr(_state["module"], "nvmlLib", None)
     name = getattr(lib, "_name", None)
-    return decode(name) if name else NA("this nvidia-ml-py does not say which library it loaded", "not_supported")
+    return (
+        decode(name)
+        if name
+        else NA("this nvidia-ml-py does not say which library it loaded", "not_supported")
+    )
 
 
 def translate(exc) -> NA:
@@ -109,11 +144,18 @@ def translate(exc) -> NA:
     if code == _NOT_SUPPORTED:
         return NA("not supported on this GPU", "not_supported")
     if code == _NO_PERMISSION:
-        return NA("permission denied by the driver (try as root or ask the administrator)", "no_permission")
+        return NA(
+            "permission denied by the driver (try as root or ask the administrator)",
+            "no_permission",
+        )
     if code == _FUNCTION_NOT_FOUND:
-        return NA("this driver's NVML lacks the function (driver too old for this query)", "not_supported")
+        return NA(
+            "this driver's NVML lacks the function (driver too old for this query)", "not_supported"
+        )
     if code in (_GPU_IS_LOST, _GPU_NOT_FOUND):
-        return NA("GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost")
+        return NA(
+            "GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"
+        )
     if code == _RESET_REQUIRED:
         return NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost")
     if code == _LIBRARY_NOT_FOUND:
@@ -209,10 +251,13 @@ def constant(name: str, default=None):
 
 # ---- system-level facts -----------------------------------------------------------
 
-def decode_cuda_driver_version(value):
-    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` -> ``'12.8'``.
 
-    The encoding is ``1000 * major + 10 * minor``. Returns NA for non-integers or non-positive values.
+def decode_cuda_driver_version(value):
+    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` ->
+    ``'12.8'``.
+
+    The encoding is ``1000 * major + 10 * minor``. Returns NA for non-integers or non-positive
+    values.
     """
     if is_na(value):
         return value
@@ -238,8 +283,14 @@ def system_info() -> dict:
     err = init()
     if err is not None:
         see = NA("NVML not available: see NVML status", err.code)
-        return {"status": err, "driver_version": see, "cuda_driver_version": see,
-                "cuda_driver_version_raw": see, "nvml_version": see, "device_count": see}
+        return {
+            "status": err,
+            "driver_version": see,
+            "cuda_driver_version": see,
+            "cuda_driver_version_raw": see,
+            "nvml_version": see,
+            "device_count": see,
+        }
     raw = call("nvmlSystemGetCudaDriverVersion")
     drv = call("nvmlSystemGetDriverVersion")
     ver = call("nvmlSystemGetNVMLVersion")
@@ -253,8 +304,12 @@ def system_info() -> dict:
     }
 
 
-_BOUNDS = {"power.draw": ["power.limit"], "clocks.sm": ["clocks.max.sm"], "clocks.mem": ["clocks.max.mem"],
-           "memory.used": ["memory.total"]}
+_BOUNDS = {
+    "power.draw": ["power.limit"],
+    "clocks.sm": ["clocks.max.sm"],
+    "clocks.mem": ["clocks.max.mem"],
+    "memory.used": ["memory.total"],
+}
 
 
 class Device:
@@ -269,10 +324,10 @@ class Device:
         self.index = index
         self._handle = None
         self._sticky = {}  # group -> NA
-        self.lost = None   # NA once the GPU is lost
-        self.memory_api = None   # "v2" or "v1" once memory was read (see _q_memory)
+        self.lost = None  # NA once the GPU is lost
+        self.memory_api = None  # "v2" or "v1" once memory was read (see _q_memory)
         self._max_clocks = None  # static: read once
-        self.memory_total = None     # bytes, from the last memory reading (bound for process rows)
+        self.memory_total = None  # bytes, from the last memory reading (bound for process rows)
 
     def handle(self):
         """The NVML handle, or NA."""
@@ -317,8 +372,8 @@ class Device:
     def read(self, fields) -> dict:
         """Several fields, each query group asked once, every number through :func:`check_values`.
 
-        ``power.draw`` also reads ``power.limit`` and the clocks read the GPU's maximum clocks (once; they
-        do not change) so that their bounds are known.
+        ``power.draw`` also reads ``power.limit`` and the clocks read the GPU's maximum clocks
+        (once; they do not change) so that their bounds are known.
         """
         want = list(fields)
         for f in fields:
@@ -335,7 +390,8 @@ class Device:
         return {f: checked[f] for f in fields}
 
     def processes(self):
-        """Processes using this GPU: list of ``{"pid": int, "used_memory": bytes-or-NA, "type": "C"|"G"}``.
+        """Processes using this GPU: list of ``{"pid": int, "used_memory": bytes-or-NA, "type":
+        "C"|"G"}``.
 
         Compute (``nvmlDeviceGetComputeRunningProcesses``) and graphics processes,
         merged by pid. Returns NA when NVML cannot list them.
@@ -349,12 +405,16 @@ class Device:
         mod = _state["module"]
         rows = {}
         errors = []
-        bad = []   # impossible pids: a binding/driver struct mismatch, not processes
-        if self.memory_total is None:    # the bound for each row: the last memory reading, or one taken now
+        bad = []  # impossible pids: a binding/driver struct mismatch, not processes
+        if (
+            self.memory_total is None
+        ):  # the bound for each row: the last memory reading, or one taken now
             self.read(["memory.total"])  # sets memory_total (an NA leaves only the absolute bound)
         total = self.memory_total
-        for kind, fname in (("C", "nvmlDeviceGetComputeRunningProcesses"),
-                            ("G", "nvmlDeviceGetGraphicsRunningProcesses")):
+        for kind, fname in (
+            ("C", "nvmlDeviceGetComputeRunningProcesses"),
+            ("G", "nvmlDeviceGetGraphicsRunningProcesses"),
+        ):
             fn = getattr(mod, fname, None)
             if fn is None:
                 continue
@@ -373,7 +433,9 @@ class Device:
                     continue
                 if pid in rows:  # listed as compute and graphics: one C+G row, the larger figure
                     old = rows[pid]["used_memory"]
-                    rows[pid]["used_memory"] = old if is_na(used) else used if is_na(old) else max(old, used)
+                    rows[pid]["used_memory"] = (
+                        old if is_na(used) else used if is_na(old) else max(old, used)
+                    )
                     rows[pid]["type"] = "C+G"
                 else:
                     rows[pid] = {"pid": pid, "used_memory": used, "type": kind}
@@ -385,16 +447,20 @@ class Device:
                 self.lost = na
             return na
         if bad:
-            na = _implausible("the process list", f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
-                              f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "
-                              "disagree on the process structure; install the nvidia-ml-py that matches the driver")
+            na = _implausible(
+                "the process list",
+                f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
+                f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "
+                "disagree on the process structure; install the nvidia-ml-py that matches the driver",
+            )
             # with a layout mismatch no row can be trusted, even one that looks right
             return na
         return sorted(rows.values(), key=lambda r: r["pid"])
 
     def driver_model(self):
-        """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only; nvidia-smi's header), or
-        NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a reboot), so asked once per Device."""
+        """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only;
+        nvidia-smi's header), or NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a reboot), so asked once per Device.
+        """
         model = self.__dict__.get("_driver_model")
         if model is None:
             model = self.get("driver_model.current")
@@ -405,8 +471,11 @@ class Device:
     def _unattributed_memory(self) -> NA:
         """The NA for a process whose GPU memory NVML reports as not available (``usedGpuMemory`` None)."""
         if self.driver_model() == "WDDM":
-            return NA("Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
-                      "(nvidia-smi shows N/A too)", "wddm")
+            return NA(
+                "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
+                "(nvidia-smi shows N/A too)",
+                "wddm",
+            )
         return NA("not reported by the driver", "not_supported")
 
     def mig_devices(self):
@@ -424,15 +493,20 @@ class Device:
                 continue  # unpopulated slot
             uuid = call("nvmlDeviceGetUUID", mh)
             mem = call("nvmlDeviceGetMemoryInfo", mh)
-            vals = check_values({"memory.total": mem if is_na(mem) else int(mem.total),
-                                 "memory.used": mem if is_na(mem) else int(mem.used)})
+            vals = check_values(
+                {
+                    "memory.total": mem if is_na(mem) else int(mem.total),
+                    "memory.used": mem if is_na(mem) else int(mem.used),
+                }
+            )
             out.append({"index": i, "uuid": uuid if is_na(uuid) else decode(uuid), **vals})
         return out
 
 
 def process_name(pid: int):
-    """The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints), or NA
-    (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient Permissions")."""
+    """The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints),
+    or NA (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient Permissions").
+    """
     name = call("nvmlSystemGetProcessName", int(pid))
     return name if is_na(name) else decode(name)
 
@@ -456,7 +530,8 @@ def device_count():
 
 
 def process_gpu_memory(pid: int | None = None) -> dict:
-    """GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index: bytes-or-NA}``.
+    """GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index:
+    bytes-or-NA}``.
 
     Includes the CUDA context and non-PyTorch allocations. Returns ``{}`` when
     NVML is unavailable or the process uses no GPU.

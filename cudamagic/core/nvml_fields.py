@@ -1,9 +1,10 @@
 """What each NVML field is: how it is read, its unit, and which values can be true.
 
-The per-field readers (``nvmlDevice...`` calls grouped so one NVML call fills several nvidia-smi fields), the units of
-every field (raw NVML units: bytes, mW, MHz, %, C), the clock-event reason bits, and the one plausibility check every
-number read from NVML goes through (bounds documented beside it). :mod:`cudamagic.core.nvml` (the seam: init, error
-translation, ``Device``) uses them; nothing here initialises NVML or keeps state.
+The per-field readers (``nvmlDevice...`` calls grouped so one NVML call fills several nvidia-smi
+fields), the units of every field (raw NVML units: bytes, mW, MHz, %, C), the clock-event reason
+bits, and the one plausibility check every number read from NVML goes through (bounds documented
+beside it). :mod:`cudamagic.core.nvml` (the seam: init, error translation, ``Device``) uses them;
+nothing here initialises NVML or keeps state.
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ def decode(value) -> str:
 # ---- per-device reads -------------------------------------------------------------
 
 # Answers of nvmlDeviceGetMemoryInfo_v2 that mean "this driver has no v2 memory call": use v1.
-_MEM_V1_CODES = {3, 13, 25}  # NVML_ERROR_NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH
+_MEM_V1_CODES = {
+    3,
+    13,
+    25,
+}  # NVML_ERROR_NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH
 
 
 def _q_memory(mod, h, dev=None):
     """``nvmlDeviceGetMemoryInfo`` with the v2 structure where the driver has it (R510 and later).
 
-    v2 reports the driver's reserve apart (``memory.reserved``) and ``used`` without it, as ``nvidia-smi``
+    v2 reports the driver's reserve apart (``memory.reserved``) and ``used`` without it, as
+    ``nvidia-smi``
     prints. On older drivers the legacy v1 structure is read: its ``used`` includes the reserve, so
     ``memory.reserved`` is NA and ``memory.api`` says ``"v1"``.
     """
@@ -36,7 +42,7 @@ def _q_memory(mod, h, dev=None):
     if version is not None and not (dev is not None and dev.memory_api == "v1"):
         try:
             m = mod.nvmlDeviceGetMemoryInfo(h, version=version)
-        except TypeError:        # a binding whose function takes no version
+        except TypeError:  # a binding whose function takes no version
             m = None
         except Exception as exc:
             if getattr(exc, "value", None) not in _MEM_V1_CODES:
@@ -45,13 +51,23 @@ def _q_memory(mod, h, dev=None):
         if m is not None and getattr(m, "reserved", None) is not None:
             if dev is not None:
                 dev.memory_api = "v2"
-            return {"memory.total": int(m.total), "memory.used": int(m.used), "memory.free": int(m.free),
-                    "memory.reserved": int(m.reserved), "memory.api": "v2"}
+            return {
+                "memory.total": int(m.total),
+                "memory.used": int(m.used),
+                "memory.free": int(m.free),
+                "memory.reserved": int(m.reserved),
+                "memory.api": "v2",
+            }
     if dev is not None:
         dev.memory_api = "v1"
     m = mod.nvmlDeviceGetMemoryInfo(h)
-    return {"memory.total": int(m.total), "memory.used": int(m.used), "memory.free": int(m.free),
-            "memory.reserved": MEMORY_V1_RESERVED, "memory.api": "v1"}
+    return {
+        "memory.total": int(m.total),
+        "memory.used": int(m.used),
+        "memory.free": int(m.free),
+        "memory.reserved": MEMORY_V1_RESERVED,
+        "memory.api": "v1",
+    }
 
 
 def _q_util(mod, h):
@@ -60,7 +76,11 @@ def _q_util(mod, h):
 
 
 def _q_temp(mod, h):
-    return {"temperature.gpu": int(mod.nvmlDeviceGetTemperature(h, getattr(mod, "NVML_TEMPERATURE_GPU", 0)))}
+    return {
+        "temperature.gpu": int(
+            mod.nvmlDeviceGetTemperature(h, getattr(mod, "NVML_TEMPERATURE_GPU", 0))
+        )
+    }
 
 
 def _q_power_draw(mod, h):
@@ -88,7 +108,10 @@ def _q_pstate(mod, h):
 
 
 def _q_throttle(mod, h):
-    fn = getattr(mod, "nvmlDeviceGetCurrentClocksEventReasons", None) or mod.nvmlDeviceGetCurrentClocksThrottleReasons
+    fn = (
+        getattr(mod, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        or mod.nvmlDeviceGetCurrentClocksThrottleReasons
+    )
     return {"clocks_event_reasons.active": int(fn(h))}
 
 
@@ -112,12 +135,16 @@ def _q_cc(mod, h):
 
 
 def _q_persistence(mod, h):
-    return {"persistence_mode": "Enabled" if int(mod.nvmlDeviceGetPersistenceMode(h)) else "Disabled"}
+    return {
+        "persistence_mode": "Enabled" if int(mod.nvmlDeviceGetPersistenceMode(h)) else "Disabled"
+    }
 
 
 def _q_clocks_max(mod, h):
-    return {"clocks.max.sm": int(mod.nvmlDeviceGetMaxClockInfo(h, getattr(mod, "NVML_CLOCK_SM", 1))),
-            "clocks.max.mem": int(mod.nvmlDeviceGetMaxClockInfo(h, getattr(mod, "NVML_CLOCK_MEM", 2)))}
+    return {
+        "clocks.max.sm": int(mod.nvmlDeviceGetMaxClockInfo(h, getattr(mod, "NVML_CLOCK_SM", 1))),
+        "clocks.max.mem": int(mod.nvmlDeviceGetMaxClockInfo(h, getattr(mod, "NVML_CLOCK_MEM", 2))),
+    }
 
 
 def _q_ecc_mode(mod, h):
@@ -127,10 +154,14 @@ def _q_ecc_mode(mod, h):
 
 def _q_ecc_errors(mod, h):
     unc = getattr(mod, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-    return {"ecc.errors.uncorrected.volatile.total":
-            int(mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_VOLATILE_ECC", 0))),
-            "ecc.errors.uncorrected.aggregate.total":
-            int(mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_AGGREGATE_ECC", 1)))}
+    return {
+        "ecc.errors.uncorrected.volatile.total": int(
+            mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_VOLATILE_ECC", 0))
+        ),
+        "ecc.errors.uncorrected.aggregate.total": int(
+            mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_AGGREGATE_ECC", 1))
+        ),
+    }
 
 
 def _q_retired(mod, h):
@@ -144,11 +175,14 @@ def _q_remapped(mod, h):
 
 def _q_mig(mod, h):
     current, pending = mod.nvmlDeviceGetMigMode(h)
-    return {"mig.mode.current": "Enabled" if int(current) else "Disabled",
-            "mig.mode.pending": "Enabled" if int(pending) else "Disabled"}
+    return {
+        "mig.mode.current": "Enabled" if int(current) else "Disabled",
+        "mig.mode.pending": "Enabled" if int(pending) else "Disabled",
+    }
 
 
-#: ``nvmlDeviceGetDriverModel`` values -> the words of nvidia-smi's header (NVML_DRIVER_WDDM/WDM/MCDM).
+# : ``nvmlDeviceGetDriverModel`` values -> the words of nvidia-smi's header
+# (NVML_DRIVER_WDDM/WDM/MCDM).
 DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
 
 
@@ -161,29 +195,60 @@ def _q_driver_model(mod, h):
         na = NA("this nvidia-ml-py has no nvmlDeviceGetDriverModel", "not_supported")
         return {"driver_model.current": na, "driver_model.pending": na}
     current, pending = fn(h)
-    return {"driver_model.current": DRIVER_MODELS.get(int(current), f"model {int(current)}"),
-            "driver_model.pending": DRIVER_MODELS.get(int(pending), f"model {int(pending)}")}
+    return {
+        "driver_model.current": DRIVER_MODELS.get(int(current), f"model {int(current)}"),
+        "driver_model.pending": DRIVER_MODELS.get(int(pending), f"model {int(pending)}"),
+    }
 
 
 _GROUPS = {
-    "name": _q_name, "uuid": _q_uuid, "pci": _q_pci, "compute_cap": _q_cc, "memory": _q_memory,
-    "utilization": _q_util, "temperature": _q_temp, "power_draw": _q_power_draw,
-    "power_limit": _q_power_limit, "fan": _q_fan, "clock_sm": _q_clock_sm, "clock_mem": _q_clock_mem,
-    "pstate": _q_pstate, "throttle": _q_throttle, "persistence": _q_persistence, "mig": _q_mig,
-    "clocks_max": _q_clocks_max, "ecc_mode": _q_ecc_mode, "ecc_errors": _q_ecc_errors,
-    "retired_pages": _q_retired, "remapped_rows": _q_remapped, "driver_model": _q_driver_model,
+    "name": _q_name,
+    "uuid": _q_uuid,
+    "pci": _q_pci,
+    "compute_cap": _q_cc,
+    "memory": _q_memory,
+    "utilization": _q_util,
+    "temperature": _q_temp,
+    "power_draw": _q_power_draw,
+    "power_limit": _q_power_limit,
+    "fan": _q_fan,
+    "clock_sm": _q_clock_sm,
+    "clock_mem": _q_clock_mem,
+    "pstate": _q_pstate,
+    "throttle": _q_throttle,
+    "persistence": _q_persistence,
+    "mig": _q_mig,
+    "clocks_max": _q_clocks_max,
+    "ecc_mode": _q_ecc_mode,
+    "ecc_errors": _q_ecc_errors,
+    "retired_pages": _q_retired,
+    "remapped_rows": _q_remapped,
+    "driver_model": _q_driver_model,
 }
 FIELD_GROUP = {}
 for _g, _fields in {
-    "name": ["name"], "uuid": ["uuid"], "pci": ["pci.bus_id"], "compute_cap": ["compute_cap"],
+    "name": ["name"],
+    "uuid": ["uuid"],
+    "pci": ["pci.bus_id"],
+    "compute_cap": ["compute_cap"],
     "memory": ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"],
-    "utilization": ["utilization.gpu", "utilization.memory"], "temperature": ["temperature.gpu"],
-    "power_draw": ["power.draw"], "power_limit": ["power.limit"], "fan": ["fan.speed"],
-    "clock_sm": ["clocks.sm"], "clock_mem": ["clocks.mem"], "pstate": ["pstate"],
-    "throttle": ["clocks_event_reasons.active"], "persistence": ["persistence_mode"],
+    "utilization": ["utilization.gpu", "utilization.memory"],
+    "temperature": ["temperature.gpu"],
+    "power_draw": ["power.draw"],
+    "power_limit": ["power.limit"],
+    "fan": ["fan.speed"],
+    "clock_sm": ["clocks.sm"],
+    "clock_mem": ["clocks.mem"],
+    "pstate": ["pstate"],
+    "throttle": ["clocks_event_reasons.active"],
+    "persistence": ["persistence_mode"],
     "mig": ["mig.mode.current", "mig.mode.pending"],
-    "clocks_max": ["clocks.max.sm", "clocks.max.mem"], "ecc_mode": ["ecc.mode.current"],
-    "ecc_errors": ["ecc.errors.uncorrected.volatile.total", "ecc.errors.uncorrected.aggregate.total"],
+    "clocks_max": ["clocks.max.sm", "clocks.max.mem"],
+    "ecc_mode": ["ecc.mode.current"],
+    "ecc_errors": [
+        "ecc.errors.uncorrected.volatile.total",
+        "ecc.errors.uncorrected.aggregate.total",
+    ],
     "retired_pages": ["retired_pages.pending"],
     "remapped_rows": ["remapped_rows.pending", "remapped_rows.failure"],
     "driver_model": ["driver_model.current", "driver_model.pending"],
@@ -191,42 +256,65 @@ for _g, _fields in {
     for _f in _fields:
         FIELD_GROUP[_f] = _g
 
-#: Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only when rendering.
+# : Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only
+# when rendering.
 FIELD_UNITS = {
-    "memory.total": "bytes", "memory.used": "bytes", "memory.free": "bytes", "memory.reserved": "bytes",
-    "utilization.gpu": "%", "utilization.memory": "%", "temperature.gpu": "degrees C",
-    "power.draw": "mW", "power.limit": "mW", "fan.speed": "%", "clocks.sm": "MHz", "clocks.mem": "MHz",
-    "pstate": "P-state number (0 = max performance)", "clocks_event_reasons.active": "bitmask",
-    "clocks.max.sm": "MHz", "clocks.max.mem": "MHz",
-    "ecc.errors.uncorrected.volatile.total": "count", "ecc.errors.uncorrected.aggregate.total": "count",
-    "retired_pages.pending": "0/1", "remapped_rows.pending": "0/1", "remapped_rows.failure": "0/1",
+    "memory.total": "bytes",
+    "memory.used": "bytes",
+    "memory.free": "bytes",
+    "memory.reserved": "bytes",
+    "utilization.gpu": "%",
+    "utilization.memory": "%",
+    "temperature.gpu": "degrees C",
+    "power.draw": "mW",
+    "power.limit": "mW",
+    "fan.speed": "%",
+    "clocks.sm": "MHz",
+    "clocks.mem": "MHz",
+    "pstate": "P-state number (0 = max performance)",
+    "clocks_event_reasons.active": "bitmask",
+    "clocks.max.sm": "MHz",
+    "clocks.max.mem": "MHz",
+    "ecc.errors.uncorrected.volatile.total": "count",
+    "ecc.errors.uncorrected.aggregate.total": "count",
+    "retired_pages.pending": "0/1",
+    "remapped_rows.pending": "0/1",
+    "remapped_rows.failure": "0/1",
 }
 
 #: ``memory.reserved`` when only the legacy v1 memory call exists (drivers before R510).
-MEMORY_V1_RESERVED = NA("this driver's NVML has only the legacy v1 memory call (before R510): its memory.used "
-                        "includes the driver's reserved memory", "not_supported")
+MEMORY_V1_RESERVED = NA(
+    "this driver's NVML has only the legacy v1 memory call (before R510): its memory.used "
+    "includes the driver's reserved memory",
+    "not_supported",
+)
 
-# ---- plausibility: every number read from NVML passes here ----------------------------------------
+# ---- plausibility: every number read from NVML passes here
+# ----------------------------------------
 #
-# Bounds (a value outside them is what a sentinel, a broken sensor or a binding/driver struct mismatch
-# produces, never a real reading):
-#   * 0xFFFFFFFF / 0xFFFFFFFFFFFFFFFF (NVML_VALUE_NOT_AVAILABLE_uint / _ulonglong): NVML's "not available".
+# Bounds (a value outside them is what a sentinel, a broken sensor or a binding/driver struct
+# mismatch produces, never a real reading):
+# * 0xFFFFFFFF / 0xFFFFFFFFFFFFFFFF (NVML_VALUE_NOT_AVAILABLE_uint / _ulonglong): NVML's "not
+# available".
 #   * percentages (utilization.gpu/.memory, fan.speed): 0..100 (nvidia-smi's range).
 #   * temperature.gpu: 0..150 degrees C (GPUs shut down near 100-110 C; the sensor is unsigned).
-#   * power.draw: at most 2 x power.limit when the limit is known (transients reach ~1.5 x), and at most
+# * power.draw: at most 2 x power.limit when the limit is known (transients reach ~1.5 x), and at
+# most
 #     5,000,000 mW (5 kW) always; power.limit at most 5,000,000 mW (the largest boards are ~1.2 kW).
-#   * clocks.sm / clocks.mem: at most 1.05 x the GPU's maximum (nvmlDeviceGetMaxClockInfo) when known, and
+# * clocks.sm / clocks.mem: at most 1.05 x the GPU's maximum (nvmlDeviceGetMaxClockInfo) when known,
+# and
 #     at most 20,000 MHz always (GDDR6X reports ~10,500 MHz).
 #   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes (1 PiB).
 #   * pstate: 0..15 (NVML_PSTATE_UNKNOWN is 32).
-#   * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most memory.total.
+# * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
+# memory.total.
 #   * counters (ECC errors) and flags: only the sentinels.
 _SENTINELS = {0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
 PID_MAX = 4_194_304
 MAX_POWER_MW = 5_000_000
 MAX_CLOCK_MHZ = 20_000
 MAX_TEMPERATURE_C = 150
-MAX_MEMORY_BYTES = 2 ** 50
+MAX_MEMORY_BYTES = 2**50
 _PCT_FIELDS = ("utilization.gpu", "utilization.memory", "fan.speed")
 
 
@@ -235,12 +323,15 @@ def _implausible(field, raw, why):
 
 
 def check_value(field: str, value, context: dict | None = None):
-    """One NVML number through the plausibility bounds above; returns it unchanged or an NA saying why.
+    """One NVML number through the plausibility bounds above; returns it unchanged or an NA saying
+    why.
 
     Args:
-        field: nvidia-smi field name (``"power.draw"``...); value: the raw number (NVML units) or NA.
-        context: other raw readings of the same GPU used as bounds (``power.limit``, ``memory.total``,
-            ``clocks.max.sm``, ``clocks.max.mem``); missing or NA entries leave only the absolute bound.
+        field: nvidia-smi field name (``"power.draw"``...); value: the raw number (NVML units) or
+            NA.
+        context: other raw readings of the same GPU used as bounds (``power.limit``,
+            ``memory.total``, ``clocks.max.sm``, ``clocks.max.mem``); missing or NA entries leave
+            only the absolute bound.
     """
     if is_na(value) or isinstance(value, str) or value is None:
         return value
@@ -253,11 +344,15 @@ def check_value(field: str, value, context: dict | None = None):
     if field in _PCT_FIELDS and v > 100:
         return _implausible(field, f"{v} %", "a percentage above 100")
     if field == "temperature.gpu" and v > MAX_TEMPERATURE_C:
-        return _implausible(field, f"{v} C", f"above {MAX_TEMPERATURE_C} C, outside a physical range")
+        return _implausible(
+            field, f"{v} C", f"above {MAX_TEMPERATURE_C} C, outside a physical range"
+        )
     if field == "power.draw":
         limit = ctx.get("power.limit")
         if v > MAX_POWER_MW:
-            return _implausible(field, f"{v} mW", f"above {MAX_POWER_MW // 1000} W, more than any GPU draws")
+            return _implausible(
+                field, f"{v} mW", f"above {MAX_POWER_MW // 1000} W, more than any GPU draws"
+            )
         if isinstance(limit, int) and 0 < limit <= MAX_POWER_MW and v > 2 * limit:
             return _implausible(field, f"{v} mW", f"more than twice the enforced limit {limit} mW")
     if field == "power.limit" and v > MAX_POWER_MW:
@@ -265,7 +360,11 @@ def check_value(field: str, value, context: dict | None = None):
     if field in ("clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem"):
         if v > MAX_CLOCK_MHZ:
             return _implausible(field, f"{v} MHz", f"above {MAX_CLOCK_MHZ} MHz")
-        top = ctx.get("clocks.max." + field.rsplit(".", 1)[1]) if not field.startswith("clocks.max") else None
+        top = (
+            ctx.get("clocks.max." + field.rsplit(".", 1)[1])
+            if not field.startswith("clocks.max")
+            else None
+        )
         if isinstance(top, int) and 0 < top <= MAX_CLOCK_MHZ and v > top * 1.05:
             return _implausible(field, f"{v} MHz", f"above this GPU's maximum {top} MHz")
     if field == "memory.total" and v > MAX_MEMORY_BYTES:
@@ -280,31 +379,47 @@ def check_value(field: str, value, context: dict | None = None):
 
 
 def check_values(values: dict, context: dict | None = None) -> dict:
-    """:func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` + ``context``
-    as the bounds. Returns a new dict."""
+    """:func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` +
+    ``context`` as the bounds. Returns a new dict.
+    """
     ctx = dict(context or {})
     ctx.update({k: v for k, v in values.items() if not is_na(v)})
-    for k in ("power.limit", "memory.total", "clocks.max.sm", "clocks.max.mem"):  # bounds must be sane too
+    for k in (
+        "power.limit",
+        "memory.total",
+        "clocks.max.sm",
+        "clocks.max.mem",
+    ):  # bounds must be sane too
         if k in ctx:
             ctx[k] = check_value(k, ctx[k])
     return {k: check_value(k, v, ctx) for k, v in values.items()}
 
 
 def check_process(pid, used, memory_total=None):
-    """``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT) makes the
-    row implausible; used memory goes through the sentinel and ``memory.total`` bounds."""
+    """``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT)
+    makes the row implausible; used memory goes through the sentinel and ``memory.total`` bounds.
+    """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
     if not is_na(used):
         used = check_value("memory.used", used, {"memory.total": memory_total})
         if is_na(used) and used.code == "implausible":
-            used = NA(used.reason.replace("memory.used", "a process's used GPU memory"), "implausible")
+            used = NA(
+                used.reason.replace("memory.used", "a process's used GPU memory"), "implausible"
+            )
     return ok, used
+
 
 #: Clock event (throttle) reason bits -> words (nvmlClocksEventReason*).
 THROTTLE_REASONS = [
-    (0x1, "idle"), (0x2, "application clocks setting"), (0x4, "power cap"), (0x8, "hardware slowdown"),
-    (0x10, "sync boost"), (0x20, "thermal (software)"), (0x40, "thermal (hardware)"),
-    (0x80, "power brake (hardware)"), (0x100, "display clock setting"),
+    (0x1, "idle"),
+    (0x2, "application clocks setting"),
+    (0x4, "power cap"),
+    (0x8, "hardware slowdown"),
+    (0x10, "sync boost"),
+    (0x20, "thermal (software)"),
+    (0x40, "thermal (hardware)"),
+    (0x80, "power brake (hardware)"),
+    (0x100, "display clock setting"),
 ]
 
 

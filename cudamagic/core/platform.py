@@ -1,28 +1,35 @@
 """Everything that differs between Linux, Windows and macOS, in one place.
 
-The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function (``os.killpg``,
-``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``, ``os.statvfs``, psutil's ``uids()``;
-tests/core/test_platform.py scans every other module's syntax tree for them) or reads ``/proc`` itself: it calls these
-functions, each with a branch per platform. Tests present another platform by setting :data:`SYSTEM`
-(``"linux"``, ``"windows"``, ``"darwin"``) and removing the POSIX-only attributes with ``monkeypatch``.
+The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function
+(``os.killpg``, ``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``,
+``os.statvfs``, psutil's ``uids()``; tests/core/test_platform.py scans every other module's syntax
+tree for them) or reads ``/proc`` itself: it calls these functions, each with a branch per platform.
+Tests present another platform by setting :data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``)
+and removing the POSIX-only attributes with ``monkeypatch``.
 
 Facts and their sources:
-- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``) on every platform, plus the
+- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``) on every platform, plus
+    the
   process group on POSIX (children that left their parent still share the group).
-- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main thread's stack up
-  to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about 2 MB reserved), so it cannot
-  be raised.
-- Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports); elsewhere
+- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main thread's
+    stack up
+  to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about 2 MB reserved),
+  so it cannot be raised.
+- Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports);
+    elsewhere
   ``psutil.Process.memory_info().rss``.
-- A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``, ``os.getuid``);
+- A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``,
+    ``os.getuid``);
   Windows has no uids, so the account name (``psutil.Process.username()``) against this process's.
-- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no ``/dev/shm``.
+- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no
+    ``/dev/shm``.
 - NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
 - The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
-  ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on Windows is
-  MSVC's ``cl.exe`` (NVIDIA's CUDA Installation Guide for Microsoft Windows), which must be on PATH (set by
-  Visual Studio's ``vcvars64.bat`` / "x64 Native Tools Command Prompt") or given with ``-ccbin``; GNU ld's
-  ``--wrap`` exists only on Linux; Windows programs end in ``.exe`` and command lines keep backslashes.
+  ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on
+  Windows is MSVC's ``cl.exe`` (NVIDIA's CUDA Installation Guide for Microsoft Windows), which must
+  be on PATH (set by Visual Studio's ``vcvars64.bat`` / "x64 Native Tools Command Prompt") or given
+  with ``-ccbin``; GNU ld's ``--wrap`` exists only on Linux; Windows programs end in ``.exe`` and
+  command lines keep backslashes.
 """
 
 from __future__ import annotations
@@ -56,13 +63,17 @@ def is_windows() -> bool:
     return SYSTEM == "windows"
 
 
-# ---- processes with a time limit ----------------------------------------------------------------------------
+# ---- processes with a time limit
+# ----------------------------------------------------------------------------
 def popen_group_kwargs() -> dict:
     """Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
-    :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process group on
-    Windows (``CREATE_NEW_PROCESS_GROUP``)."""
+    :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process
+    group on Windows (``CREATE_NEW_PROCESS_GROUP``).
+    """
     if is_windows():
-        flag = getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", None)  # absent when Windows is only presented
+        flag = getattr(
+            subprocess, "CREATE_NEW_PROCESS_GROUP", None
+        )  # absent when Windows is only presented
         return {"creationflags": flag} if flag is not None else {}
     return {"start_new_session": True}
 
@@ -70,8 +81,9 @@ def popen_group_kwargs() -> dict:
 def kill_tree(proc) -> None:
     """Kill ``proc`` (a ``subprocess.Popen``) and every process it started; never raises.
 
-    Children are found with ``psutil`` before the parent dies (on every platform); on POSIX the process group
-    (made by :func:`popen_group_kwargs`) is killed too, which catches children that re-parented themselves.
+    Children are found with ``psutil`` before the parent dies (on every platform); on POSIX the
+    process group (made by :func:`popen_group_kwargs`) is killed too, which catches children that
+    re-parented themselves.
     """
     victims = []
     try:
@@ -110,9 +122,10 @@ def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
     """Run ``argv`` (stdin closed, stderr merged into stdout) for at most ``timeout_s`` seconds.
 
     Args:
-        argv: the command and its arguments. timeout_s: seconds before the whole process tree is killed.
-        limit_bytes: bytes of output kept; the rest is discarded (output goes to a temporary file, so a
-            chatty program cannot fill memory or block on a full pipe).
+        argv: the command and its arguments. timeout_s: seconds before the whole process tree is
+            killed.
+        limit_bytes: bytes of output kept; the rest is discarded (output goes to a temporary file,
+            so a chatty program cannot fill memory or block on a full pipe).
 
     Returns:
         ``(returncode, text)``; text decoded as UTF-8 with replacement.
@@ -122,8 +135,13 @@ def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
         OSError: the program could not be started.
     """
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                **popen_group_kwargs())
+        proc = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            **popen_group_kwargs(),
+        )
         try:
             proc.wait(timeout=timeout_s)
         except BaseException:  # TimeoutExpired, KeyboardInterrupt: leave nothing running
@@ -134,7 +152,8 @@ def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
     return proc.returncode, text
 
 
-# ---- the deep-graph stack guard -------------------------------------------------------------------------------
+# ---- the deep-graph stack guard
+# -------------------------------------------------------------------------------
 #: Bytes reserved for the main thread's stack by ``python.exe`` on Windows (fixed at start).
 WINDOWS_MAIN_STACK_BYTES = 2 * 1024 * 1024
 
@@ -152,21 +171,26 @@ def main_stack_bytes() -> int | None:
 
 
 def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
-    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform allows.
+    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform
+    allows.
 
     Args:
         need_bytes: bytes of stack wanted. cap_bytes: never raise the limit above this.
 
     Returns:
-        ``(ok, why)``: ``ok`` True when the stack is now at least ``need_bytes``; ``why`` says why not
-        (``""`` when ok). Called from another thread it changes nothing (only the main thread grows).
+        ``(ok, why)``: ``ok`` True when the stack is now at least ``need_bytes``; ``why`` says why
+        not (``""`` when ok). Called from another thread it changes nothing (only the main thread
+        grows).
     """
     if threading.current_thread() is not threading.main_thread():
         return False, "not on the main thread"
     if is_windows():
         if need_bytes <= WINDOWS_MAIN_STACK_BYTES:
             return True, ""
-        return False, "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised"
+        return (
+            False,
+            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised",
+        )
     try:
         import resource
     except ImportError:
@@ -187,7 +211,8 @@ def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
         return False, f"the stack limit cannot be raised ({exc})"
 
 
-# ---- this process's memory and children -----------------------------------------------------------------------
+# ---- this process's memory and children
+# -----------------------------------------------------------------------
 _statm = {"pid": None, "fd": None, "page": 0}
 _psutil_process = {"pid": None, "proc": None}
 
@@ -220,8 +245,10 @@ def _rss_statm():
 
 
 def rss_bytes() -> int | None:
-    """Resident set size of this process in bytes (what Task Manager calls the working set on Windows),
-    or None when it cannot be read. Linux: ``/proc/self/statm``; elsewhere ``psutil``."""
+    """Resident set size of this process in bytes (what Task Manager calls the working set on
+    Windows),
+    or None when it cannot be read. Linux: ``/proc/self/statm``; elsewhere ``psutil``.
+    """
     rss = _rss_statm()
     if rss is not None:
         return rss
@@ -237,8 +264,9 @@ def rss_bytes() -> int | None:
 
 
 def child_pids(pid: int, proc=None) -> set:
-    """Pids of the direct children of ``pid``. Linux: ``/proc/PID/task/*/children`` (cheap); elsewhere (or
-    when that file is missing) ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse."""
+    """Pids of the direct children of ``pid``. Linux: ``/proc/PID/task/*/children`` (cheap);
+    elsewhere (or when that file is missing) ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
+    """
     files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
     if not files:
         import psutil
@@ -258,7 +286,8 @@ def child_pids(pid: int, proc=None) -> set:
     return pids
 
 
-# ---- NVIDIA driver and tools ----------------------------------------------------------------------------------
+# ---- NVIDIA driver and tools
+# ----------------------------------------------------------------------------------
 def nvidia_kernel_module_text() -> str | None:
     """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded NVIDIA kernel module), else None."""
     if SYSTEM != "linux":
@@ -273,15 +302,19 @@ def nvidia_kernel_module_text() -> str | None:
 def _windows_dirs(env) -> dict:
     root = env.get("SystemRoot") or env.get("windir") or r"C:\Windows"
     program_files = env.get("ProgramFiles") or r"C:\Program Files"
-    return {"system32": root + "\\System32", "nvsmi": program_files + "\\NVIDIA Corporation\\NVSMI",
-            "driverstore": root + "\\System32\\DriverStore\\FileRepository"}
+    return {
+        "system32": root + "\\System32",
+        "nvsmi": program_files + "\\NVIDIA Corporation\\NVSMI",
+        "driverstore": root + "\\System32\\DriverStore\\FileRepository",
+    }
 
 
 def nvidia_tool_candidates(tool: str, env=None) -> list:
-    """Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver, in the
-    order the system searches them, existing or not (callers check). Windows: ``System32``, the legacy
-    ``NVSMI`` folder and each ``DriverStore\\FileRepository\\nv*`` package folder (one per installed driver,
-    including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and the usual library folders."""
+    """Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver,
+    in the order the system searches them, existing or not (callers check). Windows: ``System32``,
+    the legacy ``NVSMI`` folder and each ``DriverStore\\FileRepository\\nv*`` package folder (one
+    per installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and the usual library folders.
+    """
     env = os.environ if env is None else env
     if is_windows():
         d = _windows_dirs(env)
@@ -293,13 +326,18 @@ def nvidia_tool_candidates(tool: str, env=None) -> list:
     if tool == "nvidia-smi":
         on_path = shutil.which("nvidia-smi", path=env.get("PATH"))
         return [p for p in [on_path, "/usr/bin/nvidia-smi"] if p]
-    return ["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1", "/usr/lib64/libnvidia-ml.so.1",
-            "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1", "/usr/lib/wsl/lib/libnvidia-ml.so.1"]
+    return [
+        "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+        "/usr/lib64/libnvidia-ml.so.1",
+        "/usr/lib/aarch64-linux-gnu/libnvidia-ml.so.1",
+        "/usr/lib/wsl/lib/libnvidia-ml.so.1",
+    ]
 
 
 def nvidia_driver_present() -> bool:
-    """True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` / ``nvidia-smi`` on
-    Windows, or ``nvidia-smi`` on PATH."""
+    """True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` /
+    ``nvidia-smi`` on Windows, or ``nvidia-smi`` on PATH.
+    """
     if nvidia_kernel_module_text() is not None:
         return True
     if is_windows():
@@ -313,8 +351,9 @@ def executable_name(name: str) -> str:
 
 
 def windows_file_version(path: str) -> str | None:
-    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read with pywin32's
-    ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has none."""
+    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read
+    with pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has none.
+    """
     if not is_windows():
         return None
     try:
@@ -328,8 +367,9 @@ def windows_file_version(path: str) -> str | None:
 
 
 def driver_version_from_file_version(version: str | None) -> str | None:
-    """The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` -> ``"546.33"`` (the last
-    digit of the third part and the four digits of the fourth, as NVIDIA numbers its Windows drivers)."""
+    """The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` ->
+    ``"546.33"`` (the last digit of the third part and the four digits of the fourth, as NVIDIA numbers its Windows drivers).
+    """
     try:
         parts = [int(x) for x in str(version).split(".")]
         digits = f"{parts[2] % 10}{parts[3]:04d}"
@@ -340,15 +380,22 @@ def driver_version_from_file_version(version: str | None) -> str | None:
 
 def nvidia_tool_copies(tool: str, env=None) -> list:
     """Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
-    :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts (versions None when
-    unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver package)."""
+    :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts
+    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver package).
+    """
     if not is_windows():
         return []
     out = []
     for path in nvidia_tool_candidates(tool, env):
         if os.path.exists(path):
             fv = windows_file_version(path)
-            out.append({"path": path, "file_version": fv, "driver_version": driver_version_from_file_version(fv)})
+            out.append(
+                {
+                    "path": path,
+                    "file_version": fv,
+                    "driver_version": driver_version_from_file_version(fv),
+                }
+            )
     return out
 
 
@@ -359,9 +406,10 @@ def which(name: str, env=None) -> str | None:
 
 
 def pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)`` (EPERM: it
-    exists and belongs to another user; ESRCH: no such pid). Windows: ``psutil.pid_exists`` (``os.kill`` there
-    would terminate the process)."""
+    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)``
+    (EPERM: it exists and belongs to another user; ESRCH: no such pid). Windows:
+    ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
+    """
     if is_windows():
         import psutil
 
@@ -382,8 +430,9 @@ _my_username = {"pid": None, "name": None}
 
 
 def _current_username():
-    """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per process; None
-    when unreadable."""
+    """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per
+    process; None when unreadable.
+    """
     import psutil
 
     pid = os.getpid()
@@ -399,13 +448,15 @@ def _current_username():
 def same_user(pid: int) -> bool | None:
     """Whether process ``pid`` runs as this process's user.
 
-    POSIX: its real uid (``psutil.Process.uids().real``) against ``os.getuid()``. Windows has neither: the owner's
-    account name (``psutil.Process.username()``, ``DOMAIN\\user``, from the process token) against this
-    process's, compared case-insensitively as Windows compares account names.
+    POSIX: its real uid (``psutil.Process.uids().real``) against ``os.getuid()``. Windows has
+        neither: the owner's
+    account name (``psutil.Process.username()``, ``DOMAIN\\user``, from the process token) against
+    this process's, compared case-insensitively as Windows compares account names.
 
     Returns:
-        True (this user's), False (another user's, or no such process), or None when the owner cannot be read
-        (``psutil.AccessDenied``: on Windows, processes of other users and of the system).
+        True (this user's), False (another user's, or no such process), or None when the owner
+        cannot be read (``psutil.AccessDenied``: on Windows, processes of other users and of the
+        system).
     """
     import psutil
 
@@ -426,10 +477,11 @@ def same_user(pid: int) -> bool | None:
 
 
 def dev_shm_bytes() -> tuple | None:
-    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass tensors
-    through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to this user); None where
-    it cannot be read. Windows has no ``/dev/shm`` (workers share tensors through file mappings backed by the
-    page file), so None there."""
+    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass
+    tensors through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to
+    this user); None where it cannot be read. Windows has no ``/dev/shm`` (workers share tensors
+    through file mappings backed by the page file), so None there.
+    """
     statvfs = getattr(os, "statvfs", None)
     if is_windows() or statvfs is None:
         return None
@@ -441,8 +493,9 @@ def dev_shm_bytes() -> tuple | None:
 
 
 def in_container() -> bool:
-    """Best guess that this process runs in its own PID namespace (a Linux container): ``/.dockerenv``,
-    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows."""
+    """Best guess that this process runs in its own PID namespace (a Linux container):
+    ``/.dockerenv``, ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows.
+    """
     if SYSTEM != "linux":
         return False
     if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
@@ -455,7 +508,8 @@ def in_container() -> bool:
     return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
 
 
-# ---- the CUDA toolkit and host compiler (%%cuda) ---------------------------------------------------------------
+# ---- the CUDA toolkit and host compiler (%%cuda)
+# ---------------------------------------------------------------
 def _version_key(folder: str) -> tuple:
     """``v12.10`` -> ``(12, 10)`` (numeric, so 12.10 sorts after 12.6); unparseable names sort first."""
     m = re.match(r"v?(\d+)(?:\.(\d+))?", os.path.basename(folder.rstrip("\\/")))
@@ -464,18 +518,25 @@ def _version_key(folder: str) -> tuple:
 
 def windows_cuda_toolkits(env=None) -> list:
     """Windows: the CUDA toolkits NVIDIA's installer put in ``%ProgramFiles%\\NVIDIA GPU Computing
-    Toolkit\\CUDA\\vX.Y``, newest version first (folders, existing ones only); ``[]`` elsewhere."""
+    Toolkit\\CUDA\\vX.Y``, newest version first (folders, existing ones only); ``[]`` elsewhere.
+    """
     if not is_windows():
         return []
     env = os.environ if env is None else env
-    root = os.path.join(env.get("ProgramFiles") or r"C:\Program Files", "NVIDIA GPU Computing Toolkit", "CUDA")
-    return sorted((d for d in glob.glob(os.path.join(root, "v*")) if os.path.isdir(d)), key=_version_key,
-                  reverse=True)
+    root = os.path.join(
+        env.get("ProgramFiles") or r"C:\Program Files", "NVIDIA GPU Computing Toolkit", "CUDA"
+    )
+    return sorted(
+        (d for d in glob.glob(os.path.join(root, "v*")) if os.path.isdir(d)),
+        key=_version_key,
+        reverse=True,
+    )
 
 
 def find_nvcc(env=None) -> str | None:
-    """Path of nvcc (``nvcc.exe`` on Windows), or None: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set by the
-    Windows installer), PATH, then on Windows the installer's default folders, newest toolkit first."""
+    """Path of nvcc (``nvcc.exe`` on Windows), or None: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set
+    by the Windows installer), PATH, then on Windows the installer's default folders, newest toolkit first.
+    """
     env = os.environ if env is None else env
     name = executable_name("nvcc")
     for var in ("CUDA_HOME", "CUDA_PATH"):
@@ -501,9 +562,10 @@ def nvcc_in_folder(folder: str) -> str | None:
 
 
 def msvc_compilers(env=None) -> list:
-    """Windows: every 64-bit ``cl.exe`` of a Visual Studio (or its Build Tools) installed in the default
-    folders (``%ProgramFiles%`` and ``%ProgramFiles(x86)%\\Microsoft Visual Studio\\<year>\\<edition>\\VC\\Tools\\
-    MSVC\\<version>\\bin\\Hostx64\\x64``), newest first; ``[]`` elsewhere."""
+    """Windows: every 64-bit ``cl.exe`` of a Visual Studio (or its Build Tools) installed in the
+    default folders (``%ProgramFiles%`` and ``%ProgramFiles(x86)%\\Microsoft Visual
+    Studio\\<year>\\<edition>\\VC\\Tools\\ MSVC\\<version>\\bin\\Hostx64\\x64``), newest first; ``[]`` elsewhere.
+    """
     if not is_windows():
         return []
     env = os.environ if env is None else env
@@ -511,8 +573,22 @@ def msvc_compilers(env=None) -> list:
     for var in ("ProgramFiles", "ProgramFiles(x86)"):
         base = env.get(var)
         if base:
-            found += glob.glob(os.path.join(base, "Microsoft Visual Studio", "*", "*", "VC", "Tools", "MSVC", "*",
-                                            "bin", "Hostx64", "x64", "cl.exe"))
+            found += glob.glob(
+                os.path.join(
+                    base,
+                    "Microsoft Visual Studio",
+                    "*",
+                    "*",
+                    "VC",
+                    "Tools",
+                    "MSVC",
+                    "*",
+                    "bin",
+                    "Hostx64",
+                    "x64",
+                    "cl.exe",
+                )
+            )
     return sorted(found, reverse=True)
 
 
@@ -528,13 +604,14 @@ _CCBIN = ("-ccbin", "--compiler-bindir")
 
 
 def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str | None:
-    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here, or None.
+    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here, or
+    None.
 
     Windows: nvcc needs MSVC's ``cl.exe`` on PATH (unless ``-ccbin``/``--compiler-bindir`` is among
-    ``nvcc_flags``); the message gives the exact fix: the "x64 Native Tools Command Prompt for VS" or
-    ``vcvars64.bat`` (the path of the installed one when found), installing the Build Tools' "Desktop development
-    with C++" workload, or ``-ccbin``. Elsewhere nvcc finds gcc itself; with ``torch`` the ``$CXX``/``c++``
-    compiler PyTorch calls must be on PATH.
+    ``nvcc_flags``); the message gives the exact fix: the "x64 Native Tools Command Prompt for VS"
+    or ``vcvars64.bat`` (the path of the installed one when found), installing the Build Tools'
+    "Desktop development with C++" workload, or ``-ccbin``. Elsewhere nvcc finds gcc itself; with
+    ``torch`` the ``$CXX``/``c++`` compiler PyTorch calls must be on PATH.
     """
     env = os.environ if env is None else env
     if not is_windows():
@@ -543,8 +620,10 @@ def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str |
         cxx = env.get("CXX", "c++")
         if shutil.which(cxx, path=env.get("PATH")):
             return None
-        return (f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, or "
-                "Xcode's command-line tools) or set CXX to its path, then run the cell again.")
+        return (
+            f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, or "
+            "Xcode's command-line tools) or set CXX to its path, then run the cell again."
+        )
     if any(f in _CCBIN or f.startswith(tuple(c + "=" for c in _CCBIN)) for f in nvcc_flags):
         return None
     if shutil.which("cl.exe", path=env.get("PATH")):
@@ -553,23 +632,39 @@ def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str |
     installed = msvc_compilers(env)
     if installed:
         cl = installed[0]
-        return (f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not on this kernel's "
-                f"PATH. Visual Studio's is installed at {cl}. Either start Jupyter from the \"x64 Native Tools "
-                f"Command Prompt for VS\" (Start menu), or run `\"{_vcvars_for(cl)}\"` in the terminal you start "
-                "Jupyter from, then restart the kernel" + ("" if torch else
-                f"; or pass its folder to nvcc in the cell: --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\"") + ".")
-    return (f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio C++ compiler was "
-            "found (not on PATH, nor in Program Files). Install the Build Tools for Visual Studio with the "
-            "\"Desktop development with C++\" workload (`winget install Microsoft.VisualStudio.2022.BuildTools "
-            "--override \"--add Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive\"`), then "
-            "start Jupyter from the \"x64 Native Tools Command Prompt for VS\" (or run its vcvars64.bat first) and "
-            "restart the kernel" + ("" if torch else "; or pass cl.exe's folder with --nvcc-flags \"-ccbin "
-            "'C:\\...\\VC\\Tools\\MSVC\\<version>\\bin\\Hostx64\\x64'\"") + ".")
+        return (
+            f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not on this kernel's "
+            f"PATH. Visual Studio's is installed at {cl}. Either start Jupyter from the \"x64 Native Tools "
+            f'Command Prompt for VS" (Start menu), or run `"{_vcvars_for(cl)}"` in the terminal you start '
+            "Jupyter from, then restart the kernel"
+            + (
+                ""
+                if torch
+                else f"; or pass its folder to nvcc in the cell: --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\""
+            )
+            + "."
+        )
+    return (
+        f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio C++ compiler was "
+        "found (not on PATH, nor in Program Files). Install the Build Tools for Visual Studio with the "
+        '"Desktop development with C++" workload (`winget install Microsoft.VisualStudio.2022.BuildTools '
+        '--override "--add Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive"`), then '
+        'start Jupyter from the "x64 Native Tools Command Prompt for VS" (or run its vcvars64.bat first) and '
+        "restart the kernel"
+        + (
+            ""
+            if torch
+            else "; or pass cl.exe's folder with --nvcc-flags \"-ccbin "
+            "'C:\\...\\VC\\Tools\\MSVC\\<version>\\bin\\Hostx64\\x64'\""
+        )
+        + "."
+    )
 
 
 def extension_suffix() -> str:
-    """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it: ``.pyd`` on
-    Windows, ``.so`` elsewhere."""
+    """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it:
+    ``.pyd`` on Windows, ``.so`` elsewhere.
+    """
     return ".pyd" if is_windows() else ".so"
 
 
@@ -579,8 +674,9 @@ def linker_can_wrap() -> bool:
 
 
 def split_command_line(text: str) -> list:
-    """Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules on Linux
-    and macOS; on Windows quotes group words but backslashes stay (``C:\\data\\x.bin`` is a path, not escapes).
+    """Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules
+    on Linux and macOS; on Windows quotes group words but backslashes stay (``C:\\data\\x.bin`` is a
+    path, not escapes).
 
     Raises:
         ValueError: an unclosed quote.
@@ -594,16 +690,23 @@ def split_command_line(text: str) -> list:
     return list(lex)
 
 
-#: NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal instead).
-WINDOWS_CRASH_CODES = {0xC0000005: "STATUS_ACCESS_VIOLATION, a bad pointer (segmentation fault)",
-                       0xC00000FD: "STATUS_STACK_OVERFLOW", 0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO",
-                       0xC000001D: "STATUS_ILLEGAL_INSTRUCTION", 0xC0000409: "STATUS_STACK_BUFFER_OVERRUN (abort)",
-                       0xC000013A: "STATUS_CONTROL_C_EXIT", 0xC0000135: "STATUS_DLL_NOT_FOUND, a DLL is missing"}
+# : NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal
+# instead).
+WINDOWS_CRASH_CODES = {
+    0xC0000005: "STATUS_ACCESS_VIOLATION, a bad pointer (segmentation fault)",
+    0xC00000FD: "STATUS_STACK_OVERFLOW",
+    0xC0000094: "STATUS_INTEGER_DIVIDE_BY_ZERO",
+    0xC000001D: "STATUS_ILLEGAL_INSTRUCTION",
+    0xC0000409: "STATUS_STACK_BUFFER_OVERRUN (abort)",
+    0xC000013A: "STATUS_CONTROL_C_EXIT",
+    0xC0000135: "STATUS_DLL_NOT_FOUND, a DLL is missing",
+}
 
 
 def windows_crash_name(returncode: int) -> str | None:
     """Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
-    ``STATUS_ACCESS_VIOLATION...``); None elsewhere or for an ordinary exit status."""
+    ``STATUS_ACCESS_VIOLATION...``); None elsewhere or for an ordinary exit status.
+    """
     if not is_windows() or returncode is None:
         return None
     return WINDOWS_CRASH_CODES.get(returncode & 0xFFFFFFFF)

@@ -1,21 +1,25 @@
 """One visual language for every cudamagic HTML output, built on JupyterLab's theme variables.
 
-Every magic's HTML goes through :func:`page`: one outer ``<div class="cudamagic mathjax_ignore cm-KIND">`` that
-carries a small scoped stylesheet (:data:`CSS`). Colours come only from JupyterLab's ``--jp-*`` CSS variables, so the
-light and dark themes (and any theme that defines them) both apply; every ``var()`` has a neutral fallback for
-front ends without those variables (VS Code, classic Notebook, nbviewer), where text inherits the page's own colour.
+Every magic's HTML goes through :func:`page`: one outer ``<div class="cudamagic mathjax_ignore
+cm-KIND">`` that carries a small scoped stylesheet (:data:`CSS`). Colours come only from
+JupyterLab's ``--jp-*`` CSS variables, so the light and dark themes (and any theme that defines
+them) both apply; every ``var()`` has a neutral fallback for front ends without those variables (VS
+Code, classic Notebook, nbviewer), where text inherits the page's own colour.
 
 Shared pieces, so the magics look alike:
 
-* tables: :func:`core.fmt.html_table` emits ``<table class="cm-table">``; long prose cells wrap (class ``cm-prose``,
-  left-aligned); numbers are right-aligned with class ``cm-num``; a table wider than the output scrolls inside a
-  ``cm-scroll`` box with a visible cue (shadow at the cut edge).
+* tables: :func:`core.fmt.html_table` emits ``<table class="cm-table">``; long prose cells wrap
+    (class ``cm-prose``,
+  left-aligned); numbers are right-aligned with class ``cm-num``; a table wider than the output
+  scrolls inside a ``cm-scroll`` box with a visible cue (shadow at the cut edge).
 * N/A: :func:`core.fmt.na_cell_html` (``cm-na`` + the reason in ``cm-na-reason``).
-* badges: :func:`badge` (``ok``, ``info``, ``warn``, ``error``): text in the normal text colour, the level shown by a
+* badges: :func:`badge` (``ok``, ``info``, ``warn``, ``error``): text in the normal text colour, the
+    level shown by a
   coloured border and icon, so contrast never depends on the level colour.
 * details: :func:`details` for technical detail a user can open.
 
-Table rows are not striped: JupyterLab's even-row and hover greys would put the muted text (N/A reasons, sources)
+Table rows are not striped: JupyterLab's even-row and hover greys would put the muted text (N/A
+    reasons, sources)
 below a 4.5:1 contrast in the light theme, so rows are separated by borders only.
 
 Nothing here is imported by anything heavy; it is plain strings.
@@ -83,12 +87,13 @@ _ICON = {"ok": "\u2713", "info": "\u2139", "warn": "\u26a0", "error": "\u2716"}
 
 
 def page(body_html: str, kind: str) -> str:
-    """The outer element of one output: ``<div class="cudamagic mathjax_ignore cm-<kind>">`` with :data:`CSS`.
+    """The outer element of one output: ``<div class="cudamagic mathjax_ignore cm-<kind>">`` with
+    :data:`CSS`.
 
     Args:
         body_html: the output's HTML; every outside string in it already escaped.
-        kind: a short name of the output (``info``, ``watch``, ``graph``, ``mem``, ``explain``, ``prof``,
-            ``cuda``), used as a class so tests and themes can find it.
+        kind: a short name of the output (``info``, ``watch``, ``graph``, ``mem``, ``explain``,
+            ``prof``, ``cuda``), used as a class so tests and themes can find it.
     """
     return f'<div class="cudamagic {NO_MATH} cm-{esc(kind)}"><style>{CSS}</style>{body_html}</div>'
 
@@ -109,12 +114,15 @@ def box_open(level: str = "info") -> str:
 
 def details(summary: str, body_html: str, open_: bool = False) -> str:
     """A collapsible ``<details>`` element; ``summary`` is escaped, ``body_html`` must already be safe HTML."""
-    return f'<details{" open" if open_ else ""}><summary>{esc(summary)}</summary>{body_html}</details>'
+    return (
+        f"<details{' open' if open_ else ''}><summary>{esc(summary)}</summary>{body_html}</details>"
+    )
 
 
 def level(severity: str) -> str:
-    """A severity word as a :data:`LEVELS` name (``"warning"`` -> ``"warn"``, ``"fatal error"`` -> ``"error"``);
-    an unknown word is ``"info"``."""
+    """A severity word as a :data:`LEVELS` name (``"warning"`` -> ``"warn"``, ``"fatal error"`` ->
+    ``"error"``); an unknown word is ``"info"``.
+    """
     word = str(severity).lower()
     if "error" in word or "fatal" in word:
         return "error"
@@ -130,15 +138,18 @@ def icon(level_name: str) -> str:
 
 # Patterns of the colour check, compiled on first use (by the tests): no output needs them.
 _VAR = r"var\(\s*--[\w-]+\s*(?:,[^()]*(?:\([^()]*\)[^()]*)*)?\)"
-_HARD = (r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\b(?:rgba?|hsla?)\(|"
-         r"(?<![-\w])(?:color|background(?:-color)?|fill|stroke)\s*[:=]\s*[\"']?(?!var\(|inherit|"
-         r"transparent|none|currentcolor|linear-gradient|initial|unset)[a-zA-Z]+\b")
+_HARD = (
+    r"(?<![&\w])#(?:[0-9a-fA-F]{8}|[0-9a-fA-F]{6}|[0-9a-fA-F]{3,4})\b|\b(?:rgba?|hsla?)\(|"
+    r"(?<![-\w])(?:color|background(?:-color)?|fill|stroke)\s*[:=]\s*[\"']?(?!var\(|inherit|"
+    r"transparent|none|currentcolor|linear-gradient|initial|unset)[a-zA-Z]+\b"
+)
 
 
 def hard_coded_colours(html_text: str) -> list:
-    """Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a colour name in a
-    ``color``/``background``/``fill``/``stroke`` declaration, outside ``var(--jp-..., fallback)``. HTML character
-    references (``&#8594;``) are not colours. Used by the tests of every output (an empty list is the goal)."""
+    """Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a
+    colour name in a ``color``/``background``/``fill``/``stroke`` declaration, outside
+    ``var(--jp-..., fallback)``. HTML character references (``&#8594;``) are not colours. Used by the tests of every output (an empty list is the goal).
+    """
     return re.findall(_HARD, re.sub(_VAR, "var()", html_text))
 
 

@@ -1,15 +1,16 @@
-"""Compiling a cell with nvcc into a content-addressed cache, and mapping compiler messages back to cell lines.
+"""Compiling a cell with nvcc into a content-addressed cache, and mapping compiler messages back to
+cell lines.
 
 Cache layout under the root (``CudaMagics.cuda_cache_dir``, default ``~/.cache/cudamagic/cuda``)::
 
-    prog/<key>/prog          a compiled program, ``prog.exe`` on Windows (the entry appears by one atomic rename)
-    torch/<key>/<name>.so    a built PyTorch extension (same rule)
+    prog/<key>/prog          a compiled program, ``prog.exe`` on Windows (the entry appears by one
+    atomic rename) torch/<key>/<name>.so    a built PyTorch extension (same rule)
     torch-build/<key>/       load_inline's build folder (ninja files, objects, its ``lock``)
     saved/<session>/NAME.cuh headers saved by ``--save`` in one loaded session (removed on unload)
     toolkit/<digest>.json    nvcc's answers to -V and --list-gpu-arch, per nvcc path, size and mtime
 
-``<key>`` is the SHA-256 of the source, the saved headers it includes, the flags, nvcc's path and version
-and the architectures, so an unchanged cell never calls nvcc again.
+``<key>`` is the SHA-256 of the source, the saved headers it includes, the flags, nvcc's path and
+version and the architectures, so an unchanged cell never calls nvcc again.
 """
 
 from __future__ import annotations
@@ -23,16 +24,29 @@ import subprocess
 import tempfile
 import uuid
 
+from ..core.platform import (
+    executable_name,
+    host_compiler_problem,
+    kill_tree,
+    linker_can_wrap,
+    popen_group_kwargs,
+)
 from .errors import CudaCompileError, CudaLinkError, Diagnostic
-from ..core.platform import executable_name, host_compiler_problem, kill_tree, linker_can_wrap, popen_group_kwargs
 
-#: Appended to cells with device code: at exit, report a CUDA error the program left behind on stderr, in one
-#: marker line that ``%%cuda`` turns into the cell's exception. With a GPU: cudaDeviceSynchronize() then
-#: cudaGetLastError() (a failed launch, an asynchronous kernel fault). Without a usable GPU or driver: only
-#: when the program launched a kernel (``<<<...>>>`` goes through __cudaPushCallConfiguration, which the link
-#: wraps with :data:`EXIT_CHECK_LINK` where the linker can: GNU ld on Linux), so a program that finds no GPU,
-#: says so and returns 0 passes. cudaErrorCudartUnloading (4) means the runtime is already gone and is not
-#: reported. Where the linker cannot wrap (MSVC's link.exe), launches are not seen: only the GPU case is checked.
+# : Appended to cells with device code: at exit, report a CUDA error the program left behind on
+# stderr, in one
+# : marker line that ``%%cuda`` turns into the cell's exception. With a GPU: cudaDeviceSynchronize()
+# then
+# : cudaGetLastError() (a failed launch, an asynchronous kernel fault). Without a usable GPU or
+# driver: only
+# : when the program launched a kernel (``<<<...>>>`` goes through __cudaPushCallConfiguration,
+# which the link
+# : wraps with :data:`EXIT_CHECK_LINK` where the linker can: GNU ld on Linux), so a program that
+# finds no GPU,
+# : says so and returns 0 passes. cudaErrorCudartUnloading (4) means the runtime is already gone and
+# is not
+# : reported. Where the linker cannot wrap (MSVC's link.exe), launches are not seen: only the GPU
+# case is checked.
 _EXIT_CHECK_WRAP = r"""
 extern "C" unsigned __real___cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st *);
 extern "C" unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t s, struct CUstream_st *st) {
@@ -93,7 +107,8 @@ class Workspace:
     """The cache root and this session's saved headers.
 
     Attributes:
-        root: cache folder. saved_dir: this session's folder of ``--save``d headers (on the include path).
+        root: cache folder. saved_dir: this session's folder of ``--save``d headers (on the include
+            path).
         headers: header name -> list of its lines (1-based line N is ``headers[name][N - 1]``).
     """
 
@@ -149,8 +164,9 @@ def lookup(root: str, kind: str, key: str, name: str) -> str | None:
 
 
 def publish(root: str, kind: str, key: str, files: dict) -> str:
-    """Move ``files`` (name -> path) into the entry with one atomic rename; returns the entry folder. A
-    concurrent builder that got there first wins (ours is dropped)."""
+    """Move ``files`` (name -> path) into the entry with one atomic rename; returns the entry
+    folder. A concurrent builder that got there first wins (ours is dropped).
+    """
     final = entry(root, kind, key)
     os.makedirs(os.path.dirname(final), exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f"{key[:16]}.tmp-", dir=os.path.dirname(final))
@@ -175,8 +191,9 @@ def _size(path: str) -> int:
 
 
 def prune(root: str, max_bytes: int, keep: str = "") -> int:
-    """Remove least recently used entries (``prog/``, ``torch/``, ``torch-build/``) until the total is at most
-    ``max_bytes``; entries whose folder name is ``keep`` (the build just made) stay. Returns the bytes removed."""
+    """Remove least recently used entries (``prog/``, ``torch/``, ``torch-build/``) until the total
+    is at most ``max_bytes``; entries whose folder name is ``keep`` (the build just made) stay. Returns the bytes removed.
+    """
     entries = []
     for kind in ("prog", "torch", "torch-build"):
         d = os.path.join(root, kind)
@@ -197,8 +214,9 @@ def prune(root: str, max_bytes: int, keep: str = "") -> int:
 
 
 def clear(root: str) -> tuple:
-    """Remove every cache entry and nvcc's cached answers (``toolkit/``), not this session's saved headers.
-    Returns ``(entries, bytes)`` of builds removed."""
+    """Remove every cache entry and nvcc's cached answers (``toolkit/``), not this session's saved
+    headers. Returns ``(entries, bytes)`` of builds removed.
+    """
     shutil.rmtree(os.path.join(root, "toolkit"), ignore_errors=True)  # asked again on the next cell
     count = size = 0
     for kind in ("prog", "torch", "torch-build"):
@@ -231,7 +249,9 @@ def wait(proc, progress, step: str, deadline_s: float | None = None) -> None:
         raise
 
 
-def _raise_link_error(text: str, returncode: int, source: str, ws: Workspace, headers: dict) -> None:
+def _raise_link_error(
+    text: str, returncode: int, source: str, ws: Workspace, headers: dict
+) -> None:
     """Raise :class:`CudaLinkError` when the log of a failed build names missing symbols; else return."""
     from .link import diagnostics, undefined_symbols
 
@@ -240,39 +260,47 @@ def _raise_link_error(text: str, returncode: int, source: str, ws: Workspace, he
         return
     diags = diagnostics(symbols, source.splitlines(), {n: ws.headers.get(n, []) for n in headers})
     n = len(symbols)
-    head = (f"linking failed (nvcc exit status {returncode}): {n} undefined symbol{'s' if n != 1 else ''}; the "
-            "cell compiled, but nothing defines " + ("it" if n == 1 else "them"))
+    head = (
+        f"linking failed (nvcc exit status {returncode}): {n} undefined symbol{'s' if n != 1 else ''}; the "
+        "cell compiled, but nothing defines " + ("it" if n == 1 else "them")
+    )
     body = "\n".join(d.text() for d in diags[:10])
     raise CudaLinkError(f"{head}:\n{body}", symbols, diags, text)
 
 
 # ---- compiler messages -------------------------------------------------------------------
 
+
 def _loc_re(sources, saved_dir: str):
     names = [f"(?P<s{i}>{re.escape(path)})" for i, path in enumerate(sources)]
     if saved_dir:
         names.append(re.escape(saved_dir) + r"[/\\](?P<hdr>[^\s:()\"]+)")
-    return re.compile(r"(?P<path>" + "|".join(names) + r")(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::(?P<col>\d+))?)")
+    return re.compile(
+        r"(?P<path>" + "|".join(names) + r")(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::(?P<col>\d+))?)"
+    )
 
 
-#: nvcc's intermediate files (``/tmp/tmpxft_00002491_00000000-11_cell.o``, ``...-6_cell.cudafe1.cpp``).
+# : nvcc's intermediate files (``/tmp/tmpxft_00002491_00000000-11_cell.o``,
+# ``...-6_cell.cudafe1.cpp``).
 _TMP_OBJECT_RE = re.compile(r"(?:[A-Za-z]:)?[^\s'`\"():]*tmpxft_[\w.-]+")
 _SEVERITY_RE = re.compile(r"^\s*:?\s*(?P<sev>fatal error|error|warning)\s*:?\s*(?P<msg>.*)$")
 
 
 def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
     """Rewrite compiler output so every location names the notebook: ``/tmp/.../cell.cu(5)`` and
-    ``cell.cu:5:3`` become ``cell line 6`` (the ``%%cuda`` line is the cell's line 1), a saved header's
-    ``vec.cuh(3)`` becomes ``vec.cuh line 3``.
+    ``cell.cu:5:3`` become ``cell line 6`` (the ``%%cuda`` line is the cell's line 1), a saved
+    header's ``vec.cuh(3)`` becomes ``vec.cuh line 3``.
 
     Args:
-        log: the compiler's output. sources: path of each file holding the cell -> how many lines precede
-            the cell's first line in it (0 for the program; 1 for load_inline's ``main.cpp``, 3 for its
-            ``cuda.cu``). ws: the :class:`Workspace` (saved headers). cell_lines: the cell body's lines.
+        log: the compiler's output. sources: path of each file holding the cell -> how many lines
+            precede the cell's first line in it (0 for the program; 1 for load_inline's
+            ``main.cpp``, 3 for its ``cuda.cu``). ws: the :class:`Workspace` (saved headers).
+            cell_lines: the cell body's lines.
 
     Returns:
-        ``(text, diagnostics)``: the rewritten log and a :class:`Diagnostic` per error/warning line in
-        the cell or a saved header (messages about other files keep their paths and carry no diagnostic).
+        ``(text, diagnostics)``: the rewritten log and a :class:`Diagnostic` per error/warning line
+        in the cell or a saved header (messages about other files keep their paths and carry no
+        diagnostic).
     """
     paths = list(sources)
     loc = _loc_re(paths, ws.saved_dir)
@@ -293,12 +321,20 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
                     continue  # generated lines around the cell (includes, bindings, exit check)
                 where = f"cell line {body + 1}"
             if not new and not pos:
-                sev = _SEVERITY_RE.match(line[m.end():])
+                sev = _SEVERITY_RE.match(line[m.end() :])
                 if sev:
                     source = lines[body - 1].rstrip() if 0 < body <= len(lines) else ""
-                    diags.append(Diagnostic(file=hdr or "cell", line=body, cell_line=body + 1,
-                                            severity=sev["sev"], message=sev["msg"].strip(), source=source))
-            new += line[pos:m.start()] + where
+                    diags.append(
+                        Diagnostic(
+                            file=hdr or "cell",
+                            line=body,
+                            cell_line=body + 1,
+                            severity=sev["sev"],
+                            message=sev["msg"].strip(),
+                            source=source,
+                        )
+                    )
+            new += line[pos : m.start()] + where
             pos = m.end()
         line = new + line[pos:]
         for path in paths:
@@ -311,22 +347,26 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
 
 
 def nvcc_argv(nvcc: str, src: str, exe: str, gencode, flags, include_dir, wrap: bool) -> list:
-    """nvcc's command line as a list (``subprocess`` passes each element as one argument, so paths with spaces
-    need no quotes on any platform): ``nvcc [-I include_dir] -o exe src [gencode...] [wrap] [flags...]``."""
+    """Nvcc's command line as a list (``subprocess`` passes each element as one argument, so paths
+    with spaces need no quotes on any platform): ``nvcc [-I include_dir] -o exe src [gencode...] [wrap] [flags...]``.
+    """
     argv = [nvcc]
     if include_dir:
         argv += ["-I", include_dir]
     return argv + ["-o", exe, src, *gencode, *(EXIT_CHECK_LINK if wrap else []), *flags]
 
 
-def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_bytes: int = 2 ** 31) -> tuple:
+def compile_program(
+    source: str, tk, archs, flags, ws: Workspace, progress, max_bytes: int = 2**31
+) -> tuple:
     """Compile ``source`` (the cell body) into a cached program.
 
     Args:
         source: the cell's text below the ``%%cuda`` line. tk: :class:`.toolchain.Toolkit`.
-        archs: nvcc architecture digits (``("90",)``) or ``()`` for nvcc's default. flags: extra nvcc args.
-        ws: the :class:`Workspace`. progress: a :class:`.progress.Progress`. max_bytes: the cache's bound
-            (least recently used entries are removed after a new one is added).
+        archs: nvcc architecture digits (``("90",)``) or ``()`` for nvcc's default. flags: extra
+            nvcc args.
+        ws: the :class:`Workspace`. progress: a :class:`.progress.Progress`. max_bytes: the cache's
+            bound (least recently used entries are removed after a new one is added).
 
     Returns:
         ``(path, cached, warnings_log)``: the program's path, True when nvcc was not called, and the
@@ -334,8 +374,8 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
 
     Raises:
         CudaCompileError: nvcc or the host compiler failed; diagnostics carry cell lines.
-        UsageError: nvcc rejected the extra flags ("nvcc fatal"); on Windows, no MSVC ``cl.exe`` (the message
-            says how to get one on PATH, or to pass ``-ccbin``).
+        UsageError: nvcc rejected the extra flags ("nvcc fatal"); on Windows, no MSVC ``cl.exe``
+            (the message says how to get one on PATH, or to pass ``-ccbin``).
         KeyboardInterrupt: interrupted; nvcc's process tree is killed and nothing is cached.
     """
     from .toolchain import gencode_flags
@@ -345,8 +385,16 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
     check = exit_check(wrap) if device else ""
     headers = ws.included(source)
     name = executable_name("prog")
-    key = cache_key(kind="prog", source=source, headers=headers, flags=list(flags), nvcc=tk.path,
-                    build=tk.build, archs=list(archs), exit_check=check)
+    key = cache_key(
+        kind="prog",
+        source=source,
+        headers=headers,
+        flags=list(flags),
+        nvcc=tk.path,
+        build=tk.build,
+        archs=list(archs),
+        exit_check=check,
+    )
     hit = lookup(ws.root, "prog", key, name)
     if hit:
         return hit, True, ""
@@ -362,11 +410,24 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
             f.write(source if source.endswith("\n") else source + "\n")
             f.write(check)
         exe = os.path.join(work, name)
-        argv = nvcc_argv(tk.path, src, exe, gencode_flags(archs), flags, ws.saved_dir if ws.headers else None,
-                         wrap)
+        argv = nvcc_argv(
+            tk.path,
+            src,
+            exe,
+            gencode_flags(archs),
+            flags,
+            ws.saved_dir if ws.headers else None,
+            wrap,
+        )
         with tempfile.TemporaryFile() as logf:
-            proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=work, **popen_group_kwargs())
+            proc = subprocess.Popen(
+                argv,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=work,
+                **popen_group_kwargs(),
+            )
             wait(proc, progress, "compiling with nvcc")
             logf.seek(0)
             log = logf.read().decode("utf-8", "replace")
@@ -375,14 +436,17 @@ def compile_program(source: str, tk, archs, flags, ws: Workspace, progress, max_
             from IPython.core.error import UsageError
 
             fatal = next(ln for ln in text.splitlines() if "nvcc fatal" in ln).strip()
-            raise UsageError(f"%%cuda: nvcc rejected the flags {' '.join(flags)!r}: {fatal}. Fix --nvcc-flags or "
-                             "%config CudaMagics.cuda_nvcc_flags (`nvcc --help` lists the options).")
+            raise UsageError(
+                f"%%cuda: nvcc rejected the flags {' '.join(flags)!r}: {fatal}. Fix --nvcc-flags or "
+                "%config CudaMagics.cuda_nvcc_flags (`nvcc --help` lists the options)."
+            )
         if proc.returncode != 0 or not os.path.isfile(exe):
             errors = [d for d in diags if d.severity != "warning"]
             if not errors:
                 _raise_link_error(text, proc.returncode, source, ws, headers)
             head = f"nvcc failed (exit status {proc.returncode})" + (
-                f" with {len(errors)} error{'s' if len(errors) != 1 else ''}" if errors else "")
+                f" with {len(errors)} error{'s' if len(errors) != 1 else ''}" if errors else ""
+            )
             body = "\n".join(d.text() for d in errors[:10])
             if not errors:
                 body = "\n".join(text.strip().splitlines()[-15:])

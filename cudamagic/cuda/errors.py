@@ -1,6 +1,7 @@
-"""Exceptions that fail a ``%%cuda`` cell (so Run All and nbclient stop). All are ``RuntimeError`` subclasses,
-so the error explainer matches CUDA runtime messages they carry, and all are shown as their message alone
-(``_render_traceback_``): the cell's code failed, and cudamagic's own frames would only hide that."""
+"""Exceptions that fail a ``%%cuda`` cell (so Run All and nbclient stop). All are ``RuntimeError``
+subclasses, so the error explainer matches CUDA runtime messages they carry, and all are shown as
+their message alone (``_render_traceback_``): the cell's code failed, and cudamagic's own frames would only hide that.
+"""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ class Diagnostic:
 
     Attributes:
         file: ``"cell"`` or a saved header's name (``"vec.cuh"``).
-        line: 1-based line in that file (0: no line, e.g. a missing library function) (a header's line equals the line of the cell body that saved it).
-        cell_line: 1-based line in the notebook cell as shown (the ``%%cuda`` line is line 1), in the cell
-            that ran (``file == "cell"``) or in the cell that saved the header.
+        line: 1-based line in that file (0: no line, e.g. a missing library function) (a header's
+            line equals the line of the cell body that saved it).
+        cell_line: 1-based line in the notebook cell as shown (the ``%%cuda`` line is line 1), in
+            the cell that ran (``file == "cell"``) or in the cell that saved the header.
         severity: ``"error"``, ``"fatal error"``, ``"warning"``, ``"link error"``.
         message: the compiler's text after the severity.
         source: the offending source line (stripped of its newline), or ``""``.
@@ -45,9 +47,10 @@ class _ShownAsMessage(RuntimeError):
     """A cell failure that IPython shows as ``Name: message`` with no traceback."""
 
     def _render_traceback_(self) -> list:
-        """IPython's hook (``InteractiveShell.showtraceback`` calls it instead of formatting the traceback):
-        the lines shown for this exception. ipykernel sends them as the error output's ``traceback``; its
-        ``ename`` and ``evalue`` stay the class name and the message, so nbclient still stops at the cell."""
+        """IPython's hook (``InteractiveShell.showtraceback`` calls it instead of formatting the
+        traceback): the lines shown for this exception. ipykernel sends them as the error output's
+        ``traceback``; its ``ename`` and ``evalue`` stay the class name and the message, so nbclient still stops at the cell.
+        """
         return [f"{type(self).__name__}: {self}"]
 
 
@@ -70,7 +73,8 @@ class CudaLinkError(CudaCompileError):
 
     Attributes:
         symbols: the missing symbols, demangled (``["helper(int)", "ns::scale(float, int)"]``).
-        diagnostics: one :class:`Diagnostic` per symbol, at the cell line that uses it (else declares it).
+        diagnostics: one :class:`Diagnostic` per symbol, at the cell line that uses it (else
+            declares it).
     """
 
     def __init__(self, message: str, symbols, diagnostics, log: str):
@@ -82,12 +86,15 @@ class CudaProgramError(_ShownAsMessage):
     """The compiled program failed: a non-zero exit status, a signal, a time-out or a CUDA error.
 
     Attributes:
-        returncode: the exit status (negative: killed by that signal, also when ``--timeout`` killed it).
+        returncode: the exit status (negative: killed by that signal, also when ``--timeout`` killed
+            it).
         cuda_error: ``"cudaErrorInsufficientDriver"``-style name of a CUDA error seen, or ``""``.
         timed_out: True when ``--timeout`` killed it.
     """
 
-    def __init__(self, message: str, returncode=None, cuda_error: str = "", timed_out: bool = False):
+    def __init__(
+        self, message: str, returncode=None, cuda_error: str = "", timed_out: bool = False
+    ):
         super().__init__(message)
         self.returncode = returncode
         self.cuda_error = cuda_error

@@ -1,7 +1,8 @@
-"""The progress line of a long build: shown once a build has taken more than a second, as a display updated
-in place in a notebook (``display(..., display_id=True)`` then ``update``: unlike an ipywidget, a saved or
-exported notebook and a front end without the widget manager show the final state) and as a line on stderr in
-a terminal. Updated only from the thread that runs the cell."""
+"""The progress line of a long build: shown once a build has taken more than a second, as a display
+updated in place in a notebook (``display(..., display_id=True)`` then ``update``: unlike an
+ipywidget, a saved or exported notebook and a front end without the widget manager show the final
+state) and as a line on stderr in a terminal. Updated only from the thread that runs the cell.
+"""
 
 from __future__ import annotations
 
@@ -41,14 +42,16 @@ class Progress:
     """``with Progress("nvcc") as p: ... p.tick("compiling")``: silent for the first second.
 
     Args:
-        what: the build's name in the final line (``"nvcc build"``). clock: seconds as a float, monotonic
-            (default ``time.monotonic``; tests pass a fake). stream: where the terminal line goes (default
-            ``sys.stderr`` at each write).
+        what: the build's name in the final line (``"nvcc build"``). clock: seconds as a float,
+            monotonic (default ``time.monotonic``; tests pass a fake). stream: where the terminal
+            line goes (default ``sys.stderr`` at each write).
 
     Attributes:
-        shown: True once the progress became visible (the build took more than :data:`SHOW_AFTER_S`).
+        shown: True once the progress became visible (the build took more than
+            :data:`SHOW_AFTER_S`).
         start_s: ``clock()`` at construction.
-        texts: every text shown, in order (what a terminal or the display showed; for tests and logs).
+        texts: every text shown, in order (what a terminal or the display showed; for tests and
+            logs).
     """
 
     def __init__(self, what: str, clock=None, stream=None):

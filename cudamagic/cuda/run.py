@@ -1,6 +1,7 @@
-"""Running a compiled cell: stdout and stderr streamed line by line while it runs, a time limit and a kernel
-interrupt that kill the whole process tree, and a failure (exception) for a non-zero exit, a signal, a
-time-out or a CUDA error."""
+"""Running a compiled cell: stdout and stderr streamed line by line while it runs, a time limit and
+a kernel interrupt that kill the whole process tree, and a failure (exception) for a non-zero exit,
+a signal, a time-out or a CUDA error.
+"""
 
 from __future__ import annotations
 
@@ -14,24 +15,35 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
-from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 
 _NAME = r"cudaError(?!_t\b)[A-Z]\w*"
-#: What a report line starts with before ``: cudaErrorXxx``: a location (``vec.cu(12)``, ``main.cu:42``), a CUDA
-#: API function (``cudaMalloc``, ``cublasCreate``), or a call (``cudaMalloc(&d, n)``, ``check()``), maybe in brackets.
-_PREFIX = (r"(?:[\w./\\-]+\.\w+(?:\(\d+\)|:\d+)(?::\d+)?|cu(?:da|blas|fft|rand|sparse|solver|dnn)?[A-Z]\w*"
-           r"(?:\([^()]*\))?|\w+\([^()]*\))")
-#: Report shapes that need no runtime text: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``, ``CUDA error at
-#: f.cu:42 code=35(...)`` (NVIDIA's samples), ``Cuda error in file 'f.cu' in line 12 : ...``; ``vec.cu(12):
-#: cudaErrorNoDevice`` / ``cudaMalloc: cudaErrorMemoryAllocation`` at a line start; a name right after ``error``,
+# : What a report line starts with before ``: cudaErrorXxx``: a location (``vec.cu(12)``,
+# ``main.cu:42``), a CUDA
+# : API function (``cudaMalloc``, ``cublasCreate``), or a call (``cudaMalloc(&d, n)``, ``check()``),
+# maybe in brackets.
+_PREFIX = (
+    r"(?:[\w./\\-]+\.\w+(?:\(\d+\)|:\d+)(?::\d+)?|cu(?:da|blas|fft|rand|sparse|solver|dnn)?[A-Z]\w*"
+    r"(?:\([^()]*\))?|\w+\([^()]*\))"
+)
+# : Report shapes that need no runtime text: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``,
+# ``CUDA error at
+# : f.cu:42 code=35(...)`` (NVIDIA's samples), ``Cuda error in file 'f.cu' in line 12 : ...``;
+# ``vec.cu(12):
+# : cudaErrorNoDevice`` / ``cudaMalloc: cudaErrorMemoryAllocation`` at a line start; a name right
+# after ``error``,
 #: ``failed``, ``returned`` or ``code=N(``.
 _REPORT_RES = (
-    re.compile(r"\bCUDA(?:\s+runtime)?\s+error\b\s*(?:\(\s*-?\d+\s*\)|[:=#]|at\b|in\s+file\b)", re.I),
+    re.compile(
+        r"\bCUDA(?:\s+runtime)?\s+error\b\s*(?:\(\s*-?\d+\s*\)|[:=#]|at\b|in\s+file\b)", re.I
+    ),
     re.compile(rf"^\s*(?:\[[^\]]*\]\s*)?{_PREFIX}\s*(?:\w+\s*)?[:=-]\s*(?:error\s*:?\s*)?{_NAME}"),
-    re.compile(rf"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?"
-               rf"{_NAME}"),
+    re.compile(
+        rf"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?"
+        rf"{_NAME}"
+    ),
 )
 
 
@@ -43,13 +55,17 @@ def _runtime_texts() -> tuple:
 
 @functools.lru_cache(maxsize=1)
 def _text_res() -> tuple:
-    """Report shapes around an exact ``cudaGetErrorString`` text (CUDA 13.0's list, none for cudaSuccess):
-    ``(after a word of failure, after its name, the value that ends the line)``."""
+    """Report shapes around an exact ``cudaGetErrorString`` text (CUDA 13.0's list, none for
+    cudaSuccess): ``(after a word of failure, after its name, the value that ends the line)``.
+    """
     texts = "|".join(re.escape(t) for t in sorted(set(_runtime_texts()), key=len, reverse=True))
     return (
-        # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code: "failed: <text>"
-        re.compile(rf"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
-                   rf"\s*[:=(\[\"'-]?\s*(?:{texts})\b"),
+        # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code:
+        # "failed: <text>"
+        re.compile(
+            rf"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
+            rf"\s*[:=(\[\"'-]?\s*(?:{texts})\b"
+        ),
         # after its name: "cudaErrorNoDevice (100): no CUDA-capable device is detected"
         re.compile(rf"{_NAME}\s*(?:\(\s*-?\d+\s*\))?\s*[:=-]\s*(?:{texts})\b"),
         # the value that ends the line: "devices: 0 (<text>)", "status = <text>."
@@ -58,17 +74,21 @@ def _text_res() -> tuple:
 
 
 def printed_cuda_error(line: str) -> bool:
-    """True when ``line`` (printed by the program) is shaped like a CUDA error report, not just text that
-    mentions one.
+    """True when ``line`` (printed by the program) is shaped like a CUDA error report, not just text
+    that mentions one.
 
-    Reports: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``, ``CUDA error at f.cu:42 code=35(...)``;
-    ``vec.cu(12): cudaErrorNoDevice`` or ``cudaMalloc(&d, n): cudaErrorMemoryAllocation`` (a location or a
-    function, then the name); ``error cudaErrorNoDevice``, ``failed: cudaError...``; an exact
-    ``cudaGetErrorString`` text after ``error``/``failed``/``assert`` (``cudaMalloc failed: out of memory``,
-    ``GPUassert: out of memory f.cu 12``) or after its name; and such a text printed as the value that ends a
-    line mentioning CUDA (``devices: 0 (CUDA driver version is insufficient for CUDA runtime version)``).
-    Not reports: ``note: cudaErrorMemoryAllocation is what you get when OOM``, ``cudaSuccess``, ``CUDA error
-    checking enabled``, ``out of memory handling: none``."""
+    Reports: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``, ``CUDA error at f.cu:42
+        code=35(...)``;
+    ``vec.cu(12): cudaErrorNoDevice`` or ``cudaMalloc(&d, n): cudaErrorMemoryAllocation`` (a
+    location or a function, then the name); ``error cudaErrorNoDevice``, ``failed: cudaError...``;
+    an exact ``cudaGetErrorString`` text after ``error``/``failed``/``assert`` (``cudaMalloc failed:
+    out of memory``, ``GPUassert: out of memory f.cu 12``) or after its name; and such a text
+    printed as the value that ends a line mentioning CUDA (``devices: 0 (CUDA driver version is
+    insufficient for CUDA runtime version)``).
+    Not reports: ``note: cudaErrorMemoryAllocation is what you get when OOM``, ``cudaSuccess``,
+        ``CUDA error
+    checking enabled``, ``out of memory handling: none``.
+    """
     if any(r.search(line) for r in _REPORT_RES):
         return True
     after_failure, after_name, value = _text_res()
@@ -79,8 +99,9 @@ def printed_cuda_error(line: str) -> bool:
 
 @dataclass
 class RunResult:
-    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output lines),
-    ``watched`` (the lines that matched ``run_program``'s ``watch``, without their line end)."""
+    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output
+    lines), ``watched`` (the lines that matched ``run_program``'s ``watch``, without their line end).
+    """
 
     returncode: int
     elapsed_s: float
@@ -110,32 +131,47 @@ def _signal_name(num: int) -> str:
         return f"signal {num}"
 
 
-def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, watch=None,
-                timeout_from: str = "--timeout") -> RunResult:
-    """Run ``argv``, writing each line of its stdout/stderr to ``out``/``err`` (default ``sys.stdout`` /
-    ``sys.stderr`` at call time) as soon as it is printed.
+def run_program(
+    argv: list,
+    timeout_s: float | None = None,
+    out=None,
+    err=None,
+    watch=None,
+    timeout_from: str = "--timeout",
+) -> RunResult:
+    """Run ``argv``, writing each line of its stdout/stderr to ``out``/``err`` (default
+    ``sys.stdout`` / ``sys.stderr`` at call time) as soon as it is printed.
 
     Args:
-        argv: the program and its arguments. timeout_s: seconds before the process tree is killed (None: no
-            limit). timeout_from: where that limit came from, named in the time-out message: ``"--timeout"``
-            (the cell's flag) or ``"config"`` (``CudaMagics.cuda_timeout_s``).
+        argv: the program and its arguments. timeout_s: seconds before the process tree is killed
+            (None: no limit). timeout_from: where that limit came from, named in the time-out
+            message: ``"--timeout"`` (the cell's flag) or ``"config"``
+                (``CudaMagics.cuda_timeout_s``).
 
     Returns:
         :class:`RunResult` when the program exits with status 0 and reports no CUDA error.
 
     Raises:
-        CudaProgramError: non-zero exit status, death by a signal, time-out, or a CUDA error: one the exit
-            check found, or one the program printed itself (:func:`printed_cuda_error`), even with exit status
-            0 (the message carries the CUDA error text so the error explainer can match it).
+        CudaProgramError: non-zero exit status, death by a signal, time-out, or a CUDA error: one
+            the exit check found, or one the program printed itself (:func:`printed_cuda_error`),
+            even with exit status 0 (the message carries the CUDA error text so the error explainer
+            can match it).
         KeyboardInterrupt: the kernel was interrupted; the process tree was killed first.
     """
     __tracebackhide__ = True  # noqa: F841
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            **popen_group_kwargs())
+    proc = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        **popen_group_kwargs(),
+    )
     q: queue.Queue = queue.Queue()
-    readers = [threading.Thread(target=_reader, args=(proc.stdout, "out", q), daemon=True),
-               threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True)]
+    readers = [
+        threading.Thread(target=_reader, args=(proc.stdout, "out", q), daemon=True),
+        threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True),
+    ]
     for t in readers:
         t.start()
     open_streams, count, cuda_errors, printed, tail, watched = 2, 0, [], [], [], []
@@ -179,7 +215,10 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
     except KeyboardInterrupt:
         kill_tree(proc)
         proc.wait()
-        print(f"%%cuda: interrupted; the program (pid {proc.pid}) and its children were killed.", file=sys.stderr)
+        print(
+            f"%%cuda: interrupted; the program (pid {proc.pid}) and its children were killed.",
+            file=sys.stderr,
+        )
         raise
     try:
         rc = proc.wait(timeout=2)
@@ -198,44 +237,65 @@ def run_program(argv: list, timeout_s: float | None = None, out=None, err=None, 
 
 
 def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:
-    """What a ``%%cuda`` cell killed after ``timeout_s`` seconds says: the limit, where it came from (the cell's
-    ``--timeout`` or ``CudaMagics.cuda_timeout_s``, set with ``%config``) and how to change it."""
+    """What a ``%%cuda`` cell killed after ``timeout_s`` seconds says: the limit, where it came from
+    (the cell's ``--timeout`` or ``CudaMagics.cuda_timeout_s``, set with ``%config``) and how to change it.
+    """
     if timeout_from == "config":
-        return (f"the program ran longer than {timeout_s:g} s, the limit set by `%config CudaMagics.cuda_timeout_s "
-                f"= {timeout_s:g}`, and was killed with all its child processes. Give this cell more time with "
-                "`%%cuda --timeout 600` (--timeout 0: no limit), or change the default for every cell with "
-                "`%config CudaMagics.cuda_timeout_s = 0` (0: no limit).")
-    return (f"the program ran longer than --timeout {timeout_s:g} s and was killed with all its child processes. "
-            "Give it more time with a larger --timeout, or --timeout 0 for no limit.")
+        return (
+            f"the program ran longer than {timeout_s:g} s, the limit set by `%config CudaMagics.cuda_timeout_s "
+            f"= {timeout_s:g}`, and was killed with all its child processes. Give this cell more time with "
+            "`%%cuda --timeout 600` (--timeout 0: no limit), or change the default for every cell with "
+            "`%config CudaMagics.cuda_timeout_s = 0` (0: no limit)."
+        )
+    return (
+        f"the program ran longer than --timeout {timeout_s:g} s and was killed with all its child processes. "
+        "Give it more time with a larger --timeout, or --timeout 0 for no limit."
+    )
 
 
 def _as_cuda_error(text: str) -> str:
-    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already says ``CUDA error`` is kept as
-    it is)."""
-    return text if re.search(r"\bcuda(?:\s+runtime)?\s+error\b", text, re.I) else f"CUDA error: {text}"
+    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already says ``CUDA
+    error`` is kept as it is).
+    """
+    return (
+        text if re.search(r"\bcuda(?:\s+runtime)?\s+error\b", text, re.I) else f"CUDA error: {text}"
+    )
 
 
 def _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from="--timeout") -> None:
     __tracebackhide__ = True  # noqa: F841
     if timed_out:
-        raise CudaProgramError(timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True)
+        raise CudaProgramError(
+            timeout_message(timeout_s, timeout_from), returncode=rc, timed_out=True
+        )
     seen = cuda_errors + printed  # the exit check's error first; only read for a failed exit below
     cuda = f" {_as_cuda_error(seen[0])}" if seen else ""
     if rc < 0:
-        raise CudaProgramError(f"the program was killed by {_signal_name(-rc)}.{cuda}", returncode=rc,
-                               cuda_error=seen[0] if seen else "")
+        raise CudaProgramError(
+            f"the program was killed by {_signal_name(-rc)}.{cuda}",
+            returncode=rc,
+            cuda_error=seen[0] if seen else "",
+        )
     if rc != 0:
         last = ("\nLast lines on stderr:\n" + "\n".join(tail)) if tail and not cuda else ""
         crash = windows_crash_name(rc)
         status = f"{rc} (0x{rc:08X}: {crash})" if crash else str(rc)
-        raise CudaProgramError(f"the program exited with status {status}.{cuda}{last}", returncode=rc,
-                               cuda_error=seen[0] if seen else "")
+        raise CudaProgramError(
+            f"the program exited with status {status}.{cuda}{last}",
+            returncode=rc,
+            cuda_error=seen[0] if seen else "",
+        )
     if cuda_errors:
-        raise CudaProgramError(f"the program exited with status 0 but left a CUDA error: {cuda_errors[0]}",
-                               returncode=rc,
-                               cuda_error=cuda_errors[0])
+        raise CudaProgramError(
+            f"the program exited with status 0 but left a CUDA error: {cuda_errors[0]}",
+            returncode=rc,
+            cuda_error=cuda_errors[0],
+        )
     if printed:
-        # a program that catches a CUDA error, prints it and returns 0 still failed at CUDA: fail the cell (so
-        # Run All stops) and let the explainer match the printed text
-        raise CudaProgramError(f"the program exited with status 0 but printed a CUDA error: {printed[0]}",
-                               returncode=rc, cuda_error=printed[0])
+        # a program that catches a CUDA error, prints it and returns 0 still failed at CUDA: fail
+        # the cell (so Run All stops) and let the explainer match the printed text
+        raise CudaProgramError(
+            f"the program exited with status 0 but printed a CUDA error: {printed[0]}",
+            returncode=rc,
+            cuda_error=printed[0],
+        )

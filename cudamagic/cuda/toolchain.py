@@ -1,5 +1,7 @@
-"""The toolchain ``%%cuda`` compiles with: which nvcc, which version, which GPU architectures, and whether
-the driver can run what this nvcc builds. No CUDA context is ever created: the GPU's compute capability and
+"""The toolchain ``%%cuda`` compiles with: which nvcc, which version, which GPU architectures, and
+whether
+the driver can run what this nvcc builds. No CUDA context is ever created: the GPU's compute
+    capability and
 the driver's CUDA version come from NVML (:mod:`cudamagic.core.nvml`).
 """
 
@@ -17,15 +19,18 @@ from ..core.platform import nvcc_in_folder, run_capped
 from ..info.nvcc import find_nvcc as _find_nvcc_env
 from ..info.nvcc import nvcc_info
 
-NO_NVCC = ("%%cuda: no nvcc (the CUDA compiler) was found: not in $CUDA_HOME/bin, $CUDA_PATH/bin, on PATH or as "
-           "NVIDIA's pip wheel. Install it into this kernel's environment with `%pip install "
-           "\"cudamagic[cuda]\"` (NVIDIA's nvidia-cuda-nvcc wheel), or install the CUDA toolkit "
-           "(https://developer.nvidia.com/cuda-downloads) and set CUDA_HOME to its folder, then run the cell again.")
+NO_NVCC = (
+    "%%cuda: no nvcc (the CUDA compiler) was found: not in $CUDA_HOME/bin, $CUDA_PATH/bin, on PATH or as "
+    "NVIDIA's pip wheel. Install it into this kernel's environment with `%pip install "
+    '"cudamagic[cuda]"` (NVIDIA\'s nvidia-cuda-nvcc wheel), or install the CUDA toolkit '
+    "(https://developer.nvidia.com/cuda-downloads) and set CUDA_HOME to its folder, then run the cell again."
+)
 
 
 def wheel_nvcc() -> str | None:
-    """``nvcc`` (``nvcc.exe``) shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel (``site-packages/nvidia/*/bin/``), or
-    None."""
+    """``nvcc`` (``nvcc.exe``) shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel
+    (``site-packages/nvidia/*/bin/``), or None.
+    """
     import importlib.util
 
     try:
@@ -41,7 +46,8 @@ def wheel_nvcc() -> str | None:
 
 
 def find_nvcc() -> str:
-    """Path of nvcc: ``$CUDA_HOME``/``$CUDA_PATH``, PATH (as ``%cudainfo`` finds it), then the pip wheel.
+    """Path of nvcc: ``$CUDA_HOME``/``$CUDA_PATH``, PATH (as ``%cudainfo`` finds it), then the pip
+    wheel.
 
     Raises:
         UsageError: none found; the message says how to get one.
@@ -57,7 +63,8 @@ def find_nvcc() -> str:
 @dataclass(frozen=True)
 class Toolkit:
     """One nvcc: ``path``, ``release`` (``"13.0"``), ``build`` (``"13.0.88"``), ``archs``: the
-    architectures it can target (``("75", "80", ..., "121")``, from ``nvcc --list-gpu-arch``)."""
+    architectures it can target (``("75", "80", ..., "121")``, from ``nvcc --list-gpu-arch``).
+    """
 
     path: str
     release: str
@@ -84,8 +91,9 @@ def _list_archs(path: str, timeout_s: float) -> tuple:
             _, out = run_capped([path, "--list-gpu-arch"], timeout_s)
         except (OSError, subprocess.TimeoutExpired):
             out = ""
-        _archs_cache[key] = tuple(sorted({w.split("_", 1)[1] for w in out.split() if w.startswith("compute_")},
-                                         key=int))
+        _archs_cache[key] = tuple(
+            sorted({w.split("_", 1)[1] for w in out.split() if w.startswith("compute_")}, key=int)
+        )
     return _archs_cache[key]
 
 
@@ -115,7 +123,9 @@ def _read_disk(cache_dir: str, ident: dict) -> Toolkit | None:
             data = json.load(f)
         if data.get("ident") != ident:
             return None
-        return Toolkit(ident["path"], str(data["release"]), str(data["build"]), tuple(data["archs"]))
+        return Toolkit(
+            ident["path"], str(data["release"]), str(data["build"]), tuple(data["archs"])
+        )
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -129,7 +139,10 @@ def _write_disk(cache_dir: str, ident: dict, tk: Toolkit) -> None:
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"ident": ident, "release": tk.release, "build": tk.build, "archs": list(tk.archs)}, f)
+            json.dump(
+                {"ident": ident, "release": tk.release, "build": tk.build, "archs": list(tk.archs)},
+                f,
+            )
         os.replace(tmp, target)
     except OSError:  # a read-only cache folder only costs the two nvcc calls next time
         try:
@@ -142,12 +155,13 @@ def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
     """The nvcc to use, its version and the architectures it builds.
 
     nvcc's answers to ``nvcc -V`` and ``nvcc --list-gpu-arch`` are kept in memory and on disk under
-    ``cache_dir/toolkit/`` (default: the ``%%cuda`` build cache, ``~/.cache/cudamagic/cuda``), keyed by nvcc's
-    path and the size and modification time of the file it resolves to, so a new kernel asks nvcc nothing
-    until the toolkit changes.
+    ``cache_dir/toolkit/`` (default: the ``%%cuda`` build cache, ``~/.cache/cudamagic/cuda``), keyed
+    by nvcc's path and the size and modification time of the file it resolves to, so a new kernel
+    asks nvcc nothing until the toolkit changes.
 
     Args:
-        timeout_s: seconds each nvcc query may take. cache_dir: the build cache folder (None: the default).
+        timeout_s: seconds each nvcc query may take. cache_dir: the build cache folder (None: the
+            default).
 
     Raises:
         UsageError: no nvcc, or it does not answer ``nvcc -V``.
@@ -164,8 +178,10 @@ def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
             return cached
     info = nvcc_info(path, timeout_s=timeout_s)
     if is_na(info["release"]):
-        raise UsageError(f"%%cuda: {path} did not report its version ({info['release'].reason}). Check the "
-                         "installation (`nvcc -V` in a terminal) or point CUDA_HOME at a working toolkit.")
+        raise UsageError(
+            f"%%cuda: {path} did not report its version ({info['release'].reason}). Check the "
+            "installation (`nvcc -V` in a terminal) or point CUDA_HOME at a working toolkit."
+        )
     build = info["build"] if not is_na(info["build"]) else info["release"]
     tk = Toolkit(path, info["release"], str(build), _list_archs(path, timeout_s))
     if ident is not None and tk.archs:  # an answer worth keeping: both queries succeeded
@@ -174,8 +190,9 @@ def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
 
 
 def gpu_archs() -> tuple:
-    """Compute capabilities of the visible GPUs as nvcc digits (``("90",)``), from NVML without a CUDA
-    context (``nvmlDeviceGetCudaComputeCapability``); empty when NVML or the driver is absent."""
+    """Compute capabilities of the visible GPUs as nvcc digits (``("90",)``), from NVML without a
+    CUDA context (``nvmlDeviceGetCudaComputeCapability``); empty when NVML or the driver is absent.
+    """
     from ..core import nvml
 
     count = nvml.device_count()
@@ -204,13 +221,14 @@ def driver_cuda():
 
 
 def choose_archs(tk: Toolkit, arch: str | None) -> tuple:
-    """Architectures to build for: ``arch`` (``--arch``) or the GPUs' own; ``()`` means nvcc's default (no GPU).
+    """Architectures to build for: ``arch`` (``--arch``) or the GPUs' own; ``()`` means nvcc's
+    default (no GPU).
 
     Raises:
-        UsageError: this nvcc cannot target the GPU (too old or too new for it), or the driver's CUDA is an
-            older major version than the toolkit's (the program would fail with "driver version is
-            insufficient"). A driver of the same major version but an older minor runs the code we build
-            (CUDA minor-version compatibility: we embed the GPU's own SASS).
+        UsageError: this nvcc cannot target the GPU (too old or too new for it), or the driver's
+            CUDA is an older major version than the toolkit's (the program would fail with "driver
+            version is insufficient"). A driver of the same major version but an older minor runs
+            the code we build (CUDA minor-version compatibility: we embed the GPU's own SASS).
     """
     archs = (arch,) if arch else gpu_archs()
     if tk.archs:
@@ -223,16 +241,22 @@ def choose_archs(tk: Toolkit, arch: str | None) -> tuple:
                 raise UsageError(
                     f"%%cuda: {what} sm_{a} (compute capability {digits[:-1]}.{digits[-1]}) is {side} for nvcc "
                     f"{tk.release} at {tk.path}, which builds sm_{lo} to sm_{hi}. "
-                    + ("Install an older CUDA toolkit (CUDA 12.x still builds sm_50 to sm_70 GPUs) and set "
-                       "CUDA_HOME to it." if side == "too old" else
-                       "Install a newer CUDA toolkit (or `%pip install -U nvidia-cuda-nvcc`) and set CUDA_HOME "
-                       "to it.") + (" Or pass a supported --arch." if not arch else ""))
+                    + (
+                        "Install an older CUDA toolkit (CUDA 12.x still builds sm_50 to sm_70 GPUs) and set "
+                        "CUDA_HOME to it."
+                        if side == "too old"
+                        else "Install a newer CUDA toolkit (or `%pip install -U nvidia-cuda-nvcc`) and set CUDA_HOME "
+                        "to it."
+                    )
+                    + (" Or pass a supported --arch." if not arch else "")
+                )
     drv = driver_cuda()
     if archs and drv is not None and drv[0] < tk.major:
         raise UsageError(
             f"%%cuda: the NVIDIA driver supports CUDA up to {drv[0]}.{drv[1]}, older than nvcc {tk.release}: the "
-            "program would fail at run time with \"CUDA driver version is insufficient for CUDA runtime "
-            f"version\". Update the driver, or use a CUDA {drv[0]}.x toolkit (set CUDA_HOME to it).")
+            'program would fail at run time with "CUDA driver version is insufficient for CUDA runtime '
+            f'version". Update the driver, or use a CUDA {drv[0]}.x toolkit (set CUDA_HOME to it).'
+        )
     return archs
 
 

@@ -1,9 +1,11 @@
-"""``%%cuda --torch NAMES``: the cell built as a PyTorch extension with ``torch.utils.cpp_extension.load_inline``.
+"""``%%cuda --torch NAMES``: the cell built as a PyTorch extension with
+``torch.utils.cpp_extension.load_inline``.
 
-The build runs in a child Python process (so a kernel interrupt kills ninja and the compilers cleanly and the
-user's process never waits on load_inline's lock), for this GPU's architecture only (``TORCH_CUDA_ARCH_LIST``),
-into ``torch-build/<key>``; the finished ``.so`` is published to ``torch/<key>/`` by one rename and then
-imported in the kernel. An unchanged cell loads the cached ``.so`` without building.
+The build runs in a child Python process (so a kernel interrupt kills ninja and the compilers
+cleanly and the user's process never waits on load_inline's lock), for this GPU's architecture only
+(``TORCH_CUDA_ARCH_LIST``), into ``torch-build/<key>``; the finished ``.so`` is published to
+``torch/<key>/`` by one rename and then imported in the kernel. An unchanged cell loads the cached
+``.so`` without building.
 """
 
 from __future__ import annotations
@@ -18,14 +20,17 @@ import time
 
 from IPython.core.error import UsageError
 
+from ..core.platform import extension_suffix, host_compiler_problem, popen_group_kwargs
 from . import build
 from .errors import CudaCompileError
-from ..core.platform import extension_suffix, host_compiler_problem, popen_group_kwargs
 
-#: Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device code).
+# : Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device
+# code).
 CPP_OFFSET, CUDA_OFFSET = 1, 3
 
-STALE_GRACE_S = 1.0  # a lock with no live builder is reported after this long (the issue asks for < 2 s)
+STALE_GRACE_S = (
+    1.0  # a lock with no live builder is reported after this long (the issue asks for < 2 s)
+)
 
 _CHILD = r"""
 import json, sys
@@ -37,11 +42,11 @@ load_inline(name=a["name"], cpp_sources=a["cpp"], cuda_sources=a["cuda"] or None
 
 
 def arch_list(archs) -> str:
-    """nvcc digits as ``TORCH_CUDA_ARCH_LIST``: ``("90", "100a")`` -> ``"9.0;10.0a"``."""
+    """Nvcc digits as ``TORCH_CUDA_ARCH_LIST``: ``("90", "100a")`` -> ``"9.0;10.0a"``."""
     out = []
     for a in archs:
         digits = a.rstrip("af")
-        out.append(f"{digits[:-1]}.{digits[-1]}{a[len(digits):]}")
+        out.append(f"{digits[:-1]}.{digits[-1]}{a[len(digits) :]}")
     return ";".join(out)
 
 
@@ -50,13 +55,16 @@ def check_ninja() -> None:
     from torch.utils.cpp_extension import is_ninja_available
 
     if not is_ninja_available():
-        raise UsageError("%%cuda --torch: PyTorch builds extensions with ninja, which is not installed or not on "
-                         "PATH; run `%pip install ninja` and run the cell again.")
+        raise UsageError(
+            "%%cuda --torch: PyTorch builds extensions with ninja, which is not installed or not on "
+            "PATH; run `%pip install ninja` and run the cell again."
+        )
 
 
 def check_prereqs(source: str, tk_fn) -> object:
-    """Check ninja, the host compiler, and for cells with device code a CUDA build of PyTorch whose CUDA
-    major equals nvcc's. ``tk_fn()`` returns the :class:`.toolchain.Toolkit` (called only for device code).
+    """Check ninja, the host compiler, and for cells with device code a CUDA build of PyTorch whose
+    CUDA major equals nvcc's. ``tk_fn()`` returns the :class:`.toolchain.Toolkit` (called only for
+    device code).
 
     Returns:
         The Toolkit, or None for a C++-only cell.
@@ -67,7 +75,9 @@ def check_prereqs(source: str, tk_fn) -> object:
     try:
         import torch
     except ImportError:
-        raise UsageError("%%cuda --torch needs PyTorch: `%pip install torch`, then restart the kernel.") from None
+        raise UsageError(
+            "%%cuda --torch needs PyTorch: `%pip install torch`, then restart the kernel."
+        ) from None
     check_ninja()
     problem = host_compiler_problem(torch=True)  # c++ (or $CXX); on Windows MSVC's cl.exe
     if problem:
@@ -75,15 +85,19 @@ def check_prereqs(source: str, tk_fn) -> object:
     if not build.has_device_code(source):
         return None
     if torch.version.cuda is None:
-        raise UsageError(f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, so it cannot "
-                         "build CUDA kernels (C++-only cells work). Install a CUDA build, e.g. `%pip install torch "
-                         "--index-url https://download.pytorch.org/whl/cu128`, and restart the kernel.")
+        raise UsageError(
+            f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, so it cannot "
+            "build CUDA kernels (C++-only cells work). Install a CUDA build, e.g. `%pip install torch "
+            "--index-url https://download.pytorch.org/whl/cu128`, and restart the kernel."
+        )
     tk = tk_fn()
     if int(torch.version.cuda.split(".")[0]) != tk.major:
-        raise UsageError(f"%%cuda --torch: PyTorch was built with CUDA {torch.version.cuda} but nvcc at {tk.path} is "
-                         f"{tk.release}; the major versions must match. Point CUDA_HOME at a CUDA "
-                         f"{torch.version.cuda.split('.')[0]}.x toolkit (or `%pip install "
-                         f"\"nvidia-cuda-nvcc=={torch.version.cuda}.*\"`).")
+        raise UsageError(
+            f"%%cuda --torch: PyTorch was built with CUDA {torch.version.cuda} but nvcc at {tk.path} is "
+            f"{tk.release}; the major versions must match. Point CUDA_HOME at a CUDA "
+            f"{torch.version.cuda.split('.')[0]}.x toolkit (or `%pip install "
+            f'"nvidia-cuda-nvcc=={torch.version.cuda}.*"`).'
+        )
     return tk
 
 
@@ -91,7 +105,8 @@ _SIG_TEMPLATE = r"(?P<ret>[\w:<>,\s\*&]+?)\s*\b{name}\s*\((?P<args>[^)]*)\)\s*\{
 
 
 def declarations(source: str, names) -> str:
-    """C++ declarations (``torch::Tensor add_one(torch::Tensor x);``) of ``names`` defined in ``source``.
+    """C++ declarations (``torch::Tensor add_one(torch::Tensor x);``) of ``names`` defined in
+    ``source``.
 
     Raises:
         UsageError: a name has no definition in the cell.
@@ -100,17 +115,20 @@ def declarations(source: str, names) -> str:
     for name in names:
         m = re.search(_SIG_TEMPLATE.format(name=re.escape(name)), source)
         if not m:
-            raise UsageError(f"%%cuda --torch: the cell defines no function {name!r}; --torch takes the names of "
-                             "C++ functions defined in the cell, e.g. `torch::Tensor add_one(torch::Tensor x) {...}` "
-                             "with --torch add_one.")
+            raise UsageError(
+                f"%%cuda --torch: the cell defines no function {name!r}; --torch takes the names of "
+                "C++ functions defined in the cell, e.g. `torch::Tensor add_one(torch::Tensor x) {...}` "
+                "with --torch add_one."
+            )
         ret = m["ret"].strip().splitlines()[-1].strip()
         out.append(f"{ret} {name}({m['args'].strip()});")
     return "\n".join(out)
 
 
 def _check_lock(build_dir: str, progress) -> None:
-    """Wait while a live build holds load_inline's lock; a lock whose builder is gone is reported (UsageError)
-    within :data:`STALE_GRACE_S` seconds."""
+    """Wait while a live build holds load_inline's lock; a lock whose builder is gone is reported
+    (UsageError) within :data:`STALE_GRACE_S` seconds.
+    """
     import psutil
 
     lock = os.path.join(build_dir, "lock")
@@ -125,8 +143,10 @@ def _check_lock(build_dir: str, progress) -> None:
         if owner and psutil.pid_exists(owner):
             progress.tick(f"waiting for another build of this cell (pid {owner})")
         elif time.monotonic() - first > STALE_GRACE_S:
-            raise UsageError(f"%%cuda --torch: a build lock was left by a build that was killed: {lock} (no "
-                             f"process is building). Remove it (`!rm {lock}`) and run the cell again.")
+            raise UsageError(
+                f"%%cuda --torch: a build lock was left by a build that was killed: {lock} (no "
+                f"process is building). Remove it (`!rm {lock}`) and run the cell again."
+            )
         time.sleep(0.1)
 
 
@@ -134,17 +154,25 @@ def torch_key(source: str, names, ws, archs, tk) -> str:
     """The cache key of a ``--torch`` cell (its build folder is ``torch-build/<key>``)."""
     import torch
 
-    return build.cache_key(kind="torch", source=source, names=list(names), headers=ws.included(source),
-                           torch=torch.__version__, python=sys.version, nvcc=(tk.path, tk.build) if tk else None,
-                           archs=list(archs))
+    return build.cache_key(
+        kind="torch",
+        source=source,
+        names=list(names),
+        headers=ws.included(source),
+        torch=torch.__version__,
+        python=sys.version,
+        nvcc=(tk.path, tk.build) if tk else None,
+        archs=list(archs),
+    )
 
 
-def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int = 2 ** 31):
+def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int = 2**31):
     """Build (or load from the cache) the extension and return the imported module.
 
     Args:
         source: the cell body. names: function names to bind. ws: :class:`.build.Workspace`.
-        archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``). tk: Toolkit or None (C++ only).
+        archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``). tk: Toolkit or None
+            (C++ only).
 
     Returns:
         ``(module, cached)``.
@@ -171,9 +199,14 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
     os.makedirs(build_dir, exist_ok=True)
     _check_lock(build_dir, progress)
     cell = source if source.endswith("\n") else source + "\n"
-    args = {"name": modname, "cpp": [decls] if device else [cell], "cuda": [cell] if device else [],
-            "functions": list(names), "dir": build_dir,
-            "cuda_flags": ["-I", ws.saved_dir] if ws.headers else []}
+    args = {
+        "name": modname,
+        "cpp": [decls] if device else [cell],
+        "cuda": [cell] if device else [],
+        "functions": list(names),
+        "dir": build_dir,
+        "cuda_flags": ["-I", ws.saved_dir] if ws.headers else [],
+    }
     env = dict(os.environ)
     if ws.headers:
         env["CPATH"] = ws.saved_dir + (os.pathsep + env["CPATH"] if env.get("CPATH") else "")
@@ -181,8 +214,14 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
         env["TORCH_CUDA_ARCH_LIST"] = arch_list(archs)
     log_path = os.path.join(build_dir, "cudamagic-build.log")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", _CHILD, json.dumps(args)], stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, **popen_group_kwargs())
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, json.dumps(args)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            **popen_group_kwargs(),
+        )
     with open(os.path.join(build_dir, "cudamagic-owner"), "w") as f:
         f.write(str(proc.pid))
     try:
@@ -204,9 +243,14 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
         text, diags = build.rewrite(log_text, sources, ws, source.splitlines())
         errors = [d for d in diags if d.severity != "warning"]
         body = "\n".join(d.text() for d in errors[:10]) or "\n".join(
-            ln for ln in text.strip().splitlines()[-15:])
-        raise CudaCompileError(f"the PyTorch extension build failed with {len(errors)} error"
-                               f"{'s' if len(errors) != 1 else ''} in the cell:\n{body}", errors, text)
+            ln for ln in text.strip().splitlines()[-15:]
+        )
+        raise CudaCompileError(
+            f"the PyTorch extension build failed with {len(errors)} error"
+            f"{'s' if len(errors) != 1 else ''} in the cell:\n{body}",
+            errors,
+            text,
+        )
     tmp = built + ".publish"
     shutil.copy2(built, tmp)
     build.publish(ws.root, "torch", key, {modname + extension_suffix(): tmp})

@@ -20,7 +20,8 @@ _FOOTER = "%cudaexplain --list shows every known case; %config CudaMagics.explai
 
 def text_width() -> int:
     """Columns for the text box: the terminal's width when output goes to a terminal (so an
-    80-column terminal gets no wrapped lines), else :data:`WIDTH`; between MIN_WIDTH and WIDTH."""
+    80-column terminal gets no wrapped lines), else :data:`WIDTH`; between MIN_WIDTH and WIDTH.
+    """
     import shutil
     import sys
 
@@ -37,13 +38,16 @@ def text_width() -> int:
 def _wrap(label: str, text: str, width: int) -> list:
     prefix = f"{label}: " if label else ""
     # no break at hyphens: a command such as `--shm-size=8g` stays whole on one line, ready to copy
-    lines = textwrap.wrap(prefix + text, width=width - 2, subsequent_indent="  ", break_on_hyphens=False) or [""]
+    lines = textwrap.wrap(
+        prefix + text, width=width - 2, subsequent_indent="  ", break_on_hyphens=False
+    ) or [""]
     return lines
 
 
 def explanation_text(expl, width: int | None = None) -> str:
     """The explanation as a text box (``│``-prefixed lines), no line longer than ``width``
-    columns (default :func:`text_width`)."""
+    columns (default :func:`text_width`).
+    """
     width = width or text_width()
     entry = expl.entry
     body = []
@@ -52,8 +56,12 @@ def explanation_text(expl, width: int | None = None) -> str:
     if expl.context.notes:
         body.append("In your session:")
         for note in expl.context.notes:
-            body += ["  " + ln for ln in textwrap.wrap("- " + note, width=width - 4, subsequent_indent="  ",
-                                                       break_on_hyphens=False)]
+            body += [
+                "  " + ln
+                for ln in textwrap.wrap(
+                    "- " + note, width=width - 4, subsequent_indent="  ", break_on_hyphens=False
+                )
+            ]
     if expl.context.fix:
         body += _wrap("Fix", expl.context.fix, width)
         body += _wrap("In general", entry.fix, width)
@@ -65,13 +73,18 @@ def explanation_text(expl, width: int | None = None) -> str:
     out = []
     for i, text in enumerate(head_lines):
         line = ("╭─ " if i == 0 else "│ ") + text + " "
-        out.append(line + "─" * max(0, width - len(line)) if i == len(head_lines) - 1 else line.rstrip())
+        out.append(
+            line + "─" * max(0, width - len(line)) if i == len(head_lines) - 1 else line.rstrip()
+        )
     out += ["│ " + ln for ln in body]
     if len(_FOOTER) <= width - 3:
         footer = [_FOOTER]
     else:  # one clause a line, so neither command is split
-        footer = [ln for part in _FOOTER.split("; ")
-                  for ln in textwrap.wrap(part.rstrip(".") + ".", width=width - 3)]
+        footer = [
+            ln
+            for part in _FOOTER.split("; ")
+            for ln in textwrap.wrap(part.rstrip(".") + ".", width=width - 3)
+        ]
     out += ["│ " + ln for ln in footer[:-1]]
     out.append("╰─ " + footer[-1])
     return "\n".join(out)
@@ -83,9 +96,10 @@ def _md_code(text: str) -> str:
 
 
 def explanation_html(expl) -> str:
-    """The explanation as one themed HTML box (:mod:`cudamagic.core.style`; everything from outside escaped): what
-    happened, why, the user's own session, the fix; the exception and where PyTorch raises it in a collapsible
-    technical section. The catalogue id is kept only as the box's ``data-id`` attribute."""
+    """The explanation as one themed HTML box (:mod:`cudamagic.core.style`; everything from outside
+    escaped): what happened, why, the user's own session, the fix; the exception and where PyTorch
+    raises it in a collapsible technical section. The catalogue id is kept only as the box's ``data-id`` attribute.
+    """
     entry = expl.entry
     rows = [("What happened", entry.what), ("Why", entry.why)]
     notes = ""
@@ -105,7 +119,9 @@ def explanation_html(expl) -> str:
         f'<div class="cm-box cm-warn cm-explain" data-id="{esc(entry.id)}">'
         f'<div class="cm-title">{style.icon("warn")} cudamagic explains: {esc(entry.title)}</div>'
         f"{body}{notes}{fix}{style.details('Technical detail', detail)}"
-        f'<div class="cm-note">{esc(_FOOTER)}</div></div>', "explain")
+        f'<div class="cm-note">{esc(_FOOTER)}</div></div>',
+        "explain",
+    )
 
 
 class CatalogueView:
@@ -136,12 +152,21 @@ class CatalogueView:
         p.text(repr(self))
 
     def _repr_html_(self):
-        rows = [(f"<code>{esc(e.id)}</code>", style.details(e.title, f"<p><b>Fix:</b> {_md_code(e.fix)}</p>"),
-                 "<br>".join(f"<code>{esc(t)}</code>" for t in e.types)) for e in self.entries]
+        rows = [
+            (
+                f"<code>{esc(e.id)}</code>",
+                style.details(e.title, f"<p><b>Fix:</b> {_md_code(e.fix)}</p>"),
+                "<br>".join(f"<code>{esc(t)}</code>" for t in e.types),
+            )
+            for e in self.entries
+        ]
         table = html_table(("id", "case (open for the fix)", "exception"), rows, prose=(1,))
-        return style.page(f"<div class='cm-title'>{len(self.entries)} known errors</div>" + style.scroll(table)
-                          + f"<div class='cm-note'>{_md_code('`%cudaexplain ID` shows one entry in full.')}</div>",
-                          "explain")
+        return style.page(
+            f"<div class='cm-title'>{len(self.entries)} known errors</div>"
+            + style.scroll(table)
+            + f"<div class='cm-note'>{_md_code('`%cudaexplain ID` shows one entry in full.')}</div>",
+            "explain",
+        )
 
 
 class NoMatch:
@@ -151,13 +176,18 @@ class NoMatch:
         self.exc_type, self.message = exc_type, message
 
     def __repr__(self):
-        return (f"cudamagic: no catalogue entry matches {self.exc_type}: {self.message}\n"
-                "(%cudaexplain --list shows the known cases.)")
+        return (
+            f"cudamagic: no catalogue entry matches {self.exc_type}: {self.message}\n"
+            "(%cudaexplain --list shows the known cases.)"
+        )
 
     def _repr_pretty_(self, p, cycle):
         p.text(repr(self))
 
     def _repr_html_(self):
-        return style.page(f"{style.badge('no match', 'info')} cudamagic: no catalogue entry matches "
-                          f"<code>{esc(self.exc_type)}: {esc(self.message)}</code>"
-                          " (<code>%cudaexplain --list</code> shows the known cases).", "explain")
+        return style.page(
+            f"{style.badge('no match', 'info')} cudamagic: no catalogue entry matches "
+            f"<code>{esc(self.exc_type)}: {esc(self.message)}</code>"
+            " (<code>%cudaexplain --list</code> shows the known cases).",
+            "explain",
+        )

@@ -1,5 +1,6 @@
-"""``%cudaexplain`` and the box shown below a failing cell: the IPython front of the error explainer (matching
-in :mod:`.match`, the live scene in :mod:`.scene`, the box and catalogue views in :mod:`.box`)."""
+"""``%cudaexplain`` and the box shown below a failing cell: the IPython front of the error explainer
+(matching in :mod:`.match`, the live scene in :mod:`.scene`, the box and catalogue views in :mod:`.box`).
+"""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ class ExplainSettings(HasTraits):
     """Explainer settings, reachable as ``%config CudaMagics.<name>``."""
 
     explain_errors = Bool(
-        True, help="Show a box below the traceback of a failing cell when the error is a known CUDA / "
-                   "autograd case (what happened, why, the fix). The traceback itself is never changed.",
+        True,
+        help="Show a box below the traceback of a failing cell when the error is a known CUDA / "
+        "autograd case (what happened, why, the fix). The traceback itself is never changed.",
     ).tag(config=True)
 
 
@@ -73,9 +75,15 @@ class ExplainMagics(AreaMagics):
         display(explanation)
 
     @magic_arguments()
-    @argument("entry", nargs="?", default=None,
-              help="A catalogue id (see --list) to show that entry without an error.")
-    @argument("--list", action="store_true", dest="list_", help="Show the catalogue of known errors.")
+    @argument(
+        "entry",
+        nargs="?",
+        default=None,
+        help="A catalogue id (see --list) to show that entry without an error.",
+    )
+    @argument(
+        "--list", action="store_true", dest="list_", help="Show the catalogue of known errors."
+    )
     @line_magic
     def cudaexplain(self, line=""):
         """Explain the last error in plain words: what happened, why, and the fix.
@@ -84,7 +92,7 @@ class ExplainMagics(AreaMagics):
         the traceback; ``%cudaexplain`` shows it again (or explains the last error when
         ``CudaMagics.explain_errors`` is False). The last error is IPython's ``sys.last_value``.
 
-        Examples
+        Examples:
         --------
         ::
 
@@ -105,19 +113,25 @@ class ExplainMagics(AreaMagics):
         if args.entry:
             entry = entry_by_id(args.entry)
             if entry is None:
-                raise UsageError(f"There is no catalogue entry {args.entry!r}. Type `%cudaexplain --list` to see "
-                                 "the ids, or `%cudaexplain` alone to explain the last error.")
+                raise UsageError(
+                    f"There is no catalogue entry {args.entry!r}. Type `%cudaexplain --list` to see "
+                    "the ids, or `%cudaexplain` alone to explain the last error."
+                )
             return Explanation(entry=entry, exc_type="(catalogue entry)", message=entry.title)
         import sys
 
         exc = getattr(sys, "last_value", None)
         if exc is None:
-            raise UsageError("No error to explain yet: run the failing cell first, then `%cudaexplain`. "
-                             "`%cudaexplain --list` shows the known errors.")
+            raise UsageError(
+                "No error to explain yet: run the failing cell first, then `%cudaexplain`. "
+                "`%cudaexplain --list` shows the known errors."
+            )
         if isinstance(exc, UsageError):  # a magic's own usage message: it already says what to type
-            raise UsageError("The last error was a mistake in a magic's arguments (UsageError), not a CUDA or "
-                             "autograd error: its message says what to type instead. `%cudaexplain` explains the "
-                             "last error of your own code; `%cudaexplain --list` shows the known errors.")
+            raise UsageError(
+                "The last error was a mistake in a magic's arguments (UsageError), not a CUDA or "
+                "autograd error: its message says what to type instead. `%cudaexplain` explains the "
+                "last error of your own code; `%cudaexplain --list` shows the known errors."
+            )
         explanation = explain(exc, scene_from_shell(self.shell, exc))
         if explanation is None:
             message = (str(exc).strip().splitlines() or [""])[0][:300]

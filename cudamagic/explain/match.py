@@ -23,7 +23,8 @@ def _applies(entry, found, scene) -> bool:
 
 
 def find_entry(exc: BaseException, scene: Scene | None = None):
-    """Return ``(entry, match)`` for the first catalogue entry matching ``exc``, or ``(None, None)``.
+    """Return ``(entry, match)`` for the first catalogue entry matching ``exc``, or ``(None,
+    None)``.
 
     The exception itself is tried first, then its ``__cause__``/``__context__`` chain, so
     an error re-raised by user code (``raise ValueError(...) from e``) is still explained.
@@ -64,8 +65,13 @@ def explain(exc: BaseException, scene: Scene | None = None):
             context = entry.context(found, scene) or Context()
         except Exception as ctx_exc:  # context is a bonus; never break the box
             error = f"{type(ctx_exc).__name__}: {ctx_exc}"
-    return Explanation(entry=entry, exc_type=type(exc).__name__, message=first, context=context,
-                       context_error=error)
+    return Explanation(
+        entry=entry,
+        exc_type=type(exc).__name__,
+        message=first,
+        context=context,
+        context_error=error,
+    )
 
 
 def entry_by_id(entry_id: str):
@@ -74,4 +80,3 @@ def entry_by_id(entry_id: str):
         if entry.id == entry_id:
             return entry
     return None
-

@@ -8,8 +8,8 @@ only (no exception, traceback or frame), so it cannot keep GPU memory alive (fie
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,13 @@ class Entry:
         source: where PyTorch raises it (file / function), for maintainers and tests.
         reports: field-report ids (``"F22"``) the entry answers.
         context: optional ``context(match, scene) -> Context``.
-        family: the family the entry belongs to (a key of :data:`.cudaerrors.FAMILIES` for CUDA errors,
-            ``"autograd-engine"`` for the autograd engine's own errors), or ``""``.
+        family: the family the entry belongs to (a key of :data:`.cudaerrors.FAMILIES` for CUDA
+            errors, ``"autograd-engine"`` for the autograd engine's own errors), or ``""``.
         localise: how to find the operation that really failed, or ``""``.
-        applies: optional ``applies(match, scene) -> bool`` (``scene`` may be ``None``): ``False`` passes a
-            matching error on to the next entry, for a message that means different things in different states
-            ("DataLoader worker exited unexpectedly" under spawn and under fork).
+        applies: optional ``applies(match, scene) -> bool`` (``scene`` may be ``None``): ``False``
+            passes a matching error on to the next entry, for a message that means different things
+            in different states ("DataLoader worker exited unexpectedly" under spawn and under
+            fork).
     """
 
     id: str
@@ -134,4 +135,3 @@ def _message(exc: BaseException) -> str:
         return str(exc)
     except Exception:  # a broken __str__ must not break the explainer
         return ""
-

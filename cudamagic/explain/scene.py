@@ -14,8 +14,8 @@ import inspect
 import linecache
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from .model import _chain, _message
 from .source import _line_names, _root_name_of, call_arguments
@@ -36,7 +36,8 @@ class Scene:
         failing_lines: the source line being executed in each user frame of the traceback
             (the cell's line first), stripped.
         messages: ``str()`` of the exception and of each link of its ``__cause__``/``__context__``
-            chain, outermost first (a DataLoader's "exited unexpectedly" wraps the exit code or signal).
+            chain, outermost first (a DataLoader's "exited unexpectedly" wraps the exit code or
+            signal).
     """
 
     user_ns: Mapping = field(default_factory=dict)
@@ -61,7 +62,11 @@ class Scene:
                 seen.add(name)
                 yield name, value
         for name, value in list(self.user_ns.items()):
-            if name.startswith("_") or name in seen or name in ("In", "Out", "exit", "quit", "get_ipython"):
+            if (
+                name.startswith("_")
+                or name in seen
+                or name in ("In", "Out", "exit", "quit", "get_ipython")
+            ):
                 continue
             seen.add(name)
             yield name, value
@@ -105,8 +110,15 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
     except Exception:
         magics = frozenset()
     messages = [_message(link) for link in _chain(exc)] if exc is not None else []
-    return Scene(user_ns=visible, frames=frames, sources=sources, history=history, line_magics=magics,
-                 failing_lines=[ln for ln in lines if ln], messages=messages)
+    return Scene(
+        user_ns=visible,
+        frames=frames,
+        sources=sources,
+        history=history,
+        line_magics=magics,
+        failing_lines=[ln for ln in lines if ln],
+        messages=messages,
+    )
 
 
 def _torch():
@@ -204,7 +216,8 @@ def _source_text(scene: Scene) -> str:
 def failing_names(scene: Scene) -> list:
     """Names on the lines that were executing when the error was raised (the user's own
     frames, innermost first), in order, without repeats. Only these are certain to be
-    involved; a name that merely exists in the namespace may have nothing to do with it."""
+    involved; a name that merely exists in the namespace may have nothing to do with it.
+    """
     out = []
     for line in reversed(scene.failing_lines):
         for name in _line_names(line):
@@ -244,7 +257,8 @@ def _failing_modules(scene: Scene):
 
 def _argument_tensor(scene: Scene, expr: str):
     """The tensor an argument expression names: the variable itself for a plain name, else None
-    (an expression such as ``y.float()`` is not evaluated)."""
+    (an expression such as ``y.float()`` is not evaluated).
+    """
     if re.fullmatch(r"[A-Za-z_]\w*", expr or ""):
         value = _lookup(scene, expr)
         if _is_tensor(value):
@@ -269,8 +283,9 @@ def _target_arguments(scene: Scene, *, indices: bool = False) -> list:
                 is_embedding = "embedding" in callee.lower()
                 if torch is not None and _is_module(target):
                     try:
-                        is_embedding = is_embedding or any(isinstance(m, torch.nn.Embedding)
-                                                           for m in target.modules())
+                        is_embedding = is_embedding or any(
+                            isinstance(m, torch.nn.Embedding) for m in target.modules()
+                        )
                     except Exception:
                         pass
                 expr = kwargs.get("input") or (args[0] if args else None)
@@ -281,4 +296,3 @@ def _target_arguments(scene: Scene, *, indices: bool = False) -> list:
                 if expr:
                     out.append((callee, expr))
     return out
-

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def _parse_tree(src: str):
@@ -75,14 +75,22 @@ def backward_calls(src: str):
         return []
     out = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "backward"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backward"
+        ):
             target = node.func.value
             out.append((ast.unparse(target), _root_name(target)))
     # torch.autograd.backward(x)
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
-                and _root_name(node.func) == "torch" and node.args):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "backward"
+            and _root_name(node.func) == "torch"
+            and node.args
+        ):
             out.append((ast.unparse(node.args[0]), _root_name(node.args[0])))
     return [item for item in out if item[1] not in (None, "torch")]
 
@@ -128,7 +136,12 @@ def inplace_uses(src: str) -> list:
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             attr = node.func.attr
-            if attr.endswith("_") and not attr.endswith("__") and not attr.startswith("_") and attr != "backward_":
+            if (
+                attr.endswith("_")
+                and not attr.endswith("__")
+                and not attr.startswith("_")
+                and attr != "backward_"
+            ):
                 name = _root_name(node.func.value)
                 if name and name not in ("torch", "nn", "F", "init"):
                     out.append((name, f"{ast.unparse(node.func.value)}.{attr}()"))
@@ -155,8 +168,11 @@ def _method_calls(src, method):
     tree = _parse_tree(src)
     if tree is None:
         return []
-    return [(ast.unparse(n.func.value), n) for n in ast.walk(tree)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == method]
+    return [
+        (ast.unparse(n.func.value), n)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == method
+    ]
 
 
 def _last_cell_assigning(history: Sequence[str], name: str, skip_last: bool = True):
@@ -182,7 +198,8 @@ _IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 
 def _parse_line(line: str):
     """An AST for one source line that may be a fragment (``for x in y:``, ``with ...:``, a
-    line of a multi-line call); None when no repair makes it parse."""
+    line of a multi-line call); None when no repair makes it parse.
+    """
     text = line.strip()
     for candidate in (text, text + " pass", text + ")", text + "))", text.rstrip(",") + ")"):
         try:
@@ -196,8 +213,10 @@ def _line_names(line: str) -> list:
     """Names read on one source line, in order of appearance, without repeats."""
     tree = _parse_line(line)
     if tree is not None:
-        nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)),
-                       key=lambda n: (n.lineno, n.col_offset))
+        nodes = sorted(
+            (n for n in ast.walk(tree) if isinstance(n, ast.Name)),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
         names = [n.id for n in nodes]
     else:
         names = _IDENT.findall(line)
@@ -210,20 +229,30 @@ def _line_names(line: str) -> list:
 
 def call_arguments(line: str) -> list:
     """Calls on one source line as ``(callee source, [argument source, ...], {keyword: source})``,
-    outermost call first."""
+    outermost call first.
+    """
     tree = _parse_line(line)
     if tree is None:
         return []
-    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
-                   key=lambda n: (n.lineno, n.col_offset, -(n.end_col_offset or 0)))
-    return [(ast.unparse(c.func), [ast.unparse(a) for a in c.args],
-             {k.arg: ast.unparse(k.value) for k in c.keywords if k.arg}) for c in calls]
-
+    calls = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset, -(n.end_col_offset or 0)),
+    )
+    return [
+        (
+            ast.unparse(c.func),
+            [ast.unparse(a) for a in c.args],
+            {k.arg: ast.unparse(k.value) for k in c.keywords if k.arg},
+        )
+        for c in calls
+    ]
 
 
 def step_calls(src: str) -> list:
     """``optimizer.step()`` calls in ``src`` as ``(receiver source, 1-based line)``, in source order."""
-    return sorted(((recv, node.lineno) for recv, node in _method_calls(src, "step")), key=lambda c: c[1])
+    return sorted(
+        ((recv, node.lineno) for recv, node in _method_calls(src, "step")), key=lambda c: c[1]
+    )
 
 
 def assignments_from_call(src: str, callee: str) -> list:
@@ -233,8 +262,12 @@ def assignments_from_call(src: str, callee: str) -> list:
         return []
     out = []
     for stmt in ast.walk(tree):
-        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and \
-                _root_name(stmt.value.func) == callee and isinstance(stmt.value.func, ast.Name):
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and _root_name(stmt.value.func) == callee
+            and isinstance(stmt.value.func, ast.Name)
+        ):
             for name in sorted(_assigned_names(stmt)):
                 out.append((name, ast.unparse(stmt.value), stmt.lineno))
     return sorted(out, key=lambda a: a[2])
@@ -242,7 +275,11 @@ def assignments_from_call(src: str, callee: str) -> list:
 
 def apply_calls(src: str, function: str) -> list:
     """Argument sources of each ``function.apply(...)`` call in ``src`` (``[["x", "s"], ...]``)."""
-    return [[ast.unparse(a) for a in node.args] for recv, node in _method_calls(src, "apply") if recv == function]
+    return [
+        [ast.unparse(a) for a in node.args]
+        for recv, node in _method_calls(src, "apply")
+        if recv == function
+    ]
 
 
 def line_of(src: str, text: str):
@@ -254,8 +291,9 @@ def line_of(src: str, text: str):
 
 
 def grads_without_create_graph(src: str) -> list:
-    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True`` (their values carry no
-    graph, so a second backward through them fails): ``g, = torch.autograd.grad(y, x)`` -> ``["g"]``."""
+    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True`` (their values
+    carry no graph, so a second backward through them fails): ``g, = torch.autograd.grad(y, x)`` -> ``["g"]``.
+    """
     tree = _parse_tree(src)
     if tree is None:
         return []
@@ -263,8 +301,12 @@ def grads_without_create_graph(src: str) -> list:
     for stmt in ast.walk(tree):
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
             func = ast.unparse(stmt.value.func)
-            if func in ("torch.autograd.grad", "autograd.grad", "grad") or func.endswith(".autograd.grad"):
+            if func in ("torch.autograd.grad", "autograd.grad", "grad") or func.endswith(
+                ".autograd.grad"
+            ):
                 create = [k for k in stmt.value.keywords if k.arg == "create_graph"]
-                if not create or (isinstance(create[0].value, ast.Constant) and not create[0].value.value):
+                if not create or (
+                    isinstance(create[0].value, ast.Constant) and not create[0].value.value
+                ):
                     out.extend(sorted(_assigned_names(stmt)))
     return out

@@ -15,7 +15,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..core.cell import compile_cell, run_code
 from .model import AutogradGraph, ModuleCall
@@ -79,14 +80,20 @@ class ModuleCallRecorder:
         from torch.nn.modules import module as mod
 
         # private API; without it every call has an empty interval and nothing is grouped
-        self._seq = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None) or (lambda: 0)
+        self._seq = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None) or (
+            lambda: 0
+        )
         if self._modules is None:
-            self._handles = [mod.register_module_forward_pre_hook(self._pre),
-                             mod.register_module_forward_hook(self._post, always_call=True)]
+            self._handles = [
+                mod.register_module_forward_pre_hook(self._pre),
+                mod.register_module_forward_hook(self._post, always_call=True),
+            ]
         else:
             for m in self._modules:
-                self._handles += [m.register_forward_pre_hook(self._pre),
-                                  m.register_forward_hook(self._post, always_call=True)]
+                self._handles += [
+                    m.register_forward_pre_hook(self._pre),
+                    m.register_forward_hook(self._post, always_call=True),
+                ]
             self._modules = None
         return self
 
@@ -116,7 +123,8 @@ class ModuleCallRecorder:
         return None
 
     def resolve(self, module_paths: dict) -> tuple:
-        """Turn the raw records into ``ModuleCall``s and interval arrays; drops the module references.
+        """Turn the raw records into ``ModuleCall``s and interval arrays; drops the module
+        references.
 
         Args:
             module_paths: ``id(module) -> path`` from :func:`namespace_names`.
@@ -127,7 +135,11 @@ class ModuleCallRecorder:
         calls, starts, ends = [], [], []
         for i, (module, parent, start, end) in enumerate(self.raw):
             depth = 1 if parent is None else calls[parent].depth + 1
-            calls.append(ModuleCall(i, module_paths.get(id(module), ""), type(module).__name__, parent, depth))
+            calls.append(
+                ModuleCall(
+                    i, module_paths.get(id(module), ""), type(module).__name__, parent, depth
+                )
+            )
             starts.append(start)
             ends.append(end if end is not None else start)
         self.raw = []
@@ -135,18 +147,22 @@ class ModuleCallRecorder:
 
 
 def _is_compiled_module(m) -> bool:
-    return any(c.__name__ == "OptimizedModule" for c in type(m).__mro__) or \
-        getattr(m, "_compiled_call_impl", None) is not None
+    return (
+        any(c.__name__ == "OptimizedModule" for c in type(m).__mro__)
+        or getattr(m, "_compiled_call_impl", None) is not None
+    )
 
 
 def recorder_for(ns: dict, source: str) -> tuple:
-    """A :class:`ModuleCallRecorder` that ``torch.compile`` cannot see, and a note when it records less.
+    """A :class:`ModuleCallRecorder` that ``torch.compile`` cannot see, and a note when it records
+    less.
 
     ``torch.compile`` traces global module hooks and hooks of the modules it compiles (graph breaks,
     recompiles, a warning on every call of a compiled module). So when nothing in the namespace is
-    compiled and the cell does not mention ``compile``, global hooks record every call; when compiled
-    modules are in the namespace, only the other namespace modules get hooks (none inside a compiled
-    module); when a compiled function is there or the cell compiles something, nothing is hooked.
+    compiled and the cell does not mention ``compile``, global hooks record every call; when
+    compiled modules are in the namespace, only the other namespace modules get hooks (none inside a
+    compiled module); when a compiled function is there or the cell compiles something, nothing is
+    hooked.
 
     Returns:
         ``(recorder, note)``; ``note`` is ``''`` or one sentence for the graph's notes.
@@ -178,8 +194,10 @@ def recorder_for(ns: dict, source: str) -> tuple:
                     excluded.update(id(s) for s in inner.modules())
     if not excluded and not compiled_fn and "compile" not in source:
         return ModuleCallRecorder(), ""
-    note = ("Module calls are not grouped: hooks on modules would be traced by torch.compile "
-            "(graph breaks, recompiles), so none were added.")
+    note = (
+        "Module calls are not grouped: hooks on modules would be traced by torch.compile "
+        "(graph breaks, recompiles), so none were added."
+    )
     if compiled_fn or "compile" in source:
         return ModuleCallRecorder(modules=[]), note
     seen, hooked = set(excluded), []
@@ -188,8 +206,9 @@ def recorder_for(ns: dict, source: str) -> tuple:
             if id(sub) not in seen:
                 seen.add(id(sub))
                 hooked.append(sub)
-    return ModuleCallRecorder(modules=hooked), ("Calls inside torch.compile'd modules are not grouped "
-                                               "(the compiler would trace the hooks).")
+    return ModuleCallRecorder(modules=hooked), (
+        "Calls inside torch.compile'd modules are not grouped (the compiler would trace the hooks)."
+    )
 
 
 # ---- names ------------------------------------------------------------------------
@@ -297,7 +316,9 @@ def _is_drawable(t) -> bool:
     return t.grad_fn is not None or t.requires_grad
 
 
-def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The cell's last expression") -> str:
+def diagnose(
+    value, source: str = "", ns: dict | None = None, what: str = "The cell's last expression"
+) -> str:
     """Explain why ``value`` has nothing to draw, naming the likely cause and what to type instead.
 
     Args:
@@ -312,78 +333,126 @@ def diagnose(value, source: str = "", ns: dict | None = None, what: str = "The c
     import torch
 
     if value is None:
-        return (f"{what} has no value to draw: end the cell with the tensor to draw (for example a line "
-                "with just `loss`), or name variables with `%%autograd_graph -o loss`.")
+        return (
+            f"{what} has no value to draw: end the cell with the tensor to draw (for example a line "
+            "with just `loss`), or name variables with `%%autograd_graph -o loss`."
+        )
     if isinstance(value, torch.nn.Module):
-        return (f"{what} is an nn.Module ({type(value).__name__}), not the output of a forward pass, so "
-                "there is no autograd graph yet. Call the module and end the cell with its output, for "
-                "example `out = model(x)` then `out` (or `loss = loss_fn(model(x), y)` then `loss`).")
+        return (
+            f"{what} is an nn.Module ({type(value).__name__}), not the output of a forward pass, so "
+            "there is no autograd graph yet. Call the module and end the cell with its output, for "
+            "example `out = model(x)` then `out` (or `loss = loss_fn(model(x), y)` then `loss`)."
+        )
     outs, skipped = flatten_outputs(value)
     if not outs:
         kind = type(value).__name__
         hint = ""
         if isinstance(value, (int, float, complex, bool)) or ".item()" in source:
-            hint = (" A Python number usually comes from `.item()` or `float(t)`, which leave the graph: "
-                    "end the cell with the tensor itself (`loss`, not `loss.item()`).")
-        return (f"{what} is {_article(kind)} {kind}, not a tensor (or a tuple/list/dict/dataclass of "
-                f"tensors), so there is nothing to draw.{hint}")
+            hint = (
+                " A Python number usually comes from `.item()` or `float(t)`, which leave the graph: "
+                "end the cell with the tensor itself (`loss`, not `loss.item()`)."
+            )
+        return (
+            f"{what} is {_article(kind)} {kind}, not a tensor (or a tuple/list/dict/dataclass of "
+            f"tensors), so there is nothing to draw.{hint}"
+        )
     causes = []
     inference_inputs = sorted(
-        k for k, v in (ns or {}).items()
-        if isinstance(k, str) and isinstance(v, torch.Tensor) and v.is_inference()
-        and re.search(rf"\b{re.escape(k)}\b", source))
+        k
+        for k, v in (ns or {}).items()
+        if isinstance(k, str)
+        and isinstance(v, torch.Tensor)
+        and v.is_inference()
+        and re.search(rf"\b{re.escape(k)}\b", source)
+    )
     if all(not (t.is_floating_point() or t.is_complex()) for _, t in outs):
         dtypes = ", ".join(sorted({str(t.dtype).replace("torch.", "") for _, t in outs}))
-        causes.append(f"its dtype is {dtypes}: only floating-point and complex tensors carry gradients, so "
-                      "integer or bool results (token ids, `argmax`, comparisons, `tok.sum()`) never have a "
-                      "grad_fn. Draw a floating-point result instead, for example the loss or the logits")
+        causes.append(
+            f"its dtype is {dtypes}: only floating-point and complex tensors carry gradients, so "
+            "integer or bool results (token ids, `argmax`, comparisons, `tok.sum()`) never have a "
+            "grad_fn. Draw a floating-point result instead, for example the loss or the logits"
+        )
     elif any(t.is_inference() for _, t in outs):
-        causes.append("it was made under `torch.inference_mode()`: run the forward pass outside that block "
-                      "(inference tensors can never join an autograd graph)")
+        causes.append(
+            "it was made under `torch.inference_mode()`: run the forward pass outside that block "
+            "(inference tensors can never join an autograd graph)"
+        )
     elif inference_inputs:
-        causes.append(f"`{inference_inputs[0]}` was made under `torch.inference_mode()` (in an earlier cell): "
-                      "inference tensors can never join an autograd graph; recompute it outside that block, "
-                      f"or use `{inference_inputs[0]}.clone()` made outside it as the input")
+        causes.append(
+            f"`{inference_inputs[0]}` was made under `torch.inference_mode()` (in an earlier cell): "
+            "inference tensors can never join an autograd graph; recompute it outside that block, "
+            f"or use `{inference_inputs[0]}.clone()` made outside it as the input"
+        )
     elif re.search(r"checkpoint|ckpt", source) and re.search(r"reentrant\s*=\s*True", source):
-        causes.append("`torch.utils.checkpoint(..., use_reentrant=True)` returns a result without a graph "
-                      "when none of its tensor inputs requires grad, even if the block's parameters do: pass "
-                      "`use_reentrant=False`, or give it an input that requires grad")
-    elif re.search(r"\b(torch\.func|functorch)\b|\b(vmap|jacrev|jacfwd|vjp|jvp|hessian|functional_call|"
-                   r"grad_and_value)\(|\bfunc\.grad\(", source):
-        causes.append("a `torch.func` transform (`grad`, `vjp`, `jacrev`, `vmap`...) computes its gradients "
-                      "inside the transform, so what it returns has no graph of the outer code: draw the "
-                      "function's own computation with regular autograd (call it on a tensor that requires "
-                      "grad and draw the result)")
+        causes.append(
+            "`torch.utils.checkpoint(..., use_reentrant=True)` returns a result without a graph "
+            "when none of its tensor inputs requires grad, even if the block's parameters do: pass "
+            "`use_reentrant=False`, or give it an input that requires grad"
+        )
+    elif re.search(
+        r"\b(torch\.func|functorch)\b|\b(vmap|jacrev|jacfwd|vjp|jvp|hessian|functional_call|"
+        r"grad_and_value)\(|\bfunc\.grad\(",
+        source,
+    ):
+        causes.append(
+            "a `torch.func` transform (`grad`, `vjp`, `jacrev`, `vmap`...) computes its gradients "
+            "inside the transform, so what it returns has no graph of the outer code: draw the "
+            "function's own computation with regular autograd (call it on a tensor that requires "
+            "grad and draw the result)"
+        )
     if causes:
         names = ", ".join(p or "the value" for p, _ in outs[:5])
-        return (f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Cause: "
-                + causes[0] + ".")
+        return (
+            f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Cause: "
+            + causes[0]
+            + "."
+        )
     if re.search(r"\bno_grad\b|set_grad_enabled\(\s*False", source):
         causes.append("the cell uses `torch.no_grad()`: run the forward pass outside that block")
     if "inference_mode" in source and not causes:
-        causes.append("the cell uses `torch.inference_mode()`: run the forward pass outside that block")
+        causes.append(
+            "the cell uses `torch.inference_mode()`: run the forward pass outside that block"
+        )
     if re.search(r"\.detach\(|\.data\b", source):
-        causes.append("`.detach()` (or `.data`) returns a tensor cut from the graph: draw the tensor before "
-                      "detaching it")
+        causes.append(
+            "`.detach()` (or `.data`) returns a tensor cut from the graph: draw the tensor before "
+            "detaching it"
+        )
     if ns is not None and not causes:
         any_grad = any(isinstance(v, torch.Tensor) and v.requires_grad for v in ns.values()) or any(
             isinstance(v, torch.nn.Module) and any(p.requires_grad for p in v.parameters())
-            for v in ns.values())
+            for v in ns.values()
+        )
         if not any_grad:
-            causes.append("no input requires grad: create inputs with `requires_grad=True` (for example "
-                          "`x = torch.randn(3, requires_grad=True)`) or use an nn.Module's parameters")
+            causes.append(
+                "no input requires grad: create inputs with `requires_grad=True` (for example "
+                "`x = torch.randn(3, requires_grad=True)`) or use an nn.Module's parameters"
+            )
     if not causes:
-        causes.append("it was computed under `torch.no_grad()`/`inference_mode()`, detached "
-                      "(`.detach()`), or from inputs none of which requires grad")
+        causes.append(
+            "it was computed under `torch.no_grad()`/`inference_mode()`, detached "
+            "(`.detach()`), or from inputs none of which requires grad"
+        )
     names = ", ".join(p or "the value" for p, _ in outs[:5])
-    return (f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Likely cause: "
-            + "; ".join(causes) + ".")
+    return (
+        f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Likely cause: "
+        + "; ".join(causes)
+        + "."
+    )
 
 
 # ---- one call from the magic --------------------------------------------------------
-def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] = (), *,
-            show_saved: bool = False, show_attrs: bool = False, shared_params: bool = False,
-            with_tensors=None) -> AutogradGraph:
+def capture(
+    shell,
+    cell: str,
+    magic_line: str = "",
+    output_names: Sequence[str] = (),
+    *,
+    show_saved: bool = False,
+    show_attrs: bool = False,
+    shared_params: bool = False,
+    with_tensors=None,
+) -> AutogradGraph:
     """Run the cell (see :func:`run_cell`) and walk the autograd graph of its value.
 
     Args:
@@ -392,8 +461,8 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
         magic_line: The magic's arguments (only for the traceback line offset).
         output_names: Variables to draw instead of the last expression (``-o loss,logits``).
         show_saved, show_attrs, shared_params: See :func:`walk`.
-        with_tensors: Called as ``with_tensors(outputs, tensor_names, graph)`` after the walk, while the
-            output tensors are alive (the torchviz engine); must keep no reference to them.
+        with_tensors: Called as ``with_tensors(outputs, tensor_names, graph)`` after the walk, while
+            the output tensors are alive (the torchviz engine); must keep no reference to them.
 
     Returns:
         The full graph, with module calls recorded while the cell ran.
@@ -416,7 +485,8 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
             if missing:
                 raise NothingToDraw(
                     f"-o {','.join(output_names)}: the cell did not define a variable named {missing[0]!r}. "
-                    "Give names of variables the cell assigns, for example `-o loss`.")
+                    "Give names of variables the cell assigns, for example `-o loss`."
+                )
             value = {n: ns[n] for n in output_names}
             outputs, skipped = [], []
             for n in output_names:
@@ -427,30 +497,58 @@ def capture(shell, cell: str, magic_line: str = "", output_names: Sequence[str] 
         else:
             outputs, skipped = flatten_outputs(value)
             what = "The cell's last expression"
-        notes = [f"`{p or 'value'}` is {_article(t)} {t}, not a tensor: skipped." for p, t in skipped]
+        notes = [
+            f"`{p or 'value'}` is {_article(t)} {t}, not a tensor: skipped." for p, t in skipped
+        ]
         notes += [compile_note] if compile_note else []
         drawable = []
         for p, t in outputs:
             if _is_drawable(t):
                 drawable.append((p, t))
             else:
-                why = ("its dtype is " + str(t.dtype).replace("torch.", "") + ": only floating-point and "
-                       "complex tensors carry gradients") if not (t.is_floating_point() or t.is_complex()) else \
-                    "no_grad, inference_mode, detach, or no input requires grad"
-                notes.append(f"`{p or 'output'}` has no grad_fn and does not require grad ({why}): skipped.")
+                why = (
+                    (
+                        "its dtype is "
+                        + str(t.dtype).replace("torch.", "")
+                        + ": only floating-point and "
+                        "complex tensors carry gradients"
+                    )
+                    if not (t.is_floating_point() or t.is_complex())
+                    else "no_grad, inference_mode, detach, or no input requires grad"
+                )
+                notes.append(
+                    f"`{p or 'output'}` has no grad_fn and does not require grad ({why}): skipped."
+                )
         if not drawable:
-            raise NothingToDraw(diagnose(value if not output_names else
-                                         (value if len(value) > 1 else next(iter(value.values()))),
-                                         cell, ns, what))
+            raise NothingToDraw(
+                diagnose(
+                    value
+                    if not output_names
+                    else (value if len(value) > 1 else next(iter(value.values()))),
+                    cell,
+                    ns,
+                    what,
+                )
+            )
         if all(t.grad_fn is None for _, t in drawable):
             raise NothingToDraw(
                 f"{what} is a leaf tensor that requires grad ({', '.join(p or 'output' for p, _ in drawable)}): "
                 "no operation has been recorded on it yet. Draw a result computed from it, for example "
-                "`y = (x * 2).sum()` then `y`.")
+                "`y = (x * 2).sum()` then `y`."
+            )
         tensor_names, module_paths = namespace_names(ns)
         calls, starts, ends = rec.resolve(module_paths)
-        graph = walk(drawable, tensor_names=tensor_names, show_saved=show_saved, show_attrs=show_attrs,
-                     shared_params=shared_params, calls=calls, call_starts=starts, call_ends=ends, notes=notes)
+        graph = walk(
+            drawable,
+            tensor_names=tensor_names,
+            show_saved=show_saved,
+            show_attrs=show_attrs,
+            shared_params=shared_params,
+            calls=calls,
+            call_starts=starts,
+            call_ends=ends,
+            notes=notes,
+        )
         if with_tensors is not None:
             with_tensors(drawable, tensor_names, graph)
         return graph

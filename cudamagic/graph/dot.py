@@ -1,4 +1,5 @@
-"""DOT text for an :class:`~cudamagic.graph.model.AutogradGraph`, and running the Graphviz ``dot`` program.
+"""DOT text for an :class:`~cudamagic.graph.model.AutogradGraph`, and running the Graphviz ``dot``
+program.
 
 The only module that talks to Graphviz. It writes DOT itself (node styles, the
 legend, every label escaped: :func:`to_dot`) and runs the ``dot`` program in a
@@ -16,9 +17,9 @@ import shutil
 import subprocess
 from collections import defaultdict
 
-from . import model as g
 from ..core import platform
 from ..core.fmt import format_bytes, terminal_safe
+from . import model as g
 
 FORMATS = ("svg", "png", "pdf", "dot")
 SAVE_EXTENSIONS = {"svg": "svg", "png": "png", "pdf": "pdf", "dot": "dot", "gv": "dot"}
@@ -64,10 +65,11 @@ def _fill(kind) -> str:
 
 
 def legend_rows(graph) -> list:
-    """``[(fill colour, text)]`` for the node kinds drawn in ``graph``, in legend order (only kinds present).
+    """``[(fill colour, text)]`` for the node kinds drawn in ``graph``, in legend order (only kinds
+    present).
 
-    The fill colours are the nodes' own (names or #hex that Graphviz and CSS both know): a picture colour, not a
-    theme colour.
+    The fill colours are the nodes' own (names or #hex that Graphviz and CSS both know): a picture
+    colour, not a theme colour.
     """
     present = {n.kind for n in graph.nodes}
     rows = [(_fill(k), _LEGEND[k]) for k in _LEGEND if k in present]
@@ -77,16 +79,25 @@ def legend_rows(graph) -> list:
 
 
 def _legend_node(graph) -> list:
-    """The legend as ONE node with an HTML-like table, for standalone files (``.dot``, ``--save``); a notebook
-    shows the legend in the page instead (:mod:`.result`)."""
+    """The legend as ONE node with an HTML-like table, for standalone files (``.dot``, ``--save``);
+    a notebook shows the legend in the page instead (:mod:`.result`).
+    """
     rows = legend_rows(graph)
     if not rows:
         return []
-    cells = "".join(f'<TR><TD BGCOLOR="{html.escape(c)}" ALIGN="LEFT">{html.escape(t)}</TD></TR>' for c, t in rows)
-    table = ('<TABLE BORDER="1" STYLE="dashed" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2" COLOR="gray40">'
-             f'<TR><TD BORDER="0">legend</TD></TR>{cells}</TABLE>')
-    return ['  subgraph cluster_legend { style="invis";',
-            f'    legend [shape="plain", style="", label=<{table}>];', "  }"]
+    cells = "".join(
+        f'<TR><TD BGCOLOR="{html.escape(c)}" ALIGN="LEFT">{html.escape(t)}</TD></TR>'
+        for c, t in rows
+    )
+    table = (
+        '<TABLE BORDER="1" STYLE="dashed" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2" COLOR="gray40">'
+        f'<TR><TD BORDER="0">legend</TD></TR>{cells}</TABLE>'
+    )
+    return [
+        '  subgraph cluster_legend { style="invis";',
+        f'    legend [shape="plain", style="", label=<{table}>];',
+        "  }",
+    ]
 
 
 class DotMissing(Exception):
@@ -135,12 +146,17 @@ def node_text(n) -> str:
             lines.append(attrs["calls"])
         elif attrs.get("type") and attrs["type"] != n.label and n.count == 1:
             lines.append(attrs["type"])
-        lines.append(plural(n.ops, "op") + (f", saves {format_bytes(n.saved_bytes)}" if n.saved_bytes else ""))
+        lines.append(
+            plural(n.ops, "op")
+            + (f", saves {format_bytes(n.saved_bytes)}" if n.saved_bytes else "")
+        )
         lines.extend(_held_lines(n))
     elif n.kind == g.RUN:
         lines = [f"{n.label} x {n.count}" if len(n.attrs) == 1 else n.label]
         if len(n.attrs) > 1:
-            lines += [f"{op} x {c}" for op, c in n.attrs[:6]] + (["..."] if len(n.attrs) > 6 else [])
+            lines += [f"{op} x {c}" for op, c in n.attrs[:6]] + (
+                ["..."] if len(n.attrs) > 6 else []
+            )
         if n.saved_bytes:
             lines.append(f"saves {format_bytes(n.saved_bytes)}")
         lines.extend(_held_lines(n))
@@ -177,8 +193,10 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
     Args:
         graph: An :class:`~cudamagic.graph.AutogradGraph`.
         group: Draw each module call as a labelled cluster (nested calls nest).
-        legend: Add a small legend of the node kinds present (for standalone files; the notebook page has its own).
-        caption: A caption drawn below the picture (``''``: none; the notebook page shows it as text).
+        legend: Add a small legend of the node kinds present (for standalone files; the notebook
+            page has its own).
+        caption: A caption drawn below the picture (``''``: none; the notebook page shows it as
+            text).
 
     Returns:
         DOT text (``digraph``), UTF-8 safe.
@@ -188,18 +206,24 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
     # scroll box opens (without it the first screen of a 30-step LSTM is blank); clusters skip it
     # (dot's cluster ranking and ordering constraints do not mix well)
     ordering = "" if clustered else ', ordering="out"'
-    label = f", labelloc=\"b\", label={quote(caption)}" if caption else ""
-    # compact spacing (dot's defaults are 0.25 in between nodes and 0.5 in between ranks): a 16-node graph then
-    # fits a notebook output at full size
-    out = ["digraph autograd {",
-           f'  graph [rankdir="TB"{ordering}, fontname="monospace", fontsize="10", nodesep="0.2", '
-           f'ranksep="0.3", pad="0.1"{label}];',
-           '  node [style="filled", shape="box", align="left", fontsize="10", height="0.2", '
-           'margin="0.08,0.03", fontname="monospace"];',
-           '  edge [fontsize="9"];']
+    label = f', labelloc="b", label={quote(caption)}' if caption else ""
+    # compact spacing (dot's defaults are 0.25 in between nodes and 0.5 in between ranks): a 16-node
+    # graph then fits a notebook output at full size
+    out = [
+        "digraph autograd {",
+        f'  graph [rankdir="TB"{ordering}, fontname="monospace", fontsize="10", nodesep="0.2", '
+        f'ranksep="0.3", pad="0.1"{label}];',
+        '  node [style="filled", shape="box", align="left", fontsize="10", height="0.2", '
+        'margin="0.08,0.03", fontname="monospace"];',
+        '  edge [fontsize="9"];',
+    ]
 
     def node_line(n, indent="  "):
-        extra = ', style="filled,dashed", fillcolor="mistyrose"' if n.kind == g.SAVED and n.freed else ""
+        extra = (
+            ', style="filled,dashed", fillcolor="mistyrose"'
+            if n.kind == g.SAVED and n.freed
+            else ""
+        )
         return f"{indent}{n.id} [label={quote(node_text(n))}, {_STYLE.get(n.kind, '')}{extra}];"
 
     if clustered:
@@ -225,7 +249,9 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
             ind = "  " * level
             call = graph.calls[c]
             out.append(f"{ind}subgraph cluster_c{c} {{")
-            out.append(f'{ind}  label={quote(call.title)}; style="rounded"; color="gray50"; fontname="monospace";')
+            out.append(
+                f'{ind}  label={quote(call.title)}; style="rounded"; color="gray50"; fontname="monospace";'
+            )
             out.extend(node_line(n, ind + "  ") for n in by_call.get(c, []))
             closing.append(level)
             stack.extend((k, level + 1) for k in reversed(children[c]))
@@ -263,8 +289,10 @@ def check_timeout(timeout_s, what: str = "--timeout") -> float:
     except (TypeError, ValueError):
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
-        raise ValueError(f"{what} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
-                         f"(got {timeout_s!r}); for example `%%autograd_graph --timeout 60`.")
+        raise ValueError(
+            f"{what} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
+            f"(got {timeout_s!r}); for example `%%autograd_graph --timeout 60`."
+        )
     return value
 
 
@@ -276,15 +304,21 @@ def save_format(path: str) -> str:
     """
     ext = os.path.splitext(path)[1].lower().lstrip(".")
     if ext not in SAVE_EXTENSIONS:
-        raise ValueError(f"--save {path}: the file name must end in .svg, .png, .pdf or .dot (the format "
-                         "comes from the extension); for example `--save graph.svg`.")
+        raise ValueError(
+            f"--save {path}: the file name must end in .svg, .png, .pdf or .dot (the format "
+            "comes from the extension); for example `--save graph.svg`."
+        )
     if os.path.isdir(path):
-        raise ValueError(f"--save {path}: that is a folder; give a file name, for example "
-                         f"`--save {os.path.join(path, 'graph.' + ext)}`.")
+        raise ValueError(
+            f"--save {path}: that is a folder; give a file name, for example "
+            f"`--save {os.path.join(path, 'graph.' + ext)}`."
+        )
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise ValueError(f"--save {path}: the folder {folder} does not exist; create it first "
-                         f"(`!mkdir -p {folder}`) or save elsewhere.")
+        raise ValueError(
+            f"--save {path}: the folder {folder} does not exist; create it first "
+            f"(`!mkdir -p {folder}`) or save elsewhere."
+        )
     return SAVE_EXTENSIONS[ext]
 
 
@@ -308,7 +342,8 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
         The rendered bytes (UTF-8 text for SVG).
 
     Raises:
-        DotMissing: No ``dot`` on PATH. DotTimeout: ran past ``timeout_s``. DotFailed: non-zero exit,
+        DotMissing: No ``dot`` on PATH. DotTimeout: ran past ``timeout_s``. DotFailed: non-zero
+            exit,
         or output that is not a picture of the format asked for.
     """
     exe = find_dot()
@@ -316,8 +351,13 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
         raise DotMissing(INSTALL_DOT)
     timeout_s = check_timeout(timeout_s, "timeout_s")
     try:
-        proc = subprocess.Popen([exe, f"-T{fmt}"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, **platform.popen_group_kwargs())
+        proc = subprocess.Popen(
+            [exe, f"-T{fmt}"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            **platform.popen_group_kwargs(),
+        )
     except OSError as exc:
         raise DotFailed(f"cannot run {exe}: {exc}") from exc
     try:
@@ -329,11 +369,17 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
         _kill_group(proc)
         raise
     if proc.returncode != 0:
-        raise DotFailed(clean_text(err.decode("utf-8", "replace").strip()) or f"exit {proc.returncode}")
+        raise DotFailed(
+            clean_text(err.decode("utf-8", "replace").strip()) or f"exit {proc.returncode}"
+        )
     head = out[:4096].lstrip()
-    if fmt in _MAGIC and not any(m in head if fmt == "svg" else head.startswith(m) for m in _MAGIC[fmt]):
-        raise DotFailed(f"{exe} printed something that is not {fmt.upper()} ({len(out)} bytes starting "
-                        f"{clean_text(repr(out[:40]))}); is it Graphviz's dot?")
+    if fmt in _MAGIC and not any(
+        m in head if fmt == "svg" else head.startswith(m) for m in _MAGIC[fmt]
+    ):
+        raise DotFailed(
+            f"{exe} printed something that is not {fmt.upper()} ({len(out)} bytes starting "
+            f"{clean_text(repr(out[:40]))}); is it Graphviz's dot?"
+        )
     return out
 
 

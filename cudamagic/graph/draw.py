@@ -21,18 +21,24 @@ import dataclasses
 from . import dot, views
 from .result import GraphResult
 
-
 # ---- choosing a view and rendering ------------------------------------------------------------
-#: Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before module calls are
-#: collapsed. With the compact spacing of :func:`dot.to_dot` a rank (one box high plus the gap) is about 70 px, and
-#: a picture scaled to the output width of a 1400 px window keeps labels legible up to about 2,500 px natural
-#: width (15-20 boxes side by side): 150 boxes is at most a few screens, and ``dot`` lays it out in well under a
+# : Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
+# module calls are
+# : collapsed. With the compact spacing of :func:`dot.to_dot` a rank (one box high plus the gap) is
+# about 70 px, and
+# : a picture scaled to the output width of a 1400 px window keeps labels legible up to about 2,500
+# px natural
+# : width (15-20 boxes side by side): 150 boxes is at most a few screens, and ``dot`` lays it out in
+# well under a
 #: second.
 NODE_BUDGET = 150
 
-#: Most ranks (boxes on the longest input-to-output path) the automatic view prefers: 40 ranks are about three
-#: screens (900 px each) of a 1400 px window. A view under the node budget but taller is drawn only when no
-#: collapsed view is shorter. A raised node budget raises it too (a quarter of the budget, at least 40).
+# : Most ranks (boxes on the longest input-to-output path) the automatic view prefers: 40 ranks are
+# about three
+# : screens (900 px each) of a 1400 px window. A view under the node budget but taller is drawn only
+# when no
+# : collapsed view is shorter. A raised node budget raises it too (a quarter of the budget, at least
+# 40).
 RANK_BUDGET = 40
 
 
@@ -40,7 +46,9 @@ def rank_budget(node_budget: int) -> int:
     """The preferred most ranks for ``node_budget``: :data:`RANK_BUDGET`, or a quarter of a bigger budget."""
     return max(RANK_BUDGET, node_budget // 4)
 
-#: A full graph drawn with more boxes than this gets one node per use of a leaf used by several ops (what keeps
+
+# : A full graph drawn with more boxes than this gets one node per use of a leaf used by several ops
+# (what keeps
 #: ``dot`` fast on an unrolled loop); smaller graphs draw each leaf once.
 PER_USE_ABOVE = 60
 
@@ -58,23 +66,28 @@ def ranks(graph) -> int:
     return max(depth.values(), default=0)
 
 
-def choose_view(graph, depth: int | None, fold: bool, node_budget: int, per_use: bool = True) -> tuple:
-    """The graph to draw and notes: ``depth`` when given, else the full graph or the deepest view that fits.
+def choose_view(
+    graph, depth: int | None, fold: bool, node_budget: int, per_use: bool = True
+) -> tuple:
+    """The graph to draw and notes: ``depth`` when given, else the full graph or the deepest view
+    that fits.
 
-    A view fits when it has at most ``node_budget`` boxes; the automatic choice also prefers views at most
-    :func:`rank_budget` ranks high (a few screens), collapsing module calls one depth at a time with repeated
-    calls folded (``rnn (RNNCell) x 400``), and folds chains of ops when that is not enough.
+    A view fits when it has at most ``node_budget`` boxes; the automatic choice also prefers views
+    at most :func:`rank_budget` ranks high (a few screens), collapsing module calls one depth at a
+    time with repeated calls folded (``rnn (RNNCell) x 400``), and folds chains of ops when that is
+    not enough.
 
     Args:
         graph: The full graph, each leaf once (``shared_params=True``).
         depth: ``--depth`` (``None``: automatic).
         fold: Fold repeated calls of one block (``--no-fold`` turns it off).
         node_budget: Most boxes drawn (count).
-        per_use: Allow one node per use of a leaf in a full graph of more than :data:`PER_USE_ABOVE` boxes.
+        per_use: Allow one node per use of a leaf in a full graph of more than :data:`PER_USE_ABOVE`
+            boxes.
 
     Returns:
-        ``(view, notes, fits)``: ``fits`` is False when even the most collapsed view exceeds the budget;
-        ``notes`` say how the view was chosen.
+        ``(view, notes, fits)``: ``fits`` is False when even the most collapsed view exceeds the
+        budget; ``notes`` say how the view was chosen.
     """
     if depth is not None:
         view = views.collapse(graph, depth, fold)
@@ -108,39 +121,58 @@ def choose_view(graph, depth: int | None, fold: bool, node_budget: int, per_use:
             if len(split.nodes) <= node_budget:
                 view = split
         return view, [], True
-    too = [f"{len(graph.nodes)} boxes, more than the node budget of {node_budget}"] if len(graph.nodes) > node_budget \
+    too = (
+        [f"{len(graph.nodes)} boxes, more than the node budget of {node_budget}"]
+        if len(graph.nodes) > node_budget
         else []
+    )
     if ranks(graph) > tall:
         too.append(f"{ranks(graph)} boxes high, more than {tall}")
-    note = (f"The full graph would be {' and '.join(too)} (about three screens; CudaMagics.graph_node_budget): ")
+    note = f"The full graph would be {' and '.join(too)} (about three screens; CudaMagics.graph_node_budget): "
     if fits:
-        note += (f"drawn as the {view.view} view ({len(view.nodes)} boxes, {ranks(view)} high). Use --depth D to "
-                 "choose the module depth, or raise the budget with %config CudaMagics.graph_node_budget = N.")
+        note += (
+            f"drawn as the {view.view} view ({len(view.nodes)} boxes, {ranks(view)} high). Use --depth D to "
+            "choose the module depth, or raise the budget with %config CudaMagics.graph_node_budget = N."
+        )
     else:
-        note += ("even the collapsed view is too big to lay out, so here are a summary and the DOT source. "
-                 "Draw a smaller part (fewer steps or layers), or raise the budget with "
-                 "%config CudaMagics.graph_node_budget = N.")
+        note += (
+            "even the collapsed view is too big to lay out, so here are a summary and the DOT source. "
+            "Draw a smaller part (fewer steps or layers), or raise the budget with "
+            "%config CudaMagics.graph_node_budget = N."
+        )
     return view, [note], fits
 
 
-def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = None, fold: bool = True,
-         node_budget: int = NODE_BUDGET, timeout_s: float = 20.0, save_path: str | None = None,
-         per_use: bool = True) -> GraphResult:
+def draw(
+    graph,
+    *,
+    fmt: str = "svg",
+    group: bool = False,
+    depth: int | None = None,
+    fold: bool = True,
+    node_budget: int = NODE_BUDGET,
+    timeout_s: float = 20.0,
+    save_path: str | None = None,
+    per_use: bool = True,
+) -> GraphResult:
     """Pick a view of ``graph``, render it with ``dot`` (time-limited) and apply the fallbacks.
 
     Args:
         graph: The full graph from :func:`cudamagic.graph.capture.capture`, each leaf once.
         fmt: ``'svg'``, ``'png'``, ``'pdf'`` or ``'dot'`` (DOT source only, no ``dot`` run).
         group: Module calls as clusters.
-        depth: Collapse module calls deeper than this (``None``: full graph, collapsed only past the budget).
+        depth: Collapse module calls deeper than this (``None``: full graph, collapsed only past the
+            budget).
         fold: Fold repeated identical blocks when collapsing.
         node_budget: Most boxes drawn before collapsing (count).
         timeout_s: Seconds ``dot`` may run per attempt.
         save_path: Also write the picture there (format from the extension when it has one).
-        per_use: Allow one node per use of a leaf in big full graphs (``--shared-params`` turns it off).
+        per_use: Allow one node per use of a leaf in big full graphs (``--shared-params`` turns it
+            off).
 
     Returns:
-        A :class:`GraphResult`; never raises for ``dot`` problems (they become ``problem`` and notes).
+        A :class:`GraphResult`; never raises for ``dot`` problems (they become ``problem`` and
+        notes).
     """
     view, view_notes, fits = choose_view(graph, depth, fold, node_budget, per_use)
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
@@ -167,8 +199,10 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
                 if len(collapsed.nodes) >= len(graph.nodes):
                     collapsed = None
             if collapsed is not None:
-                note = (f"dot did not finish the full graph within {timeout_s:g} s "
-                        f"(CudaMagics.graph_dot_timeout_s): drawn as the {collapsed.view} view.")
+                note = (
+                    f"dot did not finish the full graph within {timeout_s:g} s "
+                    f"(CudaMagics.graph_dot_timeout_s): drawn as the {collapsed.view} view."
+                )
                 notes.append(note)
                 result.view_notes.append(note)
                 result.drawn = collapsed
@@ -177,11 +211,15 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
                     result.image = dot.run_dot(result.inline_dot(), fmt, timeout_s)
                 except (dot.DotTimeout, dot.DotFailed) as exc:
                     result.problem = "dot timeout"
-                    notes.append(f"The collapsed view failed too ({exc}): summary and DOT source below.")
+                    notes.append(
+                        f"The collapsed view failed too ({exc}): summary and DOT source below."
+                    )
             else:
                 result.problem = "dot timeout"
-                notes.append(f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
-                             "summary and DOT source below; raise the limit or draw a smaller part.")
+                notes.append(
+                    f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+                    "summary and DOT source below; raise the limit or draw a smaller part."
+                )
         except dot.DotFailed as exc:
             result.problem = "dot failed"
             notes.append(f"dot failed: {exc}")
@@ -190,15 +228,26 @@ def draw(graph, *, fmt: str = "svg", group: bool = False, depth: int | None = No
     return result
 
 
-def draw_source(graph, source: str, *, fmt: str = "svg", timeout_s: float = 20.0, save_path: str | None = None,
-                notes=()) -> GraphResult:
-    """Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time limit.
+def draw_source(
+    graph,
+    source: str,
+    *,
+    fmt: str = "svg",
+    timeout_s: float = 20.0,
+    save_path: str | None = None,
+    notes=(),
+) -> GraphResult:
+    """Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time
+    limit.
 
     Returns:
-        A :class:`GraphResult` whose ``dot`` is ``source``; ``dot`` problems become ``problem`` and notes.
+        A :class:`GraphResult` whose ``dot`` is ``source``; ``dot`` problems become ``problem`` and
+        notes.
     """
     drawn = dataclasses.replace(graph, view="torchviz make_dot")
-    result = GraphResult(graph, drawn, source, fmt, notes=list(graph.notes) + list(notes), engine="torchviz")
+    result = GraphResult(
+        graph, drawn, source, fmt, notes=list(graph.notes) + list(notes), engine="torchviz"
+    )
     if fmt != "dot":
         if dot.find_dot() is None:
             result.problem = "dot missing"
@@ -207,8 +256,10 @@ def draw_source(graph, source: str, *, fmt: str = "svg", timeout_s: float = 20.0
                 result.image = dot.run_dot(source, fmt, timeout_s)
             except dot.DotTimeout:
                 result.problem = "dot timeout"
-                result.notes.append(f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
-                                    "summary and DOT source below; the default engine collapses big graphs.")
+                result.notes.append(
+                    f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+                    "summary and DOT source below; the default engine collapses big graphs."
+                )
             except dot.DotFailed as exc:
                 result.problem = "dot failed"
                 result.notes.append(f"dot failed: {exc}")
@@ -221,7 +272,9 @@ def _save(result: GraphResult, path: str, timeout_s: float) -> None:
     try:
         fmt = dot.save_format(path)
         if fmt != "dot" and result.problem:
-            raise dot.DotFailed(f"{result.problem}; the DOT source can still be saved: `_.save('graph.dot')`")
+            raise dot.DotFailed(
+                f"{result.problem}; the DOT source can still be saved: `_.save('graph.dot')`"
+            )
         result.save(path, timeout_s)
         result.saved_to = path
         result.notes.append(f"Saved to {path}.")

@@ -1,5 +1,6 @@
-"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`, running the
-cell in :mod:`.capture`, drawing in :mod:`.draw`)."""
+"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`,
+running the cell in :mod:`.capture`, drawing in :mod:`.draw`).
+"""
 
 from __future__ import annotations
 
@@ -15,15 +16,18 @@ class GraphSettings(HasTraits):
     """``%%autograd_graph`` settings, reachable as ``%config CudaMagics.<name>``."""
 
     graph_dot_timeout_s = Float(
-        20.0, help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before it is "
-        "killed and a collapsed view (or a summary) is shown instead."
+        20.0,
+        help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before it is "
+        "killed and a collapsed view (or a summary) is shown instead.",
     ).tag(config=True)
     graph_node_budget = Int(
-        150, help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a 1400 px "
-        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated calls folded."
+        150,
+        help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a 1400 px "
+        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated calls folded.",
     ).tag(config=True)
     graph_format = Unicode(
-        "svg", help="Default picture format of %%autograd_graph: svg, png, pdf or dot (DOT source only)."
+        "svg",
+        help="Default picture format of %%autograd_graph: svg, png, pdf or dot (DOT source only).",
     ).tag(config=True)
 
 
@@ -31,30 +35,78 @@ class GraphSettings(HasTraits):
 class GraphMagics(AreaMagics):
     """``%%autograd_graph``."""
 
-    @magic_arguments("%autograd_graph")  # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
-    @argument("-o", "--output", default=None, metavar="NAME[,NAME...]",
-              help="Draw these variables instead of the cell's last expression.")
-    @argument("--show-saved", action="store_true", help="Draw the tensors each op saves for backward.")
-    @argument("--show-attrs", action="store_true", help="Show non-tensor saved attributes (alpha, dim, sizes).")
-    @argument("--group", action="store_true", help="Draw each nn.Module call as a labelled cluster.")
-    @argument("--depth", type=int, default=None, metavar="D",
-              help="Collapse module calls deeper than D into single boxes (0: one box per top-level call).")
-    @argument("--no-fold", action="store_true",
-              help="With --depth, keep repeated identical blocks separate instead of one box 'x N'.")
-    @argument("--shared-params", action="store_true",
-              help="One node per leaf tensor always (default: one per leaf, but one per use in full pictures "
-              "of over 60 boxes, where it keeps dot fast).")
-    @argument("--format", default=None, choices=["svg", "png", "pdf", "dot"],
-              help="Picture format (default: CudaMagics.graph_format).")
-    @argument("--save", default=None, metavar="PATH",
-              help="Also write the picture to PATH (format from the extension: .svg .png .pdf .dot).")
-    @argument("--timeout", type=float, default=None, metavar="S",
-              help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).")
-    @argument("--max-nodes", type=int, default=None, metavar="N",
-              help="Most boxes drawn before collapsing (default: CudaMagics.graph_node_budget).")
-    @argument("--engine", default="cudamagic", choices=["cudamagic", "torchviz"],
-              help="Who draws: cudamagic (default: module names, saved bytes, collapsing) or torchviz "
-              "(torchviz's own make_dot, as its docs show).")
+    @magic_arguments(
+        "%autograd_graph"
+    )  # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
+    @argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="Draw these variables instead of the cell's last expression.",
+    )
+    @argument(
+        "--show-saved", action="store_true", help="Draw the tensors each op saves for backward."
+    )
+    @argument(
+        "--show-attrs",
+        action="store_true",
+        help="Show non-tensor saved attributes (alpha, dim, sizes).",
+    )
+    @argument(
+        "--group", action="store_true", help="Draw each nn.Module call as a labelled cluster."
+    )
+    @argument(
+        "--depth",
+        type=int,
+        default=None,
+        metavar="D",
+        help="Collapse module calls deeper than D into single boxes (0: one box per top-level call).",
+    )
+    @argument(
+        "--no-fold",
+        action="store_true",
+        help="With --depth, keep repeated identical blocks separate instead of one box 'x N'.",
+    )
+    @argument(
+        "--shared-params",
+        action="store_true",
+        help="One node per leaf tensor always (default: one per leaf, but one per use in full pictures "
+        "of over 60 boxes, where it keeps dot fast).",
+    )
+    @argument(
+        "--format",
+        default=None,
+        choices=["svg", "png", "pdf", "dot"],
+        help="Picture format (default: CudaMagics.graph_format).",
+    )
+    @argument(
+        "--save",
+        default=None,
+        metavar="PATH",
+        help="Also write the picture to PATH (format from the extension: .svg .png .pdf .dot).",
+    )
+    @argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).",
+    )
+    @argument(
+        "--max-nodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Most boxes drawn before collapsing (default: CudaMagics.graph_node_budget).",
+    )
+    @argument(
+        "--engine",
+        default="cudamagic",
+        choices=["cudamagic", "torchviz"],
+        help="Who draws: cudamagic (default: module names, saved bytes, collapsing) or torchviz "
+        "(torchviz's own make_dot, as its docs show).",
+    )
     @cell_magic
     def autograd_graph(self, line, cell):
         """Run the cell and draw the autograd graph (grad_fn DAG) of its result.
@@ -102,7 +154,7 @@ class GraphMagics(AreaMagics):
         then, never above the hard limit), which covers about 200,000 chained ops;
         past that, or off the main thread, the result carries a warning note.
 
-        Examples
+        Examples:
         --------
         ::
 
@@ -135,25 +187,51 @@ class GraphMagics(AreaMagics):
         if opts.engine == "torchviz":
             from . import tv
 
-            make_dot = tv.import_make_dot()  # before the cell runs: a missing package costs no cell run
+            make_dot = (
+                tv.import_make_dot()
+            )  # before the cell runs: a missing package costs no cell run
 
             def with_tensors(outputs, names, graph):
                 tv_note.append(tv.check(graph))
                 if not tv_note[0]:
-                    tv_source.append(tv.make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs))
+                    tv_source.append(
+                        tv.make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs)
+                    )
+
         try:
-            gr = capture.capture(self.shell, cell, line, list(opts.output_names), show_saved=opts.show_saved,
-                                 show_attrs=opts.show_attrs, shared_params=True,
-                                 with_tensors=with_tensors)
+            gr = capture.capture(
+                self.shell,
+                cell,
+                line,
+                list(opts.output_names),
+                show_saved=opts.show_saved,
+                show_attrs=opts.show_attrs,
+                shared_params=True,
+                with_tensors=with_tensors,
+            )
         except capture.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
         except SyntaxError as exc:  # the cell did not run: shown without our parser frames
             raise exc.with_traceback(None) from None
         if tv_source:
-            return draw.draw_source(gr, tv_source[0], fmt=opts.fmt, timeout_s=opts.timeout_s,
-                                    save_path=opts.save_path, notes=["Drawn by torchviz's make_dot."])
+            return draw.draw_source(
+                gr,
+                tv_source[0],
+                fmt=opts.fmt,
+                timeout_s=opts.timeout_s,
+                save_path=opts.save_path,
+                notes=["Drawn by torchviz's make_dot."],
+            )
         if tv_note and tv_note[0]:
             gr.notes.append(tv_note[0])
-        return draw.draw(gr, fmt=opts.fmt, group=opts.group, depth=opts.depth, fold=opts.fold,
-                         node_budget=opts.node_budget, timeout_s=opts.timeout_s, save_path=opts.save_path,
-                         per_use=not opts.shared_params)
+        return draw.draw(
+            gr,
+            fmt=opts.fmt,
+            group=opts.group,
+            depth=opts.depth,
+            fold=opts.fold,
+            node_budget=opts.node_budget,
+            timeout_s=opts.timeout_s,
+            save_path=opts.save_path,
+            per_use=not opts.shared_params,
+        )

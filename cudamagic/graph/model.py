@@ -14,24 +14,24 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 # ---- node and edge kinds ----------------------------------------------------------
-BACKWARD = "backward"      # a grad_fn node (``MulBackward0``, custom ``MyFnBackward``)
+BACKWARD = "backward"  # a grad_fn node (``MulBackward0``, custom ``MyFnBackward``)
 ACCUMULATE = "accumulate"  # an ``AccumulateGrad`` node
-PARAM = "param"            # a leaf tensor that requires grad and is a parameter of a module
-LEAF = "leaf"              # any other leaf tensor that requires grad
-OUTPUT = "output"          # a tensor the cell returned
-BASE = "base"              # the base tensor of an output that is a view
-SAVED = "saved"            # a tensor saved for backward (``--show-saved``; custom Functions always)
-MODULE = "module"          # a collapsed module call (or several folded identical ones)
-RUN = "run"                # a folded run of identical single-input ops in a chain
+PARAM = "param"  # a leaf tensor that requires grad and is a parameter of a module
+LEAF = "leaf"  # any other leaf tensor that requires grad
+OUTPUT = "output"  # a tensor the cell returned
+BASE = "base"  # the base tensor of an output that is a view
+SAVED = "saved"  # a tensor saved for backward (``--show-saved``; custom Functions always)
+MODULE = "module"  # a collapsed module call (or several folded identical ones)
+RUN = "run"  # a folded run of identical single-input ops in a chain
 
-GRAD = "grad"          # edge: input grad_fn -> consumer (``next_functions``), as torchviz draws it
+GRAD = "grad"  # edge: input grad_fn -> consumer (``next_functions``), as torchviz draws it
 VARIABLE = "variable"  # edge: leaf tensor -> its AccumulateGrad
-TO_OUTPUT = "output"   # edge: grad_fn -> output tensor
-VIEW = "view"          # edge: base -> view (dotted)
-SAVED_EDGE = "saved"   # edge: node -> saved tensor (no arrow)
+TO_OUTPUT = "output"  # edge: grad_fn -> output tensor
+VIEW = "view"  # edge: base -> view (dotted)
+SAVED_EDGE = "saved"  # edge: node -> saved tensor (no arrow)
 
 
 # ---- the graph model --------------------------------------------------------------
@@ -40,14 +40,17 @@ class SavedEntry:
     """One tensor saved for backward by a node.
 
     Attributes:
-        name: Attribute name without the ``_saved_`` prefix (``self``, ``other``, ``saved_tensors[1]``).
+        name: Attribute name without the ``_saved_`` prefix (``self``, ``other``,
+            ``saved_tensors[1]``).
         shape: Tensor shape, ``None`` when the entry is ``None``, freed or has no regular shape.
         dtype: ``'float32'`` etc., ``''`` when unknown.
         nbytes: Bytes of the storage it keeps alive (0 when freed, ``None`` or a parameter's).
         freed: True when ``backward()`` already freed it.
         is_none: True for a ``None`` entry of a custom Function's ``saved_tensors``.
-        held: ``''`` when autograd holds the tensor itself; else how a saved-tensor hook holds it, read
-            without unpacking it: ``'recomputed in backward'`` (non-reentrant checkpoint: nothing held),
+        held: ``''`` when autograd holds the tensor itself; else how a saved-tensor hook holds it,
+            read
+            without unpacking it: ``'recomputed in backward'`` (non-reentrant checkpoint: nothing
+                held),
             ``'kept on CPU'`` (``save_on_cpu``), ``'packed by <hook>'`` (a user's pack hook).
         size_known: False when the bytes it keeps alive cannot be known (a tensor subclass without
             readable storage, a hook's packed object holding no tensor); ``nbytes`` is then 0.
@@ -68,10 +71,10 @@ class GraphNode:
     """One node of the drawn graph.
 
     Attributes:
-        id: Deterministic id (``n0``, ``n1``, ... in walk order; ``n7u2`` for the 2nd use of a parameter;
-            ``m3`` for a collapsed module call, ``r5`` for a folded run).
-        kind: One of the module constants (``backward``, ``accumulate``, ``param``, ``leaf``, ``output``,
-            ``base``, ``saved``, ``module``, ``run``).
+        id: Deterministic id (``n0``, ``n1``, ... in walk order; ``n7u2`` for the 2nd use of a
+            parameter; ``m3`` for a collapsed module call, ``r5`` for a folded run).
+        kind: One of the module constants (``backward``, ``accumulate``, ``param``, ``leaf``,
+            ``output``, ``base``, ``saved``, ``module``, ``run``).
         label: Class name for autograd nodes, the name for tensors, the module path for modules.
         shape: Tensor shape (tensor kinds only).
         dtype: Tensor dtype without ``torch.`` (tensor kinds only).
@@ -85,13 +88,15 @@ class GraphNode:
         ops: For ``module``/``run`` boxes, how many backward ops they stand for.
         freed: True when at least one saved tensor was already freed by ``backward()``.
         saved_view_bytes: Bytes of the saved tensors themselves (numel x element size); less than
-            ``saved_bytes`` when they are views (a batch sliced from a bigger tensor) whose whole storage
-            is kept alive.
+            ``saved_bytes`` when they are views (a batch sliced from a bigger tensor) whose whole
+            storage is kept alive.
         storages: ``((storage_id, nbytes), ...)`` the distinct non-parameter storages behind
-            ``saved_bytes`` (ids ``0, 1, ...`` in walk order, never addresses): a box that stands for
-            several nodes counts a storage they share once.
-        held: ``((how, count), ...)``: saved tensors behind saved-tensor hooks (see ``SavedEntry.held``).
-        size_unknown: How many of its saved tensors have a size that cannot be known (not in ``saved_bytes``).
+            ``saved_bytes`` (ids ``0, 1, ...`` in walk order, never addresses): a box that stands
+            for several nodes counts a storage they share once.
+        held: ``((how, count), ...)``: saved tensors behind saved-tensor hooks (see
+            ``SavedEntry.held``).
+        size_unknown: How many of its saved tensors have a size that cannot be known (not in
+            ``saved_bytes``).
     """
 
     id: str
@@ -168,12 +173,15 @@ class AutogradGraph:
 
     Attributes:
         nodes: ``GraphNode`` list in walk order.
-        edges: ``GraphEdge`` list (duplicates kept: ``x * x`` has two edges from ``x``'s AccumulateGrad).
+        edges: ``GraphEdge`` list (duplicates kept: ``x * x`` has two edges from ``x``'s
+            AccumulateGrad).
         calls: ``ModuleCall`` list recorded while the cell ran.
-        notes: Human-readable notes (skipped non-tensor outputs, per-use parameters, collapsing ...).
+        notes: Human-readable notes (skipped non-tensor outputs, per-use parameters, collapsing
+            ...).
         saved_bytes_total: Bytes of distinct storages held for backward (parameters not counted).
         view: ``'full'``, ``'collapsed'`` ... how this graph was derived.
-        saved_unknown: Saved tensors whose size cannot be known (count; not in ``saved_bytes_total``).
+        saved_unknown: Saved tensors whose size cannot be known (count; not in
+            ``saved_bytes_total``).
     """
 
     nodes: list
@@ -216,5 +224,8 @@ class AutogradGraph:
 
     def label_edges(self, kinds=(GRAD, VARIABLE, TO_OUTPUT)) -> Counter:
         """Multiset of ``(src label, dst label)`` for edges of ``kinds``: structure without ids."""
-        return Counter((self._by_id[e.src].label, self._by_id[e.dst].label)
-                       for e in self.edges if e.kind in kinds)
+        return Counter(
+            (self._by_id[e.src].label, self._by_id[e.dst].label)
+            for e in self.edges
+            if e.kind in kinds
+        )

@@ -20,7 +20,8 @@ class GraphOptions:
         depth: collapse module calls deeper than this (None: automatic). fold: fold repeated blocks.
         node_budget: most nodes drawn in full (count). timeout_s: seconds ``dot`` may run.
         save_path: also write the picture here, or None.
-        engine: ``'cudamagic'`` (our walker, the default) or ``'torchviz'`` (torchviz's ``make_dot``).
+        engine: ``'cudamagic'`` (our walker, the default) or ``'torchviz'`` (torchviz's
+            ``make_dot``).
     """
 
     fmt: str
@@ -41,38 +42,63 @@ def resolve(args, settings) -> GraphOptions:
     """Check the parsed flags and the ``CudaMagics.graph_*`` settings.
 
     Raises:
-        UsageError: an unknown format, a negative depth, a node budget below 1, a time limit that is not a
-            number of seconds in (0, 1 day], or a ``--save`` path without a known extension or in a missing folder.
+        UsageError: an unknown format, a negative depth, a node budget below 1, a time limit that is
+            not a number of seconds in (0, 1 day], or a ``--save`` path without a known extension or
+            in a missing folder.
     """
     fmt = args.format or settings.graph_format
     if fmt not in dot.FORMATS:
-        raise UsageError(f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
-                         "`%config CudaMagics.graph_format = 'svg'`.")
+        raise UsageError(
+            f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
+            "`%config CudaMagics.graph_format = 'svg'`."
+        )
     if args.depth is not None and args.depth < 0:
         raise UsageError("--depth must be 0 or more, for example `%%autograd_graph --depth 1`.")
     budget = settings.graph_node_budget if args.max_nodes is None else args.max_nodes
     if budget < 1:
         what = "--max-nodes" if args.max_nodes is not None else "CudaMagics.graph_node_budget"
-        raise UsageError(f"{what} must be 1 or more (got {budget}); for example "
-                         "`%%autograd_graph --max-nodes 5000`.")
+        raise UsageError(
+            f"{what} must be 1 or more (got {budget}); for example "
+            "`%%autograd_graph --max-nodes 5000`."
+        )
     try:
         timeout_s = dot.check_timeout(
             settings.graph_dot_timeout_s if args.timeout is None else args.timeout,
-            "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s")
+            "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s",
+        )
         if args.save is not None:
             dot.save_format(args.save)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     engine = getattr(args, "engine", None) or "cudamagic"
     if engine == "torchviz":
-        only_ours = [flag for flag, on in (("--group", args.group), ("--depth", args.depth is not None),
-                                            ("--no-fold", args.no_fold), ("--shared-params", args.shared_params))
-                     if on]
+        only_ours = [
+            flag
+            for flag, on in (
+                ("--group", args.group),
+                ("--depth", args.depth is not None),
+                ("--no-fold", args.no_fold),
+                ("--shared-params", args.shared_params),
+            )
+            if on
+        ]
         if only_ours:
-            raise UsageError(f"{only_ours[0]} works only with the default engine: leave out --engine torchviz, "
-                             "or drop the option (torchviz draws the whole graph as it is).")
+            raise UsageError(
+                f"{only_ours[0]} works only with the default engine: leave out --engine torchviz, "
+                "or drop the option (torchviz draws the whole graph as it is)."
+            )
     names = tuple(n.strip() for n in (args.output or "").split(",") if n.strip())
-    return GraphOptions(fmt=fmt, output_names=names, show_saved=args.show_saved, show_attrs=args.show_attrs,
-                        group=args.group, depth=args.depth, fold=not args.no_fold,
-                        shared_params=args.shared_params, node_budget=budget, timeout_s=timeout_s,
-                        save_path=args.save, engine=engine)
+    return GraphOptions(
+        fmt=fmt,
+        output_names=names,
+        show_saved=args.show_saved,
+        show_attrs=args.show_attrs,
+        group=args.group,
+        depth=args.depth,
+        fold=not args.no_fold,
+        shared_params=args.shared_params,
+        node_budget=budget,
+        timeout_s=timeout_s,
+        save_path=args.save,
+        engine=engine,
+    )

@@ -27,13 +27,15 @@ _FRAME_MARGIN = 200
 
 @contextlib.contextmanager
 def _distutils_shim():
-    """Provide ``distutils.version.LooseVersion`` while torchviz is imported, then restore ``sys.modules``.
+    """Provide ``distutils.version.LooseVersion`` while torchviz is imported, then restore
+    ``sys.modules``.
 
-    torchviz only compares ``torch.__version__`` with ``"1.9"``; ``packaging``'s ``Version`` (with the
-    local part dropped) does that. Nothing is left in ``sys.modules`` afterwards.
+    torchviz only compares ``torch.__version__`` with ``"1.9"``; ``packaging``'s ``Version`` (with
+    the local part dropped) does that. Nothing is left in ``sys.modules`` afterwards.
     """
     try:
         import distutils.version  # noqa: F401 - Python < 3.12, or setuptools' shim
+
         yield
         return
     except ImportError:
@@ -65,18 +67,22 @@ def _distutils_shim():
 
 
 def import_make_dot():
-    """torchviz's ``make_dot``, or a ``UsageError`` saying what to install."""
+    """Torchviz's ``make_dot``, or a ``UsageError`` saying what to install."""
     try:
         import graphviz  # noqa: F401
     except ImportError as exc:
-        raise UsageError("--engine torchviz needs the Python graphviz package: `pip install graphviz` (and "
-                         "the Graphviz `dot` program), or leave out --engine to use the default engine.") from exc
+        raise UsageError(
+            "--engine torchviz needs the Python graphviz package: `pip install graphviz` (and "
+            "the Graphviz `dot` program), or leave out --engine to use the default engine."
+        ) from exc
     try:
         with _distutils_shim():
             from torchviz import make_dot
     except ImportError as exc:
-        raise UsageError(f"--engine torchviz could not import torchviz ({terminal_safe(str(exc), 200)}): "
-                         "`pip install torchviz`, or leave out --engine to use the default engine.") from exc
+        raise UsageError(
+            f"--engine torchviz could not import torchviz ({terminal_safe(str(exc), 200)}): "
+            "`pip install torchviz`, or leave out --engine to use the default engine."
+        ) from exc
     return make_dot
 
 
@@ -96,13 +102,18 @@ def check(graph) -> str:
         raise UsageError(
             f"--engine torchviz cannot draw this graph: torchviz's make_dot recurses once per autograd node and "
             f"this graph has {n_ops} of them (Python's recursion limit is {limit}). Leave out --engine to "
-            "draw it with the default engine, which walks any depth and collapses big graphs.")
+            "draw it with the default engine, which walks any depth and collapses big graphs."
+        )
     if any(n.held for n in graph.nodes):
-        return ("torchviz's make_dot reads saved tensors through their saved-tensor hooks, which would run "
-                "the checkpointed forward again (or the hook's unpack): drawn with the default engine instead.")
+        return (
+            "torchviz's make_dot reads saved tensors through their saved-tensor hooks, which would run "
+            "the checkpointed forward again (or the hook's unpack): drawn with the default engine instead."
+        )
     if any(n.freed for n in graph.nodes):
-        return ("backward() already freed some saved tensors and torchviz's make_dot would fail reading them: "
-                "drawn with the default engine instead.")
+        return (
+            "backward() already freed some saved tensors and torchviz's make_dot would fail reading them: "
+            "drawn with the default engine instead."
+        )
     return ""
 
 
@@ -130,11 +141,17 @@ def make_source(make_dot, outputs, tensor_names: dict, show_saved: bool, show_at
     try:
         with warnings.catch_warnings():  # torchviz's LooseVersion use warns on every call
             warnings.simplefilter("ignore", DeprecationWarning)
-            d = make_dot(tensors if len(tensors) > 1 else tensors[0], params=params, show_attrs=show_attrs,
-                         show_saved=show_saved)
+            d = make_dot(
+                tensors if len(tensors) > 1 else tensors[0],
+                params=params,
+                show_attrs=show_attrs,
+                show_saved=show_saved,
+            )
     except RecursionError as exc:
-        raise UsageError("--engine torchviz ran out of recursion on this graph (torchviz recurses once per "
-                         "autograd node): leave out --engine to use the default engine.") from exc
+        raise UsageError(
+            "--engine torchviz ran out of recursion on this graph (torchviz recurses once per "
+            "autograd node): leave out --engine to use the default engine."
+        ) from exc
     finally:
         params.clear()
     return d.source

@@ -11,10 +11,23 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections import Counter, defaultdict
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from .model import (BACKWARD, GRAD, LEAF, MODULE, PARAM, RUN, SAVED, SAVED_EDGE, VARIABLE, AutogradGraph,
-                    GraphEdge, GraphNode, distinct_saved_bytes)
+from .model import (
+    BACKWARD,
+    GRAD,
+    LEAF,
+    MODULE,
+    PARAM,
+    RUN,
+    SAVED,
+    SAVED_EDGE,
+    VARIABLE,
+    AutogradGraph,
+    GraphEdge,
+    GraphNode,
+    distinct_saved_bytes,
+)
 
 
 # ---- passes of the walk -------------------------------------------------------------
@@ -60,8 +73,9 @@ def merge_held(nodes) -> tuple:
 
 
 def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
-    """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``, ``--show-saved``)
-    or only custom Functions' ``saved_tensors``."""
+    """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``,
+    ``--show-saved``) or only custom Functions' ``saved_tensors``.
+    """
     nodes, edges = list(graph.nodes), list(graph.edges)
     for n in graph.nodes:
         for k, s in enumerate(n.saved):
@@ -78,8 +92,18 @@ def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
                 label += f" ({s.held})"
             if not s.size_known:
                 label += " (size unknown)"
-            nodes.append(GraphNode(sid, SAVED, label, shape=s.shape, dtype=s.dtype, saved_bytes=s.nbytes,
-                                   call=n.call, freed=s.freed))
+            nodes.append(
+                GraphNode(
+                    sid,
+                    SAVED,
+                    label,
+                    shape=s.shape,
+                    dtype=s.dtype,
+                    saved_bytes=s.nbytes,
+                    call=n.call,
+                    freed=s.freed,
+                )
+            )
             edges.append(GraphEdge(n.id, sid, SAVED_EDGE))
     return dataclasses.replace(graph, nodes=nodes, edges=edges)
 
@@ -107,8 +131,12 @@ def split_uses(graph: AutogradGraph) -> AutogradGraph:
             suffix = "" if k == 1 else f"u{k}"
             call = by_id[consumer].call if by_id[var].kind == PARAM else None
             copy_of[(acc, consumer)] = acc + suffix
-            nodes.append(dataclasses.replace(by_id[var], id=var + suffix, use=(k, len(cons)), call=call))
-            nodes.append(dataclasses.replace(by_id[acc], id=acc + suffix, use=(k, len(cons)), call=call))
+            nodes.append(
+                dataclasses.replace(by_id[var], id=var + suffix, use=(k, len(cons)), call=call)
+            )
+            nodes.append(
+                dataclasses.replace(by_id[acc], id=acc + suffix, use=(k, len(cons)), call=call)
+            )
             edges.append(GraphEdge(var + suffix, acc + suffix, VARIABLE))
     kept = [n for n in graph.nodes if n.id not in dropped]
     for e in graph.edges:
@@ -121,7 +149,8 @@ def split_uses(graph: AutogradGraph) -> AutogradGraph:
     n_leaves = len(multi)
     notes = list(graph.notes) + [
         f"{n_leaves} leaf tensor(s) used by several ops are drawn once per use (use k/n); "
-        "--shared-params draws one node each."]
+        "--shared-params draws one node each."
+    ]
     return dataclasses.replace(graph, nodes=kept + nodes, edges=edges, notes=notes)
 
 
@@ -153,10 +182,11 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         graph: A full graph from :func:`walk` (with ``calls``).
         depth: Module calls at depth ``> depth`` become boxes (0: every top-level call is one box).
         fold: Fold consecutive sibling boxes with the same type and contents, each feeding the next,
-            into one box counted ``x N`` (``TransformerEncoderLayer x 12``; one module called in a loop:
-            ``rnn (RNNCell) x 400``). The first box of a run may hold
-            fewer ops than the others when nothing feeds it (its input does not require grad, so the ops on
-            the input's path were not recorded): it folds in all the same, with or without a grad input.
+            into one box counted ``x N`` (``TransformerEncoderLayer x 12``; one module called in a
+            loop: ``rnn (RNNCell) x 400``). The first box of a run may hold
+            fewer ops than the others when nothing feeds it (its input does not require grad, so the
+            ops on the input's path were not recorded): it folds in all the same, with or without a
+            grad input.
 
     Returns:
         A new graph with ``module`` nodes (``ops`` = backward ops inside, ``saved_bytes`` summed);
@@ -184,18 +214,38 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
     boxes = {}
     for t, ms in members.items():
         c = calls[t]
-        saved_bytes, storages = distinct_saved_bytes(m for m in ms if m.kind in (BACKWARD, RUN, MODULE))
-        boxes[t] = GraphNode(f"m{t}", MODULE, c.path or c.type_name, attrs=(("type", c.type_name),),
-                             saved_bytes=saved_bytes, storages=storages,
-                             ops=sum(1 for m in ms if m.kind == BACKWARD), call=c.parent,
-                             freed=any(m.freed for m in ms), held=merge_held(ms),
-                             size_unknown=sum(m.size_unknown for m in ms))
+        saved_bytes, storages = distinct_saved_bytes(
+            m for m in ms if m.kind in (BACKWARD, RUN, MODULE)
+        )
+        boxes[t] = GraphNode(
+            f"m{t}",
+            MODULE,
+            c.path or c.type_name,
+            attrs=(("type", c.type_name),),
+            saved_bytes=saved_bytes,
+            storages=storages,
+            ops=sum(1 for m in ms if m.kind == BACKWARD),
+            call=c.parent,
+            freed=any(m.freed for m in ms),
+            held=merge_held(ms),
+            size_unknown=sum(m.size_unknown for m in ms),
+        )
     edges = _dedupe(graph.edges, mapping)
     notes = list(graph.notes)
     if fold:
-        signature = {t: (calls[t].type_name, frozenset(Counter(
-            m.kind if m.kind in (PARAM, LEAF) else m.label for m in ms if m.kind != SAVED).items()))
-                     for t, ms in members.items()}
+        signature = {
+            t: (
+                calls[t].type_name,
+                frozenset(
+                    Counter(
+                        m.kind if m.kind in (PARAM, LEAF) else m.label
+                        for m in ms
+                        if m.kind != SAVED
+                    ).items()
+                ),
+            )
+            for t, ms in members.items()
+        }
         linked = {(e.src, e.dst) for e in edges}
         fed = {e.dst for e in edges}
         children = defaultdict(list)
@@ -214,8 +264,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
         def same_block(prev, t, run):
             if signature[t] == signature[prev]:
                 return True
-            # the first block of a run whose input does not require grad (nothing feeds its box) records fewer
-            # ops (none on the input's path) but is the same block: same type and parameters, ops a subset
+            # the first block of a run whose input does not require grad (nothing feeds its box)
+            # records fewer ops (none on the input's path) but is the same block: same type and
+            # parameters, ops a subset
             if len(run) > 1 or f"m{prev}" in fed or structure(prev) != structure(t):
                 return False
             a, b = Counter(dict(signature[prev][1])), Counter(dict(signature[t][1]))
@@ -235,7 +286,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                 if len(run) > 1:
                     first, last = calls[run[0]], calls[run[-1]]
                     span = ""
-                    if first.path and first.path == last.path:  # one module called in a loop (an RNN cell)
+                    if (
+                        first.path and first.path == last.path
+                    ):  # one module called in a loop (an RNN cell)
                         label = f"{first.path} ({first.type_name}) x {len(run)}"
                     else:
                         label = f"{first.type_name} x {len(run)}"
@@ -244,24 +297,40 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                     attrs = (("type", first.type_name),) + ((("calls", span),) if span else ())
                     saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
                     boxes[run[0]] = dataclasses.replace(
-                        boxes[run[0]], label=label, count=len(run), attrs=attrs,
-                        ops=sum(boxes[r].ops for r in run), saved_bytes=saved_bytes, storages=storages,
+                        boxes[run[0]],
+                        label=label,
+                        count=len(run),
+                        attrs=attrs,
+                        ops=sum(boxes[r].ops for r in run),
+                        saved_bytes=saved_bytes,
+                        storages=storages,
                         held=merge_held(boxes[r] for r in run),
-                        size_unknown=sum(boxes[r].size_unknown for r in run))
+                        size_unknown=sum(boxes[r].size_unknown for r in run),
+                    )
                     for r in run[1:]:
                         fold_map[f"m{r}"] = f"m{run[0]}"
                         del boxes[r]
-                    notes.append(f"{len(run)} identical {first.type_name} calls folded into one box.")
+                    notes.append(
+                        f"{len(run)} identical {first.type_name} calls folded into one box."
+                    )
                 run = [t]
         if fold_map:
             edges = _dedupe(edges, fold_map)
     nodes = [n for n in graph.nodes if n.id not in mapping] + [boxes[t] for t in sorted(boxes)]
-    return AutogradGraph(nodes, edges, list(calls), notes, graph.saved_bytes_total, view=f"collapsed (depth {depth})",
-                         saved_unknown=graph.saved_unknown)
+    return AutogradGraph(
+        nodes,
+        edges,
+        list(calls),
+        notes,
+        graph.saved_bytes_total,
+        view=f"collapsed (depth {depth})",
+        saved_unknown=graph.saved_unknown,
+    )
 
 
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
-    """Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one box.
+    """Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one
+    box.
 
     A link ``a -> b`` folds when both are backward nodes of the same module call, ``a`` feeds only
     ``b`` and ``b`` has no other input. Chains shorter than ``min_run`` stay as they are.
@@ -281,8 +350,13 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     nxt = {}
     for b, a in single_in.items():
         na, nb = by_id[a], by_id[b]
-        if (indeg[b] == 1 and outdeg[a] == 1 and na.kind == BACKWARD and nb.kind == BACKWARD
-                and na.call == nb.call):
+        if (
+            indeg[b] == 1
+            and outdeg[a] == 1
+            and na.kind == BACKWARD
+            and nb.kind == BACKWARD
+            and na.call == nb.call
+        ):
             nxt[a] = b
     if not nxt:
         return graph
@@ -301,12 +375,20 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         counts = Counter(by_id[m].label for m in chain)
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
         saved_bytes, storages = distinct_saved_bytes(by_id[m] for m in chain)
-        runs[rid] = GraphNode(rid, RUN, label, count=len(chain), ops=len(chain), call=by_id[head].call,
-                              attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
-                              saved_bytes=saved_bytes, storages=storages,
-                              freed=any(by_id[m].freed for m in chain),
-                              held=merge_held(by_id[m] for m in chain),
-                              size_unknown=sum(by_id[m].size_unknown for m in chain))
+        runs[rid] = GraphNode(
+            rid,
+            RUN,
+            label,
+            count=len(chain),
+            ops=len(chain),
+            call=by_id[head].call,
+            attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
+            saved_bytes=saved_bytes,
+            storages=storages,
+            freed=any(by_id[m].freed for m in chain),
+            held=merge_held(by_id[m] for m in chain),
+            size_unknown=sum(by_id[m].size_unknown for m in chain),
+        )
     if not runs:
         return graph
     # saved-tensor nodes of folded ops go with them
@@ -314,7 +396,16 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         if e.kind == SAVED_EDGE and e.src in mapping:
             mapping[e.dst] = mapping[e.src]
     nodes = [n for n in graph.nodes if n.id not in mapping] + list(runs.values())
-    notes = list(graph.notes) + [f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."]
+    notes = list(graph.notes) + [
+        f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."
+    ]
     view = "chains folded" if graph.view == "full" else f"{graph.view}, chains folded"
-    return AutogradGraph(nodes, _dedupe(graph.edges, mapping), list(graph.calls), notes,
-                         graph.saved_bytes_total, view=view, saved_unknown=graph.saved_unknown)
+    return AutogradGraph(
+        nodes,
+        _dedupe(graph.edges, mapping),
+        list(graph.calls),
+        notes,
+        graph.saved_bytes_total,
+        view=view,
+        saved_unknown=graph.saved_unknown,
+    )

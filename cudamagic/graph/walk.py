@@ -1,4 +1,5 @@
-"""Walking the autograd graph behind some tensors into an :class:`~cudamagic.graph.model.AutogradGraph`.
+"""Walking the autograd graph behind some tensors into an
+:class:`~cudamagic.graph.model.AutogradGraph`.
 
 The walk is iterative (a chain of 100,000 ops needs no deep Python stack), reads
 ``grad_fn``, ``next_functions``, ``AccumulateGrad.variable`` and the saved
@@ -7,8 +8,8 @@ alive (parameters not counted; every layout, see :func:`storage_parts`). Saved
 tensors are read through ``_raw_saved_*`` (``SavedTensor.data`` and
 ``.unpack_hook``), so a saved-tensor hook's unpack never runs (:func:`read_saved`):
 a non-reentrant checkpoint's tensors are "recomputed in backward" (only the inputs
-its frame keeps are counted), ``save_on_cpu``'s are "kept on CPU". No reference to a user tensor or autograd node
-survives :func:`walk`. :func:`guard_deep_free` keeps the kernel alive when a deep
+its frame keeps are counted), ``save_on_cpu``'s are "kept on CPU". No reference to a user tensor or
+autograd node survives :func:`walk`. :func:`guard_deep_free` keeps the kernel alive when a deep
 walked graph is freed later.
 
 torch is imported inside the functions that need it.
@@ -19,11 +20,25 @@ from __future__ import annotations
 import bisect
 import gc
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from ..core import platform
-from .model import (ACCUMULATE, BACKWARD, BASE, GRAD, LEAF, OUTPUT, PARAM, TO_OUTPUT, VARIABLE, VIEW,
-                    AutogradGraph, GraphEdge, GraphNode, SavedEntry)
+from .model import (
+    ACCUMULATE,
+    BACKWARD,
+    BASE,
+    GRAD,
+    LEAF,
+    OUTPUT,
+    PARAM,
+    TO_OUTPUT,
+    VARIABLE,
+    VIEW,
+    AutogradGraph,
+    GraphEdge,
+    GraphNode,
+    SavedEntry,
+)
 from .views import add_saved_nodes, place_params, split_uses
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -83,13 +98,15 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     """The storages tensor ``t`` keeps alive, for every layout autograd can save.
 
     Strided tensors (views included: the whole storage counts), quantized tensors (plus per-channel
-    scales and zero points), sparse COO/CSR/CSC/BSR/BSC (indices and values), strided and jagged nested
-    tensors, tensor subclasses (their storage, else the inner tensors of ``__tensor_flatten__``), any
-    device. Meta and fake tensors hold no data (no parts).
+    scales and zero points), sparse COO/CSR/CSC/BSR/BSC (indices and values), strided and jagged
+    nested tensors, tensor subclasses (their storage, else the inner tensors of
+    ``__tensor_flatten__``), any device. Meta and fake tensors hold no data (no parts).
 
     Returns:
-        ``(parts, why)``: ``parts`` is ``[((device, data_ptr), storage bytes, own bytes), ...]`` (own
-        bytes: numel x element size, the tensor's share of the storage); ``why`` is ``''``, or the reason
+        ``(parts, why)``: ``parts`` is ``[((device, data_ptr), storage bytes, own bytes), ...]``
+        (own
+        bytes: numel x element size, the tensor's share of the storage); ``why`` is ``''``, or the
+            reason
         the size cannot be known (then ``parts`` is ``None``: never a dense guess).
     """
     import torch
@@ -139,8 +156,9 @@ def storage_parts(t, _depth: int = 0) -> tuple:
 
 
 def _storage_key(t):
-    """Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none (a leaf's,
-    so that saved tensors sharing it are not counted)."""
+    """Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has
+    none (a leaf's, so that saved tensors sharing it are not counted).
+    """
     parts, _ = storage_parts(t)
     return parts[0][0] if parts else None
 
@@ -173,10 +191,12 @@ def _packed_tensors(data, _depth: int = 0) -> list:
 
 
 def checkpoint_inputs(unpack_hook):
-    """``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block, or None.
+    """``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block,
+    or None.
 
-    Read from the ``frame`` its unpack hook closes over (``torch.utils.checkpoint._CheckpointFrame``,
-    ``saved_args``: ``SavedTensor``s made without hooks, read through ``.data``, never unpacked). Private
+    Read from the ``frame`` its unpack hook closes over
+    (``torch.utils.checkpoint._CheckpointFrame``, ``saved_args``: ``SavedTensor``s made without
+    hooks, read through ``.data``, never unpacked). Private
     API: ``None`` when the layout of these objects changes (the size is then reported as unknown).
     """
     try:
@@ -184,7 +204,9 @@ def checkpoint_inputs(unpack_hook):
         frame = cells["frame"].cell_contents
         tensors = []
         for arg in frame.saved_args:
-            data = arg.data if type(arg).__name__ == "SavedTensor" else arg  # else a plain value (an int)
+            data = (
+                arg.data if type(arg).__name__ == "SavedTensor" else arg
+            )  # else a plain value (an int)
             tensors += _packed_tensors(data)
         return id(frame), tensors
     except Exception:
@@ -192,10 +214,12 @@ def checkpoint_inputs(unpack_hook):
 
 
 class Hooked:
-    """A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held, ``known``.
+    """A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held,
+    ``known``.
 
-    A non-reentrant checkpoint holds nothing per saved tensor until backward recomputes it, but its frame
-    keeps the block's inputs: those are counted once per frame (``frame``), on the first entry seen.
+    A non-reentrant checkpoint holds nothing per saved tensor until backward recomputes it, but its
+    frame keeps the block's inputs: those are counted once per frame (``frame``), on the first entry
+    seen.
     """
 
     __slots__ = ("frame", "held", "known", "tensors")
@@ -214,17 +238,20 @@ class Hooked:
 
 
 def read_saved(fn, attr: str):
-    """Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack hooks.
+    """Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack
+    hooks.
 
-    Returns the tensor (or tuple of tensors / ``None`` / :class:`Hooked`), or the plain attribute for
-    non-tensor attributes. Raises ``RuntimeError`` when ``backward()`` freed it.
+    Returns the tensor (or tuple of tensors / ``None`` / :class:`Hooked`), or the plain attribute
+    for non-tensor attributes. Raises ``RuntimeError`` when ``backward()`` freed it.
     """
     raw = getattr(fn, "_raw" + attr, _MISSING)
     if raw is _MISSING:
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
     raws = list(raw) if many else [raw]
-    hooked = any(r is not None and r.unpack_hook is not None for r in raws)  # r: a SavedTensor or None
+    hooked = any(
+        r is not None and r.unpack_hook is not None for r in raws
+    )  # r: a SavedTensor or None
     out = []
     for r in raws:
         if r is None:
@@ -234,7 +261,9 @@ def read_saved(fn, attr: str):
         else:
             data = r.data
             if data is None and not hooked and attr != "_saved_tensors":
-                return getattr(fn, attr)  # freed (raises) or an undefined tensor; no hook is set, none runs
+                return getattr(
+                    fn, attr
+                )  # freed (raises) or an undefined tensor; no hook is set, none runs
             out.append(data)
     return tuple(out) if many else out[0]
 
@@ -284,9 +313,10 @@ def guard_deep_free(n_nodes: int) -> str:
     main-thread stack (a segmentation fault that kills the kernel when the user deletes the
     tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where the
     main stack is smaller: about 2,000 with the 2 MB of a Windows ``python.exe``) this asks
-    :func:`cudamagic.core.platform.raise_stack_limit` for ``8 MiB + n_nodes * 512`` bytes, at most 120 MiB
-    (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack up to; a Windows main
-    thread's stack is fixed at start). Where the stack cannot be made large enough, the note warns the user.
+    :func:`cudamagic.core.platform.raise_stack_limit` for ``8 MiB + n_nodes * 512`` bytes, at most
+    120 MiB (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack up
+    to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
+    enough, the note warns the user.
 
     Args:
         n_nodes: Autograd nodes visited (count).
@@ -304,15 +334,30 @@ def guard_deep_free(n_nodes: int) -> str:
     ok, why = platform.raise_stack_limit(need, _MAX_MAIN_STACK_BYTES)
     if ok:
         return ""
-    limit = "under about 200,000 chained ops" if not platform.is_windows() else "under about 2,000 chained ops"
-    return (f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
-            f"recursively, and freeing one this deep can overflow the C stack and end the kernel ({why}). Keep "
-            f"graphs you draw {limit}, or restart the kernel instead of deleting it.")
+    limit = (
+        "under about 200,000 chained ops"
+        if not platform.is_windows()
+        else "under about 2,000 chained ops"
+    )
+    return (
+        f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
+        f"recursively, and freeing one this deep can overflow the C stack and end the kernel ({why}). Keep "
+        f"graphs you draw {limit}, or restart the kernel instead of deleting it."
+    )
 
 
-def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bool = False,
-         show_attrs: bool = False, shared_params: bool = False, calls: Sequence = (),
-         call_starts: Sequence = (), call_ends: Sequence = (), notes: Iterable = ()) -> AutogradGraph:
+def _walk(
+    outputs: Sequence,
+    *,
+    tensor_names: dict | None = None,
+    show_saved: bool = False,
+    show_attrs: bool = False,
+    shared_params: bool = False,
+    calls: Sequence = (),
+    call_starts: Sequence = (),
+    call_ends: Sequence = (),
+    notes: Iterable = (),
+) -> AutogradGraph:
     """Walk the autograd graph behind ``outputs`` iteratively into an :class:`AutogradGraph`.
 
     Args:
@@ -324,7 +369,8 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         shared_params: Draw one node per leaf tensor; by default a leaf used by several
             consumers is drawn once per consumer (use ``k`` of ``n``), which keeps ``dot`` fast on
             unrolled RNNs.
-        calls, call_starts, call_ends: From :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
+        calls, call_starts, call_ends: From
+            :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
         notes: Notes to carry into the graph.
 
     Returns:
@@ -350,7 +396,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         return f"n{i}"
 
     def tensor_node(node_id, kind, t, label):
-        return GraphNode(node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device))
+        return GraphNode(
+            node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device)
+        )
 
     def saved_of(fn, node_id):
         entries, attrs, stor = [], [], []
@@ -382,7 +430,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             if not known:
                 unknown[0] += 1
             if t is not None and (show_saved or custom):
-                entries.append(SavedEntry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known))
+                entries.append(
+                    SavedEntry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
+                )
             else:
                 entries.append(SavedEntry(name, nbytes=nbytes, held=held, size_known=known))
 
@@ -403,7 +453,7 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                 else:
                     add_tensor(f"saved_tensors[{i}]", t)
         for attr in _saved_attr_names(type(fn)):
-            name = attr[len("_saved_"):]
+            name = attr[len("_saved_") :]
             try:
                 val = read_saved(fn, attr)
             except RuntimeError as exc:
@@ -414,7 +464,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                 continue
             if isinstance(val, (torch.Tensor, Hooked)):
                 add_tensor(name, val)
-            elif isinstance(val, (tuple, list)) and any(isinstance(v, (torch.Tensor, Hooked)) for v in val):
+            elif isinstance(val, (tuple, list)) and any(
+                isinstance(v, (torch.Tensor, Hooked)) for v in val
+            ):
                 for i, v in enumerate(val):
                     if isinstance(v, (torch.Tensor, Hooked)):
                         add_tensor(f"{name}[{i}]", v)
@@ -452,7 +504,9 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
             node_id = ids[fn]
             cls_name = type(fn).__name__
             call = _call_of(fn, calls, call_starts, call_ends)
-            var = fn.variable if cls_name == "AccumulateGrad" else None  # a custom ctx may have .variable too
+            var = (
+                fn.variable if cls_name == "AccumulateGrad" else None
+            )  # a custom ctx may have .variable too
             if var is not None:
                 var_id = new_id()
                 name = names.get(id(var))
@@ -464,8 +518,16 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
             held, n_unknown = held_by_node.pop(node_id)
-            fn_nodes[node_id] = dict(kind=BACKWARD, label=cls_name, call=call, saved=saved, attrs=attrs,
-                                     freed=freed, held=held, size_unknown=n_unknown)
+            fn_nodes[node_id] = dict(
+                kind=BACKWARD,
+                label=cls_name,
+                call=call,
+                saved=saved,
+                attrs=attrs,
+                freed=freed,
+                held=held,
+                size_unknown=n_unknown,
+            )
             nexts = [u for u, _ in fn.next_functions if u is not None]
             for u in nexts:
                 edges.append(GraphEdge(visit(u), node_id, GRAD))
@@ -476,20 +538,30 @@ def _walk(outputs: Sequence, *, tensor_names: dict | None = None, show_saved: bo
         nodes.append(GraphNode(node_id, **kw))
     nodes.sort(key=lambda n: int(n.id[1:]))
     out_notes += _held_notes(fn_nodes.values())
-    graph = AutogradGraph(nodes, edges, list(calls), out_notes, total,
-                          saved_unknown=sum(kw.get("size_unknown", 0) for kw in fn_nodes.values()))
+    graph = AutogradGraph(
+        nodes,
+        edges,
+        list(calls),
+        out_notes,
+        total,
+        saved_unknown=sum(kw.get("size_unknown", 0) for kw in fn_nodes.values()),
+    )
     if calls:
         graph = place_params(graph)
-    graph = add_saved_nodes(graph, show_saved)  # custom Functions' saved tensors always; every one with show_saved
+    graph = add_saved_nodes(
+        graph, show_saved
+    )  # custom Functions' saved tensors always; every one with show_saved
     graph = split_uses(graph) if not shared_params else graph
     ids.clear()
     return graph
 
 
 def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
-    """Index of the innermost module call that created autograd node ``fn`` (``None``: outside every call).
+    """Index of the innermost module call that created autograd node ``fn`` (``None``: outside every
+    call).
 
-    Found from ``fn._sequence_nr()`` and the calls' sequence-number intervals (see :class:`~cudamagic.graph.capture.ModuleCallRecorder`).
+    Found from ``fn._sequence_nr()`` and the calls' sequence-number intervals (see
+    :class:`~cudamagic.graph.capture.ModuleCallRecorder`).
     """
     if not calls:
         return None
@@ -506,13 +578,15 @@ def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
 
 
 def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dict) -> int:
-    """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in ``fn_nodes``.
+    """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in
+    ``fn_nodes``.
 
     Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
     walk order so collapsed boxes and folded runs count a shared storage once too.
 
     Args:
-        storages_by_node: node id -> ``[(storage key, storage bytes, own bytes), ...]`` (from :func:`storage_parts`).
+        storages_by_node: node id -> ``[(storage key, storage bytes, own bytes), ...]`` (from
+            :func:`storage_parts`).
         leaf_storages: Storage keys of leaf tensors (parameters), not counted.
         fn_nodes: node id -> ``GraphNode`` keyword arguments, updated in place.
 
@@ -550,11 +624,14 @@ def _held_notes(fn_kwargs: Iterable) -> list:
     notes = []
     if held:
         parts = ", ".join(f"{count} {how}" for how, count in sorted(held.items()))
-        notes.append(f"Saved tensors behind saved-tensor hooks ({parts}) were read without unpacking them "
-                     "(unpacking would run the hook: a checkpointed block's forward again); only what autograd "
-                     "holds until backward is counted.")
+        notes.append(
+            f"Saved tensors behind saved-tensor hooks ({parts}) were read without unpacking them "
+            "(unpacking would run the hook: a checkpointed block's forward again); only what autograd "
+            "holds until backward is counted."
+        )
     if unknown:
-        notes.append(f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass without "
-                     "readable storage, or a hook's packed object): not counted in the saved bytes.")
+        notes.append(
+            f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass without "
+            "readable storage, or a hook's packed object): not counted in the saved bytes."
+        )
     return notes
-

@@ -1,5 +1,5 @@
-"""The facts behind ``%cudainfo`` as one plain dict, and :func:`collect`, which adds the findings and wraps
-both in the report.
+"""The facts behind ``%cudainfo`` as one plain dict, and :func:`collect`, which adds the findings
+and wraps both in the report.
 
 No IPython here. :func:`collect` gathers facts from Python, PyTorch, NVML
 (through :mod:`cudamagic.core.nvml`), the ``nvcc`` on PATH and the environment, and
@@ -19,13 +19,21 @@ import sys
 import threading
 
 from ..core import nvml, platform
-from . import health
 from ..core.na import NA, is_na
+from . import health
 from .nvcc import cuda_home_problem, find_nvcc, nvcc_info
 from .versions import decode_cudnn_version, parse_cuda_visible_devices, parse_torch_version
 
-ENV_VARS = ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_LAUNCH_BLOCKING",
-            "CUDA_HOME", "CUDA_PATH", "PYTORCH_NVML_BASED_CUDA_CHECK", "NVIDIA_VISIBLE_DEVICES"]
+ENV_VARS = [
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "PYTORCH_NVML_BASED_CUDA_CHECK",
+    "NVIDIA_VISIBLE_DEVICES",
+]
 
 
 def _python_facts(env):
@@ -43,7 +51,10 @@ def _torch_facts():
     try:
         import torch
     except Exception as exc:  # ImportError, or a broken install
-        na = NA(f"PyTorch is not importable in this interpreter ({type(exc).__name__}: {exc})", "not_installed")
+        na = NA(
+            f"PyTorch is not importable in this interpreter ({type(exc).__name__}: {exc})",
+            "not_installed",
+        )
         return {"installed": False, "error": na}
     facts = {"installed": True}
 
@@ -57,12 +68,15 @@ def _torch_facts():
     facts["variant"] = parse_torch_version(torch.__version__)
     facts["file"] = getattr(torch, "__file__", None) or NA("torch.__file__ is not set")
     cuda = getattr(torch.version, "cuda", None)
-    facts["cuda_build"] = cuda if cuda else NA("this PyTorch build has no CUDA support", "not_available")
+    facts["cuda_build"] = (
+        cuda if cuda else NA("this PyTorch build has no CUDA support", "not_available")
+    )
     hip = getattr(torch.version, "hip", None)
     facts["hip_build"] = hip if hip else NA("not a ROCm build", "not_available")
 
     def cudnn():
         import torch.backends.cudnn as c
+
         return decode_cudnn_version(c.version() if c.is_available() else None)
 
     facts["cudnn"] = safe(cudnn, "cuDNN version unreadable")
@@ -77,10 +91,13 @@ def _torch_facts():
     facts["cuda_available"] = safe(torch.cuda.is_available, "torch.cuda.is_available() failed")
     facts["device_count"] = safe(torch.cuda.device_count, "torch.cuda.device_count() failed")
     facts["arch_list"] = safe(torch.cuda.get_arch_list, "torch.cuda.get_arch_list() failed")
-    facts["cuda_initialized"] = safe(torch.cuda.is_initialized, "torch.cuda.is_initialized() failed")
+    facts["cuda_initialized"] = safe(
+        torch.cuda.is_initialized, "torch.cuda.is_initialized() failed"
+    )
     devices = []
     if facts["cuda_initialized"] is True:  # reading properties is free only once CUDA is up
         for i in range(int(facts["device_count"] or 0)):
+
             def props(i=i):
                 p = torch.cuda.get_device_properties(i)
                 uuid = str(getattr(p, "uuid", "")) or None
@@ -89,17 +106,39 @@ def _torch_facts():
                 bus = None
                 if hasattr(p, "pci_bus_id"):
                     bus = f"{getattr(p, 'pci_domain_id', 0):08X}:{p.pci_bus_id:02X}:{getattr(p, 'pci_device_id', 0):02X}.0"
-                return {"ordinal": i, "name": p.name, "uuid": uuid, "pci.bus_id": bus,
-                        "multiprocessor_count": int(p.multi_processor_count),
-                        "total_memory": int(p.total_memory), "compute_cap": f"{p.major}.{p.minor}"}
+                return {
+                    "ordinal": i,
+                    "name": p.name,
+                    "uuid": uuid,
+                    "pci.bus_id": bus,
+                    "multiprocessor_count": int(p.multi_processor_count),
+                    "total_memory": int(p.total_memory),
+                    "compute_cap": f"{p.major}.{p.minor}",
+                }
+
             devices.append(safe(props, f"properties of CUDA device {i} unreadable"))
     facts["devices"] = devices
     return facts
 
 
-GPU_FIELDS = ["name", "uuid", "pci.bus_id", "compute_cap", "memory.total", "memory.used", "memory.free",
-              "memory.reserved", "memory.api", "utilization.gpu", "temperature.gpu", "power.draw", "power.limit", "persistence_mode",
-              "mig.mode.current", "driver_model.current"]
+GPU_FIELDS = [
+    "name",
+    "uuid",
+    "pci.bus_id",
+    "compute_cap",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "memory.reserved",
+    "memory.api",
+    "utilization.gpu",
+    "temperature.gpu",
+    "power.draw",
+    "power.limit",
+    "persistence_mode",
+    "mig.mode.current",
+    "driver_model.current",
+]
 
 
 def _gpu_facts(count):
@@ -124,14 +163,14 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
     """Give each NVML GPU the CUDA ordinal PyTorch uses for it (in place), by UUID or PCI bus id.
 
     Args:
-        gpus: list of GPU dicts with ``index`` (0-based NVML index), ``uuid``, ``pci.bus_id``, ``name``,
-            ``mig_devices``.
+        gpus: list of GPU dicts with ``index`` (0-based NVML index), ``uuid``, ``pci.bus_id``,
+            ``name``, ``mig_devices``.
         env: mapping with ``CUDA_VISIBLE_DEVICES`` / ``CUDA_DEVICE_ORDER``.
-        torch_devices: per-ordinal properties from an already-initialised CUDA (``uuid``, ``pci.bus_id``);
-            when given they decide the mapping exactly.
+        torch_devices: per-ordinal properties from an already-initialised CUDA (``uuid``,
+            ``pci.bus_id``); when given they decide the mapping exactly.
 
-    Sets ``cuda_ordinal`` (int, or NA saying why: hidden by CUDA_VISIBLE_DEVICES, uncertain order) and
-    ``mapping_source``. Returns a dict with ``certain`` (bool) and ``note``.
+    Sets ``cuda_ordinal`` (int, or NA saying why: hidden by CUDA_VISIBLE_DEVICES, uncertain order)
+    and ``mapping_source``. Returns a dict with ``certain`` (bool) and ``note``.
     """
     for g in gpus:
         g["cuda_ordinal"] = NA("not visible to CUDA", "hidden")
@@ -141,15 +180,26 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         for d in valid_torch:
             for g in gpus:
                 if d.get("uuid") and d["uuid"] == g.get("uuid"):  # an NA uuid equals no string
-                    g["cuda_ordinal"], g["mapping_source"] = d["ordinal"], "UUID (from initialised CUDA)"
-                elif d.get("pci.bus_id") and not is_na(g.get("pci.bus_id")) and \
-                        d["pci.bus_id"].lower() == str(g["pci.bus_id"]).lower():
-                    g["cuda_ordinal"], g["mapping_source"] = d["ordinal"], "PCI bus id (from initialised CUDA)"
+                    g["cuda_ordinal"], g["mapping_source"] = (
+                        d["ordinal"],
+                        "UUID (from initialised CUDA)",
+                    )
+                elif (
+                    d.get("pci.bus_id")
+                    and not is_na(g.get("pci.bus_id"))
+                    and d["pci.bus_id"].lower() == str(g["pci.bus_id"]).lower()
+                ):
+                    g["cuda_ordinal"], g["mapping_source"] = (
+                        d["ordinal"],
+                        "PCI bus id (from initialised CUDA)",
+                    )
         return {"certain": True, "note": "mapped from the running CUDA context by UUID"}
 
     def bus_key(g):
         b = g.get("pci.bus_id")
-        return (0, str(b).lower()) if not is_na(b) else (1, g["index"])  # no bus id: after, in NVML order
+        return (
+            (0, str(b).lower()) if not is_na(b) else (1, g["index"])
+        )  # no bus id: after, in NVML order
 
     if not gpus:
         return {"certain": True, "note": "no GPU visible to NVML: nothing to map"}
@@ -161,8 +211,10 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
     if order_env != "PCI_BUS_ID":
         if len(names) > 1:
             certain = False
-            note = ("CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and the GPUs differ: CUDA may put the fastest "
-                    "first, so ordinals can differ from nvidia-smi indices")
+            note = (
+                "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and the GPUs differ: CUDA may put the fastest "
+                "first, so ordinals can differ from nvidia-smi indices"
+            )
         else:
             note = "identical GPUs: FASTEST_FIRST order equals PCI bus order"
     cvd = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
@@ -173,9 +225,14 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         repeated = cvd["repeated"]
         if repeated is not None:  # as torch.cuda._parse_visible_devices reads CUDA: no GPU at all
             for g in gpus:
-                g["cuda_ordinal"] = NA(f"hidden: CUDA_VISIBLE_DEVICES repeats {repeated}, so CUDA sees no GPU",
-                                       "hidden")
-            return {"certain": True, "note": f"CUDA_VISIBLE_DEVICES repeats {repeated}: CUDA sees no GPU"}
+                g["cuda_ordinal"] = NA(
+                    f"hidden: CUDA_VISIBLE_DEVICES repeats {repeated}, so CUDA sees no GPU",
+                    "hidden",
+                )
+            return {
+                "certain": True,
+                "note": f"CUDA_VISIBLE_DEVICES repeats {repeated}: CUDA sees no GPU",
+            }
         for e in cvd["entries"]:
             match = None
             if e["kind"] == "index":
@@ -183,7 +240,9 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
                     match = pci_order[e["value"]]
             elif e["kind"] == "uuid":
                 # an unreadable uuid reads "n/a", which no "GPU-..." entry starts
-                hits = [g for g in gpus if str(g.get("uuid")).lower().startswith(e["value"].lower())]
+                hits = [
+                    g for g in gpus if str(g.get("uuid")).lower().startswith(e["value"].lower())
+                ]
                 match = hits[0] if len(hits) == 1 else None
             else:  # MIG
                 for g in gpus:
@@ -204,8 +263,11 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
             g["cuda_ordinal"] = ordinal
             g["mapping_source"] = "UUID/PCI bus id via CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER"
         else:
-            g["cuda_ordinal"] = NA(f"probably {ordinal}; uncertain until CUDA is initialised (set "
-                                   "CUDA_DEVICE_ORDER=PCI_BUS_ID to make it certain)", "uncertain")
+            g["cuda_ordinal"] = NA(
+                f"probably {ordinal}; uncertain until CUDA is initialised (set "
+                "CUDA_DEVICE_ORDER=PCI_BUS_ID to make it certain)",
+                "uncertain",
+            )
     for g in gpus:
         if g not in visible:  # still the "not visible to CUDA" set above
             g["cuda_ordinal"] = NA("hidden by CUDA_VISIBLE_DEVICES", "hidden")
@@ -213,25 +275,34 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
 
 
 def _windows_facts(env) -> dict:
-    """Windows only: every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave (System32, the
-    legacy NVSMI folder, each DriverStore package, leftovers of earlier drivers) with the driver version each
-    belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH)."""
-    return {"nvidia-smi": platform.nvidia_tool_copies("nvidia-smi", env),
-            "nvml": platform.nvidia_tool_copies("nvml", env),
-            "nvidia-smi on PATH": platform.which("nvidia-smi", env) or NA("no nvidia-smi.exe on PATH", "not_installed")}
+    """Windows only: every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave
+    (System32, the legacy NVSMI folder, each DriverStore package, leftovers of earlier drivers) with
+    the driver version each belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH).
+    """
+    return {
+        "nvidia-smi": platform.nvidia_tool_copies("nvidia-smi", env),
+        "nvml": platform.nvidia_tool_copies("nvml", env),
+        "nvidia-smi on PATH": platform.which("nvidia-smi", env)
+        or NA("no nvidia-smi.exe on PATH", "not_installed"),
+    }
 
 
 def _env_facts(env):
     out = {k: env.get(k, NA("not set", "not_set")) for k in ENV_VARS}
     for var in ("LD_LIBRARY_PATH", "PATH"):
-        entries = [p for p in env.get(var, "").split(os.pathsep) if "cuda" in p.lower() or "nvidia" in p.lower()]
+        entries = [
+            p
+            for p in env.get(var, "").split(os.pathsep)
+            if "cuda" in p.lower() or "nvidia" in p.lower()
+        ]
         out[f"{var} (CUDA entries)"] = entries
     return out
 
 
 def _start(fn, *args, **kwargs):
-    """Run ``fn(*args, **kwargs)`` in a daemon thread; returns a function that waits for its result (an exception
-    it raised is raised there, in the caller's thread)."""
+    """Run ``fn(*args, **kwargs)`` in a daemon thread; returns a function that waits for its result
+    (an exception it raised is raised there, in the caller's thread).
+    """
     box = {}
 
     def run():
@@ -248,6 +319,7 @@ def _start(fn, *args, **kwargs):
         if "error" in box:
             raise box["error"]
         return box["value"]
+
     return result
 
 
@@ -257,7 +329,8 @@ def collect(nvcc_timeout_s: float = 5.0, env=None):
     Never raises: what cannot be read is NA with the reason. Does not create a CUDA context.
     """
     env = dict(os.environ) if env is None else env
-    # `nvcc -V` (the one subprocess) starts first; the findings and the report are loaded while it runs.
+    # `nvcc -V` (the one subprocess) starts first; the findings and the report are loaded while it
+    # runs.
     toolkit = _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
     from .findings import findings
     from .report import CudaInfoReport
@@ -268,18 +341,20 @@ def collect(nvcc_timeout_s: float = 5.0, env=None):
 
 def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     """The raw facts of :func:`collect` as a plain dict (sections ``python``, ``torch``, ``driver``,
-    ``toolkit``, ``gpus``, ``mapping``, ``env``)."""
+    ``toolkit``, ``gpus``, ``mapping``, ``env``).
+    """
     env = dict(os.environ) if env is None else env
     return _gather(env, _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s))
 
 
 def _gather(env, toolkit) -> dict:
-    """:func:`collect_facts` once ``nvcc -V`` is running: ``toolkit()`` waits for its answer, which is taken last,
-    so PyTorch, NVML and the environment are read while the subprocess runs."""
+    """:func:`collect_facts` once ``nvcc -V`` is running: ``toolkit()`` waits for its answer, which
+    is taken last, so PyTorch, NVML and the environment are read while the subprocess runs.
+    """
     python, torch_facts, driver = _python_facts(env), _torch_facts(), nvml.system_info()
     count = driver["device_count"]
     gpus = _gpu_facts(count) if not is_na(count) else []
-    healthy, _lost = health.split_lost(gpus)   # a lost GPU gets no CUDA ordinal (E02)
+    healthy, _lost = health.split_lost(gpus)  # a lost GPU gets no CUDA ordinal (E02)
     mapping = map_cuda_ordinals(healthy, env, torch_facts.get("devices", ()))
     driver["nvml_library"] = nvml.library_path()  # NVML unavailable: the same NA as the status
     windows = _windows_facts(env) if platform.is_windows() else None
@@ -287,8 +362,14 @@ def _gather(env, toolkit) -> dict:
     cvd = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
     tk = toolkit()
     tk["cuda_home_problem"] = cuda_home_problem(env)
-    facts = {"python": python, "torch": torch_facts, "driver": driver, "toolkit": tk, "gpus": gpus,
-             "mapping": mapping}
+    facts = {
+        "python": python,
+        "torch": torch_facts,
+        "driver": driver,
+        "toolkit": tk,
+        "gpus": gpus,
+        "mapping": mapping,
+    }
     if windows is not None:
         facts["windows"] = windows
     facts["env"] = env_facts

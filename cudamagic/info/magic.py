@@ -1,5 +1,6 @@
 """``%cudainfo``: the IPython front of the environment report (facts in :mod:`.facts`, text/HTML in
-:mod:`.report`)."""
+:mod:`.report`).
+"""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ class InfoSettings(HasTraits):
     """``%cudainfo`` settings, reachable as ``%config CudaMagics.<name>``."""
 
     nvcc_timeout_s = Float(
-        5.0, min=0.1, max=600.0,
-        help="Seconds (0.1 to 600) to wait for `nvcc -V` before reporting it as not available."
+        5.0,
+        min=0.1,
+        max=600.0,
+        help="Seconds (0.1 to 600) to wait for `nvcc -V` before reporting it as not available.",
     ).tag(config=True)
 
     @validate("nvcc_timeout_s")
@@ -36,18 +39,27 @@ class InfoMagics(AreaMagics):
     """``%cudainfo`` (and ``%cudainfo;``, which displays nothing)."""
 
     def on_load(self) -> None:
-        # `%cudainfo;`: IPython reads the `;` as part of the magic's name, so that name is registered too.
+        # `%cudainfo;`: IPython reads the `;` as part of the magic's name, so that name is
+        # registered too.
         self.shell.magics_manager.register_function(self._cudainfo_quiet, "line", "cudainfo;")
 
     @magic_arguments()
-    @argument("--json", action="store_true", help="Print the report as JSON (nvidia-smi --query-gpu key names).")
-    @argument("-q", "--quiet", action="store_true",
-              help="Display nothing; the report is stored as `_cudainfo` in the user namespace.")
+    @argument(
+        "--json",
+        action="store_true",
+        help="Print the report as JSON (nvidia-smi --query-gpu key names).",
+    )
+    @argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="Display nothing; the report is stored as `_cudainfo` in the user namespace.",
+    )
     @line_magic
     def cudainfo(self, line=""):
         """Report the whole PyTorch / CUDA / driver / GPU picture, with findings.
 
-        Examples
+        Examples:
         --------
         ::
 
@@ -65,8 +77,10 @@ class InfoMagics(AreaMagics):
         quiet = stripped.endswith(";")  # `%cudainfo ;` as in `expr;`: display nothing
         args = self.parse(self.cudainfo, stripped.rstrip(";"), USAGE)
         if args.json and args.quiet:
-            raise UsageError(f"%cudainfo: --json prints the report and -q displays nothing; use one of them. "
-                             f"Usage: {USAGE}.")
+            raise UsageError(
+                f"%cudainfo: --json prints the report and -q displays nothing; use one of them. "
+                f"Usage: {USAGE}."
+            )
         from .facts import collect
 
         report = collect(nvcc_timeout_s=self.settings.nvcc_timeout_s)

@@ -1,5 +1,6 @@
-"""The CUDA toolkit's compiler: finding ``nvcc``, running ``nvcc -V`` safely (time limit and capped output
-through :func:`cudamagic.core.platform.run_capped`, cached answer) and checking ``CUDA_HOME``/``CUDA_PATH``."""
+"""The CUDA toolkit's compiler: finding ``nvcc``, running ``nvcc -V`` safely (time limit and capped
+output through :func:`cudamagic.core.platform.run_capped`, cached answer) and checking ``CUDA_HOME``/``CUDA_PATH``.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +15,16 @@ _nvcc_cache = {}
 
 
 def find_nvcc(env=None):
-    """Path of ``nvcc``: ``$CUDA_HOME/bin/nvcc``, ``$CUDA_PATH/bin/nvcc``, then PATH, then (Windows) the CUDA
-    installer's default folders (:func:`cudamagic.core.platform.find_nvcc`); NA if none."""
+    """Path of ``nvcc``: ``$CUDA_HOME/bin/nvcc``, ``$CUDA_PATH/bin/nvcc``, then PATH, then (Windows)
+    the CUDA installer's default folders (:func:`cudamagic.core.platform.find_nvcc`); NA if none.
+    """
     found = platform.find_nvcc(env)
     if found:
         return found
-    return NA("not installed; not needed to run PyTorch (only to compile CUDA extensions)", "not_installed")
+    return NA(
+        "not installed; not needed to run PyTorch (only to compile CUDA extensions)",
+        "not_installed",
+    )
 
 
 _NVCC_OUTPUT_LIMIT = 64 * 1024  # bytes of `nvcc -V` output kept; the rest is discarded
@@ -29,10 +34,11 @@ def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
     """Run ``<path> -V`` (time limit ``timeout_s`` seconds) and parse it.
 
     Successful and unparseable answers are cached per (path, mtime, size); a time-out is not, so a
-    later call with a longer limit tries again. Output beyond 64 KiB is discarded and the whole process
-    tree is killed on time-out.
+    later call with a longer limit tries again. Output beyond 64 KiB is discarded and the whole
+    process tree is killed on time-out.
 
-    Returns ``{"path", "release", "build"}``; each may be NA (not installed, timed out, failed, garbage).
+    Returns ``{"path", "release", "build"}``; each may be NA (not installed, timed out, failed,
+    garbage).
     """
     path = find_nvcc() if path is None else path
     if is_na(path):
@@ -54,8 +60,11 @@ def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
         else:
             parsed = parse_nvcc_version(text)
     except subprocess.TimeoutExpired:
-        parsed = NA(f"`{path} -V` did not answer within {timeout_s:g} s "
-                    "(raise %config CudaMagics.nvcc_timeout_s to wait longer)", "timeout")
+        parsed = NA(
+            f"`{path} -V` did not answer within {timeout_s:g} s "
+            "(raise %config CudaMagics.nvcc_timeout_s to wait longer)",
+            "timeout",
+        )
         cache = False
     except OSError as exc:
         parsed = NA(f"cannot run {path}: {exc}", "error")
@@ -70,7 +79,8 @@ def nvcc_info(path=None, timeout_s: float = 5.0) -> dict:
 
 def cuda_home_problem(env):
     """NA-free check of ``CUDA_HOME``/``CUDA_PATH``: a message when one is set but has no runnable
-    ``bin/nvcc`` (``torch.utils.cpp_extension`` builds with ``CUDA_HOME``), else None."""
+    ``bin/nvcc`` (``torch.utils.cpp_extension`` builds with ``CUDA_HOME``), else None.
+    """
     for var in ("CUDA_HOME", "CUDA_PATH"):
         home = env.get(var)
         if not home:

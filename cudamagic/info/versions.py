@@ -1,7 +1,8 @@
 """Parsers for the version strings and variables behind ``%cudainfo``: plain functions, no I/O.
 
-Each turns one piece of text (``torch.__version__``, ``nvcc -V`` output, ``CUDA_VISIBLE_DEVICES``, cuDNN's
-integer) into data; what cannot be parsed becomes None or an :class:`~cudamagic.core.na.NA` with the reason.
+Each turns one piece of text (``torch.__version__``, ``nvcc -V`` output, ``CUDA_VISIBLE_DEVICES``,
+cuDNN's integer) into data; what cannot be parsed becomes None or an :class:`~cudamagic.core.na.NA`
+with the reason.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ def parse_torch_version(version: str) -> dict:
     """Split ``torch.__version__`` into release and variant.
 
     ``'2.3.1+cpu'`` -> ``{"release": "2.3.1", "variant": "cpu", "kind": "cpu"}``;
-    ``'2.4.0+cu121'`` -> kind ``"cuda"``, ``cuda_tag`` ``"12.1"`` (old two-digit tags too: ``'1.1.0+cu90'`` ->
-    ``"9.0"``); ``'2.4.0+rocm6.1'`` -> kind ``"rocm"``;
+    ``'2.4.0+cu121'`` -> kind ``"cuda"``, ``cuda_tag`` ``"12.1"`` (old two-digit tags too:
+    ``'1.1.0+cu90'`` -> ``"9.0"``); ``'2.4.0+rocm6.1'`` -> kind ``"rocm"``;
     ``'2.5.0'`` (PyPI default wheel, CUDA on Linux x86) -> variant ``""``, kind ``"default"``;
     ``'2.6.0a0+git1234'`` (source build) -> kind ``"source"``.
     """
@@ -67,7 +68,8 @@ def decode_cudnn_version(value):
 
 
 def parse_nvcc_version(text):
-    """Parse ``nvcc -V`` output: ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build": "13.0.88"}``.
+    """Parse ``nvcc -V`` output: ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build":
+    "13.0.88"}``.
 
     Returns NA when the text does not look like ``nvcc -V`` output.
     """
@@ -90,15 +92,24 @@ def parse_cuda_visible_devices(value):
         value: the variable's text, or None when unset.
 
     Returns:
-        dict: ``set`` (bool), ``raw``, ``entries`` (list of ``{"kind": "index"|"uuid"|"mig", "value": str|int}``
-        that CUDA will honour, in order), ``ignored`` (entries after the first invalid one, which CUDA drops
-        silently), ``invalid`` (the first invalid entry or None), ``repeated`` (the first entry repeated within the
-        leading run of one form, as PyTorch's ``torch.cuda._parse_visible_devices`` reads it, or None),
-        ``hides_all`` (bool: empty, ``-1``, the first entry invalid, or a repeat: PyTorch then sees no GPU).
-        A leading ``GPU-``/``MIG-`` prefix marks UUID forms; CUDA accepts unique UUID prefixes.
+        dict: ``set`` (bool), ``raw``, ``entries`` (list of ``{"kind": "index"|"uuid"|"mig",
+            "value": str|int}``
+        that CUDA will honour, in order), ``ignored`` (entries after the first invalid one, which
+        CUDA drops silently), ``invalid`` (the first invalid entry or None), ``repeated`` (the first
+        entry repeated within the leading run of one form, as PyTorch's
+        ``torch.cuda._parse_visible_devices`` reads it, or None), ``hides_all`` (bool: empty,
+        ``-1``, the first entry invalid, or a repeat: PyTorch then sees no GPU). A leading
+        ``GPU-``/``MIG-`` prefix marks UUID forms; CUDA accepts unique UUID prefixes.
     """
-    out = {"set": value is not None, "raw": value, "entries": [], "ignored": [], "invalid": None,
-           "repeated": None, "hides_all": False}
+    out = {
+        "set": value is not None,
+        "raw": value,
+        "entries": [],
+        "ignored": [],
+        "invalid": None,
+        "repeated": None,
+        "hides_all": False,
+    }
     if value is None:
         return out
     parts = [p.strip() for p in value.split(",")]
@@ -115,11 +126,12 @@ def parse_cuda_visible_devices(value):
             entry = {"kind": "uuid", "value": p}
         if entry is None:
             out["invalid"] = p
-            out["ignored"] = parts[i + 1:]
+            out["ignored"] = parts[i + 1 :]
             break
         out["entries"].append(entry)
-    # PyTorch (torch.cuda._parse_visible_devices) reads the leading run of entries of the first entry's form
-    # (indices, GPU- or MIG- UUIDs) and makes a repeat inside that run an empty set: no GPU at all
+    # PyTorch (torch.cuda._parse_visible_devices) reads the leading run of entries of the first
+    # entry's form (indices, GPU- or MIG- UUIDs) and makes a repeat inside that run an empty set: no
+    # GPU at all
     lead = []
     for e in out["entries"]:
         if e["kind"] != out["entries"][0]["kind"]:

@@ -1,12 +1,15 @@
-"""``%%cudamem`` / ``%cudamem``: what a cell did to GPU/CPU memory, every cell measured, getting memory back.
+"""``%%cudamem`` / ``%cudamem``: what a cell did to GPU/CPU memory, every cell measured, getting
+memory back.
 
 Modules:
     magic: the IPython front (``MemSettings``, ``MemMagics``).
     options: checks of the action word and flags; ``--threshold`` sizes (``parse_bytes``).
-    stats: allocator counters (the one ``torch.cuda`` seam), RSS, NVML process memory, snapshots, in-cell peak.
+    stats: allocator counters (the one ``torch.cuda`` seam), RSS, NVML process memory, snapshots,
+        in-cell peak.
     census: tensor storages reachable from the namespace, live tensors, what holds them.
     report: ``CellMemReport`` (one measured cell) and how it is built from two snapshots.
-    measure: ``%%cudamem`` (run one cell measured) and ``%cudamem on`` (``CellMemMonitor`` on IPython events).
+    measure: ``%%cudamem`` (run one cell measured) and ``%cudamem on`` (``CellMemMonitor`` on
+        IPython events).
     history: ``MemHistory``, the measured cells of the session.
     free: ``%cudamem free`` (traceback clearing, releasing named holders, ``FreeReport``).
     render: text and HTML of the three reports.

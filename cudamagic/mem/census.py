@@ -1,9 +1,10 @@
 """Which tensors the session keeps alive: storages reachable from the user namespace (``x``,
-``model.fc.weight``, ``opt.state[0]['exp_avg']``, ``Out[7]``), every live tensor object, and the holders
-``%cudamem free`` lists.
+``model.fc.weight``, ``opt.state[0]['exp_avg']``, ``Out[7]``), every live tensor object, and the
+holders ``%cudamem free`` lists.
 
-torch is read from ``sys.modules`` (never imported here); without it every function returns an empty result.
-Types are tested with ``type()``, so lazy proxies in the namespace are never asked for their ``__class__``.
+torch is read from ``sys.modules`` (never imported here); without it every function returns an empty
+result. Types are tested with ``type()``, so lazy proxies in the namespace are never asked for their
+``__class__``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ _CONTAINER_ITEMS = 64
 _SCAN_DEPTH = 3
 
 # ---- tensors reachable from the namespace ------------------------------------------
+
 
 @dataclass(frozen=True)
 class TensorRow:
@@ -153,8 +155,14 @@ def scan_tensors(user_ns: dict, hidden: dict | None = None, before_keys=None) ->
         key, nbytes = storage_key_and_bytes(t)
         if nbytes <= 0 or key in rows:
             continue
-        rows[key] = TensorRow(name, tuple(t.shape), str(t.dtype), str(t.device), nbytes,
-                              new=before_keys is not None and key not in before_keys)
+        rows[key] = TensorRow(
+            name,
+            tuple(t.shape),
+            str(t.dtype),
+            str(t.device),
+            nbytes,
+            new=before_keys is not None and key not in before_keys,
+        )
     return sorted(rows.values(), key=lambda r: -r.bytes)
 
 
@@ -163,17 +171,21 @@ def storage_keys(user_ns: dict, hidden: dict | None = None) -> set:
     torch = sys.modules.get("torch")
     if torch is None:
         return set()
-    return {storage_key_and_bytes(t)[0] for _, t in iter_tensors(user_roots(user_ns, hidden), torch)}
+    return {
+        storage_key_and_bytes(t)[0] for _, t in iter_tensors(user_roots(user_ns, hidden), torch)
+    }
 
 
 # ---- what keeps tensors alive (%cudamem free) -------------------------------------------
+
 
 @dataclass(frozen=True)
 class Holder:
     """Something in the session that still keeps tensors alive.
 
     Attributes:
-        kind: ``"output cache"`` (``Out[n]``/``_n``), ``"last output"`` (``_``/``__``/``___``) or ``"variable"``.
+        kind: ``"output cache"`` (``Out[n]``/``_n``), ``"last output"`` (``_``/``__``/``___``) or
+            ``"variable"``.
         name: ``Out[7]``, ``_``, ``model`` ...
         bytes: tensor storage bytes reachable from it (unique storages).
         devices: devices of those storages, e.g. ``('cuda:0',)``.
@@ -212,7 +224,9 @@ def holder_bytes(name, obj, torch):
     return sum(seen.values()), devices
 
 
-def find_holders(user_ns: dict, hidden: dict | None = None, min_var_bytes: int = 1 * MiB, limit: int = 10) -> list:
+def find_holders(
+    user_ns: dict, hidden: dict | None = None, min_var_bytes: int = 1 * MiB, limit: int = 10
+) -> list:
     """What else keeps tensors alive: ``Out[n]`` entries, ``_``/``__``/``___``, large variables.
 
     Args:

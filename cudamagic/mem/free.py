@@ -1,6 +1,6 @@
 """``%cudamem free``: drop the saved traceback and its frames' locals, release what the user names
-(``Out[n]``, ``_``, variables), collect, empty the CUDA cache, and report what was freed and what still
-holds tensors (:class:`FreeReport`, rendered by :mod:`.render`).
+(``Out[n]``, ``_``, variables), collect, empty the CUDA cache, and report what was freed and what
+still holds tensors (:class:`FreeReport`, rendered by :mod:`.render`).
 
 No IPython import: the shell is passed in.
 """
@@ -30,8 +30,8 @@ def _clear_frames(tb) -> None:
 
     On Python < 3.13, once anything read ``frame.f_locals`` (IPython's traceback formatter does),
     the frame keeps a snapshot dict of its locals that ``frame.clear()`` does not drop; for function
-    frames (``CO_OPTIMIZED``, whose ``f_locals`` is only that snapshot) the dict is emptied after the
-    frame is cleared.
+    frames (``CO_OPTIMIZED``, whose ``f_locals`` is only that snapshot) the dict is emptied after
+    the frame is cleared.
     Module and class-body frames, whose ``f_locals`` is a real namespace, are never emptied.
     """
     while tb is not None:
@@ -86,11 +86,14 @@ def _clear_traceback(shell) -> list:
 
 
 def _release_out(shell, numbers) -> list:
-    """Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of IPython's
-    other references to those values: ``_n`` (in ``user_ns`` and ``user_ns_hidden``), ``_``/``__``/``___``
+    """Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of
+    IPython's
+    other references to those values: ``_n`` (in ``user_ns`` and ``user_ns_hidden``),
+        ``_``/``__``/``___``
     (in both namespaces and the display hook's own copies) and the previous cell's
-    ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors are released
-    too. Returns the names released."""
+    ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors are
+    released too. Returns the names released.
+    """
     user_ns = shell.user_ns
     hidden = getattr(shell, "user_ns_hidden", None)
     if hidden is None:
@@ -103,9 +106,13 @@ def _release_out(shell, numbers) -> list:
         return released
 
     def holds_tensors(obj):
-        return torch is not None and not isinstance(obj, str) and bool(holder_bytes("", obj, torch)[0])
+        return (
+            torch is not None and not isinstance(obj, str) and bool(holder_bytes("", obj, torch)[0])
+        )
 
-    targets = list(numbers) if numbers else [n for n, obj in list(out.items()) if holds_tensors(obj)]
+    targets = (
+        list(numbers) if numbers else [n for n, obj in list(out.items()) if holds_tensors(obj)]
+    )
     gone = []
     for n in targets:
         obj = out.pop(n, None)
@@ -143,16 +150,19 @@ class FreeReport:
     Attributes:
         released: names released (``sys.last_traceback``, ``Out[7]``, ``_``, ``model`` ...).
         gpus: per CUDA device ``{"device", "allocated_before_bytes", "allocated_after_bytes",
-            "allocated_freed_bytes", "reserved_before_bytes", "reserved_after_bytes", "reserved_freed_bytes"}``.
+            "allocated_freed_bytes", "reserved_before_bytes", "reserved_after_bytes",
+            "reserved_freed_bytes"}``.
         gpu_status: ``"ok"`` or NA (why no GPU figures).
-        empty_cache_called: whether ``torch.cuda.empty_cache()`` ran (only when CUDA was initialised).
-        cpu_tensor_bytes_freed: bytes of CPU tensor storages that were alive in Python before and are
-            gone after (found by scanning all live tensor objects); 0 without torch.
+        empty_cache_called: whether ``torch.cuda.empty_cache()`` ran (only when CUDA was
+            initialised).
+        cpu_tensor_bytes_freed: bytes of CPU tensor storages that were alive in Python before and
+            are gone after (found by scanning all live tensor objects); 0 without torch.
         tensor_bytes_freed: the same for every device.
         rss_before_bytes / rss_after_bytes: process RSS (the allocator may keep freed memory, so RSS
             can drop less than the tensors freed).
         gc_collected: objects collected by ``gc.collect()``.
-        holders: list of :class:`Holder` that still keep tensors alive, with the flag to release each.
+        holders: list of :class:`Holder` that still keep tensors alive, with the flag to release
+            each.
     """
 
     released: list
@@ -255,14 +265,26 @@ def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
         b = before.gpus.get(d)
         ab = b.allocated_bytes if b else 0
         rb = b.reserved_bytes if b else 0
-        gpus.append({"device": f"cuda:{d}", "allocated_before_bytes": ab, "allocated_after_bytes": a.allocated_bytes,
-                     "allocated_freed_bytes": ab - a.allocated_bytes, "reserved_before_bytes": rb,
-                     "reserved_after_bytes": a.reserved_bytes, "reserved_freed_bytes": rb - a.reserved_bytes})
+        gpus.append(
+            {
+                "device": f"cuda:{d}",
+                "allocated_before_bytes": ab,
+                "allocated_after_bytes": a.allocated_bytes,
+                "allocated_freed_bytes": ab - a.allocated_bytes,
+                "reserved_before_bytes": rb,
+                "reserved_after_bytes": a.reserved_bytes,
+                "reserved_freed_bytes": rb - a.reserved_bytes,
+            }
+        )
     return FreeReport(
-        released=released, gpus=gpus, gpu_status=gpu_status(after),
+        released=released,
+        gpus=gpus,
+        gpu_status=gpu_status(after),
         empty_cache_called=emptied,
         cpu_tensor_bytes_freed=sum(b for k, b in gone.items() if k[0] == "cpu"),
         tensor_bytes_freed=sum(gone.values()),
-        rss_before_bytes=before.rss_bytes, rss_after_bytes=after.rss_bytes,
-        gc_collected=collected, holders=find_holders(user_ns, hidden),
+        rss_before_bytes=before.rss_bytes,
+        rss_after_bytes=after.rss_bytes,
+        gc_collected=collected,
+        holders=find_holders(user_ns, hidden),
     )

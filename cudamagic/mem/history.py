@@ -58,7 +58,7 @@ class MemHistory:
     def __getitem__(self, i):
         return self.records[i]
 
-    def snapshot(self) -> "MemHistory":
+    def snapshot(self) -> MemHistory:
         """A copy that does not grow with later cells."""
         return MemHistory(self.records, self.limit(), self.dropped)
 

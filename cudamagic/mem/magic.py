@@ -1,5 +1,6 @@
-"""``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement (options in :mod:`.options`,
-measuring in :mod:`.measure`, history in :mod:`.history`, ``free`` in :mod:`.free`)."""
+"""``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement (options in
+:mod:`.options`, measuring in :mod:`.measure`, history in :mod:`.history`, ``free`` in :mod:`.free`).
+"""
 
 from __future__ import annotations
 
@@ -16,15 +17,19 @@ class MemSettings(HasTraits):
     """``%cudamem`` settings, reachable as ``%config CudaMagics.<name>``."""
 
     cudamem_threshold_bytes = Int(
-        16 * 1024 * 1024, min=0,
+        16 * 1024 * 1024,
+        min=0,
         help="`%cudamem on` prints a summary line only for cells that change GPU memory (allocated, "
-             "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many bytes.",
+        "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many bytes.",
     ).tag(config=True)
     cudamem_top_tensors = Int(
-        10, min=0, help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table."
+        10,
+        min=0,
+        help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table.",
     ).tag(config=True)
     cudamem_history_cells = Int(
-        1000, min=1,
+        1000,
+        min=1,
         help="`%cudamem history` keeps the last this many measured cells (older ones are dropped and counted).",
     ).tag(config=True)
 
@@ -41,28 +46,54 @@ class MemMagics(AreaMagics):
             from .measure import CellMemMonitor
 
             history = MemHistory(max_records=lambda: self.settings.cudamem_history_cells)
-            monitor = CellMemMonitor(self.shell, history, lambda: self.settings.cudamem_threshold_bytes)
+            monitor = CellMemMonitor(
+                self.shell, history, lambda: self.settings.cudamem_threshold_bytes
+            )
             state = self._cudamem = {"history": history, "monitor": monitor}
             self.add_cleanup(monitor.stop)
         return state
 
     @magic_arguments()
-    @argument("action", nargs="?", default=None,
-              help="Line mode only: `on`, `off`, `history` or `free`. Cell mode takes none.")
-    @argument("--reset-peak", action="store_true",
-              help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell peak "
-                   "(this resets your own max_memory_allocated).")
-    @argument("--top", type=int, default=None,
-              help="%%%%cudamem: rows in the tensors-left table (default CudaMagics.cudamem_top_tensors).")
-    @argument("--threshold", default=None,
-              help="on: summary threshold, e.g. 64MiB or a number of bytes (sets CudaMagics.cudamem_threshold_bytes).")
+    @argument(
+        "action",
+        nargs="?",
+        default=None,
+        help="Line mode only: `on`, `off`, `history` or `free`. Cell mode takes none.",
+    )
+    @argument(
+        "--reset-peak",
+        action="store_true",
+        help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell peak "
+        "(this resets your own max_memory_allocated).",
+    )
+    @argument(
+        "--top",
+        type=int,
+        default=None,
+        help="%%%%cudamem: rows in the tensors-left table (default CudaMagics.cudamem_top_tensors).",
+    )
+    @argument(
+        "--threshold",
+        default=None,
+        help="on: summary threshold, e.g. 64MiB or a number of bytes (sets CudaMagics.cudamem_threshold_bytes).",
+    )
     @argument("--json", action="store_true", help="history: print the records as JSON.")
     @argument("--clear", action="store_true", help="history: forget the records.")
-    @argument("--out", nargs="*", type=int, default=None,
-              help="free: also release output-cache entries Out[N] (all holding tensors when no N given) "
-                   "and _, __, ___.")
-    @argument("--var", action="append", default=[], metavar="NAME",
-              help="free: also delete variable NAME from the namespace (repeatable).")
+    @argument(
+        "--out",
+        nargs="*",
+        type=int,
+        default=None,
+        help="free: also release output-cache entries Out[N] (all holding tensors when no N given) "
+        "and _, __, ___.",
+    )
+    @argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="free: also delete variable NAME from the namespace (repeatable).",
+    )
     @line_cell_magic
     def cudamem(self, line="", cell=None):
         """Show what a cell did to GPU/CPU memory, measure every cell, or get memory back.
@@ -70,12 +101,13 @@ class MemMagics(AreaMagics):
         ``%%cudamem`` runs the cell like a normal cell (variables persist, errors propagate with
         their source lines) and returns a report: wall time; per CUDA device allocated
         before/after/delta, peak during the cell, reserved before/after, allocator retries and OOMs
-        (from ``torch.cuda.memory_stats``, read only when CUDA is initialised: measuring never creates
-        a CUDA context); this process's GPU memory as NVML sees it; CPU RSS before/after; and the
-        largest tensors left reachable from the namespace (``x``, ``model.fc.weight``, ``Out[7]``).
-        Under an allocator that keeps no statistics (``torch.cuda.memory.change_current_allocator``,
-        e.g. RAPIDS RMM's) the GPU figures are N/A with that reason; the cell runs as usual.
-        The value of a final expression is displayed, not stored in ``Out`` (the report is).
+        (from ``torch.cuda.memory_stats``, read only when CUDA is initialised: measuring never
+        creates a CUDA context); this process's GPU memory as NVML sees it; CPU RSS before/after;
+        and the largest tensors left reachable from the namespace (``x``, ``model.fc.weight``,
+        ``Out[7]``). Under an allocator that keeps no statistics
+        (``torch.cuda.memory.change_current_allocator``, e.g. RAPIDS RMM's) the GPU figures are N/A
+        with that reason; the cell runs as usual. The value of a final expression is displayed, not
+        stored in ``Out`` (the report is).
 
         Peak: computed from the allocator's counters without resetting them, so your own
         ``torch.cuda.max_memory_allocated()`` is left intact; when the cell stays below an earlier
@@ -83,17 +115,19 @@ class MemMagics(AreaMagics):
         ``torch.cuda.reset_peak_memory_stats()`` first, which resets your peak readings too.
 
         ``%cudamem on`` measures every cell through IPython's ``pre_run_cell``/``post_run_cell``
-        events (no thread, no ``empty_cache()``) and prints one line for cells that changed memory by
-        more than ``CudaMagics.cudamem_threshold_bytes``. ``%cudamem off`` (and ``%unload_ext
+        events (no thread, no ``empty_cache()``) and prints one line for cells that changed memory
+        by more than ``CudaMagics.cudamem_threshold_bytes``. ``%cudamem off`` (and ``%unload_ext
         cudamagic``) removes the callbacks. ``%cudamem history`` shows the measured cells (the last
-        ``CudaMagics.cudamem_history_cells``, default 1000; it says how many older ones were dropped).
+        ``CudaMagics.cudamem_history_cells``, default 1000; it says how many older ones were
+        dropped).
 
         ``%cudamem free`` (after an out-of-memory error) clears the saved traceback and its frames'
-        locals (``%debug`` can no longer inspect that error), runs ``gc.collect()`` and, when CUDA is
-        initialised, ``torch.cuda.empty_cache()``; it reports the bytes freed and lists what else holds
-        tensors (``Out[n]``, ``_``, large variables), which it releases only when you name them.
+        locals (``%debug`` can no longer inspect that error), runs ``gc.collect()`` and, when CUDA
+        is initialised, ``torch.cuda.empty_cache()``; it reports the bytes freed and lists what else
+        holds tensors (``Out[n]``, ``_``, large variables), which it releases only when you name
+        them.
 
-        Examples
+        Examples:
         --------
         ::
 
@@ -104,8 +138,8 @@ class MemMagics(AreaMagics):
             %%cudamem --reset-peak --top 5
             y = model(x)
 
-            r = _                      # the last report: r.gpu("cuda:0").peak_allocated_bytes, r.tensors
-            %cudamem on
+            r = _                      # the last report: r.gpu("cuda:0").peak_allocated_bytes,
+            r.tensors %cudamem on
             %config CudaMagics.cudamem_threshold_bytes = 256 * 2**20
             %cudamem on --threshold 1GiB
             %cudamem history
@@ -121,7 +155,9 @@ class MemMagics(AreaMagics):
 
         action = options.check_action(args, is_cell=cell is not None)
         if cell is not None:
-            top = options.check_top(self.settings.cudamem_top_tensors if args.top is None else args.top)
+            top = options.check_top(
+                self.settings.cudamem_top_tensors if args.top is None else args.top
+            )
             return self._measure_cell(line, cell, top, args.reset_peak)
         if action == "on":
             return self._on(args.threshold)
@@ -144,9 +180,12 @@ class MemMagics(AreaMagics):
 
         state = self._state()
         state["monitor"].skip_current_cell()
-        run = run_measured(self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top,
-                                   reset_peak=reset_peak)
-        if run.report is None:  # SyntaxError: the cell did not run (raised without our parser frames)
+        run = run_measured(
+            self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top, reset_peak=reset_peak
+        )
+        if (
+            run.report is None
+        ):  # SyntaxError: the cell did not run (raised without our parser frames)
             raise run.exception
         state["history"].append(run.report)
         if run.exception is not None:
@@ -163,8 +202,10 @@ class MemMagics(AreaMagics):
         if threshold is not None:
             self.settings.cudamem_threshold_bytes = options.threshold_bytes(threshold)
         self._state()["monitor"].start()
-        print(f"[cudamem] on: a line after cells that change memory by more than "
-              f"{format_bytes(self.settings.cudamem_threshold_bytes)} (`%cudamem off` stops)")
+        print(
+            f"[cudamem] on: a line after cells that change memory by more than "
+            f"{format_bytes(self.settings.cudamem_threshold_bytes)} (`%cudamem off` stops)"
+        )
 
     def _history(self, as_json: bool, clear: bool):
         """``%cudamem history [--json] [--clear]``."""
@@ -184,5 +225,7 @@ class MemMagics(AreaMagics):
         try:
             return free_memory(self.shell, out=out, variables=variables)
         except FreeUsageError as exc:
-            raise UsageError(f"%cudamem free: {exc}. Check the name with `%who` or the cache with `Out.keys()`, "
-                             "then run `%cudamem free` again.") from exc
+            raise UsageError(
+                f"%cudamem free: {exc}. Check the name with `%who` or the cache with `Out.keys()`, "
+                "then run `%cudamem free` again."
+            ) from exc

@@ -1,9 +1,10 @@
-"""Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots (:func:`run_measured`);
-``%cudamem on`` measures every cell through IPython's ``pre_run_cell``/``post_run_cell`` events
-(:class:`CellMemMonitor`).
+"""Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots
+(:func:`run_measured`); ``%cudamem on`` measures every cell through IPython's
+``pre_run_cell``/``post_run_cell`` events (:class:`CellMemMonitor`).
 
 No IPython import: the shell is passed in. The allocator-statistics source is read from
-:func:`cudamagic.mem.stats.stats_source` at each call, so a test that replaces it there is seen here.
+:func:`cudamagic.mem.stats.stats_source` at each call, so a test that replaces it there is seen
+here.
 """
 
 from __future__ import annotations
@@ -19,14 +20,15 @@ from .history import MemHistory
 from .report import CellMemReport, build_report, error_text
 from .stats import nvml_process_memory, stats_source, take_snapshot
 
-
 # ---- running a cell like %%time, measured ------------------------------------------
+
 
 @dataclass
 class CellRun:
-    """Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the cell's
-    exception (or ``None``), whether the cell ended in an expression, and that expression's value
-    (``None`` otherwise)."""
+    """Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the
+    cell's exception (or ``None``), whether the cell ended in an expression, and that expression's
+    value (``None`` otherwise).
+    """
 
     report: CellMemReport | None
     exception: BaseException | None
@@ -34,16 +36,24 @@ class CellRun:
     value: Any
 
 
-def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: int | None = None,
-                 top: int = 10, reset_peak: bool = False, source=None) -> CellRun:
+def run_measured(
+    shell,
+    cell: str,
+    *,
+    header: str = "%%cudamem",
+    cell_number: int | None = None,
+    top: int = 10,
+    reset_peak: bool = False,
+    source=None,
+) -> CellRun:
     """Run ``cell`` in ``shell.user_ns`` as ``%%time`` does, measuring memory around it.
 
-    The cell is transformed (``shell.transform_cell``), its AST transformed (``shell.transform_ast``)
-    and compiled under a name registered in IPython's line cache with the ``%%cudamem`` line as line 1,
-    so tracebacks show ``Cell In[n]`` and the real source lines with the notebook's numbering.
-    No IPython events are fired (the surrounding ``run_cell`` fires them once). A final expression
-    is evaluated and returned in :attr:`CellRun.value`, not stored anywhere by us (a stored value
-    would keep tensors alive).
+    The cell is transformed (``shell.transform_cell``), its AST transformed
+    (``shell.transform_ast``) and compiled under a name registered in IPython's line cache with the
+    ``%%cudamem`` line as line 1, so tracebacks show ``Cell In[n]`` and the real source lines with
+    the notebook's numbering. No IPython events are fired (the surrounding ``run_cell`` fires them
+    once). A final expression is evaluated and returned in :attr:`CellRun.value`, not stored
+    anywhere by us (a stored value would keep tensors alive).
 
     Args:
         shell: the ``InteractiveShell``.
@@ -67,7 +77,8 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
         code = compile_cell(shell, cell, header, number)
     except SyntaxError as exc:
         # IPython prints every frame of a SyntaxError raised while running code (the hidden-frame
-        # marker does not apply to it): hand it back without our parser frames; the cell did not run.
+        # marker does not apply to it): hand it back without our parser frames; the cell did not
+        # run.
         return CellRun(None, exc.with_traceback(None), False, None)
 
     hidden = getattr(shell, "user_ns_hidden", None)
@@ -84,13 +95,24 @@ def run_measured(shell, cell: str, *, header: str = "%%cudamem", cell_number: in
     after = take_snapshot(source)
     nvml_after = nvml_process_memory() if after.cuda_initialized else None
     rows = scan_tensors(shell.user_ns, hidden, before_keys)
-    report = build_report(before, after, cell=number, source=cell,
-                          error=error_text(exc) if exc is not None else None, kind="cell",
-                          nvml_before=nvml_before, nvml_after=nvml_after,
-                          tensors=rows[:max(0, top)], tensors_total=len(rows))
+    report = build_report(
+        before,
+        after,
+        cell=number,
+        source=cell,
+        error=error_text(exc) if exc is not None else None,
+        kind="cell",
+        nvml_before=nvml_before,
+        nvml_after=nvml_after,
+        tensors=rows[: max(0, top)],
+        tensors_total=len(rows),
+    )
     return CellRun(report, exc, outcome.has_value, outcome.value)
 
-# ---- %cudamem on: every cell, through IPython's events ------------------------------------------------
+
+# ---- %cudamem on: every cell, through IPython's events
+# ------------------------------------------------
+
 
 class CellMemMonitor:
     """``pre_run_cell``/``post_run_cell`` callbacks that measure every cell (``%cudamem on``).
@@ -130,7 +152,10 @@ class CellMemMonitor:
 
     def stop(self) -> None:
         """Remove both callbacks (idempotent)."""
-        for name, cb in (("pre_run_cell", self.pre_run_cell), ("post_run_cell", self.post_run_cell)):
+        for name, cb in (
+            ("pre_run_cell", self.pre_run_cell),
+            ("post_run_cell", self.post_run_cell),
+        ):
             try:
                 self.shell.events.unregister(name, cb)
             except ValueError:
@@ -160,9 +185,17 @@ class CellMemMonitor:
         try:
             after = take_snapshot(self._source or stats_source())
             count = getattr(result, "execution_count", None)
-            err = getattr(result, "error_in_exec", None) or getattr(result, "error_before_exec", None)
-            report = build_report(before, after, cell=count if count is not None else -1, source=self._raw,
-                                  error=error_text(err) if err is not None else None, kind="auto")
+            err = getattr(result, "error_in_exec", None) or getattr(
+                result, "error_before_exec", None
+            )
+            report = build_report(
+                before,
+                after,
+                cell=count if count is not None else -1,
+                source=self._raw,
+                error=error_text(err) if err is not None else None,
+                kind="auto",
+            )
             self.history.append(report)
             if report.exceeds(int(self.threshold_bytes())):
                 self._out(report.summary_line())
@@ -173,4 +206,7 @@ class CellMemMonitor:
         first = self.last_error is None
         self.last_error = exc
         if first:
-            print(f"[cudamem] measurement failed and was skipped: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(
+                f"[cudamem] measurement failed and was skipped: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )

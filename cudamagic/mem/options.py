@@ -7,30 +7,46 @@ import re
 from IPython.core.error import UsageError
 
 #: action (None: the cell magic) -> the flags it accepts.
-ALLOWED_FLAGS = {None: {"--reset-peak", "--top"}, "on": {"--threshold"}, "off": set(),
-                 "history": {"--json", "--clear"}, "free": {"--out", "--var"}}
+ALLOWED_FLAGS = {
+    None: {"--reset-peak", "--top"},
+    "on": {"--threshold"},
+    "off": set(),
+    "history": {"--json", "--clear"},
+    "free": {"--out", "--var"},
+}
 ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history` or `%cudamem free`"
 
 
 def check_action(args, is_cell: bool) -> str | None:
-    """The action word of ``%cudamem`` (``on``, ``off``, ``history``, ``free``), or None for ``%%cudamem``.
+    """The action word of ``%cudamem`` (``on``, ``off``, ``history``, ``free``), or None for
+    ``%%cudamem``.
 
     Raises:
-        UsageError: an action word in cell mode, none or an unknown one in line mode, or a flag that does not
-            apply to the action (e.g. ``--top`` with ``%cudamem on``).
+        UsageError: an action word in cell mode, none or an unknown one in line mode, or a flag that
+            does not apply to the action (e.g. ``--top`` with ``%cudamem on``).
     """
     action = args.action
     if is_cell and action is not None:
-        raise UsageError(f"%%cudamem takes no action word (got {action!r}). Put `%cudamem {action}` on a "
-                         "line of its own, or start the cell with just `%%cudamem`.")
+        raise UsageError(
+            f"%%cudamem takes no action word (got {action!r}). Put `%cudamem {action}` on a "
+            "line of its own, or start the cell with just `%%cudamem`."
+        )
     if not is_cell and action is None:
-        raise UsageError("%cudamem needs an action: `%cudamem on`, `%cudamem off`, `%cudamem history`, "
-                         "`%cudamem free`; or use `%%cudamem` as the first line of a cell to measure it.")
+        raise UsageError(
+            "%cudamem needs an action: `%cudamem on`, `%cudamem off`, `%cudamem history`, "
+            "`%cudamem free`; or use `%%cudamem` as the first line of a cell to measure it."
+        )
     if action not in ALLOWED_FLAGS:
         raise UsageError(f"unknown %cudamem action {action!r}: use {ACTIONS}.")
-    used = {"--reset-peak": args.reset_peak, "--top": args.top is not None,
-            "--threshold": args.threshold is not None, "--json": args.json, "--clear": args.clear,
-            "--out": args.out is not None, "--var": bool(args.var)}
+    used = {
+        "--reset-peak": args.reset_peak,
+        "--top": args.top is not None,
+        "--threshold": args.threshold is not None,
+        "--json": args.json,
+        "--clear": args.clear,
+        "--out": args.out is not None,
+        "--var": bool(args.var),
+    }
     bad = [flag for flag, on in used.items() if on and flag not in ALLOWED_FLAGS[action]]
     if bad:
         where = "%%cudamem" if action is None else f"%cudamem {action}"
@@ -51,11 +67,24 @@ def threshold_bytes(text: str) -> int:
     try:
         return parse_bytes(text)
     except ValueError as exc:
-        raise UsageError(f"--threshold: {exc}; for example `%cudamem on --threshold 64MiB`.") from exc
+        raise UsageError(
+            f"--threshold: {exc}; for example `%cudamem on --threshold 64MiB`."
+        ) from exc
 
 
-_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
-          "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+}
 
 
 def parse_bytes(text: str) -> int:

@@ -1,9 +1,12 @@
-"""Text (terminal, within :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns) and HTML forms of the ``%cudamem``
-reports: one cell (:class:`~.report.CellMemReport`), the history (:class:`~.history.MemHistory`) and ``free``
+"""Text (terminal, within :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns) and HTML forms of the
+``%cudamem``
+reports: one cell (:class:`~.report.CellMemReport`), the history (:class:`~.history.MemHistory`) and
+    ``free``
 (:class:`~.free.FreeReport`).
 
-The report objects call these functions from ``__repr__`` / ``_repr_html_``; nothing here computes a figure.
-Every outside string (variable names, cell source, error messages) is escaped before it goes into HTML.
+The report objects call these functions from ``__repr__`` / ``_repr_html_``; nothing here computes a
+figure. Every outside string (variable names, cell source, error messages) is escaped before it goes
+into HTML.
 """
 
 from __future__ import annotations
@@ -11,25 +14,46 @@ from __future__ import annotations
 import textwrap
 
 from ..core import style
-from ..core.fmt import TEXT_WIDTH, clip, display_width, esc, format_bytes, html_table, na_cell_html, text_table
+from ..core.fmt import (
+    TEXT_WIDTH,
+    clip,
+    display_width,
+    esc,
+    format_bytes,
+    html_table,
+    na_cell_html,
+    text_table,
+)
 from ..core.na import is_na
-
 
 # ---- text within TEXT_WIDTH columns ---------------------------------------------------
 
+
 def wrap(text: str, indent: int = 2, width: int = TEXT_WIDTH) -> str:
     """``text`` wrapped to ``width`` columns, continuation lines indented by ``indent`` spaces."""
-    return "\n".join(textwrap.wrap(str(text), width=width, subsequent_indent=" " * indent,
-                                   break_long_words=True, break_on_hyphens=False)) or str(text)
+    return "\n".join(
+        textwrap.wrap(
+            str(text),
+            width=width,
+            subsequent_indent=" " * indent,
+            break_long_words=True,
+            break_on_hyphens=False,
+        )
+    ) or str(text)
 
 
 def fit_table(headers, rows, shrink, width: int = TEXT_WIDTH, min_width: int = 8) -> str:
-    """:func:`~cudamagic.core.fmt.text_table` within ``width`` terminal columns: cells of the columns in ``shrink``
-    (indices, in order) are clipped with an ellipsis, each down to ``min_width`` at most, until the table fits.
-    Newlines and tabs in cells (names from outside) are shown escaped, so a row stays one line."""
-    rows = [[str(c).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") for c in r]
-            for r in rows]
-    widths = [max([display_width(h)] + [display_width(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    """:func:`~cudamagic.core.fmt.text_table` within ``width`` terminal columns: cells of the
+    columns in ``shrink`` (indices, in order) are clipped with an ellipsis, each down to
+    ``min_width`` at most, until the table fits. Newlines and tabs in cells (names from outside) are shown escaped, so a row stays one line.
+    """
+    rows = [
+        [str(c).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") for c in r]
+        for r in rows
+    ]
+    widths = [
+        max([display_width(h)] + [display_width(r[i]) for r in rows]) for i, h in enumerate(headers)
+    ]
     for col in shrink:
         excess = sum(widths) + 2 * (len(widths) - 1) - width
         if excess <= 0:
@@ -50,8 +74,9 @@ def signed(n) -> str:
 
 
 def _peak(g, text: bool) -> str:
-    """The in-cell peak of a :class:`~.stats.GpuCellStats`; an upper bound is marked ``<=`` (text) or
-    ``(upper bound)`` (HTML)."""
+    """The in-cell peak of a :class:`~.stats.GpuCellStats`; an upper bound is marked ``<=`` (text)
+    or ``(upper bound)`` (HTML).
+    """
     if text:
         return ("" if g.peak_exact else "<=") + format_bytes(g.peak_allocated_bytes)
     return format_bytes(g.peak_allocated_bytes) + ("" if g.peak_exact else " (upper bound)")
@@ -68,13 +93,24 @@ def _html(body: str) -> str:
 
 def _cells(row, code=()) -> list:
     """Escaped cells; the columns in ``code`` (indices) as ``<code>`` (names, shapes, commands)."""
-    return [f"<code>{esc(c)}</code>" if i in code and c != "" else esc(c) for i, c in enumerate(row)]
+    return [
+        f"<code>{esc(c)}</code>" if i in code and c != "" else esc(c) for i, c in enumerate(row)
+    ]
 
 
 # ---- the report of one cell -----------------------------------------------------------
 
-GPU_HEADERS = ["device", "allocated before", "after", "delta", "peak in cell", "reserved before", "after",
-               "retries", "OOMs"]
+GPU_HEADERS = [
+    "device",
+    "allocated before",
+    "after",
+    "delta",
+    "peak in cell",
+    "reserved before",
+    "after",
+    "retries",
+    "OOMs",
+]
 TENSOR_HEADERS = ["name", "shape", "dtype", "device", "bytes", "new"]
 
 
@@ -83,16 +119,22 @@ def summary_line(r) -> str:
     ``cuda:0 +<allocated delta> -> <allocated after> (peak <in-cell peak>, reserved <after>)``
     (``<=`` marks a peak that is an upper bound), or the CPU RSS delta without CUDA, and the
     error type. Parts that do not fit in :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns go on
-    indented continuation lines."""
+    indented continuation lines.
+    """
     parts = [f"[cudamem] In[{r.cell}] {r.wall_s:.2f} s"]
     for g in r.changed_gpus():
-        parts.append(f"{g.device} {signed(g.allocated_delta_bytes)} -> "
-                     f"{format_bytes(g.allocated_after_bytes)} (peak {_peak(g, True)}, "
-                     f"reserved {format_bytes(g.reserved_after_bytes)}"
-                     + (f", {g.ooms} OOM" if g.ooms else "") + ")")
+        parts.append(
+            f"{g.device} {signed(g.allocated_delta_bytes)} -> "
+            f"{format_bytes(g.allocated_after_bytes)} (peak {_peak(g, True)}, "
+            f"reserved {format_bytes(g.reserved_after_bytes)}"
+            + (f", {g.ooms} OOM" if g.ooms else "")
+            + ")"
+        )
     if not r.gpus:
-        parts.append(f"CPU RSS {signed(r.rss_delta_bytes)} -> {format_bytes(r.rss_after_bytes)}"
-                     " (no CUDA in use)")
+        parts.append(
+            f"CPU RSS {signed(r.rss_delta_bytes)} -> {format_bytes(r.rss_after_bytes)}"
+            " (no CUDA in use)"
+        )
     if r.error:
         parts.append(f"error: {r.error.split(':')[0]}")
     lines = [parts[0]]
@@ -106,22 +148,37 @@ def summary_line(r) -> str:
 
 def _gpu_rows(r, text=False):
     for g in r.gpus:
-        row = [g.device, format_bytes(g.allocated_before_bytes), format_bytes(g.allocated_after_bytes),
-               signed(g.allocated_delta_bytes), _peak(g, text), format_bytes(g.reserved_before_bytes),
-               format_bytes(g.reserved_after_bytes)]
+        row = [
+            g.device,
+            format_bytes(g.allocated_before_bytes),
+            format_bytes(g.allocated_after_bytes),
+            signed(g.allocated_delta_bytes),
+            _peak(g, text),
+            format_bytes(g.reserved_before_bytes),
+            format_bytes(g.reserved_after_bytes),
+        ]
         yield row if text else row + [g.alloc_retries, g.ooms]
 
 
 def _retries_text(r) -> str:
-    busy = [f"{g.device}: {g.alloc_retries} allocator retries, {g.ooms} OOMs" for g in r.gpus
-            if g.alloc_retries or g.ooms]
+    busy = [
+        f"{g.device}: {g.alloc_retries} allocator retries, {g.ooms} OOMs"
+        for g in r.gpus
+        if g.alloc_retries or g.ooms
+    ]
     return "during the cell: " + ("; ".join(busy) if busy else "no allocator retries, no OOMs")
 
 
 def _tensor_rows(r):
     for t in r.tensors:
-        yield [t.name, "x".join(map(str, t.shape)) or "()", t.dtype.replace("torch.", ""), t.device,
-               format_bytes(t.bytes), "new" if t.new else ""]
+        yield [
+            t.name,
+            "x".join(map(str, t.shape)) or "()",
+            t.dtype.replace("torch.", ""),
+            t.device,
+            format_bytes(t.bytes),
+            "new" if t.new else "",
+        ]
 
 
 def _nvml_text(value) -> str:
@@ -129,16 +186,22 @@ def _nvml_text(value) -> str:
         return "not read"
     if is_na(value):
         return value.describe()
-    return ", ".join(f"{k}: {format_bytes(v) if not is_na(v) else v.describe()}" for k, v in value.items())
+    return ", ".join(
+        f"{k}: {format_bytes(v) if not is_na(v) else v.describe()}" for k, v in value.items()
+    )
 
 
 def _peak_note(r) -> str:
     if r.peak_reset:
-        return ("peak: exact; --reset-peak reset torch.cuda peak counters "
-                "(max_memory_allocated) for these devices")
+        return (
+            "peak: exact; --reset-peak reset torch.cuda peak counters "
+            "(max_memory_allocated) for these devices"
+        )
     if any(not g.peak_exact for g in r.gpus):
-        return ("peak: upper bound (the cell stayed below an earlier peak; the user's "
-                "max_memory_allocated is left intact; use --reset-peak for an exact figure)")
+        return (
+            "peak: upper bound (the cell stayed below an earlier peak; the user's "
+            "max_memory_allocated is left intact; use --reset-peak for an exact figure)"
+        )
     return "peak: exact; max_memory_allocated left intact"
 
 
@@ -146,16 +209,24 @@ def _tensors_title(r) -> str:
     if not r.tensors_total:
         return "no tensors reachable from the namespace"
     if not r.tensors:
-        return (f"{r.tensors_total} tensor storages reachable from the namespace "
-                "(table hidden: --top 0)")
-    return (f"largest tensors reachable from the namespace ({len(r.tensors)} of "
-            f"{r.tensors_total}; new = left by this cell)")
+        return (
+            f"{r.tensors_total} tensor storages reachable from the namespace "
+            "(table hidden: --top 0)"
+        )
+    return (
+        f"largest tensors reachable from the namespace ({len(r.tensors)} of "
+        f"{r.tensors_total}; new = left by this cell)"
+    )
 
 
 def cell_report_text(r) -> str:
     """A :class:`~.report.CellMemReport` as text, no line wider than ``TEXT_WIDTH`` columns."""
-    lines = [wrap(f"%%cudamem In[{r.cell}]  wall {r.wall_s:.3f} s"
-                  + (f"  (cell raised {r.error})" if r.error else ""))]
+    lines = [
+        wrap(
+            f"%%cudamem In[{r.cell}]  wall {r.wall_s:.3f} s"
+            + (f"  (cell raised {r.error})" if r.error else "")
+        )
+    ]
     if r.gpus:
         lines.append("GPU (PyTorch caching allocator):")
         lines.append(fit_table(GPU_HEADERS[:7], _gpu_rows(r, text=True), shrink=()))
@@ -165,8 +236,10 @@ def cell_report_text(r) -> str:
         lines.append(wrap(_status_text(r.gpu_status)))
     if r.nvml_after is not None:
         lines.append(wrap(f"process GPU memory (NVML): {_nvml_text(r.nvml_after)}"))
-    lines.append(f"CPU RSS: {format_bytes(r.rss_before_bytes)} -> {format_bytes(r.rss_after_bytes)} "
-                 f"({signed(r.rss_delta_bytes)})")
+    lines.append(
+        f"CPU RSS: {format_bytes(r.rss_before_bytes)} -> {format_bytes(r.rss_after_bytes)} "
+        f"({signed(r.rss_delta_bytes)})"
+    )
     if r.kind == "cell":
         lines.append(wrap(_tensors_title(r) + (":" if r.tensors else "")))
         if r.tensors:
@@ -175,15 +248,25 @@ def cell_report_text(r) -> str:
 
 
 def cell_report_html(r) -> str:
-    """A :class:`~.report.CellMemReport` as one themed HTML page (byte columns right-aligned, tables that are wider
-    than the output scroll with a visible cue)."""
-    parts = [f"<div class='cm-cellmem'><span class='cm-title'>%%cudamem In[{r.cell}]</span> wall {r.wall_s:.3f} s"]
+    """A :class:`~.report.CellMemReport` as one themed HTML page (byte columns right-aligned, tables
+    that are wider than the output scroll with a visible cue).
+    """
+    parts = [
+        f"<div class='cm-cellmem'><span class='cm-title'>%%cudamem In[{r.cell}]</span> wall {r.wall_s:.3f} s"
+    ]
     if r.error:
         parts.append(" " + style.badge(f"cell raised {r.error}", "error"))
     parts.append("</div>")
     if r.gpus:
-        parts.append(style.scroll(html_table(GPU_HEADERS, [_cells(row) for row in _gpu_rows(r)],
-                                             num=range(1, len(GPU_HEADERS)))))
+        parts.append(
+            style.scroll(
+                html_table(
+                    GPU_HEADERS,
+                    [_cells(row) for row in _gpu_rows(r)],
+                    num=range(1, len(GPU_HEADERS)),
+                )
+            )
+        )
         parts.append(f"<div class='cm-note'>{esc(_peak_note(r))}</div>")
     else:
         parts.append(f"<div>GPU: {na_cell_html(r.gpu_status)}</div>")
@@ -192,25 +275,57 @@ def cell_report_html(r) -> str:
             parts.append(f"<div>process GPU memory (NVML): {na_cell_html(r.nvml_after)}</div>")
         else:
             parts.append(f"<div>process GPU memory (NVML): {esc(_nvml_text(r.nvml_after))}</div>")
-    parts.append(f"<div>CPU RSS: {esc(format_bytes(r.rss_before_bytes))} &rarr; "
-                 f"{esc(format_bytes(r.rss_after_bytes))} ({esc(signed(r.rss_delta_bytes))})</div>")
+    parts.append(
+        f"<div>CPU RSS: {esc(format_bytes(r.rss_before_bytes))} &rarr; "
+        f"{esc(format_bytes(r.rss_after_bytes))} ({esc(signed(r.rss_delta_bytes))})</div>"
+    )
     if r.kind == "cell":
         parts.append(f"<div>{esc(_tensors_title(r))}</div>")
         if r.tensors:
-            parts.append(style.scroll(html_table(TENSOR_HEADERS, [_cells(row, code=(0, 1)) for row in _tensor_rows(r)],
-                                                 num=(4,), prose=(0,))))
+            parts.append(
+                style.scroll(
+                    html_table(
+                        TENSOR_HEADERS,
+                        [_cells(row, code=(0, 1)) for row in _tensor_rows(r)],
+                        num=(4,),
+                        prose=(0,),
+                    )
+                )
+            )
     return _html("".join(parts))
 
 
 # ---- the history ------------------------------------------------------------------------
 
-HISTORY_HEADERS = ["cell", "how", "wall s", "device", "allocated delta", "peak in cell", "reserved after",
-                   "RSS delta", "error", "source"]
-HISTORY_TITLES = {"cell": "the cell's execution count, In[N]",
-                  "how": "%%: measured by a %%cudamem cell; on: by %cudamem on",
-                  "peak in cell": "<= / (upper bound): the cell stayed below an earlier peak"}
-HISTORY_TEXT_HEADERS = ["cell", "how", "wall s", "device", "alloc delta", "peak", "reserved", "RSS delta",
-                        "error", "source"]
+HISTORY_HEADERS = [
+    "cell",
+    "how",
+    "wall s",
+    "device",
+    "allocated delta",
+    "peak in cell",
+    "reserved after",
+    "RSS delta",
+    "error",
+    "source",
+]
+HISTORY_TITLES = {
+    "cell": "the cell's execution count, In[N]",
+    "how": "%%: measured by a %%cudamem cell; on: by %cudamem on",
+    "peak in cell": "<= / (upper bound): the cell stayed below an earlier peak",
+}
+HISTORY_TEXT_HEADERS = [
+    "cell",
+    "how",
+    "wall s",
+    "device",
+    "alloc delta",
+    "peak",
+    "reserved",
+    "RSS delta",
+    "error",
+    "source",
+]
 
 
 def _history_rows(h, text=False):
@@ -222,13 +337,24 @@ def _history_rows(h, text=False):
         if not gpus:
             yield common + ["cpu", "", "", ""] + tail
         for g in gpus:
-            yield common + [g.device, signed(g.allocated_delta_bytes), _peak(g, True),
-                            format_bytes(g.reserved_after_bytes)] + tail
+            yield (
+                common
+                + [
+                    g.device,
+                    signed(g.allocated_delta_bytes),
+                    _peak(g, True),
+                    format_bytes(g.reserved_after_bytes),
+                ]
+                + tail
+            )
 
 
 def _history_title(h) -> str:
-    more = (f"; {h.dropped} older dropped, CudaMagics.cudamem_history_cells = {h.limit()}"
-            if h.dropped else "")
+    more = (
+        f"; {h.dropped} older dropped, CudaMagics.cudamem_history_cells = {h.limit()}"
+        if h.dropped
+        else ""
+    )
     n = len(h.records)
     return f"cudamem history ({n} cell{'' if n == 1 else 's'}{more})"
 
@@ -239,7 +365,9 @@ def history_text(h) -> str:
         return "cudamem history: no cells measured yet (`%cudamem on`, or `%%cudamem` on a cell)"
     headers, rows = HISTORY_TEXT_HEADERS, list(_history_rows(h, text=True))
     if not any(r.gpus for r in h.records):  # CPU only: no empty GPU columns
-        keep = [i for i, name in enumerate(headers) if name not in ("alloc delta", "peak", "reserved")]
+        keep = [
+            i for i, name in enumerate(headers) if name not in ("alloc delta", "peak", "reserved")
+        ]
         headers, rows = [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
     shrink = (headers.index("error"), headers.index("source"))
     return wrap(_history_title(h)) + "\n" + fit_table(headers, rows, shrink=shrink, min_width=12)
@@ -252,34 +380,63 @@ def history_html(h) -> str:
     headers, rows = HISTORY_HEADERS, list(_history_rows(h))
     num = {"cell", "wall s", "allocated delta", "peak in cell", "reserved after", "RSS delta"}
     if not any(r.gpus for r in h.records):  # CPU only: no empty GPU columns (as the text form)
-        keep = [i for i, name in enumerate(headers) if name not in ("allocated delta", "peak in cell", "reserved after")]
+        keep = [
+            i
+            for i, name in enumerate(headers)
+            if name not in ("allocated delta", "peak in cell", "reserved after")
+        ]
         headers, rows = [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
     src = headers.index("source")
     cells = [_cells(row) for row in rows]
     for row, raw in zip(cells, rows):
         row[src] = f'<code class="cm-pre">{esc(raw[src])}</code>' if raw[src] else ""
     titles = [HISTORY_TITLES.get(name, "") for name in headers]
-    table = html_table(headers, cells, num=[i for i, name in enumerate(headers) if name in num],
-                       prose=(headers.index("error"), src), titles=titles)
+    table = html_table(
+        headers,
+        cells,
+        num=[i for i, name in enumerate(headers) if name in num],
+        prose=(headers.index("error"), src),
+        titles=titles,
+    )
     return _html(f"<div class='cm-title'>{esc(_history_title(h))}</div>" + style.scroll(table))
 
 
 # ---- %cudamem free ------------------------------------------------------------------------
 
 HOLDER_HEADERS = ["holder", "name", "tensor bytes", "devices", "to release"]
-FREE_GPU_HEADERS = ["device", "allocated before", "after", "freed", "reserved before", "after", "returned"]
+FREE_GPU_HEADERS = [
+    "device",
+    "allocated before",
+    "after",
+    "freed",
+    "reserved before",
+    "after",
+    "returned",
+]
 
 
 def _holder_rows(f):
     for h in f.holders:
-        yield [h.kind, h.name, format_bytes(h.bytes), ", ".join(h.devices), f"%cudamem free {h.release}"]
+        yield [
+            h.kind,
+            h.name,
+            format_bytes(h.bytes),
+            ", ".join(h.devices),
+            f"%cudamem free {h.release}",
+        ]
 
 
 def _free_gpu_rows(f):
     for g in f.gpus:
-        yield [g["device"], format_bytes(g["allocated_before_bytes"]), format_bytes(g["allocated_after_bytes"]),
-               format_bytes(g["allocated_freed_bytes"]), format_bytes(g["reserved_before_bytes"]),
-               format_bytes(g["reserved_after_bytes"]), format_bytes(g["reserved_freed_bytes"])]
+        yield [
+            g["device"],
+            format_bytes(g["allocated_before_bytes"]),
+            format_bytes(g["allocated_after_bytes"]),
+            format_bytes(g["allocated_freed_bytes"]),
+            format_bytes(g["reserved_before_bytes"]),
+            format_bytes(g["reserved_after_bytes"]),
+            format_bytes(g["reserved_freed_bytes"]),
+        ]
 
 
 def _released_text(f) -> str:
@@ -288,15 +445,21 @@ def _released_text(f) -> str:
 
 def free_report_text(f) -> str:
     """A :class:`~.free.FreeReport` as text, no line wider than ``TEXT_WIDTH`` columns."""
-    lines = [wrap(f"%cudamem free: released {_released_text(f)}; gc collected {f.gc_collected} objects")]
+    lines = [
+        wrap(f"%cudamem free: released {_released_text(f)}; gc collected {f.gc_collected} objects")
+    ]
     if f.gpus:
         lines.append(fit_table(FREE_GPU_HEADERS, _free_gpu_rows(f), shrink=()))
         lines.append("torch.cuda.empty_cache() called" if f.empty_cache_called else "")
     else:
         lines.append(wrap(_status_text(f.gpu_status)))
-    lines.append(wrap(f"tensor storage freed: {format_bytes(f.tensor_bytes_freed)} "
-                      f"(CPU {format_bytes(f.cpu_tensor_bytes_freed)}); RSS {format_bytes(f.rss_before_bytes)}"
-                      f" -> {format_bytes(f.rss_after_bytes)}"))
+    lines.append(
+        wrap(
+            f"tensor storage freed: {format_bytes(f.tensor_bytes_freed)} "
+            f"(CPU {format_bytes(f.cpu_tensor_bytes_freed)}); RSS {format_bytes(f.rss_before_bytes)}"
+            f" -> {format_bytes(f.rss_after_bytes)}"
+        )
+    )
     if f.holders:
         lines.append("still holding tensors (released only when you name them):")
         lines.append(fit_table(HOLDER_HEADERS, _holder_rows(f), shrink=(1, 4), min_width=12))
@@ -307,20 +470,39 @@ def free_report_text(f) -> str:
 
 def free_report_html(f) -> str:
     """A :class:`~.free.FreeReport` as HTML."""
-    parts = [f"<div class='cm-free'><span class='cm-title'>%cudamem free</span>: released {esc(_released_text(f))}; "
-             f"gc collected {f.gc_collected} objects</div>"]
+    parts = [
+        f"<div class='cm-free'><span class='cm-title'>%cudamem free</span>: released {esc(_released_text(f))}; "
+        f"gc collected {f.gc_collected} objects</div>"
+    ]
     if f.gpus:
-        parts.append(style.scroll(html_table(FREE_GPU_HEADERS, [_cells(r) for r in _free_gpu_rows(f)],
-                                             num=range(1, len(FREE_GPU_HEADERS)))))
+        parts.append(
+            style.scroll(
+                html_table(
+                    FREE_GPU_HEADERS,
+                    [_cells(r) for r in _free_gpu_rows(f)],
+                    num=range(1, len(FREE_GPU_HEADERS)),
+                )
+            )
+        )
         if f.empty_cache_called:
             parts.append("<div class='cm-note'>torch.cuda.empty_cache() called</div>")
     else:
         parts.append(f"<div>GPU: {na_cell_html(f.gpu_status)}</div>")
-    parts.append(f"<div>tensor storage freed: {esc(format_bytes(f.tensor_bytes_freed))} (CPU "
-                 f"{esc(format_bytes(f.cpu_tensor_bytes_freed))}); RSS {esc(format_bytes(f.rss_before_bytes))}"
-                 f" &rarr; {esc(format_bytes(f.rss_after_bytes))}</div>")
+    parts.append(
+        f"<div>tensor storage freed: {esc(format_bytes(f.tensor_bytes_freed))} (CPU "
+        f"{esc(format_bytes(f.cpu_tensor_bytes_freed))}); RSS {esc(format_bytes(f.rss_before_bytes))}"
+        f" &rarr; {esc(format_bytes(f.rss_after_bytes))}</div>"
+    )
     if f.holders:
         parts.append("<div>still holding tensors (released only when you name them):</div>")
-        parts.append(style.scroll(html_table(HOLDER_HEADERS, [_cells(r, code=(1, 4)) for r in _holder_rows(f)],
-                                             num=(2,), prose=(1, 4))))
+        parts.append(
+            style.scroll(
+                html_table(
+                    HOLDER_HEADERS,
+                    [_cells(r, code=(1, 4)) for r in _holder_rows(f)],
+                    num=(2,),
+                    prose=(1, 4),
+                )
+            )
+        )
     return _html("".join(parts))

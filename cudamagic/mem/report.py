@@ -1,4 +1,5 @@
-"""The report of one measured cell (:class:`CellMemReport`) and how it is assembled from two snapshots.
+"""The report of one measured cell (:class:`CellMemReport`) and how it is assembled from two
+snapshots.
 
 Data only: the text and HTML forms are in :mod:`.render`.
 """
@@ -16,8 +17,9 @@ from .stats import GpuCellStats, Snapshot, gpu_cell_stats, gpu_status
 
 
 def plain_data(obj):
-    """Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike ``asdict``,
-    which deep-copies and cannot copy the immutable NA)."""
+    """Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike
+    ``asdict``, which deep-copies and cannot copy the immutable NA).
+    """
     if is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: plain_data(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, (list, tuple)):
@@ -58,7 +60,8 @@ class CellMemReport:
         peak_reset: ``--reset-peak`` was used (the user's ``max_memory_allocated`` was reset).
         nvml_before / nvml_after: ``{"GPU <nvml index>": bytes}`` or NA (process memory per NVML).
         rss_before_bytes / rss_after_bytes / rss_delta_bytes: process RSS in bytes (or NA).
-        tensors: largest :class:`TensorRow` s reachable after the cell (``new`` = left by this cell).
+        tensors: largest :class:`TensorRow` s reachable after the cell (``new`` = left by this
+            cell).
         tensors_total: number of tensor storages reachable after the cell.
         kind: ``"cell"`` for ``%%cudamem``, ``"auto"`` for ``%cudamem on``.
     """
@@ -97,20 +100,41 @@ class CellMemReport:
 
     def exceeds(self, threshold_bytes: int) -> bool:
         """True when the cell changed GPU memory (allocated, peak over start or reserved) by more
-        than ``threshold_bytes``; with no GPU figures, when RSS changed by more than that."""
+        than ``threshold_bytes``; with no GPU figures, when RSS changed by more than that.
+        """
         if self.gpus:
-            return any(max(abs(g.allocated_delta_bytes), g.peak_over_start_bytes,
-                           abs(g.reserved_delta_bytes)) > threshold_bytes for g in self.gpus)
-        return not is_na(self.rss_delta_bytes) and self.rss_delta_bytes is not None \
+            return any(
+                max(
+                    abs(g.allocated_delta_bytes),
+                    g.peak_over_start_bytes,
+                    abs(g.reserved_delta_bytes),
+                )
+                > threshold_bytes
+                for g in self.gpus
+            )
+        return (
+            not is_na(self.rss_delta_bytes)
+            and self.rss_delta_bytes is not None
             and abs(self.rss_delta_bytes) > threshold_bytes
+        )
 
     def changed_gpus(self) -> list:
         """Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
-        devices holding memory when none moved)."""
-        moved = [g for g in self.gpus if g.allocated_delta_bytes or g.peak_over_start_bytes
-                 or g.reserved_delta_bytes]
-        return moved or [g for g in self.gpus if g.allocated_before_bytes or g.allocated_after_bytes
-                         or g.reserved_after_bytes or g.peak_allocated_bytes]
+        devices holding memory when none moved).
+        """
+        moved = [
+            g
+            for g in self.gpus
+            if g.allocated_delta_bytes or g.peak_over_start_bytes or g.reserved_delta_bytes
+        ]
+        return moved or [
+            g
+            for g in self.gpus
+            if g.allocated_before_bytes
+            or g.allocated_after_bytes
+            or g.reserved_after_bytes
+            or g.peak_allocated_bytes
+        ]
 
     def summary_line(self) -> str:
         """What ``%cudamem on`` prints (see :func:`cudamagic.mem.render.summary_line`)."""
@@ -127,17 +151,37 @@ class CellMemReport:
         return render.cell_report_html(self)
 
 
-def build_report(before: Snapshot, after: Snapshot, *, cell: int, source: str, error, kind: str,
-                 nvml_before=None, nvml_after=None, tensors=(), tensors_total=0) -> CellMemReport:
+def build_report(
+    before: Snapshot,
+    after: Snapshot,
+    *,
+    cell: int,
+    source: str,
+    error,
+    kind: str,
+    nvml_before=None,
+    nvml_after=None,
+    tensors=(),
+    tensors_total=0,
+) -> CellMemReport:
     """Assemble a :class:`CellMemReport` from two snapshots (no I/O)."""
     rb, ra = before.rss_bytes, after.rss_bytes
     delta = NA("RSS not readable", "no_binding") if is_na(rb) or is_na(ra) else ra - rb
     return CellMemReport(
-        cell=cell, source=first_line(source), wall_s=after.time_s - before.time_s,
-        error=error, cuda_initialized=after.cuda_initialized,
+        cell=cell,
+        source=first_line(source),
+        wall_s=after.time_s - before.time_s,
+        error=error,
+        cuda_initialized=after.cuda_initialized,
         gpus=gpu_cell_stats(before, after),
         gpu_status=gpu_status(after),
-        peak_reset=before.peak_reset, nvml_before=nvml_before, nvml_after=nvml_after,
-        rss_before_bytes=rb, rss_after_bytes=ra, rss_delta_bytes=delta,
-        tensors=list(tensors), tensors_total=tensors_total, kind=kind,
+        peak_reset=before.peak_reset,
+        nvml_before=nvml_before,
+        nvml_after=nvml_after,
+        rss_before_bytes=rb,
+        rss_after_bytes=ra,
+        rss_delta_bytes=delta,
+        tensors=list(tensors),
+        tensors_total=tensors_total,
+        kind=kind,
     )

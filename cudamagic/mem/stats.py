@@ -1,7 +1,8 @@
-"""Memory readings: PyTorch's allocator counters (the one seam for them), RSS, NVML process memory, and
-what one cell did to them (the in-cell peak).
+"""Memory readings: PyTorch's allocator counters (the one seam for them), RSS, NVML process memory,
+and what one cell did to them (the in-cell peak).
 
-Nothing here imports IPython or torch: torch is read from ``sys.modules`` only when already imported.
+Nothing here imports IPython or torch: torch is read from ``sys.modules`` only when already
+    imported.
 
 Where the numbers come from
 ---------------------------
@@ -52,8 +53,8 @@ from typing import Any
 from ..core import platform
 from ..core.na import NA
 
-
 # ---- the torch.cuda seam ----------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class GpuStats:
@@ -78,9 +79,9 @@ class GpuStats:
 class TorchCudaStats:
     """The real source of allocator statistics: ``torch.cuda``, read without side effects.
 
-    Tests replace it with a fake through ``monkeypatch.setattr(stats, "_source", fake)`` (the single seam for
-    GPU memory statistics), or keep it and fake what is under ``torch.cuda``. Every method is safe on a machine
-    without torch, CUDA or a GPU.
+    Tests replace it with a fake through ``monkeypatch.setattr(stats, "_source", fake)`` (the single
+    seam for GPU memory statistics), or keep it and fake what is under ``torch.cuda``. Every method
+    is safe on a machine without torch, CUDA or a GPU.
     """
 
     def initialized(self) -> bool:
@@ -101,7 +102,8 @@ class TorchCudaStats:
         return int(sys.modules["torch"].cuda.device_count())
 
     def read(self, device: int) -> GpuStats:
-        """Allocator counters of CUDA ordinal ``device`` (``torch.cuda.memory_stats_as_nested_dict``).
+        """Allocator counters of CUDA ordinal ``device``
+        (``torch.cuda.memory_stats_as_nested_dict``).
 
         Call only when :meth:`initialized` is true. Reading creates no context on any device.
         """
@@ -128,7 +130,8 @@ class TorchCudaStats:
         sys.modules["torch"].cuda.empty_cache()
 
 
-#: The one allocator-statistics source. Every ``mem`` module reads it through :func:`stats_source` at call time,
+# : The one allocator-statistics source. Every ``mem`` module reads it through :func:`stats_source`
+# at call time,
 #: so tests replace it here only (``monkeypatch.setattr(stats, "_source", fake)``).
 _source: Any = TorchCudaStats()
 
@@ -140,16 +143,21 @@ def stats_source():
 
 # ---- snapshots --------------------------------------------------------------------
 
+
 def rss_bytes():
     """Resident set size of this process in bytes, or NA.
 
-    Read by :func:`cudamagic.core.platform.rss_bytes` (Linux: ``/proc/self/statm``, resident pages x page size,
-    what ``psutil.Process().memory_info().rss`` reports, through a kept-open descriptor; elsewhere ``psutil``).
+    Read by :func:`cudamagic.core.platform.rss_bytes` (Linux: ``/proc/self/statm``, resident pages x
+    page size, what ``psutil.Process().memory_info().rss`` reports, through a kept-open descriptor;
+    elsewhere ``psutil``).
     """
     rss = platform.rss_bytes()
     if rss is None:
-        return NA("process RSS could not be read (no /proc/self/statm, and psutil is missing or failed; "
-                  "`pip install psutil`)", "error")
+        return NA(
+            "process RSS could not be read (no /proc/self/statm, and psutil is missing or failed; "
+            "`pip install psutil`)",
+            "error",
+        )
     return rss
 
 
@@ -159,11 +167,13 @@ class Snapshot:
 
     Attributes:
         time_s: ``time.perf_counter()`` seconds.
-        gpus: ``{cuda ordinal: GpuStats}``; empty when CUDA is not initialised or the counters cannot be read.
+        gpus: ``{cuda ordinal: GpuStats}``; empty when CUDA is not initialised or the counters
+            cannot be read.
         cuda_initialized: whether CUDA was initialised in this process at that instant.
         rss_bytes: process RSS in bytes, or NA.
         peak_reset: True when ``--reset-peak`` reset the peak counters right after reading.
-        gpus_na: ``None``, or NA saying why CUDA is initialised but its allocator counters could not be read.
+        gpus_na: ``None``, or NA saying why CUDA is initialised but its allocator counters could not
+            be read.
     """
 
     time_s: float
@@ -179,9 +189,9 @@ def take_snapshot(source=None) -> Snapshot:
 
     An allocator that keeps no counters is not an error: one plugged in with
     ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's ``rmm_torch_allocator``, a
-    ``CUDAPluggableAllocator``) makes ``torch.cuda.memory_stats`` raise ``RuntimeError: ... does not yet
-    support getDeviceStats``. The snapshot then has no GPU figures and ``gpus_na`` says why; the user's cell
-    still runs and the CPU figures stay.
+    ``CUDAPluggableAllocator``) makes ``torch.cuda.memory_stats`` raise ``RuntimeError: ... does not
+    yet support getDeviceStats``. The snapshot then has no GPU figures and ``gpus_na`` says why; the
+    user's cell still runs and the CPU figures stay.
     """
     source = source or stats_source()
     gpus, gpus_na = {}, None
@@ -191,9 +201,15 @@ def take_snapshot(source=None) -> Snapshot:
             for d in range(source.device_count()):
                 gpus[d] = source.read(d)
         except Exception as exc:  # the allocator's own refusal, never ours to raise into the cell
-            gpus, gpus_na = {}, NA(f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); an "
-                                   "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) may "
-                                   "keep none; CPU figures below", "no_stats")
+            gpus, gpus_na = (
+                {},
+                NA(
+                    f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); an "
+                    "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) may "
+                    "keep none; CPU figures below",
+                    "no_stats",
+                ),
+            )
     return Snapshot(time.perf_counter(), gpus, init, rss_bytes(), gpus_na=gpus_na)
 
 
@@ -205,6 +221,7 @@ def gpu_status(after: Snapshot):
 
 
 # ---- one cell's measurement -------------------------------------------------------
+
 
 @dataclass
 class GpuCellStats:
@@ -261,20 +278,22 @@ def gpu_cell_stats(before: Snapshot, after: Snapshot) -> list:
         peak, exact = in_cell_peak(b, a, before.peak_reset)
         ab = b.allocated_bytes if b else 0
         rb = b.reserved_bytes if b else 0
-        rows.append(GpuCellStats(
-            device=f"cuda:{d}",
-            allocated_before_bytes=ab,
-            allocated_after_bytes=a.allocated_bytes,
-            allocated_delta_bytes=a.allocated_bytes - ab,
-            peak_allocated_bytes=peak,
-            peak_over_start_bytes=peak - ab,
-            peak_exact=exact,
-            reserved_before_bytes=rb,
-            reserved_after_bytes=a.reserved_bytes,
-            reserved_delta_bytes=a.reserved_bytes - rb,
-            alloc_retries=a.num_alloc_retries - (b.num_alloc_retries if b else 0),
-            ooms=a.num_ooms - (b.num_ooms if b else 0),
-        ))
+        rows.append(
+            GpuCellStats(
+                device=f"cuda:{d}",
+                allocated_before_bytes=ab,
+                allocated_after_bytes=a.allocated_bytes,
+                allocated_delta_bytes=a.allocated_bytes - ab,
+                peak_allocated_bytes=peak,
+                peak_over_start_bytes=peak - ab,
+                peak_exact=exact,
+                reserved_before_bytes=rb,
+                reserved_after_bytes=a.reserved_bytes,
+                reserved_delta_bytes=a.reserved_bytes - rb,
+                alloc_retries=a.num_alloc_retries - (b.num_alloc_retries if b else 0),
+                ooms=a.num_ooms - (b.num_ooms if b else 0),
+            )
+        )
     return rows
 
 
@@ -294,10 +313,16 @@ def nvml_process_memory():
     except Exception as exc:  # the nvml module promises NA, never raises; be safe anyway
         return NA(f"NVML process query failed: {exc}", "error")
     if not per:
-        return NA("NVML lists no GPU memory for this process (or cannot list processes here)", "not_listed")
+        return NA(
+            "NVML lists no GPU memory for this process (or cannot list processes here)",
+            "not_listed",
+        )
     return {f"GPU {i}": v for i, v in sorted(per.items())}
 
 
 #: Why there are no GPU figures: CUDA is not initialised (the ``gpu_status`` of reports).
-NO_CUDA = NA("CUDA is not initialised in this process (no CUDA tensor or call yet), so PyTorch's "
-              "allocator has nothing to report; CPU figures below", "not_initialized")
+NO_CUDA = NA(
+    "CUDA is not initialised in this process (no CUDA tensor or call yet), so PyTorch's "
+    "allocator has nothing to report; CPU figures below",
+    "not_initialized",
+)

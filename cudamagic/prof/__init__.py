@@ -1,6 +1,8 @@
-"""``%%torchprof``: profile a cell with ``torch.profiler`` and show where the time and memory went, offline.
+"""``%%torchprof``: profile a cell with ``torch.profiler`` and show where the time and memory went,
+offline.
 
-Modules: :mod:`.magic` (the IPython front), :mod:`.options` (flag checks), :mod:`.run` (running the cell under
+Modules: :mod:`.magic` (the IPython front), :mod:`.options` (flag checks), :mod:`.run` (running the
+    cell under
 the profiler), :mod:`.summary` (the result model), :mod:`.render` (text, HTML, the SVG timeline),
 :mod:`.compare` (``--compare``), :mod:`.trace` (Chrome/Perfetto trace writing under a size cap).
 """

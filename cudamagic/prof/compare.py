@@ -1,8 +1,9 @@
-"""``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles, biggest first.
+"""``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles,
+biggest first.
 
-A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace FILE``). Operators
-are compared by self time (for a trace: the event's duration minus its directly nested events on the same thread),
-kernels by device time; all times in microseconds.
+A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
+FILE``). Operators are compared by self time (for a trace: the event's duration minus its directly
+nested events on the same thread), kernels by device time; all times in microseconds.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ class DiffRow:
     """One operator or kernel in both runs.
 
     Attributes:
-        kind: ``"operator"`` or ``"kernel"``. name: full name. a_us/b_us: self (kernels: device) time summed over
+        kind: ``"operator"`` or ``"kernel"``. name: full name. a_us/b_us: self (kernels: device)
+            time summed over
         calls in A and B, 0.0 when absent. a_calls/b_calls: calls. delta_us: ``b_us - a_us``.
     """
 
@@ -53,8 +55,9 @@ def totals_from_result(res) -> dict:
 
 
 def totals_from_trace(data: dict) -> dict:
-    """(kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat`` ``cpu_op``) by self
-    time computed from nesting per thread, kernels/memcpy/memset by duration."""
+    """(kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat``
+    ``cpu_op``) by self time computed from nesting per thread, kernels/memcpy/memset by duration.
+    """
     out: dict = {}
     by_thread: dict = {}
     for e in data.get("traceEvents", []):
@@ -68,15 +71,18 @@ def totals_from_trace(data: dict) -> dict:
             entry[1] += float(e["dur"])
         elif cat in ("cpu_op", "user_annotation") and not name.startswith("ProfilerStep#"):
             by_thread.setdefault((e.get("pid"), e.get("tid")), []).append(
-                (float(e["ts"]), float(e["dur"]), name, cat == "cpu_op"))
+                (float(e["ts"]), float(e["dur"]), name, cat == "cpu_op")
+            )
     for events in by_thread.values():
         events.sort(key=lambda t: (t[0], -t[1]))
         stack = []  # [end, name, self, is_op]
+
         def close(item):
             if item[3]:
                 entry = out.setdefault(("operator", item[1]), [0, 0.0])
                 entry[0] += 1
                 entry[1] += max(0.0, item[2])
+
         for ts, dur, name, is_op in events:
             while stack and stack[-1][0] <= ts:
                 close(stack.pop())
@@ -88,7 +94,7 @@ def totals_from_trace(data: dict) -> dict:
     return out
 
 
-def compare(a, b, label_a: str = "A", label_b: str = "B") -> "Comparison":
+def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     """Rank the differences between profiles ``a`` and ``b`` (results or trace dicts) by ``|b - a|`` time."""
     from .summary import ProfResult
 
@@ -106,10 +112,12 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> "Comparison":
 
 
 class Comparison:
-    """Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two profiles.
+    """Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
+    profiles.
 
     Attributes:
-        label_a/label_b: what was compared. total_a_us/total_b_us: all operators' self time in A and B.
+        label_a/label_b: what was compared. total_a_us/total_b_us: all operators' self time in A and
+        B.
         top: rows shown (all are in ``rows``).
     """
 
@@ -118,22 +126,48 @@ class Comparison:
         self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
 
     def headers(self):
-        return ["#", "kind", f"{self.label_a} ms", f"{self.label_b} ms", "change ms", "ratio", "calls A/B", "name"]
+        return [
+            "#",
+            "kind",
+            f"{self.label_a} ms",
+            f"{self.label_b} ms",
+            "change ms",
+            "ratio",
+            "calls A/B",
+            "name",
+        ]
 
     def _cells(self, i, r):
         ratio = "new" if r.a_us == 0 else ("gone" if r.b_us == 0 else f"{r.ratio:.2f}x")
-        return [str(i), r.kind, ms(r.a_us), ms(r.b_us), f"{r.delta_us / 1000:+.3f}", ratio,
-                f"{r.a_calls}/{r.b_calls}", r.name]
+        return [
+            str(i),
+            r.kind,
+            ms(r.a_us),
+            ms(r.b_us),
+            f"{r.delta_us / 1000:+.3f}",
+            ratio,
+            f"{r.a_calls}/{r.b_calls}",
+            r.name,
+        ]
 
     def _title(self):
-        return (f"{self.label_b} vs {self.label_a}: operators' self time {ms(self.total_a_us)} ms -> "
-                f"{ms(self.total_b_us)} ms; biggest changes first")
+        return (
+            f"{self.label_b} vs {self.label_a}: operators' self time {ms(self.total_a_us)} ms -> "
+            f"{ms(self.total_b_us)} ms; biggest changes first"
+        )
 
     def __repr__(self):
-        rows = [[terminal_safe(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[:self.top], 1)]
+        rows = [
+            [terminal_safe(c) for c in self._cells(i, r)]
+            for i, r in enumerate(self.rows[: self.top], 1)
+        ]
         return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
 
     def _repr_html_(self):
-        rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[:self.top], 1)]
-        table = html_table(self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"})
-        return style.page(f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table), "prof")
+        rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
+        table = html_table(
+            self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}
+        )
+        return style.page(
+            f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table), "prof"
+        )

@@ -1,5 +1,6 @@
-"""``%%torchprof`` / ``%torchprof --compare``: the IPython front of the profiler area (options in :mod:`.options`,
-running in :mod:`.run`, the result in :mod:`.summary`, comparing in :mod:`.compare`)."""
+"""``%%torchprof`` / ``%torchprof --compare``: the IPython front of the profiler area (options in
+:mod:`.options`, running in :mod:`.run`, the result in :mod:`.summary`, comparing in :mod:`.compare`).
+"""
 
 from __future__ import annotations
 
@@ -11,19 +12,26 @@ from traitlets import Float, HasTraits, Int
 from ..core.cell import show_value
 from ..core.magic import AreaMagics
 
-USAGE = ("%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace FILE.json[.gz]] "
-         "[--max-trace-mb MB] [-o NAME]  or  %torchprof [--compare A B]")
+USAGE = (
+    "%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace FILE.json[.gz]] "
+    "[--max-trace-mb MB] [-o NAME]  or  %torchprof [--compare A B]"
+)
 
 
 class ProfSettings(HasTraits):
     """``%%torchprof`` settings, reachable as ``%config CudaMagics.<name>``."""
 
-    torchprof_top_rows = Int(15, min=1, help="`%%torchprof`: rows in the operator and kernel tables.").tag(config=True)
+    torchprof_top_rows = Int(
+        15, min=1, help="`%%torchprof`: rows in the operator and kernel tables."
+    ).tag(config=True)
     torchprof_max_trace_mb = Float(
-        100.0, help="`%%torchprof --trace`: size cap of the written trace file in MiB (stacks, then steps, then the "
-                    "latest events are dropped to stay under it).").tag(config=True)
+        100.0,
+        help="`%%torchprof --trace`: size cap of the written trace file in MiB (stacks, then steps, then the "
+        "latest events are dropped to stay under it).",
+    ).tag(config=True)
     torchprof_stack_depth = Int(
-        3, min=1, help="`%%torchprof --group stack`: frames of your code per row.").tag(config=True)
+        3, min=1, help="`%%torchprof --group stack`: frames of your code per row."
+    ).tag(config=True)
 
 
 @magics_class
@@ -31,52 +39,91 @@ class ProfMagics(AreaMagics):
     """``%%torchprof`` and ``%torchprof --compare``."""
 
     @magic_arguments()
-    @argument("--group", default=None,
-              help="Operator table rows: op (default), shape (operator + input shapes), module (operator + "
-                   "innermost nn.Module) or stack (operator + your code's Python frames).")
-    @argument("--stack-depth", type=int, default=None,
-              help="Frames per row with --group stack (default CudaMagics.torchprof_stack_depth).")
-    @argument("--top", type=int, default=None, help="Rows per table (default CudaMagics.torchprof_top_rows).")
-    @argument("--steps", type=int, default=None,
-              help="Profile N steps with a profiler schedule: a step ends at each optimizer.step(); the first "
-                   "is a warm-up, the next N are recorded.")
-    @argument("--memory", action="store_true",
-              help="Record allocations: peak bytes and the allocation timeline; on CUDA also a memory snapshot "
-                   "with Python stacks and PyTorch's memory viewer (NAME_memory.html).")
-    @argument("--trace", default=None, metavar="FILE",
-              help="Write the Chrome/Perfetto trace to FILE (.json or .json.gz).")
-    @argument("--max-trace-mb", type=float, default=None,
-              help="Size cap of the --trace file in MiB (default CudaMagics.torchprof_max_trace_mb, 100).")
-    @argument("-o", "--out", default=None, metavar="NAME", help="Store the result in variable NAME.")
-    @argument("--compare", nargs=2, default=None, metavar=("A", "B"),
-              help="Line mode: rank per-operator and per-kernel differences between two results stored with -o "
-                   "(or two saved trace files).")
+    @argument(
+        "--group",
+        default=None,
+        help="Operator table rows: op (default), shape (operator + input shapes), module (operator + "
+        "innermost nn.Module) or stack (operator + your code's Python frames).",
+    )
+    @argument(
+        "--stack-depth",
+        type=int,
+        default=None,
+        help="Frames per row with --group stack (default CudaMagics.torchprof_stack_depth).",
+    )
+    @argument(
+        "--top",
+        type=int,
+        default=None,
+        help="Rows per table (default CudaMagics.torchprof_top_rows).",
+    )
+    @argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="Profile N steps with a profiler schedule: a step ends at each optimizer.step(); the first "
+        "is a warm-up, the next N are recorded.",
+    )
+    @argument(
+        "--memory",
+        action="store_true",
+        help="Record allocations: peak bytes and the allocation timeline; on CUDA also a memory snapshot "
+        "with Python stacks and PyTorch's memory viewer (NAME_memory.html).",
+    )
+    @argument(
+        "--trace",
+        default=None,
+        metavar="FILE",
+        help="Write the Chrome/Perfetto trace to FILE (.json or .json.gz).",
+    )
+    @argument(
+        "--max-trace-mb",
+        type=float,
+        default=None,
+        help="Size cap of the --trace file in MiB (default CudaMagics.torchprof_max_trace_mb, 100).",
+    )
+    @argument(
+        "-o", "--out", default=None, metavar="NAME", help="Store the result in variable NAME."
+    )
+    @argument(
+        "--compare",
+        nargs=2,
+        default=None,
+        metavar=("A", "B"),
+        help="Line mode: rank per-operator and per-kernel differences between two results stored with -o "
+        "(or two saved trace files).",
+    )
     @line_cell_magic
     def torchprof(self, line="", cell=None):
         """Profile a cell with torch.profiler and show where the time (and memory) went.
 
-        ``%%torchprof`` runs the cell like a normal cell (variables stay; your own exception propagates with its
-        source lines, after a profile of the part that ran is shown) under ``torch.profiler.profile`` with the
-        CPU activity, plus CUDA when this build and machine support it (``torch.profiler.supported_activities()``;
-        a notice says when not). The summary: wall time; the top operators by self and total time with full
-        names, call counts, grouped by ``--group``; the top GPU kernels with their launching operator; the GPU
-        time breakdown of the profiled span (kernel, memcpy, memset, idle); the steps of ``--steps N`` runs; a
-        timeline picture (operators by thread, kernels by stream). HTML in a notebook, text in a terminal; the
-        returned object (``-o NAME`` also stores it) has ``.table(group=..., top=...)``, ``.to_pandas()``
-        (units in column names), ``.save_html(path)``, ``.trace_path``, ``.slowest()``.
+        ``%%torchprof`` runs the cell like a normal cell (variables stay; your own exception
+        propagates with its source lines, after a profile of the part that ran is shown) under
+        ``torch.profiler.profile`` with the CPU activity, plus CUDA when this build and machine
+        support it (``torch.profiler.supported_activities()``; a notice says when not). The summary:
+        wall time; the top operators by self and total time with full names, call counts, grouped by
+        ``--group``; the top GPU kernels with their launching operator; the GPU time breakdown of
+        the profiled span (kernel, memcpy, memset, idle); the steps of ``--steps N`` runs; a
+        timeline picture (operators by thread, kernels by stream). HTML in a notebook, text in a
+        terminal; the returned object (``-o NAME`` also stores it) has ``.table(group=...,
+        top=...)``, ``.to_pandas()`` (units in column names), ``.save_html(path)``, ``.trace_path``,
+        ``.slowest()``.
 
-        ``--trace FILE`` writes the Chrome/Perfetto trace (``.json`` or ``.json.gz``) under ``--max-trace-mb``
-        (default 100): past the cap it drops Python stacks, then whole steps, then the latest events, and says so.
-        ``--memory``: peak allocated bytes and the allocation timeline (on a GPU machine this also records a CUDA
-        memory snapshot, which initialises CUDA, and writes PyTorch's memory viewer next to the trace).
+        ``--trace FILE`` writes the Chrome/Perfetto trace (``.json`` or ``.json.gz``) under
+        ``--max-trace-mb`` (default 100): past the cap it drops Python stacks, then whole steps,
+        then the latest events, and says so. ``--memory``: peak allocated bytes and the allocation
+        timeline (on a GPU machine this also records a CUDA memory snapshot, which initialises CUDA,
+        and writes PyTorch's memory viewer next to the trace).
 
-        A profiler already recording in the kernel (yours, Lightning's) gets an explanation and the cell runs
-        unprofiled. The profiler's warnings are summarised in one line; nothing stays enabled afterwards.
+        A profiler already recording in the kernel (yours, Lightning's) gets an explanation and the
+        cell runs unprofiled. The profiler's warnings are summarised in one line; nothing stays
+        enabled afterwards.
 
-        ``%torchprof`` on a line shows the last result again. ``%torchprof --compare A B`` ranks per-operator (self time) and per-kernel (device time) differences
-        between two stored results or saved trace files, biggest change first.
+        ``%torchprof`` on a line shows the last result again. ``%torchprof --compare A B`` ranks
+        per-operator (self time) and per-kernel (device time) differences between two stored results
+        or saved trace files, biggest change first.
 
-        Examples
+        Examples:
         --------
         ::
 
@@ -97,7 +144,9 @@ class ProfMagics(AreaMagics):
             %config CudaMagics.torchprof_top_rows = 25
         """
         __tracebackhide__ = True
-        args = self.parse(self.torchprof, line, usage=USAGE, prefix="%%" if cell is not None else "%")
+        args = self.parse(
+            self.torchprof, line, usage=USAGE, prefix="%%" if cell is not None else "%"
+        )
         from . import options
 
         if cell is None:
@@ -105,11 +154,17 @@ class ProfMagics(AreaMagics):
             if pair is None:
                 last = getattr(self, "_last", None)
                 if last is None:
-                    print("[torchprof] no cell profiled yet in this session: start a cell with %%torchprof")
+                    print(
+                        "[torchprof] no cell profiled yet in this session: start a cell with %%torchprof"
+                    )
                 return last
             return self._compare(*pair)
-        opts = options.check_cell_options(args, self.settings.torchprof_top_rows,
-                                          self.settings.torchprof_max_trace_mb, self.settings.torchprof_stack_depth)
+        opts = options.check_cell_options(
+            args,
+            self.settings.torchprof_top_rows,
+            self.settings.torchprof_max_trace_mb,
+            self.settings.torchprof_stack_depth,
+        )
         return self._profile(line, cell, opts)
 
     def _profile(self, line, cell, opts):
@@ -156,9 +211,13 @@ class ProfMagics(AreaMagics):
             try:
                 return load_trace(name)
             except (OSError, ValueError) as exc:
-                raise UsageError(f"%torchprof --compare: cannot read the trace {name!r} ({exc}). Give a trace "
-                                 "written by `%%torchprof --trace FILE`, or a result stored with -o.") from exc
+                raise UsageError(
+                    f"%torchprof --compare: cannot read the trace {name!r} ({exc}). Give a trace "
+                    "written by `%%torchprof --trace FILE`, or a result stored with -o."
+                ) from exc
         what = f"a {type(value).__name__}" if value is not None else "not defined"
-        raise UsageError(f"%torchprof --compare: {name!r} is {what}, not a profile. Store one with "
-                         f"`%%torchprof -o {name if name.isidentifier() else 'prof_a'}` or give a .json/.json.gz "
-                         "trace file written by --trace.")
+        raise UsageError(
+            f"%torchprof --compare: {name!r} is {what}, not a profile. Store one with "
+            f"`%%torchprof -o {name if name.isidentifier() else 'prof_a'}` or give a .json/.json.gz "
+            "trace file written by --trace."
+        )

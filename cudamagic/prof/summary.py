@@ -1,8 +1,10 @@
-"""The result of a profiled cell: plain records built from ``torch.profiler`` events, tables computed from them.
+"""The result of a profiled cell: plain records built from ``torch.profiler`` events, tables
+computed from them.
 
-Times are microseconds (``_us``) from the start of the profiler's trace unless a name says otherwise; byte counts
-are bytes. Nothing here imports IPython; torch is only touched by :func:`build_result` (through the profiler
-object it is given) and pandas only by :meth:`ProfResult.to_pandas`.
+Times are microseconds (``_us``) from the start of the profiler's trace unless a name says
+otherwise; byte counts are bytes. Nothing here imports IPython; torch is only touched by
+:func:`build_result` (through the profiler object it is given) and pandas only by
+:meth:`ProfResult.to_pandas`.
 """
 
 from __future__ import annotations
@@ -16,19 +18,35 @@ from operator import attrgetter
 from ..core.na import NA
 
 #: grouping -> column header of the detail column in tables.
-DETAIL_HEADERS = {"op": "", "shape": "input shapes", "module": "module", "stack": "Python stack (innermost first)"}
-_FRAME = re.compile(r"^(.*)\((\d+)\): (.+)$")  # "path/file.py(12): func" (a Python-function event's name)
-_NOT_USER = ("torch/", "cudamagic/", "site-packages/", "<built-in", "IPython/", "ipykernel/", "threading.py")
+DETAIL_HEADERS = {
+    "op": "",
+    "shape": "input shapes",
+    "module": "module",
+    "stack": "Python stack (innermost first)",
+}
+_FRAME = re.compile(
+    r"^(.*)\((\d+)\): (.+)$"
+)  # "path/file.py(12): func" (a Python-function event's name)
+_NOT_USER = (
+    "torch/",
+    "cudamagic/",
+    "site-packages/",
+    "<built-in",
+    "IPython/",
+    "ipykernel/",
+    "threading.py",
+)
 
 
 @contextlib.contextmanager
 def gc_paused():
     """Pause Python's cyclic garbage collector inside the block (restored as it was after).
 
-    A profile of 100,000 events keeps about a million objects; building or rendering it allocates enough to
-    start full collections that walk them all again and again (a third of the time, measured by
-    ``benchmarks/bench_torchprof.py``). A pause only delays collection: cycles made meanwhile (torch's
-    ``FunctionEvent`` parent/child links) are collected once the collector is back on.
+    A profile of 100,000 events keeps about a million objects; building or rendering it allocates
+    enough to start full collections that walk them all again and again (a third of the time,
+    measured by ``benchmarks/bench_torchprof.py``). A pause only delays collection: cycles made
+    meanwhile (torch's ``FunctionEvent`` parent/child links) are collected once the collector is
+    back on.
     """
     was_on = gc.isenabled()
     gc.disable()
@@ -41,16 +59,21 @@ def gc_paused():
 
 @dataclass(slots=True)
 class OpRecord:
-    """One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or your own
-    ``record_function`` range).
+    """One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or
+    your own ``record_function`` range).
 
     Attributes:
-        name: full operator name (``aten::addmm``). shapes: input shapes as text (``[[128], [128, 64]]``).
-        thread: OS thread id. start_us/end_us: from the trace start. self_us: time not spent in child operators.
-        top: no other operator encloses it. depth: how many operators enclose it (0 for a top one; the
+        name: full operator name (``aten::addmm``). shapes: input shapes as text (``[[128], [128,
+            64]]``).
+        thread: OS thread id. start_us/end_us: from the trace start. self_us: time not spent in
+            child operators.
+        top: no other operator encloses it. depth: how many operators enclose it (0 for a top one;
+            the
         timeline draws depths 0, 1, 2 in their own rows). module: innermost ``nn.Module`` path
-        (``Sequential_0/Linear_1``) when Python calls were recorded, else ``""``. stack: innermost-first frames
-        of your code (``"cell.py(5): train"``) when Python calls were recorded. device_us: device time of the
+        (``Sequential_0/Linear_1``) when Python calls were recorded, else ``""``. stack:
+        innermost-first frames
+        of your code (``"cell.py(5): train"``) when Python calls were recorded. device_us: device
+            time of the
         kernels it launched.
     """
 
@@ -77,8 +100,10 @@ class KernelRecord:
     """One device activity (GPU kernel, memcpy, memset).
 
     Attributes:
-        name: full kernel name. kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``. device: CUDA ordinal.
-        stream: CUDA stream id. start_us/end_us: from the trace start. launcher: name of the CPU operator that
+        name: full kernel name. kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``. device: CUDA
+            ordinal.
+        stream: CUDA stream id. start_us/end_us: from the trace start. launcher: name of the CPU
+            operator that
         launched it (via the profiler's correlation id), or ``""``.
     """
 
@@ -113,8 +138,10 @@ class TableRow:
     """One row of an operator or kernel table (aggregated calls).
 
     Attributes:
-        name: operator or kernel name. detail: the grouping's extra key (shapes, module, stack) or ``""``.
-        calls: number of calls. self_us: summed self time (kernels: device time). total_us: summed inclusive
+        name: operator or kernel name. detail: the grouping's extra key (shapes, module, stack) or
+            ``""``.
+        calls: number of calls. self_us: summed self time (kernels: device time). total_us: summed
+            inclusive
         time. self_pct: share of all operators' self time (kernels: of all device time), in percent.
         launcher: kernels only, the launching operator(s).
     """
@@ -132,8 +159,8 @@ class TableRow:
 class GpuBreakdown:
     """How one device spent the profiled span: microseconds per category, which sum to ``span_us``.
 
-    Overlapping activities count once, in the order kernel > memcpy > memset (a memcpy during a kernel counts as
-    kernel time). ``idle_us``: nothing ran on the device.
+    Overlapping activities count once, in the order kernel > memcpy > memset (a memcpy during a
+    kernel counts as kernel time). ``idle_us``: nothing ran on the device.
     """
 
     device: int
@@ -146,7 +173,10 @@ class GpuBreakdown:
     def pct(self) -> dict:
         """Category -> percent of the span (sums to 100 up to rounding)."""
         span = self.span_us or 1.0
-        return {k: 100.0 * getattr(self, f"{k}_us") / span for k in ("kernel", "memcpy", "memset", "idle")}
+        return {
+            k: 100.0 * getattr(self, f"{k}_us") / span
+            for k in ("kernel", "memcpy", "memset", "idle")
+        }
 
 
 def gpu_breakdown(kernels, span: tuple[float, float]) -> list[GpuBreakdown]:
@@ -181,13 +211,18 @@ def gpu_breakdown(kernels, span: tuple[float, float]) -> list[GpuBreakdown]:
                 last = t
             active[kind] += delta
         busy = sum(spent)
-        out.append(GpuBreakdown(dev, end - start, spent[0], spent[1], spent[2], max(0.0, (end - start) - busy)))
+        out.append(
+            GpuBreakdown(
+                dev, end - start, spent[0], spent[1], spent[2], max(0.0, (end - start) - busy)
+            )
+        )
     return out
 
 
 def frame_is_user(frame: str) -> bool:
-    """A Python-function event name (``"file.py(12): func"``) from the user's code rather than torch,
-    IPython, cudamagic or a built-in."""
+    """A Python-function event name (``"file.py(12): func"``) from the user's code rather than
+    torch, IPython, cudamagic or a built-in.
+    """
     if not _FRAME.match(frame):
         return False
     return not any(part in frame for part in _NOT_USER)
@@ -221,14 +256,18 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
             entry[1] += op.self_us
             entry[2] += op.end_us - op.start_us
     total_self = sum(v[1] for v in acc.values()) or 1.0
-    rows = [TableRow(name, detail, c, s, t, 100.0 * s / total_self) for (name, detail), (c, s, t) in acc.items()]
+    rows = [
+        TableRow(name, detail, c, s, t, 100.0 * s / total_self)
+        for (name, detail), (c, s, t) in acc.items()
+    ]
     rows.sort(key=lambda r: (-r.self_us, r.name, r.detail))
     return rows
 
 
 def aggregate_kernels(kernels) -> list[TableRow]:
-    """Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` = device time),
-    largest first; ``launcher`` lists the launching operators, most frequent first."""
+    """Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` =
+    device time), largest first; ``launcher`` lists the launching operators, most frequent first.
+    """
     acc: dict = {}
     for k in kernels:
         entry = acc.setdefault(k.name, [0, 0.0, {}])
@@ -250,18 +289,25 @@ class ProfResult:
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
-        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. cpu_s: this
-        process's CPU time during the cell in seconds (all threads; ``time.process_time``). activities: the
-        recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``). ops, kernels, steps: the records.
-        span_us: (start, end) of the profiled span in microseconds. group, stack_depth, top: how tables are shown.
-        gpu: one :class:`GpuBreakdown` per device, or NA with the reason. peak_memory_bytes: peak allocated
+        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. cpu_s:
+            this
+        process's CPU time during the cell in seconds (all threads; ``time.process_time``).
+        activities: the recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``). ops, kernels, steps:
+            the records.
+        span_us: (start, end) of the profiled span in microseconds. group, stack_depth, top: how
+            tables are shown.
+        gpu: one :class:`GpuBreakdown` per device, or NA with the reason. peak_memory_bytes: peak
+            allocated
         bytes during the profiled span above its start (``--memory``), per device name (``"cpu"``,
-        ``"cuda:0"``), or NA. memory_points: device name -> [(t_us, allocated bytes above start)], the
-        allocation timeline. memory_html_path: the PyTorch memory viewer written for a CUDA snapshot, or None.
+        ``"cuda:0"``), or NA. memory_points: device name -> [(t_us, allocated bytes above start)],
+        the
+        allocation timeline. memory_html_path: the PyTorch memory viewer written for a CUDA
+            snapshot, or None.
         memory_snapshot_s: seconds taken to dump the CUDA memory snapshot, or None.
-        trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices: one-line
-        notes (activities not recorded, warnings summary). error: the cell's exception as text, or None
-        (a profile of the part that ran).
+        trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices:
+            one-line
+        notes (activities not recorded, warnings summary). error: the cell's exception as text, or
+        None (a profile of the part that ran).
     """
 
     header: str = "%%torchprof"
@@ -288,20 +334,24 @@ class ProfResult:
     error: str | None = None
     _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
-    # ---- tables -------------------------------------------------------------------------------------------
+    # ---- tables
+    # -------------------------------------------------------------------------------------------
     def rows(self, group: str | None = None, stack_depth: int | None = None) -> list[TableRow]:
-        """Every operator row for ``group`` (default: the cell's ``--group``), largest self time first.
+        """Every operator row for ``group`` (default: the cell's ``--group``), largest self time
+        first.
 
         Raises:
-            ValueError: ``module``/``stack`` grouping of a result recorded without Python calls, or an unknown
-                grouping.
+            ValueError: ``module``/``stack`` grouping of a result recorded without Python calls, or
+                an unknown grouping.
         """
         group = group or self.group
         if group not in DETAIL_HEADERS:
             raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(DETAIL_HEADERS)}")
         if group in ("module", "stack") and not self.with_stack:
-            raise ValueError(f"grouping by {group} needs the Python calls, which this profile did not record: "
-                             f"profile the cell again with `%%torchprof --group {group}`")
+            raise ValueError(
+                f"grouping by {group} needs the Python calls, which this profile did not record: "
+                f"profile the cell again with `%%torchprof --group {group}`"
+            )
         key = (group, stack_depth or self.stack_depth, len(self.ops))
         if key not in self._rows_cache:
             with gc_paused():
@@ -312,13 +362,19 @@ class ProfResult:
         """Every kernel row (device time, largest first)."""
         return aggregate_kernels(self.kernels)
 
-    def table(self, group: str | None = None, top: int | None = None, kind: str = "ops",
-              stack_depth: int | None = None):
+    def table(
+        self,
+        group: str | None = None,
+        top: int | None = None,
+        kind: str = "ops",
+        stack_depth: int | None = None,
+    ):
         """The top rows as a table object (HTML in a notebook, text in a terminal).
 
         Args:
-            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only). top: rows shown (default the
-                cell's ``--top``); the rest are summed in one "other" row. kind: ``"ops"`` or ``"kernels"``.
+            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only). top: rows shown
+                (default the cell's ``--top``); the rest are summed in one "other" row. kind:
+                ``"ops"`` or ``"kernels"``.
             stack_depth: frames per ``stack`` key.
         """
         from .render import Table
@@ -334,9 +390,10 @@ class ProfResult:
     def to_pandas(self, group: str | None = None):
         """One row per operator (grouped by ``group``) and per kernel, as a ``pandas.DataFrame``.
 
-        Columns: ``kind`` (``"operator"``/``"kernel"``), ``name``, ``detail``, ``calls``, ``self_time_us``,
-        ``total_time_us``, ``self_time_pct`` (share of all operators' self time, or of all device time for
-        kernels), ``launcher``.
+        Columns: ``kind`` (``"operator"``/``"kernel"``), ``name``, ``detail``, ``calls``,
+            ``self_time_us``,
+        ``total_time_us``, ``self_time_pct`` (share of all operators' self time, or of all device
+        time for kernels), ``launcher``.
 
         Raises:
             ImportError: pandas is not installed (``pip install pandas``).
@@ -348,10 +405,28 @@ class ProfResult:
         records = []
         for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows())):
             for r in rows:
-                records.append({"kind": kind, "name": r.name, "detail": r.detail, "calls": r.calls,
-                                "self_time_us": r.self_us, "total_time_us": r.total_us,
-                                "self_time_pct": r.self_pct, "launcher": r.launcher})
-        columns = ["kind", "name", "detail", "calls", "self_time_us", "total_time_us", "self_time_pct", "launcher"]
+                records.append(
+                    {
+                        "kind": kind,
+                        "name": r.name,
+                        "detail": r.detail,
+                        "calls": r.calls,
+                        "self_time_us": r.self_us,
+                        "total_time_us": r.total_us,
+                        "self_time_pct": r.self_pct,
+                        "launcher": r.launcher,
+                    }
+                )
+        columns = [
+            "kind",
+            "name",
+            "detail",
+            "calls",
+            "self_time_us",
+            "total_time_us",
+            "self_time_pct",
+            "launcher",
+        ]
         return pd.DataFrame.from_records(records, columns=columns)
 
     def slowest(self, group: str | None = None) -> TableRow | None:
@@ -364,7 +439,8 @@ class ProfResult:
         """Length of the profiled span in seconds."""
         return (self.span_us[1] - self.span_us[0]) / 1e6
 
-    # ---- output -------------------------------------------------------------------------------------------
+    # ---- output
+    # -------------------------------------------------------------------------------------------
     def to_html(self) -> str:
         """The summary as an HTML fragment (self-contained: inline SVG and styles, no external URL)."""
         from .render import result_html
@@ -390,7 +466,9 @@ class ProfResult:
             return result_text(self)
 
 
-# ---- building a result from torch.profiler --------------------------------------------------------------
+# ---- building a result from torch.profiler
+# --------------------------------------------------------------
+
 
 def _kind(name: str) -> str:
     low = name.lower()
@@ -402,9 +480,10 @@ def _kind(name: str) -> str:
 
 
 def _python_context(evt, depth_limit: int = 64):
-    """(module path, user frames innermost first, top, depth) of an operator event whose ancestors include
-    Python-function events (depth: enclosing operators, your ``record_function`` ranges included, not counting
-    Python calls or ``ProfilerStep#N``; top: depth 0, as on the Kineto path)."""
+    """(module path, user frames innermost first, top, depth) of an operator event whose ancestors
+    include Python-function events (depth: enclosing operators, your ``record_function`` ranges
+    included, not counting Python calls or ``ProfilerStep#N``; top: depth 0, as on the Kineto path).
+    """
     modules, frames, depth = [], [], 0
     parent, n = evt.cpu_parent, 0
     while parent is not None and n < 10_000:
@@ -421,23 +500,43 @@ def _python_context(evt, depth_limit: int = 64):
     return "/".join(reversed(modules)), tuple(frames), depth == 0, depth
 
 
-def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bool, memory: bool,
-                 group: str, stack_depth: int, top: int) -> ProfResult:
+def build_result(
+    prof,
+    *,
+    header: str,
+    wall_s: float,
+    activities,
+    with_stack: bool,
+    memory: bool,
+    group: str,
+    stack_depth: int,
+    top: int,
+) -> ProfResult:
     """Turn a stopped ``torch.profiler.profile`` into a :class:`ProfResult`.
 
-    Without Python calls the records are read straight from the profiler's raw Kineto events (several times
-    faster than ``prof.events()``, which builds a ``FunctionEvent`` tree); self time then comes from the nesting
-    of operators per thread, as in ``key_averages()``. With Python calls (``module``/``stack`` groupings)
-    ``prof.events()`` is used, for the parent links to the Python-function events.
+    Without Python calls the records are read straight from the profiler's raw Kineto events
+    (several times faster than ``prof.events()``, which builds a ``FunctionEvent`` tree); self time
+    then comes from the nesting of operators per thread, as in ``key_averages()``. With Python calls
+    (``module``/``stack`` groupings) ``prof.events()`` is used, for the parent links to the
+    Python-function events.
 
     Args:
         prof: the stopped profiler (read once; the profiler is not kept).
-        header: the magic line. wall_s: the cell's wall time in seconds. activities: names of the recorded
+        header: the magic line. wall_s: the cell's wall time in seconds. activities: names of the
+            recorded
             activities. with_stack: Python calls were recorded (module and stack keys are filled).
-        memory: allocations were recorded (``profile_memory=True``). group, stack_depth, top: table settings.
+        memory: allocations were recorded (``profile_memory=True``). group, stack_depth, top: table
+            settings.
     """
-    result = ProfResult(header=header, wall_s=wall_s, activities=list(activities), group=group,
-                        stack_depth=stack_depth, top=top, with_stack=with_stack)
+    result = ProfResult(
+        header=header,
+        wall_s=wall_s,
+        activities=list(activities),
+        group=group,
+        stack_depth=stack_depth,
+        top=top,
+        with_stack=with_stack,
+    )
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     events = None
     with gc_paused():
@@ -446,15 +545,22 @@ def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bo
         else:
             events = kin.events()
             ops, kernels, steps = _records_from_kineto(kin, events)
-    lo = min([o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
-             default=0.0)
-    hi = max([o.end_us for o in ops] + [k.end_us for k in kernels] + [s.end_us for s in steps], default=0.0)
+    lo = min(
+        [o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
+        default=0.0,
+    )
+    hi = max(
+        [o.end_us for o in ops] + [k.end_us for k in kernels] + [s.end_us for s in steps],
+        default=0.0,
+    )
     result.ops, result.kernels, result.steps = ops, kernels, sorted(steps, key=lambda s: s.start_us)
     result.span_us = (lo, hi)
     if kernels:
         result.gpu = gpu_breakdown(kernels, result.span_us)
     elif len(activities) > 1:
-        result.gpu = NA("no GPU activity in the profiled span (the cell launched no kernel)", "no_activity")
+        result.gpu = NA(
+            "no GPU activity in the profiled span (the cell launched no kernel)", "no_activity"
+        )
     else:
         result.gpu = NA("GPU activity was not recorded (see the notice above)", "not_recorded")
     if memory:
@@ -463,8 +569,16 @@ def build_result(prof, *, header: str, wall_s: float, activities, with_stack: bo
 
 
 #: utility ranges torch's own tables leave out (``torch.autograd.profiler_util._filter_name``).
-_SKIP = {"[memory]", "[OutOfMemory]", "profiler::_record_function_enter", "profiler::_record_function_enter_new",
-         "profiler::_record_function_exit", "aten::is_leaf", "aten::output_nr", "aten::_version"}
+_SKIP = {
+    "[memory]",
+    "[OutOfMemory]",
+    "profiler::_record_function_enter",
+    "profiler::_record_function_enter_new",
+    "profiler::_record_function_exit",
+    "aten::is_leaf",
+    "aten::output_nr",
+    "aten::_version",
+}
 
 
 def _step_number(name: str, fallback: int) -> int:
@@ -473,9 +587,10 @@ def _step_number(name: str, fallback: int) -> int:
 
 
 def _records_from_kineto(kin, events):
-    """(ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time, ``top``
-    and ``depth`` from the nesting of the operators of each thread (a range inside another on the same thread is
-    its child). One pass over the events, each accessor called once."""
+    """(ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self
+    time, ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside
+    another on the same thread is its child). One pass over the events, each accessor called once.
+    """
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
 
@@ -502,8 +617,16 @@ def _records_from_kineto(kin, events):
             items = by_thread.get(tid)
             if items is None:
                 items = by_thread[tid] = []
-            items.append((start, -end, name, str(e.shapes()), e.correlation_id(),  # no input: "[]"
-                          e.linked_correlation_id()))
+            items.append(
+                (
+                    start,
+                    -end,
+                    name,
+                    str(e.shapes()),
+                    e.correlation_id(),  # no input: "[]"
+                    e.linked_correlation_id(),
+                )
+            )
         else:
             device.append((e, name, start, end))
     ops, by_corr = [], {}
@@ -535,8 +658,17 @@ def _records_from_kineto(kin, events):
         if launcher is not None:
             launcher.device_us += end - start
         name = names[name]
-        kernels.append(KernelRecord(name, _kind(name), e.device_index(), e.device_resource_id(), start, end,
-                                    launcher.name if launcher is not None else ""))
+        kernels.append(
+            KernelRecord(
+                name,
+                _kind(name),
+                e.device_index(),
+                e.device_resource_id(),
+                start,
+                end,
+                launcher.name if launcher is not None else "",
+            )
+        )
     for op in ops:  # a child running past its parent's end would leave a negative self time
         op.self_us = max(op.self_us, 0.0)
     if len(by_thread) > 1:
@@ -545,11 +677,14 @@ def _records_from_kineto(kin, events):
 
 
 def _merge_redispatches(recs, parents, by_corr):
-    """The records of one thread (in start order, with their parents) less each operator that is the only child
-    of an operator of its name (an overload redispatching, ``aten::sum`` inside ``aten::sum``): merged into that
+    """The records of one thread (in start order, with their parents) less each operator that is the
+    only child
+    of an operator of its name (an overload redispatching, ``aten::sum`` inside ``aten::sum``):
+        merged into that
     parent (self time and launched kernels added, its children adopted), as torch's
-    ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is updated to the parents; ``depth``
-    and ``top`` are recomputed."""
+    ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is updated to the
+    parents; ``depth`` and ``top`` are recomputed.
+    """
     children: dict = {}
     for p in parents:
         if p is not None:
@@ -588,7 +723,9 @@ def _records_from_function_events(prof, with_stack: bool):
         if evt.is_python_function or evt.is_async or evt.name in _SKIP:
             continue
         if evt.is_user_annotation and evt.name.startswith("ProfilerStep"):
-            steps.append(StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end))
+            steps.append(
+                StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end)
+            )
             continue
         if with_stack:
             module, frames, is_top, depth = _python_context(evt)
@@ -600,8 +737,18 @@ def _records_from_function_events(prof, with_stack: bool):
                     depth += 1
                 parent = parent.cpu_parent
             is_top = depth == 0
-        rec = OpRecord(evt.name, str(evt.input_shapes) if evt.input_shapes else "[]", evt.thread,
-                       tr.start, tr.end, evt.self_cpu_time_total, is_top, module, frames, depth=depth)
+        rec = OpRecord(
+            evt.name,
+            str(evt.input_shapes) if evt.input_shapes else "[]",
+            evt.thread,
+            tr.start,
+            tr.end,
+            evt.self_cpu_time_total,
+            is_top,
+            module,
+            frames,
+            depth=depth,
+        )
         ops.append(rec)
         launchers[evt.id] = rec
     for evt in device_events:
@@ -609,14 +756,24 @@ def _records_from_function_events(prof, with_stack: bool):
         launcher = launchers.get(evt.linked_correlation_id)
         if launcher is not None:
             launcher.device_us += tr.end - tr.start
-        kernels.append(KernelRecord(evt.name, _kind(evt.name), evt.device_index, evt.device_resource_id,
-                                    tr.start, tr.end, launcher.name if launcher is not None else ""))
+        kernels.append(
+            KernelRecord(
+                evt.name,
+                _kind(evt.name),
+                evt.device_index,
+                evt.device_resource_id,
+                tr.start,
+                tr.end,
+                launcher.name if launcher is not None else "",
+            )
+        )
     return ops, kernels, steps
 
 
 def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
-    """Allocation timeline and peak per device from the profiler's ``[memory]`` events (``profile_memory``);
-    ``events``: ``kineto_results.events()`` when already read."""
+    """Allocation timeline and peak per device from the profiler's ``[memory]`` events
+    (``profile_memory``); ``events``: ``kineto_results.events()`` when already read.
+    """
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     if kin is None:
         result.peak_memory_bytes = NA("the profiler kept no allocation events", "not_recorded")
@@ -639,4 +796,6 @@ def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
             pts.append((t, level))
         peaks[key], points[key] = peak, pts
     result.memory_points = points
-    result.peak_memory_bytes = peaks if peaks else NA("no allocation happened while profiling", "no_activity")
+    result.peak_memory_bytes = (
+        peaks if peaks else NA("no allocation happened while profiling", "no_activity")
+    )

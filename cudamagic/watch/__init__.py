@@ -2,14 +2,20 @@
 
 - :mod:`.magic`: the IPython front (``WatchSettings``, ``WatchMagics.gpuwatch``).
 - :mod:`.options`: checks the flags and settings, opens the sample source and the ``--log`` writer.
-- :mod:`.samples`: the immutable ``Sample`` dataclasses (GPU, process, MIG, host, PyTorch) and their flat records.
-- :mod:`.sources`: where samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or a replay.
+- :mod:`.samples`: the immutable ``Sample`` dataclasses (GPU, process, MIG, host, PyTorch) and their
+    flat records.
+- :mod:`.sources`: where samples come from: the live machine (NVML, ``psutil``, the PyTorch
+    allocator) or a replay.
 - :mod:`.sampler`: the ``Sampler`` thread that reads a source every interval into a bounded history.
 - :mod:`.trace`: the JSON-lines trace format, its writer and its strict, bounded reader.
-- :mod:`.monitor`: the ``GpuWatch`` object ``%gpuwatch`` returns, its display (the widget, replaced by a static
+- :mod:`.monitor`: the ``GpuWatch`` object ``%gpuwatch`` returns, its display (the widget, replaced
+    by a static
   snapshot when it stops) and the one-monitor-per-kernel registry.
-- :mod:`.text`: the plain-text snapshot table (``text/plain``, terminal) and the words for each value.
+- :mod:`.text`: the plain-text snapshot table (``text/plain``, terminal) and the words for each
+    value.
 - :mod:`.widget`: the HTML fragments, charts and the ipywidgets tree (``WatchView``).
-- :mod:`.style`: the look (bars, charts, tiles) on JupyterLab's theme variables, and the narrow-output layout.
-- :mod:`.prometheus`, :mod:`.exporters`, :mod:`.cluster`, :mod:`.clusterview`: ``--source prometheus://`` (cluster).
+- :mod:`.style`: the look (bars, charts, tiles) on JupyterLab's theme variables, and the
+    narrow-output layout.
+- :mod:`.prometheus`, :mod:`.exporters`, :mod:`.cluster`, :mod:`.clusterview`: ``--source
+    prometheus://`` (cluster).
 """

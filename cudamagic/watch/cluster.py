@@ -1,20 +1,23 @@
-"""The cluster sample source of ``%gpuwatch --source prometheus://...``: GPU samples read from Prometheus.
+"""The cluster sample source of ``%gpuwatch --source prometheus://...``: GPU samples read from
+Prometheus.
 
-:class:`PrometheusSource` has the same ``read(seq, timestamp_s) -> Sample`` as the live NVML source and
-the replay, so the sampler, ``watch.history``, ``--log`` and ``--replay`` work unchanged. Every GPU is
-identified by ``host`` (the exporter's ``Hostname``/``hostname`` label) and ``index`` (its 0-based index
-on that host), and its UUID.
+:class:`PrometheusSource` has the same ``read(seq, timestamp_s) -> Sample`` as the live NVML source
+and the replay, so the sampler, ``watch.history``, ``--log`` and ``--replay`` work unchanged. Every
+GPU is identified by ``host`` (the exporter's ``Hostname``/``hostname`` label) and ``index`` (its
+0-based index on that host), and its UUID.
 
 One refresh is one HTTP request: an instant query selecting every metric of both exporters
 (:mod:`.exporters`). The schema is told by the names that come back (``DCGM_FI_*``: DCGM exporter,
-``gpu_*_<unit>``: nvitop's exporter). DCGM's blank sentinels become NA with the reason; profiling ratios
-(``DCGM_FI_PROF_*``, 0-1) go to ``GpuSample.ratios``; MIG instances (``GPU_I_ID``) are grouped under their
-physical GPU: memory is summed over the instances, device-wide values (power, temperature, clocks) are
+``gpu_*_<unit>``: nvitop's exporter). DCGM's blank sentinels become NA with the reason; profiling
+ratios (``DCGM_FI_PROF_*``, 0-1) go to ``GpuSample.ratios``; MIG instances (``GPU_I_ID``) are
+grouped under their
+physical GPU: memory is summed over the instances, device-wide values (power, temperature, clocks)
+    are
 taken once.
 
 A failed request never raises: :meth:`PrometheusSource.read` returns a sample without GPUs whose
-``nvml_status`` is ``NA("stale since HH:MM:SS: <reason>", "stale")``; the views keep showing the last good
-values, and the next successful request clears it. No IPython import here.
+``nvml_status`` is ``NA("stale since HH:MM:SS: <reason>", "stale")``; the views keep showing the
+last good values, and the next successful request clears it. No IPython import here.
 """
 
 from __future__ import annotations
@@ -33,11 +36,22 @@ from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
 from .sources import MIG_UTIL, ReplaySource
 
 NOT_HOST = NA("not read: the source is a cluster's Prometheus, not this kernel's host", "cluster")
-_CLUSTER_HOST = HostSample(cpu_util_pct=NOT_HOST, cpu_count=NOT_HOST, memory_used_bytes=NOT_HOST,
-                           memory_total_bytes=NOT_HOST, kernel_cpu_pct=NOT_HOST)
+_CLUSTER_HOST = HostSample(
+    cpu_util_pct=NOT_HOST,
+    cpu_count=NOT_HOST,
+    memory_used_bytes=NOT_HOST,
+    memory_total_bytes=NOT_HOST,
+    kernel_cpu_pct=NOT_HOST,
+)
 _NO_TORCH = NA("not read: the source is a cluster's Prometheus", "cluster")
-_INT_FIELDS = {"memory.used", "memory.total", "power.draw", "power.limit", "clocks_event_reasons.active",
-               "pstate"}
+_INT_FIELDS = {
+    "memory.used",
+    "memory.total",
+    "power.draw",
+    "power.limit",
+    "clocks_event_reasons.active",
+    "pstate",
+}
 
 
 def short_host(name: str) -> str:
@@ -53,14 +67,16 @@ def parse_hosts(text: str) -> list:
 def job_candidates(value: str | None, environ=os.environ, hostname: str | None = None) -> list:
     """What ``--job`` matches, in order: ``[(label or "host", value, why), ...]``.
 
-    ``--job`` alone reads this kernel's Slurm job (``SLURM_JOB_ID`` against ``hpc_job``/``slurm_job_id``),
-    its Kubernetes pod (``POD_NAME``, or ``HOSTNAME`` inside a pod, against ``pod``/``exported_pod``) and
-    its host name (against the host labels). ``--job VALUE`` matches VALUE against every job label and the
-    host.
+    ``--job`` alone reads this kernel's Slurm job (``SLURM_JOB_ID`` against
+    ``hpc_job``/``slurm_job_id``), its Kubernetes pod (``POD_NAME``, or ``HOSTNAME`` inside a pod,
+    against ``pod``/``exported_pod``) and its host name (against the host labels). ``--job VALUE``
+    matches VALUE against every job label and the host.
     """
     if value:
-        return [*((label, value, f"--job {value}") for label, _ in ex.JOB_LABELS),
-                ("host", value, f"--job {value}")]
+        return [
+            *((label, value, f"--job {value}") for label, _ in ex.JOB_LABELS),
+            ("host", value, f"--job {value}"),
+        ]
     out = []
     for label, env in ex.JOB_LABELS:
         v = environ.get(env, "")
@@ -107,8 +123,20 @@ def _convert(v: float, text, field: str, scale: float, exporter: str):
 class _Series:
     """What one Prometheus series is: GPU key, MIG instance, field, scale (classified once per label set)."""
 
-    __slots__ = ("key", "host", "index", "uuid", "name", "mig", "field", "scale", "ratio", "exporter", "labels",
-                 "target")
+    __slots__ = (
+        "key",
+        "host",
+        "index",
+        "uuid",
+        "name",
+        "mig",
+        "field",
+        "scale",
+        "ratio",
+        "exporter",
+        "labels",
+        "target",
+    )
 
 
 def classify(metric: dict):
@@ -134,11 +162,21 @@ def classify(metric: dict):
     s.uuid = next((metric[k] for k in ex.UUID_LABELS if metric.get(k)), "")
     s.name = next((metric[k] for k in ex.NAME_LABELS if metric.get(k)), "")
     mig = metric.get("GPU_I_ID") or (m.group(2) if m.group(2) is not None else "")
-    s.mig = (int(mig) if str(mig).isdigit() else str(mig), metric.get("GPU_I_PROFILE", "")) if mig != "" else None
-    s.labels = tuple((k, metric[k]) for k in ("hpc_job", "slurm_job_id", "pod", "exported_pod", "namespace",
-                                              "container") if metric.get(k))
+    s.mig = (
+        (int(mig) if str(mig).isdigit() else str(mig), metric.get("GPU_I_PROFILE", ""))
+        if mig != ""
+        else None
+    )
+    s.labels = tuple(
+        (k, metric[k])
+        for k in ("hpc_job", "slurm_job_id", "pod", "exported_pod", "namespace", "container")
+        if metric.get(k)
+    )
     s.key = (s.host, s.index)
-    s.target = (metric.get("job", ""), metric.get("instance", ""))  # the scrape target, as `up` names it
+    s.target = (
+        metric.get("job", ""),
+        metric.get("instance", ""),
+    )  # the scrape target, as `up` names it
     return s
 
 
@@ -163,7 +201,9 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
     uuid, name, exporter, labels = meta["uuid"], meta["name"], meta["exporter"], meta["labels"]
     missing = _MISSING.get(exporter)
     if missing is None:
-        missing = _MISSING[exporter] = NA(f"not exported by the {exporter} exporter", "not_exported")
+        missing = _MISSING[exporter] = NA(
+            f"not exported by the {exporter} exporter", "not_exported"
+        )
     vals = dict(phys)
     mig_devs = ()
     if migs:
@@ -171,29 +211,53 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
         for (mid, profile), f in sorted(migs.items(), key=lambda kv: str(kv[0][0])):
             used = f.get("memory.used", missing)
             total = f["memory.total"] if "memory.total" in f else _mem_total(f, missing)
-            # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as "3g.40gb #1"
-            inst.append(MigSample(index=mid if isinstance(mid, int) else len(inst),
-                                  uuid=f"{profile or 'MIG'} #{mid}",
-                                  memory_used_bytes=used, memory_total_bytes=total,
-                                  ratios=tuple(sorted((k[len(_PROF):], v) for k, v in f.items()
-                                                      if k.startswith(_PROF)))))
+            # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as
+            # "3g.40gb #1"
+            inst.append(
+                MigSample(
+                    index=mid if isinstance(mid, int) else len(inst),
+                    uuid=f"{profile or 'MIG'} #{mid}",
+                    memory_used_bytes=used,
+                    memory_total_bytes=total,
+                    ratios=tuple(
+                        sorted((k[len(_PROF) :], v) for k, v in f.items() if k.startswith(_PROF))
+                    ),
+                )
+            )
             for k, v in f.items():  # device-wide values: taken once (never summed over instances)
-                if k not in ("memory.used", "memory.free", "memory.reserved", "memory.total") and \
-                        not k.startswith(_PROF):
+                if k not in (
+                    "memory.used",
+                    "memory.free",
+                    "memory.reserved",
+                    "memory.total",
+                ) and not k.startswith(_PROF):
                     vals.setdefault(k, v)
         mig_devs = tuple(inst)
         if "memory.used" not in phys:
             used = [m.memory_used_bytes for m in inst]
             tot = [m.memory_total_bytes for m in inst]
-            vals["memory.used"] = sum(used) if not any(is_na(u) for u in used) else next(u for u in used if is_na(u))
-            vals["memory.total"] = sum(tot) if not any(is_na(t) for t in tot) else next(t for t in tot if is_na(t))
+            vals["memory.used"] = (
+                sum(used) if not any(is_na(u) for u in used) else next(u for u in used if is_na(u))
+            )
+            vals["memory.total"] = (
+                sum(tot) if not any(is_na(t) for t in tot) else next(t for t in tot if is_na(t))
+            )
         vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
     if "memory.total" not in vals and "memory.free" in vals:
         vals["memory.total"] = _mem_total(vals, missing)
     fields = {attr: vals.get(k, missing) for k, attr in GPU_FIELDS.items()}
-    return GpuSample(index=index, name=name or missing, uuid=uuid or missing, mig_enabled=bool(migs),
-                     mig_devices=mig_devs, processes=_NO_PROCESSES, host=host,
-                     ratios=tuple(sorted(ratios.items())), labels=labels, **fields)
+    return GpuSample(
+        index=index,
+        name=name or missing,
+        uuid=uuid or missing,
+        mig_enabled=bool(migs),
+        mig_devices=mig_devs,
+        processes=_NO_PROCESSES,
+        host=host,
+        ratios=tuple(sorted(ratios.items())),
+        labels=labels,
+        **fields,
+    )
 
 
 #: A host whose exporter stays away this long (seconds) is no longer shown as stale.
@@ -203,11 +267,12 @@ FORGET_HOST_S = 3600.0
 class HostTracker:
     """Per-host staleness for the cluster sources: which hosts were shown and are now missing.
 
-    ``stale_hosts`` is ``{host: {"since": epoch s, "reason": str, "gpus": last GpuSamples}}`` for every host
-    that had GPUs in an earlier sample and has none in the newest one (its exporter is no longer scraped:
-    ``up == 0``, or its series went stale) while the server itself answered. The views keep showing those
-    last values marked "exporter down since HH:MM:SS". It is replaced, never changed in place, so a view in
-    another thread reads a consistent dict.
+    ``stale_hosts`` is ``{host: {"since": epoch s, "reason": str, "gpus": last GpuSamples}}`` for
+    every host that had GPUs in an earlier sample and has none in the newest one (its exporter is no
+    longer scraped: ``up == 0``, or its series went stale) while the server itself answered. The
+        views keep showing those
+    last values marked "exporter down since HH:MM:SS". It is replaced, never changed in place, so a
+    view in another thread reads a consistent dict.
     """
 
     stale_hosts: dict = {}
@@ -217,14 +282,18 @@ class HostTracker:
         """Update :attr:`stale_hosts` from ``sample`` (a sample of a working server).
 
         Args:
-            sample: the newest :class:`Sample`. down: ``{host: reason}`` for hosts whose scrape target has
-                ``up == 0`` (None when unknown, e.g. in a replay).
+            sample: the newest :class:`Sample`. down: ``{host: reason}`` for hosts whose scrape
+                target has ``up == 0`` (None when unknown, e.g. in a replay).
         """
         now = sample.timestamp_s
         groups = {}
         for g in sample.gpus:
             groups.setdefault(g.host, []).append(g)
-        seen = {h: v for h, v in self._seen.items() if h not in groups and now - v["seen_s"] <= FORGET_HOST_S}
+        seen = {
+            h: v
+            for h, v in self._seen.items()
+            if h not in groups and now - v["seen_s"] <= FORGET_HOST_S
+        }
         seen.update({h: {"gpus": tuple(gs), "seen_s": now} for h, gs in groups.items()})
         stale = {}
         for host, v in seen.items():
@@ -232,9 +301,15 @@ class HostTracker:
                 continue
             old = self.stale_hosts.get(host)
             reason = (down or {}).get(host) or (
-                "its GPU series went stale (no longer in Prometheus's answer)" if down is not None else
-                "its GPUs are missing from the recording")
-            stale[host] = {"since": old["since"] if old else now, "reason": reason, "gpus": v["gpus"]}
+                "its GPU series went stale (no longer in Prometheus's answer)"
+                if down is not None
+                else "its GPUs are missing from the recording"
+            )
+            stale[host] = {
+                "since": old["since"] if old else now,
+                "reason": reason,
+                "gpus": v["gpus"],
+            }
         self._seen, self.stale_hosts = seen, stale
 
 
@@ -243,22 +318,34 @@ class PrometheusSource(ViewHooks, HostTracker):
 
     Args:
         url: the ``--source`` base URL (from :func:`cudamagic.watch.prometheus.parse_source`).
-        hosts: host names to keep (``--hosts``; empty: all). A name matches the full host label or its short
-            form (``node07`` matches ``node07.cluster.local``).
-        job: ``None`` (every GPU), ``""`` (``--job``: this kernel's job) or a value (``--job VALUE``).
+        hosts: host names to keep (``--hosts``; empty: all). A name matches the full host label or
+            its short form (``node07`` matches ``node07.cluster.local``).
+        job: ``None`` (every GPU), ``""`` (``--job``: this kernel's job) or a value (``--job
+            VALUE``).
         interval_s: seconds between refreshes (the smallest history step). timeout_s: per request.
         client: a :class:`~cudamagic.watch.prometheus.PrometheusClient` (tests inject their own).
         environ, hostname: where ``--job`` looks (tests inject their own).
 
-    State for the views: ``exporters`` (names seen, e.g. ``{"DCGM"}``), ``job_match`` (``"hpc_job=42 (from
-    SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None), ``stale_reason``, ``last_good``.
+    State for the views: ``exporters`` (names seen, e.g. ``{"DCGM"}``), ``job_match`` (``"hpc_job=42
+        (from
+    SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None), ``stale_reason``,
+    ``last_good``.
     """
 
     kind = "prometheus"
 
-    def __init__(self, url: str, *, hosts=(), job: str | None = None, interval_s: float = 1.0,
-                 timeout_s: float | None = None, client: PrometheusClient | None = None, environ=os.environ,
-                 hostname: str | None = None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        hosts=(),
+        job: str | None = None,
+        interval_s: float = 1.0,
+        timeout_s: float | None = None,
+        client: PrometheusClient | None = None,
+        environ=os.environ,
+        hostname: str | None = None,
+    ):
         self.url = url
         self.hosts = list(hosts)
         self.interval_s = float(interval_s)
@@ -267,7 +354,8 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.job = job
         self.job_candidates = job_candidates(job, environ, hostname) if job is not None else []
         self.job_match = ""
-        #: the instant query of one refresh: every GPU metric, and the `up` series of the scrape targets that
+        # : the instant query of one refresh: every GPU metric, and the `up` series of the scrape
+        # targets that
         #: are down (only those: a cluster's Prometheus may scrape thousands of other targets)
         self.query = f"{selector(ex.all_metric_names())} or (up == 0)"
         #: the range query of the history (GPU metrics only)
@@ -306,8 +394,12 @@ class PrometheusSource(ViewHooks, HostTracker):
             return series
         for label, value, why in self.job_candidates:
             if label == "host":
-                kept = [x for x in series if x[0].host in (value, short_host(value))
-                        or short_host(x[0].host) == short_host(value)]
+                kept = [
+                    x
+                    for x in series
+                    if x[0].host in (value, short_host(value))
+                    or short_host(x[0].host) == short_host(value)
+                ]
             else:
                 kept = [x for x in series if (label, value) in x[0].labels]
             if kept:
@@ -318,8 +410,10 @@ class PrometheusSource(ViewHooks, HostTracker):
 
     def no_job_text(self) -> str:
         """Why ``--job`` kept nothing: the label=value pairs tried."""
-        tried = ", ".join(f"{label}={value} ({why})" for label, value, why in self.job_candidates) or \
-            "nothing (no SLURM_JOB_ID, POD_NAME or host name)"
+        tried = (
+            ", ".join(f"{label}={value} ({why})" for label, value, why in self.job_candidates)
+            or "nothing (no SLURM_JOB_ID, POD_NAME or host name)"
+        )
         return f"--job: no GPU series carries {tried}"
 
     # -- building samples -------------------------------------------------------------------
@@ -329,15 +423,22 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.exporters.add(s.exporter)
         m = meta.get(s.key)
         if m is None:
-            meta[s.key] = {"uuid": s.uuid, "name": s.name, "exporter": s.exporter, "labels": s.labels}
+            meta[s.key] = {
+                "uuid": s.uuid,
+                "name": s.name,
+                "exporter": s.exporter,
+                "labels": s.labels,
+            }
         elif s.labels and not m["labels"]:
             m["labels"] = s.labels
 
     def assemble(self, series) -> dict:
-        """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text), ...]), ...]``.
+        """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text),
+        ...]), ...]``.
 
-        An instant query gives one timestamp, a range query many; each series is classified, filtered by
-        ``--hosts`` and its values converted once, then every timestamp's GPUs are built.
+        An instant query gives one timestamp, a range query many; each series is classified,
+        filtered by ``--hosts`` and its values converted once, then every timestamp's GPUs are
+        built.
         """
         frames, meta = {}, {}
         for s, values in series:
@@ -377,7 +478,8 @@ class PrometheusSource(ViewHooks, HostTracker):
             for k in keys:
                 p, r = phys.get(k, _EMPTY), ratios.get(k, _EMPTY)
                 m = migs.get(k)
-                # a range step finer than the scrape interval repeats values: reuse the previous (immutable) sample
+                # a range step finer than the scrape interval repeats values: reuse the previous
+                # (immutable) sample
                 sig = None if m else (tuple(p.items()), tuple(r.items()))
                 prev = last.get(k)
                 if sig is not None and prev is not None and prev[0] == sig:
@@ -390,19 +492,22 @@ class PrometheusSource(ViewHooks, HostTracker):
         return out
 
     def assemble_columns(self, series) -> tuple:
-        """``(times, GpuSamples per time)`` from the columns of a range query, the fast path of :meth:`history`.
+        """``(times, GpuSamples per time)`` from the columns of a range query, the fast path of
+        :meth:`history`.
 
         Args:
-            series: ``[(_Series, times, values)]``: epoch seconds and values as 1-D float64 numpy arrays
-                (from :meth:`~cudamagic.watch.prometheus.PrometheusClient.range_columns`).
+            series: ``[(_Series, times, values)]``: epoch seconds and values as 1-D float64 numpy
+                arrays (from :meth:`~cudamagic.watch.prometheus.PrometheusClient.range_columns`).
 
         Returns:
-            ``(times, frames)``: the sorted distinct times (a list of floats) and, for each, the tuple of
-            GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from the same answer.
+            ``(times, frames)``: the sorted distinct times (a list of floats) and, for each, the
+            tuple of GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from
+            the same answer.
 
-        Each series' distinct values are converted once (:func:`_convert`); each GPU's fields become one row
-        of value codes per time, and a GpuSample is built only at the times where a code changed (a step
-        finer than the scrape interval repeats values): the others reuse the previous, immutable one.
+        Each series' distinct values are converted once (:func:`_convert`); each GPU's fields become
+        one row of value codes per time, and a GpuSample is built only at the times where a code
+        changed (a step finer than the scrape interval repeats values): the others reuse the
+            previous, immutable one.
         """
         import numpy as np
 
@@ -461,8 +566,15 @@ class PrometheusSource(ViewHooks, HostTracker):
         return got.get(0, ())
 
     def _sample(self, seq, timestamp_s, gpus) -> Sample:
-        return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=None, gpus=gpus, host=_CLUSTER_HOST,
-                      torch=_NO_TORCH, hint="")
+        return Sample(
+            seq=seq,
+            timestamp_s=timestamp_s,
+            nvml_status=None,
+            gpus=gpus,
+            host=_CLUSTER_HOST,
+            torch=_NO_TORCH,
+            hint="",
+        )
 
     def stale_sample(self, seq: int, timestamp_s: float, reason: str) -> Sample:
         """A sample without GPUs that says since when the data is stale and why."""
@@ -470,8 +582,15 @@ class PrometheusSource(ViewHooks, HostTracker):
             self.stale_since = timestamp_s
         self.stale_reason = reason
         since = time.strftime("%H:%M:%S", time.localtime(self.stale_since))
-        return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=NA(f"stale since {since}: {reason}", "stale"),
-                      gpus=(), host=_CLUSTER_HOST, torch=_NO_TORCH, hint="")
+        return Sample(
+            seq=seq,
+            timestamp_s=timestamp_s,
+            nvml_status=NA(f"stale since {since}: {reason}", "stale"),
+            gpus=(),
+            host=_CLUSTER_HOST,
+            torch=_NO_TORCH,
+            hint="",
+        )
 
     # -- the source protocol ----------------------------------------------------------------
     def read(self, seq: int, timestamp_s: float) -> Sample:
@@ -487,7 +606,9 @@ class PrometheusSource(ViewHooks, HostTracker):
             try:
                 if s is not None:
                     rows.append((s, r["value"][1]))
-                elif metric.get("__name__", "up") == "up" and "instance" in metric:  # a filter keeps the name
+                elif (
+                    metric.get("__name__", "up") == "up" and "instance" in metric
+                ):  # a filter keeps the name
                     up[(metric.get("job", ""), metric.get("instance", ""))] = r["value"][1]
             except (KeyError, IndexError, TypeError, AttributeError):
                 continue
@@ -498,11 +619,23 @@ class PrometheusSource(ViewHooks, HostTracker):
         gpus = self.build(rows)
         sample = self._sample(seq, timestamp_s, gpus)
         if not gpus:
-            why = self.no_job_text() if self.job is not None and not self.job_match and any_gpu else (
-                f"no GPU of --hosts {','.join(self.hosts)} in the answer" if self.hosts and any_gpu else
-                "the server has no DCGM-exporter or nvitop-exporter GPU metrics")
-            sample = Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=NA(why, "no_gpus"), gpus=(),
-                            host=_CLUSTER_HOST, torch=_NO_TORCH)
+            why = (
+                self.no_job_text()
+                if self.job is not None and not self.job_match and any_gpu
+                else (
+                    f"no GPU of --hosts {','.join(self.hosts)} in the answer"
+                    if self.hosts and any_gpu
+                    else "the server has no DCGM-exporter or nvitop-exporter GPU metrics"
+                )
+            )
+            sample = Sample(
+                seq=seq,
+                timestamp_s=timestamp_s,
+                nvml_status=NA(why, "no_gpus"),
+                gpus=(),
+                host=_CLUSTER_HOST,
+                torch=_NO_TORCH,
+            )
         down = {}
         for host, (job, instance) in self._targets.items():
             if up.get((job, instance)) == "0":
@@ -514,22 +647,30 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.device_count = len(gpus)
         return sample
 
-    def history(self, span_s: float, end_s: float | None = None, max_samples: int = 600,
-                timeout_s: float = 30.0) -> list:
+    def history(
+        self,
+        span_s: float,
+        end_s: float | None = None,
+        max_samples: int = 600,
+        timeout_s: float = 30.0,
+    ) -> list:
         """Samples of the last ``span_s`` seconds from one range query (one HTTP request).
 
-        The step is at least ``interval_s`` and at least ``span_s / max_samples`` (the monitor keeps no more),
-        and keeps every series under Prometheus's 11,000 points. ``timeout_s`` bounds the request.
+        The step is at least ``interval_s`` and at least ``span_s / max_samples`` (the monitor keeps
+        no more), and keeps every series under Prometheus's 11,000 points. ``timeout_s`` bounds the
+        request.
 
         Returns:
-            list of :class:`Sample` (oldest first; ``seq`` 0, -1, ... counts back from the newest), or ``[]``
-            when the request failed (the reason is in :attr:`stale_reason`).
+            list of :class:`Sample` (oldest first; ``seq`` 0, -1, ... counts back from the newest),
+            or ``[]`` when the request failed (the reason is in :attr:`stale_reason`).
         """
         end = time.time() if end_s is None else float(end_s)
         start = end - float(span_s)
         step = range_step(start, end, max(self.interval_s, span_s / max(1, max_samples - 1)))
         try:
-            result = self.client.range_columns(self.history_query, start, end, step, timeout_s=timeout_s)
+            result = self.client.range_columns(
+                self.history_query, start, end, step, timeout_s=timeout_s
+            )
         except PrometheusError as exc:
             self.stale_reason = str(exc)
             return []
@@ -539,21 +680,28 @@ class PrometheusSource(ViewHooks, HostTracker):
             if s is not None:
                 series.append((s, t, v))
         times, frames = self.assemble_columns(self._job_filter(series))
-        return [self._sample(i - len(times) + 1, t, gpus) for i, (t, gpus) in enumerate(zip(times, frames))]
+        return [
+            self._sample(i - len(times) + 1, t, gpus)
+            for i, (t, gpus) in enumerate(zip(times, frames))
+        ]
 
     def close(self):
         """Close the connection pool."""
         self.client.close()
 
     def preload(self, history_len: int) -> list:
-        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh intervals (it runs
-        in the kernel's thread when the monitor starts, so it waits no longer than one refresh request)."""
-        return self.history(history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s)
+        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh
+        intervals (it runs in the kernel's thread when the monitor starts, so it waits no longer than one refresh request).
+        """
+        return self.history(
+            history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s
+        )
 
 
 class ClusterReplay(ViewHooks, HostTracker, ReplaySource):
-    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view (a host
-    missing from a later sample is shown stale with its last values, as live)."""
+    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view
+    (a host missing from a later sample is shown stale with its last values, as live).
+    """
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         sample = ReplaySource.read(self, seq, timestamp_s)

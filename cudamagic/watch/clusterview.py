@@ -1,13 +1,14 @@
-"""The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the widget.
+"""The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the
+widget.
 
-One compact tile per GPU (utilization and memory bars, host and index), grouped by host, then the usual
-per-GPU detail for one selected host (utilization %, memory, temperature, power, SM clock, DCGM profiling
-ratios 0-1, MIG instances, job labels). A stale sample (the server did not answer) keeps the last good
-values on screen under a "stale since HH:MM:SS: reason" line.
+One compact tile per GPU (utilization and memory bars, host and index), grouped by host, then the
+usual per-GPU detail for one selected host (utilization %, memory, temperature, power, SM clock,
+DCGM profiling ratios 0-1, MIG instances, job labels). A stale sample (the server did not answer)
+keeps the last good values on screen under a "stale since HH:MM:SS: reason" line.
 
 Every outside string (host names, pod names, label values, GPU names, error text) is escaped with
-:func:`cudamagic.core.fmt.esc` (HTML) or :func:`~cudamagic.core.fmt.terminal_safe` (text). ``ipywidgets`` is
-imported in :class:`ClusterView` only. No IPython import here.
+:func:`cudamagic.core.fmt.esc` (HTML) or :func:`~cudamagic.core.fmt.terminal_safe` (text).
+``ipywidgets`` is imported in :class:`ClusterView` only. No IPython import here.
 """
 
 from __future__ import annotations
@@ -15,11 +16,21 @@ from __future__ import annotations
 import contextlib
 import textwrap
 
-from ..core.fmt import TEXT_WIDTH, clip, esc, format_bytes, html_table, plural, terminal_safe, text_table
+from ..core.fmt import (
+    TEXT_WIDTH,
+    clip,
+    esc,
+    format_bytes,
+    html_table,
+    plural,
+    terminal_safe,
+    text_table,
+)
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
 from .style import MEM, UTIL, WATCH_CSS
-from .widget import header_box, part as _part, root_box, stylesheet_widget
+from .widget import header_box, root_box, stylesheet_widget
+from .widget import part as _part
 
 
 def last_good(sample, history=()):
@@ -32,8 +43,9 @@ def last_good(sample, history=()):
 
 
 def stale_hosts(source) -> dict:
-    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped while the
-    server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`)."""
+    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped
+    while the server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`).
+    """
     return dict(getattr(source, "stale_hosts", None) or {})
 
 
@@ -80,9 +92,14 @@ def host_summary(gpus) -> dict:
     used = sum(g.memory_used_bytes for g in gpus if not is_na(g.memory_used_bytes))
     total = sum(g.memory_total_bytes for g in gpus if not is_na(g.memory_total_bytes))
     power = [g.power_draw_mw for g in gpus if not is_na(g.power_draw_mw)]
-    return {"gpus": len(gpus), "util_pct": sum(utils) / len(utils) if utils else None, "memory_used_bytes": used,
-            "memory_total_bytes": total, "power_draw_mw": sum(power) if power else None,
-            "power_na": len(gpus) - len(power)}
+    return {
+        "gpus": len(gpus),
+        "util_pct": sum(utils) / len(utils) if utils else None,
+        "memory_used_bytes": used,
+        "memory_total_bytes": total,
+        "power_draw_mw": sum(power) if power else None,
+        "power_na": len(gpus) - len(power),
+    }
 
 
 def _status_line(label, state, error, stale, source) -> str:
@@ -98,11 +115,16 @@ def _status_line(label, state, error, stale, source) -> str:
 
 # ---- text ---------------------------------------------------------------------------------
 
+
 def cluster_text(sample, history=(), label="cluster", state="", error="", source=None) -> str:
     """Plain-text cluster view: one line per host (GPUs, mean util, memory, power, per-GPU util %)."""
     shown, stale = last_good(sample, history)
-    lines = textwrap.wrap(terminal_safe(_status_line(label, state, error, stale, source)), TEXT_WIDTH,
-                          break_on_hyphens=False, break_long_words=False)
+    lines = textwrap.wrap(
+        terminal_safe(_status_line(label, state, error, stale, source)),
+        TEXT_WIDTH,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
     down = stale_hosts(source)
     if shown is None or not (shown.gpus or down):
         why = getattr(sample, "nvml_status", None) if sample is not None else None
@@ -111,100 +133,181 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
     rows = []
     for host, gpus in by_host(with_stale(shown.gpus, down)).items():
         s = host_summary(gpus)
-        per = " ".join("MIG" if g.mig_enabled is True and is_na(g.gpu_util_pct) else
-                       _pct(g.gpu_util_pct).rstrip("%") for g in gpus)
-        rows.append([clip(terminal_safe(host or "(no host label)") + (" (stale)" if host in down else ""), 24),
-                     s["gpus"],
-                     "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
-                     f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
-                     "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
-                     clip(per, 40)])
-    lines.append(f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows) - len(down), 'host')} at "
-                 f"{shown.timestamp}" + (f"; {plural(len(down), 'host')} stale" if down else ""))
+        per = " ".join(
+            "MIG"
+            if g.mig_enabled is True and is_na(g.gpu_util_pct)
+            else _pct(g.gpu_util_pct).rstrip("%")
+            for g in gpus
+        )
+        rows.append(
+            [
+                clip(
+                    terminal_safe(host or "(no host label)") + (" (stale)" if host in down else ""),
+                    24,
+                ),
+                s["gpus"],
+                "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%",
+                f"{format_bytes(s['memory_used_bytes'])}/{format_bytes(s['memory_total_bytes'])}",
+                "N/A" if s["power_draw_mw"] is None else f"{s['power_draw_mw'] / 1000:.0f} W",
+                clip(per, 40),
+            ]
+        )
+    lines.append(
+        f"{plural(len(shown.gpus), 'GPU')} on {plural(len(rows) - len(down), 'host')} at "
+        f"{shown.timestamp}" + (f"; {plural(len(down), 'host')} stale" if down else "")
+    )
     lines.append(text_table(["host", "GPUs", "util", "memory", "power", "util % per GPU"], rows))
     for host, info in down.items():
-        lines += textwrap.wrap(terminal_safe(f"{host} (stale): {stale_text(info)}; its last values are shown"),
-                               TEXT_WIDTH, break_on_hyphens=False, break_long_words=False)
+        lines += textwrap.wrap(
+            terminal_safe(f"{host} (stale): {stale_text(info)}; its last values are shown"),
+            TEXT_WIDTH,
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
     return "\n".join(lines)
 
 
 # ---- HTML ---------------------------------------------------------------------------------
 
+
 def tile_html(g) -> str:
     """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
-    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU cards."""
+    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU cards.
+    """
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
-    tip = (f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
-           f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
-           f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
-           f"{_watts(g.power_draw_mw)}")
+    tip = (
+        f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
+        f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
+        f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
+        f"{_watts(g.power_draw_mw)}"
+    )
     bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
-    return (f'<div class="cm-tile" title="{esc(tip)}">'
-            f'<div>{int(g.index)}{" MIG" if g.mig_enabled is True else ""}'
-            f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
-            + bar.format(w=util or 0, c=UTIL) + bar.format(w=mem or 0, c=MEM) + "</div>")
+    return (
+        f'<div class="cm-tile" title="{esc(tip)}">'
+        f"<div>{int(g.index)}{' MIG' if g.mig_enabled is True else ''}"
+        f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
+        + bar.format(w=util or 0, c=UTIL)
+        + bar.format(w=mem or 0, c=MEM)
+        + "</div>"
+    )
 
 
 def tiles_html(gpus, stale=None) -> str:
-    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power). A host of
-    ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge "exporter down since HH:MM:SS"
-    and a dashed outline (not dimmed, so the last values stay readable)."""
+    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization,
+    power). A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
+    "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay readable).
+    """
     stale = stale or {}
     out = []
     for host, hg in by_host(gpus).items():
         s = host_summary(hg)
         util = "N/A" if s["util_pct"] is None else f"{s['util_pct']:.0f}%"
         info = stale.get(host)
-        mark = "" if info is None else f'<div class="cm-host-stale">{badge(stale_text(info), "error")}</div>'
-        out.append(f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}"'
-                   + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "") + ">"
-                   '<span class="cm-host-name">'
-                   f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
-                   f"{esc(util)}</span>"
-                   + "".join(tile_html(g) for g in hg) + mark + "</div>")
-    key = ('<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
-           '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
-           '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>')
+        mark = (
+            ""
+            if info is None
+            else f'<div class="cm-host-stale">{badge(stale_text(info), "error")}</div>'
+        )
+        out.append(
+            f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}"'
+            + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "")
+            + ">"
+            '<span class="cm-host-name">'
+            f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
+            f"{esc(util)}</span>" + "".join(tile_html(g) for g in hg) + mark + "</div>"
+        )
+    key = (
+        '<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
+        '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
+        '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>'
+    )
     return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 
 
 def detail_html(gpus) -> str:
     """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
-    ratio_names = sorted({k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))})
+    ratio_names = sorted(
+        {k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))}
+    )
     rows = []
     for g in gpus:
         mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
         temp = g.temperature_c
-        row = [str(int(g.index)), esc("N/A" if is_na(g.name) else g.name),
-               esc(_pct(g.gpu_util_pct)) + (f' <small>({esc(g.gpu_util_pct.reason)})</small>'
-                                             if is_na(g.gpu_util_pct) else ""),
-               esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
-               esc("N/A" if is_na(temp) else f"{temp} °C"),
-               esc(_watts(g.power_draw_mw)) + (f' <small>({esc(g.power_draw_mw.reason)})</small>'
-                                               if is_na(g.power_draw_mw) else ""),
-               esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz")]
+        row = [
+            str(int(g.index)),
+            esc("N/A" if is_na(g.name) else g.name),
+            esc(_pct(g.gpu_util_pct))
+            + (f" <small>({esc(g.gpu_util_pct.reason)})</small>" if is_na(g.gpu_util_pct) else ""),
+            esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
+            esc("N/A" if is_na(temp) else f"{temp} °C"),
+            esc(_watts(g.power_draw_mw))
+            + (
+                f" <small>({esc(g.power_draw_mw.reason)})</small>" if is_na(g.power_draw_mw) else ""
+            ),
+            esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz"),
+        ]
         ratios = dict(g.ratios)
-        row += [esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
-                for k in ratio_names]
+        row += [
+            esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
+            for k in ratio_names
+        ]
         row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
         rows.append(row)
-        for m in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
+        for (
+            m
+        ) in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
             mr = dict(m.ratios)
-            rows.append(["", esc(f"↳ MIG {m.uuid}"), "–",
-                         esc(f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"),
-                         "", "", "",
-                         *(esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
-                           for k in ratio_names), "", ""])
-    return '<div class="cm-detail">' + scroll(html_table(
-        ["GPU", "name", "util", "memory", "temp", "power", "SM clock", *(f"{k} (0-1)" for k in ratio_names),
-         "MIG instances", "job labels"], rows)) + "</div>"
+            rows.append(
+                [
+                    "",
+                    esc(f"↳ MIG {m.uuid}"),
+                    "–",
+                    esc(
+                        f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
+                    ),
+                    "",
+                    "",
+                    "",
+                    *(
+                        esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
+                        for k in ratio_names
+                    ),
+                    "",
+                    "",
+                ]
+            )
+    return (
+        '<div class="cm-detail">'
+        + scroll(
+            html_table(
+                [
+                    "GPU",
+                    "name",
+                    "util",
+                    "memory",
+                    "temp",
+                    "power",
+                    "SM clock",
+                    *(f"{k} (0-1)" for k in ratio_names),
+                    "MIG instances",
+                    "job labels",
+                ],
+                rows,
+            )
+        )
+        + "</div>"
+    )
 
 
 def status_html(sample, history, label, state, error, source=None) -> str:
     """The status line (escaped); a stale sample is marked with an error badge, not by text colour alone."""
     shown, stale = last_good(sample, history)
-    n = f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | " if shown is not None and shown.gpus else ""
+    n = (
+        f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | "
+        if shown is not None and shown.gpus
+        else ""
+    )
     line = _status_line(label, state, error, stale, source)
     extra = ""
     if shown is None or not (shown.gpus or stale_hosts(source)):
@@ -215,7 +318,9 @@ def status_html(sample, history, label, state, error, source=None) -> str:
     return f'<div class="{cls}">{mark}{esc(n + line)}</div>{extra}'
 
 
-def cluster_html(sample, history=(), label="cluster", state="", error="", source=None, host=None) -> str:
+def cluster_html(
+    sample, history=(), label="cluster", state="", error="", source=None, host=None
+) -> str:
     """Static HTML of the whole cluster view (the snapshot kept in saved notebooks)."""
     shown, _ = last_good(sample, history)
     parts = [status_html(sample, history, label, state, error, source)]
@@ -233,10 +338,11 @@ def cluster_html(sample, history=(), label="cluster", state="", error="", source
 
 
 class ClusterView:
-    """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker, detail.
+    """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker,
+    detail.
 
-    :meth:`apply` has :class:`~cudamagic.watch.widget.WatchView`'s signature and only sets traits inside
-    ``hold_sync()``; the host picker's options change only when the set of hosts changes.
+    :meth:`apply` has :class:`~cudamagic.watch.widget.WatchView`'s signature and only sets traits
+    inside ``hold_sync()``; the host picker's options change only when the set of hosts changes.
     """
 
     def __init__(self, source=None, label: str = "cluster", on_stop=None):
@@ -246,13 +352,17 @@ class ClusterView:
         self.label = label
         self.style = stylesheet_widget()
         self.status = W.HTML()
-        self.button = W.Button(description="Stop", icon="stop",
-                               tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
+        self.button = W.Button(
+            description="Stop",
+            icon="stop",
+            tooltip="Stop the sampler thread (same as %gpuwatch --stop)",
+        )
         self.tiles = W.HTML(layout=W.Layout(min_width="0"))
         self.picker = W.Dropdown(description="host", options=[])
         self.detail = W.HTML(layout=W.Layout(min_width="0"))
-        self.root = root_box([header_box(self.status, self.button), self.tiles, self.picker, self.detail,
-                              self.style])
+        self.root = root_box(
+            [header_box(self.status, self.button), self.tiles, self.picker, self.detail, self.style]
+        )
         self.root.add_class("cm-cluster")
         self._on_stop = on_stop
         self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)
@@ -272,8 +382,15 @@ class ClusterView:
         if self.detail.value != value:
             self.detail.value = value
 
-    def apply(self, sample, history, state: str = "running", samples_taken: int = 0, error: str = "",
-              stopped: bool = False):
+    def apply(
+        self,
+        sample,
+        history,
+        state: str = "running",
+        samples_taken: int = 0,
+        error: str = "",
+        stopped: bool = False,
+    ):
         """Set the traits for ``sample`` (a stale sample keeps the last good tiles under a red status line)."""
         shown, _ = last_good(sample, history)
         status = _part(status_html(sample, history, self.label, state, error, self.source))

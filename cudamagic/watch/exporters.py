@@ -2,25 +2,27 @@
 
 Two exporters are understood, recognised by their metric names:
 
-* NVIDIA's DCGM exporter (``dcgm-exporter``): ``DCGM_FI_DEV_*`` fields, one series per GPU with the labels
-  ``gpu`` (0-based index), ``UUID``, ``modelName``, ``Hostname`` (older releases) or ``hostname`` (newer),
-  ``GPU_I_ID``/``GPU_I_PROFILE`` for a MIG instance, ``pod``/``namespace``/``container`` when it maps GPUs to
-  Kubernetes pods and ``hpc_job`` when it maps them to HPC (Slurm) jobs. Memory is in MiB, power in W,
-  clocks in MHz; ``DCGM_FI_PROF_*`` are ratios 0-1 (not percent).
+* NVIDIA's DCGM exporter (``dcgm-exporter``): ``DCGM_FI_DEV_*`` fields, one series per GPU with the
+    labels
+  ``gpu`` (0-based index), ``UUID``, ``modelName``, ``Hostname`` (older releases) or ``hostname``
+  (newer), ``GPU_I_ID``/``GPU_I_PROFILE`` for a MIG instance, ``pod``/``namespace``/``container``
+  when it maps GPUs to Kubernetes pods and ``hpc_job`` when it maps them to HPC (Slurm) jobs. Memory
+  is in MiB, power in W, clocks in MHz; ``DCGM_FI_PROF_*`` are ratios 0-1 (not percent).
 * nvitop's exporter (``nvitop-exporter``): ``gpu_*`` gauges whose names end in their unit
   (``gpu_utilization_Percentage``, ``gpu_memory_used_MiB``) with the labels ``hostname``, ``index``,
   ``devicename``, ``uuid``.
 
 Each map is ``metric name -> (field, scale)``: ``field`` is the nvidia-smi key of
-:data:`cudamagic.watch.samples.GPU_FIELDS` (or a profiling ratio name) and ``scale`` converts the exporter's
-unit to the raw unit of the sample (bytes, mW, %, MHz).
+:data:`cudamagic.watch.samples.GPU_FIELDS` (or a profiling ratio name) and ``scale`` converts the
+exporter's unit to the raw unit of the sample (bytes, mW, %, MHz).
 """
 
 from __future__ import annotations
 
-MIB = 1024 ** 2
+MIB = 1024**2
 
-#: DCGM exporter: metric -> (nvidia-smi field, factor to the sample's raw unit). The ``memory.free`` and
+# : DCGM exporter: metric -> (nvidia-smi field, factor to the sample's raw unit). The
+# ``memory.free`` and
 #: ``memory.reserved`` entries are combined into ``memory.total`` (used + free + reserved).
 DCGM_FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": ("utilization.gpu", 1),
@@ -62,7 +64,8 @@ NVITOP_FIELDS = {
     "gpu_clock_memory_MHz": ("clocks.mem", 1),
 }
 
-#: Labels naming the host, in the order they are tried (DCGM older, DCGM newer / nvitop, the scrape target).
+# : Labels naming the host, in the order they are tried (DCGM older, DCGM newer / nvitop, the scrape
+# target).
 HOST_LABELS = ("Hostname", "hostname", "instance")
 #: Labels naming the GPU's 0-based index.
 INDEX_LABELS = ("gpu", "index")
@@ -70,7 +73,8 @@ UUID_LABELS = ("UUID", "uuid")
 NAME_LABELS = ("modelName", "devicename")
 #: Labels naming a MIG instance (DCGM): GPU instance id and profile.
 MIG_LABELS = ("GPU_I_ID", "GPU_I_PROFILE")
-#: Labels tying a GPU to a job, in the order ``--job`` tries them, with the environment variable it reads.
+# : Labels tying a GPU to a job, in the order ``--job`` tries them, with the environment variable it
+# reads.
 JOB_LABELS = (
     ("hpc_job", "SLURM_JOB_ID"),
     ("slurm_job_id", "SLURM_JOB_ID"),
@@ -78,17 +82,19 @@ JOB_LABELS = (
     ("exported_pod", "POD_NAME"),
 )
 
-#: DCGM's blank-value sentinels (dcgm_structs.h) as Prometheus (float64) stores them: value -> reason.
-#: INT64 sentinels (0x7ffffffffffffff0 + k) all round to 2**63 in a float64, hence one entry for them.
+# : DCGM's blank-value sentinels (dcgm_structs.h) as Prometheus (float64) stores them: value ->
+# reason.
+# : INT64 sentinels (0x7ffffffffffffff0 + k) all round to 2**63 in a float64, hence one entry for
+# them.
 DCGM_SENTINELS = {
     float(0x7FFFFFF0): ("DCGM blank value: no data yet", "blank"),
     float(0x7FFFFFF1): ("DCGM: field not found", "not_found"),
     float(0x7FFFFFF2): ("DCGM: not supported on this GPU", "not_supported"),
     float(0x7FFFFFF3): ("DCGM: no permission to read it", "no_permission"),
-    float(2 ** 47): ("DCGM blank value: no data yet", "blank"),
-    float(2 ** 47 + 1): ("DCGM: field not found", "not_found"),
-    float(2 ** 47 + 2): ("DCGM: not supported on this GPU", "not_supported"),
-    float(2 ** 47 + 3): ("DCGM: no permission to read it", "no_permission"),
+    float(2**47): ("DCGM blank value: no data yet", "blank"),
+    float(2**47 + 1): ("DCGM: field not found", "not_found"),
+    float(2**47 + 2): ("DCGM: not supported on this GPU", "not_supported"),
+    float(2**47 + 3): ("DCGM: no permission to read it", "no_permission"),
     float(0x7FFFFFFFFFFFFFF0): ("DCGM blank value (64-bit sentinel)", "blank"),
 }
 

@@ -1,5 +1,6 @@
-"""``%gpuwatch``: the IPython front of the live GPU monitor (options in :mod:`.options`, the monitor in
-:mod:`.monitor`; the other modules are listed in :mod:`cudamagic.watch`)."""
+"""``%gpuwatch``: the IPython front of the live GPU monitor (options in :mod:`.options`, the monitor
+in :mod:`.monitor`; the other modules are listed in :mod:`cudamagic.watch`).
+"""
 
 from __future__ import annotations
 
@@ -15,38 +16,49 @@ class WatchSettings(HasTraits):
     """``%gpuwatch`` settings, reachable as ``%config CudaMagics.<name>``."""
 
     watch_interval_s = Float(
-        1.0, help="Seconds between %gpuwatch samples (--interval), 0.1 to 3600. Minimum 0.1 s (NVML's "
+        1.0,
+        help="Seconds between %gpuwatch samples (--interval), 0.1 to 3600. Minimum 0.1 s (NVML's "
         "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while costing NVML "
         "calls and widget traffic); a --replay alone may go down to 0.05 s with --interval 0.05 (no NVML cost; "
-        "about 20 updates/s is what a front end renders smoothly)."
+        "about 20 updates/s is what a front end renders smoothly).",
     ).tag(config=True)
+
     @validate("watch_interval_s")
     def _usable_interval(self, proposal):
         # the bound every live %gpuwatch checks, so a value %config accepts is one %gpuwatch accepts
         from .options import interval_problem
 
         value = proposal["value"]
-        problem = interval_problem(value, "CudaMagics.watch_interval_s =", replay=False,
-                                   fix="%config CudaMagics.watch_interval_s =")
+        problem = interval_problem(
+            value,
+            "CudaMagics.watch_interval_s =",
+            replay=False,
+            fix="%config CudaMagics.watch_interval_s =",
+        )
         if problem:
             raise TraitError(problem[:-1] + " (the setting keeps its previous value).")
         return value
 
     watch_history_samples = Int(
-        600, min=2, max=1_000_000, help="Samples %gpuwatch keeps in memory (a ring buffer: constant memory "
-        "however long it runs); watch.history returns them (--history)."
+        600,
+        min=2,
+        max=1_000_000,
+        help="Samples %gpuwatch keeps in memory (a ring buffer: constant memory "
+        "however long it runs); watch.history returns them (--history).",
     ).tag(config=True)
     watch_devices = Unicode(
-        "", help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty = all "
-        "(--devices)."
+        "",
+        help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty = all "
+        "(--devices).",
     ).tag(config=True)
     watch_text = Bool(
         False, help="Always use the plain-text table instead of widgets (--text)."
     ).tag(config=True)
     watch_show_cmdlines = Bool(
-        False, help="Show, and record with --log, the command lines of other users' GPU processes (--cmdline). "
+        False,
+        help="Show, and record with --log, the command lines of other users' GPU processes (--cmdline). "
         "Off by default for privacy on shared machines: their process names are shown, and this user's "
-        "processes always keep their command lines."
+        "processes always keep their command lines.",
     ).tag(config=True)
 
 
@@ -65,56 +77,102 @@ class WatchMagics(AreaMagics):
         return True
 
     @magic_arguments()
-    @argument("-i", "--interval", type=float, default=None, metavar="SECONDS",
-              help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
-                   "0.05 with --replay; at most 3600).")
-    @argument("-d", "--devices", default=None, metavar="LIST",
-              help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.")
-    @argument("--history", type=int, default=None, metavar="N",
-              help="Samples kept in memory (default CudaMagics.watch_history_samples = 600).")
+    @argument(
+        "-i",
+        "--interval",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
+        "0.05 with --replay; at most 3600).",
+    )
+    @argument(
+        "-d",
+        "--devices",
+        default=None,
+        metavar="LIST",
+        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.",
+    )
+    @argument(
+        "--history",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Samples kept in memory (default CudaMagics.watch_history_samples = 600).",
+    )
     @argument("-n", "--count", type=int, default=None, metavar="N", help="Stop after N samples.")
     @argument("--stop", action="store_true", help="Stop the running monitor.")
     @argument("--text", action="store_true", help="Plain-text table instead of widgets.")
-    @argument("--loop", action="store_true",
-              help="Terminal: reprint the table every interval until Ctrl-C (like nvidia-smi -l).")
-    @argument("--log", default=None, metavar="FILE.jsonl",
-              help="Append every sample to this JSON-lines file (nvidia-smi key names, raw units).")
-    @argument("--replay", default=None, metavar="FILE.jsonl",
-              help="Play a file written by --log through the same display, labelled as a replay.")
-    @argument("--source", default=None, metavar="URL",
-              help="Watch a cluster through its Prometheus (DCGM or nvitop exporter metrics): "
-                   "prometheus://HOST:9090 or https://HOST. Credentials: CUDAMAGIC_PROMETHEUS_TOKEN, or "
-                   "CUDAMAGIC_PROMETHEUS_USER/PASSWORD, or ~/.netrc.")
-    @argument("--job", nargs="?", const="", default=None, metavar="VALUE",
-              help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or the GPUs "
-                   "whose job label or host is VALUE.")
-    @argument("--hosts", default=None, metavar="LIST",
-              help="With --source: comma-separated host names to show, e.g. node07,node08.")
-    @argument("--cmdline", action="store_true",
-              help="Also show (and --log) other users' command lines; by default only their process names "
-              "(default: CudaMagics.watch_show_cmdlines).")
+    @argument(
+        "--loop",
+        action="store_true",
+        help="Terminal: reprint the table every interval until Ctrl-C (like nvidia-smi -l).",
+    )
+    @argument(
+        "--log",
+        default=None,
+        metavar="FILE.jsonl",
+        help="Append every sample to this JSON-lines file (nvidia-smi key names, raw units).",
+    )
+    @argument(
+        "--replay",
+        default=None,
+        metavar="FILE.jsonl",
+        help="Play a file written by --log through the same display, labelled as a replay.",
+    )
+    @argument(
+        "--source",
+        default=None,
+        metavar="URL",
+        help="Watch a cluster through its Prometheus (DCGM or nvitop exporter metrics): "
+        "prometheus://HOST:9090 or https://HOST. Credentials: CUDAMAGIC_PROMETHEUS_TOKEN, or "
+        "CUDAMAGIC_PROMETHEUS_USER/PASSWORD, or ~/.netrc.",
+    )
+    @argument(
+        "--job",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="VALUE",
+        help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or the GPUs "
+        "whose job label or host is VALUE.",
+    )
+    @argument(
+        "--hosts",
+        default=None,
+        metavar="LIST",
+        help="With --source: comma-separated host names to show, e.g. node07,node08.",
+    )
+    @argument(
+        "--cmdline",
+        action="store_true",
+        help="Also show (and --log) other users' command lines; by default only their process names "
+        "(default: CudaMagics.watch_show_cmdlines).",
+    )
     @line_magic
     def gpuwatch(self, line=""):
-        """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host) that keeps
-        updating while other cells run.
+        """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host)
+        that keeps updating while other cells run.
 
         In a notebook it shows a widget updated by one background thread per kernel (running
         ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
         it prints a text table (``--loop`` refreshes it until Ctrl-C). NVML faults never stop it:
         unreadable fields, and numbers NVML returned that cannot be true, show N/A with the reason.
-        ``memory.used`` is what nvidia-smi shows (the driver's reserve is ``memory.reserved``, apart).
-        ``--source`` reads a whole cluster from its Prometheus server instead (one request per refresh;
-        one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS" and it recovers
-        by itself). When the monitor stops, the widget is replaced by a static snapshot of the last sample,
+        ``memory.used`` is what nvidia-smi shows (the driver's reserve is ``memory.reserved``,
+        apart). ``--source`` reads a whole cluster from its Prometheus server instead (one request
+        per refresh; one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS"
+        and it recovers by itself). When the monitor stops, the widget is replaced by a static
+        snapshot of the last sample,
         which is what a saved notebook keeps. Returns the monitor: ``watch.history`` (records
-        with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``, ``watch.stop()``.
+        with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``,
+        ``watch.stop()``.
 
         Privacy on shared machines: other users' processes are listed with their process name and
         memory, but their command lines are neither shown nor written by ``--log`` unless you pass
-        ``--cmdline`` (or ``%config CudaMagics.watch_show_cmdlines = True``); your own processes keep
-        theirs.
+        ``--cmdline`` (or ``%config CudaMagics.watch_show_cmdlines = True``); your own processes
+        keep theirs.
 
-        Examples
+        Examples:
         --------
         ::
 
@@ -128,15 +186,17 @@ class WatchMagics(AreaMagics):
             %gpuwatch --cmdline
             %gpuwatch --source prometheus://prom.example:9090
             %gpuwatch --source https://prom.example --job
-            %gpuwatch --source prometheus://prom.example:9090 --hosts node07,node08 --log cluster.jsonl
-            %config CudaMagics.watch_interval_s = 2.0
+            %gpuwatch --source prometheus://prom.example:9090 --hosts node07,node08 --log
+            cluster.jsonl %config CudaMagics.watch_interval_s = 2.0
         """
         args = self.parse(self.gpuwatch, line)
         from . import monitor, options
 
         if not getattr(self, "_cleanup_added", False):
             self.add_cleanup(monitor.stop_current)
-            self.add_cleanup(monitor.hook_kernel_shutdown(self.shell))  # restores the kernel's own handlers
+            self.add_cleanup(
+                monitor.hook_kernel_shutdown(self.shell)
+            )  # restores the kernel's own handlers
             self._cleanup_added = True
         if args.stop:
             print(monitor.stop_message())
@@ -144,7 +204,12 @@ class WatchMagics(AreaMagics):
         opts = options.resolve(args, self.settings)
         widget = not (opts.text or opts.loop) and self._widgets_ok()
         running = monitor.current()
-        if running is not None and running.running and not opts.changing and (running.view is not None) == widget:
+        if (
+            running is not None
+            and running.running
+            and not opts.changing
+            and (running.view is not None) == widget
+        ):
             return running  # re-display the one monitor of this kernel
         background = widget or bool(opts.log)
         if running is not None and running.running and not background:
@@ -154,26 +219,43 @@ class WatchMagics(AreaMagics):
         if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
             import sys
 
-            return monitor.run_foreground(source, interval_s=opts.interval_s, history_len=opts.history,
-                                          count=opts.count, writer=writer, clear_screen=sys.stdout.isatty())
+            return monitor.run_foreground(
+                source,
+                interval_s=opts.interval_s,
+                history_len=opts.history,
+                count=opts.count,
+                writer=writer,
+                clear_screen=sys.stdout.isatty(),
+            )
         if not widget and not opts.log and not opts.replay:
             import time
 
             time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
-        return monitor.start_watch(source, interval_s=opts.interval_s, history_len=opts.history,
-                                   count=opts.count, writer=writer, widget=widget,
-                                   background=background, options=opts.as_dict())
+        return monitor.start_watch(
+            source,
+            interval_s=opts.interval_s,
+            history_len=opts.history,
+            count=opts.count,
+            writer=writer,
+            widget=widget,
+            background=background,
+            options=opts.as_dict(),
+        )
 
     @staticmethod
     def _before_replacing(running, opts):
-        """A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background monitor: refuse
-        when that one is writing a ``--log`` (its recording would end unnoticed), else say it was stopped."""
+        """A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
+        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed), else say it was stopped.
+        """
         log = running.options.get("log")
         what = "--loop" if opts.loop else "--text"
         if log:
             raise UsageError(
                 f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch {what}` would "
                 f"stop it and end that recording. To see its current values type `%gpuwatch` (it shows the "
-                "running monitor); to end it first type `%gpuwatch --stop`, then run this line again.")
-        print(f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to show "
-              f"this one; type `%gpuwatch` to start a live one again.")
+                "running monitor); to end it first type `%gpuwatch --stop`, then run this line again."
+            )
+        print(
+            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to show "
+            f"this one; type `%gpuwatch` to start a live one again."
+        )

@@ -7,19 +7,22 @@
 
 At most one monitor runs per process: :func:`start_watch` stops the previous one;
 :func:`stop_current` is registered with ``atexit`` and as the
-``%unload_ext`` cleanup; in an ipykernel :func:`hook_kernel_shutdown` also stops it when the kernel is asked to
-shut down, before the kernel answers, so the snapshot below reaches the front end while it still listens.
+``%unload_ext`` cleanup; in an ipykernel :func:`hook_kernel_shutdown` also stops it when the kernel
+is asked to shut down, before the kernel answers, so the snapshot below reaches the front end while
+it still listens.
 
-Saved notebooks (ipywidgets 8 saves a widget output as ``application/vnd.jupyter.widget-view+json`` plus the
-``text/plain``/``text/html`` given with it; the widget's state only when the user saves widget state, so a reopened
-notebook otherwise shows "Error displaying widget: model not found"): a monitor with a widget is displayed with a
-``display_id`` (:meth:`GpuWatch._ipython_display_`), and the moment it stops (Stop button, ``--count`` reached,
-end of a replay, ``%gpuwatch --stop``, a new ``%gpuwatch``, ``%unload_ext``, kernel shutdown) every output showing it
-is replaced by ``update_display_data`` with a static HTML snapshot of the final state and the text table, without
-the widget; its widgets are then closed. While it runs, the HTML and text saved beside the widget say it was a
-live monitor and when it started. ``update_display_data`` targets outputs by their display id, not the cell
-running now, so sending it from the sampler thread when ``--count`` is reached cannot put output in another cell
-(the reason the thread otherwise never displays, F13). IPython is imported only inside the display methods.
+Saved notebooks (ipywidgets 8 saves a widget output as ``application/vnd.jupyter.widget-view+json``
+plus the ``text/plain``/``text/html`` given with it; the widget's state only when the user saves
+widget state, so a reopened notebook otherwise shows "Error displaying widget: model not found"): a
+monitor with a widget is displayed with a ``display_id`` (:meth:`GpuWatch._ipython_display_`), and
+the moment it stops (Stop button, ``--count`` reached, end of a replay, ``%gpuwatch --stop``, a new
+``%gpuwatch``, ``%unload_ext``, kernel shutdown) every output showing it is replaced by
+``update_display_data`` with a static HTML snapshot of the final state and the text table, without
+the widget; its widgets are then closed. While it runs, the HTML and text saved beside the widget
+say it was a live monitor and when it started. ``update_display_data`` targets outputs by their
+display id, not the cell running now, so sending it from the sampler thread when ``--count`` is
+reached cannot put output in another cell (the reason the thread otherwise never displays, F13).
+IPython is imported only inside the display methods.
 """
 
 from __future__ import annotations
@@ -57,7 +60,13 @@ class GpuWatch:
         options: the settings it was started with (compared when ``%gpuwatch`` runs again).
     """
 
-    def __init__(self, sampler: Sampler, label: str = "live", widget: bool = True, options: dict | None = None):
+    def __init__(
+        self,
+        sampler: Sampler,
+        label: str = "live",
+        widget: bool = True,
+        options: dict | None = None,
+    ):
         self.sampler = sampler
         self.label = label
         self.options = dict(options or {})
@@ -68,9 +77,16 @@ class GpuWatch:
         self._replaced = False  # the outputs showing the widget were replaced by the snapshot
         self._display_lock = threading.RLock()
         if widget:
-            make_view = getattr(sampler.source, "make_view", None)  # cluster sources have their own view
-            self.view = make_view(on_stop=self.stop) if make_view else WatchView(
-                getattr(sampler.source, "devices", []), label=label, on_stop=self.stop)
+            make_view = getattr(
+                sampler.source, "make_view", None
+            )  # cluster sources have their own view
+            self.view = (
+                make_view(on_stop=self.stop)
+                if make_view
+                else WatchView(
+                    getattr(sampler.source, "devices", []), label=label, on_stop=self.stop
+                )
+            )
             sampler.on_sample = self._update
             sampler.on_finish = self._finished
 
@@ -83,11 +99,11 @@ class GpuWatch:
     @property
     def history(self) -> list:
         """The kept samples as flat records: one dict per (sample, GPU), keys like nvidia-smi's
-        (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` and ``memory.reserved`` [bytes],
-        ``power.draw`` [mW]...)
-        plus ``host.*`` and ``torch.*``. Values are plain scalars: an unreadable number is ``nan`` and an
-        unreadable text ``"N/A"``, with the reasons in the ``na_reasons`` column (:attr:`samples` keeps
-        the NA objects).
+        (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` and ``memory.reserved``
+        [bytes], ``power.draw`` [mW]...)
+        plus ``host.*`` and ``torch.*``. Values are plain scalars: an unreadable number is ``nan``
+        and an unreadable text ``"N/A"``, with the reasons in the ``na_reasons`` column
+        (:attr:`samples` keeps the NA objects).
 
         ``pandas.DataFrame(watch.history)`` gives one row per GPU per sample, with numeric columns.
         """
@@ -135,15 +151,23 @@ class GpuWatch:
         if render is not None:
             latest, hist = self.sampler.snapshot()
             return render(latest, hist, self.label, self.state(), self.sampler.error)
-        return text_view.sample_text(self.sampler.latest, self.label, self.state(), self.sampler.error)
+        return text_view.sample_text(
+            self.sampler.latest, self.label, self.state(), self.sampler.error
+        )
 
     def _repr_html_(self):
         if self.view is None:
             return None  # text view (terminal or --text): the table only
         latest, hist = self.sampler.snapshot()
         render = getattr(self.sampler.source, "render_html", snapshot_html)
-        return render(latest, hist[-SPARKLINE_POINTS:], self.label, self.state(),
-                      self.sampler.samples_taken, self.sampler.error)
+        return render(
+            latest,
+            hist[-SPARKLINE_POINTS:],
+            self.label,
+            self.state(),
+            self.sampler.samples_taken,
+            self.sampler.error,
+        )
 
     def _shows_snapshot(self) -> bool:
         return self._ended or self._replaced or not self.running
@@ -156,19 +180,29 @@ class GpuWatch:
         return data
 
     def live_bundle(self) -> dict:
-        """What a running monitor's output holds: the widget view, and beside it, for wherever the widget cannot
-        be shown later (a saved notebook reopened, nbviewer, GitHub), HTML saying it was live and when it
-        started, and the text table of the moment it was displayed, labelled as such."""
+        """What a running monitor's output holds: the widget view, and beside it, for wherever the
+        widget cannot be shown later (a saved notebook reopened, nbviewer, GitHub), HTML saying it
+        was live and when it started, and the text table of the moment it was displayed, labelled as such.
+        """
         line = live_fallback_line(self.label, self.started_s, self.sampler.interval_s)
         latest = self.sampler.latest
         when = time.strftime("%H:%M:%S")
         render = getattr(self.sampler.source, "render_text", None)
         state = f"values at {when}, when displayed"
-        table = (render(latest, self.sampler.snapshot()[1], self.label, state, self.sampler.error) if render else
-                 text_view.sample_text(latest, self.label, state, self.sampler.error))
-        return {"text/plain": line + "\n\n" + table,
-                "text/html": live_fallback_html(self.label, self.started_s, self.sampler.interval_s),
-                WIDGET_VIEW: {"version_major": 2, "version_minor": 0, "model_id": self.view.root.model_id}}
+        table = (
+            render(latest, self.sampler.snapshot()[1], self.label, state, self.sampler.error)
+            if render
+            else text_view.sample_text(latest, self.label, state, self.sampler.error)
+        )
+        return {
+            "text/plain": line + "\n\n" + table,
+            "text/html": live_fallback_html(self.label, self.started_s, self.sampler.interval_s),
+            WIDGET_VIEW: {
+                "version_major": 2,
+                "version_minor": 0,
+                "model_id": self.view.root.model_id,
+            },
+        }
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         if self.view is None or self._shows_snapshot():
@@ -177,13 +211,15 @@ class GpuWatch:
 
     @property
     def _ipython_display_(self):
-        """IPython's display hook: with a widget, :meth:`display` (a property, None without a widget, so the
-        terminal and ``--text`` keep the plain ``Out[n]`` table)."""
+        """IPython's display hook: with a widget, :meth:`display` (a property, None without a
+        widget, so the terminal and ``--text`` keep the plain ``Out[n]`` table).
+        """
         return self.display if self.view is not None else None
 
     def display(self):
-        """Display the monitor: while it runs, the widget under this monitor's ``display_id`` (replaced by the
-        snapshot when it stops); once stopped, the static snapshot."""
+        """Display the monitor: while it runs, the widget under this monitor's ``display_id``
+        (replaced by the snapshot when it stops); once stopped, the static snapshot.
+        """
         from IPython.display import display
 
         with self._display_lock:
@@ -207,7 +243,9 @@ class GpuWatch:
 
                 display(bundle, raw=True, display_id=self._display_id, update=True)
             except Exception as exc:  # kernel shutting down: nothing to update any more
-                self.sampler._record(f"replacing the widget by its snapshot failed: {type(exc).__name__}: {exc}")
+                self.sampler._record(
+                    f"replacing the widget by its snapshot failed: {type(exc).__name__}: {exc}"
+                )
                 return
         self.view.close()
 
@@ -220,15 +258,26 @@ class GpuWatch:
     # -- widget updates (sampler thread) --------------------------------------------------
     def _update(self, sample):
         _, hist = self.sampler.snapshot()
-        self.view.apply(sample, hist[-SPARKLINE_POINTS:], state=f"running, every {self.sampler.interval_s:g} s",
-                        samples_taken=self.sampler.samples_taken, error=self.sampler.error)
+        self.view.apply(
+            sample,
+            hist[-SPARKLINE_POINTS:],
+            state=f"running, every {self.sampler.interval_s:g} s",
+            samples_taken=self.sampler.samples_taken,
+            error=self.sampler.error,
+        )
 
     def _finished(self):
         if self.view is None:
             return
         latest, hist = self.sampler.snapshot()
-        self.view.apply(latest, hist[-SPARKLINE_POINTS:], state=_stopped(self.sampler.finished),
-                        samples_taken=self.sampler.samples_taken, error=self.sampler.error, stopped=True)
+        self.view.apply(
+            latest,
+            hist[-SPARKLINE_POINTS:],
+            state=_stopped(self.sampler.finished),
+            samples_taken=self.sampler.samples_taken,
+            error=self.sampler.error,
+            stopped=True,
+        )
         self._replace_display()
 
 
@@ -242,8 +291,17 @@ def current():
     return _current
 
 
-def start_watch(source, *, interval_s: float = 1.0, history_len: int = 600, count: int | None = None,
-                writer=None, widget: bool = True, background: bool = True, options: dict | None = None) -> GpuWatch:
+def start_watch(
+    source,
+    *,
+    interval_s: float = 1.0,
+    history_len: int = 600,
+    count: int | None = None,
+    writer=None,
+    widget: bool = True,
+    background: bool = True,
+    options: dict | None = None,
+) -> GpuWatch:
     """Stop any running monitor, then create and start a new one.
 
     The first sample is taken synchronously (so the display has data at once); the
@@ -261,17 +319,24 @@ def start_watch(source, *, interval_s: float = 1.0, history_len: int = 600, coun
     global _current
     with _lock:
         stop_current()
-        sampler = Sampler(source, interval_s=interval_s, history_len=history_len, count=count, writer=writer)
+        sampler = Sampler(
+            source, interval_s=interval_s, history_len=history_len, count=count, writer=writer
+        )
         watch = GpuWatch(sampler, label=source.label, widget=widget, options=options)
         try:
             sampler.step()
         except EndOfTrace:  # pragma: no cover - read_trace guarantees one sample
             sampler.finished = "end of replay"
         preload = getattr(source, "preload", None)  # a cluster source: history from one range query
-        if preload is not None and background and sampler.latest is not None and sampler.latest.gpus:
+        if (
+            preload is not None
+            and background
+            and sampler.latest is not None
+            and sampler.latest.gpus
+        ):
             older = [s for s in preload(history_len) if s.timestamp_s < sampler.latest.timestamp_s]
             with sampler._lock:
-                sampler.history.extendleft(reversed(older[-(history_len - 1):]))
+                sampler.history.extendleft(reversed(older[-(history_len - 1) :]))
         if background and not sampler.done() and not sampler.finished:
             sampler.start(first_delay=interval_s)
         else:
@@ -297,8 +362,10 @@ atexit.register(stop_current)
 
 
 def _stop_before_kernel_end(kernel) -> None:
-    """Stop the current monitor (its snapshot replaces its outputs) and wait until IOPub sent that, at most 2 s.
-    Never raises: the kernel's shutdown goes on whatever happens here."""
+    """Stop the current monitor (its snapshot replaces its outputs) and wait until IOPub sent that,
+    at most 2 s.
+    Never raises: the kernel's shutdown goes on whatever happens here.
+    """
     try:
         watch = current()
         if watch is None or not watch.running:
@@ -314,27 +381,36 @@ def _stop_before_kernel_end(kernel) -> None:
 
 
 def hook_kernel_shutdown(shell):
-    """In an ipykernel, stop the monitor when the kernel is asked to shut down or restart, before it answers.
+    """In an ipykernel, stop the monitor when the kernel is asked to shut down or restart, before it
+    answers.
 
-    ``atexit`` alone (:func:`stop_current`) sends the snapshot only after the kernel replied ``shutdown_reply``
-    and stopped its loops, so whether it reaches the front end depends on the client still listening. Here the
-    kernel's ``shutdown_request`` handlers (``control_handlers`` and ``shell_handlers`` of ipykernel's ``Kernel``)
-    are wrapped: the monitor is stopped, its ``update_display_data`` sent on IOPub, then ipykernel's own handler
-    runs. With no monitor running the wrapper only calls the original. A restart asked from JupyterLab is not
-    helped: Lab forgets the old kernel's display ids before it asks for the restart, so it drops the update and a
-    saved notebook keeps the widget view (``tests/browser/test_kernel_end_page.py`` records it, strict xfail).
+    ``atexit`` alone (:func:`stop_current`) sends the snapshot only after the kernel replied
+    ``shutdown_reply`` and stopped its loops, so whether it reaches the front end depends on the
+    client still listening. Here the kernel's ``shutdown_request`` handlers (``control_handlers``
+    and ``shell_handlers`` of ipykernel's ``Kernel``)
+    are wrapped: the monitor is stopped, its ``update_display_data`` sent on IOPub, then ipykernel's
+        own handler
+    runs. With no monitor running the wrapper only calls the original. A restart asked from
+    JupyterLab is not
+    helped: Lab forgets the old kernel's display ids before it asks for the restart, so it drops the
+        update and a
+    saved notebook keeps the widget view (``tests/browser/test_kernel_end_page.py`` records it,
+    strict xfail).
 
     Args:
-        shell: the running ``InteractiveShell``; anything without an ipykernel ``kernel`` (terminal IPython) is
-            left alone.
+        shell: the running ``InteractiveShell``; anything without an ipykernel ``kernel`` (terminal
+            IPython) is left alone.
 
     Returns:
-        A no-argument callable that puts the original handlers back (for ``%unload_ext``); it leaves a handler
-        that someone else replaced since alone.
+        A no-argument callable that puts the original handlers back (for ``%unload_ext``); it leaves
+        a handler that someone else replaced since alone.
     """
     kernel = getattr(shell, "kernel", None)
     installed = []
-    for table in (getattr(kernel, "control_handlers", None), getattr(kernel, "shell_handlers", None)):
+    for table in (
+        getattr(kernel, "control_handlers", None),
+        getattr(kernel, "shell_handlers", None),
+    ):
         original = table.get("shutdown_request") if isinstance(table, dict) else None
         if original is None or getattr(original, "_cudamagic_wraps", None) is not None:
             continue
@@ -359,26 +435,41 @@ def hook_kernel_shutdown(shell):
     return restore
 
 
-def run_foreground(source, *, interval_s: float, history_len: int, count: int | None, writer=None,
-                   clear_screen: bool = False) -> GpuWatch:
-    """Terminal loop (``%gpuwatch --loop`` or ``--count N``): print the text table every ``interval_s`` seconds
-    in the calling thread until Ctrl-C or ``count`` samples; returns the finished monitor.
+def run_foreground(
+    source,
+    *,
+    interval_s: float,
+    history_len: int,
+    count: int | None,
+    writer=None,
+    clear_screen: bool = False,
+) -> GpuWatch:
+    """Terminal loop (``%gpuwatch --loop`` or ``--count N``): print the text table every
+    ``interval_s`` seconds in the calling thread until Ctrl-C or ``count`` samples; returns the
+    finished monitor.
 
     Args:
         source: the sample source. interval_s: seconds between samples. history_len: samples kept.
         count: stop after this many samples (None: until Ctrl-C). writer: a ``TraceWriter`` or None.
-        clear_screen: clear the terminal before each table (a TTY), else separate tables by a blank line.
+        clear_screen: clear the terminal before each table (a TTY), else separate tables by a blank
+            line.
     """
     stop_current()
-    sampler = Sampler(source, interval_s=interval_s, history_len=history_len, count=count, writer=writer)
+    sampler = Sampler(
+        source, interval_s=interval_s, history_len=history_len, count=count, writer=writer
+    )
     watch = GpuWatch(sampler, label=source.label, widget=False)
 
     def show(sample):
         print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
         state = f"refreshing every {interval_s:g} s; Ctrl-C stops"
         render = getattr(source, "render_text", None)
-        print(render(sample, sampler.snapshot()[1], source.label, state, sampler.error) if render else
-              text_view.sample_text(sample, source.label, state, sampler.error), flush=True)
+        print(
+            render(sample, sampler.snapshot()[1], source.label, state, sampler.error)
+            if render
+            else text_view.sample_text(sample, source.label, state, sampler.error),
+            flush=True,
+        )
 
     sampler.on_sample = show
     try:

@@ -1,8 +1,10 @@
-"""A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no IPython).
+"""A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no
+IPython).
 
-One :class:`PrometheusClient` per monitor keeps one connection pool. :meth:`PrometheusClient.instant` is one
-``GET /api/v1/query`` (the current values of every needed metric at once); :meth:`PrometheusClient.range`
-is one ``GET /api/v1/query_range`` whose step keeps every series under Prometheus's 11,000-point limit.
+One :class:`PrometheusClient` per monitor keeps one connection pool.
+:meth:`PrometheusClient.instant` is one ``GET /api/v1/query`` (the current values of every needed
+metric at once); :meth:`PrometheusClient.range` is one ``GET /api/v1/query_range`` whose step keeps
+every series under Prometheus's 11,000-point limit.
 
 Every failure (refused connection, timeout, HTTP 4xx/5xx, an ``{"status": "error", "errorType":
 "bad_data"}`` answer, invalid JSON) raises :class:`PrometheusError` whose message never contains the
@@ -44,9 +46,10 @@ class SourceURLError(ValueError):
 def parse_source(text: str) -> str:
     """The base URL (``http(s)://host:port/prefix``, no trailing slash) of a ``--source`` value.
 
-    ``prometheus://host:port`` means plain HTTP, ``prometheus+https://host`` and ``https://host`` mean TLS,
-    ``http://host:port`` plain HTTP. A URL with a user name or password is refused (it would be shown in
-    the monitor's title and kept in the notebook): use the environment variables or ``~/.netrc``.
+    ``prometheus://host:port`` means plain HTTP, ``prometheus+https://host`` and ``https://host``
+    mean TLS, ``http://host:port`` plain HTTP. A URL with a user name or password is refused (it
+    would be shown in the monitor's title and kept in the notebook): use the environment variables
+    or ``~/.netrc``.
 
     Raises:
         SourceURLError: another scheme, no host, credentials in the URL, a query string.
@@ -55,36 +58,54 @@ def parse_source(text: str) -> str:
     try:
         parts = urllib.parse.urlsplit(text)
     except ValueError as exc:  # "Invalid IPv6 URL": an unbalanced [ or ]
-        raise SourceURLError(f"--source {text!r} is not a valid URL ({exc}); write an IPv6 address in brackets, "
-                             "e.g. `%gpuwatch --source prometheus://[::1]:9090`") from exc
-    scheme = {"prometheus": "http", "prometheus+http": "http", "prometheus+https": "https", "http": "http",
-              "https": "https"}.get(parts.scheme.lower())
+        raise SourceURLError(
+            f"--source {text!r} is not a valid URL ({exc}); write an IPv6 address in brackets, "
+            "e.g. `%gpuwatch --source prometheus://[::1]:9090`"
+        ) from exc
+    scheme = {
+        "prometheus": "http",
+        "prometheus+http": "http",
+        "prometheus+https": "https",
+        "http": "http",
+        "https": "https",
+    }.get(parts.scheme.lower())
     if scheme is None:
-        raise SourceURLError(f"--source {text!r} is not a Prometheus URL; give prometheus://HOST:PORT or "
-                             "https://HOST, e.g. `%gpuwatch --source prometheus://localhost:9090`")
+        raise SourceURLError(
+            f"--source {text!r} is not a Prometheus URL; give prometheus://HOST:PORT or "
+            "https://HOST, e.g. `%gpuwatch --source prometheus://localhost:9090`"
+        )
     if parts.username or parts.password:
-        raise SourceURLError("--source must not contain a user name or password (it would be shown and saved "
-                             f"with the notebook); set {TOKEN_ENV}, or {USER_ENV} and {PASSWORD_ENV}, or a "
-                             "~/.netrc entry, then type e.g. `%gpuwatch --source https://prom.example`")
+        raise SourceURLError(
+            "--source must not contain a user name or password (it would be shown and saved "
+            f"with the notebook); set {TOKEN_ENV}, or {USER_ENV} and {PASSWORD_ENV}, or a "
+            "~/.netrc entry, then type e.g. `%gpuwatch --source https://prom.example`"
+        )
     if not parts.hostname:
-        raise SourceURLError(f"--source {text!r} names no host; type e.g. "
-                             "`%gpuwatch --source prometheus://localhost:9090`")
+        raise SourceURLError(
+            f"--source {text!r} names no host; type e.g. "
+            "`%gpuwatch --source prometheus://localhost:9090`"
+        )
     if parts.query or parts.fragment:
-        raise SourceURLError(f"--source {text!r} has a query string; give only the server's address, e.g. "
-                             "`%gpuwatch --source prometheus://localhost:9090`")
+        raise SourceURLError(
+            f"--source {text!r} has a query string; give only the server's address, e.g. "
+            "`%gpuwatch --source prometheus://localhost:9090`"
+        )
     try:
         port = parts.port
     except ValueError as exc:
-        raise SourceURLError(f"--source {text!r} has an invalid port; type e.g. "
-                             "`%gpuwatch --source prometheus://localhost:9090`") from exc
+        raise SourceURLError(
+            f"--source {text!r} has an invalid port; type e.g. "
+            "`%gpuwatch --source prometheus://localhost:9090`"
+        ) from exc
     host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
     netloc = host + (f":{port}" if port else "")
     return f"{scheme}://{netloc}{parts.path.rstrip('/')}"
 
 
 def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = None) -> tuple:
-    """``(headers dict, description)`` of the credentials for ``base_url``; description names the source
-    (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")`` without any."""
+    """``(headers dict, description)`` of the credentials for ``base_url``; description names the
+    source (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")`` without any.
+    """
     import urllib3
 
     token = environ.get(TOKEN_ENV, "").strip()
@@ -92,24 +113,34 @@ def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = Non
         return {"Authorization": f"Bearer {token}"}, f"bearer token from {TOKEN_ENV}"
     user = environ.get(USER_ENV, "")
     if user:
-        return (urllib3.make_headers(basic_auth=f"{user}:{environ.get(PASSWORD_ENV, '')}"),
-                f"basic auth from {USER_ENV}/{PASSWORD_ENV}")
+        return (
+            urllib3.make_headers(basic_auth=f"{user}:{environ.get(PASSWORD_ENV, '')}"),
+            f"basic auth from {USER_ENV}/{PASSWORD_ENV}",
+        )
     import netrc
 
     host = urllib.parse.urlsplit(base_url).hostname
     path = netrc_path or environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
         entry = netrc.netrc(path).authenticators(host)
-    except (netrc.NetrcParseError, OSError):  # a missing or unreadable netrc is ignored, as curl and requests do
+    except (
+        netrc.NetrcParseError,
+        OSError,
+    ):  # a missing or unreadable netrc is ignored, as curl and requests do
         return {}, "none"
     if entry and entry[0]:
-        return urllib3.make_headers(basic_auth=f"{entry[0]}:{entry[2] or ''}"), f"basic auth from {path}"
+        return urllib3.make_headers(
+            basic_auth=f"{entry[0]}:{entry[2] or ''}"
+        ), f"basic auth from {path}"
     return {}, "none"
 
 
-def range_step(start_s: float, end_s: float, min_step_s: float, max_points: int = MAX_POINTS_PER_SERIES) -> float:
-    """Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and large enough
-    that each series has at most ``max_points`` points (Prometheus answers ``(end - start) / step + 1``)."""
+def range_step(
+    start_s: float, end_s: float, min_step_s: float, max_points: int = MAX_POINTS_PER_SERIES
+) -> float:
+    """Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and
+    large enough that each series has at most ``max_points`` points (Prometheus answers ``(end - start) / step + 1``).
+    """
     span = max(0.0, end_s - start_s)
     need = span / max(1, max_points - 1)
     step = max(float(min_step_s), need, 0.001)
@@ -123,17 +154,20 @@ def selector(metrics) -> str:
 
 
 class PrometheusClient:
-    """GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no redirects
-    followed; TLS verified).
+    """GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no
+    redirects followed; TLS verified).
 
     Args:
-        base_url: from :func:`parse_source`. timeout_s: connect and read timeout of one request (seconds).
+        base_url: from :func:`parse_source`. timeout_s: connect and read timeout of one request
+            (seconds).
         environ: where the credentials and ``CUDAMAGIC_PROMETHEUS_CA_BUNDLE`` are looked up.
 
     Attributes:
         requests: number of HTTP requests sent (the benchmark counts requests per refresh).
-        last_request_s: wall-clock seconds the last request took, answer read (0.0 before the first).
-        auth: which credentials are used (``"none"``, ``"bearer token from ..."``), never the secret.
+        last_request_s: wall-clock seconds the last request took, answer read (0.0 before the
+            first).
+        auth: which credentials are used (``"none"``, ``"bearer token from ..."``), never the
+            secret.
     """
 
     def __init__(self, base_url: str, timeout_s: float, environ=os.environ):
@@ -147,7 +181,8 @@ class PrometheusClient:
         kw = {"cert_reqs": "CERT_REQUIRED"}
         if ca:
             kw["ca_certs"] = ca
-        # one host, one kept connection (urllib3's default maxsize=1): the sampler thread asks one at a time
+        # one host, one kept connection (urllib3's default maxsize=1): the sampler thread asks one
+        # at a time
         self._pool = urllib3.PoolManager(retries=False, **kw)
         self.requests = 0
         self.last_request_s = 0.0
@@ -156,8 +191,8 @@ class PrometheusClient:
         """``data`` of a successful API answer for ``GET base_url + path?params``.
 
         Raises:
-            PrometheusError: connection refused or timed out, a non-2xx status, ``status: error`` answers
-                (``bad_data``, ``execution``...), or an answer that is not Prometheus JSON.
+            PrometheusError: connection refused or timed out, a non-2xx status, ``status: error``
+                answers (``bad_data``, ``execution``...), or an answer that is not Prometheus JSON.
         """
         status, headers, body = self._fetch(path, params, timeout_s)
         return self._data(path, status, headers, body)
@@ -171,9 +206,18 @@ class PrometheusClient:
         self.requests += 1
         t0 = time.perf_counter()
         try:
-            resp = self._pool.request("GET", url, fields=params, headers=self._headers, redirect=False,
-                                      timeout=urllib3.Timeout(connect=timeout, read=timeout), preload_content=True)
-        except urllib3.exceptions.HTTPError as exc:  # retries=False: urllib3 raises the cause itself
+            resp = self._pool.request(
+                "GET",
+                url,
+                fields=params,
+                headers=self._headers,
+                redirect=False,
+                timeout=urllib3.Timeout(connect=timeout, read=timeout),
+                preload_content=True,
+            )
+        except (
+            urllib3.exceptions.HTTPError
+        ) as exc:  # retries=False: urllib3 raises the cause itself
             raise PrometheusError(_reason(exc, timeout)) from None
         finally:
             self.last_request_s = time.perf_counter() - t0
@@ -186,23 +230,30 @@ class PrometheusClient:
         except ValueError:  # an empty body too
             obj = None
         if status in (401, 403):
-            raise PrometheusError(f"HTTP {status} {'unauthorized' if status == 401 else 'forbidden'}: "
-                                  f"the server wants credentials (set {TOKEN_ENV}, or {USER_ENV} and "
-                                  f"{PASSWORD_ENV}, or a ~/.netrc entry; now using: {self.auth})")
+            raise PrometheusError(
+                f"HTTP {status} {'unauthorized' if status == 401 else 'forbidden'}: "
+                f"the server wants credentials (set {TOKEN_ENV}, or {USER_ENV} and "
+                f"{PASSWORD_ENV}, or a ~/.netrc entry; now using: {self.auth})"
+            )
         if isinstance(obj, dict) and obj.get("status") == "error":
-            raise PrometheusError(f"HTTP {status} {obj.get('errorType', 'error')}: "
-                                  f"{str(obj.get('error', ''))[:200]}")
+            raise PrometheusError(
+                f"HTTP {status} {obj.get('errorType', 'error')}: {str(obj.get('error', ''))[:200]}"
+            )
         if not 200 <= status < 300 or not isinstance(obj, dict):
-            raise PrometheusError(self._not_prometheus(path, status, headers.get("Content-Type", ""),
-                                                       body, obj))
+            raise PrometheusError(
+                self._not_prometheus(path, status, headers.get("Content-Type", ""), body, obj)
+            )
         if obj.get("status") != "success" or not isinstance(obj.get("data"), dict):
-            raise PrometheusError(f"the server at {self.base_url} answered {path} with JSON that is not a "
-                                  "Prometheus API answer: is this a Prometheus server? Check --source")
+            raise PrometheusError(
+                f"the server at {self.base_url} answered {path} with JSON that is not a "
+                "Prometheus API answer: is this a Prometheus server? Check --source"
+            )
         return obj["data"]
 
     def _not_prometheus(self, path: str, status: int, content_type: str, body: bytes, obj) -> str:
-        """One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error): the status
-        and what it means, never the page's HTML; a short plain-text body (``404 page not found``) is kept."""
+        """One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error):
+        the status and what it means, never the page's HTML; a short plain-text body (``404 page not found``) is kept.
+        """
         text = body[:2000].decode("utf-8", "replace")
         html_page = "html" in content_type.lower() or text.lstrip()[:1] == "<"
         what = ""
@@ -215,9 +266,11 @@ class PrometheusClient:
         if status >= 500:
             return f"the server at {self.base_url} {where}: a server or proxy error, retried at the next refresh"
         if status == 404 or (200 <= status < 300) or html_page:
-            return (f"the server at {self.base_url} {where}: is this a Prometheus server? Check --source: it "
-                    "must be the address the Prometheus API is served under (the one whose /api/v1/query "
-                    "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a proxy")
+            return (
+                f"the server at {self.base_url} {where}: is this a Prometheus server? Check --source: it "
+                "must be the address the Prometheus API is served under (the one whose /api/v1/query "
+                "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a proxy"
+            )
         return f"the server at {self.base_url} {where}"
 
     def instant(self, query: str, at_s: float | None = None) -> list:
@@ -227,31 +280,62 @@ class PrometheusClient:
             params["time"] = f"{at_s:.3f}"
         data = self.get("/api/v1/query", params)
         if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-            raise PrometheusError(f"expected an instant vector, got {str(data.get('resultType'))[:20]}")
+            raise PrometheusError(
+                f"expected an instant vector, got {str(data.get('resultType'))[:20]}"
+            )
         return data["result"]
 
-    def range(self, query: str, start_s: float, end_s: float, step_s: float, timeout_s: float | None = None) -> list:
+    def range(
+        self,
+        query: str,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+        timeout_s: float | None = None,
+    ) -> list:
         """``result`` of ``/api/v1/query_range`` (resultType matrix): ``[{"metric", "values": [[t, "v"]...]}]``."""
-        data = self.get("/api/v1/query_range", {"query": query, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}",
-                                                "step": f"{step_s:.3f}"}, timeout_s=timeout_s)
+        data = self.get(
+            "/api/v1/query_range",
+            {
+                "query": query,
+                "start": f"{start_s:.3f}",
+                "end": f"{end_s:.3f}",
+                "step": f"{step_s:.3f}",
+            },
+            timeout_s=timeout_s,
+        )
         if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
-            raise PrometheusError(f"expected a range matrix, got {str(data.get('resultType'))[:20]}")
+            raise PrometheusError(
+                f"expected a range matrix, got {str(data.get('resultType'))[:20]}"
+            )
         return data["result"]
 
-    def range_columns(self, query: str, start_s: float, end_s: float, step_s: float,
-                      timeout_s: float | None = None) -> list:
-        """:meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where ``times``
-        (epoch seconds) and ``values`` are 1-D float64 numpy arrays of the same length (NaN and +-Inf kept).
+    def range_columns(
+        self,
+        query: str,
+        start_s: float,
+        end_s: float,
+        step_s: float,
+        timeout_s: float | None = None,
+    ) -> list:
+        """:meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where
+        ``times`` (epoch seconds) and ``values`` are 1-D float64 numpy arrays of the same length
+        (NaN and +-Inf kept).
 
-        The answer (one request) is read by :func:`parse_matrix`, which decodes each series' labels as JSON
-        and its points with numpy in one call, instead of building a Python list, int and str per point
-        (an hour at a 1 s step for 64 GPUs is 2.8 million points); an answer it does not recognise goes
-        through :mod:`json` as in :meth:`range`.
+        The answer (one request) is read by :func:`parse_matrix`, which decodes each series' labels
+        as JSON and its points with numpy in one call, instead of building a Python list, int and
+        str per point (an hour at a 1 s step for 64 GPUs is 2.8 million points); an answer it does
+        not recognise goes through :mod:`json` as in :meth:`range`.
 
         Raises:
             PrometheusError: as :meth:`get`.
         """
-        params = {"query": query, "start": f"{start_s:.3f}", "end": f"{end_s:.3f}", "step": f"{step_s:.3f}"}
+        params = {
+            "query": query,
+            "start": f"{start_s:.3f}",
+            "end": f"{end_s:.3f}",
+            "step": f"{step_s:.3f}",
+        }
         path = "/api/v1/query_range"
         status, headers, body = self._fetch(path, params, timeout_s)
         if status == 200:
@@ -260,7 +344,9 @@ class PrometheusClient:
                 return fast
         data = self._data(path, status, headers, body)
         if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
-            raise PrometheusError(f"expected a range matrix, got {str(data.get('resultType'))[:20]}")
+            raise PrometheusError(
+                f"expected a range matrix, got {str(data.get('resultType'))[:20]}"
+            )
         return [cols for r in data["result"] if (cols := _columns(r)) is not None]
 
     def close(self):
@@ -275,12 +361,14 @@ _POINT_CHARS = bytes.maketrans(b'[]"', b"   ")
 
 
 def parse_matrix(body: bytes) -> list | None:
-    """The series of a ``query_range`` answer as ``[(labels dict, times, values)]`` (float64 numpy arrays),
-    or None when ``body`` is not the compact JSON Prometheus writes for a successful matrix (an error answer,
-    native histograms, another server's layout): the caller then decodes it with :mod:`json`.
+    """The series of a ``query_range`` answer as ``[(labels dict, times, values)]`` (float64 numpy
+    arrays), or None when ``body`` is not the compact JSON Prometheus writes for a successful matrix
+    (an error answer, native histograms, another server's layout): the caller then decodes it with
+    :mod:`json`.
 
-    Each series' labels are decoded by :func:`json.loads`; its ``[[t, "v"], ...]`` points, which hold only
-    numbers and quoted numbers (``"NaN"``, ``"+Inf"`` included), are read by one :func:`numpy.fromstring`.
+    Each series' labels are decoded by :func:`json.loads`; its ``[[t, "v"], ...]`` points, which
+    hold only numbers and quoted numbers (``"NaN"``, ``"+Inf"`` included), are read by one
+    :func:`numpy.fromstring`.
     """
     m = _MATRIX_HEAD.match(body)
     if m is None:
@@ -298,10 +386,10 @@ def parse_matrix(body: bytes) -> list | None:
         if labels_end < 0 or points_end < 0:
             return None
         try:
-            labels = json.loads(body[pos + len(_METRIC):labels_end + 1])
+            labels = json.loads(body[pos + len(_METRIC) : labels_end + 1])
         except ValueError:
             return None
-        points = body[labels_end + len(_VALUES):points_end + 1]
+        points = body[labels_end + len(_VALUES) : points_end + 1]
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # numpy warns (and stops) at text that is not a number
             try:
@@ -319,11 +407,16 @@ def parse_matrix(body: bytes) -> list | None:
 
 
 def _columns(r):
-    """One series of a :mod:`json`-decoded matrix as ``(labels, times, values)`` arrays; None if malformed
-    (a value that is not a number becomes NaN)."""
+    """One series of a :mod:`json`-decoded matrix as ``(labels, times, values)`` arrays; None if
+    malformed (a value that is not a number becomes NaN).
+    """
     import numpy as np
 
-    if not isinstance(r, dict) or not isinstance(r.get("metric"), dict) or not isinstance(r.get("values"), list):
+    if (
+        not isinstance(r, dict)
+        or not isinstance(r.get("metric"), dict)
+        or not isinstance(r.get("values"), list)
+    ):
         return None
     times, values = [], []
     for point in r["values"]:
@@ -352,8 +445,10 @@ def _reason(exc, timeout) -> str:
             return "connection refused (is the Prometheus server running?)"
         return "cannot connect: " + text.split(": ", 1)[-1][:160]
     # NewConnectionError subclasses ConnectTimeoutError in urllib3 2: it is handled first
-    if isinstance(exc, (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError,
-                        TimeoutError)):
+    if isinstance(
+        exc,
+        (urllib3.exceptions.ConnectTimeoutError, urllib3.exceptions.ReadTimeoutError, TimeoutError),
+    ):
         return f"no answer within {timeout:g} s (timed out)"
     if isinstance(exc, urllib3.exceptions.SSLError):
         return f"TLS error: {str(exc)[:160]} (set {CA_ENV} for a private CA)"

@@ -1,6 +1,8 @@
-"""The ``%gpuwatch`` sampler: one daemon thread that reads a source every ``interval_s`` into a bounded history.
+"""The ``%gpuwatch`` sampler: one daemon thread that reads a source every ``interval_s`` into a
+bounded history.
 
-The :class:`Sampler` is driven by ``Event.wait(interval)``; clock and wait are injectable so tests run it
+The :class:`Sampler` is driven by ``Event.wait(interval)``; clock and wait are injectable so tests
+run it
 with a fake clock. It never prints and never raises: failures are recorded in ``Sampler.error``.
 """
 
@@ -28,25 +30,41 @@ class Sampler:
         source: object with ``read(seq, timestamp_s) -> Sample`` (:class:`~.sources.LiveSource`,
             :class:`~.sources.ReplaySource`); raising :class:`~.sources.EndOfTrace` ends the run.
         interval_s: seconds between samples (deadline-based: no drift; missed ticks are skipped).
-        history_len: samples kept (``collections.deque(maxlen=...)``): constant memory for runs of days.
+        history_len: samples kept (``collections.deque(maxlen=...)``): constant memory for runs of
+            days.
         count: stop after this many samples (None = until stopped).
         writer: a :class:`~.trace.TraceWriter` or None.
         on_sample: ``callback(sample)`` after each sample (widget update); its errors are recorded.
-        on_finish: ``callback()`` when the loop ends, in the sampler's thread; its errors are recorded.
+        on_finish: ``callback()`` when the loop ends, in the sampler's thread; its errors are
+            recorded.
         clock: monotonic seconds (injectable for tests). wall: epoch seconds for timestamps.
 
-    State (read from any thread): ``latest``, ``history``, ``samples_taken``, ``error`` (last failure text,
+    State (read from any thread): ``latest``, ``history``, ``samples_taken``, ``error`` (last
+        failure text,
     ``""`` if none), ``errors`` (count), ``finished`` (why it ended, ``""`` while running),
     ``thread_cpu_s`` (CPU seconds the sampler thread used).
     """
 
-    def __init__(self, source, *, interval_s: float = 1.0, history_len: int = 600, count: int | None = None,
-                 writer: TraceWriter | None = None, on_sample=None, on_finish=None, clock=time.monotonic,
-                 wall=time.time, name: str = "cudamagic-gpuwatch"):
+    def __init__(
+        self,
+        source,
+        *,
+        interval_s: float = 1.0,
+        history_len: int = 600,
+        count: int | None = None,
+        writer: TraceWriter | None = None,
+        on_sample=None,
+        on_finish=None,
+        clock=time.monotonic,
+        wall=time.time,
+        name: str = "cudamagic-gpuwatch",
+    ):
         self.source = source
         self.interval_s = float(interval_s)
         if not 0 < self.interval_s <= MAX_INTERVAL_S:  # also NaN; inf would overflow Event.wait
-            raise ValueError(f"interval_s must be in (0, {MAX_INTERVAL_S:g}] seconds, not {interval_s!r}")
+            raise ValueError(
+                f"interval_s must be in (0, {MAX_INTERVAL_S:g}] seconds, not {interval_s!r}"
+            )
         self.history = collections.deque(maxlen=int(history_len))
         self.count = count
         self.writer = writer
@@ -82,7 +100,9 @@ class Sampler:
             try:
                 self.writer.write(s)
             except Exception as exc:
-                self._record(f"writing {self.writer.path} failed: {type(exc).__name__}: {exc}; logging stopped")
+                self._record(
+                    f"writing {self.writer.path} failed: {type(exc).__name__}: {exc}; logging stopped"
+                )
                 self.writer = None
         if self.on_sample is not None:
             try:
@@ -104,7 +124,8 @@ class Sampler:
         """Sample until stopped, ``count`` reached or the trace ends (runs in the calling thread).
 
         Args:
-            wait: ``wait(seconds) -> bool`` returning True when asked to stop (default: the stop Event's wait).
+            wait: ``wait(seconds) -> bool`` returning True when asked to stop (default: the stop
+                Event's wait).
             first_delay: seconds to wait before the first sample.
         """
         wait = wait or self._stop.wait
@@ -133,8 +154,11 @@ class Sampler:
                     return
             self.finished = f"{plural(self.samples_taken, 'sample')} taken (--count)"
         except BaseException as exc:  # KeyboardInterrupt in the foreground loop, or a bug
-            self.finished = "interrupted" if isinstance(exc, KeyboardInterrupt) else \
-                f"sampler crashed: {type(exc).__name__}: {exc}"
+            self.finished = (
+                "interrupted"
+                if isinstance(exc, KeyboardInterrupt)
+                else f"sampler crashed: {type(exc).__name__}: {exc}"
+            )
             if not isinstance(exc, Exception):
                 raise
             self._record(self.finished)
@@ -152,8 +176,9 @@ class Sampler:
         """Start the daemon thread (once)."""
         if self._thread is not None:
             return
-        self._thread = threading.Thread(target=self.run_loop, kwargs={"first_delay": first_delay},
-                                        name=self.name, daemon=True)
+        self._thread = threading.Thread(
+            target=self.run_loop, kwargs={"first_delay": first_delay}, name=self.name, daemon=True
+        )
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0):

@@ -42,6 +42,7 @@ GPU_FIELDS = {
 
 # ---- immutable samples ------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class ProcessSample:
     """One process on a GPU (``nvmlDeviceGetComputeRunningProcesses`` + graphics processes).
@@ -53,14 +54,15 @@ class ProcessSample:
         used_memory_bytes: GPU memory of the process in bytes (``used_gpu_memory``), or NA.
         type: ``"C"`` compute, ``"G"`` graphics, ``"C+G"``.
         own: True for this kernel's own process.
-        visible: False when the pid does not exist here (another PID namespace, F04, or it exited); True
-            for another user's process hidden by ``/proc`` ``hidepid`` (it exists, its name is NA with code
-            ``"hidden"``). The kind is ``name.code`` when ``name`` is NA: ``"other_namespace"``, ``"hidden"``,
-            ``"exited"``, ``"no_permission"``.
-        memory_source: where ``used_memory_bytes`` comes from: ``"NVML"`` (``usedGpuMemory``), or on Windows
-            under WDDM :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's ``Dedicated Usage``).
-        shared_memory_bytes: system RAM the GPU uses for the process (Windows ``Shared Usage``), or NA
-            (NVML does not report it).
+        visible: False when the pid does not exist here (another PID namespace, F04, or it exited);
+            True for another user's process hidden by ``/proc`` ``hidepid`` (it exists, its name is
+            NA with code ``"hidden"``). The kind is ``name.code`` when ``name`` is NA:
+            ``"other_namespace"``, ``"hidden"``, ``"exited"``, ``"no_permission"``.
+        memory_source: where ``used_memory_bytes`` comes from: ``"NVML"`` (``usedGpuMemory``), or on
+            Windows under WDDM :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's
+            ``Dedicated Usage``).
+        shared_memory_bytes: system RAM the GPU uses for the process (Windows ``Shared Usage``), or
+            NA (NVML does not report it).
     """
 
     pid: int
@@ -78,8 +80,8 @@ class ProcessSample:
 class MigSample:
     """One MIG instance: 0-based slot index, ``MIG-...`` UUID, memory in bytes (F06).
 
-    From a cluster source, ``ratios`` are the instance's DCGM profiling ratios ``((name, 0-1 float or NA),
-    ...)`` (``DCGM_FI_PROF_*`` of its ``GPU_I_ID``); ``()`` otherwise.
+    From a cluster source, ``ratios`` are the instance's DCGM profiling ratios ``((name, 0-1 float
+    or NA), ...)`` (``DCGM_FI_PROF_*`` of its ``GPU_I_ID``); ``()`` otherwise.
     """
 
     index: int
@@ -97,16 +99,17 @@ class GpuSample:
     ``*_mw`` milliwatts, ``*_mhz`` MHz, ``pstate`` P-state number (0 = max performance),
     ``throttle_reasons_mask`` the ``nvmlDeviceGetCurrentClocksEventReasons`` bitmask.
     ``lost`` is an NA once the GPU fell off the bus, else ``None``. ``processes`` is a
-    tuple of :class:`ProcessSample` or an NA. ``memory_used_bytes`` is what ``nvidia-smi`` shows as used
-    (``nvmlDeviceGetMemoryInfo`` v2: without the driver's reserve); ``memory_reserved_bytes`` is that reserve
-    (``memory.reserved``), NA on drivers before R510 (v1 only: used then includes the reserve) and in traces
-    recorded before the field existed. Every number passed :func:`cudamagic.core.nvml.check_value`.
-    ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on Windows (``nvmlDeviceGetDriverModel``,
-    nvidia-smi's header), an NA elsewhere.
+    tuple of :class:`ProcessSample` or an NA. ``memory_used_bytes`` is what ``nvidia-smi`` shows as
+    used (``nvmlDeviceGetMemoryInfo`` v2: without the driver's reserve); ``memory_reserved_bytes``
+    is that reserve (``memory.reserved``), NA on drivers before R510 (v1 only: used then includes
+    the reserve) and in traces recorded before the field existed. Every number passed
+    :func:`cudamagic.core.nvml.check_value`. ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"``
+    on Windows (``nvmlDeviceGetDriverModel``, nvidia-smi's header), an NA elsewhere.
 
-    From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name (``""`` for
-    this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``, ``labels``
-    the job labels ``((label, value), ...)`` (pod, namespace, hpc_job).
+    From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name
+        (``""`` for
+    this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``,
+    ``labels`` the job labels ``((label, value), ...)`` (pod, namespace, hpc_job).
     """
 
     index: int
@@ -155,8 +158,9 @@ class WorkerSample:
 
 @dataclass(frozen=True)
 class HostSample:
-    """The host: ``cpu_util_pct`` all CPUs (0-100), ``kernel_cpu_pct`` this process in % of one core,
-    RAM in bytes, ``workers`` this kernel's DataLoader worker processes."""
+    """The host: ``cpu_util_pct`` all CPUs (0-100), ``kernel_cpu_pct`` this process in % of one
+    core, RAM in bytes, ``workers`` this kernel's DataLoader worker processes.
+    """
 
     cpu_util_pct: object
     cpu_count: object
@@ -185,9 +189,9 @@ class TorchSample:
 class Sample:
     """One complete reading. ``timestamp_s`` is wall-clock seconds since the epoch (``time.time``).
 
-    ``nvml_status`` is ``None`` when NVML works, else the NA saying why there is no GPU data (F01/F02).
-    ``torch`` is a :class:`TorchSample` or an NA (PyTorch not imported / CUDA not initialised).
-    ``hint`` is a plain-words diagnosis or ``""``.
+    ``nvml_status`` is ``None`` when NVML works, else the NA saying why there is no GPU data
+    (F01/F02). ``torch`` is a :class:`TorchSample` or an NA (PyTorch not imported / CUDA not
+    initialised). ``hint`` is a plain-words diagnosis or ``""``.
     """
 
     seq: int
@@ -211,21 +215,28 @@ def iso_timestamp(ts: float) -> str:
 
 # ---- flat records (watch.history rows) -----------------------------------------------------
 
-def sample_rows(s: Sample) -> list:
-    """Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no GPU).
 
-    Keys are nvidia-smi names (``timestamp``, ``index``, ``name``, ``utilization.gpu``, ``memory.used``
-    [bytes], ``power.draw`` [mW] ...) plus ``host.*`` and ``torch.*``. Every value is a plain scalar
-    (int, float, str or bool), so ``pandas.DataFrame(rows)`` gets numeric columns: a number that could
-    not be read is ``float('nan')`` and a text that could not be read is ``"N/A"``; why is in the
-    ``na_reasons`` column (``"fan.speed, power.draw: not supported on this GPU"``, ``""`` when all
-    were read). :attr:`GpuWatch.samples` keeps the :class:`~cudamagic.core.na.NA` objects themselves.
+def sample_rows(s: Sample) -> list:
+    """Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no
+    GPU).
+
+    Keys are nvidia-smi names (``timestamp``, ``index``, ``name``, ``utilization.gpu``,
+    ``memory.used`` [bytes], ``power.draw`` [mW] ...) plus ``host.*`` and ``torch.*``. Every value
+    is a plain scalar (int, float, str or bool), so ``pandas.DataFrame(rows)`` gets numeric columns:
+    a number that could not be read is ``float('nan')`` and a text that could not be read is
+    ``"N/A"``; why is in the ``na_reasons`` column (``"fan.speed, power.draw: not supported on this
+    GPU"``, ``""`` when all were read). :attr:`GpuWatch.samples` keeps the
+    :class:`~cudamagic.core.na.NA` objects themselves.
     """
     t = s.torch
     common = {
-        "timestamp": s.timestamp, "timestamp_s": s.timestamp_s, "seq": s.seq,
-        "host.cpu.utilization": s.host.cpu_util_pct, "host.memory.used": s.host.memory_used_bytes,
-        "host.memory.total": s.host.memory_total_bytes, "host.kernel.cpu.utilization": s.host.kernel_cpu_pct,
+        "timestamp": s.timestamp,
+        "timestamp_s": s.timestamp_s,
+        "seq": s.seq,
+        "host.cpu.utilization": s.host.cpu_util_pct,
+        "host.memory.used": s.host.memory_used_bytes,
+        "host.memory.total": s.host.memory_total_bytes,
+        "host.kernel.cpu.utilization": s.host.kernel_cpu_pct,
         "host.dataloader_workers": len(s.host.workers),
         "torch.allocated": t if is_na(t) else t.allocated_bytes,
         "torch.reserved": t if is_na(t) else t.reserved_bytes,
@@ -233,23 +244,31 @@ def sample_rows(s: Sample) -> list:
         "torch.gap": t if is_na(t) else t.gap_bytes,
     }
     if not s.gpus:
-        status = s.nvml_status if s.nvml_status is not None else NA("no GPU selected")  # _flat keeps its reason
+        status = (
+            s.nvml_status if s.nvml_status is not None else NA("no GPU selected")
+        )  # _flat keeps its reason
         return [_flat(dict(common, index=status))]
     rows = []
     for g in s.gpus:
         r = dict(common)
         r.update({"index": g.index, "name": g.name, "uuid": g.uuid})
-        if g.host or g.ratios:  # a cluster GPU: its host, not this kernel's host.* / torch.* columns
+        if (
+            g.host or g.ratios
+        ):  # a cluster GPU: its host, not this kernel's host.* / torch.* columns
             r = {k: v for k, v in r.items() if not k.startswith(("host.", "torch."))}
             r["host"] = g.host
             r.update({f"prof.{k}": v for k, v in g.ratios})
-            for m in g.mig_devices:  # a MIG instance's ratios: its own columns, never merged with the GPU's
+            for m in (
+                g.mig_devices
+            ):  # a MIG instance's ratios: its own columns, never merged with the GPU's
                 r.update({f"mig.{m.index}.prof.{k}": v for k, v in m.ratios})
         for key, attr in GPU_FIELDS.items():
             r[key] = getattr(g, attr)
         reasons = g.throttle_reasons
         r["clocks_event_reasons"] = reasons if is_na(reasons) else ", ".join(reasons)
-        mig = g.mig_enabled  # NA from a trace that recorded it so: "N/A" with its reason, not a claim of "Disabled"
+        mig = (
+            g.mig_enabled
+        )  # NA from a trace that recorded it so: "N/A" with its reason, not a claim of "Disabled"
         r["mig.mode.current"] = mig if is_na(mig) else ("Enabled" if mig is True else "Disabled")
         r["processes.count"] = g.processes if is_na(g.processes) else len(g.processes)
         r["lost"] = g.lost is not None
@@ -257,7 +276,9 @@ def sample_rows(s: Sample) -> list:
     return rows
 
 
-_TEXT_KEYS = frozenset({"timestamp", "name", "uuid", "host", "clocks_event_reasons", "mig.mode.current"})
+_TEXT_KEYS = frozenset(
+    {"timestamp", "name", "uuid", "host", "clocks_event_reasons", "mig.mode.current"}
+)
 
 
 def _flat(row: dict) -> dict:
@@ -267,5 +288,7 @@ def _flat(row: dict) -> dict:
         if is_na(v):
             by_reason.setdefault(v.reason, []).append(key)
             row[key] = "N/A" if key in _TEXT_KEYS else math.nan
-    row["na_reasons"] = "; ".join(f"{', '.join(keys)}: {reason}" for reason, keys in by_reason.items())
+    row["na_reasons"] = "; ".join(
+        f"{', '.join(keys)}: {reason}" for reason, keys in by_reason.items()
+    )
     return row

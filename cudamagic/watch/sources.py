@@ -1,10 +1,10 @@
-"""Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or a
-replayed trace file.
+"""Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator)
+or a replayed trace file.
 
 A source has ``read(seq, timestamp_s) -> Sample``, ``label``, ``devices`` and ``status``; the
-:class:`~.sampler.Sampler` calls ``read`` once per tick. :class:`LiveSource` never raises for NVML faults
-(the sample carries NA values with the reason); :class:`ReplaySource` raises :class:`EndOfTrace` after the
-last recorded sample.
+:class:`~.sampler.Sampler` calls ``read`` once per tick. :class:`LiveSource` never raises for NVML
+faults (the sample carries NA values with the reason); :class:`ReplaySource` raises
+:class:`EndOfTrace` after the last recorded sample.
 
 ``torch`` is only looked at when the user already imported it *and* initialised CUDA
 (``torch.cuda.is_initialized()``): the monitor never creates a CUDA context.
@@ -20,19 +20,40 @@ from ..core import nvml, platform, wincounters
 from ..core.fmt import plural
 from ..core.na import NA, is_na
 from . import trace
-from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, ProcessSample, Sample, TorchSample, WorkerSample
+from .samples import (
+    GPU_FIELDS,
+    GpuSample,
+    HostSample,
+    MigSample,
+    ProcessSample,
+    Sample,
+    TorchSample,
+    WorkerSample,
+)
 
-OTHER_NAMESPACE = NA("process in another PID namespace (container): its pid does not exist here; run the "
-                     "container with --pid=host to see its name", "other_namespace")
-HIDDEN = NA("another user's process, hidden: the pid exists here but /proc does not let this user read it "
-            "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
-            "administrator can name it", "hidden")
+OTHER_NAMESPACE = NA(
+    "process in another PID namespace (container): its pid does not exist here; run the "
+    "container with --pid=host to see its name",
+    "other_namespace",
+)
+HIDDEN = NA(
+    "another user's process, hidden: the pid exists here but /proc does not let this user read it "
+    "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
+    "administrator can name it",
+    "hidden",
+)
 EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
-PRIVATE_CMDLINE = NA("another user's command line, not shown (privacy on shared machines): `%gpuwatch "
-                     "--cmdline` or `%config CudaMagics.watch_show_cmdlines = True` shows it", "private")
-UNKNOWN_OWNER_CMDLINE = NA("command line not shown: this process's owner cannot be read from here (Windows denies "
-                           "it for other users' and system processes), so it is treated as another user's "
-                           "(privacy on shared machines): `%gpuwatch --cmdline` shows it", "private")
+PRIVATE_CMDLINE = NA(
+    "another user's command line, not shown (privacy on shared machines): `%gpuwatch "
+    "--cmdline` or `%config CudaMagics.watch_show_cmdlines = True` shows it",
+    "private",
+)
+UNKNOWN_OWNER_CMDLINE = NA(
+    "command line not shown: this process's owner cannot be read from here (Windows denies "
+    "it for other users' and system processes), so it is treated as another user's "
+    "(privacy on shared machines): `%gpuwatch --cmdline` shows it",
+    "private",
+)
 MIG_UTIL = NA("not reported in MIG mode", "mig")
 
 
@@ -42,14 +63,17 @@ class EndOfTrace(Exception):
 
 # ---- host -------------------------------------------------------------------------------
 
+
 def _cpu_busy_total(times):
     total = sum(times)
     idle = getattr(times, "idle", 0.0) + getattr(times, "iowait", 0.0)
     return total - idle, total
 
 
-#: Command-line marks of multiprocessing's own helper processes, which are not DataLoader workers: the resource
-#: tracker that the first spawn/forkserver start leaves running for the kernel's life (POSIX), and the forkserver.
+# : Command-line marks of multiprocessing's own helper processes, which are not DataLoader workers:
+# the resource
+# : tracker that the first spawn/forkserver start leaves running for the kernel's life (POSIX), and
+# the forkserver.
 _MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
@@ -106,8 +130,14 @@ class HostReader:
                 try:
                     child = self._psutil.Process(pid)
                     cmd = child.cmdline()
-                    entry = (child, cmd == self._cmdline or (any("multiprocessing" in c for c in cmd) and not any(
-                        helper in c for c in cmd for helper in _MP_HELPERS)))
+                    entry = (
+                        child,
+                        cmd == self._cmdline
+                        or (
+                            any("multiprocessing" in c for c in cmd)
+                            and not any(helper in c for c in cmd for helper in _MP_HELPERS)
+                        ),
+                    )
                 except Exception:
                     continue
             known[pid] = entry
@@ -122,8 +152,11 @@ class HostReader:
                 continue
             prev = self._last_child.get(pid)
             seen[pid] = cpu
-            pct = (NA("needs two readings", "warming_up") if prev is None or dt <= 0
-                   else round(max(0.0, 100.0 * (cpu - prev) / dt), 1))
+            pct = (
+                NA("needs two readings", "warming_up")
+                if prev is None or dt <= 0
+                else round(max(0.0, 100.0 * (cpu - prev) / dt), 1)
+            )
             out.append(WorkerSample(pid=pid, cpu_pct=pct, rss_bytes=rss))
         self._known = known
         self._last_child = seen
@@ -138,15 +171,21 @@ class HostReader:
         warming = NA("needs two readings at least 0.05 s apart", "warming_up")
         try:
             busy, total = _cpu_busy_total(ps.cpu_times())
-            cpu = warming if busy0 is None or dt < 0.05 or total <= total0 else \
-                round(min(100.0, max(0.0, 100.0 * (busy - busy0) / (total - total0))), 1)
+            cpu = (
+                warming
+                if busy0 is None or dt < 0.05 or total <= total0
+                else round(min(100.0, max(0.0, 100.0 * (busy - busy0) / (total - total0))), 1)
+            )
         except Exception as exc:
             busy = total = None
             cpu = NA(f"psutil.cpu_times failed: {exc}", "error")
         try:
             own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
-            kcpu = warming if own is None or own0 is None or dt < 0.05 else \
-                round(max(0.0, 100.0 * (own - own0) / dt), 1)
+            kcpu = (
+                warming
+                if own is None or own0 is None or dt < 0.05
+                else round(max(0.0, 100.0 * (own - own0) / dt), 1)
+            )
         except Exception as exc:
             own, kcpu = None, NA(f"psutil failed: {exc}", "error")
         try:
@@ -157,12 +196,18 @@ class HostReader:
         workers = self._workers(dt)
         if dt >= 0.05 or busy0 is None:
             self._last = (now, busy, total, own)
-        return HostSample(cpu_util_pct=cpu, cpu_count=self._cpu_count,
-                          memory_used_bytes=used, memory_total_bytes=tot, kernel_cpu_pct=kcpu,
-                          workers=workers)
+        return HostSample(
+            cpu_util_pct=cpu,
+            cpu_count=self._cpu_count,
+            memory_used_bytes=used,
+            memory_total_bytes=tot,
+            kernel_cpu_pct=kcpu,
+            workers=workers,
+        )
 
 
 # ---- PyTorch allocator (never creates a CUDA context) ------------------------------------
+
 
 def read_torch_allocator():
     """This kernel's PyTorch caching allocator, summed over CUDA devices, or NA.
@@ -180,8 +225,10 @@ def read_torch_allocator():
     try:
         cuda = torch.cuda
         if not cuda.is_initialized():
-            return NA("CUDA is not initialised in this kernel (the monitor never creates a CUDA context)",
-                      "not_initialized")
+            return NA(
+                "CUDA is not initialised in this kernel (the monitor never creates a CUDA context)",
+                "not_initialized",
+            )
         alloc = reserved = peak = 0
         for i in range(cuda.device_count()):
             st = cuda.memory_stats(i)
@@ -195,36 +242,46 @@ def read_torch_allocator():
 
 # ---- processes ----------------------------------------------------------------------------
 
-INSUFFICIENT_PERMISSIONS = NA("a process of another user or of the system: Windows does not show its name to "
-                              "this user (nvidia-smi prints \"Insufficient Permissions\"); run as administrator "
-                              "to see it", "no_permission")
+INSUFFICIENT_PERMISSIONS = NA(
+    "a process of another user or of the system: Windows does not show its name to "
+    'this user (nvidia-smi prints "Insufficient Permissions"); run as administrator '
+    "to see it",
+    "no_permission",
+)
 
 
 def _pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists in this PID namespace, even if this user may not read it (``kill(pid, 0)``:
-    EPERM means it exists and belongs to another user; ESRCH means no such pid here)."""
+    """True when ``pid`` exists in this PID namespace, even if this user may not read it
+    (``kill(pid, 0)``: EPERM means it exists and belongs to another user; ESRCH means no such pid here).
+    """
     return platform.pid_exists(pid)
 
 
 def in_container() -> bool:
     """Best guess that this kernel runs in its own PID namespace (a container): ``/.dockerenv``,
-    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1."""
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1.
+    """
     return platform.in_container()
 
 
 def process_info(pid: int, *, host_namespace=None):
-    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not readable.
+    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not
+    readable.
 
-    * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while ``kill(pid, 0)``
-      says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code ``"hidden"``, visible True;
-    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its own pid
-      is missing from NVML's list) -> ``"other_namespace"``, visible False (F04); otherwise the process exited
-      between NVML's listing and this read -> ``"exited"``, visible False.
+    * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while
+        ``kill(pid, 0)``
+      says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code ``"hidden"``, visible
+          True;
+    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its
+        own pid
+      is missing from NVML's list) -> ``"other_namespace"``, visible False (F04); otherwise the
+      process exited between NVML's listing and this read -> ``"exited"``, visible False.
 
     Args:
         pid: process id as NVML reports it.
-        host_namespace: True when this kernel is known to share the host's PID namespace (its own pid is in
-            NVML's list), False when known not to, None to guess with :func:`in_container`.
+        host_namespace: True when this kernel is known to share the host's PID namespace (its own
+            pid is in NVML's list), False when known not to, None to guess with
+            :func:`in_container`.
     """
     import psutil
 
@@ -250,7 +307,8 @@ def process_info(pid: int, *, host_namespace=None):
         return na, na, True
     if not platform.is_windows():
         return na, na, visible
-    # Windows: no PID namespaces; NVML names what psutil cannot (nvmlSystemGetProcessName, as nvidia-smi does)
+    # Windows: no PID namespaces; NVML names what psutil cannot (nvmlSystemGetProcessName, as
+    # nvidia-smi does)
     name = nvml.process_name(pid)
     if not is_na(name) and name:
         return name, NA("command line not readable from here", "no_permission"), True
@@ -260,9 +318,10 @@ def process_info(pid: int, *, host_namespace=None):
 
 
 def same_user(pid: int) -> bool | None:
-    """Whether ``pid`` runs as this kernel's user (:func:`cudamagic.core.platform.same_user`: the real uid on
-    POSIX, the account name on Windows): True, False (another user's, or gone), or None when its owner cannot be
-    read. Only True keeps the command line; None is labelled :data:`UNKNOWN_OWNER_CMDLINE`."""
+    """Whether ``pid`` runs as this kernel's user (:func:`cudamagic.core.platform.same_user`: the
+    real uid on POSIX, the account name on Windows): True, False (another user's, or gone), or None
+    when its owner cannot be read. Only True keeps the command line; None is labelled :data:`UNKNOWN_OWNER_CMDLINE`.
+    """
     return platform.same_user(pid)
 
 
@@ -280,13 +339,17 @@ def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
         return ""
     cpu, kcpu = host.cpu_util_pct, host.kernel_cpu_pct
     if not is_na(cpu) and cpu >= 90:
-        return (f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: the GPU is "
-                "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or lighter "
-                "CPU preprocessing usually help.")
+        return (
+            f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: the GPU is "
+            "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or lighter "
+            "CPU preprocessing usually help."
+        )
     if not is_na(kcpu) and kcpu >= 90 and not host.workers:
-        return (f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU core busy "
-                f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is probably "
-                "the bottleneck. Try DataLoader(..., num_workers=4, pin_memory=True).")
+        return (
+            f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU core busy "
+            f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is probably "
+            "the bottleneck. Try DataLoader(..., num_workers=4, pin_memory=True)."
+        )
     return ""
 
 
@@ -296,7 +359,8 @@ _READ_FIELDS = [f for f in GPU_FIELDS if f not in ("memory.total",)] + ["memory.
 
 
 class LiveSource:
-    """Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch allocator.
+    """Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch
+    allocator.
 
     Args:
         devices: 0-based NVML indices to read, or None for all.
@@ -304,13 +368,14 @@ class LiveSource:
         torch_reader: callable returning a TorchSample or NA (default :func:`read_torch_allocator`).
         proc_info: callable ``pid -> (name, cmdline, visible)`` (default :func:`process_info`).
         pid: this kernel's pid (default ``os.getpid()``).
-        show_cmdlines: also show other users' command lines (default False: their process names are shown, their
-            command lines become :data:`PRIVATE_CMDLINE`; this user's processes always keep theirs).
-        owner_is_me: callable ``pid -> bool | None``: True for this user's processes, None when the owner cannot
-            be read (default :func:`same_user`).
+        show_cmdlines: also show other users' command lines (default False: their process names are
+            shown, their command lines become :data:`PRIVATE_CMDLINE`; this user's processes always
+            keep theirs).
+        owner_is_me: callable ``pid -> bool | None``: True for this user's processes, None when the
+            owner cannot be read (default :func:`same_user`).
         counter_reader: callable returning ``{pid: ProcessGpuMemory}`` or NA (default
-            :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where NVML says
-            N/A under WDDM, read at most once per tick and only then.
+            :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where
+            NVML says N/A under WDDM, read at most once per tick and only then.
 
     NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
     fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
@@ -318,12 +383,22 @@ class LiveSource:
 
     kind = "live"
 
-    def __init__(self, devices=None, *, host=None, torch_reader=read_torch_allocator, proc_info=process_info,
-                 pid=None, show_cmdlines=False, owner_is_me=same_user, counter_reader=None):
+    def __init__(
+        self,
+        devices=None,
+        *,
+        host=None,
+        torch_reader=read_torch_allocator,
+        proc_info=process_info,
+        pid=None,
+        show_cmdlines=False,
+        owner_is_me=same_user,
+        counter_reader=None,
+    ):
         self.pid = os.getpid() if pid is None else pid
         self.show_cmdlines = show_cmdlines
         self.owner_is_me = owner_is_me
-        self._mine = {}        # pid -> same_user(pid) (True, False, None: unknown), pruned like _names
+        self._mine = {}  # pid -> same_user(pid) (True, False, None: unknown), pruned like _names
         self.counter_reader = counter_reader or wincounters.read_process_memory
         self.status = nvml.init()
         count = 0
@@ -336,8 +411,8 @@ class LiveSource:
         self.host = host if host is not None else HostReader(self.pid)
         self.torch_reader = torch_reader
         self.proc_info = proc_info
-        self._static = {}      # index -> (name, uuid, mig_enabled, driver model)
-        self._names = {}       # pid -> (name, cmdline, visible), pruned to pids still listed
+        self._static = {}  # index -> (name, uuid, mig_enabled, driver model)
+        self._names = {}  # pid -> (name, cmdline, visible), pruned to pids still listed
         self.label = "live"
 
     def _static_facts(self, dev):
@@ -361,25 +436,41 @@ class LiveSource:
             pid = p["pid"]
             info = self._names.get(pid)
             if info is None:
-                info = (self.proc_info(pid, host_namespace=True) if own_listed and self.proc_info is process_info
-                        else self.proc_info(pid))
+                info = (
+                    self.proc_info(pid, host_namespace=True)
+                    if own_listed and self.proc_info is process_info
+                    else self.proc_info(pid)
+                )
             names[pid] = info
             used, extra = p["used_memory"], {}
             if is_na(used) and used.code == "wddm":  # Windows counts it where NVML cannot
                 got = counters()
                 if not is_na(got) and pid in got:
                     used = got[pid].dedicated_bytes
-                    extra = {"memory_source": wincounters.source_label(),
-                             "shared_memory_bytes": got[pid].shared_bytes}
+                    extra = {
+                        "memory_source": wincounters.source_label(),
+                        "shared_memory_bytes": got[pid].shared_bytes,
+                    }
                 elif not is_na(got):
-                    used = NA(f"{used.reason}; the Windows GPU Process Memory counters list no memory for this "
-                              "process", "wddm")
+                    used = NA(
+                        f"{used.reason}; the Windows GPU Process Memory counters list no memory for this "
+                        "process",
+                        "wddm",
+                    )
                 else:
                     used = NA(f"{used.reason}; {got.reason}", "wddm")
-            rows.append(ProcessSample(pid=pid, name=info[0], cmdline=self._cmdline(pid, info[1]),
-                                      used_memory_bytes=used,
-                                      type=p.get("type", "C"), own=(pid == self.pid), visible=bool(info[2]),
-                                      **extra))
+            rows.append(
+                ProcessSample(
+                    pid=pid,
+                    name=info[0],
+                    cmdline=self._cmdline(pid, info[1]),
+                    used_memory_bytes=used,
+                    type=p.get("type", "C"),
+                    own=(pid == self.pid),
+                    visible=bool(info[2]),
+                    **extra,
+                )
+            )
         return tuple(rows)
 
     def _cmdline(self, pid, cmdline):
@@ -401,6 +492,7 @@ class LiveSource:
             if not memo:
                 memo.append(self.counter_reader())
             return memo[0]
+
         return read
 
     def read_gpu(self, index, names, counters=None) -> GpuSample:
@@ -413,36 +505,83 @@ class LiveSource:
             vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
             got = dev.mig_devices()
             if not is_na(got):
-                mig_devs = tuple(MigSample(index=m["index"], uuid=m["uuid"], memory_used_bytes=m["memory.used"],
-                                           memory_total_bytes=m["memory.total"]) for m in got)
-        procs = self._processes(dev, names, counters or self._counters_once()) if dev.lost is None else dev.lost
-        return GpuSample(index=index, name=name, uuid=uuid, mig_enabled=mig, mig_devices=mig_devs,
-                         processes=procs, lost=dev.lost, driver_model=model,
-                         **{attr: vals[key] for key, attr in GPU_FIELDS.items()})
+                mig_devs = tuple(
+                    MigSample(
+                        index=m["index"],
+                        uuid=m["uuid"],
+                        memory_used_bytes=m["memory.used"],
+                        memory_total_bytes=m["memory.total"],
+                    )
+                    for m in got
+                )
+        procs = (
+            self._processes(dev, names, counters or self._counters_once())
+            if dev.lost is None
+            else dev.lost
+        )
+        return GpuSample(
+            index=index,
+            name=name,
+            uuid=uuid,
+            mig_enabled=mig,
+            mig_devices=mig_devs,
+            processes=procs,
+            lost=dev.lost,
+            driver_model=model,
+            **{attr: vals[key] for key, attr in GPU_FIELDS.items()},
+        )
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """Read everything once."""
         names = {}
         counters = self._counters_once()
-        gpus = tuple(self.read_gpu(i, names, counters) for i in self.devices) if self.status is None else ()
+        gpus = (
+            tuple(self.read_gpu(i, names, counters) for i in self.devices)
+            if self.status is None
+            else ()
+        )
         self._names = names
         self._mine = {pid: v for pid, v in self._mine.items() if pid in names}
         host = self.host.read()
         torch_state = self.torch_reader()
-        own = [p.used_memory_bytes for g in gpus if not is_na(g.processes) for p in g.processes if p.own]
+        own = [
+            p.used_memory_bytes
+            for g in gpus
+            if not is_na(g.processes)
+            for p in g.processes
+            if p.own
+        ]
         if isinstance(torch_state, TorchSample):
             if own and not any(is_na(b) for b in own):
                 nv = sum(own)
-                gap = nv - torch_state.reserved_bytes if not is_na(torch_state.reserved_bytes) else \
-                    torch_state.reserved_bytes
+                gap = (
+                    nv - torch_state.reserved_bytes
+                    if not is_na(torch_state.reserved_bytes)
+                    else torch_state.reserved_bytes
+                )
             else:
-                nv = gap = NA("this kernel's pid is not in NVML's process list (another PID namespace, "
-                              "or NVML unavailable)", "other_namespace")
-            torch_state = TorchSample(torch_state.allocated_bytes, torch_state.reserved_bytes,
-                                      torch_state.peak_bytes, nv, gap)
+                nv = gap = NA(
+                    "this kernel's pid is not in NVML's process list (another PID namespace, "
+                    "or NVML unavailable)",
+                    "other_namespace",
+                )
+            torch_state = TorchSample(
+                torch_state.allocated_bytes,
+                torch_state.reserved_bytes,
+                torch_state.peak_bytes,
+                nv,
+                gap,
+            )
         hint = idle_gpu_hint(gpus, host, torch_state, bool(own))
-        return Sample(seq=seq, timestamp_s=timestamp_s, nvml_status=self.status, gpus=gpus, host=host,
-                      torch=torch_state, hint=hint)
+        return Sample(
+            seq=seq,
+            timestamp_s=timestamp_s,
+            nvml_status=self.status,
+            gpus=gpus,
+            host=host,
+            torch=torch_state,
+            hint=hint,
+        )
 
 
 class ReplaySource:
@@ -453,14 +592,18 @@ class ReplaySource:
     def __init__(self, path: str):
         self.path = path
         # trace.MAX_TRACE_BYTES looked up at each call (tests lower it)
-        self.header, self.samples = trace.read_trace(path, max_bytes=trace.MAX_TRACE_BYTES, tail=True)
+        self.header, self.samples = trace.read_trace(
+            path, max_bytes=trace.MAX_TRACE_BYTES, tail=True
+        )
         self.pos = 0
         self.devices = sorted({g.index for s in self.samples for g in s.gpus})
         self.device_count = len(self.devices)
         self.status = self.samples[0].nvml_status if self.samples else None
         skipped = self.header.get("skipped_bytes", 0)
         # a long --log run: only its end fits the replay memory bound; say so in the label
-        self.label = f"replay of {path}" + (f" (last {plural(len(self.samples), 'sample')})" if skipped else "")
+        self.label = f"replay of {path}" + (
+            f" (last {plural(len(self.samples), 'sample')})" if skipped else ""
+        )
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """The next recorded sample (its own recorded timestamp); :class:`EndOfTrace` after the last."""

@@ -1,20 +1,28 @@
-"""The look of ``%gpuwatch`` (GPU cards, bars, charts, cluster tiles) on JupyterLab's theme variables.
+"""The look of ``%gpuwatch`` (GPU cards, bars, charts, cluster tiles) on JupyterLab's theme
+variables.
 
-:data:`WATCH_CSS` adds to :data:`cudamagic.core.style.CSS`: every rule starts with ``.cudamagic`` and every colour
-is a ``var(--jp-...)`` theme variable (the literal after the comma is only the fallback for front ends without
-JupyterLab's variables, such as nbviewer). Chosen so the light and dark themes both reach WCAG AA:
+:data:`WATCH_CSS` adds to :data:`cudamagic.core.style.CSS`: every rule starts with ``.cudamagic``
+and every colour is a ``var(--jp-...)`` theme variable (the literal after the comma is only the
+fallback for front ends without JupyterLab's variables, such as nbviewer). Chosen so the light and
+dark themes both reach WCAG AA:
 
-* text: ``--jp-content-font-color1`` (labels and values) and ``--jp-content-font-color2`` (secondary text, 4.6:1 on
+* text: ``--jp-content-font-color1`` (labels and values) and ``--jp-content-font-color2`` (secondary
+    text, 4.6:1 on
   the light theme's white, 9:1 on the dark theme's background); never ``color3``.
-* bars: utilization ``--jp-brand-color1``, memory ``--jp-success-color1`` on a ``--jp-layout-color2`` track
-  (3.2:1 or more against the track and 4.2:1 or more against the page in both themes); the driver's memory
-  reserve is the memory colour hatched, so it reads as part of the memory bar without a third colour.
-* charts: transparent background (the page's), a ``--jp-border-color1`` frame, the same two line colours, memory
+* bars: utilization ``--jp-brand-color1``, memory ``--jp-success-color1`` on a
+    ``--jp-layout-color2`` track
+  (3.2:1 or more against the track and 4.2:1 or more against the page in both themes); the driver's
+  memory reserve is the memory colour hatched, so it reads as part of the memory bar without a third
+  colour.
+* charts: transparent background (the page's), a ``--jp-border-color1`` frame, the same two line
+    colours, memory
   dashed so the key does not depend on colour alone.
 
-Layout: a GPU row is a wrapping flex box (``cm-gpu-row``): the card grows, the chart has a fixed width, so at an
-output narrower than about 660 px the chart moves below the numbers and every GPU's chart has the same width and
-the same time axis. A bar and its value sit in one ``white-space:nowrap`` group (``cm-meter``).
+Layout: a GPU row is a wrapping flex box (``cm-gpu-row``): the card grows, the chart has a fixed
+    width, so at an
+output narrower than about 660 px the chart moves below the numbers and every GPU's chart has the
+same width and the same time axis. A bar and its value sit in one ``white-space:nowrap`` group
+(``cm-meter``).
 
 No IPython or ipywidgets import here; plain strings.
 """
@@ -86,7 +94,8 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
 
     Args:
         frac: the filled fraction. kind: ``"util"`` or ``"mem"`` (the colour class).
-        reserved_frac: with ``kind="mem"``, the driver's reserve (``memory.reserved``) drawn hatched after the fill.
+        reserved_frac: with ``kind="mem"``, the driver's reserve (``memory.reserved``) drawn hatched
+            after the fill.
         title: tooltip (already escaped).
     """
     frac = 0.0 if frac is None else max(0.0, min(1.0, frac))
@@ -95,8 +104,10 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
         r = max(0.0, min(1.0 - frac, reserved_frac))
         extra = f'<span class="cm-fill-rsv" title="driver reserve (memory.reserved)" style="width:{r * 100:.1f}%"></span>'
     tip = f' title="{title}"' if title else ""
-    return (f'<span class="cm-bar"{tip} role="presentation"><span class="cm-fill-{kind}" '
-            f'style="width:{frac * 100:.1f}%"></span>{extra}</span>')
+    return (
+        f'<span class="cm-bar"{tip} role="presentation"><span class="cm-fill-{kind}" '
+        f'style="width:{frac * 100:.1f}%"></span>{extra}</span>'
+    )
 
 
 def meter_html(bar: str, value_html: str) -> str:

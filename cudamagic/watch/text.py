@@ -16,15 +16,18 @@ from ..core.fmt import TEXT_WIDTH, format_bytes, terminal_safe
 from ..core.na import is_na
 from .samples import Sample, TorchSample
 
-#: Characters of a GPU name in the text table: with the other columns it fits :data:`TEXT_WIDTH` (100) columns.
+# : Characters of a GPU name in the text table: with the other columns it fits :data:`TEXT_WIDTH`
+# (100) columns.
 NAME_CHARS = 20
 
 
 # ---- values in words (text and HTML) ----------------------------------------------------------
 
+
 def plain(value) -> str:
     """``str(value)`` safe for a terminal: C0/C1 controls (newline, ESC, CR, BEL...), zero-width and
-    bidi-override characters escaped (see :func:`cudamagic.core.fmt.terminal_safe`)."""
+    bidi-override characters escaped (see :func:`cudamagic.core.fmt.terminal_safe`).
+    """
     return terminal_safe(value)
 
 
@@ -54,32 +57,48 @@ def reasons_text(g):
 
 
 def no_process_line(g):
-    """What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use by
-    processes NVML cannot attribute from here). With the v2 memory reading ``memory.used`` already excludes the
-    driver's reserve, so only unattributed processes explain it; with v1 (reserve NA) the reserve is in it."""
+    """What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use
+    by processes NVML cannot attribute from here). With the v2 memory reading ``memory.used``
+    already excludes the driver's reserve, so only unattributed processes explain it; with v1 (reserve NA) the reserve is in it.
+    """
     used, reserved = g.memory_used_bytes, g.memory_reserved_bytes
     if is_na(used):
         return "no process listed by NVML"
-    if is_na(reserved):   # legacy v1 reading: used includes the driver's reserve
-        return (f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
-                "attribute from here, e.g. other containers or VMs)")
+    if is_na(reserved):  # legacy v1 reading: used includes the driver's reserve
+        return (
+            f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
+            "attribute from here, e.g. other containers or VMs)"
+        )
     if not reserved:
-        return (f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute from here, "
-                "e.g. other containers or VMs)")
-    return (f"NVML lists no process; {format_bytes(used)} in use besides the driver's {format_bytes(reserved)} "
-            "reserve (processes NVML cannot attribute from here, e.g. other containers or VMs)")
+        return (
+            f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute from here, "
+            "e.g. other containers or VMs)"
+        )
+    return (
+        f"NVML lists no process; {format_bytes(used)} in use besides the driver's {format_bytes(reserved)} "
+        "reserve (processes NVML cannot attribute from here, e.g. other containers or VMs)"
+    )
 
 
 #: Labels and advice for process rows whose name is NA, by the NA's code (see sources.process_info).
 PROCESS_LABELS = {
-    "other_namespace": ("(other PID namespace)", "the pid is not visible from this container; run the "
-                        "container with --pid=host to see names."),
-    "hidden": ("(another user's, hidden)", "the pid exists here but /proc does not let this user read it "
-               "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can name it."),
+    "other_namespace": (
+        "(other PID namespace)",
+        "the pid is not visible from this container; run the "
+        "container with --pid=host to see names.",
+    ),
+    "hidden": (
+        "(another user's, hidden)",
+        "the pid exists here but /proc does not let this user read it "
+        "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can name it.",
+    ),
     "exited": ("(exited)", "the process ended between NVML's listing and reading its name."),
-    "no_permission": ("(other user or system)", "a process of another user or of the system: Windows does not "
-                      "show its name to this user (nvidia-smi prints \"Insufficient Permissions\"); run as "
-                      "administrator to see it."),
+    "no_permission": (
+        "(other user or system)",
+        "a process of another user or of the system: Windows does not "
+        'show its name to this user (nvidia-smi prints "Insufficient Permissions"); run as '
+        "administrator to see it.",
+    ),
 }
 
 
@@ -93,8 +112,9 @@ def process_label(p) -> str:
 
 
 def process_notes(processes) -> list:
-    """One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the reason of
-    every other N/A in them (no bare N/A without its reason)."""
+    """One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the
+    reason of every other N/A in them (no bare N/A without its reason).
+    """
     notes = []
     for p in processes:
         for v in (p.name, p.used_memory_bytes):
@@ -119,23 +139,30 @@ def torch_text(t) -> str:
         return t.describe() if is_na(t) else str(t)
     gap = t.gap_bytes
     gap_text = gap.describe() if is_na(gap) else format_bytes(gap)
-    return (f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
-            f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
-            f"gap (CUDA context, other libraries) {gap_text}")
+    return (
+        f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
+        f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
+        f"gap (CUDA context, other libraries) {gap_text}"
+    )
 
 
 # ---- text only ---------------------------------------------------------------------------------
 
+
 def _short_name(g) -> str:
-    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS characters
-    (the HTML card and ``watch.history`` keep the full name)."""
+    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS
+    characters (the HTML card and ``watch.history`` keep the full name).
+    """
     name = "N/A" if is_na(g.name) else str(g.name)
     if name.startswith("NVIDIA "):
-        name = name[len("NVIDIA "):]
+        name = name[len("NVIDIA ") :]
     if len(name) > NAME_CHARS:
-        name = name[:NAME_CHARS - 1] + "\u2026"
-    model = "" if is_na(getattr(g, "driver_model", None)) or getattr(g, "driver_model", None) is None \
+        name = name[: NAME_CHARS - 1] + "\u2026"
+    model = (
+        ""
+        if is_na(getattr(g, "driver_model", None)) or getattr(g, "driver_model", None) is None
         else f" ({g.driver_model})"
+    )
     return ("MIG " if g.mig_enabled is True else "") + name + model
 
 
@@ -147,7 +174,7 @@ def _used_of_total(used, total) -> str:
     while t >= 1024 and k < len(units) - 1:
         t /= 1024
         k += 1
-    f = 1024 ** k
+    f = 1024**k
     return f"{'N/A' if is_na(used) else f'{used / f:.1f}'}/{total / f:.1f} {units[k]}"
 
 
@@ -162,15 +189,25 @@ def _pair(a, b, unit, scale=1) -> str:
 def _na_reasons(g):
     """Distinct NA reasons of one GPU's fields: ``{field label: reason}`` (every N/A in the table)."""
     out = {}
-    for label, v in (("utilization", g.gpu_util_pct), ("memory bandwidth", g.mem_util_pct),
-                     ("memory used", g.memory_used_bytes), ("memory total", g.memory_total_bytes),
-                     ("memory reserved", g.memory_reserved_bytes),
-                     ("temperature", g.temperature_c), ("power draw", g.power_draw_mw),
-                     ("power limit", g.power_limit_mw), ("fan", g.fan_speed_pct), ("SM clock", g.clock_sm_mhz),
-                     ("memory clock", g.clock_mem_mhz), ("P-state", g.pstate),
-                     ("throttle reasons", g.throttle_reasons_mask)):
+    for label, v in (
+        ("utilization", g.gpu_util_pct),
+        ("memory bandwidth", g.mem_util_pct),
+        ("memory used", g.memory_used_bytes),
+        ("memory total", g.memory_total_bytes),
+        ("memory reserved", g.memory_reserved_bytes),
+        ("temperature", g.temperature_c),
+        ("power draw", g.power_draw_mw),
+        ("power limit", g.power_limit_mw),
+        ("fan", g.fan_speed_pct),
+        ("SM clock", g.clock_sm_mhz),
+        ("memory clock", g.clock_mem_mhz),
+        ("P-state", g.pstate),
+        ("throttle reasons", g.throttle_reasons_mask),
+    ):
         if is_na(v) and not (label == "memory reserved" and v.reason == "not recorded"):
-            out[label] = v.reason   # (a reserve a trace or cluster source never had is not shown, so no reason)
+            out[label] = (
+                v.reason
+            )  # (a reserve a trace or cluster source never had is not shown, so no reason)
     return out
 
 
@@ -182,9 +219,10 @@ PROCESS_CHARS = 44
 
 
 def _clip_left(name: str) -> str:
-    """A long process name (Windows gives full paths) keeps its end, where the program's name is, like
-    nvidia-smi's ``...\\SearchHost.exe``."""
-    return name if len(name) <= PROCESS_CHARS else "\u2026" + name[-(PROCESS_CHARS - 1):]
+    """A long process name (Windows gives full paths) keeps its end, where the program's name is,
+    like nvidia-smi's ``...\\SearchHost.exe``.
+    """
+    return name if len(name) <= PROCESS_CHARS else "\u2026" + name[-(PROCESS_CHARS - 1) :]
 
 
 def process_memory_text(p) -> str:
@@ -200,24 +238,39 @@ def counter_notes(processes) -> list:
     counted = [p for p in processes if p.memory_source != "NVML" and not is_na(p.used_memory_bytes)]
     if counted:
         shared = [p.shared_memory_bytes for p in counted if not is_na(p.shared_memory_bytes)]
-        notes.append(f"* GPU memory from the {counted[0].memory_source} (Dedicated Usage, Task Manager's "
-                     "\"Dedicated GPU memory\"): NVML and nvidia-smi show N/A for every process under WDDM"
-                     + (f"; shared (system RAM) usage of these processes: {format_bytes(sum(shared))}" if shared
-                        else "") + ".")
+        notes.append(
+            f"* GPU memory from the {counted[0].memory_source} (Dedicated Usage, Task Manager's "
+            '"Dedicated GPU memory"): NVML and nvidia-smi show N/A for every process under WDDM'
+            + (
+                f"; shared (system RAM) usage of these processes: {format_bytes(sum(shared))}"
+                if shared
+                else ""
+            )
+            + "."
+        )
     return notes
 
 
 class _Lines(list):
     """Lines of the text view: ``append`` makes each one safe with :func:`plain` and wraps it at
-    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already."""
+    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already.
+    """
 
     def append(self, text):
         text = plain(text)
         if len(text) <= TEXT_WIDTH:
             super().append(text)
         else:
-            self.extend(textwrap.wrap(text, TEXT_WIDTH, subsequent_indent="  ", break_long_words=False,
-                                      break_on_hyphens=False) or [text])
+            self.extend(
+                textwrap.wrap(
+                    text,
+                    TEXT_WIDTH,
+                    subsequent_indent="  ",
+                    break_long_words=False,
+                    break_on_hyphens=False,
+                )
+                or [text]
+            )
 
     def table(self, text):
         super().append(text)
@@ -225,14 +278,18 @@ class _Lines(list):
 
 def header_line(sample: Sample | None, label: str = "live", state: str = "") -> str:
     """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
-    kind = f"REPLAY of {label[len('replay of '):]}" if label.startswith("replay of ") else label
+    kind = f"REPLAY of {label[len('replay of ') :]}" if label.startswith("replay of ") else label
     if sample is None:
         return plain(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
     rec = "recorded " if label.startswith("replay of ") else ""
-    return plain(f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip())
+    return plain(
+        f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip()
+    )
 
 
-def sample_text(sample: Sample | None, label: str = "live", state: str = "", error: str = "") -> str:
+def sample_text(
+    sample: Sample | None, label: str = "live", state: str = "", error: str = ""
+) -> str:
     """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
 
     Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
@@ -253,15 +310,40 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
     if sample.gpus:
         rows = []
         for g in sample.gpus:
-            rows.append([g.index, _short_name(g) + (" [LOST]" if g.lost is not None else ""),
-                         pct_text(g.gpu_util_pct), pct_text(g.mem_util_pct),
-                         _used_of_total(g.memory_used_bytes, g.memory_total_bytes), num_text(g.temperature_c, " C"),
-                         _pair(g.power_draw_mw, g.power_limit_mw, "W", 1000), pct_text(g.fan_speed_pct),
-                         _pair(g.clock_sm_mhz, g.clock_mem_mhz, "").rstrip(),
-                         num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}", reasons_text(g)])
+            rows.append(
+                [
+                    g.index,
+                    _short_name(g) + (" [LOST]" if g.lost is not None else ""),
+                    pct_text(g.gpu_util_pct),
+                    pct_text(g.mem_util_pct),
+                    _used_of_total(g.memory_used_bytes, g.memory_total_bytes),
+                    num_text(g.temperature_c, " C"),
+                    _pair(g.power_draw_mw, g.power_limit_mw, "W", 1000),
+                    pct_text(g.fan_speed_pct),
+                    _pair(g.clock_sm_mhz, g.clock_mem_mhz, "").rstrip(),
+                    num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}",
+                    reasons_text(g),
+                ]
+            )
         # util: utilization.gpu; mem bw: utilization.memory (memory bandwidth); clocks: SM/memory
-        lines.table(text_table(["GPU", "name", "util", "mem bw", "memory", "temp", "power", "fan",
-                                "clocks MHz", "P", "throttle"], rows))
+        lines.table(
+            text_table(
+                [
+                    "GPU",
+                    "name",
+                    "util",
+                    "mem bw",
+                    "memory",
+                    "temp",
+                    "power",
+                    "fan",
+                    "clocks MHz",
+                    "P",
+                    "throttle",
+                ],
+                rows,
+            )
+        )
         for g in sample.gpus:
             if g.lost is not None:
                 lines.append(f"GPU {g.index}: {g.lost.describe()}")
@@ -269,11 +351,15 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
             for label_, reason in _na_reasons(g).items():
                 lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
             if not is_na(g.memory_reserved_bytes) and g.memory_reserved_bytes:
-                lines.append(f"GPU {g.index} memory reserved by the driver: {format_bytes(g.memory_reserved_bytes)} "
-                             "(memory.reserved; not counted in memory used, as nvidia-smi shows it)")
+                lines.append(
+                    f"GPU {g.index} memory reserved by the driver: {format_bytes(g.memory_reserved_bytes)} "
+                    "(memory.reserved; not counted in memory used, as nvidia-smi shows it)"
+                )
             for m in g.mig_devices:
-                lines.append(f"GPU {g.index} MIG {m.index} {m.uuid}: "
-                             f"{mem_text(m.memory_used_bytes, m.memory_total_bytes)}")
+                lines.append(
+                    f"GPU {g.index} MIG {m.index} {m.uuid}: "
+                    f"{mem_text(m.memory_used_bytes, m.memory_total_bytes)}"
+                )
         prows = []
         for g in sample.gpus:
             if g.lost is not None:
@@ -284,19 +370,37 @@ def sample_text(sample: Sample | None, label: str = "live", state: str = "", err
             if not g.processes:
                 lines.append(f"GPU {g.index}: {no_process_line(g)}")
             for p in g.processes:
-                prows.append([g.index, p.pid, _clip_left(_proc_name(p)) + (" (this kernel)" if p.own else ""), p.type,
-                              process_memory_text(p)])
+                prows.append(
+                    [
+                        g.index,
+                        p.pid,
+                        _clip_left(_proc_name(p)) + (" (this kernel)" if p.own else ""),
+                        p.type,
+                        process_memory_text(p),
+                    ]
+                )
         if prows:
             lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
-            shown = [p for g in sample.gpus if g.lost is None and not is_na(g.processes) for p in g.processes]
+            shown = [
+                p
+                for g in sample.gpus
+                if g.lost is None and not is_na(g.processes)
+                for p in g.processes
+            ]
             for note in counter_notes(shown) + process_notes(shown):
                 lines.append(note)
     h = sample.host
-    lines.append(f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "
-                 f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
-                 f"DataLoader workers: {len(h.workers)}")
-    for label_, v in (("CPU", h.cpu_util_pct), ("this kernel's CPU", h.kernel_cpu_pct),
-                      ("RAM", h.memory_used_bytes), ("RAM total", h.memory_total_bytes)):
+    lines.append(
+        f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "
+        f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
+        f"DataLoader workers: {len(h.workers)}"
+    )
+    for label_, v in (
+        ("CPU", h.cpu_util_pct),
+        ("this kernel's CPU", h.kernel_cpu_pct),
+        ("RAM", h.memory_used_bytes),
+        ("RAM total", h.memory_total_bytes),
+    ):
         if is_na(v):
             lines.append(f"host {label_}: N/A ({v.reason})")
     lines.append("PyTorch: " + torch_text(sample.torch))

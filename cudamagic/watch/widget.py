@@ -2,13 +2,15 @@
 
 :class:`WatchView` builds the widget tree once and :meth:`WatchView.apply` sets trait values
 inside ``hold_sync()`` (the only thing the sampler thread does with widgets: no print, no
-display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form: the monitor
-replaces its widget by it when it stops (see :mod:`.monitor`), so saved notebooks keep the last values.
-:func:`live_fallback_html` is what a saved notebook shows for a monitor that was still running when saved.
-The plain-text form is :mod:`.text`.
+display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form: the
+monitor replaces its widget by it when it stops (see :mod:`.monitor`), so saved notebooks keep the
+last values. :func:`live_fallback_html` is what a saved notebook shows for a monitor that was still
+running when saved. The plain-text form is :mod:`.text`.
 
-Look: one scoped stylesheet (:data:`cudamagic.core.style.CSS` + :data:`.style.WATCH_CSS`), colours only from
-JupyterLab's ``--jp-*`` theme variables; a GPU row wraps its chart below the numbers in a narrow output.
+Look: one scoped stylesheet (:data:`cudamagic.core.style.CSS` + :data:`.style.WATCH_CSS`), colours
+    only from
+JupyterLab's ``--jp-*`` theme variables; a GPU row wraps its chart below the numbers in a narrow
+output.
 
 Every string that comes from outside (process names and command lines, GPU names,
 file paths, NVML error text) goes through :func:`cudamagic.core.fmt.esc` before HTML.
@@ -26,8 +28,19 @@ from ..core.na import is_na
 from ..core.style import CSS, badge, page, scroll
 from .samples import Sample
 from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
-from .text import (PROCESS_LABELS, counter_notes, mem_text, no_process_line, num_text, pct_text, process_label,
-                   process_memory_text, process_notes, reasons_text, torch_text)
+from .text import (
+    PROCESS_LABELS,
+    counter_notes,
+    mem_text,
+    no_process_line,
+    num_text,
+    pct_text,
+    process_label,
+    process_memory_text,
+    process_notes,
+    reasons_text,
+    torch_text,
+)
 
 #: Height of a chart's plot area (px).
 CHART_HEIGHT_PX = 48
@@ -36,6 +49,7 @@ _Y_AXIS_PX = 34
 
 
 # ---- HTML -----------------------------------------------------------------------------------
+
 
 def part(fragment: str) -> str:
     """One widget's HTML: the fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting)."""
@@ -58,43 +72,80 @@ def _driver_model(g) -> str:
         return ""
     if is_na(model):
         return f' <span class="cm-muted">· driver model {_cell(model)}</span>'
-    return (f' <span class="cm-muted" title="Windows driver model (nvmlDeviceGetDriverModel)">· '
-            f'{esc(model)}</span>')
+    return (
+        f' <span class="cm-muted" title="Windows driver model (nvmlDeviceGetDriverModel)">· '
+        f"{esc(model)}</span>"
+    )
 
 
 def gpu_html(g) -> str:
     """One GPU card (escaped): name, driver model, bars with their values, the other readings, processes."""
     title = ("MIG " if g.mig_enabled is True else "") + ("" if is_na(g.name) else str(g.name))
-    head = (f'<div class="cm-gpu-head">GPU {int(g.index)} {esc(title)}{_driver_model(g)} '
-            f'<small class="cm-muted">{_cell(g.uuid)}</small></div>')
+    head = (
+        f'<div class="cm-gpu-head">GPU {int(g.index)} {esc(title)}{_driver_model(g)} '
+        f'<small class="cm-muted">{_cell(g.uuid)}</small></div>'
+    )
     if g.lost is not None:
         return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
     util = g.gpu_util_pct
-    mem_frac = None if is_na(g.memory_used_bytes) or is_na(g.memory_total_bytes) or not g.memory_total_bytes \
+    mem_frac = (
+        None
+        if is_na(g.memory_used_bytes) or is_na(g.memory_total_bytes) or not g.memory_total_bytes
         else g.memory_used_bytes / g.memory_total_bytes
+    )
     rsv = g.memory_reserved_bytes
     rsv_frac = None if mem_frac is None or is_na(rsv) else rsv / g.memory_total_bytes
-    rsv_text = (" · reserved by the driver " + _cell(rsv, format_bytes(rsv))) if not is_na(rsv) or \
-        rsv.code != "error" else ""
+    rsv_text = (
+        (" · reserved by the driver " + _cell(rsv, format_bytes(rsv)))
+        if not is_na(rsv) or rsv.code != "error"
+        else ""
+    )
     util_value = _cell(util, pct_text(util))
     mem_value = _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))
     rows = [
-        ("utilization", (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
-         + " · memory bandwidth " + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))),
-        ("memory", (meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value) if mem_frac is not None
-                    else mem_value) + rsv_text),
+        (
+            "utilization",
+            (
+                meter_html(bar_html(util / 100, "util"), util_value)
+                if not is_na(util)
+                else util_value
+            )
+            + " · memory bandwidth "
+            + _cell(g.mem_util_pct, pct_text(g.mem_util_pct)),
+        ),
+        (
+            "memory",
+            (
+                meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value)
+                if mem_frac is not None
+                else mem_value
+            )
+            + rsv_text,
+        ),
         ("temperature", _cell(g.temperature_c, num_text(g.temperature_c, " °C"))),
-        ("power", _cell(g.power_draw_mw, _w(g.power_draw_mw)) + " / " + _cell(g.power_limit_mw, _w(g.power_limit_mw))),
+        (
+            "power",
+            _cell(g.power_draw_mw, _w(g.power_draw_mw))
+            + " / "
+            + _cell(g.power_limit_mw, _w(g.power_limit_mw)),
+        ),
         ("fan", _cell(g.fan_speed_pct, pct_text(g.fan_speed_pct))),
-        ("clocks", "SM " + _cell(g.clock_sm_mhz, num_text(g.clock_sm_mhz, " MHz")) + " · memory "
-         + _cell(g.clock_mem_mhz, num_text(g.clock_mem_mhz, " MHz"))),
+        (
+            "clocks",
+            "SM "
+            + _cell(g.clock_sm_mhz, num_text(g.clock_sm_mhz, " MHz"))
+            + " · memory "
+            + _cell(g.clock_mem_mhz, num_text(g.clock_mem_mhz, " MHz")),
+        ),
         ("P-state", _cell(g.pstate, num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
         ("throttle", _cell(reasons_text(g))),
     ]
     body = "".join(f'<span class="cm-k">{k}</span><span>{v}</span>' for k, v in rows)
-    migs = "".join(f"<div>MIG {m.index} <code>{esc(m.uuid)}</code>: "
-                   f"{_cell(m.memory_used_bytes, mem_text(m.memory_used_bytes, m.memory_total_bytes))}</div>"
-                   for m in g.mig_devices)
+    migs = "".join(
+        f"<div>MIG {m.index} <code>{esc(m.uuid)}</code>: "
+        f"{_cell(m.memory_used_bytes, mem_text(m.memory_used_bytes, m.memory_total_bytes))}</div>"
+        for m in g.mig_devices
+    )
     return f'{head}<div class="cm-rows">{body}</div>{migs}{processes_html(g)}'
 
 
@@ -106,31 +157,51 @@ def processes_html(g) -> str:
         return f'<div class="cm-muted">{esc(no_process_line(g))}</div>'
     rows = []
     for p in g.processes:
-        name = (f'<span title="{esc(p.name.reason)}">{esc(process_label(p))}</span>'
-                if is_na(p.name) and (p.name.code in PROCESS_LABELS or not p.visible) else _cell(p.name))
+        name = (
+            f'<span title="{esc(p.name.reason)}">{esc(process_label(p))}</span>'
+            if is_na(p.name) and (p.name.code in PROCESS_LABELS or not p.visible)
+            else _cell(p.name)
+        )
         tip = "" if is_na(p.cmdline) else f' title="{esc(p.cmdline)}"'
         mine = " (this kernel)" if p.own else ""
         cls = ' class="cm-own"' if p.own else ""
-        rows.append(f'<tr{cls}{tip}><td class="cm-num">{p.pid}</td><td class="cm-prose">{name}{mine}</td>'
-                    f'<td>{esc(p.type)}</td><td class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
-                    "</td></tr>")
-    note = "".join(f'<div class="cm-muted">{esc(n)}</div>'
-                   for n in counter_notes(g.processes) + process_notes(g.processes))
-    return scroll('<table class="cm-table cm-procs"><thead><tr><th>pid</th><th>process</th><th>type</th>'
-                  "<th>GPU memory</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>") + note
+        rows.append(
+            f'<tr{cls}{tip}><td class="cm-num">{p.pid}</td><td class="cm-prose">{name}{mine}</td>'
+            f'<td>{esc(p.type)}</td><td class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
+            "</td></tr>"
+        )
+    note = "".join(
+        f'<div class="cm-muted">{esc(n)}</div>'
+        for n in counter_notes(g.processes) + process_notes(g.processes)
+    )
+    return (
+        scroll(
+            '<table class="cm-table cm-procs"><thead><tr><th>pid</th><th>process</th><th>type</th>'
+            "<th>GPU memory</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+        )
+        + note
+    )
 
 
 def host_html(sample: Sample) -> str:
     """Host, PyTorch allocator and hint (escaped)."""
     h = sample.host
-    parts = [f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
-             f"this kernel {_cell(h.kernel_cpu_pct, pct_text(h.kernel_cpu_pct))} of one core · RAM "
-             f"{_cell(h.memory_used_bytes, mem_text(h.memory_used_bytes, h.memory_total_bytes))} · "
-             f"DataLoader workers: {len(h.workers)}"]
+    parts = [
+        f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
+        f"this kernel {_cell(h.kernel_cpu_pct, pct_text(h.kernel_cpu_pct))} of one core · RAM "
+        f"{_cell(h.memory_used_bytes, mem_text(h.memory_used_bytes, h.memory_total_bytes))} · "
+        f"DataLoader workers: {len(h.workers)}"
+    ]
     if h.workers:
-        parts.append("<small>" + ", ".join(f"pid {w.pid}: {_cell(w.cpu_pct, pct_text(w.cpu_pct))} CPU, "
-                                           f"{_cell(w.rss_bytes, format_bytes(w.rss_bytes))}" for w in h.workers)
-                     + "</small>")
+        parts.append(
+            "<small>"
+            + ", ".join(
+                f"pid {w.pid}: {_cell(w.cpu_pct, pct_text(w.cpu_pct))} CPU, "
+                f"{_cell(w.rss_bytes, format_bytes(w.rss_bytes))}"
+                for w in h.workers
+            )
+            + "</small>"
+        )
     t = sample.torch
     parts.append("<b>PyTorch</b> " + (_cell(t) if is_na(t) else esc(torch_text(t))))
     if sample.nvml_status is not None:
@@ -141,6 +212,7 @@ def host_html(sample: Sample) -> str:
 
 
 # ---- charts ---------------------------------------------------------------------------------
+
 
 def spark_point(g):
     """``(utilization %, memory used %)`` of one GpuSample for the chart; None where NA or absent."""
@@ -155,7 +227,10 @@ def spark_point(g):
 
 def chart_points(history, index: int) -> list:
     """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history`` (a list of Samples)."""
-    return [(s.timestamp_s, *spark_point(next((g for g in s.gpus if g.index == index), None))) for s in history]
+    return [
+        (s.timestamp_s, *spark_point(next((g for g in s.gpus if g.index == index), None)))
+        for s in history
+    ]
 
 
 def chart_html(history, index: int) -> str:
@@ -180,10 +255,12 @@ def span_text(seconds: float) -> str:
 def chart_from_points(points, index: int) -> str:
     """The chart HTML from ``[(timestamp_s, util %, mem %), ...]`` (None = not available).
 
-    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the time axis:
-    first and last sample's clock time and the span between them. x is the time, so the charts of all GPUs
-    (built from the same samples, with the same :data:`~.style.CHART_WIDTH_PX`) share one time axis. The
-    polylines live in a ``viewBox`` of 1000 x 100 stretched to the plot; only numbers computed here go in it.
+    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
+    time axis: first and last sample's clock time and the span between them. x is the time, so the
+        charts of all GPUs
+    (built from the same samples, with the same :data:`~.style.CHART_WIDTH_PX`) share one time axis.
+    The polylines live in a ``viewBox`` of 1000 x 100 stretched to the plot; only numbers computed
+    here go in it.
     """
     n = len(points)
     t0 = points[0][0] if n else 0.0
@@ -205,41 +282,56 @@ def chart_from_points(points, index: int) -> str:
             seg.append(f"{x(p[0])},{100 - (0 if v < 0 else 100 if v > 100 else round(v))}")
         if len(seg) > 1:
             out.append(seg)
-        return "".join(f'<polyline class="{cls}" fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke" '
-                       f'points="{" ".join(s)}"/>' for s in out)
+        return "".join(
+            f'<polyline class="{cls}" fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke" '
+            f'points="{" ".join(s)}"/>'
+            for s in out
+        )
 
     if n:
         when = f"{_clock(t0)} to {_clock(t1)}"
-        axis = (f'<span>{_clock(t0)}</span><span>{span_text(dt)} shown</span><span>{_clock(t1)}</span>'
-                if n > 1 else f"<span>{_clock(t1)}</span><span>collecting...</span>")
+        axis = (
+            f"<span>{_clock(t0)}</span><span>{span_text(dt)} shown</span><span>{_clock(t1)}</span>"
+            if n > 1
+            else f"<span>{_clock(t1)}</span><span>collecting...</span>"
+        )
     else:
         when, axis = "no samples yet", "<span>no samples yet</span>"
-    label = f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
+    label = (
+        f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
+    )
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
-    svg = (f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" preserveAspectRatio="none" '
-           f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
-           '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" vector-effect="non-scaling-stroke"/>'
-           f'{lines(2, "cm-line-mem")}{lines(1, "cm-line-util")}</svg>')
-    return (f'<div class="cm-chart"><div class="cm-chart-key"><span><span class="cm-swatch"></span>utilization'
-            '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
-            f'<div class="cm-chart-body"><div class="cm-chart-y" style="flex:0 0 {_Y_AXIS_PX}px">'
-            '<span>100%</span><span>50%</span><span>0%</span></div>'
-            f'{svg}</div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>')
+    svg = (
+        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" preserveAspectRatio="none" '
+        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
+        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" vector-effect="non-scaling-stroke"/>'
+        f"{lines(2, 'cm-line-mem')}{lines(1, 'cm-line-util')}</svg>"
+    )
+    return (
+        f'<div class="cm-chart"><div class="cm-chart-key"><span><span class="cm-swatch"></span>utilization'
+        '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
+        f'<div class="cm-chart-body"><div class="cm-chart-y" style="flex:0 0 {_Y_AXIS_PX}px">'
+        "<span>100%</span><span>50%</span><span>0%</span></div>"
+        f'{svg}</div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
+    )
 
 
 # ---- whole views ----------------------------------------------------------------------------
 
+
 def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
     """Title line: live or REPLAY (clearly labelled), time, counters, last sampler error."""
     if label.startswith("replay of "):
-        kind = f"{badge('REPLAY', 'warn')} of <code>{esc(label[len('replay of '):])}</code>"
+        kind = f"{badge('REPLAY', 'warn')} of <code>{esc(label[len('replay of ') :])}</code>"
         when = "recorded at " + (esc(sample.timestamp) if sample else "-")
     else:
         kind = badge("LIVE", "ok")
         when = esc(sample.timestamp) if sample else "-"
-    err = f'<div>{badge("sampler error", "error")} {esc(error)}</div>' if error else ""
-    return (f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {when}</span> '
-            f'<span>· samples: {int(samples_taken)}</span> <span>· {esc(state)}</span></div>{err}')
+    err = f"<div>{badge('sampler error', 'error')} {esc(error)}</div>" if error else ""
+    return (
+        f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {when}</span> '
+        f"<span>· samples: {int(samples_taken)}</span> <span>· {esc(state)}</span></div>{err}"
+    )
 
 
 def _sheet() -> str:
@@ -251,27 +343,39 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
     parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
-            parts.append(f'<div class="cm-gpu-row"><div class="cm-card">{gpu_html(g)}</div>'
-                         f"{chart_html(history, g.index)}</div>")
+            parts.append(
+                f'<div class="cm-gpu-row"><div class="cm-card">{gpu_html(g)}</div>'
+                f"{chart_html(history, g.index)}</div>"
+            )
         parts.append(f"<div>{host_html(sample)}</div>")
     return page("".join(parts), "watch")
 
 
 def live_fallback_line(label: str, started_s: float, interval_s: float) -> str:
     """What a saved notebook says for a monitor that was running when saved: it was live, and how to see it."""
-    what = f"replay of {label[len('replay of '):]}" if label.startswith("replay of ") else "live monitor"
-    return (f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were shown by a "
-            "widget and not saved. Re-run the cell to watch again.")
+    what = (
+        f"replay of {label[len('replay of ') :]}"
+        if label.startswith("replay of ")
+        else "live monitor"
+    )
+    return (
+        f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were shown by a "
+        "widget and not saved. Re-run the cell to watch again."
+    )
 
 
 def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
-    """The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved notebook
-    opened elsewhere, nbviewer, GitHub)."""
-    return page(f'<div class="cm-box cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
-                "watch")
+    """The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved
+    notebook opened elsewhere, nbviewer, GitHub).
+    """
+    return page(
+        f'<div class="cm-box cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
+        "watch",
+    )
 
 
 # ---- the widget tree ----------------------------------------------------------------------
+
 
 def stylesheet_widget():
     """An invisible HTML widget holding the stylesheet once (the parts do not repeat it on every update)."""
@@ -286,7 +390,9 @@ def header_box(status, button):
 
     status.layout = W.Layout(flex="1 1 260px", min_width="0")
     button.layout = W.Layout(flex="0 0 auto", width="auto")
-    return W.HBox([status, button], layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%"))
+    return W.HBox(
+        [status, button], layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%")
+    )
 
 
 def root_box(children):
@@ -307,10 +413,11 @@ class WatchView:
         label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
-    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one wrapping row per
-    GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves below the numbers in a narrow
-    output), the host line, and a hidden widget holding the stylesheet. :meth:`apply` only sets ``value`` traits,
-    inside ``hold_sync()`` of each widget, and only when a value changed.
+    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
+    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
+    below the numbers in a narrow output), the host line, and a hidden widget holding the
+    stylesheet. :meth:`apply` only sets ``value`` traits, inside ``hold_sync()`` of each widget, and
+    only when a value changed.
     """
 
     SPARK_POINTS = 120
@@ -321,21 +428,34 @@ class WatchView:
         self.label = label
         self.style = stylesheet_widget()
         self.status = W.HTML()
-        self.button = W.Button(description="Stop", icon="stop",
-                               tooltip="Stop the sampler thread (same as %gpuwatch --stop)")
+        self.button = W.Button(
+            description="Stop",
+            icon="stop",
+            tooltip="Stop the sampler thread (same as %gpuwatch --stop)",
+        )
         self.cards = {i: W.HTML(layout=W.Layout(flex="1 1 340px", min_width="0")) for i in indices}
-        self.sparks = {i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
-                       for i in indices}
+        self.sparks = {
+            i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
+            for i in indices
+        }
         self.host = W.HTML(layout=W.Layout(min_width="0"))
-        rows = [W.HBox([self.cards[i], self.sparks[i]],
-                       layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"))
-                for i in indices]
+        rows = [
+            W.HBox(
+                [self.cards[i], self.sparks[i]],
+                layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"),
+            )
+            for i in indices
+        ]
         self.header = header_box(self.status, self.button)
-        self.root = root_box([self.header, *rows, self.host, self.style])  # the stylesheet last: the first
+        self.root = root_box(
+            [self.header, *rows, self.host, self.style]
+        )  # the stylesheet last: the first
         # HTML widget of the tree stays the status line
         self._on_stop = on_stop
         self.button.on_click(self._clicked)
-        self._series = collections.deque(maxlen=self.SPARK_POINTS)  # (timestamp_s, {index: (util, mem)})
+        self._series = collections.deque(
+            maxlen=self.SPARK_POINTS
+        )  # (timestamp_s, {index: (util, mem)})
         self._last_key = None
 
     def _clicked(self, _button=None):
@@ -352,9 +472,11 @@ class WatchView:
         if key == self._last_key:
             return
         seed = history if self._last_key is None and history else [sample]
-        for s in seed[-self.SPARK_POINTS:]:
+        for s in seed[-self.SPARK_POINTS :]:
             by_index = {g.index: g for g in s.gpus}
-            self._series.append((s.timestamp_s, {i: spark_point(by_index.get(i)) for i in self.cards}))
+            self._series.append(
+                (s.timestamp_s, {i: spark_point(by_index.get(i)) for i in self.cards})
+            )
         self._last_key = key
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
@@ -365,13 +487,24 @@ class WatchView:
             by_index = {g.index: g for g in sample.gpus}
             for i, w in self.cards.items():
                 g = by_index.get(i)
-                out[w] = part(gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>")
-                out[self.sparks[i]] = part(chart_from_points([(t, *vals[i]) for t, vals in self._series], i))
+                out[w] = part(
+                    gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
+                )
+                out[self.sparks[i]] = part(
+                    chart_from_points([(t, *vals[i]) for t, vals in self._series], i)
+                )
             out[self.host] = part(host_html(sample))
         return out
 
-    def apply(self, sample, history, state: str = "running", samples_taken: int = 0, error: str = "",
-              stopped: bool = False):
+    def apply(
+        self,
+        sample,
+        history,
+        state: str = "running",
+        samples_taken: int = 0,
+        error: str = "",
+        stopped: bool = False,
+    ):
         """Set the widgets' traits for ``sample`` (thread-safe: only trait assignments under hold_sync)."""
         new = self.values_for(sample, history, state, samples_taken, error)
         with contextlib.ExitStack() as stack:

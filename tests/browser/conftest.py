@@ -1,17 +1,22 @@
-"""Tier 4 fixtures: a real JupyterLab (from this venv) and a real headless Chromium driven by Playwright.
+"""Tier 4 fixtures: a real JupyterLab (from this venv) and a real headless Chromium driven by
+Playwright.
 
-Session scope: one JupyterLab server and one browser for the whole browser suite (starting Lab and a kernel is
-the slow part). Both are always shut down in ``finally`` blocks, also when a check or the start-up itself fails:
-the server runs in its own process group and is asked to shut down through its REST API (which stops its kernels),
+Session scope: one JupyterLab server and one browser for the whole browser suite (starting Lab and a
+    kernel is
+the slow part). Both are always shut down in ``finally`` blocks, also when a check or the start-up
+itself fails: the server runs in its own process group and is asked to shut down through its REST
+    API (which stops its kernels),
 then the group and every process it started are terminated and, if needed, killed.
 
-Isolation: the server's root is a temporary COPY of ``examples/`` (runs never modify the repository), and its
-config, runtime, workspace and settings directories are temporary too (no state from ``~/.jupyter`` leaks in,
-nothing is written there). Chromium runs with flags that keep it off the network, and every request that does
-not go to 127.0.0.1 is aborted by a Playwright route.
+Isolation: the server's root is a temporary COPY of ``examples/`` (runs never modify the
+    repository), and its
+config, runtime, workspace and settings directories are temporary too (no state from ``~/.jupyter``
+leaks in, nothing is written there). Chromium runs with flags that keep it off the network, and
+every request that does not go to 127.0.0.1 is aborted by a Playwright route.
 
-Skips (with the reason) when Playwright, JupyterLab or the Chromium binary is missing; in CI they are installed
-(``make test`` installs ``.[test]``; ``scripts/system_deps.sh`` installs Chromium), so the suite runs there.
+Skips (with the reason) when Playwright, JupyterLab or the Chromium binary is missing; in CI they
+are installed (``make test`` installs ``.[test]``; ``scripts/system_deps.sh`` installs Chromium), so
+the suite runs there.
 """
 
 from __future__ import annotations
@@ -33,23 +38,40 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, "examples")
-ARTIFACTS = os.path.join(ROOT, "tests", "_artifacts", "screenshots")  # git-ignored (tests/_artifacts/)
+ARTIFACTS = os.path.join(
+    ROOT, "tests", "_artifacts", "screenshots"
+)  # git-ignored (tests/_artifacts/)
 
 LAB_START_TIMEOUT_S = 90.0
 
 #: Chromium flags: headless, no sandbox (root in containers), and nothing that phones home.
 CHROMIUM_ARGS = [
-    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-default-apps",
-    "--disable-extensions", "--disable-dev-shm-usage", "--no-default-browser-check", "--metrics-recording-only",
-    "--disable-domain-reliability", "--disable-client-side-phishing-detection",
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+    "--no-default-browser-check",
+    "--metrics-recording-only",
+    "--disable-domain-reliability",
+    "--disable-client-side-phishing-detection",
 ]
 
 
 def chromium_path():
     """The system Chromium: ``$CUDAMAGIC_CHROMIUM``, ``/usr/bin/chromium`` or ``chromium`` on PATH, else None."""
-    for cand in (os.environ.get("CUDAMAGIC_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
-                 shutil.which("chromium-browser")):
+    for cand in (
+        os.environ.get("CUDAMAGIC_CHROMIUM"),
+        "/usr/bin/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     return None
@@ -85,26 +107,36 @@ def _write_json(path, data):
 def _isolated_env(base):
     """Environment for the server: temp config/runtime dirs, the repo importable, the network off the table."""
     env = dict(os.environ)
-    env.update({
-        "JUPYTER_CONFIG_DIR": os.path.join(base, "config"),
-        "JUPYTER_RUNTIME_DIR": os.path.join(base, "runtime"),
-        "JUPYTERLAB_WORKSPACES_DIR": os.path.join(base, "workspaces"),
-        "JUPYTERLAB_SETTINGS_DIR": os.path.join(base, "settings"),
-        "IPYTHONDIR": os.path.join(base, "ipython"),
-        "JUPYTER_PLATFORM_DIRS": "0",
-        "PYTHONPATH": ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
-        "PYTHONUNBUFFERED": "1",
-        "MPLBACKEND": "Agg",
-    })
+    env.update(
+        {
+            "JUPYTER_CONFIG_DIR": os.path.join(base, "config"),
+            "JUPYTER_RUNTIME_DIR": os.path.join(base, "runtime"),
+            "JUPYTERLAB_WORKSPACES_DIR": os.path.join(base, "workspaces"),
+            "JUPYTERLAB_SETTINGS_DIR": os.path.join(base, "settings"),
+            "IPYTHONDIR": os.path.join(base, "ipython"),
+            "JUPYTER_PLATFORM_DIRS": "0",
+            "PYTHONPATH": ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
+            "PYTHONUNBUFFERED": "1",
+            "MPLBACKEND": "Agg",
+        }
+    )
     # Lab must not fetch news or check for updates; the announcements toast must not cover the page.
-    _write_json(os.path.join(env["JUPYTER_CONFIG_DIR"], "jupyter_server_config.json"),
-                {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}})
+    _write_json(
+        os.path.join(env["JUPYTER_CONFIG_DIR"], "jupyter_server_config.json"),
+        {"LabApp": {"news_url": None, "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}},
+    )
     settings = env["JUPYTERLAB_SETTINGS_DIR"]
-    _write_json(os.path.join(settings, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings"),
-                {"fetchNews": "false", "checkForUpdates": False})
+    _write_json(
+        os.path.join(
+            settings, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings"
+        ),
+        {"fetchNews": "false", "checkForUpdates": False},
+    )
     # Every cell rendered (no virtual scrolling): the page checks measure outputs out of view too.
-    _write_json(os.path.join(settings, "@jupyterlab", "notebook-extension", "tracker.jupyterlab-settings"),
-                {"windowingMode": "none"})
+    _write_json(
+        os.path.join(settings, "@jupyterlab", "notebook-extension", "tracker.jupyterlab-settings"),
+        {"windowingMode": "none"},
+    )
     return env
 
 
@@ -112,7 +144,13 @@ class LabServer:
     """A running JupyterLab: ``url(path)`` gives an authenticated URL; ``root`` is the temp copy of examples/."""
 
     def __init__(self, proc, port, token, root, log_path):
-        self.proc, self.port, self.token, self.root, self.log_path = proc, port, token, root, log_path
+        self.proc, self.port, self.token, self.root, self.log_path = (
+            proc,
+            port,
+            token,
+            root,
+            log_path,
+        )
         self.base = f"http://127.0.0.1:{port}"
 
     def url(self, path=""):
@@ -120,8 +158,11 @@ class LabServer:
         return f"{self.base}/{path.lstrip('/')}{sep}token={self.token}"
 
     def api(self, path, method="GET", timeout=5.0):
-        req = urllib.request.Request(f"{self.base}/api/{path.lstrip('/')}", method=method,
-                                     headers={"Authorization": f"token {self.token}"})
+        req = urllib.request.Request(
+            f"{self.base}/api/{path.lstrip('/')}",
+            method=method,
+            headers={"Authorization": f"token {self.token}"},
+        )
         with urllib.request.urlopen(req, timeout=timeout) as r:
             body = r.read()
         return json.loads(body) if body else None
@@ -148,18 +189,35 @@ def _start_lab(base, root, env):
     last = ""
     for _attempt in range(3):
         port, token = _free_port(), secrets.token_hex(24)
-        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-               "--ServerApp.open_browser=False", "--LabApp.expose_app_in_browser=True",
-               f"--LabApp.workspaces_dir={env['JUPYTERLAB_WORKSPACES_DIR']}",
-               f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}",
-               "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--ServerApp.open_browser=False",
+            "--LabApp.expose_app_in_browser=True",
+            f"--LabApp.workspaces_dir={env['JUPYTERLAB_WORKSPACES_DIR']}",
+            f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}",
+            "--LabApp.extension_manager=readonly",
+            "--ServerApp.terminals_enabled=False",
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--ServerApp.allow_root=True")  # containers and CI images often run as root
         log = open(log_path, "ab")
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         log.close()
         server = LabServer(proc, port, token, root, log_path)
         deadline = time.monotonic() + LAB_START_TIMEOUT_S
@@ -176,7 +234,9 @@ def _start_lab(base, root, env):
         if proc.returncode not in (None, 0) and "already in use" in last:
             continue  # lost a port race: try another port
         break
-    raise RuntimeError(f"JupyterLab did not answer /api/status within {LAB_START_TIMEOUT_S:.0f} s. Log tail:\n{last}")
+    raise RuntimeError(
+        f"JupyterLab did not answer /api/status within {LAB_START_TIMEOUT_S:.0f} s. Log tail:\n{last}"
+    )
 
 
 def _descendants(pid):
@@ -191,7 +251,9 @@ def _descendants(pid):
 def _stop_lab(server):
     """Shut the server and its kernels down; leave no process behind (group kill + known descendants)."""
     proc = server.proc
-    children = _descendants(proc.pid)  # kernels run in their own sessions: remember them before the server goes
+    children = _descendants(
+        proc.pid
+    )  # kernels run in their own sessions: remember them before the server goes
     if proc.poll() is None:
         try:
             server.api("shutdown", method="POST", timeout=5.0)  # stops the kernels cleanly
@@ -228,7 +290,9 @@ def lab(tmp_path_factory):
         skip_or_fail(reason)
     base = str(tmp_path_factory.mktemp("lab"))
     root = os.path.join(base, "examples")
-    shutil.copytree(EXAMPLES, root, ignore=shutil.ignore_patterns("out", ".ipynb_checkpoints", "__pycache__"))
+    shutil.copytree(
+        EXAMPLES, root, ignore=shutil.ignore_patterns("out", ".ipynb_checkpoints", "__pycache__")
+    )
     from tests.browser import notebooks
 
     notebooks.strip_outputs(root)
@@ -255,10 +319,15 @@ def browser():
 
     pw = sync_playwright().start()
     try:
-        # Scrollbars shown as a person's Chromium shows them (Playwright hides them by default in headless):
-        # the overflow checks accept a scroll box whose scrollbar is visible.
-        b = pw.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_ARGS,
-                               ignore_default_args=["--hide-scrollbars"], timeout=60_000)
+        # Scrollbars shown as a person's Chromium shows them (Playwright hides them by default in
+        # headless): the overflow checks accept a scroll box whose scrollbar is visible.
+        b = pw.chromium.launch(
+            executable_path=chromium_path(),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            ignore_default_args=["--hide-scrollbars"],
+            timeout=60_000,
+        )
         try:
             yield b
         finally:
@@ -271,8 +340,10 @@ def browser():
 def page(browser, lab):
     """A fresh browser context and page per test module (each module opens one notebook).
 
-    Only 127.0.0.1 is reachable: every other request is aborted and recorded in ``page.blocked_requests``;
-    console errors are kept in ``page.console_errors`` for failure messages. Kernels are shut down afterwards.
+    Only 127.0.0.1 is reachable: every other request is aborted and recorded in
+        ``page.blocked_requests``;
+    console errors are kept in ``page.console_errors`` for failure messages. Kernels are shut down
+    afterwards.
     """
     context = browser.new_context(viewport={"width": 1400, "height": 1000}, service_workers="block")
     blocked, console_errors = [], []
@@ -289,7 +360,9 @@ def page(browser, lab):
         context.route("**/*", only_local)
         p = context.new_page()
         p.blocked_requests, p.console_errors = blocked, console_errors
-        p.on("console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None)
+        p.on(
+            "console", lambda msg: console_errors.append(msg.text) if msg.type == "error" else None
+        )
         p.set_default_timeout(30_000)
         yield p
     finally:
@@ -305,8 +378,9 @@ def screenshots():
 
 
 def skip_or_fail(reason: str):
-    """Skip on a developer machine; FAIL under CI (env ``CI`` set), where a missing Chromium, Playwright, JupyterLab
-    or notebook cell means the browser tests did not run at all and must not pass as skipped."""
+    """Skip on a developer machine; FAIL under CI (env ``CI`` set), where a missing Chromium,
+    Playwright, JupyterLab or notebook cell means the browser tests did not run at all and must not pass as skipped.
+    """
     if os.environ.get("CI"):
         pytest.fail(f"browser test could not run under CI: {reason}", pytrace=False)
     pytest.skip(reason)
@@ -324,9 +398,11 @@ def pytest_terminal_summary(terminalreporter):
         for theme in looks.THEMES:
             low = looks.lowest(theme, which)
             if low:
-                tr.write_line(f"lowest text contrast, {theme} theme, {what}: {low['ratio']}:1 (needs {low['need']})"
-                              f" {low['fg']} on {low['bg']} {low['text']!r} in {low['notebook']} {low['state']} "
-                              f"cell {low['cell']} [{low['element']}]")
+                tr.write_line(
+                    f"lowest text contrast, {theme} theme, {what}: {low['ratio']}:1 (needs {low['need']})"
+                    f" {low['fg']} on {low['bg']} {low['text']!r} in {low['notebook']} {low['state']} "
+                    f"cell {low['cell']} [{low['element']}]"
+                )
     for theme in looks.THEMES:
         seen = set()
         for states in looks.RESULTS.values():
@@ -336,5 +412,7 @@ def pytest_terminal_summary(terminalreporter):
                 for magic, path in state["shots"].items():
                     if magic != "page" and magic not in seen:
                         seen.add(magic)
-                        tr.write_line(f"screenshot {theme:5} {magic:15} {os.path.relpath(path, ROOT)}")
+                        tr.write_line(
+                            f"screenshot {theme:5} {magic:15} {os.path.relpath(path, ROOT)}"
+                        )
     tr.write_line(f"summary: {os.path.relpath(looks.SUMMARY, ROOT)}")

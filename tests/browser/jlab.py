@@ -1,7 +1,8 @@
-"""Driving JupyterLab 4 the way a person does: open a notebook, Run > Run All Cells, read what the page shows.
+"""Driving JupyterLab 4 the way a person does: open a notebook, Run > Run All Cells, read what the
+page shows.
 
-Every helper works on the visible notebook panel and waits on the page itself (prompts, the kernel status
-indicator), never on fixed sleeps alone.
+Every helper works on the visible notebook panel and waits on the page itself (prompts, the kernel
+status indicator), never on fixed sleeps alone.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import time
 PANEL = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 CODE_CELL = f"{PANEL} .jp-Notebook .jp-Cell.jp-CodeCell"
 
-# JS: is the run finished? No cell queued/running ([*]), the kernel idle, and either the last code cell numbered
-# or an error output present (JupyterLab stops the queue at the first error).
+# JS: is the run finished? No cell queued/running ([*]), the kernel idle, and either the last code
+# cell numbered or an error output present (JupyterLab stops the queue at the first error).
 _RUN_DONE_JS = """
 () => {
   const panel = document.querySelector('%(panel)s');
@@ -48,13 +49,18 @@ def open_notebook(page, lab, name, timeout_s=120.0):
     """Open ``/lab/tree/<name>`` and wait until its kernel is idle."""
     # A workspace of its own per opening: Lab does not restore tabs of earlier tests into this page.
     page.lab, page.notebook_name = lab, name
-    page.goto(lab.url(f"lab/workspaces/t{secrets.token_hex(4)}/tree/{name}"), wait_until="domcontentloaded")
+    page.goto(
+        lab.url(f"lab/workspaces/t{secrets.token_hex(4)}/tree/{name}"),
+        wait_until="domcontentloaded",
+    )
     page.wait_for_selector(f"{PANEL} .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
     try:
         page.wait_for_function(_KERNEL_READY_JS, timeout=timeout_s * 1000, polling=250)
     except Exception as exc:
         _failure_shot(page, "kernel_timeout")
-        raise AssertionError(f"{name}: no idle kernel within {timeout_s:.0f} s: {page_state(page)}") from exc
+        raise AssertionError(
+            f"{name}: no idle kernel within {timeout_s:.0f} s: {page_state(page)}"
+        ) from exc
 
 
 def run_all(page, timeout_s=180.0):
@@ -66,13 +72,16 @@ def run_all(page, timeout_s=180.0):
         page.wait_for_function(_RUN_DONE_JS, timeout=timeout_s * 1000, polling=250)
     except Exception as exc:
         _failure_shot(page, "run_all_timeout")
-        raise AssertionError(f"Run All Cells did not finish within {timeout_s:.0f} s: {page_state(page)}") from exc
+        raise AssertionError(
+            f"Run All Cells did not finish within {timeout_s:.0f} s: {page_state(page)}"
+        ) from exc
 
 
 def page_state(page):
     """Kernel status and cell prompts of the visible notebook (for failure messages)."""
     try:
-        return page.evaluate("""() => {
+        return page.evaluate(
+            """() => {
           const panel = document.querySelector('%s');
           if (!panel) return 'no notebook panel';
           const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
@@ -81,7 +90,9 @@ def page_state(page):
           const name = panel.querySelector('.jp-Toolbar-kernelName');
           return JSON.stringify({status: ind && ind.getAttribute('data-status'),
                                  kernel: name && name.textContent.trim(), prompts, dialogs});
-        }""" % PANEL)
+        }"""
+            % PANEL
+        )
     except Exception as exc:  # the page itself is gone
         return f"(page state unavailable: {exc})"
 
@@ -91,8 +102,9 @@ def code_cells(page):
 
 
 def cell_sources(page):
-    """Source text of every code cell of the open notebook, in order (from the server's copy of the file:
-    the DOM holds only what the editor rendered, and cells out of view may not be rendered at all)."""
+    """Source text of every code cell of the open notebook, in order (from the server's copy of the
+    file: the DOM holds only what the editor rendered, and cells out of view may not be rendered at all).
+    """
     model = page.lab.api(f"contents/{page.notebook_name}?content=1", timeout=30.0)
     return ["".join(c["source"]) for c in model["content"]["cells"] if c["cell_type"] == "code"]
 
@@ -117,26 +129,35 @@ def outputs(cell):
 
 def error_texts(page):
     """Texts of error (traceback) outputs on the page."""
-    return [t for t in page.locator(
-        f'{PANEL} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_text_contents()
-        if "Traceback" in t or "Error" in t]
+    return [
+        t
+        for t in page.locator(
+            f'{PANEL} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+        ).all_text_contents()
+        if "Traceback" in t or "Error" in t
+    ]
 
 
 def math_in_outputs(page):
-    """Text of every output fragment that JupyterLab typeset as LaTeX math (``$...$`` in an HTML output).
+    """Text of every output fragment that JupyterLab typeset as LaTeX math (``$...$`` in an HTML
+    output).
 
-    cudamagic's outputs hold paths, shell variables and prices-like numbers; a pair of ``$`` in them turns into
-    italic math in the page while the kernel-side HTML looks right. Returns ``[]`` when nothing was typeset.
+    cudamagic's outputs hold paths, shell variables and prices-like numbers; a pair of ``$`` in them
+    turns into italic math in the page while the kernel-side HTML looks right. Returns ``[]`` when
+    nothing was typeset.
     """
-    return page.locator(f"{PANEL} .jp-OutputArea mjx-container, {PANEL} .jp-OutputArea .MathJax").evaluate_all(
-        "els => els.map(e => (e.closest('td,p,div') || e).textContent.slice(0, 200))")
+    return page.locator(
+        f"{PANEL} .jp-OutputArea mjx-container, {PANEL} .jp-OutputArea .MathJax"
+    ).evaluate_all("els => els.map(e => (e.closest('td,p,div') || e).textContent.slice(0, 200))")
 
 
 def svg_geometry(svg):
-    """Where an output's SVG sits: its size, the part left visible after clipping ancestors (up to the output
-    area), whether it is inside the output area or in a scrollable box, and the height of its first label.
+    """Where an output's SVG sits: its size, the part left visible after clipping ancestors (up to
+    the output area), whether it is inside the output area or in a scrollable box, and the height of
+    its first label.
 
-    Returns a dict: ``w, h`` (px), ``visW, visH`` (px visible), ``inside``, ``scrollable`` (bool), ``textH`` (px).
+    Returns a dict: ``w, h`` (px), ``visW, visH`` (px visible), ``inside``, ``scrollable`` (bool),
+        ``textH`` (px).
     """
     return svg.evaluate(
         """svg => {
@@ -165,13 +186,18 @@ def svg_geometry(svg):
 
 
 def assert_svg_fits(svg):
-    """The SVG has a size, is not clipped to nothing, fits the output area or scrolls, and its labels are
-    legible (at least 6 px high). Returns the geometry."""
+    """The SVG has a size, is not clipped to nothing, fits the output area or scrolls, and its
+    labels are legible (at least 6 px high). Returns the geometry.
+    """
     svg.scroll_into_view_if_needed()
     geo = svg_geometry(svg)
     assert geo["w"] > 50 and geo["h"] > 50, f"the SVG has no size: {geo}"
-    assert geo["visW"] >= min(geo["w"], 100) and geo["visH"] >= min(geo["h"], 100), f"the SVG is clipped: {geo}"
-    assert geo["inside"] or geo["scrollable"], f"the SVG sticks out of the output area and cannot scroll: {geo}"
+    assert geo["visW"] >= min(geo["w"], 100) and geo["visH"] >= min(geo["h"], 100), (
+        f"the SVG is clipped: {geo}"
+    )
+    assert geo["inside"] or geo["scrollable"], (
+        f"the SVG sticks out of the output area and cannot scroll: {geo}"
+    )
     assert geo["textH"] >= 6, f"labels shrunk to illegibility ({geo['textH']:.1f} px high): {geo}"
     return geo
 
@@ -195,17 +221,23 @@ def _failure_shot(page, name):
 
 
 def save_close_reopen(page, lab, name: str, check_cell: int) -> list:
-    """Save the open notebook as Ctrl+S does, close every tab, shut the kernels down (a reopened or shared notebook
-    has no live widget models) and open ``name`` again; returns the saved file's cells. Fails when the save did not
-    reach the file (cell ``check_cell`` has no outputs there)."""
+    """Save the open notebook as Ctrl+S does, close every tab, shut the kernels down (a reopened or
+    shared notebook has no live widget models) and open ``name`` again; returns the saved file's
+    cells. Fails when the save did not reach the file (cell ``check_cell`` has no outputs there).
+    """
     import json
 
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function(f"() => !document.querySelector('{PANEL}.jp-mod-dirty') && "
-                           "![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.classList.contains('jp-mod-dirty'))",
-                           timeout=30_000, polling=200)
+    page.wait_for_function(
+        f"() => !document.querySelector('{PANEL}.jp-mod-dirty') && "
+        "![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.classList.contains('jp-mod-dirty'))",
+        timeout=30_000,
+        polling=200,
+    )
     saved = lab.api(f"contents/{name}?content=1", timeout=30.0)["content"]["cells"]
-    assert saved[check_cell]["outputs"], f"the save did not reach the file: {json.dumps(saved)[:500]}"
+    assert saved[check_cell]["outputs"], (
+        f"the save did not reach the file: {json.dumps(saved)[:500]}"
+    )
     page.evaluate("() => window.jupyterapp.commands.execute('application:close-all')")
     lab.shutdown_kernels()
     open_notebook(page, lab, name)

@@ -49,7 +49,9 @@ SUMMARY = os.path.join(ARTIFACTS, "looks_summary.json")
 RESULTS: dict = {}
 
 #: The magics whose outputs get their own screenshot: first magic named in the cell -> short name.
-_MAGIC_RE = re.compile(r"%%?(cudainfo|gpuwatch|autograd_graph|cudamem|torchprof|cuda|cudaexplain)\b")
+_MAGIC_RE = re.compile(
+    r"%%?(cudainfo|gpuwatch|autograd_graph|cudamem|torchprof|cuda|cudaexplain)\b"
+)
 
 # ---- in-page measurements --------------------------------------------------------------------------------------
 
@@ -139,7 +141,10 @@ const OURS = OURS_HTML + ', .jupyter-widgets';
 const ours = area => !!area.querySelector(OURS);
 """
 
-CONTRAST_JS = "(PANEL) => {" + _COMMON_JS + r"""
+CONTRAST_JS = (
+    "(PANEL) => {"
+    + _COMMON_JS
+    + r"""
   const fails = new Map(); let min = null, minAll = null; let n = 0;
   for (const area of areas) {
     const mime = area.getAttribute('data-mime-type') || (area.querySelector('.jupyter-widgets') ? 'widget' : '');
@@ -198,9 +203,14 @@ CONTRAST_JS = "(PANEL) => {" + _COMMON_JS + r"""
   }
   return {texts: n, min, min_all: minAll, failures: [...fails.values()].sort((a, b) => a.ratio - b.ratio),
           bars, bar_failures: bars.filter(b => b.ratio < b.need)};
-}""" % {"large": LARGE_MIN, "normal": NORMAL_MIN, "bar": BAR_MIN}
+}"""
+    % {"large": LARGE_MIN, "normal": NORMAL_MIN, "bar": BAR_MIN}
+)
 
-OVERFLOW_JS = "(PANEL) => {" + _COMMON_JS + r"""
+OVERFLOW_JS = (
+    "(PANEL) => {"
+    + _COMMON_JS
+    + r"""
   const found = [];
   function outside(r, a) { return r.right > a.right + 1 || r.left < a.left - 1; }
   function verdict(el, area, a) {  // null: fine or judged with an ancestor; else why el hides content
@@ -247,8 +257,12 @@ OVERFLOW_JS = "(PANEL) => {" + _COMMON_JS + r"""
   }
   return found;
 }"""
+)
 
-GRAPHS_JS = "(PANEL) => {" + _COMMON_JS + r"""
+GRAPHS_JS = (
+    "(PANEL) => {"
+    + _COMMON_JS
+    + r"""
   const scroller = panel.querySelector('.jp-WindowedPanel-outer') || panel.querySelector('.jp-Notebook');
   const viewH = scroller ? scroller.clientHeight : innerHeight;
   const out = [];
@@ -276,6 +290,7 @@ GRAPHS_JS = "(PANEL) => {" + _COMMON_JS + r"""
   }
   return out;
 }"""
+)
 
 # ---- driving the page ------------------------------------------------------------------------------------------
 
@@ -299,26 +314,39 @@ def settle(page):
 def set_theme(page, theme: str):
     """Switch JupyterLab to ``THEMES[theme]`` with the ``apputils:change-theme`` command; wait until it applies."""
     name = THEMES[theme]
-    page.evaluate("name => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})", name)
+    page.evaluate(
+        "name => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})", name
+    )
     page.wait_for_function(
         """([name, light]) => document.body.dataset.jpThemeName === name
-             && document.body.dataset.jpThemeLight === String(light)""", arg=[name, theme == "light"],
-        timeout=60_000, polling=100)
+             && document.body.dataset.jpThemeLight === String(light)""",
+        arg=[name, theme == "light"],
+        timeout=60_000,
+        polling=100,
+    )
     settle(page)
 
 
 def open_sidebar(page):
     """Show the file browser in the left sidebar (as a person working in Lab has it)."""
     page.evaluate("() => window.jupyterapp.shell.activateById('filebrowser')")
-    page.wait_for_function("() => { const e = document.getElementById('filebrowser');"
-                           " return !!e && e.getBoundingClientRect().width > 100; }", timeout=30_000, polling=100)
+    page.wait_for_function(
+        "() => { const e = document.getElementById('filebrowser');"
+        " return !!e && e.getBoundingClientRect().width > 100; }",
+        timeout=30_000,
+        polling=100,
+    )
 
 
 def set_width(page, width: int):
     page.set_viewport_size({"width": width, "height": HEIGHT})
     page.wait_for_function(
         "(w) => { const m = document.getElementById('jp-main-dock-panel');"
-        " return !!m && m.getBoundingClientRect().right <= w; }", arg=width, timeout=30_000, polling=100)
+        " return !!m && m.getBoundingClientRect().right <= w; }",
+        arg=width,
+        timeout=30_000,
+        polling=100,
+    )
     settle(page)
 
 
@@ -353,13 +381,18 @@ def survey(page, notebook: str, screenshots: str) -> dict:
             set_theme(page, theme)
             for width in WIDTHS:
                 set_width(page, width)
-                state = {"contrast": page.evaluate(CONTRAST_JS, jlab.PANEL),
-                         "overflow": page.evaluate(OVERFLOW_JS, jlab.PANEL),
-                         "graphs": page.evaluate(GRAPHS_JS, jlab.PANEL), "shots": {}}
+                state = {
+                    "contrast": page.evaluate(CONTRAST_JS, jlab.PANEL),
+                    "overflow": page.evaluate(OVERFLOW_JS, jlab.PANEL),
+                    "graphs": page.evaluate(GRAPHS_JS, jlab.PANEL),
+                    "shots": {},
+                }
                 # what a person sees: the window, scrolled to the top of each magic's first output (the first one
                 # is <notebook>-<theme>-<width>.png)
                 for n, (kind, i) in enumerate(magics):
-                    jlab.outputs(jlab.code_cells(page).nth(i)).evaluate("e => e.scrollIntoView({block: 'start'})")
+                    jlab.outputs(jlab.code_cells(page).nth(i)).evaluate(
+                        "e => e.scrollIntoView({block: 'start'})"
+                    )
                     name = f"{stem}-{theme}-{width}" + (f"-{kind}" if n else "")
                     state["shots"][kind] = jlab.shot(page, screenshots, name)
                 if not magics:
@@ -374,19 +407,27 @@ def survey(page, notebook: str, screenshots: str) -> dict:
 
 # ---- results -----------------------------------------------------------------------------------------------------
 
+
 def lowest(theme: str, which: str = "min"):
     """The lowest text contrast measured in ``theme`` over every survey of this run (the item), or None.
-    ``which``: ``"min"`` among cudamagic's outputs, ``"min_all"`` among all outputs."""
-    items = [s["contrast"][which] | {"notebook": nb, "state": key}
-             for nb, states in RESULTS.items() for key, s in states.items()
-             if key.startswith(theme + "-") and s["contrast"][which]]
+    ``which``: ``"min"`` among cudamagic's outputs, ``"min_all"`` among all outputs.
+    """
+    items = [
+        s["contrast"][which] | {"notebook": nb, "state": key}
+        for nb, states in RESULTS.items()
+        for key, s in states.items()
+        if key.startswith(theme + "-") and s["contrast"][which]
+    ]
     return min(items, key=lambda i: i["ratio"]) if items else None
 
 
 def write_summary():
     os.makedirs(ARTIFACTS, exist_ok=True)
-    data = {"lowest_contrast": {t: lowest(t) for t in THEMES},
-            "lowest_contrast_all_outputs": {t: lowest(t, "min_all") for t in THEMES}, "notebooks": RESULTS}
+    data = {
+        "lowest_contrast": {t: lowest(t) for t in THEMES},
+        "lowest_contrast_all_outputs": {t: lowest(t, "min_all") for t in THEMES},
+        "notebooks": RESULTS,
+    }
     with open(SUMMARY, "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
 
@@ -402,15 +443,32 @@ def assert_contrast(results: dict, theme: str):
     bad, bars = [], []
     for width in WIDTHS:
         c = results[f"{theme}-{width}"]["contrast"]
-        assert c["texts"] > 0, f"no text measured in the outputs at {width} px: is anything rendered?"
-        bad += [f | {"width": width} for f in c["failures"] if f["ours"] and not any(
-            b["element"] == f["element"] and b["fg"] == f["fg"] and b["bg"] == f["bg"] for b in bad)]
+        assert c["texts"] > 0, (
+            f"no text measured in the outputs at {width} px: is anything rendered?"
+        )
+        bad += [
+            f | {"width": width}
+            for f in c["failures"]
+            if f["ours"]
+            and not any(
+                b["element"] == f["element"] and b["fg"] == f["fg"] and b["bg"] == f["bg"]
+                for b in bad
+            )
+        ]
         bars += c["bar_failures"]
     assert not bad and not bars, (
         f"{theme} theme: {len(bad)} text(s) below WCAG AA contrast"
-        + _fmt(bad, ("ratio", "need", "fg", "bg", "text", "element", "cell", "source", "count", "width"))
-        + (f"\nbars below {BAR_MIN}:1 against their track:" + _fmt(bars, ("ratio", "fill", "track", "element",
-                                                                          "cell")) if bars else ""))
+        + _fmt(
+            bad,
+            ("ratio", "need", "fg", "bg", "text", "element", "cell", "source", "count", "width"),
+        )
+        + (
+            f"\nbars below {BAR_MIN}:1 against their track:"
+            + _fmt(bars, ("ratio", "fill", "track", "element", "cell"))
+            if bars
+            else ""
+        )
+    )
 
 
 def assert_no_hidden_overflow(results: dict, width: int):
@@ -418,11 +476,15 @@ def assert_no_hidden_overflow(results: dict, width: int):
     found = []
     for theme in THEMES:
         for item in results[f"{theme}-{width}"]["overflow"]:
-            if item["ours"] and not any(f["element"] == item["element"] and f["cell"] == item["cell"] for f in found):
+            if item["ours"] and not any(
+                f["element"] == item["element"] and f["cell"] == item["cell"] for f in found
+            ):
                 found.append(item)
-    assert not found, (f"{width} px window with the file browser open: {len(found)} element(s) wider than their "
-                       "output area without a visible scroll cue (class cm-scroll, or a visible scrollbar)"
-                       + _fmt(found, ("element", "why", "left", "right", "area_width", "cell", "source")))
+    assert not found, (
+        f"{width} px window with the file browser open: {len(found)} element(s) wider than their "
+        "output area without a visible scroll cue (class cm-scroll, or a visible scrollbar)"
+        + _fmt(found, ("element", "why", "left", "right", "area_width", "cell", "source"))
+    )
 
 
 # ---- what main still fails --------------------------------------------------------------------------------------
@@ -439,7 +501,8 @@ SOMETIMES_FAILING: dict = {}  # (the %%torchprof timeline legend that ran past t
 
 def params(notebook: str, check: str, values):
     """``values`` for ``pytest.mark.parametrize``, those in :data:`KNOWN_FAILURES` marked ``xfail(strict=True)``,
-    those in :data:`SOMETIMES_FAILING` ``xfail(strict=False)``."""
+    those in :data:`SOMETIMES_FAILING` ``xfail(strict=False)``.
+    """
     import pytest
 
     out = []
@@ -448,6 +511,8 @@ def params(notebook: str, check: str, values):
         if key in KNOWN_FAILURES:
             v = pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[key]))
         elif key in SOMETIMES_FAILING:
-            v = pytest.param(v, marks=pytest.mark.xfail(strict=False, reason=SOMETIMES_FAILING[key]))
+            v = pytest.param(
+                v, marks=pytest.mark.xfail(strict=False, reason=SOMETIMES_FAILING[key])
+            )
         out.append(v)
     return out

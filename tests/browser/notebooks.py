@@ -1,8 +1,9 @@
 """The small notebook the browser suite generates inside its temporary copy of ``examples/``.
 
-``browser_check.ipynb`` holds exactly the cells the widget and graph checks need, so those checks do not depend on
-how the example notebooks are laid out. The example notebooks themselves are opened by the other checks
-(``quickstart.ipynb`` for ``%cudainfo``, ``dataloader.ipynb`` for the error explainer).
+``browser_check.ipynb`` holds exactly the cells the widget and graph checks need, so those checks do
+not depend on how the example notebooks are laid out. The example notebooks themselves are opened by
+the other checks (``quickstart.ipynb`` for ``%cudainfo``, ``dataloader.ipynb`` for the error
+explainer).
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import os
 
 NAME = "browser_check.ipynb"
 
-#: Replay interval (s) and the trace that ``%gpuwatch`` replays (shipped in examples/, so in the temp copy).
+# : Replay interval (s) and the trace that ``%gpuwatch`` replays (shipped in examples/, so in the
+# temp copy).
 WATCH_INTERVAL_S = 0.5
 TRACE = "trace_demo.jsonl"
 
-# Order: the graph is drawn before the monitor starts, so the replay (60 samples) is still running when the
-# checks look at it right after Run All; "work" runs while the monitor is live.
+# Order: the graph is drawn before the monitor starts, so the replay (60 samples) is still running
+# when the checks look at it right after Run All; "work" runs while the monitor is live.
 CELLS = {
     "load": "%load_ext cudamagic",
     "cudainfo": "%cudainfo",
@@ -44,7 +46,14 @@ CELLS = {
 }
 
 #: Node labels the autograd graph of the "graph" cell must show.
-GRAPH_LABELS = ("AddmmBackward0", "ReluBackward0", "PowBackward0", "MeanBackward0", "mlp.0.weight", "mlp.2.bias")
+GRAPH_LABELS = (
+    "AddmmBackward0",
+    "ReluBackward0",
+    "PowBackward0",
+    "MeanBackward0",
+    "mlp.0.weight",
+    "mlp.2.bias",
+)
 
 
 def write_browser_check(root: str) -> str:
@@ -52,9 +61,15 @@ def write_browser_check(root: str) -> str:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
     nb.metadata["language_info"] = {"name": "python"}
-    nb.cells = [nbformat.v4.new_code_cell(src, metadata={"tags": [key]}) for key, src in CELLS.items()]
+    nb.cells = [
+        nbformat.v4.new_code_cell(src, metadata={"tags": [key]}) for key, src in CELLS.items()
+    ]
     path = os.path.join(root, NAME)
     nbformat.write(nb, path)
     return path
@@ -66,8 +81,9 @@ def cell_index(key: str) -> int:
 
 
 def strip_outputs(root: str) -> None:
-    """Clear outputs and execution counts of every notebook in ``root`` (the temp copy), so that what the
-    checks read is what this run produced."""
+    """Clear outputs and execution counts of every notebook in ``root`` (the temp copy), so that
+    what the checks read is what this run produced.
+    """
     import glob
 
     import nbformat
@@ -80,19 +96,22 @@ def strip_outputs(root: str) -> None:
         nbformat.write(nb, path)
 
 
-#: ``reopen_check.ipynb``: a monitor that stops by itself after :data:`REOPEN_COUNT` samples, then a cell that waits
+# : ``reopen_check.ipynb``: a monitor that stops by itself after :data:`REOPEN_COUNT` samples, then
+# a cell that waits
 #: for the stop and prints the final state the saved notebook must show.
 REOPEN_NAME = "reopen_check.ipynb"
 REOPEN_COUNT = 6
 REOPEN_CELLS = [
     "%load_ext cudamagic",
     f"w = %gpuwatch --replay {TRACE} --interval 0.2 --count {REOPEN_COUNT}\nw",
-    ("import time\n"
-     "t0 = time.monotonic()\n"
-     "while w.running and time.monotonic() - t0 < 60:\n"
-     "    time.sleep(0.05)\n"
-     "last = w.samples[-1]\n"
-     "print(f'final: running={w.running} samples={w.samples_taken} at={last.timestamp}')"),
+    (
+        "import time\n"
+        "t0 = time.monotonic()\n"
+        "while w.running and time.monotonic() - t0 < 60:\n"
+        "    time.sleep(0.05)\n"
+        "last = w.samples[-1]\n"
+        "print(f'final: running={w.running} samples={w.samples_taken} at={last.timestamp}')"
+    ),
 ]
 
 
@@ -101,7 +120,11 @@ def write_reopen_check(root: str) -> str:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
     nb.metadata["language_info"] = {"name": "python"}
     nb.cells = [nbformat.v4.new_code_cell(src) for src in REOPEN_CELLS]
     path = os.path.join(root, REOPEN_NAME)

@@ -32,29 +32,46 @@ def _expected_to_fail():
 
 def test_runs_without_unexpected_errors(tour):
     cells = jlab.code_cells(tour)
-    failing = {i for i in range(cells.count()) if any("Traceback" in t for t in cells.nth(i).locator(
-        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_text_contents())}
+    failing = {
+        i
+        for i in range(cells.count())
+        if any(
+            "Traceback" in t
+            for t in cells.nth(i)
+            .locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+            .all_text_contents()
+        )
+    }
     assert failing <= _expected_to_fail(), (failing, jlab.error_texts(tour))
     assert "Error displaying widget" not in jlab.text(tour.locator(jlab.PANEL))
     assert jlab.math_in_outputs(tour) == []
 
 
 def test_every_graph_is_visible_and_fits(tour, screenshots):
-    graphs = [(i, c, src) for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
-              if src.strip().startswith("%%autograd_graph")]
+    graphs = [
+        (i, c, src)
+        for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
+        if src.strip().startswith("%%autograd_graph")
+    ]
     assert graphs, f"no %%autograd_graph cell in {NAME}"
     drawn = 0
     for i, cell, src in graphs:
         out = jlab.outputs(cell)
         cell.scroll_into_view_if_needed()
-        if out.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count():
+        if out.locator(
+            ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+        ).count():
             continue  # a cell that fails on purpose (checked above) has no picture
         svg = out.locator(".jp-OutputArea-output svg:has(text)").first
         svg.wait_for(state="visible", timeout=15_000)
         labels = svg.locator("text").all_text_contents()
         assert len(labels) >= 3, f"cell {i}: an SVG with almost no labels: {labels}"
-        if "--depth" not in src.splitlines()[0]:  # the collapsed module view shows module boxes instead
-            assert any("Backward" in t for t in labels), f"cell {i}: no backward node among {labels}"
+        if (
+            "--depth" not in src.splitlines()[0]
+        ):  # the collapsed module view shows module boxes instead
+            assert any("Backward" in t for t in labels), (
+                f"cell {i}: no backward node among {labels}"
+            )
         jlab.assert_svg_fits(svg)
         drawn += 1
         if drawn == 1:
@@ -62,7 +79,9 @@ def test_every_graph_is_visible_and_fits(tour, screenshots):
     assert drawn >= 1
 
 
-# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it
+# switches themes) --
+
 
 @pytest.fixture(scope="module")
 def surveyed(tour, screenshots):

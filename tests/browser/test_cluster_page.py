@@ -1,9 +1,11 @@
-"""Tier 4: the cluster view of ``%gpuwatch`` (one tile per GPU, grouped by host) in JupyterLab, as a person sees it.
+"""Tier 4: the cluster view of ``%gpuwatch`` (one tile per GPU, grouped by host) in JupyterLab, as a
+person sees it.
 
-The module writes its own small notebook into the server's temporary copy of ``examples/``: it replays
-``trace_cluster.jsonl`` (recorded from the local demo cluster: 12 GPUs on 4 hosts, MIG on node03) through the same
-cluster widget a live ``--source prometheus://...`` uses. The checks read the page: every GPU has a visible tile,
-the tiles sit in one row block per host in host order, and nothing in a tile or a host label overflows its box.
+The module writes its own small notebook into the server's temporary copy of ``examples/``: it
+replays ``trace_cluster.jsonl`` (recorded from the local demo cluster: 12 GPUs on 4 hosts, MIG on
+node03) through the same cluster widget a live ``--source prometheus://...`` uses. The checks read
+the page: every GPU has a visible tile, the tiles sit in one row block per host in host order, and
+    nothing in a tile or a host label overflows its box.
 """
 
 from __future__ import annotations
@@ -55,7 +57,9 @@ def _expected():
     """``{host: GPU count}`` of the trace's last sample, in (host) order, read with the project's own reader."""
     from cudamagic.watch import trace
 
-    here = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples")
+    here = os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "examples"
+    )
     _, samples = trace.read_trace(os.path.join(here, TRACE))
     out = {}
     for g in samples[-1].gpus:
@@ -68,7 +72,11 @@ def nb(page, lab):
     import nbformat
 
     book = nbformat.v4.new_notebook()
-    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    book.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3 (ipykernel)",
+        "language": "python",
+    }
     book.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
     nbformat.write(book, os.path.join(lab.root, NAME))
     jlab.open_notebook(page, lab, NAME)
@@ -95,29 +103,39 @@ def test_cluster_tiles_visible_grouped_by_host_and_readable(nb, screenshots):
     want = _expected()
     assert sum(want.values()) == 12 and len(want) == 4  # what the trace holds
     layout = root.locator(".cm-cluster-status").first.evaluate(
-        "(el) => (" + _LAYOUT_JS + ")(el.closest('.widget-vbox'))")
+        "(el) => (" + _LAYOUT_JS + ")(el.closest('.widget-vbox'))"
+    )
     jlab.shot(jlab.outputs(cell), screenshots, "cluster_tiles")
     hosts = layout["hosts"]
     # grouped by host: one row block per host, in host order, holding exactly that host's GPUs
     assert [h["host"] for h in hosts] == list(want), hosts
     assert [len(h["tiles"]) for h in hosts] == list(want.values())
     for h in hosts:
-        assert h["label"].startswith(h["host"]) and f"{len(h['tiles'])}\u00a0GPUs" in h["label"], h["label"]
+        assert h["label"].startswith(h["host"]) and f"{len(h['tiles'])}\u00a0GPUs" in h["label"], h[
+            "label"
+        ]
     for above, below in zip(hosts, hosts[1:]):
-        assert max(t["box"]["y"] + t["box"]["h"] for t in above["tiles"]) <= \
-            min(t["box"]["y"] for t in below["tiles"]) + 0.5, (above["host"], below["host"])
+        assert (
+            max(t["box"]["y"] + t["box"]["h"] for t in above["tiles"])
+            <= min(t["box"]["y"] for t in below["tiles"]) + 0.5
+        ), (above["host"], below["host"])
     # visible and readable: every tile drawn, its text inside its box at a readable size, no overlap
     tiles = [t for h in hosts for t in h["tiles"]]
     assert all(t["visible"] and t["text"] for t in tiles), tiles
-    assert not [t for t in tiles if t["overflow"] or t["textOutside"] or t["wrapped"]], \
-        [t for t in tiles if t["overflow"] or t["textOutside"] or t["wrapped"]]
+    assert not [t for t in tiles if t["overflow"] or t["textOutside"] or t["wrapped"]], [
+        t for t in tiles if t["overflow"] or t["textOutside"] or t["wrapped"]
+    ]
     assert min(t["fontPx"] for t in tiles) >= 9, [t["fontPx"] for t in tiles]
     assert not [h["label"] for h in hosts if h["labelOverflow"]]
     boxes = [t["box"] for t in tiles]
     for i, a in enumerate(boxes):
-        for b in boxes[i + 1:]:
-            assert a["x"] + a["w"] <= b["x"] + 0.5 or b["x"] + b["w"] <= a["x"] + 0.5 or \
-                a["y"] + a["h"] <= b["y"] + 0.5 or b["y"] + b["h"] <= a["y"] + 0.5, (a, b)
+        for b in boxes[i + 1 :]:
+            assert (
+                a["x"] + a["w"] <= b["x"] + 0.5
+                or b["x"] + b["w"] <= a["x"] + 0.5
+                or a["y"] + a["h"] <= b["y"] + 0.5
+                or b["y"] + b["h"] <= a["y"] + 0.5
+            ), (a, b)
     assert layout["areaOverflowX"] is False
     assert max(b["x"] + b["w"] for b in boxes) <= layout["areaRight"] + 0.5
     # the MIG GPU of node03 says so on its tile; the detail of one host is below the tiles

@@ -1,5 +1,6 @@
-"""Tier 4: examples/cluster_watch.ipynb in JupyterLab: the cluster monitor and every other output in both themes
-and widths (issue 16). With a ``prometheus`` program it watches a local simulated cluster, else a replay."""
+"""Tier 4: examples/cluster_watch.ipynb in JupyterLab: the cluster monitor and every other output in
+both themes and widths (issue 16). With a ``prometheus`` program it watches a local simulated cluster, else a replay.
+"""
 
 import pytest
 

@@ -19,13 +19,24 @@ def dataloader(page, lab):
 def test_explainer_box_under_failing_cell(dataloader, screenshots):
     page = dataloader
     cells = jlab.code_cells(page)
-    failing = [i for i in range(cells.count())
-               if any("Traceback" in t or "Error" in t for t in cells.nth(i).locator(
-                   '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').all_text_contents())]
-    assert len(failing) == 1, f"expected exactly one failing cell (the mistake made on purpose): {failing}"
+    failing = [
+        i
+        for i in range(cells.count())
+        if any(
+            "Traceback" in t or "Error" in t
+            for t in cells.nth(i)
+            .locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+            .all_text_contents()
+        )
+    ]
+    assert len(failing) == 1, (
+        f"expected exactly one failing cell (the mistake made on purpose): {failing}"
+    )
     cell = cells.nth(failing[0])
     cell.scroll_into_view_if_needed()
-    trace = cell.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]').last
+    trace = cell.locator(
+        '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+    ).last
     box = cell.locator(".jp-OutputArea-output", has_text="cudamagic explains").last
     box.wait_for(state="visible", timeout=15_000)
     text = jlab.text(box)
@@ -35,14 +46,22 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
     assert bx["y"] >= tb["y"] + tb["height"] - 1, f"the box is not below the traceback: {tb} {bx}"
     # no other cell gets a box automatically (only an explicit %cudaexplain shows one again)
     sources = jlab.cell_sources(page)
-    others = [i for i in range(cells.count()) if i != failing[0]
-              and cells.nth(i).locator(".jp-OutputArea-output", has_text="cudamagic explains").count()]
-    assert all(sources[i].strip().startswith("%cudaexplain") for i in others), [sources[i] for i in others]
+    others = [
+        i
+        for i in range(cells.count())
+        if i != failing[0]
+        and cells.nth(i).locator(".jp-OutputArea-output", has_text="cudamagic explains").count()
+    ]
+    assert all(sources[i].strip().startswith("%cudaexplain") for i in others), [
+        sources[i] for i in others
+    ]
     assert "Error displaying widget" not in jlab.text(page.locator(jlab.PANEL))
     jlab.shot(cell, screenshots, "explainer_box")
 
 
-# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it
+# switches themes) --
+
 
 @pytest.fixture(scope="module")
 def surveyed(dataloader, screenshots):

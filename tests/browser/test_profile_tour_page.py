@@ -1,5 +1,6 @@
-"""Tier 4: examples/profile_tour.ipynb in JupyterLab: every %%torchprof summary renders (tables with full operator
-names, the timeline picture visible and fitting the output area), no error, no typeset math."""
+"""Tier 4: examples/profile_tour.ipynb in JupyterLab: every %%torchprof summary renders (tables with
+full operator names, the timeline picture visible and fitting the output area), no error, no typeset math.
+"""
 
 import os
 
@@ -28,8 +29,11 @@ def test_runs_without_errors_or_math(tour):
 
 
 def test_every_summary_renders_with_its_timeline(tour, screenshots):
-    summaries = [(i, c) for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
-                 if src.strip().startswith("%%torchprof")]
+    summaries = [
+        (i, c)
+        for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
+        if src.strip().startswith("%%torchprof")
+    ]
     assert len(summaries) >= 3
     for n, (i, cell) in enumerate(summaries):
         out = jlab.outputs(cell)
@@ -46,7 +50,9 @@ def test_every_summary_renders_with_its_timeline(tour, screenshots):
             jlab.shot(out, screenshots, "profile_tour_first_summary")
 
 
-# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it
+# switches themes) --
+
 
 @pytest.fixture(scope="module")
 def surveyed(tour, screenshots):

@@ -37,21 +37,26 @@ def test_cudainfo_renders_table_with_torch_version(quickstart, screenshots):
 def test_no_output_text_typeset_as_math(quickstart):
     """A ``$`` pair in an HTML output (``$CUDA_HOME/bin, $CUDA_PATH/bin``) must not turn into LaTeX math."""
     typeset = jlab.math_in_outputs(quickstart)
-    assert typeset == [], (f"JupyterLab typeset output text as LaTeX math: {typeset}. Fix: put "
-                           "class=\"mathjax_ignore\" on the root element of cudamagic's HTML (or <code> around "
-                           "text with $); checked in JupyterLab 4.6: both keep the $ as text.")
+    assert typeset == [], (
+        f"JupyterLab typeset output text as LaTeX math: {typeset}. Fix: put "
+        'class="mathjax_ignore" on the root element of cudamagic\'s HTML (or <code> around '
+        "text with $); checked in JupyterLab 4.6: both keep the $ as text."
+    )
 
 
 def test_gpuwatch_cell_shows_a_widget(quickstart, screenshots):
-    """The monitor shows as a live widget with its Stop button, or, once the replay ran out (it stops by itself),
-    as the static snapshot of its final state that replaces the widget (issue 16)."""
+    """The monitor shows as a live widget with its Stop button, or, once the replay ran out (it
+    stops by itself), as the static snapshot of its final state that replaces the widget (issue 16).
+    """
     cell = jlab.find_cell(quickstart, lambda src: "%gpuwatch" in src and "--stop" not in src)
     if cell is None:
         skip_or_fail("quickstart.ipynb has no %gpuwatch cell")
     out = jlab.outputs(cell)
     cell.scroll_into_view_if_needed()
     assert "Error displaying widget" not in jlab.text(out)
-    shown = out.locator(".jp-OutputArea-output .widget-vbox, .jp-OutputArea-output .cudamagic").first
+    shown = out.locator(
+        ".jp-OutputArea-output .widget-vbox, .jp-OutputArea-output .cudamagic"
+    ).first
     shown.wait_for(state="visible", timeout=15_000)
     widget = out.locator(".widget-vbox")
     if widget.count():
@@ -62,8 +67,11 @@ def test_gpuwatch_cell_shows_a_widget(quickstart, screenshots):
 
 
 def test_autograd_graph_cells_show_svg(quickstart, screenshots):
-    cells = [c for c, src in zip(jlab.code_cells(quickstart).all(), jlab.cell_sources(quickstart))
-             if src.strip().startswith("%%autograd_graph")]
+    cells = [
+        c
+        for c, src in zip(jlab.code_cells(quickstart).all(), jlab.cell_sources(quickstart))
+        if src.strip().startswith("%%autograd_graph")
+    ]
     if not cells:
         skip_or_fail("quickstart.ipynb has no %%autograd_graph cell")
     for i, cell in enumerate(cells):
@@ -74,7 +82,9 @@ def test_autograd_graph_cells_show_svg(quickstart, screenshots):
         jlab.shot(jlab.outputs(cell), screenshots, f"quickstart_autograd_graph_{i}")
 
 
-# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it switches themes) --
+# ---- issue 16: light and dark theme, 1400 and 800 px with the file browser open (runs last: it
+# switches themes) --
+
 
 @pytest.fixture(scope="module")
 def surveyed(quickstart, screenshots):
@@ -93,12 +103,18 @@ def test_no_hidden_overflow(surveyed, width):
 
 @pytest.mark.parametrize("theme", looks.params("quickstart", "graph fit", looks.THEMES))
 def test_graph_fits_at_1400_without_scrolling(surveyed, theme):
-    """The quickstart's graph (a 3-layer MLP's loss, ~16 nodes) is fully visible in a 1400 px window: its SVG lies
-    within the output area, nothing of it is clipped by a scroll box, and it is no taller than the notebook's
-    visible height."""
+    """The quickstart's graph (a 3-layer MLP's loss, ~16 nodes) is fully visible in a 1400 px
+    window: its SVG lies within the output area, nothing of it is clipped by a scroll box, and it is
+        no taller than the notebook's
+    visible height.
+    """
     graphs = surveyed[f"{theme}-1400"]["graphs"]
     assert graphs, "no %%autograd_graph picture measured in quickstart.ipynb"
     for g in graphs:
         assert g["inside"], f"the graph sticks out of its output area: {g}"
-        assert g["visW"] >= g["w"] - 1 and g["visH"] >= g["h"] - 1, f"part of the graph is hidden (scrolling): {g}"
-        assert g["h"] <= g["view_height"], f"the graph is taller than the notebook's visible height: {g}"
+        assert g["visW"] >= g["w"] - 1 and g["visH"] >= g["h"] - 1, (
+            f"part of the graph is hidden (scrolling): {g}"
+        )
+        assert g["h"] <= g["view_height"], (
+            f"the graph is taller than the notebook's visible height: {g}"
+        )

@@ -1,10 +1,12 @@
-"""Tier 4: a notebook saved after Run All and reopened shows the monitor's final state, never a widget error.
+"""Tier 4: a notebook saved after Run All and reopened shows the monitor's final state, never a
+widget error.
 
-``reopen_check.ipynb`` (generated, see ``tests/browser/notebooks.py``) replays ``trace_demo.jsonl`` with
-``%gpuwatch --count N``; the next cell waits until the monitor stopped and prints its final state. The test saves
-the notebook (``docmanager:save``, as Ctrl+S does), closes it, shuts its kernel down (a reopened or shared notebook
-has no live widget models), opens it again and reads what the monitor's output shows (issue 16: when the monitor
-stops, its output is replaced by a static snapshot of the final state).
+``reopen_check.ipynb`` (generated, see ``tests/browser/notebooks.py``) replays ``trace_demo.jsonl``
+with ``%gpuwatch --count N``; the next cell waits until the monitor stopped and prints its final
+state. The test saves the notebook (``docmanager:save``, as Ctrl+S does), closes it, shuts its
+kernel down (a reopened or shared notebook has no live widget models), opens it again and reads what
+the monitor's output shows (issue 16: when the monitor stops, its output is replaced by a static
+snapshot of the final state).
 """
 
 import re
@@ -48,13 +50,21 @@ def test_reopened_monitor_shows_final_snapshot(reopened):
     assert "Error displaying widget" not in shown, f"the reopened notebook shows: {shown[:300]!r}"
     assert "Error displaying widget" not in jlab.text(page.locator(jlab.PANEL))
     assert shown.strip(), "the monitor's output is empty after reopening"
-    # the final state: the stop, the sample count and the time of the last sample, not the first sample "running"
+    # the final state: the stop, the sample count and the time of the last sample, not the first
+    # sample "running"
     at = final.split("at=", 1)[1].strip()
-    assert at in shown, f"the last sample's time {at!r} is not shown after reopening: {shown[:400]!r}"
+    assert at in shown, (
+        f"the last sample's time {at!r} is not shown after reopening: {shown[:400]!r}"
+    )
     assert re.search(rf"samples:?\s*{N}\b", shown), f"not the final count ({N}): {shown[:400]!r}"
-    assert not re.search(r"\brunning\b", shown), f"still labelled running after the monitor stopped: {shown[:400]!r}"
-    # what the file holds, for nbviewer / GitHub / HTML export: no output that needs a live widget model
+    assert not re.search(r"\brunning\b", shown), (
+        f"still labelled running after the monitor stopped: {shown[:400]!r}"
+    )
+    # what the file holds, for nbviewer / GitHub / HTML export: no output that needs a live widget
+    # model
     mimes = [m for o in saved_outputs for m in o.get("data", {})]
     assert "text/html" in mimes, mimes
-    needs_model = [o for o in saved_outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    needs_model = [
+        o for o in saved_outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+    ]
     assert not needs_model, f"the saved monitor output still needs a widget model: {mimes}"

@@ -1,8 +1,10 @@
-"""core/cell.py: a magic's cell body compiled and run as IPython runs a cell, in a real InteractiveShell.
+"""core/cell.py: a magic's cell body compiled and run as IPython runs a cell, in a real
+InteractiveShell.
 
-A small cell magic ``%%bodyrun`` built only on :mod:`cudamagic.core.cell` (as ``%%cudamem``, ``%%torchprof`` and
-``%%autograd_graph`` are) runs the cells; the assertions are on what the user sees: real source lines and
-numbers in tracebacks, the final value shown like a normal cell's, ``_``/``Out`` as with those magics.
+A small cell magic ``%%bodyrun`` built only on :mod:`cudamagic.core.cell` (as ``%%cudamem``,
+``%%torchprof`` and ``%%autograd_graph`` are) runs the cells; the assertions are on what the user
+sees: real source lines and numbers in tracebacks, the final value shown like a normal cell's,
+    ``_``/``Out`` as with those magics.
 """
 
 from __future__ import annotations
@@ -14,8 +16,14 @@ from types import SimpleNamespace
 import pytest
 
 from cudamagic.core import cell as core_cell
-from cudamagic.core.cell import (CellOutcome, compile_cell, run_code, run_code_caught, running_cell_number,
-                                 show_value)
+from cudamagic.core.cell import (
+    CellOutcome,
+    compile_cell,
+    run_code,
+    run_code_caught,
+    running_cell_number,
+    show_value,
+)
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 OUR_CELL = re.compile(r"cudamagic[/\\]core[/\\]cell\.py")
@@ -50,8 +58,10 @@ def bip(ip):
 
 def test_running_cell_number_on_ipython_8_and_9():
     def shell(count, running):
-        return SimpleNamespace(execution_count=count,
-                               displayhook=SimpleNamespace(exec_result=SimpleNamespace(execution_count=running)))
+        return SimpleNamespace(
+            execution_count=count,
+            displayhook=SimpleNamespace(exec_result=SimpleNamespace(execution_count=running)),
+        )
 
     assert running_cell_number(shell(8, 7)) == 7  # IPython 9: the counter is already incremented
     assert running_cell_number(shell(7, 7)) == 7  # IPython 8: incremented after the cell
@@ -75,7 +85,9 @@ def test_input_transformers_apply_and_a_cell_without_expression_has_no_value(ip)
 
 
 def test_syntax_error_counts_the_magic_line(ip):
-    with pytest.raises(SyntaxError, match="incomplete input|never closed|unexpected EOF|invalid syntax") as info:
+    with pytest.raises(
+        SyntaxError, match="incomplete input|never closed|unexpected EOF|invalid syntax"
+    ) as info:
         compile_cell(ip, "x = 1\ny = (\n", "%%bodyrun")
     assert info.value.lineno == 3
 
@@ -114,8 +126,10 @@ def test_value_displays_like_a_cell_and_out_holds_the_magics_result(bip, capsys)
     assert 42 not in [v for v in bip.user_ns["Out"].values() if isinstance(v, int)]
 
 
-@pytest.mark.parametrize("cell, shown", [("6 * 7;", False), ("None", False), ("x = 42", False), ("6 * 7", True),
-                                         ("s = 'a;'\ns", True)])
+@pytest.mark.parametrize(
+    "cell, shown",
+    [("6 * 7;", False), ("None", False), ("x = 42", False), ("6 * 7", True), ("s = 'a;'\ns", True)],
+)
 def test_show_value_follows_semicolon_and_none(bip, capsys, cell, shown):
     bip.run_cell(f"%%bodyrun\n{cell}", store_history=True)
     out = capsys.readouterr().out

@@ -7,8 +7,17 @@ from cudamagic.core.na import NA, is_na
 from tests.fake_nvml import GIB
 
 
-@pytest.mark.parametrize("raw, expected", [(11040, "11.4"), (12080, "12.8"), (11000, "11.0"), (12040, "12.4"),
-                                           (10020, "10.2"), (13000, "13.0")])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        (11040, "11.4"),
+        (12080, "12.8"),
+        (11000, "11.0"),
+        (12040, "12.4"),
+        (10020, "10.2"),
+        (13000, "13.0"),
+    ],
+)
 def test_decode_cuda_driver_version(raw, expected):
     assert nvml.decode_cuda_driver_version(raw) == expected
 
@@ -70,6 +79,7 @@ def test_bytes_or_str_names_f05(fake_nvml, scenario):
 
 def test_bytes_and_str_identical(fake_nvml):
     from tests.fake_nvml import SCENARIOS
+
     fake_nvml(dict(SCENARIOS["bytes_names"], bytes=True))
     a = (nvml.system_info()["driver_version"], nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
     fake_nvml(dict(SCENARIOS["bytes_names"], bytes=False))

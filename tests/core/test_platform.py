@@ -1,5 +1,6 @@
-"""Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no signal.SIGKILL,
-no resource module, Windows paths)."""
+"""Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no
+signal.SIGKILL, no resource module, Windows paths).
+"""
 
 from __future__ import annotations
 
@@ -20,22 +21,27 @@ from cudamagic.core import platform
 PKG = pathlib.Path(__file__).resolve().parents[2] / "cudamagic"
 
 # A parent that starts a grandchild and both sleep: a time limit must end the whole tree.
-TREE = ("import subprocess, sys, time\n"
-        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-        "print(c.pid, flush=True)\n"
-        "time.sleep(60)\n")
+TREE = (
+    "import subprocess, sys, time\n"
+    "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+    "print(c.pid, flush=True)\n"
+    "time.sleep(60)\n"
+)
 
 
 class _Without:
-    """A module as the platform module sees it on Windows: the POSIX-only names are missing (the standard
-    library itself keeps them, since subprocess and psutil still run on this Linux machine)."""
+    """A module as the platform module sees it on Windows: the POSIX-only names are missing (the
+    standard library itself keeps them, since subprocess and psutil still run on this Linux machine).
+    """
 
     def __init__(self, module, *missing):
         self._module, self._missing = module, set(missing)
 
     def __getattr__(self, name):
         if name in self._missing:
-            raise AttributeError(f"module {self._module.__name__!r} has no attribute {name!r} (presenting Windows)")
+            raise AttributeError(
+                f"module {self._module.__name__!r} has no attribute {name!r} (presenting Windows)"
+            )
         return getattr(self._module, name)
 
 
@@ -43,8 +49,11 @@ class _Without:
 def windows(monkeypatch):
     """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no resource."""
     monkeypatch.setattr(platform, "SYSTEM", "windows")
-    monkeypatch.setattr(platform, "os", _Without(os, "killpg", "pread", "sysconf", "setsid", "getuid", "geteuid",
-                                                  "statvfs"))
+    monkeypatch.setattr(
+        platform,
+        "os",
+        _Without(os, "killpg", "pread", "sysconf", "setsid", "getuid", "geteuid", "statvfs"),
+    )
     monkeypatch.setattr(platform, "signal", _Without(signal, "SIGKILL"))
     monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError
     return monkeypatch
@@ -85,8 +94,9 @@ def test_time_limit_kills_the_whole_tree(tmp_path, request, presented):
 
 
 def test_run_capped_returns_code_and_capped_text():
-    code, text = platform.run_capped([sys.executable, "-c", "print('x' * 100000); raise SystemExit(3)"], 10,
-                                     limit_bytes=1000)
+    code, text = platform.run_capped(
+        [sys.executable, "-c", "print('x' * 100000); raise SystemExit(3)"], 10, limit_bytes=1000
+    )
     assert code == 3 and text == "x" * 1000
 
 
@@ -140,8 +150,9 @@ DENIED = object()
 
 
 def fake_windows_psutil(monkeypatch, users):
-    """psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or DENIED for
-    AccessDenied); no ``uids()``; an unknown pid raises NoSuchProcess."""
+    """Psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or
+    DENIED for AccessDenied); no ``uids()``; an unknown pid raises NoSuchProcess.
+    """
 
     class Process:
         def __init__(self, pid=None):
@@ -158,18 +169,29 @@ def fake_windows_psutil(monkeypatch, users):
             raise AttributeError("'Process' object has no attribute 'uids' (psutil on Windows)")
 
     monkeypatch.setattr(psutil, "Process", Process)
-    monkeypatch.setattr(platform, "_my_username", {"pid": None, "name": None}, raising=False)  # a fresh cache
+    monkeypatch.setattr(
+        platform, "_my_username", {"pid": None, "name": None}, raising=False
+    )  # a fresh cache
 
 
 def test_same_user_on_windows_compares_account_names(windows):
-    fake_windows_psutil(windows, {os.getpid(): "DESKTOP-7\\ana", 101: "DESKTOP-7\\ana", 102: "desktop-7\\ANA",
-                                  103: "DESKTOP-7\\bob", 104: "NT AUTHORITY\\SYSTEM", 105: DENIED})
+    fake_windows_psutil(
+        windows,
+        {
+            os.getpid(): "DESKTOP-7\\ana",
+            101: "DESKTOP-7\\ana",
+            102: "desktop-7\\ANA",
+            103: "DESKTOP-7\\bob",
+            104: "NT AUTHORITY\\SYSTEM",
+            105: DENIED,
+        },
+    )
     assert platform.same_user(os.getpid()) is True
     assert platform.same_user(101) is True
     assert platform.same_user(102) is True  # Windows account names are case-insensitive
     assert platform.same_user(103) is False and platform.same_user(104) is False
     assert platform.same_user(105) is None  # AccessDenied: owner unknown, not "another user"
-    assert platform.same_user(2 ** 22 + 7) is False  # no such process
+    assert platform.same_user(2**22 + 7) is False  # no such process
 
 
 def test_same_user_on_windows_when_this_process_user_is_unreadable(windows):
@@ -179,7 +201,7 @@ def test_same_user_on_windows_when_this_process_user_is_unreadable(windows):
 
 def test_same_user_on_linux_reads_the_real_uid():
     assert platform.same_user(os.getpid()) is True
-    assert platform.same_user(2 ** 22 + 7) is False
+    assert platform.same_user(2**22 + 7) is False
     if os.geteuid() == 0:
         assert platform.same_user(1) is True  # pid 1 runs as root here too
     elif psutil.Process(1).uids().real != os.getuid():
@@ -201,39 +223,129 @@ def test_windows_nvidia_tool_paths(windows, tmp_path):
         (store / folder).mkdir(parents=True)
     (store / "nvlti.inf_amd64_aaa" / "nvidia-smi.exe").write_bytes(b"MZ")
     (store / "nvlti.inf_amd64_bbb" / "nvidia-smi.exe").write_bytes(b"MZ")
-    found = platform.nvidia_tool_candidates("nvidia-smi", env={"SystemRoot": str(tmp_path / "Windows")})
+    found = platform.nvidia_tool_candidates(
+        "nvidia-smi", env={"SystemRoot": str(tmp_path / "Windows")}
+    )
     assert found[0].endswith("System32\\nvidia-smi.exe") and "NVSMI" in found[1]
-    assert [pathlib.Path(p).parent.name for p in found[2:]] == ["nvlti.inf_amd64_aaa", "nvlti.inf_amd64_bbb"]
+    assert [pathlib.Path(p).parent.name for p in found[2:]] == [
+        "nvlti.inf_amd64_aaa",
+        "nvlti.inf_amd64_bbb",
+    ]
     assert platform.executable_name("nvcc") == "nvcc.exe"
 
 
-# ---- the scan: no POSIX-only call outside cudamagic/core/platform.py -----------------------------------------
+# ---- the scan: no POSIX-only call outside cudamagic/core/platform.py
+# -----------------------------------------
 #: Modules that do not exist on Windows.
-POSIX_ONLY_MODULES = {"pwd", "grp", "fcntl", "termios", "resource", "tty", "pty", "posix", "spwd", "crypt",
-                      "syslog"}
-#: Names missing on Windows (or, for os.kill, with another meaning: os.kill(pid, 0) terminates the process there),
+POSIX_ONLY_MODULES = {
+    "pwd",
+    "grp",
+    "fcntl",
+    "termios",
+    "resource",
+    "tty",
+    "pty",
+    "posix",
+    "spwd",
+    "crypt",
+    "syslog",
+}
+# : Names missing on Windows (or, for os.kill, with another meaning: os.kill(pid, 0) terminates the
+# process there),
 #: and sys.platform (the rest of the package never tests the platform itself).
 POSIX_ONLY_NAMES = {
-    "os": {"kill", "killpg", "pread", "pwrite", "sysconf", "sysconf_names", "confstr", "pathconf", "fpathconf",
-           "setsid", "getsid", "getpgid", "setpgid", "getpgrp", "setpgrp", "fork", "forkpty", "register_at_fork",
-           "getuid", "geteuid", "getgid", "getegid", "getgroups", "setuid", "seteuid", "setgid", "setegid",
-           "getresuid", "getresgid", "statvfs", "fstatvfs", "uname", "nice", "getloadavg", "sched_getaffinity",
-           "sched_setaffinity", "wait", "wait3", "wait4", "WNOHANG", "mkfifo", "chown", "lchown", "fchown",
-           "getpriority", "setpriority", "openpty", "ttyname", "ctermid", "posix_spawn", "posix_spawnp"},
-    "signal": {"SIGKILL", "SIGALRM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGCHLD", "SIGPIPE", "SIGSTOP",
-               "SIGCONT", "SIGTSTP", "SIGBUS", "alarm", "setitimer", "getitimer", "ITIMER_REAL", "ITIMER_VIRTUAL",
-               "ITIMER_PROF", "pause", "pthread_kill", "pthread_sigmask", "sigwait", "siginterrupt", "sigpending"},
+    "os": {
+        "kill",
+        "killpg",
+        "pread",
+        "pwrite",
+        "sysconf",
+        "sysconf_names",
+        "confstr",
+        "pathconf",
+        "fpathconf",
+        "setsid",
+        "getsid",
+        "getpgid",
+        "setpgid",
+        "getpgrp",
+        "setpgrp",
+        "fork",
+        "forkpty",
+        "register_at_fork",
+        "getuid",
+        "geteuid",
+        "getgid",
+        "getegid",
+        "getgroups",
+        "setuid",
+        "seteuid",
+        "setgid",
+        "setegid",
+        "getresuid",
+        "getresgid",
+        "statvfs",
+        "fstatvfs",
+        "uname",
+        "nice",
+        "getloadavg",
+        "sched_getaffinity",
+        "sched_setaffinity",
+        "wait",
+        "wait3",
+        "wait4",
+        "WNOHANG",
+        "mkfifo",
+        "chown",
+        "lchown",
+        "fchown",
+        "getpriority",
+        "setpriority",
+        "openpty",
+        "ttyname",
+        "ctermid",
+        "posix_spawn",
+        "posix_spawnp",
+    },
+    "signal": {
+        "SIGKILL",
+        "SIGALRM",
+        "SIGHUP",
+        "SIGQUIT",
+        "SIGUSR1",
+        "SIGUSR2",
+        "SIGCHLD",
+        "SIGPIPE",
+        "SIGSTOP",
+        "SIGCONT",
+        "SIGTSTP",
+        "SIGBUS",
+        "alarm",
+        "setitimer",
+        "getitimer",
+        "ITIMER_REAL",
+        "ITIMER_VIRTUAL",
+        "ITIMER_PROF",
+        "pause",
+        "pthread_kill",
+        "pthread_sigmask",
+        "sigwait",
+        "siginterrupt",
+        "sigpending",
+    },
     "sys": {"platform"},
 }
-#: psutil methods that exist only on POSIX (the object cannot be typed statically, so any attribute so named).
+# : psutil methods that exist only on POSIX (the object cannot be typed statically, so any attribute
+# so named).
 PSUTIL_POSIX_ONLY = {"uids", "gids", "num_fds", "terminal"}
 #: subprocess.Popen arguments that are POSIX-only.
 POSIX_ONLY_KEYWORDS = {"start_new_session", "preexec_fn", "process_group"}
 
 
 def _imported_names(tree) -> dict:
-    """Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as _o``: ``_o`` ->
-    ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports keep their dots)."""
+    """Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as
+    _o``: ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports keep their dots).
+    """
     names = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -246,13 +358,16 @@ def _imported_names(tree) -> dict:
         elif isinstance(node, ast.ImportFrom):
             base = "." * node.level + (node.module or "")
             for a in node.names:
-                names[a.asname or a.name] = f"{base}.{a.name}" if node.module or node.level else a.name
+                names[a.asname or a.name] = (
+                    f"{base}.{a.name}" if node.module or node.level else a.name
+                )
     return names
 
 
 def _dotted(node, names):
-    """``os.path`` for an ``ast.Attribute``/``ast.Name`` chain, with the root resolved through ``names``; None
-    for anything else (a call, a subscript)."""
+    """``os.path`` for an ``ast.Attribute``/``ast.Name`` chain, with the root resolved through
+    ``names``; None for anything else (a call, a subscript).
+    """
     if isinstance(node, ast.Name):
         return names.get(node.id, node.id)
     if isinstance(node, ast.Attribute):
@@ -266,12 +381,15 @@ def _posix_only(module, name) -> bool:
 
 
 def posix_only_uses(source: str, where: str = "<snippet>") -> list:
-    """Every POSIX-only (or platform-testing) use in Python ``source``, as ``"where:line what"`` strings.
+    """Every POSIX-only (or platform-testing) use in Python ``source``, as ``"where:line what"``
+    strings.
 
-    Caught: imports of POSIX-only modules (also through ``importlib.import_module``/``__import__`` with a string),
-    ``from os import killpg`` / ``from signal import SIGKILL``, attribute access on a module under any alias
-    (``import os as _o; _o.killpg``), ``getattr``/``hasattr`` with a constant name (``getattr(os, "killpg")``),
-    psutil's POSIX-only methods (``.uids()``), POSIX-only ``Popen`` arguments, ``/proc/`` paths, ``sys.platform``.
+    Caught: imports of POSIX-only modules (also through ``importlib.import_module``/``__import__``
+        with a string),
+    ``from os import killpg`` / ``from signal import SIGKILL``, attribute access on a module under
+    any alias (``import os as _o; _o.killpg``), ``getattr``/``hasattr`` with a constant name
+    (``getattr(os, "killpg")``), psutil's POSIX-only methods (``.uids()``), POSIX-only ``Popen``
+    arguments, ``/proc/`` paths, ``sys.platform``.
     """
     tree = ast.parse(source)
     names = _imported_names(tree)
@@ -299,66 +417,106 @@ def posix_only_uses(source: str, where: str = "<snippet>") -> list:
                 hit(node, f".{node.attr} (psutil, POSIX only)")
         elif isinstance(node, ast.Call):
             func = _dotted(node.func, names)
-            consts = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
-            attr = node.args[1].value if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) else None
+            consts = [
+                a.value
+                for a in node.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str)
+            ]
+            attr = (
+                node.args[1].value
+                if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+                else None
+            )
             if func in ("getattr", "hasattr") and isinstance(attr, str):
                 base = _dotted(node.args[0], names)
                 if (base is not None and _posix_only(base, attr)) or attr in PSUTIL_POSIX_ONLY:
                     hit(node, f"{func}({base}, {attr!r})")
-            elif func in ("importlib.import_module", "__import__") and consts \
-                    and consts[0].split(".")[0] in POSIX_ONLY_MODULES:
+            elif (
+                func in ("importlib.import_module", "__import__")
+                and consts
+                and consts[0].split(".")[0] in POSIX_ONLY_MODULES
+            ):
                 hit(node, f"{func}({consts[0]!r})")
         elif isinstance(node, ast.keyword) and node.arg in POSIX_ONLY_KEYWORDS:
             hit(node, f"{node.arg}=")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("/proc/"):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and node.value.startswith("/proc/")
+        ):
             hit(node, repr(node.value))
-        elif isinstance(node, ast.JoinedStr) and node.values and isinstance(node.values[0], ast.Constant) \
-                and str(node.values[0].value).startswith("/proc/"):
+        elif (
+            isinstance(node, ast.JoinedStr)
+            and node.values
+            and isinstance(node.values[0], ast.Constant)
+            and str(node.values[0].value).startswith("/proc/")
+        ):
             hit(node, "f'/proc/...'")
     return found
 
 
-@pytest.mark.parametrize("snippet", [
-    "from os import killpg\nkillpg(1, 9)",
-    "from os import killpg as kp",
-    "from signal import SIGKILL",
-    "import os as _o\n_o.killpg(1, 9)",
-    "import signal as s\ns.SIGKILL",
-    "import os\ngetattr(os, 'killpg')(1, 9)",
-    "import os\nkill = getattr(os, 'killpg', None)",
-    "import os as o\nhasattr(o, 'getuid')",
-    "import signal\nsignal.alarm(3)",
-    "import os\nos.getpgrp()",
-    "import os\nos.setpgrp()",
-    "import pwd", "import grp", "import fcntl", "import termios", "import resource",
-    "from resource import getrlimit", "import importlib\nimportlib.import_module('resource')",
-    "__import__('pwd')",
-    "import os\nos.getuid()", "import os\nos.geteuid()", "import os\nos.getgid()",
-    "import os\nos.statvfs('/dev/shm')", "import os\nos.uname()", "import os\nos.fork()",
-    "import os\nos.setsid()", "import os\nos.killpg(1, 9)", "import os\nos.kill(1, 0)",
-    "import psutil\npsutil.Process(1).uids().real", "def f(p):\n    return p.uids()",
-    "import os.path\nos.getuid()",
-    "from os import path, getuid",
-    "def f():\n    import os as q\n    return q.sysconf('SC_PAGE_SIZE')",
-    "import subprocess\nsubprocess.Popen(['x'], start_new_session=True)",
-    "open('/proc/self/statm')", "pid = 1\nopen(f'/proc/{pid}/statm')",
-    "import sys\nsys.platform == 'win32'", "import sys as _s\n_s.platform", "from sys import platform",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "from os import killpg\nkillpg(1, 9)",
+        "from os import killpg as kp",
+        "from signal import SIGKILL",
+        "import os as _o\n_o.killpg(1, 9)",
+        "import signal as s\ns.SIGKILL",
+        "import os\ngetattr(os, 'killpg')(1, 9)",
+        "import os\nkill = getattr(os, 'killpg', None)",
+        "import os as o\nhasattr(o, 'getuid')",
+        "import signal\nsignal.alarm(3)",
+        "import os\nos.getpgrp()",
+        "import os\nos.setpgrp()",
+        "import pwd",
+        "import grp",
+        "import fcntl",
+        "import termios",
+        "import resource",
+        "from resource import getrlimit",
+        "import importlib\nimportlib.import_module('resource')",
+        "__import__('pwd')",
+        "import os\nos.getuid()",
+        "import os\nos.geteuid()",
+        "import os\nos.getgid()",
+        "import os\nos.statvfs('/dev/shm')",
+        "import os\nos.uname()",
+        "import os\nos.fork()",
+        "import os\nos.setsid()",
+        "import os\nos.killpg(1, 9)",
+        "import os\nos.kill(1, 0)",
+        "import psutil\npsutil.Process(1).uids().real",
+        "def f(p):\n    return p.uids()",
+        "import os.path\nos.getuid()",
+        "from os import path, getuid",
+        "def f():\n    import os as q\n    return q.sysconf('SC_PAGE_SIZE')",
+        "import subprocess\nsubprocess.Popen(['x'], start_new_session=True)",
+        "open('/proc/self/statm')",
+        "pid = 1\nopen(f'/proc/{pid}/statm')",
+        "import sys\nsys.platform == 'win32'",
+        "import sys as _s\n_s.platform",
+        "from sys import platform",
+    ],
+)
 def test_the_scan_catches_every_form(snippet):
     assert posix_only_uses(snippet), f"not caught: {snippet!r}"
 
 
-@pytest.mark.parametrize("snippet", [
-    "import os\nos.path.join('a', 'b')",
-    "import os\nos.getpid()",
-    "import signal\nsignal.SIGINT",
-    "import os\ngetattr(os, 'path')",
-    "from os import path\npath.join('a')",
-    "from cudamagic.core import platform\nplatform.SYSTEM",
-    "from ..core import platform\nplatform.same_user(1)",
-    "import psutil\npsutil.Process(1).username()",
-    "x = '/proc is mentioned in prose'",
-])
+@pytest.mark.parametrize(
+    "snippet",
+    [
+        "import os\nos.path.join('a', 'b')",
+        "import os\nos.getpid()",
+        "import signal\nsignal.SIGINT",
+        "import os\ngetattr(os, 'path')",
+        "from os import path\npath.join('a')",
+        "from cudamagic.core import platform\nplatform.SYSTEM",
+        "from ..core import platform\nplatform.same_user(1)",
+        "import psutil\npsutil.Process(1).username()",
+        "x = '/proc is mentioned in prose'",
+    ],
+)
 def test_the_scan_lets_portable_code_be(snippet):
     assert posix_only_uses(snippet) == []
 
@@ -369,4 +527,6 @@ def test_no_posix_only_call_outside_the_platform_module():
         if path == PKG / "core" / "platform.py":
             continue
         offenders += posix_only_uses(path.read_text(encoding="utf-8"), str(path.relative_to(PKG)))
-    assert offenders == [], "platform-specific code outside cudamagic/core/platform.py:\n" + "\n".join(offenders)
+    assert offenders == [], (
+        "platform-specific code outside cudamagic/core/platform.py:\n" + "\n".join(offenders)
+    )

@@ -12,8 +12,9 @@ def test_unclosed_quote_hint_does_not_name_another_magics_flag(ip):
 
 
 def test_quoted_log_path_is_unquoted(ip, fake_nvml, tmp_path, monkeypatch, capsys):
-    # The UsageError hint itself says: quote a value with spaces as a whole, e.g. --log "run 1.jsonl".
-    # IPython's magic_arguments split lines with posix=False, which keeps the quote characters in the value.
+    # The UsageError hint itself says: quote a value with spaces as a whole, e.g. --log "run
+    # 1.jsonl". IPython's magic_arguments split lines with posix=False, which keeps the quote
+    # characters in the value.
     fake_nvml("one_gpu")
     monkeypatch.chdir(tmp_path)
     ip.run_line_magic("gpuwatch", '--log "run 1.jsonl" --count 1 --text')
@@ -32,6 +33,11 @@ def test_split_line_keeps_backslashes_and_removes_quotes():
     from cudamagic.core.magic import split_line
 
     assert split_line(r'--log "C:\Users\me\run 1.jsonl" --x \n #y') == [
-        "--log", r"C:\Users\me\run 1.jsonl", "--x", r"\n", "#y"]
+        "--log",
+        r"C:\Users\me\run 1.jsonl",
+        "--x",
+        r"\n",
+        "#y",
+    ]
     with pytest.raises(ValueError, match="No closing quotation"):
         split_line('--log "run 1')

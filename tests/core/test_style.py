@@ -17,9 +17,13 @@ def test_every_rule_is_scoped_and_colours_come_from_theme_variables():
         selectors = rule.split("{", 1)[0]
         for sel in selectors.split(","):
             assert sel.strip().startswith(".cudamagic"), sel
-    # every colour / background declaration is a theme variable (a neutral fallback inside var() is allowed)
+    # every colour / background declaration is a theme variable (a neutral fallback inside var() is
+    # allowed)
     for prop, value in re.findall(r"(?<![-\w])(color|background)\s*:\s*([^;}]+)", style.CSS):
-        assert value.startswith(("var(--jp-", "inherit", "transparent", "linear-gradient(")), (prop, value)
+        assert value.startswith(("var(--jp-", "inherit", "transparent", "linear-gradient(")), (
+            prop,
+            value,
+        )
 
 
 def test_badge_escapes_and_checks_level():
@@ -29,18 +33,38 @@ def test_badge_escapes_and_checks_level():
 
 
 def test_details_escapes_summary():
-    assert style.details("a<b", "<i>y</i>") == "<details><summary>a&lt;b</summary><i>y</i></details>"
+    assert (
+        style.details("a<b", "<i>y</i>") == "<details><summary>a&lt;b</summary><i>y</i></details>"
+    )
 
 
 def test_hard_coded_colours_are_found_outside_theme_variables_only():
-    found = style.hard_coded_colours('<b style="color:#fff">x</b> &#8594; <svg fill="red" style="fill:var(--jp-a, #123)">'
-                                     "</svg> rgb(1,2,3) background:white color:inherit stroke:none")
+    found = style.hard_coded_colours(
+        '<b style="color:#fff">x</b> &#8594; <svg fill="red" style="fill:var(--jp-a, #123)">'
+        "</svg> rgb(1,2,3) background:white color:inherit stroke:none"
+    )
     assert found == ["#fff", 'fill="red', "rgb(", "background:white"]
-    assert style.hard_coded_colours(style.page(style.badge("x", "error") + style.box_open("warn") + "</div>", "t")) == []
-    assert style.hard_coded_colours("background:linear-gradient(to right,var(--jp-border-color1,#8888),transparent)") == []
+    assert (
+        style.hard_coded_colours(
+            style.page(style.badge("x", "error") + style.box_open("warn") + "</div>", "t")
+        )
+        == []
+    )
+    assert (
+        style.hard_coded_colours(
+            "background:linear-gradient(to right,var(--jp-border-color1,#8888),transparent)"
+        )
+        == []
+    )
 
 
 def test_level_maps_severity_words():
     assert [style.level(w) for w in ("warning", "fatal error", "error", "ok", "info", "odd")] == [
-        "warn", "error", "error", "ok", "info", "info"]
+        "warn",
+        "error",
+        "error",
+        "ok",
+        "info",
+        "info",
+    ]
     assert style.icon("warn") == "\u26a0"

@@ -25,8 +25,9 @@ def cuda_magics():
 
 
 def path_without_nvcc(tmp_path) -> str:
-    """PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to everything
-    else in it (the kernel still finds python, c++, ...)."""
+    """PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to
+    everything else in it (the kernel still finds python, c++, ...).
+    """
     import os
 
     dirs = []

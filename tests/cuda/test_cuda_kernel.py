@@ -1,5 +1,6 @@
-"""%%cuda in a real Jupyter kernel (nbclient): examples/cuda_cells.ipynb top to bottom, and Run All stopping at a
-cell that does not compile."""
+"""%%cuda in a real Jupyter kernel (nbclient): examples/cuda_cells.ipynb top to bottom, and Run All
+stopping at a cell that does not compile.
+"""
 
 from __future__ import annotations
 
@@ -24,15 +25,20 @@ def test_example_notebook(tmp_path, monkeypatch):
     nb = run_demo.execute(os.path.join(run_demo.EXAMPLES, "cuda_cells.ipynb"), timeout_s=300)
     code = [c for c in nb.cells if c.cell_type == "code"]
     stream = next(c for c in code if "step %d of %d" in c.source)
-    assert [ln for ln in _text(stream).splitlines() if ln.strip()] == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
+    assert [ln for ln in _text(stream).splitlines() if ln.strip()] == [
+        "step 1 of 3",
+        "step 2 of 3",
+        "step 3 of 3",
+    ]
     progress = [o for o in stream.outputs if o.output_type == "display_data"]
-    # progress shows only for builds over 1 s (an idle machine compiles this cell faster): when shown, it ends
-    # with the final state (the deterministic test, with a slow nvcc wrapper, is in test_progress.py)
+    # progress shows only for builds over 1 s (an idle machine compiles this cell faster): when
+    # shown, it ends with the final state (the deterministic test, with a slow nvcc wrapper, is in
+    # test_progress.py)
     assert not progress or "nvcc build done after" in progress[-1].data["text/plain"]
     failing = next(c for c in code if "missing_value" in c.source)
     errors = [o for o in failing.outputs if o.output_type == "error"]
     assert errors and errors[0].ename == "CudaCompileError"
-    assert "cell line 4: error: identifier \"missing_value\" is undefined" in errors[0].evalue
+    assert 'cell line 4: error: identifier "missing_value" is undefined' in errors[0].evalue
     vec = next(c for c in code if "vec_add<<<" in c.source)
     torch_cell = next(c for c in code if "ADD_ONE" in c.source)
     if "none (no GPU or driver)" in _text(code[0]):
@@ -48,9 +54,15 @@ def test_run_all_stops_at_a_cell_that_does_not_compile(tmp_path, monkeypatch):
     from nbclient.exceptions import CellExecutionError
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    cells = ["%load_ext cudamagic", "%%cuda\nint main() {\n  return undefined_name;\n}", "after = 1"]
+    cells = [
+        "%load_ext cudamagic",
+        "%%cuda\nint main() {\n  return undefined_name;\n}",
+        "after = 1",
+    ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    with pytest.raises(CellExecutionError, match=r"cell line 3: error: identifier \"undefined_name\""):
+    with pytest.raises(
+        CellExecutionError, match=r"cell line 3: error: identifier \"undefined_name\""
+    ):
         run_demo.execute_nb(nb, cwd=ROOT, timeout_s=120)
     error = nb.cells[1].outputs[-1]
     assert error.output_type == "error" and error.ename == "CudaCompileError"
@@ -62,7 +74,8 @@ def test_run_all_stops_at_a_cell_that_does_not_compile(tmp_path, monkeypatch):
 
 
 def test_example_notebook_without_nvcc(tmp_path, monkeypatch):
-    # `make demo` on a machine with no CUDA toolkit: every %%cuda cell says why and is skipped, nothing fails
+    # `make demo` on a machine with no CUDA toolkit: every %%cuda cell says why and is skipped,
+    # nothing fails
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
@@ -70,12 +83,18 @@ def test_example_notebook_without_nvcc(tmp_path, monkeypatch):
     nb = run_demo.execute(os.path.join(run_demo.EXAMPLES, "cuda_cells.ipynb"), timeout_s=300)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert "nvcc: none found" in _text(code[0])
-    runs = [c for c in code if c.source.startswith("%%cuda") and "--save" not in c.source.splitlines()[0]]
+    runs = [
+        c
+        for c in code
+        if c.source.startswith("%%cuda") and "--save" not in c.source.splitlines()[0]
+    ]
     assert len(runs) == 3
     for cell in runs:
         assert "--skip-without nvcc" in cell.source.splitlines()[0]
         assert not [o for o in cell.outputs if o.output_type == "error"], cell.source
         shown = [o.data["text/plain"] for o in cell.outputs if o.output_type == "execute_result"]
-        assert len(shown) == 1 and shown[0].startswith("skipped: this cell needs nvcc (the CUDA compiler)")
+        assert len(shown) == 1 and shown[0].startswith(
+            "skipped: this cell needs nvcc (the CUDA compiler)"
+        )
     torch_cell = next(c for c in code if "ADD_ONE" in c.source)
     assert _text(torch_cell).startswith("skipped: needs a GPU")

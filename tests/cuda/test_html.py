@@ -14,7 +14,9 @@ def _check(page: str) -> None:
 
 
 def test_saved_header_through_the_shell_is_themed(cuda_ip):
-    saved = cuda_ip.run_cell_magic("cuda", "--save vec.cuh", "#define N 4\n")  # saving compiles nothing
+    saved = cuda_ip.run_cell_magic(
+        "cuda", "--save vec.cuh", "#define N 4\n"
+    )  # saving compiles nothing
     assert isinstance(saved, Saved)
     page = saved._repr_html_()
     _check(page)
@@ -25,7 +27,10 @@ def test_saved_header_through_the_shell_is_themed(cuda_ip):
 def test_torch_build_and_progress_line_are_themed_and_escaped():
     built = TorchBuild(["add_one", "<x>"], module=None, cached=True, elapsed_s=0.0)._repr_html_()
     _check(built)
-    assert "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache" in built
+    assert (
+        "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache"
+        in built
+    )
     line = Line("%%cuda: compiling... 2.0 s <b>")._repr_html_()
     _check(line)
     assert '<div class="cm-note cm-mono">%%cuda: compiling... 2.0 s &lt;b&gt;</div>' in line

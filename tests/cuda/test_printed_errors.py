@@ -1,5 +1,6 @@
-"""Which lines a %%cuda program prints count as a CUDA error report (and fail the cell even with exit status 0):
-report shapes only, not text that mentions an error's name or string."""
+"""Which lines a %%cuda program prints count as a CUDA error report (and fail the cell even with
+exit status 0): report shapes only, not text that mentions an error's name or string.
+"""
 
 from __future__ import annotations
 
@@ -54,11 +55,26 @@ def test_text_that_mentions_cuda_errors_is_not_a_report(line):
     assert not printed_cuda_error(line)
 
 
-@pytest.mark.parametrize("rc,printed,message", [
-    (1, "vec.cu(12): CUDA error: out of memory", "the program exited with status 1. vec.cu(12): CUDA error: out of memory"),
-    (1, "cudaMalloc failed: out of memory", "the program exited with status 1. CUDA error: cudaMalloc failed: out of memory"),
-    (-11, "CUDA Runtime Error (2): out of memory", "the program was killed by SIGSEGV. CUDA Runtime Error (2): out of memory"),
-])
+@pytest.mark.parametrize(
+    "rc,printed,message",
+    [
+        (
+            1,
+            "vec.cu(12): CUDA error: out of memory",
+            "the program exited with status 1. vec.cu(12): CUDA error: out of memory",
+        ),
+        (
+            1,
+            "cudaMalloc failed: out of memory",
+            "the program exited with status 1. CUDA error: cudaMalloc failed: out of memory",
+        ),
+        (
+            -11,
+            "CUDA Runtime Error (2): out of memory",
+            "the program was killed by SIGSEGV. CUDA Runtime Error (2): out of memory",
+        ),
+    ],
+)
 def test_failure_message_says_cuda_error_once(rc, printed, message):
     from cudamagic.cuda.errors import CudaProgramError
     from cudamagic.cuda.run import _check

@@ -1,6 +1,7 @@
-"""The progress of a long build: a fake clock for the rules (tier 1), a slow nvcc wrapper first on PATH for the
-terminal line and an interrupt (tier 2), and a real Jupyter kernel for the in-place display (tier 3). The wrapper
-sleeps before compiling, so every build here takes over a second on any machine, however loaded."""
+"""The progress of a long build: a fake clock for the rules (tier 1), a slow nvcc wrapper first on
+PATH for the terminal line and an interrupt (tier 2), and a real Jupyter kernel for the in-place
+display (tier 3). The wrapper sleeps before compiling, so every build here takes over a second on any machine, however loaded.
+"""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from cudamagic.cuda.progress import Line, Progress
 
 from .conftest import NVCC, cuda_magics, needs_nvcc
 
-HELLO = '%%cuda\n#include <cstdio>\nint main() { printf("hello after a slow build\\n"); return 0; }\n'
+HELLO = (
+    '%%cuda\n#include <cstdio>\nint main() { printf("hello after a slow build\\n"); return 0; }\n'
+)
 
 
 class Clock:
@@ -47,15 +50,23 @@ def test_terminal_line_after_one_second(tty):
         clock.now += 0.5
     assert p.shown
     if tty:  # one line rewritten in place, ending with the outcome
-        assert err.getvalue() == ("%%cuda: compiling with nvcc... 1.2 s\r%%cuda: linking... 2.2 s"
-                                  "\r%%cuda: nvcc build done after 2.7 s\n")
+        assert err.getvalue() == (
+            "%%cuda: compiling with nvcc... 1.2 s\r%%cuda: linking... 2.2 s"
+            "\r%%cuda: nvcc build done after 2.7 s\n"
+        )
     else:  # a log: the start and the end, no carriage returns
-        assert err.getvalue() == "%%cuda: compiling with nvcc... 1.2 s\n%%cuda: nvcc build done after 2.7 s\n"
+        assert (
+            err.getvalue()
+            == "%%cuda: compiling with nvcc... 1.2 s\n%%cuda: nvcc build done after 2.7 s\n"
+        )
     assert p.texts[-1] == "%%cuda: nvcc build done after 2.7 s"
 
 
 def test_outcome_of_a_failed_and_an_interrupted_build():
-    for exc, word in ((RuntimeError, "failed"), (KeyboardInterrupt, "interrupted, stopped cleanly")):
+    for exc, word in (
+        (RuntimeError, "failed"),
+        (KeyboardInterrupt, "interrupted, stopped cleanly"),
+    ):
         clock, err = Clock(), io.StringIO()
         with pytest.raises(exc, match="stop"):
             with Progress("nvcc build", clock=clock, stream=err) as p:
@@ -80,14 +91,17 @@ def test_line_text_and_html():
 
 
 def _slow_nvcc(tmp_path, sleep_s: float, marker=None) -> str:
-    """A folder holding an nvcc that sleeps before compiling (after touching ``marker``); the version and
-    architecture queries pass straight through."""
+    """A folder holding an nvcc that sleeps before compiling (after touching ``marker``); the
+    version and architecture queries pass straight through.
+    """
     folder = tmp_path / "slow bin"
     folder.mkdir(exist_ok=True)
     wrapper = folder / "nvcc"
     touch = f'touch "{marker}"; ' if marker else ""
-    wrapper.write_text('#!/bin/sh\ncase "$*" in *-V*|*--version*|*--list-gpu*) ;; *) '
-                       f'{touch}sleep {sleep_s} ;; esac\nexec "{os.path.realpath(NVCC)}" "$@"\n')
+    wrapper.write_text(
+        '#!/bin/sh\ncase "$*" in *-V*|*--version*|*--list-gpu*) ;; *) '
+        f'{touch}sleep {sleep_s} ;; esac\nexec "{os.path.realpath(NVCC)}" "$@"\n'
+    )
     wrapper.chmod(0o755)
     return str(folder)
 
@@ -99,8 +113,11 @@ def slow_path(tmp_path, monkeypatch):
     def use(sleep_s, marker=None):
         monkeypatch.delenv("CUDA_HOME", raising=False)
         monkeypatch.delenv("CUDA_PATH", raising=False)
-        monkeypatch.setenv("PATH", f"{_slow_nvcc(tmp_path, sleep_s, marker)}{os.pathsep}{os.environ['PATH']}")
+        monkeypatch.setenv(
+            "PATH", f"{_slow_nvcc(tmp_path, sleep_s, marker)}{os.pathsep}{os.environ['PATH']}"
+        )
         monkeypatch.setattr(nvcc_module, "_nvcc_cache", {})
+
     return use
 
 
@@ -118,7 +135,9 @@ def test_terminal_line_of_a_slow_build(cuda_ip, slow_path, capfd):
 
 
 @needs_nvcc
-def test_interrupt_during_a_shown_build_leaves_no_cache_entry(cuda_ip, slow_path, tmp_path, monkeypatch, capfd):
+def test_interrupt_during_a_shown_build_leaves_no_cache_entry(
+    cuda_ip, slow_path, tmp_path, monkeypatch, capfd
+):
     import _thread
     import tempfile
 
@@ -145,12 +164,17 @@ def test_interrupt_during_a_shown_build_leaves_no_cache_entry(cuda_ip, slow_path
     assert "%%cuda: compiling with nvcc... " in err
     assert "%%cuda: nvcc build interrupted, stopped cleanly after " in err
     prog = os.path.join(cuda_magics()._workspace().root, "prog")
-    assert not os.path.isdir(prog) or os.listdir(prog) == []  # no entry, no half-published temporary folder
+    assert (
+        not os.path.isdir(prog) or os.listdir(prog) == []
+    )  # no entry, no half-published temporary folder
     assert [p.name for p in scratch.iterdir() if p.name.startswith("cudamagic-cell-")] == []
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        left = [p for p in psutil.Process().children(recursive=True)
-                if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+        left = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+        ]
         if not left:
             break
         time.sleep(0.1)
@@ -172,10 +196,20 @@ def test_progress_in_a_notebook_is_one_display_updated_in_place(tmp_path, monkey
     run_demo.execute_nb(nb, timeout_s=180)
     outputs = nb.cells[1].outputs
     shown = [o for o in outputs if o.output_type == "display_data"]
-    assert len(shown) == 1  # one display, updated in place (update_display_data), not one output per tick
+    assert (
+        len(shown) == 1
+    )  # one display, updated in place (update_display_data), not one output per tick
     text = shown[0].data["text/plain"]
     # it was created showing the step; only an update can have turned it into the final state
-    assert text.startswith("%%cuda: nvcc build done after ") and float(text.split("after ")[1].split()[0]) >= 1.5
-    assert NO_MATH in shown[0].data["text/html"].split(">", 1)[0] and "cm-note" in shown[0].data["text/html"]
+    assert (
+        text.startswith("%%cuda: nvcc build done after ")
+        and float(text.split("after ")[1].split()[0]) >= 1.5
+    )
+    assert (
+        NO_MATH in shown[0].data["text/html"].split(">", 1)[0]
+        and "cm-note" in shown[0].data["text/html"]
+    )
     streams = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "hello after a slow build" in streams and "%%cuda:" not in streams  # no terminal line in a notebook
+    assert (
+        "hello after a slow build" in streams and "%%cuda:" not in streams
+    )  # no terminal line in a notebook

@@ -1,6 +1,9 @@
-"""Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what `make mutation`
-runs for that module. The programs are POSIX shell scripts that print what real CUDA programs print: the exit
-check's marker line (build.EXIT_CHECK), the reports of the common CHECK macros, Nsight Compute's permission error."""
+"""Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
+`make mutation`
+runs for that module. The programs are POSIX shell scripts that print what real CUDA programs print:
+    the exit
+check's marker line (build.EXIT_CHECK), the reports of the common CHECK macros, Nsight Compute's permission error.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from cudamagic.cuda.run import RunResult, run_program, timeout_message
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell programs")
 
-#: what build.EXIT_CHECK prints on stderr when the program leaves a CUDA error (here: no driver, after a launch)
+# : what build.EXIT_CHECK prints on stderr when the program leaves a CUDA error (here: no driver,
+# after a launch)
 NO_DRIVER = "CUDA driver version is insufficient for CUDA runtime version"
 EXIT_CHECK_LINE = f"\\n{ERROR_MARKER} 35 cudaErrorInsufficientDriver {NO_DRIVER}\\n"
 
@@ -42,7 +46,9 @@ def _run_failing(script: str, **kw) -> CudaProgramError:
 
 def test_stdout_and_stderr_are_relayed_apart_in_order():
     out, err = io.StringIO(), io.StringIO()
-    result = run_program(_sh("echo one; echo two >&2; echo three; sleep 0.2; echo four >&2"), out=out, err=err)
+    result = run_program(
+        _sh("echo one; echo two >&2; echo three; sleep 0.2; echo four >&2"), out=out, err=err
+    )
     assert (out.getvalue(), err.getvalue()) == ("one\nthree\n", "two\nfour\n")
     assert (result.returncode, result.lines, result.watched) == (0, 4, [])
     assert 0.2 <= result.elapsed_s < 10
@@ -60,7 +66,8 @@ def test_bytes_that_are_not_utf8_are_shown_replaced():
 
 
 def test_the_program_reads_no_input():
-    # the kernel's own stdin holds text here; the program must not get it (nor wait on a terminal): /dev/null
+    # the kernel's own stdin holds text here; the program must not get it (nor wait on a terminal):
+    # /dev/null
     read_end, write_end = os.pipe()
     os.write(write_end, b"the kernel's input\n")
     os.close(write_end)
@@ -80,19 +87,26 @@ def test_exit_check_marker_is_the_cells_error_and_not_shown():
     err = io.StringIO()
     with pytest.raises(CudaProgramError, match=r"left a CUDA error") as info:
         # a static destructor still writes after the exit check
-        run_program(_sh(f"echo result 3; printf '{EXIT_CHECK_LINE}~Buffer: freed\\n' >&2; exit 0"),
-                    out=io.StringIO(), err=err)
+        run_program(
+            _sh(f"echo result 3; printf '{EXIT_CHECK_LINE}~Buffer: freed\\n' >&2; exit 0"),
+            out=io.StringIO(),
+            err=err,
+        )
     exc = info.value
     error = f"cudaErrorInsufficientDriver (35): {NO_DRIVER}"
     assert str(exc) == f"the program exited with status 0 but left a CUDA error: {error}"
     assert (exc.returncode, exc.cuda_error, exc.timed_out) == (0, error, False)
-    assert err.getvalue() == "\n~Buffer: freed\n"  # the blank line before the marker, and what came after it
+    assert (
+        err.getvalue() == "\n~Buffer: freed\n"
+    )  # the blank line before the marker, and what came after it
 
 
 def test_exit_check_error_comes_before_a_printed_one_and_replaces_the_stderr_tail():
     # a CHECK macro printed a report and exited 1; the exit check then reported the sticky error
-    exc = _run_failing("echo 'loading' >&2; echo 'CUDA error at vec.cu:12 code=35(cudaErrorInsufficientDriver) "
-                       f"\"cudaMalloc(&d, n)\"' >&2; printf '{EXIT_CHECK_LINE}' >&2; exit 1")
+    exc = _run_failing(
+        "echo 'loading' >&2; echo 'CUDA error at vec.cu:12 code=35(cudaErrorInsufficientDriver) "
+        f"\"cudaMalloc(&d, n)\"' >&2; printf '{EXIT_CHECK_LINE}' >&2; exit 1"
+    )
     error = f"cudaErrorInsufficientDriver (35): {NO_DRIVER}"
     assert str(exc) == f"the program exited with status 1. CUDA error: {error}"
     assert (exc.returncode, exc.cuda_error) == (1, error)
@@ -100,7 +114,7 @@ def test_exit_check_error_comes_before_a_printed_one_and_replaces_the_stderr_tai
 
 def test_printed_report_is_kept_stripped_and_at_most_300_characters():
     path = "/home/user/projects/" + "very-long-folder-name/" * 20 + "vec.cu"
-    line = f"CUDA error at {path}:42 code=2(cudaErrorMemoryAllocation) \"cudaMalloc(&d_a, bytes)\""
+    line = f'CUDA error at {path}:42 code=2(cudaErrorMemoryAllocation) "cudaMalloc(&d_a, bytes)"'
     exc = _run_failing(f"echo '   {line}  '; exit 0")
     assert exc.cuda_error == line[:300] and len(line) > 300
     assert str(exc) == f"the program exited with status 0 but printed a CUDA error: {line[:300]}"
@@ -108,23 +122,43 @@ def test_printed_report_is_kept_stripped_and_at_most_300_characters():
 
 def test_stderr_tail_is_the_last_five_stderr_lines():
     # the last two end in CR LF, as a Windows program writes them: shown without the CR
-    exc = _run_failing("echo 'on stdout'; for i in 1 2 3 4 5; do echo \"warning $i\" >&2; done; "
-                       "printf 'warning 6\\r\\nwarning 7\\r\\n' >&2; echo 'stdout again'; exit 3")
-    assert str(exc) == ("the program exited with status 3.\nLast lines on stderr:\n"
-                        "warning 3\nwarning 4\nwarning 5\nwarning 6\nwarning 7")
+    exc = _run_failing(
+        "echo 'on stdout'; for i in 1 2 3 4 5; do echo \"warning $i\" >&2; done; "
+        "printf 'warning 6\\r\\nwarning 7\\r\\n' >&2; echo 'stdout again'; exit 3"
+    )
+    assert str(exc) == (
+        "the program exited with status 3.\nLast lines on stderr:\n"
+        "warning 3\nwarning 4\nwarning 5\nwarning 6\nwarning 7"
+    )
     assert (exc.returncode, exc.cuda_error, exc.timed_out) == (3, "", False)
 
 
-@pytest.mark.parametrize("script,message,returncode,cuda_error", [
-    ("kill -SEGV $$", "the program was killed by SIGSEGV.", -11, ""),
-    ("kill -35 $$", "the program was killed by signal 35.", -35, ""),  # a real-time signal: no name in Python
-    ("echo 'CUDA error: an illegal memory access was encountered' >&2; kill -ABRT $$",
-     "the program was killed by SIGABRT. CUDA error: an illegal memory access was encountered", -6,
-     "CUDA error: an illegal memory access was encountered"),
-])
+@pytest.mark.parametrize(
+    "script,message,returncode,cuda_error",
+    [
+        ("kill -SEGV $$", "the program was killed by SIGSEGV.", -11, ""),
+        (
+            "kill -35 $$",
+            "the program was killed by signal 35.",
+            -35,
+            "",
+        ),  # a real-time signal: no name in Python
+        (
+            "echo 'CUDA error: an illegal memory access was encountered' >&2; kill -ABRT $$",
+            "the program was killed by SIGABRT. CUDA error: an illegal memory access was encountered",
+            -6,
+            "CUDA error: an illegal memory access was encountered",
+        ),
+    ],
+)
 def test_death_by_a_signal_is_named(script, message, returncode, cuda_error):
     exc = _run_failing(script)
-    assert (str(exc), exc.returncode, exc.timed_out, exc.cuda_error) == (message, returncode, False, cuda_error)
+    assert (str(exc), exc.returncode, exc.timed_out, exc.cuda_error) == (
+        message,
+        returncode,
+        False,
+        cuda_error,
+    )
 
 
 def test_a_program_that_closes_its_output_but_keeps_running_is_ended():
@@ -140,8 +174,13 @@ def test_timeout_kills_the_tree_and_says_where_the_limit_came_from(timeout_from)
     start = time.monotonic()
     with pytest.raises(CudaProgramError, match=r"ran longer than") as info:
         # a grandchild that left its parent (double fork): only the process group reaches it
-        run_program(_sh("(sleep 30 & echo $!); sleep 30"), timeout_s=0.5, out=out, err=io.StringIO(),
-                    timeout_from=timeout_from)
+        run_program(
+            _sh("(sleep 30 & echo $!); sleep 30"),
+            timeout_s=0.5,
+            out=out,
+            err=io.StringIO(),
+            timeout_from=timeout_from,
+        )
     exc = info.value
     assert time.monotonic() - start < 15
     assert str(exc) == timeout_message(0.5, timeout_from) and exc.timed_out and exc.returncode == -9
@@ -158,14 +197,17 @@ def test_timeout_from_defaults_to_the_cells_flag():
 
 
 def test_timeout_messages():
-    assert timeout_message(2.5) == ("the program ran longer than --timeout 2.5 s and was killed with all its child "
-                                    "processes. Give it more time with a larger --timeout, or --timeout 0 for no "
-                                    "limit.")
+    assert timeout_message(2.5) == (
+        "the program ran longer than --timeout 2.5 s and was killed with all its child "
+        "processes. Give it more time with a larger --timeout, or --timeout 0 for no "
+        "limit."
+    )
     assert timeout_message(30.0, "config") == (
         "the program ran longer than 30 s, the limit set by `%config CudaMagics.cuda_timeout_s = 30`, and was "
         "killed with all its child processes. Give this cell more time with `%%cuda --timeout 600` (--timeout 0: "
         "no limit), or change the default for every cell with `%config CudaMagics.cuda_timeout_s = 0` (0: no "
-        "limit).")
+        "limit)."
+    )
 
 
 def test_no_timeout_lets_a_slow_program_finish():
@@ -176,8 +218,10 @@ def test_no_timeout_lets_a_slow_program_finish():
 def test_watched_lines_reach_the_caller_on_success_and_failure():
     from cudamagic.cuda.cell import _PERM_RE
 
-    perm = ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
-            "Counters on the target device 0.")
+    perm = (
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+        "Counters on the target device 0."
+    )
     script = f"echo '==PROF== Connected to process 4242'; printf '{perm}\\r\\n'; echo 'hello'"
     result = run_program(_sh(script), out=io.StringIO(), watch=_PERM_RE)
     assert isinstance(result, RunResult) and result.watched == [perm] and result.lines == 3
@@ -190,7 +234,8 @@ def test_interrupt_kills_the_program_and_says_so(capsys):
     import signal
 
     out = io.StringIO()
-    # Ctrl-C as IPython gets it: Python's own SIGINT handler (a test runner such as mutmut may have set another)
+    # Ctrl-C as IPython gets it: Python's own SIGINT handler (a test runner such as mutmut may have
+    # set another)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, _thread.interrupt_main)
     timer.start()
@@ -204,7 +249,10 @@ def test_interrupt_kills_the_program_and_says_so(capsys):
     assert time.monotonic() - start < 15  # killed, not waited for
     pid = int(out.getvalue())
     assert _gone(pid)
-    assert capsys.readouterr().err == f"%%cuda: interrupted; the program (pid {pid}) and its children were killed.\n"
+    assert (
+        capsys.readouterr().err
+        == f"%%cuda: interrupted; the program (pid {pid}) and its children were killed.\n"
+    )
 
 
 def test_a_flood_of_lines_is_relayed_whole():
@@ -214,7 +262,8 @@ def test_a_flood_of_lines_is_relayed_whole():
 
 
 def test_every_runtime_error_text_is_a_report_after_a_failure_word():
-    # the texts come from CUDA 13.0's cudaGetErrorString list (explain.cuda_runtime_errors), read afresh here
+    # the texts come from CUDA 13.0's cudaGetErrorString list (explain.cuda_runtime_errors), read
+    # afresh here
     from cudamagic.cuda import run
     from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS
 
@@ -224,13 +273,16 @@ def test_every_runtime_error_text_is_a_report_after_a_failure_word():
         assert len(texts) > 50
         missed = [t for t in sorted(texts) if not run.printed_cuda_error(f"cudaMalloc failed: {t}")]
         assert missed == []
-        assert not run.printed_cuda_error("cudaMalloc failed: " + re.sub(r"\w", "z", min(texts, key=len)))
+        assert not run.printed_cuda_error(
+            "cudaMalloc failed: " + re.sub(r"\w", "z", min(texts, key=len))
+        )
     finally:
         run._text_res.cache_clear()
 
 
 def test_debugger_skips_the_runner_frames():
-    # %debug after a failed cell (IPython's Pdb skips frames marked __tracebackhide__) lands outside cudamagic
+    # %debug after a failed cell (IPython's Pdb skips frames marked __tracebackhide__) lands outside
+    # cudamagic
     from IPython.core.debugger import Pdb
 
     exc = _run_failing("exit 3")
@@ -242,8 +294,8 @@ def test_debugger_skips_the_runner_frames():
     assert hidden[id(stack[0][0])] is False  # this test's frame is shown
 
 
-# a program whose grandchild left its session (double fork + setsid): neither the process group nor the process
-# tree reaches it, and it keeps the output pipes open after the time-out
+# a program whose grandchild left its session (double fork + setsid): neither the process group nor
+# the process tree reaches it, and it keeps the output pipes open after the time-out
 ESCAPED_GRANDCHILD = """
 import os, time
 if os.fork() == 0:
@@ -260,11 +312,15 @@ def test_a_leftover_reader_does_not_hold_the_kernel_at_exit():
     before = set(threading.enumerate())
     out = io.StringIO()
     with pytest.raises(CudaProgramError, match=r"ran longer than --timeout 2 s"):
-        run_program([sys.executable, "-c", ESCAPED_GRANDCHILD], timeout_s=2.0, out=out, err=io.StringIO())
+        run_program(
+            [sys.executable, "-c", ESCAPED_GRANDCHILD], timeout_s=2.0, out=out, err=io.StringIO()
+        )
     pid = int(out.getvalue())
     try:
         left = [t for t in threading.enumerate() if t not in before and t.is_alive()]
         assert len(left) == 2  # the stdout and stderr readers still wait on the grandchild's pipes
-        assert all(t.daemon for t in left)  # daemon threads: the kernel's interpreter can still exit
+        assert all(
+            t.daemon for t in left
+        )  # daemon threads: the kernel's interpreter can still exit
     finally:
         psutil.Process(pid).kill()

@@ -1,5 +1,6 @@
-"""%%cuda --torch on this CPU build of PyTorch: C++ functions built once with load_inline, cached, callable;
-a stale build lock is reported within 2 s; missing ninja and a CPU-only PyTorch are one-line messages."""
+"""%%cuda --torch on this CPU build of PyTorch: C++ functions built once with load_inline, cached,
+callable; a stale build lock is reported within 2 s; missing ninja and a CPU-only PyTorch are one-line messages.
+"""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from IPython.core.error import UsageError
 
 from .conftest import cuda_magics
 
-ADD_ONE = ("#include <torch/extension.h>\n"
-           "torch::Tensor add_one(torch::Tensor x) {\n"
-           "  return x + 1;\n"
-           "}\n"
-           "torch::Tensor scale(torch::Tensor x, double k) { return x * k; }\n")
+ADD_ONE = (
+    "#include <torch/extension.h>\n"
+    "torch::Tensor add_one(torch::Tensor x) {\n"
+    "  return x + 1;\n"
+    "}\n"
+    "torch::Tensor scale(torch::Tensor x, double k) { return x * k; }\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +44,14 @@ def test_failed_build_then_fixed_cell_builds_once_and_is_cached(tip):
     assert exc.diagnostics[0].cell_line == 4 and "one" in exc.diagnostics[0].message
     assert "cell line 4" in str(exc) and "x + one" in str(exc)
 
-    built = tip.run_cell("%%cuda --torch add_one,scale\n" + ADD_ONE)  # the fix is built (no stale failure)
+    built = tip.run_cell(
+        "%%cuda --torch add_one,scale\n" + ADD_ONE
+    )  # the fix is built (no stale failure)
     assert built.success, built.error_in_exec
     assert built.result.cached is False and cuda_magics().last["cached"] is False
-    assert tip.run_cell("import torch\nout = add_one(torch.arange(3)); doubled = scale(torch.ones(2), 2.5)").success
+    assert tip.run_cell(
+        "import torch\nout = add_one(torch.arange(3)); doubled = scale(torch.ones(2), 2.5)"
+    ).success
     assert tip.user_ns["out"].tolist() == [1, 2, 3]
     assert tip.user_ns["doubled"].tolist() == [2.5, 2.5]
 
@@ -53,7 +60,9 @@ def test_failed_build_then_fixed_cell_builds_once_and_is_cached(tip):
     assert again.success and again.result.cached is True
     assert time.monotonic() - start < 5  # loaded from the cache, no build
     cache = cuda_magics().settings.cuda_cache_dir
-    tip.run_line_magic("unload_ext", "cudamagic")  # a fresh load (as in a new kernel) finds the cache too
+    tip.run_line_magic(
+        "unload_ext", "cudamagic"
+    )  # a fresh load (as in a new kernel) finds the cache too
     tip.run_line_magic("load_ext", "cudamagic")
     tip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {cache!r}")
     reloaded = tip.run_cell("%%cuda --torch add_one,scale\n" + ADD_ONE)
@@ -74,7 +83,9 @@ def test_stale_lock_is_reported_within_two_seconds(tip):
     with open(os.path.join(folder, "cudamagic-owner"), "w") as f:
         f.write("999999")  # a builder that no longer exists
     start = time.monotonic()
-    with pytest.raises(UsageError, match=r"build lock was left by a build that was killed: .*lock") as info:
+    with pytest.raises(
+        UsageError, match=r"build lock was left by a build that was killed: .*lock"
+    ) as info:
         tip.run_cell_magic("cuda", "--torch add_one", source)
     assert time.monotonic() - start < 2
     assert lock in str(info.value)
@@ -83,15 +94,19 @@ def test_stale_lock_is_reported_within_two_seconds(tip):
 
 def test_missing_ninja_is_one_line(tip, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(UsageError, match=r"with ninja, which is not installed .* `%pip install ninja`"):
+    with pytest.raises(
+        UsageError, match=r"with ninja, which is not installed .* `%pip install ninja`"
+    ):
         tip.run_cell_magic("cuda", "--torch add_one", ADD_ONE)
 
 
 def test_kernel_cell_on_cpu_pytorch_says_what_to_install(tip):
     if torch.version.cuda is not None:
         pytest.skip("this PyTorch has CUDA")
-    cell = ("#include <torch/extension.h>\n__global__ void k(float *a) { a[0] = 1; }\n"
-            "torch::Tensor run(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }\n")
+    cell = (
+        "#include <torch/extension.h>\n__global__ void k(float *a) { a[0] = 1; }\n"
+        "torch::Tensor run(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }\n"
+    )
     with pytest.raises(UsageError, match=r"CPU-only build.*--index-url"):
         tip.run_cell_magic("cuda", "--torch run", cell)
 
@@ -104,12 +119,15 @@ def test_undefined_name_is_a_usage_error(tip):
 def test_declarations_of_kernel_cells():
     from cudamagic.cuda.torchext import declarations
 
-    src = ("__global__ void k(float *a) {}\n"
-           "torch::Tensor add_one(torch::Tensor x,\n                      float k) {\n  return x;\n}\n"
-           "std::vector<torch::Tensor> pair(const torch::Tensor &a) { return {a, a}; }\n")
+    src = (
+        "__global__ void k(float *a) {}\n"
+        "torch::Tensor add_one(torch::Tensor x,\n                      float k) {\n  return x;\n}\n"
+        "std::vector<torch::Tensor> pair(const torch::Tensor &a) { return {a, a}; }\n"
+    )
     assert declarations(src, ["add_one", "pair"]) == (
         "torch::Tensor add_one(torch::Tensor x,\n                      float k);\n"
-        "std::vector<torch::Tensor> pair(const torch::Tensor &a);")
+        "std::vector<torch::Tensor> pair(const torch::Tensor &a);"
+    )
 
 
 def test_interrupted_build_stops_cleanly(tip):
@@ -132,11 +150,16 @@ def test_interrupted_build_stops_cleanly(tip):
     assert isinstance(result.error_in_exec, KeyboardInterrupt)
     ws = cuda_magics()._workspace()
     key = torch_key(source, ("add_one",), ws, (), None)
-    assert not os.path.exists(build.entry(ws.root, "torch", key))  # nothing half-written in the cache
+    assert not os.path.exists(
+        build.entry(ws.root, "torch", key)
+    )  # nothing half-written in the cache
     assert not os.path.exists(os.path.join(build.entry(ws.root, "torch-build", key), "lock"))
     time.sleep(0.3)
-    alive = [p for p in psutil.Process().children(recursive=True)
-             if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    alive = [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
+    ]
     assert alive == []  # the builder, ninja and the compilers are gone
 
 

@@ -1,8 +1,9 @@
-"""%%cuda on Windows, presented on Linux as tests/core/test_platform.py does (the platform module's SYSTEM is
-"windows" and the POSIX-only names are gone): nvcc.exe and MSVC's cl.exe are stand-ins in a folder whose path has
-spaces; the stand-in nvcc.exe answers -V and --list-gpu-arch like NVIDIA's and records every command line it gets,
-then "builds" prog.exe (a script that prints), so the whole magic runs: discovery, the cl.exe check with its fix,
-the argv list (no shell quoting), the .exe output, no GNU-ld-only --wrap, Windows-style --nvcc-flags."""
+"""%%cuda on Windows, presented on Linux as tests/core/test_platform.py does (the platform module's
+SYSTEM is "windows" and the POSIX-only names are gone): nvcc.exe and MSVC's cl.exe are stand-ins in
+a folder whose path has spaces; the stand-in nvcc.exe answers -V and --list-gpu-arch like NVIDIA's
+and records every command line it gets, then "builds" prog.exe (a script that prints), so the whole
+magic runs: discovery, the cl.exe check with its fix, the argv list (no shell quoting), the .exe output, no GNU-ld-only --wrap, Windows-style --nvcc-flags.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.core.test_platform import windows  # noqa: F401 - the fixture that pr
 
 from .conftest import cuda_magics
 
-FAKE_NVCC = r'''#!{python}
+FAKE_NVCC = r"""#!{python}
 import json, os, sys
 args = sys.argv[1:]
 if args == ["-V"]:
@@ -34,13 +35,14 @@ else:
     with open(out, "w") as f:
         f.write("#!/bin/sh\necho hello from ${{0##*/}}\n")
     os.chmod(out, 0o755)
-'''
+"""
 
 
 @pytest.fixture
 def win_cuda(windows, tmp_path, monkeypatch):
-    """Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does (CUDA_PATH set),
-    in a Program Files folder under tmp_path, and the user's temporary folder also a path with spaces."""
+    """Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does
+    (CUDA_PATH set), in a Program Files folder under tmp_path, and the user's temporary folder also a path with spaces.
+    """
     program_files = tmp_path / "Program Files"
     toolkit = program_files / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v12.6"
     (toolkit / "bin").mkdir(parents=True)
@@ -58,13 +60,29 @@ def win_cuda(windows, tmp_path, monkeypatch):
     monkeypatch.setenv("ProgramFiles", str(program_files))
     monkeypatch.setenv("ProgramFiles(x86)", str(tmp_path / "Program Files (x86)"))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    return {"nvcc": str(nvcc), "record": record, "program_files": program_files, "tmp": tmp_path,
-            "temp": str(temp)}
+    return {
+        "nvcc": str(nvcc),
+        "record": record,
+        "program_files": program_files,
+        "tmp": tmp_path,
+        "temp": str(temp),
+    }
 
 
 def _cl_exe(root, year="2022", edition="BuildTools", version="14.40.33807"):
-    folder = (root / "Microsoft Visual Studio" / year / edition / "VC" / "Tools" / "MSVC" / version / "bin" /
-              "Hostx64" / "x64")
+    folder = (
+        root
+        / "Microsoft Visual Studio"
+        / year
+        / edition
+        / "VC"
+        / "Tools"
+        / "MSVC"
+        / version
+        / "bin"
+        / "Hostx64"
+        / "x64"
+    )
     folder.mkdir(parents=True)
     (folder / "cl.exe").write_bytes(b"MZ")
     (folder / "cl.exe").chmod(0o755)
@@ -75,7 +93,7 @@ def _calls(record):
     return [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
 
 
-HELLO = "%%cuda\n#include <cstdio>\nint main() { printf(\"hi\\n\"); }\n"
+HELLO = '%%cuda\n#include <cstdio>\nint main() { printf("hi\\n"); }\n'
 
 
 def test_nvcc_exe_found_by_cuda_path_then_default_folders(win_cuda, monkeypatch):
@@ -87,10 +105,16 @@ def test_nvcc_exe_found_by_cuda_path_then_default_folders(win_cuda, monkeypatch)
         (cuda / version / "bin" / "nvcc.exe").write_bytes(b"MZ")
     # not on PATH: the installer's folders, newest first (12.10 is newer than 12.6)
     assert platform.find_nvcc() == str(cuda / "v12.10" / "bin" / "nvcc.exe")
-    assert [os.path.basename(d) for d in platform.windows_cuda_toolkits()] == ["v12.10", "v12.6", "v11.8"]
+    assert [os.path.basename(d) for d in platform.windows_cuda_toolkits()] == [
+        "v12.10",
+        "v12.6",
+        "v11.8",
+    ]
     monkeypatch.setenv("PATH", str(cuda / "v11.8" / "bin"))
     (cuda / "v11.8" / "bin" / "nvcc.exe").chmod(0o755)
-    assert platform.find_nvcc() == str(cuda / "v11.8" / "bin" / "nvcc.exe")  # PATH wins over the defaults
+    assert platform.find_nvcc() == str(
+        cuda / "v11.8" / "bin" / "nvcc.exe"
+    )  # PATH wins over the defaults
 
 
 def test_cl_exe_missing_is_one_usage_error_with_the_fix(cuda_ip, win_cuda):
@@ -98,8 +122,13 @@ def test_cl_exe_missing_is_one_usage_error_with_the_fix(cuda_ip, win_cuda):
         cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
     msg = str(info.value)
     assert type(info.value) is UsageError
-    for fix in ("x64 Native Tools Command Prompt for VS", "vcvars64.bat", "Desktop development with C++",
-                "Build Tools for Visual Studio", "-ccbin"):
+    for fix in (
+        "x64 Native Tools Command Prompt for VS",
+        "vcvars64.bat",
+        "Desktop development with C++",
+        "Build Tools for Visual Studio",
+        "-ccbin",
+    ):
         assert fix in msg
     assert _calls(win_cuda["record"]) == []  # refused before compiling
 
@@ -109,8 +138,16 @@ def test_cl_exe_installed_but_not_on_path_names_it(cuda_ip, win_cuda):
     with pytest.raises(UsageError, match=r"Visual Studio's is installed at") as info:
         cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
     msg = str(info.value)
-    vcvars = win_cuda["program_files"] / "Microsoft Visual Studio" / "2022" / "BuildTools" / "VC" / "Auxiliary" / \
-        "Build" / "vcvars64.bat"
+    vcvars = (
+        win_cuda["program_files"]
+        / "Microsoft Visual Studio"
+        / "2022"
+        / "BuildTools"
+        / "VC"
+        / "Auxiliary"
+        / "Build"
+        / "vcvars64.bat"
+    )
     assert f'`"{vcvars}"`' in msg and f"-ccbin '{folder}'" in msg
 
 
@@ -126,7 +163,11 @@ def test_program_built_as_exe_with_an_argv_list(cuda_ip, win_cuda, monkeypatch, 
     assert argv[0] == win_cuda["nvcc"] and " " in argv[0]  # a path with spaces, one element
     exe = argv[argv.index("-o") + 1]
     src = next(a for a in argv if a.endswith("cell.cu"))
-    assert exe.endswith("prog.exe") and exe.startswith(win_cuda["temp"]) and src.startswith(win_cuda["temp"])
+    assert (
+        exe.endswith("prog.exe")
+        and exe.startswith(win_cuda["temp"])
+        and src.startswith(win_cuda["temp"])
+    )
     assert not any('"' in a or "'" in a for a in argv)  # no shell quoting anywhere
     assert not any("--wrap" in a for a in argv)  # GNU ld only
     assert cuda_ip.run_cell(HELLO).success  # cached prog.exe: nvcc is not called again
@@ -143,15 +184,24 @@ def test_device_code_gets_the_exit_check_without_wrap(cuda_ip, win_cuda, monkeyp
 
 def test_ccbin_flag_with_a_windows_path(cuda_ip, win_cuda, capfd):
     folder = r"C:\Program Files\Microsoft Visual Studio\2022\BuildTools\VC\Tools\MSVC\14.40.33807\bin\Hostx64\x64"
-    result = cuda_ip.run_cell(HELLO.replace("%%cuda", f"%%cuda --nvcc-flags \"-ccbin '{folder}'\" --args "
-                                                      r'"C:\data\in.bin 2"'))
+    result = cuda_ip.run_cell(
+        HELLO.replace(
+            "%%cuda",
+            f"%%cuda --nvcc-flags \"-ccbin '{folder}'\" --args "
+            r'"C:\data\in.bin 2"',
+        )
+    )
     assert result.success, result.error_in_exec  # no cl.exe on PATH: -ccbin names it
     (call,) = _calls(win_cuda["record"])
     assert call["argv"][-2:] == ["-ccbin", folder]  # backslashes kept, spaces inside one element
 
 
 def test_windows_command_line_splitting(windows):
-    assert platform.split_command_line(r'C:\data\in.bin "two words" 3') == [r"C:\data\in.bin", "two words", "3"]
+    assert platform.split_command_line(r'C:\data\in.bin "two words" 3') == [
+        r"C:\data\in.bin",
+        "two words",
+        "3",
+    ]
     windows.setattr(platform, "SYSTEM", "linux")
     assert platform.split_command_line(r"a\ b 'c d'") == ["a b", "c d"]  # POSIX rules
 
@@ -161,7 +211,9 @@ def test_torch_build_needs_cl_exe_on_windows(win_cuda, monkeypatch):
     from cudamagic.cuda.torchext import check_prereqs
 
     monkeypatch.setattr("torch.utils.cpp_extension.is_ninja_available", lambda: True)
-    with pytest.raises(UsageError, match=r"PyTorch builds extensions with Microsoft's C\+\+ compiler cl\.exe"):
+    with pytest.raises(
+        UsageError, match=r"PyTorch builds extensions with Microsoft's C\+\+ compiler cl\.exe"
+    ):
         check_prereqs("int f() { return 1; }", lambda: None)
     monkeypatch.setenv("PATH", str(_cl_exe(win_cuda["tmp"] / "VS tools")))
     assert check_prereqs("int f() { return 1; }", lambda: None) is None
@@ -172,7 +224,9 @@ def test_crash_status_is_named_on_windows(windows):
     from cudamagic.cuda.errors import CudaProgramError
     from cudamagic.cuda.run import _check
 
-    with pytest.raises(CudaProgramError, match=r"status 3221225477 \(0xC0000005: STATUS_ACCESS_VIOLATION"):
+    with pytest.raises(
+        CudaProgramError, match=r"status 3221225477 \(0xC0000005: STATUS_ACCESS_VIOLATION"
+    ):
         _check(3221225477, False, None, [], [], [])
     with pytest.raises(CudaProgramError, match=r"exited with status 3\.$"):
         _check(3, False, None, [], [], [])

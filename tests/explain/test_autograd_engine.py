@@ -1,6 +1,7 @@
-"""Issue 12: the autograd engine's own errors, raised for real on the CPU in a real InteractiveShell, each with
-context from the live objects; field cases E08 (invalid gradient of a custom Function) and E09 (GAN:
-``optimizer.step()`` between a forward and a second backward)."""
+"""Issue 12: the autograd engine's own errors, raised for real on the CPU in a real
+InteractiveShell, each with context from the live objects; field cases E08 (invalid gradient of a
+custom Function) and E09 (GAN: ``optimizer.step()`` between a forward and a second backward).
+"""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def test_every_engine_error_gets_its_box(ip):
     assert wrong == []
 
 
-E08 = '''
+E08 = """
 class ScaleRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, scales):
@@ -36,7 +37,7 @@ class ScaleRows(torch.autograd.Function):
 x = torch.randn(5, 3, requires_grad=True)
 s = torch.randn(5, requires_grad=True)
 ScaleRows.apply(x, s).sum().backward()
-'''
+"""
 
 
 def test_e08_invalid_gradient_names_function_index_input_and_reduction(ip):
@@ -62,7 +63,10 @@ def test_invalid_gradient_count_and_device(ip):
     assert (expl.context.facts["n_expected"], expl.context.facts["n_got"]) == (2, 1)
     assert "return 2 values" in expl.context.fix
     expl, _ = fail(ip, _BAD_FN.format(ret="g.to('meta'), g.sum(1)"))
-    assert (expl.context.facts["expected_device"], expl.context.facts["got_device"]) == ("cpu", "meta")
+    assert (expl.context.facts["expected_device"], expl.context.facts["got_device"]) == (
+        "cpu",
+        "meta",
+    )
 
 
 E09 = """
@@ -94,7 +98,9 @@ def test_e09_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
     assert (f["version"], f["expected"]) == (2, 1)
     assert "`optD.step()` (line 10 of the cell)" in notes(expl)
     fix = expl.context.fix
-    assert "`errG.backward()` before `optD.step()`" in fix and "`out_fake = netD(fake)` again" in fix
+    assert (
+        "`errG.backward()` before `optD.step()`" in fix and "`out_fake = netD(fake)` again" in fix
+    )
     assert "fake.detach()" in fix
     assert ".clone()" not in expl.text()
     # the fix it proposes really works: a new forward after the step
@@ -104,7 +110,9 @@ def test_e09_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
 
 def test_version_counter_in_place_op_in_the_cell(ip):
     ip.run_cell("import torch")
-    expl, _ = fail(ip, "a = torch.randn(3, requires_grad=True)\nb = a.sigmoid()\nb.mul_(2)\nb.sum().backward()")
+    expl, _ = fail(
+        ip, "a = torch.randn(3, requires_grad=True)\nb = a.sigmoid()\nb.mul_(2)\nb.sum().backward()"
+    )
     f = expl.context.facts
     assert f["tensor"] == "b" and f["parameter"] is None and f["step_called"] is False
     assert f["inplace_ops"] == ["b.mul_(...)"] or f["inplace_ops"][0].startswith("b.mul_")
@@ -112,18 +120,25 @@ def test_version_counter_in_place_op_in_the_cell(ip):
 
 
 def test_version_counter_of_a_parameter_stepped_in_an_earlier_cell(ip):
-    ip.run_cell("import torch, torch.nn as nn\nnet = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))\n"
-                "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, 3))\nout.sum().backward(retain_graph=True)\nopt.step()")
+    ip.run_cell(
+        "import torch, torch.nn as nn\nnet = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))\n"
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, 3))\nout.sum().backward(retain_graph=True)\nopt.step()"
+    )
     expl, _ = fail(ip, "out.sum().backward()")
     f = expl.context.facts
-    assert f["parameter"] == "net.1.weight" and f["optimizer"] == "opt" and f["step_called"] is False
+    assert (
+        f["parameter"] == "net.1.weight" and f["optimizer"] == "opt" and f["step_called"] is False
+    )
     assert "an earlier `opt.step()`" in notes(expl)
 
 
 def test_hook_changed_names_hook_and_tensor(ip):
     ip.run_cell("import torch")
-    expl, _ = fail(ip, "x = torch.randn(5, 3, requires_grad=True)\ny = x * 2\n"
-                       "y.register_hook(lambda g: g.sum(0))\ny.sum().backward()")
+    expl, _ = fail(
+        ip,
+        "x = torch.randn(5, 3, requires_grad=True)\ny = x * 2\n"
+        "y.register_hook(lambda g: g.sum(0))\ny.sum().backward()",
+    )
     assert expl.entry.id == "hook-changed-gradient"
     assert expl.context.facts["hook"] == "<lambda>" and expl.context.facts["changed"] == "size"
     assert expl.context.facts["tensors"] == ["y"]
@@ -131,8 +146,11 @@ def test_hook_changed_names_hook_and_tensor(ip):
 
 def test_double_backward_without_create_graph_says_so(ip):
     ip.run_cell("import torch")
-    expl, _ = fail(ip, "a = torch.randn(3, requires_grad=True)\ng, = torch.autograd.grad((a ** 2).sum(), a)\n"
-                       "g.sum().backward()")
+    expl, _ = fail(
+        ip,
+        "a = torch.randn(3, requires_grad=True)\ng, = torch.autograd.grad((a ** 2).sum(), a)\n"
+        "g.sum().backward()",
+    )
     assert expl.entry.id == "no-grad"
     assert expl.context.facts["double_backward"] is True and expl.context.facts["tensor"] == "g"
     assert "create_graph=True" in expl.context.fix

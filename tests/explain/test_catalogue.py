@@ -1,4 +1,5 @@
-"""Issue 6: the catalogue of the CUDA / autograd error explainer (:mod:`cudamagic.explain.catalogue`).
+"""Issue 6: the catalogue of the CUDA / autograd error explainer
+(:mod:`cudamagic.explain.catalogue`).
 
 Tier 1: the catalogue is complete data. Tier 2 (a real InteractiveShell with cudamagic
 loaded): for each entry the cell really fails, the box is shown below the traceback, its
@@ -49,10 +50,12 @@ def test_not_compiled_with_cuda_real(ip):
 
 def test_driver_too_old_decodes_version(ip):
     # c10/cuda/CUDAFunctions.cpp: device_count_impl (exact text)
-    msg = ("The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
-           "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
-           "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with "
-           "your version of the CUDA driver.")
+    msg = (
+        "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
+        "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
+        "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with "
+        "your version of the CUDA driver."
+    )
     expl, _ = fail(ip, f"raise RuntimeError({msg!r})")
     assert expl.entry.id == "driver-too-old"
     assert expl.context.facts["driver_cuda"] == "11.4"
@@ -61,12 +64,18 @@ def test_driver_too_old_decodes_version(ip):
 
 
 def test_pin_cuda_tensor_names_the_loader(ip):
-    # aten/src/ATen/native/Memory.cpp: _pin_memory -> "cannot pin '<type>' only dense CPU tensors can be pinned".
-    # The dataset lives on the meta device here (no GPU); the context check is the same (not on the CPU).
+    # aten/src/ATen/native/Memory.cpp: _pin_memory -> "cannot pin '<type>' only dense CPU tensors
+    # can be pinned". The dataset lives on the meta device here (no GPU); the context check is the
+    # same (not on the CPU).
     ip.run_cell(SETUP)
-    ip.run_cell("from torch.utils.data import DataLoader, TensorDataset\n"
-                "train_loader = DataLoader(TensorDataset(torch.zeros(8, 2, device='meta')), pin_memory=True)")
-    expl, _ = fail(ip, "raise RuntimeError(\"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned\")")
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "train_loader = DataLoader(TensorDataset(torch.zeros(8, 2, device='meta')), pin_memory=True)"
+    )
+    expl, _ = fail(
+        ip,
+        "raise RuntimeError(\"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned\")",
+    )
     assert expl.entry.id == "pin-cuda-tensor"
     assert expl.context.facts["tensor_type"] == "torch.cuda.FloatTensor"
     assert "train_loader" in expl.context.facts["culprits"]
@@ -76,7 +85,9 @@ def test_pin_cuda_tensor_names_the_loader(ip):
 def test_pin_memory_without_accelerator_real(ip):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    expl, _ = fail(ip, "x = torch.empty(3).pin_memory()")  # aten/src/ATen/DeviceAccelerator.cpp: getAccelerator
+    expl, _ = fail(
+        ip, "x = torch.empty(3).pin_memory()"
+    )  # aten/src/ATen/DeviceAccelerator.cpp: getAccelerator
     assert expl.entry.id == "pin-no-accelerator"
     assert expl.context.facts["pin_calls"] == ["torch.empty(3).pin_memory()"]
     assert "torch.cuda.is_available()" in expl.text()
@@ -85,24 +96,33 @@ def test_pin_memory_without_accelerator_real(ip):
 def test_error_801_names_workers(ip):
     # torch/csrc/generic/StorageSharing.cpp (pytorch#36037 text, Windows)
     ip.run_cell(SETUP)
-    ip.run_cell("from torch.utils.data import DataLoader, TensorDataset\n"
-                "loader = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)")
-    expl, _ = fail(ip, "raise RuntimeError('cuda runtime error (801) : operation not supported at "
-                       "..\\\\torch/csrc/generic/StorageSharing.cpp:245')")
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "loader = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)"
+    )
+    expl, _ = fail(
+        ip,
+        "raise RuntimeError('cuda runtime error (801) : operation not supported at "
+        "..\\\\torch/csrc/generic/StorageSharing.cpp:245')",
+    )
     assert expl.entry.id == "cuda-801-workers"
     assert expl.context.facts["loaders_with_workers"] == ["loader"]
     assert "num_workers=0" in expl.text()
 
 
 def test_oom_reports_numbers_and_biggest_tensors(ip):
-    # c10/cuda/CUDACachingAllocator.cpp: DeviceCachingAllocator::malloc raises torch.OutOfMemoryError
+    # c10/cuda/CUDACachingAllocator.cpp: DeviceCachingAllocator::malloc raises
+    # torch.OutOfMemoryError
     ip.run_cell(SETUP)
     ip.run_cell("big_activations = torch.zeros(1024, 1024)\nsmall = torch.zeros(3)")
-    expl, _ = fail(ip, f"def step():\n    local_batch = torch.zeros(512, 256)\n"
-                       f"    raise torch.OutOfMemoryError({NEW_OOM!r})\nstep()")
+    expl, _ = fail(
+        ip,
+        f"def step():\n    local_batch = torch.zeros(512, 256)\n"
+        f"    raise torch.OutOfMemoryError({NEW_OOM!r})\nstep()",
+    )
     assert expl.entry.id == "cuda-oom" and expl.exc_type == "OutOfMemoryError"
     facts = expl.context.facts
-    assert facts["requested_bytes"] == round(1.95 * 1024 ** 3) and "reserved_bytes" in facts
+    assert facts["requested_bytes"] == round(1.95 * 1024**3) and "reserved_bytes" in facts
     assert facts["biggest"][:2] == ["big_activations", "local_batch"]
     text = expl.text()
     assert "2.0 GiB" in text and "1.6 GiB free of 14.6 GiB" in text
@@ -114,8 +134,10 @@ def test_oom_reports_numbers_and_biggest_tensors(ip):
 
 
 def test_backward_twice_loop_names_carried_tensor(ip):
-    code = ("w = torch.randn(3, requires_grad=True)\nh = torch.zeros(3)\n"
-            "for step in range(3):\n    h = torch.tanh(h * w + 1)\n    h.sum().backward()")
+    code = (
+        "w = torch.randn(3, requires_grad=True)\nh = torch.zeros(3)\n"
+        "for step in range(3):\n    h = torch.tanh(h * w + 1)\n    h.sum().backward()"
+    )
     expl, _ = fail(ip, code)
     assert expl.entry.id == "backward-twice"
     assert expl.context.facts["carried"] == "h"
@@ -125,7 +147,9 @@ def test_backward_twice_loop_names_carried_tensor(ip):
 
 def test_backward_twice_rerun_names_forward_cell(ip):
     ip.run_cell(SETUP, store_history=True)
-    ip.run_cell("w = torch.randn(3, requires_grad=True)\nloss = (w.sigmoid() * 2).sum()", store_history=True)
+    ip.run_cell(
+        "w = torch.randn(3, requires_grad=True)\nloss = (w.sigmoid() * 2).sum()", store_history=True
+    )
     forward_cell = ip.execution_count - 1
     assert ip.run_cell("loss.backward()", store_history=True).error_in_exec is None
     result = ip.run_cell("loss.backward()", store_history=True)
@@ -175,16 +199,23 @@ def test_different_devices_real_meta(ip):
 
 def test_different_devices_cuda_message(ip):
     # aten/src/ATen/core/op_registration/adaption.cpp: common_device_check_failure (exact text)
-    expl, _ = fail(ip, "raise RuntimeError('Expected all tensors to be on the same device, but found at least two "
-                       "devices, cuda:0 and cpu!')")
+    expl, _ = fail(
+        ip,
+        "raise RuntimeError('Expected all tensors to be on the same device, but found at least two "
+        "devices, cuda:0 and cpu!')",
+    )
     assert expl.entry.id == "different-devices"
     assert expl.context.facts["devices"] == ["cpu", "cuda:0"]
     assert "model.to(device)" in expl.text()
 
 
 def test_no_kernel_image(ip):
-    # CUDA runtime cudaErrorNoKernelImageForDevice via c10/cuda/CUDAException.cpp: c10_cuda_check_implementation
-    expl, _ = fail(ip, f"raise torch.AcceleratorError({('CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX)!r})")
+    # CUDA runtime cudaErrorNoKernelImageForDevice via c10/cuda/CUDAException.cpp:
+    # c10_cuda_check_implementation
+    expl, _ = fail(
+        ip,
+        f"raise torch.AcceleratorError({('CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX)!r})",
+    )
     assert expl.entry.id == "no-kernel-image"
     assert expl.context.facts["arch_list"] == torch.cuda.get_arch_list()
     assert "get_arch_list" in expl.text()
@@ -194,7 +225,10 @@ def test_device_side_assert_explains_launch_blocking(ip):
     # c10/cuda/CUDAException.cpp: c10_cuda_check_implementation (cudaErrorAssert)
     ip.run_cell(SETUP)
     ip.run_cell("labels = torch.tensor([0, 3, 10])")
-    expl, _ = fail(ip, f"raise torch.AcceleratorError({('CUDA error: device-side assert triggered' + CUDA_SUFFIX)!r})")
+    expl, _ = fail(
+        ip,
+        f"raise torch.AcceleratorError({('CUDA error: device-side assert triggered' + CUDA_SUFFIX)!r})",
+    )
     assert expl.entry.id == "device-side-assert"
     assert expl.context.facts["int_tensors"]["labels"] == (0, 10)
     text = expl.text()
@@ -205,7 +239,9 @@ def test_device_side_assert_explains_launch_blocking(ip):
 def test_index_out_of_range_real(ip):
     ip.run_cell(SETUP)
     ip.run_cell("logits = torch.randn(3, 4)\ntargets = torch.tensor([0, 1, 7])")
-    expl, _ = fail(ip, "loss = F.cross_entropy(logits, targets)")  # aten/src/ATen/native/LossNLL.cpp
+    expl, _ = fail(
+        ip, "loss = F.cross_entropy(logits, targets)"
+    )  # aten/src/ATen/native/LossNLL.cpp
     assert expl.entry.id == "index-out-of-range"
     assert expl.context.facts["target"] == 7
     assert expl.context.facts["int_tensors"]["targets"] == (0, 7)
@@ -229,11 +265,15 @@ def test_invalid_device_ordinal(ip):
 
 
 def test_cublas_not_initialized(ip):
-    # aten/src/ATen/cuda/CublasHandlePool.cpp: getCurrentCUDABlasHandle -> TORCH_CUDABLAS_CHECK(cublasCreate)
+    # aten/src/ATen/cuda/CublasHandlePool.cpp: getCurrentCUDABlasHandle ->
+    # TORCH_CUDABLAS_CHECK(cublasCreate)
     ip.run_cell(SETUP)
     ip.run_cell("weights = torch.zeros(256, 256)")
-    expl, _ = fail(ip, "raise RuntimeError('CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling "
-                       "`cublasCreate(handle)`')")
+    expl, _ = fail(
+        ip,
+        "raise RuntimeError('CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling "
+        "`cublasCreate(handle)`')",
+    )
     assert expl.entry.id == "cublas-cudnn-init"
     assert "memory" in expl.entry.why
     assert "free_bytes" not in expl.context.facts  # no mem_get_info: it could create a context
@@ -270,7 +310,9 @@ def test_matmul_shapes_names_module_and_input(ip):
 
 def test_dtype_mismatch_real(ip):
     ip.run_cell(SETUP)
-    ip.run_cell("import numpy as np\nmodel = nn.Linear(4, 3)\nfeatures = torch.from_numpy(np.ones((2, 4)))")
+    ip.run_cell(
+        "import numpy as np\nmodel = nn.Linear(4, 3)\nfeatures = torch.from_numpy(np.ones((2, 4)))"
+    )
     expl, _ = fail(ip, "model(features)")
     assert expl.entry.id == "dtype-mismatch"
     assert expl.context.facts["float64"] == ["features"]
@@ -301,8 +343,11 @@ def test_float_targets_real(ip):
 
 def test_fork_reinit(ip):
     # torch/cuda/__init__.py: _lazy_init (exact text)
-    expl, _ = fail(ip, "raise RuntimeError(\"Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
-                       "multiprocessing, you must use the 'spawn' start method\")")
+    expl, _ = fail(
+        ip,
+        'raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with '
+        "multiprocessing, you must use the 'spawn' start method\")",
+    )
     assert expl.entry.id == "cuda-fork"
     assert "start_method" in expl.context.facts
     assert "multiprocessing_context='spawn'" in expl.text()
@@ -311,11 +356,16 @@ def test_fork_reinit(ip):
 def test_dataloader_bus_error(ip):
     # torch/csrc/DataLoader.cpp: _error_if_any_worker_fails (exact text for SIGBUS)
     ip.run_cell(SETUP)
-    ip.run_cell("from torch.utils.data import DataLoader, TensorDataset\n"
-                "dl = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)")
-    expl, _ = fail(ip, "raise RuntimeError(\"DataLoader worker (pid 4242) is killed by signal: Bus error. It is "
-                       "possible that dataloader's workers are out of shared memory. Please try to raise your "
-                       "shared memory limit.\")")
+    ip.run_cell(
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "dl = DataLoader(TensorDataset(torch.zeros(8, 2)), num_workers=2)"
+    )
+    expl, _ = fail(
+        ip,
+        'raise RuntimeError("DataLoader worker (pid 4242) is killed by signal: Bus error. It is '
+        "possible that dataloader's workers are out of shared memory. Please try to raise your "
+        'shared memory limit.")',
+    )
     assert expl.entry.id == "dataloader-shm"
     assert expl.context.facts["loaders_with_workers"] == ["dl"]
     assert "--shm-size" in expl.text()
@@ -350,16 +400,24 @@ def test_cuda_program_no_driver():
     from cudamagic.cuda.errors import CudaProgramError
     from cudamagic.explain.match import explain
 
-    exc = CudaProgramError("the program exited with status 0 but left a CUDA error: "
-                           "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime")
+    exc = CudaProgramError(
+        "the program exited with status 0 but left a CUDA error: "
+        "cudaErrorInsufficientDriver (35): CUDA driver version is insufficient for CUDA runtime"
+    )
     expl = explain(exc, None)
     assert expl.entry.id == "cuda-program-no-driver"
-    assert explain(RuntimeError("CUDA driver version is insufficient for CUDA runtime version"),
-                      None).entry.id == "driver-too-old"  # PyTorch's own error keeps its entry
+    assert (
+        explain(
+            RuntimeError("CUDA driver version is insufficient for CUDA runtime version"), None
+        ).entry.id
+        == "driver-too-old"
+    )  # PyTorch's own error keeps its entry
 
 
 def test_every_entry_has_a_test():
-    sources = "".join(open(p).read() for p in glob.glob(os.path.join(os.path.dirname(__file__), "test_*.py")))
+    sources = "".join(
+        open(p).read() for p in glob.glob(os.path.join(os.path.dirname(__file__), "test_*.py"))
+    )
     tested = set(re.findall(r'entry\.id == "([\w-]+)"', sources))
     from .autograd_cases import CASES  # raised for real, each checked by test_autograd_engine
 
@@ -370,5 +428,8 @@ def test_every_entry_has_a_test():
 def test_pin_note_prefers_the_failing_line(ip):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
-    expl, _ = fail(ip, "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = torch.ones(4).pin_memory()")
+    expl, _ = fail(
+        ip,
+        "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = torch.ones(4).pin_memory()",
+    )
     assert expl.context.facts["pin_calls"] == ["torch.ones(4).pin_memory()"]

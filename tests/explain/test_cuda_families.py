@@ -1,16 +1,15 @@
 """Issue 12: CUDA errors by family (:mod:`cudamagic.explain.cudaerrors`), and field case E07.
 
-Every message PyTorch can raise for a CUDA runtime error (every ``enum cudaError`` code of the CUDA 13.0 toolkit,
-text from ``cudaGetErrorString``) and for a status of cuBLAS, cuSPARSE, cuDNN, cuFFT and NCCL is raised in a real
-``InteractiveShell`` with PyTorch's exact wording and exception type; the box shown must be its family's.
+Every message PyTorch can raise for a CUDA runtime error (every ``enum cudaError`` code of the CUDA
+13.0 toolkit, text from ``cudaGetErrorString``) and for a status of cuBLAS, cuSPARSE, cuDNN, cuFFT
+and NCCL is raised in a real ``InteractiveShell`` with PyTorch's exact wording and exception type;
+the box shown must be its family's.
 """
 
 from __future__ import annotations
 
 import ctypes
 import glob
-import os
-import re
 
 import pytest
 
@@ -19,10 +18,13 @@ torch = pytest.importorskip("torch")
 from cudamagic.explain import cudaerrors  # noqa: E402
 from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
-from .failing import fail, magics, notes  # noqa: E402
+from .failing import fail, notes  # noqa: E402
 
-_RAISE = {"AcceleratorError": "torch.AcceleratorError", "RuntimeError": "RuntimeError",
-          "DistBackendError": "torch.distributed.DistBackendError"}
+_RAISE = {
+    "AcceleratorError": "torch.AcceleratorError",
+    "RuntimeError": "RuntimeError",
+    "DistBackendError": "torch.distributed.DistBackendError",
+}
 MESSAGES = list(cudaerrors.messages())
 
 
@@ -43,7 +45,11 @@ def test_every_runtime_error_and_library_status_has_a_family_with_all_its_parts(
 def test_localising_advice_names_launch_blocking_cpu_and_sanitizer():
     for fid in ("cuda-async", "cuda-illegal-access", "cuda-launch"):
         text = cudaerrors.FAMILIES[fid].localise
-        assert "CUDA_LAUNCH_BLOCKING=1" in text and "on the CPU" in text and "compute-sanitizer" in text, fid
+        assert (
+            "CUDA_LAUNCH_BLOCKING=1" in text
+            and "on the CPU" in text
+            and "compute-sanitizer" in text
+        ), fid
 
 
 def _cudart():
@@ -78,8 +84,11 @@ def test_every_message_gets_its_family_box(ip):
 
 
 def test_old_style_runtime_message_and_cudnn9_subcode(ip):
-    expl, _ = fail(ip, "raise RuntimeError('cuda runtime error (700) : an illegal memory access was encountered at "
-                       "/pytorch/aten/src/THC/generic/THCTensorCopy.cpp:70')")
+    expl, _ = fail(
+        ip,
+        "raise RuntimeError('cuda runtime error (700) : an illegal memory access was encountered at "
+        "/pytorch/aten/src/THC/generic/THCTensorCopy.cpp:70')",
+    )
     assert expl.entry.id == "cuda-illegal-access"
     assert expl.context.facts["code"] == 700
     expl, _ = fail(ip, "raise RuntimeError('cuDNN error: CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH')")
@@ -87,22 +96,32 @@ def test_old_style_runtime_message_and_cudnn9_subcode(ip):
     assert expl.context.facts["status"] == "CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH"
 
 
-E07_MSG = ("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, "
-           "a, lda, b, ldb, &beta, c, ldc)`")
+E07_MSG = (
+    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, "
+    "a, lda, b, ldb, &beta, c, ldc)`"
+)
 
 
 def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
     """E07 (field case turn2/e07_cublas_exec.ipy): the exact TORCH_CUDABLAS_CHECK text from nn.Linear."""
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
-    ip.run_cell("import torch, torch.nn as nn\nemb = nn.Embedding(100, 32); fc = nn.Linear(32, 10)\n"
-                f"def gpu_linear(x):\n    raise RuntimeError({E07_MSG!r})\nfc.forward = gpu_linear")
+    ip.run_cell(
+        "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32); fc = nn.Linear(32, 10)\n"
+        f"def gpu_linear(x):\n    raise RuntimeError({E07_MSG!r})\nfc.forward = gpu_linear"
+    )
     expl, _ = fail(ip, "tokens = torch.randint(0, 100, (4, 7))\nlogits = fc(emb(tokens))")
     assert expl.entry.id == "cuda-async" and expl.entry.family == "cuda-async"
     facts = expl.context.facts
     assert facts["library"] == "cuBLAS" and facts["status"] == "CUBLAS_STATUS_EXECUTION_FAILED"
-    assert facts["call"] == "cublasSgemm" and facts["launch_blocking"] is False and facts["restart"] is True
+    assert (
+        facts["call"] == "cublasSgemm"
+        and facts["launch_blocking"] is False
+        and facts["restart"] is True
+    )
     lo, hi = facts["int_tensors"]["tokens"]
-    assert 0 <= lo <= hi <= 99 and facts["embeddings"] == {"emb": 100} and facts["out_of_range"] == []
+    assert (
+        0 <= lo <= hi <= 99 and facts["embeddings"] == {"emb": 100} and facts["out_of_range"] == []
+    )
     text = expl.text()
     assert "surfaced here" in text and "Localise:" in text
     assert "index out of range" in expl.entry.why and "Restart the kernel" in expl.entry.fix
@@ -114,7 +133,9 @@ def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
 
 def test_async_family_names_the_index_that_does_not_fit(ip, monkeypatch):
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
-    ip.run_cell("import torch, torch.nn as nn\nemb = nn.Embedding(100, 32)\ntokens = torch.tensor([[3, 150]])")
+    ip.run_cell(
+        "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32)\ntokens = torch.tensor([[3, 150]])"
+    )
     expl, _ = fail(ip, f"raise RuntimeError({E07_MSG!r})")
     assert expl.context.facts["out_of_range"] == [("tokens", "emb")]
     assert "`tokens` (integers 3..150) does not fit `emb` (indices 0..99)" in notes(expl)
@@ -149,6 +170,9 @@ def test_one_box_per_family_with_its_own_words(ip):
     expl, _ = fail(ip, _runtime("cudaErrorMpsConnectionFailed"))
     assert expl.entry.id == "cuda-system" and "MPS" in expl.entry.fix
     expl, _ = fail(ip, _runtime("cudaErrorPriorLaunchFailure"))
-    assert expl.entry.id == "cuda-async" and expl.context.facts["name"] == "cudaErrorPriorLaunchFailure"
+    assert (
+        expl.entry.id == "cuda-async"
+        and expl.context.facts["name"] == "cudaErrorPriorLaunchFailure"
+    )
     expl, _ = fail(ip, "raise RuntimeError('cuFFT error: CUFFT_ALLOC_FAILED')")
     assert expl.entry.id == "cuda-oom" and expl.entry.family == "cuda-oom"

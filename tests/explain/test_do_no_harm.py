@@ -2,10 +2,11 @@
 context and never reset the user's counters unless asked.
 
 The calls that would do harm are replaced by recorders on the real ``torch.cuda`` module (``init``,
-``_lazy_init``, ``synchronize``, ``current_device``, ``set_device``, ``mem_get_info``, ``empty_cache`` and the
-``reset_*`` counters); every failing cell of the explainer's families and every form of ``%%cudamem`` then runs in
-a real InteractiveShell, once with CUDA not initialised (this machine) and once with CUDA "initialised" (the
-allocator-statistics reads answered by stand-ins, as on a GPU machine where the user has used CUDA).
+``_lazy_init``, ``synchronize``, ``current_device``, ``set_device``, ``mem_get_info``,
+``empty_cache`` and the ``reset_*`` counters); every failing cell of the explainer's families and
+every form of ``%%cudamem`` then runs in a real InteractiveShell, once with CUDA not initialised
+(this machine) and once with CUDA "initialised" (the allocator-statistics reads answered by
+stand-ins, as on a GPU machine where the user has used CUDA).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ torch = pytest.importorskip("torch")
 from cudamagic.explain import cudaerrors  # noqa: E402
 from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
+from ..cuda_calls import cuda_initialised, recorder  # noqa: E402,F401  (fixtures)
 from .autograd_cases import CASES  # noqa: E402
 from .failing import CUDA_SUFFIX, NEW_OOM, fail  # noqa: E402
 from .test_autograd_engine import E08, E09  # noqa: E402
-from ..cuda_calls import cuda_initialised, recorder  # noqa: E402,F401  (fixtures)
+
 
 def _runtime(name):
     code, name, text = next(r for r in RUNTIME_ERRORS if r[1] == name)
@@ -28,20 +30,42 @@ def _runtime(name):
 
 
 #: One failing cell per context function of the CUDA side, plus the field cases.
-CUDA_CELLS = (
-    [(fid, next(f"import torch.distributed\nraise {k}({m!r})" for fam, kind, m, _ in cudaerrors.messages()
-                for k in [{"AcceleratorError": "torch.AcceleratorError", "RuntimeError": "RuntimeError",
-                           "DistBackendError": "torch.distributed.DistBackendError"}[kind]] if fam == fid))
-     for fid in cudaerrors.FAMILIES]
-    + [("cuda-oom", f"raise torch.OutOfMemoryError({NEW_OOM!r})"),
-       ("cublas-cudnn-init", "raise RuntimeError('CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling "
-                             "`cublasCreate(handle)`')"),
-       ("no-kernel-image", f"raise RuntimeError({'CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX!r})"),
-       ("invalid-device-ordinal", _runtime("cudaErrorInvalidDevice")),
-       ("device-side-assert", _runtime("cudaErrorAssert")),
-       ("cuda-async", "emb = torch.nn.Embedding(10, 2)\ntokens = torch.tensor([1, 12])\n"
-                      "raise RuntimeError('CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(h)`')")]
-)
+CUDA_CELLS = [
+    (
+        fid,
+        next(
+            f"import torch.distributed\nraise {k}({m!r})"
+            for fam, kind, m, _ in cudaerrors.messages()
+            for k in [
+                {
+                    "AcceleratorError": "torch.AcceleratorError",
+                    "RuntimeError": "RuntimeError",
+                    "DistBackendError": "torch.distributed.DistBackendError",
+                }[kind]
+            ]
+            if fam == fid
+        ),
+    )
+    for fid in cudaerrors.FAMILIES
+] + [
+    ("cuda-oom", f"raise torch.OutOfMemoryError({NEW_OOM!r})"),
+    (
+        "cublas-cudnn-init",
+        "raise RuntimeError('CUDA error: CUBLAS_STATUS_NOT_INITIALIZED when calling "
+        "`cublasCreate(handle)`')",
+    ),
+    (
+        "no-kernel-image",
+        f"raise RuntimeError({'CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX!r})",
+    ),
+    ("invalid-device-ordinal", _runtime("cudaErrorInvalidDevice")),
+    ("device-side-assert", _runtime("cudaErrorAssert")),
+    (
+        "cuda-async",
+        "emb = torch.nn.Embedding(10, 2)\ntokens = torch.tensor([1, 12])\n"
+        "raise RuntimeError('CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(h)`')",
+    ),
+]
 AUTOGRAD_CELLS = [(i, c) for i, c in CASES] + [("invalid-gradient", E08), ("modified-inplace", E09)]
 
 
@@ -70,7 +94,11 @@ def test_explainer_makes_no_harmful_cuda_call_with_cuda_initialised(ip, recorder
     # it did read the allocator counters and device properties, each by explicit ordinal
     names = {name for name, _ in cuda_initialised}
     assert {"memory_allocated", "get_device_capability"} <= names
-    assert all(args == (0,) for name, args in cuda_initialised if name in ("memory_allocated", "get_device_capability"))
+    assert all(
+        args == (0,)
+        for name, args in cuda_initialised
+        if name in ("memory_allocated", "get_device_capability")
+    )
 
 
 def test_explainer_leaves_user_objects_unchanged(ip):
@@ -78,8 +106,10 @@ def test_explainer_leaves_user_objects_unchanged(ip):
     ip.run_cell("import torch, torch.nn as nn\ntorch.manual_seed(0)")
     fail(ip, E09)
     ns = ip.user_ns
-    before = {n: (p._version, p.detach().clone(), None if p.grad is None else p.grad.clone())
-              for n, p in ns["netD"].named_parameters()}
+    before = {
+        n: (p._version, p.detach().clone(), None if p.grad is None else p.grad.clone())
+        for n, p in ns["netD"].named_parameters()
+    }
     rng = torch.get_rng_state()
     ip.run_line_magic("cudaexplain", "")
     for n, p in ns["netD"].named_parameters():

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 import pytest
 import run_demo  # scripts/run_demo.py (on sys.path via conftest): the one notebook runner
@@ -21,7 +20,11 @@ BOX = "cudamagic explains"
 
 
 def _boxes(cell):
-    return [o for o in cell.outputs if o.output_type == "display_data" and BOX in o.data.get("text/plain", "")]
+    return [
+        o
+        for o in cell.outputs
+        if o.output_type == "display_data" and BOX in o.data.get("text/plain", "")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +34,9 @@ def executed_cells():
     cells = [
         "%load_ext cudamagic\nimport torch",
         "w = torch.randn(3, requires_grad=True)\npred = w * 2\npred.backward()",  # grad-not-scalar, real
-        "1/0",                                                                   # unmatched
-        "%config CudaMagics.explain_errors = False\nw.add_(1)",                  # leaf-inplace, box off
-        "%config CudaMagics.explain_errors = True\nw.add_(1)",                   # leaf-inplace, box on
+        "1/0",  # unmatched
+        "%config CudaMagics.explain_errors = False\nw.add_(1)",  # leaf-inplace, box off
+        "%config CudaMagics.explain_errors = True\nw.add_(1)",  # leaf-inplace, box on
     ]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     run_demo.execute_nb(nb, cwd=ROOT, timeout_s=120, allow_errors=True)
@@ -65,8 +68,13 @@ def test_explain_errors_config_in_kernel(executed_cells):
     assert any(o.output_type == "error" for o in off.outputs) and _boxes(off) == []
     assert any(o.output_type == "error" for o in on.outputs)
     box = _boxes(on)[0]
-    assert "In-place change of a leaf" in box.data["text/plain"] and 'data-id="leaf-inplace"' in box.data["text/html"]
-    assert "leaf-inplace" not in box.data["text/plain"]  # the catalogue id is for --list and scripts, not the box
+    assert (
+        "In-place change of a leaf" in box.data["text/plain"]
+        and 'data-id="leaf-inplace"' in box.data["text/html"]
+    )
+    assert (
+        "leaf-inplace" not in box.data["text/plain"]
+    )  # the catalogue id is for --list and scripts, not the box
 
 
 def test_dataloader_notebook_runs_and_shows_the_box():
@@ -74,14 +82,25 @@ def test_dataloader_notebook_runs_and_shows_the_box():
     import run_demo
 
     nb = run_demo.execute(os.path.join(ROOT, "examples", "dataloader.ipynb"))
-    failing = [c for c in nb.cells if c.cell_type == "code" and "raises-exception" in c.metadata.get("tags", [])]
+    failing = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and "raises-exception" in c.metadata.get("tags", [])
+    ]
     assert len(failing) == 1
     cell = failing[0]
     assert [o.ename for o in cell.outputs if o.output_type == "error"] == ["RuntimeError"]
     boxes = _boxes(cell)
     assert len(boxes) == 1 and "text/html" in boxes[0].data
-    expected = "pin-cuda-tensor" if "GPU available: True" in str(nb.cells[1].outputs) else "pin-no-accelerator"
-    assert f'data-id="{expected}"' in boxes[0].data["text/html"] and expected not in boxes[0].data["text/plain"]
+    expected = (
+        "pin-cuda-tensor"
+        if "GPU available: True" in str(nb.cells[1].outputs)
+        else "pin-no-accelerator"
+    )
+    assert (
+        f'data-id="{expected}"' in boxes[0].data["text/html"]
+        and expected not in boxes[0].data["text/plain"]
+    )
     # every other code cell ran without error
     for c in nb.cells:
         if c.cell_type == "code" and c is not cell:
@@ -97,9 +116,15 @@ def test_dataloader_notebook_paths_and_gpu_cells_are_plain():
     nbformat = pytest.importorskip("nbformat")
     nb = nbformat.read(os.path.join(ROOT, "examples", "dataloader.ipynb"), as_version=4)
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert not re.search(r"[\"']examples/", code)  # paths are relative to examples/, the working directory
+    assert not re.search(
+        r"[\"']examples/", code
+    )  # paths are relative to examples/, the working directory
     intro = nb.cells[0].source
     assert "Which cells need a GPU" in intro
-    gpu_headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"
-                    and re.search(r"needs a GPU|GPU only", c.source.splitlines()[0])]
+    gpu_headings = [
+        c.source.splitlines()[0]
+        for c in nb.cells
+        if c.cell_type == "markdown"
+        and re.search(r"needs a GPU|GPU only", c.source.splitlines()[0])
+    ]
     assert len(gpu_headings) == 2, gpu_headings

@@ -148,7 +148,9 @@ def test_cudaexplain_without_error_and_with_unmatched(ip, monkeypatch):
 
 
 def test_html_and_text_forms_escape_outside_text(ip):
-    ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) <script>x</script>')")
+    ip.run_cell(
+        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) <script>x</script>')"
+    )
     expl = magics().last_explanation
     assert expl.entry.id == "matmul-shapes"
     html = expl._repr_html_()
@@ -158,9 +160,11 @@ def test_html_and_text_forms_escape_outside_text(ip):
 
 def test_explanation_holds_no_exception_traceback_or_frame(ip):
     ip.run_cell("import torch")
-    ip.run_cell("def f():\n    big = torch.zeros(100)\n"
-                "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total "
-                "capacity of 8.00 GiB of which 0 bytes is free.')\nf()")
+    ip.run_cell(
+        "def f():\n    big = torch.zeros(100)\n"
+        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total "
+        "capacity of 8.00 GiB of which 0 bytes is free.')\nf()"
+    )
     expl = magics().last_explanation
     assert expl.entry.id == "cuda-oom"
     forbidden = (BaseException, types.TracebackType, types.FrameType, torch.Tensor)
@@ -187,8 +191,11 @@ def test_explanation_holds_no_exception_traceback_or_frame(ip):
 
 def test_unload_removes_the_callback(ip, capsys):
     def ours():
-        return [cb for cb in ip.events.callbacks["post_run_cell"]
-                if getattr(cb, "__name__", "") == "_explain_after_cell"]
+        return [
+            cb
+            for cb in ip.events.callbacks["post_run_cell"]
+            if getattr(cb, "__name__", "") == "_explain_after_cell"
+        ]
 
     assert len(ours()) == 1
     ip.run_line_magic("unload_ext", "cudamagic")
@@ -204,15 +211,17 @@ def test_unload_removes_the_callback(ip, capsys):
 
 def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
     """explain() and its Scene keep nothing alive: once the exception is dropped, the failing
-    function's tensor is collected (field report F22)."""
+    function's tensor is collected (field report F22).
+    """
     import gc
-    import weakref
 
     from cudamagic.explain.match import explain
     from cudamagic.explain.scene import scene_from_shell
 
-    ip.run_cell("import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, 100)\n"
-                "    keep.append(weakref.ref(big))\n    return nn_lin(big)\nimport weakref")
+    ip.run_cell(
+        "import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, 100)\n"
+        "    keep.append(weakref.ref(big))\n    return nn_lin(big)\nimport weakref"
+    )
     refs = []
     try:
         ip.user_ns["f"](refs)
@@ -246,13 +255,17 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     ip.run_cell("import torch")
     ip.run_cell(SCALAR_FAIL)
     expl = magics().last_explanation
-    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((80, 24)))
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((80, 24))
+    )
     monkeypatch.setattr(sys, "stdout", _Tty())
     assert er.text_width() == 79
     for text in (expl.text(), repr(er.CatalogueView(CATALOGUE))):
         assert max(len(line) for line in text.splitlines()) <= 79
     assert expl.text().splitlines()[-1].startswith("╰─ ")
-    monkeypatch.setattr(shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((20, 24)))
+    monkeypatch.setattr(
+        shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((20, 24))
+    )
     assert er.text_width() == er.MIN_WIDTH  # never narrower than that
     monkeypatch.undo()
     assert er.text_width() == er.WIDTH  # not a terminal (a pipe, a kernel): the fixed width
@@ -260,12 +273,18 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
 
 def test_html_outputs_opt_out_of_math_typesetting(ip):
     """JupyterLab typesets text between two `$` as a formula; an error message may hold `$HOME/...`."""
-    from cudamagic.explain.catalogue import CATALOGUE
-    from cudamagic.explain.box import CatalogueView, NoMatch
     from cudamagic.core.fmt import NO_MATH
+    from cudamagic.explain.box import CatalogueView, NoMatch
+    from cudamagic.explain.catalogue import CATALOGUE
 
-    ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')")
-    for obj in (magics().last_explanation, CatalogueView(CATALOGUE), NoMatch("ValueError", "$a$ and $b$")):
+    ip.run_cell(
+        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')"
+    )
+    for obj in (
+        magics().last_explanation,
+        CatalogueView(CATALOGUE),
+        NoMatch("ValueError", "$a$ and $b$"),
+    ):
         assert re.match(r"<div class=['\"][^'\"]*\b" + NO_MATH, obj._repr_html_()), type(obj)
 
 
@@ -274,7 +293,9 @@ def test_cudaexplain_bad_arguments_and_a_usage_error_as_the_last_error(ip):
         ip.run_line_magic("cudaexplain", "a b")
     ip.run_cell("%cudainfo --bogus")  # another magic's UsageError: no box ...
     assert magics().last_explanation is None
-    with pytest.raises(UsageError, match="mistake in a magic's arguments"):  # ... and not 'no entry matches'
+    with pytest.raises(
+        UsageError, match="mistake in a magic's arguments"
+    ):  # ... and not 'no entry matches'
         ip.run_line_magic("cudaexplain", "")
 
 
@@ -287,9 +308,10 @@ def _user_text(page):
 
 
 def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
-    """Issue 16: the box follows the theme (no hard-coded colour), the catalogue id is not in what a person reads
-    (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is collapsible, the list's prose
-    columns are left-aligned and wrap."""
+    """Issue 16: the box follows the theme (no hard-coded colour), the catalogue id is not in what a
+    person reads (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is
+    collapsible, the list's prose columns are left-aligned and wrap.
+    """
     import html
 
     from cudamagic.core.style import hard_coded_colours
@@ -303,20 +325,31 @@ def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
     for expl in [live, *by_id]:
         page, text = expl._repr_html_(), expl.text()
         assert page.startswith('<div class="cudamagic mathjax_ignore cm-explain">'), expl.entry.id
-        assert hard_coded_colours(page) == [] and "style=" not in page.split("</style>", 1)[1], expl.entry.id
+        assert hard_coded_colours(page) == [] and "style=" not in page.split("</style>", 1)[1], (
+            expl.entry.id
+        )
         assert f'data-id="{expl.entry.id}"' in page
         assert f"[{expl.entry.id}]" not in text and f"[{expl.entry.id}]" not in _user_text(page)
-        assert not re.search(r"\bF\d\d\b", text + _user_text(page)), expl.entry.id  # no field-report ids
+        assert not re.search(r"\bF\d\d\b", text + _user_text(page)), (
+            expl.entry.id
+        )  # no field-report ids
         assert "<details><summary>Technical detail</summary>" in page
         assert "cudamagic explains: " + expl.entry.title in text.replace("\n│ ", " ")
     listing = CatalogueView(CATALOGUE)._repr_html_()
     assert listing.startswith('<div class="cudamagic mathjax_ignore cm-explain">')
     assert hard_coded_colours(listing) == []
-    assert '<th>id</th><th class="cm-prose">case (open for the fix)</th><th>exception</th>' in listing
+    assert (
+        '<th>id</th><th class="cm-prose">case (open for the fix)</th><th>exception</th>' in listing
+    )
     assert '<div class="cm-scroll"><table' in listing
     for entry in CATALOGUE:
         assert f"<td><code>{entry.id}</code></td>" in listing
-        assert f'<td class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> ' in listing
-    nomatch = NoMatch("ValueError", "#fff rgb(1,2,3)")._repr_html_()  # outside text is not a colour of ours
+        assert (
+            f'<td class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> '
+            in listing
+        )
+    nomatch = NoMatch(
+        "ValueError", "#fff rgb(1,2,3)"
+    )._repr_html_()  # outside text is not a colour of ours
     assert nomatch.startswith('<div class="cudamagic mathjax_ignore cm-explain">')
     assert "style=" not in nomatch.split("</style>", 1)[1]

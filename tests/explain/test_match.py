@@ -1,5 +1,6 @@
 """Matching an exception against the catalogue (:mod:`cudamagic.explain.match`): no match,
-a cause chain, an interrupt raised while handling a known error."""
+a cause chain, an interrupt raised while handling a known error.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ def test_chained_exception_is_explained():
 
 
 def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
-    expl, result = fail(ip, "try:\n    torch.randn(2, 3) @ torch.randn(4, 5)\nexcept RuntimeError:\n"
-                            "    raise KeyboardInterrupt")
+    expl, result = fail(
+        ip,
+        "try:\n    torch.randn(2, 3) @ torch.randn(4, 5)\nexcept RuntimeError:\n"
+        "    raise KeyboardInterrupt",
+    )
     assert isinstance(result.error_in_exec, KeyboardInterrupt) and expl is None
     try:
         try:
@@ -40,16 +44,23 @@ def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
         assert explain(exc) is None
 
 
-@pytest.mark.parametrize("make", [
-    # what torch >= 2.1 raises for a caching-allocator OOM
-    lambda: torch.OutOfMemoryError(NEW_OOM),
-    # torch < 2.1 raised a plain RuntimeError with the older message
-    lambda: RuntimeError(OLD_OOM),
-    # a cudaMalloc outside the caching allocator (cuBLAS workspace, NCCL, a custom op): CUDA's own error text
-    lambda: RuntimeError("CUDA error: out of memory" + CUDA_SUFFIX),
-    lambda: torch.AcceleratorError("CUDA error: out of memory" + CUDA_SUFFIX) if hasattr(torch, "AcceleratorError")
-    else RuntimeError("CUDA error: out of memory" + CUDA_SUFFIX),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        # what torch >= 2.1 raises for a caching-allocator OOM
+        lambda: torch.OutOfMemoryError(NEW_OOM),
+        # torch < 2.1 raised a plain RuntimeError with the older message
+        lambda: RuntimeError(OLD_OOM),
+        # a cudaMalloc outside the caching allocator (cuBLAS workspace, NCCL, a custom op): CUDA's
+        # own error text
+        lambda: RuntimeError("CUDA error: out of memory" + CUDA_SUFFIX),
+        lambda: (
+            torch.AcceleratorError("CUDA error: out of memory" + CUDA_SUFFIX)
+            if hasattr(torch, "AcceleratorError")
+            else RuntimeError("CUDA error: out of memory" + CUDA_SUFFIX)
+        ),
+    ],
+)
 def test_every_oom_form_is_explained_as_oom(make):
     """Each OOM message PyTorch has raised maps to the cuda-oom entry (a regex edit that dropped one survived)."""
     expl = explain(make())
@@ -60,7 +71,8 @@ def test_oom_words_elsewhere_are_not_oom():
     assert explain(RuntimeError("host out of memory while reading file")) is None
 
 
-# ---- match.py in isolation (kills the mutmut survivors of scripts/mutation.py match) ------------------------
+# ---- match.py in isolation (kills the mutmut survivors of scripts/mutation.py match)
+# ------------------------
 
 import dataclasses  # noqa: E402
 
@@ -105,12 +117,15 @@ def fake_entry(monkeypatch):
     """One catalogue entry matching RuntimeError('fake: ...'), with a context function the test sets."""
     calls = []
     base = match.entry_by_id("grad-not-scalar")
-    entry = dataclasses.replace(base, id="fake", types=("RuntimeError",), patterns=(r"fake: (?P<what>\w+)",))
+    entry = dataclasses.replace(
+        base, id="fake", types=("RuntimeError",), patterns=(r"fake: (?P<what>\w+)",)
+    )
 
     def use(context):
         e = dataclasses.replace(entry, context=context)
         monkeypatch.setattr(catalogue, "CATALOGUE", [e])
         return e
+
     return use, calls
 
 
@@ -137,6 +152,7 @@ def test_explain_context_falsy_none_scene_and_failures(fake_entry):
 
     def broken(found, sc):
         raise ValueError("boom")
+
     use(broken)
     expl = explain(RuntimeError("fake: a"), object())
     assert expl.context == Context() and expl.context_error == "ValueError: boom"
@@ -144,7 +160,9 @@ def test_explain_context_falsy_none_scene_and_failures(fake_entry):
 
 def test_explain_message_of_an_empty_error_is_empty(monkeypatch):
     base = match.entry_by_id("grad-not-scalar")
-    empty = dataclasses.replace(base, id="empty", types=("RuntimeError",), patterns=(r"\A\Z",), context=None)
+    empty = dataclasses.replace(
+        base, id="empty", types=("RuntimeError",), patterns=(r"\A\Z",), context=None
+    )
     monkeypatch.setattr(catalogue, "CATALOGUE", [empty])
     expl = explain(RuntimeError(""))
     assert expl.entry.id == "empty" and expl.message == "" and expl.context_error == ""
@@ -156,9 +174,10 @@ def test_entry_by_id():
 
 
 def test_applies_sees_the_match_and_the_scene_and_false_passes_the_error_on(monkeypatch):
-    """An entry's ``applies(match, scene)`` decides between entries sharing a message (the DataLoader worker box
-    under spawn and under fork): it gets the real match and the scene explain() was given; False hands the error
-    to the next matching entry; no ``applies`` always applies; a failing check keeps the entry."""
+    """An entry's ``applies(match, scene)`` decides between entries sharing a message (the
+    DataLoader worker box under spawn and under fork): it gets the real match and the scene
+    explain() was given; False hands the error to the next matching entry; no ``applies`` always applies; a failing check keeps the entry.
+    """
     base = match.entry_by_id("grad-not-scalar")
     calls = []
 
@@ -166,10 +185,17 @@ def test_applies_sees_the_match_and_the_scene_and_false_passes_the_error_on(monk
         def applies(found, scene):
             calls.append((found.group("what"), scene))
             return scene == method
+
         return applies
 
-    spawn = dataclasses.replace(base, id="under-spawn", types=("RuntimeError",), patterns=(r"fake: (?P<what>\w+)",),
-                                applies=only_under("spawn"), context=None)
+    spawn = dataclasses.replace(
+        base,
+        id="under-spawn",
+        types=("RuntimeError",),
+        patterns=(r"fake: (?P<what>\w+)",),
+        applies=only_under("spawn"),
+        context=None,
+    )
     other = dataclasses.replace(spawn, id="any-method", applies=None)
     monkeypatch.setattr(catalogue, "CATALOGUE", [spawn, other])
     assert explain(RuntimeError("fake: worker"), "spawn").entry.id == "under-spawn"
@@ -181,7 +207,12 @@ def test_applies_sees_the_match_and_the_scene_and_false_passes_the_error_on(monk
 
     def broken(found, scene):
         raise AttributeError("scene without start method")
+
     monkeypatch.setattr(catalogue, "CATALOGUE", [dataclasses.replace(spawn, applies=broken), other])
     assert explain(RuntimeError("fake: worker"), "fork").entry.id == "under-spawn"
-    monkeypatch.setattr(catalogue, "CATALOGUE", [dataclasses.replace(spawn, applies=lambda f, s: 0), other])
-    assert explain(RuntimeError("fake: worker"), "spawn").entry.id == "any-method"  # a falsy answer is False
+    monkeypatch.setattr(
+        catalogue, "CATALOGUE", [dataclasses.replace(spawn, applies=lambda f, s: 0), other]
+    )
+    assert (
+        explain(RuntimeError("fake: worker"), "spawn").entry.id == "any-method"
+    )  # a falsy answer is False

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from cudamagic.explain.source import _line_names, backward_calls, call_arguments, carried_names, inplace_uses
+from cudamagic.explain.source import (
+    _line_names,
+    backward_calls,
+    call_arguments,
+    carried_names,
+    inplace_uses,
+)
 
 
 def test_source_analysis_helpers():

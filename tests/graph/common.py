@@ -11,7 +11,9 @@ from cudamagic.graph import dot
 
 HAVE_DOT = dot.find_dot() is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
-LSTM_CELL = "h = c = torch.zeros(4, 16)\nfor t in range(30):\n    h, c = cell(xs[t], (h, c))\nh.sum()"
+LSTM_CELL = (
+    "h = c = torch.zeros(4, 16)\nfor t in range(30):\n    h, c = cell(xs[t], (h, c))\nh.sum()"
+)
 
 
 def magic(ip, line, cell):
@@ -35,6 +37,7 @@ def _opaque_class():
 
     class Opaque(torch.Tensor):
         """A wrapper subclass with no readable storage: every operation on it raises."""
+
         @staticmethod
         def __new__(cls, size):
             return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32)

@@ -7,9 +7,11 @@ import pytest
 
 @pytest.fixture
 def mlp(ip):
-    ip.run_cell("import torch\ntorch.manual_seed(0)\n"
-                "model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))\n"
-                "x = torch.randn(3, 4)")
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))\n"
+        "x = torch.randn(3, 4)"
+    )
     return ip
 
 
@@ -21,5 +23,7 @@ def w(ip):
 
 @pytest.fixture
 def lstm(ip):
-    ip.run_cell("import torch\ntorch.manual_seed(0)\ncell = torch.nn.LSTMCell(8, 16)\nxs = torch.randn(30, 4, 8)")
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\ncell = torch.nn.LSTMCell(8, 16)\nxs = torch.randn(30, 4, 8)"
+    )
     return ip

@@ -1,5 +1,6 @@
 """Tier 2: running the cell (names, nested outputs, -o, nothing to draw, the user's own errors, cell
-events) in a real InteractiveShell."""
+events) in a real InteractiveShell.
+"""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from .common import magic
 
 
 def test_outputs_nested_structures(ip):
-    ip.run_cell("import torch, dataclasses, collections\nx = torch.randn(3, requires_grad=True)\n"
-                "@dataclasses.dataclass\nclass Out:\n    logits: object\n    loss: object\n    tag: str\n"
-                "Pair = collections.namedtuple('Pair', 'a b')")
+    ip.run_cell(
+        "import torch, dataclasses, collections\nx = torch.randn(3, requires_grad=True)\n"
+        "@dataclasses.dataclass\nclass Out:\n    logits: object\n    loss: object\n    tag: str\n"
+        "Pair = collections.namedtuple('Pair', 'a b')"
+    )
     r = magic(ip, "--format dot", "[x * 2, (x ** 2).sum()]")
     assert r.graph.labels(M.OUTPUT) == ["[0]", "[1]"]
     r = magic(ip, "--format dot", "{'logits': x * 2, 'loss': (x ** 2).sum()}")
@@ -39,16 +42,19 @@ def test_output_option_names_variables(ip):
         magic(ip, "-o nope", "a = w * 2")
 
 
-@pytest.mark.parametrize("cell, match", [
-    ("model", "is an nn.Module"),
-    ("with torch.no_grad():\n    y = model(x)\ny", "no_grad"),
-    ("with torch.inference_mode():\n    y = model(x)\ny", "inference_mode"),
-    ("model(x).detach()", "detach"),
-    ("model(x).sum().item()", "item()"),
-    ("y = model(x)", "no value to draw"),
-    ("torch.randn(3) * 2", "no input requires grad"),
-    ("torch.randn(3, requires_grad=True)", "leaf tensor"),
-])
+@pytest.mark.parametrize(
+    "cell, match",
+    [
+        ("model", "is an nn.Module"),
+        ("with torch.no_grad():\n    y = model(x)\ny", "no_grad"),
+        ("with torch.inference_mode():\n    y = model(x)\ny", "inference_mode"),
+        ("model(x).detach()", "detach"),
+        ("model(x).sum().item()", "item()"),
+        ("y = model(x)", "no value to draw"),
+        ("torch.randn(3) * 2", "no input requires grad"),
+        ("torch.randn(3, requires_grad=True)", "leaf tensor"),
+    ],
+)
 def test_nothing_to_draw_is_a_usage_error_naming_the_cause(mlp, cell, match):
     if "no input" in match:
         mlp.run_cell("del model")
@@ -57,7 +63,11 @@ def test_nothing_to_draw_is_a_usage_error_naming_the_cause(mlp, cell, match):
 
 
 def test_mixed_outputs_skip_no_grad_tensor_with_note(mlp):
-    r = magic(mlp, "--format dot", "with torch.no_grad():\n    frozen = model(x)\n(model(x).sum(), frozen)")
+    r = magic(
+        mlp,
+        "--format dot",
+        "with torch.no_grad():\n    frozen = model(x)\n(model(x).sum(), frozen)",
+    )
     assert r.graph.labels(M.OUTPUT) == ["[0]"]
     assert any("`[1]` has no grad_fn" in n for n in r.notes)
 
@@ -99,8 +109,10 @@ def test_cell_events_fire_once(ip):
     cb = lambda *a: seen.append(1)  # noqa: E731
     ip.events.register("pre_run_cell", cb)
     try:
-        ip.run_cell("%%autograd_graph --format dot\nimport torch\nv = torch.randn(2, requires_grad=True)\n"
-                    "(v * 2).sum()")
+        ip.run_cell(
+            "%%autograd_graph --format dot\nimport torch\nv = torch.randn(2, requires_grad=True)\n"
+            "(v * 2).sum()"
+        )
     finally:
         ip.events.unregister("pre_run_cell", cb)
     assert seen == [1]

@@ -21,19 +21,27 @@ x = torch.randn(5, 8)
 
 def _dynamo_counts():
     from torch._dynamo.utils import counters
-    return (sum(counters["graph_break"].values()), counters["stats"]["unique_graphs"],
-            counters["stats"]["calls_captured"])
+
+    return (
+        sum(counters["graph_break"].values()),
+        counters["stats"]["unique_graphs"],
+        counters["stats"]["calls_captured"],
+    )
 
 
 def _no_hooks_left(ip):
     from torch.nn.modules import module as mod
+
     assert not mod._global_forward_hooks and not mod._global_forward_pre_hooks
-    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in ip.user_ns["model"].modules())
+    assert all(
+        not m._forward_hooks and not m._forward_pre_hooks for m in ip.user_ns["model"].modules()
+    )
 
 
 @pytest.mark.parametrize("warm", [False, True], ids=["cold", "warm"])
 def test_compiled_model_drawn_without_breaks_recompiles_or_warnings(ip, warm):
     import torch._dynamo
+
     torch._dynamo.reset()
     ip.run_cell(SETUP)
     if warm:
@@ -51,12 +59,15 @@ def test_compiled_model_drawn_without_breaks_recompiles_or_warnings(ip, warm):
     _no_hooks_left(ip)
     ip.run_cell("out = cmodel(x).logsumexp(-1).mean()")
     assert _dynamo_counts()[:2] == after_magic[:2]  # runs the compiled graph, no recompile
-    assert type(ip.user_ns["out"].grad_fn.next_functions[0][0].next_functions[0][0]).__name__ == \
-        "CompiledFunctionBackward"
+    assert (
+        type(ip.user_ns["out"].grad_fn.next_functions[0][0].next_functions[0][0]).__name__
+        == "CompiledFunctionBackward"
+    )
 
 
 def test_compile_in_the_cell_and_compiled_functions_hook_nothing(ip):
     import torch._dynamo
+
     torch._dynamo.reset()
     ip.run_cell("import torch, torch.nn as nn\nlin = nn.Linear(4, 4)\nx = torch.randn(2, 4)")
     with warnings.catch_warnings(record=True) as caught:

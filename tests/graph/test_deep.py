@@ -1,6 +1,8 @@
-"""Deep graphs (100,000 chained ops): the walk is iterative and freeing a walked chain does not crash.
+"""Deep graphs (100,000 chained ops): the walk is iterative and freeing a walked chain does not
+crash.
 
-About 25 s each: kept out of the mutation runs of walk.py (scripts/mutation.py), where every surviving mutant
+About 25 s each: kept out of the mutation runs of walk.py (scripts/mutation.py), where every
+    surviving mutant
 would pay for them; tests/graph/test_walk.py covers the same functions on small graphs.
 """
 
@@ -60,8 +62,14 @@ def test_freeing_a_walked_100k_chain_does_not_crash_the_process():
         print("alive", len(gr.nodes))
     """)
     env = dict(os.environ, PYTHONPATH=REPO)
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=env, preexec_fn=_default_stack)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        preexec_fn=_default_stack,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "alive 100003" in proc.stdout
 
@@ -72,4 +80,6 @@ def _default_stack():
 
     hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
     soft = 8 * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_STACK, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+    resource.setrlimit(
+        resource.RLIMIT_STACK, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard)
+    )

@@ -1,5 +1,6 @@
-"""DOT text (escaping, determinism, legend, layout order) and the `dot` program (odd programs, time-outs
-that kill the whole process group)."""
+"""DOT text (escaping, determinism, legend, layout order) and the `dot` program (odd programs,
+time-outs that kill the whole process group).
+"""
 
 from __future__ import annotations
 
@@ -43,14 +44,18 @@ def test_freed_saved_tensors_have_a_legend_entry(w):
 
 @needs_dot
 def test_unrolled_loop_opens_with_nodes_in_the_first_screen(lstm):
-    """An unrolled LSTM drawn in full (budget raised) starts at the top: the picture is scaled to the output
-    width, so the first screen shows its first rows whatever their x."""
+    """An unrolled LSTM drawn in full (budget raised) starts at the top: the picture is scaled to
+    the output width, so the first screen shows its first rows whatever their x.
+    """
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     assert r.drawn.view == "full" and 'ordering="out"' in r.dot
     svg = r.svg
     height = float(re.search(r'viewBox="[\d.]+ [\d.]+ [\d.]+ ([\d.]+)"', svg).group(1))
     shift = float(re.search(r"translate\([\d.]+ ([\d.]+)\)", svg).group(1))
-    points = [(float(x), float(y) + shift) for x, y in re.findall(r'<text[^>]* x="([-\d.]+)" y="([-\d.]+)"', svg)]
+    points = [
+        (float(x), float(y) + shift)
+        for x, y in re.findall(r'<text[^>]* x="([-\d.]+)" y="([-\d.]+)"', svg)
+    ]
     # the top 525 pt (700 CSS px at 1:1; more once scaled down to fit the width) hold labels
     assert height > 2000 and any(y < 525 for x, y in points)
 
@@ -79,7 +84,9 @@ def test_hanging_dot_is_killed_with_its_children(w, tmp_path, monkeypatch):
 
 
 def test_dot_that_prints_garbage_is_a_failure_with_a_note(w, tmp_path, monkeypatch):
-    fake_dot(tmp_path, monkeypatch, "cat > /dev/null\nprintf 'not a picture <script>alert(1)</script>'\n")
+    fake_dot(
+        tmp_path, monkeypatch, "cat > /dev/null\nprintf 'not a picture <script>alert(1)</script>'\n"
+    )
     for fmt in ("svg", "png", "pdf"):
         r = magic(w, f"--format {fmt}", "(w * 2).sum()")
         assert r.problem == "dot failed" and r.image is None
@@ -89,7 +96,11 @@ def test_dot_that_prints_garbage_is_a_failure_with_a_note(w, tmp_path, monkeypat
 
 
 def test_dot_error_text_cannot_drive_the_terminal(w, tmp_path, monkeypatch):
-    fake_dot(tmp_path, monkeypatch, "cat > /dev/null\nprintf 'bad \\033[31mred\\033]0;title\\007' >&2\nexit 1\n")
+    fake_dot(
+        tmp_path,
+        monkeypatch,
+        "cat > /dev/null\nprintf 'bad \\033[31mred\\033]0;title\\007' >&2\nexit 1\n",
+    )
     r = magic(w, "", "(w * 2).sum()")
     assert r.problem == "dot failed"
     text = repr(r)

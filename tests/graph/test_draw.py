@@ -17,7 +17,11 @@ def test_lstmcell_200_steps_renders_within_time_limit(ip):
     ip.run_cell("import torch\ncell = torch.nn.LSTMCell(8, 16)\nxs = torch.randn(200, 2, 8)")
     limit = ip.find_cell_magic("autograd_graph").__self__.settings.graph_dot_timeout_s
     t0 = time.perf_counter()
-    r = magic(ip, "", "h = c = torch.zeros(2, 16)\nfor t in range(200):\n    h, c = cell(xs[t], (h, c))\nh.sum()")
+    r = magic(
+        ip,
+        "",
+        "h = c = torch.zeros(2, 16)\nfor t in range(200):\n    h, c = cell(xs[t], (h, c))\nh.sum()",
+    )
     elapsed = time.perf_counter() - t0
     assert r.image is not None and not r.problem
     assert elapsed < limit
@@ -45,8 +49,13 @@ def test_missing_dot_gives_install_message_outline_and_source(mlp, monkeypatch):
     r = magic(mlp, "", "loss = model(x).sum()\nloss")
     assert r.problem == "dot missing" and r.image is None
     html = r._repr_html_()
-    for word in ("apt-get install graphviz", "dnf install graphviz", "brew install graphviz",
-                 "conda install -c conda-forge graphviz", "winget install graphviz"):
+    for word in (
+        "apt-get install graphviz",
+        "dnf install graphviz",
+        "brew install graphviz",
+        "conda install -c conda-forge graphviz",
+        "winget install graphviz",
+    ):
         assert word in html
     assert "AddmmBackward0" in result.outline(r.drawn) and "digraph autograd" in html
     assert "AddmmBackward0" in repr(r)
@@ -69,5 +78,7 @@ def test_save_with_dot_extension_and_uppercase(w, tmp_path):
     r = magic(w, f"--save {tmp_path / 'G.SVG'}", "(w * 2).sum()")
     assert (tmp_path / "G.SVG").read_text().lstrip().startswith(("<?xml", "<svg", "<!--"))
     assert r.saved_to.endswith("G.SVG")
-    with pytest.raises(ValueError, match=r"g\.jpeg: the file name must end in \.svg, \.png, \.pdf or \.dot"):
+    with pytest.raises(
+        ValueError, match=r"g\.jpeg: the file name must end in \.svg, \.png, \.pdf or \.dot"
+    ):
         r.save(str(tmp_path / "g.jpeg"))

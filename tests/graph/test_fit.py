@@ -1,5 +1,6 @@
-"""Pictures a person can read (issue 16): the automatic view of big models, one count in one caption, a legend
-of what is drawn, saved bytes that add up, theme colours only around the picture."""
+"""Pictures a person can read (issue 16): the automatic view of big models, one count in one
+caption, a legend of what is drawn, saved bytes that add up, theme colours only around the picture.
+"""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ MLP_LOSS = "loss = loss_fn(model(xb), yb)\nloss"
 
 @pytest.fixture
 def big(ip):
-    ip.run_cell("import torch\ntorch.manual_seed(0)\n"
-                "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 6,"
-                " enable_nested_tensor=False)\nsrc = torch.randn(2, 5, 32)\n"
-                "rnn = torch.nn.RNNCell(8, 16)\nxs = torch.randn(400, 2, 8)\n"
-                "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
-                "loss_fn = torch.nn.CrossEntropyLoss()\nxb, yb = torch.randn(128, 64), torch.randint(0, 10, (128,))")
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\n"
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 6,"
+        " enable_nested_tensor=False)\nsrc = torch.randn(2, 5, 32)\n"
+        "rnn = torch.nn.RNNCell(8, 16)\nxs = torch.randn(400, 2, 8)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
+        "loss_fn = torch.nn.CrossEntropyLoss()\nxb, yb = torch.randn(128, 64), torch.randint(0, 10, (128,))"
+    )
     return ip
 
 
@@ -38,8 +41,12 @@ def test_repeated_calls_of_one_module_fold_into_one_box_with_the_count(big):
     r = magic(big, "--format dot", RNN_LOOP)  # the automatic view, no --depth
     boxes = r.drawn.of_kind(M.MODULE)
     assert [(b.label, b.count) for b in boxes] == [("rnn (RNNCell) x 400", 400)]
-    assert boxes[0].ops == len(r.graph.of_kind(M.BACKWARD)) - 1  # every op but the final SumBackward0
-    assert len(r.drawn.nodes) <= 12  # 4 parameters, their AccumulateGrads, the box, the sum, the output
+    assert (
+        boxes[0].ops == len(r.graph.of_kind(M.BACKWARD)) - 1
+    )  # every op but the final SumBackward0
+    assert (
+        len(r.drawn.nodes) <= 12
+    )  # 4 parameters, their AccumulateGrads, the box, the sum, the output
     assert "rnn (RNNCell) x 400" in r.caption()
 
 
@@ -57,7 +64,12 @@ def test_budget_picks_the_collapsed_view_for_a_six_layer_encoder(big):
 def test_small_graph_drawn_in_full_with_each_leaf_once(big):
     r = magic(big, "--format dot", MLP_LOSS)
     assert r.drawn.view == "full" and not any(n.use for n in r.drawn.nodes)
-    assert sorted(r.drawn.labels(M.PARAM)) == ["model.0.bias", "model.0.weight", "model.2.bias", "model.2.weight"]
+    assert sorted(r.drawn.labels(M.PARAM)) == [
+        "model.0.bias",
+        "model.0.weight",
+        "model.2.bias",
+        "model.2.weight",
+    ]
 
 
 @needs_dot
@@ -73,7 +85,9 @@ def test_one_count_in_one_caption_for_html_and_text(big):
         page = _page_outside_pictures(r._repr_html_())
         visible = re.sub(r"<details\b.*</details>", "", page, flags=re.S)
         assert visible.count(result.esc(caption)) == 1
-        assert re.findall(r"(\d+) (?:autograd )?nodes?\b", re.sub(r"<[^>]+>", " ", visible)) == [str(count)]
+        assert re.findall(r"(\d+) (?:autograd )?nodes?\b", re.sub(r"<[^>]+>", " ", visible)) == [
+            str(count)
+        ]
         # the terminal's first lines are the same caption, wrapped
         text = " ".join(line.strip() for line in repr(r).split("\nnote:")[0].split("\n  ") if line)
         assert text.splitlines()[0].startswith(caption[:60])
@@ -85,15 +99,24 @@ def test_legend_lists_only_the_kinds_drawn(big):
         return re.findall(r'<span class="cm-legend-item">.*?</svg>([^<]*)</span>', r._repr_html_())
 
     mlp = magic(big, "", MLP_LOSS)
-    assert legend(mlp) == ["backward op (grad_fn)", "AccumulateGrad (writes .grad)", "parameter (module path)",
-                           "output"]
+    assert legend(mlp) == [
+        "backward op (grad_fn)",
+        "AccumulateGrad (writes .grad)",
+        "parameter (module path)",
+        "output",
+    ]
     enc = magic(big, "", "enc(src).sum()")  # the parameters are inside the folded box
     assert legend(enc) == ["backward op (grad_fn)", "output", "module call (collapsed)"]
     grouped = magic(big, "--group", MLP_LOSS)
     html = grouped._repr_html_()
-    # the legend is part of the page, right below the picture (not a node dot places beside a clustered graph)
-    assert re.search(r'<div class="cm-pic"><svg\b.*?</svg>\s*</div><div class="cm-legend"', html, re.S)
-    assert "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot  # standalone files keep one
+    # the legend is part of the page, right below the picture (not a node dot places beside a
+    # clustered graph)
+    assert re.search(
+        r'<div class="cm-pic"><svg\b.*?</svg>\s*</div><div class="cm-legend"', html, re.S
+    )
+    assert (
+        "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot
+    )  # standalone files keep one
 
 
 @needs_dot
@@ -101,25 +124,40 @@ def test_saved_bytes_of_the_boxes_add_up_to_the_caption_or_the_caption_says_why(
     rnn = magic(big, "", RNN_LOOP)
     assert result.drawn_saved_bytes(rnn.drawn) == rnn.graph.saved_bytes_total
     assert "add up to" not in rnn.caption() and "75.1 KiB" in rnn.caption()
-    mlp = magic(big, "", MLP_LOSS)  # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
+    mlp = magic(
+        big, "", MLP_LOSS
+    )  # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
     shown = result.drawn_saved_bytes(mlp.drawn)
     assert shown > mlp.graph.saved_bytes_total
-    assert (f"saved for backward: {result.format_bytes(mlp.graph.saved_bytes_total)}" in mlp.caption()
-            and f"counted once, so the boxes add up to {result.format_bytes(shown)}" in mlp.caption())
+    assert (
+        f"saved for backward: {result.format_bytes(mlp.graph.saved_bytes_total)}" in mlp.caption()
+        and f"counted once, so the boxes add up to {result.format_bytes(shown)}" in mlp.caption()
+    )
 
 
 @needs_dot
 def test_no_hard_coded_colours_around_the_picture(big):
-    for line, cell in (("", MLP_LOSS), ("--group", MLP_LOSS), ("", "enc(src).sum()"), ("--format png", MLP_LOSS),
-                       ("--format dot", MLP_LOSS)):
+    for line, cell in (
+        ("", MLP_LOSS),
+        ("--group", MLP_LOSS),
+        ("", "enc(src).sum()"),
+        ("--format png", MLP_LOSS),
+        ("--format dot", MLP_LOSS),
+    ):
         page = _page_outside_pictures(magic(big, line, cell)._repr_html_())
-        page = re.sub(r"<pre>.*?</pre>", "", page, flags=re.S)  # the DOT source is text, not styling
+        page = re.sub(
+            r"<pre>.*?</pre>", "", page, flags=re.S
+        )  # the DOT source is text, not styling
         page = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
         assert style.hard_coded_colours(page) == [], line  # the rule every output's tests share
         without_vars = re.sub(r"var\(--jp-[\w-]+(?:,[^()]*)?\)", "", page)
         assert not re.search(r"#[0-9a-fA-F]{3,8}\b|rgba?\(|hsl\(", without_vars), line
-        assert not re.search(r"(?:color|background|border|fill|stroke)[\w-]*\s*[:=]\s*\"?(?:white|black|gr[ae]y|"
-                             r"silver|red|blue|green|yellow|orange)\b", without_vars, re.I), line
+        assert not re.search(
+            r"(?:color|background|border|fill|stroke)[\w-]*\s*[:=]\s*\"?(?:white|black|gr[ae]y|"
+            r"silver|red|blue|green|yellow|orange)\b",
+            without_vars,
+            re.I,
+        ), line
 
 
 @needs_dot

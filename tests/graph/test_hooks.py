@@ -32,7 +32,11 @@ def run_ckpt(m, x, reentrant=False):
 
 def _state(ip):
     ns = ip.user_ns
-    bn = {k: v.clone() for k, v in ns["model"].state_dict().items() if "running" in k or "num_batches" in k}
+    bn = {
+        k: v.clone()
+        for k, v in ns["model"].state_dict().items()
+        if "running" in k or "num_batches" in k
+    }
     return ns["calls"]["n"], bn, torch.get_rng_state().clone()
 
 
@@ -155,5 +159,7 @@ def test_tensor_list_with_none_entries_behind_hooks_not_unpacked():
     gr = G.walk([("", y)], show_saved=True)
     assert unpacked == []
     index = next(n for n in gr.of_kind(M.BACKWARD) if n.label == "IndexBackward0")
-    assert index.held == (("packed by test_tensor_list_with_none_entries_behind_hooks_not_unpacked", 1),)
+    assert index.held == (
+        ("packed by test_tensor_list_with_none_entries_behind_hooks_not_unpacked", 1),
+    )
     assert index.saved_bytes == 16

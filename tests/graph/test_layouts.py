@@ -56,8 +56,10 @@ def test_sparse_coo_and_csr_count_indices_and_values():
         warnings.simplefilter("ignore")
         csr = dense.to_sparse_csr()
         csc = dense.to_sparse_csc()
-    for t, comps in ((csr, (csr.crow_indices(), csr.col_indices(), csr.values())),
-                     (csc, (csc.ccol_indices(), csc.row_indices(), csc.values()))):
+    for t, comps in (
+        (csr, (csr.crow_indices(), csr.col_indices(), csr.values())),
+        (csc, (csc.ccol_indices(), csc.row_indices(), csc.values())),
+    ):
         parts, _ = G.storage_parts(t)
         assert sum(p[2] for p in parts) == 5 * 8 + 3 * 8 + 3 * 4  # the tensors themselves
         # whole storages (the index storage may be over-allocated by the conversion)
@@ -85,8 +87,9 @@ def test_nested_tensors_strided_and_jagged():
 def test_quantized_per_tensor_and_per_channel():
     q = torch.quantize_per_tensor(torch.randn(4, 4), 0.1, 0, torch.qint8)
     assert _bytes(q) == 16
-    qc = torch.quantize_per_channel(torch.randn(4, 4), torch.rand(4) + 0.1, torch.zeros(4, dtype=torch.long),
-                                    0, torch.qint8)
+    qc = torch.quantize_per_channel(
+        torch.randn(4, 4), torch.rand(4) + 0.1, torch.zeros(4, dtype=torch.long), 0, torch.qint8
+    )
     assert _bytes(qc) == 16 + 4 * 8 + 4 * 8  # int8 data, float64 scales, int64 zero points
 
 
@@ -114,8 +117,10 @@ def test_subclasses_inner_tensors_or_unknown():
 
 def test_unknown_size_is_marked_in_graph_and_summary(ip):
     """A hook whose packed object holds no tensor: the drawn graph says 'unknown size' instead of a guess."""
-    ip.run_cell("import torch\nw = torch.randn(20, requires_grad=True)\n"
-                "hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: object(), lambda p: None)")
+    ip.run_cell(
+        "import torch\nw = torch.randn(20, requires_grad=True)\n"
+        "hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: object(), lambda p: None)"
+    )
     r = ip.run_cell_magic("autograd_graph", "", "with hooks:\n    y = w.exp().sum()\ny")
     assert r.graph.saved_unknown == 1 and r.graph.saved_bytes_total == 0
     assert "1 tensor of unknown size" in r.summary_line()
@@ -128,14 +133,19 @@ def test_block_sparse_bsr_and_bsc_count_their_three_storages():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bsr, bsc = dense.to_sparse_bsr((2, 2)), dense.to_sparse_bsc((2, 2))
-    for t, comps in ((bsr, (bsr.crow_indices(), bsr.col_indices(), bsr.values())),
-                     (bsc, (bsc.ccol_indices(), bsc.row_indices(), bsc.values()))):
+    for t, comps in (
+        (bsr, (bsr.crow_indices(), bsr.col_indices(), bsr.values())),
+        (bsc, (bsc.ccol_indices(), bsc.row_indices(), bsc.values())),
+    ):
         parts, why = G.storage_parts(t)
         assert why == "" and len(parts) == 3
         assert [p[1] for p in parts] == [c.untyped_storage().nbytes() for c in comps]
         assert [p[2] for p in parts] == [c.numel() * c.element_size() for c in comps]
         _, node = _saved_by_keep(t)
-        assert node.saved_bytes == sum(c.untyped_storage().nbytes() for c in comps) and node.size_unknown == 0
+        assert (
+            node.saved_bytes == sum(c.untyped_storage().nbytes() for c in comps)
+            and node.size_unknown == 0
+        )
 
 
 def test_nested_subclasses_read_four_levels_deep_then_unknown():
@@ -164,14 +174,19 @@ def test_storage_parts_keys_are_device_and_address_own_bytes_per_view():
 def test_per_channel_scales_counted_inside_subclasses_or_the_size_is_unknown():
     from torch.testing._internal.two_tensor import TwoTensor
 
-    qc = torch.quantize_per_channel(torch.randn(4, 4), torch.rand(4) + 0.1, torch.zeros(4, dtype=torch.long),
-                                    0, torch.qint8)
+    qc = torch.quantize_per_channel(
+        torch.randn(4, 4), torch.rand(4) + 0.1, torch.zeros(4, dtype=torch.long), 0, torch.qint8
+    )
     t = TwoTensor(qc, qc)
     for _ in range(2):
         t = TwoTensor(t, t)
-    parts, why = G.storage_parts(t)  # qc three levels down: data, scales and zero points, 8 times over
+    parts, why = G.storage_parts(
+        t
+    )  # qc three levels down: data, scales and zero points, 8 times over
     assert why == "" and len(parts) == 24
-    assert sum(b for _, b in {key: nbytes for key, nbytes, _ in parts}.items()) == 16 + 4 * 8 + 4 * 8
+    assert (
+        sum(b for _, b in {key: nbytes for key, nbytes, _ in parts}.items()) == 16 + 4 * 8 + 4 * 8
+    )
     parts, why = G.storage_parts(TwoTensor(t, t))  # four levels down: its scales would be a fifth
     assert parts is None and why == "Tensor nested too deep"
 
@@ -180,7 +195,9 @@ def test_a_non_strided_subclass_without_readable_parts_is_unknown_by_its_layout(
     class SparseOpaque(torch.Tensor):
         @staticmethod
         def __new__(cls, size):
-            return torch.Tensor._make_wrapper_subclass(cls, size, dtype=torch.float32, layout=torch.sparse_coo)
+            return torch.Tensor._make_wrapper_subclass(
+                cls, size, dtype=torch.float32, layout=torch.sparse_coo
+            )
 
         @classmethod
         def __torch_dispatch__(cls, func, types, args=(), kwargs=None):

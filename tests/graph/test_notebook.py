@@ -3,7 +3,6 @@
 import os
 import re
 import shutil
-import sys
 
 import pytest
 
@@ -22,7 +21,9 @@ def executed():
 
 
 def _graph_cells(nb):
-    return [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%autograd_graph")]
+    return [
+        c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%autograd_graph")
+    ]
 
 
 def test_no_cell_errors(executed):
@@ -41,25 +42,41 @@ def test_every_graph_cell_shows_inline_svg(executed):
 
 
 def test_tour_steps_show_what_they_teach(executed):
-    html = {c.source.splitlines()[-1]: next(o for o in c.outputs if o.output_type == "execute_result")
-            .data["text/html"] for c in _graph_cells(executed)}
-    assert "model.0.weight" in html["loss"]                           # parameters named by module path
-    assert "freed by backward" in html["q"]                            # F11
+    html = {
+        c.source.splitlines()[-1]: next(
+            o for o in c.outputs if o.output_type == "execute_result"
+        ).data["text/html"]
+        for c in _graph_cells(executed)
+    }
+    assert "model.0.weight" in html["loss"]  # parameters named by module path
+    assert "freed by backward" in html["q"]  # F11
     skipped = html['{"tracked": (x * 2).sum(), "no_grad": frozen, "detached": cut}']
-    assert "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn" in skipped  # no_grad output skipped, with a note
-    text = "".join(o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
-                   for c in executed.cells if c.cell_type == "code" for o in c.outputs)
+    assert (
+        "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn" in skipped
+    )  # no_grad output skipped, with a note
+    text = "".join(
+        o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
+        for c in executed.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )
     assert "tensor([3., 3., 3.])" in text and "tensor([ 4.,  8., 12.])" in text
 
 
 def test_big_models_get_the_automatic_view(executed):
     """The tour's big-model cells: a 6-layer encoder and a 400-step RNNCell loop, folded into one box each."""
-    html = {c.source: next(o for o in c.outputs if o.output_type == "execute_result").data["text/html"]
-            for c in _graph_cells(executed)}
+    html = {
+        c.source: next(o for o in c.outputs if o.output_type == "execute_result").data["text/html"]
+        for c in _graph_cells(executed)
+    }
     encoder = next(h for src, h in html.items() if "TransformerEncoder(" in src)
     loop = next(h for src, h in html.items() if "range(400)" in src)
     assert "TransformerEncoderLayer x 6" in encoder and "454 autograd nodes (" in encoder
     assert "rnn (RNNCell) x 400" in loop and "2405 autograd nodes (" in loop
     for h in (encoder, loop):
-        size = re.search(r'<svg style="max-width:100%;height:auto" width="(\d+)pt" height="(\d+)pt"', h)
-        assert size and int(size.group(1)) < 1000 and int(size.group(2)) < 1000, size  # a screen, not 22,620 px
+        size = re.search(
+            r'<svg style="max-width:100%;height:auto" width="(\d+)pt" height="(\d+)pt"', h
+        )
+        assert size and int(size.group(1)) < 1000 and int(size.group(2)) < 1000, (
+            size
+        )  # a screen, not 22,620 px

@@ -1,4 +1,4 @@
-""""Nothing to draw" names the real cause (issue 12)."""
+""" "Nothing to draw" names the real cause (issue 12)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,11 @@ from .common import magic
 
 def test_integer_result_blamed_on_dtype_not_no_grad(ip):
     ip.run_cell("import torch\nemb = torch.nn.Embedding(10, 4)\ntok = torch.tensor([1, 2, 3])")
-    with pytest.raises(UsageError, match=r"dtype is int64: only floating-point and complex tensors carry "
-                                         r"gradients") as info:
+    with pytest.raises(
+        UsageError,
+        match=r"dtype is int64: only floating-point and complex tensors carry "
+        r"gradients",
+    ) as info:
         magic(ip, "", "e = emb(tok)\ntok.sum()")
     assert "no_grad" not in str(info.value) and "detach" not in str(info.value)
 
@@ -23,10 +26,15 @@ def test_bool_result(ip):
 
 
 def test_reentrant_checkpoint_without_grad_inputs(ip):
-    ip.run_cell("import torch\nfrom torch.utils.checkpoint import checkpoint\nlin = torch.nn.Linear(4, 4)\n"
-                "x = torch.randn(2, 4)")
-    with pytest.raises(UsageError, match=r"use_reentrant=True\)` returns a result without a graph when none of "
-                                         r"its tensor inputs requires grad"):
+    ip.run_cell(
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\nlin = torch.nn.Linear(4, 4)\n"
+        "x = torch.randn(2, 4)"
+    )
+    with pytest.raises(
+        UsageError,
+        match=r"use_reentrant=True\)` returns a result without a graph when none of "
+        r"its tensor inputs requires grad",
+    ):
         magic(ip, "", "y = checkpoint(lin, x, use_reentrant=True)\ny.sum()")
 
 
@@ -37,7 +45,9 @@ def test_torch_func_transform(ip):
 
 
 def test_inference_mode_tensor_made_in_another_cell(ip):
-    ip.run_cell("import torch\nlin = torch.nn.Linear(3, 3)\nwith torch.inference_mode():\n    y = lin(torch.randn(2, 3))")
+    ip.run_cell(
+        "import torch\nlin = torch.nn.Linear(3, 3)\nwith torch.inference_mode():\n    y = lin(torch.randn(2, 3))"
+    )
     with pytest.raises(UsageError, match=r"made under `torch.inference_mode\(\)`.*can never join"):
         magic(ip, "", "y * 2")
 

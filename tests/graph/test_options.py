@@ -8,14 +8,22 @@ from IPython.core.error import UsageError
 from .common import magic
 
 
-@pytest.mark.parametrize("flags, match", [
-    ("--timeout nan", "--timeout must be"), ("--timeout inf", "--timeout must be"),
-    ("--timeout 1e300", "--timeout must be"), ("--timeout 0", "--timeout must be"),
-    ("--timeout -1", "--timeout must be"), ("--max-nodes 0", "--max-nodes must be"),
-    ("--max-nodes -4", "--max-nodes must be"),
-    ("--save {tmp}/no/such/folder/g.svg", "does not exist"), ("--save {tmp}/g.txt", "must end in"),
-    ("--save {tmp}/g", "must end in"), ("--save {tmp}/adir.svg", "is a folder"),
-])
+@pytest.mark.parametrize(
+    "flags, match",
+    [
+        ("--timeout nan", "--timeout must be"),
+        ("--timeout inf", "--timeout must be"),
+        ("--timeout 1e300", "--timeout must be"),
+        ("--timeout 0", "--timeout must be"),
+        ("--timeout -1", "--timeout must be"),
+        ("--max-nodes 0", "--max-nodes must be"),
+        ("--max-nodes -4", "--max-nodes must be"),
+        ("--save {tmp}/no/such/folder/g.svg", "does not exist"),
+        ("--save {tmp}/g.txt", "must end in"),
+        ("--save {tmp}/g", "must end in"),
+        ("--save {tmp}/adir.svg", "is a folder"),
+    ],
+)
 def test_bad_flags_are_usage_errors_before_the_cell_runs(w, tmp_path, flags, match):
     (tmp_path / "adir.svg").mkdir()
     w.user_ns.pop("ran", None)

@@ -14,17 +14,30 @@ from .common import LSTM_CELL, magic, needs_dot
 @needs_dot
 def test_mlp_graph_names_parameters_and_renders_svg(mlp):
     r = magic(mlp, "", "out = model(x)\nloss = out.pow(2).mean()\nloss")
-    assert sorted(r.graph.labels(M.PARAM)) == ["model.0.bias", "model.0.weight", "model.2.bias",
-                                               "model.2.weight"]
+    assert sorted(r.graph.labels(M.PARAM)) == [
+        "model.0.bias",
+        "model.0.weight",
+        "model.2.bias",
+        "model.2.weight",
+    ]
     assert r.graph.labels(M.OUTPUT) == ["loss"]
     assert Counter(r.graph.labels(M.BACKWARD)) == Counter(
-        {"AddmmBackward0": 2, "TBackward0": 2, "ReluBackward0": 1, "PowBackward0": 1, "MeanBackward0": 1})
+        {
+            "AddmmBackward0": 2,
+            "TBackward0": 2,
+            "ReluBackward0": 1,
+            "PowBackward0": 1,
+            "MeanBackward0": 1,
+        }
+    )
     assert r.svg.lstrip().startswith("<?xml") and "model.0.weight" in r.svg
     html = r._repr_html_()
     assert "<svg" in html and "overflow:auto" in html
     # the terminal form: summary plus a bounded text outline (the terminal's only view of the graph)
     text = repr(r)
-    assert text.startswith("autograd graph:") and "model.0.weight" in text and "AddmmBackward0" in text
+    assert (
+        text.startswith("autograd graph:") and "model.0.weight" in text and "AddmmBackward0" in text
+    )
     assert len(text.splitlines()) <= 45 and max(len(line) for line in text.splitlines()) <= 100
     assert mlp.user_ns["loss"].grad_fn is not None  # the cell's variables land in the namespace
     assert r.graph.saved_bytes_total > 0
@@ -51,16 +64,20 @@ def test_missing_dot_text_fits_100_columns(lstm, monkeypatch):
 def test_inline_svg_is_scaled_to_the_output_width_with_a_1_to_1_toggle(lstm):
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)  # a big picture: 1716 pt wide at 1:1
     html = r._repr_html_()
-    svg = html[html.index("<svg style="):]
+    svg = html[html.index("<svg style=") :]
     assert svg.startswith('<svg style="max-width:100%;height:auto"') and "viewBox=" in svg[:400]
-    # the toggle is a <details> before the picture; open, a CSS sibling rule lifts max-width (no script)
+    # the toggle is a <details> before the picture; open, a CSS sibling rule lifts max-width (no
+    # script)
     assert html.index('<details class="cm-zoom">') < html.index('<div class="cm-pic">')
     assert "details.cm-zoom[open]~.cm-pic svg" in html and "max-width:none!important" in html
     assert "<script" not in html
 
 
 def test_notes_render_code_spans_in_html_and_one_op_is_singular():
-    assert result._code_spans(esc("`['no_grad']` has no grad_fn")) == "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn"
+    assert (
+        result._code_spans(esc("`['no_grad']` has no grad_fn"))
+        == "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn"
+    )
     assert dot.plural(1, "op") == "1 op" and dot.plural(3, "op") == "3 ops"
 
 
@@ -68,11 +85,13 @@ def _outline_lines(r) -> list:
     """The lines of the terminal text from the outline's first line to the end (the outline closes the text)."""
     text = repr(r).splitlines()
     first = result.outline(r.drawn, result.OUTLINE_LINES).splitlines()[0][:99]
-    return text[[i for i, line in enumerate(text) if line.startswith(first)][-1]:]
+    return text[[i for i, line in enumerate(text) if line.startswith(first)][-1] :]
 
 
 def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
-    monkeypatch.setenv("PATH", "/nonexistent")  # `dot` hidden: the outline is the terminal's only view
+    monkeypatch.setenv(
+        "PATH", "/nonexistent"
+    )  # `dot` hidden: the outline is the terminal's only view
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     assert r.problem == "dot missing" and len(r.drawn.nodes) > 60
     lines = _outline_lines(r)
@@ -93,7 +112,18 @@ def test_autograd_graph_manual_is_complete(ip, capsys):
     ip.run_line_magic("pinfo", "%%autograd_graph")
     manual = " ".join(capsys.readouterr().out.split())
     assert "%%autograd_graph [-o NAME[,NAME...]]" in manual  # the usage line, not %autograd_graph
-    for words in ("RLIMIT_STACK", "120 MiB", "at most 40 lines", "text outline", "--save PATH",
-                  "the folder must exist", "before the cell runs", "Not saved to PATH", "Without the Graphviz",
-                  "install command", "DOT source", "Examples"):
+    for words in (
+        "RLIMIT_STACK",
+        "120 MiB",
+        "at most 40 lines",
+        "text outline",
+        "--save PATH",
+        "the folder must exist",
+        "before the cell runs",
+        "Not saved to PATH",
+        "Without the Graphviz",
+        "install command",
+        "DOT source",
+        "Examples",
+    ):
         assert words in manual, words

@@ -31,8 +31,14 @@ def test_show_saved_and_show_attrs_are_mapped(mlp):
 
 
 def test_deep_graph_is_a_usage_error_not_a_recursion_error(w):
-    with pytest.raises(UsageError, match=r"recurses once per autograd node and this graph has \d+ of them"):
-        magic(w, "--engine torchviz --format dot", "y = w\nfor _ in range(3000):\n    y = y * 1.0001\ny.sum()")
+    with pytest.raises(
+        UsageError, match=r"recurses once per autograd node and this graph has \d+ of them"
+    ):
+        magic(
+            w,
+            "--engine torchviz --format dot",
+            "y = w\nfor _ in range(3000):\n    y = y * 1.0001\ny.sum()",
+        )
 
 
 def test_options_of_the_default_engine_refused_before_the_cell_runs(w):
@@ -43,10 +49,16 @@ def test_options_of_the_default_engine_refused_before_the_cell_runs(w):
 
 
 def test_checkpoint_falls_back_to_our_engine_without_unpacking(ip):
-    ip.run_cell("import torch\nfrom torch.utils.checkpoint import checkpoint\nn = [0]\n"
-                "lin = torch.nn.Linear(4, 4)\nx = torch.randn(2, 4)\n"
-                "def block(a):\n    n[0] += 1\n    return torch.tanh(lin(a))")
-    r = magic(ip, "--engine torchviz --show-saved --format dot", "checkpoint(block, x, use_reentrant=False).sum()")
+    ip.run_cell(
+        "import torch\nfrom torch.utils.checkpoint import checkpoint\nn = [0]\n"
+        "lin = torch.nn.Linear(4, 4)\nx = torch.randn(2, 4)\n"
+        "def block(a):\n    n[0] += 1\n    return torch.tanh(lin(a))"
+    )
+    r = magic(
+        ip,
+        "--engine torchviz --show-saved --format dot",
+        "checkpoint(block, x, use_reentrant=False).sum()",
+    )
     assert ip.user_ns["n"] == [1]
     assert any("drawn with the default engine instead" in note for note in r.notes)
 
@@ -60,19 +72,29 @@ def test_dot_time_limit_applies(mlp, tmp_path, monkeypatch):
 
 @needs_dot
 def test_odd_names_are_escaped(ip):
-    ip.run_cell("import torch\nlayers = {'a\"b\\\\\\n<i>': torch.nn.Linear(2, 2)}\nx = torch.randn(1, 2)")
+    ip.run_cell(
+        "import torch\nlayers = {'a\"b\\\\\\n<i>': torch.nn.Linear(2, 2)}\nx = torch.randn(1, 2)"
+    )
     r = magic(ip, "--engine torchviz", "layers['a\"b\\\\\\n<i>'](x).sum()")
     assert r.image is not None and r.problem == ""
 
 
 def test_works_without_distutils_and_leaves_sys_modules_alone():
-    """torchviz 0.0.3 imports distutils (gone in Python 3.12): imported through a temporary shim."""
-    code = ("import sys\nsys.modules['distutils'] = None\nsys.modules['distutils.version'] = None\n"
-            "from cudamagic.graph import tv\nmake_dot = tv.import_make_dot()\n"
-            "print(make_dot.__module__, sys.modules['distutils'], sys.modules['distutils.version'])\n"
-            "import torch\nx = torch.randn(2, requires_grad=True)\n"
-            "print('MulBackward0' in make_dot((x * 2).sum()).source)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         check=False)
+    """Torchviz 0.0.3 imports distutils (gone in Python 3.12): imported through a temporary shim."""
+    code = (
+        "import sys\nsys.modules['distutils'] = None\nsys.modules['distutils.version'] = None\n"
+        "from cudamagic.graph import tv\nmake_dot = tv.import_make_dot()\n"
+        "print(make_dot.__module__, sys.modules['distutils'], sys.modules['distutils.version'])\n"
+        "import torch\nx = torch.randn(2, requires_grad=True)\n"
+        "print('MulBackward0' in make_dot((x * 2).sum()).source)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["torchviz.dot", "None", "None", "True"]

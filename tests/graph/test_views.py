@@ -9,64 +9,89 @@ from .common import LSTM_CELL, magic
 
 
 def test_collapse_and_fold_repeated_blocks(ip):
-    ip.run_cell("import torch\ntorch.manual_seed(0)\n"
-                "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, "
-                "batch_first=True), 4)\nsrc = torch.randn(2, 5, 16, requires_grad=True)")
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\n"
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, "
+        "batch_first=True), 4)\nsrc = torch.randn(2, 5, 16, requires_grad=True)"
+    )
     r = magic(ip, "--depth 1 --format dot", "enc(src).sum()")
     boxes = r.drawn.of_kind(M.MODULE)
     assert [(b.label, b.count) for b in boxes] == [("TransformerEncoderLayer x 4", 4)]
     assert dict(boxes[0].attrs)["calls"] == "enc.layers.0 … enc.layers.3"
-    assert boxes[0].ops == sum(1 for n in r.graph.nodes if n.kind == M.BACKWARD and n.call is not None
-                               and r.graph.calls[n.call].depth >= 2)
+    assert boxes[0].ops == sum(
+        1
+        for n in r.graph.nodes
+        if n.kind == M.BACKWARD and n.call is not None and r.graph.calls[n.call].depth >= 2
+    )
     unfolded = magic(ip, "--depth 1 --no-fold --format dot", "enc(src).sum()")
-    assert [b.label for b in unfolded.drawn.of_kind(M.MODULE)] == [f"enc.layers.{i}" for i in range(4)]
+    assert [b.label for b in unfolded.drawn.of_kind(M.MODULE)] == [
+        f"enc.layers.{i}" for i in range(4)
+    ]
     grouped = magic(ip, "--group --format dot", "enc(src).sum()")
-    assert 'subgraph cluster_c0' in grouped.dot and 'label="enc (TransformerEncoder)"' in grouped.dot
+    assert (
+        "subgraph cluster_c0" in grouped.dot and 'label="enc (TransformerEncoder)"' in grouped.dot
+    )
 
 
 def test_folded_box_counts_shared_storages_once(lstm):
     r = magic(lstm, "--depth 0 --format dot --shared-params", LSTM_CELL)
     boxes = r.drawn.of_kind(M.MODULE)
     assert len(boxes) == 1 and boxes[0].count == 30
-    # every step saves a view of xs (the whole 3.75 KiB storage): the sum over nodes was 6x the total
+    # every step saves a view of xs (the whole 3.75 KiB storage): the sum over nodes was 6x the
+    # total
     assert boxes[0].saved_bytes <= r.graph.saved_bytes_total
     assert boxes[0].saved_bytes > 0.9 * r.graph.saved_bytes_total
-    assert dot.node_text(boxes[0]).startswith("cell (LSTMCell) x 30\n") and "cell … cell" not in r.dot
+    assert (
+        dot.node_text(boxes[0]).startswith("cell (LSTMCell) x 30\n") and "cell … cell" not in r.dot
+    )
 
 
 def test_collapsed_caption_counts_every_autograd_node(ip):
-    ip.run_cell("import torch\ntorch.manual_seed(0)\n"
-                "layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)\n"
-                "enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)\n"
-                "src = torch.randn(2, 5, 16)")
-    r = magic(ip, "--depth 1 --no-fold --format dot", "enc(src).sum()")  # two boxes (folded: one, x 2)
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\n"
+        "layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)\n"
+        "enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)\n"
+        "src = torch.randn(2, 5, 16)"
+    )
+    r = magic(
+        ip, "--depth 1 --no-fold --format dot", "enc(src).sum()"
+    )  # two boxes (folded: one, x 2)
     boxes = r.drawn.of_kind(M.MODULE)
     assert len(boxes) == 2
     assert sum(b.saved_bytes for b in boxes) <= r.graph.saved_bytes_total
     total = sum(r.graph.op_counts().values())
-    assert f'label="autograd graph: {total} autograd nodes (' in r.dot  # the standalone file's caption
+    assert (
+        f'label="autograd graph: {total} autograd nodes (' in r.dot
+    )  # the standalone file's caption
     assert "2 module boxes" in r.dot and "1 autograd nodes" not in r.dot
 
 
 def test_twelve_layer_encoder_folds_to_x12_with_or_without_an_input_requiring_grad(ip):
-    ip.run_cell("import torch\ntorch.manual_seed(0)\n"
-                "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, "
-                "batch_first=True), 12, enable_nested_tensor=False)\n"
-                "plain = torch.randn(2, 5, 16)\nwith_grad = torch.randn(2, 5, 16, requires_grad=True)")
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\n"
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, "
+        "batch_first=True), 12, enable_nested_tensor=False)\n"
+        "plain = torch.randn(2, 5, 16)\nwith_grad = torch.randn(2, 5, 16, requires_grad=True)"
+    )
     for src in ("plain", "with_grad"):
         r = magic(ip, "--depth 1 --format dot", f"enc({src}).sum()")
         boxes = r.drawn.of_kind(M.MODULE)
         assert [(b.label, b.count) for b in boxes] == [("TransformerEncoderLayer x 12", 12)], src
         assert dict(boxes[0].attrs)["calls"] == "enc.layers.0 … enc.layers.11"
-        assert boxes[0].ops == sum(1 for n in r.graph.nodes if n.kind == M.BACKWARD and n.call is not None
-                                   and r.graph.calls[n.call].depth >= 2)
+        assert boxes[0].ops == sum(
+            1
+            for n in r.graph.nodes
+            if n.kind == M.BACKWARD and n.call is not None and r.graph.calls[n.call].depth >= 2
+        )
 
 
 def test_different_first_block_is_not_folded_in(ip):
     # a Linear(16, 16) before three Linear(16, 16)+ReLU blocks: other type, stays its own box
-    ip.run_cell("import torch\ntorch.manual_seed(0)\n"
-                "blk = lambda: torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())\n"
-                "net = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(16, 16)), blk(), blk(), blk())\n"
-                "x = torch.randn(2, 16)")
+    ip.run_cell(
+        "import torch\ntorch.manual_seed(0)\n"
+        "blk = lambda: torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())\n"
+        "net = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(16, 16)), blk(), blk(), blk())\n"
+        "x = torch.randn(2, 16)"
+    )
     r = magic(ip, "--depth 1 --format dot", "net(x).sum()")
     assert sorted(b.label for b in r.drawn.of_kind(M.MODULE)) == ["Sequential x 3", "net.0"]

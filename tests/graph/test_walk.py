@@ -1,5 +1,6 @@
-"""Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved tensors,
-no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py."""
+"""Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved
+tensors, no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from cudamagic.graph import walk as G
 
 from .common import magic
 
+
 def test_walk_small_graph_structure():
     x = torch.randn(3, requires_grad=True)
     w = torch.randn(3, requires_grad=True)
@@ -24,9 +26,15 @@ def test_walk_small_graph_structure():
     gr = G.walk([("", y)], tensor_names={id(x): "x", id(w): "w"})
     assert gr.labels(M.BACKWARD) == ["SumBackward0", "MulBackward0"]
     assert sorted(gr.labels(M.LEAF)) == ["w", "x"]
-    assert gr.label_edges() == Counter({("SumBackward0", "output"): 1, ("MulBackward0", "SumBackward0"): 1,
-                                        ("AccumulateGrad", "MulBackward0"): 2, ("x", "AccumulateGrad"): 1,
-                                        ("w", "AccumulateGrad"): 1})
+    assert gr.label_edges() == Counter(
+        {
+            ("SumBackward0", "output"): 1,
+            ("MulBackward0", "SumBackward0"): 1,
+            ("AccumulateGrad", "MulBackward0"): 2,
+            ("x", "AccumulateGrad"): 1,
+            ("w", "AccumulateGrad"): 1,
+        }
+    )
     mul = gr.of_kind(M.BACKWARD)[1]
     assert mul.saved_bytes == 0  # x and w are leaves: parameters are not counted
     assert [n.id for n in gr.nodes] == [f"n{i}" for i in range(len(gr.nodes))]
@@ -34,8 +42,8 @@ def test_walk_small_graph_structure():
 
 def test_saved_bytes_counts_activations_once():
     x = torch.randn(1000, requires_grad=True)
-    h = x.exp()          # ExpBackward0 saves its result (4000 B)
-    y = (h * h).sum()    # MulBackward0 saves h twice: one storage
+    h = x.exp()  # ExpBackward0 saves its result (4000 B)
+    y = (h * h).sum()  # MulBackward0 saves h twice: one storage
     gr = G.walk([("", y)])
     by = {n.label: n for n in gr.of_kind(M.BACKWARD)}
     assert by["MulBackward0"].saved_bytes == 4000
@@ -90,7 +98,10 @@ def test_builtin_saved_tensors_after_backward_are_marked_freed():
     saved = gr.of_kind(M.SAVED)
     assert {n.label for n in saved} == {"self (freed by backward)", "other (freed by backward)"}
     assert all(n.freed for n in saved)
-    assert [(n.label, n.freed) for n in gr.of_kind(M.BACKWARD)] == [("SumBackward0", False), ("MulBackward0", True)]
+    assert [(n.label, n.freed) for n in gr.of_kind(M.BACKWARD)] == [
+        ("SumBackward0", False),
+        ("MulBackward0", True),
+    ]
     assert "freed by backward" in dot.to_dot(gr)
 
 
@@ -111,8 +122,12 @@ def test_torchviz_parity_on_small_graphs():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 1))
     x = torch.randn(2, 4, requires_grad=True)
-    cases = [model(x).sum(), (x * x).exp().mean(), torch.cat([x.sin(), x.cos()], 1)[0].sum(),
-             torch.nn.functional.softmax(model(x), 0).prod()]
+    cases = [
+        model(x).sum(),
+        (x * x).exp().mean(),
+        torch.cat([x.sin(), x.cos()], 1)[0].sum(),
+        torch.nn.functional.softmax(model(x), 0).prod(),
+    ]
     for y in cases:
         ours = G.walk([("", y)], shared_params=True).label_edges(kinds=(M.GRAD, M.TO_OUTPUT))
         tv_graph = torchviz.make_dot(y)
@@ -138,7 +153,9 @@ def test_torchviz_parity_on_small_graphs():
 
 def test_saved_view_shows_its_own_bytes_and_the_storage_it_keeps(ip):
     """A batch sliced from a big tensor: the op saves 3 KiB of view but keeps the 350 KiB storage alive."""
-    ip.run_cell("import torch\nlin = torch.nn.Linear(64, 8)\nX = torch.randn(1400, 64)\nxb = X[1380:]")
+    ip.run_cell(
+        "import torch\nlin = torch.nn.Linear(64, 8)\nX = torch.randn(1400, 64)\nxb = X[1380:]"
+    )
     r = magic(ip, "--format dot", "lin(xb).sum()")
     addmm = next(n for n in r.nodes if n.label == "AddmmBackward0")
     assert addmm.saved_view_bytes == 20 * 64 * 4 and addmm.saved_bytes == 1400 * 64 * 4
@@ -195,9 +212,11 @@ def test_guard_deep_free_raises_the_stack_limit_or_warns(monkeypatch):
     assert "5000 autograd nodes" in note and "cannot be raised" in note
     assert "Keep graphs you draw under about 2,000 chained ops, or restart the kernel" in note
 
+
 def test_walk_records_each_node_and_edge_with_its_module_call():
-    """Every field the views and renderers read: kinds, labels, tensor metadata, the innermost module call
-    (the Net's own op is in call 0, the op after the call in none), saved bytes (torch's storage sizes)."""
+    """Every field the views and renderers read: kinds, labels, tensor metadata, the innermost
+    module call (the Net's own op is in call 0, the op after the call in none), saved bytes (torch's storage sizes).
+    """
     from cudamagic.graph.capture import ModuleCallRecorder
 
     class Net(torch.nn.Module):
@@ -206,7 +225,9 @@ def test_walk_records_each_node_and_edge_with_its_module_call():
             self.lin = torch.nn.Linear(3, 2)
 
         def forward(self, x):
-            return self.lin(x).relu()  # AddmmBackward0 and TBackward0 in net.lin, ReluBackward0 in net itself
+            return self.lin(
+                x
+            ).relu()  # AddmmBackward0 and TBackward0 in net.lin, ReluBackward0 in net itself
 
     net, x = Net(), torch.randn(4, 3)
     rec = ModuleCallRecorder()
@@ -216,9 +237,17 @@ def test_walk_records_each_node_and_edge_with_its_module_call():
     calls, starts, ends = rec.resolve({id(net): "net", id(net.lin): "net.lin"})
     assert [c.path for c in calls] == ["net", "net.lin"]
     names = {id(net.lin.weight): "net.lin.weight", id(net.lin.bias): "net.lin.bias"}
-    gr = G.walk([("y", y), ("", v)], tensor_names=names, calls=calls, call_starts=starts, call_ends=ends,
-                shared_params=True)
-    got = [(n.id, n.kind, n.label, n.shape, n.dtype, n.device, n.call, n.saved_bytes) for n in gr.nodes]
+    gr = G.walk(
+        [("y", y), ("", v)],
+        tensor_names=names,
+        calls=calls,
+        call_starts=starts,
+        call_ends=ends,
+        shared_params=True,
+    )
+    got = [
+        (n.id, n.kind, n.label, n.shape, n.dtype, n.device, n.call, n.saved_bytes) for n in gr.nodes
+    ]
     assert got == [
         ("n0", M.OUTPUT, "y", (), "float32", "cpu", None, 0),
         ("n1", M.BACKWARD, "SumBackward0", None, "", "", None, 0),
@@ -234,16 +263,26 @@ def test_walk_records_each_node_and_edge_with_its_module_call():
         ("n11", M.BASE, "output (base)", (4, 2), "float32", "cpu", None, 0),
     ]
     assert [(e.src, e.dst, e.kind) for e in gr.edges] == [
-        ("n1", "n0", M.TO_OUTPUT), ("n2", "n1", M.GRAD), ("n3", "n2", M.GRAD), ("n4", "n3", M.GRAD),
-        ("n5", "n3", M.GRAD), ("n6", "n5", M.GRAD), ("n7", "n6", M.VARIABLE), ("n8", "n4", M.VARIABLE),
-        ("n10", "n9", M.TO_OUTPUT), ("n11", "n9", M.VIEW), ("n2", "n11", M.TO_OUTPUT), ("n2", "n10", M.GRAD)]
+        ("n1", "n0", M.TO_OUTPUT),
+        ("n2", "n1", M.GRAD),
+        ("n3", "n2", M.GRAD),
+        ("n4", "n3", M.GRAD),
+        ("n5", "n3", M.GRAD),
+        ("n6", "n5", M.GRAD),
+        ("n7", "n6", M.VARIABLE),
+        ("n8", "n4", M.VARIABLE),
+        ("n10", "n9", M.TO_OUTPUT),
+        ("n11", "n9", M.VIEW),
+        ("n2", "n11", M.TO_OUTPUT),
+        ("n2", "n10", M.GRAD),
+    ]
     assert [(s.name, s.nbytes) for s in gr.node("n2").saved] == [("result", 32)]
     assert gr.saved_bytes_total == 32 + 48 and gr.notes == [] and gr.view == "full"
 
 
 def test_output_and_leaf_labels_dtypes_and_names():
-    a = torch.randn(5, dtype=torch.float64, requires_grad=True)   # unnamed leaf
-    b = torch.randn(5, requires_grad=True)                        # a name without a dot: a leaf, not a param
+    a = torch.randn(5, dtype=torch.float64, requires_grad=True)  # unnamed leaf
+    b = torch.randn(5, requires_grad=True)  # a name without a dot: a leaf, not a param
     out = (a * 2).sum() + b.sum()
     gr = G.walk([("", out)], tensor_names={id(out): "total", id(b): "b"})
     assert gr.labels(M.OUTPUT) == ["total"]
@@ -255,8 +294,12 @@ def test_output_and_leaf_labels_dtypes_and_names():
 
 def test_module_calls_bisect_to_the_innermost_enclosing_call():
     """_call_of on hand-made intervals: nested, siblings, gaps, and an index past every call."""
-    calls = [M.ModuleCall(0, "a", "A", None, 1), M.ModuleCall(1, "a.b", "B", 0, 2),
-             M.ModuleCall(2, "a.c", "C", 0, 2), M.ModuleCall(3, "d", "D", None, 1)]
+    calls = [
+        M.ModuleCall(0, "a", "A", None, 1),
+        M.ModuleCall(1, "a.b", "B", 0, 2),
+        M.ModuleCall(2, "a.c", "C", 0, 2),
+        M.ModuleCall(3, "d", "D", None, 1),
+    ]
     starts, ends = [0, 2, 5, 10], [9, 4, 7, 12]
 
     class Fn:
@@ -267,8 +310,22 @@ def test_module_calls_bisect_to_the_innermost_enclosing_call():
             return self.seq
 
     where = {seq: G._call_of(Fn(seq), calls, starts, ends) for seq in range(14)}
-    assert where == {0: 0, 1: 0, 2: 1, 3: 1, 4: 0, 5: 2, 6: 2, 7: 0, 8: 0, 9: None, 10: 3, 11: 3, 12: None,
-                     13: None}
+    assert where == {
+        0: 0,
+        1: 0,
+        2: 1,
+        3: 1,
+        4: 0,
+        5: 2,
+        6: 2,
+        7: 0,
+        8: 0,
+        9: None,
+        10: 3,
+        11: 3,
+        12: None,
+        13: None,
+    }
     assert G._call_of(Fn(3), [], [], []) is None
 
 
@@ -300,23 +357,30 @@ def test_walk_asks_the_deep_free_guard_with_the_autograd_node_count(monkeypatch)
     monkeypatch.setattr(G, "guard_deep_free", lambda n: asked.append(n) or "the guard's note")
     x = torch.randn(3, requires_grad=True)
     gr = G.walk([("y", (x * x.exp()).sum())], notes=["given"], shared_params=True)
-    assert asked == [4]  # SumBackward0, MulBackward0, ExpBackward0, AccumulateGrad; not the 2 tensors
+    assert asked == [
+        4
+    ]  # SumBackward0, MulBackward0, ExpBackward0, AccumulateGrad; not the 2 tensors
     assert gr.notes == ["given", "the guard's note"]
 
 
-@pytest.mark.parametrize("value, shown", [
-    ("x" * 50, "x" * 50),
-    ("x" * 51, "x" * 49 + "…"),
-    ("<Gen object at 0x7f3a2b4c5d60>", "<Gen object at 0x…>"),
-    (3, "3"),
-])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ("x" * 50, "x" * 50),
+        ("x" * 51, "x" * 49 + "…"),
+        ("<Gen object at 0x7f3a2b4c5d60>", "<Gen object at 0x…>"),
+        (3, "3"),
+    ],
+)
 def test_saved_attribute_text_is_short_and_has_no_addresses(value, shown):
     assert G._short(value) == shown
 
 
 def test_saved_attributes_shown_on_request_and_cut_at_50_characters():
-    x = torch.randn(*([1] * 15), 100, requires_grad=True)   # str of its 16 sizes: exactly 50 characters
-    z = torch.randn(*([1] * 16), 3, requires_grad=True)     # 17 sizes: 51 characters
+    x = torch.randn(
+        *([1] * 15), 100, requires_grad=True
+    )  # str of its 16 sizes: exactly 50 characters
+    z = torch.randn(*([1] * 16), 3, requires_grad=True)  # 17 sizes: 51 characters
     plain = G.walk([("", x.sum(0, keepdim=True).pow(3).sum())])
     assert all(n.attrs == () for n in plain.of_kind(M.BACKWARD))
     gr = G.walk([("", x.sum(0, keepdim=True).pow(3).sum() + z.sum())], show_attrs=True)
@@ -334,12 +398,20 @@ def test_guard_deep_free_thresholds_and_the_stack_it_asks_for(monkeypatch):
         return G.guard_deep_free(n)
 
     res = _FakeResource(8 * mib, -1)
-    assert guard(10_000, res) == "" and res.limits == (8 * mib, -1)  # at the threshold: nothing asked
+    assert guard(10_000, res) == "" and res.limits == (
+        8 * mib,
+        -1,
+    )  # at the threshold: nothing asked
     assert guard(10_001, res) == "" and res.limits == (8 * mib + 10_001 * 512, -1)
     res = _FakeResource(8 * mib, -1)
-    assert guard(200_000, res) == "" and res.limits == (8 * mib + 200_000 * 512, -1)  # exactly what it needs
+    assert guard(200_000, res) == "" and res.limits == (
+        8 * mib + 200_000 * 512,
+        -1,
+    )  # exactly what it needs
     res = _FakeResource(8 * mib, -1)
-    note = guard(300_000, res)  # would need 154 MiB: raised to the 120 MiB cap, and the user is told
+    note = guard(
+        300_000, res
+    )  # would need 154 MiB: raised to the 120 MiB cap, and the user is told
     assert res.limits == (120 * mib, -1)
     assert note.startswith("This graph has 300000 autograd nodes")
     assert "the stack limit can be raised only to 120 MiB" in note
@@ -355,13 +427,29 @@ def test_graph_model_lookups_by_id_kind_and_edge():
     x = torch.randn(3, requires_grad=True)
     w = torch.randn(3, requires_grad=True)
     y = (x * w).sum()
-    gr = G.walk([("y", y), ("v", y.view(1))], tensor_names={id(x): "x", id(w): "w"}, shared_params=True,
-                show_saved=True)
+    gr = G.walk(
+        [("y", y), ("v", y.view(1))],
+        tensor_names={id(x): "x", id(w): "w"},
+        shared_params=True,
+        show_saved=True,
+    )
     assert gr.node("n2").label == "MulBackward0" and gr.node("n2s1").kind == M.SAVED
     with pytest.raises(KeyError, match="n99"):
         gr.node("n99")
-    assert gr.labels() == ["y", "SumBackward0", "MulBackward0", "AccumulateGrad", "AccumulateGrad", "w", "x", "v",
-                           "ViewBackward0", "v (base)", "other", "self"]
+    assert gr.labels() == [
+        "y",
+        "SumBackward0",
+        "MulBackward0",
+        "AccumulateGrad",
+        "AccumulateGrad",
+        "w",
+        "x",
+        "v",
+        "ViewBackward0",
+        "v (base)",
+        "other",
+        "self",
+    ]
     assert gr.labels(M.OUTPUT, M.BASE) == ["y", "v", "v (base)"]
     assert [n.id for n in gr.of_kind(M.LEAF, M.SAVED)] == ["n5", "n6", "n2s0", "n2s1"]
     assert gr.of_kind() == []
@@ -369,21 +457,35 @@ def test_graph_model_lookups_by_id_kind_and_edge():
     assert gr.inputs_of("n7") == ["n8", "n9"] and gr.inputs_of("n7", M.VIEW) == ["n9"]
     assert gr.inputs_of("n7", M.TO_OUTPUT) == ["n8"] and gr.inputs_of("n0", M.GRAD) == []
     # structure without ids: grad, variable and output edges only (not view or saved edges)
-    assert gr.label_edges() == Counter({("SumBackward0", "y"): 1, ("MulBackward0", "SumBackward0"): 1,
-                                        ("AccumulateGrad", "MulBackward0"): 2, ("w", "AccumulateGrad"): 1,
-                                        ("x", "AccumulateGrad"): 1, ("ViewBackward0", "v"): 1,
-                                        ("SumBackward0", "v (base)"): 1, ("SumBackward0", "ViewBackward0"): 1})
-    assert gr.label_edges(kinds=(M.VIEW, M.SAVED_EDGE)) == Counter({("v (base)", "v"): 1, ("MulBackward0", "other"): 1,
-                                                                  ("MulBackward0", "self"): 1})
-    assert gr.op_counts() == Counter({"SumBackward0": 1, "MulBackward0": 1, "AccumulateGrad": 2,
-                                      "ViewBackward0": 1})
+    assert gr.label_edges() == Counter(
+        {
+            ("SumBackward0", "y"): 1,
+            ("MulBackward0", "SumBackward0"): 1,
+            ("AccumulateGrad", "MulBackward0"): 2,
+            ("w", "AccumulateGrad"): 1,
+            ("x", "AccumulateGrad"): 1,
+            ("ViewBackward0", "v"): 1,
+            ("SumBackward0", "v (base)"): 1,
+            ("SumBackward0", "ViewBackward0"): 1,
+        }
+    )
+    assert gr.label_edges(kinds=(M.VIEW, M.SAVED_EDGE)) == Counter(
+        {("v (base)", "v"): 1, ("MulBackward0", "other"): 1, ("MulBackward0", "self"): 1}
+    )
+    assert gr.op_counts() == Counter(
+        {"SumBackward0": 1, "MulBackward0": 1, "AccumulateGrad": 2, "ViewBackward0": 1}
+    )
 
 
 def test_op_counts_add_the_ops_folded_into_runs_and_calls_have_titles():
-    nodes = [M.GraphNode("n1", M.BACKWARD, "SinBackward0"),
-             M.GraphNode("r0", M.RUN, "SinBackward0 x 7", attrs=(("SinBackward0", "7"), ("CosBackward0", "2"))),
-             M.GraphNode("m2", M.MODULE, "enc (Linear)"),
-             M.GraphNode("n3", M.ACCUMULATE, "AccumulateGrad")]
+    nodes = [
+        M.GraphNode("n1", M.BACKWARD, "SinBackward0"),
+        M.GraphNode(
+            "r0", M.RUN, "SinBackward0 x 7", attrs=(("SinBackward0", "7"), ("CosBackward0", "2"))
+        ),
+        M.GraphNode("m2", M.MODULE, "enc (Linear)"),
+        M.GraphNode("n3", M.ACCUMULATE, "AccumulateGrad"),
+    ]
     gr = M.AutogradGraph(nodes, [])
     assert gr.op_counts() == Counter({"SinBackward0": 8, "CosBackward0": 2, "AccumulateGrad": 1})
     assert M.ModuleCall(0, "model.enc", "Linear", None, 1).title == "model.enc (Linear)"

@@ -1,5 +1,6 @@
-"""Whole fact sets for the findings tests: facts collected through the fake NVML, with a PyTorch or nvcc
-section swapped in."""
+"""Whole fact sets for the findings tests: facts collected through the fake NVML, with a PyTorch or
+nvcc section swapped in.
+"""
 
 from cudamagic.core.na import NA
 from cudamagic.info.facts import collect_facts
@@ -8,12 +9,19 @@ from cudamagic.info.versions import parse_torch_version
 
 def torch_facts(version="2.13.0+cpu", cuda=None, available=False, count=0, arch=()):
     return {
-        "installed": True, "version": version, "variant": parse_torch_version(version),
+        "installed": True,
+        "version": version,
+        "variant": parse_torch_version(version),
         "file": "/x/torch/__init__.py",
         "cuda_build": cuda or NA("this PyTorch build has no CUDA support", "not_available"),
-        "hip_build": NA("not a ROCm build", "not_available"), "cudnn": NA("x", "not_available"),
-        "nccl": NA("x", "not_available"), "cuda_available": available, "device_count": count,
-        "arch_list": list(arch), "cuda_initialized": False, "devices": [],
+        "hip_build": NA("not a ROCm build", "not_available"),
+        "cudnn": NA("x", "not_available"),
+        "nccl": NA("x", "not_available"),
+        "cuda_available": available,
+        "device_count": count,
+        "arch_list": list(arch),
+        "cuda_initialized": False,
+        "devices": [],
     }
 
 

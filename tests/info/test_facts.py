@@ -1,5 +1,6 @@
-"""Tier 1: collecting the facts through the fake NVML: GPUs, MIG, CUDA ordinals under CUDA_VISIBLE_DEVICES and
-CUDA_DEVICE_ORDER, a missing PyTorch, a failing NVML call."""
+"""Tier 1: collecting the facts through the fake NVML: GPUs, MIG, CUDA ordinals under
+CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, a missing PyTorch, a failing NVML call.
+"""
 
 from cudamagic.core.na import NA, is_na
 from cudamagic.info.facts import collect, collect_facts, map_cuda_ordinals
@@ -34,7 +35,11 @@ def test_cvd_hides_all(fake_nvml):
 
 
 def test_cvd_unknown_index(fake_nvml):
-    f = facts_for(fake_nvml, "two_gpus_f03", env={"CUDA_VISIBLE_DEVICES": "1,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    f = facts_for(
+        fake_nvml,
+        "two_gpus_f03",
+        env={"CUDA_VISIBLE_DEVICES": "1,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+    )
     assert f["gpus"][1]["cuda_ordinal"] == 0 and is_na(f["gpus"][0]["cuda_ordinal"])
     found = findings(f)
     bad = [x for x in found if x.id == "cvd-unknown"][0]
@@ -43,15 +48,25 @@ def test_cvd_unknown_index(fake_nvml):
 
 def test_index_order_uncertain_with_mixed_gpus(fake_nvml):
     f = facts_for(fake_nvml, "two_gpus_f03")  # H100 + T4, default FASTEST_FIRST
-    assert all(is_na(g["cuda_ordinal"]) and g["cuda_ordinal"].code == "uncertain" for g in f["gpus"])
+    assert all(
+        is_na(g["cuda_ordinal"]) and g["cuda_ordinal"].code == "uncertain" for g in f["gpus"]
+    )
     assert "index-order" in ids(findings(f))
-    f = facts_for(fake_nvml, "two_gpus_f03", env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,0"})
+    f = facts_for(
+        fake_nvml,
+        "two_gpus_f03",
+        env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,0"},
+    )
     assert [g["cuda_ordinal"] for g in f["gpus"]] == [1, 0]
     assert "index-map" in ids(findings(f))
 
 
 def test_cvd_uuid_maps_by_uuid(fake_nvml):
-    f = facts_for(fake_nvml, "two_gpus_f03", env={"CUDA_VISIBLE_DEVICES": "GPU-00000001", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    f = facts_for(
+        fake_nvml,
+        "two_gpus_f03",
+        env={"CUDA_VISIBLE_DEVICES": "GPU-00000001", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+    )
     assert f["gpus"][1]["cuda_ordinal"] == 0
 
 
@@ -59,8 +74,10 @@ def test_mapping_from_initialised_cuda_uses_uuid(fake_nvml):
     fake_nvml("two_gpus_f03")
     f = collect_facts(env={})
     gpus = f["gpus"]
-    tdev = [{"ordinal": 0, "uuid": gpus[1]["uuid"], "pci.bus_id": None},
-            {"ordinal": 1, "uuid": gpus[0]["uuid"], "pci.bus_id": None}]
+    tdev = [
+        {"ordinal": 0, "uuid": gpus[1]["uuid"], "pci.bus_id": None},
+        {"ordinal": 1, "uuid": gpus[0]["uuid"], "pci.bus_id": None},
+    ]
     res = map_cuda_ordinals(gpus, {}, tdev)
     assert res["certain"] and [g["cuda_ordinal"] for g in gpus] == [1, 0]
 
@@ -72,6 +89,7 @@ def test_mapping_note_without_gpus(fake_nvml):
 
 def test_bytes_names_f05_identical_report(fake_nvml):
     from tests.fake_nvml import SCENARIOS
+
     out = []
     for as_bytes in (True, False):
         fake_nvml(dict(SCENARIOS["bytes_names"], bytes=as_bytes))
@@ -83,6 +101,7 @@ def test_bytes_names_f05_identical_report(fake_nvml):
 
 def test_torch_missing(monkeypatch, fake_nvml):
     import builtins
+
     real_import = builtins.__import__
 
     def no_torch(name, *a, **k):
@@ -114,8 +133,9 @@ def test_nvml_call_raising_anything_still_renders(fake_nvml):
 
 
 def test_nvcc_runs_while_everything_else_is_read(fake_nvml, monkeypatch):
-    """`nvcc -V` (the one subprocess) starts first and its answer is taken last: the environment, read last of the
-    rest, is read while it still runs; the facts are the same, section for section, as collect_facts gives."""
+    """`nvcc -V` (the one subprocess) starts first and its answer is taken last: the environment,
+    read last of the rest, is read while it still runs; the facts are the same, section for section, as collect_facts gives.
+    """
     import threading
 
     from cudamagic.info import facts as facts_mod
@@ -140,7 +160,23 @@ def test_nvcc_runs_while_everything_else_is_read(fake_nvml, monkeypatch):
     assert seen == {"rest read while nvcc ran": True}
     monkeypatch.setattr(facts_mod, "nvcc_info", real_nvcc)
     plain = collect_facts(env=env)
-    assert list(report.facts) == list(plain) == ["python", "torch", "driver", "toolkit", "gpus", "mapping", "env",
-                                                  "cuda_visible_devices"]
-    assert report.facts["toolkit"] == plain["toolkit"] and report.facts["mapping"] == plain["mapping"]
-    assert [g["cuda_ordinal"] for g in report.facts["gpus"]] == [g["cuda_ordinal"] for g in plain["gpus"]]
+    assert (
+        list(report.facts)
+        == list(plain)
+        == [
+            "python",
+            "torch",
+            "driver",
+            "toolkit",
+            "gpus",
+            "mapping",
+            "env",
+            "cuda_visible_devices",
+        ]
+    )
+    assert (
+        report.facts["toolkit"] == plain["toolkit"] and report.facts["mapping"] == plain["mapping"]
+    )
+    assert [g["cuda_ordinal"] for g in report.facts["gpus"]] == [
+        g["cuda_ordinal"] for g in plain["gpus"]
+    ]

@@ -1,6 +1,7 @@
 """Tier 1: where each %cudainfo fact comes from: the kernel's Python and the one a terminal would run, PyTorch's
 build and (only once CUDA is initialised) its device properties, NCCL and cuDNN, the environment variables, nvcc
-run in a thread beside the rest, and a failing source read as N/A with its cause."""
+run in a thread beside the rest, and a failing source read as N/A with its cause.
+"""
 
 import os
 import platform as pyplatform
@@ -28,6 +29,7 @@ def _exe(folder, name, text="#!/bin/sh\nexit 0\n"):
 
 # ---- Python ----------------------------------------------------------------------------------------------------
 
+
 def test_python_facts_are_the_kernels_interpreter():
     py = facts._python_facts({"PATH": ""})
     assert py["executable"] == sys.executable and py["prefix"] == sys.prefix
@@ -35,7 +37,12 @@ def test_python_facts_are_the_kernels_interpreter():
 
 
 def test_python_on_path_prefers_python3_then_python_from_the_given_path(tmp_path, monkeypatch):
-    both, only_python, empty, kernel = tmp_path / "both", tmp_path / "only", tmp_path / "empty", tmp_path / "kernel"
+    both, only_python, empty, kernel = (
+        tmp_path / "both",
+        tmp_path / "only",
+        tmp_path / "empty",
+        tmp_path / "kernel",
+    )
     py3 = _exe(both, "python3")
     _exe(both, "python")
     py = _exe(only_python, "python")
@@ -45,11 +52,13 @@ def test_python_on_path_prefers_python3_then_python_from_the_given_path(tmp_path
     monkeypatch.setenv("PATH", str(kernel))  # the kernel's own PATH is not the one asked about
     assert facts._python_facts({"PATH": str(both)})["shell_python"] == py3
     assert facts._python_facts({"PATH": str(only_python)})["shell_python"] == py
-    assert facts._python_facts({"PATH": str(empty)})["shell_python"] == NA("no python or python3 on PATH",
-                                                                            "not_installed")
+    assert facts._python_facts({"PATH": str(empty)})["shell_python"] == NA(
+        "no python or python3 on PATH", "not_installed"
+    )
 
 
 # ---- PyTorch -----------------------------------------------------------------------------------------------------
+
 
 def test_torch_build_facts_of_this_cpu_build():
     t = facts._torch_facts()
@@ -93,18 +102,45 @@ def test_cudnn_not_loaded_is_na_with_the_cause(monkeypatch):
 def _boom(what):
     def fail(*a, **k):
         raise RuntimeError(f"{what} exploded")
+
     return fail
 
 
-@pytest.mark.parametrize("target, key, reason", [
-    ((torch.backends.cudnn, "version"), "cudnn", "cuDNN version unreadable: RuntimeError: version exploded"),
-    ((torch.cuda.nccl, "version"), "nccl", "NCCL version unreadable: RuntimeError: version exploded"),
-    ((torch.cuda, "is_available"), "cuda_available", "torch.cuda.is_available() failed: RuntimeError: is_available exploded"),
-    ((torch.cuda, "device_count"), "device_count", "torch.cuda.device_count() failed: RuntimeError: device_count exploded"),
-    ((torch.cuda, "get_arch_list"), "arch_list", "torch.cuda.get_arch_list() failed: RuntimeError: get_arch_list exploded"),
-    ((torch.cuda, "is_initialized"), "cuda_initialized",
-     "torch.cuda.is_initialized() failed: RuntimeError: is_initialized exploded"),
-])
+@pytest.mark.parametrize(
+    "target, key, reason",
+    [
+        (
+            (torch.backends.cudnn, "version"),
+            "cudnn",
+            "cuDNN version unreadable: RuntimeError: version exploded",
+        ),
+        (
+            (torch.cuda.nccl, "version"),
+            "nccl",
+            "NCCL version unreadable: RuntimeError: version exploded",
+        ),
+        (
+            (torch.cuda, "is_available"),
+            "cuda_available",
+            "torch.cuda.is_available() failed: RuntimeError: is_available exploded",
+        ),
+        (
+            (torch.cuda, "device_count"),
+            "device_count",
+            "torch.cuda.device_count() failed: RuntimeError: device_count exploded",
+        ),
+        (
+            (torch.cuda, "get_arch_list"),
+            "arch_list",
+            "torch.cuda.get_arch_list() failed: RuntimeError: get_arch_list exploded",
+        ),
+        (
+            (torch.cuda, "is_initialized"),
+            "cuda_initialized",
+            "torch.cuda.is_initialized() failed: RuntimeError: is_initialized exploded",
+        ),
+    ],
+)
 def test_a_failing_torch_call_is_na_with_call_and_cause(cuda_build, target, key, reason):
     cuda_build.setattr(*target, _boom(target[1]))
     t = facts._torch_facts()
@@ -127,9 +163,18 @@ def test_torch_version_without_cuda_or_hip_attributes_is_a_plain_build(monkeypat
     assert t["hip_build"] == NA("not a ROCm build", "not_available")
 
 
-def _props(name, uuid=None, bus=None, domain=None, device=None, sms=132, mem=80 * 1024 ** 3, cc=(9, 0)):
-    p = types.SimpleNamespace(name=name, multi_processor_count=sms, total_memory=mem, major=cc[0], minor=cc[1])
-    for attr, v in (("uuid", uuid), ("pci_bus_id", bus), ("pci_domain_id", domain), ("pci_device_id", device)):
+def _props(
+    name, uuid=None, bus=None, domain=None, device=None, sms=132, mem=80 * 1024**3, cc=(9, 0)
+):
+    p = types.SimpleNamespace(
+        name=name, multi_processor_count=sms, total_memory=mem, major=cc[0], minor=cc[1]
+    )
+    for attr, v in (
+        ("uuid", uuid),
+        ("pci_bus_id", bus),
+        ("pci_domain_id", domain),
+        ("pci_device_id", device),
+    ):
         if v is not None:
             setattr(p, attr, v)
     return p
@@ -138,7 +183,8 @@ def _props(name, uuid=None, bus=None, domain=None, device=None, sms=132, mem=80 
 @pytest.fixture
 def initialised(monkeypatch):
     """CUDA already initialised by the user's code; call with the device properties (or the exception reading
-    one raises); returns the ordinals whose properties were read."""
+    one raises); returns the ordinals whose properties were read.
+    """
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     seen = []
 
@@ -150,30 +196,60 @@ def initialised(monkeypatch):
             if isinstance(props[i], Exception):
                 raise props[i]
             return props[i]
+
         monkeypatch.setattr(torch.cuda, "get_device_properties", get)
         return seen
+
     return install
 
 
 def test_device_properties_are_read_once_cuda_is_initialised(initialised):
-    initialised([
-        _props("NVIDIA H100 80GB HBM3", uuid="5ad7c2b5-0000-1111-2222-333344445555", bus=0x3B, domain=1, device=2),
-        _props("NVIDIA A100 MIG 1g.10gb", uuid="MIG-0bd1", bus=0x17, sms=14, mem=10 * 1024 ** 3, cc=(8, 0)),
-        _props("old torch", uuid="GPU-77", bus=0xAF),
-        _props("no uuid, no bus"),
-        RuntimeError("device 4 fell off the bus"),
-    ])
+    initialised(
+        [
+            _props(
+                "NVIDIA H100 80GB HBM3",
+                uuid="5ad7c2b5-0000-1111-2222-333344445555",
+                bus=0x3B,
+                domain=1,
+                device=2,
+            ),
+            _props(
+                "NVIDIA A100 MIG 1g.10gb",
+                uuid="MIG-0bd1",
+                bus=0x17,
+                sms=14,
+                mem=10 * 1024**3,
+                cc=(8, 0),
+            ),
+            _props("old torch", uuid="GPU-77", bus=0xAF),
+            _props("no uuid, no bus"),
+            RuntimeError("device 4 fell off the bus"),
+        ]
+    )
     t = facts._torch_facts()
     assert t["cuda_initialized"] is True
     d0, d1, d2, d3, d4 = t["devices"]
-    assert d0 == {"ordinal": 0, "name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-5ad7c2b5-0000-1111-2222-333344445555",
-                  "pci.bus_id": "00000001:3B:02.0", "multiprocessor_count": 132, "total_memory": 80 * 1024 ** 3,
-                  "compute_cap": "9.0"}
-    assert (d1["ordinal"], d1["uuid"], d1["pci.bus_id"], d1["compute_cap"]) == (1, "MIG-0bd1", "00000000:17:00.0", "8.0")
-    assert (d1["multiprocessor_count"], d1["total_memory"]) == (14, 10 * 1024 ** 3)
+    assert d0 == {
+        "ordinal": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "uuid": "GPU-5ad7c2b5-0000-1111-2222-333344445555",
+        "pci.bus_id": "00000001:3B:02.0",
+        "multiprocessor_count": 132,
+        "total_memory": 80 * 1024**3,
+        "compute_cap": "9.0",
+    }
+    assert (d1["ordinal"], d1["uuid"], d1["pci.bus_id"], d1["compute_cap"]) == (
+        1,
+        "MIG-0bd1",
+        "00000000:17:00.0",
+        "8.0",
+    )
+    assert (d1["multiprocessor_count"], d1["total_memory"]) == (14, 10 * 1024**3)
     assert (d2["uuid"], d2["pci.bus_id"]) == ("GPU-77", "00000000:AF:00.0")
     assert (d3["uuid"], d3["pci.bus_id"]) == (None, None)
-    assert d4 == NA("properties of CUDA device 4 unreadable: RuntimeError: device 4 fell off the bus", "error")
+    assert d4 == NA(
+        "properties of CUDA device 4 unreadable: RuntimeError: device 4 fell off the bus", "error"
+    )
 
 
 def test_no_device_properties_when_the_count_is_unreadable(initialised, monkeypatch):
@@ -184,7 +260,9 @@ def test_no_device_properties_when_the_count_is_unreadable(initialised, monkeypa
 
 def test_no_device_properties_before_cuda_is_initialised(initialised, monkeypatch):
     seen = initialised([_props("x", uuid="GPU-1")])
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: 1)  # only True itself means initialised
+    monkeypatch.setattr(
+        torch.cuda, "is_initialized", lambda: 1
+    )  # only True itself means initialised
     t = facts._torch_facts()
     assert t["devices"] == [] and seen == []
 
@@ -192,8 +270,15 @@ def test_no_device_properties_before_cuda_is_initialised(initialised, monkeypatc
 def test_initialised_devices_decide_the_ordinals_and_the_sm_count_shown(fake_nvml, initialised):
     fake_nvml("two_gpus_f03")
     nv = facts.collect_facts(env={})["gpus"]
-    initialised([_props("Tesla T4", uuid=nv[1]["uuid"][4:], sms=40), _props("H100", uuid=nv[0]["uuid"], sms=132)])
-    r = facts.collect(env={"CUDA_VISIBLE_DEVICES": "0"})  # ignored: the running context is the truth
+    initialised(
+        [
+            _props("Tesla T4", uuid=nv[1]["uuid"][4:], sms=40),
+            _props("H100", uuid=nv[0]["uuid"], sms=132),
+        ]
+    )
+    r = facts.collect(
+        env={"CUDA_VISIBLE_DEVICES": "0"}
+    )  # ignored: the running context is the truth
     assert [g["cuda_ordinal"] for g in r.facts["gpus"]] == [1, 0] and r.facts["mapping"]["certain"]
     gpus = r.to_dict()["gpus"]
     assert [g["multiprocessor_count"] for g in gpus] == [132, 40]
@@ -201,18 +286,33 @@ def test_initialised_devices_decide_the_ordinals_and_the_sm_count_shown(fake_nvm
 
 # ---- environment ---------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("var", ["CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "PYTORCH_CUDA_ALLOC_CONF",
-                                 "CUDA_LAUNCH_BLOCKING", "CUDA_HOME", "CUDA_PATH", "PYTORCH_NVML_BASED_CUDA_CHECK",
-                                 "NVIDIA_VISIBLE_DEVICES"])
+
+@pytest.mark.parametrize(
+    "var",
+    [
+        "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER",
+        "PYTORCH_CUDA_ALLOC_CONF",
+        "CUDA_LAUNCH_BLOCKING",
+        "CUDA_HOME",
+        "CUDA_PATH",
+        "PYTORCH_NVML_BASED_CUDA_CHECK",
+        "NVIDIA_VISIBLE_DEVICES",
+    ],
+)
 def test_each_cuda_variable_is_reported_set_or_not(var):
     assert facts._env_facts({var: "set-value"})[var] == "set-value"
-    assert facts._env_facts({var: ""})[var] == ""          # set to empty is not unset
+    assert facts._env_facts({var: ""})[var] == ""  # set to empty is not unset
     assert facts._env_facts({})[var] == NA("not set", "not_set")
 
 
 def test_cuda_entries_of_the_search_paths():
-    env = {"PATH": os.pathsep.join(["/usr/bin", "/usr/local/CUDA-12.4/bin", "", "/opt/Nvidia/bin", "/home/u/bin"]),
-           "LD_LIBRARY_PATH": os.pathsep.join(["/usr/lib/nvidia", "/usr/lib/x86_64-linux-gnu"])}
+    env = {
+        "PATH": os.pathsep.join(
+            ["/usr/bin", "/usr/local/CUDA-12.4/bin", "", "/opt/Nvidia/bin", "/home/u/bin"]
+        ),
+        "LD_LIBRARY_PATH": os.pathsep.join(["/usr/lib/nvidia", "/usr/lib/x86_64-linux-gnu"]),
+    }
     got = facts._env_facts(env)
     assert got["PATH (CUDA entries)"] == ["/usr/local/CUDA-12.4/bin", "/opt/Nvidia/bin"]
     assert got["LD_LIBRARY_PATH (CUDA entries)"] == ["/usr/lib/nvidia"]
@@ -236,27 +336,40 @@ def test_environment_section_of_the_report(fake_nvml):
 NVCC_V = "#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n"
 
 
-def test_nvcc_is_found_through_the_given_env_and_run_with_the_given_time_limit(fake_nvml, tmp_path, monkeypatch):
+def test_nvcc_is_found_through_the_given_env_and_run_with_the_given_time_limit(
+    fake_nvml, tmp_path, monkeypatch
+):
     fake_nvml("one_gpu")
     nvcc = _exe(tmp_path / "cuda" / "bin", "nvcc", NVCC_V)
     env = {"CUDA_HOME": str(tmp_path / "cuda"), "PATH": ""}
     f = facts.collect_facts(env=env)
-    assert (f["toolkit"]["path"], f["toolkit"]["release"], f["toolkit"]["build"]) == (nvcc, "12.4", "12.4.131")
+    assert (f["toolkit"]["path"], f["toolkit"]["release"], f["toolkit"]["build"]) == (
+        nvcc,
+        "12.4",
+        "12.4.131",
+    )
     assert f["toolkit"]["cuda_home_problem"] is None
     calls = []
     real = facts.nvcc_info
-    monkeypatch.setattr(facts, "nvcc_info", lambda path, timeout_s: calls.append((path, timeout_s)) or real(path))
+    monkeypatch.setattr(
+        facts, "nvcc_info", lambda path, timeout_s: calls.append((path, timeout_s)) or real(path)
+    )
     facts.collect(nvcc_timeout_s=0.25, env=env)
     facts.collect(env=env)
     facts.collect_facts(env=env)
-    default = InfoSettings.nvcc_timeout_s.default_value  # %cudainfo's default: the API waits as long
+    default = (
+        InfoSettings.nvcc_timeout_s.default_value
+    )  # %cudainfo's default: the API waits as long
     assert calls == [(nvcc, 0.25), (nvcc, default), (nvcc, default)]
 
 
 def test_a_cuda_home_without_nvcc_is_reported(fake_nvml, tmp_path):
     fake_nvml("one_gpu")
     f = facts.collect_facts(env={"CUDA_HOME": str(tmp_path / "nope"), "PATH": ""})
-    assert f["toolkit"]["cuda_home_problem"] == ("CUDA_HOME", f"CUDA_HOME={tmp_path / 'nope'} does not exist")
+    assert f["toolkit"]["cuda_home_problem"] == (
+        "CUDA_HOME",
+        f"CUDA_HOME={tmp_path / 'nope'} does not exist",
+    )
 
 
 def test_env_defaults_to_the_process_environment(fake_nvml, monkeypatch):
@@ -289,10 +402,15 @@ def test_mig_gpu_keeps_a_utilisation_it_could_read(fake_nvml):
     fake = fake_nvml("mig")
     fake.gpus[0].update(unsupported=set(), util_gpu=42)
     g = facts.collect_facts(env={})["gpus"][0]
-    assert g["mig.mode.current"] == "Enabled" and len(g["mig_devices"]) == 2 and g["utilization.gpu"] == 42
+    assert (
+        g["mig.mode.current"] == "Enabled"
+        and len(g["mig_devices"]) == 2
+        and g["utilization.gpu"] == 42
+    )
 
 
 # ---- nvcc in a thread beside the rest ---------------------------------------------------------------------------
+
 
 def test_start_runs_in_a_named_daemon_thread_and_returns_the_value():
     seen = {}

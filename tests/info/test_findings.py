@@ -1,36 +1,47 @@
-"""Tier 1: the compatibility rules behind %cudainfo, table-driven, and the findings on whole fact sets built
-through the fake NVML, with field reports as cases."""
+"""Tier 1: the compatibility rules behind %cudainfo, table-driven, and the findings on whole fact
+sets built through the fake NVML, with field reports as cases.
+"""
 
 import os
 
 import pytest
 
 from cudamagic.core.na import NA
-from cudamagic.info.findings import (MIN_DRIVER, WHEEL_CUDA, arch_supported, best_wheel_for_driver, findings,
-                                     wheel_runs_on_driver)
+from cudamagic.info.findings import (
+    MIN_DRIVER,
+    WHEEL_CUDA,
+    arch_supported,
+    best_wheel_for_driver,
+    findings,
+    wheel_runs_on_driver,
+)
 from tests.info.factsets import facts_for, ids, torch_facts
 
 
-@pytest.mark.parametrize("cc, arch, ok", [
-    ("8.6", ["sm_80", "sm_90"], True),         # same major, lower minor cubin runs
-    ("9.0", ["sm_80", "sm_86"], False),        # newer major, no PTX
-    ("9.0", ["sm_80", "compute_80"], True),    # PTX JIT
-    ("3.7", ["sm_50", "sm_60", "sm_70"], False),  # too old for the build (Kepler)
-    ("12.0", ["sm_90", "sm_100", "sm_120"], True),
-])
+@pytest.mark.parametrize(
+    "cc, arch, ok",
+    [
+        ("8.6", ["sm_80", "sm_90"], True),  # same major, lower minor cubin runs
+        ("9.0", ["sm_80", "sm_86"], False),  # newer major, no PTX
+        ("9.0", ["sm_80", "compute_80"], True),  # PTX JIT
+        ("3.7", ["sm_50", "sm_60", "sm_70"], False),  # too old for the build (Kepler)
+        ("12.0", ["sm_90", "sm_100", "sm_120"], True),
+    ],
+)
 def test_arch_supported(cc, arch, ok):
     assert arch_supported(cc, arch) is ok
 
 
-# (driver version, CUDA it reports, the wheels it runs). A wheel runs when its CUDA is not newer than the driver's,
-# or is a newer minor of the same major and the driver reaches MIN_DRIVER of that major (minor version compatibility).
+# (driver version, CUDA it reports, the wheels it runs). A wheel runs when its CUDA is not newer
+# than the driver's, or is a newer minor of the same major and the driver reaches MIN_DRIVER of that
+# major (minor version compatibility).
 DRIVERS = [
     ("418.87.00", (10, 1), set()),
-    ("450.66", (11, 0), set()),                      # 11.x minor compatibility needs 450.80.02
+    ("450.66", (11, 0), set()),  # 11.x minor compatibility needs 450.80.02
     ("450.80.02", (11, 0), {(11, 8)}),
     ("470.86", (11, 4), {(11, 8)}),
     ("520.61.05", (11, 8), {(11, 8)}),
-    ("525.60.12", (12, 0), {(11, 8)}),               # one patch below 12.x minor compatibility
+    ("525.60.12", (12, 0), {(11, 8)}),  # one patch below 12.x minor compatibility
     ("525.60.13", (12, 0), {(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9)}),
     ("550.54.15", (12, 4), {(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9)}),
     ("575.51.03", (12, 9), {(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9)}),
@@ -52,14 +63,26 @@ def test_recommended_wheel_runs_on_its_driver(version, cuda, runs):
     else:
         major, minor = int(tag[2:-1]), int(tag[-1])
         assert (major, minor) in runs
-        if wheel_runs_on_driver((major, minor), cuda, None):  # prefer a wheel the driver runs natively
+        if wheel_runs_on_driver(
+            (major, minor), cuda, None
+        ):  # prefer a wheel the driver runs natively
             assert all(w <= (major, minor) or w > cuda for w in runs)
 
 
-@pytest.mark.parametrize("driver, version, wheel", [
-    ((11, 4), "470.86", "cu118"), ((12, 8), "570.86.10", "cu128"), ((12, 4), "550.54.15", "cu124"),
-    ((12, 5), "555.42.02", "cu124"), ((13, 0), "580.65.06", "cu130"), ((11, 0), "450.80.02", "cu118"),
-    ((11, 0), "450.66", None), ((11, 4), None, None), ((10, 2), "440.33.01", None)])
+@pytest.mark.parametrize(
+    "driver, version, wheel",
+    [
+        ((11, 4), "470.86", "cu118"),
+        ((12, 8), "570.86.10", "cu128"),
+        ((12, 4), "550.54.15", "cu124"),
+        ((12, 5), "555.42.02", "cu124"),
+        ((13, 0), "580.65.06", "cu130"),
+        ((11, 0), "450.80.02", "cu118"),
+        ((11, 0), "450.66", None),
+        ((11, 4), None, None),
+        ((10, 2), "440.33.01", None),
+    ],
+)
 def test_best_wheel_for_driver(driver, version, wheel):
     assert best_wheel_for_driver(driver, version) == wheel
 
@@ -78,7 +101,12 @@ NVCC_101_FACTS = {"path": "/usr/local/cuda-10.1/bin/nvcc", "release": "10.1", "b
 
 
 def test_f16_three_cuda_versions(fake_nvml):
-    f = facts_for(fake_nvml, "driver_450", torch_facts("1.7.0+cu102", "10.2", True, 1, ["sm_70"]), nvcc=NVCC_101_FACTS)
+    f = facts_for(
+        fake_nvml,
+        "driver_450",
+        torch_facts("1.7.0+cu102", "10.2", True, 1, ["sm_70"]),
+        nvcc=NVCC_101_FACTS,
+    )
     assert f["driver"]["cuda_driver_version"] == "11.0"
     found = findings(f)
     assert "toolkit-differs" in ids(found) and "driver-too-old" not in ids(found)
@@ -88,9 +116,16 @@ def test_f16_three_cuda_versions(fake_nvml):
 
 
 def test_f16_variant_no_nvcc(fake_nvml):
-    missing = NA("not installed; not needed to run PyTorch (only to compile CUDA extensions)", "not_installed")
-    f = facts_for(fake_nvml, "driver_450", torch_facts("1.7.0+cu102", "10.2", True, 1, ["sm_70"]),
-                  nvcc={"path": missing, "release": missing, "build": missing})
+    missing = NA(
+        "not installed; not needed to run PyTorch (only to compile CUDA extensions)",
+        "not_installed",
+    )
+    f = facts_for(
+        fake_nvml,
+        "driver_450",
+        torch_facts("1.7.0+cu102", "10.2", True, 1, ["sm_70"]),
+        nvcc={"path": missing, "release": missing, "build": missing},
+    )
     found = findings(f)
     nv = [x for x in found if x.id == "nvcc-missing"][0]
     assert "not needed to run PyTorch" in nv.cause
@@ -103,13 +138,15 @@ def test_f17_cpu_wheel_on_gpu_machine(fake_nvml):
     cpu = [x for x in found if x.id == "cpu-only-build"][0]
     assert cpu.severity == "error"
     assert "GPU and driver found, but this PyTorch build has no CUDA support" == cpu.title
-    assert "whl/cu118" in cpu.fix          # the newest wheel an 11.4 driver runs
+    assert "whl/cu118" in cpu.fix  # the newest wheel an 11.4 driver runs
     assert found[-1].severity == "error"
     assert "no GPU" not in " ".join(x.title for x in found)
 
 
 def test_f19_driver_too_old(fake_nvml):
-    f = facts_for(fake_nvml, "driver_470", torch_facts("2.1.0+cu121", "12.1", False, 0, ["sm_80", "sm_86"]))
+    f = facts_for(
+        fake_nvml, "driver_470", torch_facts("2.1.0+cu121", "12.1", False, 0, ["sm_80", "sm_86"])
+    )
     found = findings(f)
     old = [x for x in found if x.id == "driver-too-old"][0]
     assert "11.4" in old.cause and "12.1" in old.cause
@@ -119,8 +156,12 @@ def test_f19_driver_too_old(fake_nvml):
 
 def test_f18_interpreter_hint(fake_nvml):
     f = facts_for(fake_nvml, "no_driver")
-    f["python"] = {"executable": "/opt/conda/envs/a/bin/python", "version": "3.11", "prefix": "/opt",
-                   "shell_python": "/usr/bin/python3"}
+    f["python"] = {
+        "executable": "/opt/conda/envs/a/bin/python",
+        "version": "3.11",
+        "prefix": "/opt",
+        "shell_python": "/usr/bin/python3",
+    }
     found = findings(f)
     hint = [x for x in found if x.id == "interpreter"][0]
     assert "/opt/conda/envs/a/bin/python" in hint.cause and "/usr/bin/python3" in hint.cause
@@ -135,8 +176,12 @@ def test_f02_mismatch_is_an_error(fake_nvml):
 
 
 def test_no_kernel_image_finding(fake_nvml):
-    f = facts_for(fake_nvml, "two_gpus_f03", torch_facts("2.0.0+cu117", "11.7", True, 2, ["sm_75", "sm_80"]),
-                  env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    f = facts_for(
+        fake_nvml,
+        "two_gpus_f03",
+        torch_facts("2.0.0+cu117", "11.7", True, 2, ["sm_75", "sm_80"]),
+        env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
+    )
     found = findings(f)
     bad = [x for x in found if x.id == "no-kernel-image"]
     assert len(bad) == 1 and "9.0" in bad[0].cause  # the H100; the T4 (7.5) is fine
@@ -149,8 +194,10 @@ def test_f17_advice_does_not_trigger_own_driver_warning(fake_nvml):
     assert cpu.fix.endswith("whl/cu124")
 
 
-@pytest.mark.parametrize("setup, expect", [("missing", "does not exist"), ("nobin", "has no bin/nvcc"),
-                                           ("noexec", "is not executable")])
+@pytest.mark.parametrize(
+    "setup, expect",
+    [("missing", "does not exist"), ("nobin", "has no bin/nvcc"), ("noexec", "is not executable")],
+)
 def test_bad_cuda_home(tmp_path, setup, expect, fake_nvml):
     home = tmp_path / "cuda"
     if setup != "missing":
@@ -165,6 +212,7 @@ def test_bad_cuda_home(tmp_path, setup, expect, fake_nvml):
 def test_f18_two_venvs_of_one_base_python(tmp_path, fake_nvml):
     """A venv's python on PATH that is not the kernel's venv must be flagged, though both resolve to one binary."""
     import sys
+
     venv = tmp_path / "other"
     (venv / "bin").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = x\n")

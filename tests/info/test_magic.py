@@ -8,8 +8,8 @@ import threading
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic.info.report import CudaInfoReport
 from cudamagic import extension as cm_extension
+from cudamagic.info.report import CudaInfoReport
 
 
 def test_cudainfo_returns_report(ip, fake_nvml):
@@ -18,6 +18,7 @@ def test_cudainfo_returns_report(ip, fake_nvml):
     assert isinstance(r, CudaInfoReport)
     d = r.to_dict()
     import torch
+
     assert d["torch"]["version"] == torch.__version__
     assert d["driver"]["status"]["code"] == "no_driver"
     html = r._repr_html_()
@@ -29,7 +30,15 @@ def test_cudainfo_json_keys_follow_nvidia_smi(ip, fake_nvml, capsys):
     ip.run_line_magic("cudainfo", "--json")
     data = json.loads(capsys.readouterr().out)
     g1 = data["gpus"][1]
-    for key in ("name", "uuid", "pci.bus_id", "memory.total", "memory.used", "utilization.gpu", "power.draw"):
+    for key in (
+        "name",
+        "uuid",
+        "pci.bus_id",
+        "memory.total",
+        "memory.used",
+        "utilization.gpu",
+        "power.draw",
+    ):
         assert key in g1
     assert g1["name"] == "Tesla T4"
     assert g1["power.draw"] == {"na": "not supported on this GPU", "code": "not_supported"}
@@ -49,9 +58,13 @@ def test_assignment_from_run_cell(ip, fake_nvml):
     assert ip.user_ns["d"]["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3"
 
 
-@pytest.mark.parametrize("line, bad", [("--bogus", "--bogus"), ("-x", "-x"), ("--json extra", "extra")])
+@pytest.mark.parametrize(
+    "line, bad", [("--bogus", "--bogus"), ("-x", "-x"), ("--json extra", "extra")]
+)
 def test_bad_flags_are_usage_errors(ip, line, bad):
-    with pytest.raises(UsageError, match=rf"^%cudainfo: unrecognized arguments: {bad}\. Usage: %cudainfo \[--json"):
+    with pytest.raises(
+        UsageError, match=rf"^%cudainfo: unrecognized arguments: {bad}\. Usage: %cudainfo \[--json"
+    ):
         ip.run_line_magic("cudainfo", line)
 
 
@@ -75,10 +88,12 @@ def test_unload_reload_leaves_nothing(ip):
 
 
 def test_load_ext_imports_neither_torch_nor_pynvml():
-    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
-            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
-            "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in sys.modules]\n"
-            "print('HEAVY', heavy)\nassert 'cudainfo' in ip.magics_manager.magics['line']")
+    code = (
+        "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
+        "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in sys.modules]\n"
+        "print('HEAVY', heavy)\nassert 'cudainfo' in ip.magics_manager.magics['line']"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY []" in out.stdout
@@ -90,9 +105,22 @@ def test_extensions_config_loads(tmp_path):
     cfg.mkdir()
     (cfg / "ipython_config.py").write_text("c.InteractiveShellApp.extensions = ['cudamagic']\n")
     out = subprocess.run(
-        [sys.executable, "-m", "IPython", "--ipython-dir", str(tmp_path), "--no-banner", "--quick" if False else "--no-confirm-exit",
-         "-c", "print('HAS', 'cudainfo' in get_ipython().magics_manager.magics['line'])"],
-        capture_output=True, text=True, timeout=120, env={**__import__('os').environ, "IPYTHONDIR": str(tmp_path)})
+        [
+            sys.executable,
+            "-m",
+            "IPython",
+            "--ipython-dir",
+            str(tmp_path),
+            "--no-banner",
+            "--quick" if False else "--no-confirm-exit",
+            "-c",
+            "print('HAS', 'cudainfo' in get_ipython().magics_manager.magics['line'])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "IPYTHONDIR": str(tmp_path)},
+    )
     assert "HAS True" in out.stdout, out.stdout + out.stderr
 
 
@@ -133,7 +161,8 @@ def test_nvcc_timeout_rejected_by_config(ip, value, capsys):
         magics = cm_extension.current().settings
         assert 0.1 <= magics.nvcc_timeout_s <= 600
         assert isinstance(ip.run_line_magic("cudainfo", ""), CudaInfoReport)
-        # the rejected value may linger in the shell's config: reloading must still work, with a warning
+        # the rejected value may linger in the shell's config: reloading must still work, with a
+        # warning
         capsys.readouterr()
         ip.run_line_magic("reload_ext", "cudamagic")
         assert 0.1 <= cm_extension.current().settings.nvcc_timeout_s <= 600
@@ -148,7 +177,10 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
     try:
         ip.run_line_magic("load_ext", "cudamagic")
         out = capsys.readouterr().out
-        assert "ignoring CudaMagics.nvcc_timeout_s = -3.0" in out and "%config CudaMagics.nvcc_timeout_s" in out
+        assert (
+            "ignoring CudaMagics.nvcc_timeout_s = -3.0" in out
+            and "%config CudaMagics.nvcc_timeout_s" in out
+        )
         assert cm_extension.current().settings.nvcc_timeout_s == 5.0
     finally:
         ip.config.CudaMagics.pop("nvcc_timeout_s", None)
@@ -157,8 +189,10 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
 def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
     """After `%pip install nvidia-ml-py`, reloading the extension must look for the binding again."""
     import sys
+
     from cudamagic.core import nvml
     from tests import fake_nvml as fm
+
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails: binding missing
     nvml.reset()
     r = ip.run_line_magic("cudainfo", "")
@@ -180,14 +214,17 @@ def test_html_is_excluded_from_math_typesetting(ip, fake_nvml, monkeypatch):
 
 
 def test_first_cudainfo_loads_no_width_tables():
-    """The first %cudainfo of a process (HTML and text) measures its ASCII labels without importing wcwidth, whose
-    tables cost more to load than the whole report (issue 14); a non-ASCII width still loads and uses it."""
-    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
-            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
-            "r = ip.run_line_magic('cudainfo', '')\nhtml, text = r._repr_html_(), r.to_text()\n"
-            "print('AFTER_REPORT', 'wcwidth' in sys.modules, 'GPUs seen by NVML' in text)\n"
-            "from cudamagic.core.fmt import display_width\n"
-            "print('WIDE', display_width('训练'), 'wcwidth' in sys.modules)")
+    """The first %cudainfo of a process (HTML and text) measures its ASCII labels without importing
+    wcwidth, whose tables cost more to load than the whole report (issue 14); a non-ASCII width still loads and uses it.
+    """
+    code = (
+        "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+        "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
+        "r = ip.run_line_magic('cudainfo', '')\nhtml, text = r._repr_html_(), r.to_text()\n"
+        "print('AFTER_REPORT', 'wcwidth' in sys.modules, 'GPUs seen by NVML' in text)\n"
+        "from cudamagic.core.fmt import display_width\n"
+        "print('WIDE', display_width('训练'), 'wcwidth' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "AFTER_REPORT False True" in out.stdout and "WIDE 4 True" in out.stdout, out.stdout

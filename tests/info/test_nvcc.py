@@ -39,7 +39,9 @@ def test_nvcc_real_is_found_and_cached():
 def test_find_nvcc_prefers_cuda_home(tmp_path):
     (tmp_path / "bin").mkdir()
     _fake_nvcc(tmp_path / "bin", "echo 'release 11.8, V11.8.89'")
-    assert nvcc.find_nvcc({"CUDA_HOME": str(tmp_path), "PATH": ""}) == str(tmp_path / "bin" / "nvcc")
+    assert nvcc.find_nvcc({"CUDA_HOME": str(tmp_path), "PATH": ""}) == str(
+        tmp_path / "bin" / "nvcc"
+    )
     assert is_na(nvcc.find_nvcc({"PATH": str(tmp_path / "nothing")}))
 
 
@@ -51,11 +53,13 @@ def test_nvcc_timeout_not_cached(tmp_path):
 
 def test_nvcc_timeout_kills_children(tmp_path):
     import psutil
+
     marker = tmp_path / "child.pid"
     path = _fake_nvcc(tmp_path, f"sleep 100 & echo $! > {marker}; wait")
     info = nvcc.nvcc_info(path, timeout_s=0.5)
     assert info["release"].code == "timeout"
     import time
+
     pid = int(marker.read_text())
     for _ in range(50):
         if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
@@ -65,7 +69,9 @@ def test_nvcc_timeout_kills_children(tmp_path):
 
 
 def test_nvcc_output_is_capped(tmp_path):
-    path = _fake_nvcc(tmp_path, "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo 'release 12.1, V12.1.1'")
+    path = _fake_nvcc(
+        tmp_path, "head -c 5000000 /dev/zero | tr '\\0' x; echo; echo 'release 12.1, V12.1.1'"
+    )
     info = nvcc.nvcc_info(path, timeout_s=20)
     assert is_na(info["release"])  # the version line lies past the 64 KiB kept
 

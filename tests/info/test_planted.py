@@ -7,15 +7,23 @@ from cudamagic.info.findings import findings
 from cudamagic.info.versions import decode_cudnn_version, parse_cuda_visible_devices
 
 
-@pytest.mark.parametrize("value, expected", [(90000, "9.0.0"), (8000, "8.0.0"), (99999, "9.99.99"), (89999, "89.9.99")])
+@pytest.mark.parametrize(
+    "value, expected", [(90000, "9.0.0"), (8000, "8.0.0"), (99999, "9.99.99"), (89999, "89.9.99")]
+)
 def test_decode_cudnn_9x_boundary(value, expected):
     assert decode_cudnn_version(value) == expected
 
 
-@pytest.mark.parametrize("raw, invalid, ignored", [
-    ("-1,0", "-1", ["0"]), ("0,foo,1", "foo", ["1"]), ("0,foo,1,GPU-ab", "foo", ["1", "GPU-ab"]),
-    ("0,1,bar", "bar", []), ("0,1", None, []),
-])
+@pytest.mark.parametrize(
+    "raw, invalid, ignored",
+    [
+        ("-1,0", "-1", ["0"]),
+        ("0,foo,1", "foo", ["1"]),
+        ("0,foo,1,GPU-ab", "foo", ["1", "GPU-ab"]),
+        ("0,1,bar", "bar", []),
+        ("0,1", None, []),
+    ],
+)
 def test_cvd_ignored_entries(raw, invalid, ignored):
     r = parse_cuda_visible_devices(raw)
     assert (r["invalid"], r["ignored"]) == (invalid, ignored)
@@ -29,10 +37,13 @@ def test_cvd_index_equal_to_gpu_count_is_flagged(fake_nvml, raw, blamed):
     if blamed is None:
         assert bad == []
     else:
-        assert len(bad) == 1 and bad[0].cause.startswith(f"{blamed} in CUDA_VISIBLE_DEVICES={raw!r}")
+        assert len(bad) == 1 and bad[0].cause.startswith(
+            f"{blamed} in CUDA_VISIBLE_DEVICES={raw!r}"
+        )
 
 
-# ---- killing mutmut survivors in info/versions.py (scripts/mutation.py versions) ------------------------------
+# ---- killing mutmut survivors in info/versions.py (scripts/mutation.py versions)
+# ------------------------------
 
 from cudamagic.core.na import NA, is_na  # noqa: E402
 from cudamagic.info.versions import parse_nvcc_version, parse_torch_version, parse_version_tuple  # noqa: E402
@@ -44,10 +55,18 @@ def test_parse_version_tuple_passes_none_and_na_through():
     assert parse_version_tuple("12.4") == (12, 4)
 
 
-@pytest.mark.parametrize("version, kind", [
-    ("2.3.1+cpu", "cpu"), ("2.3.1+cpu.cxx11.abi", "cpu"), ("2.6.0a0+git1234abc", "source"),
-    ("2.6.0+git1234abc", "source"), ("2.6.0a0", "source"), ("2.6.0", "default"), ("2.6.0+CPU", "default"),
-])
+@pytest.mark.parametrize(
+    "version, kind",
+    [
+        ("2.3.1+cpu", "cpu"),
+        ("2.3.1+cpu.cxx11.abi", "cpu"),
+        ("2.6.0a0+git1234abc", "source"),
+        ("2.6.0+git1234abc", "source"),
+        ("2.6.0a0", "source"),
+        ("2.6.0", "default"),
+        ("2.6.0+CPU", "default"),
+    ],
+)
 def test_parse_torch_version_kinds(version, kind):
     assert parse_torch_version(version)["kind"] == kind
 
@@ -63,10 +82,16 @@ def test_parse_nvcc_version_reasons():
     assert parse_nvcc_version("  \n").reason == "unrecognised `nvcc -V` output: '(empty)'"
 
 
-@pytest.mark.parametrize("raw, kinds, invalid", [
-    ("MIG-", [], "MIG-"), ("GPU-", [], "GPU-"), ("MIG-a", ["mig"], None), ("GPU-a", ["uuid"], None),
-    ("0,GPU-", ["index"], "GPU-"),
-])
+@pytest.mark.parametrize(
+    "raw, kinds, invalid",
+    [
+        ("MIG-", [], "MIG-"),
+        ("GPU-", [], "GPU-"),
+        ("MIG-a", ["mig"], None),
+        ("GPU-a", ["uuid"], None),
+        ("0,GPU-", ["index"], "GPU-"),
+    ],
+)
 def test_cvd_bare_uuid_prefix_is_invalid(raw, kinds, invalid):
     r = parse_cuda_visible_devices(raw)
     assert ([e["kind"] for e in r["entries"]], r["invalid"]) == (kinds, invalid)
@@ -74,7 +99,10 @@ def test_cvd_bare_uuid_prefix_is_invalid(raw, kinds, invalid):
 
 def test_decode_cudnn_na_reasons_and_codes():
     na = decode_cudnn_version(None)
-    assert (na.reason, na.code) == ("PyTorch has no cuDNN: CPU build, or cuDNN not loaded", "not_available")
+    assert (na.reason, na.code) == (
+        "PyTorch has no cuDNN: CPU build, or cuDNN not loaded",
+        "not_available",
+    )
     given = NA("not readable here", "mig")
     assert decode_cudnn_version(given) is given  # an NA passes through unchanged
     for bad in ("garbage", 0, -5):

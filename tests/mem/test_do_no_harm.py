@@ -1,6 +1,7 @@
-"""Issue 12, do no harm: ``%%cudamem`` and ``%cudamem on`` never force a synchronisation, never create a CUDA
-context and reset the peak counters only with ``--reset-peak`` (the harmful ``torch.cuda`` calls are recorded, in
-a real InteractiveShell, with CUDA not initialised and with CUDA looking initialised)."""
+"""Issue 12, do no harm: ``%%cudamem`` and ``%cudamem on`` never force a synchronisation, never
+create a CUDA context and reset the peak counters only with ``--reset-peak`` (the harmful
+``torch.cuda`` calls are recorded, in a real InteractiveShell, with CUDA not initialised and with CUDA looking initialised).
+"""
 
 from __future__ import annotations
 
@@ -30,5 +31,7 @@ def test_cudamem_resets_counters_only_when_asked(ip, recorder, cuda_initialised)
     assert recorder == []  # measured without a reset, a sync or a context
     assert ("memory_stats_as_nested_dict", (0,)) in cuda_initialised
     ip.run_cell_magic("cudamem", "--reset-peak", "z = torch.ones(10)")
-    assert [name for name, *_ in recorder] == ["reset_peak_memory_stats"]  # asked for: exactly that, once
+    assert [name for name, *_ in recorder] == [
+        "reset_peak_memory_stats"
+    ]  # asked for: exactly that, once
     assert recorder[0][1] == (0,)

@@ -9,8 +9,16 @@ def test_history_keeps_the_last_max_records_and_counts_the_dropped():
     limit = [3]
     hist = history.MemHistory(max_records=lambda: limit[0])
     for n in range(5):
-        hist.append(report.build_report(stats.Snapshot(0.0, {}, False, 1), stats.Snapshot(0.0, {}, False, 1),
-                                         cell=n, source="x", error=None, kind="auto"))
+        hist.append(
+            report.build_report(
+                stats.Snapshot(0.0, {}, False, 1),
+                stats.Snapshot(0.0, {}, False, 1),
+                cell=n,
+                source="x",
+                error=None,
+                kind="auto",
+            )
+        )
     assert [r.cell for r in hist] == [2, 3, 4] and hist.dropped == 2
     assert "2 older dropped" in repr(hist) and "cudamem_history_cells = 3" in repr(hist)
     limit[0] = 1

@@ -9,7 +9,6 @@ gets back a tensor held only by the saved traceback of an out-of-memory-like err
 from __future__ import annotations
 
 import os
-import sys
 import re
 
 import pytest
@@ -20,22 +19,22 @@ pytestmark = pytest.mark.kernel
 
 CELLS = [
     "%load_ext cudamagic\nimport torch, weakref\nfrom tests.cuda_calls import record\ncuda_calls = record(torch)\n"
-    "%cudamem on --threshold 8MiB",                                                        # 0
-    "big = torch.ones(4_000_000)",                                                         # 1: +15 MiB
-    "small = 1",                                                                           # 2
-    "%cudamem off",                                                                        # 3
-    "big_off = torch.ones(4_000_000)",                                                     # 4
+    "%cudamem on --threshold 8MiB",  # 0
+    "big = torch.ones(4_000_000)",  # 1: +15 MiB
+    "small = 1",  # 2
+    "%cudamem off",  # 3
+    "big_off = torch.ones(4_000_000)",  # 4
     "holder = {}\ndef fail():\n    held = torch.ones(8_000_000)\n"
     "    holder['ref'] = weakref.ref(held)\n"
     "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB (simulated)')\nfail()",  # 5
-    "torch.ones(3_000_000)",                                                               # 6: Out
-    "%cudamem free",                                                                       # 7
-    "print('held alive:', holder['ref']() is not None)",                                   # 8
-    "%cudamem free --out",                                                                 # 9
-    "%%cudamem\nv = torch.arange(4.)\nv.sum()",                                            # 10
-    "%cudamem on --threshold 8MiB",                                                        # 11
-    "%unload_ext cudamagic",                                                               # 12
-    "more = torch.ones(4_000_000)",                                                        # 13
+    "torch.ones(3_000_000)",  # 6: Out
+    "%cudamem free",  # 7
+    "print('held alive:', holder['ref']() is not None)",  # 8
+    "%cudamem free --out",  # 9
+    "%%cudamem\nv = torch.arange(4.)\nv.sum()",  # 10
+    "%cudamem on --threshold 8MiB",  # 11
+    "%unload_ext cudamagic",  # 12
+    "more = torch.ones(4_000_000)",  # 13
     "print('cuda initialised:', torch.cuda.is_initialized(), 'context calls:', cuda_calls)",  # 14
 ]
 
@@ -88,7 +87,9 @@ def test_free_releases_the_tensor_held_by_the_saved_traceback(cells):
 def test_cell_magic_shows_the_value_and_returns_the_report(cells):
     kinds = [(o.output_type, o.data.get("text/plain", "")) for o in cells[10].outputs]
     assert kinds[0] == ("display_data", "tensor(6.)")
-    assert kinds[1][0] == "execute_result" and kinds[1][1].startswith(f"%%cudamem In[{cells[10].execution_count}]")
+    assert kinds[1][0] == "execute_result" and kinds[1][1].startswith(
+        f"%%cudamem In[{cells[10].execution_count}]"
+    )
     assert "text/html" in cells[10].outputs[1].data
 
 

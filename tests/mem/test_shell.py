@@ -9,16 +9,17 @@ import sys
 import pytest
 from IPython.core.error import UsageError
 
+from cudamagic import extension as cm_extension
+from cudamagic.core.na import is_na
 from cudamagic.mem.free import FreeReport
 from cudamagic.mem.history import MemHistory
 from cudamagic.mem.measure import CellMemMonitor
 from cudamagic.mem.report import CellMemReport
-from cudamagic import extension as cm_extension
-from cudamagic.core.na import is_na
 
 MiB = 1 << 20
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: A traceback line naming a file of our package (``.../cudamagic/mem/measure.py``): never shown to the user.
+# : A traceback line naming a file of our package (``.../cudamagic/mem/measure.py``): never shown to
+# the user.
 OUR_FRAME = re.compile(r"cudamagic[/\\](mem|core)[/\\]\w+\.py")
 
 
@@ -32,7 +33,8 @@ def plain(text):
 
 class NoCuda:
     """Allocator source of a machine where CUDA is not initialised (these tests are the CPU path,
-    also when the suite runs on a GPU machine where another test initialised CUDA)."""
+    also when the suite runs on a GPU machine where another test initialised CUDA).
+    """
 
     def initialized(self):
         return False
@@ -46,7 +48,9 @@ def tip(ip, monkeypatch):
     monkeypatch.setattr(stats, "_source", NoCuda())
     run(ip, "import torch, weakref")
     yield ip
-    for key in [k for k in ip.config.CudaMagics if k.startswith("cudamem_")]:  # %config is shell-wide
+    for key in [
+        k for k in ip.config.CudaMagics if k.startswith("cudamem_")
+    ]:  # %config is shell-wide
         del ip.config.CudaMagics[key]
     for attr in ("last_type", "last_value", "last_traceback", "last_exc"):
         if hasattr(sys, attr):
@@ -54,29 +58,44 @@ def tip(ip, monkeypatch):
 
 
 def monitor_callbacks(ip):
-    return [cb for event in ("pre_run_cell", "post_run_cell") for cb in ip.events.callbacks[event]
-            if isinstance(getattr(cb, "__self__", None), CellMemMonitor)]
+    return [
+        cb
+        for event in ("pre_run_cell", "post_run_cell")
+        for cb in ip.events.callbacks[event]
+        if isinstance(getattr(cb, "__self__", None), CellMemMonitor)
+    ]
 
 
 # ---- %%cudamem -------------------------------------------------------------------------
 
+
 def test_cell_reports_cpu_delta_and_tensors_left(tip):
     run(tip, "net = torch.nn.Sequential(torch.nn.Linear(64, 32))\nold = torch.ones(10)")
-    # 64 MB: above glibc's largest dynamic mmap threshold (32 MiB), so the pages are new and RSS must grow by
-    # them (a 16 MB tensor could reuse heap pages freed by earlier tests and grow RSS by less than its size)
-    res = run(tip, "%%cudamem\nbig = torch.ones(16_000_000)\nparts = [torch.zeros(100, 10), torch.ones(3)]\n")
+    # 64 MB: above glibc's largest dynamic mmap threshold (32 MiB), so the pages are new and RSS
+    # must grow by them (a 16 MB tensor could reuse heap pages freed by earlier tests and grow RSS
+    # by less than its size)
+    res = run(
+        tip,
+        "%%cudamem\nbig = torch.ones(16_000_000)\nparts = [torch.zeros(100, 10), torch.ones(3)]\n",
+    )
     rep = res.result
     assert isinstance(rep, CellMemReport) and res.error_in_exec is None
     assert tip.user_ns["big"].numel() == 16_000_000  # variables persist
-    assert rep.cell == res.execution_count and rep.kind == "cell" and rep.source == "big = torch.ones(16_000_000)"
+    assert (
+        rep.cell == res.execution_count
+        and rep.kind == "cell"
+        and rep.source == "big = torch.ones(16_000_000)"
+    )
     assert is_na(rep.gpu_status) and rep.gpus == []
     assert rep.rss_delta_bytes > 48 * MiB  # 64 MB of ones were written
     rows = {t.name: t for t in rep.tensors}
-    assert rep.tensors[0].name == "big" and rep.tensors[0].bytes == 64_000_000 and rep.tensors[0].new
+    assert (
+        rep.tensors[0].name == "big" and rep.tensors[0].bytes == 64_000_000 and rep.tensors[0].new
+    )
     assert rows["parts[0]"].shape == (100, 10) and rows["parts[0]"].new
     assert rows["net.0.weight"].bytes == 64 * 32 * 4 and not rows["net.0.weight"].new
     assert not rows["old"].new
-    assert "big" in repr(rep) and "<td class=\"cm-prose\"><code>big</code></td>" in rep._repr_html_()
+    assert "big" in repr(rep) and '<td class="cm-prose"><code>big</code></td>' in rep._repr_html_()
     assert len(tip.run_line_magic("cudamem", "history")) == 1
 
 
@@ -101,10 +120,14 @@ def test_error_in_cell_propagates_with_source_lines_and_is_recorded(tip, capsys)
     assert isinstance(res.error_in_exec, ValueError) and str(res.error_in_exec) == "boom <here>"
     assert tip.user_ns["a_var"] == 5
     out = plain(capsys.readouterr().out)
-    assert f"Cell In[{res.execution_count}], line 4" in out  # the notebook's numbering: %%cudamem is line 1
+    assert (
+        f"Cell In[{res.execution_count}], line 4" in out
+    )  # the notebook's numbering: %%cudamem is line 1
     assert "raise ValueError('boom <here>')" in out
     assert not OUR_FRAME.search(out)  # our frames (magic.py, measure.py ...) are hidden
-    assert "cell raised ValueError: boom <here>" in out  # the report was displayed before the traceback
+    assert (
+        "cell raised ValueError: boom <here>" in out
+    )  # the report was displayed before the traceback
     rec = tip.run_line_magic("cudamem", "history")[-1]
     assert rec.error == "ValueError: boom <here>" and rec.cell == res.execution_count
 
@@ -136,13 +159,17 @@ def test_cell_events_fire_once(tip):
 
 # ---- %cudamem on / off / history --------------------------------------------------------
 
+
 def test_on_prints_summary_only_above_threshold_and_off_removes_callbacks(tip, capsys):
     run(tip, "%cudamem on --threshold 4MiB")
-    assert tip.config.CudaMagics.get("cudamem_threshold_bytes") is None  # flag sets the trait, not the config
+    assert (
+        tip.config.CudaMagics.get("cudamem_threshold_bytes") is None
+    )  # flag sets the trait, not the config
     assert len(monitor_callbacks(tip)) == 2
     capsys.readouterr()
-    # 64 MB, written: above glibc's largest mmap threshold (32 MiB), so fresh memory even when earlier tests left
-    # freed, still-resident heap behind (32 MB could reuse it and RSS would not grow: failed under mutmut's order)
+    # 64 MB, written: above glibc's largest mmap threshold (32 MiB), so fresh memory even when
+    # earlier tests left freed, still-resident heap behind (32 MB could reuse it and RSS would not
+    # grow: failed under mutmut's order)
     res = run(tip, "grow = torch.ones(16_000_000)")
     line = capsys.readouterr().out
     assert f"[cudamem] In[{res.execution_count}]" in line and "CPU RSS +" in line
@@ -155,7 +182,9 @@ def test_on_prints_summary_only_above_threshold_and_off_removes_callbacks(tip, c
     run(tip, "%cudamem off")
     assert monitor_callbacks(tip) == []
     hist = tip.run_line_magic("cudamem", "history")
-    assert [r.kind for r in hist] == ["auto"] * 4  # grow, small, %config, grow2; not the on/off lines' twice
+    assert [r.kind for r in hist] == [
+        "auto"
+    ] * 4  # grow, small, %config, grow2; not the on/off lines' twice
     capsys.readouterr()
     run(tip, "%config CudaMagics.cudamem_threshold_bytes = 1")
     run(tip, "grow3 = torch.ones(8_000_000)")
@@ -179,7 +208,9 @@ def test_cudamem_cell_while_on_is_recorded_once(tip, capsys):
     out = capsys.readouterr().out
     assert "[cudamem] In[" not in out  # the full report, not the one-liner too
     hist = tip.run_line_magic("cudamem", "history")
-    assert [(r.cell, r.kind) for r in hist if r.cell == res.execution_count] == [(res.execution_count, "cell")]
+    assert [(r.cell, r.kind) for r in hist if r.cell == res.execution_count] == [
+        (res.execution_count, "cell")
+    ]
     run(tip, "%cudamem off")
 
 
@@ -194,7 +225,9 @@ def test_history_table_json_and_clear(tip, capsys):
     tip.run_line_magic("cudamem", "history --json")
     data = json.loads(capsys.readouterr().out)
     assert [d["error"] for d in data] == [None, "ZeroDivisionError: division by zero"]
-    assert data[0]["tensors"][0]["name"] == "h1" and data[0]["gpu_status"]["code"] == "not_initialized"
+    assert (
+        data[0]["tensors"][0]["name"] == "h1" and data[0]["gpu_status"]["code"] == "not_initialized"
+    )
     snap = tip.run_line_magic("cudamem", "history --clear")
     assert len(snap) == 2 and len(tip.run_line_magic("cudamem", "history")) == 0
 
@@ -229,7 +262,9 @@ def test_free_releases_memory_held_by_the_saved_traceback(tip):
 
 
 def test_free_lists_holders_and_releases_only_named_ones(tip):
-    n = run(tip, "torch.ones(1_000_000)").execution_count  # (an ExecutionResult would hold the value)
+    n = run(
+        tip, "torch.ones(1_000_000)"
+    ).execution_count  # (an ExecutionResult would hold the value)
     ref = weakref_to(tip, f"Out[{n}]")
     run(tip, "acts = torch.zeros(2_000_000)")
     rep = run(tip, "%cudamem free").result
@@ -262,14 +297,18 @@ def weakref_to(ip, expr):
 
 # ---- usage errors -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("line, words", [
-    ("", "needs an action"),
-    ("bogus", "unknown %cudamem action"),
-    ("history --out", "--out does not apply to %cudamem history"),
-    ("on --threshold lots", "not a size"),
-    ("free --var no_such_name", "no variable named 'no_such_name'"),
-    ("free --out 99999", "Out[99999] is not in the output cache"),
-])
+
+@pytest.mark.parametrize(
+    "line, words",
+    [
+        ("", "needs an action"),
+        ("bogus", "unknown %cudamem action"),
+        ("history --out", "--out does not apply to %cudamem history"),
+        ("on --threshold lots", "not a size"),
+        ("free --var no_such_name", "no variable named 'no_such_name'"),
+        ("free --out 99999", "Out[99999] is not in the output cache"),
+    ],
+)
 def test_usage_errors(tip, line, words):
     with pytest.raises(UsageError, match=re.escape(words)):
         tip.run_line_magic("cudamem", line)
@@ -284,13 +323,15 @@ def test_cell_usage_errors(tip):
 
 # ---- review fixes ---------------------------------------------------------------------------
 
+
 def test_syntax_error_traceback_shows_no_cudamagic_or_parser_frames(tip, capsys):
     capsys.readouterr()
     res = run(tip, "%%cudamem\nx = 1\ny = (\n")
     assert isinstance(res.error_in_exec, SyntaxError) and res.error_in_exec.lineno == 3
     out = plain(capsys.readouterr().out)
     assert f"Cell In[{res.execution_count}], line 3" in out
-    # the parser frames (measure.py) are gone; IPython still prints magic.py's `raise` frames for a SyntaxError
+    # the parser frames (measure.py) are gone; IPython still prints magic.py's `raise` frames for a
+    # SyntaxError
     assert "measure.py" not in out and "compilerop.py" not in out and "codeop.py" not in out
     assert "%%cudamem In[" not in out  # the cell did not run: no report
     assert all(r.cell != res.execution_count for r in tip.run_line_magic("cudamem", "history"))
@@ -311,7 +352,9 @@ def test_top_zero_hides_the_table_but_says_how_many_tensors(tip):
     rep = run(tip, "%%cudamem --top 0\nt3 = torch.ones(30)").result
     assert rep.tensors == [] and rep.tensors_total >= 3
     assert f"{rep.tensors_total} tensor storages reachable" in repr(rep)
-    assert "no tensors reachable" not in repr(rep) and "no tensors reachable" not in rep._repr_html_()
+    assert (
+        "no tensors reachable" not in repr(rep) and "no tensors reachable" not in rep._repr_html_()
+    )
 
 
 def test_history_is_bounded_by_a_config_trait(tip):
@@ -322,7 +365,9 @@ def test_history_is_bounded_by_a_config_trait(tip):
     assert "2 older dropped" in repr(hist)
 
 
-@pytest.mark.parametrize("trait", ["cudamem_threshold_bytes", "cudamem_top_tensors", "cudamem_history_cells"])
+@pytest.mark.parametrize(
+    "trait", ["cudamem_threshold_bytes", "cudamem_top_tensors", "cudamem_history_cells"]
+)
 def test_negative_config_values_are_refused(tip, trait):
     magics = cm_extension.current().settings
     before = getattr(magics, trait)
@@ -338,8 +383,11 @@ def test_on_and_reports_fit_a_100_column_terminal(tip, capsys):
     run(tip, "%cudamem off")
     run(tip, "%%cudamem\nw2 = torch.ones(10)\n1/0 # " + "x" * 120)
     out = plain(capsys.readouterr().out)
-    report_lines = [ln for ln in out.splitlines()
-                    if not ln.startswith(("----> ", "      ")) and "run_cell_magic(" not in ln]
+    report_lines = [
+        ln
+        for ln in out.splitlines()
+        if not ln.startswith(("----> ", "      ")) and "run_cell_magic(" not in ln
+    ]
     assert max(len(ln) for ln in report_lines) <= 100, out
     assert "[cudamem] on:" in out and "CUDA is not initialised" in out
     assert max(len(ln) for ln in repr(tip.run_line_magic("cudamem", "history")).splitlines()) <= 100

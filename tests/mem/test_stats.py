@@ -1,5 +1,6 @@
-"""Tier 1 tests of cudamagic.mem.stats: the in-cell peak arithmetic, the torch.cuda gate (never import torch,
-never create a context) and RSS."""
+"""Tier 1 tests of cudamagic.mem.stats: the in-cell peak arithmetic, the torch.cuda gate (never
+import torch, never create a context) and RSS.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ def reading(alloc, peak, total, reserved=0, device=0, retries=0, ooms=0):
 
 
 # ---- in-cell peak without resetting the user's counters ----------------------------
+
 
 def test_peak_is_exact_when_the_cell_sets_a_new_high():
     before = reading(100 * MiB, 150 * MiB, 1000 * MiB)
@@ -46,7 +48,8 @@ def test_peak_is_exact_when_the_cell_allocates_nothing():
 
 @pytest.mark.parametrize("kept", [1, 50 * MiB])
 def test_peak_is_exact_when_the_cell_only_allocates_below_an_earlier_peak(kept):
-    # nothing freed: the allocation at the end is the peak, whatever the earlier peak (even for one byte)
+    # nothing freed: the allocation at the end is the peak, whatever the earlier peak (even for one
+    # byte)
     before = reading(100 * MiB, 1024 * MiB, 5000 * MiB)
     after = reading(100 * MiB + kept, 1024 * MiB, 5000 * MiB + kept)
     assert in_cell_peak(before, after) == (100 * MiB + kept, True)
@@ -61,6 +64,7 @@ def test_peak_when_cuda_was_initialised_by_the_cell_and_after_a_reset():
 
 
 # ---- the gate: never import torch, never touch CUDA unless initialised -------------
+
 
 def test_real_source_does_not_import_torch_or_create_a_context(monkeypatch, cuda_calls):
     src = stats.TorchCudaStats()
@@ -95,8 +99,9 @@ def test_rss_matches_psutil_and_follows_allocation():
     proc = psutil.Process()
     assert abs(stats.rss_bytes() - proc.memory_info().rss) < 4 * MiB
     before = stats.rss_bytes()
-    # 64 MiB, written: above glibc's largest mmap threshold (32 MiB), so it is fresh memory even when
-    # earlier tests left freed, still-resident heap behind (a 16 MiB block could reuse it: flaky)
+    # 64 MiB, written: above glibc's largest mmap threshold (32 MiB), so it is fresh memory even
+    # when earlier tests left freed, still-resident heap behind (a 16 MiB block could reuse it:
+    # flaky)
     block = torch.ones(64 * MiB // 4)
     assert stats.rss_bytes() - before > 32 * MiB
     del block
@@ -106,23 +111,44 @@ def test_real_reader_reads_the_right_counters_of_the_real_key_shape(monkeypatch)
     """TorchCudaStats.read on torch's real nested-dict shape, every other counter distinct (tests/torch_stats.py)."""
     from tests.torch_stats import nested_stats
 
-    chosen = {"allocated_bytes.all.current": 11, "allocated_bytes.all.peak": 22, "allocated_bytes.all.allocated": 33,
-              "reserved_bytes.all.current": 44, "reserved_bytes.all.peak": 55, "num_alloc_retries": 66,
-              "num_ooms": 77}
-    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", lambda device=None: nested_stats(**chosen))
+    chosen = {
+        "allocated_bytes.all.current": 11,
+        "allocated_bytes.all.peak": 22,
+        "allocated_bytes.all.allocated": 33,
+        "reserved_bytes.all.current": 44,
+        "reserved_bytes.all.peak": 55,
+        "num_alloc_retries": 66,
+        "num_ooms": 77,
+    }
+    monkeypatch.setattr(
+        torch.cuda, "memory_stats_as_nested_dict", lambda device=None: nested_stats(**chosen)
+    )
     g = stats.TorchCudaStats().read(0)
-    assert (g.allocated_bytes, g.peak_allocated_bytes, g.allocated_total_bytes, g.reserved_bytes,
-            g.peak_reserved_bytes, g.num_alloc_retries, g.num_ooms) == (11, 22, 33, 44, 55, 66, 77)
+    assert (
+        g.allocated_bytes,
+        g.peak_allocated_bytes,
+        g.allocated_total_bytes,
+        g.reserved_bytes,
+        g.peak_reserved_bytes,
+        g.num_alloc_retries,
+        g.num_ooms,
+    ) == (11, 22, 33, 44, 55, 66, 77)
 
 
 def raising_is_initialized():
     raise RuntimeError("CUDA call failed lazily at initialization")
 
 
-@pytest.mark.parametrize("not_pytorch", [
-    types.SimpleNamespace(__name__="torch"),  # the user's own torch.py shadowing PyTorch: no torch.cuda
-    types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=raising_is_initialized)),
-], ids=["no-cuda-attribute", "is_initialized-raises"])
+@pytest.mark.parametrize(
+    "not_pytorch",
+    [
+        types.SimpleNamespace(
+            __name__="torch"
+        ),  # the user's own torch.py shadowing PyTorch: no torch.cuda
+        types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=raising_is_initialized)),
+    ],
+    ids=["no-cuda-attribute", "is_initialized-raises"],
+)
 def test_a_torch_that_cannot_answer_counts_as_not_initialised(monkeypatch, not_pytorch):
     monkeypatch.setitem(sys.modules, "torch", not_pytorch)
     src = stats.TorchCudaStats()
@@ -132,8 +158,9 @@ def test_a_torch_that_cannot_answer_counts_as_not_initialised(monkeypatch, not_p
 
 
 def test_real_reader_gives_zeros_for_the_empty_dict_torch_returns_before_init(monkeypatch):
-    """``memory_stats_as_nested_dict`` returns ``{}`` while CUDA is not initialised (torch/cuda/memory.py): the
-    real function, made to see an uninitialised CUDA on any machine, gives the reader zeros, not a KeyError."""
+    """``memory_stats_as_nested_dict`` returns ``{}`` while CUDA is not initialised
+    (torch/cuda/memory.py): the real function, made to see an uninitialised CUDA on any machine, gives the reader zeros, not a KeyError.
+    """
     monkeypatch.setattr(torch.cuda.memory, "is_initialized", lambda: False)
     assert torch.cuda.memory_stats_as_nested_dict(1) == {}
     assert stats.TorchCudaStats().read(1) == GpuStats(1, 0, 0, 0, 0, 0, 0, 0)
@@ -142,8 +169,10 @@ def test_real_reader_gives_zeros_for_the_empty_dict_torch_returns_before_init(mo
 def test_rss_unreadable_is_na_saying_how_to_fix_it(monkeypatch):
     monkeypatch.setattr(stats.platform, "rss_bytes", lambda: None)
     na = stats.rss_bytes()
-    assert na.code == "error" and na.reason == ("process RSS could not be read (no /proc/self/statm, and psutil is "
-                                                "missing or failed; `pip install psutil`)")
+    assert na.code == "error" and na.reason == (
+        "process RSS could not be read (no /proc/self/statm, and psutil is "
+        "missing or failed; `pip install psutil`)"
+    )
     snap = stats.take_snapshot(stats.TorchCudaStats())
     assert snap.rss_bytes == na
 
@@ -161,8 +190,14 @@ def test_snapshot_reads_the_source_it_is_given_not_the_module_one(monkeypatch):
 
     class Untouchable:
         def __getattr__(self, name):
-            raise AssertionError(f"the module's source was used ({name}) although the caller gave one")
+            raise AssertionError(
+                f"the module's source was used ({name}) although the caller gave one"
+            )
 
     monkeypatch.setattr(stats, "_source", Untouchable())
     snap = stats.take_snapshot(OneGpu())
-    assert snap.cuda_initialized and snap.gpus == {0: reading(5 * MiB, 7 * MiB, 9 * MiB)} and snap.gpus_na is None
+    assert (
+        snap.cuda_initialized
+        and snap.gpus == {0: reading(5 * MiB, 7 * MiB, 9 * MiB)}
+        and snap.gpus_na is None
+    )

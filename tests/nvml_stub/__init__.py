@@ -1,17 +1,19 @@
 """The stand-in NVML library (``nvml_stub.c``) under the real, unmodified ``pynvml`` binding.
 
-:func:`build` compiles ``nvml_stub.c`` with the system C compiler (``$CC`` or ``gcc``) into a per-user cache
-directory keyed by the source's hash, with the soname ``libnvidia-ml.so.1``. :func:`load` dlopens it by full
-path; glibc then answers pynvml's own ``CDLL("libnvidia-ml.so.1")`` with this already-loaded object (it matches
-by soname), so the binding's library search, function-pointer lookup, structures (memory v1/v2, process info
-v1/v2/v3, PCI info), string buffers and error classes all run as in production.
+:func:`build` compiles ``nvml_stub.c`` with the system C compiler (``$CC`` or ``gcc``) into a
+per-user cache directory keyed by the source's hash, with the soname ``libnvidia-ml.so.1``.
+:func:`load` dlopens it by full path; glibc then answers pynvml's own ``CDLL("libnvidia-ml.so.1")``
+with this already-loaded object (it matches by soname), so the binding's library search,
+function-pointer lookup, structures (memory v1/v2, process info v1/v2/v3, PCI info), string buffers
+and error classes all run as in production.
 
-:class:`StubNVML` plays a scenario in the format of ``tests/fake_nvml.py`` (``SCENARIOS``, ``_gpu``), plus keys the
-stand-in adds: ``memory_reserved`` (bytes the driver reserves; v1 ``used`` includes it), ``memory_v2`` (False: a
-pre-R510 driver without ``nvmlDeviceGetMemoryInfo_v2``), ``max_clock_sm``/``max_clock_mem`` (MHz), ``ecc`` (dict:
-``current``, ``volatile_uncorrected``, ``aggregate_uncorrected``, ``retired_pages_pending``, ``remapped_pending``,
-``remapped_failure``), ``proc_struct_bytes`` (element size the driver writes for the v3 process call: 24 as
-nvml.h, 16 plays a binding/driver struct mismatch). Values given as callables ``f(tick)`` are evaluated at
+:class:`StubNVML` plays a scenario in the format of ``tests/fake_nvml.py`` (``SCENARIOS``,
+``_gpu``), plus keys the stand-in adds: ``memory_reserved`` (bytes the driver reserves; v1 ``used``
+includes it), ``memory_v2`` (False: a pre-R510 driver without ``nvmlDeviceGetMemoryInfo_v2``),
+``max_clock_sm``/``max_clock_mem`` (MHz), ``ecc`` (dict: ``current``, ``volatile_uncorrected``,
+``aggregate_uncorrected``, ``retired_pages_pending``, ``remapped_pending``, ``remapped_failure``),
+``proc_struct_bytes`` (element size the driver writes for the v3 process call: 24 as nvml.h, 16
+plays a binding/driver struct mismatch). Values given as callables ``f(tick)`` are evaluated at
 :meth:`StubNVML.tick` (tick 0 at start).
 """
 
@@ -41,7 +43,8 @@ def build() -> str:
     with open(SOURCE, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()[:16]
     cache = os.environ.get("CUDAMAGIC_NVML_STUB_DIR") or os.path.join(
-        tempfile.gettempdir(), f"cudamagic-nvml-stub-{os.getuid() if hasattr(os, 'getuid') else 0}")
+        tempfile.gettempdir(), f"cudamagic-nvml-stub-{os.getuid() if hasattr(os, 'getuid') else 0}"
+    )
     out = os.path.join(cache, digest, SONAME)
     if os.path.exists(out):
         return out
@@ -50,7 +53,18 @@ def build() -> str:
         raise StubUnavailable("the NVML stand-in needs Linux and a C compiler (gcc); install gcc")
     os.makedirs(os.path.dirname(out), exist_ok=True)
     tmp = f"{out}.{os.getpid()}.tmp"
-    cmd = [cc, "-shared", "-fPIC", "-O2", "-Wall", "-Werror", f"-Wl,-soname,{SONAME}", "-o", tmp, SOURCE]
+    cmd = [
+        cc,
+        "-shared",
+        "-fPIC",
+        "-O2",
+        "-Wall",
+        "-Werror",
+        f"-Wl,-soname,{SONAME}",
+        "-o",
+        tmp,
+        SOURCE,
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise StubUnavailable(f"building the NVML stand-in failed: {' '.join(cmd)}\n{res.stderr}")
@@ -91,23 +105,30 @@ def load():
         ("stub_set_system", None, [ctypes.c_int, ctypes.c_int]),
         ("stub_add_process", ctypes.c_int, [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]),
         ("stub_clear_processes", None, [ctypes.c_int]),
-        ("stub_add_mig", ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_ulonglong]),
+        (
+            "stub_add_mig",
+            ctypes.c_int,
+            [ctypes.c_int, ctypes.c_char_p, ctypes.c_ulonglong, ctypes.c_ulonglong],
+        ),
         ("stub_set_error", ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]),
         ("stub_calls", ctypes.c_ulonglong, []),
     ]:
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     if real.nvmlLib is None:
-        real._LoadNvmlLibrary()          # the binding's own search: CDLL("libnvidia-ml.so.1") -> this object
+        real._LoadNvmlLibrary()  # the binding's own search: CDLL("libnvidia-ml.so.1") -> this object
     if real.nvmlLib is None or not hasattr(real.nvmlLib, "stub_reset"):
-        raise StubUnavailable(f"pynvml loaded another {SONAME} ({real.nvmlLib}); a real driver is installed")
+        raise StubUnavailable(
+            f"pynvml loaded another {SONAME} ({real.nvmlLib}); a real driver is installed"
+        )
     _lib = lib
     return lib
 
 
 def unload():
-    """Undo :func:`load`: the binding forgets the library and it is dlclose'd (both references: ours by path and
-    pynvml's by soname), so later code in this process sees the machine as it is (no driver here)."""
+    """Undo :func:`load`: the binding forgets the library and it is dlclose'd (both references: ours
+    by path and pynvml's by soname), so later code in this process sees the machine as it is (no driver here).
+    """
     global _lib
     if _lib is None:
         return
@@ -128,19 +149,38 @@ def unload():
 
 
 _SIMPLE = {
-    "memory_total": "memory_total", "memory_used": "memory_used", "memory_reserved": "memory_reserved",
-    "util_gpu": "util_gpu", "util_mem": "util_mem", "temperature": "temperature",
-    "power_draw_mw": "power_draw_mw", "power_limit_mw": "power_limit_mw", "fan": "fan",
-    "clock_sm": "clock_sm", "clock_mem": "clock_mem", "max_clock_sm": "max_clock_sm",
-    "max_clock_mem": "max_clock_mem", "pstate": "pstate", "throttle": "throttle", "persistence": "persistence",
+    "memory_total": "memory_total",
+    "memory_used": "memory_used",
+    "memory_reserved": "memory_reserved",
+    "util_gpu": "util_gpu",
+    "util_mem": "util_mem",
+    "temperature": "temperature",
+    "power_draw_mw": "power_draw_mw",
+    "power_limit_mw": "power_limit_mw",
+    "fan": "fan",
+    "clock_sm": "clock_sm",
+    "clock_mem": "clock_mem",
+    "max_clock_sm": "max_clock_sm",
+    "max_clock_mem": "max_clock_mem",
+    "pstate": "pstate",
+    "throttle": "throttle",
+    "persistence": "persistence",
     "proc_struct_bytes": "proc_struct_bytes",
 }
-_ECC = {"current": "ecc_current", "volatile_uncorrected": "ecc_volatile_uncorrected",
-        "aggregate_uncorrected": "ecc_aggregate_uncorrected", "retired_pages_pending": "retired_pages_pending",
-        "remapped_pending": "remapped_pending", "remapped_failure": "remapped_failure",
-        "remapped_correctable": "remapped_correctable", "remapped_uncorrectable": "remapped_uncorrectable"}
-_UNSUPPORTED_ALIASES = {"nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
-                        "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3"}
+_ECC = {
+    "current": "ecc_current",
+    "volatile_uncorrected": "ecc_volatile_uncorrected",
+    "aggregate_uncorrected": "ecc_aggregate_uncorrected",
+    "retired_pages_pending": "retired_pages_pending",
+    "remapped_pending": "remapped_pending",
+    "remapped_failure": "remapped_failure",
+    "remapped_correctable": "remapped_correctable",
+    "remapped_uncorrectable": "remapped_uncorrectable",
+}
+_UNSUPPORTED_ALIASES = {
+    "nvmlDeviceGetComputeRunningProcesses": "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses": "nvmlDeviceGetGraphicsRunningProcesses_v3",
+}
 
 
 class StubNVML:
@@ -153,7 +193,9 @@ class StubNVML:
         self.t = 0
         lib = self.lib
         lib.stub_reset(len(self.gpus))
-        lib.stub_set_system(int(scenario.get("cuda_driver_version", 12040)), int(scenario.get("init_error", 0)))
+        lib.stub_set_system(
+            int(scenario.get("cuda_driver_version", 12040)), int(scenario.get("init_error", 0))
+        )
         for key in ("driver_version", "nvml_version"):
             if key in scenario:
                 lib.stub_set_str(-1, key.encode(), scenario[key].encode())
@@ -215,8 +257,9 @@ class StubNVML:
 
 
 def install(scenario: dict, monkeypatch=None) -> StubNVML:
-    """Play ``scenario`` in the stand-in, make sure ``sys.modules['pynvml']`` is the real binding and reset
-    cudamagic's NVML state. Raises StubUnavailable when the stand-in cannot be built or loaded."""
+    """Play ``scenario`` in the stand-in, make sure ``sys.modules['pynvml']`` is the real binding
+    and reset cudamagic's NVML state. Raises StubUnavailable when the stand-in cannot be built or loaded.
+    """
     from cudamagic.core import nvml
 
     stub = StubNVML(scenario)

@@ -1,6 +1,7 @@
-"""scripts/gpu_check_torchprof.py runs where only torch is installed: its no-IPython path (the engine on a plain
-stand-in shell) profiles a cell on CPU in a process where importing IPython fails. The GPU checks themselves are
-not run here (no GPU)."""
+"""scripts/gpu_check_torchprof.py runs where only torch is installed: its no-IPython path (the
+engine on a plain stand-in shell) profiles a cell on CPU in a process where importing IPython fails.
+The GPU checks themselves are not run here (no GPU).
+"""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ print("ENGINE-OK", sorted(k for k in sys.modules if k.split(".")[0] in ("IPython
 
 
 def test_the_gpu_check_runs_without_ipython():
-    proc = subprocess.run([sys.executable, "-c", DRIVER], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", DRIVER], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ENGINE-OK []" in proc.stdout, proc.stdout[-2000:]

@@ -1,6 +1,7 @@
-"""Tier 3: %%torchprof in a real Jupyter kernel (nbclient): the summary is the cell's HTML output (self-contained),
-Kineto's log lines stay out of the cell, a failing cell shows the profile then its own traceback, and nothing is
-left enabled after `%unload_ext`."""
+"""Tier 3: %%torchprof in a real Jupyter kernel (nbclient): the summary is the cell's HTML output
+(self-contained), Kineto's log lines stay out of the cell, a failing cell shows the profile then its
+own traceback, and nothing is left enabled after `%unload_ext`.
+"""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import run_demo  # scripts/run_demo.py (on sys.path via conftest): the one noteb
 pytestmark = pytest.mark.kernel
 
 CELLS = [
-    "%load_ext cudamagic\nimport torch\nw = torch.randn(64, 64)",                                     # 0
-    "%%torchprof -o p\nfor _ in range(20):\n    h = (w @ w).relu()\nh.shape",                        # 1
-    "print(p.slowest().name, len(p.ops))",                                                            # 2
-    "%%torchprof\nh = w @ w\nraise KeyError('missing batch')",                                         # 3
-    "%unload_ext cudamagic",                                                                          # 4
-    "print('enabled:', torch._C._autograd._profiler_enabled())",                                      # 5
+    "%load_ext cudamagic\nimport torch\nw = torch.randn(64, 64)",  # 0
+    "%%torchprof -o p\nfor _ in range(20):\n    h = (w @ w).relu()\nh.shape",  # 1
+    "print(p.slowest().name, len(p.ops))",  # 2
+    "%%torchprof\nh = w @ w\nraise KeyError('missing batch')",  # 3
+    "%unload_ext cudamagic",  # 4
+    "print('enabled:', torch._C._autograd._profiler_enabled())",  # 5
 ]
 
 
@@ -27,7 +28,9 @@ def test_torchprof_in_a_kernel(tmp_path):
     run_demo.execute_nb(nb, cwd=str(tmp_path), timeout_s=300, allow_errors=True)
     outs = [c.outputs for c in nb.cells]
 
-    stderr = [o.text for cell in outs for o in cell if o.output_type == "stream" and o.name == "stderr"]
+    stderr = [
+        o.text for cell in outs for o in cell if o.output_type == "stream" and o.name == "stderr"
+    ]
     assert not any("USDT:" in t or "STAGE:" in t for t in stderr)
 
     html = [o.data["text/html"] for o in outs[1] if "text/html" in o.get("data", {})]
@@ -41,7 +44,9 @@ def test_torchprof_in_a_kernel(tmp_path):
 
     kinds = [o.output_type for o in outs[3]]
     assert kinds[-1] == "error" and outs[3][-1].ename == "KeyError"
-    assert any("cm-prof" in o.get("data", {}).get("text/html", "") for o in outs[3])  # the part that ran
+    assert any(
+        "cm-prof" in o.get("data", {}).get("text/html", "") for o in outs[3]
+    )  # the part that ran
     tb = "\n".join(outs[3][-1].traceback)
     assert "raise KeyError('missing batch')" in re.sub(r"\x1b\[[0-9;]*m", "", tb)
 

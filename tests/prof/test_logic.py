@@ -1,5 +1,6 @@
-"""Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown, aggregation,
-trace self time, the trace size cap."""
+"""Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown,
+aggregation, trace self time, the trace size cap.
+"""
 
 from __future__ import annotations
 
@@ -9,15 +10,26 @@ import json
 import pytest
 
 from cudamagic.prof.compare import compare, totals_from_trace
-from cudamagic.prof.summary import KernelRecord, OpRecord, ProfResult, aggregate, frame_is_user, gpu_breakdown
+from cudamagic.prof.summary import (
+    KernelRecord,
+    OpRecord,
+    ProfResult,
+    aggregate,
+    frame_is_user,
+    gpu_breakdown,
+)
 from cudamagic.prof.trace import load_trace, write_capped
 
 
 def test_gpu_breakdown_counts_overlaps_once_and_sums_to_span():
-    ks = [KernelRecord("gemm", "kernel", 0, 7, 10, 40),
-          KernelRecord("Memcpy HtoD", "memcpy", 0, 8, 30, 60),   # 30..40 overlaps the kernel: kernel wins
-          KernelRecord("Memset", "memset", 0, 7, 70, 75),
-          KernelRecord("late", "kernel", 0, 7, 95, 130)]          # clipped to the span end (100)
+    ks = [
+        KernelRecord("gemm", "kernel", 0, 7, 10, 40),
+        KernelRecord(
+            "Memcpy HtoD", "memcpy", 0, 8, 30, 60
+        ),  # 30..40 overlaps the kernel: kernel wins
+        KernelRecord("Memset", "memset", 0, 7, 70, 75),
+        KernelRecord("late", "kernel", 0, 7, 95, 130),
+    ]  # clipped to the span end (100)
     (b,) = gpu_breakdown(ks, (0.0, 100.0))
     assert (b.kernel_us, b.memcpy_us, b.memset_us) == (35.0, 20.0, 5.0)
     assert b.idle_us == pytest.approx(40.0)
@@ -36,10 +48,17 @@ def _op(name, shapes, start, end, self_us):
 
 
 def test_aggregate_groups_by_shape_and_percentages_sum_to_100():
-    ops = [_op("aten::mm", "[[2, 3]]", 0, 10, 10), _op("aten::mm", "[[4, 3]]", 10, 40, 30),
-           _op("aten::mm", "[[2, 3]]", 40, 50, 10), _op("aten::add", "[[2]]", 50, 60, 40)]
+    ops = [
+        _op("aten::mm", "[[2, 3]]", 0, 10, 10),
+        _op("aten::mm", "[[4, 3]]", 10, 40, 30),
+        _op("aten::mm", "[[2, 3]]", 40, 50, 10),
+        _op("aten::add", "[[2]]", 50, 60, 40),
+    ]
     by_op = aggregate(ops, "op")
-    assert [(r.name, r.calls, r.self_us) for r in by_op] == [("aten::mm", 3, 50), ("aten::add", 1, 40)]
+    assert [(r.name, r.calls, r.self_us) for r in by_op] == [
+        ("aten::mm", 3, 50),
+        ("aten::add", 1, 40),
+    ]
     by_shape = aggregate(ops, "shape")
     mm = [(r.detail, r.calls) for r in by_shape if r.name == "aten::mm"]
     assert sorted(mm) == [("[[2, 3]]", 2), ("[[4, 3]]", 1)]
@@ -54,13 +73,47 @@ def test_frame_is_user_skips_library_frames():
 
 
 def test_trace_self_time_subtracts_nested_events():
-    data = {"traceEvents": [
-        {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "ts": 0, "dur": 100, "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 10, "dur": 70, "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "ts": 20, "dur": 5, "pid": 1, "tid": 1},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "ts": 10, "dur": 50, "pid": 1, "tid": 2},
-        {"ph": "X", "cat": "kernel", "name": "sgemm", "ts": 30, "dur": 8, "pid": 0, "tid": 7},
-    ]}
+    data = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::linear",
+                "ts": 0,
+                "dur": 100,
+                "pid": 1,
+                "tid": 1,
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::addmm",
+                "ts": 10,
+                "dur": 70,
+                "pid": 1,
+                "tid": 1,
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::copy_",
+                "ts": 20,
+                "dur": 5,
+                "pid": 1,
+                "tid": 1,
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::addmm",
+                "ts": 10,
+                "dur": 50,
+                "pid": 1,
+                "tid": 2,
+            },
+            {"ph": "X", "cat": "kernel", "name": "sgemm", "ts": 30, "dur": 8, "pid": 0, "tid": 7},
+        ]
+    }
     t = totals_from_trace(data)
     assert t[("operator", "aten::linear")] == [1, 30.0]
     assert t[("operator", "aten::addmm")] == [2, 115.0]
@@ -70,8 +123,13 @@ def test_trace_self_time_subtracts_nested_events():
 
 def test_compare_ranks_the_biggest_change_first():
     a = ProfResult(ops=[_op("aten::mm", "", 0, 10, 10), _op("aten::add", "", 10, 20, 10)])
-    b = ProfResult(ops=[_op("aten::mm", "", 0, 11, 11), _op("aten::add", "", 11, 100, 89),
-                        _op("aten::new", "", 100, 102, 2)])
+    b = ProfResult(
+        ops=[
+            _op("aten::mm", "", 0, 11, 11),
+            _op("aten::add", "", 11, 100, 89),
+            _op("aten::new", "", 100, 102, 2),
+        ]
+    )
     cmp = compare(a, b)
     assert [r.name for r in cmp.rows] == ["aten::add", "aten::new", "aten::mm"]
     assert cmp.rows[0].delta_us == 79
@@ -82,14 +140,42 @@ def _big_trace(n_steps=20, per_step=500, stacks=True):
     ev = [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}}]
     t = 0
     for s in range(n_steps):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{s}", "ts": t, "dur": per_step * 10,
-                   "pid": 1, "tid": 1})
+        ev.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{s}",
+                "ts": t,
+                "dur": per_step * 10,
+                "pid": 1,
+                "tid": 1,
+            }
+        )
         for i in range(per_step):
-            ev.append({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": t + i * 10, "dur": 9, "pid": 1, "tid": 1,
-                       "args": {"Input Dims": [[64, 64], [64, 64]], "Call stack": "a.py(1): f;" * 5}})
+            ev.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::mm",
+                    "ts": t + i * 10,
+                    "dur": 9,
+                    "pid": 1,
+                    "tid": 1,
+                    "args": {"Input Dims": [[64, 64], [64, 64]], "Call stack": "a.py(1): f;" * 5},
+                }
+            )
             if stacks:
-                ev.append({"ph": "X", "cat": "python_function", "name": "a.py(1): f", "ts": t + i * 10, "dur": 9,
-                           "pid": 1, "tid": 1})
+                ev.append(
+                    {
+                        "ph": "X",
+                        "cat": "python_function",
+                        "name": "a.py(1): f",
+                        "ts": t + i * 10,
+                        "dur": 9,
+                        "pid": 1,
+                        "tid": 1,
+                    }
+                )
         t += per_step * 10
     return {"traceEvents": ev, "schemaVersion": 1}
 
@@ -105,7 +191,11 @@ def test_trace_under_the_cap_is_written_whole(tmp_path):
 def test_trace_cap_drops_stacks_then_whole_steps(tmp_path, name):
     data = _big_trace()
     path = str(tmp_path / name)
-    full = len(json.dumps(data)) if name.endswith(".json") else len(gzip.compress(json.dumps(data).encode()))
+    full = (
+        len(json.dumps(data))
+        if name.endswith(".json")
+        else len(gzip.compress(json.dumps(data).encode()))
+    )
     cap = full // 4
     notes = write_capped(data, path, cap)
     assert (tmp_path / name).stat().st_size <= cap
@@ -113,19 +203,25 @@ def test_trace_cap_drops_stacks_then_whole_steps(tmp_path, name):
     assert "Python stacks" in notes[0]
     assert not any(e.get("cat") == "python_function" for e in loaded["traceEvents"])
     assert not any("Call stack" in e.get("args", {}) for e in loaded["traceEvents"])
-    if name.endswith(".json"):  # gzip compresses the repeated events so well that dropping stacks suffices
+    if name.endswith(
+        ".json"
+    ):  # gzip compresses the repeated events so well that dropping stacks suffices
         assert "profiler steps" in notes[1]
         steps = [e["name"] for e in loaded["traceEvents"] if e["name"].startswith("ProfilerStep#")]
         kept = len(steps)
         assert 0 < kept < 20 and steps == [f"ProfilerStep#{i}" for i in range(kept)]
         last_step_end = kept * 5000
         assert all(e["ts"] < last_step_end for e in loaded["traceEvents"] if "ts" in e)
-        assert sum(e["name"] == "aten::mm" for e in loaded["traceEvents"]) == kept * 500  # whole steps
+        assert (
+            sum(e["name"] == "aten::mm" for e in loaded["traceEvents"]) == kept * 500
+        )  # whole steps
 
 
 def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
     data = _big_trace(1, 3000, stacks=False)
-    data["traceEvents"] = [e for e in data["traceEvents"] if not e["name"].startswith("ProfilerStep")]
+    data["traceEvents"] = [
+        e for e in data["traceEvents"] if not e["name"].startswith("ProfilerStep")
+    ]
     path = str(tmp_path / "t.json")
     notes = write_capped(data, path, 100_000)
     assert (tmp_path / "t.json").stat().st_size <= 100_000
@@ -135,35 +231,57 @@ def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
 
 
 def test_summary_and_compare_html_are_themed_and_aligned():
-    """Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with a fallback),
-    numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box, N/A with its reason."""
+    """Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with
+    a fallback), numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box, N/A with its reason.
+    """
     import re
 
     from cudamagic.core.style import hard_coded_colours
 
     ops = [_op("aten::mm", "", 0, 10, 10), _op("aten::add" + "_long" * 30, "", 10, 20, 10)]
     ks = [KernelRecord("gemm<float>", "kernel", 0, 7, 0, 5, launcher="aten::mm")]
-    with_gpu = ProfResult(ops=ops, kernels=ks, span_us=(0.0, 20.0), gpu=gpu_breakdown(ks, (0.0, 20.0)),
-                          activities=["CPU", "CUDA"], error="RuntimeError: <boom>", notices=["#fff is not ours"])
+    with_gpu = ProfResult(
+        ops=ops,
+        kernels=ks,
+        span_us=(0.0, 20.0),
+        gpu=gpu_breakdown(ks, (0.0, 20.0)),
+        activities=["CPU", "CUDA"],
+        error="RuntimeError: <boom>",
+        notices=["#fff is not ours"],
+    )
     cpu = ProfResult(ops=ops, span_us=(0.0, 20.0), activities=["CPU"])
     for res in (with_gpu, cpu):
         page = res._repr_html_()
         assert page.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
         assert hard_coded_colours(page.replace("#fff is not ours", "")) == []
-        assert page.count("<table") == page.count('<div class="cm-scroll"><table') + 1  # the facts list is narrow
+        assert (
+            page.count("<table") == page.count('<div class="cm-scroll"><table') + 1
+        )  # the facts list is narrow
         ops_head = re.search(r"<h4>Top operators.*?<thead>(.*?)</thead>", page).group(1)
         assert ops_head.startswith('<tr><th class="cm-num">#</th><th class="cm-num">self %</th>')
         assert '<th class="cm-prose cm-mono">operator</th>' in ops_head
     page = with_gpu._repr_html_()
-    assert '<span class="cm-badge cm-error">\u2716 stopped by RuntimeError: &lt;boom&gt;</span>' in page
-    assert '<th class="cm-prose cm-mono">kernel</th><th class="cm-prose cm-mono">launched by</th>' in page
+    assert (
+        '<span class="cm-badge cm-error">\u2716 stopped by RuntimeError: &lt;boom&gt;</span>'
+        in page
+    )
+    assert (
+        '<th class="cm-prose cm-mono">kernel</th><th class="cm-prose cm-mono">launched by</th>'
+        in page
+    )
     assert '<th class="cm-num">kernel %</th>' in page
     assert '<span class="cm-na" title="run with --memory">N/A</span>' in page
     assert '<span class="cm-na" title="no GPU activity recorded">N/A</span>' in cpu._repr_html_()
     assert "peak allocated: N/A (run with --memory)" in repr(cpu)
     cmp = compare(cpu, with_gpu)._repr_html_()
-    assert cmp.startswith('<div class="cudamagic mathjax_ignore cm-prof">') and hard_coded_colours(cmp) == []
-    assert '<th class="cm-num">change ms</th>' in cmp and '<th class="cm-prose cm-mono">name</th>' in cmp
+    assert (
+        cmp.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
+        and hard_coded_colours(cmp) == []
+    )
+    assert (
+        '<th class="cm-num">change ms</th>' in cmp
+        and '<th class="cm-prose cm-mono">name</th>' in cmp
+    )
 
 
 def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
@@ -171,26 +289,50 @@ def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
 
     from cudamagic.prof.render import timeline_svg
 
-    ops = [OpRecord("aten::linear", "[]", 7, 0, 100, 10, True, depth=0),
-           OpRecord("aten::addmm", "[]", 7, 5, 90, 60, False, depth=1),
-           OpRecord("aten::copy_", "[]", 7, 10, 30, 20, False, depth=2),
-           OpRecord("aten::deep", "[]", 7, 12, 20, 8, False, depth=3),
-           OpRecord("aten::relu", "[]", 9, 0, 50, 50, True, depth=0)]
+    ops = [
+        OpRecord("aten::linear", "[]", 7, 0, 100, 10, True, depth=0),
+        OpRecord("aten::addmm", "[]", 7, 5, 90, 60, False, depth=1),
+        OpRecord("aten::copy_", "[]", 7, 10, 30, 20, False, depth=2),
+        OpRecord("aten::deep", "[]", 7, 12, 20, 8, False, depth=3),
+        OpRecord("aten::relu", "[]", 9, 0, 50, 50, True, depth=0),
+    ]
     svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 100.0)))
     labels = re.findall(r"<text x=\"2\" y=\"[\d.]+\"[^>]*>([^<]+)</text>", svg)
     assert labels == ["thread 7", "\u2003nested 1", "\u2003nested 2", "thread 9"]
-    rects = {m.group(3).rsplit(":", 1)[0]: (int(m.group(1)), m.group(2))
-             for m in re.finditer(r'<rect [^>]*y="(\d+)"[^>]*class="cm-depth(\d)"[^>]*><title>([^<]+)</title>', svg)}
-    assert set(rects) == {"aten::linear", "aten::addmm", "aten::copy_", "aten::relu"}  # depth 3 is not drawn
+    rects = {
+        m.group(3).rsplit(":", 1)[0]: (int(m.group(1)), m.group(2))
+        for m in re.finditer(
+            r'<rect [^>]*y="(\d+)"[^>]*class="cm-depth(\d)"[^>]*><title>([^<]+)</title>', svg
+        )
+    }
+    assert set(rects) == {
+        "aten::linear",
+        "aten::addmm",
+        "aten::copy_",
+        "aten::relu",
+    }  # depth 3 is not drawn
     assert [rects[n][1] for n in ("aten::linear", "aten::addmm", "aten::copy_")] == ["0", "1", "2"]
-    assert rects["aten::linear"][0] < rects["aten::addmm"][0] < rects["aten::copy_"][0] < rects["aten::relu"][0]
+    assert (
+        rects["aten::linear"][0]
+        < rects["aten::addmm"][0]
+        < rects["aten::copy_"][0]
+        < rects["aten::relu"][0]
+    )
     rules = dict(re.findall(r"svg\.cm-tl \.cm-depth(\d)\{([^}]+)\}", svg))
-    assert sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3  # outline/shade differ per depth
-    fills = dict(re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg))
-    assert len(set(fills.values())) == 3  # and each box its fill (legend colour, else a theme shade per depth)
+    assert (
+        sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3
+    )  # outline/shade differ per depth
+    fills = dict(
+        re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg)
+    )
+    assert (
+        len(set(fills.values())) == 3
+    )  # and each box its fill (legend colour, else a theme shade per depth)
     for style in list(rules.values()) + list(fills.values()):
         colours = re.findall(r"#[0-9a-f]{3,6}", style)
-        assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)  # only var() fallbacks
+        assert colours and all(
+            f", {c})" in style or f",{c})" in style for c in colours
+        )  # only var() fallbacks
 
 
 def test_timeline_legend_never_runs_past_the_right_edge():
@@ -203,8 +345,10 @@ def test_timeline_legend_never_runs_past_the_right_edge():
     ops = [OpRecord(n, "[]", 7, 10 * i, 10 * i + 9, 9, True, depth=0) for i, n in enumerate(names)]
     for width in (900, 500, 320):
         svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 120.0)), width=width)
-        legend = re.findall(r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/><text x="(\d+)"[^>]*>([^<]+)</text>',
-                            svg)
+        legend = re.findall(
+            r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/><text x="(\d+)"[^>]*>([^<]+)</text>',
+            svg,
+        )
         assert legend, svg[-400:]
         for _, x, label in legend:
             assert int(x) + 8 * len(label) <= width - 10, (width, label)

@@ -1,6 +1,7 @@
-"""``--memory`` on CUDA and a memory history the user already records: stand-ins for ``torch.cuda.memory`` and
-``torch._C`` record every call (this machine has a CPU-only torch; the real check is in
-``scripts/gpu_check_torchprof.py``)."""
+"""``--memory`` on CUDA and a memory history the user already records: stand-ins for
+``torch.cuda.memory`` and ``torch._C`` record every call (this machine has a CPU-only torch; the
+real check is in ``scripts/gpu_check_torchprof.py``).
+"""
 
 from __future__ import annotations
 
@@ -26,8 +27,12 @@ def fake_torch(users_history, probe=True, traces=()):
         return {"segments": [], "device_traces": [list(t) for t in traces]}
 
     memory = SimpleNamespace(_record_memory_history=record, _snapshot=snapshot)
-    cuda = SimpleNamespace(memory=memory, is_initialized=lambda: True, device_count=lambda: 1,
-                           memory_allocated=lambda d: 1000)
+    cuda = SimpleNamespace(
+        memory=memory,
+        is_initialized=lambda: True,
+        device_count=lambda: 1,
+        memory_allocated=lambda d: 1000,
+    )
     c = SimpleNamespace(_cuda_isHistoryEnabled=lambda: state["on"]) if probe else SimpleNamespace()
     return SimpleNamespace(cuda=cuda, _C=c), calls, state
 
@@ -65,11 +70,15 @@ def test_without_the_probe_the_history_is_recorded_as_before():
 
 def test_with_the_users_history_the_snapshot_keeps_only_the_cells_entries():
     now = time.time_ns() // 1000
-    old = [{"action": "alloc", "size": 10_000, "time_us": now - 5_000_000},
-           {"action": "free_completed", "size": 10_000, "time_us": now - 4_000_000}]
-    cell = [{"action": "alloc", "size": 300, "time_us": now + 10},
-            {"action": "alloc", "size": 200, "time_us": now + 20},
-            {"action": "free_completed", "size": 300, "time_us": now + 30}]
+    old = [
+        {"action": "alloc", "size": 10_000, "time_us": now - 5_000_000},
+        {"action": "free_completed", "size": 10_000, "time_us": now - 4_000_000},
+    ]
+    cell = [
+        {"action": "alloc", "size": 300, "time_us": now + 10},
+        {"action": "alloc", "size": 200, "time_us": now + 20},
+        {"action": "free_completed", "size": 300, "time_us": now + 30},
+    ]
     torch, calls, _ = fake_torch(True, traces=[old + cell])
     h = _CudaMemoryHistory(torch)
     h.start()
@@ -79,9 +88,16 @@ def test_with_the_users_history_the_snapshot_keeps_only_the_cells_entries():
     assert cuda_snapshot_peak(snap, h.start_allocated) == {"cuda:0": 1000 + 500}
 
 
-@pytest.mark.parametrize("entry, kept", [({"action": "alloc", "size": 1}, True),
-                                         ({"action": "alloc", "size": 1, "time_us": 99}, False),
-                                         ({"action": "alloc", "size": 1, "time_us": 100}, True)])
+@pytest.mark.parametrize(
+    "entry, kept",
+    [
+        ({"action": "alloc", "size": 1}, True),
+        ({"action": "alloc", "size": 1, "time_us": 99}, False),
+        ({"action": "alloc", "size": 1, "time_us": 100}, True),
+    ],
+)
 def test_since_cuts_by_time_and_keeps_entries_without_one(entry, kept):
     assert since({"device_traces": [[entry]], "segments": [1]}, 100) == {
-        "device_traces": [[entry] if kept else []], "segments": [1]}
+        "device_traces": [[entry] if kept else []],
+        "segments": [1],
+    }

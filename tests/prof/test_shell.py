@@ -1,5 +1,6 @@
-"""Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU (the quickstart's digits
-model), with real torch.profiler runs."""
+"""Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU (the
+quickstart's digits model), with real torch.profiler runs.
+"""
 
 from __future__ import annotations
 
@@ -50,8 +51,9 @@ def tip(ip):
 
 
 def give_memory_back():
-    """Return freed heap pages to the OS (glibc ``malloc_trim``) after each test: the profiler's buffers leave the
-    heap with free pages that later tests measuring RSS growth (test_cellmem_shell) would otherwise reuse unseen."""
+    """Return freed heap pages to the OS (glibc ``malloc_trim``) after each test: the profiler's
+    buffers leave the heap with free pages that later tests measuring RSS growth (test_cellmem_shell) would otherwise reuse unseen.
+    """
     import ctypes
     import gc
 
@@ -84,8 +86,12 @@ def test_digits_training_step_summary(tip):
     assert {"aten::addmm", "aten::mm", "Optimizer.step#Adam.step"} <= names, sorted(names)
     long_name = "autograd::engine::evaluate_function: AddmmBackward0"
     assert long_name in names, sorted(names)
-    every = res.table(top=len(rows))  # the summary shows the top 15, where this name may or may not be
-    assert long_name in repr(every) and long_name in every._repr_html_(), repr(every)  # full, untruncated
+    every = res.table(
+        top=len(rows)
+    )  # the summary shows the top 15, where this name may or may not be
+    assert long_name in repr(every) and long_name in every._repr_html_(), repr(
+        every
+    )  # full, untruncated
     text, html = repr(res), res._repr_html_()
     assert rows[0].name in text and rows[0].name in html
     assert html.startswith(f'<div class="cudamagic {NO_MATH} cm-prof">') and "<svg" in html
@@ -94,7 +100,9 @@ def test_digits_training_step_summary(tip):
     assert res.activities[0] == "CPU"
 
 
-@pytest.mark.parametrize("line", ["", "--group module"])  # the Kineto path and the FunctionEvent path
+@pytest.mark.parametrize(
+    "line", ["", "--group module"]
+)  # the Kineto path and the FunctionEvent path
 def test_operators_know_their_nesting_depth(tip, line):
     res = tip.run_cell_magic("torchprof", line, "train(1)")
     by_name = {}
@@ -109,8 +117,10 @@ def test_operators_know_their_nesting_depth(tip, line):
 def test_group_by_shape_splits_an_operator_called_with_two_shapes(tip):
     res = tip.run_cell_magic("torchprof", "--group shape", "train(2)")
     addmm = [r for r in res.rows() if r.name == "aten::addmm"]
-    assert sorted(r.detail for r in addmm) == ["[[10], [128, 128], [128, 10], [], []]",
-                                               "[[128], [128, 64], [64, 128], [], []]"]
+    assert sorted(r.detail for r in addmm) == [
+        "[[10], [128, 128], [128, 10], [], []]",
+        "[[128], [128, 64], [64, 128], [], []]",
+    ]
     assert all(r.calls == 2 for r in addmm)
     assert "input shapes" in repr(res)
     assert len([r for r in res.rows("op") if r.name == "aten::addmm"]) == 1
@@ -137,8 +147,16 @@ def test_stack_grouping_needs_recorded_calls(tip):
 def test_to_pandas_one_row_per_operator_with_units(tip):
     res = tip.run_cell_magic("torchprof", "", "train(2)")
     df = res.to_pandas()
-    assert list(df.columns) == ["kind", "name", "detail", "calls", "self_time_us", "total_time_us",
-                                "self_time_pct", "launcher"]
+    assert list(df.columns) == [
+        "kind",
+        "name",
+        "detail",
+        "calls",
+        "self_time_us",
+        "total_time_us",
+        "self_time_pct",
+        "launcher",
+    ]
     assert set(df["kind"]) == {"operator"}  # no kernels on the CPU
     assert df["name"].is_unique
     assert df["self_time_pct"].sum() == pytest.approx(100.0, abs=0.5)
@@ -160,7 +178,9 @@ def test_steps_schedule_records_n_steps(tip):
     assert [s.step for s in res.steps] == [1, 2]  # step 0 is the warm-up
     assert all(s.dur_us > 0 for s in res.steps)
     calls = {r.name: r.calls for r in res.rows()}
-    assert calls["Optimizer.zero_grad#Adam.zero_grad"] == 2 and calls["aten::addmm"] == 4  # 2 steps, 2 layers
+    assert (
+        calls["Optimizer.zero_grad#Adam.zero_grad"] == 2 and calls["aten::addmm"] == 4
+    )  # 2 steps, 2 layers
     assert optimizer_hooks() == 0
 
 
@@ -170,7 +190,9 @@ def test_steps_without_optimizer_says_so(tip):
 
 
 def test_memory_gives_a_peak_and_a_timeline(tip):
-    res = tip.run_cell_magic("torchprof", "--memory", "big = torch.ones(1_000_000)\ndel big\nsmall = torch.ones(10)")
+    res = tip.run_cell_magic(
+        "torchprof", "--memory", "big = torch.ones(1_000_000)\ndel big\nsmall = torch.ones(10)"
+    )
     assert res.peak_memory_bytes["cpu"] >= 4_000_000
     assert "Allocated memory" in res._repr_html_()
 
@@ -184,8 +206,8 @@ def test_cpu_only_notice(tip):
         assert "GPU breakdown: N/A" in repr(res)
 
 
-# Sizes stay under 16 MB per tensor: glibc raises its mmap threshold to the largest block freed, and a later
-# test (test_cellmem_shell) needs a fresh 16 MB tensor to raise the RSS.
+# Sizes stay under 16 MB per tensor: glibc raises its mmap threshold to the largest block freed, and
+# a later test (test_cellmem_shell) needs a fresh 16 MB tensor to raise the RSS.
 def test_compare_ranks_the_operator_made_slower_first(tip):
     tip.run_cell("v_small = torch.randn(1_000)\nv_big = torch.randn(1_000_000)")
     tip.run_cell_magic("torchprof", "-o prof_a", "train(2)\ns = torch.sort(v_small)")
@@ -198,16 +220,23 @@ def test_compare_ranks_the_operator_made_slower_first(tip):
 def test_compare_saved_traces(tip, tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json.gz"
     tip.run_cell("v_small = torch.randn(1_000)\nv_big = torch.randn(1_000_000)")
-    tip.run_cell_magic("torchprof", f"--trace {a}", "s = torch.sort(v_small)\nt = torch.ones(5).sum()")
-    tip.run_cell_magic("torchprof", f"--trace {b}", "s = torch.sort(v_big)\nt = torch.ones(5).sum()")
+    tip.run_cell_magic(
+        "torchprof", f"--trace {a}", "s = torch.sort(v_small)\nt = torch.ones(5).sum()"
+    )
+    tip.run_cell_magic(
+        "torchprof", f"--trace {b}", "s = torch.sort(v_big)\nt = torch.ones(5).sum()"
+    )
     cmp = tip.run_line_magic("torchprof", f"--compare {a} {b}")
     assert cmp.rows[0].name == "aten::sort"
 
 
 def test_long_loop_trace_stays_under_the_cap_and_loads(tip, tmp_path):
     path = tmp_path / "loop.json"
-    res = tip.run_cell_magic("torchprof", f"--trace {path} --max-trace-mb 0.2",
-                             "w = torch.randn(8, 8)\nfor i in range(1000):\n    h = (w @ w).relu().sum()")
+    res = tip.run_cell_magic(
+        "torchprof",
+        f"--trace {path} --max-trace-mb 0.2",
+        "w = torch.randn(8, 8)\nfor i in range(1000):\n    h = (w @ w).relu().sum()",
+    )
     assert path.stat().st_size <= 0.2 * 2**20
     with open(path) as f:
         data = json.load(f)
@@ -237,11 +266,16 @@ def test_final_expression_is_displayed_and_syntax_error_does_not_run(tip, capsys
 
 
 def test_user_error_propagates_with_a_profile_of_what_ran(tip, capsys):
-    res = tip.run_cell("%%torchprof -o prof_err\nloss = train(1)\nraise ValueError('bad batch')", store_history=True)
+    res = tip.run_cell(
+        "%%torchprof -o prof_err\nloss = train(1)\nraise ValueError('bad batch')",
+        store_history=True,
+    )
     assert isinstance(res.error_in_exec, ValueError)
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "raise ValueError('bad batch')" in out  # the real source line
-    assert f"Cell In[{res.execution_count}], line 3" in out  # the notebook's numbering: %%torchprof is line 1
+    assert (
+        f"Cell In[{res.execution_count}], line 3" in out
+    )  # the notebook's numbering: %%torchprof is line 1
     assert not re.search(r"cudamagic[/\\](prof|core)[/\\]\w+\.py", out)  # our frames are hidden
     prof = tip.user_ns["prof_err"]
     assert prof.error == "ValueError: bad batch"
@@ -250,8 +284,10 @@ def test_user_error_propagates_with_a_profile_of_what_ran(tip, capsys):
 
 
 def test_already_active_profiler_runs_the_cell_unprofiled(tip, capsys):
-    res = tip.run_cell("with torch.profiler.profile() as outer:\n"
-                       "    inner = get_ipython().run_cell_magic('torchprof', '', 'done = torch.ones(3).sum()')")
+    res = tip.run_cell(
+        "with torch.profiler.profile() as outer:\n"
+        "    inner = get_ipython().run_cell_magic('torchprof', '', 'done = torch.ones(3).sum()')"
+    )
     assert res.success
     out = capsys.readouterr().out
     assert "already recording" in out and "ran unprofiled" in out
@@ -262,10 +298,12 @@ def test_already_active_profiler_runs_the_cell_unprofiled(tip, capsys):
 def test_profiler_warnings_are_summarised_others_kept(tip, capsys):
     with pytest.warns(UserWarning, match="the user's own") as record:
         res = tip.run_cell_magic(
-            "torchprof", "",
+            "torchprof",
+            "",
             "import warnings, torch.profiler.profiler as pp\n"
             "for i in range(200):\n    pp._warn_once(f'profiler noise {i}', stacklevel=1)\n"
-            "warnings.warn(\"the user's own\")")
+            'warnings.warn("the user\'s own")',
+        )
     assert not any("profiler noise" in str(w.message) for w in record)
     assert len(res.warnings) == 200
     assert any(n.startswith("200 profiler warning(s) collected") for n in res.notices)
@@ -285,22 +323,25 @@ def test_unload_leaves_nothing_enabled(tip):
         tip.run_line_magic("load_ext", "cudamagic")
 
 
-@pytest.mark.parametrize("line, cell, match", [
-    ("--group layer", "1", "--group 'layer' is not a grouping"),
-    ("--steps 0", "1", "--steps must be 1 or more"),
-    ("--top -1", "1", "--top must be 1 or more"),
-    ("--trace out.txt", "1", "must end in .json or .json.gz"),
-    ("--trace no/such/dir/t.json", "1", "does not exist"),
-    ("--max-trace-mb 5", "1", "add --trace"),
-    ("--trace t.json --max-trace-mb 0", "1", "more than 0"),
-    ("-o 2x", "1", "not a Python variable name"),
-    ("--bogus", "1", "unrecognized arguments"),
-    ("--compare a b", "1", "--compare is a line magic"),
-    ("--compare a", None, "expected 2 arguments"),
-    ("--compare a b --memory", None, "--memory applies to a profiled cell"),
-    ("--compare nope prof_x", None, "'nope' is not defined, not a profile"),
-    ("--compare missing.json b.json", None, "cannot read the trace"),
-])
+@pytest.mark.parametrize(
+    "line, cell, match",
+    [
+        ("--group layer", "1", "--group 'layer' is not a grouping"),
+        ("--steps 0", "1", "--steps must be 1 or more"),
+        ("--top -1", "1", "--top must be 1 or more"),
+        ("--trace out.txt", "1", "must end in .json or .json.gz"),
+        ("--trace no/such/dir/t.json", "1", "does not exist"),
+        ("--max-trace-mb 5", "1", "add --trace"),
+        ("--trace t.json --max-trace-mb 0", "1", "more than 0"),
+        ("-o 2x", "1", "not a Python variable name"),
+        ("--bogus", "1", "unrecognized arguments"),
+        ("--compare a b", "1", "--compare is a line magic"),
+        ("--compare a", None, "expected 2 arguments"),
+        ("--compare a b --memory", None, "--memory applies to a profiled cell"),
+        ("--compare nope prof_x", None, "'nope' is not defined, not a profile"),
+        ("--compare missing.json b.json", None, "cannot read the trace"),
+    ],
+)
 def test_bad_input_is_one_usage_error_before_the_cell_runs(tip, line, cell, match):
     with pytest.raises(UsageError, match=re.escape(match)):
         if cell is None:

@@ -1,7 +1,9 @@
-"""Fixtures for the Prometheus cluster source: a real Prometheus server scraping the exporter simulator.
+"""Fixtures for the Prometheus cluster source: a real Prometheus server scraping the exporter
+simulator.
 
-The ``prometheus`` program comes from Debian's ``prometheus`` package (``scripts/system_deps.sh`` installs it).
-Without it these tests skip on a developer machine and FAIL in CI (``CI`` set), where the set-up installs it.
+The ``prometheus`` program comes from Debian's ``prometheus`` package (``scripts/system_deps.sh``
+installs it). Without it these tests skip on a developer machine and FAIL in CI (``CI`` set), where
+the set-up installs it.
 """
 
 from __future__ import annotations
@@ -9,9 +11,8 @@ from __future__ import annotations
 import os
 import shutil
 
-import pytest
-
 import prom_sim
+import pytest
 
 
 def need_prometheus():
@@ -25,9 +26,10 @@ def need_prometheus():
 
 
 def wait_all_scraped(server, timeout_s: float = 30.0) -> None:
-    """Wait until the server answers with all 12 simulated GPUs. On a loaded machine a scrape can miss its
-    scrape timeout, and Prometheus then marks that host's series stale until the next good scrape: tests that
-    need every GPU wait for a complete answer first instead of reading a gap."""
+    """Wait until the server answers with all 12 simulated GPUs. On a loaded machine a scrape can
+    miss its scrape timeout, and Prometheus then marks that host's series stale until the next good
+    scrape: tests that need every GPU wait for a complete answer first instead of reading a gap.
+    """
     import time
 
     from cudamagic.watch.cluster import PrometheusSource
@@ -52,7 +54,9 @@ def settled(cluster):
 def cluster():
     """``(sim, server)``: the demo cluster (4 hosts, 12 GPUs) scraped every second by a real Prometheus."""
     need_prometheus()
-    sim, server = prom_sim.start_cluster(prom_sim.demo_cluster(), scrape_s=2.0)  # 2 s: a slow scrape on a loaded machine is not a gap
+    sim, server = prom_sim.start_cluster(
+        prom_sim.demo_cluster(), scrape_s=2.0
+    )  # 2 s: a slow scrape on a loaded machine is not a gap
     try:
         wait_all_scraped(server)
         yield sim, server

@@ -1,5 +1,6 @@
-"""Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source on the
-fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path."""
+"""Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source
+on the fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path.
+"""
 
 import os
 
@@ -19,8 +20,14 @@ class FakeHost:
         self.cpu, self.kcpu, self.workers = cpu, kcpu, workers
 
     def read(self):
-        return HostSample(cpu_util_pct=self.cpu, cpu_count=8, memory_used_bytes=4 * GIB,
-                          memory_total_bytes=32 * GIB, kernel_cpu_pct=self.kcpu, workers=self.workers)
+        return HostSample(
+            cpu_util_pct=self.cpu,
+            cpu_count=8,
+            memory_used_bytes=4 * GIB,
+            memory_total_bytes=32 * GIB,
+            kernel_cpu_pct=self.kcpu,
+            workers=self.workers,
+        )
 
 
 def no_torch():

@@ -1,10 +1,11 @@
-"""A local HTTP/1.1 server that replays what a real Prometheus answered (``tests/watch/prom_answers.json``,
-recorded by ``scripts/prom_answers.py``; a live test checks the installed Prometheus still answers so).
+"""A local HTTP/1.1 server that replays what a real Prometheus answered
+(``tests/watch/prom_answers.json``, recorded by ``scripts/prom_answers.py``; a live test checks the
+installed Prometheus still answers so).
 
 ``stub.answer = "matrix"`` replays that recorded answer for every request; ``stub.answer = (status,
-content_type, body[, headers])`` sends that instead (a proxy's page, a server that is not Prometheus). Each
-request is kept in ``stub.requests`` (method, path, parameters, lower-cased headers) and each TCP connection
-counted in ``stub.connections``.
+content_type, body[, headers])`` sends that instead (a proxy's page, a server that is not
+Prometheus). Each request is kept in ``stub.requests`` (method, path, parameters, lower-cased
+headers) and each TCP connection counted in ``stub.connections``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "prom_answers.json"), encoding="utf-8") as _fh:
+with open(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "prom_answers.json"), encoding="utf-8"
+) as _fh:
     RECORDED = json.load(_fh)
 ANSWERS = RECORDED["answers"]
 
@@ -33,8 +36,9 @@ def data_of(name: str) -> dict:
 
 
 class PromStub:
-    """See the module docstring. ``delay_s`` holds each answer back; ``drop`` closes the connection unanswered;
-    ``headers`` adds (or, with value None, removes) answer headers."""
+    """See the module docstring. ``delay_s`` holds each answer back; ``drop`` closes the connection
+    unanswered; ``headers`` adds (or, with value None, removes) answer headers.
+    """
 
     def __init__(self, tls_context=None):
         self.answer = "vector"
@@ -57,9 +61,14 @@ class PromStub:
 
             def do_GET(self):
                 url = urllib.parse.urlsplit(self.path)
-                stub.requests.append({"method": self.command, "path": url.path,
-                                      "params": urllib.parse.parse_qs(url.query, keep_blank_values=True),
-                                      "headers": {k.lower(): v for k, v in self.headers.items()}})
+                stub.requests.append(
+                    {
+                        "method": self.command,
+                        "path": url.path,
+                        "params": urllib.parse.parse_qs(url.query, keep_blank_values=True),
+                        "headers": {k.lower(): v for k, v in self.headers.items()},
+                    }
+                )
                 if stub.delay_s:
                     time.sleep(stub.delay_s)
                 if stub.drop:
@@ -73,8 +82,12 @@ class PromStub:
                     status, ctype, body, *more = stub.answer
                     body = body.encode() if isinstance(body, str) else body
                 self.send_response(status)
-                head = {"Content-Type": ctype, "Content-Length": str(len(body)), **stub.headers,
-                        **(more[0] if not isinstance(stub.answer, str) and more else {})}
+                head = {
+                    "Content-Type": ctype,
+                    "Content-Length": str(len(body)),
+                    **stub.headers,
+                    **(more[0] if not isinstance(stub.answer, str) and more else {}),
+                }
                 for k, v in head.items():
                     if v is not None:
                         self.send_header(k, v)
@@ -90,8 +103,9 @@ class PromStub:
             self.server.socket = tls_context.wrap_socket(self.server.socket, server_side=True)
         scheme = "https" if tls_context is not None else "http"
         self.url = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02},
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
         self.thread.start()
 
     def close(self):

@@ -1,5 +1,6 @@
-"""Tiers 2-3 against a REAL Prometheus scraping the exporter simulator: reads, one request per refresh,
-the shell magic, --log / --replay, --job, the widget, and a server killed mid-watch (stale, then recovery)."""
+"""Tiers 2-3 against a REAL Prometheus scraping the exporter simulator: reads, one request per
+refresh, the shell magic, --log / --replay, --job, the widget, and a server killed mid-watch (stale, then recovery).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import json
 import threading
 import time
 
+import prom_sim
 import pytest
 from IPython.core.error import UsageError
 
-import prom_sim
 from cudamagic.core.na import is_na
 from cudamagic.watch import monitor, trace
 from cudamagic.watch.cluster import PrometheusSource
@@ -31,13 +32,26 @@ def test_one_request_per_refresh_every_gpu_by_host(settled):
     s = src.read(1, time.time())
     assert src.client.requests == before + 1
     assert [(g.host, g.index) for g in s.gpus] == [
-        ("node01", 0), ("node01", 1), ("node01", 2), ("node01", 3), ("node02", 0), ("node02", 1),
-        ("node02", 2), ("node02", 3), ("node03", 0), ("node03", 1), ("node04", 0), ("node04", 1)]
+        ("node01", 0),
+        ("node01", 1),
+        ("node01", 2),
+        ("node01", 3),
+        ("node02", 0),
+        ("node02", 1),
+        ("node02", 2),
+        ("node02", 3),
+        ("node03", 0),
+        ("node03", 1),
+        ("node04", 0),
+        ("node04", 1),
+    ]
     assert src.exporters == {"DCGM", "nvitop"}
     by = {(g.host, g.index): g for g in s.gpus}
     # scraped values are the simulator's formula at some recent second
     now = int(time.time())
-    assert any(by["node01", 2].gpu_util_pct == prom_sim.util_at(t, 0, 2) for t in range(now - 10, now + 1))
+    assert any(
+        by["node01", 2].gpu_util_pct == prom_sim.util_at(t, 0, 2) for t in range(now - 10, now + 1)
+    )
     assert is_na(by["node02", 1].power_draw_mw) and by["node02", 1].power_draw_mw.code == "blank"
     assert by["node03", 0].mig_enabled is True and by["node03", 0].power_draw_mw == 250_000
     assert dict(by["node03", 1].labels) == {"pod": "train-0", "namespace": "ml"}
@@ -47,10 +61,12 @@ def test_one_request_per_refresh_every_gpu_by_host(settled):
 def test_history_is_one_range_query(cluster):
     _, server = cluster
     src = PrometheusSource(parse_source(server.url), interval_s=1.0)
-    # a few scrapes since the start, every host scraped at least 3 times (hosts' first scrapes are up to one
-    # scrape interval apart, so the earliest points of a young server lack some hosts)
-    assert prom_sim.wait_for(lambda: (lambda h: len(h) >= 4 and all(len(s.gpus) == 12 for s in h[-3:]))(
-        src.history(10)), 20)
+    # a few scrapes since the start, every host scraped at least 3 times (hosts' first scrapes are
+    # up to one scrape interval apart, so the earliest points of a young server lack some hosts)
+    assert prom_sim.wait_for(
+        lambda: (lambda h: len(h) >= 4 and all(len(s.gpus) == 12 for s in h[-3:]))(src.history(10)),
+        20,
+    )
     before = src.client.requests
     hist = src.history(10)
     assert src.client.requests == before + 1
@@ -62,7 +78,9 @@ def test_history_is_one_range_query(cluster):
 def test_shell_text_snapshot_log_and_replay(ip, settled, tmp_path, capsys):
     _, server = settled
     log = tmp_path / "cluster.jsonl"
-    watch = ip.run_line_magic("gpuwatch", f"--source {server.url} --log {log} --interval 0.5 --count 3")
+    watch = ip.run_line_magic(
+        "gpuwatch", f"--source {server.url} --log {log} --interval 0.5 --count 3"
+    )
     deadline = time.monotonic() + 15
     while watch.running and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -115,7 +133,9 @@ def test_widget_tiles_and_host_detail(settled):
         assert prom_sim.wait_for(lambda: view.tiles.value != first, 10)
         bundle = watch._repr_mimebundle_()
         assert "live monitor, started" in bundle["text/html"] and "node02" in bundle["text/plain"]
-        assert "cm-cluster" in watch.static_bundle()["text/html"]  # the snapshot it leaves when stopped
+        assert (
+            "cm-cluster" in watch.static_bundle()["text/html"]
+        )  # the snapshot it leaves when stopped
     finally:
         watch.stop()
         watch.view.close()
@@ -138,7 +158,9 @@ def test_server_killed_mid_watch_goes_stale_and_recovers():
             server.kill()
             t_kill = time.monotonic()
             assert prom_sim.wait_for(lambda: "stale since" in view.status.value, 5)
-            assert time.monotonic() - t_kill <= 2 * 0.5 + 0.6  # within two refreshes (+ request time)
+            assert (
+                time.monotonic() - t_kill <= 2 * 0.5 + 0.6
+            )  # within two refreshes (+ request time)
             since = view.status.value.split("stale since ")[1][:8]
             # the request in flight at the kill may time out; the following ones are refused
             assert prom_sim.wait_for(lambda: "connection refused" in view.status.value, 5)
@@ -165,18 +187,30 @@ def test_one_exporter_down_marks_only_its_host_stale_and_recovers(settled):
     view = ClusterView(src, label=src.label)
     try:
         first = src.read(1, time.time())
-        assert {g.host for g in first.gpus} == {"node01", "node02", "node03", "node04"} and src.stale_hosts == {}
+        assert {g.host for g in first.gpus} == {
+            "node01",
+            "node02",
+            "node03",
+            "node04",
+        } and src.stale_hosts == {}
         last04 = [g for g in first.gpus if g.host == "node04"]
         sim.down.add("node04")
-        assert prom_sim.wait_for(lambda: src.read(2, time.time()) and "node04" in src.stale_hosts, 20), server.tail()
+        assert prom_sim.wait_for(
+            lambda: src.read(2, time.time()) and "node04" in src.stale_hosts, 20
+        ), server.tail()
         s = src.read(3, time.time())
         info = src.stale_hosts["node04"]
         assert s.nvml_status is None and {g.host for g in s.gpus} == {"node01", "node02", "node03"}
-        assert info["reason"] == "its exporter is down (up == 0 for job=node04 instance=" \
-            f"127.0.0.1:{sim.port})" and [g.index for g in info["gpus"]] == [g.index for g in last04]
+        assert info[
+            "reason"
+        ] == f"its exporter is down (up == 0 for job=node04 instance=127.0.0.1:{sim.port})" and [
+            g.index for g in info["gpus"]
+        ] == [g.index for g in last04]
         since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
         text = src.render_text(s, [first, s], src.label, "running", "")
-        assert f"node04 (stale): exporter down since {since}: its exporter is down" in " ".join(text.split())
+        assert f"node04 (stale): exporter down since {since}: its exporter is down" in " ".join(
+            text.split()
+        )
         assert "node01 " in text and "12 GPUs" not in text and "10 GPUs on 3 hosts" in text
         view.apply(s, [first, s])
         assert 'class="cm-host cm-stale" data-host="node04"' in view.tiles.value
@@ -186,7 +220,9 @@ def test_one_exporter_down_marks_only_its_host_stale_and_recovers(settled):
         assert view.tiles.value.count("cm-stale") == 1
     finally:
         sim.down.discard("node04")
-    assert prom_sim.wait_for(lambda: "node04" in {g.host for g in src.read(4, time.time()).gpus}, 20)
+    assert prom_sim.wait_for(
+        lambda: "node04" in {g.host for g in src.read(4, time.time()).gpus}, 20
+    )
     assert src.stale_hosts == {}
     view.apply(src.read(5, time.time()), [])
     assert "cm-stale" not in view.tiles.value
@@ -195,7 +231,7 @@ def test_one_exporter_down_marks_only_its_host_stale_and_recovers(settled):
 
 
 def test_backfilled_history_exact_values(tmp_path):
-    """promtool writes a known history; a range query reads it back exactly (values and 15 s step)."""
+    """Promtool writes a known history; a range query reads it back exactly (values and 15 s step)."""
     need_prometheus()
     hosts = [prom_sim.SimHost("bf01", "dcgm", 2), prom_sim.SimHost("bf02", "nvitop", 1)]
     end = (int(time.time()) // 60) * 60 - 3600  # an hour ago, whole minute
@@ -208,18 +244,22 @@ def test_backfilled_history_exact_values(tmp_path):
         src = PrometheusSource(parse_source(server.url), interval_s=15)
         hist = src.history(600, end_s=end, max_samples=41)
         assert src.client.requests == 1
-        assert len(hist) == 41 and [s.timestamp_s for s in hist] == [float(t) for t in range(start, end + 1, 15)]
+        assert len(hist) == 41 and [s.timestamp_s for s in hist] == [
+            float(t) for t in range(start, end + 1, 15)
+        ]
         for s in hist:
             t = int(s.timestamp_s)
             by = {(g.host, g.index): g for g in s.gpus}
             assert set(by) == {("bf01", 0), ("bf01", 1), ("bf02", 0)}
             assert by["bf01", 1].gpu_util_pct == prom_sim.util_at(t, 0, 1)
-            assert by["bf02", 0].memory_used_bytes == prom_sim.used_mib_at(t, 1, 0) * 2 ** 20
+            assert by["bf02", 0].memory_used_bytes == prom_sim.used_mib_at(t, 1, 0) * 2**20
         json.dumps(trace.sample_to_json(hist[-1]))
         # the columns path gives what the per-point JSON path gives for the same answer
         step = 600 / 40
         result = src.client.range(src.history_query, end - 600, end, step)
-        frames = src.assemble([(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None])
+        frames = src.assemble(
+            [(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None]
+        )
         assert [float(t) for t in sorted(frames)] == [s.timestamp_s for s in hist]
         assert [frames[t] for t in sorted(frames)] == [s.gpus for s in hist]
     finally:
@@ -228,7 +268,9 @@ def test_backfilled_history_exact_values(tmp_path):
 
 def test_unload_stops_a_background_cluster_monitor(ip, cluster, tmp_path):
     _, server = cluster
-    watch = ip.run_line_magic("gpuwatch", f"--source {server.url} --log {tmp_path / 'c.jsonl'} --interval 0.2")
+    watch = ip.run_line_magic(
+        "gpuwatch", f"--source {server.url} --log {tmp_path / 'c.jsonl'} --interval 0.2"
+    )
     assert watch.running and len(sampler_threads()) == 1
     ip.run_line_magic("unload_ext", "cudamagic")
     assert not watch.running and sampler_threads() == []
@@ -247,8 +289,10 @@ def _shape(x, key=""):
 
 
 def test_the_stubs_recorded_answers_have_the_live_servers_shapes(settled):
-    """tests/watch/prom_answers.json (what the stub of test_prometheus_client.py replays) against the installed
-    Prometheus now: same status, Content-Type and JSON structure; the same error text."""
+    """tests/watch/prom_answers.json (what the stub of test_prometheus_client.py replays) against
+    the installed
+    Prometheus now: same status, Content-Type and JSON structure; the same error text.
+    """
     import prom_answers  # scripts/ is on sys.path (tests/conftest.py)
 
     from .prom_stub import ANSWERS
@@ -268,5 +312,7 @@ def test_the_stubs_recorded_answers_have_the_live_servers_shapes(settled):
         if rec_obj["status"] == "error":
             assert live_obj == rec_obj, name
         else:
-            assert live["body"].startswith('{"status":"success","data":{"resultType":"%s","result":['
-                                           % rec_obj["data"]["resultType"]), name
+            assert live["body"].startswith(
+                '{"status":"success","data":{"resultType":"%s","result":['
+                % rec_obj["data"]["resultType"]
+            ), name

@@ -3,10 +3,10 @@
 Cell 1 starts a replay monitor; cell 2 does other work. The saved widget state must show the
 values of the last replayed sample (they changed after the display was created), and cell 2
 must have run while the monitor was live. The thread's updates reach the front end while
-another cell runs, and nothing it does lands in cell 2's output (F13). When the monitor stops, the saved
-notebook's output of cell 1 is a static snapshot of the last sample, not a widget a reopened notebook cannot show.
-A live monitor on the fake NVML stopped by ``--count 3`` is replaced the same way; one still running when the
-notebook is saved keeps a fallback saying it was live.
+another cell runs, and nothing it does lands in cell 2's output (F13). When the monitor stops, the
+saved notebook's output of cell 1 is a static snapshot of the last sample, not a widget a reopened
+notebook cannot show. A live monitor on the fake NVML stopped by ``--count 3`` is replaced the same
+way; one still running when the notebook is saved keeps a fallback saying it was live.
 """
 
 import json
@@ -54,32 +54,55 @@ def test_replay_monitor_updates_while_another_cell_runs():
     from jupyter_client.kernelspec import KernelSpecManager
 
     spec = KernelSpecManager().get_kernel_spec("python3")
-    assert spec.argv[0] == "python" or os.path.realpath(spec.argv[0]).startswith(os.path.realpath(os.sys.prefix))
+    assert spec.argv[0] == "python" or os.path.realpath(spec.argv[0]).startswith(
+        os.path.realpath(os.sys.prefix)
+    )
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {ROOT!r})\n%load_ext cudamagic"),
-        nbformat.v4.new_code_cell("%gpuwatch --replay examples/trace_demo.jsonl --interval 0.05 --count 20"),
+        nbformat.v4.new_code_cell(
+            "%gpuwatch --replay examples/trace_demo.jsonl --interval 0.05 --count 20"
+        ),
         nbformat.v4.new_code_cell(CELL2),
         nbformat.v4.new_code_cell("%gpuwatch --stop"),
-        nbformat.v4.new_code_cell("from tests import fake_nvml as fm\n"
-                                  "fm.install(fm.FakeNVML(fm.SCENARIOS['two_gpus_f03']))"),
+        nbformat.v4.new_code_cell(
+            "from tests import fake_nvml as fm\n"
+            "fm.install(fm.FakeNVML(fm.SCENARIOS['two_gpus_f03']))"
+        ),
         nbformat.v4.new_code_cell("%gpuwatch --count 3 --interval 0.1"),
         nbformat.v4.new_code_cell(WAIT_LIVE),
-        nbformat.v4.new_code_cell("%gpuwatch --interval 5"),  # still running when the notebook is saved
+        nbformat.v4.new_code_cell(
+            "%gpuwatch --interval 5"
+        ),  # still running when the notebook is saved
     ]
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=120, store_widget_state=True,
-                                     resources={"metadata": {"path": ROOT}})
+    client = nbclient.NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=120,
+        store_widget_state=True,
+        resources={"metadata": {"path": ROOT}},
+    )
     client.execute()
 
-    # cell 1 showed the widget; when the replay ended it was replaced by the snapshot of the 20th sample
+    # cell 1 showed the widget; when the replay ended it was replaced by the snapshot of the 20th
+    # sample
     _, samples = read_trace(DEMO)
     (out1,) = nb.cells[1].outputs
-    assert out1["output_type"] == "display_data" and set(out1["data"]) == {"text/plain", "text/html"}
-    assert out1["data"]["text/plain"].startswith("gpuwatch  REPLAY of examples/trace_demo.jsonl  recorded")
+    assert out1["output_type"] == "display_data" and set(out1["data"]) == {
+        "text/plain",
+        "text/html",
+    }
+    assert out1["data"]["text/plain"].startswith(
+        "gpuwatch  REPLAY of examples/trace_demo.jsonl  recorded"
+    )
     assert "recorded " + samples[19].timestamp in out1["data"]["text/plain"]
     html1 = out1["data"]["text/html"]
-    assert "recorded at " + samples[19].timestamp in html1 and "samples: 20" in html1 and "stopped" in html1
+    assert (
+        "recorded at " + samples[19].timestamp in html1
+        and "samples: 20" in html1
+        and "stopped" in html1
+    )
     assert gpu_html(samples[19].gpus[0]) in html1 and "<polyline" in html1
 
     # cell 2 ran while the monitor was live, and got none of the thread's output (F13)
@@ -92,7 +115,9 @@ def test_replay_monitor_updates_while_another_cell_runs():
 
     # the saved widget state shows the 20th sample, not the first one the display was built with
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
-    values = [m["state"].get("value") for m in state.values() if isinstance(m["state"].get("value"), str)]
+    values = [
+        m["state"].get("value") for m in state.values() if isinstance(m["state"].get("value"), str)
+    ]
     card0_last = part(gpu_html(samples[19].gpus[0]))
     card0_first = part(gpu_html(samples[0].gpus[0]))
     assert card0_last != card0_first
@@ -103,7 +128,8 @@ def test_replay_monitor_updates_while_another_cell_runs():
     buttons = [m["state"] for m in state.values() if m["state"].get("_model_name") == "ButtonModel"]
     assert buttons and buttons[0]["disabled"] is True
 
-    # a live monitor (fake NVML) stopped by --count 3: the saved output is the snapshot of its 3rd sample
+    # a live monitor (fake NVML) stopped by --count 3: the saved output is the snapshot of its 3rd
+    # sample
     facts = json.loads(nb.cells[6].outputs[0]["text"])
     assert facts["n"] == 3 and "--count" in facts["finished"]
     (out6,) = nb.cells[5].outputs
@@ -113,9 +139,13 @@ def test_replay_monitor_updates_while_another_cell_runs():
     assert "stopped (3 samples taken (--count))" in html6 and f"{facts['util0']:.0f} %" in html6
     assert "Error displaying widget" not in html6 and 'class="cudamagic' in html6
 
-    # a monitor still running when the notebook was saved: the widget, and beside it a fallback saying it was live
+    # a monitor still running when the notebook was saved: the widget, and beside it a fallback
+    # saying it was live
     (out8,) = nb.cells[7].outputs
     assert WIDGET_VIEW in out8["data"]
-    assert "live monitor, started" in out8["data"]["text/html"] and "Re-run the cell" in out8["data"]["text/html"]
+    assert (
+        "live monitor, started" in out8["data"]["text/html"]
+        and "Re-run the cell" in out8["data"]["text/html"]
+    )
     assert out8["data"]["text/plain"].startswith("gpuwatch: live monitor, started")
     assert "running" not in out8["data"]["text/html"]

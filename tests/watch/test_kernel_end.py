@@ -1,10 +1,12 @@
-"""A monitor still running when its kernel is shut down: the snapshot goes out before the kernel says goodbye.
+"""A monitor still running when its kernel is shut down: the snapshot goes out before the kernel
+says goodbye.
 
-Tier 3 with a real ipykernel driven by ``jupyter_client`` (as JupyterLab's server drives it): the kernel's
-``shutdown_request`` handlers are wrapped while ``%gpuwatch`` is loaded and restored by ``%unload_ext``; a
-``shutdown_request`` sent while a replay runs yields, on IOPub, the ``update_display_data`` that replaces the widget
-by the stopped snapshot BEFORE the ``shutdown_reply`` ipykernel broadcasts there (one socket, so the order is the
-kernel's own). Without the wrapper the snapshot is sent from ``atexit``, after that reply. Tier 2: harmless in a
+Tier 3 with a real ipykernel driven by ``jupyter_client`` (as JupyterLab's server drives it): the
+kernel's ``shutdown_request`` handlers are wrapped while ``%gpuwatch`` is loaded and restored by
+``%unload_ext``; a ``shutdown_request`` sent while a replay runs yields, on IOPub, the
+``update_display_data`` that replaces the widget by the stopped snapshot BEFORE the
+``shutdown_reply`` ipykernel broadcasts there (one socket, so the order is the kernel's own).
+Without the wrapper the snapshot is sent from ``atexit``, after that reply. Tier 2: harmless in a
 terminal IPython (no kernel).
 """
 
@@ -60,14 +62,21 @@ def test_shutdown_request_sends_snapshot_first_and_unload_restores_handlers():
         kc.wait_for_ready(timeout=60)
         _run(kc, f"import sys; sys.path.insert(0, {ROOT!r})\n%load_ext cudamagic")
         before = json.loads(_run(kc, CHECK)[0])
-        assert before == {"control_handlers": False, "shell_handlers": False,
-                          "original_control_handlers": True, "original_shell_handlers": True}, before
+        assert before == {
+            "control_handlers": False,
+            "shell_handlers": False,
+            "original_control_handlers": True,
+            "original_shell_handlers": True,
+        }, before
 
         # the first monitor wraps both handlers; %unload_ext stops it and puts ipykernel's own back
         _run(kc, "w = %gpuwatch --replay examples/trace_demo.jsonl --interval 1\nw")
-        assert json.loads(_run(kc, CHECK)[0]) == {"control_handlers": True, "shell_handlers": True,
-                                                  "original_control_handlers": False,
-                                                  "original_shell_handlers": False}
+        assert json.loads(_run(kc, CHECK)[0]) == {
+            "control_handlers": True,
+            "shell_handlers": True,
+            "original_control_handlers": False,
+            "original_shell_handlers": False,
+        }
         _run(kc, "%unload_ext cudamagic")
         after, running = _run(kc, CHECK + "print(json.dumps(w.running))")[0].splitlines()
         assert json.loads(after) == before, after
@@ -95,11 +104,20 @@ def test_shutdown_request_sends_snapshot_first_and_unload_restores_handlers():
                 break
         kinds = [m["msg_type"] for m in seen]
         assert "shutdown_reply" in kinds, kinds
-        updates = [m for m in seen if m["msg_type"] == "update_display_data"
-                   and m["content"]["transient"].get("display_id") == display_id]
-        assert updates, f"no snapshot replaced the widget before the kernel's shutdown_reply: {kinds}"
+        updates = [
+            m
+            for m in seen
+            if m["msg_type"] == "update_display_data"
+            and m["content"]["transient"].get("display_id") == display_id
+        ]
+        assert updates, (
+            f"no snapshot replaced the widget before the kernel's shutdown_reply: {kinds}"
+        )
         data = updates[0]["content"]["data"]
-        assert "application/vnd.jupyter.widget-view+json" not in data and "stopped" in data["text/html"]
+        assert (
+            "application/vnd.jupyter.widget-view+json" not in data
+            and "stopped" in data["text/html"]
+        )
         assert "running" not in data["text/plain"], data["text/plain"]
     finally:
         kc.stop_channels()
@@ -114,5 +132,7 @@ def test_hook_is_harmless_without_a_kernel(ip):
     restore()
     w = ip.run_line_magic("gpuwatch", f"--replay {DEMO} --text")
     assert "REPLAY" in repr(w)
-    ip.run_line_magic("unload_ext", "cudamagic")  # runs the restore registered by the magic: no error
+    ip.run_line_magic(
+        "unload_ext", "cudamagic"
+    )  # runs the restore registered by the magic: no error
     ip.run_line_magic("load_ext", "cudamagic")

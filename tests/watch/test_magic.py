@@ -1,17 +1,19 @@
 """Tier 2 for %gpuwatch: a real InteractiveShell (text-only display, like terminal IPython)."""
 
 import json
-import threading
 import re
+import threading
 import time
 
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic.watch import monitor as W, text as text_view, trace
-from cudamagic.watch.sources import HostReader, LiveSource
-from cudamagic.core.na import is_na
 from cudamagic import extension as cm_extension
+from cudamagic.core.na import is_na
+from cudamagic.watch import monitor as W
+from cudamagic.watch import text as text_view
+from cudamagic.watch import trace
+from cudamagic.watch.sources import HostReader, LiveSource
 from tests.watch.fakes import DEMO
 
 
@@ -132,15 +134,22 @@ def test_one_off_text_refuses_to_end_a_running_log(ip, fake_nvml, tmp_path, caps
     fake_nvml("one_gpu")
     log = tmp_path / "keep.jsonl"
     first = ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1")
-    with pytest.raises(UsageError, match=r"running in this kernel and logging to .*keep.jsonl; `%gpuwatch "
-                                         r"--text` would stop it .* type `%gpuwatch --stop`"):
+    with pytest.raises(
+        UsageError,
+        match=r"running in this kernel and logging to .*keep.jsonl; `%gpuwatch "
+        r"--text` would stop it .* type `%gpuwatch --stop`",
+    ):
         ip.run_line_magic("gpuwatch", "--text")
     assert first.running and W.current() is first
     assert ip.run_line_magic("gpuwatch", "") is first  # the bare magic shows the running one
     ip.run_line_magic("gpuwatch", "--stop")
     capsys.readouterr()
     snap = ip.run_line_magic("gpuwatch", "--text")
-    assert not first.running and not snap.running and "stopped the monitor" not in capsys.readouterr().out
+    assert (
+        not first.running
+        and not snap.running
+        and "stopped the monitor" not in capsys.readouterr().out
+    )
 
 
 def test_one_off_text_says_it_stopped_a_running_monitor_without_log(ip, fake_nvml, capsys):
@@ -168,30 +177,43 @@ def test_config_trait_sets_the_default_interval(ip, fake_nvml, tmp_path):
         watch = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'c.jsonl'}")
         assert watch.sampler.interval_s == 0.25
         watch.stop()
-        ip.run_line_magic("config", "CudaMagics.watch_interval_s = 0.01")  # traitlets logs and keeps 0.25
+        ip.run_line_magic(
+            "config", "CudaMagics.watch_interval_s = 0.01"
+        )  # traitlets logs and keeps 0.25
         magics = cm_extension.current().settings
         assert magics.watch_interval_s == 0.25
     finally:
         ip.config.CudaMagics.pop("watch_interval_s", None)
 
 
-def test_config_refuses_an_interval_every_live_gpuwatch_would_refuse(ip, fake_nvml, tmp_path, caplog):
+def test_config_refuses_an_interval_every_live_gpuwatch_would_refuse(
+    ip, fake_nvml, tmp_path, caplog
+):
     from traitlets import TraitError
 
     fake_nvml("one_gpu")
     try:
         ip.run_line_magic("config", "CudaMagics.watch_interval_s = 0.5")
         with caplog.at_level("ERROR"):
-            ip.run_line_magic("config", "CudaMagics.watch_interval_s = 0.07")  # traitlets logs the TraitError
-        assert "below the minimum of 0.1 s for a live watch; type for example `%config " \
+            ip.run_line_magic(
+                "config", "CudaMagics.watch_interval_s = 0.07"
+            )  # traitlets logs the TraitError
+        assert (
+            "below the minimum of 0.1 s for a live watch; type for example `%config "
             "CudaMagics.watch_interval_s = 0.5`" in caplog.text
+        )
         settings = cm_extension.current().settings
         assert settings.watch_interval_s == 0.5
-        for bad, match in ((0.07, r"below the minimum of 0\.1 s"), (float("nan"), "not a number of seconds"),
-                           (7200.0, r"at most 3600 s")):
+        for bad, match in (
+            (0.07, r"below the minimum of 0\.1 s"),
+            (float("nan"), "not a number of seconds"),
+            (7200.0, r"at most 3600 s"),
+        ):
             with pytest.raises(TraitError, match=match):
                 settings.watch_interval_s = bad
-        settings.watch_interval_s = 0.1  # the smallest value %config accepts: %gpuwatch accepts it too
+        settings.watch_interval_s = (
+            0.1  # the smallest value %config accepts: %gpuwatch accepts it too
+        )
         watch = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'c.jsonl'}")
         assert watch.sampler.interval_s == 0.1
         watch.stop()
@@ -200,24 +222,27 @@ def test_config_refuses_an_interval_every_live_gpuwatch_would_refuse(ip, fake_nv
         cm_extension.current().settings.watch_interval_s = 1.0
 
 
-@pytest.mark.parametrize("line, message", [
-    ("--interval 0.01", "below the minimum of 0.1 s"),
-    ("--interval 0.07", "below the minimum of 0.1 s"),
-    ("--interval nan", "not a number of seconds"),
-    ("--interval inf", "at most 3600 s"),
-    ("--interval 1e300", "at most 3600 s"),
-    ("--replay {DEMO} --interval inf", "at most 3600 s"),
-    ("--devices ,", "names no GPU"),
-    ("--devices -1", "GPU -1 does not exist"),
-    ("--devices 5", "GPU 5 does not exist"),
-    ("--devices zero", "not a list of GPU indices"),
-    ("--count 0", "at least 1"),
-    ("--history 1", "out of range"),
-    ("--replay /nonexistent/trace.jsonl", "cannot read /nonexistent/trace.jsonl"),
-    ("--replay {DEMO} --interval 0.01", "minimum of 0.05 s"),
-    ("--replay {DEMO} --log x.jsonl", "cannot be combined"),
-    ("--bogus", "unrecognized arguments"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("--interval 0.01", "below the minimum of 0.1 s"),
+        ("--interval 0.07", "below the minimum of 0.1 s"),
+        ("--interval nan", "not a number of seconds"),
+        ("--interval inf", "at most 3600 s"),
+        ("--interval 1e300", "at most 3600 s"),
+        ("--replay {DEMO} --interval inf", "at most 3600 s"),
+        ("--devices ,", "names no GPU"),
+        ("--devices -1", "GPU -1 does not exist"),
+        ("--devices 5", "GPU 5 does not exist"),
+        ("--devices zero", "not a list of GPU indices"),
+        ("--count 0", "at least 1"),
+        ("--history 1", "out of range"),
+        ("--replay /nonexistent/trace.jsonl", "cannot read /nonexistent/trace.jsonl"),
+        ("--replay {DEMO} --interval 0.01", "minimum of 0.05 s"),
+        ("--replay {DEMO} --log x.jsonl", "cannot be combined"),
+        ("--bogus", "unrecognized arguments"),
+    ],
+)
 def test_usage_errors(ip, fake_nvml, line, message):
     fake_nvml("one_gpu")
     with pytest.raises(UsageError, match=message):
@@ -227,8 +252,12 @@ def test_usage_errors(ip, fake_nvml, line, message):
 
 def test_hostile_replay_file_is_a_usage_error(ip, tmp_path):
     bad = tmp_path / "evil.jsonl"
-    bad.write_text('{"cudamagic_trace": 1}\n{"timestamp_s": 1, "gpus": [], "host": {}, "__reduce__": "os.system"}\n')
-    with pytest.raises(UsageError, match=r"evil.jsonl, line 2: unknown key '__reduce__'.*%gpuwatch --log"):
+    bad.write_text(
+        '{"cudamagic_trace": 1}\n{"timestamp_s": 1, "gpus": [], "host": {}, "__reduce__": "os.system"}\n'
+    )
+    with pytest.raises(
+        UsageError, match=r"evil.jsonl, line 2: unknown key '__reduce__'.*%gpuwatch --log"
+    ):
         ip.run_line_magic("gpuwatch", f"--replay {bad}")
 
 
@@ -249,12 +278,16 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
     try:
         assert watch.view is not None and watch.running
         bundle = watch._repr_mimebundle_()
-        assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == watch.view.root.model_id
+        assert (
+            bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+            == watch.view.root.model_id
+        )
         assert "Tesla T4" in bundle["text/plain"] and "VBox" not in bundle["text/plain"]
         assert "live monitor, started" in bundle["text/html"]  # what a saved notebook shows for it
         assert "LIVE" in watch.view.status.value
         first = watch.view.cards[0].value
         deadline = time.monotonic() + 5
+
         def shown():  # the sample count the status line shows
             m = re.search(r"samples: (\d+)", watch.view.status.value)
             return int(m.group(1)) if m else -1
@@ -281,7 +314,8 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
 def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_path, monkeypatch):
     """A long --log run (a night at 1 s on one GPU is past 64 MiB) was refused outright by --replay
     ("more than the 67108864-byte limit"): the post-mortem the log was for was impossible. Now the
-    replay plays the samples of the last MAX_TRACE_BYTES, labelled as such."""
+    replay plays the samples of the last MAX_TRACE_BYTES, labelled as such.
+    """
     fake_nvml("one_gpu")
     log = tmp_path / "night.jsonl"
     writer = trace.TraceWriter(str(log), interval_s=1.0)
@@ -301,8 +335,9 @@ def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_pat
 
 
 def test_gpuwatch_does_no_harm_to_cuda(ip, fake_nvml, cuda_calls):
-    """Do no harm: sampling (text view, widget HTML, history, trace record) with torch imported calls nothing that
-    creates a CUDA context, synchronises or resets counters (observed calls: tests/cuda_calls.py)."""
+    """Do no harm: sampling (text view, widget HTML, history, trace record) with torch imported
+    calls nothing that creates a CUDA context, synchronises or resets counters (observed calls: tests/cuda_calls.py).
+    """
     fake_nvml("one_gpu")
     ip.run_cell("import torch")
     watch = ip.run_line_magic("gpuwatch", "--text")

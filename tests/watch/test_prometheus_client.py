@@ -1,6 +1,7 @@
-"""The Prometheus HTTP client against a local stub replaying a real Prometheus's answers (prom_stub.py): what it
-sends (path, parameters, headers, one kept connection, no redirect followed), what it returns, and the one-line
-reason of each failure (TLS, DNS, timeouts, proxies' pages, servers that are not Prometheus)."""
+"""The Prometheus HTTP client against a local stub replaying a real Prometheus's answers
+(prom_stub.py): what it sends (path, parameters, headers, one kept connection, no redirect
+followed), what it returns, and the one-line reason of each failure (TLS, DNS, timeouts, proxies' pages, servers that are not Prometheus).
+"""
 
 from __future__ import annotations
 
@@ -43,28 +44,51 @@ def client_of(stub, timeout_s=2.0, **environ):
     return PrometheusClient(stub.url, timeout_s=timeout_s, environ=environ)
 
 
-# ---- parse_source ---------------------------------------------------------------------------------------------
+# ---- parse_source
+# ---------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, url", [
-    ("prometheus+http://prom.example:9090", "http://prom.example:9090"),
-    ("PROMETHEUS+HTTPS://prom.example", "https://prom.example"),
-    ("https://gw.example/PROM-X/", "https://gw.example/PROM-X"),  # the path kept as typed, less the last /
-])
+
+@pytest.mark.parametrize(
+    "text, url",
+    [
+        ("prometheus+http://prom.example:9090", "http://prom.example:9090"),
+        ("PROMETHEUS+HTTPS://prom.example", "https://prom.example"),
+        (
+            "https://gw.example/PROM-X/",
+            "https://gw.example/PROM-X",
+        ),  # the path kept as typed, less the last /
+    ],
+)
 def test_source_schemes_and_paths(text, url):
     assert parse_source(text) == url
 
 
-@pytest.mark.parametrize("text, start, end", [
-    ("ftp://x", "--source 'ftp://x' is not a Prometheus URL; give prometheus://HOST:PORT or https://HOST, e.g. ",
-     EXAMPLE),
-    ("https://alice@prom.example", ("--source must not contain a user name or password (it would be shown and "
-     "saved with the notebook); set CUDAMAGIC_PROMETHEUS_TOKEN, or CUDAMAGIC_PROMETHEUS_USER and "
-     "CUDAMAGIC_PROMETHEUS_PASSWORD, or a ~/.netrc entry, then type e.g. "),
-     "`%gpuwatch --source https://prom.example`"),
-    ("prometheus://", "--source 'prometheus://' names no host; type e.g. ", EXAMPLE),
-    ("http://h/?q=1", "--source 'http://h/?q=1' has a query string; give only the server's address, e.g. ", EXAMPLE),
-    ("http://h:x", "--source 'http://h:x' has an invalid port; type e.g. ", EXAMPLE),
-])
+@pytest.mark.parametrize(
+    "text, start, end",
+    [
+        (
+            "ftp://x",
+            "--source 'ftp://x' is not a Prometheus URL; give prometheus://HOST:PORT or https://HOST, e.g. ",
+            EXAMPLE,
+        ),
+        (
+            "https://alice@prom.example",
+            (
+                "--source must not contain a user name or password (it would be shown and "
+                "saved with the notebook); set CUDAMAGIC_PROMETHEUS_TOKEN, or CUDAMAGIC_PROMETHEUS_USER and "
+                "CUDAMAGIC_PROMETHEUS_PASSWORD, or a ~/.netrc entry, then type e.g. "
+            ),
+            "`%gpuwatch --source https://prom.example`",
+        ),
+        ("prometheus://", "--source 'prometheus://' names no host; type e.g. ", EXAMPLE),
+        (
+            "http://h/?q=1",
+            "--source 'http://h/?q=1' has a query string; give only the server's address, e.g. ",
+            EXAMPLE,
+        ),
+        ("http://h:x", "--source 'http://h:x' has an invalid port; type e.g. ", EXAMPLE),
+    ],
+)
 def test_bad_source_says_what_to_type(text, start, end):
     with pytest.raises(SourceURLError, match="--source") as info:
         parse_source(text)
@@ -72,7 +96,9 @@ def test_bad_source_says_what_to_type(text, start, end):
     assert msg.startswith(start) and msg.endswith(end) and "alice" not in msg
 
 
-# ---- credentials ------------------------------------------------------------------------------------------------
+# ---- credentials
+# ------------------------------------------------------------------------------------------------
+
 
 def _basic(user_pw: bytes) -> str:
     return "Basic " + base64.b64encode(user_pw).decode()
@@ -88,9 +114,15 @@ def test_credentials_sent_from_env_netrc_and_home_netrc(stub, tmp_path, monkeypa
     (home / ".netrc").chmod(0o600)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("NETRC", raising=False)
-    cases = [({"CUDAMAGIC_PROMETHEUS_USER": "al"}, _basic(b"al:"), "basic auth from CUDAMAGIC_PROMETHEUS_USER"),
-             ({"NETRC": str(host_rc)}, _basic(b"bob:"), f"basic auth from {host_rc}"),
-             ({}, _basic(b"carol:c4rol"), f"basic auth from {home / '.netrc'}")]
+    cases = [
+        (
+            {"CUDAMAGIC_PROMETHEUS_USER": "al"},
+            _basic(b"al:"),
+            "basic auth from CUDAMAGIC_PROMETHEUS_USER",
+        ),
+        ({"NETRC": str(host_rc)}, _basic(b"bob:"), f"basic auth from {host_rc}"),
+        ({}, _basic(b"carol:c4rol"), f"basic auth from {home / '.netrc'}"),
+    ]
     for environ, header, how in cases:
         c = client_of(stub, **environ)
         c.instant("up")
@@ -107,7 +139,9 @@ def test_unreadable_or_missing_netrc_means_no_credentials(tmp_path):
         assert prometheus.auth_headers("https://h", {"NETRC": path}) == ({}, "none")
 
 
-# ---- what is sent, what comes back -----------------------------------------------------------------------------
+# ---- what is sent, what comes back
+# -----------------------------------------------------------------------------
+
 
 def test_instant_sends_query_and_time_and_returns_the_vector(stub):
     c = client_of(stub)
@@ -134,8 +168,12 @@ def test_range_sends_start_end_step_and_returns_every_series(stub, method):
     stub.answer = "matrix"
     got = getattr(c, method)("up", 1000.0, 1060.5, 15.25)
     assert stub.requests[-1]["path"] == "/api/v1/query_range"
-    assert stub.requests[-1]["params"] == {"query": ["up"], "start": ["1000.000"], "end": ["1060.500"],
-                                           "step": ["15.250"]}
+    assert stub.requests[-1]["params"] == {
+        "query": ["up"],
+        "start": ["1000.000"],
+        "end": ["1060.500"],
+        "step": ["15.250"],
+    }
     want = data_of("matrix")["result"]
     assert len(got) == len(want) == 2
     if method == "range":
@@ -161,17 +199,21 @@ def test_range_columns_reads_prometheus_answers_without_per_point_python(stub, m
 
 
 def test_compact_matrix_with_bare_numbers_and_points_that_are_not_pairs():
-    """Another server's compact layout with unquoted numbers is read like Prometheus's; a point of three numbers
-    is not taken apart into pairs (the JSON path decides)."""
-    head = b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":'
-    ((labels, times, values),) = prometheus.parse_matrix(head + b'[[1,5],[2,65]]}]}}')
+    """Another server's compact layout with unquoted numbers is read like Prometheus's; a point of
+    three numbers is not taken apart into pairs (the JSON path decides).
+    """
+    head = (
+        b'{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"1"},"values":'
+    )
+    ((labels, times, values),) = prometheus.parse_matrix(head + b"[[1,5],[2,65]]}]}}")
     assert labels == {"a": "1"} and times.tolist() == [1, 2] and values.tolist() == [5, 65]
     assert prometheus.parse_matrix(head + b'[[1,"2","3"]]}]}}') is None
 
 
 def test_range_columns_other_layouts_go_through_json(stub):
-    """A proxy that re-serialises JSON (spaces), a series without values (native histograms), malformed points:
-    the same columns as the compact answer, the series without values left out, bad points skipped or NaN."""
+    """A proxy that re-serialises JSON (spaces), a series without values (native histograms),
+    malformed points: the same columns as the compact answer, the series without values left out, bad points skipped or NaN.
+    """
     c = client_of(stub)
     stub.answer = "matrix"
     fast = c.range_columns("x", 0, 1, 1)
@@ -179,11 +221,20 @@ def test_range_columns_other_layouts_go_through_json(stub):
     assert spaced != body_of("matrix").decode()
     stub.answer = (200, "application/json", spaced)
     slow = c.range_columns("x", 0, 1, 1)
-    assert [(m, t.tolist(), v.tolist()) for m, t, v in slow] == [(m, t.tolist(), v.tolist()) for m, t, v in fast]
-    odd = {"status": "success", "data": {"resultType": "matrix", "result": [
-        {"metric": {"a": "1"}, "histograms": [[1, {"count": "1"}]]},
-        [1, 2],
-        {"metric": {"a": "2"}, "values": [[1, "5"], ["x", "6"], [3, "bad"], [4, "7"]]}]}}
+    assert [(m, t.tolist(), v.tolist()) for m, t, v in slow] == [
+        (m, t.tolist(), v.tolist()) for m, t, v in fast
+    ]
+    odd = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                {"metric": {"a": "1"}, "histograms": [[1, {"count": "1"}]]},
+                [1, 2],
+                {"metric": {"a": "2"}, "values": [[1, "5"], ["x", "6"], [3, "bad"], [4, "7"]]},
+            ],
+        },
+    }
     stub.answer = (200, "application/json", json.dumps(odd))
     ((labels, times, values),) = c.range_columns("x", 0, 1, 1)
     assert labels == {"a": "2"} and times.tolist() == [1, 3, 4]
@@ -191,17 +242,32 @@ def test_range_columns_other_layouts_go_through_json(stub):
     c.close()
 
 
-# ---- failures: one line each ------------------------------------------------------------------------------------
+# ---- failures: one line each
+# ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", ["instant", "range", "range_columns"])
-@pytest.mark.parametrize("answer, reason", [
-    ("too_many_points", ("HTTP 400 bad_data: exceeded maximum resolution of 11,000 points per timeseries. "
-                         "Try decreasing the query resolution (?step=XX)")),
-    ("not_found", ("the server at {url} answered HTTP 404 at {path} (404 page not found): is this a Prometheus "
-                   "server? Check --source: it must be the address the Prometheus API is served under (the one "
-                   "whose /api/v1/query answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus "
-                   "behind a proxy")),
-])
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        (
+            "too_many_points",
+            (
+                "HTTP 400 bad_data: exceeded maximum resolution of 11,000 points per timeseries. "
+                "Try decreasing the query resolution (?step=XX)"
+            ),
+        ),
+        (
+            "not_found",
+            (
+                "the server at {url} answered HTTP 404 at {path} (404 page not found): is this a Prometheus "
+                "server? Check --source: it must be the address the Prometheus API is served under (the one "
+                "whose /api/v1/query answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus "
+                "behind a proxy"
+            ),
+        ),
+    ],
+)
 def test_error_answers_of_every_request(stub, method, answer, reason):
     c = client_of(stub)
     stub.answer = answer
@@ -212,9 +278,14 @@ def test_error_answers_of_every_request(stub, method, answer, reason):
     assert str(info.value) == reason.format(url=stub.url, path=path)
 
 
-@pytest.mark.parametrize("method, got", [("instant", "expected an instant vector, got scalar"),
-                                         ("range", "expected a range matrix, got vector"),
-                                         ("range_columns", "expected a range matrix, got vector")])
+@pytest.mark.parametrize(
+    "method, got",
+    [
+        ("instant", "expected an instant vector, got scalar"),
+        ("range", "expected a range matrix, got vector"),
+        ("range_columns", "expected a range matrix, got vector"),
+    ],
+)
 def test_an_answer_of_another_type_is_refused(stub, method, got):
     c = client_of(stub)
     stub.answer = "scalar" if method == "instant" else "vector"
@@ -222,7 +293,11 @@ def test_an_answer_of_another_type_is_refused(stub, method, got):
     with pytest.raises(PrometheusError, match="expected") as info:
         getattr(c, method)(*args)
     assert str(info.value) == got
-    stub.answer = (200, "application/json", json.dumps({"status": "success", "data": {"resultType": "x" * 40}}))
+    stub.answer = (
+        200,
+        "application/json",
+        json.dumps({"status": "success", "data": {"resultType": "x" * 40}}),
+    )
     with pytest.raises(PrometheusError, match="expected") as info:
         getattr(c, method)(*args)
     assert str(info.value) == got.rsplit(" ", 1)[0] + " " + "x" * 20  # an odd type name is cut
@@ -237,52 +312,93 @@ def _reason_for(stub, answer, method="instant"):
     return str(info.value).replace(stub.url, "URL")
 
 
-NGINX_400 = ("<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>\r\n<body>\r\n"
-             "<center><h1>400 Bad Request</h1></center>\r\n<center>The plain HTTP request was sent to HTTPS port"
-             "</center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n")
-ADVICE = (": is this a Prometheus server? Check --source: it must be the address the Prometheus API is served under "
-          "(the one whose /api/v1/query answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus "
-          "behind a proxy")
+NGINX_400 = (
+    "<html>\r\n<head><title>400 The plain HTTP request was sent to HTTPS port</title></head>\r\n<body>\r\n"
+    "<center><h1>400 Bad Request</h1></center>\r\n<center>The plain HTTP request was sent to HTTPS port"
+    "</center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n"
+)
+ADVICE = (
+    ": is this a Prometheus server? Check --source: it must be the address the Prometheus API is served under "
+    "(the one whose /api/v1/query answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus "
+    "behind a proxy"
+)
 RETRY = ": a server or proxy error, retried at the next refresh"
 AT = "the server at URL answered HTTP "
-NOT_API = ("the server at URL answered /api/v1/query with JSON that is not a Prometheus API answer: is this a "
-           "Prometheus server? Check --source")
+NOT_API = (
+    "the server at URL answered /api/v1/query with JSON that is not a Prometheus API answer: is this a "
+    "Prometheus server? Check --source"
+)
 
 
-@pytest.mark.parametrize("answer, reason", [
-    # plain HTTP to nginx's HTTPS port: an HTML page with status 400
-    ((400, "text/html", NGINX_400), AT + "400 at /api/v1/query with an HTML page" + ADVICE),
-    # an HTML page sent as text/plain, after a blank line
-    ((502, "text/plain", "\n<html><body>Bad gateway</body></html>"), AT + "502 at /api/v1/query with an HTML page"
-     + RETRY),
-    # text/html that is not markup
-    ((503, "text/html; charset=utf-8", "Service Unavailable"), AT + "503 at /api/v1/query with an HTML page" + RETRY),
-    # a proxy's empty answer without a Content-Type
-    ((502, None, b""), AT + "502 at /api/v1/query" + RETRY),
-    # a gateway's JSON error: not echoed
-    ((502, "application/json", '{"message": "Bad Gateway"}'), AT + "502 at /api/v1/query" + RETRY),
-    # a short plain-text answer is kept on one line, undecodable bytes replaced
-    ((502, "text/plain; charset=iso-8859-1", "Passerelle\n  d\xe9faillante".encode("latin-1")),
-     AT + "502 at /api/v1/query (Passerelle d\ufffdfaillante)" + RETRY),
-    ((429, "text/plain", "slow down " * 30), AT + "429 at /api/v1/query (" + "slow down " * 12
-     + ")"),
-    ((200, "text/plain", "OK\n"), AT + "200 at /api/v1/query (OK)" + ADVICE),  # a load balancer's health page
-    # only the first 2000 bytes are looked at
-    ((502, "text/plain", " " * 2000 + "late words"), AT + "502 at /api/v1/query" + RETRY),
-    # an OAuth proxy's redirect to its login page: not followed
-    ((302, "text/html", '<a href="/login">Found</a>', {"Location": "/login"}),
-     AT + "302 at /api/v1/query with an HTML page" + ADVICE),
-    # a 3xx with Prometheus's JSON is still not an answer
-    ((300, "application/json", body_of("vector")), AT + "300 at /api/v1/query"),
-    ((403, "text/plain", "no"), ("HTTP 403 forbidden: the server wants credentials (set CUDAMAGIC_PROMETHEUS_TOKEN, "
-     "or CUDAMAGIC_PROMETHEUS_USER and CUDAMAGIC_PROMETHEUS_PASSWORD, or a ~/.netrc entry; now using: none)")),
-    # JSON APIs that are not Prometheus (JSend's answers)
-    ((200, "application/json", '{"status": "fail", "data": {"query": "required"}}'), NOT_API),
-    ((200, "application/json", '{"status": "success", "data": null}'), NOT_API),
-    ((422, "application/json", '{"status": "error"}'), "HTTP 422 error: "),
-    ((422, "application/json", json.dumps({"status": "error", "errorType": "execution", "error": "e" * 300})),
-     "HTTP 422 execution: " + "e" * 200),
-])
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        # plain HTTP to nginx's HTTPS port: an HTML page with status 400
+        ((400, "text/html", NGINX_400), AT + "400 at /api/v1/query with an HTML page" + ADVICE),
+        # an HTML page sent as text/plain, after a blank line
+        (
+            (502, "text/plain", "\n<html><body>Bad gateway</body></html>"),
+            AT + "502 at /api/v1/query with an HTML page" + RETRY,
+        ),
+        # text/html that is not markup
+        (
+            (503, "text/html; charset=utf-8", "Service Unavailable"),
+            AT + "503 at /api/v1/query with an HTML page" + RETRY,
+        ),
+        # a proxy's empty answer without a Content-Type
+        ((502, None, b""), AT + "502 at /api/v1/query" + RETRY),
+        # a gateway's JSON error: not echoed
+        (
+            (502, "application/json", '{"message": "Bad Gateway"}'),
+            AT + "502 at /api/v1/query" + RETRY,
+        ),
+        # a short plain-text answer is kept on one line, undecodable bytes replaced
+        (
+            (
+                502,
+                "text/plain; charset=iso-8859-1",
+                "Passerelle\n  d\xe9faillante".encode("latin-1"),
+            ),
+            AT + "502 at /api/v1/query (Passerelle d\ufffdfaillante)" + RETRY,
+        ),
+        (
+            (429, "text/plain", "slow down " * 30),
+            AT + "429 at /api/v1/query (" + "slow down " * 12 + ")",
+        ),
+        (
+            (200, "text/plain", "OK\n"),
+            AT + "200 at /api/v1/query (OK)" + ADVICE,
+        ),  # a load balancer's health page
+        # only the first 2000 bytes are looked at
+        ((502, "text/plain", " " * 2000 + "late words"), AT + "502 at /api/v1/query" + RETRY),
+        # an OAuth proxy's redirect to its login page: not followed
+        (
+            (302, "text/html", '<a href="/login">Found</a>', {"Location": "/login"}),
+            AT + "302 at /api/v1/query with an HTML page" + ADVICE,
+        ),
+        # a 3xx with Prometheus's JSON is still not an answer
+        ((300, "application/json", body_of("vector")), AT + "300 at /api/v1/query"),
+        (
+            (403, "text/plain", "no"),
+            (
+                "HTTP 403 forbidden: the server wants credentials (set CUDAMAGIC_PROMETHEUS_TOKEN, "
+                "or CUDAMAGIC_PROMETHEUS_USER and CUDAMAGIC_PROMETHEUS_PASSWORD, or a ~/.netrc entry; now using: none)"
+            ),
+        ),
+        # JSON APIs that are not Prometheus (JSend's answers)
+        ((200, "application/json", '{"status": "fail", "data": {"query": "required"}}'), NOT_API),
+        ((200, "application/json", '{"status": "success", "data": null}'), NOT_API),
+        ((422, "application/json", '{"status": "error"}'), "HTTP 422 error: "),
+        (
+            (
+                422,
+                "application/json",
+                json.dumps({"status": "error", "errorType": "execution", "error": "e" * 300}),
+            ),
+            "HTTP 422 execution: " + "e" * 200,
+        ),
+    ],
+)
 def test_answers_that_are_not_prometheus_are_one_line_reasons(stub, answer, reason):
     got = _reason_for(stub, answer)
     assert got == reason and "\n" not in got and "<" not in got
@@ -292,9 +408,31 @@ def test_answers_that_are_not_prometheus_are_one_line_reasons(stub, answer, reas
 def _tls_pair(tmp_path):
     """A self-signed certificate for 127.0.0.1 (``openssl``), its key, and the server-side SSL context."""
     crt, key = tmp_path / "ca.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(crt), "-days", "2", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(str(crt), str(key))
     return crt, ctx
@@ -305,11 +443,16 @@ def test_tls_is_verified_and_a_private_ca_can_be_named(tmp_path):
     s = PromStub(tls_context=ctx)
     try:
         c = PrometheusClient(s.url, timeout_s=5, environ={})
-        with pytest.raises(PrometheusError, match=r"^TLS error: .*certificate verify failed.* \(set "
-                                                  r"CUDAMAGIC_PROMETHEUS_CA_BUNDLE for a private CA\)$"):
+        with pytest.raises(
+            PrometheusError,
+            match=r"^TLS error: .*certificate verify failed.* \(set "
+            r"CUDAMAGIC_PROMETHEUS_CA_BUNDLE for a private CA\)$",
+        ):
             c.instant("up")
         assert s.requests == []
-        c = PrometheusClient(s.url, timeout_s=5, environ={"CUDAMAGIC_PROMETHEUS_CA_BUNDLE": str(crt)})
+        c = PrometheusClient(
+            s.url, timeout_s=5, environ={"CUDAMAGIC_PROMETHEUS_CA_BUNDLE": str(crt)}
+        )
         assert c.instant("up") == data_of("vector")["result"]
         c.close()
     finally:
@@ -319,8 +462,11 @@ def test_tls_is_verified_and_a_private_ca_can_be_named(tmp_path):
 def test_a_per_request_timeout_overrides_the_clients(stub):
     c = client_of(stub, timeout_s=5)
     stub.delay_s = 2.0
-    for call in (lambda: c.get("/api/v1/query", {"query": "up"}, timeout_s=0.2),
-                 lambda: c.range("up", 0, 1, 1, timeout_s=0.2), lambda: c.range_columns("up", 0, 1, 1, timeout_s=0.2)):
+    for call in (
+        lambda: c.get("/api/v1/query", {"query": "up"}, timeout_s=0.2),
+        lambda: c.range("up", 0, 1, 1, timeout_s=0.2),
+        lambda: c.range_columns("up", 0, 1, 1, timeout_s=0.2),
+    ):
         t0 = time.monotonic()
         with pytest.raises(PrometheusError, match=r"^no answer within 0\.2 s \(timed out\)$"):
             call()
@@ -365,34 +511,61 @@ def _catch(fn):
 def test_connection_closed_without_an_answer(stub):
     stub.drop = True
     msg = _reason_for(stub, "vector")
-    assert msg.startswith("connection broken: ('Connection aborted.', RemoteDisconnected('Remote end closed "
-                          "connection without response'))")
+    assert msg.startswith(
+        "connection broken: ('Connection aborted.', RemoteDisconnected('Remote end closed "
+        "connection without response'))"
+    )
 
 
 def test_a_body_that_cannot_be_decoded_is_named(stub):
     stub.headers = {"Content-Encoding": "gzip"}
     msg = _reason_for(stub, "vector")
-    assert msg == ("DecodeError: ('Received response with content-encoding: gzip, but failed to decode it.', "
-                   "error('Error -3 while decompressing data: incorrect header check'))")
+    assert msg == (
+        "DecodeError: ('Received response with content-encoding: gzip, but failed to decode it.', "
+        "error('Error -3 while decompressing data: incorrect header check'))"
+    )
 
 
-@pytest.mark.parametrize("exc, reason", [
-    (urllib3.exceptions.NameResolutionError("nonexistent.invalid", None, socket.gaierror(-2, "Name or service not "
-                                                                                          "known")),
-     "host name not found"),
-    (urllib3.exceptions.NameResolutionError("h", None, socket.gaierror(11001, "getaddrinfo failed")),
-     "host name not found"),  # Windows' words
-    (urllib3.exceptions.NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection "
-                                                 "refused"), "connection refused (is the Prometheus server running?)"),
-    (urllib3.exceptions.NewConnectionError(urllib3.connection.HTTPConnection("10.0.0.9", 9090),
-                                           "Failed to establish a new connection: [Errno 101] Network is unreachable"),
-     "cannot connect: Failed to establish a new connection: [Errno 101] Network is unreachable"),
-    (urllib3.exceptions.NewConnectionError(None, "x: " + "y" * 300), "cannot connect: x: " + "y" * 157),
-    (urllib3.exceptions.SSLError("z" * 300), "TLS error: " + "z" * 160 + " (set CUDAMAGIC_PROMETHEUS_CA_BUNDLE for "
-                                                                       "a private CA)"),
-    (urllib3.exceptions.ProtocolError("p" * 300), "connection broken: " + "p" * 160),
-    (urllib3.exceptions.DecodeError("d" * 300), "DecodeError: " + "d" * 160),
-])
+@pytest.mark.parametrize(
+    "exc, reason",
+    [
+        (
+            urllib3.exceptions.NameResolutionError(
+                "nonexistent.invalid", None, socket.gaierror(-2, "Name or service not known")
+            ),
+            "host name not found",
+        ),
+        (
+            urllib3.exceptions.NameResolutionError(
+                "h", None, socket.gaierror(11001, "getaddrinfo failed")
+            ),
+            "host name not found",
+        ),  # Windows' words
+        (
+            urllib3.exceptions.NewConnectionError(
+                None, "Failed to establish a new connection: [Errno 111] Connection refused"
+            ),
+            "connection refused (is the Prometheus server running?)",
+        ),
+        (
+            urllib3.exceptions.NewConnectionError(
+                urllib3.connection.HTTPConnection("10.0.0.9", 9090),
+                "Failed to establish a new connection: [Errno 101] Network is unreachable",
+            ),
+            "cannot connect: Failed to establish a new connection: [Errno 101] Network is unreachable",
+        ),
+        (
+            urllib3.exceptions.NewConnectionError(None, "x: " + "y" * 300),
+            "cannot connect: x: " + "y" * 157,
+        ),
+        (
+            urllib3.exceptions.SSLError("z" * 300),
+            "TLS error: " + "z" * 160 + " (set CUDAMAGIC_PROMETHEUS_CA_BUNDLE for a private CA)",
+        ),
+        (urllib3.exceptions.ProtocolError("p" * 300), "connection broken: " + "p" * 160),
+        (urllib3.exceptions.DecodeError("d" * 300), "DecodeError: " + "d" * 160),
+    ],
+)
 def test_reasons_name_the_cause_on_one_short_line(exc, reason):
     assert prometheus._reason(exc, 1.0) == reason
 
@@ -401,33 +574,43 @@ def test_a_real_unknown_host_and_a_refused_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    for url, reason in [(f"http://127.0.0.1:{port}", "connection refused (is the Prometheus server running?)"),
-                        ("http://nonexistent.invalid", "host name not found")]:
+    for url, reason in [
+        (f"http://127.0.0.1:{port}", "connection refused (is the Prometheus server running?)"),
+        ("http://nonexistent.invalid", "host name not found"),
+    ]:
         client = PrometheusClient(url, timeout_s=2, environ={})
         assert _catch(lambda: client.instant("up")) == reason  # noqa: B023 - called at once
 
 
-# ---- the query parts ----------------------------------------------------------------------------------------------
+# ---- the query parts
+# ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("span, min_step, max_points, step", [
-    (0.5, 0.001, 2, 0.5),     # a tiny limit: the span in one step
-    (0.5, 0.001, 1, 0.5),
-    (10, 0.001, 11, 1.0),
-    (0, 0, 11_000, 0.001),     # Prometheus refuses a zero step ("zero_step" answer): 1 ms at least
-    (-5, 2, 11_000, 2.0),      # end before start: the minimum step
-])
+
+@pytest.mark.parametrize(
+    "span, min_step, max_points, step",
+    [
+        (0.5, 0.001, 2, 0.5),  # a tiny limit: the span in one step
+        (0.5, 0.001, 1, 0.5),
+        (10, 0.001, 11, 1.0),
+        (0, 0, 11_000, 0.001),  # Prometheus refuses a zero step ("zero_step" answer): 1 ms at least
+        (-5, 2, 11_000, 2.0),  # end before start: the minimum step
+    ],
+)
 def test_range_step_edges(span, min_step, max_points, step):
     assert prometheus.range_step(100.0, 100.0 + span, min_step, max_points) == step
 
 
 def test_selector_matches_exactly_the_names_after_promql_unquoting():
-    """PromQL's double-quoted strings unescape like JSON's: the regex the server sees matches each name
-    (UTF-8 names with dots, as Prometheus 3 allows) and nothing else."""
+    """PromQL's double-quoted strings unescape like JSON's: the regex the server sees matches each
+    name (UTF-8 names with dots, as Prometheus 3 allows) and nothing else.
+    """
     import re
 
     names = ["DCGM_FI_DEV_GPU_UTIL", "gpu.utilization", "a+b"]
     sel = prometheus.selector(names)
     assert sel.startswith('{__name__=~"') and sel.endswith('"}')
-    regex = json.loads(sel[len('{__name__=~'):-1])
+    regex = json.loads(sel[len("{__name__=~") : -1])
     assert all(re.fullmatch(regex, n) for n in names)
-    assert not any(re.fullmatch(regex, n) for n in ("gpuXutilization", "aab", "DCGM_FI_DEV_GPU_UTIL|gpu"))
+    assert not any(
+        re.fullmatch(regex, n) for n in ("gpuXutilization", "aab", "DCGM_FI_DEV_GPU_UTIL|gpu")
+    )

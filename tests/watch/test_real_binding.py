@@ -1,5 +1,6 @@
-"""%gpuwatch through the real pynvml binding and the stand-in NVML library (tests/nvml_stub): issue 11's
-E01 (memory v2 and the reserve), E03 (impossible numbers), E05 (processes one may not see) and old traces."""
+"""%gpuwatch through the real pynvml binding and the stand-in NVML library (tests/nvml_stub): issue
+11's E01 (memory v2 and the reserve), E03 (impossible numbers), E05 (processes one may not see) and old traces.
+"""
 
 from __future__ import annotations
 
@@ -17,14 +18,27 @@ from cudamagic.watch.trace import read_trace
 from tests import fake_nvml as fm
 from tests.watch.fakes import DEMO
 
-MIB = 1024 ** 2
-GIB = 1024 ** 3
+MIB = 1024**2
+GIB = 1024**3
 
 
 def _a100(**over):
-    return {"driver_version": "535.104.05", "cuda_driver_version": 12020, "nvml_version": "12.535.104.05",
-            "gpus": [fm._gpu(0, name="NVIDIA A100-SXM4-80GB", cc=(8, 0), memory_total=81920 * MIB,
-                             memory_used=4 * MIB, memory_reserved=908 * MIB, **over)]}
+    return {
+        "driver_version": "535.104.05",
+        "cuda_driver_version": 12020,
+        "nvml_version": "12.535.104.05",
+        "gpus": [
+            fm._gpu(
+                0,
+                name="NVIDIA A100-SXM4-80GB",
+                cc=(8, 0),
+                memory_total=81920 * MIB,
+                memory_used=4 * MIB,
+                memory_reserved=908 * MIB,
+                **over,
+            )
+        ],
+    }
 
 
 def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, tmp_path):
@@ -36,16 +50,22 @@ def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvm
     row = w.history[0]
     assert row["memory.used"] == 4 * MIB and row["memory.reserved"] == 908 * MIB
     text = w.text()
-    assert "0.0/80.0 GiB" in text                      # used as nvidia-smi shows it, not 0.9 GiB
+    assert "0.0/80.0 GiB" in text  # used as nvidia-smi shows it, not 0.9 GiB
     assert "besides the driver's 908.0 MiB reserve" in text
     html = widgets.gpu_html(g)
     assert "reserved by the driver 908.0 MiB" in html
     widths = re.findall(r"width:([0-9.]+)%", html)
-    assert widths[1:3] == ["0.0", "1.1"]   # after the utilization bar: used, then the grey reserve segment
+    assert widths[1:3] == [
+        "0.0",
+        "1.1",
+    ]  # after the utilization bar: used, then the grey reserve segment
     header, samples = read_trace(str(log))
     assert header["units"]["memory.reserved"] == "bytes"
     line = json.loads(log.read_text().splitlines()[1])
-    assert line["gpus"][0]["memory.reserved"] == 908 * MIB and line["gpus"][0]["memory.used"] == 4 * MIB
+    assert (
+        line["gpus"][0]["memory.reserved"] == 908 * MIB
+        and line["gpus"][0]["memory.used"] == 4 * MIB
+    )
     assert samples[0].gpus[0].memory_reserved_bytes == 908 * MIB
 
 
@@ -53,7 +73,10 @@ def test_e01_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, s
     stub_nvml(_a100(processes=[(4242, 2 * MIB)]))
     text = ip.run_line_magic("gpuwatch", "--text").text()
     assert "NVML lists no process" not in text
-    assert "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory used" in text
+    assert (
+        "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory used"
+        in text
+    )
 
 
 def test_e01_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
@@ -62,8 +85,10 @@ def test_e01_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml)
     g = w.latest.gpus[0]
     assert g.memory_used_bytes == 912 * MIB and is_na(g.memory_reserved_bytes)
     assert math.isnan(w.history[0]["memory.reserved"])
-    assert "GPU 0 memory reserved: N/A (this driver's NVML has only the legacy v1 memory call" in \
-        w.text().replace("\n  ", " ")
+    assert (
+        "GPU 0 memory reserved: N/A (this driver's NVML has only the legacy v1 memory call"
+        in w.text().replace("\n  ", " ")
+    )
 
 
 def test_old_trace_without_memory_reserved_still_replays(ip):
@@ -76,9 +101,24 @@ def test_old_trace_without_memory_reserved_still_replays(ip):
 
 
 def test_e03_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
-    stub_nvml({"driver_version": "580.65.06", "cuda_driver_version": 13000, "nvml_version": "13.580.65.06",
-               "gpus": [fm._gpu(0, name="NVIDIA GeForce RTX 4090", cc=(8, 9), memory_total=24 * GIB,
-                                power_draw_mw=3_700_000, power_limit_mw=450_000, util_gpu=0xFFFFFFFF)]})
+    stub_nvml(
+        {
+            "driver_version": "580.65.06",
+            "cuda_driver_version": 13000,
+            "nvml_version": "13.580.65.06",
+            "gpus": [
+                fm._gpu(
+                    0,
+                    name="NVIDIA GeForce RTX 4090",
+                    cc=(8, 9),
+                    memory_total=24 * GIB,
+                    power_draw_mw=3_700_000,
+                    power_limit_mw=450_000,
+                    util_gpu=0xFFFFFFFF,
+                )
+            ],
+        }
+    )
     w = ip.run_line_magic("gpuwatch", "--text")
     row = w.history[0]
     assert math.isnan(row["power.draw"]) and math.isnan(row["utilization.gpu"])
@@ -92,12 +132,14 @@ def test_e03_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
     assert "100.0%" not in html and "4294967295" not in html
     info = ip.run_line_magic("cudainfo", "")
     g = info.to_dict()["gpus"][0]
-    assert g["power.draw"]["code"] == "implausible" and g["utilization.gpu"]["code"] == "not_available"
+    assert (
+        g["power.draw"]["code"] == "implausible" and g["utilization.gpu"]["code"] == "not_available"
+    )
 
 
 @pytest.fixture
 def hidepid(monkeypatch):
-    """psutil as under /proc hidepid: pid ``b`` raises NoSuchProcess (hidepid=2), pid ``c`` AccessDenied."""
+    """Psutil as under /proc hidepid: pid ``b`` raises NoSuchProcess (hidepid=2), pid ``c`` AccessDenied."""
     hidden = {}
     real = psutil.Process
 
@@ -123,8 +165,18 @@ def test_e05_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, 
     c = subprocess.Popen(["sleep", "61"])
     try:
         hidepid[b.pid], hidepid[c.pid] = "gone", "denied"
-        stub_nvml({"gpus": [fm._gpu(0, memory_used=30 * GIB, processes=[(b.pid, 20 * GIB), (c.pid, 9 * GIB)])],
-                   "driver_version": "550.54.15", "nvml_version": "12.550.54.15", "cuda_driver_version": 12040})
+        stub_nvml(
+            {
+                "gpus": [
+                    fm._gpu(
+                        0, memory_used=30 * GIB, processes=[(b.pid, 20 * GIB), (c.pid, 9 * GIB)]
+                    )
+                ],
+                "driver_version": "550.54.15",
+                "nvml_version": "12.550.54.15",
+                "cuda_driver_version": 12040,
+            }
+        )
         w = ip.run_line_magic("gpuwatch", "--text")
         procs = w.latest.gpus[0].processes
         assert [(p.name.code, p.visible) for p in procs] == [("hidden", True), ("hidden", True)]
@@ -142,7 +194,7 @@ def test_e05_the_three_kinds_apart(monkeypatch):
     import subprocess
 
     gone = subprocess.Popen(["true"])
-    gone.wait()                                        # a pid that just exited
+    gone.wait()  # a pid that just exited
     monkeypatch.setattr(sources, "in_container", lambda: False)
     name, _, visible = sources.process_info(gone.pid)
     assert name.code == "exited" and not visible
@@ -160,8 +212,14 @@ def test_e05_the_three_kinds_apart(monkeypatch):
 def test_every_na_in_the_process_table_shows_its_reason(ip, stub_nvml, monkeypatch):
     import os
 
-    stub_nvml({"gpus": [fm._gpu(0, processes=[(os.getpid(), None)])], "driver_version": "550.54.15",
-               "nvml_version": "12.550.54.15", "cuda_driver_version": 12040})
+    stub_nvml(
+        {
+            "gpus": [fm._gpu(0, processes=[(os.getpid(), None)])],
+            "driver_version": "550.54.15",
+            "nvml_version": "12.550.54.15",
+            "cuda_driver_version": 12040,
+        }
+    )
     w = ip.run_line_magic("gpuwatch", "--text")
     text = w.text().replace("\n  ", " ")
     assert re.search(r"pid \d+ GPU memory: N/A \(not reported by the driver", text)
@@ -169,8 +227,9 @@ def test_every_na_in_the_process_table_shows_its_reason(ip, stub_nvml, monkeypat
 
 @pytest.mark.parametrize("name", sorted(fm.SCENARIOS))
 def test_every_fake_scenario_samples_the_same_through_the_real_binding(name, fake_nvml, stub_nvml):
-    """The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and the real
-    binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving values frozen)."""
+    """The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and
+    the real binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving values frozen).
+    """
     from tests.core.test_nvml_stub import _frozen
     from tests.watch.fakes import live
 

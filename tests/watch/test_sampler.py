@@ -1,5 +1,6 @@
-"""Tier 1 for the %gpuwatch sampler: a fake clock, bounded memory, missed ticks, stopping, the end of a
-replay. No IPython here."""
+"""Tier 1 for the %gpuwatch sampler: a fake clock, bounded memory, missed ticks, stopping, the end
+of a replay. No IPython here.
+"""
 
 import re
 import threading
@@ -16,8 +17,8 @@ from cudamagic.watch.sources import EndOfTrace, ReplaySource
 from cudamagic.watch.trace import TraceWriter
 from tests.watch.fakes import DEMO, FakeClock, FakeHost, live, no_torch
 
-
 # ---- the sampler with a fake clock ------------------------------------------------------------
+
 
 class CountingSource:
     label = "live"
@@ -34,11 +35,14 @@ class CountingSource:
 
 
 def test_sampler_bounded_memory_over_a_long_run():
-    """27k samples after a 3k warm-up may not grow memory by 64 KiB: a leak of even one small object (>= 16 bytes)
-    per sample would show as 400+ KiB. (100k samples under tracemalloc cost ~20 s a run; 30k show the same.)"""
+    """27k samples after a 3k warm-up may not grow memory by 64 KiB: a leak of even one small object
+    (>= 16 bytes) per sample would show as 400+ KiB. (100k samples under tracemalloc cost ~20 s a run; 30k show the same.)
+    """
     clock = FakeClock()
     clock.waits = set()  # a set: the clock itself must not grow with the run
-    clock.wait = lambda seconds: (clock.waits.add(seconds), setattr(clock, "t", clock.t + seconds))[0] or False
+    clock.wait = lambda seconds: (
+        (clock.waits.add(seconds), setattr(clock, "t", clock.t + seconds))[0] or False
+    )
     src = CountingSource()
     sampler = Sampler(src, interval_s=1.0, history_len=500, count=3_000, clock=clock, wall=clock)
     tracemalloc.start()
@@ -50,8 +54,11 @@ def test_sampler_bounded_memory_over_a_long_run():
     tracemalloc.stop()
     assert sampler.samples_taken == 30_000 and src.n == 30_000
     assert len(sampler.history) == 500 and sampler.history[0].seq == 29_501
-    assert after_30k - after_3k < 64 * 1024, f"grew by {after_30k - after_3k} bytes from 3k to 30k samples"
-    # deadline scheduling: every wait is the interval (no drift); the fake clock advanced one interval per sample
+    assert after_30k - after_3k < 64 * 1024, (
+        f"grew by {after_30k - after_3k} bytes from 3k to 30k samples"
+    )
+    # deadline scheduling: every wait is the interval (no drift); the fake clock advanced one
+    # interval per sample
     assert clock.waits == {1.0} and clock.t == pytest.approx(29_998.0)
 
 
@@ -68,7 +75,9 @@ def test_sampler_skips_missed_ticks_and_records_errors():
 
     sampler = Sampler(Flaky(), interval_s=1.0, count=5, clock=clock, wall=clock)
     sampler.run_loop(wait=clock.wait)
-    assert sampler.samples_taken == 5 and sampler.errors == 1 and "RuntimeError: boom" in sampler.error
+    assert (
+        sampler.samples_taken == 5 and sampler.errors == 1 and "RuntimeError: boom" in sampler.error
+    )
     assert all(w == 0 for w in clock.waits)  # fell behind: no negative waits, no catch-up bursts
 
 
@@ -86,7 +95,8 @@ def test_sampler_thread_stops_promptly_and_callback_errors_are_recorded():
     assert not any(t.name == "cudamagic-gpuwatch" for t in threading.enumerate())
     assert re.match(STAMP + "display update failed: ValueError: widget gone$", sampler.error)
     assert sampler.samples_taken >= 2 and sampler.errors == sampler.samples_taken
-    # the name the leak checks of tests/watch/test_magic.py look for (and what py-spy / threading.enumerate show)
+    # the name the leak checks of tests/watch/test_magic.py look for (and what py-spy /
+    # threading.enumerate show)
     assert sampler._thread.daemon and sampler._thread.name == "cudamagic-gpuwatch"
 
 
@@ -96,7 +106,9 @@ def test_replay_source_ends_the_loop():
     sampler = Sampler(src, interval_s=0.05, clock=clock)
     sampler.run_loop(wait=clock.wait)
     assert sampler.finished == "end of replay" and sampler.samples_taken == len(src.samples)
-    with pytest.raises(EndOfTrace, match="^$"):  # raised bare by ReplaySource.read after the last sample
+    with pytest.raises(
+        EndOfTrace, match="^$"
+    ):  # raised bare by ReplaySource.read after the last sample
         src.read(0, 0.0)
 
 
@@ -124,7 +136,9 @@ def test_sampler_defaults_are_the_gpuwatch_settings_defaults():
     assert len(sampler.history) == traits["watch_history_samples"].default_value
 
 
-# ---- failures are recorded, never raised; how the loop ends is said in `finished` ----------------------------
+# ---- failures are recorded, never raised; how the loop ends is said in `finished`
+# ----------------------------
+
 
 class RecordingWriter:
     """Stands in for a TraceWriter: records the samples written and the close calls."""
@@ -167,35 +181,59 @@ def test_a_failing_trace_writer_stops_logging_and_sampling_goes_on(tmp_path):
     writer = TraceWriter(str(path))
     writer.close()  # the file is gone from under the writer (closed elsewhere)
     clock = FakeClock()
-    sampler = Sampler(CountingSource(), interval_s=1.0, count=3, writer=writer, clock=clock, wall=clock)
+    sampler = Sampler(
+        CountingSource(), interval_s=1.0, count=3, writer=writer, clock=clock, wall=clock
+    )
     sampler.run_loop(wait=clock.wait)
     assert sampler.samples_taken == 3 and sampler.errors == 1 and sampler.writer is None
-    assert re.match(STAMP + f"writing {re.escape(str(path))} failed: ValueError: I/O operation on closed file.*; "
-                    "logging stopped$", sampler.error), sampler.error
-    assert len(path.read_text().splitlines()) == 1  # the header only: nothing half-written after the failure
+    assert re.match(
+        STAMP
+        + f"writing {re.escape(str(path))} failed: ValueError: I/O operation on closed file.*; "
+        "logging stopped$",
+        sampler.error,
+    ), sampler.error
+    assert (
+        len(path.read_text().splitlines()) == 1
+    )  # the header only: nothing half-written after the failure
 
 
 def test_samples_reach_the_writer_and_callbacks_and_the_writer_is_closed_at_the_end():
     seen, finished = [], []
     writer = RecordingWriter()
     clock = FakeClock()
-    sampler = Sampler(CountingSource(), interval_s=1.0, count=1, writer=writer, on_sample=lambda s: seen.append(s.seq),
-                      on_finish=lambda: finished.append(sampler.finished), clock=clock, wall=lambda: 1234.5)
+    sampler = Sampler(
+        CountingSource(),
+        interval_s=1.0,
+        count=1,
+        writer=writer,
+        on_sample=lambda s: seen.append(s.seq),
+        on_finish=lambda: finished.append(sampler.finished),
+        clock=clock,
+        wall=lambda: 1234.5,
+    )
     sampler.run_loop(wait=clock.wait)
     assert writer.written == [1] and seen == [1] and writer.closes == 1 and sampler.error == ""
     assert finished == ["1 sample taken (--count)"] and sampler.latest.timestamp_s == 1234.5
     assert clock.waits == []  # count reached: no wait after the last sample
 
 
-@pytest.mark.parametrize("raised, finished", [(KeyboardInterrupt(), "interrupted"),
-                                              (RuntimeError("bug"), "sampler crashed: RuntimeError: bug")])
+@pytest.mark.parametrize(
+    "raised, finished",
+    [
+        (KeyboardInterrupt(), "interrupted"),
+        (RuntimeError("bug"), "sampler crashed: RuntimeError: bug"),
+    ],
+)
 def test_an_interrupt_or_a_bug_in_the_loop_ends_it_cleanly(raised, finished):
     """Ctrl-C in the foreground loop propagates (the user asked); any other exception is recorded, not raised."""
+
     def wait(seconds):
         raise raised
 
     writer, ends = RecordingWriter(), []
-    sampler = Sampler(CountingSource(), interval_s=1.0, writer=writer, on_finish=lambda: ends.append(1))
+    sampler = Sampler(
+        CountingSource(), interval_s=1.0, writer=writer, on_finish=lambda: ends.append(1)
+    )
     if isinstance(raised, KeyboardInterrupt):
         with pytest.raises(KeyboardInterrupt, match="^$"):
             sampler.run_loop(wait=wait)
@@ -203,7 +241,12 @@ def test_an_interrupt_or_a_bug_in_the_loop_ends_it_cleanly(raised, finished):
     else:
         sampler.run_loop(wait=wait)
         assert sampler.errors == 1 and re.match(STAMP + re.escape(finished) + "$", sampler.error)
-    assert sampler.finished == finished and sampler.samples_taken == 1 and writer.closes == 1 and ends == [1]
+    assert (
+        sampler.finished == finished
+        and sampler.samples_taken == 1
+        and writer.closes == 1
+        and ends == [1]
+    )
 
 
 def test_a_failing_finish_callback_is_recorded():
@@ -217,7 +260,9 @@ def test_a_failing_finish_callback_is_recorded():
     assert sampler.finished == "1 sample taken (--count)"
 
 
-# ---- scheduling -------------------------------------------------------------------------------------------
+# ---- scheduling
+# -------------------------------------------------------------------------------------------
+
 
 def test_deadline_scheduling_waits_the_rest_of_each_interval():
     """A read that takes 0.25 s of a 1 s interval: each wait is the remaining 0.75 s (no drift)."""
@@ -245,7 +290,9 @@ def test_stop_between_samples_ends_the_loop():
     clock = FakeClock()
     sampler = Sampler(CountingSource(), interval_s=0.5, count=5, clock=clock)
     sampler.run_loop(wait=lambda s: clock.wait(s) or len(clock.waits) == 2)
-    assert clock.waits == [0.5, 0.5] and sampler.samples_taken == 2 and sampler.finished == "stopped"
+    assert (
+        clock.waits == [0.5, 0.5] and sampler.samples_taken == 2 and sampler.finished == "stopped"
+    )
 
 
 def test_thread_cpu_time_accumulates_over_runs():
@@ -256,11 +303,19 @@ def test_thread_cpu_time_accumulates_over_runs():
                 pass
             return super().read(seq, ts)
 
-    while time.thread_time() < 1.0:  # a thread clock well above 0, so that an offset error in the sum would show
+    while (
+        time.thread_time() < 1.0
+    ):  # a thread clock well above 0, so that an offset error in the sum would show
         pass
     clock = FakeClock()
     seen = []  # what a reader sees while the loop runs (updated after each sample)
-    sampler = Sampler(Busy(), interval_s=1.0, count=2, clock=clock, on_sample=lambda s: seen.append(sampler.thread_cpu_s))
+    sampler = Sampler(
+        Busy(),
+        interval_s=1.0,
+        count=2,
+        clock=clock,
+        on_sample=lambda s: seen.append(sampler.thread_cpu_s),
+    )
     sampler.run_loop(wait=clock.wait)
     first = sampler.thread_cpu_s
     assert seen[0] == 0.0 and 0.02 <= seen[1] < 0.5 and 0.04 <= first < 0.5
@@ -269,7 +324,9 @@ def test_thread_cpu_time_accumulates_over_runs():
     assert sampler.thread_cpu_s >= first + 0.04
 
 
-# ---- the thread ---------------------------------------------------------------------------------------------
+# ---- the thread
+# ---------------------------------------------------------------------------------------------
+
 
 def test_thread_is_named_waits_its_first_delay_and_starts_once():
     sampler = Sampler(CountingSource(), interval_s=0.05, name="cudamagic-gpuwatch-test")
@@ -278,10 +335,14 @@ def test_thread_is_named_waits_its_first_delay_and_starts_once():
     thread = sampler._thread
     try:
         sampler.start()  # a second start is a no-op
-        assert sampler._thread is thread and thread.name == "cudamagic-gpuwatch-test" and thread.daemon
+        assert (
+            sampler._thread is thread and thread.name == "cudamagic-gpuwatch-test" and thread.daemon
+        )
         time.sleep(0.2)
         assert sampler.running and sampler.samples_taken == 0  # still in its first delay
-        assert sampler.finished == "" and sampler.error == ""  # documented: "" while running / no failure
+        assert (
+            sampler.finished == "" and sampler.error == ""
+        )  # documented: "" while running / no failure
     finally:
         sampler.stop()
     assert not sampler.running and not thread.is_alive() and sampler.finished == "stopped"
@@ -314,7 +375,9 @@ def test_stop_waits_at_most_its_timeout_and_leaves_a_busy_writer_open():
     assert sampler.finished == "stopped" and writer.closes == 0
     release.set()
     sampler._thread.join(5.0)
-    assert writer.closes == 1 and writer.written == [1]  # the thread wrote its last sample, then closed
+    assert writer.closes == 1 and writer.written == [
+        1
+    ]  # the thread wrote its last sample, then closed
 
 
 def test_stop_before_start_closes_the_writer_and_keeps_a_finished_reason():

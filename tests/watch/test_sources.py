@@ -1,5 +1,6 @@
-"""Tier 1 for %gpuwatch sources: the live source on the fake NVML (F01-F06, a lost GPU), the host and
-PyTorch readers, the idle-GPU hint. No IPython here."""
+"""Tier 1 for %gpuwatch sources: the live source on the fake NVML (F01-F06, a lost GPU), the host
+and PyTorch readers, the idle-GPU hint. No IPython here.
+"""
 
 import os
 import subprocess
@@ -19,8 +20,8 @@ from cudamagic.watch.widget import gpu_html
 from tests.fake_nvml import GIB
 from tests.watch.fakes import FakeClock, FakeHost, live
 
-
 # ---- F01-F06 and a lost GPU through the live source ---------------------------------------------
+
 
 def test_f01_no_driver_host_part_and_one_line(fake_nvml):
     fake_nvml("no_driver")
@@ -72,15 +73,22 @@ def test_f04_process_in_other_namespace_kept_and_labelled(fake_nvml):
         with open("/proc/sys/kernel/pid_max") as fh:
             ghost = int(fh.read()) + 28290
     except OSError:
-        ghost = 2 ** 22 + 28290
+        ghost = 2**22 + 28290
     fake.gpus[0]["processes"] = [(ghost, GIB)]
     src = LiveSource(host=FakeHost(), torch_reader=lambda: TorchSample(3 * GIB, 4 * GIB, 5 * GIB))
     s = src.read(1, 0.0)
     import psutil
+
     assert not psutil.pid_exists(ghost)
     (p,) = s.gpus[0].processes
-    assert p.pid == ghost and not p.visible and p.used_memory_bytes == GIB and p.name.code == "other_namespace"
-    # this kernel's allocator is still shown; the NVML gap is NA because our pid is not in NVML's list
+    assert (
+        p.pid == ghost
+        and not p.visible
+        and p.used_memory_bytes == GIB
+        and p.name.code == "other_namespace"
+    )
+    # this kernel's allocator is still shown; the NVML gap is NA because our pid is not in NVML's
+    # list
     assert s.torch.reserved_bytes == 4 * GIB and is_na(s.torch.gap_bytes)
     text = sample_text(s)
     assert str(ghost) in text and "(other PID namespace)" in text and "--pid=host" in text
@@ -98,12 +106,15 @@ def test_no_processes_listed_never_claims_nothing_while_memory_used(fake_nvml):
 
 def test_f05_bytes_and_str_names_identical(fake_nvml):
     outs = []
-    for scenario in ("bytes_names", {**__import__("tests.fake_nvml").fake_nvml.SCENARIOS["bytes_names"],
-                                     "bytes": False}):
+    for scenario in (
+        "bytes_names",
+        {**__import__("tests.fake_nvml").fake_nvml.SCENARIOS["bytes_names"], "bytes": False},
+    ):
         fake_nvml(scenario)
         s = live().read(1, 0.0)
         outs.append(sample_to_json(s)["gpus"])
         from cudamagic.core import nvml
+
         nvml.reset()
     assert outs[0] == outs[1]
     assert outs[0][0]["name"] == "Tesla T4" and outs[0][0]["uuid"].startswith("GPU-")
@@ -115,14 +126,19 @@ def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
     g = s.gpus[0]
     assert g.mig_enabled is True
     assert is_na(g.gpu_util_pct) and g.gpu_util_pct.reason == "not reported in MIG mode"
-    assert [m.uuid for m in g.mig_devices] == ["MIG-11111111-2222-3333-4444-555555555555",
-                                              "MIG-66666666-7777-8888-9999-000000000000"]
+    assert [m.uuid for m in g.mig_devices] == [
+        "MIG-11111111-2222-3333-4444-555555555555",
+        "MIG-66666666-7777-8888-9999-000000000000",
+    ]
     assert g.mig_devices[0].memory_used_bytes == 2 * GIB
     text = sample_text(s)
     assert "utilization: N/A (not reported in MIG mode)" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("0 "))
     assert "MIG A100-SXM4-80GB" in row  # the text table drops the "NVIDIA " prefix
-    assert row.split("80GB")[1].split()[:2] == ["N/A", "N/A"]  # util and mem util: never a confident 0 %
+    assert row.split("80GB")[1].split()[:2] == [
+        "N/A",
+        "N/A",
+    ]  # util and mem util: never a confident 0 %
     html = gpu_html(g)
     assert "MIG NVIDIA A100" in html and "not reported in MIG mode" in html
 
@@ -145,10 +161,14 @@ def test_gpu_lost_mid_watch_others_continue(fake_nvml):
     assert "[LOST]" in text and "GPU lost" in text
     calls_after = fake.call_count("nvmlDeviceGetUtilizationRates", 0)
     sampler.step()
-    assert fake.call_count("nvmlDeviceGetUtilizationRates", 0) == calls_after  # a lost GPU is not re-queried
+    assert (
+        fake.call_count("nvmlDeviceGetUtilizationRates", 0) == calls_after
+    )  # a lost GPU is not re-queried
 
 
-# ---- host and PyTorch readers ---------------------------------------------------------------------
+# ---- host and PyTorch readers
+# ---------------------------------------------------------------------
+
 
 def test_host_reader_real_psutil_and_dataloader_workers():
     import multiprocessing as mp
@@ -159,9 +179,15 @@ def test_host_reader_real_psutil_and_dataloader_workers():
     for p in procs:
         p.start()
     other = subprocess.Popen(["sleep", "1.5"])  # a child that is not a DataLoader worker
-    # multiprocessing's resource tracker (left running by the first spawn start) has its command line
-    tracker = subprocess.Popen([sys.executable, "-c", "from multiprocessing.resource_tracker import main; "
-                                "import time; time.sleep(1.5)"])
+    # multiprocessing's resource tracker (left running by the first spawn start) has its command
+    # line
+    tracker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from multiprocessing.resource_tracker import main; import time; time.sleep(1.5)",
+        ]
+    )
     try:
         time.sleep(0.3)
         h = reader.read()
@@ -181,7 +207,8 @@ def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):
     fake_cuda = types.SimpleNamespace(
         is_initialized=lambda: False,
         memory_stats=lambda i: pytest.fail("memory_stats called without an initialised CUDA"),
-        device_count=lambda: pytest.fail("device_count called without an initialised CUDA"))
+        device_count=lambda: pytest.fail("device_count called without an initialised CUDA"),
+    )
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=fake_cuda))
     na = read_torch_allocator()
     assert na.code == "not_initialized" and "never creates a CUDA context" in na.reason
@@ -190,8 +217,9 @@ def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):
 
 
 def real_torch_stats(monkeypatch, n_devices=1, **chosen):
-    """Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict underneath it
-    (and is_initialized/device_count) is replaced, torch flattens it itself. Every other counter differs."""
+    """Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict
+    underneath it (and is_initialized/device_count) is replaced, torch flattens it itself. Every other counter differs.
+    """
     import torch
 
     from tests.torch_stats import nested_stats
@@ -207,9 +235,14 @@ def real_torch_stats(monkeypatch, n_devices=1, **chosen):
 def test_torch_reader_and_gap_when_initialised(monkeypatch, fake_nvml):
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB)]
-    torch = real_torch_stats(monkeypatch, **{"allocated_bytes.all.current": GIB,
-                                             "reserved_bytes.all.current": 2 * GIB,
-                                             "allocated_bytes.all.peak": int(1.5 * GIB)})
+    torch = real_torch_stats(
+        monkeypatch,
+        **{
+            "allocated_bytes.all.current": GIB,
+            "reserved_bytes.all.current": 2 * GIB,
+            "allocated_bytes.all.peak": int(1.5 * GIB),
+        },
+    )
     assert len(torch.cuda.memory_stats(0)) > 100  # the real flattening ran on the real key shape
     s = LiveSource(host=FakeHost()).read(1, 0.0)
     t = s.torch
@@ -233,20 +266,28 @@ def test_idle_gpu_hint(fake_nvml):
     fake.gpus[0]["util_gpu"] = 95
     assert live(host=FakeHost(cpu=97.0)).read(1, 0.0).hint == ""
     fake.gpus[0]["util_gpu"] = 5
-    fake.gpus[0]["processes"] = []   # this kernel does not use the GPU: no hint
+    fake.gpus[0]["processes"] = []  # this kernel does not use the GPU: no hint
     assert live(host=FakeHost(cpu=97.0)).read(1, 0.0).hint == ""
 
 
 def test_torch_reader_sums_the_right_counters_over_devices(monkeypatch):
-    real_torch_stats(monkeypatch, n_devices=2, **{"allocated_bytes.all.current": 10, "reserved_bytes.all.current": 20,
-                                                  "allocated_bytes.all.peak": 30})
+    real_torch_stats(
+        monkeypatch,
+        n_devices=2,
+        **{
+            "allocated_bytes.all.current": 10,
+            "reserved_bytes.all.current": 20,
+            "allocated_bytes.all.peak": 30,
+        },
+    )
     t = read_torch_allocator()
     assert (t.allocated_bytes, t.reserved_bytes, t.peak_bytes) == (20, 40, 60)
 
 
 def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
-    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A. The sample still has every GPU field,
-    the process is listed with NA memory, and the NVML-vs-allocator gap is NA with the reason (not an error)."""
+    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A. The sample still has every
+    GPU field, the process is listed with NA memory, and the NVML-vs-allocator gap is NA with the reason (not an error).
+    """
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(os.getpid(), None), (os.getpid() + 1, None)]
     src = LiveSource(host=FakeHost(), torch_reader=lambda: TorchSample(GIB, 2 * GIB, 3 * GIB))
@@ -255,8 +296,14 @@ def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
     g = s.gpus[0]
     assert not is_na(g.memory_used_bytes) and not is_na(g.gpu_util_pct)
     own = [p for p in g.processes if p.own]
-    assert len(own) == 1 and is_na(own[0].used_memory_bytes) and own[0].used_memory_bytes.reason  # N/A, with why
-    assert s.torch.reserved_bytes == 2 * GIB and is_na(s.torch.gap_bytes) and is_na(s.torch.nvml_process_bytes)
+    assert (
+        len(own) == 1 and is_na(own[0].used_memory_bytes) and own[0].used_memory_bytes.reason
+    )  # N/A, with why
+    assert (
+        s.torch.reserved_bytes == 2 * GIB
+        and is_na(s.torch.gap_bytes)
+        and is_na(s.torch.nvml_process_bytes)
+    )
     assert "Traceback" not in sample_text(s)
     gpu_html(g), sample_to_json(s)
     sampler.start()
@@ -265,7 +312,11 @@ def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
         while sampler.samples_taken < 3:
             assert time.monotonic() < deadline, f"the sampler produced no samples: {sampler.error}"
             time.sleep(0.01)
-        assert sampler.error == "" and sampler.errors == 0 and not is_na(sampler.latest.gpus[0].memory_used_bytes)
+        assert (
+            sampler.error == ""
+            and sampler.errors == 0
+            and not is_na(sampler.latest.gpus[0].memory_used_bytes)
+        )
     finally:
         sampler.stop()
 

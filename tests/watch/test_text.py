@@ -1,6 +1,6 @@
-"""Tier 1 for the %gpuwatch text view: terminal control characters neutralised, 100 columns. No IPython
-here."""
-
+"""Tier 1 for the %gpuwatch text view: terminal control characters neutralised, 100 columns. No
+IPython here.
+"""
 
 import pytest
 
@@ -8,13 +8,13 @@ from cudamagic.watch.text import TEXT_WIDTH, plain, sample_text
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import live
 
-
 TERMINAL_ATTACK = "evil\x1b[2J\x1b[31mRED\nGPU 9  fake row\r\x07\u202egnp.exe"
 
 
 def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     """A process or GPU name with ESC, newline, CR or a bidi override must not clear the terminal,
-    colour it or forge a table row in the text view (it did: the bytes went out raw)."""
+    colour it or forge a table row in the text view (it did: the bytes went out raw).
+    """
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(4242, GIB)]
     fake.gpus[0]["name"] = "H100\x1b]0;title\x07"
@@ -28,11 +28,14 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     assert HOSTILE_NAME == plain(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
 
 
-@pytest.mark.parametrize("scenario", ["two_gpus_f03", "mig", "container_f04", "no_driver", "version_mismatch",
-                                      "training"])
+@pytest.mark.parametrize(
+    "scenario",
+    ["two_gpus_f03", "mig", "container_f04", "no_driver", "version_mismatch", "training"],
+)
 def test_text_view_fits_100_columns(fake_nvml, scenario):
-    """Terminal width: the GPU table was 122 columns and the F01/F02 and 'no process' lines up to 200;
-    a 100-column terminal wrapped them mid-word. Prose now wraps at 100 and the table fits."""
+    """Terminal width: the GPU table was 122 columns and the F01/F02 and 'no process' lines up to
+    200; a 100-column terminal wrapped them mid-word. Prose now wraps at 100 and the table fits.
+    """
     from tests import fake_nvml as fm
 
     fake = fake_nvml(fm.training_scenario() if scenario == "training" else scenario)

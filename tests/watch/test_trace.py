@@ -1,5 +1,6 @@
-"""Tier 1 for %gpuwatch traces: the log round trip, the strict and bounded replay reader, the demo trace and
-the script that makes it. No IPython here."""
+"""Tier 1 for %gpuwatch traces: the log round trip, the strict and bounded replay reader, the demo
+trace and the script that makes it. No IPython here.
+"""
 
 import json
 import math
@@ -15,8 +16,9 @@ from cudamagic.watch.trace import TraceError, TraceWriter, read_trace, sample_fr
 from tests.fake_nvml import GIB
 from tests.watch.fakes import DEMO, ROOT, live
 
+# ---- traces: round trip and strict replay validation
+# ----------------------------------------------
 
-# ---- traces: round trip and strict replay validation ----------------------------------------------
 
 def test_log_round_trip_and_history_rows(fake_nvml, tmp_path):
     fake_nvml("two_gpus_f03")
@@ -32,10 +34,21 @@ def test_log_round_trip_and_history_rows(fake_nvml, tmp_path):
     assert samples == originals  # dataclasses compare by value, NA by reason
     rows = sample_rows(samples[0])
     assert [r["index"] for r in rows] == [0, 1]
-    assert {"timestamp", "utilization.gpu", "memory.used", "power.draw", "clocks.sm", "pstate",
-            "host.cpu.utilization", "torch.reserved"} <= set(rows[0])
+    assert {
+        "timestamp",
+        "utilization.gpu",
+        "memory.used",
+        "power.draw",
+        "clocks.sm",
+        "pstate",
+        "host.cpu.utilization",
+        "torch.reserved",
+    } <= set(rows[0])
     assert math.isnan(rows[1]["fan.speed"]) and rows[0]["memory.total"] == 80 * GIB
-    assert "fan.speed" in rows[1]["na_reasons"] and "not supported on this GPU" in rows[1]["na_reasons"]
+    assert (
+        "fan.speed" in rows[1]["na_reasons"]
+        and "not supported on this GPU" in rows[1]["na_reasons"]
+    )
     # appending to a non-trace file is refused
     other = tmp_path / "notes.txt"
     other.write_text("my precious notes\n")
@@ -61,25 +74,55 @@ def _good_line(demo_line=2):
 HEADER = '{"cudamagic_trace": 1, "source": "test"}'
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "empty"),
-    (b"\x80\x04\x95pickle", "not UTF-8"),
-    (b"import os; os.system('rm -rf /')\n", "not valid JSON"),
-    (b'{"hello": 1}\n', "first line must be the trace header"),
-    ((HEADER + "\n").encode(), "no samples"),
-    ((HEADER + '\n{"timestamp_s": NaN, "gpus": [], "host": {}}\n').encode(), "not valid JSON"),
-    ((HEADER + '\n{"timestamp_s": 1, "gpus": [], "host": {}, "__class__": "os.system"}\n').encode(),
-     "unknown key '__class__'"),
-    ((HEADER + '\n{"timestamp_s": "yesterday", "gpus": [], "host": {}}\n').encode(), "'timestamp_s' must be"),
-    ((HEADER + '\n{"timestamp_s": 1, "gpus": {}, "host": {}}\n').encode(), "'gpus' must be a list"),
-    ((HEADER + '\n{"timestamp_s": 1, "gpus": [{"index": 0, "memory.used": true}], "host": {}}\n').encode(),
-     "'memory.used' must be"),
-    ((HEADER + '\n{"timestamp_s": 1, "gpus": [{"index": 0, "name": {"na": 1}}], "host": {}}\n').encode(),
-     "not-available value"),
-    ((HEADER + "\n" + "[" * 100000 + "]" * 100000 + "\n").encode(), "line 2"),
-    ((HEADER + '\n{"timestamp_s": 1, "gpus": [], "host": {}, "hint": "' + "x" * 5000 + '"}\n').encode(),
-     "longer than 4096"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "empty"),
+        (b"\x80\x04\x95pickle", "not UTF-8"),
+        (b"import os; os.system('rm -rf /')\n", "not valid JSON"),
+        (b'{"hello": 1}\n', "first line must be the trace header"),
+        ((HEADER + "\n").encode(), "no samples"),
+        ((HEADER + '\n{"timestamp_s": NaN, "gpus": [], "host": {}}\n').encode(), "not valid JSON"),
+        (
+            (
+                HEADER + '\n{"timestamp_s": 1, "gpus": [], "host": {}, "__class__": "os.system"}\n'
+            ).encode(),
+            "unknown key '__class__'",
+        ),
+        (
+            (HEADER + '\n{"timestamp_s": "yesterday", "gpus": [], "host": {}}\n').encode(),
+            "'timestamp_s' must be",
+        ),
+        (
+            (HEADER + '\n{"timestamp_s": 1, "gpus": {}, "host": {}}\n').encode(),
+            "'gpus' must be a list",
+        ),
+        (
+            (
+                HEADER
+                + '\n{"timestamp_s": 1, "gpus": [{"index": 0, "memory.used": true}], "host": {}}\n'
+            ).encode(),
+            "'memory.used' must be",
+        ),
+        (
+            (
+                HEADER
+                + '\n{"timestamp_s": 1, "gpus": [{"index": 0, "name": {"na": 1}}], "host": {}}\n'
+            ).encode(),
+            "not-available value",
+        ),
+        ((HEADER + "\n" + "[" * 100000 + "]" * 100000 + "\n").encode(), "line 2"),
+        (
+            (
+                HEADER
+                + '\n{"timestamp_s": 1, "gpus": [], "host": {}, "hint": "'
+                + "x" * 5000
+                + '"}\n'
+            ).encode(),
+            "longer than 4096",
+        ),
+    ],
+)
 def test_replay_rejects_malformed_and_hostile_files(tmp_path, content, message):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(content)
@@ -110,8 +153,19 @@ def test_sample_from_json_rebuilds_na_values():
 def test_make_demo_trace_script_regenerates_a_valid_trace(tmp_path):
 
     out = tmp_path / "demo.jsonl"
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "make_demo_trace.py"), "--samples", "6",
-                           "--out", str(out)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "make_demo_trace.py"),
+            "--samples",
+            "6",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     header, samples = read_trace(str(out))
     assert "generated by tests/fake_nvml.py" in header["source"] and len(samples) == 6

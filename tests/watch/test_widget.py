@@ -1,7 +1,8 @@
-"""Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the Stop
-button, the REPLAY label, escaping of hostile names, theme colours only, charts with scale, key and time span,
-the driver model; tier 2 (a real InteractiveShell's display machinery) for the snapshot that replaces the widget
-when the monitor stops and the fallback saved beside a live widget."""
+"""Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the
+Stop button, the REPLAY label, escaping of hostile names, theme colours only, charts with scale, key
+and time span, the driver model; tier 2 (a real InteractiveShell's display machinery) for the
+snapshot that replaces the widget when the monitor stops and the fallback saved beside a live widget.
+"""
 
 import re
 
@@ -12,13 +13,21 @@ from cudamagic.watch.clusterview import cluster_html
 from cudamagic.watch.style import CHART_WIDTH_PX, WATCH_CSS
 from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import read_trace
-from cudamagic.watch.widget import (WatchView, chart_html, gpu_html, host_html, live_fallback_html, snapshot_html,
-                                    span_text)
+from cudamagic.watch.widget import (
+    WatchView,
+    chart_html,
+    gpu_html,
+    host_html,
+    live_fallback_html,
+    snapshot_html,
+    span_text,
+)
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import DEMO, live
 
+# ---- widget update logic without a kernel
+# -----------------------------------------------------------
 
-# ---- widget update logic without a kernel -----------------------------------------------------------
 
 def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
     fake_nvml("two_gpus_f03")
@@ -34,6 +43,7 @@ def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
         def spy(orig=orig, w=w):
             held.append(w)
             return orig()
+
         monkeypatch.setattr(w, "hold_sync", spy)
     view.apply(s2, [s1, s2], samples_taken=2)
     assert set(held) == set(view.widgets())
@@ -60,24 +70,35 @@ def test_replay_is_labelled_as_replay():
     view = WatchView([0, 1], label="replay of examples/<b>trace</b>.jsonl")
     view.apply(samples[0], samples[:1], samples_taken=1)
     assert "REPLAY" in view.status.value and "recorded at" in view.status.value
-    assert "<b>trace</b>" not in view.status.value and "&lt;b&gt;trace&lt;/b&gt;" in view.status.value
-    assert sample_text(samples[0], "replay of x.jsonl").startswith("gpuwatch  REPLAY of x.jsonl  recorded")
+    assert (
+        "<b>trace</b>" not in view.status.value and "&lt;b&gt;trace&lt;/b&gt;" in view.status.value
+    )
+    assert sample_text(samples[0], "replay of x.jsonl").startswith(
+        "gpuwatch  REPLAY of x.jsonl  recorded"
+    )
     view.close()
 
 
 # ---- escaping ------------------------------------------------------------------------------------
 
+
 def test_hostile_process_names_and_paths_are_escaped(fake_nvml):
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(4242, GIB)]
     fake.gpus[0]["name"] = "<script>alert('gpu')</script>"
-    src = live(proc_info=lambda pid: (HOSTILE_NAME, '/tmp/"><svg onload=alert(2)>/run.py', True),
-               show_cmdlines=True)  # another user's command line, shown on request
+    src = live(
+        proc_info=lambda pid: (HOSTILE_NAME, '/tmp/"><svg onload=alert(2)>/run.py', True),
+        show_cmdlines=True,
+    )  # another user's command line, shown on request
     s = src.read(1, 0.0)
-    html_parts = [gpu_html(s.gpus[0]), host_html(s),
-                  snapshot_html(s, [s], 'replay of /tmp/<img src=y onerror=alert(3)>.jsonl', "x", 1,
-                                        "<b>err</b>"),
-                  chart_html([s], 0)]
+    html_parts = [
+        gpu_html(s.gpus[0]),
+        host_html(s),
+        snapshot_html(
+            s, [s], "replay of /tmp/<img src=y onerror=alert(3)>.jsonl", "x", 1, "<b>err</b>"
+        ),
+        chart_html([s], 0),
+    ]
     html = "".join(html_parts)
     for bad in (HOSTILE_NAME, "<script>", "<svg onload", "<img src=y", "<b>err</b>"):
         assert bad not in html
@@ -88,17 +109,24 @@ def test_hostile_process_names_and_paths_are_escaped(fake_nvml):
     assert HOSTILE_NAME in sample_text(s)
 
 
-# ---- theme colours only ----------------------------------------------------------------------------
+# ---- theme colours only
+# ----------------------------------------------------------------------------
 
-#: A colour literal: #rgb/#rrggbb(aa), rgb()/rgba()/hsl()/hsla(), or a CSS colour keyword used as a value.
-_COLOUR = re.compile(r"#[0-9a-fA-F]{3,8}\b|\b(?:rgba?|hsla?)\(|(?<![\w-])(?:white|black|gr[ae]y|silver|red|green|blue|"
-                     r"orange|yellow|navy|maroon|purple|teal)(?![\w-])", re.I)
+# : A colour literal: #rgb/#rrggbb(aa), rgb()/rgba()/hsl()/hsla(), or a CSS colour keyword used as a
+# value.
+_COLOUR = re.compile(
+    r"#[0-9a-fA-F]{3,8}\b|\b(?:rgba?|hsla?)\(|(?<![\w-])(?:white|black|gr[ae]y|silver|red|green|blue|"
+    r"orange|yellow|navy|maroon|purple|teal)(?![\w-])",
+    re.I,
+)
 _THEME_VAR = re.compile(r"var\(--jp-[\w-]+(?:,[^()]*)?\)")
 
 
 def hard_coded_colours(html: str) -> list:
-    """Colour literals outside ``var(--jp-NAME, fallback)`` (the fallback is for front ends without the theme).
-    Only style and SVG paint are searched: visible text may say "green"."""
+    """Colour literals outside ``var(--jp-NAME, fallback)`` (the fallback is for front ends without
+    the theme).
+    Only style and SVG paint are searched: visible text may say "green".
+    """
     styles = re.findall(r"<style>(.*?)</style>", html, re.S)
     styles += re.findall(r'(?:style|fill|stroke|color|background)="([^"]*)"', html)
     return [m.group() for css in styles for m in _COLOUR.finditer(_THEME_VAR.sub("", css))]
@@ -106,10 +134,14 @@ def hard_coded_colours(html: str) -> list:
 
 def test_the_colour_check_finds_hard_coded_colours():
     assert hard_coded_colours('<span style="color:#555">x</span>') == ["#555"]
-    assert hard_coded_colours('<svg style="background:#fafafa"><polyline stroke="#3b7dd8"/></svg>') == \
-        ["#fafafa", "#3b7dd8"]
+    assert hard_coded_colours(
+        '<svg style="background:#fafafa"><polyline stroke="#3b7dd8"/></svg>'
+    ) == ["#fafafa", "#3b7dd8"]
     assert hard_coded_colours("<style>.a{background:white}</style>") == ["white"]
-    assert hard_coded_colours('<b style="color:var(--jp-error-color1,#d32f2f)">the green GPU</b>') == []
+    assert (
+        hard_coded_colours('<b style="color:var(--jp-error-color1,#d32f2f)">the green GPU</b>')
+        == []
+    )
 
 
 def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
@@ -119,9 +151,15 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     s1, s2 = src.read(1, 1000.0), src.read(2, 1001.0)
     view = WatchView([0, 1], label="live")
     view.apply(s2, [s1, s2], samples_taken=2, error="12:00:00 reading failed")
-    htmls = [w.value for w in view.widgets() if isinstance(getattr(w, "value", None), str)] + [view.style.value]
-    htmls += [snapshot_html(s2, [s1, s2], "live", "stopped", 2, "boom"), live_fallback_html("live", 1000.0, 1.0),
-              cluster_html(s2, [s1, s2]), f"<style>{WATCH_CSS}</style>"]
+    htmls = [w.value for w in view.widgets() if isinstance(getattr(w, "value", None), str)] + [
+        view.style.value
+    ]
+    htmls += [
+        snapshot_html(s2, [s1, s2], "live", "stopped", 2, "boom"),
+        live_fallback_html("live", 1000.0, 1.0),
+        cluster_html(s2, [s1, s2]),
+        f"<style>{WATCH_CSS}</style>",
+    ]
     assert all("var(--jp-" in h for h in htmls[-4:])
     from cudamagic.core.style import hard_coded_colours as shared_check
 
@@ -130,7 +168,9 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     view.close()
 
 
-# ---- charts: scale, key, time span, one time axis for all GPUs ----------------------------------------
+# ---- charts: scale, key, time span, one time axis for all GPUs
+# ----------------------------------------
+
 
 def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
     fake_nvml("two_gpus_f03")
@@ -141,14 +181,24 @@ def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
     charts = [view.sparks[0].value, view.sparks[1].value]
     for c in charts:
         assert re.search(r"<span>100%</span><span>50%</span><span>0%</span>", c)  # the scale
-        assert "utilization" in c and "memory used" in c and 'class="cm-swatch cm-mem"' in c  # the key
+        assert (
+            "utilization" in c and "memory used" in c and 'class="cm-swatch cm-mem"' in c
+        )  # the key
         assert "1 min shown" in c  # the time span
         assert f'width="{CHART_WIDTH_PX - 34 - 3}"' in c
-    xs = [[p.split(",")[0] for pl in re.findall(r'cm-line-util"[^>]*points="([^"]*)"', c) for p in pl.split()]
-          for c in charts]
+    xs = [
+        [
+            p.split(",")[0]
+            for pl in re.findall(r'cm-line-util"[^>]*points="([^"]*)"', c)
+            for p in pl.split()
+        ]
+        for c in charts
+    ]
     assert xs[0] == xs[1] and xs[0][0] == "0" and xs[0][-1] == "1000"  # same time axis
     assert view.sparks[0].layout.flex == f"0 0 {CHART_WIDTH_PX}px" == view.sparks[1].layout.flex
-    assert span_text(45) == "45 s" and span_text(125) == "2 min 5 s" and span_text(3780) == "1 h 3 min"
+    assert (
+        span_text(45) == "45 s" and span_text(125) == "2 min 5 s" and span_text(3780) == "1 h 3 min"
+    )
     view.close()
 
 
@@ -159,23 +209,39 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     view.apply(s, [s], samples_taken=1)
     header, row = view.root.children[0], view.root.children[1]
     assert view.root.children[-1] is view.style and view.style.layout.display == "none"
-    assert header.layout.flex_flow == "row wrap" and view.button.layout.flex == "0 0 auto"  # Stop never cut
-    assert row.layout.flex_flow == "row wrap" and view.cards[0].layout.min_width == "0"  # chart goes below
+    assert (
+        header.layout.flex_flow == "row wrap" and view.button.layout.flex == "0 0 auto"
+    )  # Stop never cut
+    assert (
+        row.layout.flex_flow == "row wrap" and view.cards[0].layout.min_width == "0"
+    )  # chart goes below
     card = view.cards[0].value
-    assert re.search(r'<span class="cm-meter"><span class="cm-bar"[^>]*>.*?</span><span>\d+ %</span></span>', card)
-    assert ".cm-meter{white-space:nowrap" in WATCH_CSS and ".cm-gpu-row{display:flex;flex-wrap:wrap" in WATCH_CSS
+    assert re.search(
+        r'<span class="cm-meter"><span class="cm-bar"[^>]*>.*?</span><span>\d+ %</span></span>',
+        card,
+    )
+    assert (
+        ".cm-meter{white-space:nowrap" in WATCH_CSS
+        and ".cm-gpu-row{display:flex;flex-wrap:wrap" in WATCH_CSS
+    )
     assert {"cudamagic", "mathjax_ignore"} <= set(view.root._dom_classes)
     view.close()
 
 
-# ---- the driver model (issue 13) ---------------------------------------------------------------------
+# ---- the driver model (issue 13)
+# ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("scenario, shown", [("windows_wddm", "WDDM"), ("windows_tcc", "TCC"), ("one_gpu", None)])
+
+@pytest.mark.parametrize(
+    "scenario, shown", [("windows_wddm", "WDDM"), ("windows_tcc", "TCC"), ("one_gpu", None)]
+)
 def test_card_shows_the_driver_model_where_nvml_has_one(fake_nvml, monkeypatch, scenario, shown):
     from cudamagic.core import platform, wincounters
 
     if shown:
-        monkeypatch.setattr(platform, "SYSTEM", "windows")  # NVML answers the driver model on Windows only
+        monkeypatch.setattr(
+            platform, "SYSTEM", "windows"
+        )  # NVML answers the driver model on Windows only
         monkeypatch.setitem(__import__("sys").modules, "win32pdh", None)
         wincounters.set_source(None)
     fake_nvml(scenario)
@@ -187,7 +253,9 @@ def test_card_shows_the_driver_model_where_nvml_has_one(fake_nvml, monkeypatch, 
         assert "WDDM" not in head and "TCC" not in head and "driver model" not in head
 
 
-# ---- saved notebooks: the snapshot replaces the widget when the monitor stops ------------------------------
+# ---- saved notebooks: the snapshot replaces the widget when the monitor stops
+# ------------------------------
+
 
 def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
     from IPython.utils.capture import capture_output
@@ -196,12 +264,17 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
     watch = W.start_watch(live(), interval_s=0.05, history_len=50)
     try:
         with capture_output() as cap:
-            ip.display_formatter.format(watch)  # what IPython does with `watch` as a cell's last line
+            ip.display_formatter.format(
+                watch
+            )  # what IPython does with `watch` as a cell's last line
             live_out = cap.outputs[-1]
-            assert W.WIDGET_VIEW in live_out.data and live_out.data[W.WIDGET_VIEW]["model_id"] == \
-                watch.view.root.model_id
+            assert (
+                W.WIDGET_VIEW in live_out.data
+                and live_out.data[W.WIDGET_VIEW]["model_id"] == watch.view.root.model_id
+            )
             display_id = live_out.transient["display_id"]
-            # the fallback saved beside the widget says it was live, not the first sample labelled "running"
+            # the fallback saved beside the widget says it was live, not the first sample labelled
+            # "running"
             started = re.search(r"started (\d\d:\d\d:\d\d)", live_out.data["text/html"]).group(1)
             assert "live monitor, started " + started in live_out.data["text/plain"].splitlines()[0]
             assert "Re-run the cell to watch again" in live_out.data["text/html"]
@@ -217,13 +290,21 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
         snap = updates[0].data
         assert set(snap) == {"text/plain", "text/html"}  # no widget-only output left
         last = watch.latest
-        assert f"samples: {watch.samples_taken}" in snap["text/html"] and "stopped" in snap["text/html"]
+        assert (
+            f"samples: {watch.samples_taken}" in snap["text/html"]
+            and "stopped" in snap["text/html"]
+        )
         assert last.timestamp in snap["text/html"] and last.timestamp in snap["text/plain"]
         assert "<polyline" in snap["text/html"] and 'class="cudamagic' in snap["text/html"]
-        assert watch.view.root.comm is None and watch.view.button.comm is None  # the widgets were closed
+        assert (
+            watch.view.root.comm is None and watch.view.button.comm is None
+        )  # the widgets were closed
         with capture_output() as cap2:  # displaying a stopped monitor shows the snapshot, no widget
             ip.display_formatter.format(watch)
-        assert W.WIDGET_VIEW not in cap2.outputs[0].data and "stopped" in cap2.outputs[0].data["text/html"]
+        assert (
+            W.WIDGET_VIEW not in cap2.outputs[0].data
+            and "stopped" in cap2.outputs[0].data["text/html"]
+        )
     finally:
         watch.stop()
         watch.view.close()
@@ -238,11 +319,16 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
         with capture_output() as cap:
             watch.display()
             deadline = __import__("time").monotonic() + 10
-            while not any(o.update for o in cap.outputs) and __import__("time").monotonic() < deadline:
+            while (
+                not any(o.update for o in cap.outputs) and __import__("time").monotonic() < deadline
+            ):
                 __import__("time").sleep(0.02)
         (update,) = [o for o in cap.outputs if o.update]
         assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
-        assert "samples: 4" in update.data["text/html"] and "4 samples taken (--count)" in update.data["text/html"]
+        assert (
+            "samples: 4" in update.data["text/html"]
+            and "4 samples taken (--count)" in update.data["text/html"]
+        )
         assert "running" not in update.data["text/plain"].splitlines()[0]
     finally:
         watch.stop()
@@ -266,7 +352,10 @@ def test_unload_ext_replaces_the_widget_by_its_snapshot(ip, fake_nvml, monkeypat
         assert not watch.running
         (update,) = [o for o in cap.outputs if o.update]
         assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
-        assert "stopped" in update.data["text/html"] and f"samples: {watch.samples_taken}" in update.data["text/html"]
+        assert (
+            "stopped" in update.data["text/html"]
+            and f"samples: {watch.samples_taken}" in update.data["text/html"]
+        )
     finally:
         watch.stop()
         watch.view.close()

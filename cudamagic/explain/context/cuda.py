@@ -23,25 +23,38 @@ def ctx_not_compiled(match, scene):
     if torch is not None:
         facts["torch_version"] = torch.__version__
         facts["torch_cuda"] = torch.version.cuda
-        notes.append(f"This PyTorch is {torch.__version__}; torch.version.cuda is {torch.version.cuda!r} "
-                     "(None means a CPU-only build).")
+        notes.append(
+            f"This PyTorch is {torch.__version__}; torch.version.cuda is {torch.version.cuda!r} "
+            "(None means a CPU-only build)."
+        )
     driver = platform.nvidia_driver_present()
     facts["nvidia_driver_found"] = driver
     if driver:
-        notes.append("An NVIDIA driver is installed on this machine, so the GPU is there: only the PyTorch "
-                     "build lacks CUDA support.")
+        notes.append(
+            "An NVIDIA driver is installed on this machine, so the GPU is there: only the PyTorch "
+            "build lacks CUDA support."
+        )
     else:
-        notes.append("No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi, no nvml.dll): "
-                     "if you expected a GPU here, the kernel may run on another machine or container.")
+        notes.append(
+            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi, no nvml.dll): "
+            "if you expected a GPU here, the kernel may run on another machine or container."
+        )
     return Context(notes=tuple(notes), facts=facts)
 
 
 def ctx_program_driver(match, scene):
     driver = platform.nvidia_driver_present()
-    notes = (("No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): host code "
-              "runs here, kernels cannot.",) if not driver else
-             ("An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
-              "(`%cudainfo` shows both).",))
+    notes = (
+        (
+            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): host code "
+            "runs here, kernels cannot.",
+        )
+        if not driver
+        else (
+            "An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
+            "(`%cudainfo` shows both).",
+        )
+    )
     return Context(notes=notes, facts={"nvidia_driver_found": driver})
 
 
@@ -56,14 +69,18 @@ def ctx_driver_old(match, scene):
     facts["torch_cuda"] = built
     if found:
         facts["driver_cuda"] = driver_cuda
-        notes.append(f"The driver reports version {found}, which means it supports CUDA up to {driver_cuda}.")
+        notes.append(
+            f"The driver reports version {found}, which means it supports CUDA up to {driver_cuda}."
+        )
     if built:
         notes.append(f"This PyTorch was built for CUDA {built}.")
     fix = ""
     if found and built:
-        fix = (f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a PyTorch wheel "
-               f"built for CUDA {facts['driver_cuda']} or older (pick the matching index URL on "
-               "https://pytorch.org/get-started/previous-versions/).")
+        fix = (
+            f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a PyTorch wheel "
+            f"built for CUDA {facts['driver_cuda']} or older (pick the matching index URL on "
+            "https://pytorch.org/get-started/previous-versions/)."
+        )
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
@@ -76,8 +93,12 @@ def ctx_arch(match, scene):
         except Exception:
             arches = []
         facts["arch_list"] = arches
-        notes.append(f"This PyTorch {torch.__version__} contains kernels for: {', '.join(arches) or 'none'}.")
-        if torch.cuda.is_initialized():  # properties by explicit ordinal: no current_device(), no new context
+        notes.append(
+            f"This PyTorch {torch.__version__} contains kernels for: {', '.join(arches) or 'none'}."
+        )
+        if (
+            torch.cuda.is_initialized()
+        ):  # properties by explicit ordinal: no current_device(), no new context
             try:
                 for d in range(torch.cuda.device_count()):
                     major, minor = torch.cuda.get_device_capability(d)
@@ -103,7 +124,9 @@ def ctx_ordinal(match, scene):
             valid = f"cuda:0 .. cuda:{count - 1}" if count else "none"
             notes.append(f"This process sees {count} GPU(s); valid devices: {valid}.")
     if visible is not None:
-        notes.append(f"CUDA_VISIBLE_DEVICES={visible!r}: the listed GPUs are renumbered from 0 in this process.")
+        notes.append(
+            f"CUDA_VISIBLE_DEVICES={visible!r}: the listed GPUs are renumbered from 0 in this process."
+        )
     asked = re.findall(r"cuda:(\d+)|set_device\((\d+)\)|device=(\d+)", _source_text(scene))
     asked = sorted({int(a or b or c) for a, b, c in asked})
     if asked:
@@ -112,9 +135,11 @@ def ctx_ordinal(match, scene):
     return Context(notes=tuple(notes), facts=facts)
 
 
-
 _LIBRARY_CALLS = (
-    (r"^cublas(?:Lt)?\w*gemm|^cublas\w*Gemm", "a matrix multiply (nn.Linear, `@`, torch.matmul, bmm, addmm)"),
+    (
+        r"^cublas(?:Lt)?\w*gemm|^cublas\w*Gemm",
+        "a matrix multiply (nn.Linear, `@`, torch.matmul, bmm, addmm)",
+    ),
     (r"^cublas", "a cuBLAS linear-algebra call"),
     (r"^cusparse", "a sparse-matrix operation (torch.sparse.mm, `@` on sparse tensors)"),
     (r"^cudnn", "a convolution, RNN or normalisation (cuDNN)"),
@@ -122,33 +147,42 @@ _LIBRARY_CALLS = (
 
 
 def ctx_cuda_family(match, scene):
-    """What a CUDA error message identifies (runtime code / library status, the library function PyTorch named),
-    whether ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the integer tensors and embeddings
-    to compare (an out-of-range index is the usual cause). Reads no GPU state: nothing here starts CUDA or waits
-    for the GPU."""
+    """What a CUDA error message identifies (runtime code / library status, the library function
+    PyTorch named), whether ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the
+    integer tensors and embeddings to compare (an out-of-range index is the usual cause). Reads no
+    GPU state: nothing here starts CUDA or waits for the GPU.
+    """
     from ..cudaerrors import FAMILIES, family_of_message
     from .tensors import ctx_index_tensors
 
     family, facts = family_of_message(match.string)
     facts = dict(facts, family=family)
     notes = []
-    what = facts.get("status") or (f"{facts['name']} (code {facts['code']})" if "name" in facts else None)
+    what = facts.get("status") or (
+        f"{facts['name']} (code {facts['code']})" if "name" in facts else None
+    )
     call = facts.get("call")
     if what:
         line = f"{facts.get('library', 'CUDA')} reported {what}"
         if call:
-            kind = next((label for pattern, label in _LIBRARY_CALLS if re.search(pattern, call)), "")
+            kind = next(
+                (label for pattern, label in _LIBRARY_CALLS if re.search(pattern, call)), ""
+            )
             line += f" from `{call}`" + (f", {kind}" if kind else "")
         notes.append(line + ".")
     blocking = os.environ.get("CUDA_LAUNCH_BLOCKING", "") not in ("", "0")
     facts["launch_blocking"] = blocking
     if family in ("cuda-async", "cuda-illegal-access", "cuda-launch"):
         if blocking:
-            notes.append("CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation that "
-                         "failed.")
+            notes.append(
+                "CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation that "
+                "failed."
+            )
         else:
-            notes.append("CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the error was "
-                         "noticed, possibly after the operation that really failed.")
+            notes.append(
+                "CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the error was "
+                "noticed, possibly after the operation that really failed."
+            )
         index = ctx_index_tensors(match, scene, wide=True)
         facts["int_tensors"] = index.facts.get("int_tensors", {})
         notes.extend(index.notes)
@@ -158,12 +192,18 @@ def ctx_cuda_family(match, scene):
             if torch is not None and isinstance(module, torch.nn.Embedding):
                 limits[name] = int(module.num_embeddings)
         facts["embeddings"] = limits
-        out = [(t, lo, hi, e, n) for t, (lo, hi) in facts["int_tensors"].items() for e, n in limits.items()
-               if lo < 0 or hi >= n]
+        out = [
+            (t, lo, hi, e, n)
+            for t, (lo, hi) in facts["int_tensors"].items()
+            for e, n in limits.items()
+            if lo < 0 or hi >= n
+        ]
         facts["out_of_range"] = [(t, e) for t, _, _, e, _ in out]
         for t, lo, hi, e, n in out[:3]:
-            notes.append(f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is fed to "
-                         f"`{e}`, that is the failing operation.")
+            notes.append(
+                f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is fed to "
+                f"`{e}`, that is the failing operation."
+            )
     if family and FAMILIES[family].restart:
         facts["restart"] = True
     return Context(notes=tuple(notes), facts=facts)

@@ -40,8 +40,10 @@ def ctx_pin_cuda(match, scene):
             if idx:
                 culprits.append(name)
                 devices = sorted({str(loader.dataset.tensors[i].device) for i in idx})
-                notes.append(f"`{name}` is a DataLoader with pin_memory=True whose dataset holds tensors that are "
-                             f"not on the CPU (TensorDataset tensors {idx}, on {', '.join(devices)}).")
+                notes.append(
+                    f"`{name}` is a DataLoader with pin_memory=True whose dataset holds tensors that are "
+                    f"not on the CPU (TensorDataset tensors {idx}, on {', '.join(devices)})."
+                )
     for name, t in _tensors(scene):
         if t.device.type != "cpu" and len(culprits) < 3 and name not in culprits:
             notes.append(f"`{name}` is on {t.device} (shape {list(_shape(t))}).")
@@ -54,9 +56,15 @@ def ctx_no_accelerator(match, scene):
     torch = _torch()
     notes = []
     if torch is not None:
-        notes.append(f"torch.cuda.is_available() is {torch.cuda.is_available()} and torch.version.cuda is "
-                     f"{torch.version.cuda!r} in this kernel.")
-    pins = [f"{n}.pin_memory()" for line in scene.failing_lines for n, _ in _method_calls(line, "pin_memory")]
+        notes.append(
+            f"torch.cuda.is_available() is {torch.cuda.is_available()} and torch.version.cuda is "
+            f"{torch.version.cuda!r} in this kernel."
+        )
+    pins = [
+        f"{n}.pin_memory()"
+        for line in scene.failing_lines
+        for n, _ in _method_calls(line, "pin_memory")
+    ]
     if not pins:
         pins = [f"{n}.pin_memory()" for n, _ in _method_calls(_source_text(scene), "pin_memory")]
     if pins:
@@ -65,9 +73,12 @@ def ctx_no_accelerator(match, scene):
 
 
 def _device_tensors_of(dataset) -> list:
-    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds: TensorDataset's ``tensors`` and
-    the attributes of a custom Dataset (``self.x = torch.randn(...).cuda()`` in ``__init__``)."""
-    found = [(f"tensors[{i}]", str(dataset.tensors[i].device)) for i in _cuda_tensors_in_dataset(dataset)]
+    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds: TensorDataset's
+    ``tensors`` and the attributes of a custom Dataset (``self.x = torch.randn(...).cuda()`` in ``__init__``).
+    """
+    found = [
+        (f"tensors[{i}]", str(dataset.tensors[i].device)) for i in _cuda_tensors_in_dataset(dataset)
+    ]
     try:
         attrs = vars(dataset)
     except TypeError:
@@ -89,21 +100,33 @@ def ctx_workers(match, scene):
             if held:
                 cuda_datasets.append(name)
                 where = ", ".join(f"`{a}` on {d}" for a, d in held[:3])
-                notes.append(f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors ({where}): "
-                             "every worker process receives them, and CUDA tensors cannot be sent to worker processes "
-                             "(on Windows not at all). Create the dataset's tensors on the CPU and move each batch "
-                             "to the GPU in the training loop.")
+                notes.append(
+                    f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors ({where}): "
+                    "every worker process receives them, and CUDA tensors cannot be sent to worker processes "
+                    "(on Windows not at all). Create the dataset's tensors on the CPU and move each batch "
+                    "to the GPU in the training loop."
+                )
     notes.append(f"This kernel runs on {platform.SYSTEM}.")
-    return Context(notes=tuple(notes), facts={"loaders_with_workers": workers, "platform": platform.SYSTEM,
-                                              "loaders_with_gpu_datasets": cuda_datasets})
+    return Context(
+        notes=tuple(notes),
+        facts={
+            "loaders_with_workers": workers,
+            "platform": platform.SYSTEM,
+            "loaders_with_gpu_datasets": cuda_datasets,
+        },
+    )
 
 
 def _process_start_method() -> str:
-    """The start method new worker processes get in this process: the one set, else the platform's default
-    (fork on Linux before Python 3.14, spawn on Windows and macOS), without fixing it."""
+    """The start method new worker processes get in this process: the one set, else the platform's
+    default (fork on Linux before Python 3.14, spawn on Windows and macOS), without fixing it.
+    """
     import multiprocessing
 
-    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    return (
+        multiprocessing.get_start_method(allow_none=True)
+        or multiprocessing.get_all_start_methods()[0]
+    )
 
 
 def _loader_start_method(loader, default: str) -> str:
@@ -112,21 +135,28 @@ def _loader_start_method(loader, default: str) -> str:
 
 
 def start_methods(scene) -> list:
-    """The start methods of the DataLoaders with workers in ``scene`` (their ``multiprocessing_context``, else
-    the process's), sorted; the process's own when there are none (or ``scene`` is None)."""
+    """The start methods of the DataLoaders with workers in ``scene`` (their
+    ``multiprocessing_context``, else the process's), sorted; the process's own when there are none (or ``scene`` is None).
+    """
     default = _process_start_method()
-    found = {_loader_start_method(loader, default) for _, loader in (_dataloaders(scene) if scene else [])
-             if getattr(loader, "num_workers", 0)}
+    found = {
+        _loader_start_method(loader, default)
+        for _, loader in (_dataloaders(scene) if scene else [])
+        if getattr(loader, "num_workers", 0)
+    }
     return sorted(found) or [default]
 
 
-_PICKLE_FAILURE = re.compile(r"Can't get attribute '[^']+' on <module '__(?:mp_)?main__'|"
-                             r"Can't pickle <(?:class|function) '__main__\.")
+_PICKLE_FAILURE = re.compile(
+    r"Can't get attribute '[^']+' on <module '__(?:mp_)?main__'|"
+    r"Can't pickle <(?:class|function) '__main__\."
+)
 
 
 def spawned_workers(match, scene) -> bool:
-    """Whether a worker error is the spawn case: the message (or a link of its chain) shows the pickling failure,
-    or the workers in use start with spawn / forkserver, which import notebook code by name."""
+    """Whether a worker error is the spawn case: the message (or a link of its chain) shows the
+    pickling failure, or the workers in use start with spawn / forkserver, which import notebook code by name.
+    """
     if "exited unexpectedly" not in match.group(0):
         return True  # the pickling messages themselves
     if any(_PICKLE_FAILURE.search(m) for m in (scene.messages if scene else ())):
@@ -140,8 +170,9 @@ def forked_workers(match, scene) -> bool:
 
 
 def ctx_801(match, scene):
-    """Error 801 (operation not supported): the loaders with workers and datasets holding GPU tensors
-    (:func:`ctx_workers`); the distributed advice only where this kernel has a ``torch.distributed`` group."""
+    """Error 801 (operation not supported): the loaders with workers and datasets holding GPU
+    tensors (:func:`ctx_workers`); the distributed advice only where this kernel has a ``torch.distributed`` group.
+    """
     ctx = ctx_workers(match, scene)
     torch = _torch()
     dist = getattr(torch, "distributed", None) if torch is not None else None
@@ -152,10 +183,13 @@ def ctx_801(match, scene):
         group, backend, world = False, "", 0
     notes = list(ctx.notes)
     if group:
-        notes.insert(-1, f"torch.distributed is initialised here (backend {backend}, world size {world}): if the "
-                         "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank and "
-                         "call that failed, `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks the collectives, and "
-                         "`nvidia-smi topo -m` shows which GPUs can reach each other directly.")
+        notes.insert(
+            -1,
+            f"torch.distributed is initialised here (backend {backend}, world size {world}): if the "
+            "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank and "
+            "call that failed, `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks the collectives, and "
+            "`nvidia-smi topo -m` shows which GPUs can reach each other directly.",
+        )
     return Context(notes=tuple(notes), facts={**ctx.facts, "distributed_backend": backend})
 
 
@@ -164,7 +198,9 @@ def ctx_spawn_main(match, scene):
     import multiprocessing
 
     name = (match.groupdict().get("name") or "").split(".")[-1] if match.re.groupindex else ""
-    default = multiprocessing.get_all_start_methods()[0]  # the platform's default, without fixing it
+    default = multiprocessing.get_all_start_methods()[
+        0
+    ]  # the platform's default, without fixing it
     method = multiprocessing.get_start_method(allow_none=True) or default
     notes, users = [f"The default start method here is {default}; this kernel's is {method}."], []
     for lname, loader in _dataloaders(scene):
@@ -173,7 +209,9 @@ def ctx_spawn_main(match, scene):
         lmethod = _loader_start_method(loader, method)
         cls = type(loader.dataset)
         in_main = [f"dataset class `{cls.__name__}`"] if cls.__module__ == "__main__" else []
-        if in_main and not name:  # "worker exited unexpectedly" names nothing: the dataset class is the suspect
+        if (
+            in_main and not name
+        ):  # "worker exited unexpectedly" names nothing: the dataset class is the suspect
             name = cls.__name__
         for attr in ("collate_fn", "worker_init_fn"):
             fn = getattr(loader, attr, None)
@@ -181,14 +219,26 @@ def ctx_spawn_main(match, scene):
                 in_main.append(f"{attr} `{getattr(fn, '__name__', attr)}`")
         if in_main:
             users.append(lname)
-            notes.append(f"`{lname}` starts {loader.num_workers} worker(s) with {lmethod}, and its "
-                         f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a spawned "
-                         "worker cannot import.")
+            notes.append(
+                f"`{lname}` starts {loader.num_workers} worker(s) with {lmethod}, and its "
+                f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a spawned "
+                "worker cannot import."
+            )
     if name and name in scene.user_ns:
-        notes.append(f"`{name}` is defined in this notebook: move it to a .py file next to the notebook "
-                     f"(e.g. `mydata.py`) and `from mydata import {name}`.")
-    return Context(notes=tuple(notes), facts={"name": name, "start_method": method, "default_start_method": default,
-                                              "loaders_with_main_code": users, "platform": platform.SYSTEM})
+        notes.append(
+            f"`{name}` is defined in this notebook: move it to a .py file next to the notebook "
+            f"(e.g. `mydata.py`) and `from mydata import {name}`."
+        )
+    return Context(
+        notes=tuple(notes),
+        facts={
+            "name": name,
+            "start_method": method,
+            "default_start_method": default,
+            "loaders_with_main_code": users,
+            "platform": platform.SYSTEM,
+        },
+    )
 
 
 def ctx_fork(match, scene):
@@ -202,8 +252,10 @@ def ctx_fork(match, scene):
         method = "unknown"
     notes.append(f"The multiprocessing start method is {method}.")
     if torch is not None and torch.cuda.is_initialized():
-        notes.append("CUDA is already initialised in this kernel, so forked workers inherit a CUDA state they "
-                     "cannot use.")
+        notes.append(
+            "CUDA is already initialised in this kernel, so forked workers inherit a CUDA state they "
+            "cannot use."
+        )
     ctx = ctx_workers(match, scene)
     return Context(notes=tuple(notes) + ctx.notes[:-1], facts={"start_method": method, **ctx.facts})
 
@@ -213,11 +265,12 @@ def ctx_shm(match, scene):
     shm = platform.dev_shm_bytes()
     if shm is not None:
         facts["shm_total_bytes"], facts["shm_free_bytes"] = shm
-        notes.append(f"/dev/shm here is {format_bytes(facts['shm_total_bytes'])} "
-                     f"({format_bytes(facts['shm_free_bytes'])} free); Docker's default is 64 MiB.")
+        notes.append(
+            f"/dev/shm here is {format_bytes(facts['shm_total_bytes'])} "
+            f"({format_bytes(facts['shm_free_bytes'])} free); Docker's default is 64 MiB."
+        )
     ctx = ctx_workers(match, scene)
     return Context(notes=tuple(notes) + ctx.notes[:-1], facts={**facts, **ctx.facts})
-
 
 
 _EXIT_CODE = re.compile(r"exited unexpectedly with exit code (-?\d+)")
@@ -225,8 +278,9 @@ _SIGNAL = re.compile(r"is killed by signal: ([^.\n]+)")
 
 
 def ctx_worker_exited(match, scene):
-    """A forked DataLoader worker died: the exit code or signal (from the message and its chain), the start
-    method of each loader with workers, and the size of ``/dev/shm``."""
+    """A forked DataLoader worker died: the exit code or signal (from the message and its chain),
+    the start method of each loader with workers, and the size of ``/dev/shm``.
+    """
     texts = [match.string, *scene.messages]
     codes = [int(m.group(1)) for t in texts for m in [_EXIT_CODE.search(t)] if m]
     signals = [m.group(1).strip() for t in texts for m in [_SIGNAL.search(t)] if m]
@@ -236,20 +290,28 @@ def ctx_worker_exited(match, scene):
     for name, loader in _dataloaders(scene):
         n = getattr(loader, "num_workers", 0)
         if n:
-            notes.append(f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: forked "
-                         "workers inherit what the notebook defined, so this is not the spawn import problem.")
+            notes.append(
+                f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: forked "
+                "workers inherit what the notebook defined, so this is not the spawn import problem."
+            )
     if sig == "Killed":
-        notes.append("The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when memory "
-                     "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own copy of "
-                     "what it touches in the dataset; fewer workers or a smaller dataset in memory help.")
+        notes.append(
+            "The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when memory "
+            "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own copy of "
+            "what it touches in the dataset; fewer workers or a smaller dataset in memory help."
+        )
     elif sig == "Bus error":
-        notes.append("The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while it "
-                     "handed a batch over.")
+        notes.append(
+            "The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while it "
+            "handed a batch over."
+        )
     elif sig:
         notes.append(f"The worker was killed by signal {sig}.")
     if code is not None:
-        notes.append(f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn code; "
-                     "with `num_workers=0` the real error shows in the cell.")
+        notes.append(
+            f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn code; "
+            "with `num_workers=0` the real error shows in the cell."
+        )
     shm = ctx_shm(match, scene)
     notes += [n for n in shm.notes if n.startswith("/dev/shm")]
     facts = {**shm.facts, "exit_code": code, "signal": sig, "start_methods": start_methods(scene)}

@@ -12,10 +12,17 @@ import re
 
 from ...core.fmt import format_bytes
 from ..model import Context
-from ..scene import Scene, _is_module, _is_tensor, _output_cache_tensors, _shape, _tensor_bytes, _torch
+from ..scene import (
+    Scene,
+    _is_module,
+    _is_tensor,
+    _output_cache_tensors,
+    _shape,
+    _tensor_bytes,
+    _torch,
+)
 
-
-_UNITS = {"B": 1, "bytes": 1, "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4}
+_UNITS = {"B": 1, "bytes": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3, "TiB": 1024**4}
 
 
 def parse_size(text: str) -> int:
@@ -45,7 +52,9 @@ def parse_oom(message: str) -> dict:
     m = re.search(r"Tried to allocate " + size, message)
     if m:
         out["requested_bytes"] = parse_size(m.group(1))
-    m = re.search(r"GPU (\d+) has a total capac\w* of " + size + r" of which " + size + " is free", message)
+    m = re.search(
+        r"GPU (\d+) has a total capac\w* of " + size + r" of which " + size + " is free", message
+    )
     if m:
         out["gpu"] = int(m.group(1))
         out["total_bytes"] = parse_size(m.group(2))
@@ -61,8 +70,18 @@ def parse_oom(message: str) -> dict:
         out["reserved_unallocated_bytes"] = parse_size(m.group(1))
         if "allocated_bytes" in out:
             out["reserved_bytes"] = out["allocated_bytes"] + out["reserved_unallocated_bytes"]
-    m = re.search(r"\(GPU (\d+); " + size + " total capacity; " + size + " already allocated; " + size
-                  + " free; " + size + " reserved in total by PyTorch", message)
+    m = re.search(
+        r"\(GPU (\d+); "
+        + size
+        + " total capacity; "
+        + size
+        + " already allocated; "
+        + size
+        + " free; "
+        + size
+        + " reserved in total by PyTorch",
+        message,
+    )
     if m:
         out["gpu"] = int(m.group(1))
         out["total_bytes"] = parse_size(m.group(2))
@@ -83,8 +102,15 @@ def biggest_tensors(scene: Scene, limit: int = 5, cuda_only: bool = False):
         if _is_tensor(value):
             if cuda_only and value.device.type == "cpu":
                 continue
-            rows.append((name, _tensor_bytes(value), _shape(value), str(value.dtype).replace("torch.", ""),
-                         str(value.device)))
+            rows.append(
+                (
+                    name,
+                    _tensor_bytes(value),
+                    _shape(value),
+                    str(value.dtype).replace("torch.", ""),
+                    str(value.device),
+                )
+            )
         elif _is_module(value):
             try:
                 ts = list(value.parameters()) + list(value.buffers())
@@ -93,7 +119,9 @@ def biggest_tensors(scene: Scene, limit: int = 5, cuda_only: bool = False):
             if cuda_only:
                 ts = [t for t in ts if t.device.type != "cpu"]
             if ts:
-                rows.append((name, sum(_tensor_bytes(t) for t in ts), None, "module", str(ts[0].device)))
+                rows.append(
+                    (name, sum(_tensor_bytes(t) for t in ts), None, "module", str(ts[0].device))
+                )
     rows.sort(key=lambda r: -r[1])
     return rows[:limit]
 
@@ -105,40 +133,57 @@ def ctx_oom(match, scene):
     if "requested_bytes" in numbers:
         line = f"PyTorch asked for {format_bytes(numbers['requested_bytes'])}"
         if "free_bytes" in numbers:
-            line += (f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} free of "
-                     f"{format_bytes(numbers['total_bytes'])}")
+            line += (
+                f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} free of "
+                f"{format_bytes(numbers['total_bytes'])}"
+            )
         notes.append(line + ".")
     if "allocated_bytes" in numbers and "reserved_bytes" in numbers:
-        notes.append(f"Tensors held {format_bytes(numbers['allocated_bytes'])}; PyTorch's cache reserved "
-                     f"{format_bytes(numbers['reserved_bytes'])} in total "
-                     f"({format_bytes(numbers['reserved_unallocated_bytes'])} reserved but unused).")
+        notes.append(
+            f"Tensors held {format_bytes(numbers['allocated_bytes'])}; PyTorch's cache reserved "
+            f"{format_bytes(numbers['reserved_bytes'])} in total "
+            f"({format_bytes(numbers['reserved_unallocated_bytes'])} reserved but unused)."
+        )
     if "process_bytes" in numbers and "total_bytes" in numbers and "reserved_bytes" in numbers:
         other = numbers["total_bytes"] - numbers.get("free_bytes", 0) - numbers["process_bytes"]
         if other > 0.1 * numbers["total_bytes"]:
-            notes.append(f"Other processes use about {format_bytes(other)} of this GPU (another notebook?).")
+            notes.append(
+                f"Other processes use about {format_bytes(other)} of this GPU (another notebook?)."
+            )
     big = biggest_tensors(scene, limit=5, cuda_only=True) or biggest_tensors(scene, limit=5)
     if big:
         parts = []
         for name, nbytes, shape, dtype, device in big:
             desc = f"`{name}` {format_bytes(nbytes)}"
-            desc += f" ({dtype}, {list(shape)}, {device})" if shape is not None else f" (module, {device})"
+            desc += (
+                f" ({dtype}, {list(shape)}, {device})"
+                if shape is not None
+                else f" (module, {device})"
+            )
             parts.append(desc)
         notes.append("Biggest tensors in your namespace: " + "; ".join(parts) + ".")
     cached = _output_cache_tensors(scene)
     if cached:
-        notes.append("IPython's output cache also holds CUDA tensors: " + ", ".join(f"`{c}`" for c in cached)
-                     + " (a cell that ends with a tensor keeps it alive in Out).")
+        notes.append(
+            "IPython's output cache also holds CUDA tensors: "
+            + ", ".join(f"`{c}`" for c in cached)
+            + " (a cell that ends with a tensor keeps it alive in Out)."
+        )
     numbers["biggest"] = [r[0] for r in big]
     numbers["output_cache"] = cached
     if "cudamem" in scene.line_magics:
-        fix = ("Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports the bytes "
-               "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` the big "
-               "tensors you no longer need, or lower the batch size.")
+        fix = (
+            "Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports the bytes "
+            "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` the big "
+            "tensors you no longer need, or lower the batch size."
+        )
     else:
-        fix = ("Free what the notebook still holds: `import sys, gc; sys.last_value = sys.last_traceback = None` "
-               "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors and "
-               "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or lower the "
-               "batch size.")
+        fix = (
+            "Free what the notebook still holds: `import sys, gc; sys.last_value = sys.last_traceback = None` "
+            "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors and "
+            "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or lower the "
+            "batch size."
+        )
     numbers["mentions_cudamem_free"] = "cudamem" in scene.line_magics
     return Context(notes=tuple(notes), facts=numbers, fix=fix)
 
@@ -147,18 +192,23 @@ def ctx_gpu_memory(match, scene):
     torch = _torch()
     notes, facts = [], {}
     if torch is not None and torch.cuda.is_initialized():
-        # allocator counters of every device, each named by its ordinal: host-side reads that neither wait for
-        # the GPU nor create a context (no mem_get_info, no current_device)
+        # allocator counters of every device, each named by its ordinal: host-side reads that
+        # neither wait for the GPU nor create a context (no mem_get_info, no current_device)
         try:
             devices = range(torch.cuda.device_count())
             facts["allocated_bytes"] = sum(int(torch.cuda.memory_allocated(d)) for d in devices)
             facts["reserved_bytes"] = sum(int(torch.cuda.memory_reserved(d)) for d in devices)
-            notes.append(f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, PyTorch's "
-                         f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU has free).")
+            notes.append(
+                f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, PyTorch's "
+                f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU has free)."
+            )
         except Exception:
             pass
     big = biggest_tensors(scene, limit=3, cuda_only=True)
     if big:
-        notes.append("Biggest GPU tensors: " + "; ".join(f"`{n}` {format_bytes(b)}" for n, b, *_ in big) + ".")
+        notes.append(
+            "Biggest GPU tensors: "
+            + "; ".join(f"`{n}` {format_bytes(b)}" for n, b, *_ in big)
+            + "."
+        )
     return Context(notes=tuple(notes), facts=facts)
-

@@ -13,14 +13,33 @@ import math
 import re
 
 from ..model import Context
-from ..scene import (_argument_tensor, _dtype_name, _failing_modules, _failing_tensors, _failing_values,
-                     _is_module, _is_tensor, _lookup, _module_device, _module_dtype, _named_modules, _shape,
-                     _target_arguments, _tensors, _torch)
+from ..scene import (
+    _argument_tensor,
+    _dtype_name,
+    _failing_modules,
+    _failing_tensors,
+    _failing_values,
+    _is_module,
+    _is_tensor,
+    _lookup,
+    _module_device,
+    _module_dtype,
+    _named_modules,
+    _shape,
+    _target_arguments,
+    _tensors,
+    _torch,
+)
 from ..source import _root_name_of, inplace_uses
 
 
 def ctx_devices(match, scene):
-    found = set(d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d)) if match.groups() else set()
+    found = (
+        set(d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d))
+        if match.groups()
+        else set()
+    )
+
     def by_device(pairs):
         where = {}
         for name, value in pairs:
@@ -40,8 +59,14 @@ def ctx_devices(match, scene):
     if len(where) > 1:
         for dev, names in sorted(where.items()):
             notes.append(f"{scope}, on {dev}: " + ", ".join(f"`{n}`" for n in names[:6]) + ".")
-    return Context(notes=tuple(notes), facts={"devices": sorted(found), "by_device": where,
-                                              "scope": "failing line" if scope.startswith("On") else "namespace"})
+    return Context(
+        notes=tuple(notes),
+        facts={
+            "devices": sorted(found),
+            "by_device": where,
+            "scope": "failing line" if scope.startswith("On") else "namespace",
+        },
+    )
 
 
 def _int_dtypes():
@@ -56,21 +81,29 @@ def ctx_index_tensors(match, scene, wide: bool = False):
 
     On the CPU the error is raised by the failing line, so only its tensors and modules are
     looked at. A CUDA device-side assert is reported later than the kernel that failed, so
-    there (and with ``wide``, for the other asynchronous CUDA errors) the integer tensors of the whole
-    namespace are listed, labelled as such.
+    there (and with ``wide``, for the other asynchronous CUDA errors) the integer tensors of the
+    whole namespace are listed, labelled as such.
     """
     notes, facts = [], {"int_tensors": {}, "scope": "failing line"}
     torch = _torch()
     int_dtypes = _int_dtypes()
     tensors = _failing_tensors(scene)
     modules = _failing_modules(scene)
-    if not any(t.dtype in int_dtypes for _, t in tensors) and (wide or "device-side assert" in match.string):
-        tensors, modules, facts["scope"] = list(_tensors(scene)), list(_named_modules(scene)), "namespace"
+    if not any(t.dtype in int_dtypes for _, t in tensors) and (
+        wide or "device-side assert" in match.string
+    ):
+        tensors, modules, facts["scope"] = (
+            list(_tensors(scene)),
+            list(_named_modules(scene)),
+            "namespace",
+        )
     limits = []
     for name, module in modules:
         if torch is not None and isinstance(module, torch.nn.Embedding):
-            limits.append(f"`{name}` = Embedding({module.num_embeddings}, ...) accepts indices "
-                          f"0..{module.num_embeddings - 1}")
+            limits.append(
+                f"`{name}` = Embedding({module.num_embeddings}, ...) accepts indices "
+                f"0..{module.num_embeddings - 1}"
+            )
     found = []
     for name, t in tensors:
         if t.dtype in int_dtypes and t.numel() and t.device.type == "cpu":
@@ -78,8 +111,11 @@ def ctx_index_tensors(match, scene, wide: bool = False):
             facts["int_tensors"][name] = (lo, hi)
             found.append(f"`{name}` holds integers from {lo} to {hi} (shape {list(_shape(t))})")
     if found:
-        where = "in your namespace (the failing line may be later than the one that failed)" \
-            if facts["scope"] == "namespace" else "on the failing line"
+        where = (
+            "in your namespace (the failing line may be later than the one that failed)"
+            if facts["scope"] == "namespace"
+            else "on the failing line"
+        )
         notes.append(f"Integer tensors {where}: " + "; ".join(found[:5]) + ".")
     bad = match.groupdict().get("target")
     if bad is not None:
@@ -88,8 +124,10 @@ def ctx_index_tensors(match, scene, wide: bool = False):
             if t.is_floating_point() and t.dim() >= 2:
                 classes = int(t.shape[1])
                 facts.setdefault("classes", {})[name] = classes
-                notes.append(f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must be "
-                             f"0..{classes - 1}; the label {bad} is not.")
+                notes.append(
+                    f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must be "
+                    f"0..{classes - 1}; the label {bad} is not."
+                )
                 break
     notes.extend(limits[:3])
     return Context(notes=tuple(notes), facts=facts)
@@ -99,21 +137,32 @@ def ctx_matmul(match, scene):
     torch = _torch()
     a = (int(match.group("a0")), int(match.group("a1")))
     b = (int(match.group("b0")), int(match.group("b1")))
-    notes, facts = [f"The left matrix is {a[0]}x{a[1]}, the right one {b[0]}x{b[1]}: "
-                    f"{a[1]} columns cannot meet {b[0]} rows."], {"left": a, "right": b, "module": None,
-                                                                  "input": None}
+    notes, facts = (
+        [
+            f"The left matrix is {a[0]}x{a[1]}, the right one {b[0]}x{b[1]}: "
+            f"{a[1]} columns cannot meet {b[0]} rows."
+        ],
+        {"left": a, "right": b, "module": None, "input": None},
+    )
     fix = ""
     modules = _failing_modules(scene)
     modules += [m for m in _named_modules(scene) if all(m[1] is not k for _, k in modules)]
     for name, module in modules:
-        if torch is not None and isinstance(module, torch.nn.Linear) and \
-                (module.in_features, module.out_features) == b:
+        if (
+            torch is not None
+            and isinstance(module, torch.nn.Linear)
+            and (module.in_features, module.out_features) == b
+        ):
             facts["module"] = name
-            notes.append(f"`{name}` is Linear(in_features={b[0]}, out_features={b[1]}): it expects {b[0]} "
-                         f"features per row, the input has {a[1]}.")
-            fix = (f"Make the sizes agree: build `{name}` as `nn.Linear({a[1]}, {b[1]})` (or use "
-                   f"`nn.LazyLinear({b[1]})`), or fix the input so its last dimension is {b[0]} "
-                   "(did you forget `nn.Flatten()` / `{x}.view({x}.size(0), -1)`?).")
+            notes.append(
+                f"`{name}` is Linear(in_features={b[0]}, out_features={b[1]}): it expects {b[0]} "
+                f"features per row, the input has {a[1]}."
+            )
+            fix = (
+                f"Make the sizes agree: build `{name}` as `nn.Linear({a[1]}, {b[1]})` (or use "
+                f"`nn.LazyLinear({b[1]})`), or fix the input so its last dimension is {b[0]} "
+                "(did you forget `nn.Flatten()` / `{x}.view({x}.size(0), -1)`?)."
+            )
             break
     # tensors on the failing line first; the namespace only when the line names none that fits
     on_line = _failing_tensors(scene)
@@ -122,7 +171,12 @@ def ctx_matmul(match, scene):
             hit = None
             for name, t in pool:
                 shape = _shape(t)
-                if side == "input" and shape and shape[-1] == a[1] and math.prod(shape[:-1]) == a[0]:
+                if (
+                    side == "input"
+                    and shape
+                    and shape[-1] == a[1]
+                    and math.prod(shape[:-1]) == a[0]
+                ):
                     hit = (name, shape)
                 elif side == "right" and shape == b and facts["module"] is None:
                     hit = (name, shape)
@@ -141,17 +195,22 @@ def ctx_broadcast(match, scene):
     gd = match.groupdict()
     a, b = int(gd["a"]), int(gd["b"])
     names = [f"`{name}` {list(_shape(t))}" for name, t in _failing_tensors(scene)]
-    notes = [f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal sizes "
-             "or a 1."]
+    notes = [
+        f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal sizes "
+        "or a 1."
+    ]
     if names:
         notes.append("Tensors on the failing line: " + ", ".join(names[:6]) + ".")
-    return Context(notes=tuple(notes), facts={"sizes": (a, b), "dim": int(gd["dim"]),
-                                              "tensors": [n.split("`")[1] for n in names]})
+    return Context(
+        notes=tuple(notes),
+        facts={"sizes": (a, b), "dim": int(gd["dim"]), "tensors": [n.split("`")[1] for n in names]},
+    )
 
 
 def ctx_dtype(match, scene):
     """The dtypes of the tensors, arrays and models on the failing lines (not the whole namespace:
-    a float64 tensor elsewhere may have nothing to do with the error)."""
+    a float64 tensor elsewhere may have nothing to do with the error).
+    """
     notes, facts = [], {"float64": [], "model_dtype": {}, "tensor_dtype": {}}
     for name, value in _failing_values(scene):
         if _is_tensor(value):
@@ -165,18 +224,28 @@ def ctx_dtype(match, scene):
             if dt:
                 facts["model_dtype"][name] = dt
                 notes.append(f"`{name}`'s parameters are {dt}.")
-        elif type(value).__module__ == "numpy" and hasattr(value, "dtype") and hasattr(value, "shape"):
+        elif (
+            type(value).__module__ == "numpy"
+            and hasattr(value, "dtype")
+            and hasattr(value, "shape")
+        ):
             facts["tensor_dtype"][name] = str(value.dtype)
             if str(value.dtype) == "float64":
                 facts["float64"].append(name)
-            notes.append(f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy keeps it).")
+            notes.append(
+                f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy keeps it)."
+            )
     fix = ""
-    if facts["float64"] and (facts["model_dtype"] or len(facts["tensor_dtype"]) > len(facts["float64"])):
+    if facts["float64"] and (
+        facts["model_dtype"] or len(facts["tensor_dtype"]) > len(facts["float64"])
+    ):
         first = facts["float64"][0]
         if first in facts["tensor_dtype"] and _is_tensor(_lookup(scene, first)):
             fix = f"Convert the data once: `{first} = {first}.float()` (or build it with dtype=torch.float32)."
         else:
-            fix = f"Convert the array when you make the tensor: `torch.from_numpy({first}).float()`."
+            fix = (
+                f"Convert the array when you make the tensor: `torch.from_numpy({first}).float()`."
+            )
     return Context(notes=tuple(notes[:6]), facts=facts, fix=fix)
 
 
@@ -194,8 +263,10 @@ def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
         if value is not None:
             if wrong(value):
                 facts["targets"].append(expr)
-                notes.append(f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with shape "
-                             f"{list(_shape(value))}.")
+                notes.append(
+                    f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with shape "
+                    f"{list(_shape(value))}."
+                )
         elif not re.fullmatch(r"[A-Za-z_]\w*", expr):
             facts["expressions"].append(expr)
             notes.append(f"The {role} passed to `{callee}` are `{expr}`.")
@@ -217,14 +288,24 @@ def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
 
 def ctx_targets(match, scene):
     indices = "indices" in match.re.pattern
-    return _targets_context(scene, wrong=lambda t: t.dtype not in _int_dtypes(), convert="long",
-                            indices=indices, purpose=" (embedding indices must be integers)" if indices
-                            else " (class indices must be int64)")
+    return _targets_context(
+        scene,
+        wrong=lambda t: t.dtype not in _int_dtypes(),
+        convert="long",
+        indices=indices,
+        purpose=" (embedding indices must be integers)"
+        if indices
+        else " (class indices must be int64)",
+    )
 
 
 def ctx_float_targets(match, scene):
-    return _targets_context(scene, wrong=lambda t: not t.is_floating_point(), convert="float",
-                            purpose=" (this loss compares real numbers)")
+    return _targets_context(
+        scene,
+        wrong=lambda t: not t.is_floating_point(),
+        convert="float",
+        purpose=" (this loss compares real numbers)",
+    )
 
 
 def ctx_result_cast(match, scene):
@@ -238,8 +319,10 @@ def ctx_result_cast(match, scene):
             value = _lookup(scene, name)
             if _is_tensor(value) and not value.is_floating_point() and name not in facts["inplace"]:
                 facts["inplace"].append(name)
-                notes.append(f"`{op}` writes into `{name}`, which is {_dtype_name(value)} "
-                             f"(shape {list(_shape(value))}).")
+                notes.append(
+                    f"`{op}` writes into `{name}`, which is {_dtype_name(value)} "
+                    f"(shape {list(_shape(value))})."
+                )
     fix = ""
     if facts["inplace"]:
         n = facts["inplace"][0]
@@ -249,4 +332,3 @@ def ctx_result_cast(match, scene):
 
 def ctx_numpy(match, scene):
     return Context()
-
