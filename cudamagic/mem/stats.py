@@ -79,7 +79,7 @@ class GpuStats:
 class TorchCudaStats:
     """The real source of allocator statistics: ``torch.cuda``, read without side effects.
 
-    Tests replace it with a fake through ``monkeypatch.setattr(stats, "_source", fake)`` (the single
+    Tests replace it with a fake through ``monkeypatch.setattr(stats, "SOURCE", fake)`` (the single
     seam for GPU memory statistics), or keep it and fake what is under ``torch.cuda``. Every method
     is safe on a machine without torch, CUDA or a GPU.
     """
@@ -130,15 +130,8 @@ class TorchCudaStats:
         sys.modules["torch"].cuda.empty_cache()
 
 
-# : The one allocator-statistics source. Every ``mem`` module reads it through :func:`stats_source`
-# at call time,
-#: so tests replace it here only (``monkeypatch.setattr(stats, "_source", fake)``).
-_source: Any = TorchCudaStats()
-
-
-def stats_source():
-    """The current allocator-statistics source (a :class:`TorchCudaStats` unless a test replaced it)."""
-    return _source
+#: The allocator-statistics source every ``mem`` module reads at call time.
+SOURCE: Any = TorchCudaStats()
 
 
 # ---- snapshots --------------------------------------------------------------------
@@ -193,7 +186,7 @@ def take_snapshot(source=None) -> Snapshot:
     yet support getDeviceStats``. The snapshot then has no GPU figures and ``gpus_na`` says why; the
     user's cell still runs and the CPU figures stay.
     """
-    source = source or stats_source()
+    source = source or SOURCE
     gpus, gpus_na = {}, None
     init = source.initialized()
     if init:

@@ -53,7 +53,7 @@ class FakeCudaStats:
         monkeypatch.setattr(torch._C, "_cuda_resetPeakMemoryStats", self.reset_peak, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_emptyCache", self.empty_cache, raising=False)
         monkeypatch.setattr(
-            stats, "_source", stats.TorchCudaStats()
+            stats, "SOURCE", stats.TorchCudaStats()
         )  # the real reader, whatever ran before
         return self
 

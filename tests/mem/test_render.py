@@ -5,7 +5,7 @@ outside text escaped, every text report within 100 columns.
 from __future__ import annotations
 
 from cudamagic.core.na import is_na
-from cudamagic.mem import census, free, history, report, stats
+from cudamagic.mem import census, free, history, result, stats
 from tests.mem.test_stats import reading
 
 MiB = 1 << 20
@@ -14,7 +14,7 @@ MiB = 1 << 20
 def test_report_renders_na_and_escapes_errors():
     before = stats.Snapshot(0.0, {}, False, 100)
     after = stats.Snapshot(0.5, {}, False, 300)
-    rep = report.build_report(
+    rep = result.build_report(
         before,
         after,
         cell=4,
@@ -58,7 +58,7 @@ def _wide_report(error="RuntimeError: " + "CUDA out of memory. Tried to allocate
         "machine (or its library is not on the loader path)",
         "no_library",
     )
-    return report.build_report(
+    return result.build_report(
         before,
         after,
         cell=1234,
@@ -87,7 +87,7 @@ def test_text_reports_fit_in_100_columns():
     summary = rep.summary_line()
     assert _widest(summary) <= 100 and summary.startswith("[cudamem] In[1234]")
     assert "cuda:0" in summary and "cuda:1" in summary and "2 OOM" in summary
-    cpu = report.build_report(
+    cpu = result.build_report(
         stats.Snapshot(0.0, {}, False, 1),
         stats.Snapshot(1.0, {}, False, 2),
         cell=2,
@@ -117,7 +117,7 @@ def test_one_changed_device_gives_one_summary_line():
         True,
         1,
     )
-    rep = report.build_report(
+    rep = result.build_report(
         before, after, cell=123, source="x", error="OutOfMemoryError: CUDA", kind="auto"
     )
     assert rep.summary_line() == (
@@ -162,7 +162,7 @@ def test_html_is_themed_aligned_and_scrolls_with_a_cue():
     from cudamagic.core.style import hard_coded_colours
 
     rep = _wide_report()
-    cpu = report.build_report(
+    cpu = result.build_report(
         stats.Snapshot(0.0, {}, False, 1),
         stats.Snapshot(1.0, {}, False, 2),
         cell=2,

@@ -11,10 +11,9 @@ from IPython.core.error import UsageError
 
 from cudamagic import extension as cm_extension
 from cudamagic.core.na import is_na
-from cudamagic.mem.free import FreeReport
 from cudamagic.mem.history import MemHistory
 from cudamagic.mem.measure import CellMemMonitor
-from cudamagic.mem.report import CellMemReport
+from cudamagic.mem.result import CellMemReport, FreeReport
 
 MiB = 1 << 20
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -45,7 +44,7 @@ def tip(ip, monkeypatch):
     """The shell with torch imported in the user namespace, on the CPU path."""
     from cudamagic.mem import stats
 
-    monkeypatch.setattr(stats, "_source", NoCuda())
+    monkeypatch.setattr(stats, "SOURCE", NoCuda())
     run(ip, "import torch, weakref")
     yield ip
     for key in [

@@ -194,7 +194,7 @@ def test_snapshot_reads_the_source_it_is_given_not_the_module_one(monkeypatch):
                 f"the module's source was used ({name}) although the caller gave one"
             )
 
-    monkeypatch.setattr(stats, "_source", Untouchable())
+    monkeypatch.setattr(stats, "SOURCE", Untouchable())
     snap = stats.take_snapshot(OneGpu())
     assert (
         snap.cuda_initialized

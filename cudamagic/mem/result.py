@@ -1,5 +1,4 @@
-"""The report of one measured cell (:class:`CellMemReport`) and how it is assembled from two
-snapshots.
+"""What ``%%cudamem`` and ``%cudamem free`` return.
 
 Data only: the text and HTML forms are in :mod:`.render`.
 """
@@ -10,6 +9,7 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
+from ..core.display import Rendered
 from ..core.fmt import clip
 from ..core.na import NA, is_na, jsonable
 from . import render
@@ -45,8 +45,8 @@ def error_text(exc) -> str:
     return text if len(text) <= 200 else text[:199] + "\u2026"
 
 
-@dataclass
-class CellMemReport:
+@dataclass(repr=False)
+class CellMemReport(Rendered):
     """What one cell did to memory. Renders as HTML (notebook) and text (terminal).
 
     Attributes:
@@ -140,15 +140,63 @@ class CellMemReport:
         """What ``%cudamem on`` prints (see :func:`cudamagic.mem.render.summary_line`)."""
         return render.summary_line(self)
 
-    def __repr__(self) -> str:
-        """The report as text, no line wider than :data:`cudamagic.core.fmt.TEXT_WIDTH` columns."""
-        return render.cell_report_text(self)
+    _text = render.cell_report_text
+    _html = render.cell_report_html
 
-    def _repr_pretty_(self, p, cycle):
-        p.text(repr(self))
 
-    def _repr_html_(self) -> str:
-        return render.cell_report_html(self)
+@dataclass(repr=False)
+class FreeReport(Rendered):
+    """What ``%cudamem free`` released and what still holds memory.
+
+    Attributes:
+        released: names released (``sys.last_traceback``, ``Out[7]``, ``_``, ``model`` ...).
+        gpus: per CUDA device ``{"device", "allocated_before_bytes", "allocated_after_bytes",
+            "allocated_freed_bytes", "reserved_before_bytes", "reserved_after_bytes",
+            "reserved_freed_bytes"}``.
+        gpu_status: ``"ok"`` or NA (why no GPU figures).
+        empty_cache_called: whether ``torch.cuda.empty_cache()`` ran (only when CUDA was
+            initialised).
+        cpu_tensor_bytes_freed: bytes of CPU tensor storages that were alive in Python before and
+            are gone after (found by scanning all live tensor objects); 0 without torch.
+        tensor_bytes_freed: the same for every device.
+        rss_before_bytes / rss_after_bytes: process RSS (the allocator may keep freed memory, so RSS
+            can drop less than the tensors freed).
+        gc_collected: objects collected by ``gc.collect()``.
+        holders: list of :class:`Holder` that still keep tensors alive, with the flag to release
+            each.
+    """
+
+    released: list
+    gpus: list
+    gpu_status: Any
+    empty_cache_called: bool
+    cpu_tensor_bytes_freed: int
+    tensor_bytes_freed: int
+    rss_before_bytes: Any
+    rss_after_bytes: Any
+    gc_collected: int
+    holders: list
+
+    @property
+    def gpu_allocated_freed_bytes(self) -> int:
+        """Allocated bytes freed, summed over devices."""
+        return sum(g["allocated_freed_bytes"] for g in self.gpus)
+
+    @property
+    def gpu_reserved_freed_bytes(self) -> int:
+        """Reserved bytes returned to the driver, summed over devices."""
+        return sum(g["reserved_freed_bytes"] for g in self.gpus)
+
+    def to_dict(self) -> dict:
+        """Plain data."""
+        return jsonable(plain_data(self))
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    _text = render.free_report_text
+    _html = render.free_report_html
 
 
 def build_report(
