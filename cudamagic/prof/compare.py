@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import style
+from ..core.display import Rendered
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from .render import ms
+from .summary import ProfResult
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -96,8 +98,6 @@ def totals_from_trace(data: dict) -> dict:
 
 def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     """Rank the differences between profiles ``a`` and ``b`` (results or trace dicts) by ``|b - a|`` time."""
-    from .summary import ProfResult
-
     ta = totals_from_result(a) if isinstance(a, ProfResult) else totals_from_trace(a)
     tb = totals_from_result(b) if isinstance(b, ProfResult) else totals_from_trace(b)
     rows = []
@@ -111,7 +111,7 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     return Comparison(label_a, label_b, rows, total_a, total_b)
 
 
-class Comparison:
+class Comparison(Rendered):
     """Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
     profiles.
 
@@ -156,14 +156,14 @@ class Comparison:
             f"{ms(self.total_b_us)} ms; biggest changes first"
         )
 
-    def __repr__(self):
+    def _text(self):
         rows = [
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
         ]
         return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
 
-    def _repr_html_(self):
+    def _html(self):
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
         table = html_table(
             self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}

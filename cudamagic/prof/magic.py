@@ -7,10 +7,16 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import Float, HasTraits, Int
 
 from ..core.cell import show_value
 from ..core.magic import AreaMagics
+from . import options
+from .compare import compare
+from .run import run_profiled
+from .summary import ProfResult
+from .trace import load_trace
 
 USAGE = (
     "%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace FILE.json[.gz]] "
@@ -37,6 +43,10 @@ class ProfSettings(HasTraits):
 @magics_class
 class ProfMagics(AreaMagics):
     """``%%torchprof`` and ``%torchprof --compare``."""
+
+    def on_load(self) -> None:
+        """Start the session with no profiled cell."""
+        self.last = None
 
     @magic_arguments()
     @argument(
@@ -147,12 +157,10 @@ class ProfMagics(AreaMagics):
         args = self.parse(
             self.torchprof, line, usage=USAGE, prefix="%%" if cell is not None else "%"
         )
-        from . import options
-
         if cell is None:
             pair = options.check_line_args(args)
             if pair is None:
-                last = getattr(self, "_last", None)
+                last = self.last
                 if last is None:
                     print(
                         "[torchprof] no cell profiled yet in this session: start a cell with %%torchprof"
@@ -170,21 +178,13 @@ class ProfMagics(AreaMagics):
     def _profile(self, line, cell, opts):
         """``%%torchprof``: run the cell profiled, show the summary, re-raise the cell's own exception."""
         __tracebackhide__ = True
-        from IPython.display import display
-
-        from .run import run_profiled
-
-        try:
-            import torch  # noqa: F401
-        except ImportError as exc:
-            raise UsageError("%%torchprof needs PyTorch: pip install torch") from exc
         run = run_profiled(self.shell, cell, opts, header=f"%%torchprof {line}".rstrip())
         if run.result is None and run.skipped is None:  # SyntaxError: the cell did not run
             raise run.exception
         if run.skipped:
             print(f"[torchprof] {run.skipped}")
         if run.result is not None:
-            self._last = run.result
+            self.last = run.result
         if run.result is not None and opts.out:
             self.shell.user_ns[opts.out] = run.result
         if run.exception is not None:
@@ -196,14 +196,9 @@ class ProfMagics(AreaMagics):
 
     def _compare(self, a, b):
         """``%torchprof --compare A B``."""
-        from .compare import compare
-
         return compare(self._load(a), self._load(b), a, b)
 
     def _load(self, name):
-        from .summary import ProfResult
-        from .trace import load_trace
-
         value = self.shell.user_ns.get(name)
         if isinstance(value, ProfResult):
             return value

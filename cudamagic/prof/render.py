@@ -11,6 +11,7 @@ from __future__ import annotations
 import textwrap
 
 from ..core import style
+from ..core.display import Rendered
 from ..core.fmt import (
     TEXT_WIDTH,
     esc,
@@ -21,7 +22,14 @@ from ..core.fmt import (
     text_table,
 )
 from ..core.na import is_na
-from .summary import DETAIL_HEADERS
+
+#: grouping -> column header of the detail column in tables.
+DETAIL_HEADERS = {
+    "op": "",
+    "shape": "input shapes",
+    "module": "module",
+    "stack": "Python stack (innermost first)",
+}
 
 #: timeline colours: theme variables with a fallback for pages opened outside JupyterLab.
 PALETTE = (
@@ -55,7 +63,7 @@ def ms(us: float) -> str:
     return f"{us / 1000:.3f}"
 
 
-class Table:
+class Table(Rendered):
     """The top rows of an operator or kernel table, plus one "other" row for the rest.
 
     Attributes:
@@ -109,9 +117,7 @@ class Table:
         return text_table(self.headers(), rows)
 
     def html(self) -> str:
-        head, other = self.shown()
-        """The table in the shared style: numbers right-aligned (``cm-num``), names left-aligned and wrapping
-        (``cm-prose``, monospace), never cut; inside a scroll box with a visible cue when still too wide."""
+        """The table as HTML: numbers right-aligned, names wrapping, in a scroll box."""
         head, other = self.shown()
         headers = self.headers()
         first_name = 4 if self.group == "kernels" else 5
@@ -129,11 +135,10 @@ class Table:
             )
         )
 
-    def _repr_html_(self) -> str:
+    def _html(self) -> str:
         return _page(self.html())
 
-    def __repr__(self) -> str:
-        return self.text()
+    _text = text
 
 
 # ---- summary

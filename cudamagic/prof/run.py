@@ -19,6 +19,8 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..core.cell import compile_cell, run_code_caught
+from .summary import build_result
+from .trace import write_trace
 
 # : file-name parts of warnings that come from the profiler itself (summarised in one line, not
 # printed).
@@ -263,8 +265,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     import torch
     from torch.profiler import profile, schedule
 
-    from .summary import build_result
-
     run.skipped = active_profiler_reason()
     if run.skipped:
         _execute(code, shell.user_ns, run)
@@ -376,8 +376,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                 "of this cell."
             )
     if opts.trace:
-        from .trace import write_trace
-
         try:
             res.trace_path, res.trace_notes = write_trace(
                 prof, opts.trace, max_bytes=int(opts.max_trace_mb * 2**20)

@@ -2,7 +2,7 @@
 computed from them.
 
 Times are microseconds (``_us``) from the start of the profiler's trace unless a name says
-otherwise; byte counts are bytes. Nothing here imports IPython; torch is only touched by
+otherwise; byte counts are bytes. torch is only touched by
 :func:`build_result` (through the profiler object it is given) and pandas only by
 :meth:`ProfResult.to_pandas`.
 """
@@ -15,15 +15,12 @@ import re
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from ..core.display import Rendered
 from ..core.na import NA
+from . import render
 
-#: grouping -> column header of the detail column in tables.
-DETAIL_HEADERS = {
-    "op": "",
-    "shape": "input shapes",
-    "module": "module",
-    "stack": "Python stack (innermost first)",
-}
+#: The operator table groupings (``--group``).
+GROUPS = ("op", "shape", "module", "stack")
 _FRAME = re.compile(
     r"^(.*)\((\d+)\): (.+)$"
 )  # "path/file.py(12): func" (a Python-function event's name)
@@ -284,8 +281,8 @@ def aggregate_kernels(kernels) -> list[TableRow]:
     return rows
 
 
-@dataclass
-class ProfResult:
+@dataclass(repr=False)
+class ProfResult(Rendered):
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
@@ -345,8 +342,8 @@ class ProfResult:
                 an unknown grouping.
         """
         group = group or self.group
-        if group not in DETAIL_HEADERS:
-            raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(DETAIL_HEADERS)}")
+        if group not in GROUPS:
+            raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(GROUPS)}")
         if group in ("module", "stack") and not self.with_stack:
             raise ValueError(
                 f"grouping by {group} needs the Python calls, which this profile did not record: "
@@ -377,15 +374,13 @@ class ProfResult:
                 ``"ops"`` or ``"kernels"``.
             stack_depth: frames per ``stack`` key.
         """
-        from .render import Table
-
         top = top or self.top
         if kind == "kernels":
-            return Table("kernels", self.kernel_rows(), top)
+            return render.Table("kernels", self.kernel_rows(), top)
         if kind != "ops":
             raise ValueError(f"kind must be 'ops' or 'kernels', not {kind!r}")
         group = group or self.group
-        return Table(group, self.rows(group, stack_depth), top)
+        return render.Table(group, self.rows(group, stack_depth), top)
 
     def to_pandas(self, group: str | None = None):
         """One row per operator (grouped by ``group``) and per kernel, as a ``pandas.DataFrame``.
@@ -396,12 +391,15 @@ class ProfResult:
         time for kernels), ``launcher``.
 
         Raises:
-            ImportError: pandas is not installed (``pip install pandas``).
+            UsageError: pandas is not installed (``pip install pandas``).
         """
         try:
             import pandas as pd
         except ImportError as exc:
-            raise ImportError("ProfResult.to_pandas() needs pandas: pip install pandas") from exc
+            # here, not at the top: the engine also runs where IPython is not installed
+            from IPython.core.error import UsageError
+
+            raise UsageError("ProfResult.to_pandas() needs pandas: `pip install pandas`.") from exc
         records = []
         for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows())):
             for r in rows:
@@ -442,28 +440,21 @@ class ProfResult:
     # ---- output
     # -------------------------------------------------------------------------------------------
     def to_html(self) -> str:
-        """The summary as an HTML fragment (self-contained: inline SVG and styles, no external URL)."""
-        from .render import result_html
-
+        """The summary as an HTML fragment (inline SVG and styles, no external URL)."""
         with gc_paused():
-            return result_html(self)
+            return render.result_html(self)
 
     def save_html(self, path: str) -> str:
         """Write the summary as a standalone HTML page at ``path`` (UTF-8); returns ``path``."""
-        from .render import page
-
         with open(path, "w", encoding="utf-8") as f:
-            f.write(page(self.to_html(), title=self.header))
+            f.write(render.page(self.to_html(), title=self.header))
         return path
 
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
-    def __repr__(self) -> str:
-        from .render import result_text
-
+    def _text(self) -> str:
         with gc_paused():
-            return result_text(self)
+            return render.result_text(self)
+
+    _html = to_html
 
 
 # ---- building a result from torch.profiler

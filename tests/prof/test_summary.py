@@ -9,10 +9,12 @@ from __future__ import annotations
 import types
 
 import pytest
+from IPython.core.error import UsageError
 
 from cudamagic.core.na import NA
+from cudamagic.prof.render import DETAIL_HEADERS
 from cudamagic.prof.summary import (
-    DETAIL_HEADERS,
+    GROUPS,
     GpuBreakdown,
     KernelRecord,
     OpRecord,
@@ -952,7 +954,7 @@ def test_to_pandas_without_pandas_says_what_to_install(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(
-        ImportError, match=r"^ProfResult\.to_pandas\(\) needs pandas: pip install pandas$"
+        UsageError, match=r"^ProfResult\.to_pandas\(\) needs pandas: `pip install pandas`\.$"
     ):
         _result().to_pandas()
 
@@ -1037,7 +1039,8 @@ def test_records_and_rows_are_plain_data():
         and StepRecord(0, 1.0, 3.0).dur_us == 2.0
     )
     assert TableRow("a", "", 1, 1.0, 1.0, 100.0).launcher == ""
-    assert list(DETAIL_HEADERS) == ["op", "shape", "module", "stack"]
+    assert GROUPS == ("op", "shape", "module", "stack")
+    assert list(DETAIL_HEADERS) == list(GROUPS)
 
 
 def test_a_thread_whose_only_nesting_is_a_redispatch_still_merges_it():
