@@ -10,15 +10,16 @@ Fallbacks, in order:
 4. without ``dot`` on PATH: the install commands, a text outline and the DOT source.
 
 :func:`draw` returns a :class:`~cudamagic.graph.result.GraphResult`. The ``dot``
-program is reached through the :mod:`.dot` module's attributes (``dot.run_dot``),
-so a test can replace it there.
+program is run by :func:`.layout.run_dot`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from . import dot, views
+from . import capture, layout, views
+from .dot import to_dot
+from .model import topo_order
 from .result import GraphResult
 
 # ---- choosing a view and rendering ------------------------------------------------------------
@@ -55,8 +56,6 @@ PER_USE_ABOVE = 60
 
 def ranks(graph) -> int:
     """Boxes on the longest path of ``graph`` (its height in ranks as ``dot`` draws it top to bottom)."""
-    from .result import topo_order
-
     preds = {}
     for e in graph.edges:
         preds.setdefault(e.dst, []).append(e.src)
@@ -143,6 +142,36 @@ def choose_view(
     return view, [note], fits
 
 
+def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
+    """Run ``cell`` and draw its graph as ``opts`` (:class:`~.options.GraphOptions`) asks."""
+    __tracebackhide__ = True
+    graph = capture.capture(
+        shell,
+        cell,
+        line,
+        list(opts.output_names),
+        show_saved=opts.show_saved,
+        show_attrs=opts.show_attrs,
+        shared_params=True,
+    )
+    return draw_with(graph, opts)
+
+
+def draw_with(graph, opts) -> GraphResult:
+    """:func:`draw` with the settings of ``opts`` (:class:`~.options.GraphOptions`)."""
+    return draw(
+        graph,
+        fmt=opts.fmt,
+        group=opts.group,
+        depth=opts.depth,
+        fold=opts.fold,
+        node_budget=opts.node_budget,
+        timeout_s=opts.timeout_s,
+        save_path=opts.save_path,
+        per_use=not opts.shared_params,
+    )
+
+
 def draw(
     graph,
     *,
@@ -178,17 +207,17 @@ def draw(
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)
-    result.dot = dot.to_dot(view, group=group, caption=result.caption())
+    result.dot = to_dot(view, group=group, caption=result.caption())
     if fmt == "dot":
         pass
     elif not fits:
         result.problem = "too big"
-    elif dot.find_dot() is None:
+    elif layout.find_dot() is None:
         result.problem = "dot missing"
     else:
         try:
-            result.image = dot.run_dot(result.inline_dot(), fmt, timeout_s)
-        except dot.DotTimeout:
+            result.image = layout.run_dot(result.inline_dot(), fmt, timeout_s)
+        except layout.DotTimeout:
             collapsed = None
             if view.view == "full":
                 for d in range(views.max_depth(graph) - 1, -1, -1):
@@ -206,10 +235,10 @@ def draw(
                 notes.append(note)
                 result.view_notes.append(note)
                 result.drawn = collapsed
-                result.dot = dot.to_dot(collapsed, group=group, caption=result.caption())
+                result.dot = to_dot(collapsed, group=group, caption=result.caption())
                 try:
-                    result.image = dot.run_dot(result.inline_dot(), fmt, timeout_s)
-                except (dot.DotTimeout, dot.DotFailed) as exc:
+                    result.image = layout.run_dot(result.inline_dot(), fmt, timeout_s)
+                except (layout.DotTimeout, layout.DotFailed) as exc:
                     result.problem = "dot timeout"
                     notes.append(
                         f"The collapsed view failed too ({exc}): summary and DOT source below."
@@ -220,7 +249,7 @@ def draw(
                     f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
                     "summary and DOT source below; raise the limit or draw a smaller part."
                 )
-        except dot.DotFailed as exc:
+        except layout.DotFailed as exc:
             result.problem = "dot failed"
             notes.append(f"dot failed: {exc}")
     if save_path:
@@ -249,18 +278,18 @@ def draw_source(
         graph, drawn, source, fmt, notes=list(graph.notes) + list(notes), engine="torchviz"
     )
     if fmt != "dot":
-        if dot.find_dot() is None:
+        if layout.find_dot() is None:
             result.problem = "dot missing"
         else:
             try:
-                result.image = dot.run_dot(source, fmt, timeout_s)
-            except dot.DotTimeout:
+                result.image = layout.run_dot(source, fmt, timeout_s)
+            except layout.DotTimeout:
                 result.problem = "dot timeout"
                 result.notes.append(
                     f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
                     "summary and DOT source below; the default engine collapses big graphs."
                 )
-            except dot.DotFailed as exc:
+            except layout.DotFailed as exc:
                 result.problem = "dot failed"
                 result.notes.append(f"dot failed: {exc}")
     if save_path:
@@ -270,13 +299,12 @@ def draw_source(
 
 def _save(result: GraphResult, path: str, timeout_s: float) -> None:
     try:
-        fmt = dot.save_format(path)
-        if fmt != "dot" and result.problem:
-            raise dot.DotFailed(
+        if result.problem and not path.lower().endswith((".dot", ".gv")):
+            raise layout.DotFailed(
                 f"{result.problem}; the DOT source can still be saved: `_.save('graph.dot')`"
             )
         result.save(path, timeout_s)
         result.saved_to = path
         result.notes.append(f"Saved to {path}.")
-    except (dot.DotMissing, dot.DotTimeout, dot.DotFailed, OSError, ValueError) as exc:
+    except (layout.DotMissing, layout.DotTimeout, layout.DotFailed, OSError, ValueError) as exc:
         result.notes.append(f"Not saved to {path}: {exc}")

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
-from . import dot
+from .result import SAVE_EXTENSIONS
+
+FORMATS = ("svg", "png", "pdf", "dot")
+MAX_TIMEOUT_S = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,7 @@ def resolve(args, settings) -> GraphOptions:
             in a missing folder.
     """
     fmt = args.format or settings.graph_format
-    if fmt not in dot.FORMATS:
+    if fmt not in FORMATS:
         raise UsageError(
             f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
             "`%config CudaMagics.graph_format = 'svg'`."
@@ -61,17 +66,13 @@ def resolve(args, settings) -> GraphOptions:
             f"{what} must be 1 or more (got {budget}); for example "
             "`%%autograd_graph --max-nodes 5000`."
         )
-    try:
-        timeout_s = dot.check_timeout(
-            settings.graph_dot_timeout_s if args.timeout is None else args.timeout,
-            "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s",
-        )
-        if args.save is not None:
-            dot.save_format(args.save)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    engine = getattr(args, "engine", None) or "cudamagic"
-    if engine == "torchviz":
+    timeout_s = check_timeout(
+        settings.graph_dot_timeout_s if args.timeout is None else args.timeout,
+        "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s",
+    )
+    if args.save is not None:
+        save_format(args.save)
+    if args.engine == "torchviz":
         only_ours = [
             flag
             for flag, on in (
@@ -100,5 +101,49 @@ def resolve(args, settings) -> GraphOptions:
         node_budget=budget,
         timeout_s=timeout_s,
         save_path=args.save,
-        engine=engine,
+        engine=args.engine,
     )
+
+
+def check_timeout(timeout_s, what: str = "--timeout") -> float:
+    """``timeout_s`` as a float when it is a usable time limit for ``dot``.
+
+    Raises:
+        UsageError: NaN, infinite, zero, negative or over a day (the message says what to type).
+    """
+    try:
+        value = float(timeout_s)
+    except (TypeError, UsageError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise UsageError(
+            f"{what} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
+            f"(got {timeout_s!r}); for example `%%autograd_graph --timeout 60`."
+        )
+    return value
+
+
+def save_format(path: str) -> str:
+    """The format ``--save PATH`` writes, from the extension (``.svg .png .pdf .dot .gv``).
+
+    Raises:
+        UsageError: no or unknown extension, a directory, or a folder that does not exist.
+    """
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in SAVE_EXTENSIONS:
+        raise UsageError(
+            f"--save {path}: the file name must end in .svg, .png, .pdf or .dot (the format "
+            "comes from the extension); for example `--save graph.svg`."
+        )
+    if os.path.isdir(path):
+        raise UsageError(
+            f"--save {path}: that is a folder; give a file name, for example "
+            f"`--save {os.path.join(path, 'graph.' + ext)}`."
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(
+            f"--save {path}: the folder {folder} does not exist; create it first "
+            f"(`!mkdir -p {folder}`) or save elsewhere."
+        )
+    return SAVE_EXTENSIONS[ext]

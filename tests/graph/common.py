@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from cudamagic.graph import dot
+from cudamagic.graph import layout
 
-HAVE_DOT = dot.find_dot() is not None
+HAVE_DOT = layout.find_dot() is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
 LSTM_CELL = (
     "h = c = torch.zeros(4, 16)\nfor t in range(30):\n    h, c = cell(xs[t], (h, c))\nh.sum()"

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from cudamagic.graph import dot
+from cudamagic.graph import dot, layout
 from cudamagic.graph import model as M
 from cudamagic.graph import walk as G
 
@@ -24,7 +24,7 @@ def test_dot_escaping_of_names():
     assert 'a\\"b\\\\c\\n<d>' in source
     assert 'we\\"ird' in source
     if HAVE_DOT:
-        assert dot.run_dot(source, "svg", 20).startswith(b"<?xml")
+        assert layout.run_dot(source, "svg", 20).startswith(b"<?xml")
 
 
 def test_deterministic_dot_across_runs(mlp):

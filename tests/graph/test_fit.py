@@ -9,7 +9,7 @@ import re
 import pytest
 
 from cudamagic.core import style
-from cudamagic.graph import draw, result
+from cudamagic.graph import draw, render
 from cudamagic.graph import model as M
 
 from .common import magic, needs_dot
@@ -84,7 +84,7 @@ def test_one_count_in_one_caption_for_html_and_text(big):
         # the HTML shows that caption once, and no other node count outside the details
         page = _page_outside_pictures(r._repr_html_())
         visible = re.sub(r"<details\b.*</details>", "", page, flags=re.S)
-        assert visible.count(result.esc(caption)) == 1
+        assert visible.count(render.esc(caption)) == 1
         assert re.findall(r"(\d+) (?:autograd )?nodes?\b", re.sub(r"<[^>]+>", " ", visible)) == [
             str(count)
         ]
@@ -122,16 +122,16 @@ def test_legend_lists_only_the_kinds_drawn(big):
 @needs_dot
 def test_saved_bytes_of_the_boxes_add_up_to_the_caption_or_the_caption_says_why(big):
     rnn = magic(big, "", RNN_LOOP)
-    assert result.drawn_saved_bytes(rnn.drawn) == rnn.graph.saved_bytes_total
+    assert render.drawn_saved_bytes(rnn.drawn) == rnn.graph.saved_bytes_total
     assert "add up to" not in rnn.caption() and "75.1 KiB" in rnn.caption()
     mlp = magic(
         big, "", MLP_LOSS
     )  # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
-    shown = result.drawn_saved_bytes(mlp.drawn)
+    shown = render.drawn_saved_bytes(mlp.drawn)
     assert shown > mlp.graph.saved_bytes_total
     assert (
-        f"saved for backward: {result.format_bytes(mlp.graph.saved_bytes_total)}" in mlp.caption()
-        and f"counted once, so the boxes add up to {result.format_bytes(shown)}" in mlp.caption()
+        f"saved for backward: {render.format_bytes(mlp.graph.saved_bytes_total)}" in mlp.caption()
+        and f"counted once, so the boxes add up to {render.format_bytes(shown)}" in mlp.caption()
     )
 
 

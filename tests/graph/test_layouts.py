@@ -123,7 +123,7 @@ def test_unknown_size_is_marked_in_graph_and_summary(ip):
     )
     r = ip.run_cell_magic("autograd_graph", "", "with hooks:\n    y = w.exp().sum()\ny")
     assert r.graph.saved_unknown == 1 and r.graph.saved_bytes_total == 0
-    assert "1 tensor of unknown size" in r.summary_line()
+    assert "1 tensor of unknown size" in r.caption()
     assert "saved of unknown size" in r.dot
 
 

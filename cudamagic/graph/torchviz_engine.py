@@ -2,7 +2,7 @@
 
 For users who want exactly the picture the torchviz docs show. torchviz builds a
 ``graphviz.Digraph`` (the Python ``graphviz`` package); its DOT source is rendered
-by :func:`~cudamagic.graph.dot.run_dot` (the same time limit and process-group kill
+by :func:`~cudamagic.graph.layout.run_dot` (the same time limit and process-group kill
 as the default engine; ``graphviz``'s own ``pipe`` has no time limit). Its known
 limits are handled here: torchviz 0.0.3 imports ``distutils`` (gone in Python
 3.12), recurses once per node (``RecursionError`` on deep graphs), and reads saved
@@ -19,6 +19,8 @@ import warnings
 from IPython.core.error import UsageError
 
 from ..core.fmt import terminal_safe
+from . import capture, draw
+from .result import GraphResult
 
 # frames of torchviz's recursive add_nodes per autograd node, with a margin
 _FRAMES_PER_NODE = 2
@@ -67,23 +69,48 @@ def _distutils_shim():
 
 
 def import_make_dot():
-    """Torchviz's ``make_dot``, or a ``UsageError`` saying what to install."""
-    try:
-        import graphviz  # noqa: F401
-    except ImportError as exc:
-        raise UsageError(
-            "--engine torchviz needs the Python graphviz package: `pip install graphviz` (and "
-            "the Graphviz `dot` program), or leave out --engine to use the default engine."
-        ) from exc
-    try:
-        with _distutils_shim():
-            from torchviz import make_dot
-    except ImportError as exc:
-        raise UsageError(
-            f"--engine torchviz could not import torchviz ({terminal_safe(str(exc), 200)}): "
-            "`pip install torchviz`, or leave out --engine to use the default engine."
-        ) from exc
+    """Torchviz's ``make_dot``, imported under the ``distutils`` shim."""
+    with _distutils_shim():
+        from torchviz import make_dot
     return make_dot
+
+
+def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
+    """Run ``cell`` and draw its graph with torchviz's ``make_dot``.
+
+    Falls back to the default engine when torchviz would re-run hooks or read freed tensors.
+    """
+    __tracebackhide__ = True
+    make_dot = import_make_dot()  # before the cell runs: a broken install costs no cell run
+    source = note = ""
+
+    def with_tensors(outputs, names, graph):
+        nonlocal source, note
+        note = check(graph)
+        if not note:
+            source = make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs)
+
+    graph = capture.capture(
+        shell,
+        cell,
+        line,
+        list(opts.output_names),
+        show_saved=opts.show_saved,
+        show_attrs=opts.show_attrs,
+        shared_params=True,
+        with_tensors=with_tensors,
+    )
+    if source:
+        return draw.draw_source(
+            graph,
+            source,
+            fmt=opts.fmt,
+            timeout_s=opts.timeout_s,
+            save_path=opts.save_path,
+            notes=["Drawn by torchviz's make_dot."],
+        )
+    graph.notes.append(note)
+    return draw.draw_with(graph, opts)
 
 
 def _clean_name(name: str) -> str:
