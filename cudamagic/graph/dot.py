@@ -25,12 +25,13 @@ from .model import (
     VIEW,
 )
 
-_STYLE = {  # kind -> node attributes (torchviz colours; names and values that both Graphviz and CSS know)
+# kind -> node attributes: torchviz's colours, as names and values both Graphviz and CSS know
+_STYLE = {
     BACKWARD: 'fillcolor="lightgray"',
     ACCUMULATE: 'fillcolor="lightgray"',
     PARAM: 'fillcolor="lightblue"',
     LEAF: 'fillcolor="lightcyan"',
-    OUTPUT: 'fillcolor="#caff70"',  # Graphviz's darkolivegreen1 (torchviz), as a colour CSS knows too
+    OUTPUT: 'fillcolor="#caff70"',  # Graphviz's darkolivegreen1 (torchviz), as CSS knows it
     BASE: 'fillcolor="#a2cd5a"',  # darkolivegreen3
     SAVED: 'fillcolor="orange"',
     MODULE: 'fillcolor="lightyellow", shape="box3d"',
@@ -55,8 +56,7 @@ def _fill(kind) -> str:
 
 
 def legend_rows(graph) -> list:
-    """``[(fill colour, text)]`` for the node kinds drawn in ``graph``, in legend order (only kinds
-    present).
+    """``[(fill colour, text)]`` of the node kinds present in ``graph``.
 
     The fill colours are the nodes' own (names or #hex that Graphviz and CSS both know): a picture
     colour, not a theme colour.
@@ -69,8 +69,10 @@ def legend_rows(graph) -> list:
 
 
 def _legend_node(graph) -> list:
-    """The legend as ONE node with an HTML-like table, for standalone files (``.dot``, ``--save``);
-    a notebook shows the legend in the page instead (:mod:`.render`).
+    """The legend as one node with an HTML-like table.
+
+    The legend as ONE node with an HTML-like table, for standalone files (``.dot``, ``--save``); a
+    notebook shows the legend in the page instead (:mod:`.render`).
     """
     rows = legend_rows(graph)
     if not rows:
@@ -80,7 +82,8 @@ def _legend_node(graph) -> list:
         for c, t in rows
     )
     table = (
-        '<TABLE BORDER="1" STYLE="dashed" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2" COLOR="gray40">'
+        '<TABLE BORDER="1" STYLE="dashed" CELLBORDER="1" CELLSPACING="3" CELLPADDING="2" '
+        'COLOR="gray40">'
         f'<TR><TD BORDER="0">legend</TD></TR>{cells}</TABLE>'
     )
     return [
@@ -92,7 +95,7 @@ def _legend_node(graph) -> list:
 
 # ---- DOT ----------------------------------------------------------------------------
 def quote(text) -> str:
-    """A DOT double-quoted string: backslashes, quotes and newlines escaped (``\\n`` line breaks)."""
+    """A DOT double-quoted string, everything escaped."""
     text = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\r", "")
     text = "".join(ch if ch >= " " or ch == "\n" else " " for ch in text)
     return '"' + text.replace("\n", "\\n") + '"'
@@ -221,7 +224,8 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
             call = graph.calls[c]
             out.append(f"{ind}subgraph cluster_c{c} {{")
             out.append(
-                f'{ind}  label={quote(call.title)}; style="rounded"; color="gray50"; fontname="monospace";'
+                f'{ind}  label={quote(call.title)}; style="rounded"; color="gray50"; '
+                'fontname="monospace";'
             )
             out.extend(node_line(n, ind + "  ") for n in by_call.get(c, []))
             closing.append(level)

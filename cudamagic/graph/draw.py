@@ -44,7 +44,7 @@ RANK_BUDGET = 40
 
 
 def rank_budget(node_budget: int) -> int:
-    """The preferred most ranks for ``node_budget``: :data:`RANK_BUDGET`, or a quarter of a bigger budget."""
+    """The preferred most ranks for ``node_budget``."""
     return max(RANK_BUDGET, node_budget // 4)
 
 
@@ -55,7 +55,7 @@ PER_USE_ABOVE = 60
 
 
 def ranks(graph) -> int:
-    """Boxes on the longest path of ``graph`` (its height in ranks as ``dot`` draws it top to bottom)."""
+    """Boxes on the longest path of ``graph`` (its height in ranks)."""
     preds = {}
     for e in graph.edges:
         preds.setdefault(e.dst, []).append(e.src)
@@ -68,8 +68,10 @@ def ranks(graph) -> int:
 def choose_view(
     graph, depth: int | None, fold: bool, node_budget: int, per_use: bool = True
 ) -> tuple:
-    """The graph to draw and notes: ``depth`` when given, else the full graph or the deepest view
-    that fits.
+    """The view to draw, its notes, and whether it fits.
+
+    The graph to draw and notes: ``depth`` when given, else the full graph or the deepest view that
+    fits.
 
     A view fits when it has at most ``node_budget`` boxes; the automatic choice also prefers views
     at most :func:`rank_budget` ranks high (a few screens), collapsing module calls one depth at a
@@ -127,15 +129,21 @@ def choose_view(
     )
     if ranks(graph) > tall:
         too.append(f"{ranks(graph)} boxes high, more than {tall}")
-    note = f"The full graph would be {' and '.join(too)} (about three screens; CudaMagics.graph_node_budget): "
+    note = (
+        f"The full graph would be {' and '.join(too)} "
+        "(about three screens; CudaMagics.graph_node_budget): "
+    )
     if fits:
         note += (
-            f"drawn as the {view.view} view ({len(view.nodes)} boxes, {ranks(view)} high). Use --depth D to "
-            "choose the module depth, or raise the budget with %config CudaMagics.graph_node_budget = N."
+            f"drawn as the {view.view} view ({len(view.nodes)} boxes, {ranks(view)} high). Use "
+            "--depth D to "
+            "choose the module depth, or raise the budget with %config "
+            "CudaMagics.graph_node_budget = N."
         )
     else:
         note += (
-            "even the collapsed view is too big to lay out, so here are a summary and the DOT source. "
+            "even the collapsed view is too big to lay out, so here are a summary and the DOT "
+            "source. "
             "Draw a smaller part (fewer steps or layers), or raise the budget with "
             "%config CudaMagics.graph_node_budget = N."
         )
@@ -266,8 +274,9 @@ def draw_source(
     save_path: str | None = None,
     notes=(),
 ) -> GraphResult:
-    """Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time
-    limit.
+    """Render DOT ``source`` from torchviz for ``graph``.
+
+    Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time limit.
 
     Returns:
         A :class:`GraphResult` whose ``dot`` is ``source``; ``dot`` problems become ``problem`` and

@@ -17,7 +17,8 @@ _MAGIC = {"svg": (b"<svg",), "png": (b"\x89PNG\r\n\x1a\n",), "pdf": (b"%PDF",)}
 INSTALL_DOT = (
     "The Graphviz `dot` program is not on PATH, so the graph is not drawn: install it "
     "(`sudo apt-get install graphviz`, `brew install graphviz` or "
-    "`conda install -c conda-forge graphviz`; `%%autograd_graph?` lists more) and restart the kernel."
+    "`conda install -c conda-forge graphviz`; `%%autograd_graph?` lists more) and restart the "
+    "kernel."
 )
 
 
@@ -39,7 +40,7 @@ def find_dot() -> str | None:
 
 
 def clean_text(text: str, limit: int = 2000) -> str:
-    """Outside text (``dot``'s messages) made safe to print, lines kept (see :func:`cudamagic.core.fmt.terminal_safe`)."""
+    """Outside text (``dot``'s messages) made safe to print."""
     return terminal_safe(text, limit, keep_newlines=True)
 
 

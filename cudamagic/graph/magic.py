@@ -1,6 +1,4 @@
-"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`,
-running the cell in :mod:`.capture`, drawing in :mod:`.draw`).
-"""
+"""``%%autograd_graph``: the IPython front of the graph drawer."""
 
 from __future__ import annotations
 
@@ -18,13 +16,16 @@ class GraphSettings(HasTraits):
 
     graph_dot_timeout_s = Float(
         20.0,
-        help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before it is "
+        help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before "
+        "it is "
         "killed and a collapsed view (or a summary) is shown instead.",
     ).tag(config=True)
     graph_node_budget = Int(
         150,
-        help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a 1400 px "
-        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated calls folded.",
+        help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a "
+        "1400 px "
+        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated "
+        "calls folded.",
     ).tag(config=True)
     graph_format = Unicode(
         "svg",
@@ -62,7 +63,8 @@ class GraphMagics(AreaMagics):
         type=int,
         default=None,
         metavar="D",
-        help="Collapse module calls deeper than D into single boxes (0: one box per top-level call).",
+        help="Collapse module calls deeper than D into single boxes (0: one box per top-level "
+        "call).",
     )
     @argument(
         "--no-fold",
@@ -72,7 +74,8 @@ class GraphMagics(AreaMagics):
     @argument(
         "--shared-params",
         action="store_true",
-        help="One node per leaf tensor always (default: one per leaf, but one per use in full pictures "
+        help="One node per leaf tensor always (default: one per leaf, but one per use in full "
+        "pictures "
         "of over 60 boxes, where it keeps dot fast).",
     )
     @argument(

@@ -208,7 +208,7 @@ class AutogradGraph:
         return [n.label for n in self.nodes if not kinds or n.kind in kinds]
 
     def op_counts(self) -> Counter:
-        """``Counter`` of backward/AccumulateGrad class names (folded boxes count their ops by label)."""
+        """``Counter`` of backward and AccumulateGrad class names."""
         c = Counter()
         for n in self.nodes:
             if n.kind in (BACKWARD, ACCUMULATE):
@@ -232,7 +232,7 @@ class AutogradGraph:
 
 
 def topo_order(graph) -> list:
-    """Node ids from inputs to outputs (Kahn's algorithm, ties in walk order); cycles cannot occur."""
+    """Node ids from inputs to outputs (Kahn's algorithm)."""
     indeg = Counter()
     succ = defaultdict(list)
     for e in graph.edges:

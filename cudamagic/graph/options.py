@@ -1,4 +1,4 @@
-"""``%%autograd_graph`` options: checked here, before the cell runs, so a mistake never costs a cell run."""
+"""``%%autograd_graph`` options, checked before the cell runs."""
 
 from __future__ import annotations
 

@@ -29,11 +29,13 @@ from .model import ACCUMULATE, BACKWARD, BASE, LEAF, MODULE, OUTPUT, PARAM, RUN,
 #: JupyterLab's trusted outputs, which run no inline scripts).
 GRAPH_CSS = """
 .cudamagic.cm-graph .cm-graph-cap{margin:2px 0}
-.cudamagic.cm-graph .cm-legend{display:flex;flex-wrap:wrap;gap:2px 14px;margin:4px 0;align-items:center}
+.cudamagic.cm-graph .cm-legend{display:flex;flex-wrap:wrap;gap:2px 14px;margin:4px 0;
+ align-items:center}
 .cudamagic.cm-graph .cm-legend svg{vertical-align:middle;margin-right:4px}
 .cudamagic.cm-graph details.cm-zoom{margin:2px 0}
 .cudamagic.cm-graph .cm-pic{max-width:100%;overflow:auto;margin:2px 0 4px}
-.cudamagic.cm-graph .cm-pic svg,.cudamagic.cm-graph .cm-pic img{display:block;max-width:100%;height:auto}
+.cudamagic.cm-graph .cm-pic svg,.cudamagic.cm-graph .cm-pic img{display:block;max-width:100%;
+ height:auto}
 .cudamagic.cm-graph details.cm-zoom[open]~.cm-pic{max-height:85vh;
  border:1px solid var(--jp-border-color1,currentColor)}
 .cudamagic.cm-graph details.cm-zoom[open]~.cm-pic svg,
@@ -42,7 +44,7 @@ GRAPH_CSS = """
 
 
 def _code_spans(escaped: str) -> str:
-    """```x``` spans of already-escaped text as ``<code>x</code>`` (notes are written for text and HTML)."""
+    """Backquoted spans of escaped text as ``<code>`` elements."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
@@ -82,8 +84,9 @@ def summary_rows(graph, top: int = 15) -> list:
 
 
 def drawn_saved_bytes(view) -> int:
-    """Sum of the saved bytes shown on the boxes of ``view`` (backward ops, folded runs, module
-    boxes).
+    """Sum of the saved bytes shown on the boxes of ``view``.
+
+    Sum of the saved bytes shown on the boxes of ``view`` (backward ops, folded runs, module boxes).
 
     Equal to the graph's total unless several boxes save the same storage (then each box shows it,
     and the total counts it once).
@@ -93,7 +96,7 @@ def drawn_saved_bytes(view) -> int:
 
 # -- the caption, one for text and HTML --
 def count_text(r) -> str:
-    """``N autograd nodes (B backward ops, A AccumulateGrad)``: the one node count, of the whole graph."""
+    """``N autograd nodes (B backward ops, A AccumulateGrad)``."""
     kinds = Counter(n.kind for n in r.graph.nodes)
     total = kinds[BACKWARD] + kinds[ACCUMULATE]
     return (
@@ -103,7 +106,7 @@ def count_text(r) -> str:
 
 
 def saved_text(r) -> str:
-    """Bytes saved for backward, said so when the boxes drawn show more (a storage shared by boxes)."""
+    """Bytes saved for backward, as the caption says it."""
     gr = r.graph
     text = f"saved for backward: {format_bytes(gr.saved_bytes_total)} (parameters not counted"
     shown = drawn_saved_bytes(r.drawn)
@@ -119,7 +122,7 @@ def saved_text(r) -> str:
 
 
 def view_text(r) -> str:
-    """How the picture shows the graph, in words (``drawn in full``, ``module calls below depth 1 ...``)."""
+    """How the picture shows the graph, in words."""
     if r.problem:
         return (
             "not drawn ("
@@ -224,7 +227,7 @@ def _picture_html(r) -> str:
 
 
 def legend_html(r) -> str:
-    """The legend: one swatch (the nodes' own fill colour, a tiny picture) and a label per kind drawn."""
+    """The legend: a colour swatch and a label per node kind drawn."""
     if r.engine == "torchviz":
         return ""
     items = []
@@ -247,7 +250,8 @@ def result_html(r) -> str:
     if pic:
         if r.format in ("svg", "png"):
             parts.append(
-                '<details class="cm-zoom"><summary>show at 1:1 size (scroll) instead of fitting the '
+                '<details class="cm-zoom"><summary>show at 1:1 size (scroll) instead of fitting '
+                "the "
                 "output width</summary></details>"
             )
         # the legend right below the picture: the picture stays the output's first <svg> (the
@@ -271,7 +275,8 @@ def result_html(r) -> str:
         )
     detail = [f"<li>{_code_spans(esc(n))}</li>" for n in r.view_notes]
     detail.append(
-        "<li>Counts: autograd nodes are the <code>grad_fn</code> nodes <code>backward()</code> runs "
+        "<li>Counts: autograd nodes are the <code>grad_fn</code> nodes <code>backward()</code> "
+        "runs "
         "(backward ops and <code>AccumulateGrad</code>), counted in the whole graph whatever the "
         "view; saved bytes count each storage once, parameters not counted.</li>"
     )

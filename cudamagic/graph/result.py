@@ -1,4 +1,4 @@
-"""What ``%%autograd_graph`` returns: :class:`GraphResult` (its text and HTML are in :mod:`.render`)."""
+"""What ``%%autograd_graph`` returns: :class:`GraphResult`."""
 
 from __future__ import annotations
 
@@ -68,7 +68,9 @@ class GraphResult(Rendered):
         return None
 
     def inline_dot(self) -> str:
-        """DOT source of the picture shown in the notebook: ``drawn`` without legend or caption (the
+        """DOT source of the picture shown in the notebook.
+
+        DOT source of the picture shown in the notebook: ``drawn`` without legend or caption (the
         page shows them as text, in the theme's colours); torchviz's source as it is.
         """
         if self.engine == "torchviz":
@@ -76,7 +78,9 @@ class GraphResult(Rendered):
         return to_dot(self.drawn, group=self.group, legend=False)
 
     def save(self, path: str, timeout_s: float = 60.0) -> str:
-        """Write the picture, with its legend and caption, to ``path``; format from the extension
+        """Write the picture, with legend and caption, to ``path``.
+
+        Write the picture, with its legend and caption, to ``path``; format from the extension
         (``.svg .png .pdf .dot .gv``).
 
         Returns:

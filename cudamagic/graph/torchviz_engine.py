@@ -29,7 +29,9 @@ _FRAME_MARGIN = 200
 
 @contextlib.contextmanager
 def _distutils_shim():
-    """Provide ``distutils.version.LooseVersion`` while torchviz is imported, then restore
+    """Provide ``distutils.version.LooseVersion`` while torchviz is imported.
+
+    Provide ``distutils.version.LooseVersion`` while torchviz is imported, then restore
     ``sys.modules``.
 
     torchviz only compares ``torch.__version__`` with ``"1.9"``; ``packaging``'s ``Version`` (with
@@ -127,18 +129,23 @@ def check(graph) -> str:
     limit = sys.getrecursionlimit()
     if n_ops * _FRAMES_PER_NODE + _FRAME_MARGIN > limit:
         raise UsageError(
-            f"--engine torchviz cannot draw this graph: torchviz's make_dot recurses once per autograd node and "
-            f"this graph has {n_ops} of them (Python's recursion limit is {limit}). Leave out --engine to "
+            "--engine torchviz cannot draw this graph: torchviz's make_dot recurses once per "
+            "autograd node and "
+            f"this graph has {n_ops} of them (Python's recursion limit is {limit}). Leave out "
+            "--engine to "
             "draw it with the default engine, which walks any depth and collapses big graphs."
         )
     if any(n.held for n in graph.nodes):
         return (
-            "torchviz's make_dot reads saved tensors through their saved-tensor hooks, which would run "
-            "the checkpointed forward again (or the hook's unpack): drawn with the default engine instead."
+            "torchviz's make_dot reads saved tensors through their saved-tensor hooks, which would "
+            "run "
+            "the checkpointed forward again (or the hook's unpack): drawn with the default engine "
+            "instead."
         )
     if any(n.freed for n in graph.nodes):
         return (
-            "backward() already freed some saved tensors and torchviz's make_dot would fail reading them: "
+            "backward() already freed some saved tensors and torchviz's make_dot would fail "
+            "reading them: "
             "drawn with the default engine instead."
         )
     return ""

@@ -73,7 +73,9 @@ def merge_held(nodes) -> tuple:
 
 
 def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
-    """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``,
+    """Draw saved tensors as ``saved`` nodes linked to their op.
+
+    Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``,
     ``--show-saved``) or only custom Functions' ``saved_tensors``.
     """
     nodes, edges = list(graph.nodes), list(graph.edges)
@@ -329,8 +331,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
 
 
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
-    """Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one
-    box.
+    """Fold linear chains of ops into one box.
+
+    Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one box.
 
     A link ``a -> b`` folds when both are backward nodes of the same module call, ``a`` feeds only
     ``b`` and ``b`` has no other input. Chains shorter than ``min_run`` stay as they are.

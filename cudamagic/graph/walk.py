@@ -1,4 +1,6 @@
-"""Walking the autograd graph behind some tensors into an
+"""Walking the autograd graph behind some tensors.
+
+Walking the autograd graph behind some tensors into an
 :class:`~cudamagic.graph.model.AutogradGraph`.
 
 The walk is iterative (a chain of 100,000 ops needs no deep Python stack), reads
@@ -77,7 +79,11 @@ def _is_fake(t) -> bool:
 
 
 def _components(t):
-    """The plain tensors a sparse tensor or a traceable subclass (``__tensor_flatten__``) is made of, or None."""
+    """The plain tensors a sparse or subclass tensor is made of.
+
+    The plain tensors a sparse tensor or a traceable subclass (``__tensor_flatten__``) is made of,
+    or None.
+    """
     import torch
 
     layout = t.layout
@@ -156,8 +162,10 @@ def storage_parts(t, _depth: int = 0) -> tuple:
 
 
 def _storage_key(t):
-    """Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has
-    none (a leaf's, so that saved tensors sharing it are not counted).
+    """Key of the storage ``t`` keeps alive, or ``None``.
+
+    Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none
+    (a leaf's, so that saved tensors sharing it are not counted).
     """
     parts, _ = storage_parts(t)
     return parts[0][0] if parts else None
@@ -191,8 +199,10 @@ def _packed_tensors(data, _depth: int = 0) -> list:
 
 
 def checkpoint_inputs(unpack_hook):
-    """``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block,
-    or None.
+    """The inputs a non-reentrant checkpoint keeps, or None.
+
+    ``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block, or
+    None.
 
     Read from the ``frame`` its unpack hook closes over
     (``torch.utils.checkpoint._CheckpointFrame``, ``saved_args``: ``SavedTensor``s made without
@@ -214,7 +224,9 @@ def checkpoint_inputs(unpack_hook):
 
 
 class Hooked:
-    """A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held,
+    """A saved tensor behind saved-tensor hooks, read without unpacking.
+
+    A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held,
     ``known``.
 
     A non-reentrant checkpoint holds nothing per saved tensor until backward recomputes it, but its
@@ -238,8 +250,9 @@ class Hooked:
 
 
 def read_saved(fn, attr: str):
-    """Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack
-    hooks.
+    """Saved attribute ``attr`` of ``fn``, without unpack hooks.
+
+    Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack hooks.
 
     Returns the tensor (or tuple of tensors / ``None`` / :class:`Hooked`), or the plain attribute
     for non-tensor attributes. Raises ``RuntimeError`` when ``backward()`` freed it.
@@ -341,7 +354,8 @@ def guard_deep_free(n_nodes: int) -> str:
     )
     return (
         f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
-        f"recursively, and freeing one this deep can overflow the C stack and end the kernel ({why}). Keep "
+        "recursively, and freeing one this deep can overflow the C stack and end the kernel "
+        f"({why}). Keep "
         f"graphs you draw {limit}, or restart the kernel instead of deleting it."
     )
 
@@ -557,7 +571,9 @@ def _walk(
 
 
 def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
-    """Index of the innermost module call that created autograd node ``fn`` (``None``: outside every
+    """Index of the innermost module call that created ``fn``.
+
+    Index of the innermost module call that created autograd node ``fn`` (``None``: outside every
     call).
 
     Found from ``fn._sequence_nr()`` and the calls' sequence-number intervals (see
@@ -578,7 +594,9 @@ def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
 
 
 def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dict) -> int:
-    """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in
+    """Fill the saved-byte fields of each backward node.
+
+    Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in
     ``fn_nodes``.
 
     Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
@@ -626,12 +644,14 @@ def _held_notes(fn_kwargs: Iterable) -> list:
         parts = ", ".join(f"{count} {how}" for how, count in sorted(held.items()))
         notes.append(
             f"Saved tensors behind saved-tensor hooks ({parts}) were read without unpacking them "
-            "(unpacking would run the hook: a checkpointed block's forward again); only what autograd "
+            "(unpacking would run the hook: a checkpointed block's forward again); only what "
+            "autograd "
             "holds until backward is counted."
         )
     if unknown:
         notes.append(
-            f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass without "
+            f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass "
+            "without "
             "readable storage, or a hook's packed object): not counted in the saved bytes."
         )
     return notes

@@ -1,4 +1,6 @@
-"""Which tensors the session keeps alive: storages reachable from the user namespace (``x``,
+"""Which tensors the session keeps alive.
+
+Which tensors the session keeps alive: storages reachable from the user namespace (``x``,
 ``model.fc.weight``, ``opt.state[0]['exp_avg']``, ``Out[7]``), every live tensor object, and the
 holders ``%cudamem free`` lists.
 
@@ -48,7 +50,7 @@ class TensorRow:
 
 
 def storage_key_and_bytes(t):
-    """``((device, data_ptr), nbytes)`` of a tensor's storage; falls back to the tensor's own size."""
+    """``((device, data_ptr), nbytes)`` of a tensor's storage."""
     try:
         st = t.untyped_storage()
         return (str(t.device), st.data_ptr()), int(st.nbytes())
@@ -215,7 +217,7 @@ def tensor_census(torch) -> dict:
 
 
 def holder_bytes(name, obj, torch):
-    """``(bytes, devices)``: unique tensor storage bytes reachable from ``obj`` and their devices (sorted)."""
+    """Unique storage bytes reachable from ``obj``, and their devices."""
     seen = {}
     for _, t in iter_tensors([(name, obj)], torch):
         key, nbytes = storage_key_and_bytes(t)

@@ -1,4 +1,6 @@
-"""``%cudamem free``: drop the saved traceback and its frames' locals, release what the user names
+"""``%cudamem free``: give memory back after an error.
+
+``%cudamem free``: drop the saved traceback and its frames' locals, release what the user names
 (``Out[n]``, ``_``, variables), collect, empty the CUDA cache, and report what was freed and what
 still holds tensors (:class:`FreeReport`, rendered by :mod:`.render`).
 
@@ -18,7 +20,7 @@ from .stats import gpu_status, take_snapshot
 
 
 class FreeUsageError(LookupError):
-    """A ``%cudamem free`` flag names something that does not exist (the magic turns it into a UsageError)."""
+    """A ``%cudamem free`` flag names something that does not exist."""
 
 
 def _clear_frames(tb) -> None:
@@ -82,13 +84,13 @@ def _clear_traceback(shell) -> list:
 
 
 def _release_out(shell, numbers) -> list:
-    """Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of
-    IPython's
+    """Remove ``Out[n]`` and IPython's other references to those values.
+
+    Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of IPython's
     other references to those values: ``_n`` (in ``user_ns`` and ``user_ns_hidden``),
-        ``_``/``__``/``___``
-    (in both namespaces and the display hook's own copies) and the previous cell's
-    ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors are
-    released too. Returns the names released.
+    ``_``/``__``/``___`` (in both namespaces and the display hook's own copies) and the previous
+    cell's ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors
+    are released too. Returns the names released.
     """
     user_ns = shell.user_ns
     hidden = getattr(shell, "user_ns_hidden", None)

@@ -1,4 +1,6 @@
-"""Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots
+"""Measuring one cell, or every cell.
+
+Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots
 (:func:`run_measured`); ``%cudamem on`` measures every cell through IPython's
 ``pre_run_cell``/``post_run_cell`` events (:class:`CellMemMonitor`).
 
@@ -26,9 +28,11 @@ from .stats import nvml_process_memory, take_snapshot
 
 @dataclass
 class CellRun:
-    """Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the
-    cell's exception (or ``None``), whether the cell ended in an expression, and that expression's
-    value (``None`` otherwise).
+    """Outcome of :func:`run_measured`.
+
+    Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the cell's
+    exception (or ``None``), whether the cell ended in an expression, and that expression's value
+    (``None`` otherwise).
     """
 
     report: CellMemReport | None

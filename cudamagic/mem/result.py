@@ -17,7 +17,9 @@ from .stats import GpuCellStats, Snapshot, gpu_cell_stats, gpu_status
 
 
 def plain_data(obj):
-    """Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike
+    """Dataclasses, lists and dicts as plain dicts and lists.
+
+    Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike
     ``asdict``, which deep-copies and cannot copy the immutable NA).
     """
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -30,7 +32,7 @@ def plain_data(obj):
 
 
 def first_line(text: str, width: int = 60) -> str:
-    """The first non-blank line of a cell that is not the ``%%cudamem`` line, clipped to ``width`` columns."""
+    """The cell's first line other than ``%%cudamem``, clipped to ``width``."""
     for line in (text or "").splitlines():
         line = line.strip()
         if line and not line.startswith("%%cudamem"):
@@ -99,8 +101,10 @@ class CellMemReport(Rendered):
         raise KeyError(device)
 
     def exceeds(self, threshold_bytes: int) -> bool:
-        """True when the cell changed GPU memory (allocated, peak over start or reserved) by more
-        than ``threshold_bytes``; with no GPU figures, when RSS changed by more than that.
+        """Whether the cell changed memory by more than ``threshold_bytes``.
+
+        True when the cell changed GPU memory (allocated, peak over start or reserved) by more than
+        ``threshold_bytes``; with no GPU figures, when RSS changed by more than that.
         """
         if self.gpus:
             return any(
@@ -119,7 +123,9 @@ class CellMemReport(Rendered):
         )
 
     def changed_gpus(self) -> list:
-        """Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
+        """Devices whose memory figures moved during the cell.
+
+        Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
         devices holding memory when none moved).
         """
         moved = [

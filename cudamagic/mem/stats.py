@@ -1,5 +1,7 @@
-"""Memory readings: PyTorch's allocator counters (the one seam for them), RSS, NVML process memory,
-and what one cell did to them (the in-cell peak).
+"""Memory readings: allocator counters, RSS, NVML process memory.
+
+Memory readings: PyTorch's allocator counters (the one seam for them), RSS, NVML process memory, and
+what one cell did to them (the in-cell peak).
 
 Nothing here imports IPython or torch: torch is read from ``sys.modules`` only when already
     imported.
@@ -98,12 +100,13 @@ class TorchCudaStats:
             return False
 
     def device_count(self) -> int:
-        """Number of visible CUDA devices (``torch.cuda.device_count()``); call only when initialised."""
+        """Number of visible CUDA devices; call only when initialised."""
         return int(sys.modules["torch"].cuda.device_count())
 
     def read(self, device: int) -> GpuStats:
-        """Allocator counters of CUDA ordinal ``device``
-        (``torch.cuda.memory_stats_as_nested_dict``).
+        """Allocator counters of CUDA ordinal ``device``.
+
+        Allocator counters of CUDA ordinal ``device`` (``torch.cuda.memory_stats_as_nested_dict``).
 
         Call only when :meth:`initialized` is true. Reading creates no context on any device.
         """
@@ -126,7 +129,7 @@ class TorchCudaStats:
         sys.modules["torch"].cuda.reset_peak_memory_stats(device)
 
     def empty_cache(self) -> None:
-        """``torch.cuda.empty_cache()``: return cached, unused blocks to the driver (all devices)."""
+        """``torch.cuda.empty_cache()`` on all devices."""
         sys.modules["torch"].cuda.empty_cache()
 
 
@@ -197,8 +200,10 @@ def take_snapshot(source=None) -> Snapshot:
             gpus, gpus_na = (
                 {},
                 NA(
-                    f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); an "
-                    "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) may "
+                    f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); "
+                    "an "
+                    "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) "
+                    "may "
                     "keep none; CPU figures below",
                     "no_stats",
                 ),
@@ -207,7 +212,7 @@ def take_snapshot(source=None) -> Snapshot:
 
 
 def gpu_status(after: Snapshot):
-    """``"ok"``, or NA saying why a snapshot has no GPU figures (:data:`NO_CUDA`, or the allocator's refusal)."""
+    """``'ok'``, or NA saying why a snapshot has no GPU figures."""
     if not after.cuda_initialized:
         return NO_CUDA
     return "ok" if after.gpus_na is None else after.gpus_na

@@ -1,5 +1,7 @@
-"""``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles,
-biggest first.
+"""``%torchprof --compare A B``: what changed between two profiles.
+
+``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles, biggest
+first.
 
 A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
 FILE``). Operators are compared by self time (for a trace: the event's duration minus its directly
@@ -57,7 +59,9 @@ def totals_from_result(res) -> dict:
 
 
 def totals_from_trace(data: dict) -> dict:
-    """(kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat``
+    """(kind, name) -> [calls, microseconds] from a Chrome trace dict.
+
+    (kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat``
     ``cpu_op``) by self time computed from nesting per thread, kernels/memcpy/memset by duration.
     """
     out: dict = {}
@@ -97,7 +101,7 @@ def totals_from_trace(data: dict) -> dict:
 
 
 def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
-    """Rank the differences between profiles ``a`` and ``b`` (results or trace dicts) by ``|b - a|`` time."""
+    """Rank the differences between profiles ``a`` and ``b``."""
     ta = totals_from_result(a) if isinstance(a, ProfResult) else totals_from_trace(a)
     tb = totals_from_result(b) if isinstance(b, ProfResult) else totals_from_trace(b)
     rows = []
@@ -112,7 +116,9 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
 
 
 class Comparison(Rendered):
-    """Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
+    """Ranked differences between two profiles.
+
+    Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
     profiles.
 
     Attributes:

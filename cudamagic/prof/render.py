@@ -1,5 +1,6 @@
-"""Text and HTML forms of a profile: tables, the GPU breakdown, the steps, and an inline SVG
-timeline.
+"""Text and HTML forms of a profile.
+
+Text and HTML forms of a profile: tables, the GPU breakdown, the steps, and an inline SVG timeline.
 
 The HTML is self-contained (inline SVG and styles, no script, no external URL); colours are
 JupyterLab theme variables with fallbacks, so a saved page renders outside JupyterLab too. Every
@@ -246,7 +247,8 @@ def result_html(res) -> str:
     ]
     if res.error:
         parts.append(
-            f" {style.badge('stopped by ' + res.error[:300], 'error')} (profile of the part that ran)"
+            f" {style.badge('stopped by ' + res.error[:300], 'error')} (profile of the part that "
+            "ran)"
         )
     parts.append("</div>")
     for n in res.notices + res.trace_notes:
@@ -332,10 +334,13 @@ TIMELINE_CSS = "".join(f"svg.cm-tl .cm-depth{d}{{{style}}}" for d, style in enum
 
 
 def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
-    """An inline SVG of the span: per CPU thread, one row per nesting level of operators (depth 0:
-    not enclosed by another operator; then their children, then grandchildren), each level with its
-    own shade and outline, and one row per GPU stream (kernels, memcpy, memset). At most
-    :data:`MAX_RECTS` rectangles, the longest; hover shows the name, depth and duration. The legend colours the operators with the most self time.
+    """An inline SVG timeline of the profiled span.
+
+    An inline SVG of the span: per CPU thread, one row per nesting level of operators (depth 0: not
+    enclosed by another operator; then their children, then grandchildren), each level with its own
+    shade and outline, and one row per GPU stream (kernels, memcpy, memset). At most
+    :data:`MAX_RECTS` rectangles, the longest; hover shows the name, depth and duration. The legend
+    colours the operators with the most self time.
     """
     import heapq
 
@@ -377,9 +382,11 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
             label = f"thread {where}" if depth == 0 else f"\u2003nested {depth}"
         last_of_thread = kind == "gpu" or i + 1 == len(keys) or keys[i + 1][:2] != (kind, where)
         out.append(
-            f'<text x="2" y="{y + lane_h - 4}" style="fill:{TEXT_FILL if depth == 0 else MUTED_FILL}">'
+            f'<text x="2" y="{y + lane_h - 4}" '
+            f'style="fill:{TEXT_FILL if depth == 0 else MUTED_FILL}">'
             f"{esc(label)}</text>"
-            f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" y2="{y + lane_h - 0.5}" '
+            f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" '
+            f'y2="{y + lane_h - 0.5}" '
             f'style="stroke:{LINE_STROKE if last_of_thread else LINE_STROKE_NESTED}"/>'
         )
     for dur, i, (s, e, n) in every:
@@ -390,7 +397,8 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
         fill = colours.get(n, OTHER_BY_DEPTH[depth])
         what = f"{esc(n)}: {ms(dur)} ms" + (f" (nested {depth})" if depth else "")
         out.append(
-            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" class="cm-depth{depth}" '
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" '
+            f'class="cm-depth{depth}" '
             f'style="fill:{fill}"><title>{what}</title></rect>'
         )
     y = top_pad + lane_h * len(keys) + 14
@@ -424,7 +432,7 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
 
 
 def memory_svg(res, width: int = 900, height: int = 120) -> str:
-    """An inline SVG line per device of the allocated bytes above the span's start (``--memory``)."""
+    """An inline SVG of allocated bytes over time, per device."""
     start, end = res.span_us
     span = max(end - start, 1e-9)
     series = res.memory_points
@@ -446,7 +454,8 @@ def memory_svg(res, width: int = 900, height: int = 120) -> str:
             y = 5 + plot_h - (v - min(low, 0)) / rng * plot_h
             coords.append(f"{x:.1f},{y:.1f}")
         out.append(
-            f'<polyline points="{" ".join(coords)}" style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
+            f'<polyline points="{" ".join(coords)}" '
+            f'style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
             f'stroke-width:1.5"><title>{esc(dev)}</title></polyline>'
             f'<line x1="2" x2="14" y1="{11 + 12 * i}" y2="{11 + 12 * i}" '
             f'style="stroke:{PALETTE[i % len(PALETTE)]};stroke-width:3"/>'

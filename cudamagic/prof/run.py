@@ -1,6 +1,8 @@
-"""Running a cell under ``torch.profiler``: the profiler, the optimizer-step hook of ``--steps``,
-the CUDA memory history of ``--memory``, warnings collected, and everything switched off again
-whatever the cell does.
+"""Running a cell under ``torch.profiler``.
+
+Running a cell under ``torch.profiler``: the profiler, the optimizer-step hook of ``--steps``, the
+CUDA memory history of ``--memory``, warnings collected, and everything switched off again whatever
+the cell does.
 
 The cell runs as ``%%time`` runs it (:mod:`cudamagic.core.cell`): transformed by IPython, compiled
 under a name registered in IPython's line cache (tracebacks show the real source lines), executed in
@@ -41,10 +43,13 @@ _PROFILER_LINE = re.compile(r"profil|kineto|cupti|roctracer", re.IGNORECASE)
 
 @contextlib.contextmanager
 def quiet_fd2(lines: list):
-    """Capture what C++ code writes to file descriptor 2 inside the block (Kineto's
+    """Capture what C++ code writes to file descriptor 2.
+
+    Capture what C++ code writes to file descriptor 2 inside the block (Kineto's
     ``USDT:``/``STAGE:`` lines at profiler start and stop, which a notebook would show as red stderr
     text). Kineto log lines and profiler warnings go to ``lines``; any other captured line is
-    written back to descriptor 2 afterwards. Used only around the profiler's own start/stop calls, never around the user's code.
+    written back to descriptor 2 afterwards. Used only around the profiler's own start/stop calls,
+    never around the user's code.
     """
     try:
         fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
@@ -106,9 +111,12 @@ def active_profiler_reason() -> str | None:
         enabled = torch._C._autograd._profiler_enabled()
     if enabled:
         return (
-            "a torch profiler is already recording in this kernel (your own `with torch.profiler.profile()`, "
-            "PyTorch Lightning's profiler, or an outer %%torchprof); only one can record at a time, so this "
-            "cell ran unprofiled. Stop the other profiler, then run the cell again with %%torchprof."
+            "a torch profiler is already recording in this kernel (your own `with "
+            "torch.profiler.profile()`, "
+            "PyTorch Lightning's profiler, or an outer %%torchprof); only one can record at a "
+            "time, so this "
+            "cell ran unprofiled. Stop the other profiler, then run the cell again with "
+            "%%torchprof."
         )
     return None
 
@@ -120,8 +128,9 @@ def _execute(code, ns, run: ProfRun) -> None:
 
 
 def activities_and_notice():
-    """(activities to record, their names, a one-line notice or None) from
-    ``supported_activities()``.
+    """Activities to record, their names and a notice.
+
+    (activities to record, their names, a one-line notice or None) from ``supported_activities()``.
 
     CUDA (or XPU, MTIA, a PrivateUse1 backend) is added only when both this build supports its
     activity and a device of that kind is available; otherwise the notice says which and why.
@@ -150,16 +159,21 @@ def activities_and_notice():
     notice = None
     if len(acts) == 1:
         notice = (
-            f"Only CPU activity recorded: {missing[0] if missing else 'no accelerator is available'} "
-            f"(torch.profiler.supported_activities() = {sorted(a.name for a in supported)}). GPU kernels, the "
+            "Only CPU activity recorded: "
+            f"{missing[0] if missing else 'no accelerator is available'} "
+            f"(torch.profiler.supported_activities() = {sorted(a.name for a in supported)}). GPU "
+            "kernels, the "
             "GPU breakdown and device memory are not shown."
         )
     return acts, names, notice
 
 
 def cuda_history_enabled(torch) -> bool | None:
-    """Whether a CUDA memory history is being recorded in this process
-    (``torch._C._cuda_isHistoryEnabled``, which CUDA builds of PyTorch have), or None when this build cannot tell.
+    """Whether a CUDA memory history is being recorded.
+
+    Whether a CUDA memory history is being recorded in this process
+    (``torch._C._cuda_isHistoryEnabled``, which CUDA builds of PyTorch have), or None when this
+    build cannot tell.
     """
     probe = getattr(torch._C, "_cuda_isHistoryEnabled", None)
     if probe is None:
@@ -171,8 +185,10 @@ def cuda_history_enabled(torch) -> bool | None:
 
 
 class _CudaMemoryHistory:
-    """``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory``
-    on CUDA).
+    """Record the CUDA memory history around the cell.
+
+    ``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory`` on
+    CUDA).
 
     A history the user already records (``torch._C._cuda_isHistoryEnabled()``) is left as it is: not
     re-enabled with our settings and not switched off afterwards (PyTorch has no call that reads the
@@ -213,8 +229,11 @@ class _CudaMemoryHistory:
 
 
 def since(snapshot: dict, start_time_us: int) -> dict:
-    """``snapshot`` with each device trace cut to the entries recorded at or after ``start_time_us``
-    (Unix microseconds, the allocator's ``time_us``); entries without a time are kept. Segments are kept whole.
+    """``snapshot`` cut to the entries recorded from ``start_time_us``.
+
+    ``snapshot`` with each device trace cut to the entries recorded at or after ``start_time_us``
+    (Unix microseconds, the allocator's ``time_us``); entries without a time are kept. Segments are
+    kept whole.
     """
     out = dict(snapshot)
     out["device_traces"] = [
@@ -225,8 +244,11 @@ def since(snapshot: dict, start_time_us: int) -> dict:
 
 
 def cuda_snapshot_peak(snapshot, start_allocated: dict) -> dict:
-    """Peak allocated bytes per device (``"cuda:N"``) from a memory snapshot's ``device_traces``:
-    the bytes allocated when recording started plus the highest running total of ``alloc`` minus ``free_completed``.
+    """Peak allocated bytes per device from a memory snapshot.
+
+    Peak allocated bytes per device (``"cuda:N"``) from a memory snapshot's ``device_traces``: the
+    bytes allocated when recording started plus the highest running total of ``alloc`` minus
+    ``free_completed``.
     """
     peaks = {}
     for dev, trace in enumerate(snapshot.get("device_traces", [])):
@@ -361,7 +383,8 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         distinct = list(dict.fromkeys(run.profiler_warnings))
         res.warnings = distinct
         res.notices.append(
-            f"{len(run.profiler_warnings)} profiler warning(s) collected ({len(distinct)} distinct), "
+            f"{len(run.profiler_warnings)} profiler warning(s) collected ({len(distinct)} "
+            "distinct), "
             f"first: {distinct[0][:200]}"
         )
     if run.exception is not None:
@@ -388,7 +411,9 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
 
 
 def _cuda_memory(res, snapshot, start_allocated, opts) -> None:
-    """Peak from the CUDA snapshot and the memory viewer HTML that ships with PyTorch, saved next to
+    """Peak from the CUDA snapshot, and PyTorch's memory viewer.
+
+    Peak from the CUDA snapshot and the memory viewer HTML that ships with PyTorch, saved next to
     the trace (or in the working directory).
     """
     peaks = cuda_snapshot_peak(snapshot, start_allocated)
@@ -416,7 +441,7 @@ def _cuda_memory(res, snapshot, start_allocated, opts) -> None:
 
 
 def _sort_warnings(caught) -> list:
-    """Profiler warnings as texts; every other warning is issued again, as the cell would have issued it."""
+    """Profiler warnings as texts; other warnings are issued again."""
     mine = []
     for w in caught:
         filename = w.filename or ""

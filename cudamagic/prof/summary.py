@@ -1,5 +1,7 @@
-"""The result of a profiled cell: plain records built from ``torch.profiler`` events, tables
-computed from them.
+"""The result of a profiled cell, and its tables.
+
+The result of a profiled cell: plain records built from ``torch.profiler`` events, tables computed
+from them.
 
 Times are microseconds (``_us``) from the start of the profiler's trace unless a name says
 otherwise; byte counts are bytes. torch is only touched by
@@ -56,7 +58,9 @@ def gc_paused():
 
 @dataclass(slots=True)
 class OpRecord:
-    """One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or
+    """One call of a CPU operator.
+
+    One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or
     your own ``record_function`` range).
 
     Attributes:
@@ -217,8 +221,10 @@ def gpu_breakdown(kernels, span: tuple[float, float]) -> list[GpuBreakdown]:
 
 
 def frame_is_user(frame: str) -> bool:
-    """A Python-function event name (``"file.py(12): func"``) from the user's code rather than
-    torch, IPython, cudamagic or a built-in.
+    """Whether a Python-function event is from the user's code.
+
+    A Python-function event name (``"file.py(12): func"``) from the user's code rather than torch,
+    IPython, cudamagic or a built-in.
     """
     if not _FRAME.match(frame):
         return False
@@ -262,8 +268,10 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
 
 
 def aggregate_kernels(kernels) -> list[TableRow]:
-    """Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` =
-    device time), largest first; ``launcher`` lists the launching operators, most frequent first.
+    """One :class:`TableRow` per kernel name, largest first.
+
+    Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` = device
+    time), largest first; ``launcher`` lists the launching operators, most frequent first.
     """
     acc: dict = {}
     for k in kernels:
@@ -334,8 +342,9 @@ class ProfResult(Rendered):
     # ---- tables
     # -------------------------------------------------------------------------------------------
     def rows(self, group: str | None = None, stack_depth: int | None = None) -> list[TableRow]:
-        """Every operator row for ``group`` (default: the cell's ``--group``), largest self time
-        first.
+        """Every operator row for ``group``, largest self time first.
+
+        Every operator row for ``group`` (default: the cell's ``--group``), largest self time first.
 
         Raises:
             ValueError: ``module``/``stack`` grouping of a result recorded without Python calls, or
@@ -471,7 +480,9 @@ def _kind(name: str) -> str:
 
 
 def _python_context(evt, depth_limit: int = 64):
-    """(module path, user frames innermost first, top, depth) of an operator event whose ancestors
+    """Module path and user frames of an operator event.
+
+    (module path, user frames innermost first, top, depth) of an operator event whose ancestors
     include Python-function events (depth: enclosing operators, your ``record_function`` ranges
     included, not counting Python calls or ``ProfilerStep#N``; top: depth 0, as on the Kineto path).
     """
@@ -578,9 +589,11 @@ def _step_number(name: str, fallback: int) -> int:
 
 
 def _records_from_kineto(kin, events):
-    """(ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self
-    time, ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside
-    another on the same thread is its child). One pass over the events, each accessor called once.
+    """(ops, kernels, steps) from the Kineto events.
+
+    (ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time,
+    ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another
+    on the same thread is its child). One pass over the events, each accessor called once.
     """
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
@@ -668,13 +681,13 @@ def _records_from_kineto(kin, events):
 
 
 def _merge_redispatches(recs, parents, by_corr):
-    """The records of one thread (in start order, with their parents) less each operator that is the
-    only child
-    of an operator of its name (an overload redispatching, ``aten::sum`` inside ``aten::sum``):
-        merged into that
-    parent (self time and launched kernels added, its children adopted), as torch's
-    ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is updated to the
-    parents; ``depth`` and ``top`` are recomputed.
+    """One thread's records without redispatched overloads.
+
+    The records of one thread (in start order, with their parents) less each operator that is the
+    only child of an operator of its name (an overload redispatching, ``aten::sum`` inside
+    ``aten::sum``): merged into that parent (self time and launched kernels added, its children
+    adopted), as torch's ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is
+    updated to the parents; ``depth`` and ``top`` are recomputed.
     """
     children: dict = {}
     for p in parents:
@@ -700,7 +713,7 @@ def _merge_redispatches(recs, parents, by_corr):
 
 
 def _records_from_function_events(prof, with_stack: bool):
-    """(ops, kernels, steps) from ``prof.events()`` (``FunctionEvent`` objects with parent links)."""
+    """(ops, kernels, steps) from ``prof.events()``."""
     from torch.autograd import DeviceType
 
     cpu = DeviceType.CPU
@@ -762,7 +775,9 @@ def _records_from_function_events(prof, with_stack: bool):
 
 
 def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
-    """Allocation timeline and peak per device from the profiler's ``[memory]`` events
+    """Allocation timeline and peak per device.
+
+    Allocation timeline and peak per device from the profiler's ``[memory]`` events
     (``profile_memory``); ``events``: ``kineto_results.events()`` when already read.
     """
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
