@@ -125,9 +125,7 @@ class ModuleCallRecorder:
         return None
 
     def resolve(self, module_paths: dict) -> tuple:
-        """Turn the raw records into ``ModuleCall``s and interval arrays.
-
-        Turn the raw records into ``ModuleCall``s and interval arrays; drops the module references.
+        """Turn the raw records into ``ModuleCall``s and interval arrays; drops the modules.
 
         Args:
             module_paths: ``id(module) -> path`` from :func:`namespace_names`.
@@ -468,7 +466,9 @@ def capture(
         cell: The cell body.
         magic_line: The magic's arguments (only for the traceback line offset).
         output_names: Variables to draw instead of the last expression (``-o loss,logits``).
-        show_saved, show_attrs, shared_params: See :func:`walk`.
+        show_saved: Draw every saved tensor (see :func:`walk`).
+        show_attrs: Keep non-tensor saved attributes (see :func:`walk`).
+        shared_params: One node per leaf tensor (see :func:`walk`).
         with_tensors: Called as ``with_tensors(outputs, tensor_names, graph)`` after the walk, while
             the output tensors are alive (the torchviz engine); must keep no reference to them.
 

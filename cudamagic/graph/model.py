@@ -164,6 +164,7 @@ class ModuleCall:
 
     @property
     def title(self) -> str:
+        """``path (TypeName)``, or the type name of an unnamed module."""
         return f"{self.path} ({self.type_name})" if self.path else self.type_name
 
 

@@ -242,6 +242,7 @@ def legend_html(r) -> str:
 
 
 def result_html(r) -> str:
+    """The result as one themed HTML page."""
     parts = [
         f"<style>{GRAPH_CSS}</style>",
         f'<div class="cm-graph-cap">{esc(caption(r))}</div>',

@@ -210,7 +210,9 @@ def checkpoint_inputs(unpack_hook):
     API: ``None`` when the layout of these objects changes (the size is then reported as unknown).
     """
     try:
-        cells = dict(zip(unpack_hook.__code__.co_freevars, unpack_hook.__closure__ or ()))
+        cells = dict(
+            zip(unpack_hook.__code__.co_freevars, unpack_hook.__closure__ or (), strict=False)
+        )
         frame = cells["frame"].cell_contents
         tensors = []
         for arg in frame.saved_args:
@@ -383,8 +385,9 @@ def _walk(
         shared_params: Draw one node per leaf tensor; by default a leaf used by several
             consumers is drawn once per consumer (use ``k`` of ``n``), which keeps ``dot`` fast on
             unrolled RNNs.
-        calls, call_starts, call_ends: From
-            :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
+        calls: Module calls, from :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
+        call_starts: Their first sequence numbers (same source).
+        call_ends: Their last sequence numbers (same source).
         notes: Notes to carry into the graph.
 
     Returns:

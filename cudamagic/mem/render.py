@@ -397,7 +397,7 @@ def history_html(h) -> str:
         headers, rows = [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
     src = headers.index("source")
     cells = [_cells(row) for row in rows]
-    for row, raw in zip(cells, rows):
+    for row, raw in zip(cells, rows, strict=True):
         row[src] = f'<code class="cm-pre">{esc(raw[src])}</code>' if raw[src] else ""
     titles = [HISTORY_TITLES.get(name, "") for name in headers]
     table = html_table(

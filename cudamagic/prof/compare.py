@@ -40,6 +40,7 @@ class DiffRow:
 
     @property
     def delta_us(self) -> float:
+        """B minus A, in microseconds."""
         return self.b_us - self.a_us
 
     @property
@@ -132,6 +133,7 @@ class Comparison(Rendered):
         self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
 
     def headers(self):
+        """The column headers."""
         return [
             "#",
             "kind",

@@ -89,6 +89,7 @@ class Table(Rendered):
         )
 
     def headers(self):
+        """The column headers."""
         if self.group == "kernels":
             return ["#", "device %", "device ms", "calls", "kernel", "launched by"]
         detail = DETAIL_HEADERS.get(self.group, "")
@@ -111,6 +112,7 @@ class Table(Rendered):
         return cells + ([""] if DETAIL_HEADERS.get(self.group) else [])
 
     def text(self) -> str:
+        """The table as text."""
         head, other = self.shown()
         rows = [[terminal_safe(c) for c in self._cells(i, r)] for i, r in enumerate(head, 1)]
         if other:
@@ -389,7 +391,7 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
             f'y2="{y + lane_h - 0.5}" '
             f'style="stroke:{LINE_STROKE if last_of_thread else LINE_STROKE_NESTED}"/>'
         )
-    for dur, i, (s, e, n) in every:
+    for dur, i, (s, _end, n) in every:
         depth = keys[i][2]
         x = label_w + (s - start) / span * plot_w
         w = max(0.5, dur / span * plot_w)

@@ -269,8 +269,10 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     """Run ``cell`` in ``shell.user_ns`` under ``torch.profiler.profile`` and summarise it.
 
     Args:
-        shell: the ``InteractiveShell``. cell: the cell body (without the magic line).
-        opts: :class:`~.options.ProfOptions`. header: the magic line (line 1 of the cached source).
+        shell: the ``InteractiveShell``.
+        cell: the cell body (without the magic line).
+        opts: :class:`~.options.ProfOptions`.
+        header: the magic line (line 1 of the cached source).
 
     Returns:
         :class:`ProfRun`. The cell's exception is returned, never raised; a cell that does not parse
@@ -302,7 +304,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     )
     history = _CudaMemoryHistory(torch) if opts.memory and "CUDA" in act_names else None
     hook = None
-    caught = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:

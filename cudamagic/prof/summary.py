@@ -118,6 +118,7 @@ class KernelRecord:
 
     @property
     def dur_us(self) -> float:
+        """Duration in microseconds."""
         return self.end_us - self.start_us
 
 
@@ -131,6 +132,7 @@ class StepRecord:
 
     @property
     def dur_us(self) -> float:
+        """Duration in microseconds."""
         return self.end_us - self.start_us
 
 
@@ -235,7 +237,8 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
     """Operator calls -> one :class:`TableRow` per group key, sorted by self time (largest first).
 
     Args:
-        ops: :class:`OpRecord` items. group: ``op``, ``shape``, ``module`` or ``stack``.
+        ops: :class:`OpRecord` items.
+        group: ``op``, ``shape``, ``module`` or ``stack``.
         stack_depth: frames kept in the ``stack`` key.
 
     Returns:
@@ -378,9 +381,9 @@ class ProfResult(Rendered):
         """The top rows as a table object (HTML in a notebook, text in a terminal).
 
         Args:
-            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only). top: rows shown
-                (default the cell's ``--top``); the rest are summed in one "other" row. kind:
-                ``"ops"`` or ``"kernels"``.
+            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only).
+            top: rows shown (default the cell's ``--top``); the rest are summed in one "other" row.
+            kind: ``"ops"`` or ``"kernels"``.
             stack_depth: frames per ``stack`` key.
         """
         top = top or self.top
@@ -524,11 +527,14 @@ def build_result(
 
     Args:
         prof: the stopped profiler (read once; the profiler is not kept).
-        header: the magic line. wall_s: the cell's wall time in seconds. activities: names of the
-            recorded
-            activities. with_stack: Python calls were recorded (module and stack keys are filled).
-        memory: allocations were recorded (``profile_memory=True``). group, stack_depth, top: table
-            settings.
+        header: the magic line.
+        wall_s: the cell's wall time in seconds.
+        activities: names of the recorded activities.
+        with_stack: Python calls were recorded (module and stack keys are filled).
+        memory: allocations were recorded (``profile_memory=True``).
+        group: the table grouping.
+        stack_depth: frames per ``stack`` key.
+        top: rows per table.
     """
     result = ProfResult(
         header=header,
@@ -652,7 +658,7 @@ def _records_from_kineto(kin, events):
             parents.append(parent)
             if corr and not linked:
                 by_corr[corr] = rec
-        if any(p is not None and p.name == r.name for r, p in zip(recs, parents)):
+        if any(p is not None and p.name == r.name for r, p in zip(recs, parents, strict=True)):
             recs = _merge_redispatches(recs, parents, by_corr)
         ops.extend(recs)
     names = StringTable()
@@ -695,7 +701,7 @@ def _merge_redispatches(recs, parents, by_corr):
             children[id(p)] = children.get(id(p), 0) + 1
     into: dict = {}  # id(merged record) -> the record it was merged into
     kept = []
-    for rec, p in zip(recs, parents):
+    for rec, p in zip(recs, parents, strict=True):
         if p is not None:
             p = into.get(id(p), p)
         if p is not None and p.name == rec.name and children[id(p)] == 1:
