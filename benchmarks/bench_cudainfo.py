@@ -128,7 +128,8 @@ def pct(xs, q):
 
 def fmt_p(xs, unit=1000.0):
     return (
-        f"{statistics.median(xs) * unit:9.2f} ms  (p10..p90 {pct(xs, 10) * unit:.2f}..{pct(xs, 90) * unit:.2f}, "
+        f"{statistics.median(xs) * unit:9.2f} ms  (p10..p90 "
+        f"{pct(xs, 10) * unit:.2f}..{pct(xs, 90) * unit:.2f}, "
         f"{len(xs)} calls)"
     )
 
@@ -191,22 +192,27 @@ def main():
         f"  medians over {runs} fresh processes per side (min..max); torch imported on both sides"
     )
     print(
-        f"  (byte-compiled {compiled} first, as pip install leaves it; torch's modules are byte-compiled too)"
+        f"  (byte-compiled {compiled} first, as pip install leaves it; torch's modules are "
+        "byte-compiled too)"
     )
     print(f"  first call  %cudainfo (shown: HTML + text)   {fmt(ci_first)}")
     print(f"  first call  collect_env.get_pretty_env_info {fmt(ce_first)}")
     print(
-        f"  speed-up, first call                         {med(ce_first) / med(ci_first):7.1f}x  (goal >= 20x; "
+        f"  speed-up, first call                         {med(ce_first) / med(ci_first):7.1f}x  "
+        "(goal >= 20x; "
         f"per pair {min(pair_ratios):.1f}..{max(pair_ratios):.1f}x)"
     )
     print(
-        f"  warm calls: {warm_procs} processes x {rounds} rounds of 1 collect_env and {per} %cudainfo, interleaved"
+        f"  warm calls: {warm_procs} processes x {rounds} rounds of 1 collect_env and {per} "
+        "%cudainfo, interleaved"
     )
     print(f"  warm call   %cudainfo (shown: HTML + text)  {fmt_p(ci_warm)}")
     print(f"  warm call   collect_env.get_pretty_env_info {fmt_p(ce_warm)}")
     print(
-        f"  speed-up, warm call                          {med(ce_warm) / med(ci_warm):7.1f}x  (goal >= 100x; "
-        f"per round median {med(round_ratios):.0f}x, p10..p90 {pct(round_ratios, 10):.0f}..{pct(round_ratios, 90):.0f}x"
+        f"  speed-up, warm call                          {med(ce_warm) / med(ci_warm):7.1f}x  "
+        "(goal >= 100x; "
+        f"per round median {med(round_ratios):.0f}x, p10..p90 "
+        f"{pct(round_ratios, 10):.0f}..{pct(round_ratios, 90):.0f}x"
         f", {len(round_ratios)} rounds)"
     )
     print("  reference, whole processes (imports included):")
@@ -216,7 +222,8 @@ def main():
     print(f"  %load_ext cudamagic                         {fmt(load_ext)}")
     print(f"  import torch                                {fmt(torch_imp)}")
     print(
-        f"  ratio load_ext / import torch                {med(load_ext) / med(torch_imp):7.2%}   (goal < 5 %)"
+        f"  ratio load_ext / import torch                {med(load_ext) / med(torch_imp):7.2%}   "
+        "(goal < 5 %)"
     )
     print(f"cudainfo benchmark, end: {load()}")
 

@@ -1,5 +1,6 @@
-"""Benchmark for %gpuwatch (issues 3 and 14). Run: ``python benchmarks/bench_gpuwatch.py
-[--quick]``.
+"""Benchmark for %gpuwatch (issues 3 and 14).
+
+Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
 
 0. What users pay (issue 14): CPU time per sample of the RUNNING sampler thread in a REAL Jupyter
     kernel
@@ -117,7 +118,8 @@ def _bare_binding_calls(pynvml, handles):
 
 def bench_stub_cost():
     print(
-        "1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 runs)"
+        "1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 "
+        "runs)"
     )
     from tests import fake_nvml as fm
     from tests import nvml_stub
@@ -143,8 +145,10 @@ def bench_stub_cost():
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
         bare_us = per_call_us(lambda: _bare_binding_calls(pynvml, handles), 2000 // n)
         print(
-            f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU ({calls / n:.0f} NVML calls "
-            f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; our own "
+            f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU "
+            f"({calls / n:.0f} NVML calls "
+            f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; "
+            "our own "
             f"overhead {(ours_us - bare_us) / n:6.1f} us per GPU (goal < 1000)"
         )
     nvml_stub.unload()
@@ -152,7 +156,8 @@ def bench_stub_cost():
 
 def bench_thread_cpu(seconds):
     print(
-        f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real psutil, widgets)"
+        f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real "
+        "psutil, widgets)"
     )
     install_fake(1)
     src = LiveSource()
@@ -165,7 +170,8 @@ def bench_thread_cpu(seconds):
     watch.stop()
     watch.view.close()
     print(
-        f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} % of one core "
+        f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} "
+        "% of one core "
         f"({cpu / max(1, n - 1) * 1e3:.2f} ms per sample)"
     )
     nvml.reset()
@@ -234,7 +240,8 @@ def bench_kernel(seconds):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     run_demo.execute_nb(nb, cwd=ROOT, timeout_s=300)
     print(
-        f"0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, {seconds:g} s each; "
+        "0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, "
+        f"{seconds:g} s each; "
         "median, p10..p90 in ms)"
     )
     totals = {}
@@ -262,7 +269,8 @@ def bench_kernel(seconds):
             per_gpu, fx = gpu[0] / n, statistics.median(fixed)
             ok = "meets" if per_gpu < 1.0 and fx < 2.0 else "MISSES"
             print(
-                f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: {ok} the goal "
+                f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: "
+                f"{ok} the goal "
                 "if the widget cost were fixed"
             )
     if (
@@ -272,7 +280,8 @@ def bench_kernel(seconds):
         fixed = totals[1] - marginal
         ok = "meets" if marginal < 1.0 and fixed < 2.0 else "MISSES"
         print(
-            f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms (goal < 1), "
+            f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms "
+            "(goal < 1), "
             f"fixed {fixed:.2f} ms (goal < 2): {ok} the goal"
         )
 
@@ -281,7 +290,8 @@ def bench_training(block_s, pairs, interval_s=1.0):
     import torch
 
     print(
-        f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, widgets); "
+        f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, "
+        "widgets); "
         f"{pairs} alternating pairs of {block_s:g} s"
     )
     torch.manual_seed(0)
@@ -348,16 +358,20 @@ def bench_training(block_s, pairs, interval_s=1.0):
     )
     lo, hi = 100 * (1 - mean - half), 100 * (1 - mean + half)
     print(
-        f"   steps/s without: median {statistics.median(without):.1f}; with: median {statistics.median(with_):.1f}"
+        f"   steps/s without: median {statistics.median(without):.1f}; with: median "
+        f"{statistics.median(with_):.1f}"
     )
     print(f"   ratio with/without per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
     print(
-        f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval {lo:+.2f} .. {hi:+.2f} % "
-        f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % of one core"
+        f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval "
+        f"{lo:+.2f} .. {hi:+.2f} % "
+        f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % "
+        "of one core"
     )
     if hi - lo > 2.0:
         print(
-            f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide with {pairs} pairs "
+            f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide "
+            f"with {pairs} pairs "
             "(shared, noisy CPUs); run with more pairs on a quiet machine"
         )
     nvml.reset()
@@ -372,7 +386,8 @@ def bench_real():
     src = LiveSource()
     us = per_call_us(lambda: src.read(1, 0.0), 50)
     print(
-        f"   {len(src.devices)} GPU(s): {us:.0f} us per sample ({us / max(1, len(src.devices)):.0f} us per GPU, "
+        f"   {len(src.devices)} GPU(s): {us:.0f} us per sample "
+        f"({us / max(1, len(src.devices)):.0f} us per GPU, "
         "host part included)"
     )
 

@@ -139,8 +139,10 @@ def main():
     t_table, c_table = time.perf_counter() - t0, time.process_time() - c0
     print(
         f"{n_events:,} events: stop() (shared) {t_parse:6.2f} s; then %%torchprof summary "
-        f"{t_ours:6.2f} s (HTML {len(html) / 1024:.0f} KiB + text) vs key_averages().table() {t_table:6.2f} s; "
-        f"end of cell -> summary {t_parse + t_ours:6.2f} s vs {t_parse + t_table:6.2f} s (goal < 2 s); "
+        f"{t_ours:6.2f} s (HTML {len(html) / 1024:.0f} KiB + text) vs key_averages().table() "
+        f"{t_table:6.2f} s; "
+        f"end of cell -> summary {t_parse + t_ours:6.2f} s vs {t_parse + t_table:6.2f} s (goal < 2 "
+        "s); "
         f"CPU time {c_ours:.2f} s vs {c_table:.2f} s"
     )
 

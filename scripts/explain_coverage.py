@@ -96,7 +96,8 @@ def main():
         )
     )
     print(
-        "CUDA families: one message per runtime error code / library status. autograd-engine: message patterns "
+        "CUDA families: one message per runtime error code / library status. autograd-engine: "
+        "message patterns "
         "of the family's catalogue entries; a pattern counts when a real CPU error matches it."
     )
     print("autograd-engine patterns no test raises:")

@@ -332,7 +332,8 @@ def main():
     magics = ip.magics_manager.magics
     if "cudamem" in magics["cell"] and torch.cuda.is_available():
         ip.run_cell(
-            "import torch\nx_gpu_check = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device='cuda')"
+            "import torch\nx_gpu_check = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, "
+            "device='cuda')"
         )
         rep = ip.run_cell_magic(
             "cudamem",

@@ -188,7 +188,8 @@ def main() -> int:
     launched = sum(r.calls for r in rows if r.launcher)
     check(
         bool(rows) and "CUDA" in res.activities,
-        f"kernel table: {len(rows)} kernels, {sum(r.calls for r in rows)} launches ({launched} with their operator)",
+        f"kernel table: {len(rows)} kernels, {sum(r.calls for r in rows)} launches ({launched} "
+        "with their operator)",
     )
     ok = isinstance(res.gpu, list) and bool(res.gpu)
     total = sum(res.gpu[0].pct().values()) if ok else float("nan")
@@ -243,7 +244,8 @@ def main() -> int:
         )
         check(
             peak2 is not None and abs(peak2 - ref2) <= 0.01 * ref2,
-            f"with the user's history, the cell's snapshot peak {peak2} B vs max_memory_allocated() {ref2} B",
+            f"with the user's history, the cell's snapshot peak {peak2} B vs "
+            f"max_memory_allocated() {ref2} B",
         )
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)

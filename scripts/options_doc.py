@@ -81,7 +81,8 @@ def markdown() -> str:
     lines = [
         START,
         "",
-        "Every option of every magic (the same as `%magic?` shows) and every setting, generated from the code "
+        "Every option of every magic (the same as `%magic?` shows) and every setting, generated "
+        "from the code "
         "by `python scripts/options_doc.py`.",
         "",
     ]

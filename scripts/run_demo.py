@@ -120,7 +120,8 @@ def main(argv):
         with open(base + ".html", "w", encoding="utf-8") as fh:
             fh.write(body)
         print(
-            f"executed {name} in {time.perf_counter() - t0:.1f} s -> {os.path.relpath(base, ROOT)}.ipynb/.html"
+            f"executed {name} in {time.perf_counter() - t0:.1f} s -> "
+            f"{os.path.relpath(base, ROOT)}.ipynb/.html"
         )
         if name == "quickstart.ipynb":
             quick = nb

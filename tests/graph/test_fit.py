@@ -22,11 +22,14 @@ MLP_LOSS = "loss = loss_fn(model(xb), yb)\nloss"
 def big(ip):
     ip.run_cell(
         "import torch\ntorch.manual_seed(0)\n"
-        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 6,"
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, "
+        "batch_first=True), 6,"
         " enable_nested_tensor=False)\nsrc = torch.randn(2, 5, 32)\n"
         "rnn = torch.nn.RNNCell(8, 16)\nxs = torch.randn(400, 2, 8)\n"
-        "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
-        "loss_fn = torch.nn.CrossEntropyLoss()\nxb, yb = torch.randn(128, 64), torch.randint(0, 10, (128,))"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), "
+        "torch.nn.Linear(128, 10))\n"
+        "loss_fn = torch.nn.CrossEntropyLoss()\nxb, yb = torch.randn(128, 64), torch.randint(0, "
+        "10, (128,))"
     )
     return ip
 

@@ -357,7 +357,10 @@ def test_an_empty_saved_tensor_counts_zero_bytes():
 
 
 def test_storage_ids_follow_walk_order_past_ten_nodes():
-    """Ids n2, n3 ... n10, n11 in number order (not as text: "n10" < "n2"), so storage ids are 0, 1, 2 ..."""
+    """Ids n2, n3 ...
+
+    n10, n11 in number order (not as text: "n10" < "n2"), so storage ids are 0, 1, 2 ...
+    """
     x = torch.randn(10, requires_grad=True)
     h = x
     for _ in range(12):

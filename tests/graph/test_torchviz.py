@@ -83,7 +83,8 @@ def test_works_without_distutils_and_leaves_sys_modules_alone():
     """Torchviz 0.0.3 imports distutils (gone in Python 3.12): imported through a temporary shim."""
     code = (
         "import sys\nsys.modules['distutils'] = None\nsys.modules['distutils.version'] = None\n"
-        "from cudamagic.graph import torchviz_engine\nmake_dot = torchviz_engine.import_make_dot()\n"
+        "from cudamagic.graph import torchviz_engine\nmake_dot = "
+        "torchviz_engine.import_make_dot()\n"
         "print(make_dot.__module__, sys.modules['distutils'], sys.modules['distutils.version'])\n"
         "import torch\nx = torch.randn(2, requires_grad=True)\n"
         "print('MulBackward0' in make_dot((x * 2).sum()).source)"

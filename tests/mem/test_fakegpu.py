@@ -130,7 +130,8 @@ def test_cell_delta_peak_reserved_per_device(ip, fake):
     fake.malloc(0, 100 * MiB)
     rep = run(
         ip,
-        "%%cudamem\nfake.malloc(0, 500 * 2**20)\nfake.free(0, 500 * 2**20)\nfake.malloc(0, 10 * 2**20)",
+        "%%cudamem\nfake.malloc(0, 500 * 2**20)\nfake.free(0, 500 * 2**20)\nfake.malloc(0, 10 * "
+        "2**20)",
     ).result
     g = rep.gpu("cuda:0")
     assert (g.allocated_before_bytes, g.allocated_after_bytes, g.allocated_delta_bytes) == (
@@ -323,7 +324,8 @@ def test_nvml_query_failing_is_na_with_the_cause_not_a_traceback(ip, fake, fake_
 # : ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's;
 # torch/csrc/cuda/CUDAPluggableAllocator.cpp)
 PLUGGABLE = (
-    "CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an issue "
+    "CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an "
+    "issue "
     "describing your use case."
 )
 

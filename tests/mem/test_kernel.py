@@ -18,7 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.kernel
 
 CELLS = [
-    "%load_ext cudamagic\nimport torch, weakref\nfrom tests.cuda_calls import record\ncuda_calls = record(torch)\n"
+    "%load_ext cudamagic\nimport torch, weakref\nfrom tests.cuda_calls import record\ncuda_calls = "
+    "record(torch)\n"
     "%cudamem on --threshold 8MiB",  # 0
     "big = torch.ones(4_000_000)",  # 1: +15 MiB
     "small = 1",  # 2

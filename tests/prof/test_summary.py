@@ -989,7 +989,8 @@ def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
     path = tmp_path / "p.html"
     code = (
         "from cudamagic.prof.summary import ProfResult, OpRecord\n"
-        "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', 1, 0.0, 1.0, 1.0)])\n"
+        "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', "
+        "1, 0.0, 1.0, 1.0)])\n"
         f"r.save_html({str(path)!r})\n"
     )
     here_root = os.path.dirname(
