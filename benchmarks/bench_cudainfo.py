@@ -81,7 +81,8 @@ WARM = (
     + r"""
 import json
 from torch.utils import collect_env
-cudainfo(); collect_env.get_pretty_env_info()  # the first calls (measured in fresh processes, not here)
+# the first calls are measured in fresh processes, not here
+cudainfo(); collect_env.get_pretty_env_info()
 ci, ce = [], []
 def one_ce():
     t = time.perf_counter(); collect_env.get_pretty_env_info(); ce.append(time.perf_counter() - t)
@@ -140,7 +141,9 @@ def load() -> str:
 
 
 def byte_compile() -> str:
-    """Byte-compile the cudamagic package the child processes import (the one under the current
+    """Byte-compile the cudamagic package the child processes import.
+
+    Byte-compile the cudamagic package the child processes import (the one under the current
     directory first); returns its folder.
     """
     where = subprocess.run(
@@ -182,12 +185,12 @@ def main():
         got = json.loads(
             run_py(WARM.replace("__ROUNDS__", str(rounds)).replace("__PER__", str(per)))
         )
-        for block, ce in zip(got["ci"], got["ce"]):
+        for block, ce in zip(got["ci"], got["ce"], strict=True):
             ci_warm.extend(block)
             ce_warm.append(ce)
             round_ratios.append(ce / statistics.median(block))
     med = statistics.median
-    pair_ratios = [e / c for c, e in zip(ci_first, ce_first)]
+    pair_ratios = [e / c for c, e in zip(ci_first, ce_first, strict=True)]
     print(
         f"  medians over {runs} fresh processes per side (min..max); torch imported on both sides"
     )

@@ -38,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic.core import nvml
+from cudamagic.core import nvml  # noqa: E402
 from cudamagic.core.na import NA  # noqa: E402
 from cudamagic.watch import monitor as W  # noqa: E402
 from cudamagic.watch.samples import HostSample  # noqa: E402
@@ -84,12 +84,14 @@ def bench_sample_cost():
     for n in (1, 8):
         install_fake(n)
         src = LiveSource(host=StubHost(), torch_reader=no_torch)
-        gpu_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
+        gpu_us = per_call_us(lambda src=src: src.read(1, 0.0), 2000 // n)
         s = src.read(1, 0.0)
         view = WatchView(src.devices)
         hist = [s] * 120
-        apply_us = per_call_us(lambda: view.apply(s, hist, samples_taken=1), 200 // n)
-        json_us = per_call_us(lambda: sample_to_json(s), 2000 // n)
+        apply_us = per_call_us(
+            lambda view=view, s=s, hist=hist: view.apply(s, hist, samples_taken=1), 200 // n
+        )
+        json_us = per_call_us(lambda s=s: sample_to_json(s), 2000 // n)
         print(
             f"   {n} GPU(s): GPU part {gpu_us:8.1f} us = {gpu_us / n:6.1f} us per GPU "
             f"(goal < 1000); widget update {apply_us:7.1f} us ({apply_us / n:6.1f} per GPU); "
@@ -100,7 +102,10 @@ def bench_sample_cost():
 
 
 def _bare_binding_calls(pynvml, handles):
-    """The NVML calls one LiveSource sample makes per GPU, straight through the binding (no cudamagic)."""
+    """The NVML calls one LiveSource sample makes per GPU, straight through the binding.
+
+    The NVML calls one LiveSource sample makes per GPU, straight through the binding (no cudamagic).
+    """
     for h in handles:
         pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
         pynvml.nvmlDeviceGetUtilizationRates(h)
@@ -138,12 +143,12 @@ def bench_stub_cost():
             g["memory_reserved"] = 512 * 1024**2
         stub = nvml_stub.install(scenario)
         src = LiveSource(host=StubHost(), torch_reader=no_torch)
-        ours_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
+        ours_us = per_call_us(lambda src=src: src.read(1, 0.0), 2000 // n)
         c0 = stub.calls()
         src.read(1, 0.0)
         calls = stub.calls() - c0
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
-        bare_us = per_call_us(lambda: _bare_binding_calls(pynvml, handles), 2000 // n)
+        bare_us = per_call_us(lambda h=handles: _bare_binding_calls(pynvml, h), 2000 // n)
         print(
             f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU "
             f"({calls / n:.0f} NVML calls "
@@ -223,7 +228,10 @@ print("ROWS", NGPU, json.dumps(_rows[1:]), w.view is not None)
 
 
 def bench_kernel(seconds):
-    """Run the instrumented monitor in a real kernel; print per-sample thread CPU split into parts."""
+    """Run the instrumented monitor in a real kernel.
+
+    Print per-sample thread CPU split into parts.
+    """
     import json
 
     import nbformat
@@ -254,7 +262,7 @@ def bench_kernel(seconds):
             _, n, payload = head.split(" ", 2)
             rows, n = json.loads(payload), int(n)
 
-            def q(key):
+            def q(key, rows=rows):
                 xs = sorted(r[key] * 1e3 for r in rows)
                 pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
                 return statistics.median(xs), pick(0.1), pick(0.9)

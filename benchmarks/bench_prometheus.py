@@ -1,5 +1,6 @@
-"""%gpuwatch --source prometheus://...: cost of one refresh and of loading history, against a real
-Prometheus.
+"""%gpuwatch --source prometheus://.
+
+Cost of one refresh and of loading history, against a real Prometheus.
 
 For 64 and 512 simulated GPUs (8 per host, DCGM exporter format, scraped every second by Debian's
 `prometheus` on 127.0.0.1) it measures, side by side in one run:
@@ -49,7 +50,7 @@ def bench_refresh(n_gpus: int, refreshes: int):
         view = ClusterView(src, label=src.label)
         bare, read, widget, total = [], [], [], []
         req0 = src.client.requests
-        for i in range(refreshes):
+        for _ in range(refreshes):
             t0 = time.perf_counter()
             src.client.instant(src.query)
             t1 = time.perf_counter()

@@ -128,7 +128,11 @@ _SMI_NA = (
 
 
 def smi_field(exe, field):
-    """``{index: text}`` of one nvidia-smi field (nounits), or None when this nvidia-smi does not know it."""
+    """``{index: text}`` of one nvidia-smi field.
+
+    ``{index: text}`` of one nvidia-smi field (nounits), or None when this nvidia-smi does not know
+    it.
+    """
     out = subprocess.run(
         [exe, f"--query-gpu=index,{field}", "--format=csv,noheader,nounits"],
         capture_output=True,
@@ -145,7 +149,10 @@ def smi_field(exe, field):
 
 
 def compare(smi_text, ours, convert, tol):
-    """``(ok, detail)`` for one field of one GPU: ok True/False, or None when neither side has a value."""
+    """``(ok, detail)`` for one field of one GPU.
+
+    Ok True/False, or None when neither side has a value.
+    """
     from cudamagic.core.na import is_na
 
     smi_na = smi_text is None or smi_text in _SMI_NA

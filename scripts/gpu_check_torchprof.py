@@ -1,5 +1,6 @@
-"""GPU check of %%torchprof (issue 17): run on a machine with an NVIDIA GPU and a CUDA build of
-PyTorch.
+"""GPU check of %%torchprof (issue 17).
+
+Run on a machine with an NVIDIA GPU and a CUDA build of PyTorch.
 
     python scripts/gpu_check_torchprof.py
 
@@ -74,7 +75,7 @@ class _PlainCompiler:
 
 
 class PlainShell:
-    """What ``cudamagic.core.cell`` and ``run_profiled`` use of an ``InteractiveShell``, without IPython."""
+    """The parts of an ``InteractiveShell`` that ``run_profiled`` uses, without IPython."""
 
     execution_count = 1
     displayhook = None
@@ -116,7 +117,10 @@ class MagicRunner:
 class EngineRunner:
     """Without IPython: ``run_profiled`` (what the magic calls) on a :class:`PlainShell`."""
 
-    name = "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) on a plain shell"
+    name = (
+        "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) "
+        "on a plain shell"
+    )
 
     def __init__(self):
         self.ns = {"__name__": "__main__"}

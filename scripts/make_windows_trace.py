@@ -1,5 +1,6 @@
-"""Write ``examples/trace_windows.jsonl``: a SYNTHETIC ``%gpuwatch`` trace of the Windows laptop
-from issue 13.
+"""Write ``examples/trace_windows.jsonl``.
+
+A SYNTHETIC ``%gpuwatch`` trace of the Windows laptop from issue 13.
 
 One GeForce RTX 2060 (8192 MiB) under WDDM, ten C+G processes whose GPU memory NVML reports as N/A,
 one of them a system process (nvidia-smi's "Insufficient Permissions"), and per-process GPU memory
@@ -41,7 +42,10 @@ SOURCE = (
 
 
 def _growth(t: int) -> int:
-    """Bytes the notebook's python.exe adds from sample 6 on (a training run starting), up to 1.5 GiB."""
+    """Bytes the notebook's python.exe adds from sample 6 on.
+
+    Bytes the notebook's python.exe adds from sample 6 on (a training run starting), up to 1.5 GiB.
+    """
     return int(min(1.0, max(0.0, (t - 5) / 8)) * 1536 * MIB)
 
 

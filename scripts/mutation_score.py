@@ -55,7 +55,10 @@ def _norm(func) -> str:
 
 
 def wording_only(source_path, keys) -> set:
-    """The mutants among ``keys`` whose function differs from mutmut's ``..._mutmut_orig`` only in string text."""
+    """The mutants among ``keys`` that change only string text.
+
+    Their function differs from mutmut's ``..._mutmut_orig`` only in string constants.
+    """
     try:
         with open(source_path, encoding="utf-8") as fh:
             tree = ast.parse(fh.read())

@@ -50,5 +50,9 @@ def _opaque_class():
 
 
 def opaque(size):
-    """An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read (no dense guess possible)."""
+    """An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read.
+
+    An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read (no dense guess
+    possible).
+    """
     return _opaque_class()(size)

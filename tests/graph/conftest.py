@@ -1,4 +1,7 @@
-"""Fixtures of the %%autograd_graph tests: shells (the `ip` fixture of tests/conftest.py) with a model loaded."""
+"""Fixtures of the %%autograd_graph tests.
+
+Shells (the `ip` fixture of tests/conftest.py) with a model loaded.
+"""
 
 from __future__ import annotations
 

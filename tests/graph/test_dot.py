@@ -1,5 +1,7 @@
-"""DOT text (escaping, determinism, legend, layout order) and the `dot` program (odd programs,
-time-outs that kill the whole process group).
+"""DOT text and the `dot` program.
+
+DOT text: escaping, determinism, legend, layout order. The `dot` program: odd programs, time-outs
+that kill the whole process group.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ def test_freed_saved_tensors_have_a_legend_entry(w):
 
 @needs_dot
 def test_unrolled_loop_opens_with_nodes_in_the_first_screen(lstm):
-    """An unrolled LSTM drawn in full (budget raised) starts at the top: the picture is scaled to
-    the output width, so the first screen shows its first rows whatever their x.
+    """An unrolled LSTM drawn in full (budget raised) starts at the top.
+
+    The picture is scaled to the output width, so the first screen shows its first rows whatever
+    their x.
     """
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     assert r.drawn.view == "full" and 'ordering="out"' in r.dot

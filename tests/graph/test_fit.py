@@ -1,5 +1,7 @@
-"""Pictures a person can read (issue 16): the automatic view of big models, one count in one
-caption, a legend of what is drawn, saved bytes that add up, theme colours only around the picture.
+"""Pictures a person can read (issue 16).
+
+The automatic view of big models, one count in one caption, a legend of what is drawn, saved bytes
+that add up, theme colours only around the picture.
 """
 
 from __future__ import annotations
@@ -35,7 +37,11 @@ def big(ip):
 
 
 def _page_outside_pictures(html: str) -> str:
-    """The page without the shared stylesheet (the lead's, tested in tests/core) and without any <svg> picture."""
+    """The page without the shared stylesheet.
+
+    The page without the shared stylesheet (the lead's, tested in tests/core) and without any <svg>
+    picture.
+    """
     html = html.replace(style.CSS, "")
     return re.sub(r"<svg\b.*?</svg>", "", html, flags=re.S)
 

@@ -1,4 +1,7 @@
-"""Saved bytes for every layout autograd can save; a size that cannot be known is marked, never guessed."""
+"""Saved bytes for every layout autograd can save.
+
+A size that cannot be known is marked, never guessed.
+"""
 
 from __future__ import annotations
 
@@ -116,7 +119,10 @@ def test_subclasses_inner_tensors_or_unknown():
 
 
 def test_unknown_size_is_marked_in_graph_and_summary(ip):
-    """A hook whose packed object holds no tensor: the drawn graph says 'unknown size' instead of a guess."""
+    """A hook whose packed object holds no tensor.
+
+    The drawn graph says 'unknown size' instead of a guess.
+    """
     ip.run_cell(
         "import torch\nw = torch.randn(20, requires_grad=True)\n"
         "hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: object(), lambda p: None)"

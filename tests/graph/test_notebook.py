@@ -1,4 +1,7 @@
-"""Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel (nbclient)."""
+"""Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel.
+
+Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel (nbclient).
+"""
 
 import os
 import re
@@ -64,7 +67,10 @@ def test_tour_steps_show_what_they_teach(executed):
 
 
 def test_big_models_get_the_automatic_view(executed):
-    """The tour's big-model cells: a 6-layer encoder and a 400-step RNNCell loop, folded into one box each."""
+    """The tour's big-model cells.
+
+    A 6-layer encoder and a 400-step RNNCell loop, folded into one box each.
+    """
     html = {
         c.source: next(o for o in c.outputs if o.output_type == "execute_result").data["text/html"]
         for c in _graph_cells(executed)

@@ -1,4 +1,4 @@
-""" "Nothing to draw" names the real cause (issue 12)."""
+"""The "nothing to draw" message names the real cause (issue 12)."""
 
 from __future__ import annotations
 

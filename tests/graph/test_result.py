@@ -82,7 +82,11 @@ def test_notes_render_code_spans_in_html_and_one_op_is_singular():
 
 
 def _outline_lines(r) -> list:
-    """The lines of the terminal text from the outline's first line to the end (the outline closes the text)."""
+    """The lines of the terminal text from the outline's first line to the end.
+
+    The lines of the terminal text from the outline's first line to the end (the outline closes the
+    text).
+    """
     text = repr(r).splitlines()
     first = render.outline(r.drawn, render.OUTLINE_LINES).splitlines()[0][:99]
     return text[[i for i, line in enumerate(text) if line.startswith(first)][-1] :]

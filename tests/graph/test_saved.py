@@ -183,7 +183,10 @@ def test_checkpoint_counts_every_input_of_its_frame_once():
 
 
 def test_a_checkpoint_hook_whose_private_frame_cannot_be_read_is_unknown():
-    """torch.utils.checkpoint's private layout changed (no ``frame`` cell): the size is unknown, not 0."""
+    """torch.utils.checkpoint's private layout changed (no ``frame`` cell).
+
+    The size is unknown, not 0.
+    """
 
     def unpack(p):
         return p
@@ -203,7 +206,10 @@ def test_a_checkpoint_hook_whose_private_frame_cannot_be_read_is_unknown():
 
 
 def test_undefined_saved_tensor_is_not_counted_and_never_unpacked():
-    """layer_norm without weight and bias saves undefined tensors for them: nothing to count or unpack."""
+    """layer_norm without weight and bias saves undefined tensors for them.
+
+    Nothing to count or unpack.
+    """
     unpacked = []
     x = torch.randn(4, 8, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda p: unpacked.append(1) or p):
@@ -219,7 +225,10 @@ def test_undefined_saved_tensor_is_not_counted_and_never_unpacked():
 
 
 def test_hooks_given_as_methods_with_no_module_attribute():
-    """``torch.Tensor.clone`` as the unpack hook (a method descriptor: no ``__module__``) is named by its qualname."""
+    """``torch.Tensor.clone`` as the unpack hook (a method descriptor.
+
+    No ``__module__``) is named by its qualname.
+    """
     x = torch.randn(10, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(torch.Tensor.detach, torch.Tensor.clone):
         y = x.exp().sum()
@@ -237,7 +246,11 @@ def test_bytes_still_counted_where_torch_has_no_fake_tensors(monkeypatch):
 
 
 def test_saved_attribute_names_are_read_once_per_node_class(monkeypatch):
-    """``dir()`` of each backward class once (a 100k-op chain would call it per node), then from the cache."""
+    """``dir()`` of each backward class once.
+
+    ``dir()`` of each backward class once (a 100k-op chain would call it per node), then from the
+    cache.
+    """
     monkeypatch.setattr(G, "_SAVED_ATTRS", {})
     x = torch.randn(3, requires_grad=True)
     y = (x * x.exp()).sum()
@@ -312,7 +325,10 @@ def test_hooked_entries_show_the_tensor_they_hold_except_a_checkpoints():
 
 
 def test_every_unknown_saved_tensor_of_a_node_is_counted():
-    """A pack hook returning a tensor subclass with no readable storage: each entry unknown, none guessed."""
+    """A pack hook returning a tensor subclass with no readable storage.
+
+    Each entry unknown, none guessed.
+    """
     x = torch.randn(10, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda t: opaque(t.shape), lambda p: None):
         y = (
@@ -372,7 +388,10 @@ def test_storage_ids_follow_walk_order_past_ten_nodes():
 
 
 def test_a_graph_on_the_meta_device_holds_no_bytes():
-    """A model built on ``device="meta"`` (no data): the walk reads no storage and counts 0, it never fails."""
+    """A model built on ``device="meta"`` (no data).
+
+    The walk reads no storage and counts 0, it never fails.
+    """
     lin = torch.nn.Linear(8, 4, device="meta")
     x = torch.empty(2, 8, device="meta")
     gr = G.walk(

@@ -1,4 +1,7 @@
-"""``%%autograd_graph --engine torchviz``: torchviz's own make_dot, its limits handled (issue 12)."""
+"""``%%autograd_graph --engine torchviz``.
+
+Torchviz's own make_dot, its limits handled (issue 12).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved
-tensors, no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py.
+"""Tier 1: the iterative walk of grad_fn.
+
+Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved tensors,
+no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py.
 """
 
 from __future__ import annotations
@@ -152,7 +154,10 @@ def test_torchviz_parity_on_small_graphs():
 
 
 def test_saved_view_shows_its_own_bytes_and_the_storage_it_keeps(ip):
-    """A batch sliced from a big tensor: the op saves 3 KiB of view but keeps the 350 KiB storage alive."""
+    """A batch sliced from a big tensor.
+
+    The op saves 3 KiB of view but keeps the 350 KiB storage alive.
+    """
     ip.run_cell(
         "import torch\nlin = torch.nn.Linear(64, 8)\nX = torch.randn(1400, 64)\nxb = X[1380:]"
     )
@@ -214,8 +219,10 @@ def test_guard_deep_free_raises_the_stack_limit_or_warns(monkeypatch):
 
 
 def test_walk_records_each_node_and_edge_with_its_module_call():
-    """Every field the views and renderers read: kinds, labels, tensor metadata, the innermost
-    module call (the Net's own op is in call 0, the op after the call in none), saved bytes (torch's storage sizes).
+    """Every field the views and renderers read.
+
+    Kinds, labels, tensor metadata, the innermost module call (the Net's own op is in call 0, the op
+    after the call in none), saved bytes (torch's storage sizes).
     """
     from cudamagic.graph.capture import ModuleCallRecorder
 

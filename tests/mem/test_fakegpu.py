@@ -1,4 +1,6 @@
-"""GPU paths of %%cudamem / %cudamem through the real allocator reader (stats.TorchCudaStats) and
+"""GPU paths of %%cudamem / %cudamem through the real allocator reader.
+
+GPU paths of %%cudamem / %cudamem through the real allocator reader (stats.TorchCudaStats) and
 torch's own ``torch.cuda`` memory functions, on a fake caching allocator underneath them.
 
 ``FakeCudaStats`` models PyTorch's caching allocator counters for N devices: ``malloc``/``free``
@@ -43,7 +45,11 @@ class FakeCudaStats:
         self.calls = []
 
     def install(self, monkeypatch):
-        """Put this allocator under the real ``torch.cuda`` functions and the real reader (undone by monkeypatch)."""
+        """Put this allocator under the real ``torch.cuda`` functions and the real reader.
+
+        Put this allocator under the real ``torch.cuda`` functions and the real reader (undone by
+        monkeypatch).
+        """
         import torch
 
         for mod in (torch.cuda, torch.cuda.memory):  # memory.py binds is_initialized at import
@@ -66,7 +72,10 @@ class FakeCudaStats:
         return self.n
 
     def memory_stats(self, d):
-        """``torch._C._cuda_memoryStats(device)``: the nested dict of a CUDA build, all keys present."""
+        """``torch._C._cuda_memoryStats(device)``.
+
+        The nested dict of a CUDA build, all keys present.
+        """
         self.calls.append(("read", d))
         return nested_stats(
             **{

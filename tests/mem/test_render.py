@@ -1,5 +1,6 @@
-"""Tier 1 tests of cudamagic.mem.render through the report objects: NA shown with its reason,
-outside text escaped, every text report within 100 columns.
+"""Tier 1 tests of cudamagic.mem.render through the report objects.
+
+NA shown with its reason, outside text escaped, every text report within 100 columns.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ def test_report_renders_na_and_escapes_errors():
 
 
 def _wide_report(error="RuntimeError: " + "CUDA out of memory. Tried to allocate 20.00 GiB " * 4):
-    """A report with everything that makes text wide: 2 GPUs, a bound peak, OOMs, a long error,
-    an NVML reason, long module paths and a 5-d shape.
+    """A report with everything that makes text wide.
+
+    2 GPUs, a bound peak, OOMs, a long error, an NVML reason, long module paths and a 5-d shape.
     """
     before = stats.Snapshot(
         0.0,
@@ -154,8 +156,10 @@ def test_free_report_fits_in_100_columns():
 
 
 def test_html_is_themed_aligned_and_scrolls_with_a_cue():
-    """Issue 16: one themed page per output, no hard-coded colours, byte columns right-aligned,
-    prose (error, source, names) left-aligned and wrapping, wide tables in a scroll box with a visible cue.
+    """One themed page per output (issue 16).
+
+    No hard-coded colours, byte columns right-aligned, prose (error, source, names) left-aligned
+    and wrapping, wide tables in a scroll box with a visible cue.
     """
     import re
 

@@ -31,8 +31,10 @@ def plain(text):
 
 
 class NoCuda:
-    """Allocator source of a machine where CUDA is not initialised (these tests are the CPU path,
-    also when the suite runs on a GPU machine where another test initialised CUDA).
+    """Allocator source of a machine where CUDA is not initialised.
+
+    Allocator source of a machine where CUDA is not initialised (these tests are the CPU path, also
+    when the suite runs on a GPU machine where another test initialised CUDA).
     """
 
     def initialized(self):

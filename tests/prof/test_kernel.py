@@ -1,4 +1,6 @@
-"""Tier 3: %%torchprof in a real Jupyter kernel (nbclient): the summary is the cell's HTML output
+"""Tier 3: %%torchprof in a real Jupyter kernel.
+
+Tier 3: %%torchprof in a real Jupyter kernel (nbclient): the summary is the cell's HTML output
 (self-contained), Kineto's log lines stay out of the cell, a failing cell shows the profile then its
 own traceback, and nothing is left enabled after `%unload_ext`.
 """

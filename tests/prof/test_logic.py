@@ -1,4 +1,6 @@
-"""Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown,
+"""Tier 1: the plain functions of the profiler area.
+
+Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown,
 aggregation, trace self time, the trace size cap.
 """
 
@@ -231,8 +233,11 @@ def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
 
 
 def test_summary_and_compare_html_are_themed_and_aligned():
-    """Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with
-    a fallback), numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box, N/A with its reason.
+    """Issue 16: one themed page, no hard-coded colour.
+
+    Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with a
+    fallback), numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box,
+    N/A with its reason.
     """
     import re
 
@@ -336,7 +341,10 @@ def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
 
 
 def test_timeline_legend_never_runs_past_the_right_edge():
-    """Found by the browser survey: a long operator name near the end of the legend was cut by the SVG edge."""
+    """Found by the browser survey.
+
+    A long operator name near the end of the legend was cut by the SVG edge.
+    """
     import re
 
     from cudamagic.prof.render import timeline_svg
@@ -346,7 +354,8 @@ def test_timeline_legend_never_runs_past_the_right_edge():
     for width in (900, 500, 320):
         svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 120.0)), width=width)
         legend = re.findall(
-            r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/><text x="(\d+)"[^>]*>([^<]+)</text>',
+            r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/>'
+            r'<text x="(\d+)"[^>]*>([^<]+)</text>',
             svg,
         )
         assert legend, svg[-400:]

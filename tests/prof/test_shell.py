@@ -1,4 +1,6 @@
-"""Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU (the
+"""Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU.
+
+Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU (the
 quickstart's digits model), with real torch.profiler runs.
 """
 
@@ -51,8 +53,10 @@ def tip(ip):
 
 
 def give_memory_back():
-    """Return freed heap pages to the OS (glibc ``malloc_trim``) after each test: the profiler's
-    buffers leave the heap with free pages that later tests measuring RSS growth (test_cellmem_shell) would otherwise reuse unseen.
+    """Return freed heap pages to the OS (glibc ``malloc_trim``) after each test.
+
+    The profiler's buffers leave the heap with free pages that later tests measuring RSS growth
+    (test_cellmem_shell) would otherwise reuse unseen.
     """
     import ctypes
     import gc

@@ -1,7 +1,10 @@
-"""Tier 1: the summary of a profile (cudamagic/prof/summary.py) on real ``torch.profiler`` profiles
-of a small CPU workload, compared with torch's own ``key_averages()`` for the same profile, and on
+"""Tier 1: the summary of a profile.
+
+Tier 1: the summary of a profile (cudamagic/prof/summary.py) on real ``torch.profiler`` profiles of
+a small CPU workload, compared with torch's own ``key_averages()`` for the same profile, and on
 hand-built event lists of the real shapes (Kineto events, ``FunctionEvent`` objects) for what a CPU
-build cannot record (GPU kernels, memcpy, several threads, odd ranges). No IPython, no kernel: seconds in all.
+build cannot record (GPU kernels, memcpy, several threads, odd ranges). No IPython, no kernel:
+seconds in all.
 """
 
 from __future__ import annotations
@@ -9,7 +12,11 @@ from __future__ import annotations
 import types
 
 import pytest
+import torch
 from IPython.core.error import UsageError
+from torch import nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from cudamagic.core.na import NA
 from cudamagic.prof.render import DETAIL_HEADERS
@@ -28,11 +35,6 @@ from cudamagic.prof.summary import (
     gpu_breakdown,
 )
 
-torch = pytest.importorskip("torch")
-from torch import nn
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile, schedule
-
 SETTINGS = {"header": "%%torchprof", "wall_s": 0.5, "group": "op", "stack_depth": 3, "top": 15}
 
 
@@ -50,8 +52,10 @@ def _workload():
 
 
 def _record_steps():
-    """Three steps of a tiny training loop, steps 1 and 2 recorded (step 0 is the warm-up), with
-    shapes and allocations, no Python calls; a 4 MB tensor allocated and freed in step 2.
+    """Three steps of a tiny training loop, steps 1 and 2 recorded.
+
+    Three steps of a tiny training loop, steps 1 and 2 recorded (step 0 is the warm-up), with shapes
+    and allocations, no Python calls; a 4 MB tensor allocated and freed in step 2.
     """
     model, opt, x = _workload()
     with profile(
@@ -71,7 +75,11 @@ def _record_steps():
 
 
 def _record_stack():
-    """One step with Python calls recorded (module and stack groupings), inside a ``record_function`` range."""
+    """One step with Python calls recorded.
+
+    One step with Python calls recorded (module and stack groupings), inside a ``record_function``
+    range.
+    """
     model, opt, x = _workload()
     with (
         profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof,
@@ -114,8 +122,10 @@ def _build(prof, with_stack, memory=False, activities=("CPU",), **kw):
 
 @pytest.mark.parametrize("with_stack", [False, True], ids=["kineto", "function_events"])
 def test_rows_match_torch_key_averages(steps_prof, with_stack):
-    """Calls, self and total time per operator are what ``key_averages()`` shows for the same
-    profile (the ``aten::sum`` that redispatches to itself counted once, as torch does), on both reading paths.
+    """Calls, self and total time per operator are what ``key_averages()`` shows.
+
+    For the same profile, on both reading paths; the ``aten::sum`` that redispatches to itself is
+    counted once, as torch does.
     """
     res = _build(steps_prof, with_stack)
     ka = {e.key: e for e in steps_prof.key_averages()}
@@ -137,14 +147,19 @@ def test_rows_match_torch_key_averages(steps_prof, with_stack):
 
 
 def test_both_paths_give_the_same_records(stack_prof):
-    """The raw-Kineto path and the FunctionEvent path (Python calls recorded) agree call by call:
-    times, nesting depth, top, thread and shapes, and self time for the ``aten::`` operators (torch
-    counts the Python calls recorded directly under a ``record_function`` range as its children, the Kineto path does not see them).
+    """The raw-Kineto path and the FunctionEvent path (Python calls recorded) agree call by call.
+
+    Times, nesting depth, top, thread and shapes, and self time for the ``aten::`` operators (torch
+    counts the Python calls recorded directly under a ``record_function`` range as its children, the
+    Kineto path does not see them).
     """
     fast, slow = _build(stack_prof, False), _build(stack_prof, True)
     assert len(fast.ops) == len(slow.ops) > 20
-    key = lambda o: (o.start_us, o.name)
-    for a, b in zip(sorted(fast.ops, key=key), sorted(slow.ops, key=key)):
+
+    def key(o):
+        return o.start_us, o.name
+
+    for a, b in zip(sorted(fast.ops, key=key), sorted(slow.ops, key=key), strict=True):
         assert (a.name, a.shapes, a.thread, a.depth, a.top) == (
             b.name,
             b.shapes,
@@ -357,9 +372,12 @@ CUDA = DeviceType.CUDA
 
 
 def _gpu_events():
-    """Thread 1: linear [0, 100) us > addmm [10, 80) > cudaLaunchKernel [20, 30) (corr 5) and
+    """Thread 1: linear [0, 100) us > addmm [10, 80) > cudaLaunchKernel [20, 30).
+
+    Thread 1: linear [0, 100) us > addmm [10, 80) > cudaLaunchKernel [20, 30) (corr 5) and
     cudaMemcpyAsync [40, 50) (corr 6); thread 2: a later relu [5, 15) (corr 7 launching a memset);
-    device 0: a kernel [35, 60) on stream 7 (linked to 5) and a memcpy [50, 70) (linked to 6); device 1 a memset.
+    device 0: a kernel [35, 60) on stream 7 (linked to 5) and a memcpy [50, 70) (linked to 6);
+    device 1 a memset.
     """
     us = 1000
     return [
@@ -434,7 +452,9 @@ def test_kineto_path_links_kernels_to_their_launchers():
 
 
 def test_build_result_keeps_the_settings_and_reads_the_events_once():
-    """The raw Kineto events are read once for the records and the allocations (each read of
+    """The raw Kineto events are read once for the records and the allocations.
+
+    The raw Kineto events are read once for the records and the allocations (each read of
     ``kineto_results.events()`` wraps every event again: seconds for a long profile).
     """
     prof = _kineto_prof(_gpu_events() + [KinetoEvent("[memory]", T0 + 1000, 0, nbytes=8)])
@@ -975,8 +995,10 @@ def test_slowest_span_and_outputs(tmp_path):
 
 
 def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
-    """The page declares UTF-8: a non-ASCII name is written as UTF-8 even where the locale's
-    encoding is ASCII (a C locale without coercion, checked in a real process) or cp1252 (Windows).
+    """The page declares UTF-8.
+
+    A non-ASCII name is written as UTF-8 even where the locale's encoding is ASCII (a C locale
+    without coercion, checked in a real process) or cp1252 (Windows).
     """
     import builtins
     import os
@@ -1045,8 +1067,10 @@ def test_records_and_rows_are_plain_data():
 
 
 def test_a_thread_whose_only_nesting_is_a_redispatch_still_merges_it():
-    """The merge pass is skipped only when no parent shares its child's name: a thread holding
-    nothing but aten::sum inside aten::sum is one call (as key_averages() counts it), not two.
+    """The merge pass is skipped only when no parent shares its child's name.
+
+    A thread holding nothing but aten::sum inside aten::sum is one call (as key_averages() counts
+    it), not two.
     """
     us = 1000
     evs = [KinetoEvent("aten::sum", T0, 50 * us), KinetoEvent("aten::sum", T0 + 10 * us, 30 * us)]
