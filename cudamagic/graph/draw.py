@@ -23,23 +23,17 @@ from .model import topo_order
 from .result import GraphResult
 
 # ---- choosing a view and rendering ------------------------------------------------------------
-# : Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
-# module calls are
-# : collapsed. With the compact spacing of :func:`dot.to_dot` a rank (one box high plus the gap) is
-# about 70 px, and
-# : a picture scaled to the output width of a 1400 px window keeps labels legible up to about 2,500
-# px natural
-# : width (15-20 boxes side by side): 150 boxes is at most a few screens, and ``dot`` lays it out in
-# well under a
-#: second.
+#: Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
+#: module calls are collapsed. With the compact spacing of :func:`dot.to_dot` a rank (one box high
+#: plus the gap) is about 70 px, and a picture scaled to the output width of a 1400 px window keeps
+#: labels legible up to about 2,500 px natural width (15-20 boxes side by side): 150 boxes is at
+#: most a few screens, and ``dot`` lays it out in well under a second.
 NODE_BUDGET = 150
 
-# : Most ranks (boxes on the longest input-to-output path) the automatic view prefers: 40 ranks are
-# about three
-# : screens (900 px each) of a 1400 px window. A view under the node budget but taller is drawn only
-# when no
-# : collapsed view is shorter. A raised node budget raises it too (a quarter of the budget, at least
-# 40).
+#: Most ranks (boxes on the longest input-to-output path) the automatic view prefers: 40 ranks are
+#: about three screens (900 px each) of a 1400 px window. A view under the node budget but taller is
+#: drawn only when no collapsed view is shorter. A raised node budget raises it too (a quarter of
+#: the budget, at least 40).
 RANK_BUDGET = 40
 
 
@@ -48,9 +42,8 @@ def rank_budget(node_budget: int) -> int:
     return max(RANK_BUDGET, node_budget // 4)
 
 
-# : A full graph drawn with more boxes than this gets one node per use of a leaf used by several ops
-# (what keeps
-#: ``dot`` fast on an unrolled loop); smaller graphs draw each leaf once.
+#: A full graph drawn with more boxes than this gets one node per use of a leaf used by several ops
+#: (what keeps ``dot`` fast on an unrolled loop); smaller graphs draw each leaf once.
 PER_USE_ABOVE = 60
 
 

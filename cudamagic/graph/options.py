@@ -21,9 +21,14 @@ class GraphOptions:
     Attributes:
         fmt: picture format (``svg``, ``png``, ``pdf`` or ``dot`` for the DOT source only).
         output_names: variables to draw instead of the last expression (empty: the last expression).
-        show_saved, show_attrs, group, shared_params: drawing switches (see ``%%autograd_graph?``).
-        depth: collapse module calls deeper than this (None: automatic). fold: fold repeated blocks.
-        node_budget: most nodes drawn in full (count). timeout_s: seconds ``dot`` may run.
+        show_saved: draw the tensors each op saves (``--show-saved``).
+        show_attrs: show non-tensor saved attributes (``--show-attrs``).
+        group: draw module calls as clusters (``--group``).
+        depth: collapse module calls deeper than this (None: automatic).
+        fold: fold repeated blocks (no ``--no-fold``).
+        shared_params: one node per leaf tensor always (``--shared-params``).
+        node_budget: most nodes drawn in full (count).
+        timeout_s: seconds ``dot`` may run.
         save_path: also write the picture here, or None.
         engine: ``'cudamagic'`` (our walker, the default) or ``'torchviz'`` (torchviz's
             ``make_dot``).

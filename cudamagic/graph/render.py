@@ -20,13 +20,11 @@ from .dot import legend_rows, node_text
 from .layout import INSTALL_DOT, clean_text
 from .model import ACCUMULATE, BACKWARD, BASE, LEAF, MODULE, OUTPUT, PARAM, RUN, topo_order
 
-# : The graph page's own rules, scoped like :data:`cudamagic.core.style.CSS` (theme variables only).
-# The picture
-# : fits the output width by default (``max-width:100%`` on the ``<svg>``, its ``viewBox`` keeps it
-# crisp); opening
-# : the ``cm-zoom`` ``<details>`` shows it at 1:1 in a scroll box (a CSS sibling rule: no script, so
-# it works in
-#: JupyterLab's trusted outputs, which run no inline scripts).
+#: The graph page's own rules, scoped like :data:`cudamagic.core.style.CSS` (theme variables only).
+#: The picture fits the output width by default (``max-width:100%`` on the ``<svg>``, its
+#: ``viewBox`` keeps it crisp); opening the ``cm-zoom`` ``<details>`` shows it at 1:1 in a scroll
+#: box (a CSS sibling rule: no script, so it works in JupyterLab's trusted outputs, which run no
+#: inline scripts).
 GRAPH_CSS = """
 .cudamagic.cm-graph .cm-graph-cap{margin:2px 0}
 .cudamagic.cm-graph .cm-legend{display:flex;flex-wrap:wrap;gap:2px 14px;margin:4px 0;
@@ -48,8 +46,8 @@ def _code_spans(escaped: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
 
 
-# : Most lines of the terminal outline of a graph (the ``... N more boxes`` line included), with or
-# without ``dot``.
+#: Most lines of the terminal outline of a graph (the ``... N more boxes`` line included), with or
+#: without ``dot``.
 OUTLINE_LINES = 40
 
 

@@ -60,8 +60,11 @@ class CellMemReport(Rendered):
         gpus: list of :class:`GpuCellStats` (empty without CUDA; see ``gpu_status``).
         gpu_status: ``"ok"`` or NA saying why there are no GPU figures.
         peak_reset: ``--reset-peak`` was used (the user's ``max_memory_allocated`` was reset).
-        nvml_before / nvml_after: ``{"GPU <nvml index>": bytes}`` or NA (process memory per NVML).
-        rss_before_bytes / rss_after_bytes / rss_delta_bytes: process RSS in bytes (or NA).
+        nvml_before: ``{"GPU <nvml index>": bytes}`` or NA (process memory per NVML), before.
+        nvml_after: the same, after the cell.
+        rss_before_bytes: process RSS in bytes (or NA) before the cell.
+        rss_after_bytes: the same after the cell.
+        rss_delta_bytes: after minus before (or NA).
         tensors: largest :class:`TensorRow` s reachable after the cell (``new`` = left by this
             cell).
         tensors_total: number of tensor storages reachable after the cell.
@@ -165,8 +168,9 @@ class FreeReport(Rendered):
         cpu_tensor_bytes_freed: bytes of CPU tensor storages that were alive in Python before and
             are gone after (found by scanning all live tensor objects); 0 without torch.
         tensor_bytes_freed: the same for every device.
-        rss_before_bytes / rss_after_bytes: process RSS (the allocator may keep freed memory, so RSS
-            can drop less than the tensors freed).
+        rss_before_bytes: process RSS before (the allocator may keep freed memory, so RSS can
+            drop less than the tensors freed).
+        rss_after_bytes: process RSS after.
         gc_collected: objects collected by ``gc.collect()``.
         holders: list of :class:`Holder` that still keep tensors alive, with the flag to release
             each.

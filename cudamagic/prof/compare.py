@@ -26,9 +26,12 @@ class DiffRow:
     """One operator or kernel in both runs.
 
     Attributes:
-        kind: ``"operator"`` or ``"kernel"``. name: full name. a_us/b_us: self (kernels: device)
-            time summed over
-        calls in A and B, 0.0 when absent. a_calls/b_calls: calls. delta_us: ``b_us - a_us``.
+        kind: ``"operator"`` or ``"kernel"``.
+        name: full name.
+        a_us: self (kernels: device) time summed over calls in A, 0.0 when absent.
+        b_us: the same in B.
+        a_calls: calls in A.
+        b_calls: calls in B.
     """
 
     kind: str
@@ -123,8 +126,11 @@ class Comparison(Rendered):
     profiles.
 
     Attributes:
-        label_a/label_b: what was compared. total_a_us/total_b_us: all operators' self time in A and
-        B.
+        label_a: what A is.
+        label_b: what B is.
+        rows: the :class:`DiffRow` s.
+        total_a_us: all operators' self time in A.
+        total_b_us: all operators' self time in B.
         top: rows shown (all are in ``rows``).
     """
 

@@ -46,8 +46,8 @@ PALETTE = (
 OTHER_COLOUR = "var(--jp-layout-color3, #9e9e9e)"
 MAX_RECTS = 1500  # per timeline: the longest events; shorter ones are under a pixel wide anyway
 
-# : Text colours of the SVG pictures (labels, axis); bars use :data:`PALETTE`. Theme variables,
-# neutral fallbacks.
+#: Text colours of the SVG pictures (labels, axis); bars use :data:`PALETTE`. Theme variables,
+#: neutral fallbacks.
 TEXT_FILL = "var(--jp-content-font-color1, currentColor)"
 MUTED_FILL = "var(--jp-content-font-color2, currentColor)"
 LINE_STROKE = "var(--jp-border-color2, currentColor)"
@@ -313,9 +313,8 @@ def _colour_map(res) -> dict:
     return {n: PALETTE[i] for i, n in enumerate(names)}
 
 
-# : operator rows per CPU thread in the timeline: depth 0 (not enclosed by another operator), 1 and
-# 2 (deeper ones
-#: lie inside a depth-2 box and are left out).
+#: operator rows per CPU thread in the timeline: depth 0 (not enclosed by another operator), 1 and 2
+#: (deeper ones lie inside a depth-2 box and are left out).
 DEPTH_ROWS = 3
 #: fill of operators outside the legend, per depth: a different theme shade per nesting level.
 OTHER_BY_DEPTH = (
@@ -323,10 +322,9 @@ OTHER_BY_DEPTH = (
     "var(--jp-layout-color4, #757575)",
     "var(--jp-border-color1, #bdbdbd)",
 )
-# : outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per
-# depth; one
-# : rule per depth class in the SVG's own stylesheet (not repeated on each of up to MAX_RECTS
-# rectangles).
+#: outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per
+#: depth; one rule per depth class in the SVG's own stylesheet (not repeated on each of up to
+#: MAX_RECTS rectangles).
 DEPTH_STYLE = (
     "stroke:var(--jp-ui-font-color1,#222);stroke-width:0.6",
     "stroke:var(--jp-ui-font-color2,#555);stroke-width:0.5;stroke-dasharray:2 1;fill-opacity:0.8",

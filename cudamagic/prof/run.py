@@ -24,8 +24,8 @@ from ..core.cell import compile_cell, run_code_caught
 from .summary import build_result
 from .trace import write_trace
 
-# : file-name parts of warnings that come from the profiler itself (summarised in one line, not
-# printed).
+#: file-name parts of warnings that come from the profiler itself (summarised in one line, not
+#: printed).
 _PROFILER_WARNING_FILES = (
     os.sep.join(("torch", "profiler")),
     os.sep.join(("torch", "autograd", "profiler")),
@@ -35,8 +35,8 @@ _PROFILER_WARNING_FILES = (
 )
 
 
-# : lines that Kineto writes straight to file descriptor 2 at each start and stop (``USDT:``,
-# ``STAGE:``).
+#: lines that Kineto writes straight to file descriptor 2 at each start and stop (``USDT:``,
+#: ``STAGE:``).
 _KINETO_LOG = re.compile(r"^(USDT|STAGE):\S* ")
 _PROFILER_LINE = re.compile(r"profil|kineto|cupti|roctracer", re.IGNORECASE)
 
@@ -81,12 +81,12 @@ class ProfRun:
 
     Attributes:
         result: the :class:`~.summary.ProfResult`, or None when the cell ran unprofiled (see
-            ``skipped``) or
-            did not compile. exception: the cell's own exception (the caller re-raises it), or None.
-        has_value/value: the final expression's value. skipped: why the cell ran without profiling,
-        or None.
-        profiler_warnings: texts of the profiler's warnings collected during the cell (others are
-            re-issued).
+            ``skipped``) or did not compile.
+        exception: the cell's own exception (the caller re-raises it), or None.
+        has_value: the cell ended in an expression.
+        value: that expression's value.
+        skipped: why the cell ran without profiling, or None.
+        profiler_warnings: texts of the profiler's warnings (others are re-issued).
         profiler_log: Kineto's log lines caught at profiler start and stop (not shown).
     """
 

@@ -64,18 +64,20 @@ class OpRecord:
     your own ``record_function`` range).
 
     Attributes:
-        name: full operator name (``aten::addmm``). shapes: input shapes as text (``[[128], [128,
-            64]]``).
-        thread: OS thread id. start_us/end_us: from the trace start. self_us: time not spent in
-            child operators.
-        top: no other operator encloses it. depth: how many operators enclose it (0 for a top one;
-            the
-        timeline draws depths 0, 1, 2 in their own rows). module: innermost ``nn.Module`` path
-        (``Sequential_0/Linear_1``) when Python calls were recorded, else ``""``. stack:
-        innermost-first frames
-        of your code (``"cell.py(5): train"``) when Python calls were recorded. device_us: device
-            time of the
-        kernels it launched.
+        name: full operator name (``aten::addmm``).
+        shapes: input shapes as text (``[[128], [128, 64]]``).
+        thread: OS thread id.
+        start_us: start, from the trace start.
+        end_us: end, from the trace start.
+        self_us: time not spent in child operators.
+        top: no other operator encloses it.
+        module: innermost ``nn.Module`` path (``Sequential_0/Linear_1``) when Python calls were
+            recorded, else ``""``.
+        stack: innermost-first frames of your code (``"cell.py(5): train"``) when Python calls were
+            recorded.
+        device_us: device time of the kernels it launched.
+        depth: how many operators enclose it (0 for a top one; the timeline draws depths 0, 1, 2
+            in their own rows).
     """
 
     name: str
@@ -101,11 +103,13 @@ class KernelRecord:
     """One device activity (GPU kernel, memcpy, memset).
 
     Attributes:
-        name: full kernel name. kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``. device: CUDA
-            ordinal.
-        stream: CUDA stream id. start_us/end_us: from the trace start. launcher: name of the CPU
-            operator that
-        launched it (via the profiler's correlation id), or ``""``.
+        name: full kernel name.
+        kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``.
+        device: CUDA ordinal.
+        stream: CUDA stream id.
+        start_us: start, from the trace start.
+        end_us: end, from the trace start.
+        launcher: the CPU operator that launched it (by correlation id), or ``""``.
     """
 
     name: str
@@ -141,11 +145,12 @@ class TableRow:
     """One row of an operator or kernel table (aggregated calls).
 
     Attributes:
-        name: operator or kernel name. detail: the grouping's extra key (shapes, module, stack) or
-            ``""``.
-        calls: number of calls. self_us: summed self time (kernels: device time). total_us: summed
-            inclusive
-        time. self_pct: share of all operators' self time (kernels: of all device time), in percent.
+        name: operator or kernel name.
+        detail: the grouping's extra key (shapes, module, stack) or ``""``.
+        calls: number of calls.
+        self_us: summed self time (kernels: device time).
+        total_us: summed inclusive time.
+        self_pct: share of all operators' self time (kernels: of all device time), in percent.
         launcher: kernels only, the launching operator(s).
     """
 
@@ -297,25 +302,29 @@ class ProfResult(Rendered):
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
-        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. cpu_s:
-            this
-        process's CPU time during the cell in seconds (all threads; ``time.process_time``).
-        activities: the recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``). ops, kernels, steps:
-            the records.
-        span_us: (start, end) of the profiled span in microseconds. group, stack_depth, top: how
-            tables are shown.
-        gpu: one :class:`GpuBreakdown` per device, or NA with the reason. peak_memory_bytes: peak
-            allocated
-        bytes during the profiled span above its start (``--memory``), per device name (``"cpu"``,
-        ``"cuda:0"``), or NA. memory_points: device name -> [(t_us, allocated bytes above start)],
-        the
-        allocation timeline. memory_html_path: the PyTorch memory viewer written for a CUDA
-            snapshot, or None.
+        header: the magic line.
+        wall_s: the cell's wall time in seconds, under the profiler.
+        cpu_s: this process's CPU time during the cell in seconds (all threads).
+        activities: the recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``).
+        ops: the :class:`OpRecord` s.
+        kernels: the :class:`KernelRecord` s.
+        steps: the :class:`StepRecord` s.
+        span_us: (start, end) of the profiled span in microseconds.
+        group: the table grouping.
+        stack_depth: frames per ``stack`` key.
+        top: rows per table.
+        with_stack: Python calls were recorded.
+        gpu: one :class:`GpuBreakdown` per device, or NA with the reason.
+        peak_memory_bytes: peak allocated bytes above the span's start (``--memory``), per device
+            name (``"cpu"``, ``"cuda:0"``), or NA.
+        memory_points: device name -> [(t_us, allocated bytes above start)].
+        memory_html_path: the PyTorch memory viewer written for a CUDA snapshot, or None.
         memory_snapshot_s: seconds taken to dump the CUDA memory snapshot, or None.
-        trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices:
-            one-line
-        notes (activities not recorded, warnings summary). error: the cell's exception as text, or
-        None (a profile of the part that ran).
+        trace_path: the written trace, or None.
+        trace_notes: what the size cap dropped.
+        notices: one-line notes (activities not recorded, warnings summary).
+        warnings: the profiler's warnings.
+        error: the cell's exception as text, or None (a profile of the part that ran).
     """
 
     header: str = "%%torchprof"
