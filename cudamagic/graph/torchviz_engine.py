@@ -17,6 +17,7 @@ import types
 import warnings
 
 from IPython.core.error import UsageError
+from packaging.version import Version
 
 from ..core.fmt import terminal_safe
 from . import capture, draw
@@ -31,34 +32,22 @@ _FRAME_MARGIN = 200
 def _distutils_shim():
     """Provide ``distutils.version.LooseVersion`` while torchviz is imported.
 
-    Provide ``distutils.version.LooseVersion`` while torchviz is imported, then restore
-    ``sys.modules``.
-
     torchviz only compares ``torch.__version__`` with ``"1.9"``; ``packaging``'s ``Version`` (with
     the local part dropped) does that. Nothing is left in ``sys.modules`` afterwards.
     """
     try:
         import distutils.version  # noqa: F401 - Python < 3.12, or setuptools' shim
-
-        yield
-        return
     except ImportError:
         pass
-    from packaging.version import Version
-
-    class LooseVersion:
-        def __init__(self, text):
-            self.v = Version(str(text).split("+")[0])
-
-        def __lt__(self, other):
-            return self.v < other.v
-
+    else:
+        yield
+        return
+    ver = types.ModuleType("distutils.version")
+    ver.LooseVersion = lambda text: Version(str(text).split("+")[0])
+    pkg = types.ModuleType("distutils")
+    pkg.version = ver
     missing = object()
     saved = {k: sys.modules.get(k, missing) for k in ("distutils", "distutils.version")}
-    pkg = types.ModuleType("distutils")
-    ver = types.ModuleType("distutils.version")
-    ver.LooseVersion = LooseVersion
-    pkg.version = ver
     sys.modules.update({"distutils": pkg, "distutils.version": ver})
     try:
         yield

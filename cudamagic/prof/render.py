@@ -9,6 +9,7 @@ name from the profile (operator and kernel names, shapes, paths, error texts) is
 
 from __future__ import annotations
 
+import heapq
 import textwrap
 
 from ..core import style
@@ -342,8 +343,6 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
     :data:`MAX_RECTS` rectangles, the longest; hover shows the name, depth and duration. The legend
     colours the operators with the most self time.
     """
-    import heapq
-
     start, end = res.span_us
     span = max(end - start, 1e-9)
     lanes: dict = {}
