@@ -138,7 +138,7 @@ class GraphMagics(AreaMagics):
         lines (the last says how many boxes are left out).
 
         Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
-        the Python wrapper) nothing is drawn: the result shows how to install it, an
+        the Python wrapper) nothing is drawn: the result shows the install command, an
         op-count table, the same text outline (at most 40 lines) and the DOT source
         (``_.dot``); ``--format dot`` and ``--save x.dot`` still work. Install Graphviz,
         then restart the kernel: Debian/Ubuntu ``sudo apt-get install graphviz``;
