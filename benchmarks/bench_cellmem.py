@@ -33,9 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def per_cell_ms(ip, cell, n):
     t0 = time.perf_counter()
     for _ in range(n):
-        ip.run_cell(
-            cell
-        )  # store_history=False: keeps IPython's sqlite history writes out of the figures
+        # store_history=False: keeps IPython's sqlite history writes out of the figures
+        ip.run_cell(cell)
     return (time.perf_counter() - t0) / n * 1e3
 
 

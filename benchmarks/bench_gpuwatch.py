@@ -281,9 +281,8 @@ def bench_kernel(seconds):
                 f"{ok} the goal "
                 "if the widget cost were fixed"
             )
-    if (
-        1 in totals and 8 in totals
-    ):  # the widget grows with the GPU count too: split by the marginal cost
+    # the widget grows with the GPU count too: split by the marginal cost
+    if 1 in totals and 8 in totals:
         marginal = (totals[8] - totals[1]) / 7
         fixed = totals[1] - marginal
         ok = "meets" if marginal < 1.0 and fixed < 2.0 else "MISSES"

@@ -126,9 +126,8 @@ def main(argv=None):
     ip.run_line_magic("load_ext", "cudamagic")
     ip.run_cell(SETUP)
     ns = ip.user_ns
-    time_ours(
-        ip, "(chain_x * 2).sum()"
-    )  # warm-up, untimed: first imports and first fork of each tool
+    # warm-up, untimed: first imports and first fork of each tool
+    time_ours(ip, "(chain_x * 2).sum()")
     time_torchviz(ns, "(chain_x * 2).sum()", cap)
     rows = []
     for name, expr in CASES:

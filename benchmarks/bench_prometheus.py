@@ -98,9 +98,8 @@ def bench_history(n_gpus: int = 64):
         )
         server.start()
         src = PrometheusSource(parse_source(server.url), interval_s=1.0)
-        src.history(
-            60, end_s=end
-        )  # warm the connection and the server's caches alike for both runs
+        # warm the connection and the server's caches alike for both runs
+        src.history(60, end_s=end)
         for label, kept in (
             ("monitor default (600 samples kept)", 600),
             ("1 s step (3600 samples)", 3600),

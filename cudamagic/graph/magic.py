@@ -37,9 +37,8 @@ class GraphSettings(HasTraits):
 class GraphMagics(AreaMagics):
     """``%%autograd_graph``."""
 
-    @magic_arguments(
-        "%autograd_graph"
-    )  # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
+    # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
+    @magic_arguments("%autograd_graph")
     @argument(
         "-o",
         "--output",

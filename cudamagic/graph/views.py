@@ -288,9 +288,7 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                 if len(run) > 1:
                     first, last = calls[run[0]], calls[run[-1]]
                     span = ""
-                    if (
-                        first.path and first.path == last.path
-                    ):  # one module called in a loop (an RNN cell)
+                    if first.path and first.path == last.path:  # one module in a loop (RNN)
                         label = f"{first.path} ({first.type_name}) x {len(run)}"
                     else:
                         label = f"{first.type_name} x {len(run)}"

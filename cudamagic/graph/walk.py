@@ -216,9 +216,8 @@ def checkpoint_inputs(unpack_hook):
         frame = cells["frame"].cell_contents
         tensors = []
         for arg in frame.saved_args:
-            data = (
-                arg.data if type(arg).__name__ == "SavedTensor" else arg
-            )  # else a plain value (an int)
+            # else a plain value (an int)
+            data = arg.data if type(arg).__name__ == "SavedTensor" else arg
             tensors += _packed_tensors(data)
         return id(frame), tensors
     except Exception:
@@ -264,9 +263,8 @@ def read_saved(fn, attr: str):
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
     raws = list(raw) if many else [raw]
-    hooked = any(
-        r is not None and r.unpack_hook is not None for r in raws
-    )  # r: a SavedTensor or None
+    # r: a SavedTensor or None
+    hooked = any(r is not None and r.unpack_hook is not None for r in raws)
     out = []
     for r in raws:
         if r is None:
@@ -276,9 +274,8 @@ def read_saved(fn, attr: str):
         else:
             data = r.data
             if data is None and not hooked and attr != "_saved_tensors":
-                return getattr(
-                    fn, attr
-                )  # freed (raises) or an undefined tensor; no hook is set, none runs
+                # freed (raises) or an undefined tensor; no hook is set, none runs
+                return getattr(fn, attr)
             out.append(data)
     return tuple(out) if many else out[0]
 
@@ -521,9 +518,8 @@ def _walk(
             node_id = ids[fn]
             cls_name = type(fn).__name__
             call = _call_of(fn, calls, call_starts, call_ends)
-            var = (
-                fn.variable if cls_name == "AccumulateGrad" else None
-            )  # a custom ctx may have .variable too
+            # a custom ctx may have .variable too
+            var = fn.variable if cls_name == "AccumulateGrad" else None
             if var is not None:
                 var_id = new_id()
                 name = names.get(id(var))
@@ -565,9 +561,8 @@ def _walk(
     )
     if calls:
         graph = place_params(graph)
-    graph = add_saved_nodes(
-        graph, show_saved
-    )  # custom Functions' saved tensors always; every one with show_saved
+    # custom Functions' saved tensors always; every one with show_saved
+    graph = add_saved_nodes(graph, show_saved)
     graph = split_uses(graph) if not shared_params else graph
     ids.clear()
     return graph

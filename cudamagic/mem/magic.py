@@ -179,9 +179,7 @@ class MemMagics(AreaMagics):
         run = run_measured(
             self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top, reset_peak=reset_peak
         )
-        if (
-            run.report is None
-        ):  # SyntaxError: the cell did not run (raised without our parser frames)
+        if run.report is None:  # a SyntaxError: the cell did not run
             raise run.exception
         self.history.append(run.report)
         if run.exception is not None:

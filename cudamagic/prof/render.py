@@ -167,9 +167,8 @@ def _facts(res) -> list[tuple[str, str]]:
             )
         )
     elif is_na(res.peak_memory_bytes):
-        facts.append(
-            ("peak allocated", res.peak_memory_bytes)
-        )  # NA: the text and HTML forms show the reason
+        # NA: the text and HTML forms show the reason
+        facts.append(("peak allocated", res.peak_memory_bytes))
     if res.memory_html_path:
         facts.append(("memory viewer", res.memory_html_path))
     if res.trace_path:

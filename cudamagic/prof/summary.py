@@ -23,9 +23,8 @@ from . import render
 
 #: The operator table groupings (``--group``).
 GROUPS = ("op", "shape", "module", "stack")
-_FRAME = re.compile(
-    r"^(.*)\((\d+)\): (.+)$"
-)  # "path/file.py(12): func" (a Python-function event's name)
+# "path/file.py(12): func" (a Python-function event's name)
+_FRAME = re.compile(r"^(.*)\((\d+)\): (.+)$")
 _NOT_USER = (
     "torch/",
     "cudamagic/",

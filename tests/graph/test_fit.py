@@ -50,12 +50,10 @@ def test_repeated_calls_of_one_module_fold_into_one_box_with_the_count(big):
     r = magic(big, "--format dot", RNN_LOOP)  # the automatic view, no --depth
     boxes = r.drawn.of_kind(M.MODULE)
     assert [(b.label, b.count) for b in boxes] == [("rnn (RNNCell) x 400", 400)]
-    assert (
-        boxes[0].ops == len(r.graph.of_kind(M.BACKWARD)) - 1
-    )  # every op but the final SumBackward0
-    assert (
-        len(r.drawn.nodes) <= 12
-    )  # 4 parameters, their AccumulateGrads, the box, the sum, the output
+    # every op but the final SumBackward0
+    assert boxes[0].ops == len(r.graph.of_kind(M.BACKWARD)) - 1
+    # 4 parameters, their AccumulateGrads, the box, the sum, the output
+    assert len(r.drawn.nodes) <= 12
     assert "rnn (RNNCell) x 400" in r.caption()
 
 
@@ -123,9 +121,8 @@ def test_legend_lists_only_the_kinds_drawn(big):
     assert re.search(
         r'<div class="cm-pic"><svg\b.*?</svg>\s*</div><div class="cm-legend"', html, re.S
     )
-    assert (
-        "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot
-    )  # standalone files keep one
+    # standalone files keep one
+    assert "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot
 
 
 @needs_dot
@@ -133,9 +130,8 @@ def test_saved_bytes_of_the_boxes_add_up_to_the_caption_or_the_caption_says_why(
     rnn = magic(big, "", RNN_LOOP)
     assert render.drawn_saved_bytes(rnn.drawn) == rnn.graph.saved_bytes_total
     assert "add up to" not in rnn.caption() and "75.1 KiB" in rnn.caption()
-    mlp = magic(
-        big, "", MLP_LOSS
-    )  # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
+    # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
+    mlp = magic(big, "", MLP_LOSS)
     shown = render.drawn_saved_bytes(mlp.drawn)
     assert shown > mlp.graph.saved_bytes_total
     assert (
@@ -154,9 +150,8 @@ def test_no_hard_coded_colours_around_the_picture(big):
         ("--format dot", MLP_LOSS),
     ):
         page = _page_outside_pictures(magic(big, line, cell)._repr_html_())
-        page = re.sub(
-            r"<pre>.*?</pre>", "", page, flags=re.S
-        )  # the DOT source is text, not styling
+        # the DOT source is text, not styling
+        page = re.sub(r"<pre>.*?</pre>", "", page, flags=re.S)
         page = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
         assert style.hard_coded_colours(page) == [], line  # the rule every output's tests share
         without_vars = re.sub(r"var\(--jp-[\w-]+(?:,[^()]*)?\)", "", page)

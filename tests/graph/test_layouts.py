@@ -186,9 +186,8 @@ def test_per_channel_scales_counted_inside_subclasses_or_the_size_is_unknown():
     t = TwoTensor(qc, qc)
     for _ in range(2):
         t = TwoTensor(t, t)
-    parts, why = G.storage_parts(
-        t
-    )  # qc three levels down: data, scales and zero points, 8 times over
+    # qc three levels down: data, scales and zero points, 8 times over
+    parts, why = G.storage_parts(t)
     assert why == "" and len(parts) == 24
     assert (
         sum(b for _, b in {key: nbytes for key, nbytes, _ in parts}.items()) == 16 + 4 * 8 + 4 * 8

@@ -93,9 +93,8 @@ def _outline_lines(r) -> list:
 
 
 def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
-    monkeypatch.setenv(
-        "PATH", "/nonexistent"
-    )  # `dot` hidden: the outline is the terminal's only view
+    # `dot` hidden: the outline is the terminal's only view
+    monkeypatch.setenv("PATH", "/nonexistent")
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     assert r.problem == "dot missing" and len(r.drawn.nodes) > 60
     lines = _outline_lines(r)

@@ -59,16 +59,14 @@ def test_views_of_one_activation_count_its_storage_once_per_node_and_per_graph()
 
 
 def test_saved_view_of_a_parameter_is_not_counted_but_activations_beside_it_are():
-    w = torch.randn(
-        64, requires_grad=True
-    )  # a leaf: its storage is the user's, not held for backward
+    # a leaf: its storage is the user's, not held for backward
+    w = torch.randn(64, requires_grad=True)
     x = torch.randn(64) + 1  # plain input, saved by the product
     y = (x[:32] * w[:32]).sum()  # MulBackward0 reads `other` (w's view) first, then `self`
     gr = G.walk([("y", y)], tensor_names={id(w): "w"})
     mul = _by_label(gr)["MulBackward0"]
-    assert (
-        mul.saved_bytes == _storage_bytes(x) == 256
-    )  # x's whole storage; w[:32] shares w's: not counted
+    # x's whole storage; w[:32] shares w's: not counted
+    assert mul.saved_bytes == _storage_bytes(x) == 256
     assert mul.saved_view_bytes == 32 * 4
     assert gr.saved_bytes_total == 256
 
@@ -93,9 +91,8 @@ def test_hook_kinds_are_summed_in_one_note_and_a_shared_storage_counted_once():
     assert by["ExpBackward0"].held == (("kept on CPU", 1),)
     assert by["SinBackward0"].held == (("packed by partial", 1),)
     assert by["MulBackward0"].held == (("packed by partial", 2),)
-    assert (
-        gr.saved_bytes_total == _storage_bytes(h) + 2 * 400
-    )  # h once; sin(h) and cos(h) are new storages
+    # h once; sin(h) and cos(h) are new storages
+    assert gr.saved_bytes_total == _storage_bytes(h) + 2 * 400
     hooks = [n for n in gr.notes if n.startswith("Saved tensors behind saved-tensor hooks")]
     assert hooks == [
         "Saved tensors behind saved-tensor hooks (1 kept on CPU, 4 packed by partial) were read "
@@ -172,9 +169,8 @@ def test_checkpoint_counts_every_input_of_its_frame_once():
     inside = [n for n in gr.of_kind(M.BACKWARD) if n.held]
     assert {n.label for n in inside} == {"ExpBackward0", "TanhBackward0", "AddmmBackward0"}
     assert all(h == "recomputed in backward" for n in inside for h, _ in n.held)
-    assert (
-        by["ExpBackward0"].saved_bytes == _storage_bytes(a, b) == 1024
-    )  # on the frame's first entry only
+    # on the frame's first entry only
+    assert by["ExpBackward0"].saved_bytes == _storage_bytes(a, b) == 1024
     assert by["TanhBackward0"].saved_bytes == 0
     # the three MulBackward0 save a 0-dim scalar each (8 B: the wrapped Python number, not given to
     # the hooks)
@@ -294,10 +290,11 @@ def test_saved_entries_carry_shape_dtype_and_storage_bytes_when_drawn():
     y = (v * v.cos()).sum()
     E = M.SavedEntry
     plain = _by_label(G.walk([("y", y)]))
+    # no shapes kept
     assert plain["MulBackward0"].saved == (
         E("other", None, "", 40),
         E("self", None, "", 400),
-    )  # no shapes kept
+    )
     drawn = G.walk([("y", y)], show_saved=True)
     by = _by_label(drawn)
     # the entry's bytes are the storage it keeps alive (h's 400 B for the 10-element view), not the
@@ -364,9 +361,8 @@ def test_two_views_of_one_storage_in_one_node_show_the_larger_view():
 
 
 def test_an_empty_saved_tensor_counts_zero_bytes():
-    x = torch.randn(
-        1, requires_grad=True
-    )  # not empty: an empty leaf's storage key (address 0) is every empty one's
+    # not empty: an empty leaf's storage key (address 0) is every empty one's
+    x = torch.randn(1, requires_grad=True)
     e = torch.randn(0) + 1
     mul = _by_label(G.walk([("y", (x * e).sum())]))["MulBackward0"]
     assert mul.saved_bytes == mul.saved_view_bytes == e.untyped_storage().nbytes() == 0

@@ -54,16 +54,14 @@ def test_collapsed_caption_counts_every_autograd_node(ip):
         "enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)\n"
         "src = torch.randn(2, 5, 16)"
     )
-    r = magic(
-        ip, "--depth 1 --no-fold --format dot", "enc(src).sum()"
-    )  # two boxes (folded: one, x 2)
+    # two boxes (folded: one, x 2)
+    r = magic(ip, "--depth 1 --no-fold --format dot", "enc(src).sum()")
     boxes = r.drawn.of_kind(M.MODULE)
     assert len(boxes) == 2
     assert sum(b.saved_bytes for b in boxes) <= r.graph.saved_bytes_total
     total = sum(r.graph.op_counts().values())
-    assert (
-        f'label="autograd graph: {total} autograd nodes (' in r.dot
-    )  # the standalone file's caption
+    # the standalone file's caption
+    assert f'label="autograd graph: {total} autograd nodes (' in r.dot
     assert "2 module boxes" in r.dot and "1 autograd nodes" not in r.dot
 
 

@@ -205,9 +205,8 @@ def test_html_is_themed_aligned_and_scrolls_with_a_cue():
     assert '<td class="cm-num">+1 B</td>' in page  # the CPU cell's RSS delta
     cell = rep._repr_html_()
     assert '<th class="cm-num">retries</th><th class="cm-num">OOMs</th>' in cell
-    assert (
-        '<span class="cm-badge cm-error">' in cell
-    )  # "cell raised ...": a badge, text in the theme colour
+    # "cell raised ...": a badge, text in the theme colour
+    assert '<span class="cm-badge cm-error">' in cell
     assert '<td class="cm-num">999.0 MiB</td>' in cell
     only_cpu = history.MemHistory([cpu])._repr_html_()
     assert "allocated delta" not in only_cpu and "RSS delta" in only_cpu  # no empty GPU columns

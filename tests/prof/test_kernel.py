@@ -46,9 +46,8 @@ def test_torchprof_in_a_kernel(tmp_path):
 
     kinds = [o.output_type for o in outs[3]]
     assert kinds[-1] == "error" and outs[3][-1].ename == "KeyError"
-    assert any(
-        "cm-prof" in o.get("data", {}).get("text/html", "") for o in outs[3]
-    )  # the part that ran
+    # the part that ran
+    assert any("cm-prof" in o.get("data", {}).get("text/html", "") for o in outs[3])
     tb = "\n".join(outs[3][-1].traceback)
     assert "raise KeyError('missing batch')" in re.sub(r"\x1b\[[0-9;]*m", "", tb)
 

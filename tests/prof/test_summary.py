@@ -140,9 +140,8 @@ def test_rows_match_torch_key_averages(steps_prof, with_stack):
     assert sum(r.self_pct for r in rows) == pytest.approx(100.0)
     assert rows[0].self_pct == pytest.approx(100.0 * rows[0].self_us / sum(r.self_us for r in rows))
     raw = sum(e.name() == "aten::sum" for e in steps_prof.profiler.kineto_results.events())
-    assert (
-        raw > {r.name: r.calls for r in rows}["aten::sum"] == ka["aten::sum"].count
-    )  # the redispatch merged
+    # the redispatch merged
+    assert raw > {r.name: r.calls for r in rows}["aten::sum"] == ka["aten::sum"].count
     assert res.slowest() == rows[0]
 
 
@@ -187,9 +186,8 @@ def test_steps_are_read_on_both_paths_and_kept_out_of_the_depth(steps_prof):
         assert res.span_us[0] == pytest.approx(s1.start_us) and res.span_us[1] >= s2.end_us
         assert not any(o.name.startswith("ProfilerStep") for o in res.ops)
         linear = [o for o in res.ops if o.name == "aten::linear"]
-        assert len(linear) == 4 and all(
-            o.depth == 0 and o.top for o in linear
-        )  # the step range is not a parent
+        # the step range is not a parent
+        assert len(linear) == 4 and all(o.depth == 0 and o.top for o in linear)
         addmm = [o for o in res.ops if o.name == "aten::addmm"]
         assert addmm and all(o.depth == 1 and not o.top for o in addmm)
 
@@ -261,9 +259,8 @@ def test_without_python_calls_module_and_stack_need_a_new_profile(steps_prof):
             res.rows(group)
         with pytest.raises(ValueError, match=f"grouping by {group}"):
             res.table(group=group)
-    shaped = _build(
-        steps_prof, True, group="shape"
-    )  # FunctionEvent path, no Python events: empty keys
+    # FunctionEvent path, no Python events: empty keys
+    shaped = _build(steps_prof, True, group="shape")
     assert all(o.module == "" and o.stack == () for o in shaped.ops)
     assert {r.detail for r in shaped.rows("module")} == {"(outside any nn.Module)"}
     assert {r.detail for r in shaped.rows("stack")} == {"(no frame of your code)"}
@@ -283,9 +280,8 @@ def test_memory_peak_and_timeline(steps_prof):
         assert max(level for _, level in pts) == peak
         levels = [level for _, level in pts]
         i = levels.index(peak)
-        assert (
-            levels[i] - levels[i - 1] == 4_000_000 and levels[i + 1] == levels[i - 1]
-        )  # the 4 MB, then freed
+        # the 4 MB, then freed
+        assert levels[i] - levels[i - 1] == 4_000_000 and levels[i + 1] == levels[i - 1]
         assert pts[i][0] >= res.steps[1].start_us  # at its time, from the trace start
 
 
@@ -559,9 +555,8 @@ def test_kineto_self_time_never_negative_and_redispatch_merged():
     ]
     res = _build(_kineto_prof(evs), False, activities=("CPU", "CUDA"))
     ops = {(o.name, o.start_us): o for o in res.ops}
-    assert (
-        ops[("outer", 0.0)].self_us == 0.0 and ops[("b", 15.0)].depth == 1
-    )  # b starts as a ends: a sibling
+    # b starts as a ends: a sibling
+    assert ops[("outer", 0.0)].self_us == 0.0 and ops[("b", 15.0)].depth == 1
     assert ops[("a", 0.0)].self_us == 15.0 and ops[("b", 15.0)].self_us == 15.0
     sums = [o for o in res.ops if o.name == "aten::sum"]
     assert len(sums) == 1 and sums[0].self_us == 45.0 and sums[0].device_us == 10.0
@@ -1015,9 +1010,8 @@ def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
         "1, 0.0, 1.0, 1.0)])\n"
         f"r.save_html({str(path)!r})\n"
     )
-    here_root = os.path.dirname(
-        os.path.dirname(os.path.abspath(cudamagic.__file__))
-    )  # the copy under test
+    # the copy under test
+    here_root = os.path.dirname(os.path.dirname(os.path.abspath(cudamagic.__file__)))
     env = {
         **os.environ,
         "LC_ALL": "C",
