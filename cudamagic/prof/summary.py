@@ -420,21 +420,11 @@ class ProfResult(Rendered):
             from IPython.core.error import UsageError
 
             raise UsageError("ProfResult.to_pandas() needs pandas: `pip install pandas`.") from exc
-        records = []
-        for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows())):
-            for r in rows:
-                records.append(
-                    {
-                        "kind": kind,
-                        "name": r.name,
-                        "detail": r.detail,
-                        "calls": r.calls,
-                        "self_time_us": r.self_us,
-                        "total_time_us": r.total_us,
-                        "self_time_pct": r.self_pct,
-                        "launcher": r.launcher,
-                    }
-                )
+        records = [
+            (kind, r.name, r.detail, r.calls, r.self_us, r.total_us, r.self_pct, r.launcher)
+            for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows()))
+            for r in rows
+        ]
         columns = [
             "kind",
             "name",
