@@ -70,8 +70,8 @@ class GraphResult(Rendered):
     def inline_dot(self) -> str:
         """DOT source of the picture shown in the notebook.
 
-        DOT source of the picture shown in the notebook: ``drawn`` without legend or caption (the
-        page shows them as text, in the theme's colours); torchviz's source as it is.
+        ``drawn`` without legend or caption (the page shows them as text, in the theme's colours);
+        torchviz's source as it is.
         """
         if self.engine == "torchviz":
             return self.dot

@@ -75,8 +75,7 @@ def merge_held(nodes) -> tuple:
 def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
     """Draw saved tensors as ``saved`` nodes linked to their op.
 
-    Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``,
-    ``--show-saved``) or only custom Functions' ``saved_tensors``.
+    Every one (``all_saved``, ``--show-saved``) or only custom Functions' ``saved_tensors``.
     """
     nodes, edges = list(graph.nodes), list(graph.edges)
     for n in graph.nodes:

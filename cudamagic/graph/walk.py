@@ -227,8 +227,7 @@ def checkpoint_inputs(unpack_hook):
 class Hooked:
     """A saved tensor behind saved-tensor hooks, read without unpacking.
 
-    A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held,
-    ``known``.
+    ``held``, the tensors held, ``known``.
 
     A non-reentrant checkpoint holds nothing per saved tensor until backward recomputes it, but its
     frame keeps the block's inputs: those are counted once per frame (``frame``), on the first entry

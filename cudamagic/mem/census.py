@@ -1,8 +1,7 @@
 """Which tensors the session keeps alive.
 
-Which tensors the session keeps alive: storages reachable from the user namespace (``x``,
-``model.fc.weight``, ``opt.state[0]['exp_avg']``, ``Out[7]``), every live tensor object, and the
-holders ``%cudamem free`` lists.
+Storages reachable from the user namespace (``x``, ``model.fc.weight``, ``opt.state[0]['exp_avg']``,
+``Out[7]``), every live tensor object, and the holders ``%cudamem free`` lists.
 
 torch is read from ``sys.modules`` (never imported here); without it every function returns an empty
 result. Types are tested with ``type()``, so lazy proxies in the namespace are never asked for their

@@ -79,8 +79,7 @@ def signed(n) -> str:
 def _peak(g, text: bool) -> str:
     """The in-cell peak of a :class:`~.stats.GpuCellStats`.
 
-    The in-cell peak of a :class:`~.stats.GpuCellStats`; an upper bound is marked ``<=`` (text) or
-    ``(upper bound)`` (HTML).
+    An upper bound is marked ``<=`` (text) or ``(upper bound)`` (HTML).
     """
     if text:
         return ("" if g.peak_exact else "<=") + format_bytes(g.peak_allocated_bytes)
@@ -122,10 +121,10 @@ TENSOR_HEADERS = ["name", "shape", "dtype", "device", "bytes", "new"]
 def summary_line(r) -> str:
     """What ``%cudamem on`` prints after a cell.
 
-    What ``%cudamem on`` prints: cell, wall time, then per device that changed ``cuda:0 +<allocated
-    delta> -> <allocated after> (peak <in-cell peak>, reserved <after>)`` (``<=`` marks a peak that
-    is an upper bound), or the CPU RSS delta without CUDA, and the error type. Parts that do not fit
-    in :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns go on indented continuation lines.
+    Cell, wall time, then per device that changed ``cuda:0 +<allocated delta> -> <allocated after>
+    (peak <in-cell peak>, reserved <after>)`` (``<=`` marks a peak that is an upper bound), or the
+    CPU RSS delta without CUDA, and the error type. Parts that do not fit in
+    :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns go on indented continuation lines.
     """
     parts = [f"[cudamem] In[{r.cell}] {r.wall_s:.2f} s"]
     for g in r.changed_gpus():

@@ -65,8 +65,8 @@ def totals_from_result(res) -> dict:
 def totals_from_trace(data: dict) -> dict:
     """(kind, name) -> [calls, microseconds] from a Chrome trace dict.
 
-    (kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat``
-    ``cpu_op``) by self time computed from nesting per thread, kernels/memcpy/memset by duration.
+    CPU operators (``cat`` ``cpu_op``) by self time computed from nesting per thread,
+    kernels/memcpy/memset by duration.
     """
     out: dict = {}
     by_thread: dict = {}

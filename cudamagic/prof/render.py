@@ -1,6 +1,6 @@
 """Text and HTML forms of a profile.
 
-Text and HTML forms of a profile: tables, the GPU breakdown, the steps, and an inline SVG timeline.
+Tables, the GPU breakdown, the steps, and an inline SVG timeline.
 
 The HTML is self-contained (inline SVG and styles, no script, no external URL); colours are
 JupyterLab theme variables with fallbacks, so a saved page renders outside JupyterLab too. Every

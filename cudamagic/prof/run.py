@@ -1,8 +1,7 @@
 """Running a cell under ``torch.profiler``.
 
-Running a cell under ``torch.profiler``: the profiler, the optimizer-step hook of ``--steps``, the
-CUDA memory history of ``--memory``, warnings collected, and everything switched off again whatever
-the cell does.
+The profiler, the optimizer-step hook of ``--steps``, the CUDA memory history of ``--memory``,
+warnings collected, and everything switched off again whatever the cell does.
 
 The cell runs as ``%%time`` runs it (:mod:`cudamagic.core.cell`): transformed by IPython, compiled
 under a name registered in IPython's line cache (tracebacks show the real source lines), executed in

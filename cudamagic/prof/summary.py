@@ -1,7 +1,6 @@
 """The result of a profiled cell, and its tables.
 
-The result of a profiled cell: plain records built from ``torch.profiler`` events, tables computed
-from them.
+Plain records built from ``torch.profiler`` events, tables computed from them.
 
 Times are microseconds (``_us``) from the start of the profiler's trace unless a name says
 otherwise; byte counts are bytes. torch is only touched by
