@@ -30,10 +30,9 @@ import time
 
 from ..core.na import NA, is_na
 from . import exporters as ex
-from .clusterview import ViewHooks
 from .prometheus import PrometheusClient, PrometheusError, range_step, selector
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
-from .sources import MIG_UTIL, ReplaySource
+from .sources import MIG_UTIL, ReplaySource, Source
 
 NOT_HOST = NA("not read: the source is a cluster's Prometheus, not this kernel's host", "cluster")
 _CLUSTER_HOST = HostSample(
@@ -313,7 +312,7 @@ class HostTracker:
         self._seen, self.stale_hosts = seen, stale
 
 
-class PrometheusSource(ViewHooks, HostTracker):
+class PrometheusSource(HostTracker, Source):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
     Args:
@@ -698,7 +697,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         )
 
 
-class ClusterReplay(ViewHooks, HostTracker, ReplaySource):
+class ClusterReplay(HostTracker, ReplaySource):
     """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view
     (a host missing from a later sample is shown stale with its last values, as live).
     """

@@ -13,7 +13,6 @@ Every outside string (host names, pod names, label values, GPU names, error text
 
 from __future__ import annotations
 
-import contextlib
 import textwrap
 
 from ..core.fmt import (
@@ -29,7 +28,7 @@ from ..core.fmt import (
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
 from .style import MEM, UTIL, WATCH_CSS
-from .widget import header_box, root_box, stylesheet_widget
+from .widget import View, root_box, set_value
 from .widget import part as _part
 
 
@@ -337,40 +336,29 @@ def cluster_html(
 # ---- the widget ---------------------------------------------------------------------------
 
 
-class ClusterView:
-    """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker,
-    detail.
+class ClusterView(View):
+    """The ipywidgets tree of a cluster monitor, built once.
 
-    :meth:`apply` has :class:`~cudamagic.watch.widget.WatchView`'s signature and only sets traits
-    inside ``hold_sync()``; the host picker's options change only when the set of hosts changes.
+    Status and Stop, tiles, a host picker, the selected host's detail. The host picker's options
+    change only when the set of hosts changes.
     """
 
     def __init__(self, source=None, label: str = "cluster", on_stop=None):
         import ipywidgets as W
 
+        super().__init__(label, on_stop)
         self.source = source
-        self.label = label
-        self.style = stylesheet_widget()
-        self.status = W.HTML()
-        self.button = W.Button(
-            description="Stop",
-            icon="stop",
-            tooltip="Stop the sampler thread (same as %gpuwatch --stop)",
-        )
         self.tiles = W.HTML(layout=W.Layout(min_width="0"))
         self.picker = W.Dropdown(description="host", options=[])
         self.detail = W.HTML(layout=W.Layout(min_width="0"))
-        self.root = root_box(
-            [header_box(self.status, self.button), self.tiles, self.picker, self.detail, self.style]
-        )
+        self.root = root_box([self.header, self.tiles, self.picker, self.detail, self.style])
         self.root.add_class("cm-cluster")
-        self._on_stop = on_stop
-        self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)
         self.picker.observe(lambda _change: self._refresh_detail(), names="value")
         self._shown = None
 
-    def widgets(self):
-        return [self.status, self.button, self.tiles, self.picker, self.detail]
+    def widgets(self) -> list:
+        """Every widget whose value :meth:`apply` sets."""
+        return [*super().widgets(), self.tiles, self.picker, self.detail]
 
     def _refresh_detail(self):
         shown = self._shown
@@ -378,57 +366,41 @@ class ClusterView:
             return
         groups = by_host(shown)
         pick = self.picker.value if self.picker.value in groups else next(iter(groups))
-        value = _part(detail_html(groups[pick]))
-        if self.detail.value != value:
-            self.detail.value = value
+        set_value(self.detail, _part(detail_html(groups[pick])))
 
-    def apply(
-        self,
-        sample,
-        history,
-        state: str = "running",
-        samples_taken: int = 0,
-        error: str = "",
-        stopped: bool = False,
-    ):
-        """Set the traits for ``sample`` (a stale sample keeps the last good tiles under a red status line)."""
+    def show(self, sample, history, state, samples_taken, error) -> None:
+        """Set the values (a stale sample keeps the last good tiles under a red status line)."""
         shown, _ = last_good(sample, history)
-        status = _part(status_html(sample, history, self.label, state, error, self.source))
-        with contextlib.ExitStack() as stack:
-            for w in self.widgets():
-                stack.enter_context(w.hold_sync())
-            if self.status.value != status:
-                self.status.value = status
-            down = stale_hosts(self.source)
-            if shown is not None and (shown.gpus or down):
-                self._shown = gpus = with_stale(shown.gpus, down)
-                tiles = _part(tiles_html(gpus, down))
-                if self.tiles.value != tiles:
-                    self.tiles.value = tiles
-                hosts = list(by_host(gpus))
-                if list(self.picker.options) != hosts:
-                    keep = self.picker.value if self.picker.value in hosts else hosts[0]
-                    self.picker.options = hosts
-                    self.picker.value = keep
-                self._refresh_detail()
-            if stopped and not self.button.disabled:
-                self.button.disabled = True
-                self.button.description = "Stopped"
-
-    def close(self):
-        """Close every widget (frees the comms)."""
-        for w in [*self.widgets(), *self.root.children, self.root]:
-            w.close()
+        set_value(
+            self.status, _part(status_html(sample, history, self.label, state, error, self.source))
+        )
+        down = stale_hosts(self.source)
+        if shown is None or not (shown.gpus or down):
+            return
+        self._shown = gpus = with_stale(shown.gpus, down)
+        set_value(self.tiles, _part(tiles_html(gpus, down)))
+        hosts = list(by_host(gpus))
+        if list(self.picker.options) != hosts:
+            keep = self.picker.value if self.picker.value in hosts else hosts[0]
+            self.picker.options = hosts
+            self.picker.value = keep
+        self._refresh_detail()
 
 
-class ViewHooks:
-    """Mixin for cluster sources: how :class:`~cudamagic.watch.monitor.GpuWatch` renders them."""
+class ClusterViews:
+    """How a monitor draws a cluster source: tiles widget, text, HTML."""
 
-    def make_view(self, on_stop=None):
-        return ClusterView(self, label=self.label, on_stop=on_stop)
+    def __init__(self, source):
+        self.source = source
 
-    def render_text(self, sample, history, label, state, error) -> str:
-        return cluster_text(sample, history, label, state, error, self)
+    def view(self, label: str, on_stop=None) -> ClusterView:
+        """The widget tree."""
+        return ClusterView(self.source, label=label, on_stop=on_stop)
 
-    def render_html(self, sample, history, label, state, samples_taken, error) -> str:
-        return cluster_html(sample, history, label, state, error, self)
+    def text(self, sample, history, label, state, error) -> str:
+        """The text table."""
+        return cluster_text(sample, history, label, state, error, self.source)
+
+    def html(self, sample, history, label, state, samples_taken, error) -> str:
+        """The static HTML snapshot."""
+        return cluster_html(sample, history, label, state, error, self.source)

@@ -1,8 +1,14 @@
-"""``%gpuwatch``: the IPython front of the live GPU monitor (options in :mod:`.options`, the monitor
-in :mod:`.monitor`; the other modules are listed in :mod:`cudamagic.watch`).
+"""``%gpuwatch``: the IPython front of the live GPU monitor.
+
+Options are checked in :mod:`.options`, the monitor is in :mod:`.monitor`; the other modules are
+listed in :mod:`cudamagic.watch`.
 """
 
 from __future__ import annotations
+
+import atexit
+import sys
+import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
@@ -10,6 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
 
 from ..core.magic import AreaMagics
+from . import monitor, options
 
 
 class WatchSettings(HasTraits):
@@ -26,10 +33,8 @@ class WatchSettings(HasTraits):
     @validate("watch_interval_s")
     def _usable_interval(self, proposal):
         # the bound every live %gpuwatch checks, so a value %config accepts is one %gpuwatch accepts
-        from .options import interval_problem
-
         value = proposal["value"]
-        problem = interval_problem(
+        problem = options.interval_problem(
             value,
             "CudaMagics.watch_interval_s =",
             replay=False,
@@ -66,15 +71,17 @@ class WatchSettings(HasTraits):
 class WatchMagics(AreaMagics):
     """``%gpuwatch``."""
 
+    def on_load(self) -> None:
+        """Keep the one monitor of this process; stop it on unload, kernel shutdown and exit."""
+        self.monitors = monitor.Monitors()
+        atexit.register(self.monitors.stop)
+        self.add_cleanup(lambda: atexit.unregister(self.monitors.stop))
+        self.add_cleanup(self.monitors.stop)
+        self.add_cleanup(self.monitors.hook_kernel_shutdown(self.shell))
+
     def _widgets_ok(self) -> bool:
-        """True in a Jupyter kernel with ipywidgets importable (else the text table is used)."""
-        if self.settings.watch_text or type(self.shell).__name__ != "ZMQInteractiveShell":
-            return False
-        try:
-            import ipywidgets  # noqa: F401
-        except ImportError:
-            return False
-        return True
+        """True in a Jupyter kernel (else the text table is used)."""
+        return not self.settings.watch_text and type(self.shell).__name__ == "ZMQInteractiveShell"
 
     @magic_arguments()
     @argument(
@@ -190,20 +197,12 @@ class WatchMagics(AreaMagics):
             cluster.jsonl %config CudaMagics.watch_interval_s = 2.0
         """
         args = self.parse(self.gpuwatch, line)
-        from . import monitor, options
-
-        if not getattr(self, "_cleanup_added", False):
-            self.add_cleanup(monitor.stop_current)
-            self.add_cleanup(
-                monitor.hook_kernel_shutdown(self.shell)
-            )  # restores the kernel's own handlers
-            self._cleanup_added = True
         if args.stop:
-            print(monitor.stop_message())
+            print(self.monitors.stop_message())
             return None
         opts = options.resolve(args, self.settings)
         widget = not (opts.text or opts.loop) and self._widgets_ok()
-        running = monitor.current()
+        running = self.monitors.current
         if (
             running is not None
             and running.running
@@ -217,8 +216,7 @@ class WatchMagics(AreaMagics):
         source = options.open_source(opts)
         writer = options.open_writer(opts)
         if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
-            import sys
-
+            self.monitors.stop()
             return monitor.run_foreground(
                 source,
                 interval_s=opts.interval_s,
@@ -228,10 +226,8 @@ class WatchMagics(AreaMagics):
                 clear_screen=sys.stdout.isatty(),
             )
         if not widget and not opts.log and not opts.replay:
-            import time
-
             time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
-        return monitor.start_watch(
+        return self.monitors.start(
             source,
             interval_s=opts.interval_s,
             history_len=opts.history,

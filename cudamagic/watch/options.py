@@ -9,11 +9,15 @@ here.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
 from ..core.fmt import plural
+from ..core.na import is_na
+from .cluster import ClusterReplay, PrometheusSource, parse_hosts
+from .prometheus import SourceURLError, parse_source
 from .sampler import MAX_INTERVAL_S
 from .sources import LiveSource, ReplaySource
 from .trace import TraceError, TraceWriter
@@ -164,15 +168,13 @@ def resolve(args, settings) -> WatchOptions:
             args.count,
             args.loop,
             args.text,
-            getattr(args, "source", None),
-            getattr(args, "job", None),
-            getattr(args, "hosts", None),
-            getattr(args, "cmdline", None),
+            args.source,
+            args.job,
+            args.hosts,
+            args.cmdline,
         )
     )
-    show_cmdlines = bool(
-        getattr(args, "cmdline", False) or getattr(settings, "watch_show_cmdlines", False)
-    )
+    show_cmdlines = args.cmdline or settings.watch_show_cmdlines
     return WatchOptions(
         interval_s=interval,
         history=history,
@@ -195,14 +197,7 @@ def cluster_options(args) -> tuple:
     """``(base URL or None, job, hosts)`` from ``--source``, ``--job``, ``--hosts``; ``UsageError``
     when they are malformed or combined with ``--replay`` / ``--devices``.
     """
-    from .cluster import parse_hosts
-    from .prometheus import SourceURLError, parse_source
-
-    text, job, hosts = (
-        getattr(args, "source", None),
-        getattr(args, "job", None),
-        getattr(args, "hosts", None),
-    )
+    text, job, hosts = args.source, args.job, args.hosts
     if not text:
         if job is not None or hosts:
             flag = "--job" if job is not None else "--hosts"
@@ -247,8 +242,6 @@ def open_source(opts: WatchOptions):
         return open_cluster(opts)
     if opts.replay:
         try:
-            from .cluster import ClusterReplay
-
             return ClusterReplay.wrap(ReplaySource(opts.replay))
         except TraceError as exc:
             raise UsageError(
@@ -282,16 +275,12 @@ def open_cluster(opts: WatchOptions):
     Raises:
         UsageError: the server answers but no GPU matches ``--job`` / ``--hosts``.
     """
-    import time
-
-    from .cluster import PrometheusSource
-
     source = PrometheusSource(
         opts.source, hosts=opts.hosts, job=opts.job, interval_s=opts.interval_s
     )
     if opts.job is not None or opts.hosts:
         probe = source.read(0, time.time())
-        if not probe.gpus and getattr(probe.nvml_status, "code", "") == "no_gpus":
+        if not probe.gpus and is_na(probe.nvml_status) and probe.nvml_status.code == "no_gpus":
             source.close()
             if opts.job is not None:
                 fix = (

@@ -61,6 +61,31 @@ class EndOfTrace(Exception):
     """Raised by :meth:`ReplaySource.read` after the last recorded sample."""
 
 
+class Source:
+    """Where a monitor's samples come from: the interface the sampler and the monitor use.
+
+    Attributes:
+        label: what the status line calls it (``"live"``, ``"replay of PATH"``).
+        devices: the GPUs shown (0-based NVML indices; ``(host, index)`` for a cluster).
+        status: None when the source works, else the NA that says why there is no GPU data.
+    """
+
+    label = "live"
+    devices: list = []
+    status = None
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        """One sample; :class:`EndOfTrace` after a replay's last."""
+        raise NotImplementedError
+
+    def preload(self, history_len: int) -> list:
+        """Older samples a new monitor starts with (oldest first); none by default."""
+        return []
+
+    def close(self) -> None:
+        """Release what the source holds (a cluster source's connections)."""
+
+
 # ---- host -------------------------------------------------------------------------------
 
 
@@ -250,20 +275,6 @@ INSUFFICIENT_PERMISSIONS = NA(
 )
 
 
-def _pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists in this PID namespace, even if this user may not read it
-    (``kill(pid, 0)``: EPERM means it exists and belongs to another user; ESRCH means no such pid here).
-    """
-    return platform.pid_exists(pid)
-
-
-def in_container() -> bool:
-    """Best guess that this kernel runs in its own PID namespace (a container): ``/.dockerenv``,
-    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1.
-    """
-    return platform.in_container()
-
-
 def process_info(pid: int, *, host_namespace=None):
     """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not
     readable.
@@ -281,7 +292,7 @@ def process_info(pid: int, *, host_namespace=None):
         pid: process id as NVML reports it.
         host_namespace: True when this kernel is known to share the host's PID namespace (its own
             pid is in NVML's list), False when known not to, None to guess with
-            :func:`in_container`.
+            :func:`cudamagic.core.platform.in_container`.
     """
     import psutil
 
@@ -297,10 +308,10 @@ def process_info(pid: int, *, host_namespace=None):
     except psutil.AccessDenied:
         na, visible = HIDDEN, True
     except psutil.NoSuchProcess:
-        if _pid_exists(pid):
+        if platform.pid_exists(pid):
             na, visible = HIDDEN, True
         else:
-            other = (not host_namespace) if host_namespace is not None else in_container()
+            other = (not host_namespace) if host_namespace is not None else platform.in_container()
             na, visible = (OTHER_NAMESPACE if other else EXITED), False
     except Exception as exc:
         na = NA(f"psutil failed: {exc}", "error")
@@ -315,14 +326,6 @@ def process_info(pid: int, *, host_namespace=None):
     if na is HIDDEN or (is_na(name) and name.code == "no_permission"):
         return INSUFFICIENT_PERMISSIONS, INSUFFICIENT_PERMISSIONS, True
     return EXITED, EXITED, False
-
-
-def same_user(pid: int) -> bool | None:
-    """Whether ``pid`` runs as this kernel's user (:func:`cudamagic.core.platform.same_user`: the
-    real uid on POSIX, the account name on Windows): True, False (another user's, or gone), or None
-    when its owner cannot be read. Only True keeps the command line; None is labelled :data:`UNKNOWN_OWNER_CMDLINE`.
-    """
-    return platform.same_user(pid)
 
 
 def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
@@ -358,7 +361,7 @@ def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
 _READ_FIELDS = [f for f in GPU_FIELDS if f not in ("memory.total",)] + ["memory.total"]
 
 
-class LiveSource:
+class LiveSource(Source):
     """Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch
     allocator.
 
@@ -372,7 +375,7 @@ class LiveSource:
             shown, their command lines become :data:`PRIVATE_CMDLINE`; this user's processes always
             keep theirs).
         owner_is_me: callable ``pid -> bool | None``: True for this user's processes, None when the
-            owner cannot be read (default :func:`same_user`).
+            owner cannot be read (default :func:`cudamagic.core.platform.same_user`).
         counter_reader: callable returning ``{pid: ProcessGpuMemory}`` or NA (default
             :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where
             NVML says N/A under WDDM, read at most once per tick and only then.
@@ -392,7 +395,7 @@ class LiveSource:
         proc_info=process_info,
         pid=None,
         show_cmdlines=False,
-        owner_is_me=same_user,
+        owner_is_me=platform.same_user,
         counter_reader=None,
     ):
         self.pid = os.getpid() if pid is None else pid
@@ -584,7 +587,7 @@ class LiveSource:
         )
 
 
-class ReplaySource:
+class ReplaySource(Source):
     """Plays the samples of a trace file (see :func:`.trace.read_trace`) one per :meth:`read`."""
 
     kind = "replay"

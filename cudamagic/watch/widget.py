@@ -26,6 +26,7 @@ import datetime as _dt
 from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
 from ..core.style import CSS, badge, page, scroll
+from . import text as text_view
 from .samples import Sample
 from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
 from .text import (
@@ -405,24 +406,15 @@ def root_box(children):
     return root
 
 
-class WatchView:
-    """The ipywidgets tree of one monitor, built once.
+class View:
+    """The part every monitor widget tree shares: stylesheet, status line, Stop button.
 
-    Args:
-        indices: NVML indices of the GPUs shown (one card + chart each).
-        label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
-        on_stop: called (in the kernel's main thread) when the Stop button is clicked.
-
-    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
-    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
-    below the numbers in a narrow output), the host line, and a hidden widget holding the
-    stylesheet. :meth:`apply` only sets ``value`` traits, inside ``hold_sync()`` of each widget, and
-    only when a value changed.
+    Subclasses build the rest in their ``__init__``, list the widgets they set in
+    :meth:`widgets`, and set values in :meth:`show`. :meth:`apply` runs :meth:`show` inside
+    ``hold_sync()`` of every widget (the sampler thread only sets traits, never displays).
     """
 
-    SPARK_POINTS = 120
-
-    def __init__(self, indices, label: str = "live", on_stop=None):
+    def __init__(self, label: str, on_stop=None):
         import ipywidgets as W
 
         self.label = label
@@ -433,6 +425,73 @@ class WatchView:
             icon="stop",
             tooltip="Stop the sampler thread (same as %gpuwatch --stop)",
         )
+        self.header = header_box(self.status, self.button)
+        self._on_stop = on_stop
+        self.button.on_click(self._clicked)
+
+    def _clicked(self, _button=None):
+        if self._on_stop is not None:
+            self._on_stop()
+
+    def widgets(self) -> list:
+        """Every widget whose value :meth:`apply` sets."""
+        return [self.status, self.button]
+
+    def show(self, sample, history, state: str, samples_taken: int, error: str) -> None:
+        """Set the values for ``sample`` (called under ``hold_sync``)."""
+        raise NotImplementedError
+
+    def apply(
+        self,
+        sample,
+        history,
+        state: str = "running",
+        samples_taken: int = 0,
+        error: str = "",
+        stopped: bool = False,
+    ):
+        """Set the widgets' traits for ``sample``; only trait assignments, under ``hold_sync``."""
+        with contextlib.ExitStack() as stack:
+            for w in self.widgets():
+                stack.enter_context(w.hold_sync())
+            self.show(sample, history, state, samples_taken, error)
+            if stopped and not self.button.disabled:
+                self.button.disabled = True
+                self.button.description = "Stopped"
+
+    def close(self):
+        """Close every widget (frees the comms). Idempotent."""
+        for w in [*self.widgets(), self.style, *self.root.children]:
+            w.close()
+        self.root.close()
+
+
+def set_value(widget, value) -> None:
+    """Set ``widget.value`` only when it changes (no message for an equal value)."""
+    if widget.value != value:
+        widget.value = value
+
+
+class WatchView(View):
+    """The ipywidgets tree of one monitor of this machine's GPUs, built once.
+
+    Args:
+        indices: NVML indices of the GPUs shown (one card and chart each).
+        label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
+        on_stop: called (in the kernel's main thread) when the Stop button is clicked.
+
+    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
+    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
+    below the numbers in a narrow output), the host line, and a hidden widget holding the
+    stylesheet.
+    """
+
+    SPARK_POINTS = 120
+
+    def __init__(self, indices, label: str = "live", on_stop=None):
+        import ipywidgets as W
+
+        super().__init__(label, on_stop)
         self.cards = {i: W.HTML(layout=W.Layout(flex="1 1 340px", min_width="0")) for i in indices}
         self.sparks = {
             i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
@@ -446,28 +505,18 @@ class WatchView:
             )
             for i in indices
         ]
-        self.header = header_box(self.status, self.button)
-        self.root = root_box(
-            [self.header, *rows, self.host, self.style]
-        )  # the stylesheet last: the first
-        # HTML widget of the tree stays the status line
-        self._on_stop = on_stop
-        self.button.on_click(self._clicked)
-        self._series = collections.deque(
-            maxlen=self.SPARK_POINTS
-        )  # (timestamp_s, {index: (util, mem)})
+        # the stylesheet last: the first HTML widget of the tree stays the status line
+        self.root = root_box([self.header, *rows, self.host, self.style])
+        # (timestamp_s, {index: (util, mem)})
+        self._series = collections.deque(maxlen=self.SPARK_POINTS)
         self._last_key = None
 
-    def _clicked(self, _button=None):
-        if self._on_stop is not None:
-            self._on_stop()
-
-    def widgets(self):
+    def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
-        return [self.status, self.button, self.host, *self.cards.values(), *self.sparks.values()]
+        return [*super().widgets(), self.host, *self.cards.values(), *self.sparks.values()]
 
     def _add_points(self, sample, history):
-        """Extend the chart series with ``sample`` (once per sample; seeded from ``history`` at first)."""
+        """Extend the chart series with ``sample`` (once; seeded from ``history`` at first)."""
         key = (sample.seq, sample.timestamp_s)
         if key == self._last_key:
             return
@@ -480,7 +529,7 @@ class WatchView:
         self._last_key = key
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
-        """``{widget: new value}`` for a sample (no widget touched; the chart series grows by it)."""
+        """``{widget: new value}`` for a sample (no widget touched; the chart series grows)."""
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
@@ -496,29 +545,26 @@ class WatchView:
             out[self.host] = part(host_html(sample))
         return out
 
-    def apply(
-        self,
-        sample,
-        history,
-        state: str = "running",
-        samples_taken: int = 0,
-        error: str = "",
-        stopped: bool = False,
-    ):
-        """Set the widgets' traits for ``sample`` (thread-safe: only trait assignments under hold_sync)."""
-        new = self.values_for(sample, history, state, samples_taken, error)
-        with contextlib.ExitStack() as stack:
-            for w in self.widgets():
-                stack.enter_context(w.hold_sync())
-            for w, value in new.items():
-                if w.value != value:
-                    w.value = value
-            if stopped and not self.button.disabled:
-                self.button.disabled = True
-                self.button.description = "Stopped"
+    def show(self, sample, history, state, samples_taken, error) -> None:
+        """Set the values for ``sample``."""
+        for w, value in self.values_for(sample, history, state, samples_taken, error).items():
+            set_value(w, value)
 
-    def close(self):
-        """Close every widget (frees the comms). Idempotent."""
-        for w in [*self.widgets(), self.style, *self.root.children]:
-            w.close()
-        self.root.close()
+
+class MachineViews:
+    """How a monitor draws this machine's GPUs, live or replayed: widget, text, HTML."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def view(self, label: str, on_stop=None) -> WatchView:
+        """The widget tree."""
+        return WatchView(self.source.devices, label=label, on_stop=on_stop)
+
+    def text(self, sample, history, label, state, error) -> str:
+        """The text table."""
+        return text_view.sample_text(sample, label, state, error)
+
+    def html(self, sample, history, label, state, samples_taken, error) -> str:
+        """The static HTML snapshot."""
+        return snapshot_html(sample, history, label, state, samples_taken, error)

@@ -17,6 +17,7 @@ from cudamagic.watch import monitor, trace
 from cudamagic.watch.cluster import PrometheusSource
 from cudamagic.watch.clusterview import ClusterView
 from cudamagic.watch.prometheus import parse_source
+from cudamagic.watch.clusterview import ClusterViews
 
 from .conftest import need_prometheus
 
@@ -207,7 +208,7 @@ def test_one_exporter_down_marks_only_its_host_stale_and_recovers(settled):
             g.index for g in info["gpus"]
         ] == [g.index for g in last04]
         since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
-        text = src.render_text(s, [first, s], src.label, "running", "")
+        text = ClusterViews(src).text(s, [first, s], src.label, "running", "")
         assert f"node04 (stale): exporter down since {since}: its exporter is down" in " ".join(
             text.split()
         )

@@ -128,7 +128,7 @@ def test_hook_is_harmless_without_a_kernel(ip):
     from cudamagic.watch import monitor
 
     assert getattr(ip, "kernel", None) is None
-    restore = monitor.hook_kernel_shutdown(ip)
+    restore = monitor.Monitors().hook_kernel_shutdown(ip)
     restore()
     w = ip.run_line_magic("gpuwatch", f"--replay {DEMO} --text")
     assert "REPLAY" in repr(w)

@@ -24,8 +24,12 @@ def sampler_threads():
 @pytest.fixture(autouse=True)
 def no_thread_left():
     yield
-    W.stop_current()
     assert sampler_threads() == []
+
+
+def monitors(ip):
+    """The monitor registry of the loaded ``%gpuwatch``."""
+    return cm_extension.current().magics["watch"].monitors
 
 
 def test_terminal_prints_a_table_once_and_builds_no_widget(ip, fake_nvml):
@@ -140,7 +144,7 @@ def test_one_off_text_refuses_to_end_a_running_log(ip, fake_nvml, tmp_path, caps
         r"--text` would stop it .* type `%gpuwatch --stop`",
     ):
         ip.run_line_magic("gpuwatch", "--text")
-    assert first.running and W.current() is first
+    assert first.running and monitors(ip).current is first
     assert ip.run_line_magic("gpuwatch", "") is first  # the bare magic shows the running one
     ip.run_line_magic("gpuwatch", "--stop")
     capsys.readouterr()
@@ -154,7 +158,7 @@ def test_one_off_text_refuses_to_end_a_running_log(ip, fake_nvml, tmp_path, caps
 
 def test_one_off_text_says_it_stopped_a_running_monitor_without_log(ip, fake_nvml, capsys):
     fake_nvml("one_gpu")
-    w = W.start_watch(LiveSource(), interval_s=0.1, widget=False, background=True)
+    w = monitors(ip).start(LiveSource(), interval_s=0.1, widget=False, background=True)
     assert w.running
     snap = ip.run_line_magic("gpuwatch", "--text")
     assert not w.running and snap is not w

@@ -11,7 +11,8 @@ import pytest
 
 from cudamagic.core.na import is_na
 from cudamagic.watch import trace
-from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE, same_user
+from cudamagic.core.platform import same_user
+from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE
 from tests.core.test_platform import DENIED, fake_windows_psutil, windows  # noqa: F401 - windows: a fixture
 from tests.fake_nvml import GIB, SCENARIOS
 

@@ -12,6 +12,7 @@ from IPython.core.error import UsageError
 
 from cudamagic.watch.cluster import PrometheusSource
 from cudamagic.watch.prometheus import PrometheusClient, PrometheusError
+from cudamagic.watch.clusterview import ClusterViews
 
 GOOD = {
     "status": "success",
@@ -165,7 +166,7 @@ def test_a_web_page_404_is_one_paragraph_without_its_html(stub, ip):
     ip.run_line_magic("gpuwatch", "--stop")
     src = PrometheusSource(stub.url, environ={})
     s = src.read(1, 1000.0)
-    html = src.render_html(s, [s], src.label, "running", 1, "")
+    html = ClusterViews(src).html(s, [s], src.label, "running", 1, "")
     assert "is this a Prometheus server?" in html and "<center" not in html and "nginx" not in html
     src.close()
 
@@ -185,8 +186,8 @@ def test_stale_then_recovers_keeps_the_first_failure_time(stub):
     )
     since = time.strftime("%H:%M:%S", time.localtime(1001.0))
     assert s3.nvml_status.reason.startswith(f"stale since {since}: HTTP 400 bad_data")
-    text = src.render_text(s3, [good, s2, s3], src.label, "running", "")
-    html = src.render_html(s3, [good, s2, s3], src.label, "running", 3, "")
+    text = ClusterViews(src).text(s3, [good, s2, s3], src.label, "running", "")
+    html = ClusterViews(src).html(s3, [good, s2, s3], src.label, "running", 3, "")
     assert "stale since" in text and "42%" in text  # the last good values stay
     assert "&lt;b&gt;evil&lt;/b&gt;" in html and "<b>evil</b>" not in html  # label values escaped
     stub.mode = "ok"

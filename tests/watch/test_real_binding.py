@@ -11,6 +11,7 @@ import re
 import psutil
 import pytest
 
+from cudamagic.core import platform
 from cudamagic.core.na import is_na
 from cudamagic.watch import sources
 from cudamagic.watch import widget as widgets
@@ -195,10 +196,10 @@ def test_e05_the_three_kinds_apart(monkeypatch):
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that just exited
-    monkeypatch.setattr(sources, "in_container", lambda: False)
+    monkeypatch.setattr(platform, "in_container", lambda: False)
     name, _, visible = sources.process_info(gone.pid)
     assert name.code == "exited" and not visible
-    monkeypatch.setattr(sources, "in_container", lambda: True)
+    monkeypatch.setattr(platform, "in_container", lambda: True)
     name, _, visible = sources.process_info(gone.pid)
     assert name.code == "other_namespace" and not visible and "--pid=host" in name.reason
     # this kernel is in NVML's list: a missing pid cannot be another namespace

@@ -9,7 +9,6 @@ import pytest
 
 from cudamagic.core import nvml, wincounters
 from cudamagic.core.na import is_na
-from cudamagic.watch import monitor as W
 from cudamagic.watch import trace
 from cudamagic.watch.sources import LiveSource
 from tests import fake_nvml as fm
@@ -32,12 +31,6 @@ def presented_windows(monkeypatch):
 
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     return monkeypatch
-
-
-@pytest.fixture(autouse=True)
-def no_thread_left():
-    yield
-    W.stop_current()
 
 
 def _rows(text):
