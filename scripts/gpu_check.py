@@ -191,7 +191,7 @@ def check_fields():
         .stdout.strip()
         .splitlines()
     )
-    ours_drv = nvml.system_info()["driver_version"]
+    ours_drv = nvml.system_info().driver_version
     check("driver_version", bool(drv) and drv[0] == ours_drv, f"{ours_drv} vs nvidia-smi {drv[:1]}")
     for field, (ours_field, convert, tol) in FIELDS.items():
         smi = smi_field(exe, field)

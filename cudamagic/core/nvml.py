@@ -24,9 +24,10 @@ import os
 import re
 import sys
 import threading
+from typing import NamedTuple
 
 from . import platform
-from .na import NA, is_na
+from .na import NA, NaOr, is_na
 from .nvml_fields import (  # noqa: F401 - re-exported: callers use nvml.<name>
     _GROUPS,
     FIELD_GROUP,
@@ -270,38 +271,51 @@ def decode_cuda_driver_version(value):
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def system_info() -> dict:
-    """Driver-level facts from NVML.
+class SystemInfo(NamedTuple):
+    """Driver-level facts from NVML; a field that could not be read is an NA."""
 
-    Returns:
-        dict with ``driver_version`` (str, e.g. ``'550.54.15'``; ``nvmlSystemGetDriverVersion``),
-        ``cuda_driver_version`` (str such as ``'12.4'``: the newest CUDA this driver supports;
-        ``nvmlSystemGetCudaDriverVersion``), ``cuda_driver_version_raw`` (int), ``nvml_version``
-        (str; ``nvmlSystemGetNVMLVersion``), ``device_count`` (int; ``nvmlDeviceGetCount``) and
-        ``status``: ``'ok'`` or the NA explaining why NVML is unavailable. Every value may be NA.
-    """
+    #: ``"ok"``, or the NA saying why NVML is unavailable (``nvmlInit``).
+    status: NaOr[str]
+    #: ``"550.54.15"``: ``nvmlSystemGetDriverVersion``, ``nvidia-smi --query-gpu=driver_version``.
+    driver_version: NaOr[str]
+    #: The newest CUDA this driver supports, ``"12.4"``: ``nvmlSystemGetCudaDriverVersion``.
+    cuda_driver_version: NaOr[str]
+    #: The same as NVML encodes it (``12040``).
+    cuda_driver_version_raw: NaOr[int]
+    #: ``nvmlSystemGetNVMLVersion``.
+    nvml_version: NaOr[str]
+    #: GPUs NVML sees: ``nvmlDeviceGetCount``, ``nvidia-smi --query-gpu=count``.
+    device_count: NaOr[int]
+
+
+class ProcessRow(NamedTuple):
+    """One process on a GPU, as ``nvidia-smi --query-compute-apps`` lists it."""
+
+    #: Process id in the host's PID namespace (``pid``).
+    pid: int
+    #: GPU memory in bytes (``used_memory``; ``usedGpuMemory`` of the NVML process info).
+    used_memory_bytes: NaOr[int]
+    #: ``"C"`` compute, ``"G"`` graphics (``nvmlDeviceGetGraphicsRunningProcesses``), ``"C+G"``.
+    type: str = "C"
+
+
+def system_info() -> SystemInfo:
+    """Driver-level facts from NVML (see :class:`SystemInfo`)."""
     err = init()
     if err is not None:
         see = NA("NVML not available: see NVML status", err.code)
-        return {
-            "status": err,
-            "driver_version": see,
-            "cuda_driver_version": see,
-            "cuda_driver_version_raw": see,
-            "nvml_version": see,
-            "device_count": see,
-        }
+        return SystemInfo(err, see, see, see, see, see)
     raw = call("nvmlSystemGetCudaDriverVersion")
     drv = call("nvmlSystemGetDriverVersion")
     ver = call("nvmlSystemGetNVMLVersion")
-    return {
-        "status": "ok",
-        "driver_version": drv if is_na(drv) else decode(drv),
-        "cuda_driver_version": decode_cuda_driver_version(raw),
-        "cuda_driver_version_raw": raw,
-        "nvml_version": ver if is_na(ver) else decode(ver),
-        "device_count": call("nvmlDeviceGetCount"),
-    }
+    return SystemInfo(
+        status="ok",
+        driver_version=drv if is_na(drv) else decode(drv),
+        cuda_driver_version=decode_cuda_driver_version(raw),
+        cuda_driver_version_raw=raw,
+        nvml_version=ver if is_na(ver) else decode(ver),
+        device_count=call("nvmlDeviceGetCount"),
+    )
 
 
 _BOUNDS = {
@@ -389,12 +403,11 @@ class Device:
         checked = check_values(out)
         return {f: checked[f] for f in fields}
 
-    def processes(self):
-        """Processes using this GPU: list of ``{"pid": int, "used_memory": bytes-or-NA, "type":
-        "C"|"G"}``.
+    def processes(self) -> NaOr[list[ProcessRow]]:
+        """Processes using this GPU, by pid, or the NA saying why NVML cannot list them.
 
-        Compute (``nvmlDeviceGetComputeRunningProcesses``) and graphics processes,
-        merged by pid. Returns NA when NVML cannot list them.
+        Compute (``nvmlDeviceGetComputeRunningProcesses``) and graphics processes, merged by pid
+        (one ``"C+G"`` row with the larger memory figure).
         """
         key = "processes"
         if key in self._sticky:
@@ -431,14 +444,12 @@ class Device:
                 if not pid_ok:
                     bad.append(pid)
                     continue
+                row = ProcessRow(pid, used, kind)
                 if pid in rows:  # listed as compute and graphics: one C+G row, the larger figure
-                    old = rows[pid]["used_memory"]
-                    rows[pid]["used_memory"] = (
-                        old if is_na(used) else used if is_na(old) else max(old, used)
-                    )
-                    rows[pid]["type"] = "C+G"
-                else:
-                    rows[pid] = {"pid": pid, "used_memory": used, "type": kind}
+                    old = rows[pid].used_memory_bytes
+                    used = old if is_na(used) else used if is_na(old) else max(old, used)
+                    row = ProcessRow(pid, used, "C+G")
+                rows[pid] = row
         if not rows and errors:
             na = translate(errors[0])
             if getattr(errors[0], "value", None) in _STICKY_CODES:
@@ -455,7 +466,7 @@ class Device:
             )
             # with a layout mismatch no row can be trusted, even one that looks right
             return na
-        return sorted(rows.values(), key=lambda r: r["pid"])
+        return sorted(rows.values())
 
     def driver_model(self):
         """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only;
@@ -546,6 +557,6 @@ def process_gpu_memory(pid: int | None = None) -> dict:
         if is_na(procs):
             continue
         for p in procs:
-            if p["pid"] == pid:
-                out[i] = p["used_memory"]
+            if p.pid == pid:
+                out[i] = p.used_memory_bytes
     return out

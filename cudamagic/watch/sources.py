@@ -434,9 +434,9 @@ class LiveSource(Source):
         if is_na(procs):
             return procs
         rows = []
-        own_listed = any(p["pid"] == self.pid for p in procs)
+        own_listed = any(p.pid == self.pid for p in procs)
         for p in procs:
-            pid = p["pid"]
+            pid = p.pid
             info = self._names.get(pid)
             if info is None:
                 info = (
@@ -445,7 +445,7 @@ class LiveSource(Source):
                     else self.proc_info(pid)
                 )
             names[pid] = info
-            used, extra = p["used_memory"], {}
+            used, extra = p.used_memory_bytes, {}
             if is_na(used) and used.code == "wddm":  # Windows counts it where NVML cannot
                 got = counters()
                 if not is_na(got) and pid in got:
@@ -468,7 +468,7 @@ class LiveSource(Source):
                     name=info[0],
                     cmdline=self._cmdline(pid, info[1]),
                     used_memory_bytes=used,
-                    type=p.get("type", "C"),
+                    type=p.type,
                     own=(pid == self.pid),
                     visible=bool(info[2]),
                     **extra,

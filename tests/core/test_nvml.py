@@ -4,6 +4,7 @@ import pytest
 
 from cudamagic.core import nvml
 from cudamagic.core.na import NA, is_na
+from cudamagic.core.nvml import ProcessRow
 from tests.fake_nvml import GIB
 
 
@@ -30,8 +31,8 @@ def test_decode_cuda_driver_version_bad(raw):
 def test_no_driver_f01(fake_nvml):
     fake_nvml("no_driver")
     info = nvml.system_info()
-    assert is_na(info["status"]) and info["status"].code == "no_driver"
-    assert "no NVIDIA driver" in info["status"].reason
+    assert is_na(info.status) and info.status.code == "no_driver"
+    assert "no NVIDIA driver" in info.status.reason
     assert is_na(nvml.device_count())
     assert is_na(nvml.device(0).get("memory.total"))
 
@@ -40,7 +41,7 @@ def test_version_mismatch_f02(fake_nvml, monkeypatch):
     fake_nvml("version_mismatch")
     monkeypatch.setattr(nvml, "kernel_module_version", lambda: "535.54.03")
     monkeypatch.setattr(nvml, "library_version", lambda: "535.86.10")
-    status = nvml.system_info()["status"]
+    status = nvml.system_info().status
     assert status.code == "version_mismatch"
     assert "535.54.03" in status.reason and "535.86.10" in status.reason
     assert "reboot" in status.reason
@@ -65,7 +66,7 @@ def test_unsupported_fields_remembered_f03(fake_nvml):
 def test_processes_f04(fake_nvml):
     fake_nvml("container_f04")
     procs = nvml.device(0).processes()
-    assert procs == [{"pid": 28290, "used_memory": GIB, "type": "C"}]
+    assert procs == [ProcessRow(28290, GIB, "C")]
 
 
 @pytest.mark.parametrize("scenario", ["bytes_names", "driver_470"])
@@ -73,7 +74,7 @@ def test_bytes_or_str_names_f05(fake_nvml, scenario):
     fake_nvml(scenario)
     d = nvml.device(0)
     assert isinstance(d.get("name"), str) and not d.get("name").startswith("b'")
-    assert nvml.system_info()["driver_version"] == "470.86"
+    assert nvml.system_info().driver_version == "470.86"
     assert d.get("uuid").startswith("GPU-")
 
 
@@ -81,9 +82,9 @@ def test_bytes_and_str_identical(fake_nvml):
     from tests.fake_nvml import SCENARIOS
 
     fake_nvml(dict(SCENARIOS["bytes_names"], bytes=True))
-    a = (nvml.system_info()["driver_version"], nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
+    a = (nvml.system_info().driver_version, nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
     fake_nvml(dict(SCENARIOS["bytes_names"], bytes=False))
-    b = (nvml.system_info()["driver_version"], nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
+    b = (nvml.system_info().driver_version, nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
     assert a == b
 
 
@@ -116,7 +117,7 @@ def test_real_machine_has_no_driver_and_says_why():
     """On this CPU machine the real binding must report NA with a reason, never raise."""
     nvml.reset()
     try:
-        st = nvml.system_info()["status"]
+        st = nvml.system_info().status
         if st == "ok":  # pragma: no cover - a machine with a driver
             pytest.skip("this machine has an NVIDIA driver")
         assert is_na(st) and st.reason

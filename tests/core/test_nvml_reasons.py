@@ -13,6 +13,7 @@ import pytest
 
 from cudamagic.core import nvml, platform
 from cudamagic.core.na import NA, is_na
+from cudamagic.core.nvml import ProcessRow
 
 MISMATCH = (
     "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
@@ -227,7 +228,7 @@ def test_system_info_without_nvml(pynvml):
 
     pynvml.nvmlInit = fail
     see = NA("NVML not available: see NVML status", "no_driver")
-    assert nvml.system_info() == {
+    assert nvml.system_info()._asdict() == {
         "status": TRANSLATED[9],
         "driver_version": see,
         "cuda_driver_version": see,
@@ -242,7 +243,7 @@ def test_system_info_with_nvml(pynvml):
     pynvml.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
     pynvml.nvmlSystemGetNVMLVersion = lambda: "12.550.54.15"
     pynvml.nvmlDeviceGetCount = lambda: 2
-    assert nvml.system_info() == {
+    assert nvml.system_info()._asdict() == {
         "status": "ok",
         "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
@@ -264,14 +265,14 @@ def test_system_info_failed_queries(pynvml):
     ):
         setattr(pynvml, name, fail)
     info = nvml.system_info()
-    assert info["status"] == "ok"
+    assert info.status == "ok"
     assert (
-        info["driver_version"]
-        == info["nvml_version"]
-        == info["cuda_driver_version"]
+        info.driver_version
+        == info.nvml_version
+        == info.cuda_driver_version
         == TRANSLATED[3]
     )
-    assert info["device_count"] == NA(
+    assert info.device_count == NA(
         "this nvidia-ml-py has no nvmlDeviceGetCount", "not_supported"
     )
 
@@ -344,9 +345,9 @@ def test_compute_and_graphics_merge_into_c_plus_g(pynvml):
         graphics=[P(100, 2 * 2**30), P(200, 2**20)],
     )
     assert dev.processes() == [
-        {"pid": 100, "used_memory": 2 * 2**30, "type": "C+G"},
-        {"pid": 200, "used_memory": 2**20, "type": "G"},
-        {"pid": 300, "used_memory": 5 * 2**20, "type": "C"},
+        ProcessRow(100, 2 * 2**30, "C+G"),
+        ProcessRow(200, 2**20, "G"),
+        ProcessRow(300, 5 * 2**20, "C"),
     ]
 
 
@@ -355,10 +356,10 @@ def test_c_plus_g_keeps_the_larger_figure_and_a_known_one(pynvml):
     dev = _device(
         pynvml, compute=[P(100, 3 * 2**30), P(200, None)], graphics=[P(100, 2**30), P(200, 2**20)]
     )
-    rows = {r["pid"]: r for r in dev.processes()}
-    assert rows[100]["used_memory"] == 3 * 2**30 and rows[100]["type"] == "C+G"
+    rows = {r.pid: r for r in dev.processes()}
+    assert rows[100].used_memory_bytes == 3 * 2**30 and rows[100].type == "C+G"
     assert (
-        rows[200]["used_memory"] == 2**20 and rows[200]["type"] == "C+G"
+        rows[200].used_memory_bytes == 2**20 and rows[200].type == "C+G"
     )  # N/A then a number: the number
 
 
@@ -366,24 +367,16 @@ def test_not_available_memory_is_na_with_the_reason(pynvml):
     dev = _device(pynvml, compute=[P(100, None)], graphics=[P(100, None)])
     dev.__dict__["_driver_model"] = "TCC"
     assert dev.processes() == [
-        {
-            "pid": 100,
-            "used_memory": NA("not reported by the driver", "not_supported"),
-            "type": "C+G",
-        }
+        ProcessRow(100, NA("not reported by the driver", "not_supported"), "C+G")
     ]
     nvml.reset()
     dev = _device(pynvml, compute=[P(100, None)], graphics=None)
     dev.__dict__["_driver_model"] = "WDDM"
     assert dev.processes() == [
-        {
-            "pid": 100,
-            "used_memory": NA(
+        ProcessRow(100, NA(
                 "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process (nvidia-smi shows N/A too)",
                 "wddm",
-            ),
-            "type": "C",
-        }
+            ), "C")
     ]
 
 
@@ -411,7 +404,7 @@ def test_one_list_failing_keeps_the_other(pynvml):
         raise NVMLError(3)
 
     dev = _device(pynvml, compute=[P(100, 2**20)], graphics=fail)
-    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "C"}]
+    assert dev.processes() == [ProcessRow(100, 2**20, "C")]
 
 
 def test_both_lists_failing_not_supported_is_remembered(pynvml):
@@ -449,7 +442,7 @@ def test_a_timeout_is_not_remembered(pynvml):
     dev = _device(pynvml, compute=flaky, graphics=None)
     assert dev.processes() == TRANSLATED[10]
     assert dev.lost is None
-    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "C"}]
+    assert dev.processes() == [ProcessRow(100, 2**20, "C")]
 
 
 def test_process_gpu_memory_of_one_pid_on_each_gpu(pynvml):
@@ -670,9 +663,9 @@ def test_process_rows_are_bounded_by_the_last_memory_reading_or_one_taken_for_th
     pynvml.nvmlDeviceGetGraphicsRunningProcesses = lambda h: []
     dev = nvml.device(0)
     rows = dev.processes()  # no memory read yet: one is taken for the bound
-    assert len(asked) == 1 and rows[0]["used_memory"] == 2**30
-    assert is_na(rows[1]["used_memory"]) and rows[1]["used_memory"].code == "implausible"
-    assert "more than the GPU's 17179869184 bytes" in rows[1]["used_memory"].reason
+    assert len(asked) == 1 and rows[0].used_memory_bytes == 2**30
+    assert is_na(rows[1].used_memory_bytes) and rows[1].used_memory_bytes.code == "implausible"
+    assert "more than the GPU's 17179869184 bytes" in rows[1].used_memory_bytes.reason
     dev.read(["memory.used"])
     dev.processes()
     assert len(asked) == 2  # the sampler's memory reading serves the process list
@@ -693,13 +686,13 @@ def test_process_list_of_an_unreachable_gpu_is_its_handle_error(pynvml):
 def test_a_binding_without_the_compute_list_still_lists_graphics(pynvml):
     dev = _device(pynvml, compute=[], graphics=[P(100, 2**20)])
     del pynvml.nvmlDeviceGetComputeRunningProcesses
-    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "G"}]
+    assert dev.processes() == [ProcessRow(100, 2**20, "G")]
 
 
 def test_c_plus_g_keeps_the_known_figure_when_the_graphics_one_is_not_available(pynvml):
     pynvml.nvmlDeviceGetDriverModel = None
     dev = _device(pynvml, compute=[P(100, 3 * 2**30)], graphics=[P(100, None)])
-    assert dev.processes() == [{"pid": 100, "used_memory": 3 * 2**30, "type": "C+G"}]
+    assert dev.processes() == [ProcessRow(100, 3 * 2**30, "C+G")]
 
 
 def test_both_lists_failing_with_a_plain_exception_is_na_and_asked_again(pynvml):

@@ -6,6 +6,7 @@ import pytest
 
 from cudamagic.core import nvml
 from cudamagic.core.na import is_na
+from cudamagic.core.nvml import ProcessRow
 from tests import fake_nvml as fm
 
 GIB = 1024**3
@@ -24,7 +25,7 @@ def _snapshot():
         return v
 
     info = nvml.system_info()
-    out = {"system": norm({k: v for k, v in info.items()})}
+    out = {"system": norm(info._asdict())}
     n = nvml.device_count()
     if not is_na(n):
         for i in range(n):
@@ -71,7 +72,7 @@ def test_every_fake_scenario_reads_the_same_through_the_real_binding(name, fake_
     got = _snapshot()
     assert got == want
     if name == "container_f04":
-        assert got[0]["processes"] == [{"pid": 28290, "used_memory": GIB, "type": "C"}]
+        assert got[0]["processes"] == [ProcessRow(28290, GIB, "C")]
     if name == "two_gpus_f03":
         assert got[1]["fan.speed"] == ("NA", "not_supported")
 
@@ -218,9 +219,9 @@ def test_process_rows_and_not_available_process_memory(stub_nvml):
         }
     )
     got = nvml.device(0).processes()
-    assert got[0] == {"pid": 99, "used_memory": got[0]["used_memory"], "type": "C"}
-    assert is_na(got[0]["used_memory"])  # NVML_VALUE_NOT_AVAILABLE_ulonglong -> None -> NA
-    assert got[1] == {"pid": 4242, "used_memory": 3 * GIB, "type": "C"}
+    assert got[0] == ProcessRow(99, got[0].used_memory_bytes, "C")
+    assert is_na(got[0].used_memory_bytes)  # NVML_VALUE_NOT_AVAILABLE_ulonglong -> None -> NA
+    assert got[1] == ProcessRow(4242, 3 * GIB, "C")
 
 
 def test_health_fields_read_through_the_binding(stub_nvml):

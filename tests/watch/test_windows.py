@@ -80,8 +80,8 @@ def test_wddm_process_memory_is_na_with_the_reason_without_counters(fake_nvml, p
     presented_windows.setitem(__import__("sys").modules, "win32pdh", None)
     procs = nvml.device(0).processes()
     assert len(procs) == 10 and {p["type"] for p in procs} == {"C+G"}
-    assert all(is_na(p["used_memory"]) and p["used_memory"].code == "wddm" for p in procs)
-    assert "Windows manages GPU memory under WDDM" in procs[0]["used_memory"].reason
+    assert all(is_na(p.used_memory_bytes) and p.used_memory_bytes.code == "wddm" for p in procs)
+    assert "Windows manages GPU memory under WDDM" in procs[0].used_memory_bytes.reason
     sample = LiveSource(host=None).read(0, 0.0)
     wincounters.set_source(None)
     g = sample.gpus[0]
