@@ -266,15 +266,8 @@ def test_system_info_failed_queries(pynvml):
         setattr(pynvml, name, fail)
     info = nvml.system_info()
     assert info.status == "ok"
-    assert (
-        info.driver_version
-        == info.nvml_version
-        == info.cuda_driver_version
-        == TRANSLATED[3]
-    )
-    assert info.device_count == NA(
-        "this nvidia-ml-py has no nvmlDeviceGetCount", "not_supported"
-    )
+    assert info.driver_version == info.nvml_version == info.cuda_driver_version == TRANSLATED[3]
+    assert info.device_count == NA("this nvidia-ml-py has no nvmlDeviceGetCount", "not_supported")
 
 
 def test_init_is_cached_and_reset_shuts_down(pynvml):
@@ -373,10 +366,14 @@ def test_not_available_memory_is_na_with_the_reason(pynvml):
     dev = _device(pynvml, compute=[P(100, None)], graphics=None)
     dev.__dict__["_driver_model"] = "WDDM"
     assert dev.processes() == [
-        ProcessRow(100, NA(
+        ProcessRow(
+            100,
+            NA(
                 "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process (nvidia-smi shows N/A too)",
                 "wddm",
-            ), "C")
+            ),
+            "C",
+        )
     ]
 
 
@@ -397,6 +394,12 @@ def test_impossible_pids_reject_the_whole_list(pynvml, pids, shown):
         "install the nvidia-ml-py that matches the driver)",
         "implausible",
     )
+
+
+def test_a_process_at_the_largest_linux_pid_keeps_the_list_plausible(pynvml):
+    # 4194304 is PID_MAX_LIMIT on 64-bit Linux: a real pid, not a struct mismatch
+    dev = _device(pynvml, compute=[P(4_194_304, 2**20), P(1, 2**20)])
+    assert dev.processes() == [ProcessRow(1, 2**20, "C"), ProcessRow(4_194_304, 2**20, "C")]
 
 
 def test_one_list_failing_keeps_the_other(pynvml):

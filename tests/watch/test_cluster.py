@@ -300,7 +300,9 @@ def test_replay_marks_a_host_missing_from_later_samples_stale(tmp_path):
     s = replay.read(2, 0.0)
     info = replay.stale_hosts["b"]
     assert info["since"] == 1001.0 and "missing from the recording" in info["reason"]
-    assert "b (stale): exporter down since" in ClusterViews(replay).text(s, [], "replay", "running", "")
+    assert "b (stale): exporter down since" in ClusterViews(replay).text(
+        s, [], "replay", "running", ""
+    )
 
 
 def test_job_matching_slurm_pod_host():
