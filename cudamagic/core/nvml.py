@@ -28,23 +28,54 @@ from typing import NamedTuple
 
 from . import platform
 from .na import NA, NaOr, is_na
-from .nvml_fields import (  # noqa: F401 - re-exported: callers use nvml.<name>
-    _GROUPS,
+from .nvml_fields import (
     FIELD_GROUP,
     FIELD_UNITS,
+    GROUPS,
     MAX_CLOCK_MHZ,
     MAX_MEMORY_BYTES,
     MAX_POWER_MW,
     MAX_TEMPERATURE_C,
     PID_MAX,
-    _implausible,
-    _q_memory,
     check_process,
     check_value,
     check_values,
     decode,
     decode_throttle_reasons,
+    implausible,
+    read_memory,
 )
+
+__all__ = [
+    "FIELD_GROUP",
+    "FIELD_UNITS",
+    "MAX_CLOCK_MHZ",
+    "MAX_MEMORY_BYTES",
+    "MAX_POWER_MW",
+    "MAX_TEMPERATURE_C",
+    "PID_MAX",
+    "Device",
+    "ProcessRow",
+    "SystemInfo",
+    "call",
+    "check_process",
+    "check_value",
+    "check_values",
+    "decode",
+    "decode_cuda_driver_version",
+    "decode_throttle_reasons",
+    "device",
+    "device_count",
+    "init",
+    "kernel_module_version",
+    "library_path",
+    "library_version",
+    "process_gpu_memory",
+    "process_name",
+    "reset",
+    "system_info",
+    "translate",
+]
 
 _lock = threading.RLock()
 _state = {"module": None, "initialized": False, "error": None}
@@ -244,12 +275,6 @@ def call(func_name: str, *args):
         return translate(exc)
 
 
-def constant(name: str, default=None):
-    """A ``pynvml`` constant (``NVML_CLOCK_SM`` ...) or ``default``."""
-    mod = _module()
-    return default if is_na(mod) else getattr(mod, name, default)
-
-
 # ---- system-level facts -----------------------------------------------------------
 
 
@@ -339,7 +364,7 @@ class Device:
         self._handle = None
         self._sticky = {}  # group -> NA
         self.lost = None  # NA once the GPU is lost
-        self.memory_api = None  # "v2" or "v1" once memory was read (see _q_memory)
+        self.memory_api = None  # "v2" or "v1" once memory was read (see read_memory)
         self._max_clocks = None  # static: read once
         self.memory_total = None  # bytes, from the last memory reading (bound for process rows)
 
@@ -358,7 +383,7 @@ class Device:
 
     def query(self, group: str) -> dict:
         """Run one query group; returns ``{field: value-or-NA}``."""
-        fields = [f for f, g in FIELD_GROUP.items() if g == group]
+        fields, reader = GROUPS[group]
         if group in self._sticky:
             return dict.fromkeys(fields, self._sticky[group])
         h = self.handle()
@@ -367,10 +392,10 @@ class Device:
         mod = _state["module"]
         try:
             if group == "memory":
-                got = _q_memory(mod, h, self)
+                got = read_memory(mod, h, self)
                 self.memory_total = got["memory.total"]
                 return got
-            return _GROUPS[group](mod, h)
+            return reader(mod, h)
         except Exception as exc:
             na = translate(exc)
             if getattr(exc, "value", None) in _STICKY_CODES:
@@ -458,7 +483,7 @@ class Device:
                 self.lost = na
             return na
         if bad:
-            na = _implausible(
+            na = implausible(
                 "the process list",
                 f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
                 f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "

@@ -199,16 +199,6 @@ def test_library_path_without_nvml(pynvml):
     assert nvml.library_path() == TRANSLATED[12]
 
 
-def test_constant(pynvml, monkeypatch):
-    pynvml.NVML_CLOCK_SM = 1
-    assert nvml.constant("NVML_CLOCK_SM") == 1
-    assert nvml.constant("NVML_NOT_THERE", 7) == 7
-    assert nvml.constant("NVML_NOT_THERE") is None
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
-    nvml.reset()
-    assert nvml.constant("NVML_CLOCK_SM", 5) == 5
-
-
 def test_decode_cuda_driver_version_reasons():
     assert nvml.decode_cuda_driver_version(12015) == "12.1"
     assert nvml.decode_cuda_driver_version("12080") == "12.8"
