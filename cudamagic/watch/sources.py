@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+import psutil
+
 from ..core import nvml, platform, wincounters
 from ..core.fmt import plural
 from ..core.na import NA, is_na
@@ -111,9 +113,6 @@ class HostReader:
     """
 
     def __init__(self, pid: int | None = None, clock=time.monotonic):
-        import psutil
-
-        self._psutil = psutil
         self._clock = clock
         self.pid = os.getpid() if pid is None else pid
         try:
@@ -130,7 +129,7 @@ class HostReader:
     def prime(self):
         """Take the reference reading that the next :meth:`read` compares against."""
         try:
-            busy, total = _cpu_busy_total(self._psutil.cpu_times())
+            busy, total = _cpu_busy_total(psutil.cpu_times())
             own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
         except Exception:
             busy = total = own = None
@@ -153,7 +152,7 @@ class HostReader:
             entry = self._known.get(pid)
             if entry is None:  # classify once per pid: the command line does not change
                 try:
-                    child = self._psutil.Process(pid)
+                    child = psutil.Process(pid)
                     cmd = child.cmdline()
                     entry = (
                         child,
@@ -189,13 +188,12 @@ class HostReader:
 
     def read(self) -> HostSample:
         """One :class:`HostSample` (never raises)."""
-        ps = self._psutil
         now = self._clock()
         t0, busy0, total0, own0 = self._last
         dt = now - t0
         warming = NA("needs two readings at least 0.05 s apart", "warming_up")
         try:
-            busy, total = _cpu_busy_total(ps.cpu_times())
+            busy, total = _cpu_busy_total(psutil.cpu_times())
             cpu = (
                 warming
                 if busy0 is None or dt < 0.05 or total <= total0
@@ -214,7 +212,7 @@ class HostReader:
         except Exception as exc:
             own, kcpu = None, NA(f"psutil failed: {exc}", "error")
         try:
-            vm = ps.virtual_memory()
+            vm = psutil.virtual_memory()
             used, tot = int(vm.total - vm.available), int(vm.total)
         except Exception as exc:
             used = tot = NA(f"psutil.virtual_memory failed: {exc}", "error")
@@ -294,8 +292,6 @@ def process_info(pid: int, *, host_namespace=None):
             pid is in NVML's list), False when known not to, None to guess with
             :func:`cudamagic.core.platform.in_container`.
     """
-    import psutil
-
     try:
         p = psutil.Process(pid)
         with p.oneshot():

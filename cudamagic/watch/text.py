@@ -2,7 +2,7 @@
 
 :func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
 widget extension, F14/F15): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide,
-with the N/A reasons listed below it. Every line and cell goes through :func:`plain`, so
+with the N/A reasons listed below it. Every line and cell goes through :func:`~cudamagic.core.fmt.terminal_safe`, so
 nothing from outside (process or GPU names, paths, NVML error text) can move the cursor,
 clear the terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...)
 are shared with the HTML of :mod:`.widget`.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..core.fmt import TEXT_WIDTH, format_bytes, terminal_safe
+from ..core.fmt import TEXT_WIDTH, format_bytes, terminal_safe, text_table
 from ..core.na import is_na
 from .samples import Sample, TorchSample
 
@@ -22,13 +22,6 @@ NAME_CHARS = 20
 
 
 # ---- values in words (text and HTML) ----------------------------------------------------------
-
-
-def plain(value) -> str:
-    """``str(value)`` safe for a terminal: C0/C1 controls (newline, ESC, CR, BEL...), zero-width and
-    bidi-override characters escaped (see :func:`cudamagic.core.fmt.terminal_safe`).
-    """
-    return terminal_safe(value)
 
 
 def pct_text(v):
@@ -158,11 +151,7 @@ def _short_name(g) -> str:
         name = name[len("NVIDIA ") :]
     if len(name) > NAME_CHARS:
         name = name[: NAME_CHARS - 1] + "\u2026"
-    model = (
-        ""
-        if is_na(getattr(g, "driver_model", None)) or getattr(g, "driver_model", None) is None
-        else f" ({g.driver_model})"
-    )
+    model = "" if is_na(g.driver_model) else f" ({g.driver_model})"
     return ("MIG " if g.mig_enabled is True else "") + name + model
 
 
@@ -211,10 +200,6 @@ def _na_reasons(g):
     return out
 
 
-def _proc_name(p):
-    return process_label(p)
-
-
 PROCESS_CHARS = 44
 
 
@@ -252,12 +237,12 @@ def counter_notes(processes) -> list:
 
 
 class _Lines(list):
-    """Lines of the text view: ``append`` makes each one safe with :func:`plain` and wraps it at
+    """Lines of the text view: ``append`` makes each one safe with :func:`~cudamagic.core.fmt.terminal_safe` and wraps it at
     :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already.
     """
 
     def append(self, text):
-        text = plain(text)
+        text = terminal_safe(text)
         if len(text) <= TEXT_WIDTH:
             super().append(text)
         else:
@@ -280,9 +265,9 @@ def header_line(sample: Sample | None, label: str = "live", state: str = "") -> 
     """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
     kind = f"REPLAY of {label[len('replay of ') :]}" if label.startswith("replay of ") else label
     if sample is None:
-        return plain(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
+        return terminal_safe(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
     rec = "recorded " if label.startswith("replay of ") else ""
-    return plain(
+    return terminal_safe(
         f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip()
     )
 
@@ -292,13 +277,12 @@ def sample_text(
 ) -> str:
     """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
 
-    Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
+    Every line and table cell goes through :func:`~cudamagic.core.fmt.terminal_safe`: nothing from outside can move the cursor,
     clear the terminal or start a new line.
     """
-    from ..core.fmt import text_table as _table
 
-    def text_table(headers, rows):
-        return _table(headers, [[plain(c) for c in row] for row in rows])
+    def safe_table(headers, rows):
+        return text_table(headers, [[terminal_safe(c) for c in row] for row in rows])
 
     lines = _Lines([header_line(sample, label, state)])  # one line, even with a long replay path
     if sample is None:
@@ -327,7 +311,7 @@ def sample_text(
             )
         # util: utilization.gpu; mem bw: utilization.memory (memory bandwidth); clocks: SM/memory
         lines.table(
-            text_table(
+            safe_table(
                 [
                     "GPU",
                     "name",
@@ -374,13 +358,13 @@ def sample_text(
                     [
                         g.index,
                         p.pid,
-                        _clip_left(_proc_name(p)) + (" (this kernel)" if p.own else ""),
+                        _clip_left(process_label(p)) + (" (this kernel)" if p.own else ""),
                         p.type,
                         process_memory_text(p),
                     ]
                 )
         if prows:
-            lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
+            lines.table(safe_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
             shown = [
                 p
                 for g in sample.gpus

@@ -9,6 +9,7 @@ from anywhere).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -471,11 +472,6 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
     )
 
 
-def _chain_first(first, rest):
-    yield first
-    yield from rest
-
-
 def read_trace(
     path: str,
     *,
@@ -523,7 +519,7 @@ def read_trace(
             fh.seek(max(skip, len(first)))
             if fh.tell() > len(first):
                 fh.readline()  # the rest of a sample line cut by the seek
-            lines = _chain_first(first, lines)
+            lines = itertools.chain([first], lines)
         for lineno, raw in enumerate(lines, start=1):
             if len(raw) > max_line_bytes:
                 raise TraceError(f"{path}, line {lineno}: longer than {max_line_bytes} bytes")
@@ -552,10 +548,7 @@ def read_trace(
                 continue
             if len(samples) >= max_samples:
                 raise TraceError(f"{path}: more than {max_samples} samples")
-            try:
-                samples.append(sample_from_json(obj, path, lineno))
-            except RecursionError as exc:  # pragma: no cover - json depth is bounded by line size
-                raise TraceError(f"{path}, line {lineno}: nested too deeply") from exc
+            samples.append(sample_from_json(obj, path, lineno))
     if header is None:
         raise TraceError(f"{path} is empty: no trace header and no samples")
     if not samples:

@@ -4,7 +4,8 @@ IPython here.
 
 import pytest
 
-from cudamagic.watch.text import TEXT_WIDTH, plain, sample_text
+from cudamagic.core.fmt import terminal_safe
+from cudamagic.watch.text import TEXT_WIDTH, sample_text
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import live
 
@@ -25,7 +26,7 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     assert len(text.splitlines()) == len(clean.splitlines()) + 1  # + the error line; no forged rows
     assert "evil\\x1b[2J\\x1b[31mRED\\x0aGPU 9  fake row\\x0d\\x07\\u202egnp.exe" in text
     assert "H100\\x1b]0;title\\x07" in text and "a\\x1b[2Jb.jsonl" in text.splitlines()[0]
-    assert HOSTILE_NAME == plain(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
+    assert HOSTILE_NAME == terminal_safe(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
 
 
 @pytest.mark.parametrize(
