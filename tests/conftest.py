@@ -45,7 +45,7 @@ def ip():
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
-    """Install a fake ``pynvml`` playing a scenario. Usage: ``fake_nvml("two_gpus_f03")``.
+    """Install a fake ``pynvml`` playing a scenario. Usage: ``fake_nvml("gpu_without_fan")``.
 
     Returns the :class:`tests.fake_nvml.FakeNVML` instance so tests can change the
     scenario mid-run (lose a GPU, count calls).
@@ -93,7 +93,7 @@ def _nvml_stub_path():
 def stub_nvml(_nvml_stub_path, monkeypatch):
     """Play a scenario in the stand-in NVML library under the REAL ``pynvml`` binding.
 
-    Usage: ``stub = stub_nvml("two_gpus_f03")`` or ``stub_nvml({...scenario...})``; returns the
+    Usage: ``stub = stub_nvml("gpu_without_fan")`` or ``stub_nvml({...scenario...})``; returns the
     :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``). The library is
     loaded for the test and unloaded after it, so later tests see this machine as it is.
     """

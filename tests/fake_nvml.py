@@ -5,9 +5,9 @@ The fake copies the real binding's constants and ``NVMLError_*`` classes (so
 functions with ones driven by a scenario dict:
 
     {
-      "init_error": None | NVML error code,         # e.g. NVML_ERROR_LIBRARY_NOT_FOUND (F01)
+      "init_error": None | NVML error code,         # e.g. NVML_ERROR_LIBRARY_NOT_FOUND
       "driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
-      "bytes": False,                               # return names/uuids/versions as bytes (F05)
+      "bytes": False,                               # return names/uuids/versions as bytes
       "gpus": [ {gpu spec}, ... ],
     }
 
@@ -75,9 +75,9 @@ def _gpu(i, **over):
 
 
 SCENARIOS = {
-    # F01: no driver at all.
+    # No driver at all.
     "no_driver": {"init_error": _real.NVML_ERROR_LIBRARY_NOT_FOUND, "gpus": []},
-    # F02: kernel module and user-space library differ after an upgrade without reboot.
+    # The kernel module and user-space library differ after an upgrade without reboot.
     "version_mismatch": {"init_error": _real.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "gpus": []},
     "driver_not_loaded": {"init_error": _real.NVML_ERROR_DRIVER_NOT_LOADED, "gpus": []},
     "one_gpu": {
@@ -88,8 +88,8 @@ SCENARIOS = {
             _gpu(0, util_gpu=lambda t: (t * 7) % 100, memory_used=lambda t: GIB + t * 1024**2)
         ],
     },
-    # F03: GPU 1 does not support fan, power draw and enforced power limit.
-    "two_gpus_f03": {
+    # GPU 1 does not support fan, power draw and enforced power limit.
+    "gpu_without_fan": {
         "driver_version": "550.54.15",
         "cuda_driver_version": 12040,
         "nvml_version": "12.550.54.15",
@@ -109,8 +109,8 @@ SCENARIOS = {
             ),
         ],
     },
-    # F04: a process in another PID namespace holds 1 GB.
-    "container_f04": {
+    # A process in another PID namespace holds 1 GB.
+    "process_in_other_pid_namespace": {
         "driver_version": "535.104.05",
         "cuda_driver_version": 12020,
         "nvml_version": "12.535.104.05",
@@ -124,7 +124,7 @@ SCENARIOS = {
             )
         ],
     },
-    # F05: the binding returns bytes.
+    # The binding returns bytes.
     "bytes_names": {
         "bytes": True,
         "driver_version": "470.86",
@@ -132,7 +132,7 @@ SCENARIOS = {
         "nvml_version": "11.470.86",
         "gpus": [_gpu(0, name="Tesla T4", cc=(7, 5), memory_total=16 * GIB)],
     },
-    # F06: MIG mode on; utilization not supported; two instances.
+    # MIG mode on; utilization not supported; two instances.
     "mig": {
         "driver_version": "535.104.05",
         "cuda_driver_version": 12020,
@@ -159,14 +159,14 @@ SCENARIOS = {
             )
         ],
     },
-    # F16: driver 450.66 supports CUDA 11.0.
+    # Driver 450.66 supports CUDA 11.0.
     "driver_450": {
         "driver_version": "450.66",
         "cuda_driver_version": 11000,
         "nvml_version": "11.450.66",
         "gpus": [_gpu(0, name="Tesla V100-SXM2-16GB", cc=(7, 0), memory_total=16 * GIB)],
     },
-    # F17/F19: driver 470.86 supports CUDA 11.4.
+    # Driver 470.86 supports CUDA 11.4.
     "driver_470": {
         "driver_version": "470.86",
         "cuda_driver_version": 11040,
@@ -176,7 +176,7 @@ SCENARIOS = {
 }
 
 
-# ---- Windows (issue 13)
+# ---- Windows
 # -------------------------------------------------------------------------------
 MIB = 1024**2
 
@@ -322,7 +322,7 @@ def _ramp(t, lo, hi, start=3, length=10):
 
 def training_scenario() -> dict:
     """GPU 0 warms up into a training run (util, memory, power, clocks, power-cap throttling move
-    with the tick; process 4242 is the trainer); GPU 1 is a T4 without fan/power readings (F03).
+    with the tick; process 4242 is the trainer); GPU 1 is a T4 without fan/power readings.
     Used for the demo trace.
     """
 

@@ -14,7 +14,7 @@ from .na import NA, is_na
 
 
 def decode(value) -> str:
-    """Return ``value`` as ``str`` whether the binding gave ``bytes`` or ``str`` (F05)."""
+    """Return ``value`` as ``str`` whether the binding gave ``bytes`` or ``str``."""
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace").rstrip("\x00")
     return str(value)

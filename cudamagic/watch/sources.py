@@ -283,7 +283,7 @@ def process_info(pid: int, *, host_namespace=None):
           True;
     * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its
         own pid
-      is missing from NVML's list) -> ``"other_namespace"``, visible False (F04); otherwise the
+      is missing from NVML's list) -> ``"other_namespace"``, visible False; otherwise the
       process exited between NVML's listing and this read -> ``"exited"``, visible False.
 
     Args:
@@ -376,8 +376,8 @@ class LiveSource(Source):
             :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where
             NVML says N/A under WDDM, read at most once per tick and only then.
 
-    NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
-    fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
+    NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs; unsupported
+    fields are remembered by :class:`cudamagic.core.nvml.Device`; a lost GPU is marked lost.
     """
 
     kind = "live"

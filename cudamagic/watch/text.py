@@ -1,7 +1,7 @@
 """The ``%gpuwatch`` text view: the snapshot table (``text/plain``) and the words for each value.
 
 :func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
-widget extension, F14/F15): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide,
+widget extension): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide,
 with the N/A reasons listed below it. Every line and cell goes through :func:`~cudamagic.core.fmt.terminal_safe`, so
 nothing from outside (process or GPU names, paths, NVML error text) can move the cursor,
 clear the terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...)

@@ -299,7 +299,7 @@ _TORCH_KEYS = ["allocated", "reserved", "peak", "nvml.process_memory", "gap"]
 
 
 def _driver_model(c, v):
-    """``"WDDM"``/``"TCC"``/``"MCDM"`` or a not-available value (traces before issue 13 have neither)."""
+    """``"WDDM"``/``"TCC"``/``"MCDM"`` or a not-available value (older traces have neither)."""
     return (
         c.na(v, "driver_model.current")
         if isinstance(v, dict)

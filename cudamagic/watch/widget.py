@@ -2,7 +2,7 @@
 
 :class:`WatchView` builds the widget tree once and :meth:`WatchView.apply` sets trait values
 inside ``hold_sync()`` (the only thing the sampler thread does with widgets: no print, no
-display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form: the
+display, no ``with output:``). :func:`snapshot_html` is the static ``text/html`` form: the
 monitor replaces its widget by it when it stops (see :mod:`.monitor`), so saved notebooks keep the
 last values. :func:`live_fallback_html` is what a saved notebook shows for a monitor that was still
 running when saved. The plain-text form is :mod:`.text`.

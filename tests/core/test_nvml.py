@@ -1,4 +1,4 @@
-"""Tier 1: cudamagic.nvml through the fake NVML seam (F01-F06)."""
+"""Tier 1: cudamagic.nvml through the fake NVML seam."""
 
 import pytest
 
@@ -28,7 +28,7 @@ def test_decode_cuda_driver_version_bad(raw):
     assert is_na(nvml.decode_cuda_driver_version(raw))
 
 
-def test_no_driver_f01(fake_nvml):
+def test_no_driver(fake_nvml):
     fake_nvml("no_driver")
     info = nvml.system_info()
     assert is_na(info.status) and info.status.code == "no_driver"
@@ -37,7 +37,7 @@ def test_no_driver_f01(fake_nvml):
     assert is_na(nvml.device(0).get("memory.total"))
 
 
-def test_version_mismatch_f02(fake_nvml, monkeypatch):
+def test_version_mismatch(fake_nvml, monkeypatch):
     fake_nvml("version_mismatch")
     monkeypatch.setattr(nvml, "kernel_module_version", lambda: "535.54.03")
     monkeypatch.setattr(nvml, "library_version", lambda: "535.86.10")
@@ -47,8 +47,8 @@ def test_version_mismatch_f02(fake_nvml, monkeypatch):
     assert "reboot" in status.reason
 
 
-def test_unsupported_fields_remembered_f03(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+def test_unsupported_fields_are_asked_once(fake_nvml):
+    fake = fake_nvml("gpu_without_fan")
     fields = ["fan.speed", "power.draw", "power.limit", "utilization.gpu", "memory.used"]
     for _ in range(5):
         g0 = nvml.device(0).read(fields)
@@ -63,14 +63,14 @@ def test_unsupported_fields_remembered_f03(fake_nvml):
     assert fake.call_count("nvmlDeviceGetUtilizationRates", 1) == 5
 
 
-def test_processes_f04(fake_nvml):
-    fake_nvml("container_f04")
+def test_process_in_other_pid_namespace(fake_nvml):
+    fake_nvml("process_in_other_pid_namespace")
     procs = nvml.device(0).processes()
     assert procs == [ProcessRow(28290, GIB, "C")]
 
 
 @pytest.mark.parametrize("scenario", ["bytes_names", "driver_470"])
-def test_bytes_or_str_names_f05(fake_nvml, scenario):
+def test_bytes_or_str_names(fake_nvml, scenario):
     fake_nvml(scenario)
     d = nvml.device(0)
     assert isinstance(d.get("name"), str) and not d.get("name").startswith("b'")
@@ -88,7 +88,7 @@ def test_bytes_and_str_identical(fake_nvml):
     assert a == b
 
 
-def test_mig_f06(fake_nvml):
+def test_mig_instances(fake_nvml):
     fake_nvml("mig")
     d = nvml.device(0)
     assert d.get("mig.mode.current") == "Enabled"
@@ -99,7 +99,7 @@ def test_mig_f06(fake_nvml):
 
 
 def test_gpu_lost_midway(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+    fake = fake_nvml("gpu_without_fan")
     assert not is_na(nvml.device(0).get("utilization.gpu"))
     fake.lose_gpu(0)
     v = nvml.device(0).get("utilization.gpu")

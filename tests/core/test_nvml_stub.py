@@ -71,9 +71,9 @@ def test_every_fake_scenario_reads_the_same_through_the_real_binding(name, fake_
     stub_nvml(_frozen(fm.SCENARIOS[name]))
     got = _snapshot()
     assert got == want
-    if name == "container_f04":
+    if name == "process_in_other_pid_namespace":
         assert got[0]["processes"] == [ProcessRow(28290, GIB, "C")]
-    if name == "two_gpus_f03":
+    if name == "gpu_without_fan":
         assert got[1]["fan.speed"] == ("NA", "not_supported")
 
 
@@ -108,8 +108,8 @@ def _a100(**over):
     }
 
 
-def test_e01_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
-    """E01: an idle A100 80GB with 4 MiB allocated: used 4 MiB, the 908 MiB reserve apart (driver >= R510)."""
+def test_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
+    """an idle A100 80GB with 4 MiB allocated: used 4 MiB, the 908 MiB reserve apart (driver >= R510)."""
     stub_nvml(_a100())
     got = nvml.device(0).read(
         ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"]
@@ -123,7 +123,7 @@ def test_e01_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
     }
 
 
-def test_e01_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
+def test_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
     stub_nvml(_a100(memory_v2=False))
     got = nvml.device(0).read(["memory.used", "memory.reserved", "memory.api"])
     assert got["memory.api"] == "v1"
@@ -131,8 +131,8 @@ def test_e01_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
     assert is_na(got["memory.reserved"]) and "v1" in got["memory.reserved"].reason
 
 
-def test_e03_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
-    """E03: NVML_SUCCESS with 3.7 kW on a 450 W board, 0xFFFFFFFF %, 200 C, a clock above the maximum."""
+def test_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
+    """NVML_SUCCESS with 3.7 kW on a 450 W board, 0xFFFFFFFF %, 200 C, a clock above the maximum."""
     stub_nvml(
         {
             "driver_version": "580.65.06",
@@ -183,7 +183,7 @@ def test_e03_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
     assert got["clocks.sm"].code == "implausible" and "2520 MHz" in got["clocks.sm"].reason
 
 
-def test_e03_process_struct_mismatch_is_not_a_process_list(stub_nvml):
+def test_process_struct_mismatch_is_not_a_process_list(stub_nvml):
     """The driver writes 16-byte v1 rows where the binding reads 24-byte v3 rows: pids and memory are garbage."""
     stub_nvml(
         {

@@ -3,7 +3,7 @@
 Cell 1 starts a replay monitor; cell 2 does other work. The saved widget state must show the
 values of the last replayed sample (they changed after the display was created), and cell 2
 must have run while the monitor was live. The thread's updates reach the front end while
-another cell runs, and nothing it does lands in cell 2's output (F13). When the monitor stops, the
+another cell runs, and nothing it does lands in cell 2's output. When the monitor stops, the
 saved notebook's output of cell 1 is a static snapshot of the last sample, not a widget a reopened
 notebook cannot show. A live monitor on the fake NVML stopped by ``--count 3`` is replaced the same
 way; one still running when the notebook is saved keeps a fallback saying it was live.
@@ -68,7 +68,7 @@ def test_replay_monitor_updates_while_another_cell_runs():
         nbformat.v4.new_code_cell("%gpuwatch --stop"),
         nbformat.v4.new_code_cell(
             "from tests import fake_nvml as fm\n"
-            "fm.install(fm.FakeNVML(fm.SCENARIOS['two_gpus_f03']))"
+            "fm.install(fm.FakeNVML(fm.SCENARIOS['gpu_without_fan']))"
         ),
         nbformat.v4.new_code_cell("%gpuwatch --count 3 --interval 0.1"),
         nbformat.v4.new_code_cell(WAIT_LIVE),
@@ -105,7 +105,7 @@ def test_replay_monitor_updates_while_another_cell_runs():
     )
     assert gpu_html(samples[19].gpus[0]) in html1 and "<polyline" in html1
 
-    # cell 2 ran while the monitor was live, and got none of the thread's output (F13)
+    # cell 2 ran while the monitor was live, and got none of the thread's output
     (out2,) = nb.cells[2].outputs
     assert out2["output_type"] == "stream" and out2["name"] == "stdout"
     facts = json.loads(out2["text"])

@@ -33,7 +33,7 @@ def monitors(ip):
 
 
 def test_terminal_prints_a_table_once_and_builds_no_widget(ip, fake_nvml):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     watch = ip.run_line_magic("gpuwatch", "")
     assert watch.view is None and not watch.running and watch.samples_taken == 1
     assert sampler_threads() == []
@@ -48,7 +48,7 @@ def test_terminal_prints_a_table_once_and_builds_no_widget(ip, fake_nvml):
     assert [r["index"] for r in rows] == [0, 1] and rows[0]["name"] == "NVIDIA H100 80GB HBM3"
 
 
-def test_terminal_f01_no_driver(ip, fake_nvml, capsys):
+def test_terminal_without_driver(ip, fake_nvml, capsys):
     fake_nvml("no_driver")
     watch = ip.run_line_magic("gpuwatch", "")
     text = watch.text()
@@ -87,7 +87,7 @@ def test_terminal_loop_stops_on_ctrl_c(ip, fake_nvml, monkeypatch, capsys):
 
 
 def test_log_in_background_then_stop_then_replay(ip, fake_nvml, tmp_path, capsys):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     log = str(tmp_path / "run.jsonl")
     watch = ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1")
     assert watch.running and len(sampler_threads()) == 1
@@ -276,7 +276,7 @@ def test_log_refuses_to_append_to_a_foreign_file(ip, fake_nvml, tmp_path):
 
 def test_widget_monitor_without_a_kernel(fake_nvml):
     """The notebook path (widgets + thread) driven without a kernel: traits change while we wait."""
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     src = LiveSource(host=HostReader())
     watch = W.start_watch(src, interval_s=0.1, history_len=50)
     try:

@@ -1,5 +1,6 @@
-"""%gpuwatch through the real pynvml binding and the stand-in NVML library (tests/nvml_stub): issue
-11's E01 (memory v2 and the reserve), E03 (impossible numbers), E05 (processes one may not see) and old traces.
+"""%gpuwatch through the real pynvml binding and the stand-in NVML library (tests/nvml_stub).
+
+Memory v2 and the driver's reserve, impossible numbers, processes one may not see, old traces.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _a100(**over):
     }
 
 
-def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, tmp_path):
+def test_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, tmp_path):
     stub_nvml(_a100())
     log = tmp_path / "run.jsonl"
     w = ip.run_line_magic("gpuwatch", f"--text --log {log}")
@@ -70,7 +71,7 @@ def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvm
     assert samples[0].gpus[0].memory_reserved_bytes == 908 * MIB
 
 
-def test_e01_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_nvml):
+def test_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_nvml):
     stub_nvml(_a100(processes=[(4242, 2 * MIB)]))
     text = ip.run_line_magic("gpuwatch", "--text").text()
     assert "NVML lists no process" not in text
@@ -80,7 +81,7 @@ def test_e01_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, s
     )
 
 
-def test_e01_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
+def test_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
     stub_nvml(_a100(memory_v2=False))
     w = ip.run_line_magic("gpuwatch", "--text")
     g = w.latest.gpus[0]
@@ -101,7 +102,7 @@ def test_old_trace_without_memory_reserved_still_replays(ip):
     assert w.samples_taken >= 1 and math.isnan(w.history[0]["memory.reserved"])
 
 
-def test_e03_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
+def test_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
     stub_nvml(
         {
             "driver_version": "580.65.06",
@@ -159,7 +160,7 @@ def hidepid(monkeypatch):
     return hidden
 
 
-def test_e05_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, hidepid):
+def test_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, hidepid):
     import subprocess
 
     b = subprocess.Popen(["sleep", "60"])
@@ -191,7 +192,7 @@ def test_e05_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, 
         c.kill()
 
 
-def test_e05_the_three_kinds_apart(monkeypatch):
+def test_hidden_exited_and_other_namespace_processes_apart(monkeypatch):
     import subprocess
 
     gone = subprocess.Popen(["true"])

@@ -24,7 +24,7 @@ from tests.watch.fakes import live, no_torch
 SCALARS = (int, float, str, bool)
 
 
-@pytest.mark.parametrize("scenario", ["two_gpus_f03", "mig", "container_f04", "no_driver"])
+@pytest.mark.parametrize("scenario", ["gpu_without_fan", "mig", "process_in_other_pid_namespace", "no_driver"])
 def test_history_rows_are_flat_scalars_with_numeric_columns(fake_nvml, scenario):
     """watch.history must suit pandas.DataFrame: flat dicts of plain scalars, numbers stay numbers
     (an NA object in a numeric column made the column object-typed: .mean() raised TypeError).
@@ -271,7 +271,7 @@ def test_cluster_gpu_rows_carry_their_host_and_profiling_ratios_not_this_kernels
 
 def test_gpu_sample_get_reads_by_nvidia_smi_name_or_attribute(fake_nvml):
     """watch.samples users read a GpuSample by nvidia-smi name (memory.used) or by attribute name."""
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     g0, g1 = live().read(1, 1000.0).gpus
     assert (g0.get("memory.total"), g0.get("power.limit"), g0.get("clocks.sm")) == (
         80 * GIB,

@@ -1,5 +1,7 @@
-"""Tier 1 for %gpuwatch sources: the live source on the fake NVML (F01-F06, a lost GPU), the host
-and PyTorch readers, the idle-GPU hint. No IPython here.
+"""Tier 1 for %gpuwatch sources: the live source on the fake NVML, the host and PyTorch readers.
+
+The NVML cases: no driver, a version mismatch, unsupported fields, another PID namespace, bytes
+names, MIG, a lost GPU. Also the idle-GPU hint. No IPython here.
 """
 
 import os
@@ -20,10 +22,10 @@ from cudamagic.watch.widget import gpu_html
 from tests.fake_nvml import GIB
 from tests.watch.fakes import FakeClock, FakeHost, live
 
-# ---- F01-F06 and a lost GPU through the live source ---------------------------------------------
+# ---- NVML faults and a lost GPU through the live source ---------------------------------------------
 
 
-def test_f01_no_driver_host_part_and_one_line(fake_nvml):
+def test_no_driver_host_part_and_one_line(fake_nvml):
     fake_nvml("no_driver")
     src = live()
     s = src.read(1, 1000.0)
@@ -36,15 +38,15 @@ def test_f01_no_driver_host_part_and_one_line(fake_nvml):
     assert "Traceback" not in text
 
 
-def test_f02_version_mismatch_says_why(fake_nvml):
+def test_version_mismatch_says_why(fake_nvml):
     fake_nvml("version_mismatch")
     s = live().read(1, 0.0)
     assert s.gpus == () and s.nvml_status.code == "version_mismatch"
     assert "reboot" in sample_text(s)
 
 
-def test_f03_unsupported_fields_na_and_queried_once(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+def test_unsupported_fields_na_and_queried_once(fake_nvml):
+    fake = fake_nvml("gpu_without_fan")
     src = live()
     samples = [src.read(i, float(i)) for i in range(1, 11)]
     g0, g1 = samples[-1].gpus
@@ -65,8 +67,8 @@ def test_f03_unsupported_fields_na_and_queried_once(fake_nvml):
     assert "GPU 1 fan: N/A (not supported on this GPU)" in text
 
 
-def test_f04_process_in_other_namespace_kept_and_labelled(fake_nvml):
-    fake = fake_nvml("container_f04")
+def test_process_in_other_namespace_kept_and_labelled(fake_nvml):
+    fake = fake_nvml("process_in_other_pid_namespace")
     # The field report's pid 28290 may well exist on a test machine (it did: a browser); a pid above
     # pid_max can never exist here, so real psutil answers NoSuchProcess as in a container.
     try:
@@ -104,7 +106,7 @@ def test_no_processes_listed_never_claims_nothing_while_memory_used(fake_nvml):
     assert "NVML lists no process; 1.0 GiB in use" in text
 
 
-def test_f05_bytes_and_str_names_identical(fake_nvml):
+def test_bytes_and_str_names_identical(fake_nvml):
     outs = []
     for scenario in (
         "bytes_names",
@@ -120,7 +122,7 @@ def test_f05_bytes_and_str_names_identical(fake_nvml):
     assert outs[0][0]["name"] == "Tesla T4" and outs[0][0]["uuid"].startswith("GPU-")
 
 
-def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
+def test_mig_shown_as_mig_with_na_utilization(fake_nvml):
     fake_nvml("mig")
     s = live().read(1, 0.0)
     g = s.gpus[0]
@@ -144,7 +146,7 @@ def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
 
 
 def test_gpu_lost_mid_watch_others_continue(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+    fake = fake_nvml("gpu_without_fan")
     clock = FakeClock()
     sampler = Sampler(live(), interval_s=1.0, count=10, clock=clock)
     for _ in range(3):

@@ -31,10 +31,10 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
 
 @pytest.mark.parametrize(
     "scenario",
-    ["two_gpus_f03", "mig", "container_f04", "no_driver", "version_mismatch", "training"],
+    ["gpu_without_fan", "mig", "process_in_other_pid_namespace", "no_driver", "version_mismatch", "training"],
 )
 def test_text_view_fits_100_columns(fake_nvml, scenario):
-    """Terminal width: the GPU table was 122 columns and the F01/F02 and 'no process' lines up to
+    """Terminal width: the GPU table was 122 columns and the no-driver and 'no process' lines up to
     200; a 100-column terminal wrapped them mid-word. Prose now wraps at 100 and the table fits.
     """
     from tests import fake_nvml as fm

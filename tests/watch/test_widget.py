@@ -30,7 +30,7 @@ from tests.watch.fakes import DEMO, live
 
 
 def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     src = live()
     view = WatchView([0, 1], label="live")
     s1, s2 = src.read(1, 1000.0), src.read(2, 1001.0)
@@ -145,7 +145,7 @@ def test_the_colour_check_finds_hard_coded_colours():
 
 
 def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+    fake = fake_nvml("gpu_without_fan")
     fake.gpus[0]["processes"] = [(4242, GIB)]
     src = live()
     s1, s2 = src.read(1, 1000.0), src.read(2, 1001.0)
@@ -173,7 +173,7 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
 
 
 def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     src = live()
     samples = [src.read(i, 1000.0 + 2 * i) for i in range(1, 32)]  # 60 s of samples every 2 s
     view = WatchView([0, 1])
@@ -228,7 +228,7 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     view.close()
 
 
-# ---- the driver model (issue 13)
+# ---- the driver model (Windows)
 # ---------------------------------------------------------------------
 
 
@@ -260,7 +260,7 @@ def test_card_shows_the_driver_model_where_nvml_has_one(fake_nvml, monkeypatch, 
 def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
     from IPython.utils.capture import capture_output
 
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     watch = W.start_watch(live(), interval_s=0.05, history_len=50)
     try:
         with capture_output() as cap:

@@ -1,4 +1,4 @@
-"""Windows on the watch side (issue 13): WDDM/TCC driver model, N/A process memory with its reason,
+"""Windows on the watch side: WDDM/TCC driver model, N/A process memory with its reason,
 "Insufficient Permissions" rows, and per-process GPU memory from Windows' "GPU Process Memory"
 counters (through a fake counter source: there is no Windows machine here).
 """
@@ -129,11 +129,11 @@ def test_counters_are_not_read_when_nvml_gives_numbers(fake_nvml, counters, pres
 
 
 def test_linux_gpus_have_no_driver_model_and_no_counter_reads(fake_nvml, counters):
-    fake_nvml("container_f04")
+    fake_nvml("process_in_other_pid_namespace")
     src = counters()
     g = LiveSource().read(0, 0.0).gpus[0]
     assert is_na(g.driver_model) and g.processes[0].used_memory_bytes == 1024**3 and src.reads == 0
-    assert not g.processes[0].visible  # F04 still: another PID namespace on Linux
+    assert not g.processes[0].visible  # still another PID namespace on Linux
 
 
 def test_windows_sample_survives_a_trace_round_trip(
