@@ -125,6 +125,17 @@ class GpuWatch:
             self.sampler.source.close()
         self._finished()
 
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the monitor stops by itself (``--count`` reached, end of a replay).
+
+        Args:
+            timeout_s: seconds to wait at most (None: no limit).
+
+        Returns:
+            True when the sampler thread has ended.
+        """
+        return self.sampler.wait(timeout_s)
+
     def state(self) -> str:
         """``'running, every 1 s'`` or ``'stopped (why)'``."""
         if self.running and not self.sampler.finished:

@@ -192,6 +192,13 @@ class Sampler:
         if self.writer is not None and (t is None or not t.is_alive()):
             self.writer.close()
 
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the thread ends (``count`` reached, end of replay, stopped); True if it did."""
+        t = self._thread
+        if t is not None:
+            t.join(timeout_s)
+        return t is None or not t.is_alive()
+
     @property
     def running(self) -> bool:
         """True while the thread is alive and not asked to stop."""

@@ -82,9 +82,7 @@ def test_shell_text_snapshot_log_and_replay(ip, settled, tmp_path, capsys):
     watch = ip.run_line_magic(
         "gpuwatch", f"--source {server.url} --log {log} --interval 0.5 --count 3"
     )
-    deadline = time.monotonic() + 15
-    while watch.running and time.monotonic() < deadline:
-        time.sleep(0.1)
+    assert watch.wait(15)
     assert not watch.running and watch.samples_taken == 3
     text = repr(watch)
     assert "node01" in text and "node04" in text and "12 GPUs on 4 hosts" in text

@@ -20,8 +20,8 @@ from tests.watch.fakes import DEMO, ROOT
 
 CELL2 = """\
 import json, time
-from cudamagic.watch.monitor import current
-w = current()
+from cudamagic.extension import current
+w = current().magics["watch"].monitors.current
 t_start = time.time()
 running_at_start, n_at_start = w.running, w.samples_taken
 work = 0
@@ -35,11 +35,9 @@ print(json.dumps({"running_at_start": running_at_start, "n_at_start": n_at_start
 
 WAIT_LIVE = """\
 import json, time
-from cudamagic.watch.monitor import current
-w = current()
-t0 = time.time()
-while w.running and time.time() - t0 < 30:
-    time.sleep(0.05)
+from cudamagic.extension import current
+w = current().magics["watch"].monitors.current
+w.wait(30)
 print(json.dumps({"n": w.samples_taken, "timestamp": w.latest.timestamp, "finished": w.sampler.finished,
                   "util0": w.latest.gpus[0].gpu_util_pct}))
 """

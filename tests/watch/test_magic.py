@@ -14,7 +14,7 @@ from cudamagic.watch import monitor as W
 from cudamagic.watch import text as text_view
 from cudamagic.watch import trace
 from cudamagic.watch.sources import HostReader, LiveSource
-from tests.watch.fakes import DEMO
+from tests.watch.fakes import DEMO, wait_until
 
 
 def sampler_threads():
@@ -93,7 +93,7 @@ def test_log_in_background_then_stop_then_replay(ip, fake_nvml, tmp_path, capsys
     assert watch.running and len(sampler_threads()) == 1
     # running it again re-displays the same monitor: no second thread
     assert ip.run_line_magic("gpuwatch", "") is watch and len(sampler_threads()) == 1
-    time.sleep(0.45)
+    assert wait_until(lambda: watch.samples_taken >= 3)
     ip.run_line_magic("gpuwatch", "--stop")
     assert "stopped after" in capsys.readouterr().out
     assert not watch.running and sampler_threads() == []
@@ -168,9 +168,7 @@ def test_one_off_text_says_it_stopped_a_running_monitor_without_log(ip, fake_nvm
 def test_count_ends_the_background_thread(ip, fake_nvml, tmp_path):
     fake_nvml("one_gpu")
     watch = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'c.jsonl'} --interval 0.1 --count 3")
-    deadline = time.monotonic() + 5
-    while watch.running and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert watch.wait(10)
     assert not watch.running and watch.samples_taken == 3 and "--count" in watch.sampler.finished
 
 
@@ -290,14 +288,12 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert "live monitor, started" in bundle["text/html"]  # what a saved notebook shows for it
         assert "LIVE" in watch.view.status.value
         first = watch.view.cards[0].value
-        deadline = time.monotonic() + 5
 
         def shown():  # the sample count the status line shows
             m = re.search(r"samples: (\d+)", watch.view.status.value)
             return int(m.group(1)) if m else -1
 
-        while shown() < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        assert wait_until(lambda: shown() >= 4)
         assert watch.view.cards[0].value != first
         assert 4 <= shown() <= watch.samples_taken, (watch.view.status.value, watch.samples_taken)
         watch.view.button.click()  # the Stop button

@@ -5,8 +5,8 @@ their command lines, unless --cmdline (or CudaMagics.watch_show_cmdlines) asks f
 import copy
 import os
 import subprocess
-import time
 
+import psutil
 import pytest
 
 from cudamagic.core.na import is_na
@@ -15,6 +15,7 @@ from cudamagic.core.platform import same_user
 from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE
 from tests.core.test_platform import DENIED, fake_windows_psutil, windows  # noqa: F401 - windows: a fixture
 from tests.fake_nvml import GIB, SCENARIOS
+from tests.watch.fakes import wait_until
 
 from .fakes import live
 
@@ -76,7 +77,8 @@ def nobody_sleep():
     proc = subprocess.Popen(
         ["sh", "-c", "sleep 60; :", "secret-token-123"], preexec_fn=lambda: os.setuid(uid)
     )
-    time.sleep(0.2)
+    # the shell has run (exec'd) once its command line is the one given
+    assert wait_until(lambda: "secret-token-123" in " ".join(psutil.Process(proc.pid).cmdline()))
     yield proc
     proc.kill()
     proc.wait()
@@ -94,11 +96,8 @@ def test_log_records_other_users_cmdline_only_when_asked(
     ip.run_line_magic("config", f"CudaMagics.watch_show_cmdlines = {setting}")
     try:
         log = tmp_path / "run.jsonl"
-        ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1 --count 2 {line}")
-        for _ in range(100):
-            if not ip.run_line_magic("gpuwatch", "").running:
-                break
-            time.sleep(0.05)
+        watch = ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1 --count 2 {line}")
+        assert watch.wait(10)
         raw = log.read_text()
         _header, samples = trace.read_trace(str(log))
     finally:
@@ -107,7 +106,7 @@ def test_log_records_other_users_cmdline_only_when_asked(
     procs = _pids(samples[-1])
     other, own = procs[nobody_sleep.pid], procs[os.getpid()]
     assert other.name == "sh"
-    assert own.cmdline == " ".join(__import__("psutil").Process().cmdline())[:200]
+    assert own.cmdline == " ".join(psutil.Process().cmdline())[:200]
     if shown:
         assert other.cmdline == "sh -c sleep 60; : secret-token-123"
     else:

@@ -202,9 +202,7 @@ def test_bearer_token_from_env_is_sent_and_never_shown(stub, ip, monkeypatch, tm
     watch = ip.run_line_magic(
         "gpuwatch", f"--source {stub.url} --text --log {log} --count 2 --interval 0.1"
     )
-    deadline = time.monotonic() + 5
-    while watch.running and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert watch.wait(10)
     assert watch.latest.gpus[0].gpu_util_pct == 42
     assert stub.headers[-1]["Authorization"] == "Bearer s3cret-token"
     shown = (

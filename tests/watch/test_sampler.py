@@ -15,7 +15,7 @@ from cudamagic.watch.sampler import MAX_INTERVAL_S, Sampler
 from cudamagic.watch.samples import GpuSample, Sample
 from cudamagic.watch.sources import EndOfTrace, ReplaySource
 from cudamagic.watch.trace import TraceWriter
-from tests.watch.fakes import DEMO, FakeClock, FakeHost, live, no_torch
+from tests.watch.fakes import DEMO, FakeClock, FakeHost, live, no_torch, wait_until
 
 # ---- the sampler with a fake clock ------------------------------------------------------------
 
@@ -87,7 +87,7 @@ def test_sampler_thread_stops_promptly_and_callback_errors_are_recorded():
 
     sampler = Sampler(CountingSource(), interval_s=0.05, on_sample=bad_callback)
     sampler.start()
-    time.sleep(0.2)
+    assert wait_until(lambda: sampler.errors >= 2)  # two samples, two failed callbacks
     assert sampler.running
     t0 = time.monotonic()
     sampler.stop()

@@ -10,6 +10,7 @@ import sys
 import time
 import types
 
+import psutil
 import pytest
 
 from cudamagic.core.na import is_na
@@ -19,8 +20,8 @@ from cudamagic.watch.sources import HostReader, LiveSource, read_torch_allocator
 from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import sample_to_json
 from cudamagic.watch.widget import gpu_html
-from tests.fake_nvml import GIB
-from tests.watch.fakes import FakeClock, FakeHost, live
+from tests.fake_nvml import GIB, SCENARIOS
+from tests.watch.fakes import FakeClock, FakeHost, live, wait_until
 
 # ---- NVML faults and a lost GPU through the live source ---------------------------------------------
 
@@ -110,7 +111,7 @@ def test_bytes_and_str_names_identical(fake_nvml):
     outs = []
     for scenario in (
         "bytes_names",
-        {**__import__("tests.fake_nvml").fake_nvml.SCENARIOS["bytes_names"], "bytes": False},
+        {**SCENARIOS["bytes_names"], "bytes": False},
     ):
         fake_nvml(scenario)
         s = live().read(1, 0.0)
@@ -175,29 +176,38 @@ def test_gpu_lost_mid_watch_others_continue(fake_nvml):
 def test_host_reader_real_psutil_and_dataloader_workers():
     import multiprocessing as mp
 
-    reader = HostReader()
+    ticks = iter(range(100))  # a clock one second apart per reading: CPU % has two readings
+    reader = HostReader(clock=lambda: float(next(ticks)))
+    cpu_seconds = sum(psutil.cpu_times())  # CPU % also needs the CPUs' own counters to move
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=time.sleep, args=(1.5,)) for _ in range(2)]
+    procs = [ctx.Process(target=time.sleep, args=(60,)) for _ in range(2)]
     for p in procs:
         p.start()
-    other = subprocess.Popen(["sleep", "1.5"])  # a child that is not a DataLoader worker
-    # multiprocessing's resource tracker (left running by the first spawn start) has its command
-    # line
-    tracker = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from multiprocessing.resource_tracker import main; import time; time.sleep(1.5)",
-        ]
-    )
+    other = subprocess.Popen(["sleep", "60"])  # a child that is not a DataLoader worker
+    # multiprocessing's resource tracker (left running by the first spawn start): its command line
+    script = "from multiprocessing.resource_tracker import main; import time; time.sleep(60)"
+    tracker = subprocess.Popen([sys.executable, "-c", script])
+
+    def started(proc, word):
+        try:
+            return word in " ".join(psutil.Process(proc.pid).cmdline())
+        except psutil.Error:
+            return False
+
     try:
-        time.sleep(0.3)
+        assert wait_until(
+            lambda: started(other, "sleep")
+            and started(tracker, "resource_tracker")
+            and sum(psutil.cpu_times()) > cpu_seconds + 0.05
+        )
         h = reader.read()
         assert 0 <= h.cpu_util_pct <= 100 and h.memory_total_bytes > h.memory_used_bytes > 0
         workers = [w.pid for w in h.workers]
         assert other.pid not in workers and tracker.pid not in workers
         assert sorted(workers) == sorted(p.pid for p in procs)
     finally:
+        for child in (*procs, other, tracker):
+            child.kill()
         for p in procs:
             p.join()
         other.wait()
@@ -310,10 +320,7 @@ def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
     gpu_html(g), sample_to_json(s)
     sampler.start()
     try:
-        deadline = time.monotonic() + 5
-        while sampler.samples_taken < 3:
-            assert time.monotonic() < deadline, f"the sampler produced no samples: {sampler.error}"
-            time.sleep(0.01)
+        assert wait_until(lambda: sampler.samples_taken >= 3), sampler.error
         assert (
             sampler.error == ""
             and sampler.errors == 0

@@ -5,6 +5,7 @@ snapshot that replaces the widget when the monitor stops and the fallback saved 
 """
 
 import re
+import sys
 
 import pytest
 
@@ -23,7 +24,7 @@ from cudamagic.watch.widget import (
     span_text,
 )
 from tests.fake_nvml import GIB, HOSTILE_NAME
-from tests.watch.fakes import DEMO, live
+from tests.watch.fakes import DEMO, live, wait_until
 
 # ---- widget update logic without a kernel
 # -----------------------------------------------------------
@@ -242,7 +243,7 @@ def test_card_shows_the_driver_model_where_nvml_has_one(fake_nvml, monkeypatch, 
         monkeypatch.setattr(
             platform, "SYSTEM", "windows"
         )  # NVML answers the driver model on Windows only
-        monkeypatch.setitem(__import__("sys").modules, "win32pdh", None)
+        monkeypatch.setitem(sys.modules, "win32pdh", None)
         wincounters.set_source(None)
     fake_nvml(scenario)
     g = live().read(1, 0.0).gpus[0]
@@ -281,9 +282,7 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
             assert "running" not in live_out.data["text/html"]
             assert "running" not in live_out.data["text/plain"].split("\n\n", 1)[1].splitlines()[0]
             assert "when displayed" in live_out.data["text/plain"]
-            deadline = __import__("time").monotonic() + 10
-            while watch.samples_taken < 3 and __import__("time").monotonic() < deadline:
-                __import__("time").sleep(0.02)
+            assert wait_until(lambda: watch.samples_taken >= 3)
             watch.view.button.click()  # Stop
             updates = [o for o in cap.outputs if o.update]
         assert len(updates) == 1 and updates[0].transient["display_id"] == display_id
@@ -318,11 +317,7 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
     try:
         with capture_output() as cap:
             watch.display()
-            deadline = __import__("time").monotonic() + 10
-            while (
-                not any(o.update for o in cap.outputs) and __import__("time").monotonic() < deadline
-            ):
-                __import__("time").sleep(0.02)
+            assert wait_until(lambda: any(o.update for o in cap.outputs))
         (update,) = [o for o in cap.outputs if o.update]
         assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
         assert (
