@@ -43,6 +43,7 @@ class PromStub:
     def __init__(self, tls_context=None):
         self.answer = "vector"
         self.delay_s = 0.0
+        self.released = threading.Event()  # set by close(): a held-back answer goes out at once
         self.drop = False
         self.headers = {}
         self.requests = []
@@ -70,7 +71,7 @@ class PromStub:
                     }
                 )
                 if stub.delay_s:
-                    time.sleep(stub.delay_s)
+                    stub.released.wait(stub.delay_s)
                 if stub.drop:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -109,6 +110,7 @@ class PromStub:
         self.thread.start()
 
     def close(self):
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)

@@ -38,6 +38,7 @@ def _widget_values(nb):
     ]
 
 
+@pytest.mark.slow  # a real Prometheus server
 def test_cluster_notebook_live():
     need_prometheus()
     nb = execute_nb(

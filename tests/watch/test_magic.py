@@ -64,7 +64,7 @@ def test_terminal_loop_refreshes_until_count(ip, fake_nvml, capsys):
     elapsed = time.monotonic() - t0
     out = capsys.readouterr().out
     assert out.count("gpuwatch  live") == 3 and "Ctrl-C stops" in out
-    assert watch.samples_taken == 3 and not watch.running and 0.15 < elapsed < 3
+    assert watch.samples_taken == 3 and not watch.running and 0.15 < elapsed < 10
     utils = [r["utilization.gpu"] for r in watch.history]
     assert len(set(utils)) == 3
 

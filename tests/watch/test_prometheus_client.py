@@ -461,7 +461,7 @@ def test_tls_is_verified_and_a_private_ca_can_be_named(tmp_path):
 
 def test_a_per_request_timeout_overrides_the_clients(stub):
     c = client_of(stub, timeout_s=5)
-    stub.delay_s = 2.0
+    stub.delay_s = 30.0
     for call in (
         lambda: c.get("/api/v1/query", {"query": "up"}, timeout_s=0.2),
         lambda: c.range("up", 0, 1, 1, timeout_s=0.2),
@@ -470,8 +470,8 @@ def test_a_per_request_timeout_overrides_the_clients(stub):
         t0 = time.monotonic()
         with pytest.raises(PrometheusError, match=r"^no answer within 0\.2 s \(timed out\)$"):
             call()
-        assert time.monotonic() - t0 < 1.5  # not the 2 s answer, nor the client's 5 s
-    assert 0.2 <= c.last_request_s < 1.5
+        assert time.monotonic() - t0 < 4  # not the 30 s answer, nor the client's 5 s
+    assert 0.2 <= c.last_request_s < 4
 
 
 def test_connect_timeout_when_the_server_never_accepts():
