@@ -115,7 +115,9 @@ def _module():
 
 
 def kernel_module_version():
-    """NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
+    """The NVIDIA kernel module's version, or NA.
+
+    NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
     :func:`cudamagic.core.platform.nvidia_kernel_module_text`), or NA.
     """
     text = platform.nvidia_kernel_module_text()
@@ -155,8 +157,11 @@ def library_version():
 
 
 def library_path():
-    """Where the NVML library was loaded from (``pynvml.nvmlLib._name``:
-    ``C:\\Windows\\System32\\nvml.dll`` on Windows, ``libnvidia-ml.so.1`` as the loader resolved it on Linux), or NA before a successful init.
+    """Where the NVML library was loaded from, or NA.
+
+    Where the NVML library was loaded from (``pynvml.nvmlLib._name``:
+    ``C:\\Windows\\System32\\nvml.dll`` on Windows, ``libnvidia-ml.so.1`` as the loader resolved it
+    on Linux), or NA before a successful init.
     """
     err = init()
     if err is not None:
@@ -279,7 +284,9 @@ def call(func_name: str, *args):
 
 
 def decode_cuda_driver_version(value):
-    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` ->
+    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer.
+
+    Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` ->
     ``'12.8'``.
 
     The encoding is ``1000 * major + 10 * minor``. Returns NA for non-integers or non-positive
@@ -494,8 +501,11 @@ class Device:
         return sorted(rows.values())
 
     def driver_model(self):
-        """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only;
-        nvidia-smi's header), or NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a reboot), so asked once per Device.
+        """The Windows driver model, asked once, or NA.
+
+        ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only;
+        nvidia-smi's header), or NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a
+        reboot), so asked once per Device.
         """
         model = self.__dict__.get("_driver_model")
         if model is None:
@@ -540,8 +550,11 @@ class Device:
 
 
 def process_name(pid: int):
-    """The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints),
-    or NA (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient Permissions").
+    """The name NVML gives process ``pid``, or NA.
+
+    The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints), or
+    NA (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient
+    Permissions").
     """
     name = call("nvmlSystemGetProcessName", int(pid))
     return name if is_na(name) else decode(name)
@@ -566,8 +579,9 @@ def device_count():
 
 
 def process_gpu_memory(pid: int | None = None) -> dict:
-    """GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index:
-    bytes-or-NA}``.
+    """GPU memory of process ``pid`` per NVML index.
+
+    GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index: bytes-or-NA}``.
 
     Includes the CUDA context and non-PyTorch allocations. Returns ``{}`` when
     NVML is unavailable or the process uses no GPU.

@@ -294,8 +294,9 @@ def implausible(field, raw, why):
 
 
 def check_value(field: str, value, context: dict | None = None):
-    """One NVML number through the plausibility bounds above; returns it unchanged or an NA saying
-    why.
+    """One NVML number through the plausibility bounds above.
+
+    One NVML number through the plausibility bounds above; returns it unchanged or an NA saying why.
 
     Args:
         field: nvidia-smi field name (``"power.draw"``...); value: the raw number (NVML units) or
@@ -350,7 +351,9 @@ def check_value(field: str, value, context: dict | None = None):
 
 
 def check_values(values: dict, context: dict | None = None) -> dict:
-    """:func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` +
+    """:func:`check_value` on every entry of ``values``.
+
+    :func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` +
     ``context`` as the bounds. Returns a new dict.
     """
     ctx = dict(context or {})
@@ -367,8 +370,10 @@ def check_values(values: dict, context: dict | None = None) -> dict:
 
 
 def check_process(pid, used, memory_total=None):
-    """``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT)
-    makes the row implausible; used memory goes through the sentinel and ``memory.total`` bounds.
+    """``(pid_ok, used)`` for one process row.
+
+    ``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT) makes
+    the row implausible; used memory goes through the sentinel and ``memory.total`` bounds.
     """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
     if not is_na(used):

@@ -1,4 +1,6 @@
-"""The cluster sample source of ``%gpuwatch --source prometheus://...``: GPU samples read from
+"""The cluster sample source of ``%gpuwatch --source prometheus://...``.
+
+The cluster sample source of ``%gpuwatch --source prometheus://...``: GPU samples read from
 Prometheus.
 
 :class:`PrometheusSource` has the same ``read(seq, timestamp_s) -> Sample`` as the live NVML source
@@ -432,7 +434,9 @@ class PrometheusSource(HostTracker, Source):
             m["labels"] = s.labels
 
     def assemble(self, series) -> dict:
-        """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text),
+        """GpuSamples per timestamp from per-point series.
+
+        ``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text),
         ...]), ...]``.
 
         An instant query gives one timestamp, a range query many; each series is classified,
@@ -491,7 +495,9 @@ class PrometheusSource(HostTracker, Source):
         return out
 
     def assemble_columns(self, series) -> tuple:
-        """``(times, GpuSamples per time)`` from the columns of a range query, the fast path of
+        """GpuSamples per time from a range query's columns.
+
+        ``(times, GpuSamples per time)`` from the columns of a range query, the fast path of
         :meth:`history`.
 
         Args:
@@ -689,8 +695,11 @@ class PrometheusSource(HostTracker, Source):
         self.client.close()
 
     def preload(self, history_len: int) -> list:
-        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh
-        intervals (it runs in the kernel's thread when the monitor starts, so it waits no longer than one refresh request).
+        """The history a new monitor starts with.
+
+        The history a new monitor starts with: :meth:`history` over ``history_len`` refresh
+        intervals (it runs in the kernel's thread when the monitor starts, so it waits no longer
+        than one refresh request).
         """
         return self.history(
             history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s
@@ -698,8 +707,10 @@ class PrometheusSource(HostTracker, Source):
 
 
 class ClusterReplay(HostTracker, ReplaySource):
-    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view
-    (a host missing from a later sample is shown stale with its last values, as live).
+    """A replay of a trace recorded from a cluster source.
+
+    A replay of a trace recorded from a cluster source: same samples, shown in the cluster view (a
+    host missing from a later sample is shown stale with its last values, as live).
     """
 
     def read(self, seq: int, timestamp_s: float) -> Sample:

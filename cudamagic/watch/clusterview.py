@@ -1,5 +1,6 @@
-"""The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the
-widget.
+"""The cluster view of ``%gpuwatch --source``: text, HTML tiles, widget.
+
+The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the widget.
 
 One compact tile per GPU (utilization and memory bars, host and index), grouped by host, then the
 usual per-GPU detail for one selected host (utilization %, memory, temperature, power, SM clock,
@@ -42,8 +43,11 @@ def last_good(sample, history=()):
 
 
 def stale_hosts(source) -> dict:
-    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped
-    while the server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`).
+    """The hosts whose exporter stopped being scraped.
+
+    ``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped while
+    the server answers (kept by the cluster source, see
+    :class:`cudamagic.watch.cluster.HostTracker`).
     """
     return dict(getattr(source, "stale_hosts", None) or {})
 
@@ -171,7 +175,9 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
 
 def tile_html(g) -> str:
     """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
-    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU cards.
+
+    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU
+    cards.
     """
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
@@ -193,9 +199,12 @@ def tile_html(g) -> str:
 
 
 def tiles_html(gpus, stale=None) -> str:
-    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization,
-    power). A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
-    "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay readable).
+    """Every GPU as a tile, one wrapping row per host.
+
+    Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power).
+    A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
+    "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay
+    readable).
     """
     stale = stale or {}
     out = []

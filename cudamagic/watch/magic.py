@@ -158,8 +158,9 @@ class WatchMagics(AreaMagics):
     )
     @line_magic
     def gpuwatch(self, line=""):
-        """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host)
-        that keeps updating while other cells run.
+        """Live GPU monitor that keeps updating while other cells run.
+
+        It shows utilization, memory, power, clocks, processes, the PyTorch allocator and the host.
 
         In a notebook it shows a widget updated by one background thread per kernel (running
         ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
@@ -169,10 +170,9 @@ class WatchMagics(AreaMagics):
         apart). ``--source`` reads a whole cluster from its Prometheus server instead (one request
         per refresh; one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS"
         and it recovers by itself). When the monitor stops, the widget is replaced by a static
-        snapshot of the last sample,
-        which is what a saved notebook keeps. Returns the monitor: ``watch.history`` (records
-        with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``,
-        ``watch.stop()``.
+        snapshot of the last sample, which is what a saved notebook keeps. Returns the monitor:
+        ``watch.history`` (records with nvidia-smi key names, raw units: bytes, mW, MHz, %),
+        ``watch.running``, ``watch.wait()``, ``watch.stop()``.
 
         Privacy on shared machines: other users' processes are listed with their process name and
         memory, but their command lines are neither shown nor written by ``--log`` unless you pass
@@ -193,8 +193,8 @@ class WatchMagics(AreaMagics):
             %gpuwatch --cmdline
             %gpuwatch --source prometheus://prom.example:9090
             %gpuwatch --source https://prom.example --job
-            %gpuwatch --source prometheus://prom.example:9090 --hosts node07,node08 --log
-            cluster.jsonl %config CudaMagics.watch_interval_s = 2.0
+            %gpuwatch --source prometheus://prom.example:9090 --hosts node07 --log c.jsonl
+            %config CudaMagics.watch_interval_s = 2.0
         """
         args = self.parse(self.gpuwatch, line)
         if args.stop:
@@ -240,8 +240,11 @@ class WatchMagics(AreaMagics):
 
     @staticmethod
     def _before_replacing(running, opts):
-        """A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
-        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed), else say it was stopped.
+        """Refuse or announce replacing the running background monitor.
+
+        A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
+        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed),
+        else say it was stopped.
         """
         log = running.options.get("log")
         what = "--loop" if opts.loop else "--text"

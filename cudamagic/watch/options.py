@@ -78,9 +78,12 @@ class WatchOptions:
 def interval_problem(
     interval: float, given: str, replay: bool, fix: str = "%gpuwatch --interval"
 ) -> str:
-    """What is wrong with ``interval`` (seconds) as a sampling interval, one paragraph naming
-    ``given`` and ending with the command ``fix VALUE`` to type; ``""`` when it is usable (0.1 s
-    live, 0.05 s for a replay, to 3600 s). Shared by :func:`check_interval` and the ``CudaMagics.watch_interval_s`` validator.
+    """What is wrong with ``interval`` as a sampling interval.
+
+    What is wrong with ``interval`` (seconds) as a sampling interval, one paragraph naming ``given``
+    and ending with the command ``fix VALUE`` to type; ``""`` when it is usable (0.1 s live, 0.05 s
+    for a replay, to 3600 s). Shared by :func:`check_interval` and the
+    ``CudaMagics.watch_interval_s`` validator.
     """
     minimum = MIN_REPLAY_INTERVAL_S if replay else MIN_LIVE_INTERVAL_S
     if math.isnan(interval):
@@ -194,7 +197,9 @@ def resolve(args, settings) -> WatchOptions:
 
 
 def cluster_options(args) -> tuple:
-    """``(base URL or None, job, hosts)`` from ``--source``, ``--job``, ``--hosts``; ``UsageError``
+    """The checked ``--source``, ``--job`` and ``--hosts``.
+
+    ``(base URL or None, job, hosts)`` from ``--source``, ``--job``, ``--hosts``; ``UsageError``
     when they are malformed or combined with ``--replay`` / ``--devices``.
     """
     text, job, hosts = args.source, args.job, args.hosts
@@ -231,7 +236,9 @@ def cluster_options(args) -> tuple:
 
 
 def open_source(opts: WatchOptions):
-    """The sample source for ``opts``: a :class:`~.sources.ReplaySource` or a
+    """The sample source ``opts`` ask for.
+
+    The sample source for ``opts``: a :class:`~.sources.ReplaySource` or a
     :class:`~.sources.LiveSource`.
 
     Raises:
@@ -268,9 +275,10 @@ def open_source(opts: WatchOptions):
 
 
 def open_cluster(opts: WatchOptions):
-    """The :class:`~.cluster.PrometheusSource` of ``--source``. With ``--job`` or ``--hosts`` one
-    probe request checks that something matches (an unreachable server is not an error: the monitor
-    shows it as stale).
+    """The :class:`~.cluster.PrometheusSource` of ``--source``.
+
+    With ``--job`` or ``--hosts`` one probe request checks that something matches (an unreachable
+    server is not an error: the monitor shows it as stale).
 
     Raises:
         UsageError: the server answers but no GPU matches ``--job`` / ``--hosts``.

@@ -1,4 +1,6 @@
-"""A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no
+"""A small Prometheus HTTP API client for ``%gpuwatch --source``.
+
+A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no
 IPython).
 
 One :class:`PrometheusClient` per monitor keeps one connection pool.
@@ -103,8 +105,11 @@ def parse_source(text: str) -> str:
 
 
 def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = None) -> tuple:
-    """``(headers dict, description)`` of the credentials for ``base_url``; description names the
-    source (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")`` without any.
+    """The credentials for ``base_url`` and what they are.
+
+    ``(headers dict, description)`` of the credentials for ``base_url``; description names the
+    source (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")``
+    without any.
     """
     import urllib3
 
@@ -138,8 +143,11 @@ def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = Non
 def range_step(
     start_s: float, end_s: float, min_step_s: float, max_points: int = MAX_POINTS_PER_SERIES
 ) -> float:
-    """Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and
-    large enough that each series has at most ``max_points`` points (Prometheus answers ``(end - start) / step + 1``).
+    """Step in seconds for a range query.
+
+    Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and large
+    enough that each series has at most ``max_points`` points (Prometheus answers ``(end - start) /
+    step + 1``).
     """
     span = max(0.0, end_s - start_s)
     need = span / max(1, max_points - 1)
@@ -154,7 +162,9 @@ def selector(metrics) -> str:
 
 
 class PrometheusClient:
-    """GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no
+    """GET requests to one Prometheus server.
+
+    GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no
     redirects followed; TLS verified).
 
     Args:
@@ -251,8 +261,11 @@ class PrometheusClient:
         return obj["data"]
 
     def _not_prometheus(self, path: str, status: int, content_type: str, body: bytes, obj) -> str:
-        """One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error):
-        the status and what it means, never the page's HTML; a short plain-text body (``404 page not found``) is kept.
+        """One paragraph for an answer that is not Prometheus JSON.
+
+        One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error): the
+        status and what it means, never the page's HTML; a short plain-text body (``404 page not
+        found``) is kept.
         """
         text = body[:2000].decode("utf-8", "replace")
         html_page = "html" in content_type.lower() or text.lstrip()[:1] == "<"
@@ -318,7 +331,9 @@ class PrometheusClient:
         step_s: float,
         timeout_s: float | None = None,
     ) -> list:
-        """:meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where
+        """:meth:`range` as columns, one per series.
+
+        :meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where
         ``times`` (epoch seconds) and ``values`` are 1-D float64 numpy arrays of the same length
         (NaN and +-Inf kept).
 
@@ -361,7 +376,9 @@ _POINT_CHARS = bytes.maketrans(b'[]"', b"   ")
 
 
 def parse_matrix(body: bytes) -> list | None:
-    """The series of a ``query_range`` answer as ``[(labels dict, times, values)]`` (float64 numpy
+    """The series of a ``query_range`` answer, parsed fast.
+
+    The series of a ``query_range`` answer as ``[(labels dict, times, values)]`` (float64 numpy
     arrays), or None when ``body`` is not the compact JSON Prometheus writes for a successful matrix
     (an error answer, native histograms, another server's layout): the caller then decodes it with
     :mod:`json`.
@@ -407,7 +424,9 @@ def parse_matrix(body: bytes) -> list | None:
 
 
 def _columns(r):
-    """One series of a :mod:`json`-decoded matrix as ``(labels, times, values)`` arrays; None if
+    """One series of a decoded matrix as arrays.
+
+    One series of a :mod:`json`-decoded matrix as ``(labels, times, values)`` arrays; None if
     malformed (a value that is not a number becomes NaN).
     """
     import numpy as np

@@ -1,5 +1,7 @@
-"""The ``%gpuwatch`` sampler: one daemon thread that reads a source every ``interval_s`` into a
-bounded history.
+"""The ``%gpuwatch`` sampler thread.
+
+The ``%gpuwatch`` sampler: one daemon thread that reads a source every ``interval_s`` into a bounded
+history.
 
 The :class:`Sampler` is driven by ``Event.wait(interval)``; clock and wait are injectable so tests
 run it

@@ -231,8 +231,9 @@ def iso_timestamp(ts: float) -> str:
 
 
 def sample_rows(s: Sample) -> list:
-    """Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no
-    GPU).
+    """Flat records for ``watch.history``, one dict per GPU.
+
+    Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no GPU).
 
     Keys are nvidia-smi names (``timestamp``, ``index``, ``name``, ``utilization.gpu``,
     ``memory.used`` [bytes], ``power.draw`` [mW] ...) plus ``host.*`` and ``torch.*``. Every value

@@ -1,5 +1,7 @@
-"""Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator)
-or a replayed trace file.
+"""Where ``%gpuwatch`` samples come from.
+
+Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or
+a replayed trace file.
 
 A source has ``read(seq, timestamp_s) -> Sample``, ``label``, ``devices`` and ``status``; the
 :class:`~.sampler.Sampler` calls ``read`` once per tick. :class:`LiveSource` never raises for NVML
@@ -274,8 +276,9 @@ INSUFFICIENT_PERMISSIONS = NA(
 
 
 def process_info(pid: int, *, host_namespace=None):
-    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not
-    readable.
+    """``(name, cmdline, visible)`` of process ``pid``.
+
+    ``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not readable.
 
     * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while
         ``kill(pid, 0)``
@@ -358,7 +361,9 @@ _READ_FIELDS = [f for f in GPU_FIELDS if f not in ("memory.total",)] + ["memory.
 
 
 class LiveSource(Source):
-    """Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch
+    """Reads the live machine: NVML, psutil, the PyTorch allocator.
+
+    Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch
     allocator.
 
     Args:

@@ -1,5 +1,6 @@
-"""The look of ``%gpuwatch`` (GPU cards, bars, charts, cluster tiles) on JupyterLab's theme
-variables.
+"""The look of ``%gpuwatch`` on JupyterLab's theme variables.
+
+The look of ``%gpuwatch`` (GPU cards, bars, charts, cluster tiles) on JupyterLab's theme variables.
 
 :data:`WATCH_CSS` adds to :data:`cudamagic.core.style.CSS`: every rule starts with ``.cudamagic``
 and every colour is a ``var(--jp-...)`` theme variable (the literal after the comma is only the

@@ -1,11 +1,11 @@
 """The ``%gpuwatch`` text view: the snapshot table (``text/plain``) and the words for each value.
 
-:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
-widget extension): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide,
-with the N/A reasons listed below it. Every line and cell goes through :func:`~cudamagic.core.fmt.terminal_safe`, so
-nothing from outside (process or GPU names, paths, NVML error text) can move the cursor,
-clear the terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...)
-are shared with the HTML of :mod:`.widget`.
+:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the widget
+extension): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide, with the N/A reasons
+listed below it. Every line and cell goes through :func:`~cudamagic.core.fmt.terminal_safe`, so
+nothing from outside (process or GPU names, paths, NVML error text) can move the cursor, clear the
+terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...) are shared with the
+HTML of :mod:`.widget`.
 """
 
 from __future__ import annotations
@@ -50,9 +50,12 @@ def reasons_text(g):
 
 
 def no_process_line(g):
-    """What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use
-    by processes NVML cannot attribute from here). With the v2 memory reading ``memory.used``
-    already excludes the driver's reserve, so only unattributed processes explain it; with v1 (reserve NA) the reserve is in it.
+    """What to say when NVML lists no process on ``g``.
+
+    What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use by
+    processes NVML cannot attribute from here). With the v2 memory reading ``memory.used`` already
+    excludes the driver's reserve, so only unattributed processes explain it; with v1 (reserve NA)
+    the reserve is in it.
     """
     used, reserved = g.memory_used_bytes, g.memory_reserved_bytes
     if is_na(used):
@@ -105,8 +108,10 @@ def process_label(p) -> str:
 
 
 def process_notes(processes) -> list:
-    """One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the
-    reason of every other N/A in them (no bare N/A without its reason).
+    """Notes on the unreadable processes among ``processes``.
+
+    One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the reason
+    of every other N/A in them (no bare N/A without its reason).
     """
     notes = []
     for p in processes:
@@ -143,8 +148,10 @@ def torch_text(t) -> str:
 
 
 def _short_name(g) -> str:
-    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS
-    characters (the HTML card and ``watch.history`` keep the full name).
+    """The GPU name for the text table.
+
+    The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS characters
+    (the HTML card and ``watch.history`` keep the full name).
     """
     name = "N/A" if is_na(g.name) else str(g.name)
     if name.startswith("NVIDIA "):
@@ -204,8 +211,10 @@ PROCESS_CHARS = 44
 
 
 def _clip_left(name: str) -> str:
-    """A long process name (Windows gives full paths) keeps its end, where the program's name is,
-    like nvidia-smi's ``...\\SearchHost.exe``.
+    """A long process name, clipped on the left.
+
+    A long process name (Windows gives full paths) keeps its end, where the program's name is, like
+    nvidia-smi's ``...\\SearchHost.exe``.
     """
     return name if len(name) <= PROCESS_CHARS else "\u2026" + name[-(PROCESS_CHARS - 1) :]
 
@@ -237,8 +246,11 @@ def counter_notes(processes) -> list:
 
 
 class _Lines(list):
-    """Lines of the text view: ``append`` makes each one safe with :func:`~cudamagic.core.fmt.terminal_safe` and wraps it at
-    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already.
+    """Lines of the text view, each made terminal-safe.
+
+    Lines of the text view: ``append`` makes each one safe with
+    :func:`~cudamagic.core.fmt.terminal_safe` and wraps it at :data:`TEXT_WIDTH` columns; ``table``
+    adds a table whose cells were made safe already.
     """
 
     def append(self, text):
@@ -277,8 +289,8 @@ def sample_text(
 ) -> str:
     """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
 
-    Every line and table cell goes through :func:`~cudamagic.core.fmt.terminal_safe`: nothing from outside can move the cursor,
-    clear the terminal or start a new line.
+    Every line and table cell goes through :func:`~cudamagic.core.fmt.terminal_safe`: nothing from
+    outside can move the cursor, clear the terminal or start a new line.
     """
 
     def safe_table(headers, rows):

@@ -366,7 +366,9 @@ def live_fallback_line(label: str, started_s: float, interval_s: float) -> str:
 
 
 def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
-    """The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved
+    """The ``text/html`` that accompanies the live widget.
+
+    The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved
     notebook opened elsewhere, nbviewer, GitHub).
     """
     return page(

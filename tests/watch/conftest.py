@@ -26,9 +26,11 @@ def need_prometheus():
 
 
 def wait_all_scraped(server, timeout_s: float = 30.0) -> None:
-    """Wait until the server answers with all 12 simulated GPUs. On a loaded machine a scrape can
-    miss its scrape timeout, and Prometheus then marks that host's series stale until the next good
-    scrape: tests that need every GPU wait for a complete answer first instead of reading a gap.
+    """Wait until the server answers with all 12 simulated GPUs.
+
+    On a loaded machine a scrape can miss its scrape timeout, and Prometheus then marks that host's
+    series stale until the next good scrape: tests that need every GPU wait for a complete answer
+    first instead of reading a gap.
     """
     import time
 

@@ -36,8 +36,10 @@ def data_of(name: str) -> dict:
 
 
 class PromStub:
-    """See the module docstring. ``delay_s`` holds each answer back; ``drop`` closes the connection
-    unanswered; ``headers`` adds (or, with value None, removes) answer headers.
+    """See the module docstring.
+
+    ``delay_s`` holds each answer back; ``drop`` closes the connection unanswered; ``headers`` adds
+    (or, with value None, removes) answer headers.
     """
 
     def __init__(self, tls_context=None):

@@ -24,7 +24,9 @@ from tests.watch.fakes import live, no_torch
 SCALARS = (int, float, str, bool)
 
 
-@pytest.mark.parametrize("scenario", ["gpu_without_fan", "mig", "process_in_other_pid_namespace", "no_driver"])
+@pytest.mark.parametrize(
+    "scenario", ["gpu_without_fan", "mig", "process_in_other_pid_namespace", "no_driver"]
+)
 def test_history_rows_are_flat_scalars_with_numeric_columns(fake_nvml, scenario):
     """watch.history must suit pandas.DataFrame: flat dicts of plain scalars, numbers stay numbers
     (an NA object in a numeric column made the column object-typed: .mean() raised TypeError).

@@ -196,9 +196,11 @@ def test_host_reader_real_psutil_and_dataloader_workers():
 
     try:
         assert wait_until(
-            lambda: started(other, "sleep")
-            and started(tracker, "resource_tracker")
-            and sum(psutil.cpu_times()) > cpu_seconds + 0.05
+            lambda: (
+                started(other, "sleep")
+                and started(tracker, "resource_tracker")
+                and sum(psutil.cpu_times()) > cpu_seconds + 0.05
+            )
         )
         h = reader.read()
         assert 0 <= h.cpu_util_pct <= 100 and h.memory_total_bytes > h.memory_used_bytes > 0
@@ -297,8 +299,10 @@ def test_torch_reader_sums_the_right_counters_over_devices(monkeypatch):
 
 
 def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
-    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A. The sample still has every
-    GPU field, the process is listed with NA memory, and the NVML-vs-allocator gap is NA with the reason (not an error).
+    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A.
+
+    The sample still has every GPU field, the process is listed with NA memory, and the
+    NVML-vs-allocator gap is NA with the reason (not an error).
     """
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(os.getpid(), None), (os.getpid() + 1, None)]

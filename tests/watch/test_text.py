@@ -1,5 +1,6 @@
-"""Tier 1 for the %gpuwatch text view: terminal control characters neutralised, 100 columns. No
-IPython here.
+"""Tier 1 for the %gpuwatch text view: terminal control characters neutralised, 100 columns.
+
+No IPython here.
 """
 
 import pytest
@@ -26,12 +27,21 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     assert len(text.splitlines()) == len(clean.splitlines()) + 1  # + the error line; no forged rows
     assert "evil\\x1b[2J\\x1b[31mRED\\x0aGPU 9  fake row\\x0d\\x07\\u202egnp.exe" in text
     assert "H100\\x1b]0;title\\x07" in text and "a\\x1b[2Jb.jsonl" in text.splitlines()[0]
-    assert HOSTILE_NAME == terminal_safe(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
+    assert HOSTILE_NAME == terminal_safe(
+        HOSTILE_NAME
+    )  # ordinary text (and HTML-looking text) unchanged
 
 
 @pytest.mark.parametrize(
     "scenario",
-    ["gpu_without_fan", "mig", "process_in_other_pid_namespace", "no_driver", "version_mismatch", "training"],
+    [
+        "gpu_without_fan",
+        "mig",
+        "process_in_other_pid_namespace",
+        "no_driver",
+        "version_mismatch",
+        "training",
+    ],
 )
 def test_text_view_fits_100_columns(fake_nvml, scenario):
     """Terminal width: the GPU table was 122 columns and the no-driver and 'no process' lines up to
