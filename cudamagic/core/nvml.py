@@ -157,11 +157,10 @@ def library_version():
 
 
 def library_path():
-    """Where the NVML library was loaded from, or NA.
+    r"""Where the NVML library was loaded from, or NA.
 
-    Where the NVML library was loaded from (``pynvml.nvmlLib._name``:
-    ``C:\\Windows\\System32\\nvml.dll`` on Windows, ``libnvidia-ml.so.1`` as the loader resolved it
-    on Linux), or NA before a successful init.
+    ``pynvml.nvmlLib._name``: ``C:\Windows\System32\nvml.dll`` on Windows,
+    ``libnvidia-ml.so.1`` as the loader resolved it on Linux; NA before a successful init.
     """
     err = init()
     if err is not None:
@@ -197,7 +196,8 @@ def translate(exc) -> NA:
         return NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost")
     if code == _LIBRARY_NOT_FOUND:
         return NA(
-            "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
+            "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this "
+            "machine "
             "(or its library is not on the loader path)",
             "no_driver",
         )
@@ -216,8 +216,10 @@ def translate(exc) -> NA:
             seen.append(f"user-space library {lib}")
         both = f" ({', '.join(seen)})" if seen else ""
         return NA(
-            "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
-            f"differ{both}, usually after a driver update without a reboot; reboot, or unload and reload the "
+            "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space "
+            "NVML library "
+            f"differ{both}, usually after a driver update without a reboot; reboot, or unload and "
+            "reload the "
             "nvidia kernel modules",
             "version_mismatch",
         )
@@ -494,7 +496,8 @@ class Device:
                 "the process list",
                 f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
                 f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "
-                "disagree on the process structure; install the nvidia-ml-py that matches the driver",
+                "disagree on the process structure; install the nvidia-ml-py that matches the "
+                "driver",
             )
             # with a layout mismatch no row can be trusted, even one that looks right
             return na

@@ -275,7 +275,8 @@ MEMORY_V1_RESERVED = NA(
 # * clocks.sm / clocks.mem: at most 1.05 x the GPU's maximum (nvmlDeviceGetMaxClockInfo) when known,
 # and
 #     at most 20,000 MHz always (GDDR6X reports ~10,500 MHz).
-#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes (1 PiB).
+#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes (1
+#   PiB).
 #   * pstate: 0..15 (NVML_PSTATE_UNKNOWN is 32).
 # * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
 # memory.total.
@@ -290,17 +291,18 @@ _PCT_FIELDS = ("utilization.gpu", "utilization.memory", "fan.speed")
 
 
 def implausible(field, raw, why):
+    """The NA for a number NVML returned that cannot be true."""
     return NA(f"implausible reading: NVML returned {raw} for {field} ({why})", "implausible")
 
 
 def check_value(field: str, value, context: dict | None = None):
     """One NVML number through the plausibility bounds above.
 
-    One NVML number through the plausibility bounds above; returns it unchanged or an NA saying why.
+    Returns it unchanged, or an NA saying why it cannot be true.
 
     Args:
-        field: nvidia-smi field name (``"power.draw"``...); value: the raw number (NVML units) or
-            NA.
+        field: nvidia-smi field name (``"power.draw"``...).
+        value: the raw number (NVML units) or NA.
         context: other raw readings of the same GPU used as bounds (``power.limit``,
             ``memory.total``, ``clocks.max.sm``, ``clocks.max.mem``); missing or NA entries leave
             only the absolute bound.

@@ -94,7 +94,7 @@ def aggregate(values: dict) -> dict:
 
 
 class PdhCounterSource:
-    """Reads Windows' GPU Process Memory counters.
+    r"""Reads Windows' GPU Process Memory counters.
 
     Reads ``\\GPU Process Memory(*)\\Dedicated Usage`` and ``Shared Usage`` with ``win32pdh``
     (Windows only).

@@ -283,8 +283,9 @@ class HostTracker:
         """Update :attr:`stale_hosts` from ``sample`` (a sample of a working server).
 
         Args:
-            sample: the newest :class:`Sample`. down: ``{host: reason}`` for hosts whose scrape
-                target has ``up == 0`` (None when unknown, e.g. in a replay).
+            sample: the newest :class:`Sample`.
+            down: ``{host: reason}`` for hosts whose scrape target has ``up == 0`` (None when
+                unknown, e.g. in a replay).
         """
         now = sample.timestamp_s
         groups = {}
@@ -540,12 +541,11 @@ class PrometheusSource(HostTracker, Source):
             changed = np.ones(n, dtype=bool)
             changed[1:] = (codes[:, 1:] != codes[:, :-1]).any(axis=0)
             column = [None] * n
-            g = None
             build = np.flatnonzero(changed & present).tolist()
             rows = codes[:, build].T.tolist() if build else []
-            for row_i, row in zip(build, rows):
+            for row_i, row in zip(build, rows, strict=True):
                 phys, migs, ratios = {}, {}, {}
-                for ((where, mig, field), (_, conv)), c in zip(entries, row):
+                for ((where, mig, field), (_, conv)), c in zip(entries, row, strict=True):
                     if c < 0:
                         continue
                     if where == "phys":
@@ -562,7 +562,7 @@ class PrometheusSource(HostTracker, Source):
                 elif here:
                     column[i] = last
             per_gpu.append(column)
-        frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu)]
+        frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu, strict=True)]
         return times.tolist(), frames
 
     def build(self, rows) -> tuple:
@@ -687,7 +687,7 @@ class PrometheusSource(HostTracker, Source):
         times, frames = self.assemble_columns(self._job_filter(series))
         return [
             self._sample(i - len(times) + 1, t, gpus)
-            for i, (t, gpus) in enumerate(zip(times, frames))
+            for i, (t, gpus) in enumerate(zip(times, frames, strict=True))
         ]
 
     def close(self):
@@ -714,6 +714,7 @@ class ClusterReplay(HostTracker, ReplaySource):
     """
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
+        """The next recorded sample; its hosts' staleness tracked as live."""
         sample = ReplaySource.read(self, seq, timestamp_s)
         if sample.gpus or not is_na(sample.nvml_status) or sample.nvml_status.code != "stale":
             self.track_hosts(sample)

@@ -182,7 +182,8 @@ def tile_html(g) -> str:
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
     tip = (
-        f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
+        f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization "
+        f"{_pct(g.gpu_util_pct)}"
         f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
         f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
         f"{_watts(g.power_draw_mw)}"
@@ -222,7 +223,8 @@ def tiles_html(gpus, stale=None) -> str:
             + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "")
             + ">"
             '<span class="cm-host-name">'
-            f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
+            f"<b>{esc(host or '(no host label)')}</b> "
+            f"{plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
             f"{esc(util)}</span>" + "".join(tile_html(g) for g in hg) + mark + "</div>"
         )
     key = (
@@ -272,7 +274,8 @@ def detail_html(gpus) -> str:
                     esc(f"↳ MIG {m.uuid}"),
                     "–",
                     esc(
-                        f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
+                        f"{format_bytes(m.memory_used_bytes)} / "
+                        f"{format_bytes(m.memory_total_bytes)}"
                     ),
                     "",
                     "",

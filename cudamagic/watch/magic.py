@@ -25,8 +25,10 @@ class WatchSettings(HasTraits):
     watch_interval_s = Float(
         1.0,
         help="Seconds between %gpuwatch samples (--interval), 0.1 to 3600. Minimum 0.1 s (NVML's "
-        "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while costing NVML "
-        "calls and widget traffic); a --replay alone may go down to 0.05 s with --interval 0.05 (no NVML cost; "
+        "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while "
+        "costing NVML "
+        "calls and widget traffic); a --replay alone may go down to 0.05 s with --interval 0.05 "
+        "(no NVML cost; "
         "about 20 updates/s is what a front end renders smoothly).",
     ).tag(config=True)
 
@@ -53,7 +55,8 @@ class WatchSettings(HasTraits):
     ).tag(config=True)
     watch_devices = Unicode(
         "",
-        help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty = all "
+        help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty "
+        "= all "
         "(--devices).",
     ).tag(config=True)
     watch_text = Bool(
@@ -61,8 +64,10 @@ class WatchSettings(HasTraits):
     ).tag(config=True)
     watch_show_cmdlines = Bool(
         False,
-        help="Show, and record with --log, the command lines of other users' GPU processes (--cmdline). "
-        "Off by default for privacy on shared machines: their process names are shown, and this user's "
+        help="Show, and record with --log, the command lines of other users' GPU processes "
+        "(--cmdline). "
+        "Off by default for privacy on shared machines: their process names are shown, and this "
+        "user's "
         "processes always keep their command lines.",
     ).tag(config=True)
 
@@ -90,7 +95,8 @@ class WatchMagics(AreaMagics):
         type=float,
         default=None,
         metavar="SECONDS",
-        help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
+        help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 "
+        "live, "
         "0.05 with --replay; at most 3600).",
     )
     @argument(
@@ -98,7 +104,8 @@ class WatchMagics(AreaMagics):
         "--devices",
         default=None,
         metavar="LIST",
-        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.",
+        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all "
+        "GPUs.",
     )
     @argument(
         "--history",
@@ -141,7 +148,8 @@ class WatchMagics(AreaMagics):
         const="",
         default=None,
         metavar="VALUE",
-        help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or the GPUs "
+        help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or "
+        "the GPUs "
         "whose job label or host is VALUE.",
     )
     @argument(
@@ -153,7 +161,8 @@ class WatchMagics(AreaMagics):
     @argument(
         "--cmdline",
         action="store_true",
-        help="Also show (and --log) other users' command lines; by default only their process names "
+        help="Also show (and --log) other users' command lines; by default only their process "
+        "names "
         "(default: CudaMagics.watch_show_cmdlines).",
     )
     @line_magic
@@ -250,11 +259,15 @@ class WatchMagics(AreaMagics):
         what = "--loop" if opts.loop else "--text"
         if log:
             raise UsageError(
-                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch {what}` would "
-                f"stop it and end that recording. To see its current values type `%gpuwatch` (it shows the "
-                "running monitor); to end it first type `%gpuwatch --stop`, then run this line again."
+                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch "
+                f"{what}` would "
+                "stop it and end that recording. To see its current values type `%gpuwatch` (it "
+                "shows the "
+                "running monitor); to end it first type `%gpuwatch --stop`, then run this line "
+                "again."
             )
         print(
-            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to show "
+            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to "
+            "show "
             f"this one; type `%gpuwatch` to start a live one again."
         )

@@ -96,7 +96,8 @@ def interval_problem(
         )
     if interval > MAX_INTERVAL_S:
         return (
-            f"{given} {interval:g} is too long: the interval is at most {MAX_INTERVAL_S:g} s; type for "
+            f"{given} {interval:g} is too long: the interval is at most {MAX_INTERVAL_S:g} s; "
+            "type for "
             f"example `{fix} 60`."
         )
     return ""
@@ -133,8 +134,8 @@ def resolve(args, settings) -> WatchOptions:
     """Check the parsed ``%gpuwatch`` flags against each other and the ``CudaMagics`` settings.
 
     Args:
-        args: the ``argparse.Namespace`` of ``%gpuwatch``. settings: the ``CudaMagics``
-            configurable.
+        args: the ``argparse.Namespace`` of ``%gpuwatch``.
+        settings: the ``CudaMagics`` configurable.
 
     Raises:
         UsageError: an interval outside 0.1 s (0.05 s for a replay) to 3600 s or not a number, a
@@ -292,13 +293,16 @@ def open_cluster(opts: WatchOptions):
             source.close()
             if opts.job is not None:
                 fix = (
-                    f"Give the value to match, e.g. `%gpuwatch --source {opts.source} --job 12345` (a Slurm "
+                    f"Give the value to match, e.g. `%gpuwatch --source {opts.source} --job "
+                    "12345` (a Slurm "
                     "job id, pod or host name), or leave --job out"
                 )
             else:
                 fix = (
-                    f"Give host names the exporters report (their Hostname/hostname label, or its short form), "
-                    f"e.g. `%gpuwatch --source {opts.source} --hosts node07,node08`, or leave --hosts out"
+                    "Give host names the exporters report (their Hostname/hostname label, or its "
+                    "short form), "
+                    f"e.g. `%gpuwatch --source {opts.source} --hosts node07,node08`, or leave "
+                    "--hosts out"
                 )
             raise UsageError(
                 f"{probe.nvml_status.reason}. {fix} to see every GPU the server knows."

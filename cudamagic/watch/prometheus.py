@@ -158,7 +158,8 @@ def range_step(
 def selector(metrics) -> str:
     """PromQL selecting every metric of ``metrics`` in one instant vector: ``{__name__=~"A|B|..."}``."""
     names = "|".join(re.escape(m) for m in metrics)
-    return '{__name__=~"%s"}' % names.replace("\\", "\\\\")
+    escaped = names.replace("\\", "\\\\")
+    return f'{{__name__=~"{escaped}"}}'
 
 
 class PrometheusClient:
@@ -280,9 +281,12 @@ class PrometheusClient:
             return f"the server at {self.base_url} {where}: a server or proxy error, retried at the next refresh"
         if status == 404 or (200 <= status < 300) or html_page:
             return (
-                f"the server at {self.base_url} {where}: is this a Prometheus server? Check --source: it "
-                "must be the address the Prometheus API is served under (the one whose /api/v1/query "
-                "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a proxy"
+                f"the server at {self.base_url} {where}: is this a Prometheus server? Check "
+                "--source: it "
+                "must be the address the Prometheus API is served under (the one whose "
+                "/api/v1/query "
+                "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a "
+                "proxy"
             )
         return f"the server at {self.base_url} {where}"
 

@@ -103,7 +103,8 @@ class Sampler:
                 self.writer.write(s)
             except Exception as exc:
                 self._record(
-                    f"writing {self.writer.path} failed: {type(exc).__name__}: {exc}; logging stopped"
+                    f"writing {self.writer.path} failed: {type(exc).__name__}: {exc}; logging "
+                    "stopped"
                 )
                 self.writer = None
         if self.on_sample is not None:

@@ -42,7 +42,8 @@ OTHER_NAMESPACE = NA(
 )
 HIDDEN = NA(
     "another user's process, hidden: the pid exists here but /proc does not let this user read it "
-    "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
+    "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or "
+    "the "
     "administrator can name it",
     "hidden",
 )
@@ -342,14 +343,18 @@ def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
     cpu, kcpu = host.cpu_util_pct, host.kernel_cpu_pct
     if not is_na(cpu) and cpu >= 90:
         return (
-            f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: the GPU is "
-            "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or lighter "
+            f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: "
+            "the GPU is "
+            "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or "
+            "lighter "
             "CPU preprocessing usually help."
         )
     if not is_na(kcpu) and kcpu >= 90 and not host.workers:
         return (
-            f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU core busy "
-            f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is probably "
+            f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU "
+            "core busy "
+            f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is "
+            "probably "
             "the bottleneck. Try DataLoader(..., num_workers=4, pin_memory=True)."
         )
     return ""
@@ -457,7 +462,8 @@ class LiveSource(Source):
                     }
                 elif not is_na(got):
                     used = NA(
-                        f"{used.reason}; the Windows GPU Process Memory counters list no memory for this "
+                        f"{used.reason}; the Windows GPU Process Memory counters list no memory "
+                        "for this "
                         "process",
                         "wddm",
                     )

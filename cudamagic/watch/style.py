@@ -94,7 +94,8 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
     """A :data:`BAR_WIDTH_PX` bar on a track, filled to ``frac`` (0-1, clamped; None = empty).
 
     Args:
-        frac: the filled fraction. kind: ``"util"`` or ``"mem"`` (the colour class).
+        frac: the filled fraction.
+        kind: ``"util"`` or ``"mem"`` (the colour class).
         reserved_frac: with ``kind="mem"``, the driver's reserve (``memory.reserved``) drawn hatched
             after the fill.
         title: tooltip (already escaped).

@@ -62,16 +62,19 @@ def no_process_line(g):
         return "no process listed by NVML"
     if is_na(reserved):  # legacy v1 reading: used includes the driver's reserve
         return (
-            f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
+            f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes "
+            "NVML cannot "
             "attribute from here, e.g. other containers or VMs)"
         )
     if not reserved:
         return (
-            f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute from here, "
+            f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute "
+            "from here, "
             "e.g. other containers or VMs)"
         )
     return (
-        f"NVML lists no process; {format_bytes(used)} in use besides the driver's {format_bytes(reserved)} "
+        f"NVML lists no process; {format_bytes(used)} in use besides the driver's "
+        f"{format_bytes(reserved)} "
         "reserve (processes NVML cannot attribute from here, e.g. other containers or VMs)"
     )
 
@@ -86,7 +89,8 @@ PROCESS_LABELS = {
     "hidden": (
         "(another user's, hidden)",
         "the pid exists here but /proc does not let this user read it "
-        "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can name it.",
+        "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can "
+        "name it.",
     ),
     "exited": ("(exited)", "the process ended between NVML's listing and reading its name."),
     "no_permission": (
@@ -138,8 +142,10 @@ def torch_text(t) -> str:
     gap = t.gap_bytes
     gap_text = gap.describe() if is_na(gap) else format_bytes(gap)
     return (
-        f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
-        f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
+        f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, "
+        "peak "
+        f"{format_bytes(t.peak_bytes)}; NVML says this process uses "
+        f"{format_bytes(t.nvml_process_bytes)}, "
         f"gap (CUDA context, other libraries) {gap_text}"
     )
 
@@ -211,7 +217,7 @@ PROCESS_CHARS = 44
 
 
 def _clip_left(name: str) -> str:
-    """A long process name, clipped on the left.
+    r"""A long process name, clipped on the left.
 
     A long process name (Windows gives full paths) keeps its end, where the program's name is, like
     nvidia-smi's ``...\\SearchHost.exe``.
@@ -348,7 +354,8 @@ def sample_text(
                 lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
             if not is_na(g.memory_reserved_bytes) and g.memory_reserved_bytes:
                 lines.append(
-                    f"GPU {g.index} memory reserved by the driver: {format_bytes(g.memory_reserved_bytes)} "
+                    f"GPU {g.index} memory reserved by the driver: "
+                    f"{format_bytes(g.memory_reserved_bytes)} "
                     "(memory.reserved; not counted in memory used, as nvidia-smi shows it)"
                 )
             for m in g.mig_devices:
@@ -388,7 +395,8 @@ def sample_text(
     h = sample.host
     lines.append(
         f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "
-        f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
+        f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM "
+        f"{_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
         f"DataLoader workers: {len(h.workers)}"
     )
     for label_, v in (

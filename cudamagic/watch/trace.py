@@ -221,7 +221,8 @@ class _Checker:
             or not isinstance(v.get("code", ""), str)
         ):
             self.fail(
-                f'{key!r}: an object here must be a not-available value {{"na": reason, "code": code}}'
+                f"{key!r}: an object here must be a not-available value "
+                f'{{"na": reason, "code": code}}'
             )
         return NA(self.text(v["na"], key), self.text(v.get("code", "error"), key))
 
@@ -241,7 +242,8 @@ class _Checker:
             or (integer and not isinstance(v, int))
         ):
             self.fail(
-                f"{key!r} must be a {'whole ' if integer else ''}number{' or a not-available value' if na else ''}, "
+                f"{key!r} must be a "
+                f"{'whole ' if integer else ''}number{' or a not-available value' if na else ''}, "
                 f"not {json.dumps(v)[:40]}"
             )
         if isinstance(v, float) and not math.isfinite(v):
@@ -487,6 +489,10 @@ def read_trace(
     ``{"cudamagic_trace": 1, ...}`` header; every later line must match the sample schema.
 
     Args:
+        path: the trace file.
+        max_bytes: largest file read whole.
+        max_line_bytes: longest line accepted.
+        max_samples: most samples accepted.
         tail: for a file larger than ``max_bytes`` (a long ``--log`` run), read the header and then
             only the samples in the last ``max_bytes`` bytes, instead of refusing the file; the
             header gets ``"skipped_bytes"`` (how much of the start was left out). Line numbers in

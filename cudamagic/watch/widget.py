@@ -168,7 +168,8 @@ def processes_html(g) -> str:
         cls = ' class="cm-own"' if p.own else ""
         rows.append(
             f'<tr{cls}{tip}><td class="cm-num">{p.pid}</td><td class="cm-prose">{name}{mine}</td>'
-            f'<td>{esc(p.type)}</td><td class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
+            f"<td>{esc(p.type)}</td><td "
+            f'class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
             "</td></tr>"
         )
     note = "".join(
@@ -188,7 +189,8 @@ def host_html(sample: Sample) -> str:
     """Host, PyTorch allocator and hint (escaped)."""
     h = sample.host
     parts = [
-        f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
+        f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} "
+        "CPUs · "
         f"this kernel {_cell(h.kernel_cpu_pct, pct_text(h.kernel_cpu_pct))} of one core · RAM "
         f"{_cell(h.memory_used_bytes, mem_text(h.memory_used_bytes, h.memory_total_bytes))} · "
         f"DataLoader workers: {len(h.workers)}"
@@ -284,7 +286,8 @@ def chart_from_points(points, index: int) -> str:
         if len(seg) > 1:
             out.append(seg)
         return "".join(
-            f'<polyline class="{cls}" fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke" '
+            f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
+            'vector-effect="non-scaling-stroke" '
             f'points="{" ".join(s)}"/>'
             for s in out
         )
@@ -303,17 +306,21 @@ def chart_from_points(points, index: int) -> str:
     )
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
     svg = (
-        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" preserveAspectRatio="none" '
+        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" '
+        'preserveAspectRatio="none" '
         f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
-        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" vector-effect="non-scaling-stroke"/>'
+        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" '
+        'vector-effect="non-scaling-stroke"/>'
         f"{lines(2, 'cm-line-mem')}{lines(1, 'cm-line-util')}</svg>"
     )
     return (
-        f'<div class="cm-chart"><div class="cm-chart-key"><span><span class="cm-swatch"></span>utilization'
+        '<div class="cm-chart"><div class="cm-chart-key"><span><span '
+        'class="cm-swatch"></span>utilization'
         '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
         f'<div class="cm-chart-body"><div class="cm-chart-y" style="flex:0 0 {_Y_AXIS_PX}px">'
         "<span>100%</span><span>50%</span><span>0%</span></div>"
-        f'{svg}</div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
+        f'{svg}</div><div class="cm-chart-x" '
+        f'style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
     )
 
 
@@ -360,7 +367,8 @@ def live_fallback_line(label: str, started_s: float, interval_s: float) -> str:
         else "live monitor"
     )
     return (
-        f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were shown by a "
+        f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were "
+        "shown by a "
         "widget and not saved. Re-run the cell to watch again."
     )
 
@@ -372,7 +380,8 @@ def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
     notebook opened elsewhere, nbviewer, GitHub).
     """
     return page(
-        f'<div class="cm-box cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
+        '<div class="cm-box '
+        f'cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
         "watch",
     )
 
