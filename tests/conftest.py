@@ -1,4 +1,7 @@
-"""Shared fixtures: a real IPython InteractiveShell with cudamagic loaded, and the fake NVML seam."""
+"""Shared fixtures.
+
+A real IPython InteractiveShell with cudamagic loaded, and the fake NVML seam.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +74,10 @@ def fake_nvml(monkeypatch):
 
 @pytest.fixture
 def cuda_calls(monkeypatch):
-    """The list of context-creating ``torch.cuda`` calls made during the test (see :mod:`tests.cuda_calls`)."""
+    """The list of context-creating ``torch.cuda`` calls made during the test.
+
+    See :mod:`tests.cuda_calls`.
+    """
     torch = pytest.importorskip("torch")
     from tests.cuda_calls import record
 

@@ -414,7 +414,10 @@ class Device:
             return dict.fromkeys(fields, na)
 
     def get(self, field: str):
-        """One field by its nvidia-smi name (see :data:`FIELD_UNITS`), checked by :func:`check_value`."""
+        """One field by its nvidia-smi name, checked by :func:`check_value`.
+
+        See :data:`FIELD_UNITS`.
+        """
         return self.read([field])[field]
 
     def read(self, fields) -> dict:
@@ -518,7 +521,10 @@ class Device:
         return model
 
     def _unattributed_memory(self) -> NA:
-        """The NA for a process whose GPU memory NVML reports as not available (``usedGpuMemory`` None)."""
+        """The NA for a process whose GPU memory NVML reports as not available.
+
+        ``usedGpuMemory`` None.
+        """
         if self.driver_model() == "WDDM":
             return NA(
                 "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
@@ -528,7 +534,10 @@ class Device:
         return NA("not reported by the driver", "not_supported")
 
     def mig_devices(self):
-        """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}`` (bytes), or NA."""
+        """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}``, or NA.
+
+        Memory in bytes.
+        """
         h = self.handle()
         if is_na(h):
             return h
@@ -567,7 +576,10 @@ _devices = {}
 
 
 def device(index: int) -> Device:
-    """The shared :class:`Device` for a 0-based NVML index (its memo lives as long as NVML's init)."""
+    """The shared :class:`Device` for a 0-based NVML index.
+
+    Its memo lives as long as NVML's init.
+    """
     with _lock:
         dev = _devices.get(index)
         if dev is None:

@@ -101,7 +101,10 @@ def _num(text, field: str, scale: float, exporter: str):
 
 
 def _prom_text(v: float) -> str:
-    """How Prometheus writes a float that is not finite (``NaN``, ``+Inf``, ``-Inf``), else ``repr``."""
+    """How Prometheus writes a float that is not finite, else ``repr``.
+
+    ``NaN``, ``+Inf``, ``-Inf``.
+    """
     if math.isnan(v):
         return "NaN"
     return ("+Inf" if v > 0 else "-Inf") if math.isinf(v) else repr(v)
@@ -122,7 +125,10 @@ def _convert(v: float, text, field: str, scale: float, exporter: str):
 
 
 class _Series:
-    """What one Prometheus series is: GPU key, MIG instance, field, scale (classified once per label set)."""
+    """What one Prometheus series is.
+
+    GPU key, MIG instance, field, scale (classified once per label set).
+    """
 
     __slots__ = (
         "key",
@@ -141,7 +147,10 @@ class _Series:
 
 
 def classify(metric: dict):
-    """A :class:`_Series` for one series' labels (with ``__name__``), or None when it is not a GPU metric."""
+    """A :class:`_Series` for one series' labels, or None when it is not a GPU metric.
+
+    With ``__name__``.
+    """
     name = metric.get("__name__", "")
     s = _Series()
     if name in ex.DCGM_FIELDS:
@@ -188,7 +197,10 @@ _NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
 
 
 def _mem_total(f: dict, missing):
-    """DCGM's total framebuffer: used + free + reserved (MiB already scaled to bytes), or the first NA."""
+    """DCGM's total framebuffer.
+
+    Used + free + reserved (MiB already scaled to bytes), or the first NA.
+    """
     if "memory.used" not in f or "memory.free" not in f:
         return missing
     parts = [f["memory.used"], f["memory.free"], f.get("memory.reserved", 0)]
@@ -421,7 +433,10 @@ class PrometheusSource(HostTracker, Source):
     # -- building samples -------------------------------------------------------------------
 
     def _note_series(self, meta, s):
-        """Record series ``s``'s exporter and its GPU's identity (uuid, name, exporter, labels) in ``meta``."""
+        """Record series ``s``'s exporter and its GPU's identity in ``meta``.
+
+        Uuid, name, exporter, labels.
+        """
         self.exporters.add(s.exporter)
         m = meta.get(s.key)
         if m is None:
@@ -566,7 +581,10 @@ class PrometheusSource(HostTracker, Source):
         return times.tolist(), frames
 
     def build(self, rows) -> tuple:
-        """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
+        """GpuSamples of one instant, sorted by (host, index).
+
+        ``rows`` is ``[(_Series, value text), ...]``.
+        """
         got = self.assemble([(s, ((0, text),)) for s, text in rows])
         return got.get(0, ())
 
@@ -599,7 +617,10 @@ class PrometheusSource(HostTracker, Source):
 
     # -- the source protocol ----------------------------------------------------------------
     def read(self, seq: int, timestamp_s: float) -> Sample:
-        """One instant query (one HTTP request) -> one :class:`Sample`; a failure gives a stale sample."""
+        """One instant query (one HTTP request) -> one :class:`Sample`.
+
+        A failure gives a stale sample.
+        """
         try:
             result = self.client.instant(self.query)
         except PrometheusError as exc:
@@ -722,7 +743,10 @@ class ClusterReplay(HostTracker, ReplaySource):
 
     @classmethod
     def wrap(cls, replay: ReplaySource):
-        """The cluster replay with ``replay``'s state, when its samples carry host names; else ``replay``."""
+        """The cluster replay with ``replay``'s state, when its samples carry host names.
+
+        Else ``replay``.
+        """
         if not any(g.host for s in replay.samples[:1] for g in s.gpus):
             return replay
         obj = cls.__new__(cls)

@@ -15,6 +15,7 @@ Every outside string (host names, pod names, label values, GPU names, error text
 from __future__ import annotations
 
 import textwrap
+import time
 
 from ..core.fmt import (
     TEXT_WIDTH,
@@ -34,7 +35,10 @@ from .widget import part as _part
 
 
 def last_good(sample, history=()):
-    """``(sample with GPU data or None, stale NA or None)``: a stale sample is replaced by the newest good one."""
+    """``(sample with GPU data or None, stale NA or None)``.
+
+    A stale sample is replaced by the newest good one.
+    """
     status = getattr(sample, "nvml_status", None)
     if sample is not None and is_na(status) and status.code == "stale":
         good = next((s for s in reversed(list(history)) if s.gpus), None)
@@ -61,9 +65,8 @@ def with_stale(gpus, stale: dict) -> list:
 
 def stale_text(info: dict) -> str:
     """``'exporter down since HH:MM:SS: reason'`` for one entry of :func:`stale_hosts`."""
-    import time
-
-    return f"exporter down since {time.strftime('%H:%M:%S', time.localtime(info['since']))}: {info['reason']}"
+    since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
+    return f"exporter down since {since}: {info['reason']}"
 
 
 def by_host(gpus) -> dict:
@@ -90,7 +93,10 @@ def _watts(mw) -> str:
 
 
 def host_summary(gpus) -> dict:
-    """Mean utilization (%, GPUs that report it), memory used/total (bytes) and power (mW, each GPU once)."""
+    """Mean utilization, memory used/total (bytes) and power (mW, each GPU once).
+
+    The mean is over the GPUs that report utilization.
+    """
     utils = [g.gpu_util_pct for g in gpus if not is_na(g.gpu_util_pct)]
     used = sum(g.memory_used_bytes for g in gpus if not is_na(g.memory_used_bytes))
     total = sum(g.memory_total_bytes for g in gpus if not is_na(g.memory_total_bytes))
@@ -120,7 +126,10 @@ def _status_line(label, state, error, stale, source) -> str:
 
 
 def cluster_text(sample, history=(), label="cluster", state="", error="", source=None) -> str:
-    """Plain-text cluster view: one line per host (GPUs, mean util, memory, power, per-GPU util %)."""
+    """Plain-text cluster view.
+
+    One line per host (GPUs, mean util, memory, power, per-GPU util %).
+    """
     shown, stale = last_good(sample, history)
     lines = textwrap.wrap(
         terminal_safe(_status_line(label, state, error, stale, source)),
@@ -189,10 +198,11 @@ def tile_html(g) -> str:
         f"{_watts(g.power_draw_mw)}"
     )
     bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
+    shown = esc(_pct(g.gpu_util_pct)) if util is not None else "–"
     return (
         f'<div class="cm-tile" title="{esc(tip)}">'
         f"<div>{int(g.index)}{' MIG' if g.mig_enabled is True else ''}"
-        f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
+        f'<span style="float:right">{shown}</span></div>'
         + bar.format(w=util or 0, c=UTIL)
         + bar.format(w=mem or 0, c=MEM)
         + "</div>"
@@ -312,7 +322,10 @@ def detail_html(gpus) -> str:
 
 
 def status_html(sample, history, label, state, error, source=None) -> str:
-    """The status line (escaped); a stale sample is marked with an error badge, not by text colour alone."""
+    """The status line (escaped).
+
+    A stale sample is marked with an error badge, not by text colour alone.
+    """
     shown, stale = last_good(sample, history)
     n = (
         f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | "

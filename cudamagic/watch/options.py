@@ -104,7 +104,10 @@ def interval_problem(
 
 
 def check_interval(interval: float, given: str, replay: bool) -> float:
-    """``interval`` in seconds if it is a usable sampling interval, else ``UsageError`` naming ``given``."""
+    """``interval`` in seconds if it is a usable sampling interval.
+
+    Else ``UsageError`` naming ``given``.
+    """
     problem = interval_problem(interval, given, replay)
     if problem:
         raise UsageError(problem)
@@ -112,7 +115,10 @@ def check_interval(interval: float, given: str, replay: bool) -> float:
 
 
 def parse_devices(text: str) -> list | None:
-    """``"0, 2"`` -> ``[0, 2]`` (0-based NVML indices); ``""`` -> None (all GPUs). ``UsageError`` otherwise."""
+    """``"0, 2"`` -> ``[0, 2]`` (0-based NVML indices).
+
+    ``""`` -> None (all GPUs). ``UsageError`` otherwise.
+    """
     if not text.strip():
         return None
     try:
@@ -311,7 +317,10 @@ def open_cluster(opts: WatchOptions):
 
 
 def open_writer(opts: WatchOptions):
-    """The ``--log`` :class:`~.trace.TraceWriter`, or None. ``UsageError`` when the file cannot be written."""
+    """The ``--log`` :class:`~.trace.TraceWriter`, or None.
+
+    ``UsageError`` when the file cannot be written.
+    """
     if not opts.log:
         return None
     try:

@@ -38,7 +38,10 @@ CA_ENV = "CUDAMAGIC_PROMETHEUS_CA_BUNDLE"
 
 
 class PrometheusError(Exception):
-    """A request to Prometheus failed; ``str()`` is a one-line reason fit to show (no credentials)."""
+    """A request to Prometheus failed.
+
+    ``str()`` is a one-line reason fit to show (no credentials).
+    """
 
 
 class SourceURLError(ValueError):
@@ -156,7 +159,10 @@ def range_step(
 
 
 def selector(metrics) -> str:
-    """PromQL selecting every metric of ``metrics`` in one instant vector: ``{__name__=~"A|B|..."}``."""
+    """PromQL selecting every metric of ``metrics`` in one instant vector.
+
+    ``{__name__=~"A|B|..."}``.
+    """
     names = "|".join(re.escape(m) for m in metrics)
     escaped = names.replace("\\", "\\\\")
     return f'{{__name__=~"{escaped}"}}'
@@ -209,7 +215,10 @@ class PrometheusClient:
         return self._data(path, status, headers, body)
 
     def _fetch(self, path: str, params: dict, timeout_s: float | None = None) -> tuple:
-        """``(status, headers, body bytes)`` of one GET; :class:`PrometheusError` when no answer came."""
+        """``(status, headers, body bytes)`` of one GET.
+
+        :class:`PrometheusError` when no answer came.
+        """
         import urllib3
 
         url = f"{self.base_url}{path}"
@@ -278,7 +287,10 @@ class PrometheusClient:
             what = f" ({line})"
         where = f"answered HTTP {status} at {path}{what}"
         if status >= 500:
-            return f"the server at {self.base_url} {where}: a server or proxy error, retried at the next refresh"
+            return (
+                f"the server at {self.base_url} {where}: a server or proxy error, retried at the "
+                "next refresh"
+            )
         if status == 404 or (200 <= status < 300) or html_page:
             return (
                 f"the server at {self.base_url} {where}: is this a Prometheus server? Check "
@@ -291,7 +303,10 @@ class PrometheusClient:
         return f"the server at {self.base_url} {where}"
 
     def instant(self, query: str, at_s: float | None = None) -> list:
-        """``result`` of ``/api/v1/query`` (resultType vector): ``[{"metric": {...}, "value": [t, "v"]}]``."""
+        """``result`` of ``/api/v1/query`` (resultType vector).
+
+        ``[{"metric": {...}, "value": [t, "v"]}]``.
+        """
         params = {"query": query}
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
@@ -310,7 +325,10 @@ class PrometheusClient:
         step_s: float,
         timeout_s: float | None = None,
     ) -> list:
-        """``result`` of ``/api/v1/query_range`` (resultType matrix): ``[{"metric", "values": [[t, "v"]...]}]``."""
+        """``result`` of ``/api/v1/query_range`` (resultType matrix).
+
+        ``[{"metric", "values": [[t, "v"]...]}]``.
+        """
         data = self.get(
             "/api/v1/query_range",
             {

@@ -86,7 +86,10 @@ class Sampler:
 
     # -- one step ----------------------------------------------------------------------
     def step(self):
-        """Take one sample now. Returns it, or None after a recorded failure. Raises EndOfTrace at the end."""
+        """Take one sample now; returns it.
+
+        None after a recorded failure; raises EndOfTrace at the end of a replay.
+        """
         try:
             s = self.source.read(self.samples_taken + 1, self.wall())
         except EndOfTrace:
@@ -185,7 +188,10 @@ class Sampler:
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0):
-        """Ask the thread to stop and wait for it (at most ``timeout_s``). Safe from any thread, idempotent."""
+        """Ask the thread to stop and wait for it, at most ``timeout_s``.
+
+        Safe from any thread, idempotent.
+        """
         self._stop.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
@@ -196,7 +202,10 @@ class Sampler:
             self.writer.close()
 
     def wait(self, timeout_s: float | None = None) -> bool:
-        """Wait until the thread ends (``count`` reached, end of replay, stopped); True if it did."""
+        """Wait until the thread ends (``count`` reached, end of replay, stopped).
+
+        True if it did.
+        """
         t = self._thread
         if t is not None:
             t.join(timeout_s)

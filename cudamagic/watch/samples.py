@@ -223,7 +223,10 @@ class Sample:
 
 
 def iso_timestamp(ts: float) -> str:
-    """ISO 8601 local time with milliseconds of epoch seconds ``ts`` (nvidia-smi's ``timestamp`` column)."""
+    """ISO 8601 local time with milliseconds of epoch seconds ``ts``.
+
+    As nvidia-smi's ``timestamp`` column.
+    """
     return _dt.datetime.fromtimestamp(ts).isoformat(timespec="milliseconds")
 
 

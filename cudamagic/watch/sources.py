@@ -139,7 +139,10 @@ class HostReader:
         self._last = (self._clock(), busy, total, own)
 
     def _child_pids(self):
-        """Pids of direct children (:func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere)."""
+        """Pids of direct children.
+
+        :func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere.
+        """
         return platform.child_pids(self.pid, self._proc)
 
     def _workers(self, dt):
@@ -484,7 +487,10 @@ class LiveSource(Source):
         return tuple(rows)
 
     def _cmdline(self, pid, cmdline):
-        """``cmdline`` when it may be shown: this user's process, or ``show_cmdlines``; else PRIVATE_CMDLINE."""
+        """``cmdline`` when it may be shown.
+
+        This user's process, or ``show_cmdlines``; else PRIVATE_CMDLINE.
+        """
         if self.show_cmdlines or pid == self.pid or is_na(cmdline):
             return cmdline
         if pid not in self._mine:
@@ -616,7 +622,10 @@ class ReplaySource(Source):
         )
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
-        """The next recorded sample (its own recorded timestamp); :class:`EndOfTrace` after the last."""
+        """The next recorded sample (its own recorded timestamp).
+
+        :class:`EndOfTrace` after the last.
+        """
         if self.pos >= len(self.samples):
             raise EndOfTrace()
         s = self.samples[self.pos]

@@ -42,7 +42,10 @@ def mem_text(used, total):
 
 
 def reasons_text(g):
-    """A GpuSample's decoded clock-event (throttle) reasons joined by commas, ``'none'``, or the NA."""
+    """A GpuSample's clock-event (throttle) reasons as text.
+
+    Joined by commas, ``'none'``, or the NA.
+    """
     r = g.throttle_reasons
     if is_na(r):
         return r
@@ -103,7 +106,10 @@ PROCESS_LABELS = {
 
 
 def process_label(p) -> str:
-    """The process column of one ProcessSample: its name, or a label saying why it is not readable."""
+    """The process column of one ProcessSample.
+
+    Its name, or a label saying why it is not readable.
+    """
     if not is_na(p.name):
         return str(p.name)
     if p.name.code in PROCESS_LABELS:
@@ -189,7 +195,10 @@ def _pair(a, b, unit, scale=1) -> str:
 
 
 def _na_reasons(g):
-    """Distinct NA reasons of one GPU's fields: ``{field label: reason}`` (every N/A in the table)."""
+    """Distinct NA reasons of one GPU's fields.
+
+    ``{field label: reason}`` (every N/A in the table).
+    """
     out = {}
     for label, v in (
         ("utilization", g.gpu_util_pct),
@@ -226,14 +235,20 @@ def _clip_left(name: str) -> str:
 
 
 def process_memory_text(p) -> str:
-    """GPU memory of ProcessSample ``p``: bytes, ``*`` when Windows' counters gave it, N/A otherwise."""
+    """GPU memory of ProcessSample ``p``.
+
+    Bytes, ``*`` when Windows' counters gave it, N/A otherwise.
+    """
     if p.memory_source != "NVML" and not is_na(p.used_memory_bytes):
         return format_bytes(p.used_memory_bytes) + " *"
     return format_bytes(p.used_memory_bytes)
 
 
 def counter_notes(processes) -> list:
-    """The line under a process table that says where starred figures come from (Windows' counters)."""
+    """The line under a process table that says where starred figures come from.
+
+    Windows' counters.
+    """
     notes = []
     counted = [p for p in processes if p.memory_source != "NVML" and not is_na(p.used_memory_bytes)]
     if counted:

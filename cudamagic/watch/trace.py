@@ -33,7 +33,10 @@ TRACE_VERSION = 1
 
 
 class TraceError(ValueError):
-    """A log/replay file that is not a valid ``%gpuwatch`` trace (the message says where and why)."""
+    """A log/replay file that is not a valid ``%gpuwatch`` trace.
+
+    The message says where and why.
+    """
 
 
 # : Bounds of what :func:`read_trace` accepts: file bytes, bytes per line, samples, GPUs and
@@ -51,7 +54,10 @@ MAX_STR = 4096
 
 
 def sample_to_json(s: Sample) -> dict:
-    """One log line's object: nested, nvidia-smi key names, raw units (bytes, mW), NA as ``{"na", "code"}``."""
+    """One log line's object.
+
+    Nested, nvidia-smi key names, raw units (bytes, mW), NA as ``{"na", "code"}``.
+    """
     gpus = []
     for g in s.gpus:
         d = {"index": g.index, "name": g.name, "uuid": g.uuid}
@@ -136,7 +142,10 @@ def sample_to_json(s: Sample) -> dict:
 
 
 def trace_header(source: str, interval_s: float | None = None) -> dict:
-    """The first line of a trace: ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``."""
+    """The first line of a trace.
+
+    ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``.
+    """
     from .. import __version__
 
     head = {
@@ -310,7 +319,10 @@ def _driver_model(c, v):
 
 
 def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
-    """Validate one decoded log line and rebuild the :class:`Sample` (strict: unknown keys are rejected)."""
+    """Validate one decoded log line and rebuild the :class:`Sample`.
+
+    Strict: unknown keys are rejected.
+    """
     c = _Checker(where, lineno)
     c.obj(obj, "sample", _SAMPLE_KEYS, required=["timestamp_s", "gpus", "host"])
     status = obj.get("nvml.status", "ok")

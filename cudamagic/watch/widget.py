@@ -53,7 +53,10 @@ _Y_AXIS_PX = 34
 
 
 def part(fragment: str) -> str:
-    """One widget's HTML: the fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting)."""
+    """One widget's HTML.
+
+    The fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting).
+    """
     return f'<div class="cudamagic {NO_MATH} cm-part">{fragment}</div>'
 
 
@@ -67,7 +70,7 @@ def _cell(v, text=None):
 
 
 def _driver_model(g) -> str:
-    """`` · WDDM`` where NVML reports a driver model (Windows), ``""`` where it is not supported (Linux)."""
+    """`` · WDDM`` where NVML reports a driver model (Windows), else ``""``."""
     model = getattr(g, "driver_model", None)
     if model is None or (is_na(model) and model.code == "not_supported"):
         return ""
@@ -80,7 +83,10 @@ def _driver_model(g) -> str:
 
 
 def gpu_html(g) -> str:
-    """One GPU card (escaped): name, driver model, bars with their values, the other readings, processes."""
+    """One GPU card (escaped).
+
+    Name, driver model, bars with their values, the other readings, processes.
+    """
     title = ("MIG " if g.mig_enabled is True else "") + ("" if is_na(g.name) else str(g.name))
     head = (
         f'<div class="cm-gpu-head">GPU {int(g.index)} {esc(title)}{_driver_model(g)} '
@@ -218,7 +224,10 @@ def host_html(sample: Sample) -> str:
 
 
 def spark_point(g):
-    """``(utilization %, memory used %)`` of one GpuSample for the chart; None where NA or absent."""
+    """``(utilization %, memory used %)`` of one GpuSample for the chart.
+
+    None where NA or absent.
+    """
     if g is None:
         return None, None
     u = None if is_na(g.gpu_util_pct) else float(g.gpu_util_pct)
@@ -229,7 +238,10 @@ def spark_point(g):
 
 
 def chart_points(history, index: int) -> list:
-    """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history`` (a list of Samples)."""
+    """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history``.
+
+    A list of Samples.
+    """
     return [
         (s.timestamp_s, *spark_point(next((g for g in s.gpus if g.index == index), None)))
         for s in history
@@ -237,7 +249,7 @@ def chart_points(history, index: int) -> list:
 
 
 def chart_html(history, index: int) -> str:
-    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (a list of Samples)."""
+    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (Samples)."""
     return chart_from_points(chart_points(history, index), index)
 
 
@@ -347,7 +359,10 @@ def _sheet() -> str:
 
 
 def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
-    """Static HTML of the whole monitor (the ``text/html`` form and the snapshot a stopped monitor leaves)."""
+    """Static HTML of the whole monitor.
+
+    The ``text/html`` form and the snapshot a stopped monitor leaves.
+    """
     parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
@@ -360,7 +375,10 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
 
 
 def live_fallback_line(label: str, started_s: float, interval_s: float) -> str:
-    """What a saved notebook says for a monitor that was running when saved: it was live, and how to see it."""
+    """What a saved notebook says for a monitor that was running when saved.
+
+    It was live, and how to see it.
+    """
     what = (
         f"replay of {label[len('replay of ') :]}"
         if label.startswith("replay of ")
@@ -390,7 +408,10 @@ def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
 
 
 def stylesheet_widget():
-    """An invisible HTML widget holding the stylesheet once (the parts do not repeat it on every update)."""
+    """An invisible HTML widget holding the stylesheet once.
+
+    The parts do not repeat it on every update.
+    """
     import ipywidgets as W
 
     return W.HTML(value=f"<style>{CSS}{WATCH_CSS}</style>", layout=W.Layout(display="none"))
@@ -408,7 +429,10 @@ def header_box(status, button):
 
 
 def root_box(children):
-    """The outer VBox: the ``cudamagic`` scope of the stylesheet, no math typesetting, full output width."""
+    """The outer VBox: the ``cudamagic`` scope of the stylesheet.
+
+    No math typesetting, full output width.
+    """
     import ipywidgets as W
 
     root = W.VBox(children, layout=W.Layout(width="100%", max_width="100%"))

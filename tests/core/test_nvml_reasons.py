@@ -1,4 +1,6 @@
-"""Tier 1: what cudamagic.core.nvml tells the user when NVML fails, word for word (each reason is
+"""Tier 1: what cudamagic.core.nvml says when NVML fails.
+
+Tier 1: what cudamagic.core.nvml tells the user when NVML fails, word for word (each reason is
 printed in %cudainfo and %gpuwatch, and each code decides what the caller does), the driver version
 sources, and the process list (compute + graphics merged into C+G, impossible pids, errors that
 stick). A minimal hand-made ``pynvml`` module plays each case, so every branch is reached exactly.
@@ -16,8 +18,10 @@ from cudamagic.core.na import NA, is_na
 from cudamagic.core.nvml import ProcessRow
 
 MISMATCH = (
-    "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
-    "differ{}, usually after a driver update without a reboot; reboot, or unload and reload the nvidia "
+    "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML "
+    "library "
+    "differ{}, usually after a driver update without a reboot; reboot, or unload and reload the "
+    "nvidia "
     "kernel modules"
 )
 
@@ -99,12 +103,14 @@ def test_version_mismatch_names_the_versions_it_found(monkeypatch, kmod, lib, se
     "text, version",
     [
         (
-            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023\n"
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC "
+            "2023\n"
             "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n",
             "535.54.03",
         ),
         (
-            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16)\n",
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  "
+            "(dvs-builder@U16)\n",
             "550.54.15",
         ),
         ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.82  Thu Oct 14 2021\n", "470.82"),
@@ -359,7 +365,8 @@ def test_not_available_memory_is_na_with_the_reason(pynvml):
         ProcessRow(
             100,
             NA(
-                "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process (nvidia-smi shows N/A too)",
+                "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
+                "(nvidia-smi shows N/A too)",
                 "wddm",
             ),
             "C",
@@ -379,8 +386,10 @@ def test_impossible_pids_reject_the_whole_list(pynvml, pids, shown):
     dev = _device(pynvml, compute=[P(p, 2**20) for p in pids], graphics=[P(5, 2**20)])
     na = dev.processes()
     assert na == NA(
-        f"implausible reading: NVML returned {shown} for the process list (no Linux pid is 0 or above "
-        f"{nvml.PID_MAX}: the nvidia-ml-py binding and the driver disagree on the process structure; "
+        f"implausible reading: NVML returned {shown} for the process list (no Linux pid is 0 or "
+        "above "
+        f"{nvml.PID_MAX}: the nvidia-ml-py binding and the driver disagree on the process "
+        "structure; "
         "install the nvidia-ml-py that matches the driver)",
         "implausible",
     )

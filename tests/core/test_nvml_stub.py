@@ -1,4 +1,4 @@
-"""The stand-in NVML library under the real pynvml binding plays the same scenarios as the fake module."""
+"""The stand-in NVML library under the real pynvml binding plays the fake module's scenarios."""
 
 from __future__ import annotations
 
@@ -41,7 +41,10 @@ def _snapshot():
 
 
 def _frozen(scenario, t=5):
-    """The scenario with every moving value ``f(tick)`` fixed at tick ``t`` (both players then agree)."""
+    """The scenario with every moving value ``f(tick)`` fixed at tick ``t``.
+
+    Both players then agree.
+    """
 
     def fix(v):
         return v(t) if callable(v) else v
@@ -109,7 +112,10 @@ def _a100(**over):
 
 
 def test_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
-    """an idle A100 80GB with 4 MiB allocated: used 4 MiB, the 908 MiB reserve apart (driver >= R510)."""
+    """An idle A100 80GB with 4 MiB allocated.
+
+    Used 4 MiB, the 908 MiB reserve apart (driver >= R510).
+    """
     stub_nvml(_a100())
     got = nvml.device(0).read(
         ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"]
@@ -184,7 +190,10 @@ def test_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
 
 
 def test_process_struct_mismatch_is_not_a_process_list(stub_nvml):
-    """The driver writes 16-byte v1 rows where the binding reads 24-byte v3 rows: pids and memory are garbage."""
+    """The driver writes 16-byte v1 rows where the binding reads 24-byte v3 rows.
+
+    Pids and memory are garbage.
+    """
     stub_nvml(
         {
             "driver_version": "535.104.05",

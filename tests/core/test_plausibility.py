@@ -1,4 +1,7 @@
-"""The one plausibility check every NVML number passes (cudamagic.core.nvml.check_value): each documented bound."""
+"""The one plausibility check every NVML number passes (cudamagic.core.nvml.check_value).
+
+Each documented bound.
+"""
 
 import pytest
 

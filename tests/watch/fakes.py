@@ -1,5 +1,7 @@
-"""Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source
-on the fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path.
+"""Helpers shared by the %gpuwatch tests.
+
+Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source on
+the fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path.
 """
 
 import os

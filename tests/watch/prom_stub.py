@@ -1,4 +1,6 @@
-"""A local HTTP/1.1 server that replays what a real Prometheus answered
+"""A local HTTP/1.1 server replaying a real Prometheus's answers.
+
+A local HTTP/1.1 server that replays what a real Prometheus answered
 (``tests/watch/prom_answers.json``, recorded by ``scripts/prom_answers.py``; a live test checks the
 installed Prometheus still answers so).
 
@@ -14,7 +16,6 @@ import json
 import os
 import socket
 import threading
-import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 

@@ -1,5 +1,8 @@
-"""Tiers 2-3 against a REAL Prometheus scraping the exporter simulator: reads, one request per
-refresh, the shell magic, --log / --replay, --job, the widget, and a server killed mid-watch (stale, then recovery).
+"""Tiers 2-3 against a real Prometheus scraping the simulator.
+
+Tiers 2-3 against a REAL Prometheus scraping the exporter simulator: reads, one request per refresh,
+the shell magic, --log / --replay, --job, the widget, and a server killed mid-watch (stale, then
+recovery).
 """
 
 from __future__ import annotations
@@ -228,7 +231,10 @@ def test_one_exporter_down_marks_only_its_host_stale_and_recovers(settled):
 
 
 def test_backfilled_history_exact_values(tmp_path):
-    """Promtool writes a known history; a range query reads it back exactly (values and 15 s step)."""
+    """Promtool writes a known history.
+
+    A range query reads it back exactly (values and 15 s step).
+    """
     need_prometheus()
     hosts = [prom_sim.SimHost("bf01", "dcgm", 2), prom_sim.SimHost("bf02", "nvitop", 1)]
     end = (int(time.time()) // 60) * 60 - 3600  # an hour ago, whole minute
@@ -275,7 +281,10 @@ def test_unload_stops_a_background_cluster_monitor(ip, cluster, tmp_path):
 
 
 def _shape(x, key=""):
-    """The structure of a decoded answer: types, keys, label values as "str"; list items' shapes, once each."""
+    """The structure of a decoded answer.
+
+    Types, keys, label values as "str"; list items' shapes, once each.
+    """
     if isinstance(x, dict):
         if key == "metric":
             return "labels" if all(isinstance(v, str) for v in x.values()) else "bad labels"
@@ -286,9 +295,10 @@ def _shape(x, key=""):
 
 
 def test_the_stubs_recorded_answers_have_the_live_servers_shapes(settled):
-    """tests/watch/prom_answers.json (what the stub of test_prometheus_client.py replays) against
-    the installed
-    Prometheus now: same status, Content-Type and JSON structure; the same error text.
+    """The stub's recorded answers have the live server's shapes.
+
+    tests/watch/prom_answers.json (what the stub of test_prometheus_client.py replays) against the
+    installed Prometheus now: same status, Content-Type and JSON structure; the same error text.
     """
     import prom_answers  # scripts/ is on sys.path (tests/conftest.py)
 
@@ -309,7 +319,6 @@ def test_the_stubs_recorded_answers_have_the_live_servers_shapes(settled):
         if rec_obj["status"] == "error":
             assert live_obj == rec_obj, name
         else:
-            assert live["body"].startswith(
-                '{"status":"success","data":{"resultType":"%s","result":['
-                % rec_obj["data"]["resultType"]
-            ), name
+            kind = rec_obj["data"]["resultType"]
+            head = f'{{"status":"success","data":{{"resultType":"{kind}","result":['
+            assert live["body"].startswith(head), name

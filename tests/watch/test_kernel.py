@@ -27,7 +27,8 @@ running_at_start, n_at_start = w.running, w.samples_taken
 work = 0
 while w.running and time.time() - t_start < 30:
     work += sum(i * i for i in range(2000))
-print(json.dumps({"running_at_start": running_at_start, "n_at_start": n_at_start, "n_at_end": w.samples_taken,
+print(json.dumps({"running_at_start": running_at_start, "n_at_start": n_at_start,
+                  "n_at_end": w.samples_taken,
                   "running_at_end": w.running, "work": work, "finished": w.sampler.finished,
                   "error": w.error}))
 """
@@ -38,7 +39,8 @@ import json, time
 from cudamagic.extension import current
 w = current().magics["watch"].monitors.current
 w.wait(30)
-print(json.dumps({"n": w.samples_taken, "timestamp": w.latest.timestamp, "finished": w.sampler.finished,
+print(json.dumps({"n": w.samples_taken, "timestamp": w.latest.timestamp,
+                  "finished": w.sampler.finished,
                   "util0": w.latest.gpus[0].gpu_util_pct}))
 """
 

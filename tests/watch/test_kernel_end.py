@@ -1,5 +1,7 @@
-"""A monitor still running when its kernel is shut down: the snapshot goes out before the kernel
-says goodbye.
+"""A monitor still running when its kernel is shut down.
+
+A monitor still running when its kernel is shut down: the snapshot goes out before the kernel says
+goodbye.
 
 Tier 3 with a real ipykernel driven by ``jupyter_client`` (as JupyterLab's server drives it): the
 kernel's ``shutdown_request`` handlers are wrapped while ``%gpuwatch`` is loaded and restored by

@@ -255,7 +255,8 @@ def test_usage_errors(ip, fake_nvml, line, message):
 def test_hostile_replay_file_is_a_usage_error(ip, tmp_path):
     bad = tmp_path / "evil.jsonl"
     bad.write_text(
-        '{"cudamagic_trace": 1}\n{"timestamp_s": 1, "gpus": [], "host": {}, "__reduce__": "os.system"}\n'
+        '{"cudamagic_trace": 1}\n{"timestamp_s": 1, "gpus": [], "host": {}, "__reduce__": '
+        '"os.system"}\n'
     )
     with pytest.raises(
         UsageError, match=r"evil.jsonl, line 2: unknown key '__reduce__'.*%gpuwatch --log"
@@ -312,7 +313,9 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
 
 
 def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_path, monkeypatch):
-    """A long --log run (a night at 1 s on one GPU is past 64 MiB) was refused outright by --replay
+    """A replay of a log too big for memory plays its end.
+
+    A long --log run (a night at 1 s on one GPU is past 64 MiB) was refused outright by --replay
     ("more than the 67108864-byte limit"): the post-mortem the log was for was impossible. Now the
     replay plays the samples of the last MAX_TRACE_BYTES, labelled as such.
     """
@@ -335,8 +338,11 @@ def test_replay_of_a_log_too_big_for_memory_plays_its_end(ip, fake_nvml, tmp_pat
 
 
 def test_gpuwatch_does_no_harm_to_cuda(ip, fake_nvml, cuda_calls):
-    """Do no harm: sampling (text view, widget HTML, history, trace record) with torch imported
-    calls nothing that creates a CUDA context, synchronises or resets counters (observed calls: tests/cuda_calls.py).
+    """Do no harm: sampling never touches CUDA.
+
+    Do no harm: sampling (text view, widget HTML, history, trace record) with torch imported calls
+    nothing that creates a CUDA context, synchronises or resets counters (observed calls:
+    tests/cuda_calls.py).
     """
     fake_nvml("one_gpu")
     ip.run_cell("import torch")

@@ -1,5 +1,8 @@
-"""Privacy on shared servers: %gpuwatch shows and --log records other users' process names, not
-their command lines, unless --cmdline (or CudaMagics.watch_show_cmdlines) asks for them; this user's processes keep theirs.
+"""Privacy on shared servers: other users' command lines stay hidden.
+
+Privacy on shared servers: %gpuwatch shows and --log records other users' process names, not their
+command lines, unless --cmdline (or CudaMagics.watch_show_cmdlines) asks for them; this user's
+processes keep theirs.
 """
 
 import copy
@@ -10,10 +13,11 @@ import psutil
 import pytest
 
 from cudamagic.core.na import is_na
-from cudamagic.watch import trace
 from cudamagic.core.platform import same_user
+from cudamagic.watch import trace
 from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE
-from tests.core.test_platform import DENIED, fake_windows_psutil, windows  # noqa: F401 - windows: a fixture
+from tests.core.test_platform import DENIED, fake_windows_psutil
+from tests.core.test_platform import windows as _windows  # noqa: F401 - registers the fixture
 from tests.fake_nvml import GIB, SCENARIOS
 from tests.watch.fakes import wait_until
 
@@ -47,8 +51,11 @@ def test_same_user_reads_the_real_uid():
 
 
 def test_windows_keeps_this_users_cmdlines(fake_nvml, windows):
-    """Windows has no uids: the account name decides (README: "Your own user's processes always keep
-    their command lines"); a process whose owner Windows will not tell is labelled as such, not as another user's.
+    """Windows has no uids: the account name decides.
+
+    Windows has no uids: the account name decides (README: "Your own user's processes always keep
+    their command lines"); a process whose owner Windows will not tell is labelled as such, not as
+    another user's.
     """
     scenario = copy.deepcopy(SCENARIOS["one_gpu"])
     scenario["gpus"][0]["processes"] = [(111, GIB), (222, GIB), (333, GIB), (os.getpid(), GIB)]

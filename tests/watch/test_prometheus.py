@@ -1,4 +1,7 @@
-"""Error answers through a local HTTP stub: 4xx/5xx, bad_data, slow answers, auth; credentials never shown."""
+"""Error answers through a local HTTP stub.
+
+4xx/5xx, bad_data, slow answers, auth; credentials never shown.
+"""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic.watch.cluster import PrometheusSource
-from cudamagic.watch.prometheus import PrometheusClient, PrometheusError
 from cudamagic.watch.clusterview import ClusterViews
+from cudamagic.watch.prometheus import PrometheusClient, PrometheusError
 
 GOOD = {
     "status": "success",
@@ -34,7 +37,8 @@ GOOD = {
 
 #: What a web server that is not Prometheus (here nginx's default) answers for /api/v1/query.
 NGINX_404 = (
-    "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1>"
+    "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not "
+    "Found</h1>"
     "</center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n"
 )
 
@@ -138,7 +142,8 @@ def stub():
         ),
         (
             "text404",
-            r"answered HTTP 404 at /api/v1/query \(404 page not found\): is this a Prometheus server\?",
+            r"answered HTTP 404 at /api/v1/query \(404 page not found\): is this a Prometheus "
+            r"server\?",
         ),
         ("slow", r"no answer within 0.5 s \(timed out\)"),
         ("auth", r"HTTP 401 unauthorized: the server wants credentials .*now using: none"),

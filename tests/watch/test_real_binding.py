@@ -76,8 +76,8 @@ def test_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_
     text = ip.run_line_magic("gpuwatch", "--text").text()
     assert "NVML lists no process" not in text
     assert (
-        "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory used"
-        in text
+        "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory "
+        "used" in text
     )
 
 
@@ -141,7 +141,10 @@ def test_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
 
 @pytest.fixture
 def hidepid(monkeypatch):
-    """Psutil as under /proc hidepid: pid ``b`` raises NoSuchProcess (hidepid=2), pid ``c`` AccessDenied."""
+    """Psutil as under /proc hidepid.
+
+    Pid ``b`` raises NoSuchProcess (hidepid=2), pid ``c`` AccessDenied.
+    """
     hidden = {}
     real = psutil.Process
 
@@ -229,8 +232,11 @@ def test_every_na_in_the_process_table_shows_its_reason(ip, stub_nvml, monkeypat
 
 @pytest.mark.parametrize("name", sorted(fm.SCENARIOS))
 def test_every_fake_scenario_samples_the_same_through_the_real_binding(name, fake_nvml, stub_nvml):
-    """The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and
-    the real binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving values frozen).
+    """Fake module and real binding sample the same.
+
+    The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and
+    the real binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving
+    values frozen).
     """
     from tests.core.test_nvml_stub import _frozen
     from tests.watch.fakes import live

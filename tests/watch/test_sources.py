@@ -23,7 +23,8 @@ from cudamagic.watch.widget import gpu_html
 from tests.fake_nvml import GIB, SCENARIOS
 from tests.watch.fakes import FakeClock, FakeHost, live, wait_until
 
-# ---- NVML faults and a lost GPU through the live source ---------------------------------------------
+# ---- NVML faults and a lost GPU through the live source
+# ---------------------------------------------
 
 
 def test_no_driver_host_part_and_one_line(fake_nvml):
@@ -231,8 +232,11 @@ def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):
 
 
 def real_torch_stats(monkeypatch, n_devices=1, **chosen):
-    """Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict
-    underneath it (and is_initialized/device_count) is replaced, torch flattens it itself. Every other counter differs.
+    """Make the real ``torch.cuda.memory_stats`` return the real key shape.
+
+    Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict
+    underneath it (and is_initialized/device_count) is replaced, torch flattens it itself. Every
+    other counter differs.
     """
     import torch
 

@@ -14,7 +14,9 @@ TERMINAL_ATTACK = "evil\x1b[2J\x1b[31mRED\nGPU 9  fake row\r\x07\u202egnp.exe"
 
 
 def test_text_view_neutralises_terminal_control_characters(fake_nvml):
-    """A process or GPU name with ESC, newline, CR or a bidi override must not clear the terminal,
+    """Terminal control characters in names are neutralised.
+
+    A process or GPU name with ESC, newline, CR or a bidi override must not clear the terminal,
     colour it or forge a table row in the text view (it did: the bytes went out raw).
     """
     fake = fake_nvml("one_gpu")
@@ -44,7 +46,9 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     ],
 )
 def test_text_view_fits_100_columns(fake_nvml, scenario):
-    """Terminal width: the GPU table was 122 columns and the no-driver and 'no process' lines up to
+    """The text view fits 100 columns.
+
+    Terminal width: the GPU table was 122 columns and the no-driver and 'no process' lines up to
     200; a 100-column terminal wrapped them mid-word. Prose now wraps at 100 and the table fits.
     """
     from tests import fake_nvml as fm

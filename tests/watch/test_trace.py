@@ -1,4 +1,6 @@
-"""Tier 1 for %gpuwatch traces: the log round trip, the strict and bounded replay reader, the demo
+"""Tier 1 for %gpuwatch traces.
+
+Tier 1 for %gpuwatch traces: the log round trip, the strict and bounded replay reader, the demo
 trace and the script that makes it. No IPython here.
 """
 

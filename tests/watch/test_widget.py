@@ -1,7 +1,10 @@
-"""Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the
+"""Tier 1 for the %gpuwatch widget and HTML.
+
+Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the
 Stop button, the REPLAY label, escaping of hostile names, theme colours only, charts with scale, key
 and time span, the driver model; tier 2 (a real InteractiveShell's display machinery) for the
-snapshot that replaces the widget when the monitor stops and the fallback saved beside a live widget.
+snapshot that replaces the widget when the monitor stops and the fallback saved beside a live
+widget.
 """
 
 import re
@@ -124,9 +127,10 @@ _THEME_VAR = re.compile(r"var\(--jp-[\w-]+(?:,[^()]*)?\)")
 
 
 def hard_coded_colours(html: str) -> list:
-    """Colour literals outside ``var(--jp-NAME, fallback)`` (the fallback is for front ends without
-    the theme).
-    Only style and SVG paint are searched: visible text may say "green".
+    """Colour literals outside ``var(--jp-NAME, fallback)``.
+
+    Colour literals outside ``var(--jp-NAME, fallback)`` (the fallback is for front ends without the
+    theme). Only style and SVG paint are searched: visible text may say "green".
     """
     styles = re.findall(r"<style>(.*?)</style>", html, re.S)
     styles += re.findall(r'(?:style|fill|stroke|color|background)="([^"]*)"', html)
@@ -331,7 +335,10 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
 
 
 def test_unload_ext_replaces_the_widget_by_its_snapshot(ip, fake_nvml, monkeypatch):
-    """``%unload_ext cudamagic`` stops the monitor (its cleanup) and leaves the snapshot in the cell."""
+    """``%unload_ext cudamagic`` stops the monitor and leaves the snapshot in the cell.
+
+    Its cleanup.
+    """
     from IPython.utils.capture import capture_output
 
     from cudamagic.watch.magic import WatchMagics

@@ -1,6 +1,8 @@
-"""Windows on the watch side: WDDM/TCC driver model, N/A process memory with its reason,
-"Insufficient Permissions" rows, and per-process GPU memory from Windows' "GPU Process Memory"
-counters (through a fake counter source: there is no Windows machine here).
+"""Windows on the watch side.
+
+Windows on the watch side: WDDM/TCC driver model, N/A process memory with its reason, "Insufficient
+Permissions" rows, and per-process GPU memory from Windows' "GPU Process Memory" counters (through a
+fake counter source: there is no Windows machine here).
 """
 
 import re
@@ -79,7 +81,7 @@ def test_wddm_process_memory_is_na_with_the_reason_without_counters(fake_nvml, p
     wincounters.set_source(None)
     presented_windows.setitem(__import__("sys").modules, "win32pdh", None)
     procs = nvml.device(0).processes()
-    assert len(procs) == 10 and {p["type"] for p in procs} == {"C+G"}
+    assert len(procs) == 10 and {p.type for p in procs} == {"C+G"}
     assert all(is_na(p.used_memory_bytes) and p.used_memory_bytes.code == "wddm" for p in procs)
     assert "Windows manages GPU memory under WDDM" in procs[0].used_memory_bytes.reason
     sample = LiveSource(host=None).read(0, 0.0)
