@@ -260,11 +260,7 @@ class WatchMagics(AreaMagics):
         if log:
             raise UsageError(
                 f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch "
-                f"{what}` would "
-                "stop it and end that recording. To see its current values type `%gpuwatch` (it "
-                "shows the "
-                "running monitor); to end it first type `%gpuwatch --stop`, then run this line "
-                "again."
+                f"{what}` would stop it and end that recording: type `%gpuwatch --stop` first."
             )
         print(
             f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to "

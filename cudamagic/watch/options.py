@@ -259,9 +259,7 @@ def open_source(opts: WatchOptions):
             return ClusterReplay.wrap(ReplaySource(opts.replay))
         except TraceError as exc:
             raise UsageError(
-                f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
-                "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
-                "examples/trace_demo.jsonl`."
+                f"Cannot replay: {exc}; replay a file written by `%gpuwatch --log FILE.jsonl`."
             ) from exc
     source = LiveSource(devices=None, show_cmdlines=opts.show_cmdlines)
     if opts.devices is not None and source.status is None:
@@ -298,21 +296,10 @@ def open_cluster(opts: WatchOptions):
         if not probe.gpus and is_na(probe.nvml_status) and probe.nvml_status.code == "no_gpus":
             source.close()
             if opts.job is not None:
-                fix = (
-                    f"Give the value to match, e.g. `%gpuwatch --source {opts.source} --job "
-                    "12345` (a Slurm "
-                    "job id, pod or host name), or leave --job out"
-                )
+                fix = f"`%gpuwatch --source {opts.source} --job 12345` (a job id, pod or host)"
             else:
-                fix = (
-                    "Give host names the exporters report (their Hostname/hostname label, or its "
-                    "short form), "
-                    f"e.g. `%gpuwatch --source {opts.source} --hosts node07,node08`, or leave "
-                    "--hosts out"
-                )
-            raise UsageError(
-                f"{probe.nvml_status.reason}. {fix} to see every GPU the server knows."
-            )
+                fix = f"`%gpuwatch --source {opts.source} --hosts node07,node08`"
+            raise UsageError(f"{probe.nvml_status.reason}; type for example {fix}.")
     return source
 
 
