@@ -22,7 +22,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-import sys
 import threading
 from typing import NamedTuple
 
@@ -103,14 +102,14 @@ def _module():
     """Import ``pynvml`` (or the test fake already in ``sys.modules``); NA if not installed."""
     if _state["module"] is None:
         try:
-            import pynvml  # noqa: F401  (nvidia-ml-py)
+            import pynvml  # the nvidia-ml-py distribution
         except Exception as exc:  # ImportError, or a broken binding
             return NA(
                 f"the NVML Python binding is not importable ({exc}); install it with "
                 "`pip install nvidia-ml-py`",
                 "no_binding",
             )
-        _state["module"] = sys.modules["pynvml"]
+        _state["module"] = pynvml
     return _state["module"]
 
 
@@ -174,39 +173,40 @@ def library_path():
     )
 
 
+#: NVML error code -> what it means for the user (``NVML_ERROR_*``).
+_REASONS = {
+    _NOT_SUPPORTED: NA("not supported on this GPU", "not_supported"),
+    _NO_PERMISSION: NA(
+        "permission denied by the driver (try as root or ask the administrator)", "no_permission"
+    ),
+    _FUNCTION_NOT_FOUND: NA(
+        "this driver's NVML lacks the function (driver too old for this query)", "not_supported"
+    ),
+    _GPU_IS_LOST: NA(
+        "GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"
+    ),
+    _RESET_REQUIRED: NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost"),
+    _LIBRARY_NOT_FOUND: NA(
+        "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
+        "(or its library is not on the loader path)",
+        "no_driver",
+    ),
+    _DRIVER_NOT_LOADED: NA(
+        "the NVIDIA driver is installed but its kernel module is not loaded "
+        "(`sudo modprobe nvidia`, or reboot after installing the driver)",
+        "no_driver",
+    ),
+    _TIMEOUT: NA("NVML timed out", "error"),
+    _UNINITIALIZED: NA("NVML is not initialised", "not_initialized"),
+}
+_REASONS[_GPU_NOT_FOUND] = _REASONS[_GPU_IS_LOST]
+
+
 def translate(exc) -> NA:
     """Turn an exception from an NVML call into an NA with a plain-words reason."""
     code = getattr(exc, "value", None)
-    if code == _NOT_SUPPORTED:
-        return NA("not supported on this GPU", "not_supported")
-    if code == _NO_PERMISSION:
-        return NA(
-            "permission denied by the driver (try as root or ask the administrator)",
-            "no_permission",
-        )
-    if code == _FUNCTION_NOT_FOUND:
-        return NA(
-            "this driver's NVML lacks the function (driver too old for this query)", "not_supported"
-        )
-    if code in (_GPU_IS_LOST, _GPU_NOT_FOUND):
-        return NA(
-            "GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"
-        )
-    if code == _RESET_REQUIRED:
-        return NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost")
-    if code == _LIBRARY_NOT_FOUND:
-        return NA(
-            "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this "
-            "machine "
-            "(or its library is not on the loader path)",
-            "no_driver",
-        )
-    if code == _DRIVER_NOT_LOADED:
-        return NA(
-            "the NVIDIA driver is installed but its kernel module is not loaded "
-            "(`sudo modprobe nvidia`, or reboot after installing the driver)",
-            "no_driver",
-        )
+    if code in _REASONS:
+        return _REASONS[code]
     if code == _LIB_RM_VERSION_MISMATCH:
         kmod, lib = kernel_module_version(), library_version()
         seen = []
@@ -217,18 +217,11 @@ def translate(exc) -> NA:
         both = f" ({', '.join(seen)})" if seen else ""
         return NA(
             "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space "
-            "NVML library "
-            f"differ{both}, usually after a driver update without a reboot; reboot, or unload and "
-            "reload the "
-            "nvidia kernel modules",
+            f"NVML library differ{both}, usually after a driver update without a reboot; reboot, "
+            "or unload and reload the nvidia kernel modules",
             "version_mismatch",
         )
-    if code == _TIMEOUT:
-        return NA("NVML timed out", "error")
-    if code == _UNINITIALIZED:
-        return NA("NVML is not initialised", "not_initialized")
-    name = type(exc).__name__
-    return NA(f"NVML error: {name}: {exc}", "error")
+    return NA(f"NVML error: {type(exc).__name__}: {exc}", "error")
 
 
 def init():

@@ -108,7 +108,7 @@ class PdhCounterSource:
     label = SOURCE_LABEL
 
     def __init__(self):
-        import win32pdh  # noqa: PLC0415 - pywin32, Windows only
+        import win32pdh  # pywin32, Windows only
 
         self._pdh = win32pdh
         self._query = win32pdh.OpenQuery()

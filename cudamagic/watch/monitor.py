@@ -362,7 +362,7 @@ class Monitors:
                 sent = threading.Event()
                 thread.schedule(sent.set)  # runs after the messages queued before it
                 sent.wait(2.0)
-        except Exception:  # noqa: BLE001 - a failing snapshot must not block the shutdown
+        except Exception:  # a failing snapshot must not block the shutdown
             pass
 
     def hook_kernel_shutdown(self, shell):

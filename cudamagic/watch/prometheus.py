@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import json
 import math
+import netrc
 import os
 import re
 import time
 import urllib.parse
+import warnings
 
 #: Prometheus refuses a range query answering more than this many points per series.
 MAX_POINTS_PER_SERIES = 11_000
@@ -125,8 +127,6 @@ def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = Non
             urllib3.make_headers(basic_auth=f"{user}:{environ.get(PASSWORD_ENV, '')}"),
             f"basic auth from {USER_ENV}/{PASSWORD_ENV}",
         )
-    import netrc
-
     host = urllib.parse.urlsplit(base_url).hostname
     path = netrc_path or environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
@@ -412,8 +412,6 @@ def parse_matrix(body: bytes) -> list | None:
     m = _MATRIX_HEAD.match(body)
     if m is None:
         return None
-    import warnings
-
     import numpy as np
 
     out, pos = [], m.end()

@@ -14,6 +14,7 @@ faults (the sample carries NA values with the reason); :class:`ReplaySource` rai
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
@@ -502,14 +503,7 @@ class LiveSource(Source):
 
     def _counters_once(self):
         """A callable reading the Windows GPU memory counters at most once (one tick)."""
-        memo = []
-
-        def read():
-            if not memo:
-                memo.append(self.counter_reader())
-            return memo[0]
-
-        return read
+        return functools.cache(self.counter_reader)
 
     def read_gpu(self, index, names, counters=None) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""

@@ -190,7 +190,10 @@ def _pair(a, b, unit, scale=1) -> str:
     """``'460/700 W'``; ``'N/A'`` when neither could be read."""
     if is_na(a) and is_na(b):
         return "N/A"
-    fmt = lambda v: "N/A" if is_na(v) else f"{v / scale:.0f}"  # noqa: E731
+
+    def fmt(v):
+        return "N/A" if is_na(v) else f"{v / scale:.0f}"
+
     return f"{fmt(a)}/{fmt(b)} {unit}"
 
 

@@ -15,6 +15,7 @@ import math
 import os
 import time
 
+from .. import __version__
 from ..core import nvml
 from ..core.na import NA, is_na, jsonable
 from .samples import (
@@ -146,8 +147,6 @@ def trace_header(source: str, interval_s: float | None = None) -> dict:
 
     ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``.
     """
-    from .. import __version__
-
     head = {
         "cudamagic_trace": TRACE_VERSION,
         "source": source,

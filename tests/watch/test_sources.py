@@ -244,7 +244,10 @@ def real_torch_stats(monkeypatch, n_devices=1, **chosen):
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n_devices)
-    nested = lambda device=None: nested_stats(**chosen)  # noqa: E731
+
+    def nested(device=None):
+        return nested_stats(**chosen)
+
     monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict", nested)
     monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", nested)
     return torch
