@@ -16,12 +16,14 @@ from cudamagic.core.na import is_na
 from cudamagic.core.platform import same_user
 from cudamagic.watch import trace
 from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE
+from tests.core import test_platform
 from tests.core.test_platform import DENIED, fake_windows_psutil
-from tests.core.test_platform import windows as _windows  # noqa: F401 - registers the fixture
 from tests.fake_nvml import GIB, SCENARIOS
 from tests.watch.fakes import wait_until
 
 from .fakes import live
+
+windows = test_platform.windows  # the fixture that presents Windows, shared with core
 
 
 def _pids(sample):
