@@ -1,7 +1,7 @@
-"""The only module that talks to NVML (``import pynvml``, from the ``nvidia-ml-py`` distribution).
+"""The only module that talks to NVML (``pynvml``, from ``nvidia-ml-py``).
 
 NVML is initialised lazily, once, on first use (never at import). Every query
-returns a value or an :class:`~cudamagic.values.NA` carrying the reason, so no
+returns a value or an :class:`~cudamagic.core.na.NA` carrying the reason, so no
 NVML fault ever reaches the caller as an exception:
 
 * :func:`init` -> ``None`` on success, or NA with the reason (no driver, a
@@ -12,6 +12,8 @@ NVML fault ever reaches the caller as an exception:
   An answer of "not supported" / "no permission" / "function not found" is
   remembered per (GPU, query group), so NVML is asked once, not on every tick.
   A GPU that reports "GPU is lost" is marked lost and reads NA from then on.
+* Typed records: :func:`system_info` gives a :class:`SystemInfo`, :meth:`Device.processes` a
+  list of :class:`ProcessRow`; each field names the NVML call and nvidia-smi key it reads.
 
 Tests replace ``pynvml`` in ``sys.modules`` by the fake in ``tests/fake_nvml.py``
 and call :func:`reset`; that is the single seam.
