@@ -1,5 +1,6 @@
 """Tier 2 for %gpuwatch: a real InteractiveShell (text-only display, like terminal IPython)."""
 
+import atexit
 import json
 import re
 import threading
@@ -352,3 +353,23 @@ def test_gpuwatch_does_no_harm_to_cuda(ip, fake_nvml, cuda_calls):
 
     gpu_html(watch.latest.gpus[0])
     assert cuda_calls == []
+
+
+def test_exit_hook_is_registered_on_load_stops_the_monitor_and_goes_on_unload(
+    ip, fake_nvml, monkeypatch, tmp_path
+):
+    fake_nvml("one_gpu")
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(atexit, "unregister", lambda f: registered.remove(f))
+    ip.run_line_magic("unload_ext", "cudamagic")
+    ip.run_line_magic("load_ext", "cudamagic")
+    hook = monitors(ip).stop
+    assert registered.count(hook) == 1  # once, at load
+    watch = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'run.jsonl'} --interval 0.1")
+    assert watch.running and registered.count(hook) == 1  # a monitor adds no second hook
+    registered[registered.index(hook)]()  # what the interpreter runs at exit
+    assert not watch.running and sampler_threads() == []
+    ip.run_line_magic("unload_ext", "cudamagic")
+    assert hook not in registered
+    ip.run_line_magic("load_ext", "cudamagic")
