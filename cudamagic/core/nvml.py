@@ -401,12 +401,16 @@ class Device:
                 return got
             return reader(mod, h)
         except Exception as exc:
-            na = translate(exc)
-            if getattr(exc, "value", None) in _STICKY_CODES:
-                self._sticky[group] = na
-            elif na.code == "gpu_lost":
-                self.lost = na
-            return dict.fromkeys(fields, na)
+            return dict.fromkeys(fields, self._failed(group, exc))
+
+    def _failed(self, group: str, exc) -> NA:
+        """The NA for ``exc``; remembered for ``group`` when it cannot change, or the GPU lost."""
+        na = translate(exc)
+        if getattr(exc, "value", None) in _STICKY_CODES:
+            self._sticky[group] = na
+        elif na.code == "gpu_lost":
+            self.lost = na
+        return na
 
     def get(self, field: str):
         """One field by its nvidia-smi name, checked by :func:`check_value`.
@@ -483,12 +487,7 @@ class Device:
                     row = ProcessRow(pid, used, "C+G")
                 rows[pid] = row
         if not rows and errors:
-            na = translate(errors[0])
-            if getattr(errors[0], "value", None) in _STICKY_CODES:
-                self._sticky[key] = na
-            elif na.code == "gpu_lost":
-                self.lost = na
-            return na
+            return self._failed(key, errors[0])
         if bad:
             na = implausible(
                 "the process list",

@@ -112,16 +112,10 @@ class PdhCounterSource:
 
         self._pdh = win32pdh
         self._query = win32pdh.OpenQuery()
-        self._dedicated = (
-            win32pdh.AddEnglishCounter(self._query, DEDICATED)
-            if hasattr(win32pdh, "AddEnglishCounter")
-            else win32pdh.AddCounter(self._query, DEDICATED)
-        )
-        self._shared = (
-            win32pdh.AddEnglishCounter(self._query, SHARED)
-            if hasattr(win32pdh, "AddEnglishCounter")
-            else win32pdh.AddCounter(self._query, SHARED)
-        )
+        # the English counter names work on every display language (Windows 10 and later)
+        add = getattr(win32pdh, "AddEnglishCounter", win32pdh.AddCounter)
+        self._dedicated = add(self._query, DEDICATED)
+        self._shared = add(self._query, SHARED)
 
     def read(self) -> dict:
         """``{instance name: (dedicated bytes, shared bytes)}`` now (``PdhCollectQueryData``)."""

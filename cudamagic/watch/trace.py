@@ -513,23 +513,21 @@ def read_trace(
         TraceError: with the file, the line number and what is wrong.
     """
     try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    skip = 0
-    if size > max_bytes:
-        if not tail:
-            raise TraceError(
-                f"{path} is {size} bytes, more than the {max_bytes}-byte limit for a replay file"
-            )
-        skip = size - max_bytes
-    samples = []
-    header = None
-    try:
         fh = open(path, "rb")
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with fh:
+        size = os.fstat(fh.fileno()).st_size
+        skip = 0
+        if size > max_bytes:
+            if not tail:
+                raise TraceError(
+                    f"{path} is {size} bytes, more than the {max_bytes}-byte limit for a replay "
+                    "file"
+                )
+            skip = size - max_bytes
+        samples = []
+        header = None
         lines = iter(lambda: fh.readline(max_line_bytes + 1), b"")
         if skip:
             first = fh.readline(max_line_bytes + 1)
