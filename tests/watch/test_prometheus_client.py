@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import select
 import socket
 import ssl
 import subprocess
@@ -514,7 +515,8 @@ def test_connect_timeout_when_the_server_never_accepts():
         except BlockingIOError:
             pass
         fillers.append(f)
-    time.sleep(0.05)
+    # the first connection completes its handshake and fills the queue: wait until it has
+    assert select.select([], fillers[:1], [], 5)[1]
     c = PrometheusClient(f"http://127.0.0.1:{port}", timeout_s=0.3, environ={})
     out = []
     t = threading.Thread(target=lambda: out.append(_catch(lambda: c.instant("up"))), daemon=True)
