@@ -223,6 +223,7 @@ WINDOWS_LAPTOP_COUNTERS = {
         WINDOWS_LAPTOP_PROCESSES,
         (141, 38, 27, 12, 176, 95, 21, 9, 64, 103),
         (36, 4, 3, 2, 58, 22, 3, 1, 12, 21),
+        strict=True,
     )
 }
 WINDOWS_LAPTOP_COUNTERS["pid_4100104_luid_0x00000000_0x0000A2F1_phys_0"] = (0, 5 * MIB)
@@ -230,9 +231,11 @@ WINDOWS_LAPTOP_COUNTERS["_Total"] = (686 * MIB, 167 * MIB)  # not a process: mus
 
 
 class FakeCounterSource:
-    """Plays Windows' ``\\GPU Process Memory(*)`` performance counters for
-    :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated Usage,
-    Shared Usage)}`` in bytes, or a callable ``f(read_number)`` returning it (so figures move between samples).
+    r"""Plays Windows' ``\GPU Process Memory(*)`` performance counters.
+
+    For :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated
+    Usage, Shared Usage)}`` in bytes, or a callable ``f(read_number)`` returning it (so figures move
+    between samples).
     """
 
     def __init__(self, values):
@@ -321,9 +324,10 @@ def _ramp(t, lo, hi, start=3, length=10):
 
 
 def training_scenario() -> dict:
-    """GPU 0 warms up into a training run (util, memory, power, clocks, power-cap throttling move
-    with the tick; process 4242 is the trainer); GPU 1 is a T4 without fan/power readings (F03).
-    Used for the demo trace.
+    """GPU 0 warms up into a training run; GPU 1 is a T4 without fan/power readings (F03).
+
+    On GPU 0 util, memory, power, clocks and power-cap throttling move with the tick; process 4242
+    is the trainer. Used for the demo trace.
     """
 
     def util(t):
@@ -369,7 +373,7 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
 def scenario_with_gpus(n: int) -> dict:
-    """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost for 1 and 8 GPUs)."""
+    """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost, 1 and 8 GPUs)."""
     return {
         "driver_version": "550.54.15",
         "cuda_driver_version": 12040,
@@ -391,7 +395,7 @@ class _Obj:
 
 
 class FakeNVML:
-    """A fake NVML playing ``scenario``; ``module`` is the object to put in ``sys.modules['pynvml']``."""
+    """A fake NVML playing ``scenario``; ``module`` goes in ``sys.modules['pynvml']``."""
 
     def __init__(self, scenario: dict):
         self.scenario = copy.deepcopy({k: v for k, v in scenario.items() if k != "gpus"})
@@ -498,6 +502,8 @@ class FakeNVML:
                 )
             total, used = f._val(h.index, "memory_total"), f._val(h.index, "memory_used")
             reserved = f._val(h.index, "memory_reserved")
+            if version and not f.gpus[h.index].get("memory_v2", True):  # a driver before R510
+                raise _real.NVMLError(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
             if version:  # nvmlMemory_v2_t: reserved apart, used without it (as nvidia-smi)
                 return _Obj(
                     version=version,
