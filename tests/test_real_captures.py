@@ -1,10 +1,10 @@
-"""Real machines' ``nvidia-smi -q -x`` captures played through NVML: field by field, cudamagic
-gives the capture's values in nvidia-smi's units, and N/A (with a reason) exactly where it says N/A.
+"""Real machines' ``nvidia-smi -q -x`` captures played through NVML, field by field.
 
-Each capture (``tests/data/real``, ``PROVENANCE.md``) becomes a scenario (``tests/real_captures.py``)
-played by the stand-in library under the real ``pynvml``, or by the fake where the capture has what
-only the fake plays (Windows' driver model, graphics processes). ``%cudainfo --json`` and
-``%gpuwatch``'s latest sample and history are compared with the capture.
+cudamagic gives the capture's values in nvidia-smi's units, and N/A (with a reason) exactly where
+it says N/A. Each capture (``tests/data/real``, ``PROVENANCE.md``) becomes a scenario
+(``tests/real_captures.py``) played by the stand-in library under the real ``pynvml``, or by the
+fake where the capture has what only the fake plays (Windows' driver model, graphics processes).
+``%cudainfo --json`` and ``%gpuwatch``'s latest sample and history are compared with the capture.
 """
 
 from __future__ import annotations
