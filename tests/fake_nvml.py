@@ -583,14 +583,16 @@ class FakeNVML:
             return e
 
         simple("nvmlDeviceGetEccMode", lambda h: (ecc(h)["current"], ecc(h)["current"]))
-        simple(
-            "nvmlDeviceGetTotalEccErrors",
-            lambda h, et, ct: (
-                0
-                if et != 1
-                else ecc(h).get("volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0)
-            ),
-        )
+
+        def ecc_count(h, et, ct):
+            if et != 1:
+                return 0
+            n = ecc(h).get("volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0)
+            if n is None:  # a counter this GPU does not report (nvidia-smi: N/A)
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            return n
+
+        simple("nvmlDeviceGetTotalEccErrors", ecc_count)
         simple(
             "nvmlDeviceGetRetiredPagesPendingStatus",
             lambda h: ecc(h).get("retired_pages_pending", 0),

@@ -155,18 +155,30 @@ def parse(path_or_text: str) -> dict:
     return out
 
 
+def is_windows(cap: dict) -> bool:
+    """Whether the capture was taken on Windows (a driver model: WDDM, TCC or MCDM)."""
+    return any(g["driver_model"] in DRIVER_MODELS for g in cap["gpus"])
+
+
 def needs_fake(cap: dict) -> bool:
     """Whether the capture has what only the fake plays.
 
-    That is a driver model (Windows), graphics processes or a process whose memory is N/A (the
-    stand-in library has compute processes only).
+    That is a driver model (Windows), graphics processes, a process whose memory is N/A (the
+    stand-in library has compute processes only) or one ECC counter N/A while ECC is on.
     """
     for g in cap["gpus"]:
         if g["driver_model"] != NA_TEXT:
             return True
+        counts = (g["ecc_volatile_uncorrected"], g["ecc_aggregate_uncorrected"])
+        if g["ecc_mode"] == "Enabled" and NA_TEXT in counts:  # one counter N/A, not the mode
+            return True
         if any(t != "C" or used == NA_TEXT for _, t, _, used in g["processes"]):
             return True
     return False
+
+
+def _or_none(v):
+    return None if v == NA_TEXT else v
 
 
 def _cuda_version(text) -> int:
@@ -237,8 +249,8 @@ def scenario(cap: dict) -> dict:
             if g["ecc_mode"] != "Enabled"
             else {
                 "current": 1,
-                "volatile_uncorrected": g["ecc_volatile_uncorrected"],
-                "aggregate_uncorrected": g["ecc_aggregate_uncorrected"],
+                "volatile_uncorrected": _or_none(g["ecc_volatile_uncorrected"]),
+                "aggregate_uncorrected": _or_none(g["ecc_aggregate_uncorrected"]),
             },
             "unsupported": unsupported,
             "lost": False,

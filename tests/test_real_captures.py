@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
@@ -45,12 +46,24 @@ def test_each_capture_is_a_full_nvidia_smi_log(path):
 
 
 @pytest.fixture
-def play(fake_nvml, stub_nvml):
+def play(fake_nvml, stub_nvml, monkeypatch):
+    """Play a capture: the stand-in library where it can, else the fake.
+
+    A Windows capture plays on a presented Windows without the performance counters, so WDDM
+    process memory stays N/A, as the capture says.
+    """
+    from cudamagic.core import platform, wincounters
+
     def install(cap):
+        if rc.is_windows(cap):
+            monkeypatch.setattr(platform, "SYSTEM", "windows")
+            monkeypatch.setitem(sys.modules, "win32pdh", None)
+            wincounters.set_source(None)
         sc = rc.scenario(cap)
         return ("fake", fake_nvml(sc)) if rc.needs_fake(cap) else ("stub", stub_nvml(sc))
 
-    return install
+    yield install
+    wincounters.set_source(None)
 
 
 @pytest.mark.parametrize("path", CAPTURES, ids=IDS)

@@ -152,16 +152,17 @@ def _q_ecc_mode(mod, h):
     return {"ecc.mode.current": "Enabled" if int(current) else "Disabled"}
 
 
-def _q_ecc_errors(mod, h):
+def _q_ecc_volatile(mod, h):
     unc = getattr(mod, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-    return {
-        "ecc.errors.uncorrected.volatile.total": int(
-            mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_VOLATILE_ECC", 0))
-        ),
-        "ecc.errors.uncorrected.aggregate.total": int(
-            mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_AGGREGATE_ECC", 1))
-        ),
-    }
+    n = mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_VOLATILE_ECC", 0))
+    return {"ecc.errors.uncorrected.volatile.total": int(n)}
+
+
+def _q_ecc_aggregate(mod, h):
+    # its own group: an A100 in MIG mode reports the aggregate count and no volatile one
+    unc = getattr(mod, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
+    n = mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_AGGREGATE_ECC", 1))
+    return {"ecc.errors.uncorrected.aggregate.total": int(n)}
 
 
 def _q_retired(mod, h):
@@ -220,7 +221,8 @@ _GROUPS = {
     "mig": _q_mig,
     "clocks_max": _q_clocks_max,
     "ecc_mode": _q_ecc_mode,
-    "ecc_errors": _q_ecc_errors,
+    "ecc_volatile": _q_ecc_volatile,
+    "ecc_aggregate": _q_ecc_aggregate,
     "retired_pages": _q_retired,
     "remapped_rows": _q_remapped,
     "driver_model": _q_driver_model,
@@ -245,10 +247,8 @@ for _g, _fields in {
     "mig": ["mig.mode.current", "mig.mode.pending"],
     "clocks_max": ["clocks.max.sm", "clocks.max.mem"],
     "ecc_mode": ["ecc.mode.current"],
-    "ecc_errors": [
-        "ecc.errors.uncorrected.volatile.total",
-        "ecc.errors.uncorrected.aggregate.total",
-    ],
+    "ecc_volatile": ["ecc.errors.uncorrected.volatile.total"],
+    "ecc_aggregate": ["ecc.errors.uncorrected.aggregate.total"],
     "retired_pages": ["retired_pages.pending"],
     "remapped_rows": ["remapped_rows.pending", "remapped_rows.failure"],
     "driver_model": ["driver_model.current", "driver_model.pending"],
@@ -304,7 +304,8 @@ MEMORY_V1_RESERVED = NA(
 # * clocks.sm / clocks.mem: at most 1.05 x the GPU's maximum (nvmlDeviceGetMaxClockInfo) when known,
 # and
 #     at most 20,000 MHz always (GDDR6X reports ~10,500 MHz).
-#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes (1 PiB).
+#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes
+#     (1 PiB).
 #   * pstate: 0..15 (NVML_PSTATE_UNKNOWN is 32).
 # * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
 # memory.total.
@@ -323,12 +324,13 @@ def _implausible(field, raw, why):
 
 
 def check_value(field: str, value, context: dict | None = None):
-    """One NVML number through the plausibility bounds above; returns it unchanged or an NA saying
-    why.
+    """One NVML number through the plausibility bounds above.
+
+    Returns it unchanged or an NA saying why.
 
     Args:
-        field: nvidia-smi field name (``"power.draw"``...); value: the raw number (NVML units) or
-            NA.
+        field: nvidia-smi field name (``"power.draw"``...).
+        value: the raw number (NVML units) or NA.
         context: other raw readings of the same GPU used as bounds (``power.limit``,
             ``memory.total``, ``clocks.max.sm``, ``clocks.max.mem``); missing or NA entries leave
             only the absolute bound.
@@ -379,8 +381,9 @@ def check_value(field: str, value, context: dict | None = None):
 
 
 def check_values(values: dict, context: dict | None = None) -> dict:
-    """:func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` +
-    ``context`` as the bounds. Returns a new dict.
+    """:func:`check_value` on every entry of ``values`` (``{field: raw}``); a new dict.
+
+    ``values`` + ``context`` are the bounds.
     """
     ctx = dict(context or {})
     ctx.update({k: v for k, v in values.items() if not is_na(v)})
@@ -396,8 +399,10 @@ def check_values(values: dict, context: dict | None = None) -> dict:
 
 
 def check_process(pid, used, memory_total=None):
-    """``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT)
-    makes the row implausible; used memory goes through the sentinel and ``memory.total`` bounds.
+    """``(pid_ok, used)`` for one process row.
+
+    An impossible pid (0 or above Linux PID_MAX_LIMIT) makes the row implausible; used memory goes
+    through the sentinel and ``memory.total`` bounds.
     """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
     if not is_na(used):
