@@ -162,3 +162,43 @@ def test_gpuwatch_sample_and_history_give_the_captures_values(path, ip, play):
                 assert math.isnan(hist[key]), f"history {key} of {where}: {hist[key]!r}"
             else:
                 assert hist[key] == round(want[field] * scale), f"history {key} of {where}"
+
+
+def _fake_nvidia_smi(tmp_path, monkeypatch, capture):
+    """A ``nvidia-smi`` on PATH that prints ``capture`` for ``-q -x``."""
+    exe = tmp_path / "bin" / "nvidia-smi"
+    exe.parent.mkdir()
+    exe.write_text(f"#!/bin/sh\ncat {capture}\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
+
+
+@pytest.mark.parametrize("name", ["telegraf-tesla-t4", "telegraf-rtx-3060-r570"])
+def test_gpu_check_xml_agrees_with_the_machine_it_reads(name, tmp_path, monkeypatch, play):
+    """scripts/gpu_check.py --xml on a machine whose nvidia-smi and NVML say the capture."""
+    import gpu_check  # scripts/ is on sys.path (tests/conftest.py)
+
+    path = os.path.join(rc.HERE, name + ".xml")
+    cap = rc.parse(path)
+    play(cap)
+    _fake_nvidia_smi(tmp_path, monkeypatch, path)
+    monkeypatch.setattr(gpu_check, "results", [])
+    gpu_check.check_xml(str(tmp_path / "saved.xml"))
+    assert [n for n, ok in gpu_check.results if ok is False] == []
+    assert sum(ok is True for _, ok in gpu_check.results) >= 12
+    assert (tmp_path / "saved.xml").read_text() == open(path).read()
+
+
+def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play):
+    import gpu_check
+
+    path = os.path.join(rc.HERE, "telegraf-tesla-t4.xml")
+    cap = rc.parse(path)
+    cap["gpus"][0]["memory_total_mib"] -= 1024  # NVML says 1 GiB less than nvidia-smi
+    cap["gpus"][0]["processes"] = cap["gpus"][0]["processes"][:1]  # and misses a process
+    play(cap)
+    _fake_nvidia_smi(tmp_path, monkeypatch, path)
+    monkeypatch.setattr(gpu_check, "results", [])
+    gpu_check.check_xml()
+    failed = {n for n, ok in gpu_check.results if ok is False}
+    assert {"xml GPU 0 memory.total (%cudainfo)", "xml GPU 0 process 5762"} <= failed
