@@ -22,6 +22,7 @@ last good values, and the next successful request clears it. No IPython import h
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import math
 import os
@@ -80,6 +81,7 @@ def _address(host: str):
     return getattr(addr, "ipv4_mapped", None) or addr
 
 
+@functools.lru_cache(maxsize=4096)
 def host_matches(host: str, wanted: str) -> bool:
     """Whether ``wanted`` (a ``--hosts`` or ``--job`` value) names ``host`` (a GPU's host).
 
@@ -518,15 +520,16 @@ class PrometheusSource(ViewHooks, HostTracker):
 
     # -- building samples -------------------------------------------------------------------
 
-    def _note_series(self, meta, gid, s, last_t=0.0):
+    def _note_series(self, meta, gid, s, newness=(0.0, 0.0)):
         """Record series ``s``'s exporter and, in ``meta[gid]``, its GPU's identity.
 
-        The identity is host, index, uuid, name, exporter, labels: the newest series (``last_t``,
-        its last time) names it.
+        The identity is host, index, uuid, name, exporter, labels: the newest series names it
+        (``newness``: its last time, then its first time, so that of two series that both reach
+        the end of the window, within Prometheus's look-back, the one that began later wins).
         """
         self.exporters.add(s.exporter)
         m = meta.get(gid)
-        if m is None or last_t > m["last_t"]:
+        if m is None or newness > m["newness"]:
             meta[gid] = {
                 "host": s.host,
                 "index": s.index,
@@ -534,7 +537,7 @@ class PrometheusSource(ViewHooks, HostTracker):
                 "name": s.name,
                 "exporter": s.exporter,
                 "labels": s.labels,
-                "last_t": last_t,
+                "newness": newness,
             }
         elif s.labels and not m["labels"]:
             m["labels"] = s.labels
@@ -546,7 +549,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         timestamp, a range query many; each series is classified, filtered by ``--hosts`` and its
         values converted once, then every timestamp's GPUs are built. The series of one GPU
         (:func:`gpu_ids`) are merged by time: where two have a point at the same time, the series
-        that ends later wins.
+        that ends later (then began later) wins.
         """
         kept = []
         for s, values in series:
@@ -559,11 +562,12 @@ class PrometheusSource(ViewHooks, HostTracker):
                 except (TypeError, ValueError):
                     continue
                 points.append((t, text))
-            kept.append((max((t for t, _ in points), default=0.0), s, points))
+            times = [t for t, _ in points]
+            kept.append(((max(times, default=0.0), min(times, default=0.0)), s, points))
         kept.sort(key=lambda x: x[0])
         frames, meta = {}, {}
-        for (last_t, s, points), gid in zip(kept, gpu_ids([s for _, s, _ in kept]), strict=True):
-            self._note_series(meta, gid, s, last_t)
+        for (newness, s, points), gid in zip(kept, gpu_ids([s for _, s, _ in kept]), strict=True):
+            self._note_series(meta, gid, s, newness)
             field = _PROF + s.field if s.ratio and s.mig is not None else s.field
             cache = self._vcache.get((s.field, s.scale, s.exporter))
             if cache is None:
@@ -621,23 +625,23 @@ class PrometheusSource(ViewHooks, HostTracker):
             tuple of GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from
             the same answer.
 
-        The series of one GPU (:func:`gpu_ids`) are merged by time, the later-ending series winning
-        where both have a point. Each series' distinct values are converted once
-        (:func:`_convert`); each GPU's fields become one row of value codes per time, and a
-        GpuSample is built only at the times where a code changed (a step finer than the scrape
-        interval repeats values): the others reuse the previous, immutable one.
+        The series of one GPU (:func:`gpu_ids`) are merged by time, the later-ending (then
+        later-beginning) series winning where both have a point. Each series' distinct values
+        are converted once (:func:`_convert`); each GPU's fields become one row of value codes per
+        time, and a GpuSample is built only at the times where a code changed (a step finer than
+        the scrape interval repeats values): the others reuse the previous, immutable one.
         """
         import numpy as np
 
         kept = [(s, t, v) for s, t, v in series if self._host_ok(s.host) and len(t)]
         if not kept:
             return [], []
-        kept.sort(key=lambda x: float(x[1][-1]))
+        kept.sort(key=lambda x: (float(x[1][-1]), float(x[1][0])))
         times = np.unique(np.concatenate([t for _, t, _ in kept]))
         n = len(times)
         meta, cols = {}, {}
         for (s, t, v), gid in zip(kept, gpu_ids([s for s, _, _ in kept]), strict=True):
-            self._note_series(meta, gid, s, float(t[-1]))
+            self._note_series(meta, gid, s, (float(t[-1]), float(t[0])))
             uniq, inverse = np.unique(v, return_inverse=True)
             conv = [_convert(x, _prom_text(x), s.field, s.scale, s.exporter) for x in uniq.tolist()]
             code = np.full(n, -1, dtype=np.int64)

@@ -212,3 +212,18 @@ def test_what_cudamagic_cannot_match_is_na_with_the_reason(scraped):
     # the older generation exports no memory at all: N/A, never 0
     old = gpus["GPU-8f640a3c-7e9a-608d-02a3-f4372d72b323"]
     assert is_na(old.memory_used_bytes) and "not exported" in old.memory_used_bytes.reason
+
+
+def test_the_look_at_other_gpu_metrics_is_valid_promql(scraped):
+    """The one extra query made when nothing known is found runs on a real server (RE2, (?i))."""
+    from cudamagic.watch import exporters
+
+    server, _ = scraped
+    src = PrometheusSource(parse_source(server.url))
+    try:
+        found = src.client.instant(exporters.OTHER_QUERY)
+    finally:
+        src.close()
+    names = {r["metric"]["__name__"] for r in found}
+    assert {"dcgm_gpu_temp", "DCGM_FI_DEV_GPU_UTIL", "gpu_utilization_Percentage"} <= names
+    assert not any(n.startswith(("up", "scrape_", "prometheus_")) for n in names)
