@@ -79,7 +79,7 @@ def test_overlapping_series_of_one_gpu_merge_point_by_point_the_later_series_win
 
 
 def test_an_exporter_pod_restarted_under_a_new_host_name_is_the_same_host():
-    """Hostname is the exporter pod's name on Kubernetes: a restart renames the host, not the GPUs."""
+    """Hostname is the exporter pod's name on Kubernetes: a restart renames the host only."""
     series = []
     for host, span in (
         ("dcgm-exporter-7xq2k", range(0, 10)),
