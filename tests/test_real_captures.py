@@ -202,3 +202,9 @@ def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play)
     gpu_check.check_xml()
     failed = {n for n, ok in gpu_check.results if ok is False}
     assert {"xml GPU 0 memory.total (%cudainfo)", "xml GPU 0 process 5762"} <= failed
+
+
+def test_the_stand_in_library_under_the_real_binding_plays_most_captures():
+    """The fake plays only what the stand-in cannot: Windows, graphics processes, one ECC count."""
+    on_stub = [os.path.basename(p) for p in CAPTURES if not rc.needs_fake(rc.parse(p))]
+    assert len(on_stub) >= 4, on_stub
