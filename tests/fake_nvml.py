@@ -231,11 +231,10 @@ WINDOWS_LAPTOP_COUNTERS["_Total"] = (686 * MIB, 167 * MIB)  # not a process: mus
 
 
 class FakeCounterSource:
-    r"""Plays Windows' GPU Process Memory counters.
+    r"""Plays Windows' ``\GPU Process Memory(*)`` performance counters.
 
-    Plays Windows' ``\\GPU Process Memory(*)`` performance counters for
-    :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated Usage,
-    Shared Usage)}`` in bytes, or a callable ``f(read_number)`` returning it (so figures move
+    For :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated
+    Usage, Shared Usage)}`` in bytes, or a callable ``f(read_number)`` returning it (so figures move
     between samples).
     """
 
@@ -325,11 +324,10 @@ def _ramp(t, lo, hi, start=3, length=10):
 
 
 def training_scenario() -> dict:
-    """A GPU warming up into a training run.
+    """GPU 0 warms up into a training run; GPU 1 is a T4 without fan/power readings.
 
-    GPU 0 warms up into a training run (util, memory, power, clocks, power-cap throttling move with
-    the tick; process 4242 is the trainer); GPU 1 is a T4 without fan/power readings. Used for the
-    demo trace.
+    On GPU 0 util, memory, power, clocks and power-cap throttling move with the tick; process 4242
+    is the trainer. Used for the demo trace.
     """
 
     def util(t):
@@ -375,10 +373,7 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
 def scenario_with_gpus(n: int) -> dict:
-    """A healthy scenario with ``n`` identical GPUs (benchmarks.
-
-    Per-sample cost for 1 and 8 GPUs).
-    """
+    """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost, 1 and 8 GPUs)."""
     return {
         "driver_version": "550.54.15",
         "cuda_driver_version": 12040,
@@ -400,10 +395,7 @@ class _Obj:
 
 
 class FakeNVML:
-    """A fake NVML playing ``scenario``.
-
-    ``module`` is the object to put in ``sys.modules['pynvml']``.
-    """
+    """A fake NVML playing ``scenario``; ``module`` goes in ``sys.modules['pynvml']``."""
 
     def __init__(self, scenario: dict):
         self.scenario = copy.deepcopy({k: v for k, v in scenario.items() if k != "gpus"})
@@ -510,6 +502,8 @@ class FakeNVML:
                 )
             total, used = f._val(h.index, "memory_total"), f._val(h.index, "memory_used")
             reserved = f._val(h.index, "memory_reserved")
+            if version and not f.gpus[h.index].get("memory_v2", True):  # a driver before R510
+                raise _real.NVMLError(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
             if version:  # nvmlMemory_v2_t: reserved apart, used without it (as nvidia-smi)
                 return _Obj(
                     version=version,
@@ -589,14 +583,16 @@ class FakeNVML:
             return e
 
         simple("nvmlDeviceGetEccMode", lambda h: (ecc(h)["current"], ecc(h)["current"]))
-        simple(
-            "nvmlDeviceGetTotalEccErrors",
-            lambda h, et, ct: (
-                0
-                if et != 1
-                else ecc(h).get("volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0)
-            ),
-        )
+
+        def ecc_count(h, et, ct):
+            if et != 1:
+                return 0
+            n = ecc(h).get("volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0)
+            if n is None:  # a counter this GPU does not report (nvidia-smi: N/A)
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            return n
+
+        simple("nvmlDeviceGetTotalEccErrors", ecc_count)
         simple(
             "nvmlDeviceGetRetiredPagesPendingStatus",
             lambda h: ecc(h).get("retired_pages_pending", 0),

@@ -138,20 +138,6 @@ def _q_ecc_mode(mod, h):
     return {"ecc.mode.current": _enabled(current)}
 
 
-def _q_ecc_errors(mod, h):
-    uncorrected = ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-    function = "nvmlDeviceGetTotalEccErrors"
-    volatile, aggregate = ("NVML_VOLATILE_ECC", 0), ("NVML_AGGREGATE_ECC", 1)
-    return {
-        **_int_reader("ecc.errors.uncorrected.volatile.total", function, uncorrected, volatile)(
-            mod, h
-        ),
-        **_int_reader("ecc.errors.uncorrected.aggregate.total", function, uncorrected, aggregate)(
-            mod, h
-        ),
-    }
-
-
 def _q_remapped(mod, h):
     _corr, _unc, pending, failure = mod.nvmlDeviceGetRemappedRows(h)
     return {"remapped_rows.pending": int(pending), "remapped_rows.failure": int(failure)}
@@ -182,6 +168,7 @@ def _q_driver_model(mod, h):
 
 
 _SM, _MEM = ("NVML_CLOCK_SM", 1), ("NVML_CLOCK_MEM", 2)
+_ECC = ("nvmlDeviceGetTotalEccErrors", ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1))
 
 #: Query group -> (the nvidia-smi fields it fills, its reader ``(pynvml, handle) -> {field:
 #: value}``). One NVML call fills a group; a failure is remembered per (GPU, group).
@@ -213,9 +200,14 @@ GROUPS = {
     "mig": (["mig.mode.current", "mig.mode.pending"], _q_mig),
     "clocks_max": (["clocks.max.sm", "clocks.max.mem"], _q_clocks_max),
     "ecc_mode": (["ecc.mode.current"], _q_ecc_mode),
-    "ecc_errors": (
-        ["ecc.errors.uncorrected.volatile.total", "ecc.errors.uncorrected.aggregate.total"],
-        _q_ecc_errors,
+    # two groups: an A100 in MIG mode reports the aggregate count and no volatile one
+    "ecc_volatile": (
+        ["ecc.errors.uncorrected.volatile.total"],
+        _int_reader("ecc.errors.uncorrected.volatile.total", *_ECC, ("NVML_VOLATILE_ECC", 0)),
+    ),
+    "ecc_aggregate": (
+        ["ecc.errors.uncorrected.aggregate.total"],
+        _int_reader("ecc.errors.uncorrected.aggregate.total", *_ECC, ("NVML_AGGREGATE_ECC", 1)),
     ),
     "retired_pages": (
         ["retired_pages.pending"],
@@ -275,8 +267,8 @@ MEMORY_V1_RESERVED = NA(
 # * clocks.sm / clocks.mem: at most 1.05 x the GPU's maximum (nvmlDeviceGetMaxClockInfo) when known,
 # and
 #     at most 20,000 MHz always (GDDR6X reports ~10,500 MHz).
-#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes (1
-#   PiB).
+#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes
+#     (1 PiB).
 #   * pstate: 0..15 (NVML_PSTATE_UNKNOWN is 32).
 # * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
 # memory.total.
@@ -298,7 +290,7 @@ def implausible(field, raw, why):
 def check_value(field: str, value, context: dict | None = None):
     """One NVML number through the plausibility bounds above.
 
-    Returns it unchanged, or an NA saying why it cannot be true.
+    Returns it unchanged or an NA saying why.
 
     Args:
         field: nvidia-smi field name (``"power.draw"``...).
@@ -353,10 +345,9 @@ def check_value(field: str, value, context: dict | None = None):
 
 
 def check_values(values: dict, context: dict | None = None) -> dict:
-    """:func:`check_value` on every entry of ``values``.
+    """:func:`check_value` on every entry of ``values`` (``{field: raw}``); a new dict.
 
-    :func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` +
-    ``context`` as the bounds. Returns a new dict.
+    ``values`` + ``context`` are the bounds.
     """
     ctx = dict(context or {})
     ctx.update({k: v for k, v in values.items() if not is_na(v)})
@@ -374,8 +365,8 @@ def check_values(values: dict, context: dict | None = None) -> dict:
 def check_process(pid, used, memory_total=None):
     """``(pid_ok, used)`` for one process row.
 
-    ``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT) makes
-    the row implausible; used memory goes through the sentinel and ``memory.total`` bounds.
+    An impossible pid (0 or above Linux PID_MAX_LIMIT) makes the row implausible; used memory goes
+    through the sentinel and ``memory.total`` bounds.
     """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
     if not is_na(used):
