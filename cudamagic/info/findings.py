@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from ..core.na import is_na
 from . import health
+from .result import Finding
 from .versions import parse_version_tuple
 
 SEVERITIES = ("error", "warning", "info", "ok")
@@ -19,26 +20,6 @@ WHEEL_CUDA = [(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0)]
 # : Minimum Linux driver for each CUDA major (CUDA minor version compatibility), from NVIDIA's
 # release notes.
 MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One diagnostic: ``severity`` (error|warning|info|ok), ``id``, ``title``, ``cause`` (one sentence), ``fix``."""
-
-    severity: str
-    id: str
-    title: str
-    cause: str
-    fix: str = ""
-
-    def to_dict(self):
-        return {
-            "severity": self.severity,
-            "id": self.id,
-            "title": self.title,
-            "cause": self.cause,
-            "fix": self.fix,
-        }
 
 
 def wheel_runs_on_driver(wheel, driver_cuda, driver_version=None) -> bool:
@@ -578,8 +559,73 @@ def _mig_rules(b: _Basis) -> list:
 
 
 def _health_rules(b: _Basis) -> list:
-    """A lost GPU, uncorrectable ECC errors, pending or failed memory repairs (see :mod:`.health`)."""
-    return health.health_findings(b.gpus, Finding)
+    """A lost GPU, uncorrectable ECC errors, pending or failed memory repairs."""
+    out = []
+    for g in b.gpus:
+        i = g["index"]
+        if health.is_lost(g):
+            out.append(
+                Finding(
+                    "error",
+                    "gpu-lost",
+                    f"GPU {i} is lost (fell off the bus)",
+                    f"NVML answers 'GPU is lost' for GPU {i} ({g['name'].reason}). CUDA cannot use it: it has no CUDA "
+                    "ordinal, the other GPUs are renumbered, and jobs that used it have failed.",
+                    health.DMESG_FIX.format(index=i),
+                )
+            )
+            continue
+        vol, agg = (
+            g.get("ecc.errors.uncorrected.volatile.total"),
+            g.get("ecc.errors.uncorrected.aggregate.total"),
+        )
+        if isinstance(vol, int) and vol > 0:
+            out.append(
+                Finding(
+                    "error",
+                    "ecc-uncorrected",
+                    f"GPU {i} had {vol} uncorrectable ECC error(s) since boot",
+                    "Uncorrectable memory errors (nvidia-smi ecc.errors.uncorrected.volatile.total) corrupt results and "
+                    "kill the CUDA contexts that touched the memory.",
+                    "save your work, then reset the GPU (`sudo nvidia-smi -r -i "
+                    f"{i}`) or reboot so the bad memory is retired/remapped; if errors come back, report the GPU",
+                )
+            )
+        elif isinstance(agg, int) and agg > 0:
+            out.append(
+                Finding(
+                    "warning",
+                    "ecc-uncorrected-lifetime",
+                    f"GPU {i} had {agg} uncorrectable ECC error(s) in its lifetime",
+                    "nvidia-smi ecc.errors.uncorrected.aggregate.total is non-zero: this GPU's memory has failed before.",
+                    "watch it; if the count grows, report the GPU to the administrator or provider",
+                )
+            )
+        pend_pages, pend_rows = g.get("retired_pages.pending"), g.get("remapped_rows.pending")
+        if pend_pages == 1 or pend_rows == 1:
+            what = "retired pages" if pend_pages == 1 else "remapped rows"
+            out.append(
+                Finding(
+                    "warning",
+                    "memory-repair-pending",
+                    f"GPU {i} has {what} waiting for a reset",
+                    f"The driver marked bad memory ({what} pending) but the repair only takes effect after the GPU is "
+                    "reset; until then the bad memory may still be used.",
+                    f"when no job runs on it: `sudo nvidia-smi -r -i {i}` or reboot",
+                )
+            )
+        if g.get("remapped_rows.failure") == 1:
+            out.append(
+                Finding(
+                    "error",
+                    "row-remap-failed",
+                    f"GPU {i} ran out of spare memory rows (row remapping failed)",
+                    "The GPU ran out of spare memory rows (nvidia-smi remapped_rows.failure): its memory can no longer "
+                    "be repaired.",
+                    "report the GPU for replacement (RMA) to the administrator or cloud provider",
+                )
+            )
+    return out
 
 
 def _cuda_unavailable_rules(b: _Basis, earlier: list) -> list:

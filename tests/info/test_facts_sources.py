@@ -412,25 +412,23 @@ def test_mig_gpu_keeps_a_utilisation_it_could_read(fake_nvml):
 # ---- nvcc in a thread beside the rest ---------------------------------------------------------------------------
 
 
-def test_start_runs_in_a_named_daemon_thread_and_returns_the_value():
+def test_nvcc_runs_in_a_worker_thread(monkeypatch):
     seen = {}
 
-    def work(a, b=0):
-        time.sleep(0.05)
+    def nvcc_info(path, timeout_s):
         t = threading.current_thread()
-        seen.update(name=t.name, daemon=t.daemon, main=t is threading.main_thread())
-        return a + b
+        seen.update(main=t is threading.main_thread(), name=t.name.startswith("cudamagic-facts"))
+        return {"path": path, "release": "13.0", "build": "13.0.88"}
 
-    result = facts._start(work, 2, b=3)
-    assert result() == 5
-    assert seen == {"name": "cudamagic-facts", "daemon": True, "main": False}
+    monkeypatch.setattr(facts, "nvcc_info", nvcc_info)
+    assert facts.collect_facts(env={})["toolkit"]["release"] == "13.0"
+    assert seen == {"main": False, "name": True}
 
 
-def test_start_raises_the_threads_exception_in_the_caller():
-    def work():
-        time.sleep(0.02)
+def test_nvcc_error_is_raised_in_the_caller(monkeypatch):
+    def nvcc_info(path, timeout_s):
         raise KeyboardInterrupt("stop nvcc")
 
-    result = facts._start(work)
+    monkeypatch.setattr(facts, "nvcc_info", nvcc_info)
     with pytest.raises(KeyboardInterrupt, match="stop nvcc"):
-        result()
+        facts.collect_facts(env={})

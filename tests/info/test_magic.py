@@ -9,7 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic import extension as cm_extension
-from cudamagic.info.report import CudaInfoReport
+from cudamagic.info.result import CudaInfoReport
 
 
 def test_cudainfo_returns_report(ip, fake_nvml):
@@ -132,7 +132,7 @@ def test_does_not_initialise_cuda(ip, fake_nvml, cuda_calls):
     assert cuda_calls == []
 
 
-@pytest.mark.parametrize("cell", ["%cudainfo;", "%cudainfo ;", "%cudainfo -q;"])
+@pytest.mark.parametrize("cell", ["%cudainfo ;", "%cudainfo -q;", "x = 1\n%cudainfo ;  # quiet"])
 def test_semicolon_silences(ip, fake_nvml, cell, capsys):
     fake_nvml("one_gpu")
     ip.user_ns.pop("_cudainfo", None)
@@ -140,6 +140,16 @@ def test_semicolon_silences(ip, fake_nvml, cell, capsys):
     assert res.success and res.result is None
     assert isinstance(ip.user_ns["_cudainfo"], CudaInfoReport)
     assert "Verdict" not in capsys.readouterr().out
+
+
+def test_semicolon_is_ipythons_own_silencing(ip, fake_nvml, capsys):
+    """IPython drops the result of a magic marked @output_can_be_silenced: no extra magic name."""
+    fake_nvml("one_gpu")
+    ip.run_line_magic("lsmagic", "")
+    assert "cudainfo;" not in capsys.readouterr().out
+    assert "cudainfo;" not in ip.magics_manager.magics["line"]
+    assert ip.run_line_magic("cudainfo", ";") is None
+    assert ip.run_line_magic("cudainfo", "") is not None
 
 
 def test_bad_flag_message_says_what_to_type(ip):
@@ -150,7 +160,7 @@ def test_bad_flag_message_says_what_to_type(ip):
 
 
 def test_json_and_quiet_conflict(ip):
-    with pytest.raises(UsageError, match="use one of them"):
+    with pytest.raises(UsageError, match="either --json or -q"):
         ip.run_line_magic("cudainfo", "--json -q")
 
 

@@ -36,7 +36,7 @@ def test_long_paths_are_not_cut(fake_nvml, monkeypatch):
     fake_nvml("no_driver")
     f = collect_facts(env={})
     f["torch"]["file"] = "/very/long/" + "x" * 120 + "/torch/__init__.py"
-    from cudamagic.info.report import CudaInfoReport
+    from cudamagic.info.result import CudaInfoReport
 
     text = CudaInfoReport(f, findings(f)).to_text()
     assert f["torch"]["file"] in text
@@ -58,7 +58,7 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
     import html
     import re
 
-    from cudamagic.info.report import GPU_COLUMNS
+    from cudamagic.info.render import GPU_COLUMNS
 
     fake_nvml("one_gpu")
     report = ip.run_line_magic("cudainfo", "")
@@ -171,7 +171,7 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
     # the health rows ("ECC uncorrected (since boot)", "retired pages pending") are longer than the
     # old 20 columns
     from cudamagic.core.fmt import TEXT_WIDTH, display_width
-    from cudamagic.info.report import GPU_COLUMNS
+    from cudamagic.info.render import GPU_COLUMNS
 
     fake_nvml("one_gpu")
     lines = collect(env={}).to_text().splitlines()
@@ -204,7 +204,7 @@ def test_outside_text_cannot_drive_the_terminal(fake_nvml):
     mig = f["gpus"][0]["mig_devices"]
     assert mig, "the 'mig' scenario lists MIG instances"
     mig[0]["uuid"] = "MIG-1\x1b[31m"
-    from cudamagic.info.report import CudaInfoReport
+    from cudamagic.info.result import CudaInfoReport
 
     text = CudaInfoReport(f, findings(f)).to_text()
     assert not any(c in text for c in "\x1b\x07\u202e"), repr(text)
