@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .model import _chain, _message
+from .result import exception_chain, exception_text
 from .source import _line_names, _root_name_of, call_arguments
 
 
@@ -109,7 +109,7 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
         magics = frozenset(shell.magics_manager.magics["line"])
     except Exception:
         magics = frozenset()
-    messages = [_message(link) for link in _chain(exc)] if exc is not None else []
+    messages = [exception_text(link) for link in exception_chain(exc)] if exc is not None else []
     return Scene(
         user_ns=visible,
         frames=frames,

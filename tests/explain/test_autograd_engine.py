@@ -102,7 +102,7 @@ def test_e09_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
         "`errG.backward()` before `optD.step()`" in fix and "`out_fake = netD(fake)` again" in fix
     )
     assert "fake.detach()" in fix
-    assert ".clone()" not in expl.text()
+    assert ".clone()" not in expl.to_text()
     # the fix it proposes really works: a new forward after the step
     fixed = E09.replace("errG = -out_fake.mean()", "out_fake = netD(fake)\nerrG = -out_fake.mean()")
     assert ip.run_cell(fixed).error_in_exec is None

@@ -45,7 +45,7 @@ def test_not_compiled_with_cuda_real(ip):
     assert expl.entry.id == "not-compiled-with-cuda"
     assert expl.context.facts["torch_cuda"] is None
     assert torch.__version__ in notes(expl)
-    assert "Reinstall PyTorch with CUDA" in expl.text()
+    assert "Reinstall PyTorch with CUDA" in expl.to_text()
 
 
 def test_driver_too_old_decodes_version(ip):
@@ -60,7 +60,7 @@ def test_driver_too_old_decodes_version(ip):
     assert expl.entry.id == "driver-too-old"
     assert expl.context.facts["driver_cuda"] == "11.4"
     assert "CUDA up to 11.4" in notes(expl)
-    assert "toolkit does not help" in expl.text()
+    assert "toolkit does not help" in expl.to_text()
 
 
 def test_pin_cuda_tensor_names_the_loader(ip):
@@ -79,7 +79,7 @@ def test_pin_cuda_tensor_names_the_loader(ip):
     assert expl.entry.id == "pin-cuda-tensor"
     assert expl.context.facts["tensor_type"] == "torch.cuda.FloatTensor"
     assert "train_loader" in expl.context.facts["culprits"]
-    assert "non_blocking=True" in expl.text()
+    assert "non_blocking=True" in expl.to_text()
 
 
 def test_pin_memory_without_accelerator_real(ip):
@@ -90,7 +90,7 @@ def test_pin_memory_without_accelerator_real(ip):
     )  # aten/src/ATen/DeviceAccelerator.cpp: getAccelerator
     assert expl.entry.id == "pin-no-accelerator"
     assert expl.context.facts["pin_calls"] == ["torch.empty(3).pin_memory()"]
-    assert "torch.cuda.is_available()" in expl.text()
+    assert "torch.cuda.is_available()" in expl.to_text()
 
 
 def test_error_801_names_workers(ip):
@@ -107,7 +107,7 @@ def test_error_801_names_workers(ip):
     )
     assert expl.entry.id == "cuda-801-workers"
     assert expl.context.facts["loaders_with_workers"] == ["loader"]
-    assert "num_workers=0" in expl.text()
+    assert "num_workers=0" in expl.to_text()
 
 
 def test_oom_reports_numbers_and_biggest_tensors(ip):
@@ -124,7 +124,7 @@ def test_oom_reports_numbers_and_biggest_tensors(ip):
     facts = expl.context.facts
     assert facts["requested_bytes"] == round(1.95 * 1024**3) and "reserved_bytes" in facts
     assert facts["biggest"][:2] == ["big_activations", "local_batch"]
-    text = expl.text()
+    text = expl.to_text()
     assert "2.0 GiB" in text and "1.6 GiB free of 14.6 GiB" in text
     has_cudamem = "cudamem" in ip.magics_manager.magics["line"]
     assert facts["mentions_cudamem_free"] == has_cudamem
@@ -206,7 +206,7 @@ def test_different_devices_cuda_message(ip):
     )
     assert expl.entry.id == "different-devices"
     assert expl.context.facts["devices"] == ["cpu", "cuda:0"]
-    assert "model.to(device)" in expl.text()
+    assert "model.to(device)" in expl.to_text()
 
 
 def test_no_kernel_image(ip):
@@ -218,7 +218,7 @@ def test_no_kernel_image(ip):
     )
     assert expl.entry.id == "no-kernel-image"
     assert expl.context.facts["arch_list"] == torch.cuda.get_arch_list()
-    assert "get_arch_list" in expl.text()
+    assert "get_arch_list" in expl.to_text()
 
 
 def test_device_side_assert_explains_launch_blocking(ip):
@@ -231,7 +231,7 @@ def test_device_side_assert_explains_launch_blocking(ip):
     )
     assert expl.entry.id == "device-side-assert"
     assert expl.context.facts["int_tensors"]["labels"] == (0, 10)
-    text = expl.text()
+    text = expl.to_text()
     assert "CUDA_LAUNCH_BLOCKING=1" in text and "waits for completion" in text
     assert "Restart the kernel" in text
 
@@ -350,7 +350,7 @@ def test_fork_reinit(ip):
     )
     assert expl.entry.id == "cuda-fork"
     assert "start_method" in expl.context.facts
-    assert "multiprocessing_context='spawn'" in expl.text()
+    assert "multiprocessing_context='spawn'" in expl.to_text()
 
 
 def test_dataloader_bus_error(ip):
@@ -368,7 +368,7 @@ def test_dataloader_bus_error(ip):
     )
     assert expl.entry.id == "dataloader-shm"
     assert expl.context.facts["loaders_with_workers"] == ["dl"]
-    assert "--shm-size" in expl.text()
+    assert "--shm-size" in expl.to_text()
     if sys.platform.startswith("linux"):
         assert expl.context.facts["shm_total_bytes"] > 0
 
@@ -376,7 +376,7 @@ def test_dataloader_bus_error(ip):
 def test_numpy_conversion_real(ip):
     expl, _ = fail(ip, "w = torch.randn(3, requires_grad=True)\nw.numpy()")
     assert expl.entry.id == "numpy-conversion"
-    assert "detach().cpu().numpy()" in expl.text()
+    assert "detach().cpu().numpy()" in expl.to_text()
     expl, _ = fail(ip, "torch.randn(3, device='meta').numpy()")
     assert expl.entry.id == "numpy-conversion"
 
@@ -393,7 +393,7 @@ def test_broadcast_real(ip):
 def test_batchnorm_one_sample_real(ip):
     expl, _ = fail(ip, "nn.BatchNorm1d(3)(torch.randn(1, 3))")
     assert expl.entry.id == "batchnorm-one-sample"
-    assert "drop_last=True" in expl.text()
+    assert "drop_last=True" in expl.to_text()
 
 
 def test_cuda_program_no_driver():

@@ -122,7 +122,7 @@ def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
     assert (
         0 <= lo <= hi <= 99 and facts["embeddings"] == {"emb": 100} and facts["out_of_range"] == []
     )
-    text = expl.text()
+    text = expl.to_text()
     assert "surfaced here" in text and "Localise:" in text
     assert "index out of range" in expl.entry.why and "Restart the kernel" in expl.entry.fix
     assert "CUDA_LAUNCH_BLOCKING=1" in expl.entry.localise and "on the CPU" in expl.entry.localise
@@ -152,7 +152,7 @@ def _runtime(name):
 
 def test_one_box_per_family_with_its_own_words(ip):
     expl, _ = fail(ip, _runtime("cudaErrorIllegalAddress"))
-    assert expl.entry.id == "cuda-illegal-access" and "compute-sanitizer" in expl.text()
+    assert expl.entry.id == "cuda-illegal-access" and "compute-sanitizer" in expl.to_text()
     expl, _ = fail(ip, _runtime("cudaErrorLaunchTimeout"))
     assert expl.entry.id == "cuda-launch" and "watchdog" in expl.entry.why
     expl, _ = fail(ip, _runtime("cudaErrorECCUncorrectable"))

@@ -133,7 +133,7 @@ def test_cudaexplain_list_and_entry(ip):
         assert entry.id in text and entry.id in html
     assert max(len(line) for line in text.splitlines()) <= 96  # fits a terminal
     one = ip.run_line_magic("cudaexplain", "cuda-oom")
-    assert one.entry.id == "cuda-oom" and "Fix:" in one.text()
+    assert one.entry.id == "cuda-oom" and "Fix:" in one.to_text()
     with pytest.raises(UsageError, match="--list"):
         ip.run_line_magic("cudaexplain", "no-such-entry")
 
@@ -249,8 +249,9 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     import os
     import shutil
 
-    from cudamagic.explain import box as er
+    from cudamagic.explain import render as er
     from cudamagic.explain.catalogue import CATALOGUE
+    from cudamagic.explain.result import CatalogueView
 
     ip.run_cell("import torch")
     ip.run_cell(SCALAR_FAIL)
@@ -260,9 +261,9 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
     )
     monkeypatch.setattr(sys, "stdout", _Tty())
     assert er.text_width() == 79
-    for text in (expl.text(), repr(er.CatalogueView(CATALOGUE))):
+    for text in (expl.to_text(), repr(CatalogueView(CATALOGUE))):
         assert max(len(line) for line in text.splitlines()) <= 79
-    assert expl.text().splitlines()[-1].startswith("╰─ ")
+    assert expl.to_text().splitlines()[-1].startswith("╰─ ")
     monkeypatch.setattr(
         shutil, "get_terminal_size", lambda fallback=None: os.terminal_size((20, 24))
     )
@@ -274,8 +275,8 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
 def test_html_outputs_opt_out_of_math_typesetting(ip):
     """JupyterLab typesets text between two `$` as a formula; an error message may hold `$HOME/...`."""
     from cudamagic.core.fmt import NO_MATH
-    from cudamagic.explain.box import CatalogueView, NoMatch
     from cudamagic.explain.catalogue import CATALOGUE
+    from cudamagic.explain.result import CatalogueView, NoMatch
 
     ip.run_cell(
         "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')"
@@ -293,9 +294,7 @@ def test_cudaexplain_bad_arguments_and_a_usage_error_as_the_last_error(ip):
         ip.run_line_magic("cudaexplain", "a b")
     ip.run_cell("%cudainfo --bogus")  # another magic's UsageError: no box ...
     assert magics().last_explanation is None
-    with pytest.raises(
-        UsageError, match="mistake in a magic's arguments"
-    ):  # ... and not 'no entry matches'
+    with pytest.raises(UsageError, match="usage message"):  # ... and not 'no entry matches'
         ip.run_line_magic("cudaexplain", "")
 
 
@@ -315,15 +314,14 @@ def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
     import html
 
     from cudamagic.core.style import hard_coded_colours
-    from cudamagic.explain.box import CatalogueView, NoMatch
     from cudamagic.explain.catalogue import CATALOGUE
-    from cudamagic.explain.model import Explanation
+    from cudamagic.explain.result import CatalogueView, Explanation, NoMatch
 
     ip.run_cell("raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3)')")
     live = magics().last_explanation
     by_id = [Explanation(entry=e, exc_type="(catalogue entry)", message=e.title) for e in CATALOGUE]
     for expl in [live, *by_id]:
-        page, text = expl._repr_html_(), expl.text()
+        page, text = expl._repr_html_(), expl.to_text()
         assert page.startswith('<div class="cudamagic mathjax_ignore cm-explain">'), expl.entry.id
         assert hard_coded_colours(page) == [] and "style=" not in page.split("</style>", 1)[1], (
             expl.entry.id

@@ -77,7 +77,7 @@ def test_oom_words_elsewhere_are_not_oom():
 import dataclasses  # noqa: E402
 
 from cudamagic.explain import catalogue, match  # noqa: E402
-from cudamagic.explain.model import Context  # noqa: E402
+from cudamagic.explain.result import Context  # noqa: E402
 
 
 def linked(n, attr="__cause__"):
@@ -89,18 +89,18 @@ def linked(n, attr="__cause__"):
 
 def test_chain_follows_cause_then_context_at_most_five_links():
     excs = linked(7)
-    assert list(match._chain(excs[0])) == excs[:5]
+    assert list(match.exception_chain(excs[0])) == excs[:5]
     ctx = linked(3, "__context__")
-    assert list(match._chain(ctx[0])) == ctx
+    assert list(match.exception_chain(ctx[0])) == ctx
     a, b = RuntimeError("a"), RuntimeError("b")
     a.__cause__, a.__context__ = b, RuntimeError("ignored: cause wins")
-    assert list(match._chain(a)) == [a, b]
+    assert list(match.exception_chain(a)) == [a, b]
 
 
 def test_chain_stops_on_a_cycle():
     a, b = RuntimeError("a"), RuntimeError("b")
     a.__cause__, b.__cause__ = b, a
-    assert list(match._chain(a)) == [a, b]
+    assert list(match.exception_chain(a)) == [a, b]
 
 
 def test_chain_depth_boundary_decides_what_is_explained():

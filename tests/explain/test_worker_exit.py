@@ -43,7 +43,7 @@ def test_forked_worker_that_exits_is_not_diagnosed_as_spawn_real(ip):
     facts = expl.context.facts
     assert facts["start_methods"] == ["fork"] and facts["exit_code"] == 3 and facts["signal"] == ""
     assert facts["loaders_with_workers"] == ["loader"] and facts["shm_total_bytes"] > 0
-    text = expl.text()
+    text = expl.to_text()
     assert "Spawned workers" not in text and "cannot import" not in text and "mydata" not in text
     for advice in ("df -h /dev/shm", "--shm-size=8g", "num_workers=0"):
         assert advice in text

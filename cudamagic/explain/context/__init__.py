@@ -1,5 +1,5 @@
 """Context functions: each ``ctx_*(match, scene)`` looks at the live scene and returns a
-:class:`~cudamagic.explain.model.Context` naming the user's own variables, shapes and modules.
+:class:`~cudamagic.explain.result.Context` naming the user's own variables, shapes and modules.
 
 - :mod:`.cuda`: the CUDA install and devices (CPU-only build, old driver, architecture, ordinal).
 - :mod:`.memory`: out of GPU memory (the message's numbers, the biggest tensors), cuBLAS / cuDNN

@@ -2,7 +2,7 @@
 cell), backward on a tensor without a graph or with several elements, in-place changes of a
 leaf or of a tensor saved for backward.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`.
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..model import Context
+from ..result import Context
 from ..scene import _is_module, _is_tensor, _lookup, _named_modules, _shape, _source_text
 from ..source import (
     _IDENT,

@@ -1,7 +1,7 @@
 """Context for errors of the CUDA install and devices: a CPU-only PyTorch build, a driver too
 old for the build, no kernel for the GPU's architecture, a device ordinal that does not exist.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. No CUDA
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`. No CUDA
 context is created here: the GPU's own properties are read only when CUDA is already initialised.
 """
 
@@ -13,7 +13,7 @@ import re
 from ...core import platform
 from ...core.na import is_na
 from ...core.nvml import decode_cuda_driver_version
-from ..model import Context
+from ..result import Context
 from ..scene import _source_text, _torch
 
 

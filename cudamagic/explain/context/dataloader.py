@@ -2,7 +2,7 @@
 tensors that are already on a device, which uses worker processes, the multiprocessing start
 method, the size of ``/dev/shm``.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`.
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 
 from ...core import platform
 from ...core.fmt import format_bytes
-from ..model import Context
+from ..result import Context
 from ..scene import _is_tensor, _shape, _source_text, _tensors, _torch
 from ..source import _method_calls
 

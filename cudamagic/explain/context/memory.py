@@ -2,7 +2,7 @@
 biggest tensors the notebook still holds (IPython's output cache included), the GPU memory
 when cuBLAS / cuDNN could not start.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. Every
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`. Every
 ``torch.cuda.memory_*`` call is gated by ``torch.cuda.is_initialized()``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ...core.fmt import format_bytes
-from ..model import Context
+from ..result import Context
 from ..scene import (
     Scene,
     _is_module,

@@ -4,7 +4,7 @@ wrong dtype or out of range.
 
 Only the tensors and modules named on the failing lines are looked at where that suffices (a
 variable that merely exists in the namespace may have nothing to do with the error). Each
-``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`.
+``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..model import Context
+from ..result import Context
 from ..scene import (
     _argument_tensor,
     _dtype_name,
