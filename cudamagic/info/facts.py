@@ -214,7 +214,8 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         if len(names) > 1:
             certain = False
             note = (
-                "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and the GPUs differ: CUDA may put the fastest "
+                "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and the GPUs differ: CUDA may "
+                "put the fastest "
                 "first, so ordinals can differ from nvidia-smi indices"
             )
         else:

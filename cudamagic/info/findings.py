@@ -197,9 +197,11 @@ def _nvml_rules(b: _Basis) -> list:
         st = drv["status"]
         sev = "error" if st.code == "version_mismatch" else ("warning" if build else "info")
         fix = {
-            "no_driver": "install the NVIDIA driver for your GPU (nvidia-smi must work), or ignore this on a "
+            "no_driver": "install the NVIDIA driver for your GPU (nvidia-smi must work), or ignore "
+            "this on a "
             "machine without an NVIDIA GPU",
-            "version_mismatch": "sudo reboot  (or: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && "
+            "version_mismatch": "sudo reboot  (or: sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset "
+            "nvidia && "
             "sudo modprobe nvidia)",
             "no_binding": "pip install nvidia-ml-py",
         }.get(st.code, "check that `nvidia-smi` works")
@@ -219,7 +221,8 @@ def _cpu_build_rules(b: _Basis) -> list:
             _install_cmd(tag)
             if tag
             else (
-                f"update the NVIDIA driver to {_oldest_min_driver()} or newer (no PyTorch wheel runs on driver "
+                f"update the NVIDIA driver to {_oldest_min_driver()} or newer (no PyTorch wheel "
+                f"runs on driver "
                 f"{drv['driver_version']}), then install a CUDA build of PyTorch"
             )
         )
@@ -228,7 +231,8 @@ def _cpu_build_rules(b: _Basis) -> list:
                 "error",
                 "cpu-only-build",
                 "GPU and driver found, but this PyTorch build has no CUDA support",
-                f"torch {t['version']} is a CPU-only build (torch.version.cuda is None) while NVML sees {n_gpus} GPU(s) "
+                f"torch {t['version']} is a CPU-only build (torch.version.cuda is None) while NVML "
+                f"sees {n_gpus} GPU(s) "
                 f"and the driver supports CUDA {drv['cuda_driver_version']}.",
                 fix,
             )
@@ -253,9 +257,11 @@ def _driver_rules(b: _Basis) -> list:
                     "error",
                     "driver-too-old",
                     "The NVIDIA driver is too old for this PyTorch build",
-                    f"PyTorch was built with CUDA {t['cuda_build']} but driver {drv['driver_version']} supports CUDA up to "
+                    f"PyTorch was built with CUDA {t['cuda_build']} but driver "
+                    f"{drv['driver_version']} supports CUDA up to "
                     f"{drv['cuda_driver_version']} (nvmlSystemGetCudaDriverVersion).",
-                    f"update the NVIDIA driver to {MIN_DRIVER.get(build[0], 'a newer release')} or newer{alt}. "
+                    f"update the NVIDIA driver to {MIN_DRIVER.get(build[0], 'a newer release')} or "
+                    f"newer{alt}. "
                     "Installing a CUDA toolkit does not help: PyTorch ships its own CUDA runtime.",
                 )
             )
@@ -265,9 +271,12 @@ def _driver_rules(b: _Basis) -> list:
                     "warning",
                     "driver-minor-older",
                     "The driver's CUDA is older than the build's, within the same major",
-                    f"PyTorch was built with CUDA {t['cuda_build']}; the driver supports {drv['cuda_driver_version']}. "
-                    "Minor version compatibility usually makes this work, but PTX JIT and some newer features may fail.",
-                    "update the NVIDIA driver if you see 'PTX was compiled with an unsupported toolchain' errors",
+                    f"PyTorch was built with CUDA {t['cuda_build']}; the driver supports "
+                    f"{drv['cuda_driver_version']}. "
+                    "Minor version compatibility usually makes this work, but PTX JIT and some "
+                    "newer features may fail.",
+                    "update the NVIDIA driver if you see 'PTX was compiled with an unsupported "
+                    "toolchain' errors",
                 )
             )
     return out
@@ -284,7 +293,8 @@ def _toolkit_rules(b: _Basis) -> list:
                 "info",
                 "nvcc-missing",
                 "No CUDA toolkit (nvcc) found",
-                "nvcc is not installed; it is not needed to run PyTorch, only to compile CUDA extensions.",
+                "nvcc is not installed; it is not needed to run PyTorch, only to compile CUDA "
+                "extensions.",
                 "",
             )
         )
@@ -305,7 +315,8 @@ def _toolkit_rules(b: _Basis) -> list:
                 "warning",
                 "cuda-home",
                 f"{var} points to no usable CUDA toolkit",
-                f"{what}; torch.utils.cpp_extension compiles with {var}, so building CUDA extensions "
+                f"{what}; torch.utils.cpp_extension compiles with {var}, so building CUDA "
+                f"extensions "
                 "will fail (running PyTorch is not affected).",
                 f"unset {var}, or point it to a toolkit folder that contains bin/nvcc "
                 "(e.g. /usr/local/cuda)",
@@ -317,9 +328,11 @@ def _toolkit_rules(b: _Basis) -> list:
                 "info",
                 "toolkit-differs",
                 "The CUDA toolkit on PATH differs from PyTorch's CUDA",
-                f"nvcc {tk['release']} at {tk['path']} vs PyTorch's CUDA {t['cuda_build']}: this only matters when "
+                f"nvcc {tk['release']} at {tk['path']} vs PyTorch's CUDA {t['cuda_build']}: this "
+                f"only matters when "
                 "compiling CUDA extensions (torch.utils.cpp_extension), which may then fail.",
-                f"to build extensions, install CUDA toolkit {t['cuda_build']} and set CUDA_HOME to it",
+                f"to build extensions, install CUDA toolkit {t['cuda_build']} and set CUDA_HOME to "
+                f"it",
             )
         )
     return out
@@ -339,7 +352,8 @@ def _arch_rules(b: _Basis) -> list:
                         "error",
                         "no-kernel-image",
                         f"GPU {g['index']} ({g['name']}) is not supported by this build",
-                        f"its compute capability {cc} has no kernels in this build's architectures ({', '.join(arch)}): "
+                        f"its compute capability {cc} has no kernels in this build's architectures "
+                        f"({', '.join(arch)}): "
                         "'no kernel image is available for execution on the device'.",
                         "install a PyTorch build that includes sm_"
                         + cc.replace(".", "")
@@ -361,11 +375,13 @@ def _cvd_rules(b: _Basis) -> list:
                 "CUDA_VISIBLE_DEVICES hides every GPU",
                 f"CUDA_VISIBLE_DEVICES={cvd['raw']!r} leaves no device visible to CUDA"
                 + (
-                    f": it repeats {cvd['repeated']}, and PyTorch reads a repeated entry as no GPU at all."
+                    f": it repeats {cvd['repeated']}, and PyTorch reads a repeated entry as no GPU "
+                    f"at all."
                     if cvd.get("repeated") is not None
                     else "."
                 ),
-                "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart "
+                "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then "
+                "restart "
                 "the kernel) or list the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0",
             )
         )
@@ -375,7 +391,8 @@ def _cvd_rules(b: _Basis) -> list:
                 "warning",
                 "cvd-unknown",
                 "CUDA_VISIBLE_DEVICES has an entry CUDA cannot parse",
-                f"{cvd['invalid']!r} in CUDA_VISIBLE_DEVICES={cvd['raw']!r} is neither an index, a GPU- "
+                f"{cvd['invalid']!r} in CUDA_VISIBLE_DEVICES={cvd['raw']!r} is neither an index, a "
+                f"GPU- "
                 "nor a MIG- UUID; CUDA ignores it and every entry after it.",
                 "use indices or UUIDs from `nvidia-smi -L`, separated by commas",
             )
@@ -400,7 +417,8 @@ def _cvd_rules(b: _Basis) -> list:
                     "warning",
                     "cvd-unknown",
                     "CUDA_VISIBLE_DEVICES names GPUs that do not exist",
-                    f"{named} in CUDA_VISIBLE_DEVICES={cvd['raw']!r} match no GPU NVML sees ({n_gpus} GPU(s)); "
+                    f"{named} in CUDA_VISIBLE_DEVICES={cvd['raw']!r} match no GPU NVML sees "
+                    f"({n_gpus} GPU(s)); "
                     "CUDA ignores that entry and every one after it.",
                     f"use indices 0..{max(n_gpus - 1, 0)} or UUIDs from `nvidia-smi -L`",
                 )
@@ -420,7 +438,8 @@ def _ordinal_rules(b: _Basis) -> list:
                 "index-order",
                 "nvidia-smi indices and PyTorch ordinals may differ",
                 mapping["note"] + ".",
-                "export CUDA_DEVICE_ORDER=PCI_BUS_ID before starting Python (or set it in os.environ "
+                "export CUDA_DEVICE_ORDER=PCI_BUS_ID before starting Python (or set it in "
+                "os.environ "
                 "before importing torch)",
             )
         )
@@ -465,7 +484,8 @@ def _windows_tool_rules(b: _Basis) -> list:
                 f"{c['path']} (driver {c['driver_version'] or 'unknown'})" for c in smi
             )
             fix = (
-                f'run "{current[0]["path"]}" instead (it belongs to the running driver), or put its folder first '
+                f'run "{current[0]["path"]}" instead (it belongs to the running driver), or put '
+                f"its folder first "
                 "on PATH"
                 if current
                 else "reinstall the NVIDIA driver (a clean install) so that System32 holds "
@@ -475,9 +495,12 @@ def _windows_tool_rules(b: _Basis) -> list:
                 Finding(
                     "warning",
                     "nvidia-smi-stale",
-                    f"The nvidia-smi.exe on PATH belongs to driver {mine['driver_version']}, not the running {running}",
-                    f"{len(smi)} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An "
-                    'nvidia-smi from another driver can fail ("Failed to initialize NVML: Driver/library version '
+                    f"The nvidia-smi.exe on PATH belongs to driver {mine['driver_version']}, not "
+                    f"the running {running}",
+                    f"{len(smi)} copies of nvidia-smi.exe are on this disk, left by driver "
+                    f"updates: {listing}. An "
+                    'nvidia-smi from another driver can fail ("Failed to initialize NVML: '
+                    "Driver/library version "
                     'mismatch") or report wrong figures.',
                     fix,
                 )
@@ -516,7 +539,8 @@ def _windows_tool_rules(b: _Basis) -> list:
                 "nvml-stale",
                 f"NVML was loaded from {loaded['path']}, a copy of driver "
                 f"{loaded['driver_version']} (the running driver is {running})",
-                f"{len(nvml_copies)} copies of nvml.dll are on this disk; the one loaded belongs to another driver.",
+                f"{len(nvml_copies)} copies of nvml.dll are on this disk; the one loaded belongs "
+                f"to another driver.",
                 (f"the current one is {good[0]}; " if good else "")
                 + "reinstall the NVIDIA driver (clean install) "
                 "and restart the kernel",
@@ -528,9 +552,12 @@ def _windows_tool_rules(b: _Basis) -> list:
             Finding(
                 "info",
                 "wddm",
-                f"GPU {', '.join(map(str, wddm))} run(s) the WDDM driver model (Windows display driver)",
-                "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each process's GPU memory; "
-                "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task Manager's figures).",
+                f"GPU {', '.join(map(str, wddm))} run(s) the WDDM driver model (Windows display "
+                f"driver)",
+                "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each "
+                "process's GPU memory; "
+                "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task "
+                "Manager's figures).",
                 "nothing to fix; a workstation GPU without a display can switch to TCC with "
                 "`nvidia-smi -g 0 -dm 1` (as administrator, then reboot)",
             )
@@ -551,7 +578,8 @@ def _mig_rules(b: _Basis) -> list:
                     "info",
                     "mig",
                     f"GPU {g['index']} is in MIG mode ({n} instance(s))",
-                    "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
+                    "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is "
+                    "not reported.",
                     "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)",
                 )
             )
@@ -569,7 +597,8 @@ def _health_rules(b: _Basis) -> list:
                     "error",
                     "gpu-lost",
                     f"GPU {i} is lost (fell off the bus)",
-                    f"NVML answers 'GPU is lost' for GPU {i} ({g['name'].reason}). CUDA cannot use it: it has no CUDA "
+                    f"NVML answers 'GPU is lost' for GPU {i} ({g['name'].reason}). CUDA cannot use "
+                    f"it: it has no CUDA "
                     "ordinal, the other GPUs are renumbered, and jobs that used it have failed.",
                     health.DMESG_FIX.format(index=i),
                 )
@@ -585,10 +614,12 @@ def _health_rules(b: _Basis) -> list:
                     "error",
                     "ecc-uncorrected",
                     f"GPU {i} had {vol} uncorrectable ECC error(s) since boot",
-                    "Uncorrectable memory errors (nvidia-smi ecc.errors.uncorrected.volatile.total) corrupt results and "
+                    "Uncorrectable memory errors (nvidia-smi "
+                    "ecc.errors.uncorrected.volatile.total) corrupt results and "
                     "kill the CUDA contexts that touched the memory.",
                     "save your work, then reset the GPU (`sudo nvidia-smi -r -i "
-                    f"{i}`) or reboot so the bad memory is retired/remapped; if errors come back, report the GPU",
+                    f"{i}`) or reboot so the bad memory is retired/remapped; if errors come back, "
+                    f"report the GPU",
                 )
             )
         elif isinstance(agg, int) and agg > 0:
@@ -597,7 +628,8 @@ def _health_rules(b: _Basis) -> list:
                     "warning",
                     "ecc-uncorrected-lifetime",
                     f"GPU {i} had {agg} uncorrectable ECC error(s) in its lifetime",
-                    "nvidia-smi ecc.errors.uncorrected.aggregate.total is non-zero: this GPU's memory has failed before.",
+                    "nvidia-smi ecc.errors.uncorrected.aggregate.total is non-zero: this GPU's "
+                    "memory has failed before.",
                     "watch it; if the count grows, report the GPU to the administrator or provider",
                 )
             )
@@ -609,7 +641,8 @@ def _health_rules(b: _Basis) -> list:
                     "warning",
                     "memory-repair-pending",
                     f"GPU {i} has {what} waiting for a reset",
-                    f"The driver marked bad memory ({what} pending) but the repair only takes effect after the GPU is "
+                    f"The driver marked bad memory ({what} pending) but the repair only takes "
+                    f"effect after the GPU is "
                     "reset; until then the bad memory may still be used.",
                     f"when no job runs on it: `sudo nvidia-smi -r -i {i}` or reboot",
                 )
@@ -620,7 +653,8 @@ def _health_rules(b: _Basis) -> list:
                     "error",
                     "row-remap-failed",
                     f"GPU {i} ran out of spare memory rows (row remapping failed)",
-                    "The GPU ran out of spare memory rows (nvidia-smi remapped_rows.failure): its memory can no longer "
+                    "The GPU ran out of spare memory rows (nvidia-smi remapped_rows.failure): its "
+                    "memory can no longer "
                     "be repaired.",
                     "report the GPU for replacement (RMA) to the administrator or cloud provider",
                 )
@@ -644,9 +678,11 @@ def _cuda_unavailable_rules(b: _Basis, earlier: list) -> list:
                 "error",
                 "cuda-unavailable",
                 "torch.cuda.is_available() is False although a GPU is present",
-                "CUDA could not initialise in this process (driver problem, container without GPU access, "
+                "CUDA could not initialise in this process (driver problem, container without GPU "
+                "access, "
                 "or CUDA failed earlier in this kernel).",
-                "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a "
+                "restart the kernel; if it persists run `python -c 'import torch; "
+                "torch.zeros(1).cuda()'` in a "
                 "terminal to see the CUDA error",
             )
         )
@@ -665,9 +701,11 @@ def _interpreter_rules(b: _Basis) -> list:
                 "info",
                 "interpreter",
                 "This kernel runs a different Python from the one on PATH",
-                f"kernel: {py['executable']}; `python` on PATH: {shell_py}. Packages installed with "
+                f"kernel: {py['executable']}; `python` on PATH: {shell_py}. Packages installed "
+                f"with "
                 "`pip` in a terminal may not be visible here.",
-                "install from the notebook with %pip install ..., or register the right interpreter as a "
+                "install from the notebook with %pip install ..., or register the right "
+                "interpreter as a "
                 "kernel: python -m ipykernel install --user --name myenv",
             )
         )
@@ -702,7 +740,8 @@ def _verdict(found, t, n_gpus, cpu_only):
             "ok",
             "verdict",
             "Verdict: CPU only",
-            "No NVIDIA GPU is visible here and this PyTorch build is CPU-only; code runs on the CPU.",
+            "No NVIDIA GPU is visible here and this PyTorch build is CPU-only; code runs on the "
+            "CPU.",
             "",
         )
     return Finding(

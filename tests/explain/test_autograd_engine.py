@@ -122,7 +122,8 @@ def test_version_counter_in_place_op_in_the_cell(ip):
 def test_version_counter_of_a_parameter_stepped_in_an_earlier_cell(ip):
     ip.run_cell(
         "import torch, torch.nn as nn\nnet = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))\n"
-        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, 3))\nout.sum().backward(retain_graph=True)\nopt.step()"
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, "
+        "3))\nout.sum().backward(retain_graph=True)\nopt.step()"
     )
     expl, _ = fail(ip, "out.sum().backward()")
     f = expl.context.facts

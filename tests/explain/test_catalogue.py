@@ -51,9 +51,12 @@ def test_not_compiled_with_cuda_real(ip):
 def test_driver_too_old_decodes_version(ip):
     # c10/cuda/CUDAFunctions.cpp: device_count_impl (exact text)
     msg = (
-        "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
-        "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
-        "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with "
+        "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU "
+        "driver by "
+        "downloading and installing a new version from the URL: "
+        "http://www.nvidia.com/Download/index.aspx "
+        "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been "
+        "compiled with "
         "your version of the CUDA driver."
     )
     expl, _ = fail(ip, f"raise RuntimeError({msg!r})")
@@ -70,11 +73,13 @@ def test_pin_cuda_tensor_names_the_loader(ip):
     ip.run_cell(SETUP)
     ip.run_cell(
         "from torch.utils.data import DataLoader, TensorDataset\n"
-        "train_loader = DataLoader(TensorDataset(torch.zeros(8, 2, device='meta')), pin_memory=True)"
+        "train_loader = DataLoader(TensorDataset(torch.zeros(8, 2, device='meta')), "
+        "pin_memory=True)"
     )
     expl, _ = fail(
         ip,
-        "raise RuntimeError(\"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned\")",
+        "raise RuntimeError(\"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be "
+        'pinned")',
     )
     assert expl.entry.id == "pin-cuda-tensor"
     assert expl.context.facts["tensor_type"] == "torch.cuda.FloatTensor"
@@ -214,7 +219,8 @@ def test_no_kernel_image(ip):
     # c10_cuda_check_implementation
     expl, _ = fail(
         ip,
-        f"raise torch.AcceleratorError({('CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX)!r})",
+        f"raise "
+        f"torch.AcceleratorError({('CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX)!r})",
     )
     assert expl.entry.id == "no-kernel-image"
     assert expl.context.facts["arch_list"] == torch.cuda.get_arch_list()
@@ -227,7 +233,8 @@ def test_device_side_assert_explains_launch_blocking(ip):
     ip.run_cell("labels = torch.tensor([0, 3, 10])")
     expl, _ = fail(
         ip,
-        f"raise torch.AcceleratorError({('CUDA error: device-side assert triggered' + CUDA_SUFFIX)!r})",
+        f"raise "
+        f"torch.AcceleratorError({('CUDA error: device-side assert triggered' + CUDA_SUFFIX)!r})",
     )
     assert expl.entry.id == "device-side-assert"
     assert expl.context.facts["int_tensors"]["labels"] == (0, 10)
@@ -287,7 +294,10 @@ def test_leaf_inplace_real(ip):
 
 
 def test_modified_inplace_real(ip):
-    code = "w = torch.randn(3, requires_grad=True)\nact = w.sigmoid()\nact.mul_(2)\nact.sum().backward()"
+    code = (
+        "w = torch.randn(3, requires_grad=True)\nact = "
+        "w.sigmoid()\nact.mul_(2)\nact.sum().backward()"
+    )
     expl, _ = fail(ip, code)
     assert expl.entry.id == "modified-inplace"
     facts = expl.context.facts
@@ -430,6 +440,7 @@ def test_pin_note_prefers_the_failing_line(ip):
         pytest.skip("a GPU is present")
     expl, _ = fail(
         ip,
-        "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = torch.ones(4).pin_memory()",
+        "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = "
+        "torch.ones(4).pin_memory()",
     )
     assert expl.context.facts["pin_calls"] == ["torch.ones(4).pin_memory()"]

@@ -86,7 +86,8 @@ def test_every_message_gets_its_family_box(ip):
 def test_old_style_runtime_message_and_cudnn9_subcode(ip):
     expl, _ = fail(
         ip,
-        "raise RuntimeError('cuda runtime error (700) : an illegal memory access was encountered at "
+        "raise RuntimeError('cuda runtime error (700) : an illegal memory access was encountered "
+        "at "
         "/pytorch/aten/src/THC/generic/THCTensorCopy.cpp:70')",
     )
     assert expl.entry.id == "cuda-illegal-access"
@@ -97,7 +98,8 @@ def test_old_style_runtime_message_and_cudnn9_subcode(ip):
 
 
 E07_MSG = (
-    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, "
+    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, "
+    "k, &alpha, "
     "a, lda, b, ldb, &beta, c, ldc)`"
 )
 
@@ -134,7 +136,8 @@ def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
 def test_async_family_names_the_index_that_does_not_fit(ip, monkeypatch):
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     ip.run_cell(
-        "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32)\ntokens = torch.tensor([[3, 150]])"
+        "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32)\ntokens = torch.tensor([[3, "
+        "150]])"
     )
     expl, _ = fail(ip, f"raise RuntimeError({E07_MSG!r})")
     assert expl.context.facts["out_of_range"] == [("tokens", "emb")]

@@ -56,14 +56,16 @@ CUDA_CELLS = [
     ),
     (
         "no-kernel-image",
-        f"raise RuntimeError({'CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX!r})",
+        f"raise "
+        f"RuntimeError({'CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX!r})",
     ),
     ("invalid-device-ordinal", _runtime("cudaErrorInvalidDevice")),
     ("device-side-assert", _runtime("cudaErrorAssert")),
     (
         "cuda-async",
         "emb = torch.nn.Embedding(10, 2)\ntokens = torch.tensor([1, 12])\n"
-        "raise RuntimeError('CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(h)`')",
+        "raise RuntimeError('CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
+        "`cublasSgemm(h)`')",
     ),
 ]
 AUTOGRAD_CELLS = [(i, c) for i, c in CASES] + [("invalid-gradient", E08), ("modified-inplace", E09)]

@@ -149,7 +149,8 @@ def test_cudaexplain_without_error_and_with_unmatched(ip, monkeypatch):
 
 def test_html_and_text_forms_escape_outside_text(ip):
     ip.run_cell(
-        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) <script>x</script>')"
+        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) "
+        "<script>x</script>')"
     )
     expl = magics().last_explanation
     assert expl.entry.id == "matmul-shapes"
@@ -162,7 +163,8 @@ def test_explanation_holds_no_exception_traceback_or_frame(ip):
     ip.run_cell("import torch")
     ip.run_cell(
         "def f():\n    big = torch.zeros(100)\n"
-        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total "
+        "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 "
+        "has a total "
         "capacity of 8.00 GiB of which 0 bytes is free.')\nf()"
     )
     expl = magics().last_explanation
@@ -219,7 +221,8 @@ def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
     from cudamagic.explain.scene import scene_from_shell
 
     ip.run_cell(
-        "import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, 100)\n"
+        "import torch\nnn_lin = torch.nn.Linear(7, 2)\ndef f(keep):\n    big = torch.zeros(1000, "
+        "100)\n"
         "    keep.append(weakref.ref(big))\n    return nn_lin(big)\nimport weakref"
     )
     refs = []
@@ -279,7 +282,8 @@ def test_html_outputs_opt_out_of_math_typesetting(ip):
     from cudamagic.explain.result import CatalogueView, NoMatch
 
     ip.run_cell(
-        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and $PATH')"
+        "raise RuntimeError('mat1 and mat2 shapes cannot be multiplied (2x5 and 4x3) $HOME and "
+        "$PATH')"
     )
     for obj in (
         magics().last_explanation,
@@ -343,7 +347,8 @@ def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
     for entry in CATALOGUE:
         assert f"<td><code>{entry.id}</code></td>" in listing
         assert (
-            f'<td class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> '
+            f"<td "
+            f'class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> '
             in listing
         )
     nomatch = NoMatch(

@@ -34,8 +34,8 @@ def test_forked_worker_that_exits_is_not_diagnosed_as_spawn_real(ip):
     # (torch/csrc/DataLoader.cpp)
     ip.run_cell(SETUP)
     ip.run_cell(
-        DYING
-        + "loader = DataLoader(Dying('exit'), num_workers=1, multiprocessing_context='fork', timeout=60)"
+        DYING + "loader = DataLoader(Dying('exit'), num_workers=1, multiprocessing_context='fork', "
+        "timeout=60)"
     )
     expl, result = fail(ip, "next(iter(loader))")
     assert "exited unexpectedly" in str(result.error_in_exec)
@@ -54,8 +54,8 @@ def test_forked_worker_that_exits_is_not_diagnosed_as_spawn_real(ip):
 def test_forked_worker_killed_points_at_the_oom_killer_real(ip):
     ip.run_cell(SETUP)
     ip.run_cell(
-        DYING
-        + "loader = DataLoader(Dying('kill'), num_workers=1, multiprocessing_context='fork', timeout=60)"
+        DYING + "loader = DataLoader(Dying('kill'), num_workers=1, multiprocessing_context='fork', "
+        "timeout=60)"
     )
     expl, _ = fail(ip, "next(iter(loader))")
     assert expl.entry.id == "worker-exited"
@@ -77,7 +77,8 @@ def test_exited_unexpectedly_follows_the_loaders_start_method(ip, method, entry_
     )
     for message in (
         "DataLoader worker (pid(s) 10468, 10472) exited unexpectedly",
-        "DataLoader worker (pid 10468) exited unexpectedly with exit code 1. Details are lost due to "
+        "DataLoader worker (pid 10468) exited unexpectedly with exit code 1. Details are lost due "
+        "to "
         "multiprocessing. Rerunning with num_workers=0 may give better error trace.",
     ):
         expl, _ = fail(ip, f"raise RuntimeError({message!r})")

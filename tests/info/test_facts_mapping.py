@@ -132,7 +132,8 @@ def test_mixed_gpus_under_fastest_first_give_probable_ordinals_and_say_how_to_fi
     }
     assert [g["cuda_ordinal"] for g in gpus] == [
         NA(
-            f"probably {n}; uncertain until CUDA is initialised (set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it certain)",
+            f"probably {n}; uncertain until CUDA is initialised (set CUDA_DEVICE_ORDER=PCI_BUS_ID "
+            f"to make it certain)",
             "uncertain",
         )
         for n in (1, 0)

@@ -41,7 +41,8 @@ def unknown(named, raw, n, last):
         "warning",
         "cvd-unknown",
         "CUDA_VISIBLE_DEVICES names GPUs that do not exist",
-        f"{named} in CUDA_VISIBLE_DEVICES={raw!r} match no GPU NVML sees ({n} GPU(s)); CUDA ignores that "
+        f"{named} in CUDA_VISIBLE_DEVICES={raw!r} match no GPU NVML sees ({n} GPU(s)); CUDA "
+        f"ignores that "
         "entry and every one after it.",
         f"use indices 0..{last} or UUIDs from `nvidia-smi -L`",
     )
@@ -54,7 +55,8 @@ def test_hides_every_gpu():
             "cvd-hides-all",
             "CUDA_VISIBLE_DEVICES hides every GPU",
             "CUDA_VISIBLE_DEVICES='-1' leaves no device visible to CUDA.",
-            "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart the kernel) or list "
+            "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart "
+            "the kernel) or list "
             "the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0",
         )
     ]
@@ -93,7 +95,8 @@ def test_invalid_entry_with_and_without_nvml():
             "warning",
             "cvd-unknown",
             "CUDA_VISIBLE_DEVICES has an entry CUDA cannot parse",
-            "'foo' in CUDA_VISIBLE_DEVICES='0,foo' is neither an index, a GPU- nor a MIG- UUID; CUDA ignores it and "
+            "'foo' in CUDA_VISIBLE_DEVICES='0,foo' is neither an index, a GPU- nor a MIG- UUID; "
+            "CUDA ignores it and "
             "every entry after it.",
             "use indices or UUIDs from `nvidia-smi -L`, separated by commas",
         )
@@ -112,7 +115,8 @@ def test_uncertain_order_with_several_gpus():
             "index-order",
             "nvidia-smi indices and PyTorch ordinals may differ",
             "CUDA_DEVICE_ORDER is not PCI_BUS_ID.",
-            "export CUDA_DEVICE_ORDER=PCI_BUS_ID before starting Python (or set it in os.environ before importing torch)",
+            "export CUDA_DEVICE_ORDER=PCI_BUS_ID before starting Python (or set it in os.environ "
+            "before importing torch)",
         )
     ]
     assert _ordinal_rules(basis(None, n_gpus=1, mapping=m)) == []  # one GPU: nothing to mix up
@@ -129,7 +133,8 @@ def test_renumbered_gpus_are_listed():
             "info",
             "index-map",
             "PyTorch numbers the GPUs differently from nvidia-smi",
-            "nvidia-smi 1 = cuda:0, nvidia-smi 2 = cuda:1 (CUDA_VISIBLE_DEVICES renumbers the GPUs it shows from 0).",
+            "nvidia-smi 1 = cuda:0, nvidia-smi 2 = cuda:1 (CUDA_VISIBLE_DEVICES renumbers the GPUs "
+            "it shows from 0).",
             "",
         )
     ]
@@ -163,9 +168,11 @@ def test_a_repeated_entry_hides_every_gpu_and_is_named_as_the_cause():
             "warning",
             "cvd-hides-all",
             "CUDA_VISIBLE_DEVICES hides every GPU",
-            "CUDA_VISIBLE_DEVICES='0,0' leaves no device visible to CUDA: it repeats 0, and PyTorch reads a repeated "
+            "CUDA_VISIBLE_DEVICES='0,0' leaves no device visible to CUDA: it repeats 0, and "
+            "PyTorch reads a repeated "
             "entry as no GPU at all.",
-            "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart the kernel) or list "
+            "unset it (os.environ.pop('CUDA_VISIBLE_DEVICES') before importing torch, then restart "
+            "the kernel) or list "
             "the GPUs to use, e.g. CUDA_VISIBLE_DEVICES=0",
         )
     ]

@@ -122,9 +122,11 @@ def test_interpreter_finding_names_both_pythons(tmp_path):
             "info",
             "interpreter",
             "This kernel runs a different Python from the one on PATH",
-            f"kernel: {kernel}; `python` on PATH: {other}. Packages installed with `pip` in a terminal may not be "
+            f"kernel: {kernel}; `python` on PATH: {other}. Packages installed with `pip` in a "
+            f"terminal may not be "
             "visible here.",
-            "install from the notebook with %pip install ..., or register the right interpreter as a kernel: "
+            "install from the notebook with %pip install ..., or register the right interpreter as "
+            "a kernel: "
             "python -m ipykernel install --user --name myenv",
         )
     ]

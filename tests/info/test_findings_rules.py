@@ -97,7 +97,8 @@ def test_cpu_build_on_a_gpu_machine():
         "GPU and driver found, but this PyTorch build has no CUDA support",
     )
     assert f.cause == (
-        "torch 2.13.0 is a CPU-only build (torch.version.cuda is None) while NVML sees 2 GPU(s) and "
+        "torch 2.13.0 is a CPU-only build (torch.version.cuda is None) while NVML sees 2 GPU(s) "
+        "and "
         "the driver supports CUDA 12.4."
     )
     assert "cu124" in f.fix and f.fix.startswith("pip install")
@@ -110,7 +111,8 @@ def test_cpu_build_on_a_driver_no_wheel_runs_on():
         basis(cpu_only=True, driver="418.87.00", driver_cuda="10.1", gpus=[{"index": 0}])
     )[0]
     assert f.fix == (
-        "update the NVIDIA driver to 450.80.02 or newer (no PyTorch wheel runs on driver 418.87.00), "
+        "update the NVIDIA driver to 450.80.02 or newer (no PyTorch wheel runs on driver "
+        "418.87.00), "
         "then install a CUDA build of PyTorch"
     )
 
@@ -151,9 +153,11 @@ def test_driver_minor_older_same_major():
             "warning",
             "driver-minor-older",
             "The driver's CUDA is older than the build's, within the same major",
-            "PyTorch was built with CUDA 12.8; the driver supports 12.4. Minor version compatibility usually makes this "
+            "PyTorch was built with CUDA 12.8; the driver supports 12.4. Minor version "
+            "compatibility usually makes this "
             "work, but PTX JIT and some newer features may fail.",
-            "update the NVIDIA driver if you see 'PTX was compiled with an unsupported toolchain' errors",
+            "update the NVIDIA driver if you see 'PTX was compiled with an unsupported toolchain' "
+            "errors",
         )
     ]
     assert _driver_rules(basis(driver_cuda="12.4", cuda_build="12.4")) == []
@@ -168,7 +172,8 @@ def test_toolkit_missing_unreadable_and_differs():
             "info",
             "nvcc-missing",
             "No CUDA toolkit (nvcc) found",
-            "nvcc is not installed; it is not needed to run PyTorch, only to compile CUDA extensions.",
+            "nvcc is not installed; it is not needed to run PyTorch, only to compile CUDA "
+            "extensions.",
             "",
         )
     ]
@@ -187,7 +192,8 @@ def test_toolkit_missing_unreadable_and_differs():
             "info",
             "toolkit-differs",
             "The CUDA toolkit on PATH differs from PyTorch's CUDA",
-            "nvcc 12.4 at /usr/local/cuda/bin/nvcc vs PyTorch's CUDA 12.1: this only matters when compiling CUDA "
+            "nvcc 12.4 at /usr/local/cuda/bin/nvcc vs PyTorch's CUDA 12.1: this only matters when "
+            "compiling CUDA "
             "extensions (torch.utils.cpp_extension), which may then fail.",
             "to build extensions, install CUDA toolkit 12.1 and set CUDA_HOME to it",
         )
@@ -205,9 +211,11 @@ def test_cuda_home_problem():
             "warning",
             "cuda-home",
             "CUDA_HOME points to no usable CUDA toolkit",
-            "CUDA_HOME=/opt/cuda has no bin/nvcc; torch.utils.cpp_extension compiles with CUDA_HOME, so building CUDA "
+            "CUDA_HOME=/opt/cuda has no bin/nvcc; torch.utils.cpp_extension compiles with "
+            "CUDA_HOME, so building CUDA "
             "extensions will fail (running PyTorch is not affected).",
-            "unset CUDA_HOME, or point it to a toolkit folder that contains bin/nvcc (e.g. /usr/local/cuda)",
+            "unset CUDA_HOME, or point it to a toolkit folder that contains bin/nvcc (e.g. "
+            "/usr/local/cuda)",
         )
     ]
 
@@ -224,9 +232,11 @@ def test_gpu_without_kernels_in_the_build():
             "error",
             "no-kernel-image",
             "GPU 0 (Tesla K80) is not supported by this build",
-            "its compute capability 3.7 has no kernels in this build's architectures (sm_50, sm_80, sm_90): "
+            "its compute capability 3.7 has no kernels in this build's architectures (sm_50, "
+            "sm_80, sm_90): "
             "'no kernel image is available for execution on the device'.",
-            "install a PyTorch build that includes sm_37 (a newer wheel for new GPUs, an older one for old GPUs)",
+            "install a PyTorch build that includes sm_37 (a newer wheel for new GPUs, an older one "
+            "for old GPUs)",
         )
     ]
     assert (
@@ -261,7 +271,8 @@ def test_mig_mode():
             "info",
             "mig",
             f"GPU {i} is in MIG mode ({n} instance(s))",
-            "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
+            "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not "
+            "reported.",
             "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)",
         )
         for i, n in ((0, 3), (1, 0), (4, 0), (5, 0))
@@ -277,9 +288,11 @@ UNAVAILABLE = Finding(
     "error",
     "cuda-unavailable",
     "torch.cuda.is_available() is False although a GPU is present",
-    "CUDA could not initialise in this process (driver problem, container without GPU access, or CUDA failed "
+    "CUDA could not initialise in this process (driver problem, container without GPU access, or "
+    "CUDA failed "
     "earlier in this kernel).",
-    "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a terminal to see "
+    "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a "
+    "terminal to see "
     "the CUDA error",
 )
 

@@ -73,8 +73,10 @@ def stale(listing, n, fix, version=OLD):
         "warning",
         "nvidia-smi-stale",
         f"The nvidia-smi.exe on PATH belongs to driver {version}, not the running {RUNNING}",
-        f"{n} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An nvidia-smi from "
-        'another driver can fail ("Failed to initialize NVML: Driver/library version mismatch") or report wrong '
+        f"{n} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An "
+        f"nvidia-smi from "
+        'another driver can fail ("Failed to initialize NVML: Driver/library version mismatch") or '
+        "report wrong "
         "figures.",
         fix,
     )
@@ -85,7 +87,8 @@ def test_stale_nvidia_smi_on_path_names_the_copy_of_the_running_driver():
         stale(
             LISTING,
             3,
-            f'run "{NEW_SMI}" instead (it belongs to the running driver), or put its folder first on PATH',
+            f'run "{NEW_SMI}" instead (it belongs to the running driver), or put its folder first '
+            f"on PATH",
         )
     ]
 
@@ -96,7 +99,8 @@ def test_stale_nvidia_smi_without_a_current_copy_says_reinstall():
         stale(
             f"{OLD_SMI} (driver {OLD}); {TMP_SMI} (driver unknown)",
             2,
-            "reinstall the NVIDIA driver (a clean install) so that System32 holds the current nvidia-smi.exe",
+            "reinstall the NVIDIA driver (a clean install) so that System32 holds the current "
+            "nvidia-smi.exe",
         )
     ]
 
@@ -184,7 +188,8 @@ def test_stale_nvml_dll_loaded():
     both = [copy(OLD_DLL, OLD), copy(NEW_DLL, RUNNING)]
     assert _windows_tool_rules(basis(nvml=both, lib=OLD_DLL)) == [
         nvml_stale(
-            f"the current one is {NEW_DLL}; reinstall the NVIDIA driver (clean install) and restart the kernel"
+            f"the current one is {NEW_DLL}; reinstall the NVIDIA driver (clean install) and "
+            f"restart the kernel"
         )
     ]
     old_only = [copy(OLD_DLL, OLD), copy(f"{STORE}\\nv_tmp\\nvml.dll", None)]
@@ -237,9 +242,12 @@ def test_wddm_gpus_are_named_together():
             "info",
             "wddm",
             "GPU 0, 2 run(s) the WDDM driver model (Windows display driver)",
-            "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each process's GPU memory; "
-            "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task Manager's figures).",
-            "nothing to fix; a workstation GPU without a display can switch to TCC with `nvidia-smi -g 0 -dm 1` "
+            "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each "
+            "process's GPU memory; "
+            "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task Manager's "
+            "figures).",
+            "nothing to fix; a workstation GPU without a display can switch to TCC with "
+            "`nvidia-smi -g 0 -dm 1` "
             "(as administrator, then reboot)",
         )
     ]

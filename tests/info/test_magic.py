@@ -91,7 +91,8 @@ def test_load_ext_imports_neither_torch_nor_pynvml():
     code = (
         "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
         "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
-        "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in "
+        "sys.modules]\n"
         "print('HEAVY', heavy)\nassert 'cudainfo' in ip.magics_manager.magics['line']"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

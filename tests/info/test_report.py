@@ -116,7 +116,8 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
             # the id is kept for scripts and tests as an attribute; a person reads icon, severity,
             # title, cause, fix
             m = re.search(
-                f'<div class="cm-box cm-(ok|info|warn|error)" data-id="{re.escape(f.id)}">(.*?</p>)</div>',
+                f'<div class="cm-box cm-(ok|info|warn|error)" '
+                f'data-id="{re.escape(f.id)}">(.*?</p>)</div>',
                 page,
             )
             assert m, (scenario, f.id)

@@ -36,7 +36,8 @@ def ctx_not_compiled(match, scene):
         )
     else:
         notes.append(
-            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi, no nvml.dll): "
+            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi, "
+            "no nvml.dll): "
             "if you expected a GPU here, the kernel may run on another machine or container."
         )
     return Context(notes=tuple(notes), facts=facts)
@@ -46,12 +47,14 @@ def ctx_program_driver(match, scene):
     driver = platform.nvidia_driver_present()
     notes = (
         (
-            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): host code "
+            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): "
+            "host code "
             "runs here, kernels cannot.",
         )
         if not driver
         else (
-            "An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
+            "An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the "
+            "program "
             "(`%cudainfo` shows both).",
         )
     )
@@ -77,7 +80,8 @@ def ctx_driver_old(match, scene):
     fix = ""
     if found and built:
         fix = (
-            f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a PyTorch wheel "
+            f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a "
+            f"PyTorch wheel "
             f"built for CUDA {facts['driver_cuda']} or older (pick the matching index URL on "
             "https://pytorch.org/get-started/previous-versions/)."
         )
@@ -125,7 +129,8 @@ def ctx_ordinal(match, scene):
             notes.append(f"This process sees {count} GPU(s); valid devices: {valid}.")
     if visible is not None:
         notes.append(
-            f"CUDA_VISIBLE_DEVICES={visible!r}: the listed GPUs are renumbered from 0 in this process."
+            f"CUDA_VISIBLE_DEVICES={visible!r}: the listed GPUs are renumbered from 0 in this "
+            f"process."
         )
     asked = re.findall(r"cuda:(\d+)|set_device\((\d+)\)|device=(\d+)", _source_text(scene))
     asked = sorted({int(a or b or c) for a, b, c in asked})
@@ -175,12 +180,14 @@ def ctx_cuda_family(match, scene):
     if family in ("cuda-async", "cuda-illegal-access", "cuda-launch"):
         if blocking:
             notes.append(
-                "CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation that "
+                "CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation "
+                "that "
                 "failed."
             )
         else:
             notes.append(
-                "CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the error was "
+                "CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the "
+                "error was "
                 "noticed, possibly after the operation that really failed."
             )
         index = ctx_index_tensors(match, scene, wide=True)
@@ -201,7 +208,8 @@ def ctx_cuda_family(match, scene):
         facts["out_of_range"] = [(t, e) for t, _, _, e, _ in out]
         for t, lo, hi, e, n in out[:3]:
             notes.append(
-                f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is fed to "
+                f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is "
+                f"fed to "
                 f"`{e}`, that is the failing operation."
             )
     if family and FAMILIES[family].restart:

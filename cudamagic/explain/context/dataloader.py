@@ -41,7 +41,8 @@ def ctx_pin_cuda(match, scene):
                 culprits.append(name)
                 devices = sorted({str(loader.dataset.tensors[i].device) for i in idx})
                 notes.append(
-                    f"`{name}` is a DataLoader with pin_memory=True whose dataset holds tensors that are "
+                    f"`{name}` is a DataLoader with pin_memory=True whose dataset holds tensors "
+                    f"that are "
                     f"not on the CPU (TensorDataset tensors {idx}, on {', '.join(devices)})."
                 )
     for name, t in _tensors(scene):
@@ -101,9 +102,12 @@ def ctx_workers(match, scene):
                 cuda_datasets.append(name)
                 where = ", ".join(f"`{a}` on {d}" for a, d in held[:3])
                 notes.append(
-                    f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors ({where}): "
-                    "every worker process receives them, and CUDA tensors cannot be sent to worker processes "
-                    "(on Windows not at all). Create the dataset's tensors on the CPU and move each batch "
+                    f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors "
+                    f"({where}): "
+                    "every worker process receives them, and CUDA tensors cannot be sent to worker "
+                    "processes "
+                    "(on Windows not at all). Create the dataset's tensors on the CPU and move "
+                    "each batch "
                     "to the GPU in the training loop."
                 )
     notes.append(f"This kernel runs on {platform.SYSTEM}.")
@@ -185,8 +189,10 @@ def ctx_801(match, scene):
     if group:
         notes.insert(
             -1,
-            f"torch.distributed is initialised here (backend {backend}, world size {world}): if the "
-            "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank and "
+            f"torch.distributed is initialised here (backend {backend}, world size {world}): if "
+            f"the "
+            "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank "
+            "and "
             "call that failed, `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks the collectives, and "
             "`nvidia-smi topo -m` shows which GPUs can reach each other directly.",
         )
@@ -221,7 +227,8 @@ def ctx_spawn_main(match, scene):
             users.append(lname)
             notes.append(
                 f"`{lname}` starts {loader.num_workers} worker(s) with {lmethod}, and its "
-                f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a spawned "
+                f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a "
+                f"spawned "
                 "worker cannot import."
             )
     if name and name in scene.user_ns:
@@ -253,7 +260,8 @@ def ctx_fork(match, scene):
     notes.append(f"The multiprocessing start method is {method}.")
     if torch is not None and torch.cuda.is_initialized():
         notes.append(
-            "CUDA is already initialised in this kernel, so forked workers inherit a CUDA state they "
+            "CUDA is already initialised in this kernel, so forked workers inherit a CUDA state "
+            "they "
             "cannot use."
         )
     ctx = ctx_workers(match, scene)
@@ -291,25 +299,31 @@ def ctx_worker_exited(match, scene):
         n = getattr(loader, "num_workers", 0)
         if n:
             notes.append(
-                f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: forked "
-                "workers inherit what the notebook defined, so this is not the spawn import problem."
+                f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: "
+                f"forked "
+                "workers inherit what the notebook defined, so this is not the spawn import "
+                "problem."
             )
     if sig == "Killed":
         notes.append(
-            "The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when memory "
-            "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own copy of "
+            "The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when "
+            "memory "
+            "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own "
+            "copy of "
             "what it touches in the dataset; fewer workers or a smaller dataset in memory help."
         )
     elif sig == "Bus error":
         notes.append(
-            "The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while it "
+            "The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while "
+            "it "
             "handed a batch over."
         )
     elif sig:
         notes.append(f"The worker was killed by signal {sig}.")
     if code is not None:
         notes.append(
-            f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn code; "
+            f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn "
+            f"code; "
             "with `num_workers=0` the real error shows in the cell."
         )
     shm = ctx_shm(match, scene)

@@ -134,7 +134,8 @@ def ctx_oom(match, scene):
         line = f"PyTorch asked for {format_bytes(numbers['requested_bytes'])}"
         if "free_bytes" in numbers:
             line += (
-                f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} free of "
+                f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} "
+                f"free of "
                 f"{format_bytes(numbers['total_bytes'])}"
             )
         notes.append(line + ".")
@@ -173,15 +174,20 @@ def ctx_oom(match, scene):
     numbers["output_cache"] = cached
     if "cudamem" in scene.line_magics:
         fix = (
-            "Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports the bytes "
-            "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` the big "
+            "Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports "
+            "the bytes "
+            "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` "
+            "the big "
             "tensors you no longer need, or lower the batch size."
         )
     else:
         fix = (
-            "Free what the notebook still holds: `import sys, gc; sys.last_value = sys.last_traceback = None` "
-            "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors and "
-            "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or lower the "
+            "Free what the notebook still holds: `import sys, gc; sys.last_value = "
+            "sys.last_traceback = None` "
+            "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors "
+            "and "
+            "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or "
+            "lower the "
             "batch size."
         )
     numbers["mentions_cudamem_free"] = "cudamem" in scene.line_magics
@@ -199,8 +205,10 @@ def ctx_gpu_memory(match, scene):
             facts["allocated_bytes"] = sum(int(torch.cuda.memory_allocated(d)) for d in devices)
             facts["reserved_bytes"] = sum(int(torch.cuda.memory_reserved(d)) for d in devices)
             notes.append(
-                f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, PyTorch's "
-                f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU has free)."
+                f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, "
+                f"PyTorch's "
+                f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU "
+                f"has free)."
             )
         except Exception:
             pass

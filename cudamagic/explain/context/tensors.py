@@ -125,7 +125,8 @@ def ctx_index_tensors(match, scene, wide: bool = False):
                 classes = int(t.shape[1])
                 facts.setdefault("classes", {})[name] = classes
                 notes.append(
-                    f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must be "
+                    f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must "
+                    f"be "
                     f"0..{classes - 1}; the label {bad} is not."
                 )
                 break
@@ -196,7 +197,8 @@ def ctx_broadcast(match, scene):
     a, b = int(gd["a"]), int(gd["b"])
     names = [f"`{name}` {list(_shape(t))}" for name, t in _failing_tensors(scene)]
     notes = [
-        f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal sizes "
+        f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal "
+        f"sizes "
         "or a 1."
     ]
     if names:
@@ -233,7 +235,8 @@ def ctx_dtype(match, scene):
             if str(value.dtype) == "float64":
                 facts["float64"].append(name)
             notes.append(
-                f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy keeps it)."
+                f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy "
+                f"keeps it)."
             )
     fix = ""
     if facts["float64"] and (
@@ -241,7 +244,10 @@ def ctx_dtype(match, scene):
     ):
         first = facts["float64"][0]
         if first in facts["tensor_dtype"] and _is_tensor(_lookup(scene, first)):
-            fix = f"Convert the data once: `{first} = {first}.float()` (or build it with dtype=torch.float32)."
+            fix = (
+                f"Convert the data once: `{first} = {first}.float()` (or build it with "
+                f"dtype=torch.float32)."
+            )
         else:
             fix = (
                 f"Convert the array when you make the tensor: `torch.from_numpy({first}).float()`."
@@ -264,7 +270,8 @@ def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
             if wrong(value):
                 facts["targets"].append(expr)
                 notes.append(
-                    f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with shape "
+                    f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with "
+                    f"shape "
                     f"{list(_shape(value))}."
                 )
         elif not re.fullmatch(r"[A-Za-z_]\w*", expr):
@@ -326,7 +333,10 @@ def ctx_result_cast(match, scene):
     fix = ""
     if facts["inplace"]:
         n = facts["inplace"][0]
-        fix = f"Make `{n}` float first (`{n} = {n}.float()`), or write the result to a new tensor instead of in place."
+        fix = (
+            f"Make `{n}` float first (`{n} = {n}.float()`), or write the result to a new tensor "
+            f"instead of in place."
+        )
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
