@@ -1,6 +1,7 @@
-"""CUDA error families, as data: which family every CUDA runtime error and every status of the CUDA
-libraries that PyTorch surfaces belongs to, and each family's explanation, fix and way to localise
-it.
+"""CUDA error families, as data.
+
+Which family every CUDA runtime error and every status of the CUDA libraries that PyTorch surfaces
+belongs to, and each family's explanation, fix and way to localise it.
 
 Sources:
 - CUDA runtime: every code of ``enum cudaError`` with its ``cudaGetErrorString`` text, generated
@@ -677,8 +678,9 @@ def family_patterns(family: str) -> tuple:
 
 
 def messages():
-    """Every message PyTorch can raise for the errors above: ``(family, exception type name,
-    message, source)``.
+    """Every message PyTorch can raise for the errors above.
+
+    ``(family, exception type name, message, source)``.
 
     ``exception type name`` is ``"AcceleratorError"`` (runtime errors, torch >= 2.8; a
     RuntimeError), ``"RuntimeError"`` (library statuses) or ``"DistBackendError"`` (NCCL).

@@ -1,7 +1,9 @@
-"""The live scene a context function looks at: the :class:`Scene` (the user's namespace, the
-local variables of the failing user frames, the failing cell's source and the input history),
-built from an IPython shell by :func:`scene_from_shell`, and the questions asked of it: which
-names are on the failing lines, which tensors and modules they hold.
+"""The live scene a context function looks at.
+
+The :class:`Scene` (the user's namespace, the local variables of the failing user frames, the
+failing cell's source and the input history), built from an IPython shell by
+:func:`scene_from_shell`, and the questions asked of it: which names are on the failing lines, which
+tensors and modules they hold.
 
 torch is never imported here: it is looked up in ``sys.modules`` (an error raised by PyTorch
 means torch is imported already). The scene copies the frames' locals into plain dicts and
@@ -256,8 +258,10 @@ def _failing_modules(scene: Scene):
 
 
 def _argument_tensor(scene: Scene, expr: str):
-    """The tensor an argument expression names: the variable itself for a plain name, else None
-    (an expression such as ``y.float()`` is not evaluated).
+    """The tensor an argument expression names.
+
+    The variable itself for a plain name, else None (an expression such as ``y.float()`` is not
+    evaluated).
     """
     if re.fullmatch(r"[A-Za-z_]\w*", expr or ""):
         value = _lookup(scene, expr)
@@ -267,8 +271,9 @@ def _argument_tensor(scene: Scene, expr: str):
 
 
 def _target_arguments(scene: Scene, *, indices: bool = False) -> list:
-    """Expressions passed as the *target* of a loss on the failing lines (innermost first): the
-    ``target=`` keyword or the second positional argument of a two-argument call. With
+    """Expressions passed as the *target* of a loss on the failing lines (innermost first).
+
+    The ``target=`` keyword or the second positional argument of a two-argument call. With
     ``indices``, the first argument of a call to an embedding instead.
 
     Returns:

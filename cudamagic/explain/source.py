@@ -1,6 +1,8 @@
-"""Reading the user's source text with :mod:`ast`: which tensors ``.backward()`` is called on,
-which names a loop carries from one iteration into the next, in-place operations, the calls
-and arguments on one line, the cell of the input history that assigned a name.
+"""Reading the user's source text with :mod:`ast`.
+
+Which tensors ``.backward()`` is called on, which names a loop carries from one iteration into the
+next, in-place operations, the calls and arguments on one line, the cell of the input history that
+assigned a name.
 
 Text only: nothing here looks at live objects. Source that does not parse (an IPython magic
 line, a fragment of a multi-line statement) is repaired where possible, else skipped.

@@ -278,9 +278,11 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
 
 
 def _windows_facts(env) -> dict:
-    """Windows only: every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave
-    (System32, the legacy NVSMI folder, each DriverStore package, leftovers of earlier drivers) with
-    the driver version each belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH).
+    """Windows only.
+
+    Every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave (System32, the legacy
+    NVSMI folder, each DriverStore package, leftovers of earlier drivers) with the driver version
+    each belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH).
     """
     return {
         "nvidia-smi": platform.nvidia_tool_copies("nvidia-smi", env),

@@ -1,4 +1,6 @@
-"""Findings of ``%cudainfo``: diagnostics (severity, cause, exact fix) computed from the facts of
+"""Findings of ``%cudainfo``.
+
+Diagnostics (severity, cause, exact fix) computed from the facts of
 :func:`cudamagic.info.facts.collect_facts`, and the compatibility tables they rest on. No I/O here.
 """
 
@@ -464,8 +466,11 @@ def _ordinal_rules(b: _Basis) -> list:
 
 
 def _windows_tool_rules(b: _Basis) -> list:
-    """Windows: several ``nvidia-smi.exe`` / ``nvml.dll`` copies (left by driver updates) where the
-    one a terminal runs, or the one NVML loaded, belongs to another driver than the running one; WDDM GPUs.
+    """Windows.
+
+    Several ``nvidia-smi.exe`` / ``nvml.dll`` copies (left by driver updates) where the one a
+    terminal runs, or the one NVML loaded, belongs to another driver than the running one; WDDM
+    GPUs.
     """
     win = b.facts.get("windows")
     if not win:

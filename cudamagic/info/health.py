@@ -1,5 +1,6 @@
-"""GPU health for ``%cudainfo``: a lost GPU, ECC errors, retired pages and remapped rows, as
-nvidia-smi shows them.
+"""GPU health for ``%cudainfo``.
+
+A lost GPU, ECC errors, retired pages and remapped rows, as nvidia-smi shows them.
 
 Facts (:func:`read_health`) use ``nvidia-smi --query-gpu`` names and raw counts; findings
 (:func:`health_findings`) say what to do. A lost GPU (``NVML_ERROR_GPU_IS_LOST``, usually Xid 79)

@@ -68,8 +68,9 @@ def decode_cudnn_version(value):
 
 
 def parse_nvcc_version(text):
-    """Parse ``nvcc -V`` output: ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build":
-    "13.0.88"}``.
+    """Parse ``nvcc -V`` output.
+
+    ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build": "13.0.88"}``.
 
     Returns NA when the text does not look like ``nvcc -V`` output.
     """

@@ -1,5 +1,7 @@
-"""Cells that make the autograd engine raise each of its errors for real on the CPU, as data: the
-test of the autograd-engine family and ``scripts/explain_coverage.py`` both run them. ``(entry id, cell source)``.
+"""Cells that make the autograd engine raise each of its errors for real on the CPU, as data.
+
+The test of the autograd-engine family and ``scripts/explain_coverage.py`` both run them. ``(entry
+id, cell source)``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Helpers shared by the explainer's shell tests: run a cell that must fail in a real
-``InteractiveShell`` and return the explanation the box showed.
+"""Helpers shared by the explainer's shell tests.
+
+Run a cell that must fail in a real ``InteractiveShell`` and return the explanation the box showed.
 """
 
 from __future__ import annotations

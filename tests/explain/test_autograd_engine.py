@@ -1,6 +1,8 @@
-"""Issue 12: the autograd engine's own errors, raised for real on the CPU in a real
-InteractiveShell, each with context from the live objects; field cases E08 (invalid gradient of a
-custom Function) and E09 (GAN: ``optimizer.step()`` between a forward and a second backward).
+"""Issue 12.
+
+The autograd engine's own errors, raised for real on the CPU in a real InteractiveShell, each with
+context from the live objects; field cases E08 (invalid gradient of a custom Function) and E09 (GAN:
+``optimizer.step()`` between a forward and a second backward).
 """
 
 from __future__ import annotations

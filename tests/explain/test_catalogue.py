@@ -1,5 +1,6 @@
-"""Issue 6: the catalogue of the CUDA / autograd error explainer
-(:mod:`cudamagic.explain.catalogue`).
+"""Issue 6.
+
+The catalogue of the CUDA / autograd error explainer (:mod:`cudamagic.explain.catalogue`).
 
 Tier 1: the catalogue is complete data. Tier 2 (a real InteractiveShell with cudamagic
 loaded): for each entry the cell really fails, the box is shown below the traceback, its

@@ -1,5 +1,7 @@
-"""Issue 12, do no harm: the explainer never forces a synchronisation, never create a CUDA
-context and never reset the user's counters unless asked.
+"""Issue 12, do no harm.
+
+The explainer never forces a synchronisation, never create a CUDA context and never reset the user's
+counters unless asked.
 
 The calls that would do harm are replaced by recorders on the real ``torch.cuda`` module (``init``,
 ``_lazy_init``, ``synchronize``, ``current_device``, ``set_device``, ``mem_get_info``,

@@ -212,8 +212,9 @@ def test_unload_removes_the_callback(ip, capsys):
 
 
 def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
-    """explain() and its Scene keep nothing alive: once the exception is dropped, the failing
-    function's tensor is collected (field report F22).
+    """explain() and its Scene keep nothing alive.
+
+    Once the exception is dropped, the failing function's tensor is collected (field report F22).
     """
     import gc
 
@@ -311,9 +312,11 @@ def _user_text(page):
 
 
 def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
-    """Issue 16: the box follows the theme (no hard-coded colour), the catalogue id is not in what a
-    person reads (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is
-    collapsible, the list's prose columns are left-aligned and wrap.
+    """Issue 16.
+
+    The box follows the theme (no hard-coded colour), the catalogue id is not in what a person reads
+    (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is collapsible, the
+    list's prose columns are left-aligned and wrap.
     """
     import html
 

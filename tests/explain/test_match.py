@@ -1,5 +1,6 @@
-"""Matching an exception against the catalogue (:mod:`cudamagic.explain.match`): no match,
-a cause chain, an interrupt raised while handling a known error.
+"""Matching an exception against the catalogue (:mod:`cudamagic.explain.match`).
+
+No match, a cause chain, an interrupt raised while handling a known error.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Notebook-on-Windows errors in the explainer (issue 13): spawned workers that cannot find code
-defined in the notebook, and GPU tensors held by a Dataset that workers receive (error 801 on Windows).
+"""Notebook-on-Windows errors in the explainer (issue 13).
+
+Spawned workers that cannot find code defined in the notebook, and GPU tensors held by a Dataset
+that workers receive (error 801 on Windows).
 """
 
 from __future__ import annotations

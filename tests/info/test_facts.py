@@ -1,5 +1,7 @@
-"""Tier 1: collecting the facts through the fake NVML: GPUs, MIG, CUDA ordinals under
-CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, a missing PyTorch, a failing NVML call.
+"""Tier 1.
+
+Collecting the facts through the fake NVML: GPUs, MIG, CUDA ordinals under CUDA_VISIBLE_DEVICES and
+CUDA_DEVICE_ORDER, a missing PyTorch, a failing NVML call.
 """
 
 from cudamagic.core.na import NA, is_na
@@ -133,8 +135,10 @@ def test_nvml_call_raising_anything_still_renders(fake_nvml):
 
 
 def test_nvcc_runs_while_everything_else_is_read(fake_nvml, monkeypatch):
-    """`nvcc -V` (the one subprocess) starts first and its answer is taken last: the environment,
-    read last of the rest, is read while it still runs; the facts are the same, section for section, as collect_facts gives.
+    """`nvcc -V` (the one subprocess) starts first and its answer is taken last.
+
+    The environment, read last of the rest, is read while it still runs; the facts are the same,
+    section for section, as collect_facts gives.
     """
     import threading
 

@@ -1,5 +1,8 @@
-"""Tier 1: which CUDA ordinal (``cuda:N``) each NVML GPU gets (``map_cuda_ordinals``), from an
-initialised CUDA's device properties, or from CUDA_DEVICE_ORDER and every form of CUDA_VISIBLE_DEVICES, as the CUDA runtime does.
+"""Tier 1.
+
+Which CUDA ordinal (``cuda:N``) each NVML GPU gets (``map_cuda_ordinals``), from an initialised
+CUDA's device properties, or from CUDA_DEVICE_ORDER and every form of CUDA_VISIBLE_DEVICES, as the
+CUDA runtime does.
 """
 
 import pytest

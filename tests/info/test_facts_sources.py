@@ -1,6 +1,9 @@
-"""Tier 1: where each %cudainfo fact comes from: the kernel's Python and the one a terminal would run, PyTorch's
-build and (only once CUDA is initialised) its device properties, NCCL and cuDNN, the environment variables, nvcc
-run in a thread beside the rest, and a failing source read as N/A with its cause.
+"""Tier 1.
+
+Where each %cudainfo fact comes from: the kernel's Python and the one a terminal would run,
+PyTorch's build and (only once CUDA is initialised) its device properties, NCCL and cuDNN, the
+environment variables, nvcc run in a thread beside the rest, and a failing source read as N/A with
+its cause.
 """
 
 import os

@@ -1,5 +1,7 @@
-"""Tier 1: the compatibility rules behind %cudainfo, table-driven, and the findings on whole fact
-sets built through the fake NVML, with field reports as cases.
+"""Tier 1.
+
+The compatibility rules behind %cudainfo, table-driven, and the findings on whole fact sets built
+through the fake NVML, with field reports as cases.
 """
 
 import os

@@ -1,5 +1,7 @@
-"""Tier 1: the CUDA_VISIBLE_DEVICES and ordinal rules of %cudainfo, each branch with the whole
-finding the user reads (severity, id, title, cause, fix), on hand-built facts (no NVML needed).
+"""Tier 1.
+
+The CUDA_VISIBLE_DEVICES and ordinal rules of %cudainfo, each branch with the whole finding the user
+reads (severity, id, title, cause, fix), on hand-built facts (no NVML needed).
 """
 
 from __future__ import annotations
@@ -155,8 +157,9 @@ def test_finding_to_dict():
 
 
 def test_a_repeated_entry_hides_every_gpu_and_is_named_as_the_cause():
-    """PyTorch reads a repeated CUDA_VISIBLE_DEVICES entry as an empty set: the user is told so, and
-    'CUDA could not initialise' (a driver problem) is not blamed for it.
+    """PyTorch reads a repeated CUDA_VISIBLE_DEVICES entry as an empty set.
+
+    The user is told so, and 'CUDA could not initialise' (a driver problem) is not blamed for it.
     """
     import dataclasses
 

@@ -1,6 +1,8 @@
-"""Tier 1: %cudainfo findings that rest on the kernel's environment (no PyTorch, a ROCm build, the
-`python` on PATH vs the kernel's interpreter) and the small readers under the compatibility rules
-(driver version strings, architecture names), with the whole finding the user reads.
+"""Tier 1.
+
+%cudainfo findings that rest on the kernel's environment (no PyTorch, a ROCm build, the `python` on
+PATH vs the kernel's interpreter) and the small readers under the compatibility rules (driver
+version strings, architecture names), with the whole finding the user reads.
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""Tier 1: the NVML, CPU-build, driver, toolkit and architecture rules of %cudainfo, each branch
-with the whole finding the user reads (severity, id, title, cause, fix), on hand-built facts (no NVML needed).
+"""Tier 1.
+
+The NVML, CPU-build, driver, toolkit and architecture rules of %cudainfo, each branch with the whole
+finding the user reads (severity, id, title, cause, fix), on hand-built facts (no NVML needed).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""Tier 1: the Windows rules of %cudainfo (stale nvidia-smi.exe / nvml.dll copies left by driver
-updates, WDDM GPUs), each branch with the whole finding the user reads, on hand-built facts (no NVML, no Windows needed).
+"""Tier 1.
+
+The Windows rules of %cudainfo (stale nvidia-smi.exe / nvml.dll copies left by driver updates, WDDM
+GPUs), each branch with the whole finding the user reads, on hand-built facts (no NVML, no Windows
+needed).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""%cudainfo through the real pynvml binding and the stand-in NVML library: memory as nvidia-smi
-reports it (E01), a lost GPU (E02) and the ECC health fields (issue 11).
+"""%cudainfo through the real pynvml binding and the stand-in NVML library.
+
+Memory as nvidia-smi reports it (E01), a lost GPU (E02) and the ECC health fields (issue 11).
 """
 
 from __future__ import annotations

@@ -193,8 +193,10 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
 
 
 def test_outside_text_cannot_drive_the_terminal(fake_nvml):
-    """Environment values, paths and NVML names come from outside: an ESC sequence, a newline or a
-    bidi control in them is shown escaped in the text report, never sent to the terminal (nor able to forge a report line).
+    """Environment values, paths and NVML names come from outside.
+
+    An ESC sequence, a newline or a bidi control in them is shown escaped in the text report, never
+    sent to the terminal (nor able to forge a report line).
     """
     fake_nvml("mig")
     f = collect_facts(

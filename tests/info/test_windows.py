@@ -1,5 +1,7 @@
-"""%cudainfo on a presented Windows (issue 13): driver model per GPU, where NVML was loaded from,
-and the nvidia-smi.exe / nvml.dll copies that driver updates leave behind.
+"""%cudainfo on a presented Windows (issue 13).
+
+Driver model per GPU, where NVML was loaded from, and the nvidia-smi.exe / nvml.dll copies that
+driver updates leave behind.
 """
 
 import os

@@ -1,6 +1,7 @@
-"""Context for autograd errors: backward through a freed graph (a carried tensor, a re-run
-cell), backward on a tensor without a graph or with several elements, in-place changes of a
-leaf or of a tensor saved for backward.
+"""Context for autograd errors.
+
+Backward through a freed graph (a carried tensor, a re-run cell), backward on a tensor without a
+graph or with several elements, in-place changes of a leaf or of a tensor saved for backward.
 
 Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
@@ -462,8 +463,9 @@ def _sum_dims(got, expected):
 
 
 def ctx_invalid_gradient(match, scene):
-    """A custom Function's backward returned a gradient of the wrong shape, device, dtype or count:
-    name the Function (its class in the session), the input (0-based index, the argument passed to
+    """A custom Function's backward returned a gradient of the wrong shape, device, dtype or count.
+
+    Name the Function (its class in the session), the input (0-based index, the argument passed to
     ``apply`` and its shape) and how to reduce the gradient to that shape.
     """
     gd = match.groupdict()
@@ -561,8 +563,9 @@ def ctx_invalid_gradient(match, scene):
 
 
 def ctx_hook_changed(match, scene):
-    """A tensor hook returned a gradient of another size or type: which hook, on which tensor (from
-    the ``register_hook`` calls in the cell).
+    """A tensor hook returned a gradient of another size or type.
+
+    Which hook, on which tensor (from the ``register_hook`` calls in the cell).
     """
     gd = match.groupdict()
     hook, what = gd.get("hook"), gd.get("what")

@@ -1,5 +1,7 @@
-"""Context for errors of the CUDA install and devices: a CPU-only PyTorch build, a driver too
-old for the build, no kernel for the GPU's architecture, a device ordinal that does not exist.
+"""Context for errors of the CUDA install and devices.
+
+A CPU-only PyTorch build, a driver too old for the build, no kernel for the GPU's architecture, a
+device ordinal that does not exist.
 
 Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`. No CUDA
 context is created here: the GPU's own properties are read only when CUDA is already initialised.

@@ -1,6 +1,7 @@
-"""Context for DataLoader, pinned-memory and worker-process errors: which DataLoader pins
-tensors that are already on a device, which uses worker processes, the multiprocessing start
-method, the size of ``/dev/shm``.
+"""Context for DataLoader, pinned-memory and worker-process errors.
+
+Which DataLoader pins tensors that are already on a device, which uses worker processes, the
+multiprocessing start method, the size of ``/dev/shm``.
 
 Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
@@ -74,8 +75,10 @@ def ctx_no_accelerator(match, scene):
 
 
 def _device_tensors_of(dataset) -> list:
-    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds: TensorDataset's
-    ``tensors`` and the attributes of a custom Dataset (``self.x = torch.randn(...).cuda()`` in ``__init__``).
+    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds.
+
+    TensorDataset's ``tensors`` and the attributes of a custom Dataset (``self.x =
+    torch.randn(...).cuda()`` in ``__init__``).
     """
     found = [
         (f"tensors[{i}]", str(dataset.tensors[i].device)) for i in _cuda_tensors_in_dataset(dataset)
@@ -122,8 +125,10 @@ def ctx_workers(match, scene):
 
 
 def _process_start_method() -> str:
-    """The start method new worker processes get in this process: the one set, else the platform's
-    default (fork on Linux before Python 3.14, spawn on Windows and macOS), without fixing it.
+    """The start method new worker processes get in this process.
+
+    The one set, else the platform's default (fork on Linux before Python 3.14, spawn on Windows and
+    macOS), without fixing it.
     """
     import multiprocessing
 
@@ -158,8 +163,10 @@ _PICKLE_FAILURE = re.compile(
 
 
 def spawned_workers(match, scene) -> bool:
-    """Whether a worker error is the spawn case: the message (or a link of its chain) shows the
-    pickling failure, or the workers in use start with spawn / forkserver, which import notebook code by name.
+    """Whether a worker error is the spawn case.
+
+    The message (or a link of its chain) shows the pickling failure, or the workers in use start
+    with spawn / forkserver, which import notebook code by name.
     """
     if "exited unexpectedly" not in match.group(0):
         return True  # the pickling messages themselves
@@ -174,8 +181,10 @@ def forked_workers(match, scene) -> bool:
 
 
 def ctx_801(match, scene):
-    """Error 801 (operation not supported): the loaders with workers and datasets holding GPU
-    tensors (:func:`ctx_workers`); the distributed advice only where this kernel has a ``torch.distributed`` group.
+    """Error 801 (operation not supported).
+
+    The loaders with workers and datasets holding GPU tensors (:func:`ctx_workers`); the distributed
+    advice only where this kernel has a ``torch.distributed`` group.
     """
     ctx = ctx_workers(match, scene)
     torch = _torch()
@@ -286,8 +295,10 @@ _SIGNAL = re.compile(r"is killed by signal: ([^.\n]+)")
 
 
 def ctx_worker_exited(match, scene):
-    """A forked DataLoader worker died: the exit code or signal (from the message and its chain),
-    the start method of each loader with workers, and the size of ``/dev/shm``.
+    """A forked DataLoader worker died.
+
+    The exit code or signal (from the message and its chain), the start method of each loader with
+    workers, and the size of ``/dev/shm``.
     """
     texts = [match.string, *scene.messages]
     codes = [int(m.group(1)) for t in texts for m in [_EXIT_CODE.search(t)] if m]

@@ -1,6 +1,7 @@
-"""Context for running out of GPU memory: the numbers in PyTorch's out-of-memory message, the
-biggest tensors the notebook still holds (IPython's output cache included), the GPU memory
-when cuBLAS / cuDNN could not start.
+"""Context for running out of GPU memory.
+
+The numbers in PyTorch's out-of-memory message, the biggest tensors the notebook still holds
+(IPython's output cache included), the GPU memory when cuBLAS / cuDNN could not start.
 
 Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`. Every
 ``torch.cuda.memory_*`` call is gated by ``torch.cuda.is_initialized()``.

@@ -1,6 +1,7 @@
-"""Context for errors about the tensors an operation got: devices that differ, shapes that do
-not multiply or broadcast, dtypes that differ, class labels and embedding indices of the
-wrong dtype or out of range.
+"""Context for errors about the tensors an operation got.
+
+Devices that differ, shapes that do not multiply or broadcast, dtypes that differ, class labels and
+embedding indices of the wrong dtype or out of range.
 
 Only the tensors and modules named on the failing lines are looked at where that suffices (a
 variable that merely exists in the namespace may have nothing to do with the error). Each
@@ -210,8 +211,9 @@ def ctx_broadcast(match, scene):
 
 
 def ctx_dtype(match, scene):
-    """The dtypes of the tensors, arrays and models on the failing lines (not the whole namespace:
-    a float64 tensor elsewhere may have nothing to do with the error).
+    """The dtypes of the tensors, arrays and models on the failing lines (not the whole namespace.
+
+    A float64 tensor elsewhere may have nothing to do with the error).
     """
     notes, facts = [], {"float64": [], "model_dtype": {}, "tensor_dtype": {}}
     for name, value in _failing_values(scene):
