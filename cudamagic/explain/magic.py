@@ -54,7 +54,7 @@ class ExplainMagics(AreaMagics):
         self.add_cleanup(remove)
 
     def _explain_after_cell(self, result):
-        """``post_run_cell`` callback: display the explanation of ``result.error_in_exec``, if any."""
+        """``post_run_cell`` callback: display the explanation of the cell's error, if any."""
         self.last_explanation = None
         exc = result.error_in_exec
         if exc is None or not self.settings.explain_errors or isinstance(exc, UsageError):

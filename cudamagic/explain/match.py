@@ -1,9 +1,8 @@
-"""Matching an exception against the catalogue, and the
-:class:`~cudamagic.explain.result.Explanation` built from the matching entry and the live scene.
+"""Matching an exception against the catalogue, and the explanation built from it.
 
 The explainer keeps no reference to the exception, its traceback or its frames after
 :func:`explain` returns: the result holds strings and numbers only, so it cannot keep GPU
-memory alive (field report F22).
+memory alive.
 """
 
 from __future__ import annotations
@@ -23,8 +22,7 @@ def _applies(entry, found, scene) -> bool:
 
 
 def find_entry(exc: BaseException, scene: Scene | None = None):
-    """Return ``(entry, match)`` for the first catalogue entry matching ``exc``, or ``(None,
-    None)``.
+    """``(entry, match)`` of the first catalogue entry matching ``exc``, or ``(None, None)``.
 
     The exception itself is tried first, then its ``__cause__``/``__context__`` chain, so
     an error re-raised by user code (``raise ValueError(...) from e``) is still explained.

@@ -57,7 +57,7 @@ class Scene:
         output cache is looked at separately by :func:`_output_cache_tensors`.
         """
         seen = set()
-        for func_name, local_vars in reversed(self.frames):
+        for _func_name, local_vars in reversed(self.frames):
             for name, value in list(local_vars.items()):
                 if name.startswith("_") or name in seen:
                     continue
@@ -197,7 +197,7 @@ def _tensors(scene: Scene):
 
 
 def _output_cache_tensors(scene: Scene):
-    """Names under which IPython's output cache (``_``, ``__``, ``___``, ``Out[n]``) holds tensors."""
+    """Names under which IPython's output cache (``_``, ``Out[n]``, ...) holds CUDA tensors."""
     ns = scene.user_ns
     hits = []
     for key in ("_", "__", "___"):
@@ -216,8 +216,9 @@ def _source_text(scene: Scene) -> str:
 
 
 def failing_names(scene: Scene) -> list:
-    """Names on the lines that were executing when the error was raised (the user's own
-    frames, innermost first), in order, without repeats. Only these are certain to be
+    """Names on the lines that were running when the error was raised.
+
+    The user's own frames, innermost first, in order, without repeats. Only these are certain to be
     involved; a name that merely exists in the namespace may have nothing to do with it.
     """
     out = []

@@ -199,8 +199,10 @@ _IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 
 
 def _parse_line(line: str):
-    """An AST for one source line that may be a fragment (``for x in y:``, ``with ...:``, a
-    line of a multi-line call); None when no repair makes it parse.
+    """An AST for one source line that may be a fragment, or None.
+
+    A fragment is ``for x in y:``, ``with ...:`` or a line of a multi-line call; None when no
+    repair makes it parse.
     """
     text = line.strip()
     for candidate in (text, text + " pass", text + ")", text + "))", text.rstrip(",") + ")"):
@@ -230,8 +232,10 @@ def _line_names(line: str) -> list:
 
 
 def call_arguments(line: str) -> list:
-    """Calls on one source line as ``(callee source, [argument source, ...], {keyword: source})``,
-    outermost call first.
+    """Calls on one source line, outermost first.
+
+    Returns:
+        list of ``(callee source, [argument source, ...], {keyword: source})``.
     """
     tree = _parse_line(line)
     if tree is None:
@@ -251,14 +255,17 @@ def call_arguments(line: str) -> list:
 
 
 def step_calls(src: str) -> list:
-    """``optimizer.step()`` calls in ``src`` as ``(receiver source, 1-based line)``, in source order."""
+    """``optimizer.step()`` calls as ``(receiver source, 1-based line)``, in source order."""
     return sorted(
         ((recv, node.lineno) for recv, node in _method_calls(src, "step")), key=lambda c: c[1]
     )
 
 
 def assignments_from_call(src: str, callee: str) -> list:
-    """Names assigned from a call of ``callee`` (``out = netD(fake)`` -> ``[("out", "netD(fake)", line)]``)."""
+    """Names assigned from a call of ``callee``.
+
+    ``out = netD(fake)`` gives ``[("out", "netD(fake)", line)]``.
+    """
     tree = _parse_tree(src)
     if tree is None:
         return []
@@ -293,8 +300,10 @@ def line_of(src: str, text: str):
 
 
 def grads_without_create_graph(src: str) -> list:
-    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True`` (their values
-    carry no graph, so a second backward through them fails): ``g, = torch.autograd.grad(y, x)`` -> ``["g"]``.
+    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True``.
+
+    Their values carry no graph, so a second backward through them fails:
+    ``g, = torch.autograd.grad(y, x)`` gives ``["g"]``.
     """
     tree = _parse_tree(src)
     if tree is None:

@@ -1,9 +1,8 @@
-"""The facts behind ``%cudainfo`` as one plain dict, and :func:`collect`, which adds the findings
-and wraps both in the report.
+"""The facts behind ``%cudainfo``, as one plain dict.
 
-No IPython here. :func:`collect` gathers facts from Python, PyTorch, NVML
-(through :mod:`cudamagic.core.nvml`), the ``nvcc`` on PATH and the environment, and
-never raises: a fact that cannot be read is an :class:`~cudamagic.core.na.NA`
+:func:`collect` adds the findings and wraps both in the report. No IPython here. It reads
+Python, PyTorch, NVML (through :mod:`cudamagic.core.nvml`), the ``nvcc`` on PATH and the
+environment, and never raises: a fact that cannot be read is an :class:`~cudamagic.core.na.NA`
 with the reason. Parsers live in :mod:`.versions`, ``nvcc`` in :mod:`.nvcc`,
 the findings computed from the facts in :mod:`.findings`.
 
@@ -107,7 +106,8 @@ def _torch_facts():
                     uuid = "GPU-" + uuid
                 bus = None
                 if hasattr(p, "pci_bus_id"):
-                    bus = f"{getattr(p, 'pci_domain_id', 0):08X}:{p.pci_bus_id:02X}:{getattr(p, 'pci_device_id', 0):02X}.0"
+                    domain, device = getattr(p, "pci_domain_id", 0), getattr(p, "pci_device_id", 0)
+                    bus = f"{domain:08X}:{p.pci_bus_id:02X}:{device:02X}.0"
                 return {
                     "ordinal": i,
                     "name": p.name,

@@ -44,15 +44,15 @@ def wheel_runs_on_driver(wheel, driver_cuda, driver_version=None) -> bool:
 
 
 def _driver_tuple(text):
-    """``'450.80.02'`` -> ``(450, 80, 2)``: every part, as driver versions differ in the third; None if unreadable."""
+    """``'450.80.02'`` -> ``(450, 80, 2)`` (all parts: drivers differ in the third), or None."""
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)*)\s*", text) if isinstance(text, str) else None
     return tuple(int(x) for x in m.group(1).split(".")) if m else None
 
 
 def best_wheel_for_driver(driver_cuda, driver_version=None):
-    """The PyTorch wheel CUDA variant to recommend for a driver supporting CUDA ``driver_cuda``
-    (major, minor).
+    """The PyTorch wheel's CUDA variant to recommend for a driver.
 
+    ``driver_cuda`` is the (major, minor) CUDA version the driver supports.
     The newest wheel not newer than the driver's CUDA (``(12, 4)`` -> ``'cu124'``); when the
     driver's major has only newer minors, the oldest of them, which runs through CUDA minor version
     compatibility only when ``driver_version`` reaches that major's :data:`MIN_DRIVER` (``(11, 4),
@@ -87,9 +87,9 @@ def _install_cmd(tag):
 
 
 def arch_supported(cc: str, arch_list) -> bool:
-    """True if a build with ``arch_list`` (``torch.cuda.get_arch_list()``) has kernels for compute
-    capability ``cc``.
+    """True if a build with ``arch_list`` has kernels for compute capability ``cc``.
 
+    ``arch_list`` is ``torch.cuda.get_arch_list()``.
     A cubin ``sm_XY`` runs on the same major with minor >= Y; PTX ``compute_XY`` JIT-compiles for
     any cc >= X.Y.
     """
@@ -109,7 +109,7 @@ def arch_supported(cc: str, arch_list) -> bool:
 
 
 def _env_root(python_path):
-    """The environment a Python executable belongs to: its venv folder (with pyvenv.cfg) or its real path."""
+    """The environment of a Python executable: its venv folder (with pyvenv.cfg) or real path."""
     bindir = os.path.dirname(os.path.abspath(python_path))
     root = os.path.dirname(bindir)
     if os.path.isfile(os.path.join(root, "pyvenv.cfg")):
@@ -285,7 +285,7 @@ def _driver_rules(b: _Basis) -> list:
 
 
 def _toolkit_rules(b: _Basis) -> list:
-    """F16: nvcc missing or unreadable, a broken CUDA_HOME, a toolkit that differs from PyTorch's CUDA."""
+    """A missing or unreadable nvcc, a broken CUDA_HOME, a toolkit other than PyTorch's CUDA."""
     out = []
     t, tk, build = b.t, b.tk, b.build
     nv = parse_version_tuple(tk["release"])
@@ -668,7 +668,7 @@ def _health_rules(b: _Basis) -> list:
 
 
 def _cuda_unavailable_rules(b: _Basis, earlier: list) -> list:
-    """A CUDA build and a GPU, but torch.cuda.is_available() is False (only when nothing earlier explains it)."""
+    """A CUDA build and a GPU, but no CUDA, and nothing found earlier explains it."""
     out = []
     t, n_gpus, build, cvd = b.t, b.n_gpus, b.build, b.cvd
     if (

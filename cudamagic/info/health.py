@@ -52,8 +52,7 @@ DMESG_FIX = (
 
 
 def read_health(dev) -> dict:
-    """The health fields of one :class:`cudamagic.core.nvml.Device` (checked by
-    ``nvml.check_value``).
+    """The health fields of one :class:`cudamagic.core.nvml.Device`.
 
     ECC counters and retired pages read N/A (``NO_ECC``) where the GPU has no ECC memory or ECC is
     off; retired pages are N/A on GPUs that remap rows instead (Ampere and later) and the reverse
@@ -78,7 +77,7 @@ def is_lost(g: dict) -> bool:
 
 
 def split_lost(gpus):
-    """``(healthy, lost)`` GPU rows; lost rows get ``cuda_ordinal`` NA (CUDA cannot enumerate them)."""
+    """``(healthy, lost)`` GPU rows; a lost row's ``cuda_ordinal`` is NA (CUDA cannot see it)."""
     lost = [g for g in gpus if is_lost(g)]
     for g in lost:
         g["cuda_ordinal"] = LOST_ORDINAL

@@ -30,6 +30,7 @@ from ..source import (
 
 
 def ctx_backward_twice(match, scene):
+    """The carried tensor or the re-run cell whose graph was already freed."""
     src = _source_text(scene)
     calls = backward_calls(src)
     carried = carried_names(src)
@@ -38,7 +39,7 @@ def ctx_backward_twice(match, scene):
         {"backward_on": [c[1] for c in calls], "carried": None, "rerun_cell": None},
         "",
     )
-    for expr, root in calls:
+    for expr, _root in calls:
         # the loss often derives from the carried tensor: any carried name that has a graph
         for name in carried:
             value = _lookup(scene, name)
@@ -102,8 +103,7 @@ def _param_counts(module):
 
 
 def ctx_no_grad(match, scene):
-    """Which tensor backward was called on, how it lost its graph, and whether the models it
-    could come from have parameters that require grad.
+    """Which tensor lost its graph, how, and whether its models' parameters require grad.
 
     Models are looked for where the tensor was made (the failing lines, this cell, the cell
     that assigned the tensor), never in the whole namespace: a model that has nothing to do
@@ -218,8 +218,9 @@ def ctx_no_grad(match, scene):
 
 
 def ctx_scalar(match, scene):
+    """The non-scalar tensor backward was called on, and how to reduce it."""
     calls = backward_calls(_source_text(scene))
-    for expr, root in calls:
+    for _expr, root in calls:
         value = _lookup(scene, root)
         if _is_tensor(value) and value.dim() > 0:
             shape = list(_shape(value))
@@ -237,6 +238,7 @@ def ctx_scalar(match, scene):
 
 
 def ctx_leaf_inplace(match, scene):
+    """The leaf that requires grad and was changed in place."""
     uses = inplace_uses(_source_text(scene))
     for name, op in uses:
         value = _lookup(scene, name)
@@ -273,7 +275,7 @@ def _torch_mod():
 
 
 def _parameters(scene):
-    """``(qualified name, parameter)`` for every parameter of every module reachable from a variable."""
+    """``(qualified name, parameter)`` of every module reachable from a variable."""
     out = []
     for mod_name, module in _named_modules(scene):
         try:
@@ -285,11 +287,12 @@ def _parameters(scene):
 
 
 def ctx_version_counter(match, scene):
-    """The tensor a version-counter error is about, found among the live objects by shape (or
-    transposed shape: nn.Linear saves ``weight.t()``) and by its version counter (``t._version``,
-        shared with its views); whether it
-    is a parameter (and which), which optimizer holds it, and whether that optimizer's ``step()`` or
-    an in-place operation in the cell changed it between the forward pass and this backward.
+    """The tensor a version-counter error is about, and what changed it.
+
+    Found among the live objects by shape (or transposed shape: nn.Linear saves ``weight.t()``) and
+    by its version counter (``t._version``, shared with its views); whether it is a parameter (and
+    which), which optimizer holds it, and whether that optimizer's ``step()`` or an in-place
+    operation in the cell changed it between the forward pass and this backward.
     """
     gd = match.groupdict()
     shape = tuple(int(s) for s in re.findall(r"\d+", gd.get("shape") or ""))
@@ -452,7 +455,7 @@ def ctx_version_counter(match, scene):
 
 
 def _sum_dims(got, expected):
-    """Dimensions of ``got`` to sum so that it becomes ``expected`` (matched from the right), or None."""
+    """Dimensions of ``got`` to sum into ``expected`` (matched from the right), or None."""
     dims, j = [], len(expected) - 1
     for i in range(len(got) - 1, -1, -1):
         if j >= 0 and got[i] == expected[j]:
@@ -570,7 +573,7 @@ def ctx_hook_changed(match, scene):
     gd = match.groupdict()
     hook, what = gd.get("hook"), gd.get("what")
     facts = {"hook": hook, "changed": what, "tensors": []}
-    for recv, node in _method_calls(_source_text(scene), "register_hook"):
+    for recv, _node in _method_calls(_source_text(scene), "register_hook"):
         facts["tensors"].append(recv)
     notes = [
         f"The hook `{hook}` returned a gradient whose {what} differs from the gradient it received."

@@ -20,6 +20,7 @@ from ..scene import _source_text, _torch
 
 
 def ctx_not_compiled(match, scene):
+    """The installed PyTorch version and that it has no CUDA."""
     torch = _torch()
     facts, notes = {}, []
     if torch is not None:
@@ -46,6 +47,7 @@ def ctx_not_compiled(match, scene):
 
 
 def ctx_program_driver(match, scene):
+    """Whether this machine has an NVIDIA driver at all."""
     driver = platform.nvidia_driver_present()
     notes = (
         (
@@ -64,6 +66,7 @@ def ctx_program_driver(match, scene):
 
 
 def ctx_driver_old(match, scene):
+    """The driver's CUDA version against PyTorch's CUDA."""
     torch = _torch()
     facts, notes = {}, []
     found = match.groupdict().get("found") if match.re.groupindex else None
@@ -91,6 +94,7 @@ def ctx_driver_old(match, scene):
 
 
 def ctx_arch(match, scene):
+    """The GPU's architecture against the build's architecture list."""
     torch = _torch()
     notes, facts = [], {}
     if torch is not None:
@@ -116,6 +120,7 @@ def ctx_arch(match, scene):
 
 
 def ctx_ordinal(match, scene):
+    """The requested CUDA ordinal against the GPUs CUDA sees."""
     torch = _torch()
     notes, facts = [], {}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -154,10 +159,12 @@ _LIBRARY_CALLS = (
 
 
 def ctx_cuda_family(match, scene):
-    """What a CUDA error message identifies (runtime code / library status, the library function
-    PyTorch named), whether ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the
-    integer tensors and embeddings to compare (an out-of-range index is the usual cause). Reads no
-    GPU state: nothing here starts CUDA or waits for the GPU.
+    """What a CUDA error message identifies, and where to look for the cause.
+
+    The runtime code or library status and the library function PyTorch named, whether
+    ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the integer tensors and
+    embeddings to compare (an out-of-range index is the usual cause). Reads no GPU state: nothing
+    here starts CUDA or waits for the GPU.
     """
     from ..cudaerrors import FAMILIES, family_of_message
     from .tensors import ctx_index_tensors

@@ -33,6 +33,7 @@ def _cuda_tensors_in_dataset(dataset):
 
 
 def ctx_pin_cuda(match, scene):
+    """DataLoaders that pin memory of a dataset holding CUDA tensors."""
     notes, facts = [], {"tensor_type": match.group("type")}
     culprits = []
     for name, loader in _dataloaders(scene):
@@ -55,6 +56,7 @@ def ctx_pin_cuda(match, scene):
 
 
 def ctx_no_accelerator(match, scene):
+    """What this kernel's PyTorch says about CUDA."""
     torch = _torch()
     notes = []
     if torch is not None:
@@ -94,6 +96,7 @@ def _device_tensors_of(dataset) -> list:
 
 
 def ctx_workers(match, scene):
+    """DataLoaders with worker processes, and datasets holding CUDA tensors."""
     notes, workers, cuda_datasets = [], [], []
     for name, loader in _dataloaders(scene):
         n = getattr(loader, "num_workers", 0)
@@ -144,8 +147,10 @@ def _loader_start_method(loader, default: str) -> str:
 
 
 def start_methods(scene) -> list:
-    """The start methods of the DataLoaders with workers in ``scene`` (their
-    ``multiprocessing_context``, else the process's), sorted; the process's own when there are none (or ``scene`` is None).
+    """The start methods of the DataLoaders with workers in ``scene``, sorted.
+
+    A loader's ``multiprocessing_context``, else the process's; the process's own when there are
+    none (or ``scene`` is None).
     """
     default = _process_start_method()
     found = {
@@ -176,7 +181,7 @@ def spawned_workers(match, scene) -> bool:
 
 
 def forked_workers(match, scene) -> bool:
-    """Whether a worker that "exited unexpectedly" was forked (the inverse of :func:`spawned_workers`)."""
+    """Whether a worker that "exited unexpectedly" was forked (not :func:`spawned_workers`)."""
     return not spawned_workers(match, scene)
 
 
@@ -209,7 +214,7 @@ def ctx_801(match, scene):
 
 
 def ctx_spawn_main(match, scene):
-    """Workers started with ``spawn`` (Windows, macOS) cannot import what the notebook defined in ``__main__``."""
+    """Spawned workers (Windows, macOS) cannot import what the notebook defined."""
     import multiprocessing
 
     name = (match.groupdict().get("name") or "").split(".")[-1] if match.re.groupindex else ""
@@ -258,6 +263,7 @@ def ctx_spawn_main(match, scene):
 
 
 def ctx_fork(match, scene):
+    """The multiprocessing start method, and whether CUDA is initialised."""
     import multiprocessing
 
     torch = _torch()
@@ -278,6 +284,7 @@ def ctx_fork(match, scene):
 
 
 def ctx_shm(match, scene):
+    """The size of /dev/shm, and how the workers ended (exit code or signal)."""
     notes, facts = [], {}
     shm = platform.dev_shm_bytes()
     if shm is not None:

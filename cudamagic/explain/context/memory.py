@@ -128,6 +128,7 @@ def biggest_tensors(scene: Scene, limit: int = 5, cuda_only: bool = False):
 
 
 def ctx_oom(match, scene):
+    """The requested, free and reserved bytes of the message, and the largest tensors."""
     message = match.string
     numbers = parse_oom(message)
     notes = []
@@ -196,6 +197,7 @@ def ctx_oom(match, scene):
 
 
 def ctx_gpu_memory(match, scene):
+    """The allocator counters of each initialised device."""
     torch = _torch()
     notes, facts = [], {}
     if torch is not None and torch.cuda.is_initialized():

@@ -35,6 +35,7 @@ from ..source import _root_name_of, inplace_uses
 
 
 def ctx_devices(match, scene):
+    """Which of the failing tensors and modules are on which device."""
     found = (
         set(d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d))
         if match.groups()
@@ -136,6 +137,7 @@ def ctx_index_tensors(match, scene, wide: bool = False):
 
 
 def ctx_matmul(match, scene):
+    """The two matrix shapes and the tensors and layers that have them."""
     torch = _torch()
     a = (int(match.group("a0")), int(match.group("a1")))
     b = (int(match.group("b0")), int(match.group("b1")))
@@ -168,7 +170,7 @@ def ctx_matmul(match, scene):
             break
     # tensors on the failing line first; the namespace only when the line names none that fits
     on_line = _failing_tensors(scene)
-    for side, want in (("input", a), ("right", b)):
+    for side, _want in (("input", a), ("right", b)):
         for pool in (on_line, [] if on_line else list(_tensors(scene))):
             hit = None
             for name, t in pool:
@@ -194,6 +196,7 @@ def ctx_matmul(match, scene):
 
 
 def ctx_broadcast(match, scene):
+    """The mismatched dimension and the failing tensors' shapes."""
     gd = match.groupdict()
     a, b = int(gd["a"]), int(gd["b"])
     names = [f"`{name}` {list(_shape(t))}" for name, t in _failing_tensors(scene)]
@@ -296,6 +299,7 @@ def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
 
 
 def ctx_targets(match, scene):
+    """The targets (or indices) that are not integers, and the conversion."""
     indices = "indices" in match.re.pattern
     return _targets_context(
         scene,
@@ -309,6 +313,7 @@ def ctx_targets(match, scene):
 
 
 def ctx_float_targets(match, scene):
+    """The targets that are not floating point, and the conversion."""
     return _targets_context(
         scene,
         wrong=lambda t: not t.is_floating_point(),
@@ -318,7 +323,7 @@ def ctx_float_targets(match, scene):
 
 
 def ctx_result_cast(match, scene):
-    """A float result written into an integer tensor: a BCE-with-logits target, or an in-place op."""
+    """A float result written into an integer tensor: a BCE target, or an in-place op."""
     context = ctx_float_targets(match, scene)
     if context.facts.get("targets"):
         return context
@@ -343,4 +348,5 @@ def ctx_result_cast(match, scene):
 
 
 def ctx_numpy(match, scene):
+    """Nothing beyond the catalogue entry: its fix is general."""
     return Context()
