@@ -192,7 +192,7 @@ class _Basis:
 
 
 def _nvml_rules(b: _Basis) -> list:
-    """NVML not available (F01 no driver, F02 driver/library mismatch)."""
+    """NVML not available: no driver, or a driver/library mismatch."""
     out = []
     drv, nvml_ok, build = b.drv, b.nvml_ok, b.build
     if not nvml_ok:
@@ -214,7 +214,7 @@ def _nvml_rules(b: _Basis) -> list:
 
 
 def _cpu_build_rules(b: _Basis) -> list:
-    """F17: a CPU-only PyTorch build on a machine with a GPU."""
+    """A CPU-only PyTorch build on a machine with a GPU."""
     out = []
     t, drv, n_gpus, driver_cuda, cpu_only = b.t, b.drv, b.n_gpus, b.driver_cuda, b.cpu_only
     if cpu_only and n_gpus:
@@ -243,7 +243,7 @@ def _cpu_build_rules(b: _Basis) -> list:
 
 
 def _driver_rules(b: _Basis) -> list:
-    """F19: the driver's CUDA older than PyTorch's (other major: error; same major: warning)."""
+    """The driver's CUDA older than PyTorch's (other major: error; same major: warning)."""
     out = []
     t, drv, driver_cuda, build = b.t, b.drv, b.driver_cuda, b.build
     if build and driver_cuda:
@@ -695,7 +695,7 @@ def _cuda_unavailable_rules(b: _Basis, earlier: list) -> list:
 
 
 def _interpreter_rules(b: _Basis) -> list:
-    """F18: the kernel's Python differs from the `python` on PATH."""
+    """The kernel's Python differs from the `python` on PATH."""
     out = []
     facts = b.facts
     py = facts["python"]

@@ -44,7 +44,7 @@ def magics():
 
 
 def fail(ip, code):
-    """Run ``code`` as a cell (it must fail); return the explanation shown (or None) and the result."""
+    """Run ``code`` as a failing cell; return the explanation shown (or None) and the result."""
     ip.run_cell(SETUP, store_history=True)
     result = ip.run_cell(code, store_history=True)
     assert result.error_in_exec is not None, "the cell was expected to fail"

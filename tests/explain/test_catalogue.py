@@ -1,6 +1,4 @@
-"""Issue 6.
-
-The catalogue of the CUDA / autograd error explainer (:mod:`cudamagic.explain.catalogue`).
+"""The catalogue of the CUDA / autograd error explainer (:mod:`cudamagic.explain.catalogue`).
 
 Tier 1: the catalogue is complete data. Tier 2 (a real InteractiveShell with cudamagic
 loaded): for each entry the cell really fails, the box is shown below the traceback, its
@@ -215,16 +213,53 @@ def test_different_devices_cuda_message(ip):
     assert "model.to(device)" in expl.to_text()
 
 
-def test_no_kernel_image(ip):
+# aten/src/ATen/native/Convolution.cpp, check_input_same_type_as_parameters:
+#   "Input type (" << input.toString() << ") and weight type (" << weight.toString()
+#   << ") should be the same"; the MKLDNN variant adds " or input should be a MKLDNN tensor and
+#   weight is a dense tensor". torch/csrc/Exceptions.cpp (processErrorMsg) turns the C++ type names
+#   (CUDAFloatType, CPUFloatType) into torch.cuda.FloatTensor and torch.FloatTensor.
+_MKLDNN = " or input should be a MKLDNN tensor and weight is a dense tensor"
+
+
+def test_input_and_weight_type_real_message_on_cpu(ip):
+    """The real message, produced on the CPU: a float32 input to a float64 convolution."""
+    ip.run_cell(SETUP)
+    ip.run_cell("conv = nn.Conv2d(3, 8, 3, bias=False).double()\nx = torch.randn(2, 3, 32, 32)")
+    expl, result = fail(ip, "y = conv(x)")
+    message = str(result.error_in_exec)
+    assert message == (
+        "Input type (torch.FloatTensor) and weight type (torch.DoubleTensor) should be the same"
+        + _MKLDNN
+    )
+    assert expl.entry.id == "dtype-mismatch"  # one device, two dtypes: not a device mismatch
+
+
+@pytest.mark.parametrize("suffix", ["", _MKLDNN])
+@pytest.mark.parametrize(
+    "input_type, weight_type",
+    [
+        ("torch.FloatTensor", "torch.cuda.FloatTensor"),
+        ("torch.cuda.FloatTensor", "torch.FloatTensor"),
+        ("torch.cuda.HalfTensor", "torch.HalfTensor"),
+    ],
+)
+def test_input_and_weight_type_on_two_devices(ip, input_type, weight_type, suffix):
+    """The same message with a CUDA and a CPU tensor is the different-devices entry."""
+    message = f"Input type ({input_type}) and weight type ({weight_type}) should be the same"
+    expl, _ = fail(ip, f"raise RuntimeError({message + suffix!r})")
+    assert expl.entry.id == "different-devices"
+    assert "model.to(device)" in expl.to_text()
+
+
+def test_no_kernel_image(ip, monkeypatch):
     # CUDA runtime cudaErrorNoKernelImageForDevice via c10/cuda/CUDAException.cpp:
     # c10_cuda_check_implementation
-    expl, _ = fail(
-        ip,
-        f"raise "
-        f"torch.AcceleratorError({('CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX)!r})",
-    )
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_50", "sm_60"])
+    msg = "CUDA error: no kernel image is available for execution on the device" + CUDA_SUFFIX
+    expl, _ = fail(ip, f"raise torch.AcceleratorError({msg!r})")
     assert expl.entry.id == "no-kernel-image"
-    assert expl.context.facts["arch_list"] == torch.cuda.get_arch_list()
+    assert expl.context.facts["arch_list"] == ["sm_50", "sm_60"]
+    assert "contains kernels for: sm_50, sm_60." in notes(expl)
     assert "get_arch_list" in expl.to_text()
 
 
@@ -263,13 +298,15 @@ def test_embedding_index_out_of_range_real(ip):
     assert "Embedding(5" in notes(expl)
 
 
-def test_invalid_device_ordinal(ip):
+def test_invalid_device_ordinal(ip, monkeypatch):
     # CUDA runtime cudaErrorInvalidDevice via C10_CUDA_CHECK (exact text)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     msg = "CUDA error: invalid device ordinal" + CUDA_SUFFIX
     expl, _ = fail(ip, f"dev = torch.device('cuda:3')\nraise torch.AcceleratorError({msg!r})")
     assert expl.entry.id == "invalid-device-ordinal"
     assert expl.context.facts["asked"] == [3]
-    assert expl.context.facts["device_count"] == torch.cuda.device_count()
+    assert expl.context.facts["device_count"] == 2
+    assert "sees 2 GPU(s); valid devices: cuda:0 .. cuda:1." in notes(expl)
 
 
 def test_cublas_not_initialized(ip):

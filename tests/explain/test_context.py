@@ -2,7 +2,7 @@
 
 Tier 1: the numbers in PyTorch's out-of-memory messages. Tier 2 (a real InteractiveShell):
 the context names what is on the failing line; a variable that merely exists in the
-namespace must not be named as the cause (review of issue 6).
+namespace must not be named as the cause.
 """
 
 from __future__ import annotations

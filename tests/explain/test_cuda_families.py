@@ -1,4 +1,4 @@
-"""Issue 12: CUDA errors by family (:mod:`cudamagic.explain.cudaerrors`), and field case E07.
+"""CUDA errors by family (:mod:`cudamagic.explain.cudaerrors`), and the cuBLAS field case.
 
 Every message PyTorch can raise for a CUDA runtime error (every ``enum cudaError`` code of the CUDA
 13.0 toolkit, text from ``cudaGetErrorString``) and for a status of cuBLAS, cuSPARSE, cuDNN, cuFFT
@@ -72,7 +72,7 @@ def test_runtime_texts_are_what_libcudart_returns():
 
 
 def test_every_message_gets_its_family_box(ip):
-    """One shell for all ~200 messages (a fresh shell each would cost minutes); every mismatch is listed."""
+    """One shell for all ~200 messages (a shell each costs minutes); every mismatch is listed."""
     wrong = []
     for family, kind, message, source in MESSAGES:
         expl, _ = fail(ip, f"import torch.distributed\nraise {_RAISE[kind]}({message!r})")
@@ -104,8 +104,8 @@ E07_MSG = (
 )
 
 
-def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
-    """E07 (field case turn2/e07_cublas_exec.ipy): the exact TORCH_CUDABLAS_CHECK text from nn.Linear."""
+def test_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
+    """The exact TORCH_CUDABLAS_CHECK text from nn.Linear (field case turn2/e07_cublas_exec.ipy)."""
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     ip.run_cell(
         "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32); fc = nn.Linear(32, 10)\n"

@@ -1,4 +1,4 @@
-"""Issue 6, tier 2: how the explainer box lives in the shell.
+"""Tier 2: how the explainer box lives in the shell.
 
 Below the traceback, traceback unchanged, nothing swallowed, no box for unmatched
 errors, chains with another extension's custom exception handler, `explain_errors
@@ -214,7 +214,7 @@ def test_unload_removes_the_callback(ip, capsys):
 def test_explaining_keeps_no_reference_to_the_failing_frames_tensors(ip):
     """explain() and its Scene keep nothing alive.
 
-    Once the exception is dropped, the failing function's tensor is collected (field report F22).
+    Once the exception is dropped, the failing function's tensor is collected.
     """
     import gc
 
@@ -277,7 +277,7 @@ def test_text_box_fits_an_80_column_terminal(ip, monkeypatch):
 
 
 def test_html_outputs_opt_out_of_math_typesetting(ip):
-    """JupyterLab typesets text between two `$` as a formula; an error message may hold `$HOME/...`."""
+    """JupyterLab typesets text between two `$` as a formula; a message may hold `$HOME/...`."""
     from cudamagic.core.fmt import NO_MATH
     from cudamagic.explain.catalogue import CATALOGUE
     from cudamagic.explain.result import CatalogueView, NoMatch
@@ -312,11 +312,11 @@ def _user_text(page):
 
 
 def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
-    """Issue 16.
+    """The box follows the theme and shows the catalogue id only in the list.
 
-    The box follows the theme (no hard-coded colour), the catalogue id is not in what a person reads
-    (kept as data-id; `%cudaexplain --list` shows the ids), technical detail is collapsible, the
-    list's prose columns are left-aligned and wrap.
+    No hard-coded colour; the catalogue id is not in what a person reads (kept as data-id;
+    `%cudaexplain --list` shows the ids), technical detail is collapsible, the list's prose columns
+    are left-aligned and wrap.
     """
     import html
 
@@ -350,9 +350,8 @@ def test_box_and_list_are_themed_and_show_ids_only_in_the_list(ip):
     for entry in CATALOGUE:
         assert f"<td><code>{entry.id}</code></td>" in listing
         assert (
-            f"<td "
-            f'class="cm-prose"><details><summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> '
-            in listing
+            '<td class="cm-prose"><details>'
+            f"<summary>{html.escape(entry.title)}</summary><p><b>Fix:</b> " in listing
         )
     nomatch = NoMatch(
         "ValueError", "#fff rgb(1,2,3)"

@@ -39,8 +39,8 @@ def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
     try:
         try:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        except RuntimeError:
-            raise SystemExit(1)
+        except RuntimeError as err:
+            raise SystemExit(1) from err
     except SystemExit as exc:
         assert explain(exc) is None
 
@@ -63,7 +63,7 @@ def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
     ],
 )
 def test_every_oom_form_is_explained_as_oom(make):
-    """Each OOM message PyTorch has raised maps to the cuda-oom entry (a regex edit that dropped one survived)."""
+    """Each OOM message PyTorch has raised maps to the cuda-oom entry."""
     expl = explain(make())
     assert expl is not None and expl.entry.id == "cuda-oom", expl
 
@@ -83,7 +83,7 @@ from cudamagic.explain.result import Context  # noqa: E402
 
 def linked(n, attr="__cause__"):
     excs = [RuntimeError(f"link {i}") for i in range(n)]
-    for a, b in zip(excs, excs[1:]):
+    for a, b in zip(excs, excs[1:], strict=False):
         setattr(a, attr, b)
     return excs
 
@@ -115,7 +115,7 @@ def test_chain_depth_boundary_decides_what_is_explained():
 
 @pytest.fixture
 def fake_entry(monkeypatch):
-    """One catalogue entry matching RuntimeError('fake: ...'), with a context function the test sets."""
+    """One entry matching RuntimeError('fake: ...'), with a context function the test sets."""
     calls = []
     base = match.entry_by_id("grad-not-scalar")
     entry = dataclasses.replace(
@@ -175,9 +175,11 @@ def test_entry_by_id():
 
 
 def test_applies_sees_the_match_and_the_scene_and_false_passes_the_error_on(monkeypatch):
-    """An entry's ``applies(match, scene)`` decides between entries sharing a message (the
-    DataLoader worker box under spawn and under fork): it gets the real match and the scene
-    explain() was given; False hands the error to the next matching entry; no ``applies`` always applies; a failing check keeps the entry.
+    """An entry's ``applies(match, scene)`` decides between entries sharing a message.
+
+    As the DataLoader worker box under spawn and under fork: it gets the real match and the scene
+    explain() was given; False hands the error to the next matching entry; no ``applies`` always
+    applies; a failing check keeps the entry.
     """
     base = match.entry_by_id("grad-not-scalar")
     calls = []

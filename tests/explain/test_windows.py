@@ -1,4 +1,4 @@
-"""Notebook-on-Windows errors in the explainer (issue 13).
+"""Notebook-on-Windows errors in the explainer.
 
 Spawned workers that cannot find code defined in the notebook, and GPU tensors held by a Dataset
 that workers receive (error 801 on Windows).
@@ -111,7 +111,7 @@ _DISTRIBUTED = ("nvidia-smi topo", "NCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG")
 
 
 def test_801_localise_fits_dataloader_workers_on_one_gpu(ip):
-    # field report F21: a one-GPU Windows laptop; torch/csrc/generic/StorageSharing.cpp
+    # a one-GPU Windows laptop; torch/csrc/generic/StorageSharing.cpp
     # (pytorch#36037 text)
     ip.run_cell(SETUP)
     ip.run_cell(

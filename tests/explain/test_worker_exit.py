@@ -1,8 +1,8 @@
-""" "DataLoader worker ...
+"""The message "DataLoader worker ... exited unexpectedly" means different things by start method.
 
-Exited unexpectedly" means different things by start method: with spawn / forkserver a worker could
-not import code defined in the notebook; with fork (Linux's default) it inherits that code, and the
-worker ran out of shared memory (/dev/shm) or crashed / was killed (OOM killer, a signal).
+With spawn / forkserver a worker could not import code defined in the notebook; with fork (Linux's
+default) it inherits that code, and the worker ran out of shared memory (/dev/shm) or crashed / was
+killed (OOM killer, a signal).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from cudamagic.info.findings import findings
 from tests.info.factsets import facts_for, ids
 
 
-def test_f01_no_driver_reports_torch_and_reason(fake_nvml):
+def test_no_driver_reports_torch_and_reason(fake_nvml):
     f = facts_for(fake_nvml, "no_driver")
     assert f["torch"]["installed"] and f["torch"]["version"].startswith("2.")
     found = findings(f)
@@ -19,7 +19,7 @@ def test_f01_no_driver_reports_torch_and_reason(fake_nvml):
     assert f["gpus"] == []
 
 
-def test_f06_mig_and_cvd_mig_uuid(fake_nvml):
+def test_mig_and_cvd_mig_uuid(fake_nvml):
     env = {"CUDA_VISIBLE_DEVICES": "MIG-11111111-2222-3333-4444-555555555555"}
     f = facts_for(fake_nvml, "mig", env=env)
     g = f["gpus"][0]

@@ -22,13 +22,14 @@ OLD_SMI, NEW_SMI, TMP_SMI = (
 )
 OLD_DLL, NEW_DLL = f"{STORE}\\nv_old\\nvml.dll", f"{STORE}\\nv_new\\nvml.dll"
 NOT_ON_PATH = NA("no nvidia-smi.exe on PATH", "not_installed")
+NOT_LOADED = NA("not loaded", "not_available")
 
 
 def basis(
     smi=(),
     on_path=NOT_ON_PATH,
     nvml=(),
-    lib=NA("not loaded", "not_available"),
+    lib=NOT_LOADED,
     running=RUNNING,
     nvml_ok=True,
     gpus=(),

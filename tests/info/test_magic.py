@@ -1,4 +1,4 @@
-"""Tier 2: a real InteractiveShell with the extension loaded: %cudainfo, --json, bad flags, unload/reload."""
+"""Tier 2: %cudainfo, --json, bad flags, unload/reload in a real InteractiveShell."""
 
 import json
 import subprocess
@@ -126,7 +126,7 @@ def test_extensions_config_loads(tmp_path):
 
 
 def test_does_not_initialise_cuda(ip, fake_nvml, cuda_calls):
-    """Observed calls, not torch.cuda.is_initialized() (always False on a CPU build, so it could not fail)."""
+    """Observed calls, not torch.cuda.is_initialized() (always False on a CPU build)."""
     fake_nvml("one_gpu")
     r = ip.run_line_magic("cudainfo", "")
     r._repr_html_(), r.to_text()
@@ -198,7 +198,7 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
 
 
 def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
-    """After `%pip install nvidia-ml-py`, reloading the extension must look for the binding again."""
+    """After `%pip install nvidia-ml-py`, reloading the extension looks for the binding again."""
     import sys
 
     from cudamagic.core import nvml
@@ -225,8 +225,10 @@ def test_html_is_excluded_from_math_typesetting(ip, fake_nvml, monkeypatch):
 
 
 def test_first_cudainfo_loads_no_width_tables():
-    """The first %cudainfo of a process (HTML and text) measures its ASCII labels without importing
-    wcwidth, whose tables cost more to load than the whole report (issue 14); a non-ASCII width still loads and uses it.
+    """The first %cudainfo of a process measures its ASCII labels without importing wcwidth.
+
+    wcwidth's tables cost more to load than the whole report; a non-ASCII width still loads and uses
+    it.
     """
     code = (
         "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"

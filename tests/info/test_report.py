@@ -83,7 +83,7 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
         assert rows[label] == (src, src), key
 
 
-# ---- the look (issue 16): one themed page, no hard-coded colours, no internal ids, aligned columns
+# ---- the look: one themed page, no hard-coded colours, no internal ids, aligned columns
 # ----------------
 
 
@@ -147,7 +147,7 @@ def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvm
 
 
 def _value_columns(block, labels):
-    """For each row of a label/value block: the column its value starts at (continuation lines: their indent)."""
+    """The column each row's value starts at (continuation lines: their indent)."""
     from cudamagic.core.fmt import display_width
 
     columns = []
@@ -185,7 +185,7 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
         assert any(ln.startswith("    ECC uncorrected (since boot) ") for ln in block)
         assert any(ln.startswith("    retired pages pending ") for ln in block)
         columns = _value_columns(block, labels)
-        assert len(set(columns)) == 1, list(zip(columns, block))
+        assert len(set(columns)) == 1, list(zip(columns, block, strict=True))
         assert columns[0] > 4 + max(
             display_width(lb) for lb in labels if any(ln[4:].startswith(lb) for ln in block)
         )
