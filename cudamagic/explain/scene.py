@@ -201,12 +201,12 @@ def _output_cache_tensors(scene: Scene):
     ns = scene.user_ns
     hits = []
     for key in ("_", "__", "___"):
-        if _is_tensor(ns.get(key)) and getattr(ns.get(key), "is_cuda", False):
+        if _is_tensor(ns.get(key)) and ns[key].is_cuda:
             hits.append(key)
     out = ns.get("Out")
     if isinstance(out, dict):
         for k, v in out.items():
-            if _is_tensor(v) and getattr(v, "is_cuda", False):
+            if _is_tensor(v) and v.is_cuda:
                 hits.append(f"Out[{k}]")
     return hits
 

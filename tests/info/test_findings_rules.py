@@ -83,14 +83,14 @@ def basis(
 )
 def test_nvml_unavailable(code, build, sev, fix):
     st = NA("the reason", code)
-    assert _nvml_rules(basis(status=st, cuda_build=build)) == [
+    assert list(_nvml_rules(basis(status=st, cuda_build=build))) == [
         Finding(sev, "nvml-unavailable", "NVML not available: no GPU data", "the reason", fix)
     ]
-    assert _nvml_rules(basis(cuda_build=build)) == []
+    assert list(_nvml_rules(basis(cuda_build=build))) == []
 
 
 def test_cpu_build_on_a_gpu_machine():
-    found = _cpu_build_rules(basis(cpu_only=True, gpus=[{"index": 0}, {"index": 1}]))
+    found = list(_cpu_build_rules(basis(cpu_only=True, gpus=[{"index": 0}, {"index": 1}])))
     assert len(found) == 1
     f = found[0]
     assert (f.severity, f.id, f.title) == (
@@ -104,13 +104,15 @@ def test_cpu_build_on_a_gpu_machine():
         "the driver supports CUDA 12.4."
     )
     assert "cu124" in f.fix and f.fix.startswith("pip install")
-    assert _cpu_build_rules(basis(cpu_only=True)) == []  # no GPU: a CPU build is right
-    assert _cpu_build_rules(basis(gpus=[{"index": 0}])) == []  # not a CPU build
+    assert list(_cpu_build_rules(basis(cpu_only=True))) == []  # no GPU: a CPU build is right
+    assert list(_cpu_build_rules(basis(gpus=[{"index": 0}]))) == []  # not a CPU build
 
 
 def test_cpu_build_on_a_driver_no_wheel_runs_on():
-    f = _cpu_build_rules(
-        basis(cpu_only=True, driver="418.87.00", driver_cuda="10.1", gpus=[{"index": 0}])
+    f = list(
+        _cpu_build_rules(
+            basis(cpu_only=True, driver="418.87.00", driver_cuda="10.1", gpus=[{"index": 0}])
+        )
     )[0]
     assert f.fix == (
         "update the NVIDIA driver to 450.80.02 or newer (no PyTorch wheel runs on driver "
@@ -120,7 +122,7 @@ def test_cpu_build_on_a_driver_no_wheel_runs_on():
 
 
 def test_driver_too_old_other_major():
-    (f,) = _driver_rules(basis(driver="470.86", driver_cuda="11.4", cuda_build="12.4"))
+    (f,) = list(_driver_rules(basis(driver="470.86", driver_cuda="11.4", cuda_build="12.4")))
     assert (f.severity, f.id, f.title) == (
         "error",
         "driver-too-old",
@@ -140,17 +142,17 @@ def test_driver_too_old_other_major():
 
 
 def test_driver_too_old_with_no_wheel_for_it():
-    (f,) = _driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="12.4"))
+    (f,) = list(_driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="12.4")))
     assert f.fix == (
         "update the NVIDIA driver to 525.60.13 or newer. Installing a CUDA toolkit does not help: "
         "PyTorch ships its own CUDA runtime."
     )
-    (f,) = _driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="14.0"))
+    (f,) = list(_driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="14.0")))
     assert f.fix.startswith("update the NVIDIA driver to a newer release or newer")
 
 
 def test_driver_minor_older_same_major():
-    assert _driver_rules(basis(driver_cuda="12.4", cuda_build="12.8")) == [
+    assert list(_driver_rules(basis(driver_cuda="12.4", cuda_build="12.8"))) == [
         Finding(
             "warning",
             "driver-minor-older",
@@ -162,14 +164,14 @@ def test_driver_minor_older_same_major():
             "errors",
         )
     ]
-    assert _driver_rules(basis(driver_cuda="12.4", cuda_build="12.4")) == []
-    assert _driver_rules(basis(driver_cuda="13.0", cuda_build="12.8")) == []
-    assert _driver_rules(basis(driver_cuda="12.4", cuda_build=None)) == []
+    assert list(_driver_rules(basis(driver_cuda="12.4", cuda_build="12.4"))) == []
+    assert list(_driver_rules(basis(driver_cuda="13.0", cuda_build="12.8"))) == []
+    assert list(_driver_rules(basis(driver_cuda="12.4", cuda_build=None))) == []
 
 
 def test_toolkit_missing_unreadable_and_differs():
     missing = NA("not installed", "not_installed")
-    assert _toolkit_rules(basis(nvcc_path=missing, release=missing)) == [
+    assert list(_toolkit_rules(basis(nvcc_path=missing, release=missing))) == [
         Finding(
             "info",
             "nvcc-missing",
@@ -180,7 +182,7 @@ def test_toolkit_missing_unreadable_and_differs():
         )
     ]
     bad = NA("`nvcc -V` failed", "error")
-    assert _toolkit_rules(basis(release=bad)) == [
+    assert list(_toolkit_rules(basis(release=bad))) == [
         Finding(
             "warning",
             "nvcc-unreadable",
@@ -189,7 +191,7 @@ def test_toolkit_missing_unreadable_and_differs():
             "run `/usr/local/cuda/bin/nvcc -V` in a terminal to see what is wrong",
         )
     ]
-    assert _toolkit_rules(basis(release="12.4", cuda_build="12.1")) == [
+    assert list(_toolkit_rules(basis(release="12.4", cuda_build="12.1"))) == [
         Finding(
             "info",
             "toolkit-differs",
@@ -200,14 +202,14 @@ def test_toolkit_missing_unreadable_and_differs():
             "to build extensions, install CUDA toolkit 12.1 and set CUDA_HOME to it",
         )
     ]
-    assert _toolkit_rules(basis(release="12.4", cuda_build="12.4")) == []
-    assert _toolkit_rules(basis(release="12.4.131", cuda_build="12.4")) == []
-    assert _toolkit_rules(basis(release="12.4", cuda_build=None)) == []
+    assert list(_toolkit_rules(basis(release="12.4", cuda_build="12.4"))) == []
+    assert list(_toolkit_rules(basis(release="12.4.131", cuda_build="12.4"))) == []
+    assert list(_toolkit_rules(basis(release="12.4", cuda_build=None))) == []
 
 
 def test_cuda_home_problem():
-    assert _toolkit_rules(
-        basis(home_problem=("CUDA_HOME", "CUDA_HOME=/opt/cuda has no bin/nvcc"))
+    assert list(
+        _toolkit_rules(basis(home_problem=("CUDA_HOME", "CUDA_HOME=/opt/cuda has no bin/nvcc")))
     ) == [
         Finding(
             "warning",
@@ -229,7 +231,7 @@ def test_gpu_without_kernels_in_the_build():
         {"index": 2, "name": "lost", "compute_cap": NA("GPU lost", "gpu_lost")},
     ]
     arch = ["sm_50", "sm_80", "sm_90"]
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch)) == [
+    assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch))) == [
         Finding(
             "error",
             "no-kernel-image",
@@ -242,11 +244,13 @@ def test_gpu_without_kernels_in_the_build():
         )
     ]
     assert (
-        _arch_rules(basis(cuda_build=None, gpus=gpus, arch=arch)) == []
+        list(_arch_rules(basis(cuda_build=None, gpus=gpus, arch=arch))) == []
     )  # CPU build: no kernels expected
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=[])) == []  # arch list unknown
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=None)) == []
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch, installed=False)) == []
+    assert (
+        list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=[]))) == []
+    )  # arch list unknown
+    assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=None))) == []
+    assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch, installed=False))) == []
 
 
 # ---- MIG, CUDA unavailable, verdict
@@ -268,7 +272,7 @@ def test_mig_mode():
         {"index": 4, "mig.mode.current": "Enabled"},
         {"index": 5, "mig.mode.current": "Enabled", "mig_devices": None},
     ]
-    assert _mig_rules(basis(gpus=gpus)) == [
+    assert list(_mig_rules(basis(gpus=gpus))) == [
         Finding(
             "info",
             "mig",
@@ -305,20 +309,24 @@ def test_cuda_unavailable_only_when_nothing_else_explains_it():
         out.t["cuda_available"] = False
         return out
 
-    assert _cuda_unavailable_rules(_cvd(b(), set_=False), []) == [UNAVAILABLE]
-    assert _cuda_unavailable_rules(_cvd(b()), [Finding("warning", "x", "", "")]) == [UNAVAILABLE]
+    assert list(_cuda_unavailable_rules(_cvd(b(), set_=False), [])) == [UNAVAILABLE]
+    assert list(_cuda_unavailable_rules(_cvd(b()), [Finding("warning", "x", "", "")])) == [
+        UNAVAILABLE
+    ]
     assert (
-        _cuda_unavailable_rules(_cvd(b()), [Finding("error", "x", "", "")]) == []
+        list(_cuda_unavailable_rules(_cvd(b()), [Finding("error", "x", "", "")])) == []
     )  # explained above
-    assert _cuda_unavailable_rules(_cvd(b(), hides_all=True), []) == []  # CVD hides every GPU
-    assert _cuda_unavailable_rules(_cvd(b(), hides_all=True, set_=False), []) == [UNAVAILABLE]
+    assert list(_cuda_unavailable_rules(_cvd(b(), hides_all=True), [])) == []  # CVD hides every GPU
+    assert list(_cuda_unavailable_rules(_cvd(b(), hides_all=True, set_=False), [])) == [UNAVAILABLE]
     ok = b()
     ok.t["cuda_available"] = True
-    assert _cuda_unavailable_rules(_cvd(ok, set_=False), []) == []
-    assert _cuda_unavailable_rules(_cvd(basis(cuda_build="12.4"), set_=False), []) == []  # no GPU
+    assert list(_cuda_unavailable_rules(_cvd(ok, set_=False), [])) == []
+    assert (
+        list(_cuda_unavailable_rules(_cvd(basis(cuda_build="12.4"), set_=False), [])) == []
+    )  # no GPU
     nobuild = basis(gpus=[{"index": 0}])
     nobuild.t["cuda_available"] = False
-    assert _cuda_unavailable_rules(_cvd(nobuild, set_=False), []) == []
+    assert list(_cuda_unavailable_rules(_cvd(nobuild, set_=False), [])) == []
 
 
 def test_verdicts():

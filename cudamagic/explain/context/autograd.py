@@ -12,7 +12,15 @@ import math
 import re
 
 from ..result import Context
-from ..scene import _is_module, _is_tensor, _lookup, _named_modules, _shape, _source_text
+from ..scene import (
+    _is_module,
+    _is_tensor,
+    _lookup,
+    _named_modules,
+    _shape,
+    _source_text,
+    _torch,
+)
 from ..source import (
     _IDENT,
     _assigns_in,
@@ -269,8 +277,6 @@ def _optimizers(scene):
 
 
 def _torch_mod():
-    from ..scene import _torch
-
     return _torch()
 
 

@@ -15,8 +15,10 @@ import re
 from ...core import platform
 from ...core.na import is_na
 from ...core.nvml import decode_cuda_driver_version
+from ..cudaerrors import FAMILIES, family_of_message
 from ..result import Context
-from ..scene import _source_text, _torch
+from ..scene import _failing_modules, _named_modules, _source_text, _torch
+from .tensors import ctx_index_tensors
 
 
 def ctx_not_compiled(match, scene):
@@ -73,7 +75,7 @@ def ctx_driver_old(match, scene):
     driver_cuda = decode_cuda_driver_version(int(found)) if found else None
     if is_na(driver_cuda):  # "found version 0": nothing to decode
         found = None
-    built = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+    built = torch.version.cuda if torch else None
     facts["torch_cuda"] = built
     if found:
         facts["driver_cuda"] = driver_cuda
@@ -166,9 +168,6 @@ def ctx_cuda_family(match, scene):
     embeddings to compare (an out-of-range index is the usual cause). Reads no GPU state: nothing
     here starts CUDA or waits for the GPU.
     """
-    from ..cudaerrors import FAMILIES, family_of_message
-    from .tensors import ctx_index_tensors
-
     family, facts = family_of_message(match.string)
     facts = dict(facts, family=family)
     notes = []
@@ -227,6 +226,4 @@ def ctx_cuda_family(match, scene):
 
 
 def _modules(scene):
-    from ..scene import _failing_modules, _named_modules
-
     return _failing_modules(scene) or list(_named_modules(scene))

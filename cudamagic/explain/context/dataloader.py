@@ -8,6 +8,7 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 
 from ...core import platform
@@ -37,7 +38,7 @@ def ctx_pin_cuda(match, scene):
     notes, facts = [], {"tensor_type": match.group("type")}
     culprits = []
     for name, loader in _dataloaders(scene):
-        if getattr(loader, "pin_memory", False):
+        if loader.pin_memory:
             idx = _cuda_tensors_in_dataset(loader.dataset)
             if idx:
                 culprits.append(name)
@@ -99,7 +100,7 @@ def ctx_workers(match, scene):
     """DataLoaders with worker processes, and datasets holding CUDA tensors."""
     notes, workers, cuda_datasets = [], [], []
     for name, loader in _dataloaders(scene):
-        n = getattr(loader, "num_workers", 0)
+        n = loader.num_workers
         if n:
             workers.append(name)
             notes.append(f"`{name}` uses num_workers={n}.")
@@ -133,8 +134,6 @@ def _process_start_method() -> str:
     The one set, else the platform's default (fork on Linux before Python 3.14, spawn on Windows and
     macOS), without fixing it.
     """
-    import multiprocessing
-
     return (
         multiprocessing.get_start_method(allow_none=True)
         or multiprocessing.get_all_start_methods()[0]
@@ -142,7 +141,7 @@ def _process_start_method() -> str:
 
 
 def _loader_start_method(loader, default: str) -> str:
-    ctx = getattr(loader, "multiprocessing_context", None)
+    ctx = loader.multiprocessing_context
     return ctx.get_start_method() if ctx is not None else default
 
 
@@ -156,7 +155,7 @@ def start_methods(scene) -> list:
     found = {
         _loader_start_method(loader, default)
         for _, loader in (_dataloaders(scene) if scene else [])
-        if getattr(loader, "num_workers", 0)
+        if loader.num_workers
     }
     return sorted(found) or [default]
 
@@ -215,8 +214,6 @@ def ctx_801(match, scene):
 
 def ctx_spawn_main(match, scene):
     """Spawned workers (Windows, macOS) cannot import what the notebook defined."""
-    import multiprocessing
-
     name = (match.groupdict().get("name") or "").split(".")[-1] if match.re.groupindex else ""
     default = multiprocessing.get_all_start_methods()[
         0
@@ -224,7 +221,7 @@ def ctx_spawn_main(match, scene):
     method = multiprocessing.get_start_method(allow_none=True) or default
     notes, users = [f"The default start method here is {default}; this kernel's is {method}."], []
     for lname, loader in _dataloaders(scene):
-        if not getattr(loader, "num_workers", 0):
+        if not loader.num_workers:
             continue
         lmethod = _loader_start_method(loader, method)
         cls = type(loader.dataset)
@@ -264,8 +261,6 @@ def ctx_spawn_main(match, scene):
 
 def ctx_fork(match, scene):
     """The multiprocessing start method, and whether CUDA is initialised."""
-    import multiprocessing
-
     torch = _torch()
     notes = []
     try:
@@ -314,7 +309,7 @@ def ctx_worker_exited(match, scene):
     default = _process_start_method()
     notes = []
     for name, loader in _dataloaders(scene):
-        n = getattr(loader, "num_workers", 0)
+        n = loader.num_workers
         if n:
             notes.append(
                 f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: "
