@@ -173,20 +173,26 @@ def _lookup(scene: Scene, name):
     return scene.user_ns.get(name)
 
 
-def _named_modules(scene: Scene):
-    """Yield ``(qualified name, module)`` for every nn.Module reachable from a variable."""
-    seen = set()
-    for name, value in scene.variables():
-        if _is_module(value):
-            try:
-                items = list(value.named_modules())
-            except Exception:
-                continue
-            for sub, module in items:
-                if id(module) in seen:
-                    continue
+def _submodules(named) -> list:
+    """``(qualified name, module)`` of the modules in ``named`` and their submodules, no repeats."""
+    out, seen = [], set()
+    for name, value in named:
+        if not _is_module(value):
+            continue
+        try:
+            items = list(value.named_modules())
+        except Exception:
+            continue
+        for sub, module in items:
+            if id(module) not in seen:
                 seen.add(id(module))
-                yield (f"{name}.{sub}" if sub else name), module
+                out.append(((f"{name}.{sub}" if sub else name), module))
+    return out
+
+
+def _named_modules(scene: Scene) -> list:
+    """``(qualified name, module)`` for every nn.Module reachable from a variable."""
+    return _submodules(scene.variables())
 
 
 def _tensors(scene: Scene):
@@ -241,21 +247,9 @@ def _failing_tensors(scene: Scene):
     return [(n, v) for n, v in _failing_values(scene) if _is_tensor(v)]
 
 
-def _failing_modules(scene: Scene):
+def _failing_modules(scene: Scene) -> list:
     """``(qualified name, module)`` for modules named on the failing lines and their submodules."""
-    out, seen = [], set()
-    for name, value in _failing_values(scene):
-        if not _is_module(value):
-            continue
-        try:
-            items = list(value.named_modules())
-        except Exception:
-            continue
-        for sub, module in items:
-            if id(module) not in seen:
-                seen.add(id(module))
-                out.append(((f"{name}.{sub}" if sub else name), module))
-    return out
+    return _submodules(_failing_values(scene))
 
 
 def _argument_tensor(scene: Scene, expr: str):

@@ -75,25 +75,20 @@ def backward_calls(src: str):
     tree = _parse_tree(src)
     if tree is None:
         return []
-    out = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-        ):
-            target = node.func.value
-            out.append((ast.unparse(target), _root_name(target)))
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "backward"
+    ]
+    out = [(ast.unparse(n.func.value), _root_name(n.func.value)) for n in calls]
     # torch.autograd.backward(x)
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-            and _root_name(node.func) == "torch"
-            and node.args
-        ):
-            out.append((ast.unparse(node.args[0]), _root_name(node.args[0])))
+    out += [
+        (ast.unparse(n.args[0]), _root_name(n.args[0]))
+        for n in calls
+        if _root_name(n.func) == "torch" and n.args
+    ]
     return [item for item in out if item[1] not in (None, "torch")]
 
 

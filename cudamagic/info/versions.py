@@ -59,7 +59,7 @@ def decode_cudnn_version(value):
     try:
         v = int(value)
     except (TypeError, ValueError, OverflowError):  # int(float("inf"))
-        return NA(f"unreadable cuDNN version {value!r}", "error")
+        v = 0
     if v <= 0:
         return NA(f"unreadable cuDNN version {value!r}", "error")
     if v >= 90000:

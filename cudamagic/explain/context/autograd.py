@@ -270,14 +270,10 @@ def ctx_leaf_inplace(match, scene):
 
 
 def _optimizers(scene):
-    torch = _torch_mod()
+    torch = _torch()
     if torch is None:
         return []
     return [(n, v) for n, v in scene.variables() if isinstance(v, torch.optim.Optimizer)]
-
-
-def _torch_mod():
-    return _torch()
 
 
 def _parameters(scene):
@@ -492,7 +488,7 @@ def ctx_invalid_gradient(match, scene):
         "sum_dims": None,
     }
     notes, fix = [], ""
-    torch = _torch_mod()
+    torch = _torch()
     cls = _lookup(scene, cls_name)
     is_function = (
         torch is not None and isinstance(cls, type) and issubclass(cls, torch.autograd.Function)
