@@ -156,7 +156,7 @@ def _module_device(module):
 
 def _module_dtype(module):
     for p in module.parameters():
-        return str(p.dtype).replace("torch.", "")
+        return _dtype_name(p)
     return None
 
 

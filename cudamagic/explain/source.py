@@ -172,9 +172,9 @@ def _method_calls(src, method):
     ]
 
 
-def _last_cell_assigning(history: Sequence[str], name: str, skip_last: bool = True):
+def _last_cell_assigning(history: Sequence[str], name: str):
     """1-based ``In`` index of the last cell before the failing one that assigns ``name``."""
-    cells = list(history[:-1] if skip_last else history)
+    cells = list(history[:-1])
     for index in range(len(cells) - 1, 0, -1):  # In[0] is ''
         tree = _parse_tree(cells[index] or "")
         if tree is None:
