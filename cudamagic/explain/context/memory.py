@@ -34,6 +34,25 @@ def parse_size(text: str) -> int:
     return int(round(float(m.group(1)) * _UNITS[m.group(2)]))
 
 
+_SIZE = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
+#: (pattern, the keys of its groups) of each number in an out-of-memory message, current and pre-2.1
+_OOM_NUMBERS = (
+    (r"Tried to allocate " + _SIZE, ("requested_bytes",)),
+    (
+        rf"GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is free",
+        ("gpu", "total_bytes", "free_bytes"),
+    ),
+    (rf"this process has {_SIZE} memory in use", ("process_bytes",)),
+    (_SIZE + " is allocated by PyTorch", ("allocated_bytes",)),
+    (_SIZE + " is reserved by PyTorch but unallocated", ("reserved_unallocated_bytes",)),
+    (
+        rf"\(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; {_SIZE} free; "
+        rf"{_SIZE} reserved in total by PyTorch",
+        ("gpu", "total_bytes", "allocated_bytes", "free_bytes", "reserved_bytes"),
+    ),
+)
+
+
 def parse_oom(message: str) -> dict:
     """Numbers from a CUDA out-of-memory message, in bytes.
 
@@ -48,48 +67,17 @@ def parse_oom(message: str) -> dict:
         ``free_bytes``, ``process_bytes``, ``allocated_bytes``, ``reserved_bytes`` (total
         reserved by PyTorch) and ``reserved_unallocated_bytes``.
     """
-    size = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
     out = {}
-    m = re.search(r"Tried to allocate " + size, message)
-    if m:
-        out["requested_bytes"] = parse_size(m.group(1))
-    m = re.search(
-        r"GPU (\d+) has a total capac\w* of " + size + r" of which " + size + " is free", message
-    )
-    if m:
-        out["gpu"] = int(m.group(1))
-        out["total_bytes"] = parse_size(m.group(2))
-        out["free_bytes"] = parse_size(m.group(3))
-    m = re.search(r"this process has " + size + " memory in use", message)
-    if m:
-        out["process_bytes"] = parse_size(m.group(1))
-    m = re.search(size + r" is allocated by PyTorch", message)
-    if m:
-        out["allocated_bytes"] = parse_size(m.group(1))
-    m = re.search(size + r" is reserved by PyTorch but unallocated", message)
-    if m:
-        out["reserved_unallocated_bytes"] = parse_size(m.group(1))
-        if "allocated_bytes" in out:
-            out["reserved_bytes"] = out["allocated_bytes"] + out["reserved_unallocated_bytes"]
-    m = re.search(
-        r"\(GPU (\d+); "
-        + size
-        + " total capacity; "
-        + size
-        + " already allocated; "
-        + size
-        + " free; "
-        + size
-        + " reserved in total by PyTorch",
-        message,
-    )
-    if m:
-        out["gpu"] = int(m.group(1))
-        out["total_bytes"] = parse_size(m.group(2))
-        out["allocated_bytes"] = parse_size(m.group(3))
-        out["free_bytes"] = parse_size(m.group(4))
-        out["reserved_bytes"] = parse_size(m.group(5))
-        out["reserved_unallocated_bytes"] = out["reserved_bytes"] - out["allocated_bytes"]
+    for pattern, keys in _OOM_NUMBERS:
+        found = re.search(pattern, message)
+        if found:
+            for key, text in zip(keys, found.groups(), strict=True):
+                out[key] = int(text) if key == "gpu" else parse_size(text)
+    allocated, unallocated = out.get("allocated_bytes"), out.get("reserved_unallocated_bytes")
+    if allocated is not None and unallocated is not None:
+        out.setdefault("reserved_bytes", allocated + unallocated)
+    elif allocated is not None and "reserved_bytes" in out:
+        out["reserved_unallocated_bytes"] = out["reserved_bytes"] - allocated
     return out
 
 
