@@ -78,14 +78,12 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
     """Build a :class:`Scene` from an IPython shell and the exception's traceback.
 
     Args:
-        shell: an ``InteractiveShell`` (duck-typed: ``user_ns``, ``user_ns_hidden``,
-            ``magics_manager``).
+        shell: the ``InteractiveShell``.
         exc: the exception; its traceback gives the user frames (those whose globals are
             the user namespace) and their sources. The frames are not kept: their locals
             are copied into plain dicts.
     """
-    user_ns = getattr(shell, "user_ns", {}) or {}
-    hidden = getattr(shell, "user_ns_hidden", {}) or {}
+    user_ns, hidden = shell.user_ns, shell.user_ns_hidden
     visible = {k: v for k, v in user_ns.items() if k not in hidden or hidden[k] is not v}
     history = list(user_ns.get("In", []) or [])
     cells, sources, frames, lines = [], [], [], []
@@ -107,17 +105,13 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
     if not cells and history:
         cells.append(history[-1])
     sources = cells[:1] + sources
-    try:
-        magics = frozenset(shell.magics_manager.magics["line"])
-    except Exception:
-        magics = frozenset()
     messages = [exception_text(link) for link in exception_chain(exc)] if exc is not None else []
     return Scene(
         user_ns=visible,
         frames=frames,
         sources=sources,
         history=history,
-        line_magics=magics,
+        line_magics=frozenset(shell.magics_manager.magics["line"]),
         failing_lines=[ln for ln in lines if ln],
         messages=messages,
     )
