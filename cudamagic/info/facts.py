@@ -328,7 +328,11 @@ def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudamagic-facts") as pool:
         # `nvcc -V`, the one subprocess, runs while everything else is read
         toolkit = pool.submit(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
-        python, torch_facts, driver = _python_facts(env), _torch_facts(), nvml.system_info()
+        python, torch_facts, driver = (
+            _python_facts(env),
+            _torch_facts(),
+            nvml.system_info()._asdict(),
+        )
         count = driver["device_count"]
         gpus = _gpu_facts(count) if not is_na(count) else []
         healthy, _lost = health.split_lost(gpus)  # a lost GPU gets no CUDA ordinal
