@@ -105,7 +105,14 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
     from cudamagic.core.style import hard_coded_colours
 
     monkeypatch.setenv("CUDA_HOME", "/nowhere/cuda")
-    for scenario in ("no_driver", "one_gpu", "gpu_without_fan", "mig", "driver_450", "windows_wddm"):
+    for scenario in (
+        "no_driver",
+        "one_gpu",
+        "gpu_without_fan",
+        "mig",
+        "driver_450",
+        "windows_wddm",
+    ):
         fake_nvml(scenario)
         report = ip.run_line_magic("cudainfo", "")
         page = report._repr_html_()
