@@ -219,5 +219,5 @@ def test_autograd_graph_usage_line_is_a_cell_magic(ip, capsys):
 
 def test_quiet_semicolon_before_a_comment(ip, fake_nvml, capsys):
     fake_nvml("one_gpu")
-    assert ip.run_cell("%cudainfo;   # the same as -q").error_in_exec is None
+    assert ip.run_cell("%cudainfo ;   # the same as -q").error_in_exec is None
     assert capsys.readouterr().out == "" and ip.user_ns["_cudainfo"].verdict

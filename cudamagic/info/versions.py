@@ -59,7 +59,7 @@ def decode_cudnn_version(value):
     try:
         v = int(value)
     except (TypeError, ValueError, OverflowError):  # int(float("inf"))
-        return NA(f"unreadable cuDNN version {value!r}", "error")
+        v = 0
     if v <= 0:
         return NA(f"unreadable cuDNN version {value!r}", "error")
     if v >= 90000:
@@ -68,8 +68,9 @@ def decode_cudnn_version(value):
 
 
 def parse_nvcc_version(text):
-    """Parse ``nvcc -V`` output: ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build":
-    "13.0.88"}``.
+    """Parse ``nvcc -V`` output.
+
+    ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build": "13.0.88"}``.
 
     Returns NA when the text does not look like ``nvcc -V`` output.
     """

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import style
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from .render import ms
 from .summary import ProfResult
@@ -119,7 +119,7 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     return Comparison(label_a, label_b, rows, total_a, total_b)
 
 
-class Comparison(Rendered):
+class Comparison(Displayed):
     """Ranked differences between two profiles.
 
     Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
@@ -170,14 +170,14 @@ class Comparison(Rendered):
             f"{ms(self.total_b_us)} ms; biggest changes first"
         )
 
-    def _text(self):
+    def to_text(self):
         rows = [
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
         ]
         return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
 
-    def _html(self):
+    def to_html(self):
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
         table = html_table(
             self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}

@@ -13,7 +13,7 @@ import heapq
 import textwrap
 
 from ..core import style
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.fmt import (
     TEXT_WIDTH,
     esc,
@@ -65,7 +65,7 @@ def ms(us: float) -> str:
     return f"{us / 1000:.3f}"
 
 
-class Table(Rendered):
+class Table(Displayed):
     """The top rows of an operator or kernel table, plus one "other" row for the rest.
 
     Attributes:
@@ -139,10 +139,10 @@ class Table(Rendered):
             )
         )
 
-    def _html(self) -> str:
+    def to_html(self) -> str:
         return _page(self.html())
 
-    _text = text
+    to_text = text
 
 
 # ---- summary

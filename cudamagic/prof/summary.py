@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.na import NA
 from . import render
 
@@ -296,7 +296,7 @@ def aggregate_kernels(kernels) -> list[TableRow]:
 
 
 @dataclass(repr=False)
-class ProfResult(Rendered):
+class ProfResult(Displayed):
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
@@ -459,11 +459,10 @@ class ProfResult(Rendered):
             f.write(render.page(self.to_html(), title=self.header))
         return path
 
-    def _text(self) -> str:
+    def to_text(self) -> str:
         with gc_paused():
             return render.result_text(self)
 
-    _html = to_html
 
 
 # ---- building a result from torch.profiler

@@ -7,7 +7,7 @@ quotation`` from ``shlex``, a ``TypeError`` from an option check, ...) is a trac
 and fails here.
 
 The magics are discovered from the loaded extension (``cudamagic.extension.current().magics`` plus
-extra names such as ``cudainfo;`` registered for one of its instances), so a new magic is covered
+any extra names registered for one of its instances), so a new magic is covered
 without editing this file; its flags come from its own ``magic_arguments`` parser. Safety: the fake
 NVML (scenario ``one_gpu``), a temporary working directory for ``--log``/``--save`` files,
 ``%gpuwatch --stop`` and ``%cudamem off`` after every line, and a terminal loop (``%gpuwatch
@@ -248,7 +248,7 @@ class Flags(dict):
 
 
 def _flags(func) -> Flags:
-    """The :class:`Flags` of a magic's ``magic_arguments`` parser (none for a plain function: ``cudainfo;``)."""
+    """The :class:`Flags` of a magic's ``magic_arguments`` parser."""
     flags = Flags()
     parser = getattr(func, "parser", None)
     for action in parser._actions if parser is not None else ():
@@ -406,7 +406,6 @@ def test_every_magic_is_discovered(ip):
     names = {(kind, name) for kind, name, _ in our_magics(ip)}
     expected = {
         ("line", "cudainfo"),
-        ("line", "cudainfo;"),
         ("line", "gpuwatch"),
         ("cell", "autograd_graph"),
         ("line", "cudamem"),

@@ -1,4 +1,4 @@
-"""Issue 14: tests that fail on the planted bugs that survived (cuDNN 9.x boundary, CUDA_VISIBLE_DEVICES)."""
+"""Tests that fail on the planted bugs that survived (cuDNN 9.x boundary, CUDA_VISIBLE_DEVICES)."""
 
 import pytest
 

@@ -1,5 +1,7 @@
-"""Tier 1: the parsers behind %cudainfo (cuDNN integers, nvcc -V, torch.__version__,
-CUDA_VISIBLE_DEVICES), table-driven.
+"""Tier 1.
+
+The parsers behind %cudainfo (cuDNN integers, nvcc -V, torch.__version__, CUDA_VISIBLE_DEVICES),
+table-driven.
 """
 
 import pytest
