@@ -171,6 +171,7 @@ class Comparison(Displayed):
         )
 
     def to_text(self):
+        """The text form (terminal, ``text/plain``)."""
         rows = [
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
@@ -178,6 +179,7 @@ class Comparison(Displayed):
         return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
 
     def to_html(self):
+        """The HTML form (notebook)."""
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
         table = html_table(
             self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}

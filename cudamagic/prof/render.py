@@ -140,6 +140,7 @@ class Table(Displayed):
         )
 
     def to_html(self) -> str:
+        """The HTML form (notebook)."""
         return _page(self.html())
 
     to_text = text

@@ -460,6 +460,7 @@ class ProfResult(Displayed):
         return path
 
     def to_text(self) -> str:
+        """The text form (terminal, ``text/plain``)."""
         with gc_paused():
             return render.result_text(self)
 
