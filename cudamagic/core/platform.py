@@ -1,35 +1,22 @@
 """Everything that differs between Linux, Windows and macOS, in one place.
 
-The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function
-(``os.killpg``, ``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``,
-``os.statvfs``, psutil's ``uids()``; tests/core/test_platform.py scans every other module's syntax
-tree for them) or reads ``/proc`` itself: it calls these functions, each with a branch per platform.
-Tests present another platform by setting :data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``)
-and removing the POSIX-only attributes with ``monkeypatch``.
+The rest of the package never tests ``sys.platform``, never calls a POSIX-only function (``os.killpg``,
+``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``, ``os.statvfs``,
+psutil's ``uids()``) and never reads ``/proc`` itself (tests/core/test_platform.py scans for them):
+it calls these functions, each with a branch per platform. Tests present another platform by setting
+:data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``).
 
 Facts and their sources:
-- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``) on every platform, plus
-    the
-  process group on POSIX (children that left their parent still share the group).
-- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main thread's
-    stack up
-  to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about 2 MB reserved),
-  so it cannot be raised.
-- Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports);
-    elsewhere
-  ``psutil.Process.memory_info().rss``.
-- A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``,
-    ``os.getuid``);
-  Windows has no uids, so the account name (``psutil.Process.username()``) against this process's.
-- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no
-    ``/dev/shm``.
-- NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
-- The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
-  ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on
-  Windows is MSVC's ``cl.exe`` (NVIDIA's CUDA Installation Guide for Microsoft Windows), which must
-  be on PATH (set by Visual Studio's ``vcvars64.bat`` / "x64 Native Tools Command Prompt") or given
-  with ``-ccbin``; GNU ld's ``--wrap`` exists only on Linux; Windows programs end in ``.exe`` and
-  command lines keep backslashes.
+- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``), plus the process
+  group on POSIX (children that left their parent still share the group).
+- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK``; a Windows main thread's
+  stack is fixed when ``python.exe`` starts (about 2 MB reserved).
+- Process memory: Linux ``/proc/PID/statm``; elsewhere ``psutil.Process.memory_info().rss``.
+- A process's owner: the real uid on POSIX; on Windows the account name
+  (``psutil.Process.username()``).
+- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs``; Windows has none.
+- NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them.
+- Programs: Windows programs end in ``.exe``; Windows command lines keep backslashes.
 """
 
 from __future__ import annotations
@@ -44,6 +31,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+
+import psutil
 
 
 def _detect() -> str:
@@ -71,10 +61,7 @@ def popen_group_kwargs() -> dict:
     group on Windows (``CREATE_NEW_PROCESS_GROUP``).
     """
     if is_windows():
-        flag = getattr(
-            subprocess, "CREATE_NEW_PROCESS_GROUP", None
-        )  # absent when Windows is only presented
-        return {"creationflags": flag} if flag is not None else {}
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 
 
@@ -85,22 +72,13 @@ def kill_tree(proc) -> None:
     process group (made by :func:`popen_group_kwargs`) is killed too, which catches children that
     re-parented themselves.
     """
-    victims = []
     try:
-        import psutil
-
+        victims = psutil.Process(proc.pid).children(recursive=True)
+    except (psutil.Error, OSError):
+        victims = []
+    if not is_windows():
         try:
-            parent = psutil.Process(proc.pid)
-            victims = parent.children(recursive=True)
-        except (psutil.Error, OSError):
-            victims = []
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        pass
-    killpg = getattr(os, "killpg", None)
-    sigkill = getattr(signal, "SIGKILL", None)
-    if not is_windows() and killpg is not None and sigkill is not None:
-        try:
-            killpg(proc.pid, sigkill)
+            os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
     try:
@@ -118,32 +96,48 @@ def kill_tree(proc) -> None:
         pass
 
 
-def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
+def run_capped(
+    argv, timeout_s: float | None, limit_bytes: int = 64 * 1024, cwd=None, tick=None
+) -> tuple:
     """Run ``argv`` (stdin closed, stderr merged into stdout) for at most ``timeout_s`` seconds.
 
+    Output goes to a temporary file, so a chatty program cannot fill memory or block on a pipe.
+
     Args:
-        argv: the command and its arguments. timeout_s: seconds before the whole process tree is
-            killed.
-        limit_bytes: bytes of output kept; the rest is discarded (output goes to a temporary file,
-            so a chatty program cannot fill memory or block on a full pipe).
+        argv: the command and its arguments.
+        timeout_s: seconds before the whole process tree is killed; None: no limit.
+        limit_bytes: bytes of output kept; the rest is discarded.
+        cwd: the working folder (default: this process's).
+        tick: called about every 0.1 s while the program runs (a progress display).
 
     Returns:
         ``(returncode, text)``; text decoded as UTF-8 with replacement.
 
     Raises:
         subprocess.TimeoutExpired: it ran past ``timeout_s`` (the tree has been killed).
+        KeyboardInterrupt: interrupted (the tree has been killed).
         OSError: the program could not be started.
     """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            cwd=cwd,
             **popen_group_kwargs(),
         )
         try:
-            proc.wait(timeout=timeout_s)
+            while True:
+                step = timeout_s if tick is None else 0.1
+                try:
+                    proc.wait(timeout=step)
+                    break
+                except subprocess.TimeoutExpired:
+                    if tick is None or (deadline is not None and time.monotonic() > deadline):
+                        raise
+                    tick()
         except BaseException:  # TimeoutExpired, KeyboardInterrupt: leave nothing running
             kill_tree(proc)
             raise
@@ -162,10 +156,8 @@ def main_stack_bytes() -> int | None:
     """The main thread's stack size now, in bytes (None: unlimited or unknown)."""
     if is_windows():
         return WINDOWS_MAIN_STACK_BYTES
-    try:
-        import resource
-    except ImportError:
-        return None
+    import resource  # POSIX only
+
     soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
@@ -191,10 +183,8 @@ def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
             False,
             "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised",
         )
-    try:
-        import resource
-    except ImportError:
-        return False, "this platform has no resource module"
+    import resource  # POSIX only
+
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
         if soft == resource.RLIM_INFINITY or soft >= need_bytes:
@@ -219,8 +209,7 @@ _psutil_process = {"pid": None, "proc": None}
 
 def _rss_statm():
     """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us); None elsewhere."""
-    pread = getattr(os, "pread", None)
-    if SYSTEM != "linux" or pread is None:
+    if SYSTEM != "linux":
         return None
     pid = os.getpid()
     if _statm["pid"] != pid:
@@ -238,7 +227,7 @@ def _rss_statm():
     if _statm["fd"] is None:
         return None
     try:
-        return int(pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
+        return int(os.pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
     except (OSError, IndexError, ValueError):
         _statm["fd"] = None
         return None
@@ -253,8 +242,6 @@ def rss_bytes() -> int | None:
     if rss is not None:
         return rss
     try:
-        import psutil
-
         pid = os.getpid()
         if _psutil_process["pid"] != pid:
             _psutil_process.update(pid=pid, proc=psutil.Process(pid))
@@ -269,8 +256,6 @@ def child_pids(pid: int, proc=None) -> set:
     """
     files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
     if not files:
-        import psutil
-
         try:
             proc = proc if proc is not None else psutil.Process(pid)
             return {c.pid for c in proc.children(recursive=False)}
@@ -320,8 +305,7 @@ def nvidia_tool_candidates(tool: str, env=None) -> list:
         d = _windows_dirs(env)
         name = "nvidia-smi.exe" if tool == "nvidia-smi" else "nvml.dll"
         found = [d["system32"] + "\\" + name, d["nvsmi"] + "\\" + name]
-        store = d["driverstore"].replace("\\", os.sep) if os.sep != "\\" else d["driverstore"]
-        found += sorted(glob.glob(os.path.join(store, "nv*", name)))
+        found += sorted(glob.glob(d["driverstore"] + "\\nv*\\" + name))
         return found
     if tool == "nvidia-smi":
         on_path = shutil.which("nvidia-smi", path=env.get("PATH"))
@@ -411,8 +395,6 @@ def pid_exists(pid: int) -> bool:
     ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
     """
     if is_windows():
-        import psutil
-
         try:
             return bool(psutil.pid_exists(pid))
         except Exception:
@@ -433,8 +415,6 @@ def _current_username():
     """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per
     process; None when unreadable.
     """
-    import psutil
-
     pid = os.getpid()
     if _my_username["pid"] != pid:
         try:
@@ -458,8 +438,6 @@ def same_user(pid: int) -> bool | None:
         cannot be read (``psutil.AccessDenied``: on Windows, processes of other users and of the
         system).
     """
-    import psutil
-
     try:
         proc = psutil.Process(pid)
         if is_windows():
@@ -482,11 +460,10 @@ def dev_shm_bytes() -> tuple | None:
     this user); None where it cannot be read. Windows has no ``/dev/shm`` (workers share tensors
     through file mappings backed by the page file), so None there.
     """
-    statvfs = getattr(os, "statvfs", None)
-    if is_windows() or statvfs is None:
+    if is_windows():
         return None
     try:
-        st = statvfs("/dev/shm")
+        st = os.statvfs("/dev/shm")
     except OSError:
         return None
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
@@ -508,159 +485,8 @@ def in_container() -> bool:
     return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
 
 
-# ---- the CUDA toolkit and host compiler (%%cuda)
-# ---------------------------------------------------------------
-def _version_key(folder: str) -> tuple:
-    """``v12.10`` -> ``(12, 10)`` (numeric, so 12.10 sorts after 12.6); unparseable names sort first."""
-    m = re.match(r"v?(\d+)(?:\.(\d+))?", os.path.basename(folder.rstrip("\\/")))
-    return (int(m[1]), int(m[2] or 0)) if m else (-1, -1)
-
-
-def windows_cuda_toolkits(env=None) -> list:
-    """Windows: the CUDA toolkits NVIDIA's installer put in ``%ProgramFiles%\\NVIDIA GPU Computing
-    Toolkit\\CUDA\\vX.Y``, newest version first (folders, existing ones only); ``[]`` elsewhere.
-    """
-    if not is_windows():
-        return []
-    env = os.environ if env is None else env
-    root = os.path.join(
-        env.get("ProgramFiles") or r"C:\Program Files", "NVIDIA GPU Computing Toolkit", "CUDA"
-    )
-    return sorted(
-        (d for d in glob.glob(os.path.join(root, "v*")) if os.path.isdir(d)),
-        key=_version_key,
-        reverse=True,
-    )
-
-
-def find_nvcc(env=None) -> str | None:
-    """Path of nvcc (``nvcc.exe`` on Windows), or None: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set
-    by the Windows installer), PATH, then on Windows the installer's default folders, newest toolkit first.
-    """
-    env = os.environ if env is None else env
-    name = executable_name("nvcc")
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        home = env.get(var)
-        if home:
-            cand = os.path.join(home, "bin", name)
-            if os.path.isfile(cand) and os.access(cand, os.X_OK):
-                return cand
-    found = shutil.which(name, path=env.get("PATH"))
-    if found:
-        return found
-    for folder in windows_cuda_toolkits(env):
-        cand = os.path.join(folder, "bin", name)
-        if os.path.isfile(cand):
-            return cand
-    return None
-
-
-def nvcc_in_folder(folder: str) -> str | None:
-    """``folder/nvcc`` (``nvcc.exe`` on Windows) when it is an executable file, else None."""
-    cand = os.path.join(folder, executable_name("nvcc"))
-    return cand if os.path.isfile(cand) and os.access(cand, os.X_OK) else None
-
-
-def msvc_compilers(env=None) -> list:
-    """Windows: every 64-bit ``cl.exe`` of a Visual Studio (or its Build Tools) installed in the
-    default folders (``%ProgramFiles%`` and ``%ProgramFiles(x86)%\\Microsoft Visual
-    Studio\\<year>\\<edition>\\VC\\Tools\\ MSVC\\<version>\\bin\\Hostx64\\x64``), newest first; ``[]`` elsewhere.
-    """
-    if not is_windows():
-        return []
-    env = os.environ if env is None else env
-    found = []
-    for var in ("ProgramFiles", "ProgramFiles(x86)"):
-        base = env.get(var)
-        if base:
-            found += glob.glob(
-                os.path.join(
-                    base,
-                    "Microsoft Visual Studio",
-                    "*",
-                    "*",
-                    "VC",
-                    "Tools",
-                    "MSVC",
-                    "*",
-                    "bin",
-                    "Hostx64",
-                    "x64",
-                    "cl.exe",
-                )
-            )
-    return sorted(found, reverse=True)
-
-
-def _vcvars_for(cl: str) -> str:
-    """``...\\<edition>\\VC\\Tools\\MSVC\\<v>\\bin\\Hostx64\\x64\\cl.exe`` -> that edition's ``vcvars64.bat``."""
-    vc = cl
-    for _ in range(7):  # up from cl.exe to ...\VC
-        vc = os.path.dirname(vc)
-    return os.path.join(vc, "Auxiliary", "Build", "vcvars64.bat")
-
-
-_CCBIN = ("-ccbin", "--compiler-bindir")
-
-
-def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str | None:
-    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here, or
-    None.
-
-    Windows: nvcc needs MSVC's ``cl.exe`` on PATH (unless ``-ccbin``/``--compiler-bindir`` is among
-    ``nvcc_flags``); the message gives the exact fix: the "x64 Native Tools Command Prompt for VS"
-    or ``vcvars64.bat`` (the path of the installed one when found), installing the Build Tools'
-    "Desktop development with C++" workload, or ``-ccbin``. Elsewhere nvcc finds gcc itself; with
-    ``torch`` the ``$CXX``/``c++`` compiler PyTorch calls must be on PATH.
-    """
-    env = os.environ if env is None else env
-    if not is_windows():
-        if not torch:
-            return None
-        cxx = env.get("CXX", "c++")
-        if shutil.which(cxx, path=env.get("PATH")):
-            return None
-        return (
-            f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, or "
-            "Xcode's command-line tools) or set CXX to its path, then run the cell again."
-        )
-    if any(f in _CCBIN or f.startswith(tuple(c + "=" for c in _CCBIN)) for f in nvcc_flags):
-        return None
-    if shutil.which("cl.exe", path=env.get("PATH")):
-        return None
-    who = "PyTorch builds extensions" if torch else "nvcc compiles the host (CPU) code"
-    installed = msvc_compilers(env)
-    if installed:
-        cl = installed[0]
-        return (
-            f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not on this kernel's "
-            f"PATH. Visual Studio's is installed at {cl}. Either start Jupyter from the \"x64 Native Tools "
-            f'Command Prompt for VS" (Start menu), or run `"{_vcvars_for(cl)}"` in the terminal you start '
-            "Jupyter from, then restart the kernel"
-            + (
-                ""
-                if torch
-                else f"; or pass its folder to nvcc in the cell: --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\""
-            )
-            + "."
-        )
-    return (
-        f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio C++ compiler was "
-        "found (not on PATH, nor in Program Files). Install the Build Tools for Visual Studio with the "
-        '"Desktop development with C++" workload (`winget install Microsoft.VisualStudio.2022.BuildTools '
-        '--override "--add Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive"`), then '
-        'start Jupyter from the "x64 Native Tools Command Prompt for VS" (or run its vcvars64.bat first) and '
-        "restart the kernel"
-        + (
-            ""
-            if torch
-            else "; or pass cl.exe's folder with --nvcc-flags \"-ccbin "
-            "'C:\\...\\VC\\Tools\\MSVC\\<version>\\bin\\Hostx64\\x64'\""
-        )
-        + "."
-    )
-
-
+# ---- %%cuda's build
+# ------------------------------------------------------------------------------------------
 def extension_suffix() -> str:
     """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it:
     ``.pyd`` on Windows, ``.so`` elsewhere.

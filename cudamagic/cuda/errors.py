@@ -90,6 +90,7 @@ class CudaProgramError(_ShownAsMessage):
             it).
         cuda_error: ``"cudaErrorInsufficientDriver"``-style name of a CUDA error seen, or ``""``.
         timed_out: True when ``--timeout`` killed it.
+        watched: the output lines that matched ``run_program``'s ``watch`` pattern.
     """
 
     def __init__(
@@ -99,3 +100,8 @@ class CudaProgramError(_ShownAsMessage):
         self.returncode = returncode
         self.cuda_error = cuda_error
         self.timed_out = timed_out
+        self.watched: list = []
+
+
+class CudaUsageError(Exception):
+    """A mistake the user can fix (a flag, a missing tool); ``%%cuda`` shows it as a UsageError."""

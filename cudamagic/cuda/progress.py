@@ -9,16 +9,16 @@ from __future__ import annotations
 import sys
 import time
 
+from IPython import get_ipython
+from IPython.display import display
+
+from . import render
+
 SHOW_AFTER_S = 1.0
 
 
 def _in_notebook() -> bool:
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:  # pragma: no cover
-        return False
+    shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
@@ -32,10 +32,7 @@ class Line:
         return self.text
 
     def _repr_html_(self):
-        from ..core import style
-        from ..core.fmt import esc
-
-        return style.page(f'<div class="cm-note cm-mono">{esc(self.text)}</div>', "cuda")
+        return render.progress_html(self.text)
 
 
 class Progress:
@@ -87,8 +84,6 @@ class Progress:
             self.shown = True
             self.texts.append(text)
             if _in_notebook():
-                from IPython.display import display
-
                 self._widget = display(Line(text), display_id=True)
                 return
             self._tty = bool(getattr(err, "isatty", lambda: False)())

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..core.cuda_runtime_errors import RUNTIME_ERRORS
 from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
@@ -47,18 +48,13 @@ _REPORT_RES = (
 )
 
 
-def _runtime_texts() -> tuple:
-    from ..explain.cuda_runtime_errors import RUNTIME_ERRORS
-
-    return tuple(text for _code, _name, text in RUNTIME_ERRORS)
-
-
 @functools.lru_cache(maxsize=1)
 def _text_res() -> tuple:
     """Report shapes around an exact ``cudaGetErrorString`` text (CUDA 13.0's list, none for
     cudaSuccess): ``(after a word of failure, after its name, the value that ends the line)``.
     """
-    texts = "|".join(re.escape(t) for t in sorted(set(_runtime_texts()), key=len, reverse=True))
+    runtime_texts = {text for _code, _name, text in RUNTIME_ERRORS}
+    texts = "|".join(re.escape(t) for t in sorted(runtime_texts, key=len, reverse=True))
     return (
         # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code:
         # "failed: <text>"

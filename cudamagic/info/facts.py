@@ -21,7 +21,7 @@ import threading
 from ..core import nvml, platform
 from ..core.na import NA, is_na
 from . import health
-from .nvcc import cuda_home_problem, find_nvcc, nvcc_info
+from ..core.nvcc import cuda_home_problem, find_nvcc, nvcc_info
 from .versions import decode_cudnn_version, parse_cuda_visible_devices, parse_torch_version
 
 ENV_VARS = [

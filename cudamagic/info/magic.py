@@ -11,7 +11,7 @@ from IPython.core.magic import line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, TraitError, validate
 
-from ..core.magic import AreaMagics, strip_comment
+from ..core.magic import AreaMagics
 
 USAGE = "%cudainfo [--json | -q]"
 
@@ -73,7 +73,7 @@ class InfoMagics(AreaMagics):
         Never creates a CUDA context, never raises on a machine without a GPU,
         driver, nvcc or NVML: what cannot be read shows as N/A with the reason.
         """
-        stripped = strip_comment(line).rstrip()
+        stripped = line.rstrip()
         quiet = stripped.endswith(";")  # `%cudainfo ;` as in `expr;`: display nothing
         args = self.parse(self.cudainfo, stripped.rstrip(";"), USAGE)
         if args.json and args.quiet:
@@ -94,4 +94,4 @@ class InfoMagics(AreaMagics):
 
     def _cudainfo_quiet(self, line=""):
         """``%cudainfo;``: the report is collected and stored as ``_cudainfo``; nothing is displayed."""
-        return self.cudainfo(strip_comment(line).rstrip() + " ;")
+        return self.cudainfo(line.rstrip() + " ;")

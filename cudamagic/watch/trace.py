@@ -136,7 +136,7 @@ def sample_to_json(s: Sample) -> dict:
 
 def trace_header(source: str, interval_s: float | None = None) -> dict:
     """The first line of a trace: ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``."""
-    from .. import __version__
+    from ..core.version import __version__
 
     head = {
         "cudamagic_trace": TRACE_VERSION,

@@ -5,6 +5,7 @@ signal.SIGKILL, no resource module, Windows paths).
 from __future__ import annotations
 
 import ast
+import glob
 import os
 import pathlib
 import shutil
@@ -45,10 +46,22 @@ class _Without:
         return getattr(self._module, name)
 
 
+class _WindowsGlob:
+    """``glob`` where a backslash separates folders, as on Windows."""
+
+    @staticmethod
+    def glob(pattern):
+        return glob.glob(pattern.replace("\\", "/"))
+
+
 @pytest.fixture
 def windows(monkeypatch):
-    """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no resource."""
+    """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL,
+    no resource; ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts); backslash paths.
+    """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
+    monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
+    monkeypatch.setattr(platform, "glob", _WindowsGlob)
     monkeypatch.setattr(
         platform,
         "os",

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from cudamagic.cuda.build import Workspace, rewrite
+from cudamagic.cuda.build import rewrite
+from cudamagic.cuda.cache import Workspace
 from cudamagic.cuda.errors import CudaCompileError, CudaProgramError, Diagnostic
 from cudamagic.cuda.run import run_program
 

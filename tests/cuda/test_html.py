@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cudamagic.core.style import hard_coded_colours
-from cudamagic.cuda.magic import Saved, Skipped, TorchBuild
+from cudamagic.cuda.result import Saved, Skipped, TorchBuild
 from cudamagic.cuda.progress import Line
 
 
@@ -25,7 +25,7 @@ def test_saved_header_through_the_shell_is_themed(cuda_ip):
 
 
 def test_torch_build_and_progress_line_are_themed_and_escaped():
-    built = TorchBuild(["add_one", "<x>"], module=None, cached=True, elapsed_s=0.0)._repr_html_()
+    built = TorchBuild(("add_one", "<x>"), module=None, cached=True, archs=(), elapsed_s=0.0)._repr_html_()
     _check(built)
     assert (
         "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache"

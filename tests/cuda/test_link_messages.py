@@ -12,7 +12,8 @@ import stat
 import pytest
 
 from cudamagic.cuda import link
-from cudamagic.cuda.build import Workspace, _raise_link_error, rewrite
+from cudamagic.cuda.build import _raise_link_error, rewrite
+from cudamagic.cuda.cache import Workspace
 from cudamagic.cuda.errors import CudaLinkError, Diagnostic
 
 # nvcc 13.0 on Linux, `nvcc -o prog cell.cu` of CELL (GNU ld demangles itself)

@@ -108,7 +108,7 @@ def _slow_nvcc(tmp_path, sleep_s: float, marker=None) -> str:
 
 @pytest.fixture
 def slow_path(tmp_path, monkeypatch):
-    from cudamagic.info import nvcc as nvcc_module
+    from cudamagic.core import nvcc as nvcc_module
 
     def use(sleep_s, marker=None):
         monkeypatch.delenv("CUDA_HOME", raising=False)
@@ -116,7 +116,7 @@ def slow_path(tmp_path, monkeypatch):
         monkeypatch.setenv(
             "PATH", f"{_slow_nvcc(tmp_path, sleep_s, marker)}{os.pathsep}{os.environ['PATH']}"
         )
-        monkeypatch.setattr(nvcc_module, "_nvcc_cache", {})
+        monkeypatch.setattr(nvcc_module, "_info_cache", {})
 
     return use
 

@@ -41,7 +41,7 @@ def test_host_program_runs_and_prints(cuda_ip, capfd):
     result = cuda_ip.run_cell(HELLO)
     assert result.success, result.error_in_exec
     assert "hello from the cell" in capfd.readouterr().out
-    assert cuda_magics().last["cached"] is False
+    assert cuda_magics().last.cached is False
 
 
 def test_output_streams_line_by_line(cuda_ip, monkeypatch):
@@ -205,7 +205,7 @@ def test_host_only_program_with_cuda_header_needs_no_driver(cuda_ip, capfd):
 
 
 def test_unchanged_rerun_calls_nvcc_zero_times(cuda_ip, tmp_path, monkeypatch, capfd):
-    from cudamagic.info import nvcc as nvcc_module
+    from cudamagic.core import nvcc as nvcc_module
 
     wrapper_dir = tmp_path / "bin"
     wrapper_dir.mkdir()
@@ -216,17 +216,17 @@ def test_unchanged_rerun_calls_nvcc_zero_times(cuda_ip, tmp_path, monkeypatch, c
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(nvcc_module, "_nvcc_cache", {})
+    monkeypatch.setattr(nvcc_module, "_info_cache", {})
 
     def calls():
         return len(count.read_text().splitlines()) if count.exists() else 0
 
     assert cuda_ip.run_cell(HELLO).success
     first = calls()
-    assert first >= 1 and cuda_magics().last["path"]
+    assert first >= 1 and cuda_magics().last.path
     assert cuda_ip.run_cell(HELLO).success
     assert calls() == first
-    assert cuda_magics().last["cached"] is True
+    assert cuda_magics().last.cached is True
     assert capfd.readouterr().out.count("hello from the cell") == 2
     assert cuda_ip.run_cell(HELLO.replace("hello", "hi")).success  # a changed cell compiles again
     assert calls() == first + 1
@@ -243,7 +243,7 @@ def test_saved_header_is_included_and_part_of_the_cache_key(cuda_ip, capfd):
         "%%cuda --save scale.cuh\ninline int scale(int v) { return 5 * v; }\n"
     ).success
     assert cuda_ip.run_cell(use).success
-    assert cuda_magics().last["cached"] is False
+    assert cuda_magics().last.cached is False
     assert capfd.readouterr().out.strip().endswith("35")
 
 
@@ -261,7 +261,7 @@ def test_clear_cache(cuda_ip, capfd):
     cuda_ip.run_line_magic("cuda", "--clear-cache")
     assert "removed 1 cached build" in capfd.readouterr().out
     assert cuda_ip.run_cell(HELLO).success
-    assert cuda_magics().last["cached"] is False
+    assert cuda_magics().last.cached is False
 
 
 def test_cache_is_bounded(cuda_ip):
@@ -309,7 +309,7 @@ def test_line_magic_without_clear_cache(cuda_ip):
 
 def test_arch_override_and_too_old_arch(cuda_ip):
     assert cuda_ip.run_cell(HELLO.replace("%%cuda", "%%cuda --arch sm_90")).success
-    assert cuda_magics().last["archs"] == ("90",)
+    assert cuda_magics().last.archs == ("90",)
     with pytest.raises(UsageError, match=r"sm_35 .* is too old for nvcc"):
         cuda_ip.run_cell_magic("cuda", "--arch sm_35", "int main() {}\n")
 
@@ -320,9 +320,9 @@ def test_gpu_architecture_from_nvml(cuda_ip, fake_nvml):
     scenario = dict(fm.SCENARIOS["one_gpu"], cuda_driver_version=13000)
     fake_nvml(scenario)
     assert cuda_ip.run_cell("%%cuda\n" + KERNEL_DEFINED).success
-    assert cuda_magics().last["archs"] == ("90",)
+    assert cuda_magics().last.archs == ("90",)
     assert cuda_ip.run_cell(HELLO).success  # host-only code: no architecture, nvcc's default
-    assert cuda_magics().last["archs"] == ()
+    assert cuda_magics().last.archs == ()
 
 
 def test_driver_older_than_toolkit_is_refused_before_compiling(cuda_ip, fake_nvml):
@@ -333,12 +333,12 @@ def test_driver_older_than_toolkit_is_refused_before_compiling(cuda_ip, fake_nvm
 
 
 def test_no_nvcc_says_how_to_get_one(cuda_ip, monkeypatch, tmp_path):
-    from cudamagic.cuda import toolchain
+    from cudamagic.core import nvcc
 
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(toolchain, "wheel_nvcc", lambda: None)
+    monkeypatch.setattr(nvcc, "wheel_folders", lambda: [])
     with pytest.raises(UsageError, match=r"no nvcc .* `%pip install \"cudamagic\[cuda\]\"`"):
         cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
 
@@ -380,7 +380,7 @@ def _our_children():
 
 
 def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip, tmp_path, monkeypatch):
-    from cudamagic.info import nvcc as nvcc_module
+    from cudamagic.core import nvcc as nvcc_module
 
     # a compile that takes long on any machine: nvcc behind a wrapper that waits 5 s before
     # compiling (the version and architecture queries pass straight through), so the interrupt lands
@@ -396,7 +396,7 @@ def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip, tmp_path, monke
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", f"{wrapper_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setattr(nvcc_module, "_nvcc_cache", {})
+    monkeypatch.setattr(nvcc_module, "_info_cache", {})
     before = {p.pid for p in _our_children()}
     timer = _interrupt_after(1.2)
     try:
@@ -581,14 +581,14 @@ def test_program_printing_the_runtime_error_string_without_a_launch(cuda_ip, cap
 
 
 def test_skip_without_gpu_and_nvcc(cuda_ip, capfd, monkeypatch, tmp_path, fake_nvml):
-    from cudamagic.cuda import toolchain
-    from cudamagic.cuda.magic import Skipped
+    from cudamagic.core import nvcc
+    from cudamagic.cuda.result import Skipped
     from tests import fake_nvml as fm
 
     fake_nvml("no_driver")
     out = cuda_ip.run_cell_magic("cuda", "--skip-without gpu", HELLO.split("\n", 1)[1])
     assert isinstance(out, Skipped) and "needs an NVIDIA GPU, and NVML sees none" in repr(out)
-    assert cuda_magics().last == {"kind": "skipped", "reason": out.reason}
+    assert cuda_magics().last == out
     assert cuda_ip.run_cell(
         HELLO.replace("%%cuda", "%%cuda --skip-without nvcc")
     ).success  # nvcc is here: runs
@@ -599,7 +599,7 @@ def test_skip_without_gpu_and_nvcc(cuda_ip, capfd, monkeypatch, tmp_path, fake_n
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(toolchain, "wheel_nvcc", lambda: None)
+    monkeypatch.setattr(nvcc, "wheel_folders", lambda: [])
     out = cuda_ip.run_cell_magic("cuda", "--skip-without nvcc", "int main() {}\n")
     assert repr(out).startswith(
         "skipped: this cell needs nvcc (the CUDA compiler), and none was found"

@@ -262,10 +262,10 @@ def test_a_flood_of_lines_is_relayed_whole():
 
 
 def test_every_runtime_error_text_is_a_report_after_a_failure_word():
-    # the texts come from CUDA 13.0's cudaGetErrorString list (explain.cuda_runtime_errors), read
+    # the texts come from CUDA 13.0's cudaGetErrorString list (core.cuda_runtime_errors), read
     # afresh here
     from cudamagic.cuda import run
-    from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS
+    from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS
 
     run._text_res.cache_clear()
     try:

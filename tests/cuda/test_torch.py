@@ -48,7 +48,7 @@ def test_failed_build_then_fixed_cell_builds_once_and_is_cached(tip):
         "%%cuda --torch add_one,scale\n" + ADD_ONE
     )  # the fix is built (no stale failure)
     assert built.success, built.error_in_exec
-    assert built.result.cached is False and cuda_magics().last["cached"] is False
+    assert built.result.cached is False and cuda_magics().last.cached is False
     assert tip.run_cell(
         "import torch\nout = add_one(torch.arange(3)); doubled = scale(torch.ones(2), 2.5)"
     ).success
@@ -71,12 +71,12 @@ def test_failed_build_then_fixed_cell_builds_once_and_is_cached(tip):
 
 
 def test_stale_lock_is_reported_within_two_seconds(tip):
-    from cudamagic.cuda import build
+    from cudamagic.cuda import cache
     from cudamagic.cuda.torchext import torch_key
 
     source = ADD_ONE.replace("x + 1", "x + 2")
     ws = cuda_magics()._workspace()
-    folder = build.entry(ws.root, "torch-build", torch_key(source, ("add_one",), ws, (), None))
+    folder = cache.entry(ws.root, "torch-build", torch_key(source, ("add_one",), ws, (), None))
     os.makedirs(folder, exist_ok=True)
     lock = os.path.join(folder, "lock")
     open(lock, "w").close()
@@ -136,7 +136,7 @@ def test_interrupted_build_stops_cleanly(tip):
 
     import psutil
 
-    from cudamagic.cuda import build
+    from cudamagic.cuda import cache
     from cudamagic.cuda.torchext import torch_key
 
     source = ADD_ONE.replace("x + 1", "x + 3")
@@ -151,9 +151,9 @@ def test_interrupted_build_stops_cleanly(tip):
     ws = cuda_magics()._workspace()
     key = torch_key(source, ("add_one",), ws, (), None)
     assert not os.path.exists(
-        build.entry(ws.root, "torch", key)
+        cache.entry(ws.root, "torch", key)
     )  # nothing half-written in the cache
-    assert not os.path.exists(os.path.join(build.entry(ws.root, "torch-build", key), "lock"))
+    assert not os.path.exists(os.path.join(cache.entry(ws.root, "torch-build", key), "lock"))
     time.sleep(0.3)
     alive = [
         p

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from cudamagic.explain import cudaerrors  # noqa: E402
-from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
 from .failing import fail, notes  # noqa: E402
 

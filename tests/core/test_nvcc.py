@@ -5,7 +5,7 @@ import stat
 import pytest
 
 from cudamagic.core.na import is_na
-from cudamagic.info import nvcc
+from cudamagic.core import nvcc
 
 
 def _fake_nvcc(tmp_path, body):
