@@ -15,13 +15,14 @@ from IPython.utils.process import arg_split
 
 
 def split_line(line: str) -> list:
-    """IPython's split of a magic line, with quoted words unquoted.
+    """IPython's split of a magic line, with quoted values unquoted.
 
     ``magic_arguments.parse_argstring`` splits as this does (``arg_split``: backslashes stay, so
     Windows paths arrive intact) but keeps the quotes: ``--log "run 1.jsonl"`` would name the file
-    ``"run 1.jsonl"`` with its quote characters. A quoted word is a value: when it starts with a
-    dash (``--nvcc-flags "-lcuda"``) it is joined to the option before it (``--nvcc-flags=-lcuda``),
-    so argparse does not read it as an option.
+    ``"run 1.jsonl"`` with its quote characters. A quoted word, or a quoted value after ``=``
+    (``--log="run.jsonl"``), loses one pair of quotes. A quoted word is a value: when it starts with
+    a dash (``--nvcc-flags "-lcuda"``) it is joined to the option before it
+    (``--nvcc-flags=-lcuda``), so argparse does not read it as an option.
 
     Args:
         line: the argument string after the magic's name.
@@ -31,11 +32,15 @@ def split_line(line: str) -> list:
     """
     words: list = []
     for word in arg_split(line):
-        if len(word) >= 2 and word[0] == word[-1] and word[0] in "'\"":
-            word = word[1:-1]
-            if word.startswith("-") and words and words[-1].startswith("-"):
-                word = f"{words.pop()}={word}"
-        words.append(word)
+        flag, eq, value = word.partition("=")
+        if not (eq and flag.startswith("-")):
+            flag, eq, value = "", "", word
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+            after_option = words and words[-1].startswith("-") and "=" not in words[-1]
+            if not eq and value.startswith("-") and after_option:
+                flag, eq = words.pop(), "="
+        words.append(flag + eq + value)
     return words
 
 
