@@ -667,3 +667,19 @@ def test_unchanged_rerun_in_a_new_kernel_calls_nvcc_zero_times(tmp_path):
     )  # another nvcc at the same path: asked again
     assert "hello from the cell" in kernel(HELLO)
     assert sorted(calls()[before:]) == ["--list-gpu-arch", "-V"]
+
+
+@needs_nvcc
+def test_each_target_architecture_gets_its_own_binary(cuda_ip):
+    # the cache key holds the architectures: sm_90 after sm_80 on the same source must compile again
+    cell = KERNEL_DEFINED
+    assert cuda_ip.run_cell("%%cuda --arch sm_80\n" + cell).success
+    sm80 = cuda_magics().last
+    assert cuda_ip.run_cell("%%cuda --arch sm_90\n" + cell).success
+    sm90 = cuda_magics().last
+    assert (sm80.archs, sm90.archs) == (("80",), ("90",))
+    assert sm90.cached is False and sm90.path != sm80.path
+    with open(sm80.path, "rb") as f80, open(sm90.path, "rb") as f90:
+        assert f80.read() != f90.read()
+    assert cuda_ip.run_cell("%%cuda --arch sm_80\n" + cell).success
+    assert cuda_magics().last.cached is True and cuda_magics().last.path == sm80.path
