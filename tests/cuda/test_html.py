@@ -25,7 +25,9 @@ def test_saved_header_through_the_shell_is_themed(cuda_ip):
 
 
 def test_torch_build_and_progress_line_are_themed_and_escaped():
-    built = TorchBuild(("add_one", "<x>"), module=None, cached=True, archs=(), elapsed_s=0.0)._repr_html_()
+    built = TorchBuild(
+        ("add_one", "<x>"), module=None, cached=True, archs=(), elapsed_s=0.0
+    )._repr_html_()
     _check(built)
     assert (
         "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache"
