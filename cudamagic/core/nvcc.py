@@ -38,7 +38,7 @@ def _version_key(folder: str) -> tuple:
 
 
 def windows_toolkits(env=None) -> list:
-    """Windows: the installer's ``CUDA\\vX.Y`` folders, newest first; ``[]`` elsewhere.
+    r"""Windows: the installer's ``CUDA\vX.Y`` folders, newest first; ``[]`` elsewhere.
 
     Args:
         env: the environment to read ``ProgramFiles`` from (default ``os.environ``).

@@ -251,8 +251,10 @@ def rss_bytes() -> int | None:
 
 
 def child_pids(pid: int, proc=None) -> set:
-    """Pids of the direct children of ``pid``. Linux: ``/proc/PID/task/*/children`` (cheap);
-    elsewhere (or when that file is missing) ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
+    """Pids of the direct children of ``pid``.
+
+    Linux: ``/proc/PID/task/*/children`` (cheap); elsewhere (or when that file is missing)
+    ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
     """
     files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
     if not files:
@@ -390,9 +392,10 @@ def which(name: str, env=None) -> str | None:
 
 
 def pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)``
-    (EPERM: it exists and belongs to another user; ESRCH: no such pid). Windows:
-    ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
+    """True when ``pid`` exists here, even if this user may not read it.
+
+    POSIX: ``kill(pid, 0)`` (EPERM: it exists and belongs to another user; ESRCH: no such pid).
+    Windows: ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
     """
     if is_windows():
         try:

@@ -26,7 +26,8 @@ LOG_LIMIT_BYTES = 4 * 1024 * 1024
 # means the runtime is already gone. Where the linker cannot wrap (MSVC), only the GPU case is seen.
 _EXIT_CHECK_WRAP = r"""
 extern "C" unsigned __real___cudaPushCallConfiguration(dim3, dim3, size_t, struct CUstream_st *);
-extern "C" unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t s, struct CUstream_st *st) {
+extern "C" unsigned __wrap___cudaPushCallConfiguration(dim3 g, dim3 b, size_t s,
+                                                       struct CUstream_st *st) {
   cudamagic_exit_check_::launched = true;
   return __real___cudaPushCallConfiguration(g, b, s, st);
 }
@@ -48,7 +49,8 @@ static void check() {
   }
   if (e != cudaSuccess && e != cudaErrorCudartUnloading) {
     std::fflush(stdout);
-    std::fprintf(stderr, "\n@@cudamagic-cuda-error@@ %d %s %s\n", (int)e, cudaGetErrorName(e), cudaGetErrorString(e));
+    std::fprintf(stderr, "\n@@cudamagic-cuda-error@@ %d %s %s\n", (int)e, cudaGetErrorName(e),
+                 cudaGetErrorString(e));
     std::fflush(stderr);
   }
 }
@@ -102,8 +104,9 @@ def _raise_link_error(
         return
     diags = diagnostics(symbols, source.splitlines(), {n: ws.headers.get(n, []) for n in headers})
     them = "it" if len(symbols) == 1 else "them"
+    missing = plural(len(symbols), "undefined symbol")
     head = (
-        f"linking failed (nvcc exit status {returncode}): {plural(len(symbols), 'undefined symbol')}; "
+        f"linking failed (nvcc exit status {returncode}): {missing}; "
         f"the cell compiled, but nothing defines {them}"
     )
     body = "\n".join(d.text() for d in diags[:10])
@@ -129,15 +132,18 @@ _SEVERITY_RE = re.compile(r"^\s*:?\s*(?P<sev>fatal error|error|warning)\s*:?\s*(
 
 
 def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
-    """Rewrite compiler output so every location names the notebook: ``/tmp/.../cell.cu(5)`` and
-    ``cell.cu:5:3`` become ``cell line 6`` (the ``%%cuda`` line is the cell's line 1), a saved
-    header's ``vec.cuh(3)`` becomes ``vec.cuh line 3``.
+    """Rewrite compiler output so every location names the notebook.
+
+    ``/tmp/.../cell.cu(5)`` and ``cell.cu:5:3`` become ``cell line 6`` (the ``%%cuda`` line is the
+    cell's line 1); a saved header's ``vec.cuh(3)`` becomes ``vec.cuh line 3``.
 
     Args:
-        log: the compiler's output. sources: path of each file holding the cell -> how many lines
-            precede the cell's first line in it (0 for the program; 1 for load_inline's
-            ``main.cpp``, 3 for its ``cuda.cu``). ws: the :class:`Workspace` (saved headers).
-            cell_lines: the cell body's lines.
+        log: the compiler's output.
+        sources: path of each file holding the cell -> how many lines precede the cell's first
+            line in it (0 for the program; 1 for load_inline's ``main.cpp``, 3 for its
+            ``cuda.cu``).
+        ws: the :class:`.cache.Workspace` (saved headers).
+        cell_lines: the cell body's lines.
 
     Returns:
         ``(text, diagnostics)``: the rewritten log and a :class:`Diagnostic` per error/warning line
@@ -189,8 +195,9 @@ def rewrite(log: str, sources: dict, ws: Workspace, cell_lines: list):
 
 
 def nvcc_argv(nvcc: str, src: str, exe: str, gencode, flags, include_dir, wrap: bool) -> list:
-    """Nvcc's command line as a list (``subprocess`` passes each element as one argument, so paths
-    with spaces need no quotes on any platform): ``nvcc [-I include_dir] -o exe src [gencode...] [wrap] [flags...]``.
+    """Nvcc's command line as a list: ``nvcc [-I dir] -o exe src [gencode] [wrap] [flags]``.
+
+    ``subprocess`` passes each element as one argument, so paths with spaces need no quotes.
     """
     argv = [nvcc]
     if include_dir:

@@ -28,18 +28,20 @@ class CudaSettings(HasTraits):
 
     cuda_cache_dir = Unicode(
         "",
-        help="Folder of %%cuda's build cache; empty: $XDG_CACHE_HOME/cudamagic/cuda (~/.cache/cudamagic/cuda).",
+        help="Folder of %%cuda's build cache; empty: $XDG_CACHE_HOME/cudamagic/cuda "
+        "(~/.cache/cudamagic/cuda).",
     ).tag(config=True)
     cuda_cache_max_bytes = Int(
         2 * 1024**3,
         min=0,
-        help="Bytes the %%cuda build cache may hold; least recently used builds are removed beyond it.",
+        help="Bytes the %%cuda build cache may hold; least recently used builds are removed "
+        "beyond it.",
     ).tag(config=True)
     cuda_timeout_s = Float(
         0.0,
         min=0.0,
-        help="Seconds a %%cuda program may run before it is killed when the cell gives no --timeout; 0: no limit "
-        "(a cell's --timeout 0 also turns a limit set here off).",
+        help="Seconds a %%cuda program may run before it is killed when the cell gives no "
+        "--timeout; 0: no limit (a cell's --timeout 0 also turns a limit set here off).",
     ).tag(config=True)
     cuda_nvcc_flags = Unicode(
         "", help="Extra nvcc flags for every %%cuda cell, e.g. '-O3 -lineinfo'."
@@ -127,7 +129,7 @@ class CudaCellMagics(AreaMagics):
     )
     @line_cell_magic
     def cuda(self, line="", cell=None):
-        """Compile a cell of CUDA C++ for this GPU and run it, or build a PyTorch extension.
+        r"""Compile a cell of CUDA C++ for this GPU and run it, or build a PyTorch extension.
 
         nvcc (from $CUDA_HOME, $CUDA_PATH, PATH or NVIDIA's pip wheel) builds the cell for the
         GPU's compute capability, read from NVML without a CUDA context. Builds are cached by
@@ -140,7 +142,7 @@ class CudaCellMagics(AreaMagics):
 
                 %%cuda --arch sm_90 --timeout 30 --args "1024 16"
                 #include <cstdio>
-                __global__ void hello() { printf("thread %d\\n", threadIdx.x); }
+                __global__ void hello() { printf("thread %d\n", threadIdx.x); }
                 int main() { hello<<<1, 4>>>(); cudaDeviceSynchronize(); }
 
             A header that later cells ``#include "vec.cuh"``: ``%%cuda --save vec.cuh``.
@@ -164,8 +166,8 @@ class CudaCellMagics(AreaMagics):
         opts = check(args, self.settings.cuda_timeout_s)
         if not cell.strip():
             raise UsageError(
-                "%%cuda: the cell is empty; put CUDA C++ below the %%cuda line (a main() to run it, "
-                "or functions with --torch NAMES)."
+                "%%cuda: the cell is empty; put CUDA C++ below the %%cuda line (a main() to run "
+                "it, or functions with --torch NAMES)."
             )
         try:
             self.last = result = run_cell(

@@ -111,8 +111,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
         bad = [n for n in names if not _IDENT_RE.match(n)]
         if bad or not names:
             raise UsageError(
-                f"%%cuda: --torch {args.torch!r}: give the C++ function names to bind, separated by "
-                "commas, e.g. --torch add_one,scale."
+                f"%%cuda: --torch {args.torch!r}: give the C++ function names to bind, separated "
+                "by commas, e.g. --torch add_one,scale."
             )
     if save and (names or args.profile):
         raise UsageError(
@@ -132,8 +132,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
     skip = args.skip_without
     if skip is not None and skip not in ("nvcc", "gpu"):
         raise UsageError(
-            f"%%cuda: --skip-without {skip!r}: choose nvcc (skip the cell where no CUDA compiler is "
-            "installed) or gpu (skip it also where no NVIDIA GPU is visible)."
+            f"%%cuda: --skip-without {skip!r}: choose nvcc (skip the cell where no CUDA compiler "
+            "is installed) or gpu (skip it also where no NVIDIA GPU is visible)."
         )
     return CudaOptions(
         arch=arch,

@@ -1,7 +1,8 @@
-"""The progress line of a long build: shown once a build has taken more than a second, as a display
-updated in place in a notebook (``display(..., display_id=True)`` then ``update``: unlike an
-ipywidget, a saved or exported notebook and a front end without the widget manager show the final
-state) and as a line on stderr in a terminal. Updated only from the thread that runs the cell.
+"""The progress line of a long build, shown once it has taken more than a second.
+
+In a notebook it is a display updated in place (``display(..., display_id=True)`` then ``update``:
+unlike an ipywidget, a saved notebook and a front end without the widget manager show the final
+state); in a terminal a line on stderr. Updated only from the thread that runs the cell.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Progress:
         self._tty = False
 
     def elapsed_s(self) -> float:
+        """Seconds since the build started."""
         return self._clock() - self.start_s
 
     def _err(self):
@@ -74,7 +76,7 @@ class Progress:
         return f"%%cuda: {step}... {self.elapsed_s():.1f} s"
 
     def tick(self, step: str) -> None:
-        """Record the current step; show or refresh the progress when more than a second has passed."""
+        """Record the current step; show or refresh the line once a second has passed."""
         self.step = step
         if self.elapsed_s() < SHOW_AFTER_S:
             return
@@ -100,7 +102,7 @@ class Progress:
             print("\r" + text, end="", file=err, flush=True)
 
     def finish(self, outcome: str) -> None:
-        """Final state (``"done"``, ``"failed"``, ``"interrupted, stopped cleanly"``); nothing if never shown."""
+        """Show the final state (``"done"``, ``"failed"``, ...), if the line was ever shown."""
         if not self.shown:
             return
         text = self._text(self.step, outcome)

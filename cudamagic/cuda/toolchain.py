@@ -232,7 +232,7 @@ def msvc_compilers(env=None) -> list:
 
 
 def _vcvars_for(cl: str) -> str:
-    """``...\\VC\\Tools\\MSVC\\<v>\\bin\\Hostx64\\x64\\cl.exe`` -> that edition's vcvars64.bat."""
+    r"""``...\VC\Tools\MSVC\<v>\bin\Hostx64\x64\cl.exe`` -> that edition's vcvars64.bat."""
     vc = cl
     for _ in range(7):  # up from cl.exe to ...\VC
         vc = os.path.dirname(vc)

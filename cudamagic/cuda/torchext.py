@@ -1,5 +1,4 @@
-"""``%%cuda --torch NAMES``: the cell built as a PyTorch extension with
-``torch.utils.cpp_extension.load_inline``.
+"""``%%cuda --torch NAMES``: the cell built as a PyTorch extension with ``load_inline``.
 
 The build runs in a child Python process (so a kernel interrupt kills ninja and the compilers
 cleanly and the user's process never waits on load_inline's lock), for this GPU's architecture only
@@ -39,8 +38,9 @@ _CHILD = r"""
 import json, sys
 a = json.loads(sys.argv[1])
 from torch.utils.cpp_extension import load_inline
-load_inline(name=a["name"], cpp_sources=a["cpp"], cuda_sources=a["cuda"] or None, functions=a["functions"],
-            extra_cuda_cflags=a["cuda_flags"], build_directory=a["dir"], verbose=False, is_python_module=True)
+load_inline(name=a["name"], cpp_sources=a["cpp"], cuda_sources=a["cuda"] or None,
+            functions=a["functions"], extra_cuda_cflags=a["cuda_flags"], build_directory=a["dir"],
+            verbose=False, is_python_module=True)
 """
 
 
@@ -59,15 +59,17 @@ def check_ninja() -> None:
 
     if not is_ninja_available():
         raise CudaUsageError(
-            "%%cuda --torch: PyTorch builds extensions with ninja, which is not installed or not on "
-            "PATH; run `%pip install ninja` and run the cell again."
+            "%%cuda --torch: PyTorch builds extensions with ninja, which is not on PATH; run "
+            "`%pip install ninja`."
         )
 
 
 def check_prereqs(source: str, tk_fn) -> object:
-    """Check ninja, the host compiler, and for cells with device code a CUDA build of PyTorch whose
-    CUDA major equals nvcc's. ``tk_fn()`` returns the :class:`.toolchain.Toolkit` (called only for
-    device code).
+    """Check ninja, the host compiler, and for device code PyTorch's CUDA against nvcc's.
+
+    Args:
+        source: the cell body.
+        tk_fn: returns the :class:`.toolchain.Toolkit` (called only for device code).
 
     Returns:
         The Toolkit, or None for a C++-only cell.
@@ -85,17 +87,16 @@ def check_prereqs(source: str, tk_fn) -> object:
         return None
     if torch.version.cuda is None:
         raise CudaUsageError(
-            f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, so it cannot "
-            "build CUDA kernels (C++-only cells work). Install a CUDA build, e.g. `%pip install torch "
-            "--index-url https://download.pytorch.org/whl/cu128`, and restart the kernel."
+            f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, which cannot "
+            "build CUDA kernels; `%pip install torch --index-url "
+            "https://download.pytorch.org/whl/cu128` installs a CUDA build."
         )
     tk = tk_fn()
     if int(torch.version.cuda.split(".")[0]) != tk.major:
         raise CudaUsageError(
-            f"%%cuda --torch: PyTorch was built with CUDA {torch.version.cuda} but nvcc at {tk.path} is "
-            f"{tk.release}; the major versions must match. Point CUDA_HOME at a CUDA "
-            f"{torch.version.cuda.split('.')[0]}.x toolkit (or `%pip install "
-            f'"nvidia-cuda-nvcc=={torch.version.cuda}.*"`).'
+            f"%%cuda --torch: PyTorch was built with CUDA {torch.version.cuda} but nvcc at "
+            f"{tk.path} is {tk.release}; the major versions must match: `%pip install "
+            f'"nvidia-cuda-nvcc=={torch.version.cuda}.*"`.'
         )
     return tk
 
@@ -104,8 +105,7 @@ _SIG_TEMPLATE = r"(?P<ret>[\w:<>,\s\*&]+?)\s*\b{name}\s*\((?P<args>[^)]*)\)\s*\{
 
 
 def declarations(source: str, names) -> str:
-    """C++ declarations (``torch::Tensor add_one(torch::Tensor x);``) of ``names`` defined in
-    ``source``.
+    """C++ declarations (``torch::Tensor add_one(torch::Tensor x);``) of ``names`` in ``source``.
 
     Raises:
         CudaUsageError: a name has no definition in the cell.
@@ -115,9 +115,8 @@ def declarations(source: str, names) -> str:
         m = re.search(_SIG_TEMPLATE.format(name=re.escape(name)), source)
         if not m:
             raise CudaUsageError(
-                f"%%cuda --torch: the cell defines no function {name!r}; --torch takes the names of "
-                "C++ functions defined in the cell, e.g. `torch::Tensor add_one(torch::Tensor x) {...}` "
-                "with --torch add_one."
+                f"%%cuda --torch: the cell defines no function {name!r}; --torch takes names of "
+                "C++ functions the cell defines."
             )
         ret = m["ret"].strip().splitlines()[-1].strip()
         out.append(f"{ret} {name}({m['args'].strip()});")
@@ -169,9 +168,13 @@ def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int 
     """Build (or load from the cache) the extension and return the imported module.
 
     Args:
-        source: the cell body. names: function names to bind. ws: :class:`.cache.Workspace`.
-        archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``). tk: Toolkit or None
-            (C++ only).
+        source: the cell body.
+        names: function names to bind.
+        ws: the :class:`.cache.Workspace`.
+        archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``).
+        tk: the :class:`.toolchain.Toolkit`, or None (C++ only).
+        progress: a :class:`.progress.Progress`.
+        max_bytes: the cache's bound.
 
     Returns:
         ``(module, cached)``.

@@ -95,7 +95,7 @@ def test_stale_lock_is_reported_within_two_seconds(tip):
 def test_missing_ninja_is_one_line(tip, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(
-        UsageError, match=r"with ninja, which is not installed .* `%pip install ninja`"
+        UsageError, match=r"with ninja, which is not on PATH; run `%pip install ninja`"
     ):
         tip.run_cell_magic("cuda", "--torch add_one", ADD_ONE)
 
