@@ -111,7 +111,7 @@ def test_timeout_0_is_no_limit_and_the_config_default_is_named(cuda_ip, capfd):
         assert "`%config CudaMagics.cuda_timeout_s = 0.5`" in str(
             exc
         ) and "--timeout 0.5" not in str(exc)
-        assert "--timeout 0: no limit" in str(exc)
+        assert "`%%cuda --timeout 600` (0: no limit)" in str(exc)
         # the trait takes 0 too (no limit), and refuses what --timeout refuses
         cuda_ip.run_line_magic("config", "CudaMagics.cuda_timeout_s = 0")
         assert settings.cuda_timeout_s == 0
