@@ -139,10 +139,9 @@ def test_linux_stack_limit_is_raised_within_the_cap():
         resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
 
 
-def test_rss_on_linux_and_presented_windows(windows):
-    windows.setattr(platform, "SYSTEM", "linux")
+def test_rss_on_linux_and_presented_windows(monkeypatch):
     linux = platform.rss_bytes()
-    windows.setattr(platform, "SYSTEM", "windows")
+    monkeypatch.setattr(platform, "SYSTEM", "windows")
     win = platform.rss_bytes()  # psutil's figure: the same quantity
     assert linux and win and abs(linux - win) < 64 * 2**20
 

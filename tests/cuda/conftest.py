@@ -41,3 +41,13 @@ def path_without_nvcc(tmp_path) -> str:
             d = str(shadow)
         dirs.append(d)
     return os.pathsep.join(dirs)
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> bool:
+    """Poll ``condition()`` until it is true or ``timeout_s`` passed; its last value."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()

@@ -11,7 +11,7 @@ import psutil
 import pytest
 from IPython.core.error import UsageError
 
-from .conftest import NVCC, cuda_magics, needs_nvcc
+from .conftest import NVCC, cuda_magics, needs_nvcc, wait_until
 
 pytestmark = needs_nvcc
 
@@ -81,10 +81,11 @@ def test_timeout_kills_the_whole_tree(cuda_ip, capfd):
     exc = result.error_in_exec
     assert isinstance(exc, CudaProgramError) and exc.timed_out
     assert "--timeout 1 s" in str(exc)
-    assert elapsed < 1 + 1.0
+    assert elapsed < 1 + 10  # killed at the limit, long before the program's own 100 s
     child = int(capfd.readouterr().out.split("child ")[1].split()[0])
-    time.sleep(0.2)
-    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE
+    assert wait_until(
+        lambda: not psutil.pid_exists(child) or psutil.Process(child).status() == "zombie"
+    )
 
 
 SLEEPS_1_5_S = (
@@ -409,8 +410,8 @@ def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip, tmp_path, monke
         not os.path.isdir(os.path.join(root, "prog"))
         or os.listdir(os.path.join(root, "prog")) == []
     )
-    time.sleep(0.2)
-    assert {p.pid for p in _our_children()} <= before  # nvcc and its compilers are gone
+    # nvcc and its compilers are gone
+    assert wait_until(lambda: {p.pid for p in _our_children()} <= before)
 
 
 def test_interrupt_kills_a_running_program(cuda_ip, capfd):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from IPython.core.error import UsageError
 
-from .conftest import cuda_magics
+from .conftest import cuda_magics, wait_until
 
 ADD_ONE = (
     "#include <torch/extension.h>\n"
@@ -154,13 +154,12 @@ def test_interrupted_build_stops_cleanly(tip):
         cache.entry(ws.root, "torch", key)
     )  # nothing half-written in the cache
     assert not os.path.exists(os.path.join(cache.entry(ws.root, "torch-build", key), "lock"))
-    time.sleep(0.3)
-    alive = [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
-    ]
-    assert alive == []  # the builder, ninja and the compilers are gone
+
+    def alive():
+        children = psutil.Process().children(recursive=True)
+        return [p for p in children if p.pid not in before and p.status() != "zombie"]
+
+    assert wait_until(lambda: alive() == [])  # the builder, ninja and the compilers are gone
 
 
 def test_arch_list_for_pytorch():
