@@ -289,10 +289,11 @@ def nvidia_kernel_module_text() -> str | None:
 def _windows_dirs(env) -> dict:
     root = env.get("SystemRoot") or env.get("windir") or r"C:\Windows"
     program_files = env.get("ProgramFiles") or r"C:\Program Files"
+    system32 = os.path.join(root, "System32")
     return {
-        "system32": root + "\\System32",
-        "nvsmi": program_files + "\\NVIDIA Corporation\\NVSMI",
-        "driverstore": root + "\\System32\\DriverStore\\FileRepository",
+        "system32": system32,
+        "nvsmi": os.path.join(program_files, "NVIDIA Corporation", "NVSMI"),
+        "driverstore": os.path.join(system32, "DriverStore", "FileRepository"),
     }
 
 
@@ -306,8 +307,8 @@ def nvidia_tool_candidates(tool: str, env=None) -> list:
     if is_windows():
         d = _windows_dirs(env)
         name = "nvidia-smi.exe" if tool == "nvidia-smi" else "nvml.dll"
-        found = [d["system32"] + "\\" + name, d["nvsmi"] + "\\" + name]
-        found += sorted(glob.glob(d["driverstore"] + "\\nv*\\" + name))
+        found = [os.path.join(d["system32"], name), os.path.join(d["nvsmi"], name)]
+        found += sorted(glob.glob(os.path.join(d["driverstore"], "nv*", name)))
         return found
     if tool == "nvidia-smi":
         on_path = shutil.which("nvidia-smi", path=env.get("PATH"))

@@ -5,7 +5,6 @@ signal.SIGKILL, no resource module, Windows paths).
 from __future__ import annotations
 
 import ast
-import glob
 import os
 import pathlib
 import shutil
@@ -46,22 +45,13 @@ class _Without:
         return getattr(self._module, name)
 
 
-class _WindowsGlob:
-    """``glob`` where a backslash separates folders, as on Windows."""
-
-    @staticmethod
-    def glob(pattern):
-        return glob.glob(pattern.replace("\\", "/"))
-
-
 @pytest.fixture
 def windows(monkeypatch):
     """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL,
-    no resource; ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts); backslash paths.
+    no resource; ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts).
     """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
-    monkeypatch.setattr(platform, "glob", _WindowsGlob)
     monkeypatch.setattr(
         platform,
         "os",
@@ -238,7 +228,8 @@ def test_windows_nvidia_tool_paths(windows, tmp_path):
     found = platform.nvidia_tool_candidates(
         "nvidia-smi", env={"SystemRoot": str(tmp_path / "Windows")}
     )
-    assert found[0].endswith("System32\\nvidia-smi.exe") and "NVSMI" in found[1]
+    assert found[0] == os.path.join(tmp_path, "Windows", "System32", "nvidia-smi.exe")
+    assert "NVSMI" in found[1]
     assert [pathlib.Path(p).parent.name for p in found[2:]] == [
         "nvlti.inf_amd64_aaa",
         "nvlti.inf_amd64_bbb",
