@@ -1,10 +1,10 @@
 """Everything that differs between Linux, Windows and macOS, in one place.
 
-The rest of the package never tests ``sys.platform``, never calls a POSIX-only function (``os.killpg``,
-``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``, ``os.statvfs``,
-psutil's ``uids()``) and never reads ``/proc`` itself (tests/core/test_platform.py scans for them):
-it calls these functions, each with a branch per platform. Tests present another platform by setting
-:data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``).
+The rest of the package never tests ``sys.platform``, never calls a POSIX-only function
+(``os.killpg``, ``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``,
+``os.statvfs``, psutil's ``uids()``) and never reads ``/proc`` itself (tests/core/test_platform.py
+scans for them): it calls these functions, each with a branch per platform. Tests present another
+platform by setting :data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``).
 
 Facts and their sources:
 - Killing a process tree: ``psutil`` (``Process.children(recursive=True)``), plus the process
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -49,14 +48,16 @@ SYSTEM = _detect()
 
 
 def is_windows() -> bool:
-    """True on Windows (``python.exe``), where processes, stacks and GPU memory are managed differently."""
+    """True on Windows, where processes, stacks and GPU memory work differently."""
     return SYSTEM == "windows"
 
 
 # ---- processes with a time limit
 # ----------------------------------------------------------------------------
 def popen_group_kwargs() -> dict:
-    """Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
+    """``Popen`` arguments that start the child in a group of its own.
+
+    Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
     :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process
     group on Windows (``CREATE_NEW_PROCESS_GROUP``).
     """
@@ -163,11 +164,14 @@ def main_stack_bytes() -> int | None:
 
 
 def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
-    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform
+    """Raise the main thread's stack to ``need_bytes`` where the platform allows.
+
+    Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform
     allows.
 
     Args:
-        need_bytes: bytes of stack wanted. cap_bytes: never raise the limit above this.
+        need_bytes: bytes of stack wanted.
+        cap_bytes: never raise the limit above this.
 
     Returns:
         ``(ok, why)``: ``ok`` True when the stack is now at least ``need_bytes``; ``why`` says why
@@ -181,7 +185,8 @@ def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
             return True, ""
         return (
             False,
-            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised",
+            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and "
+            "cannot be raised",
         )
     import resource  # POSIX only
 
@@ -208,7 +213,7 @@ _psutil_process = {"pid": None, "proc": None}
 
 
 def _rss_statm():
-    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us); None elsewhere."""
+    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us), or None."""
     if SYSTEM != "linux":
         return None
     pid = os.getpid()
@@ -234,8 +239,9 @@ def _rss_statm():
 
 
 def rss_bytes() -> int | None:
-    """Resident set size of this process in bytes (what Task Manager calls the working set on
-    Windows),
+    """Resident set size of this process in bytes, or None.
+
+    Resident set size of this process in bytes (what Task Manager calls the working set on Windows),
     or None when it cannot be read. Linux: ``/proc/self/statm``; elsewhere ``psutil``.
     """
     rss = _rss_statm()
@@ -276,7 +282,7 @@ def child_pids(pid: int, proc=None) -> set:
 # ---- NVIDIA driver and tools
 # ----------------------------------------------------------------------------------
 def nvidia_kernel_module_text() -> str | None:
-    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded NVIDIA kernel module), else None."""
+    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded kernel module), or None."""
     if SYSTEM != "linux":
         return None
     try:
@@ -298,10 +304,13 @@ def _windows_dirs(env) -> dict:
 
 
 def nvidia_tool_candidates(tool: str, env=None) -> list:
-    """Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver,
-    in the order the system searches them, existing or not (callers check). Windows: ``System32``,
-    the legacy ``NVSMI`` folder and each ``DriverStore\\FileRepository\\nv*`` package folder (one
-    per installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and the usual library folders.
+    r"""Every place the NVIDIA driver may install ``tool``.
+
+    Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver, in
+    the order the system searches them, existing or not (callers check). Windows: ``System32``, the
+    legacy ``NVSMI`` folder and each ``DriverStore\FileRepository\nv*`` package folder (one per
+    installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and
+    the usual library folders.
     """
     env = os.environ if env is None else env
     if is_windows():
@@ -322,7 +331,9 @@ def nvidia_tool_candidates(tool: str, env=None) -> list:
 
 
 def nvidia_driver_present() -> bool:
-    """True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` /
+    """True when an NVIDIA driver seems installed.
+
+    True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` /
     ``nvidia-smi`` on Windows, or ``nvidia-smi`` on PATH.
     """
     if nvidia_kernel_module_text() is not None:
@@ -338,8 +349,11 @@ def executable_name(name: str) -> str:
 
 
 def windows_file_version(path: str) -> str | None:
-    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read
-    with pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has none.
+    """Windows: the file version of ``path``, or None.
+
+    Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read with
+    pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has
+    none.
     """
     if not is_windows():
         return None
@@ -354,8 +368,11 @@ def windows_file_version(path: str) -> str | None:
 
 
 def driver_version_from_file_version(version: str | None) -> str | None:
-    """The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` ->
-    ``"546.33"`` (the last digit of the third part and the four digits of the fourth, as NVIDIA numbers its Windows drivers).
+    """The NVIDIA driver version a Windows file version stands for.
+
+    The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` -> ``"546.33"``
+    (the last digit of the third part and the four digits of the fourth, as NVIDIA numbers its
+    Windows drivers).
     """
     try:
         parts = [int(x) for x in str(version).split(".")]
@@ -366,9 +383,12 @@ def driver_version_from_file_version(version: str | None) -> str | None:
 
 
 def nvidia_tool_copies(tool: str, env=None) -> list:
-    """Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
+    """Windows: every existing copy of ``tool``, with its driver version.
+
+    Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
     :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts
-    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver package).
+    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver
+    package).
     """
     if not is_windows():
         return []
@@ -416,8 +436,10 @@ _my_username = {"pid": None, "name": None}
 
 
 def _current_username():
-    """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per
-    process; None when unreadable.
+    r"""Windows: this process's user as psutil names it, or None.
+
+    Windows: this process's user as psutil names it (``"DESKTOP-1\ana"``), read once per process;
+    None when unreadable.
     """
     pid = os.getpid()
     if _my_username["pid"] != pid:
@@ -430,12 +452,11 @@ def _current_username():
 
 
 def same_user(pid: int) -> bool | None:
-    """Whether process ``pid`` runs as this process's user.
+    r"""Whether process ``pid`` runs as this process's user.
 
     POSIX: its real uid (``psutil.Process.uids().real``) against ``os.getuid()``. Windows has
-        neither: the owner's
-    account name (``psutil.Process.username()``, ``DOMAIN\\user``, from the process token) against
-    this process's, compared case-insensitively as Windows compares account names.
+    neither: the owner's account name (``psutil.Process.username()``, ``DOMAIN\user``, from the
+    process token) against this process's, compared case-insensitively.
 
     Returns:
         True (this user's), False (another user's, or no such process), or None when the owner
@@ -459,7 +480,9 @@ def same_user(pid: int) -> bool | None:
 
 
 def dev_shm_bytes() -> tuple | None:
-    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass
+    """``(total_bytes, free_bytes)`` of ``/dev/shm``, or None.
+
+    ``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass
     tensors through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to
     this user); None where it cannot be read. Windows has no ``/dev/shm`` (workers share tensors
     through file mappings backed by the page file), so None there.
@@ -474,8 +497,11 @@ def dev_shm_bytes() -> tuple | None:
 
 
 def in_container() -> bool:
-    """Best guess that this process runs in its own PID namespace (a Linux container):
-    ``/.dockerenv``, ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows.
+    """Best guess that this process runs in a Linux container.
+
+    Best guess that this process runs in its own PID namespace (a Linux container): ``/.dockerenv``,
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on
+    Windows.
     """
     if SYSTEM != "linux":
         return False
@@ -492,20 +518,24 @@ def in_container() -> bool:
 # ---- %%cuda's build
 # ------------------------------------------------------------------------------------------
 def extension_suffix() -> str:
-    """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it:
-    ``.pyd`` on Windows, ``.so`` elsewhere.
+    """The file suffix of a compiled Python extension.
+
+    File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it: ``.pyd``
+    on Windows, ``.so`` elsewhere.
     """
     return ".pyd" if is_windows() else ".so"
 
 
 def linker_can_wrap() -> bool:
-    """True where the linker nvcc calls is GNU ld (Linux), which has ``--wrap=SYMBOL``; MSVC's link.exe has not."""
+    """True where nvcc links with GNU ld (Linux), which has ``--wrap=SYMBOL``."""
     return SYSTEM == "linux"
 
 
 def split_command_line(text: str) -> list:
-    """Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules
-    on Linux and macOS; on Windows quotes group words but backslashes stay (``C:\\data\\x.bin`` is a
+    r"""Split ``--args``/``--nvcc-flags`` text into words as the shell would.
+
+    Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules on
+    Linux and macOS; on Windows quotes group words but backslashes stay (``C:\data\x.bin`` is a
     path, not escapes).
 
     Raises:
@@ -534,7 +564,9 @@ WINDOWS_CRASH_CODES = {
 
 
 def windows_crash_name(returncode: int) -> str | None:
-    """Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
+    """Windows: the NTSTATUS name of a crash exit code, or None.
+
+    Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
     ``STATUS_ACCESS_VIOLATION...``); None elsewhere or for an ordinary exit status.
     """
     if not is_windows() or returncode is None:
