@@ -1,6 +1,7 @@
 """Running a cell magic's body the way IPython runs a cell.
 
-As ``%%time`` runs its body, for every area that runs the user's cell itself (``%%cudamem``, ``%%torchprof``, ``%%autograd_graph``).
+As ``%%time`` runs its body, for every area that runs the user's cell itself (``%%cudamem``,
+``%%torchprof``, ``%%autograd_graph``).
 
 The body goes through IPython's input transformers (``shell.transform_cell``: ``%magics``, ``!cmd``)
 and AST transformers (``shell.transform_ast``), and is compiled under a name registered in IPython's
