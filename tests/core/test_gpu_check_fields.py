@@ -1,5 +1,6 @@
 """scripts/gpu_check.py's field comparison, run here against the stand-in NVML library and a
-stand-in ``nvidia-smi`` on PATH that prints what a real one prints for the same GPU (the real comparison needs a GPU).
+stand-in ``nvidia-smi`` on PATH that prints what a real one prints for the same GPU (the real
+comparison needs a GPU).
 """
 
 from __future__ import annotations

@@ -296,7 +296,8 @@ def _quote(draw, text: str) -> str:
 @st.composite
 def well_formed(draw, flags: Flags) -> str:
     """Mostly what a user means to type: an optional first word, then flags, each with a value when
-    it takes one (values at the edges, quoted or not), so lines get past parsing into each magic's own option checks.
+    it takes one (values at the edges, quoted or not), so lines get past parsing into each magic's
+    own option checks.
     """
     words = []
     if (

@@ -31,7 +31,8 @@ TREE = (
 
 class _Without:
     """A module as the platform module sees it on Windows: the POSIX-only names are missing (the
-    standard library itself keeps them, since subprocess and psutil still run on this Linux machine).
+    standard library itself keeps them, since subprocess and psutil still run on this Linux
+    machine).
     """
 
     def __init__(self, module, *missing):
@@ -347,7 +348,8 @@ POSIX_ONLY_KEYWORDS = {"start_new_session", "preexec_fn", "process_group"}
 
 def _imported_names(tree) -> dict:
     """Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as
-    _o``: ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports keep their dots).
+    _o``: ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports
+    keep their dots).
     """
     names = {}
     for node in ast.walk(tree):

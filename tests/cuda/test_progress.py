@@ -1,6 +1,7 @@
 """The progress of a long build: a fake clock for the rules (tier 1), a slow nvcc wrapper first on
 PATH for the terminal line and an interrupt (tier 2), and a real Jupyter kernel for the in-place
-display (tier 3). The wrapper sleeps before compiling, so every build here takes over a second on any machine, however loaded.
+display (tier 3). The wrapper sleeps before compiling, so every build here takes over a second on
+any machine, however loaded.
 """
 
 from __future__ import annotations

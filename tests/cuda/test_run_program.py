@@ -2,7 +2,8 @@
 `make mutation`
 runs for that module. The programs are POSIX shell scripts that print what real CUDA programs print:
     the exit
-check's marker line (build.EXIT_CHECK), the reports of the common CHECK macros, Nsight Compute's permission error.
+check's marker line (build.EXIT_CHECK), the reports of the common CHECK macros, Nsight Compute's
+permission error.
 """
 
 from __future__ import annotations

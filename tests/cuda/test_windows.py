@@ -2,7 +2,8 @@
 SYSTEM is "windows" and the POSIX-only names are gone): nvcc.exe and MSVC's cl.exe are stand-ins in
 a folder whose path has spaces; the stand-in nvcc.exe answers -V and --list-gpu-arch like NVIDIA's
 and records every command line it gets, then "builds" prog.exe (a script that prints), so the whole
-magic runs: discovery, the cl.exe check with its fix, the argv list (no shell quoting), the .exe output, no GNU-ld-only --wrap, Windows-style --nvcc-flags.
+magic runs: discovery, the cl.exe check with its fix, the argv list (no shell quoting), the .exe
+output, no GNU-ld-only --wrap, Windows-style --nvcc-flags.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ else:
 @pytest.fixture
 def win_cuda(windows, tmp_path, monkeypatch):
     """Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does
-    (CUDA_PATH set), in a Program Files folder under tmp_path, and the user's temporary folder also a path with spaces.
+    (CUDA_PATH set), in a Program Files folder under tmp_path, and the user's temporary folder also
+    a path with spaces.
     """
     program_files = tmp_path / "Program Files"
     toolkit = program_files / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v12.6"
