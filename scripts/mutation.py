@@ -1,4 +1,6 @@
-"""Mutation testing of the core modules with mutmut 3 (what `make mutation` runs; slow, not part of
+"""Mutation testing of the core modules with mutmut 3.
+
+Mutation testing of the core modules with mutmut 3 (what `make mutation` runs; slow, not part of
 `make test`).
 
 mutmut 3 reads one ``[mutmut]`` section and its stats pass runs every test under ``tests_dir``, so

@@ -1,4 +1,6 @@
-"""Property-based tests (Hypothesis) where inputs have structure: version integers and strings,
+"""Property-based tests (Hypothesis) where inputs have structure.
+
+Property-based tests (Hypothesis) where inputs have structure: version integers and strings,
 CUDA_VISIBLE_DEVICES forms, trace files (round trip; any byte flip is read or rejected with a
 message), the NVML plausibility bounds, and magic argument lines (parsed or a one-paragraph
 UsageError; valid lines round-trip).

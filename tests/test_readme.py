@@ -1,4 +1,6 @@
-"""The README tells the truth: its magic examples run as written in a real shell, and its Options
+"""The README tells the truth.
+
+The README tells the truth: its magic examples run as written in a real shell, and its Options
 reference is the one the magics' parsers give (``scripts/options_doc.py``).
 
 Every fenced block of the README without a language that uses a magic is run in a real
@@ -14,8 +16,6 @@ import os
 import re
 import shutil
 import sys
-
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")

@@ -1,4 +1,6 @@
-"""core/cell.py: a magic's cell body compiled and run as IPython runs a cell, in a real
+"""core/cell.py: a cell body compiled and run as IPython runs a cell.
+
+core/cell.py: a magic's cell body compiled and run as IPython runs a cell, in a real
 InteractiveShell.
 
 A small cell magic ``%%bodyrun`` built only on :mod:`cudamagic.core.cell` (as ``%%cudamem``,

@@ -1,4 +1,6 @@
-"""Tier 2 fuzz: random and hand-picked argument lines for EVERY magic of the extension, in a real
+"""Random and hand-picked argument lines for every magic, in a real shell.
+
+Tier 2 fuzz: random and hand-picked argument lines for EVERY magic of the extension, in a real
 shell.
 
 Whatever a user types after a magic's name, the magic either runs or raises a plain ``UsageError``
@@ -240,7 +242,9 @@ _TEXT = st.text(
 
 
 class Flags(dict):
-    """A magic's option strings -> whether the option takes a value; ``takes_word``: it has a
+    """A magic's option strings -> whether the option takes a value.
+
+    A magic's option strings -> whether the option takes a value; ``takes_word``: it has a
     positional argument (``%cudamem on``, ``%cudaexplain ENTRY``).
     """
 
@@ -295,9 +299,11 @@ def _quote(draw, text: str) -> str:
 
 @st.composite
 def well_formed(draw, flags: Flags) -> str:
-    """Mostly what a user means to type: an optional first word, then flags, each with a value when
-    it takes one (values at the edges, quoted or not), so lines get past parsing into each magic's
-    own option checks.
+    """Mostly what a user means to type.
+
+    Mostly what a user means to type: an optional first word, then flags, each with a value when it
+    takes one (values at the edges, quoted or not), so lines get past parsing into each magic's own
+    option checks.
     """
     words = []
     if (

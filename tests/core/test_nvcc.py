@@ -4,8 +4,8 @@ import stat
 
 import pytest
 
-from cudamagic.core.na import is_na
 from cudamagic.core import nvcc
+from cudamagic.core.na import is_na
 
 
 def _fake_nvcc(tmp_path, body):

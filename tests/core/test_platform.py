@@ -1,4 +1,6 @@
-"""Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no
+"""The platform module, on Linux and presenting Windows.
+
+Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no
 signal.SIGKILL, no resource module, Windows paths).
 """
 
@@ -30,7 +32,9 @@ TREE = (
 
 
 class _Without:
-    """A module as the platform module sees it on Windows: the POSIX-only names are missing (the
+    """A module as the platform module sees it on Windows.
+
+    A module as the platform module sees it on Windows: the POSIX-only names are missing (the
     standard library itself keeps them, since subprocess and psutil still run on this Linux
     machine).
     """
@@ -48,8 +52,10 @@ class _Without:
 
 @pytest.fixture
 def windows(monkeypatch):
-    """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL,
-    no resource; ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts).
+    """Present Windows to cudamagic.core.platform.
+
+    Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no
+    resource; ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts).
     """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
@@ -153,7 +159,9 @@ DENIED = object()
 
 
 def fake_windows_psutil(monkeypatch, users):
-    """Psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or
+    r"""Psutil as on Windows.
+
+    Psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or
     DENIED for AccessDenied); no ``uids()``; an unknown pid raises NoSuchProcess.
     """
 
@@ -347,9 +355,11 @@ POSIX_ONLY_KEYWORDS = {"start_new_session", "preexec_fn", "process_group"}
 
 
 def _imported_names(tree) -> dict:
-    """Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as
-    _o``: ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports
-    keep their dots).
+    """Local name -> the dotted name it stands for.
+
+    Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as _o``:
+    ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports keep
+    their dots).
     """
     names = {}
     for node in ast.walk(tree):
@@ -370,7 +380,9 @@ def _imported_names(tree) -> dict:
 
 
 def _dotted(node, names):
-    """``os.path`` for an ``ast.Attribute``/``ast.Name`` chain, with the root resolved through
+    """``os.path`` for an ``ast.Attribute``/``ast.Name`` chain.
+
+    ``os.path`` for an ``ast.Attribute``/``ast.Name`` chain, with the root resolved through
     ``names``; None for anything else (a call, a subscript).
     """
     if isinstance(node, ast.Name):
@@ -386,7 +398,9 @@ def _posix_only(module, name) -> bool:
 
 
 def posix_only_uses(source: str, where: str = "<snippet>") -> list:
-    """Every POSIX-only (or platform-testing) use in Python ``source``, as ``"where:line what"``
+    """Every POSIX-only (or platform-testing) use in Python ``source``.
+
+    Every POSIX-only (or platform-testing) use in Python ``source``, as ``"where:line what"``
     strings.
 
     Caught: imports of POSIX-only modules (also through ``importlib.import_module``/``__import__``

@@ -1,5 +1,7 @@
-"""Twenty cells that do not compile. The line the error belongs to ends with ``//!``; ``HEADER``
-cells are saved with ``--save`` first (their error line is marked the same way, in the header).
+"""Twenty cells that do not compile.
+
+Twenty cells that do not compile. The line the error belongs to ends with ``//!``; ``HEADER`` cells
+are saved with ``--save`` first (their error line is marked the same way, in the header).
 """
 
 CASES = {

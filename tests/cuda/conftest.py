@@ -25,7 +25,9 @@ def cuda_magics():
 
 
 def path_without_nvcc(tmp_path) -> str:
-    """PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to
+    """PATH with nvcc hidden.
+
+    PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to
     everything else in it (the kernel still finds python, c++, ...).
     """
     import os

@@ -1,4 +1,6 @@
-"""How a failing ``%%cuda`` cell is told (fast: no nvcc; what `make mutation` runs for
+"""How a failing ``%%cuda`` cell is told (fast: no nvcc).
+
+How a failing ``%%cuda`` cell is told (fast: no nvcc; what `make mutation` runs for
 cudamagic/cuda/errors.py): compiler messages captured from nvcc 13.0, located and shown at cell
 lines; programs that fail (real processes: exit status, signal, printed CUDA error, time-out) carry
 what happened; IPython shows the message alone.

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from cudamagic.core.style import hard_coded_colours
-from cudamagic.cuda.result import Saved, Skipped, TorchBuild
 from cudamagic.cuda.progress import Line
+from cudamagic.cuda.result import Saved, Skipped, TorchBuild
 
 
 def _check(page: str) -> None:

@@ -1,5 +1,7 @@
-"""Link failures through real nvcc: reported as such, symbols demangled, mapped to the cell lines
-that use and declare them, and no temporary path in sight (GNU ld, ptxas, nvlink). The same messages
+"""Link failures through real nvcc.
+
+Link failures through real nvcc: reported as such, symbols demangled, mapped to the cell lines that
+use and declare them, and no temporary path in sight (GNU ld, ptxas, nvlink). The same messages
 captured as text, and lld's and MSVC link.exe's, are read in tests/cuda/test_link_messages.py (fast:
 what `make mutation` runs).
 """

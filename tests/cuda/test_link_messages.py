@@ -1,7 +1,10 @@
-"""Link failures read from the linkers' own messages, captured as text from real runs (fast: no
-nvcc; what `make mutation` runs for cudamagic/cuda/link.py): GNU ld behind nvcc 13.0 (demangled, and
+"""Link failures read from the linkers' own messages (fast: no nvcc).
+
+Link failures read from the linkers' own messages, captured as text from real runs (fast: no nvcc;
+what `make mutation` runs for cudamagic/cuda/link.py): GNU ld behind nvcc 13.0 (demangled, and
 mangled with ``-Xlinker --no-demangle``), ptxas and nvlink for device code, lld, MSVC link.exe. Each
-log goes through the build's own rewrite and ``_raise_link_error``, so the message is the one a failing ``%%cuda`` cell shows.
+log goes through the build's own rewrite and ``_raise_link_error``, so the message is the one a
+failing ``%%cuda`` cell shows.
 """
 
 from __future__ import annotations
@@ -66,8 +69,11 @@ MSVC_LOG = (
 
 
 def link_failure(tmp_path, log: str, body: str, headers: dict | None = None) -> CudaLinkError:
-    """What building ``body`` (with saved ``headers``: name -> text) raises when nvcc printed
-    ``log`` and exited 1: the build's rewrite of the log, then its link check (as build.compile_program does).
+    """What building ``body`` raises when nvcc printed ``log``.
+
+    What building ``body`` (with saved ``headers``: name -> text) raises when nvcc printed ``log``
+    and exited 1: the build's rewrite of the log, then its link check (as build.compile_program
+    does).
     """
     ws = Workspace(str(tmp_path / "cache"))
     for name, text in (headers or {}).items():

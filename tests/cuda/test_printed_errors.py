@@ -1,5 +1,7 @@
-"""Which lines a %%cuda program prints count as a CUDA error report (and fail the cell even with
-exit status 0): report shapes only, not text that mentions an error's name or string.
+"""Which printed lines count as a CUDA error report.
+
+Which lines a %%cuda program prints count as a CUDA error report (and fail the cell even with exit
+status 0): report shapes only, not text that mentions an error's name or string.
 """
 
 from __future__ import annotations

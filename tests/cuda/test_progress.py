@@ -1,7 +1,9 @@
-"""The progress of a long build: a fake clock for the rules (tier 1), a slow nvcc wrapper first on
-PATH for the terminal line and an interrupt (tier 2), and a real Jupyter kernel for the in-place
-display (tier 3). The wrapper sleeps before compiling, so every build here takes over a second on
-any machine, however loaded.
+"""The progress of a long build.
+
+The progress of a long build: a fake clock for the rules (tier 1), a slow nvcc wrapper first on PATH
+for the terminal line and an interrupt (tier 2), and a real Jupyter kernel for the in-place display
+(tier 3). The wrapper sleeps before compiling, so every build here takes over a second on any
+machine, however loaded.
 """
 
 from __future__ import annotations
@@ -92,8 +94,10 @@ def test_line_text_and_html():
 
 
 def _slow_nvcc(tmp_path, sleep_s: float, marker=None) -> str:
-    """A folder holding an nvcc that sleeps before compiling (after touching ``marker``); the
-    version and architecture queries pass straight through.
+    """A folder holding an nvcc that sleeps before compiling.
+
+    A folder holding an nvcc that sleeps before compiling (after touching ``marker``); the version
+    and architecture queries pass straight through.
     """
     folder = tmp_path / "slow bin"
     folder.mkdir(exist_ok=True)

@@ -1,9 +1,9 @@
-"""Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
-`make mutation`
-runs for that module. The programs are POSIX shell scripts that print what real CUDA programs print:
-    the exit
-check's marker line (build.EXIT_CHECK), the reports of the common CHECK macros, Nsight Compute's
-permission error.
+"""Running a compiled %%cuda program, with real processes and no nvcc.
+
+Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
+`make mutation` runs for that module. The programs are POSIX shell scripts that print what real CUDA
+programs print: the exit check's marker line (build.EXIT_CHECK), the reports of the common CHECK
+macros, Nsight Compute's permission error.
 """
 
 from __future__ import annotations
@@ -263,8 +263,8 @@ def test_a_flood_of_lines_is_relayed_whole():
 def test_every_runtime_error_text_is_a_report_after_a_failure_word():
     # the texts come from CUDA 13.0's cudaGetErrorString list (core.cuda_runtime_errors), read
     # afresh here
-    from cudamagic.cuda import run
     from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS
+    from cudamagic.cuda import run
 
     run._text_res.cache_clear()
     try:

@@ -1,4 +1,6 @@
-"""%%cuda --torch on this CPU build of PyTorch: C++ functions built once with load_inline, cached,
+"""%%cuda --torch on this CPU build of PyTorch.
+
+%%cuda --torch on this CPU build of PyTorch: C++ functions built once with load_inline, cached,
 callable; a stale build lock is reported within 2 s; missing ninja and a CPU-only PyTorch are
 one-line messages.
 """

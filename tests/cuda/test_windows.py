@@ -1,4 +1,6 @@
-"""%%cuda on Windows, presented on Linux as tests/core/test_platform.py does (the platform module's
+"""%%cuda on Windows, presented on Linux.
+
+%%cuda on Windows, presented on Linux as tests/core/test_platform.py does (the platform module's
 SYSTEM is "windows" and the POSIX-only names are gone): nvcc.exe and MSVC's cl.exe are stand-ins in
 a folder whose path has spaces; the stand-in nvcc.exe answers -V and --list-gpu-arch like NVIDIA's
 and records every command line it gets, then "builds" prog.exe (a script that prints), so the whole
@@ -41,9 +43,11 @@ else:
 
 @pytest.fixture
 def win_cuda(windows, tmp_path, monkeypatch):
-    """Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does
-    (CUDA_PATH set), in a Program Files folder under tmp_path, and the user's temporary folder also
-    a path with spaces.
+    """Windows presented, with a CUDA 12.6 toolkit.
+
+    Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does (CUDA_PATH
+    set), in a Program Files folder under tmp_path, and the user's temporary folder also a path with
+    spaces.
     """
     program_files = tmp_path / "Program Files"
     toolkit = program_files / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v12.6"
