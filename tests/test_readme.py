@@ -45,7 +45,8 @@ BEFORE = {
 
 #: Names the README's examples assume the user has (a model, its input and loss).
 PRELUDE = (
-    "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), "
+    "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), "
+    "torch.nn.ReLU(), "
     "torch.nn.Linear(8, 1))\nx, y = torch.randn(16, 4), torch.randn(16, 1)\n"
     "loss_fn = torch.nn.functional.mse_loss"
 )

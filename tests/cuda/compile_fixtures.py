@@ -27,7 +27,8 @@ CASES = {
     ),
     "global-returns-int": ("__global__ int kernel() { return 0; } //!\nint main() {}\n", None),
     "host-call-from-kernel": (
-        "int host_only() { return 1; }\n__global__ void k(int *out) {\n  *out = host_only(); //!\n}\n"
+        "int host_only() { return 1; }\n__global__ void k(int *out) {\n  *out = host_only(); "
+        "//!\n}\n"
         "int main() {}\n",
         None,
     ),
@@ -44,7 +45,8 @@ CASES = {
         None,
     ),
     "shared-initializer": (
-        "__global__ void k(float *a) {\n  __shared__ float tile[4] = {0}; //!\n  a[0] = tile[0];\n}\n"
+        "__global__ void k(float *a) {\n  __shared__ float tile[4] = {0}; //!\n  a[0] = "
+        "tile[0];\n}\n"
         "int main() {}\n",
         None,
     ),

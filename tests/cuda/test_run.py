@@ -46,7 +46,8 @@ def test_host_program_runs_and_prints(cuda_ip, capfd):
 
 def test_output_streams_line_by_line(cuda_ip, monkeypatch):
     cell = (
-        '%%cuda\n#include <cstdio>\n#include <unistd.h>\nint main() {\n  printf("first\\n"); fflush(stdout);\n'
+        '%%cuda\n#include <cstdio>\n#include <unistd.h>\nint main() {\n  printf("first\\n"); '
+        "fflush(stdout);\n"
         '  sleep(2);\n  printf("second\\n");\n}\n'
     )
     assert cuda_ip.run_cell(
@@ -69,8 +70,10 @@ def test_timeout_kills_the_whole_tree(cuda_ip, capfd):
     from cudamagic.cuda.errors import CudaProgramError
 
     cell = (
-        "%%cuda --timeout 1\n#include <cstdio>\n#include <unistd.h>\nint main() {\n  pid_t child = fork();\n"
-        '  if (child == 0) { sleep(100); return 0; }\n  printf("child %d\\n", child); fflush(stdout);\n'
+        "%%cuda --timeout 1\n#include <cstdio>\n#include <unistd.h>\nint main() {\n  pid_t child "
+        "= fork();\n"
+        '  if (child == 0) { sleep(100); return 0; }\n  printf("child %d\\n", child); '
+        "fflush(stdout);\n"
         "  sleep(100);\n}\n"
     )
     cuda_ip.run_cell(cell)  # compiles (and times out)
@@ -416,7 +419,8 @@ def test_interrupt_during_compile_leaves_no_cache_entry(cuda_ip, tmp_path, monke
 
 def test_interrupt_kills_a_running_program(cuda_ip, capfd):
     body = (
-        '#include <cstdio>\n#include <unistd.h>\nint main() {\n  printf("pid %d\\n", getpid()); fflush(stdout);\n'
+        '#include <cstdio>\n#include <unistd.h>\nint main() {\n  printf("pid %d\\n", getpid()); '
+        "fflush(stdout);\n"
         "  sleep(100);\n}\n"
     )
     cuda_ip.run_cell(
@@ -485,7 +489,8 @@ def test_cuda_error_printed_by_the_program_goes_to_the_explainer(cuda_ip, capfd)
     from cudamagic.extension import current
 
     cell = (
-        '%%cuda\n#include <cstdio>\nint main() {\n  fprintf(stderr, "CUDA error: no CUDA-capable device is '
+        '%%cuda\n#include <cstdio>\nint main() {\n  fprintf(stderr, "CUDA error: no CUDA-capable '
+        "device is "
         'detected\\n");\n  return 1;\n}\n'
     )
     result = cuda_ip.run_cell(cell)
@@ -503,7 +508,8 @@ def test_profile_runs_the_program_under_the_tool_and_explains_the_permission_err
     # program
     tool = tmp_path / "ncu"
     tool.write_text(
-        '#!/bin/sh\necho "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"\nexec "$@"\n'
+        '#!/bin/sh\necho "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission"\nexec '
+        '"$@"\n'
     )
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
@@ -567,7 +573,8 @@ def test_program_printing_the_runtime_error_string_without_a_launch(cuda_ip, cap
     # the real runtime's text on a machine without a driver, printed by the program, which then
     # returns 0
     cell = (
-        "%%cuda\n#include <cstdio>\nint main() {\n  int n = 0;\n  cudaError_t e = cudaGetDeviceCount(&n);\n"
+        "%%cuda\n#include <cstdio>\nint main() {\n  int n = 0;\n  cudaError_t e = "
+        "cudaGetDeviceCount(&n);\n"
         '  printf("devices: %d (%s)\\n", n, cudaGetErrorString(e));\n  return 0;\n}\n'
     )
     result = cuda_ip.run_cell(cell)

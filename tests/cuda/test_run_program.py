@@ -146,7 +146,8 @@ def test_stderr_tail_is_the_last_five_stderr_lines():
         ),  # a real-time signal: no name in Python
         (
             "echo 'CUDA error: an illegal memory access was encountered' >&2; kill -ABRT $$",
-            "the program was killed by SIGABRT. CUDA error: an illegal memory access was encountered",
+            "the program was killed by SIGABRT. CUDA error: an illegal memory access was "
+            "encountered",
             -6,
             "CUDA error: an illegal memory access was encountered",
         ),
@@ -218,7 +219,8 @@ def test_watched_lines_reach_the_caller_on_success_and_failure():
     from cudamagic.cuda.cell import _PERM_RE
 
     perm = (
-        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+        "Performance "
         "Counters on the target device 0."
     )
     script = f"echo '==PROF== Connected to process 4242'; printf '{perm}\\r\\n'; echo 'hello'"
