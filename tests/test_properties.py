@@ -276,7 +276,7 @@ def test_memory_used_against_total(total, used):
     )
 )
 def test_display_width_agrees_with_wcwidth(text):
-    """The ASCII shortcut (which spares loading wcwidth's tables) gives wcwidth's own answer on every text."""
+    """The ASCII shortcut (no wcwidth tables loaded) gives wcwidth's own answer on every text."""
     from wcwidth import wcswidth, wcwidth
 
     from cudamagic.core.fmt import display_width
@@ -309,7 +309,7 @@ LINES = settings(
 
 @pytest.fixture(scope="module")
 def magic_funcs():
-    """``[(kind, name, bound method with a parser, AreaMagics instance)]`` of the loaded extension."""
+    """``[(kind, name, bound method with a parser, AreaMagics instance)]`` of the extension."""
     from IPython.core.interactiveshell import InteractiveShell
 
     from cudamagic import extension
@@ -340,7 +340,7 @@ def _check_usage_error(exc, name):
 
 
 def _area_checks(kind, name, args, inst):
-    """The option checks the area's magic runs on the parsed arguments (no side effects, nothing started)."""
+    """The option checks the area's magic runs on the parsed arguments (nothing started)."""
     s = inst.settings
     if name == "gpuwatch":
         from cudamagic.watch import options

@@ -22,9 +22,9 @@ README = os.path.join(ROOT, "README.md")
 
 #: README lines that cannot run on this machine, each with the reason (matched on the line's start).
 CANNOT_RUN_HERE = {
-    "%gpuwatch --text --loop": "runs until Ctrl-C (the loop is tested with -n in tests/watch/test_magic.py)",
-    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one, scripts/prom_sim.py)",
-    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line above records",
+    "%gpuwatch --text --loop": "runs until Ctrl-C (tests/watch/test_magic.py tests the loop)",
+    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one)",
+    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line records",
     "%%cuda --torch": "builds a PyTorch extension with ninja (minutes; tests/cuda build one)",
 }
 if shutil.which("nvcc") is None:
@@ -34,13 +34,17 @@ if shutil.which("nvcc") is None:
 BODY = {
     "%%torchprof": "for _ in range(3):\n    loss_fn(model(x), y).backward()",
     "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
-    "%%cuda": '#include <cstdio>\nint main(int argc, char** argv) { std::printf("args %d\\n", argc); return 0; }',
+    "%%cuda": (
+        "#include <cstdio>\n"
+        'int main(int argc, char** argv) { std::printf("args %d\\n", argc); return 0; }'
+    ),
 }
 
 # : What the README says comes before a line (matched on the whole line): a cell run first,
 # expected to fail.
 BEFORE = {
-    "%cudaexplain": "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))  # a known error: BatchNorm with a batch of one",
+    # a known error: BatchNorm with a batch of one
+    "%cudaexplain": "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))",
 }
 
 #: Names the README's examples assume the user has (a model, its input and loss).
@@ -53,7 +57,7 @@ PRELUDE = (
 
 
 def readme_blocks() -> list:
-    """``[(first line number, [lines])]`` of the README's fenced blocks without a language that use a magic."""
+    """``[(first line number, [lines])]`` of the README's plain fenced blocks that use a magic."""
     blocks, cur, lang, start = [], None, "", 0
     with open(README, encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):

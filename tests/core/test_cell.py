@@ -40,7 +40,7 @@ class Marker:
 
 @pytest.fixture
 def bip(ip):
-    """``ip`` with ``%%bodyrun``: compile, run (exception caught and re-raised), show the value, return a Marker."""
+    """``ip`` with ``%%bodyrun``: compile, run, show the value, return a Marker."""
     marker = Marker()
 
     def bodyrun(line, cell):

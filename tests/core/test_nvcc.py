@@ -1,4 +1,4 @@
-"""Tier 1: finding and running nvcc: real fake-nvcc scripts that hang, print garbage, fail, flood; the real nvcc."""
+"""Finding and running nvcc: stand-ins that hang, print garbage, fail, flood; the real nvcc."""
 
 import stat
 

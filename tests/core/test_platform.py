@@ -50,12 +50,11 @@ class _Without:
         return getattr(self._module, name)
 
 
-@pytest.fixture
-def windows(monkeypatch):
-    """Present Windows to cudamagic.core.platform.
+def present_windows(monkeypatch):
+    """Present Windows to cudamagic.core.platform; returns ``monkeypatch``.
 
-    Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no
-    resource; ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts).
+    No os.killpg/pread/sysconf, no signal.SIGKILL, no resource; ``CREATE_NEW_PROCESS_GROUP`` (0
+    here, which POSIX's Popen accepts).
     """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
@@ -67,6 +66,12 @@ def windows(monkeypatch):
     monkeypatch.setattr(platform, "signal", _Without(signal, "SIGKILL"))
     monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError
     return monkeypatch
+
+
+@pytest.fixture
+def windows(monkeypatch):
+    """Windows presented to cudamagic.core.platform (:func:`present_windows`)."""
+    return present_windows(monkeypatch)
 
 
 def _grandchild_of(tmp_path):

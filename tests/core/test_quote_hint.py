@@ -1,4 +1,4 @@
-"""An unclosed quote in a magic line gets a hint that uses that magic's own options (review finding)."""
+"""Quotes in magic lines: unquoted values, whole program arguments, an unclosed quote's hint."""
 
 import pytest
 from IPython.core.error import UsageError

@@ -77,7 +77,7 @@ CASES = {
 
 
 def expected(text: str) -> int:
-    """1-based line of the ``//!`` mark in a cell body, as a notebook counts it (the ``%%cuda`` line is 1)."""
+    """1-based line of the ``//!`` mark in a cell body, the ``%%cuda`` line being line 1."""
     return (
         next(
             i for i, line in enumerate(text.splitlines(), start=1) if line.rstrip().endswith("//!")

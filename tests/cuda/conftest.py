@@ -18,6 +18,14 @@ def cuda_ip(ip, tmp_path):
     ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = ''")
 
 
+@pytest.fixture
+def windows(monkeypatch):
+    """Windows presented to cudamagic.core.platform, as tests/core/test_platform.py does."""
+    from tests.core.test_platform import present_windows
+
+    return present_windows(monkeypatch)
+
+
 def cuda_magics():
     from cudamagic.extension import current
 

@@ -1,4 +1,4 @@
-"""Issue 16: the HTML of %%cuda's results and progress line is one themed page with no hard-coded colour."""
+"""The HTML of %%cuda's results and progress line: one themed page, no hard-coded colour."""
 
 from __future__ import annotations
 

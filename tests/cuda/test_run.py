@@ -1,4 +1,4 @@
-"""%%cuda programs through a real InteractiveShell: streaming, time-outs, failures, the cache, headers, options."""
+"""%%cuda programs in a real shell: streaming, time-outs, failures, the cache, headers, options."""
 
 from __future__ import annotations
 
@@ -240,7 +240,10 @@ def test_saved_header_is_included_and_part_of_the_cache_key(cuda_ip, capfd):
     assert cuda_ip.run_cell(
         "%%cuda --save scale.cuh\ninline int scale(int v) { return 3 * v; }\n"
     ).success
-    use = '%%cuda\n#include <cstdio>\n#include "scale.cuh"\nint main() { printf("%d\\n", scale(7)); }\n'
+    use = (
+        '%%cuda\n#include <cstdio>\n#include "scale.cuh"\n'
+        'int main() { printf("%d\\n", scale(7)); }\n'
+    )
     assert cuda_ip.run_cell(use).success
     assert capfd.readouterr().out.strip().endswith("21")
     assert cuda_ip.run_cell(

@@ -288,7 +288,7 @@ def test_debugger_skips_the_runner_frames():
 
     exc = _run_failing("exit 3")
     stack = list(traceback.walk_tb(exc.__traceback__))
-    hidden = dict(zip((id(f) for f, _ in stack), Pdb().hidden_frames(stack)))
+    hidden = dict(zip((id(f) for f, _ in stack), Pdb().hidden_frames(stack), strict=True))
     (runner,) = [f for f, _ in stack if "readers" in f.f_locals]  # run_program's own frame
     raiser = stack[-1][0]  # _check, which raised
     assert "tail" in raiser.f_locals and (hidden[id(runner)], hidden[id(raiser)]) == (True, True)

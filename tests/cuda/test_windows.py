@@ -18,7 +18,6 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic.core import nvcc, platform
-from tests.core.test_platform import windows  # noqa: F401 - the fixture that presents Windows
 
 from .conftest import cuda_magics
 
@@ -183,7 +182,10 @@ def test_device_code_gets_the_exit_check_without_wrap(cuda_ip, win_cuda, monkeyp
 
 
 def test_ccbin_flag_with_a_windows_path(cuda_ip, win_cuda, capfd):
-    folder = r"C:\Program Files\Microsoft Visual Studio\2022\BuildTools\VC\Tools\MSVC\14.40.33807\bin\Hostx64\x64"
+    folder = (
+        r"C:\Program Files\Microsoft Visual Studio\2022\BuildTools"
+        r"\VC\Tools\MSVC\14.40.33807\bin\Hostx64\x64"
+    )
     result = cuda_ip.run_cell(
         HELLO.replace(
             "%%cuda",
