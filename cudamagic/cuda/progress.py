@@ -40,16 +40,13 @@ class Progress:
     """``with Progress("nvcc") as p: ... p.tick("compiling")``: silent for the first second.
 
     Args:
-        what: the build's name in the final line (``"nvcc build"``). clock: seconds as a float,
-            monotonic (default ``time.monotonic``; tests pass a fake). stream: where the terminal
-            line goes (default ``sys.stderr`` at each write).
+        what: the build's name in the final line (``"nvcc build"``).
+        clock: monotonic seconds as a float (default ``time.monotonic``).
+        stream: where the terminal line goes (default ``sys.stderr`` at each write).
 
     Attributes:
-        shown: True once the progress became visible (the build took more than
-            :data:`SHOW_AFTER_S`).
+        shown: True once the line became visible (after :data:`SHOW_AFTER_S`).
         start_s: ``clock()`` at construction.
-        texts: every text shown, in order (what a terminal or the display showed; for tests and
-            logs).
     """
 
     def __init__(self, what: str, clock=None, stream=None):
@@ -57,7 +54,6 @@ class Progress:
         self._clock = clock or time.monotonic
         self._stream = stream
         self.start_s = self._clock()
-        self.texts: list = []
         self.shown = False
         self.step = ""
         self._widget = None
@@ -84,21 +80,16 @@ class Progress:
         err = self._err()
         if not self.shown:
             self.shown = True
-            self.texts.append(text)
             if _in_notebook():
                 self._widget = display(Line(text), display_id=True)
                 return
-            self._tty = bool(getattr(err, "isatty", lambda: False)())
-            if not self._tty:  # a log or a pipe: one line when it starts, one when it ends
-                print(text, file=err, flush=True)
-            else:
-                print(text, end="", file=err, flush=True)
+            self._tty = err.isatty()
+            # a log or a pipe: one line when it starts, one when it ends
+            print(text, end="" if self._tty else "\n", file=err, flush=True)
             return
         if self._widget is not None:
-            self.texts.append(text)
             self._widget.update(Line(text))
         elif self._tty:
-            self.texts.append(text)
             print("\r" + text, end="", file=err, flush=True)
 
     def finish(self, outcome: str) -> None:
@@ -106,7 +97,6 @@ class Progress:
         if not self.shown:
             return
         text = self._text(self.step, outcome)
-        self.texts.append(text)
         if self._widget is not None:
             self._widget.update(Line(text))
         else:
