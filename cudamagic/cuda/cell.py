@@ -17,6 +17,7 @@ from .errors import CudaProgramError, CudaUsageError
 from .progress import Progress
 from .result import ProgramRun, Saved, Skipped, TorchBuild
 from .run import run_program
+from .torchext import build_extension, check_prereqs
 
 _PERM_RE = re.compile(r"ERR_NVGPUCTRPERM")
 #: What to do about Nsight Compute's ERR_NVGPUCTRPERM (no access to the GPU performance counters).
@@ -60,8 +61,6 @@ def run_cell(cell: str, opts, ws, settings, user_ns: dict):
 
 
 def _torch(cell: str, opts, ws, settings, user_ns: dict) -> TorchBuild:
-    from .torchext import build_extension, check_prereqs  # imports torch
-
     tk = check_prereqs(cell, lambda: toolchain.toolkit(cache_dir=ws.root))
     archs = toolchain.choose_archs(tk, opts.arch) if tk else ()
     start = time.monotonic()

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 
+from ..core.platform import run_capped
 from .errors import Diagnostic
 
 #: One pattern per linker's "missing symbol" message; group ``sym`` is the symbol (mangled or not).
@@ -61,8 +62,6 @@ def demangle(names) -> dict:
     tool = shutil.which("c++filt") if mangled else None
     if not tool:
         return out
-    from ..core.platform import run_capped
-
     try:
         code, text = run_capped([tool, *mangled], CXXFILT_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
