@@ -210,12 +210,11 @@ def test_windows_command_line_splitting(windows):
 
 def test_torch_build_needs_cl_exe_on_windows(win_cuda, monkeypatch):
     pytest.importorskip("torch")
+    from cudamagic.cuda.errors import CudaUsageError
     from cudamagic.cuda.torchext import check_prereqs
 
     monkeypatch.setattr("torch.utils.cpp_extension.is_ninja_available", lambda: True)
-    with pytest.raises(
-        UsageError, match=r"PyTorch builds extensions with Microsoft's C\+\+ compiler cl\.exe"
-    ):
+    with pytest.raises(CudaUsageError, match=r"no Microsoft C\+\+ compiler \(cl\.exe\)"):
         check_prereqs("int f() { return 1; }", lambda: None)
     monkeypatch.setenv("PATH", str(_cl_exe(win_cuda["tmp"] / "VS tools")))
     assert check_prereqs("int f() { return 1; }", lambda: None) is None
