@@ -166,7 +166,7 @@ def driver_cuda() -> tuple | None:
 
     Read with ``nvmlSystemGetCudaDriverVersion``.
     """
-    raw = nvml.system_info().get("cuda_driver_version_raw")
+    raw = nvml.system_info().cuda_driver_version_raw
     if is_na(raw) or raw is None:
         return None
     return (int(raw) // 1000, int(raw) % 1000 // 10)
