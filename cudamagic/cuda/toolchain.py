@@ -22,7 +22,7 @@ from .errors import CudaUsageError
 _CCBIN = ("-ccbin", "--compiler-bindir")
 
 
-def find_nvcc() -> str:
+def require_nvcc() -> str:
     """Path of nvcc, as ``%cudainfo`` finds it.
 
     Raises:
@@ -124,7 +124,7 @@ def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
     Raises:
         CudaUsageError: no nvcc, or it does not answer ``nvcc -V``.
     """
-    path = find_nvcc()
+    path = require_nvcc()
     cache_dir = default_root() if cache_dir is None else cache_dir
     ident = _disk_key(path)
     cached = _read_disk(cache_dir, ident) if ident is not None else None
