@@ -8,7 +8,7 @@ of memory, invalid ordinal, ...) carry the family they belong to.
 Sources, and the text PyTorch wraps around each:
 
 - CUDA runtime: every code of ``enum cudaError`` with its ``cudaGetErrorString`` text, generated
-  from the CUDA toolkit into :mod:`.cuda_runtime_errors` (``scripts/gen_cuda_errors.py``). PyTorch
+  from the CUDA toolkit into :mod:`cudamagic.core.cuda_runtime_errors` (``scripts/gen_cuda_errors.py``). PyTorch
   raises ``torch.AcceleratorError`` with ``"CUDA error: <text>\nSearch for `<name>' in ..."``
   (c10/cuda/CUDAException.cpp, c10/cuda/CUDAMiscFunctions.cpp); PyTorch < 2.0 printed
   ``"cuda runtime error (<code>) : <text>"``.
@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .cuda_runtime_errors import CUDA_VERSION, RUNTIME_ERRORS
+from ..core.cuda_runtime_errors import CUDA_VERSION, RUNTIME_ERRORS
 
 _BLOCKING = (
     "set `CUDA_LAUNCH_BLOCKING=1` before CUDA starts (`import os; os.environ['CUDA_LAUNCH_BLOCKING'] = '1'` "

@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..core import nvml, platform
 from ..core.na import NA, is_na
+from ..core.nvcc import cuda_home_problem, find_nvcc, nvcc_info
 from . import health
 from .findings import findings
-from .nvcc import cuda_home_problem, find_nvcc, nvcc_info
 from .result import CudaInfoReport
 from .versions import decode_cudnn_version, parse_cuda_visible_devices, parse_torch_version
 

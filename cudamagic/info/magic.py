@@ -9,7 +9,7 @@ from IPython.core.magic import line_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, TraitError, validate
 
-from ..core.magic import AreaMagics, strip_comment
+from ..core.magic import AreaMagics
 
 USAGE = "%cudainfo [--json | -q]"
 
@@ -67,7 +67,7 @@ class InfoMagics(AreaMagics):
             %cudainfo -q              # collect silently; the report is in `_cudainfo`
             %cudainfo ;               # the same, as a trailing `;` silences any IPython line
         """
-        line = strip_comment(line).rstrip()
+        line = line.rstrip()
         silenced = line.endswith(";")  # IPython then displays nothing (@output_can_be_silenced)
         args = self.parse(self.cudainfo, line.removesuffix(";"), USAGE)
         if args.json and args.quiet:

@@ -465,7 +465,6 @@ class ProfResult(Displayed):
             return render.result_text(self)
 
 
-
 # ---- building a result from torch.profiler
 # --------------------------------------------------------------
 

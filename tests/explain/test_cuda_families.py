@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 from cudamagic.explain import cudaerrors  # noqa: E402
-from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
 from .failing import fail, notes  # noqa: E402
 

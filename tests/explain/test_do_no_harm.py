@@ -17,8 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 from cudamagic.explain import cudaerrors  # noqa: E402
-from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
 from .autograd_cases import CASES  # noqa: E402
 from .failing import CUDA_SUFFIX, NEW_OOM, fail  # noqa: E402
