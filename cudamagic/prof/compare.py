@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from ..core import style
 from ..core.fmt import esc, html_table, terminal_safe, text_table
+from .breakdown import of_result, of_trace
 from .render import ms
+from .verdict import breakdown_change
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -108,7 +110,18 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     rows.sort(key=lambda r: (-abs(r.delta_us), r.kind, r.name))
     total_a = sum(v[1] for k, v in ta.items() if k[0] == "operator")
     total_b = sum(v[1] for k, v in tb.items() if k[0] == "operator")
-    return Comparison(label_a, label_b, rows, total_a, total_b)
+    out = Comparison(label_a, label_b, rows, total_a, total_b)
+    out.changes = breakdown_change(_breakdown(a), _breakdown(b))
+    return out
+
+
+def _breakdown(profile):
+    """The step-time breakdown of a result (its verdict's) or of a trace dict."""
+    from .summary import ProfResult
+
+    if isinstance(profile, ProfResult):
+        return profile.verdict.breakdown if profile.verdict is not None else of_result(profile)
+    return of_trace(profile)
 
 
 class Comparison:
@@ -117,13 +130,15 @@ class Comparison:
 
     Attributes:
         label_a/label_b: what was compared. total_a_us/total_b_us: all operators' self time in A and
-        B.
+        B. changes: the step-time breakdown rows that changed (``"data wait 62.0 % -> 8.0 %"``)
+        and the step-time ratio (``"step 2.90x faster"``), biggest change first.
         top: rows shown (all are in ``rows``).
     """
 
     def __init__(self, label_a, label_b, rows, total_a_us, total_b_us, top: int = 15):
         self.label_a, self.label_b, self.rows = label_a, label_b, rows
         self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
+        self.changes = []  # breakdown rows that changed: "data wait 62.0 % -> 8.0 %", "step 2.9x faster"
 
     def headers(self):
         return [
@@ -161,13 +176,24 @@ class Comparison:
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
         ]
-        return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
+        changes = [f"  {terminal_safe(c)}" for c in self.changes]
+        head = [terminal_safe(self._title())]
+        if changes:
+            head += ["Step-time breakdown, biggest change first:", *changes]
+        return "\n".join(head) + "\n" + text_table(self.headers(), rows)
 
     def _repr_html_(self):
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
         table = html_table(
             self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}
         )
+        changes = "".join(f"<li>{esc(c)}</li>" for c in self.changes)
+        changes = (
+            f"<div>Step-time breakdown, biggest change first:<ul>{changes}</ul></div>"
+            if changes
+            else ""
+        )
         return style.page(
-            f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table), "prof"
+            f"<div class='cm-title'>{esc(self._title())}</div>{changes}" + style.scroll(table),
+            "prof",
         )

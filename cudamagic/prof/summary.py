@@ -307,7 +307,8 @@ class ProfResult:
         trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices:
             one-line
         notes (activities not recorded, warnings summary). error: the cell's exception as text, or
-        None (a profile of the part that ran).
+        None (a profile of the part that ran). verdict: why the steps are slow, the fix, FLOPs and
+        MFU (:class:`~.verdict.Verdict`), or None when it could not be built.
     """
 
     header: str = "%%torchprof"
@@ -332,6 +333,7 @@ class ProfResult:
     notices: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     error: str | None = None
+    verdict: object = None
     _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- tables

@@ -1,0 +1,322 @@
+"""Where the time of a profiled cell's steps went: one row per cause, adding up to 100 %.
+
+A step is a ``ProfilerStep#N`` range of a ``--steps`` run; without ``--steps`` the whole profiled
+span is one step. Each instant of a step goes to exactly one row, the first that applies:
+
+CPU-only run (:data:`CPU_ROWS`): ``data wait`` (inside the DataLoader's ``__next__``, the
+``enumerate(DataLoader)#...`` range torch records), ``optimizer`` (inside ``Optimizer.step#...`` or
+``Optimizer.zero_grad#...``), ``host copies`` (inside a copy operator that no other operator
+called: ``.clone()``, ``.to(dtype)``, ``.contiguous()``, ``.copy_()``), ``compute`` (inside any
+other operator, on any thread) and ``Python overhead`` (no operator running: the interpreter).
+
+With GPU activity (:data:`GPU_ROWS`): ``data wait``, ``optimizer``, ``host-device copies`` (a
+memcpy on the device, or the CPU inside a copy operator), ``GPU computing`` (a kernel or memset
+running), then the GPU is idle: ``sync stalls`` (an idle gap during which the CPU sat in a
+synchronising call: ``.item()``, ``.cpu()``, ``print(loss)``, ``torch.cuda.synchronize()``, a
+blocking ``cudaMemcpy``), ``launch gaps`` (the CPU is inside operators, launching), ``Python
+overhead`` (the CPU is in the interpreter).
+
+Times are microseconds on the profiler's clock. Nothing here imports torch or IPython.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from .summary import KernelRecord, OpRecord, StepRecord
+
+CPU_ROWS = ("compute", "data wait", "host copies", "optimizer", "Python overhead")
+GPU_ROWS = (
+    "GPU computing",
+    "data wait",
+    "host-device copies",
+    "launch gaps",
+    "sync stalls",
+    "optimizer",
+    "Python overhead",
+)
+#: copy operators (counted when no other operator called them).
+COPY_OPS = frozenset(
+    {
+        "aten::copy_",
+        "aten::_to_copy",
+        "aten::to",
+        "aten::clone",
+        "aten::contiguous",
+        "aten::_copy_from",
+        "aten::_copy_from_and_resize",
+    }
+)
+#: calls that make the CPU wait for the GPU.
+SYNC_OPS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cudaMemcpy",
+        "aten::item",
+        "aten::_local_scalar_dense",
+    }
+)
+_D, _O, _C, _A, _S, _K, _M = range(7)  # data, optimizer, copy, any op, sync, kernel, memcpy
+
+
+def is_data_range(name: str) -> bool:
+    """A DataLoader ``__next__`` range.
+
+    Torch names it ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``.
+    """
+    return name.startswith("enumerate(DataLoader)") or ("DataLoader" in name and "__next__" in name)
+
+
+def is_optimizer_range(name: str) -> bool:
+    """An ``Optimizer.step#SGD.step`` or ``Optimizer.zero_grad#SGD.zero_grad`` range."""
+    return name.startswith(("Optimizer.step#", "Optimizer.zero_grad#"))
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Time of the steps per row, and the facts the verdict reads.
+
+    Attributes:
+        rows_us: row name -> microseconds summed over the steps (:data:`CPU_ROWS` or
+            :data:`GPU_ROWS`, in that order); the values sum to ``total_us``.
+        total_us: summed length of the steps in microseconds.
+        steps: how many steps (1 for a whole cell without ``--steps``).
+        gpu: the GPU rows are used (kernels were recorded).
+        facts: counts behind the rows (see :func:`breakdown`).
+    """
+
+    rows_us: dict
+    total_us: float
+    steps: int
+    gpu: bool
+    facts: dict = field(default_factory=dict)
+
+    def pct(self) -> dict:
+        """Row -> percent of the steps' time (sums to 100 up to rounding)."""
+        total = self.total_us or 1.0
+        return {k: 100.0 * v / total for k, v in self.rows_us.items()}
+
+    @property
+    def step_us(self) -> float:
+        """Mean step length in microseconds."""
+        return self.total_us / max(1, self.steps)
+
+
+def _outermost(ops):
+    """Per operator: its innermost enclosing operator on the same thread, or None."""
+    parents = {}
+    by_thread: dict = {}
+    for op in ops:
+        by_thread.setdefault(op.thread, []).append(op)
+    for items in by_thread.values():
+        items.sort(key=lambda o: (o.start_us, -o.end_us))
+        stack: list = []
+        for op in items:
+            while stack and stack[-1].end_us <= op.start_us:
+                stack.pop()
+            parents[id(op)] = stack[-1] if stack else None
+            stack.append(op)
+    return parents
+
+
+def breakdown(ops, kernels, steps, span) -> Breakdown:
+    """Split the steps' time into rows (see the module docstring).
+
+    Args:
+        ops: :class:`~.summary.OpRecord` items (CPU operators, runtime calls and ranges, all
+            threads).
+        kernels: :class:`~.summary.KernelRecord` items (empty on a CPU-only run).
+        steps: :class:`~.summary.StepRecord` items; none: ``span`` is the one step.
+        span: (start_us, end_us) of the profiled span.
+
+    Returns:
+        a :class:`Breakdown`. ``facts``: ``ops`` (outermost ``aten::`` operators per step,
+        outside the optimizer and the DataLoader), ``median_op_us`` (their median length),
+        ``copy_calls`` (copy operator name -> calls), ``optimizer`` (its class name), ``foreach``
+        (the optimizer used ``_foreach_``/``_fused_`` operators), ``optimizer_ops`` (operators
+        inside the optimizer per step), ``data_iter`` (the DataLoader iterator's class name),
+        ``sync_calls`` (name -> calls), ``pageable_copies`` (memcpys from pageable memory),
+        ``median_kernel_us``, ``gpu_idle_pct`` (idle share of the steps), ``kernels`` (per step).
+    """
+    windows = [(s.start_us, s.end_us) for s in steps] or [tuple(span)]
+    gpu = bool(kernels)
+    parents = _outermost(ops)
+    marks = []  # (time, +1/-1, category)
+    facts: dict = {
+        "copy_calls": {},
+        "sync_calls": {},
+        "foreach": False,
+        "data_iter": "",
+        "optimizer": "",
+    }
+    outer_aten, optimizer_ops = [], 0
+    opt_ranges = []
+    for op in ops:
+        name = op.name
+        cats = []
+        parent = parents[id(op)]
+        if is_data_range(name):
+            cats.append(_D)
+            facts["data_iter"] = name.split("#", 1)[-1].split(".")[0]
+        elif is_optimizer_range(name):
+            cats.append(_O)
+            opt_ranges.append((op.start_us, op.end_us))
+            if name.startswith("Optimizer.step#"):
+                facts["optimizer"] = name.split("#", 1)[1].split(".")[0]
+        else:
+            cats.append(_A)
+            if name in COPY_OPS and (parent is None or not parent.name.startswith("aten::")):
+                cats.append(_C)
+                facts["copy_calls"][name] = facts["copy_calls"].get(name, 0) + 1
+            if name in SYNC_OPS:
+                cats.append(_S)
+                facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
+            if name.startswith(("aten::_foreach_", "aten::_fused_")):
+                facts["foreach"] = True
+            if name.startswith("aten::") and (
+                parent is None or not parent.name.startswith("aten::")
+            ):
+                outer_aten.append(op)
+        for c in cats:
+            marks.append((op.start_us, 1, c))
+            marks.append((op.end_us, -1, c))
+    for k in kernels:
+        c = _M if k.kind == "memcpy" else _K
+        marks.append((k.start_us, 1, c))
+        marks.append((k.end_us, -1, c))
+    data_ranges = [(o.start_us, o.end_us) for o in ops if is_data_range(o.name)]
+    loop_ops = []
+    for op in outer_aten:
+        if any(s <= op.start_us < e for s, e in opt_ranges):
+            optimizer_ops += 1
+        elif not any(s <= op.start_us < e for s, e in data_ranges):
+            loop_ops.append(op)
+    rows = dict.fromkeys(GPU_ROWS if gpu else CPU_ROWS, 0.0)
+    spent, idle = _sweep(marks, sorted(windows), gpu)
+    for k, v in spent.items():
+        rows[k] += v
+    total = sum(hi - lo for lo, hi in windows)
+    n = len(windows)
+    in_steps = [op for op in loop_ops if any(lo <= op.start_us < hi for lo, hi in windows)]
+    facts["ops"] = len(in_steps) / n
+    facts["median_op_us"] = (
+        statistics.median(o.end_us - o.start_us for o in in_steps) if in_steps else 0.0
+    )
+    facts["optimizer_ops"] = optimizer_ops / n
+    facts["pageable_copies"] = sum(
+        1 for k in kernels if k.kind == "memcpy" and "pageable" in k.name.lower()
+    )
+    real = [k.end_us - k.start_us for k in kernels if k.kind == "kernel"]
+    facts["median_kernel_us"] = statistics.median(real) if real else 0.0
+    facts["kernels"] = len(real) / n
+    facts["gpu_idle_pct"] = 100.0 * idle / total if total and gpu else 0.0
+    return Breakdown(rows, total, n, gpu, facts)
+
+
+def _sweep(marks, windows, gpu: bool) -> tuple[dict, float]:
+    """Row -> microseconds inside the windows, and the GPU's idle microseconds there.
+
+    One pass over the sorted ``marks``; ``windows`` are sorted and disjoint.
+    """
+    edges = [(lo, 0, -1) for lo, _ in windows] + [(hi, 0, -1) for _, hi in windows]
+    points = sorted(marks + edges)
+    active = [0] * 7
+    spent: dict = {}
+    idle = 0.0
+    sync_in_gap = False
+    w, last = 0, points[0][0] if points else 0.0
+    for t, delta, cat in points:
+        if t > last:
+            row, gpu_idle, sync_in_gap = _row(active, gpu, sync_in_gap)
+            while w < len(windows) and windows[w][1] <= last:
+                w += 1
+            # the part of [last, t) inside windows w, w+1, ...
+            i = w
+            while i < len(windows) and windows[i][0] < t:
+                a, b = max(last, windows[i][0]), min(t, windows[i][1])
+                if b > a:
+                    spent[row] = spent.get(row, 0.0) + (b - a)
+                    idle += (b - a) if gpu_idle else 0.0
+                i += 1
+            last = t
+        if cat >= 0:
+            active[cat] += delta
+    return spent, idle
+
+
+def _row(active, gpu: bool, sync_in_gap: bool) -> tuple[str, bool, bool]:
+    """(row, the GPU is idle, a sync happened in the current GPU idle gap) for one instant."""
+    kernel = active[_K] > 0 or active[_M] > 0
+    if gpu and kernel:
+        sync_in_gap = False
+    elif gpu and active[_S] > 0:
+        sync_in_gap = True
+    if active[_D] > 0:
+        return "data wait", gpu and not kernel, sync_in_gap
+    if active[_O] > 0:
+        return "optimizer", gpu and not kernel, sync_in_gap
+    if not gpu:
+        if active[_C] > 0:
+            return "host copies", False, False
+        return ("compute" if active[_A] > 0 else "Python overhead"), False, False
+    if active[_M] > 0 or active[_C] > 0:
+        return "host-device copies", not kernel, sync_in_gap
+    if active[_K] > 0:
+        return "GPU computing", False, sync_in_gap
+    if sync_in_gap:
+        return "sync stalls", True, sync_in_gap
+    return ("launch gaps" if active[_A] > 0 else "Python overhead"), True, sync_in_gap
+
+
+def of_result(res) -> Breakdown:
+    """The :class:`Breakdown` of a :class:`~.summary.ProfResult`."""
+    return breakdown(res.ops, res.kernels, res.steps, res.span_us)
+
+
+_KERNEL_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+_CPU_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "gpu_user_annotation")
+
+
+def records_from_trace(data: dict) -> tuple[list, list, list, tuple]:
+    """(ops, kernels, steps, span) from a Chrome trace dict as ``torch.profiler`` exports it.
+
+    CPU events: categories ``cpu_op``, ``user_annotation``, ``cuda_runtime``, ``cuda_driver``;
+    device events: ``kernel``, ``gpu_memcpy``, ``gpu_memset``; ``ProfilerStep#N`` ranges are the
+    steps. Only complete events (``"ph": "X"``) are read; times are the trace's microseconds.
+    """
+    ops, kernels, steps = [], [], []
+    for e in data.get("traceEvents", []):
+        if e.get("ph") != "X" or "dur" not in e or "ts" not in e:
+            continue
+        cat, name = e.get("cat", ""), str(e.get("name", ""))
+        start = float(e["ts"])
+        end = start + float(e["dur"])
+        if cat in _KERNEL_KINDS:
+            args = e.get("args") or {}
+            kernels.append(
+                KernelRecord(
+                    name,
+                    _KERNEL_KINDS[cat],
+                    int(args.get("device", e.get("pid", 0)) or 0),
+                    int(args.get("stream", e.get("tid", 0)) or 0),
+                    start,
+                    end,
+                )
+            )
+        elif cat == "user_annotation" and name.startswith("ProfilerStep#"):
+            steps.append(StepRecord(int(name.split("#", 1)[1] or 0), start, end))
+        elif cat in _CPU_CATS and cat != "gpu_user_annotation":
+            ops.append(OpRecord(name, "", int(e.get("tid", 0) or 0), start, end, end - start))
+    times = [o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps]
+    ends = [o.end_us for o in ops] + [k.end_us for k in kernels] + [s.end_us for s in steps]
+    span = (min(times, default=0.0), max(ends, default=0.0))
+    return ops, kernels, sorted(steps, key=lambda s: s.start_us), span
+
+
+def of_trace(data: dict) -> Breakdown:
+    """The :class:`Breakdown` of a Chrome trace dict (see :func:`records_from_trace`)."""
+    ops, kernels, steps, span = records_from_trace(data)
+    return breakdown(ops, kernels, steps, span)
