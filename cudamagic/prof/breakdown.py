@@ -59,6 +59,8 @@ SYNC_OPS = frozenset(
         "aten::_local_scalar_dense",
     }
 )
+#: a stretch of Python shorter than this between two operators is dispatch overhead, in us.
+SHORT_GAP_US = 50.0
 _D, _O, _C, _A, _S, _K, _M = range(7)  # data, optimizer, copy, any op, sync, kernel, memcpy
 
 
@@ -139,7 +141,9 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         (the optimizer used ``_foreach_``/``_fused_`` operators), ``optimizer_ops`` (operators
         inside the optimizer per step), ``data_iter`` (the DataLoader iterator's class name),
         ``sync_calls`` (name -> calls), ``pageable_copies`` (memcpys from pageable memory),
-        ``median_kernel_us``, ``gpu_idle_pct`` (idle share of the steps), ``kernels`` (per step).
+        ``median_kernel_us``, ``gpu_idle_pct`` (idle share of the steps), ``kernels`` (per step),
+        ``short_gaps_pct`` (share of the steps in Python stretches under :data:`SHORT_GAP_US`
+        between operators).
     """
     windows = [(s.start_us, s.end_us) for s in steps] or [tuple(span)]
     gpu = bool(kernels)
@@ -195,7 +199,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         elif not any(s <= op.start_us < e for s, e in data_ranges):
             loop_ops.append(op)
     rows = dict.fromkeys(GPU_ROWS if gpu else CPU_ROWS, 0.0)
-    spent, idle = _sweep(marks, sorted(windows), gpu)
+    spent, idle, short = _sweep(marks, sorted(windows), gpu)
     for k, v in spent.items():
         rows[k] += v
     total = sum(hi - lo for lo, hi in windows)
@@ -213,19 +217,22 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
     facts["median_kernel_us"] = statistics.median(real) if real else 0.0
     facts["kernels"] = len(real) / n
     facts["gpu_idle_pct"] = 100.0 * idle / total if total and gpu else 0.0
+    facts["short_gaps_pct"] = 100.0 * short / total if total else 0.0
     return Breakdown(rows, total, n, gpu, facts)
 
 
-def _sweep(marks, windows, gpu: bool) -> tuple[dict, float]:
-    """Row -> microseconds inside the windows, and the GPU's idle microseconds there.
+def _sweep(marks, windows, gpu: bool) -> tuple[dict, float, float]:
+    """Row -> microseconds in the windows, GPU idle and short-gap Python microseconds.
 
-    One pass over the sorted ``marks``; ``windows`` are sorted and disjoint.
+    One pass over the sorted ``marks``; ``windows`` are sorted and disjoint. A gap is short when
+    the interpreter runs less than :data:`SHORT_GAP_US` between two operators (dispatching, not
+    running the user's own Python work).
     """
     edges = [(lo, 0, -1) for lo, _ in windows] + [(hi, 0, -1) for _, hi in windows]
     points = sorted(marks + edges)
     active = [0] * 7
     spent: dict = {}
-    idle = 0.0
+    idle = short = run = 0.0
     sync_in_gap = False
     w, last = 0, points[0][0] if points else 0.0
     for t, delta, cat in points:
@@ -233,18 +240,25 @@ def _sweep(marks, windows, gpu: bool) -> tuple[dict, float]:
             row, gpu_idle, sync_in_gap = _row(active, gpu, sync_in_gap)
             while w < len(windows) and windows[w][1] <= last:
                 w += 1
-            # the part of [last, t) inside windows w, w+1, ...
-            i = w
-            while i < len(windows) and windows[i][0] < t:
+            i, inside = w, 0.0
+            while i < len(windows) and windows[i][0] < t:  # the part of [last, t) in windows
                 a, b = max(last, windows[i][0]), min(t, windows[i][1])
                 if b > a:
                     spent[row] = spent.get(row, 0.0) + (b - a)
                     idle += (b - a) if gpu_idle else 0.0
+                    inside += b - a
                 i += 1
+            if row == "Python overhead":
+                run += inside
+                if t - last >= SHORT_GAP_US:
+                    run = float("inf")
+            else:
+                short += run if run < SHORT_GAP_US else 0.0
+                run = 0.0
             last = t
         if cat >= 0:
             active[cat] += delta
-    return spent, idle
+    return spent, idle, short
 
 
 def _row(active, gpu: bool, sync_in_gap: bool) -> tuple[str, bool, bool]:

@@ -288,7 +288,7 @@ def build_verdict(
             f.get("ops", 0) >= TINY_OPS_PER_STEP
             and f.get("ops", 0) / max(step_ms, 1e-9) >= TINY_OPS_PER_MS
         ) and (0 < f.get("median_op_us", 0) <= TINY_OP_US)
-        busy = p.get("compute", 0.0) + p.get("Python overhead", 0.0)
+        busy = p.get("compute", 0.0) + f.get("short_gaps_pct", 0.0)
         if tiny and busy >= MIN_PCT["tiny_ops"]:
             add(
                 "tiny_ops",
@@ -515,16 +515,19 @@ def verdict_html(v: Verdict) -> str:
 
 
 def breakdown_change(a: Breakdown, b: Breakdown) -> list:
-    """Which rows changed between two breakdowns, biggest change first.
+    """Which rows changed between two breakdowns, biggest change of time per step first.
 
-    Lines like ``"data wait 62.0 % -> 8.0 %"``, then the step time ratio (``"step 2.90x
-    faster"``).
+    Lines like ``"data wait 62.0 % -> 8.0 % (4.10 -> 0.20 ms/step)"`` for each row whose share
+    moved by 1 point or more, then the step time ratio (``"step 2.90x faster"``).
     """
     pa, pb = a.pct(), b.pct()
+    per_a = {k: v / max(1, a.steps) for k, v in a.rows_us.items()}
+    per_b = {k: v / max(1, b.steps) for k, v in b.rows_us.items()}
     names = list(dict.fromkeys([*pa, *pb]))
-    changed = sorted(names, key=lambda k: -abs(pb.get(k, 0.0) - pa.get(k, 0.0)))
+    changed = sorted(names, key=lambda k: -abs(per_b.get(k, 0.0) - per_a.get(k, 0.0)))
     lines = [
-        f"{k} {pa.get(k, 0.0):.1f} % -> {pb.get(k, 0.0):.1f} %"
+        f"{k} {pa.get(k, 0.0):.1f} % -> {pb.get(k, 0.0):.1f} % "
+        f"({per_a.get(k, 0.0) / 1000:.2f} -> {per_b.get(k, 0.0) / 1000:.2f} ms/step)"
         for k in changed
         if abs(pb.get(k, 0.0) - pa.get(k, 0.0)) >= 1.0
     ]

@@ -11,8 +11,8 @@ well under a second on one CPU core.
   expression.
 - ``tiny_ops``: a Python loop over the rows of a tensor, three tiny operators per row. Fix: the
   same on the whole tensor.
-- ``optimizer``: 600 small parameters and ``SGD(momentum=0.9, foreach=False)``. Fix (on a CPU):
-  one parameter of shape (600, 4) and ``foreach=True``.
+- ``optimizer``: 400 small parameters and ``SGD(momentum, nesterov, weight_decay,
+  foreach=False)``. Fix (on a CPU): one parameter of shape (400, 4) and ``foreach=True``.
 - ``copies``: the whole float64 data set is cloned and converted to float32 in every step. Fix:
   convert once, before the loop.
 - ``healthy``: a compute-bound MLP step (large matmuls): no finding expected.
@@ -74,7 +74,7 @@ for step in range(6):
     },
     "tiny_ops": {
         "setup": """
-scores = torch.randn(800, 8, device=DEVICE)
+scores = torch.randn(400, 8, device=DEVICE)
 """,
         "slow": {
             "body": "totals = [row.relu().mul(2.0).sum() for row in scores]\n"
@@ -82,25 +82,27 @@ scores = torch.randn(800, 8, device=DEVICE)
         },
         "fixed": {"body": "total = scores.relu().mul(2.0).sum(dim=1).sum()"},
         "cell": """
-for step in range(3):
+for step in range(2):
     {body}
 """,
     },
     "optimizer": {
         "setup": """
 {params}
-opt = torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach={foreach})
+opt = torch.optim.SGD(
+    params, lr=0.01, momentum=0.9, nesterov=True, weight_decay=1e-4, foreach={foreach}
+)
 """,
         "slow": {
-            "params": "params = [nn.Parameter(torch.randn(4, device=DEVICE)) for _ in range(600)]",
+            "params": "params = [nn.Parameter(torch.randn(4, device=DEVICE)) for _ in range(400)]",
             "foreach": "False",
         },
         "fixed": {
-            "params": "params = [nn.Parameter(torch.randn(600, 4, device=DEVICE))]",
+            "params": "params = [nn.Parameter(torch.randn(400, 4, device=DEVICE))]",
             "foreach": "True",
         },
         "cell": """
-for step in range(4):
+for step in range(3):
     loss = torch.stack(params).square().sum()
     opt.zero_grad()
     loss.backward()
