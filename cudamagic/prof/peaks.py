@@ -42,7 +42,7 @@ PEAKS = (
         "name": "B200",
         "match": ("b200",),
         "cc": (10, 0),
-        "dense_tflops": {"fp32": 75.0, "tf32": 1100.0, "bf16": 2250.0, "fp16": 2250.0},
+        "dense_tflops": {"fp32": 75.0, "tf32": 1125.0, "bf16": 2250.0, "fp16": 2250.0},
         "source": "https://www.nvidia.com/en-us/data-center/hgx/",
     },
     {
