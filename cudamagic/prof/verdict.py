@@ -272,10 +272,10 @@ def build_verdict(
             "accumulate on the GPU (`total += loss.detach()`) and read it once per epoch; drop "
             "`torch.cuda.synchronize()` and `print(loss)` from the step",
         )
-        launch = p.get("launch gaps", 0.0) + p.get("Python overhead", 0.0)
+        short = min(f.get("short_gaps_pct", 0.0), p.get("Python overhead", 0.0))
         add(
             "launch",
-            launch,
+            p.get("launch gaps", 0.0) + short,
             f"kernels are short (median {f.get('median_kernel_us', 0):.0f} us, "
             f"{f.get('kernels', 0):.0f} per step) and the GPU is idle "
             f"{f.get('gpu_idle_pct', 0):.0f} % of the step between them: the CPU cannot launch "
@@ -283,6 +283,7 @@ def build_verdict(
             "a larger batch, `torch.compile(model, mode='reduce-overhead')`, or CUDA graphs "
             "(`torch.cuda.graphs`)",
         )
+        add("python", p.get("Python overhead", 0.0) - short, *_python_words(p, short))
     else:
         tiny = (
             f.get("ops", 0) >= TINY_OPS_PER_STEP
@@ -299,15 +300,7 @@ def build_verdict(
                 "(one batched operator replaces thousands), or `torch.compile` the loop body",
             )
         else:
-            add(
-                "python",
-                p.get("Python overhead", 0.0),
-                f"{p.get('Python overhead', 0):.0f} % of each step no operator runs: Python "
-                "code between operators (per-element loops, list or NumPy conversions, logging)",
-                "find the lines with `%%torchprof --group stack` or line_profiler, and move "
-                "per-element Python work into tensor operations (or into the Dataset, where "
-                "DataLoader workers run it in parallel)",
-            )
+            add("python", p.get("Python overhead", 0.0), *_python_words(p, 0.0))
     entry = find_peak(gpu_name) if isinstance(gpu_name, str) else None
     fp32_share = flops.get("fp32", 0.0) / (sum(flops.values()) or 1.0)
     if (
@@ -353,6 +346,17 @@ def build_verdict(
         mfu_pct,
         gpu_name,
         entry["source"] if entry else None,
+    )
+
+
+def _python_words(p: dict, short: float) -> tuple[str, str]:
+    """(what, fix) of the Python-overhead finding; ``short``: the part in short gaps."""
+    return (
+        f"{p.get('Python overhead', 0) - short:.0f} % of each step no operator runs: Python code "
+        "between operators (per-element loops, list or NumPy conversions, logging)",
+        "find the lines with `%%torchprof --group stack` or line_profiler, and move per-element "
+        "Python work into tensor operations (or into the Dataset, where DataLoader workers run "
+        "it in parallel)",
     )
 
 
