@@ -522,7 +522,8 @@ def breakdown_change(a: Breakdown, b: Breakdown) -> list:
     """Which rows changed between two breakdowns, biggest change of time per step first.
 
     Lines like ``"data wait 62.0 % -> 8.0 % (4.10 -> 0.20 ms/step)"`` for each row whose share
-    moved by 1 point or more or whose time per step moved by 1 % of A's step or more, then the step time ratio (``"step 2.90x faster"``).
+    moved by 1 point or more or whose time per step moved by 1 % of A's step or more, then the
+    step time ratio (``"step 2.90x faster"``).
     """
     pa, pb = a.pct(), b.pct()
     per_a = {k: v / max(1, a.steps) for k, v in a.rows_us.items()}
