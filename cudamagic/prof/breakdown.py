@@ -22,6 +22,7 @@ Times are microseconds on the profiler's clock. Nothing here imports torch or IP
 from __future__ import annotations
 
 import statistics
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from .summary import KernelRecord, OpRecord, StepRecord
@@ -61,7 +62,12 @@ SYNC_OPS = frozenset(
 )
 #: a stretch of Python shorter than this between two operators is dispatch overhead, in us.
 SHORT_GAP_US = 50.0
-_D, _O, _C, _A, _S, _K, _M = range(7)  # data, optimizer, copy, any op, sync, kernel, memcpy
+_D, _O, _C, _A, _S, _K, _M = range(7)
+
+
+def _start_then_longest(op) -> tuple:
+    """Sort key: by start time, an enclosing operator before the ones it encloses."""
+    return (op.start_us, -op.end_us)  # data, optimizer, copy, any op, sync, kernel, memcpy
 
 
 def is_data_range(name: str) -> bool:
@@ -107,21 +113,22 @@ class Breakdown:
         return self.total_us / max(1, self.steps)
 
 
-def _outermost(ops):
-    """Per operator: its innermost enclosing operator on the same thread, or None."""
-    parents = {}
-    by_thread: dict = {}
-    for op in ops:
-        by_thread.setdefault(op.thread, []).append(op)
-    for items in by_thread.values():
-        items.sort(key=lambda o: (o.start_us, -o.end_us))
-        stack: list = []
-        for op in items:
-            while stack and stack[-1].end_us <= op.start_us:
-                stack.pop()
-            parents[id(op)] = stack[-1] if stack else None
-            stack.append(op)
-    return parents
+def _merged(intervals) -> list:
+    """Sorted, disjoint (start, end) pairs covering the same time as ``intervals``."""
+    out: list = []
+    for lo, hi in sorted(intervals):
+        if out and lo <= out[-1][1]:
+            if hi > out[-1][1]:
+                out[-1][1] = hi
+        else:
+            out.append([lo, hi])
+    return out
+
+
+def _inside(t: float, merged, starts) -> bool:
+    """``t`` lies in one of the ``merged`` intervals (``starts``: their start times)."""
+    i = bisect_right(starts, t) - 1
+    return i >= 0 and t < merged[i][1]
 
 
 def breakdown(ops, kernels, steps, span) -> Breakdown:
@@ -147,8 +154,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
     """
     windows = [(s.start_us, s.end_us) for s in steps] or [tuple(span)]
     gpu = bool(kernels)
-    parents = _outermost(ops)
-    marks = []  # (time, +1/-1, category)
+    spans: dict = {c: [] for c in range(7)}
     facts: dict = {
         "copy_calls": {},
         "sync_calls": {},
@@ -156,55 +162,64 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         "data_iter": "",
         "optimizer": "",
     }
-    outer_aten, optimizer_ops = [], 0
-    opt_ranges = []
+    outer_aten = []
+    by_thread: dict = {}
     for op in ops:
-        name = op.name
-        cats = []
-        parent = parents[id(op)]
-        if is_data_range(name):
-            cats.append(_D)
-            facts["data_iter"] = name.split("#", 1)[-1].split(".")[0]
-        elif is_optimizer_range(name):
-            cats.append(_O)
-            opt_ranges.append((op.start_us, op.end_us))
-            if name.startswith("Optimizer.step#"):
-                facts["optimizer"] = name.split("#", 1)[1].split(".")[0]
-        else:
-            cats.append(_A)
-            if name in COPY_OPS and (parent is None or not parent.name.startswith("aten::")):
-                cats.append(_C)
-                facts["copy_calls"][name] = facts["copy_calls"].get(name, 0) + 1
-            if name in SYNC_OPS:
-                cats.append(_S)
-                facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
-            if name.startswith(("aten::_foreach_", "aten::_fused_")):
-                facts["foreach"] = True
-            if name.startswith("aten::") and (
-                parent is None or not parent.name.startswith("aten::")
-            ):
-                outer_aten.append(op)
-        for c in cats:
-            marks.append((op.start_us, 1, c))
-            marks.append((op.end_us, -1, c))
+        by_thread.setdefault(op.thread, []).append(op)
+    for items in by_thread.values():
+        items.sort(key=_start_then_longest)
+        stack: list = []  # enclosing operators on this thread
+        for op in items:
+            start, name = op.start_us, op.name
+            while stack and stack[-1].end_us <= start:
+                stack.pop()
+            under_aten = bool(stack) and stack[-1].name.startswith("aten::")
+            stack.append(op)
+            span_ = (start, op.end_us)
+            if name.startswith("aten::"):
+                spans[_A].append(span_)
+                if not under_aten:
+                    outer_aten.append(op)
+                    if name in COPY_OPS:
+                        spans[_C].append(span_)
+                        facts["copy_calls"][name] = facts["copy_calls"].get(name, 0) + 1
+                if name in SYNC_OPS:
+                    spans[_S].append(span_)
+                    facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
+                if name.startswith(("aten::_foreach_", "aten::_fused_")):
+                    facts["foreach"] = True
+            elif is_data_range(name):
+                spans[_D].append(span_)
+                facts["data_iter"] = name.split("#", 1)[-1].split(".")[0]
+            elif is_optimizer_range(name):
+                spans[_O].append(span_)
+                if name.startswith("Optimizer.step#"):
+                    facts["optimizer"] = name.split("#", 1)[1].split(".")[0]
+            else:  # runtime calls (cudaLaunchKernel...), autograd and your own ranges
+                spans[_A].append(span_)
+                if name in SYNC_OPS:
+                    spans[_S].append(span_)
+                    facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
     for k in kernels:
-        c = _M if k.kind == "memcpy" else _K
-        marks.append((k.start_us, 1, c))
-        marks.append((k.end_us, -1, c))
-    data_ranges = [(o.start_us, o.end_us) for o in ops if is_data_range(o.name)]
-    loop_ops = []
+        spans[_M if k.kind == "memcpy" else _K].append((k.start_us, k.end_us))
+    merged = {c: _merged(v) for c, v in spans.items()}
+    marks = [(t, d, c) for c, m in merged.items() for lo, hi in m for t, d in ((lo, 1), (hi, -1))]
+    opt, data = merged[_O], merged[_D]
+    opt_starts, data_starts = [m[0] for m in opt], [m[0] for m in data]
+    win = _merged(windows)
+    win_starts = [m[0] for m in win]
+    optimizer_ops, in_steps = 0, []
     for op in outer_aten:
-        if any(s <= op.start_us < e for s, e in opt_ranges):
+        if _inside(op.start_us, opt, opt_starts):
             optimizer_ops += 1
-        elif not any(s <= op.start_us < e for s, e in data_ranges):
-            loop_ops.append(op)
+        elif not _inside(op.start_us, data, data_starts) and _inside(op.start_us, win, win_starts):
+            in_steps.append(op)
     rows = dict.fromkeys(GPU_ROWS if gpu else CPU_ROWS, 0.0)
     spent, idle, short = _sweep(marks, sorted(windows), gpu)
     for k, v in spent.items():
         rows[k] += v
     total = sum(hi - lo for lo, hi in windows)
     n = len(windows)
-    in_steps = [op for op in loop_ops if any(lo <= op.start_us < hi for lo, hi in windows)]
     facts["ops"] = len(in_steps) / n
     facts["median_op_us"] = (
         statistics.median(o.end_us - o.start_us for o in in_steps) if in_steps else 0.0

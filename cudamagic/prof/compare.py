@@ -138,7 +138,7 @@ class Comparison:
     def __init__(self, label_a, label_b, rows, total_a_us, total_b_us, top: int = 15):
         self.label_a, self.label_b, self.rows = label_a, label_b, rows
         self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
-        self.changes = []  # breakdown rows that changed: "data wait 62.0 % -> 8.0 %", "step 2.9x faster"
+        self.changes = []  # see the class docstring
 
     def headers(self):
         return [
@@ -176,11 +176,11 @@ class Comparison:
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
         ]
-        changes = [f"  {terminal_safe(c)}" for c in self.changes]
-        head = [terminal_safe(self._title())]
-        if changes:
-            head += ["Step-time breakdown, biggest change first:", *changes]
-        return "\n".join(head) + "\n" + text_table(self.headers(), rows)
+        out = [terminal_safe(self._title()), text_table(self.headers(), rows)]
+        if self.changes:
+            out += ["", "Step-time breakdown, biggest change first:"]
+            out += [f"  {terminal_safe(c)}" for c in self.changes]
+        return "\n".join(out)
 
     def _repr_html_(self):
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
@@ -194,6 +194,6 @@ class Comparison:
             else ""
         )
         return style.page(
-            f"<div class='cm-title'>{esc(self._title())}</div>{changes}" + style.scroll(table),
+            f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table) + changes,
             "prof",
         )

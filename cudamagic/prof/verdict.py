@@ -400,10 +400,11 @@ def verdict_of(res, prof=None) -> Verdict:
     import torch
 
     from .breakdown import of_result
-    from .flops import flops_from_profiler
+    from .flops import FORMULAS, flops_from_profiler
 
     bd = of_result(res)
-    flops = flops_from_profiler(prof) if prof is not None else {}
+    counted = prof is not None and any(op.name in FORMULAS for op in res.ops)
+    flops = flops_from_profiler(prof) if counted else {}
     name, cc = NA("no GPU activity recorded", "not_recorded"), None
     if res.kernels:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
