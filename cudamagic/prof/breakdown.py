@@ -147,10 +147,10 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         ``copy_calls`` (copy operator name -> calls), ``optimizer`` (its class name), ``foreach``
         (the optimizer used ``_foreach_``/``_fused_`` operators), ``optimizer_ops`` (operators
         inside the optimizer per step), ``data_iter`` (the DataLoader iterator's class name),
-        ``sync_calls`` (name -> calls), ``pageable_copies`` (memcpys from pageable memory),
-        ``median_kernel_us``, ``gpu_idle_pct`` (idle share of the steps), ``kernels`` (per step),
-        ``short_gaps_pct`` (share of the steps in Python stretches under :data:`SHORT_GAP_US`
-        between operators).
+        ``sync_calls`` (name -> calls), ``htod_copies`` (host-to-device memcpys),
+        ``pageable_copies`` (memcpys from pageable memory), ``median_kernel_us``,
+        ``gpu_idle_pct`` (idle share of the steps), ``kernels`` (per step), ``short_gaps_pct``
+        (share of the steps in Python stretches under :data:`SHORT_GAP_US` between operators).
     """
     windows = [(s.start_us, s.end_us) for s in steps] or [tuple(span)]
     gpu = bool(kernels)
@@ -225,6 +225,9 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         statistics.median(o.end_us - o.start_us for o in in_steps) if in_steps else 0.0
     )
     facts["optimizer_ops"] = optimizer_ops / n
+    facts["htod_copies"] = sum(
+        1 for k in kernels if k.kind == "memcpy" and "htod" in k.name.lower()
+    )
     facts["pageable_copies"] = sum(
         1 for k in kernels if k.kind == "memcpy" and "pageable" in k.name.lower()
     )

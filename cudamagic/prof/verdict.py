@@ -199,7 +199,14 @@ def build_verdict(
             out.append(Finding(cause, cost, what, fix, effect))
 
     workers = max(1, min(8, cpu_count))
-    if f.get("data_iter", "").startswith("_MultiProcessing"):
+    if gpu and not f.get("htod_copies"):
+        data_fix = (
+            "the batches are already on the GPU (no host-to-device copy was recorded), so "
+            "`pin_memory` and worker processes do not apply (CUDA cannot be used in a worker): "
+            "index whole batches of a GPU tensor instead of one sample at a time "
+            "(`X[idx]` with a tensor of indices), or move the per-sample work into the step"
+        )
+    elif f.get("data_iter", "").startswith("_MultiProcessing"):
         data_fix = (
             f"more workers (`num_workers` up to {cpu_count}, the CPU cores here), "
             "`prefetch_factor=4`, or a cheaper `__getitem__` (decode and resize once, cache)"

@@ -154,8 +154,12 @@ def copy_trace(pinned=False, steps=3):
     return b.trace()
 
 
-def data_wait_trace(steps=3):
-    """Each 5000 us step: 3500 us in the DataLoader's ``__next__``, then 1400 us of kernels."""
+def data_wait_trace(steps=3, on_gpu=False):
+    """Each 5000 us step: 3500 us in the DataLoader's ``__next__``, then 1400 us of kernels.
+
+    The batch is then copied to the GPU (a pinned 8 us memcpy), unless ``on_gpu``: a Dataset
+    that returns CUDA tensors, whose ``__getitem__`` launches a kernel inside ``__next__``.
+    """
     b = TraceBuilder()
     for s in range(steps):
         t0 = 4_000_000 + s * 5000
@@ -166,6 +170,17 @@ def data_wait_trace(steps=3):
             3500,
             "user_annotation",
         )
+        if on_gpu:
+            b.launch("aten::index", t0 + 100, t0 + 110, 4, "index_elementwise_kernel")
+        else:
+            b.launch(
+                "aten::copy_",
+                t0 + 3500,
+                t0 + 3502,
+                8,
+                "Memcpy HtoD (Pinned -> Device)",
+                "gpu_memcpy",
+            )
         for i in range(7):
             b.launch("aten::mm", t0 + 3510 + 10 * i, t0 + 3520 + 200 * i, 200)
     return b.trace()

@@ -147,6 +147,14 @@ def test_data_wait_on_a_gpu_adds_pinned_memory():
     assert "pin_memory=True" in v.first.fix and "non_blocking=True" in v.first.fix
 
 
+def test_batches_already_on_the_gpu_get_no_pin_memory_and_no_workers():
+    # `cannot pin 'torch.cuda.FloatTensor'`: pinning a GPU tensor is an error
+    v = gpu_verdict(ct.data_wait_trace(on_gpu=True))
+    assert v.first.cause == "data"
+    assert "pin_memory=True" not in v.first.fix and "num_workers=" not in v.first.fix
+    assert "already on the GPU" in v.first.fix
+
+
 def test_a_busy_gpu_gets_no_finding():
     v = gpu_verdict(ct.healthy_trace())
     assert v.findings == ()
