@@ -335,7 +335,7 @@ def build_verdict(
         mfu_pct = mfu_pct if is_na(achieved) else NA(gpu_name.reason, gpu_name.code)
     elif not gpu:
         achieved, _ = mfu(flops, seconds, None)
-        mfu_pct = NA("a CPU-only run: MFU compares with a GPU's peak", "not_supported")
+        mfu_pct = NA("no GPU kernel ran: MFU compares with a GPU's peak", "not_supported")
     elif entry is None:
         achieved, _ = mfu(flops, seconds, None)
         cc = f" (compute capability {capability[0]}.{capability[1]})" if capability else ""
@@ -455,9 +455,7 @@ def _facts(v: Verdict) -> list:
         ),
         (
             "achieved",
-            v.achieved_tflops.describe()
-            if is_na(v.achieved_tflops)
-            else f"{v.achieved_tflops:.3f} TFLOP/s",
+            v.achieved_tflops.describe() if is_na(v.achieved_tflops) else _rate(v.achieved_tflops),
         ),
         (
             "MFU",
@@ -467,6 +465,11 @@ def _facts(v: Verdict) -> list:
         ),
     ]
     return out
+
+
+def _rate(tflops: float) -> str:
+    """TFLOP/s as text, in GFLOP/s under 1 TFLOP/s."""
+    return f"{tflops:.1f} TFLOP/s" if tflops >= 1 else f"{tflops * 1000:.2f} GFLOP/s"
 
 
 def breakdown_rows(bd: Breakdown) -> list:
@@ -481,7 +484,9 @@ def verdict_text(v: Verdict) -> str:
     """The verdict as plain text."""
     bd = v.breakdown
     out = [
-        "Where the step time went (" + ("GPU run" if bd.gpu else "CPU-only run") + "):",
+        "Where the step time went ("
+        + ("GPU run" if bd.gpu else "no GPU kernel ran: CPU rows")
+        + "):",
         text_table(["row", "ms/step", "%"], breakdown_rows(bd)),
         "",
     ]

@@ -12,6 +12,7 @@ import json
 import pytest
 import torch
 
+from cudamagic.core.fmt import esc
 from cudamagic.core.na import is_na
 from cudamagic.prof.breakdown import CPU_ROWS, GPU_ROWS, breakdown, of_trace
 from cudamagic.prof.summary import KernelRecord, OpRecord, StepRecord
@@ -54,6 +55,9 @@ def test_the_verdict_names_the_seeded_cause_first(shell, cause, capsys):
     text = repr(res)
     assert text.index("Verdict, biggest avoidable cost first") > text.index("Top operators")
     assert v.first.fix in text
+    html = res._repr_html_()
+    assert html.index("Verdict, biggest avoidable cost first") > html.index("Top operators")
+    assert esc(v.first.fix) in html and "<script" not in html
     # no GPU advice on a machine without one
     for f in v.findings:
         assert "pin_memory" not in f.fix and "non_blocking" not in f.fix
@@ -70,7 +74,7 @@ def test_a_healthy_compute_bound_loop_gets_no_finding(shell):
     expected = 3 * 5 * 2 * 512 * 512 * 1024
     assert sum(v.flops.values()) == pytest.approx(expected, rel=0.01)
     assert v.achieved_tflops > 0
-    assert is_na(v.mfu_pct) and "CPU-only" in v.mfu_pct.reason
+    assert is_na(v.mfu_pct) and "no GPU kernel ran" in v.mfu_pct.reason
 
 
 def test_the_data_fix_names_the_cores_and_the_windows_caveat(shell):
