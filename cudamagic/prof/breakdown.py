@@ -9,9 +9,10 @@ CPU-only run (:data:`CPU_ROWS`): ``data wait`` (inside the DataLoader's ``__next
 called: ``.clone()``, ``.to(dtype)``, ``.contiguous()``, ``.copy_()``), ``compute`` (inside any
 other operator, on any thread) and ``Python overhead`` (no operator running: the interpreter).
 
-With GPU activity (:data:`GPU_ROWS`): ``data wait``, ``optimizer``, ``host-device copies`` (a
-memcpy on the device, or the CPU inside a copy operator), ``GPU computing`` (a kernel or memset
-running), then the GPU is idle: ``sync stalls`` (an idle gap during which the CPU sat in a
+With GPU activity (:data:`GPU_ROWS`): ``GPU computing`` (a kernel or memset running: whatever the
+CPU does meanwhile is hidden), ``host-device copies`` (a memcpy on the device), then the GPU is
+idle: ``data wait``, ``optimizer``, ``host-device copies`` (the CPU inside a copy operator),
+``sync stalls`` (an idle gap during which the CPU sat in a
 synchronising call: ``.item()``, ``.cpu()``, ``print(loss)``, ``torch.cuda.synchronize()``, a
 blocking ``cudaMemcpy``), ``launch gaps`` (the CPU is inside operators, launching), ``Python
 overhead`` (the CPU is in the interpreter).
@@ -281,23 +282,27 @@ def _sweep(marks, windows, gpu: bool) -> tuple[dict, float, float]:
 
 def _row(active, gpu: bool, sync_in_gap: bool) -> tuple[str, bool, bool]:
     """(row, the GPU is idle, a sync happened in the current GPU idle gap) for one instant."""
-    kernel = active[_K] > 0 or active[_M] > 0
-    if gpu and kernel:
-        sync_in_gap = False
-    elif gpu and active[_S] > 0:
-        sync_in_gap = True
-    if active[_D] > 0:
-        return "data wait", gpu and not kernel, sync_in_gap
-    if active[_O] > 0:
-        return "optimizer", gpu and not kernel, sync_in_gap
     if not gpu:
+        if active[_D] > 0:
+            return "data wait", False, False
+        if active[_O] > 0:
+            return "optimizer", False, False
         if active[_C] > 0:
             return "host copies", False, False
         return ("compute" if active[_A] > 0 else "Python overhead"), False, False
-    if active[_M] > 0 or active[_C] > 0:
-        return "host-device copies", not kernel, sync_in_gap
+    # with a GPU, time it computes is not lost whatever the CPU does (it is ahead in the queue)
     if active[_K] > 0:
-        return "GPU computing", False, sync_in_gap
+        return "GPU computing", False, False
+    if active[_M] > 0:
+        return "host-device copies", True, False
+    if active[_S] > 0:
+        sync_in_gap = True
+    if active[_D] > 0:
+        return "data wait", True, sync_in_gap
+    if active[_O] > 0:
+        return "optimizer", True, sync_in_gap
+    if active[_C] > 0:
+        return "host-device copies", True, sync_in_gap
     if sync_in_gap:
         return "sync stalls", True, sync_in_gap
     return ("launch gaps" if active[_A] > 0 else "Python overhead"), True, sync_in_gap

@@ -114,11 +114,11 @@ class ProfMagics(AreaMagics):
         Each instant goes to the first row that applies. On a CPU-only run: *data wait* (inside
         the DataLoader's ``__next__``), *optimizer* (``optimizer.step()``/``zero_grad()``), *host
         copies* (``.clone()``, ``.to(dtype)``, ``.contiguous()`` called by your code), *compute*
-        (any other operator) and *Python overhead* (no operator running). With a GPU: *data
-        wait*, *optimizer*, *host-device copies*, *GPU computing* (a kernel running), then the GPU
-        is idle: *sync stalls* (after ``.item()``, ``.cpu()``, ``print(loss)``,
-        ``torch.cuda.synchronize()``), *launch gaps* (the CPU is launching) and *Python
-        overhead*. Then the findings, biggest avoidable cost first, each with the exact fix and
+        (any other operator) and *Python overhead* (no operator running). With a GPU: *GPU
+        computing* (a kernel running; what the CPU does meanwhile is hidden), *host-device
+        copies*, then the GPU is idle: *data wait*, *optimizer*, copies the CPU waits for, *sync
+        stalls* (after ``.item()``, ``.cpu()``, ``print(loss)``, ``torch.cuda.synchronize()``),
+        *launch gaps* (the CPU is launching) and *Python overhead*. Then the findings, biggest avoidable cost first, each with the exact fix and
         its expected effect (only fixes that apply here: no GPU advice without a GPU, no
         ``pin_memory`` unless copies come from pageable memory), and the FLOPs of the matmuls,
         convolutions and attention (every SDPA backend, train and eval), the achieved TFLOP/s
