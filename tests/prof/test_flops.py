@@ -186,3 +186,40 @@ def test_fp32_counts_at_the_tf32_peak_only_when_tf32_is_on():
     flops = {"fp32": 19.5e12}
     assert mfu(flops, 1.0, entry, "highest")[1] == pytest.approx(100.0)
     assert mfu(flops, 1.0, entry, "high")[1] == pytest.approx(100.0 * 19.5 / 156)
+
+
+def test_the_math_backend_of_sdpa_is_counted_through_its_matmuls():
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(B, H, L, D // H, requires_grad=True)
+    with sdpa_kernel(SDPBackend.MATH), profile(record_shapes=True) as prof:
+        F.scaled_dot_product_attention(q, q, q).sum().backward()
+    assert sum(flops_from_profiler(prof).values()) == pytest.approx(3 * attention(L), rel=0.01)
+
+
+@pytest.mark.parametrize(
+    "forward, backward",
+    [
+        ("aten::_scaled_dot_product_flash_attention", "_flash_attention_backward"),
+        ("aten::_scaled_dot_product_efficient_attention", "_efficient_attention_backward"),
+        ("aten::_scaled_dot_product_cudnn_attention", None),
+    ],
+)
+def test_the_cuda_backends_count_once_with_their_inner_kernels(forward, backward):
+    from cudamagic.prof.flops import flops_from_events
+
+    q = [B, H, L, D // H]
+    blhe = [B, L, H, D // H]  # the inner kernels' layout
+    kind = ["c10::BFloat16"] * 3
+    events = [
+        (1, 0.0, 100.0, forward, [q, q, q], kind, [None] * 3),
+        (1, 10.0, 90.0, "aten::_flash_attention_forward", [blhe] * 3, kind, [None] * 3),
+    ]
+    grad = f"{forward}_backward"
+    events.append((2, 200.0, 400.0, grad, [q, q, q, q], kind + kind[:1], [None] * 4))
+    if backward:  # the inner backward kernel, nested: not counted again
+        events.append((2, 210.0, 390.0, f"aten::{backward}", [blhe] * 4, kind, [None] * 4))
+    assert flops_from_events(events) == {"bf16": 3 * attention(L)}
+    # alone (called directly), the inner kernel counts in its own layout
+    alone = [(3, 0.0, 1.0, "aten::_flash_attention_forward", [blhe] * 3, kind, [None] * 3)]
+    assert flops_from_events(alone) == {"bf16": attention(L)}
