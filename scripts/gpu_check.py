@@ -274,7 +274,7 @@ def check_xml(save_to=None):
     check("nvidia-smi -q -x GPU count", len(sample.gpus) == len(cap["gpus"]), str(len(cap["gpus"])))
     check(
         "nvidia-smi -q -x driver_version",
-        nvml.system_info()["driver_version"] == cap["driver_version"],
+        nvml.system_info().driver_version == cap["driver_version"],
         str(cap["driver_version"]),
     )
     for i, want in enumerate(cap["gpus"]):
