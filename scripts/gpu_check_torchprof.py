@@ -1,4 +1,6 @@
-"""GPU check of %%torchprof, on a machine with an NVIDIA GPU and a CUDA build of PyTorch.
+"""GPU check of %%torchprof (issue 17).
+
+Run on a machine with an NVIDIA GPU and a CUDA build of PyTorch.
 
     python scripts/gpu_check_torchprof.py
 
@@ -76,10 +78,7 @@ class _PlainCompiler:
 
 
 class PlainShell:
-    """What ``cudamagic.core.cell`` and ``run_profiled`` use of an ``InteractiveShell``.
-
-    Enough to run them without IPython.
-    """
+    """The parts of an ``InteractiveShell`` that ``run_profiled`` uses, without IPython."""
 
     execution_count = 1
     displayhook = None
@@ -122,8 +121,8 @@ class EngineRunner:
     """Without IPython: ``run_profiled`` (what the magic calls) on a :class:`PlainShell`."""
 
     name = (
-        "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) on a "
-        "plain shell"
+        "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) "
+        "on a plain shell"
     )
 
     def __init__(self):

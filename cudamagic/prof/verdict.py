@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..core import style
+from ..core.display import Rendered
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from ..core.na import NA, is_na
 from .breakdown import Breakdown
@@ -67,8 +68,8 @@ class Finding:
     effect: str
 
 
-@dataclass(frozen=True)
-class Verdict:
+@dataclass(frozen=True, repr=False)
+class Verdict(Rendered):
     """The answer to "why is this cell slow" (``prof.verdict``).
 
     Attributes:
@@ -103,10 +104,10 @@ class Verdict:
         """The same as an HTML fragment (every text escaped)."""
         return verdict_html(self)
 
-    def __repr__(self) -> str:
+    def _text(self) -> str:
         return verdict_text(self)
 
-    def _repr_html_(self) -> str:
+    def _html(self) -> str:
         return style.page(verdict_html(self), "prof")
 
 
