@@ -186,7 +186,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
                         facts["copy_calls"][name] = facts["copy_calls"].get(name, 0) + 1
                 if name in SYNC_OPS:
                     spans[_S].append(span_)
-                    facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
+                    _count_sync(facts, name, stack)
                 if name.startswith(("aten::_foreach_", "aten::_fused_")):
                     facts["foreach"] = True
             elif is_data_range(name):
@@ -200,7 +200,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
                 spans[_A].append(span_)
                 if name in SYNC_OPS:
                     spans[_S].append(span_)
-                    facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
+                    _count_sync(facts, name, stack)
     for k in kernels:
         spans[_M if k.kind == "memcpy" else _K].append((k.start_us, k.end_us))
     merged = {c: _merged(v) for c, v in spans.items()}
@@ -238,6 +238,16 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
     facts["gpu_idle_pct"] = 100.0 * idle / total if total and gpu else 0.0
     facts["short_gaps_pct"] = 100.0 * short / total if total else 0.0
     return Breakdown(rows, total, n, gpu, facts)
+
+
+def _count_sync(facts: dict, name: str, stack: list) -> None:
+    """Count a synchronising call unless it is inside another one.
+
+    ``.item()`` runs ``_local_scalar_dense``, which runs ``cudaStreamSynchronize``: one sync.
+    ``stack`` holds the enclosing operators and ends with the call itself.
+    """
+    if not any(o.name in SYNC_OPS for o in stack[:-1]):
+        facts["sync_calls"][name] = facts["sync_calls"].get(name, 0) + 1
 
 
 def _sweep(marks, windows, gpu: bool) -> tuple[dict, float, float]:

@@ -125,6 +125,7 @@ def test_sync_stalls_from_item_on_every_step():
     assert bd.pct()["GPU computing"] == pytest.approx(100 * 1000 / 1500, abs=1.0)
     assert v.first.cause == "sync"
     assert ".item()" in v.first.what and "1x per step" in v.first.what
+    assert ".cpu()" not in v.first.what  # the .item()'s own stream sync is not a second one
     assert "accumulate on the GPU" in v.first.fix
 
 
