@@ -236,6 +236,8 @@ def result_text(res) -> str:
             "Steps:",
             text_table(["step", "ms"], [[s.step, ms(s.dur_us)] for s in res.steps]),
         ]
+    if res.verdict is not None:
+        out += ["", res.verdict.text()]
     out += [
         "",
         "(the timeline picture is in the HTML form: open it in a notebook or use .save_html(path))",
@@ -296,6 +298,8 @@ def result_html(res) -> str:
     parts.append("<h4>Timeline</h4>" + timeline_svg(res))
     if res.memory_points:
         parts.append("<h4>Allocated memory over the span</h4>" + memory_svg(res))
+    if res.verdict is not None:
+        parts.append(res.verdict.html())
     return _page("".join(parts))
 
 

@@ -323,6 +323,8 @@ class ProfResult(Displayed):
         notices: one-line notes (activities not recorded, warnings summary).
         warnings: the profiler's warnings.
         error: the cell's exception as text, or None (a profile of the part that ran).
+        verdict: why the steps are slow, the fix, FLOPs and MFU (:class:`~.verdict.Verdict`), or
+            None when it could not be built.
     """
 
     header: str = "%%torchprof"
@@ -347,6 +349,7 @@ class ProfResult(Displayed):
     notices: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     error: str | None = None
+    verdict: object = None
     _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- tables
