@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..core import style
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from ..core.na import NA, is_na
 from .breakdown import Breakdown
@@ -69,7 +69,7 @@ class Finding:
 
 
 @dataclass(frozen=True, repr=False)
-class Verdict(Rendered):
+class Verdict(Displayed):
     """The answer to "why is this cell slow" (``prof.verdict``).
 
     Attributes:
@@ -104,10 +104,12 @@ class Verdict(Rendered):
         """The same as an HTML fragment (every text escaped)."""
         return verdict_html(self)
 
-    def _text(self) -> str:
+    def to_text(self) -> str:
+        """The text form (terminal, ``text/plain``)."""
         return verdict_text(self)
 
-    def _html(self) -> str:
+    def to_html(self) -> str:
+        """The HTML form (notebook), with the area's style."""
         return style.page(verdict_html(self), "prof")
 
 
