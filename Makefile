@@ -2,7 +2,7 @@
 #   make demo   set up .venv, install the system programs if missing (scripts/system_deps.sh), execute
 #               examples/*.ipynb for real, save the executed notebooks and HTML under examples/out/, print the
 #               %cudainfo report
-#   make test   the same set-up, then the whole test suite (what .ci/run runs)
+#   make test   the same set-up, then the lint (as make lint), then the whole test suite (what .ci/run runs)
 #   make lint   ruff: format check and lint (pyproject.toml)
 #   make lab    JupyterLab on examples/ (as root too)
 #   make bench  the benchmarks (ratios measured side by side)
@@ -47,7 +47,8 @@ setup: system-deps $(STAMP)
 demo: setup
 	$(PY) scripts/run_demo.py
 
-test: setup
+# the lint first: a lint error fails the run before any test starts
+test: lint
 	$(PY) -m pytest -q
 
 # ruff: the format check and the lint rules configured in pyproject.toml

@@ -16,7 +16,7 @@ import pytest
 
 from tests.browser import jlab
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "cluster_check.ipynb"
 TRACE = "trace_cluster.jsonl"

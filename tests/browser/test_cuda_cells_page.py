@@ -13,7 +13,7 @@ import pytest
 
 from tests.browser import jlab, looks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "cuda_cells.ipynb"
 

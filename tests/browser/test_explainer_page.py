@@ -6,7 +6,7 @@ import pytest
 
 from tests.browser import jlab, looks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 from tests.browser import conftest, jlab, looks
 from tests.browser.conftest import skip_or_fail
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "profile_tour.ipynb"
 

@@ -5,7 +5,7 @@ import pytest
 from tests.browser import jlab, looks
 from tests.browser.conftest import skip_or_fail
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

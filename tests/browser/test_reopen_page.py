@@ -15,7 +15,7 @@ import pytest
 
 from tests.browser import jlab, notebooks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = notebooks.REOPEN_NAME
 N = notebooks.REOPEN_COUNT

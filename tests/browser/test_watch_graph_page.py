@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser import jlab, notebooks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 INTERVAL_S = notebooks.WATCH_INTERVAL_S
 
