@@ -1,4 +1,4 @@
-"""Tier 4: examples/dataloader.ipynb in JupyterLab: the error explainer box under the failing cell."""
+"""Tier 4: examples/dataloader.ipynb in JupyterLab: the explainer box under the failing cell."""
 
 import re
 
