@@ -38,13 +38,13 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic.core import nvml  # noqa: E402
-from cudamagic.core.na import NA  # noqa: E402
-from cudamagic.watch import monitor as W  # noqa: E402
-from cudamagic.watch.samples import HostSample  # noqa: E402
-from cudamagic.watch.sources import HostReader, LiveSource  # noqa: E402
-from cudamagic.watch.trace import sample_to_json  # noqa: E402
-from cudamagic.watch.widget import WatchView  # noqa: E402
+from cudamagic.core import nvml
+from cudamagic.core.na import NA
+from cudamagic.watch import monitor as W
+from cudamagic.watch.samples import HostSample
+from cudamagic.watch.sources import HostReader, LiveSource
+from cudamagic.watch.trace import sample_to_json
+from cudamagic.watch.widget import WatchView
 
 
 class StubHost:
@@ -264,8 +264,8 @@ def bench_kernel(seconds):
 
             def q(key, rows=rows):
                 xs = sorted(r[key] * 1e3 for r in rows)
-                pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
-                return statistics.median(xs), pick(0.1), pick(0.9)
+                p10, p90 = (xs[min(len(xs) - 1, int(f * len(xs)))] for f in (0.1, 0.9))
+                return statistics.median(xs), p10, p90
 
             parts = {k: q(k) for k in ("total", "gpu", "host", "widget")}
             fixed = [(r["total"] - r["gpu"]) * 1e3 for r in rows]

@@ -29,11 +29,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
-import prom_sim  # noqa: E402
+import prom_sim
 
-from cudamagic.watch.cluster import PrometheusSource  # noqa: E402
-from cudamagic.watch.clusterview import ClusterView  # noqa: E402
-from cudamagic.watch.prometheus import parse_source  # noqa: E402
+from cudamagic.watch.cluster import PrometheusSource
+from cudamagic.watch.clusterview import ClusterView
+from cudamagic.watch.prometheus import parse_source
 
 
 def ms(x):

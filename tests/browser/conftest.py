@@ -19,6 +19,7 @@ the suite runs there.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import secrets
@@ -81,11 +82,11 @@ def chromium_path():
 def missing_reason():
     """Why the browser suite cannot run here, or None."""
     try:
-        import playwright.sync_api  # noqa: F401
+        importlib.import_module("playwright.sync_api")
     except ImportError:
         return "playwright is not installed (pip install -e '.[test]')"
     try:
-        import jupyterlab  # noqa: F401
+        importlib.import_module("jupyterlab")
     except ImportError:
         return "jupyterlab is not installed (pip install -e '.[test]')"
     if chromium_path() is None:
