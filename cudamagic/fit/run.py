@@ -151,7 +151,9 @@ def _mark_grad(tracker, param):
         tracker.mark(param.grad, "gradients")
 
 
-def fake_run(code, tree: ast.AST, user_ns: dict, dtype=None, scale: dict | None = None) -> FakeRun:
+def fake_run(
+    code, tree: ast.AST, user_ns: dict, dtype=None, scale: dict | None = None, prepare=None
+) -> FakeRun:
     """Run a compiled cell once on fakes (see the module docstring).
 
     Args:
@@ -159,6 +161,7 @@ def fake_run(code, tree: ast.AST, user_ns: dict, dtype=None, scale: dict | None 
             names it reads). user_ns: the user's namespace (read only).
         dtype: ``torch.bfloat16``/``torch.float16`` to run the cell under autocast, or None.
         scale: ``{name: batch}``: give these tensors (by name) this leading dimension.
+        prepare: called with the :class:`~.shadow.Shadow` before the run (a suggestion's change).
 
     Returns:
         :class:`FakeRun`; ``stopped`` says why a run ended early (the part before is counted).
@@ -179,6 +182,8 @@ def fake_run(code, tree: ast.AST, user_ns: dict, dtype=None, scale: dict | None 
     sh = shadow_mod.build(user_ns, tree, mode)
     if scale:
         _scale_inputs(sh, scale, mode)
+    if prepare is not None:
+        prepare(sh)
     tracker = StorageTracker(sh.module_names, code.filename)
     for fake, category, module in sh.existing:
         tracker.record_existing(fake, category, module)

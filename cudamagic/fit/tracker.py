@@ -32,6 +32,8 @@ CATEGORIES = (
     "activations",
     "temporaries",
 )
+#: ATen operators that call cuBLAS on a GPU (each calling thread gets a cuBLAS workspace).
+BLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "addr", "_addmm_activation"}
 PHASES = ("before the cell", "forward", "backward", "optimizer step")
 
 #: the CUDA caching allocator's smallest block (kMinBlockSize in c10/cuda/CUDACachingAllocator.cpp):
@@ -109,6 +111,8 @@ class StorageTracker(TorchDispatchMode):
         self.peak_block_seq = -1
         self.phase = "forward"
         self.saw_cuda = False
+        self.conv_ran = False  # a convolution ran (cuDNN on a GPU)
+        self.blas_phases: set = set()  # phases that ran a cuBLAS operator (mm, addmm, bmm...)
         self._modules: list = []  # names of the modules whose forward is running
 
     # ---- storages ------------------------------------------------------------------------
@@ -185,6 +189,10 @@ class StorageTracker(TorchDispatchMode):
             if r.alloc_seq <= seq and (r.free_seq is None or r.free_seq > seq)
         ]
 
+    def records_by_seq(self, seq: int) -> StorageRecord:
+        """The record of event ``seq``."""
+        return self.events[seq][1]
+
     def detach(self) -> None:
         """Stop listening for frees (the fakes may outlive the tracker)."""
         for rec in self.records:
@@ -229,6 +237,10 @@ class StorageTracker(TorchDispatchMode):
             return out  # the storage is the caller's: counted where it was made
         phase = self.current_phase()
         module = self.current_module() if phase == "forward" else ""
+        if func.__name__.startswith("convolution"):
+            self.conv_ran = True
+        if func.__name__.split(".")[0] in BLAS_OPS:
+            self.blas_phases.add(phase)
         sizes = kernel_sizes(func, args, kwargs, out)
         for i, t in enumerate(tree_flatten(out)[0]):
             if isinstance(t, torch.Tensor):
