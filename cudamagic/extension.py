@@ -17,6 +17,7 @@ from traitlets.config import Configurable
 
 from .cuda.magic import CudaCellMagics, CudaSettings
 from .explain.magic import ExplainMagics, ExplainSettings
+from .fit.magic import FitMagics, FitSettings
 from .graph.magic import GraphMagics, GraphSettings
 from .info.magic import InfoMagics, InfoSettings
 from .mem.magic import MemMagics, MemSettings
@@ -32,6 +33,7 @@ AREAS = {
     "prof": ProfMagics,
     "explain": ExplainMagics,
     "cuda": CudaCellMagics,
+    "fit": FitMagics,
 }
 
 
@@ -43,6 +45,7 @@ class CudaMagics(
     ProfSettings,
     ExplainSettings,
     CudaSettings,
+    FitSettings,
     Configurable,
 ):
     """Every cudamagic setting, one place for users: ``%config CudaMagics`` lists them,

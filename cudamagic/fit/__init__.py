@@ -1,3 +1,5 @@
-"""``%%cudafit``: will this training step fit on the GPU, and what is the largest batch, estimated on
-fake tensors before anything runs (no GPU memory used, the user's objects untouched).
+"""``%%cudafit``: will a training step fit on the GPU.
+
+Estimated on fake tensors before anything runs, with the largest batch that fits: no GPU memory is
+used and the user's objects are left untouched.
 """

@@ -1,4 +1,6 @@
-"""A model of PyTorch's CUDA caching allocator: from the allocation/free order of a fake run to the
+"""A model of PyTorch's CUDA caching allocator.
+
+A model of PyTorch's CUDA caching allocator: from the allocation/free order of a fake run to the
 predicted ``torch.cuda.max_memory_reserved()`` (the segments ``cudaMalloc`` returned, which is what
 ``nvidia-smi`` and an out-of-memory error see), and the library workspaces that live in those
 segments.
@@ -55,7 +57,7 @@ class Block:
 
 
 class CachingAllocatorModel:
-    """Replays allocations and frees; keeps reserved and allocated bytes as the allocator counts them.
+    """Replays allocations and frees, counting reserved and allocated bytes as the allocator does.
 
     Attributes:
         reserved_bytes: sum of segment sizes. allocated_bytes / peak_allocated_bytes: sum of the
@@ -118,8 +120,11 @@ class CachingAllocatorModel:
 
 
 def replay(events, extra=()) -> CachingAllocatorModel:
-    """Replay a tracker's ``(+1 | -1, record)`` events (records with ``nbytes``) after the
-    allocations ``extra`` (bytes each, never freed: library workspaces).
+    """Replay a tracker's events.
+
+    Args:
+        events: ``(+1 | -1, record)`` pairs (records with ``nbytes``), in order.
+        extra: bytes of allocations made first and never freed (library workspaces).
     """
     model = CachingAllocatorModel()
     for nbytes in extra:
@@ -134,8 +139,9 @@ def replay(events, extra=()) -> CachingAllocatorModel:
 
 
 def expandable_reserved(peak_allocated_bytes: int) -> int:
-    """Reserved bytes under ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``: about the peak
-    allocated rounded up to the 2 MiB pages the expandable segment maps.
+    """Reserved bytes under ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``.
+
+    About the peak allocated rounded up to the 2 MiB pages the expandable segment maps.
     """
     return -(-peak_allocated_bytes // ROUND_LARGE_BYTES) * ROUND_LARGE_BYTES
 
@@ -153,8 +159,8 @@ def cublas_workspace_bytes(capability_major: int | None, env: dict | None = None
     """Bytes of one cuBLAS workspace (``CUBLAS_WORKSPACE_CONFIG=:SIZE_KIB:COUNT[...]`` when set).
 
     Args:
-        capability_major: the GPU's compute capability major number, or None (unknown: Hopper's 32 MiB,
-            the larger default).
+        capability_major: the GPU's compute capability major number, or None (unknown: Hopper's
+            32 MiB, the larger default).
         env: the environment (default ``os.environ``).
     """
     env = os.environ if env is None else env
@@ -179,7 +185,7 @@ CONTEXT_SOURCE = (
 
 
 def context_bytes(capability_major: int | None) -> int:
-    """Approximate CUDA context bytes for a GPU of this compute capability major (None: Hopper's)."""
+    """Approximate CUDA context bytes for this compute capability major (None: Hopper's)."""
     if capability_major is None:
         return CONTEXT_BYTES[9]
     return CONTEXT_BYTES.get(capability_major, CONTEXT_BYTES[max(CONTEXT_BYTES)])

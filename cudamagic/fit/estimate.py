@@ -1,4 +1,6 @@
-"""From a cell to a :class:`~.result.FitEstimate`: a fake run (:mod:`.run`), the caching-allocator
+"""From a cell to a :class:`~.result.FitEstimate`.
+
+From a cell to a :class:`~.result.FitEstimate`: a fake run (:mod:`.run`), the caching-allocator
 model (:mod:`.allocator`), the verdict against the target GPU, re-estimated suggestions, and the
 largest batch by bisection on fake runs.
 
@@ -20,7 +22,7 @@ from .tracker import CATEGORIES, cuda_block_bytes
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_NAMES = {torch.bfloat16: "bf16 autocast", torch.float16: "fp16 autocast"}
-MAX_BATCH_RUNS = 12
+MAX_BATCH_RUNS = 14
 
 
 @dataclass
@@ -52,8 +54,9 @@ def measure(req: Request, scale: dict | None = None, prepare=None) -> FitEstimat
     """One fake run of the cell and its figures (no suggestions, no largest batch).
 
     Args:
-        req: the :class:`Request`. scale: ``{input name: leading dimension}``. prepare: called with
-            the shadow before the run (a suggestion's change).
+        req: the :class:`Request`.
+        scale: ``{input name: leading dimension}``.
+        prepare: called with the shadow before the run (a suggestion's change).
 
     Raises:
         CannotFollow: a named object cannot be copied. BaseException: the user's own error.
@@ -138,11 +141,11 @@ def measure(req: Request, scale: dict | None = None, prepare=None) -> FitEstimat
     )
 
 
-def estimate(
-    req: Request, max_batch_names: tuple = (), suggest: bool | None = None
-) -> FitEstimate:
-    """The full ``%%cudafit`` answer: :func:`measure`, the largest batch of ``max_batch_names``,
-    and the suggestions (``suggest`` None: only when the step does not fit).
+def estimate(req: Request, max_batch_names: tuple = (), suggest: bool | None = None) -> FitEstimate:
+    """The full ``%%cudafit`` answer.
+
+    :func:`measure`, the largest batch of ``max_batch_names``, and the suggestions (``suggest``
+    None: only when the step does not fit).
     """
     t0 = time.perf_counter()
     est = measure(req)
@@ -164,51 +167,62 @@ def batch_inputs(user_ns: dict, names) -> int:
 
 
 def largest_batch(req: Request, names: tuple, est: FitEstimate) -> MaxBatch:
-    """Bisection on the leading dimension of ``names`` with fake runs: the largest batch whose
-    predicted process total fits the target's free memory (at most :data:`MAX_BATCH_RUNS` runs).
-    The batch is the first name's leading dimension; the others scale in proportion (a target of
-    ``batch * seq`` rows grows with it).
+    """The largest batch that fits, by bisection on fake runs.
+
+    Bisection on the leading dimension of ``names``: the largest batch whose
+    predicted process total fits the target's free memory, to 2 % (at most
+    :data:`MAX_BATCH_RUNS` runs). The batch is the first name's leading dimension; the others
+    scale in proportion (a target of ``batch * seq`` rows grows with it).
     """
     now = batch_inputs(req.user_ns, names)
     free = req.target.memory_free_bytes
-    cache = {now: est.process_total_bytes}
+    cache = {now: est}
 
-    def total(b):
+    def run(b):
         if b not in cache:
-            scale = {n: int(req.user_ns[n].shape[0]) * b // now for n in names}
-            cache[b] = measure(req, scale=scale).process_total_bytes
+            scale = {n: max(1, int(req.user_ns[n].shape[0]) * b // now) for n in names}
+            cache[b] = measure(req, scale=scale)
         return cache[b]
 
-    # a line through two sizes gives the first guess; bisection finishes
-    b2 = max(now * 2, now + 1)
-    slope = max((total(b2) - total(now)) / (b2 - now), 1.0)
-    guess = max(1, int(now + (free - total(now)) / slope))
+    def fits(b):
+        return run(b).process_total_bytes <= free
+
+    # a line through two sizes gives the first guess; then a bracket around it, then bisection
+    b2 = now * 8
+    slope = (run(b2).process_total_bytes - est.process_total_bytes) / (b2 - now)
+    if slope <= 0:
+        slope = max(1.0, run(b2).tensor_peak_bytes / b2)
+    guess = max(1, int(now + (free - est.process_total_bytes) / slope))
     lo, hi = 0, None
-    for b in (guess, max(1, int(guess * 0.9)), int(guess * 1.1) + 1):
-        if total(b) <= free:
-            lo = max(lo, b)
+    b = guess
+    while len(cache) < MAX_BATCH_RUNS:
+        if fits(b):
+            lo = b
+            if hi is not None:
+                break
+            b = int(b * 1.25) + 1
         else:
-            hi = b if hi is None else min(hi, b)
-    if hi is None:
-        hi = lo * 2
-        while total(hi) <= free and len(cache) < MAX_BATCH_RUNS:
-            lo, hi = hi, hi * 2
-    if lo == 0 and total(1) <= free:
-        lo = 1
-    while hi - lo > max(1, lo // 100) and len(cache) < MAX_BATCH_RUNS:
+            hi = b
+            if lo or b == 1:
+                break
+            b = max(1, int(b * 0.8))
+    while hi is not None and hi - lo > max(1, lo // 50) and len(cache) < MAX_BATCH_RUNS:
         mid = (lo + hi) // 2
-        if total(mid) <= free:
+        if fits(mid):
             lo = mid
         else:
             hi = mid
-    return MaxBatch(tuple(names), lo, now, cache.get(lo, 0), len(cache) - 1)
+    reserved = cache[lo].peak_reserved_bytes if lo in cache else 0
+    return MaxBatch(tuple(names), lo, now, reserved, len(cache) - 1)
 
 
 # ---- suggestions --------------------------------------------------------------------------------
 
 
 def _suggestion(est, new, change, how) -> Suggestion:
-    fits = None if est.spare_bytes is None else new.process_total_bytes <= est.target.memory_free_bytes
+    fits = (
+        None if est.spare_bytes is None else new.process_total_bytes <= est.target.memory_free_bytes
+    )
     return Suggestion(
         change,
         how,
@@ -297,8 +311,10 @@ def _stateful(value) -> bool:
 
 
 def _checkpoint_candidates(modules: dict, live: list, n: int = 2) -> list:
-    """Up to ``n`` modules worth checkpointing: modules with children (blocks, stages), not the
-    root, whose subtree holds the most activations live at the peak but under half of them all.
+    """Up to ``n`` modules worth checkpointing.
+
+    Modules with children (blocks, stages), not the root, whose subtree holds the most activations
+    live at the peak but under half of them all.
     """
     acts = [r for r in live if r.category == "activations" and r.module]
     total = sum(r.nbytes for r in acts)

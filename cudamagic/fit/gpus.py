@@ -1,4 +1,6 @@
-"""GPU memory sizes for ``%%cudafit --gpu NAME`` on a machine without that GPU: the capacity on each
+"""GPU memory sizes by product name.
+
+GPU memory sizes for ``%%cudafit --gpu NAME`` on a machine without that GPU: the capacity on each
 product's NVIDIA datasheet (marketed gigabytes; ``nvidia-smi`` shows a little less, which the
 estimate's margin covers), and the compute capability (for the cuBLAS workspace and CUDA context).
 

@@ -1,4 +1,6 @@
-"""Data of ``%%cudafit``: the target GPU, the estimate, the verdict, the suggestions, the largest
+"""Data of ``%%cudafit``.
+
+Data of ``%%cudafit``: the target GPU, the estimate, the verdict, the suggestions, the largest
 batch. Byte counts are ints in bytes (field names end in ``_bytes``); text and HTML forms are in
 :mod:`.render`.
 """
@@ -96,7 +98,7 @@ class MaxBatch:
 
 @dataclass(frozen=True)
 class Stopped:
-    """Why the estimate stopped early: ``reason`` in words, the ``op``, the cell ``line`` (0: unknown)."""
+    """Why the estimate stopped: ``reason`` in words, the ``op``, the cell ``line`` (0: unknown)."""
 
     reason: str
     op: str

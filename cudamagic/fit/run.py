@@ -1,11 +1,13 @@
-"""One fake run of a cell: the shadow namespace (:mod:`.shadow`), ``FakeTensorMode`` and the storage
+"""One fake run of a cell.
+
+One fake run of a cell: the shadow namespace (:mod:`.shadow`), ``FakeTensorMode`` and the storage
 tracker (:mod:`.tracker`) together, with the phase hooks (module forward, autograd's saved tensors,
 optimizer step) installed only for the run and removed after it.
 
 :func:`fake_run` never touches the user's objects or RNG and never creates a CUDA context: every
-tensor it makes is a fake CPU tensor; ``Tensor.to``/``Tensor.cuda`` and factory functions asked for a
-cuda device get the CPU instead (a differentiable op on a fake cuda tensor aborts the process on
-CPU-only PyTorch builds), and ``torch.cuda._lazy_init`` is a no-op meanwhile.
+tensor it makes is a fake CPU tensor; ``Tensor.to``/``Tensor.cuda`` and factory functions asked
+for a cuda device get the CPU instead (a differentiable op on a fake cuda tensor aborts the
+process on CPU-only PyTorch builds), and ``torch.cuda._lazy_init`` is a no-op meanwhile.
 
 No IPython import.
 """
@@ -29,8 +31,8 @@ UNFOLLOWABLE = {
     "`while` on a tensor, `print` of a value), which a run without data cannot know",
     "DynamicOutputShapeException": "makes a tensor whose shape depends on values (`nonzero`, "
     "boolean-mask indexing, `unique`, `masked_select`), which a run without data cannot know",
-    "UnsupportedOperatorException": "calls an operator with no fake-tensor implementation (a custom "
-    "C++/CUDA extension)",
+    "UnsupportedOperatorException": "calls an operator with no fake-tensor implementation (a "
+    "custom C++/CUDA extension)",
     "UnsupportedFakeTensorException": "uses a tensor kind fake tensors do not support",
     "DataDependentOutputError": "reads a tensor's value, which a run without data cannot know",
 }
@@ -54,7 +56,7 @@ class FakeRun:
 
 @contextlib.contextmanager
 def _cuda_as_cpu(tracker):
-    """``Tensor.to``/``Tensor.cuda`` map cuda to the CPU and ``torch.cuda._lazy_init`` does nothing."""
+    """``Tensor.to``/``.cuda`` map cuda to the CPU; ``torch.cuda._lazy_init`` does nothing."""
     from .tracker import map_cuda_args
 
     orig_to, orig_cuda, orig_init = torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init
@@ -157,8 +159,9 @@ def fake_run(
     """Run a compiled cell once on fakes (see the module docstring).
 
     Args:
-        code: the cell's :class:`~cudamagic.core.cell.CellCode`. tree: the cell body's AST (the
-            names it reads). user_ns: the user's namespace (read only).
+        code: the cell's :class:`~cudamagic.core.cell.CellCode`.
+        tree: the cell body's AST (for the names it reads).
+        user_ns: the user's namespace (read only).
         dtype: ``torch.bfloat16``/``torch.float16`` to run the cell under autocast, or None.
         scale: ``{name: batch}``: give these tensors (by name) this leading dimension.
         prepare: called with the :class:`~.shadow.Shadow` before the run (a suggestion's change).
@@ -190,9 +193,7 @@ def fake_run(
     for name in sh.inputs:
         tracker.record_existing(sh.namespace[name], "inputs")
     stopped = None
-    ac = (
-        torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
-    )
+    ac = torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
     try:
         with _cuda_as_cpu(tracker), _autocast_cuda_as_cpu(), mode, tracker, _hooks(tracker, sh):
             with ac:

@@ -1,4 +1,6 @@
-"""The shadow namespace: a copy of the user's namespace in which every object the cell names that
+"""The shadow namespace: the user's namespace with fake twins.
+
+The shadow namespace: a copy of the user's namespace in which every object the cell names that
 holds tensors (an ``nn.Module``, an optimizer, an LR scheduler, a tensor, a list/tuple/dict of them)
 is replaced by a twin made of fake tensors.
 
@@ -22,7 +24,9 @@ from dataclasses import dataclass, field
 import torch
 
 #: what the estimate cannot copy: ``(type test, plain-words reason)``.
-COMPILED = "a torch.compile'd module (torch._dynamo's OptimizedModule) cannot be traced on fake tensors"
+COMPILED = (
+    "a torch.compile'd module (torch._dynamo's OptimizedModule) cannot be traced on fake tensors"
+)
 
 
 @dataclass
@@ -90,8 +94,10 @@ class FakeFactory:
         self.pairs: list = []  # (original, twin): keeps originals alive so ids stay unique
 
     def fake(self, t):
-        """The fake twin of tensor ``t``: same shape, strides, dtype, ``requires_grad``, class
-        (``nn.Parameter``) and ``.grad`` (itself a twin); on the CPU whatever ``t``'s device.
+        """The fake twin of tensor ``t``, on the CPU whatever ``t``'s device.
+
+        Same shape, strides, dtype, ``requires_grad``, class (``nn.Parameter``) and ``.grad``
+        (itself a twin).
         """
         key = id(t)
         if key in self.memo:
@@ -153,7 +159,8 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
     """The shadow namespace for a cell (see the module docstring).
 
     Args:
-        user_ns: the user's namespace (only read). tree: the cell's AST (for the names it reads).
+        user_ns: the user's namespace (only read).
+        tree: the cell's AST (for the names it reads).
         mode: the ``FakeTensorMode``.
 
     Returns:

@@ -1,4 +1,6 @@
-"""The GPU a step is checked against: the memory it has free, from NVML (``nvidia-smi --query-gpu=
+"""The GPU a step is checked against.
+
+The GPU a step is checked against: the memory it has free, from NVML (``nvidia-smi --query-gpu=
 name,memory.total,memory.free``, other processes counted), or from ``--device-memory`` or ``--gpu``
 on a machine without it.
 
@@ -14,8 +16,10 @@ from .result import Target
 
 
 def nvml_index(cuda_ordinal: int, env: dict | None = None) -> int:
-    """The NVML index of CUDA ordinal ``cuda_ordinal`` (``CUDA_VISIBLE_DEVICES=2,3`` makes cuda:0
-    NVML's GPU 2; UUIDs or an unset variable leave the ordinal as is).
+    """The NVML index of CUDA ordinal ``cuda_ordinal``.
+
+    ``CUDA_VISIBLE_DEVICES=2,3`` makes cuda:0 NVML's GPU 2; UUIDs or an unset variable leave the
+    ordinal as is.
     """
     env = os.environ if env is None else env
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
@@ -62,7 +66,9 @@ def from_nvml(cuda_ordinal: int, this_process_reserved_bytes=0) -> Target | NA:
         return count
     index = nvml_index(cuda_ordinal)
     if index >= count:
-        return NA(f"cuda:{cuda_ordinal} is NVML GPU {index}, but NVML sees {count} GPU(s)", "no_gpu")
+        return NA(
+            f"cuda:{cuda_ordinal} is NVML GPU {index}, but NVML sees {count} GPU(s)", "no_gpu"
+        )
     got = nvml.device(index).read(["name", "memory.total", "memory.free", "compute_cap"])
     for field in ("memory.total", "memory.free"):
         if is_na(got[field]):

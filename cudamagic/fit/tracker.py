@@ -1,4 +1,6 @@
-"""Counting the memory of one step run on fake tensors: every tensor storage the step creates, when it
+"""Counting the memory of one step run on fake tensors.
+
+Counting the memory of one step run on fake tensors: every tensor storage the step creates, when it
 is freed, which phase and module created it and what it is (parameter, gradient, optimizer state,
 activation saved for backward, temporary).
 
@@ -33,7 +35,18 @@ CATEGORIES = (
     "temporaries",
 )
 #: ATen operators that call cuBLAS on a GPU (each calling thread gets a cuBLAS workspace).
-BLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "dot", "addr", "_addmm_activation"}
+BLAS_OPS = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "addbmm",
+    "mv",
+    "addmv",
+    "dot",
+    "addr",
+    "_addmm_activation",
+}
 PHASES = ("before the cell", "forward", "backward", "optimizer step")
 
 #: the CUDA caching allocator's smallest block (kMinBlockSize in c10/cuda/CUDACachingAllocator.cpp):
@@ -42,7 +55,7 @@ MIN_BLOCK_BYTES = 512
 
 
 def cuda_block_bytes(nbytes: int) -> int:
-    """``nbytes`` rounded up as the CUDA caching allocator rounds a request (512-byte multiples; 0 stays 0)."""
+    """``nbytes`` rounded up as the CUDA caching allocator rounds a request (512-byte steps)."""
     return -(-nbytes // MIN_BLOCK_BYTES) * MIN_BLOCK_BYTES
 
 
@@ -219,7 +232,7 @@ class StorageTracker(TorchDispatchMode):
         return ""
 
     def current_phase(self) -> str:
-        """``backward`` inside the autograd engine, else :attr:`phase` (forward / optimizer step)."""
+        """``backward`` inside the autograd engine, else :attr:`phase`."""
         if torch._C._current_autograd_node() is not None:
             return "backward"
         return self.phase
@@ -249,7 +262,7 @@ class StorageTracker(TorchDispatchMode):
 
 
 def kernel_sizes(func, args, kwargs, out) -> dict:
-    """``{output index: bytes}`` where a kernel's real output storage is larger than its fake twin's.
+    """``{output index: bytes}`` where a kernel's real output storage outgrows its fake twin's.
 
     - ``aten.mse_loss`` with a reduction: the ATen kernel returns the reduced loss in the storage
       of the unreduced one (``input.numel()`` elements), measured on PyTorch 2.13.

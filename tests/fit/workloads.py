@@ -1,4 +1,6 @@
-"""Six small reference training steps (model, optimizer, batch, the cell of one step) shared by the
+"""Six small reference training steps.
+
+Six small reference training steps (model, optimizer, batch, the cell of one step) shared by the
 accuracy tests and ``benchmarks/bench_cudafit.py``; each builds in well under a second on a CPU.
 """
 
