@@ -97,20 +97,27 @@ class FakeFactory:
         """The fake twin of tensor ``t``, on the CPU whatever ``t``'s device.
 
         Same shape, strides, dtype, ``requires_grad``, class (``nn.Parameter``) and ``.grad``
-        (itself a twin).
+        (itself a twin); a 0-dim tensor keeps its value (read once, with ``.item()``).
         """
         key = id(t)
         if key in self.memo:
             return self.memo[key]
+        # a scalar keeps its value (an optimizer's `step` is read with `.item()`)
+        value = t.item() if t.dim() == 0 and not t.requires_grad else None
         with self.mode:
-            f = torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu")
+            if value is not None:
+                f = torch.tensor(value, dtype=t.dtype, device="cpu")
+            else:
+                f = torch.empty_strided(
+                    tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device="cpu"
+                )
         if isinstance(t, torch.nn.Parameter):
             f = torch.nn.Parameter(f, requires_grad=t.requires_grad)
         elif t.requires_grad:
             f.requires_grad_(True)
         self.memo[key] = f
         self.pairs.append((t, f))
-        if t.grad is not None:
+        if t.is_leaf and t.grad is not None:
             f.grad = self.fake(t.grad)
         return f
 
