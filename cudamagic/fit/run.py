@@ -56,7 +56,11 @@ class FakeRun:
 
 @contextlib.contextmanager
 def _cuda_as_cpu(tracker):
-    """``Tensor.to``/``.cuda`` map cuda to the CPU; ``torch.cuda._lazy_init`` does nothing."""
+    """``.to``/``.cuda`` of tensors and modules keep fakes on the CPU; no CUDA initialisation.
+
+    The twins are all on the CPU already: a module's ``.cuda()`` or ``.to("cuda")`` is the module
+    itself (a dtype given to ``.to`` is applied), a tensor's goes to the CPU.
+    """
     from .tracker import map_cuda_args
 
     orig_to, orig_cuda, orig_init = torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init
@@ -71,11 +75,24 @@ def _cuda_as_cpu(tracker):
         tracker.saw_cuda = True
         return orig_to(self, "cpu", non_blocking=non_blocking, memory_format=memory_format)
 
+    module_to, module_cuda = torch.nn.Module.to, torch.nn.Module.cuda
+
+    def mod_to(self, *args, **kwargs):
+        device, dtype, _, _ = torch._C._nn._parse_to(*args, **kwargs)
+        tracker.saw_cuda = tracker.saw_cuda or (device is not None and device.type == "cuda")
+        return self if dtype is None else module_to(self, dtype=dtype)
+
+    def mod_cuda(self, device=None):
+        tracker.saw_cuda = True
+        return self
+
     torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init = to, cuda, lambda: None
+    torch.nn.Module.to, torch.nn.Module.cuda = mod_to, mod_cuda
     try:
         yield
     finally:
         torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init = orig_to, orig_cuda, orig_init
+        torch.nn.Module.to, torch.nn.Module.cuda = module_to, module_cuda
 
 
 @contextlib.contextmanager
@@ -221,13 +238,24 @@ def _scale_inputs(sh, scale: dict, mode) -> None:
             sh.inputs.append(name)
 
 
+REAL_TENSOR = (
+    "reaches a tensor that was not copied (an object %%cudafit does not know, or a global read "
+    "inside a class's method); name that object in the cell or pass it as an argument"
+)
+
+
 def _unfollowable(exc: BaseException, filename: str) -> CannotFollow | None:
     """A :class:`CannotFollow` for an exception of fake tracing (op, cell line), else None."""
     for kind in type(exc).__mro__:
         if kind.__name__ in UNFOLLOWABLE:
+            reason = UNFOLLOWABLE[kind.__name__]
             break
     else:
-        return None
+        if not (
+            isinstance(exc, AssertionError) and "convert all Tensors to FakeTensors" in str(exc)
+        ):
+            return None
+        reason = REAL_TENSOR
     op = str(getattr(exc, "func", "") or "")
     line = 0
     tb = exc.__traceback__
@@ -236,4 +264,4 @@ def _unfollowable(exc: BaseException, filename: str) -> CannotFollow | None:
             line = tb.tb_lineno
         tb = tb.tb_next
     exc.__traceback__ = None  # frees the frames (and their fakes)
-    return CannotFollow(UNFOLLOWABLE[kind.__name__], op=op, line=line)
+    return CannotFollow(reason, op=op, line=line)

@@ -181,7 +181,7 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
     factory = FakeFactory(mode)
     ns = dict(user_ns)
     shadow = Shadow(ns)
-    used = names_used(tree)
+    used = reachable_names(names_used(tree), user_ns)
     for name in used:
         value = user_ns.get(name)
         if compiled_module(value):
@@ -209,6 +209,30 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
             ns[key] = rebind(value, ns)
     shadow.existing = _existing(factory, shadow)
     return shadow
+
+
+def reachable_names(names, user_ns: dict) -> list:
+    """``names`` and the globals read by the notebook functions among them, transitively (so that
+    ``train_step(x, y)`` copies the ``model`` and ``opt`` that ``train_step`` reads).
+    """
+    out = list(dict.fromkeys(names))
+    i = 0
+    while i < len(out):
+        value = user_ns.get(out[i])
+        i += 1
+        if isinstance(value, types.FunctionType) and value.__globals__ is user_ns:
+            for name in _code_names(value.__code__):
+                if name in user_ns and name not in out:
+                    out.append(name)
+    return out
+
+
+def _code_names(code) -> list:
+    names = list(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names += _code_names(const)
+    return names
 
 
 def rebind(func, namespace: dict):
