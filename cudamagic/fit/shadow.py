@@ -212,8 +212,9 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
 
 
 def reachable_names(names, user_ns: dict) -> list:
-    """``names`` and the globals read by the notebook functions among them, transitively (so that
-    ``train_step(x, y)`` copies the ``model`` and ``opt`` that ``train_step`` reads).
+    """``names`` and the globals read by the notebook functions among them, transitively.
+
+    So ``train_step(x, y)`` copies the ``model`` and ``opt`` that ``train_step`` reads.
     """
     out = list(dict.fromkeys(names))
     i = 0

@@ -59,8 +59,9 @@ def live_peak_bytes(ns: dict, src: str, existing) -> int:
 
 
 def step_tensors(ns: dict) -> list:
-    """Every tensor a reference step starts with: parameters (and grads), buffers, optimizer state,
-    the batch.
+    """Every tensor a reference step starts with.
+
+    Parameters (and grads), buffers, optimizer state, the batch.
     """
     import torch
 

@@ -46,8 +46,9 @@ def test_peak_within_3_percent_of_a_real_cpu_step(name, precision):
 
 
 def test_first_step_counts_the_optimizer_state_it_creates():
-    """Before any step there are no grads and no Adam state: the estimate of that first step is
-    the real first step's peak too (and differs from the second step's).
+    """The first step (no grads, no Adam state yet) is estimated as measured, too.
+
+    And it differs from the second step's, which starts with the state.
     """
     from cudamagic.core.na import NA
     from cudamagic.fit.estimate import Request, measure

@@ -87,14 +87,16 @@ def test_objects_rng_and_namespace_unchanged(ip, cell):
 
 
 def test_cuda_devices_in_the_cell_map_to_fake_cpu_tensors(ip):
-    """`.cuda()`, `.to("cuda")` and `device="cuda"` run on this CPU-only build (a fake cuda tensor
-    would abort the process here) and the estimate says so.
+    """`.cuda()`, `.to("cuda")` and `device="cuda"` run on this CPU-only build.
+
+    A fake cuda tensor would abort the process here; the estimate says they were mapped.
     """
     import torch
 
     ip.user_ns.update(resnet())
     cell = (
-        "model.cuda()\nxb = x.to('cuda')\nextra = torch.ones(8, 10, device='cuda', requires_grad=True)\n"
+        "model.cuda()\nxb = x.to('cuda')\n"
+        "extra = torch.ones(8, 10, device='cuda', requires_grad=True)\n"
         "loss = loss_fn(model(xb) + extra, y.cuda())\nloss.backward()\n"
     )
     result = ip.run_cell_magic("cudafit", "--gpu T4", cell)

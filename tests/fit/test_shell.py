@@ -1,5 +1,6 @@
-"""%%cudafit in a real InteractiveShell: options, verdicts, the result object, cells it cannot
-follow, the largest batch and the suggestions.
+"""%%cudafit in a real InteractiveShell.
+
+Options, verdicts, the result object, cells it cannot follow, the largest batch, the suggestions.
 """
 
 from __future__ import annotations
