@@ -13,8 +13,8 @@ fp32; one forward + backward + optimizer step, the first one), side by side:
 * accelerate's ``estimate-memory`` rule (``accelerate.commands.estimate``): the peak of
   ``estimate_training_usage(parameter bytes, "float32")`` (4x the parameters for Adam; no batch).
 
-Each tool gets a fresh copy of the workload (torchinfo runs a real forward). torchinfo and accelerate
-are the ``bench`` extra (``pip install -e ".[bench]"``); a missing one shows N/A.
+Each tool gets a fresh copy of the workload (torchinfo runs a real forward). torchinfo and
+accelerate are the ``bench`` extra (``pip install -e ".[bench]"``); a missing one shows N/A.
 
 Run: ``python benchmarks/bench_cudafit.py [--quick]`` (``--quick``: three workloads).
 """
