@@ -252,7 +252,7 @@ def suggestions(req: Request, est: FitEstimate) -> list:
             _suggestion(
                 est,
                 new,
-                f"activation checkpointing of {', '.join(biggest)}",
+                f"activation checkpointing of {_names_text(biggest)}",
                 "torch.utils.checkpoint.checkpoint(module, x, use_reentrant=False)",
             )
         )
@@ -296,6 +296,12 @@ def suggestions(req: Request, est: FitEstimate) -> list:
     return sorted(out, key=lambda s: -s.saving_bytes)
 
 
+def _names_text(names) -> str:
+    if len(names) > 3:
+        return f"{names[0]} ... {names[-1]} ({len(names)} modules)"
+    return ", ".join(names)
+
+
 def _names(req) -> set:
     from .shadow import names_used
 
@@ -311,10 +317,11 @@ def _stateful(value) -> bool:
 
 
 def _checkpoint_candidates(modules: dict, live: list, n: int = 2) -> list:
-    """Up to ``n`` modules worth checkpointing.
+    """The modules worth checkpointing.
 
-    Modules with children (blocks, stages), not the root, whose subtree holds the most activations
-    live at the peak but under half of them all.
+    Among modules with children (blocks, stages), not the root, whose subtree holds under half of
+    the activations live at the peak: the one holding most and all its siblings of the same class
+    (every block of a stack), or else up to ``n`` of the biggest.
     """
     acts = [r for r in live if r.category == "activations" and r.module]
     total = sum(r.nbytes for r in acts)
@@ -323,6 +330,12 @@ def _checkpoint_candidates(modules: dict, live: list, n: int = 2) -> list:
         if "." in name and any(True for _ in mod.children()):
             sizes[name] = sum(r.nbytes for r in acts if (r.module + ".").startswith(name + "."))
     ranked = sorted((k for k in sizes if 0 < sizes[k] < total / 2), key=lambda k: -sizes[k])
+    if ranked:  # repeated blocks (model.blocks.0, .1, ...): checkpoint every one of them
+        parent, _, _ = ranked[0].rpartition(".")
+        kind = type(modules[ranked[0]])
+        same = [k for k in sizes if k.rpartition(".")[0] == parent and type(modules[k]) is kind]
+        if len(same) > 1:
+            return same
     picked = []
     for name in ranked:
         if not any(name.startswith(p + ".") or p.startswith(name + ".") for p in picked):

@@ -84,7 +84,9 @@ def test_does_not_fit_gives_reestimated_suggestions(ip):
     assert r.fits is False and r.spare_bytes < 0
     changes = {s.change.split(" (")[0]: s for s in r.suggestions}
     assert "mixed precision" in changes and "half the batch" in changes
-    assert any(c.startswith("activation checkpointing of model.blocks.") for c in changes)
+    ckpt = next(s for c, s in changes.items() if c.startswith("activation checkpointing of"))
+    assert "model.blocks.0 ... model.blocks.3 (4 modules)" in ckpt.change
+    assert ckpt.saving_bytes > 0
     half = changes["half the batch"]
     assert 0 < half.peak_reserved_bytes < r.peak_reserved_bytes
     assert half.saving_bytes == r.peak_reserved_bytes - half.peak_reserved_bytes
