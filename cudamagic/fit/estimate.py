@@ -108,7 +108,7 @@ def measure(req: Request, scale: dict | None = None, prepare=None) -> FitEstimat
     if not is_na(req.target):
         spare = req.target.memory_free_bytes - total
         fits = spare >= 0
-    notes = []
+    notes = list(run.shadow.notes) + list(dict.fromkeys(tr.notes))
     if tr.saw_cuda:
         notes.append("the cell's cuda devices were mapped to fake CPU tensors for the estimate")
     if req.dtype is not None:

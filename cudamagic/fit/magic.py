@@ -93,8 +93,10 @@ class FitMagics(AreaMagics):
           -o NAME                 also store the result (a FitEstimate) in NAME
 
         Cells it cannot follow (reading a value: ``.item()``, ``if loss > 0``; value-dependent
-        shapes: ``nonzero``, masks; custom C++/CUDA operators; ``torch.compile``'d modules) get a
-        paragraph naming the operation and the line, with the figures of the part before it.
+        shapes: ``nonzero``, masks; custom C++/CUDA operators without a fake kernel) get a
+        paragraph naming the operation and the line, with the figures of the part before it and
+        no verdict. ``torch.compile``'d modules (and ``torch.compile`` calls in the cell) are
+        estimated as their eager code, and the report says so.
         The result has ``.to_dict()``; numbers are in bytes (``peak_reserved_bytes``...).
 
         Examples:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import re
 from dataclasses import dataclass
 
 import torch
@@ -34,7 +35,6 @@ UNFOLLOWABLE = {
     "UnsupportedOperatorException": "calls an operator with no fake-tensor implementation (a "
     "custom C++/CUDA extension)",
     "UnsupportedFakeTensorException": "uses a tensor kind fake tensors do not support",
-    "DataDependentOutputError": "reads a tensor's value, which a run without data cannot know",
 }
 
 
@@ -93,6 +93,26 @@ def _cuda_as_cpu(tracker):
     finally:
         torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init = orig_to, orig_cuda, orig_init
         torch.nn.Module.to, torch.nn.Module.cuda = module_to, module_cuda
+
+
+@contextlib.contextmanager
+def _compile_as_eager(tracker):
+    """``torch.compile(model)`` in the cell gives the model itself (noted with the cell's line)."""
+    from .shadow import EAGER
+
+    orig = torch.compile
+
+    def compile_(model=None, **kwargs):
+        line = tracker.cell_line()
+        where = f" at line {line}" if line else ""
+        tracker.notes.append(f"torch.compile{where}: {EAGER}")
+        return model if model is not None else (lambda fn: fn)
+
+    torch.compile = compile_
+    try:
+        yield
+    finally:
+        torch.compile = orig
 
 
 @contextlib.contextmanager
@@ -212,7 +232,14 @@ def fake_run(
     stopped = None
     ac = torch.autocast("cpu", dtype=dtype) if dtype is not None else contextlib.nullcontext()
     try:
-        with _cuda_as_cpu(tracker), _autocast_cuda_as_cpu(), mode, tracker, _hooks(tracker, sh):
+        with (
+            _cuda_as_cpu(tracker),
+            _autocast_cuda_as_cpu(),
+            _compile_as_eager(tracker),
+            mode,
+            tracker,
+            _hooks(tracker, sh),
+        ):
             with ac:
                 run_code(code, sh.namespace)
     except Exception as exc:  # noqa: BLE001 - sorted below: ours to explain, or the user's to see
@@ -251,11 +278,15 @@ def _unfollowable(exc: BaseException, filename: str) -> CannotFollow | None:
             reason = UNFOLLOWABLE[kind.__name__]
             break
     else:
-        if not (
-            isinstance(exc, AssertionError) and "convert all Tensors to FakeTensors" in str(exc)
-        ):
+        text = str(exc)
+        if isinstance(exc, AssertionError) and "convert all Tensors to FakeTensors" in text:
+            reason = REAL_TENSOR
+        elif isinstance(exc, RuntimeError) and "no fake impl registered" in text:
+            reason = UNFOLLOWABLE["UnsupportedOperatorException"]
+            m = re.search(r"CustomOpDef\((.+?)\)", text)
+            exc.func = m.group(1) if m else ""
+        else:
             return None
-        reason = REAL_TENSOR
     op = str(getattr(exc, "func", "") or "")
     line = 0
     tb = exc.__traceback__

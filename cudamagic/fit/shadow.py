@@ -23,9 +23,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-#: what the estimate cannot copy: ``(type test, plain-words reason)``.
 COMPILED = (
-    "a torch.compile'd module (torch._dynamo's OptimizedModule) cannot be traced on fake tensors"
+    "a torch.compile'd submodule (torch._dynamo's OptimizedModule), which cannot be traced on fake "
+    "tensors; estimate the module before compiling it"
+)
+#: what the report says of a compiled module or a torch.compile call it estimated as eager code.
+EAGER = (
+    "estimated as the eager module (compiled code usually needs as much memory or less, so the "
+    "figures are most often an upper bound)"
 )
 
 
@@ -38,7 +43,7 @@ class Shadow:
             named modules (``model``, ``model.encoder``...). module_names: ``{id(twin module):
             qualified name}``. optimizers: the twin optimizers. existing: ``(fake tensor, category,
             module name)`` of every tensor that exists before the cell. inputs: the names of tensors
-            given by the user.
+            given by the user. notes: what the report should say about the copies.
     """
 
     namespace: dict
@@ -47,6 +52,7 @@ class Shadow:
     optimizers: list = field(default_factory=list)
     existing: list = field(default_factory=list)
     inputs: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
 
 
 def names_used(tree: ast.AST) -> list:
@@ -182,18 +188,21 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
     ns = dict(user_ns)
     shadow = Shadow(ns)
     used = reachable_names(names_used(tree), user_ns)
-    for name in used:
-        value = user_ns.get(name)
+    values = {n: user_ns[n] for n in used if n in user_ns}
+    for name, value in values.items():
         if compiled_module(value):
-            raise CannotFollow(f"`{name}` is {COMPILED}", op="torch.compile", line=0)
+            if not isinstance(getattr(value, "_orig_mod", None), torch.nn.Module):
+                raise CannotFollow(f"`{name}` holds {COMPILED}", op="torch.compile", line=0)
+            values[name] = value._orig_mod
+            shadow.notes.append(f"`{name}` is torch.compile'd: {EAGER}")
     # modules and optimizers first, so that a tensor named in the cell that is also a parameter
     # keeps its parameter twin
     order = sorted(
-        (n for n in used if n in user_ns and _holds_tensors(user_ns[n])),
-        key=lambda n: not isinstance(user_ns[n], torch.nn.Module),
+        (n for n in values if _holds_tensors(values[n])),
+        key=lambda n: not isinstance(values[n], torch.nn.Module),
     )
     for name in order:
-        value = user_ns[name]
+        value = values[name]
         ns[name] = twin = factory.twin(value)
         if isinstance(twin, torch.nn.Module):
             for sub_name, sub in twin.named_modules():

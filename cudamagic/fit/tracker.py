@@ -124,6 +124,7 @@ class StorageTracker(TorchDispatchMode):
         self.peak_block_seq = -1
         self.phase = "forward"
         self.saw_cuda = False
+        self.notes: list = []  # what the report should say about the run
         self.conv_ran = False  # a convolution ran (cuDNN on a GPU)
         self.blas_phases: set = set()  # phases that ran a cuBLAS operator (mm, addmm, bmm...)
         self._modules: list = []  # names of the modules whose forward is running
@@ -160,7 +161,7 @@ class StorageTracker(TorchDispatchMode):
             return rec
         size = int(storage.nbytes()) if nbytes is None else max(nbytes, int(storage.nbytes()))
         rec = StorageRecord(size, len(self.events), phase, module)
-        rec.line = self._cell_line()
+        rec.line = self.cell_line()
         self.records.append(rec)
         self._by_storage[key] = rec
         self.events.append((1, rec))
@@ -182,11 +183,11 @@ class StorageTracker(TorchDispatchMode):
             self.live_bytes -= rec.nbytes
             self.live_block_bytes -= cuda_block_bytes(rec.nbytes)
 
-    def _cell_line(self) -> int:
+    def cell_line(self) -> int:
         """The line of the cell running now (the innermost frame of the cell's file), or 0."""
         import sys
 
-        frame = sys._getframe(2)
+        frame = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_filename == self.cell_filename:
                 return frame.f_lineno

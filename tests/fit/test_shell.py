@@ -147,12 +147,36 @@ def test_cells_it_cannot_follow_name_the_line(mlp_ip, cell, words, line):
     assert f"at line {line}" in repr(r) and "Traceback" not in repr(r)
 
 
-def test_compiled_module_is_a_usage_error(mlp_ip):
+def test_compiled_modules_are_estimated_as_eager_code_and_said_so(mlp_ip):
     import torch
 
+    eager = mlp_ip.run_cell_magic("cudafit", "--gpu T4", STEP)
     mlp_ip.user_ns["cmodel"] = torch.compile(mlp_ip.user_ns["model"])
-    with pytest.raises(UsageError, match="torch.compile"):
-        mlp_ip.run_cell_magic("cudafit", "--gpu T4", "cmodel(x).sum().backward()\n")
+    step = STEP.replace("model(x)", "cmodel(x)")
+    named = mlp_ip.run_cell_magic("cudafit", "--gpu T4", step)
+    assert named.peak_reserved_bytes == eager.peak_reserved_bytes
+    assert any(
+        n.startswith("`cmodel` is torch.compile'd: estimated as the eager") for n in named.notes
+    )
+    inside = mlp_ip.run_cell_magic("cudafit", "--gpu T4", "m2 = torch.compile(model)\n" + STEP)
+    assert any(
+        n.startswith("torch.compile at line 2: estimated as the eager") for n in inside.notes
+    )
+    assert "note: torch.compile at line 2" in repr(inside)
+
+
+def test_custom_operators_without_a_fake_kernel_are_named(mlp_ip):
+    import torch
+
+    lib = torch.library.Library("cudafit_test", "FRAGMENT")  # an extension's C++ op, no fake kernel
+    lib.define("scale(Tensor x) -> Tensor")
+    lib.impl("scale", lambda x: x * 3, "CPU")
+    mlp_ip.user_ns["lib"] = lib
+    r = mlp_ip.run_cell_magic(
+        "cudafit", "--gpu T4", "out = model(x)\nout = torch.ops.cudafit_test.scale(out)\n"
+    )
+    assert r.stopped.op == "cudafit_test.scale.default" and r.stopped.line == 3
+    assert "custom C++/CUDA extension" in repr(r)
 
 
 def test_the_users_own_error_propagates(mlp_ip):
