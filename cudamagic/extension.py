@@ -48,8 +48,9 @@ class CudaMagics(
     FitSettings,
     Configurable,
 ):
-    """Every cudamagic setting, one place for users: ``%config CudaMagics`` lists them,
-    ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings
+    """Every cudamagic setting, in one place for users.
+
+    ``%config CudaMagics`` lists them, ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings
     (with units in the names) in its ``magic.py``; this class only gathers them.
     """
 
@@ -77,7 +78,7 @@ class Extension:
         return func
 
     def shutdown(self):
-        """Run every registered cleanup; errors are collected and the first is raised after all ran."""
+        """Run every registered cleanup; the first error is raised after all of them ran."""
         errors = []
         while self._cleanups:
             func = self._cleanups.pop()
@@ -93,13 +94,15 @@ _ACTIVE: Extension | None = None  # the extension loaded on the running shell
 
 
 def current() -> Extension | None:
-    """The loaded :class:`Extension`, or None before ``%load_ext cudamagic`` / after ``%unload_ext``."""
+    """The loaded :class:`Extension`, or None before ``%load_ext`` / after ``%unload_ext``."""
     return _ACTIVE
 
 
 def _construct_settings(ipython) -> CudaMagics:
-    """Build CudaMagics; a config value its trait rejects (``%config`` or ipython_config.py) is
-    dropped with a one-paragraph warning instead of making ``%load_ext`` fail.
+    """Build CudaMagics, dropping config values their traits reject.
+
+    A rejected value (``%config`` or ipython_config.py) gets a one-paragraph warning instead of
+    making ``%load_ext`` fail.
     """
     try:
         return CudaMagics(parent=ipython)
@@ -119,7 +122,8 @@ def _construct_settings(ipython) -> CudaMagics:
             helptext = f" ({trait.help})" if trait is not None and trait.help else ""
             print(
                 f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {exc}. Using the default "
-                f"{getattr(settings, key)!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>."
+                f"{getattr(settings, key)!r}{helptext}. "
+                f"Fix it with %config CudaMagics.{key} = <value>."
             )
         except AttributeError:
             section[key] = value
