@@ -50,8 +50,9 @@ class CudaMagics(
 ):
     """Every cudamagic setting, in one place for users.
 
-    ``%config CudaMagics`` lists them, ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings
-    (with units in the names) in its ``magic.py``; this class only gathers them.
+    ``%config CudaMagics`` lists them, ``%config CudaMagics.watch_interval_s = 0.5`` sets one.
+    Each area declares its own settings (with units in the names) in its ``magic.py``; this class
+    only gathers them.
     """
 
 
