@@ -14,6 +14,13 @@ from traitlets import HasTraits, Int
 from ..core.magic import AreaMagics
 
 
+def first_line(cell: str, width: int = 60) -> str:
+    """The cell's first non-blank line, clipped to ``width`` columns (the report's title)."""
+    from ..core.fmt import clip
+
+    return clip(next((line.strip() for line in cell.splitlines() if line.strip()), ""), width)
+
+
 class FitSettings(HasTraits):
     """``%%cudafit`` settings, reachable as ``%config CudaMagics.<name>``."""
 
@@ -134,7 +141,6 @@ class FitMagics(AreaMagics):
         import torch
 
         from ..core.cell import compile_cell
-        from ..mem.report import first_line
         from . import target
         from .estimate import DTYPES, Request, estimate
         from .result import CannotFollow

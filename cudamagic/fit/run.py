@@ -59,7 +59,8 @@ def _cuda_as_cpu(tracker):
     """``.to``/``.cuda`` of tensors and modules keep fakes on the CPU; no CUDA initialisation.
 
     The twins are all on the CPU already: a module's ``.cuda()`` or ``.to("cuda")`` is the module
-    itself (a dtype given to ``.to`` is applied), a tensor's goes to the CPU.
+    itself (a dtype given to ``.to`` is applied), a tensor's goes to the CPU; the ``torch.cuda``
+    calls of :data:`NO_OPS` do nothing.
     """
     from .tracker import map_cuda_args
 
@@ -88,11 +89,25 @@ def _cuda_as_cpu(tracker):
 
     torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init = to, cuda, lambda: None
     torch.nn.Module.to, torch.nn.Module.cuda = mod_to, mod_cuda
+    saved = {name: getattr(torch.cuda, name) for name in NO_OPS}
+    for name in NO_OPS:
+        setattr(torch.cuda, name, _no_op)
     try:
         yield
     finally:
         torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init = orig_to, orig_cuda, orig_init
         torch.nn.Module.to, torch.nn.Module.cuda = module_to, module_cuda
+        for name, func in saved.items():
+            setattr(torch.cuda, name, func)
+
+
+#: ``torch.cuda`` calls a training step may make that do nothing useful on fake tensors and would
+#: create a CUDA context (or fail on a CPU-only build): no-ops during the fake run.
+NO_OPS = ("synchronize", "empty_cache", "reset_peak_memory_stats", "set_device")
+
+
+def _no_op(*args, **kwargs):
+    return None
 
 
 @contextlib.contextmanager

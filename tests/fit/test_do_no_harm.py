@@ -71,7 +71,7 @@ def _same(a, b):
     ],
     ids=["step", "function", "random"],
 )
-def test_objects_rng_and_namespace_unchanged(ip, cell):
+def test_objects_rng_and_namespace_unchanged(ip, cell, cuda_calls):
     import torch
 
     ns = resnet()
@@ -84,9 +84,10 @@ def test_objects_rng_and_namespace_unchanged(ip, cell):
     assert result.stopped is None and result.peak_reserved_bytes > 0
     _same(before, _snapshot(ip.user_ns))
     assert not torch.cuda.is_initialized()
+    assert cuda_calls == []
 
 
-def test_cuda_devices_in_the_cell_map_to_fake_cpu_tensors(ip):
+def test_cuda_devices_in_the_cell_map_to_fake_cpu_tensors(ip, cuda_calls):
     """`.cuda()`, `.to("cuda")` and `device="cuda"` run on this CPU-only build.
 
     A fake cuda tensor would abort the process here; the estimate says they were mapped.
@@ -98,6 +99,7 @@ def test_cuda_devices_in_the_cell_map_to_fake_cpu_tensors(ip):
         "model.cuda()\nxb = x.to('cuda')\n"
         "extra = torch.ones(8, 10, device='cuda', requires_grad=True)\n"
         "loss = loss_fn(model(xb) + extra, y.cuda())\nloss.backward()\n"
+        "torch.cuda.synchronize()\ntorch.cuda.empty_cache()\n"
     )
     result = ip.run_cell_magic("cudafit", "--gpu T4", cell)
     assert result.stopped is None and result.fits is True
@@ -105,3 +107,4 @@ def test_cuda_devices_in_the_cell_map_to_fake_cpu_tensors(ip):
     assert ip.user_ns["model"][0].weight.device.type == "cpu"
     assert "xb" not in ip.user_ns and "extra" not in ip.user_ns
     assert not torch.cuda.is_initialized()
+    assert cuda_calls == []
