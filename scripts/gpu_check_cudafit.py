@@ -12,7 +12,8 @@ batch on the GPU), in this one process:
      cudamagic/fit/allocator.py can be corrected);
   3. ``--max-batch`` on the MLP and the GPT-like decoder under a reserved-memory budget
      (``torch.cuda.set_per_process_memory_fraction``, default 8 GiB): the predicted largest batch
-     runs, and 1.25x that batch runs out of memory.
+     runs, and 1.25x that batch runs out of memory; then ``--verify``'s engine at that batch runs
+     the step, puts the weights back and leaves reserved memory not above its value before.
 Prints one table and exits 1 when a bound is missed. Under 5 minutes on an H200. Imports torch,
 pynvml (nvidia-ml-py) and this checkout only: no IPython (the estimate is the magic's engine,
 ``cudamagic.fit.estimate``, called directly). Not run by the test suite (no GPU there).
@@ -154,6 +155,35 @@ def check_max_batch(name, make, device, budget, rows) -> bool:
             outcomes[size] = "OOM"
         del trial
     ok = outcomes.get(batch) == "ran" and outcomes.get(int(batch * 1.25)) == "OOM"
+    # --verify's engine at that batch: the step runs, and afterwards the weights are the same and
+    # reserved memory is not above its value before
+    from cudamagic.fit.verify import verify
+
+    _fresh(device)
+    _on_gpu(ns, device)
+    req = _request(ns, target, initialized=True)
+    weights = [p.detach().clone() for p in ns["model"].parameters()]
+    v = verify(
+        req.code,
+        req.tree,
+        ns,
+        device.index,
+        {"x": batch, "y": int(ns["y"].shape[0]) * batch // int(ns["x"].shape[0])},
+    )
+    same = all(torch.equal(a, b) for a, b in zip(weights, ns["model"].parameters(), strict=True))
+    good = not v.error and same and v.reserved_after_bytes <= v.reserved_before_bytes
+    ok &= good
+    rows.append(
+        (
+            name,
+            f"--verify at {batch}: restored, reserved back",
+            est.max_batch.peak_reserved_bytes,
+            v.peak_reserved_bytes,
+            0.0,
+            good,
+            0.0,
+        )
+    )
     rows.append((name, f"max batch {batch} ran / 1.25x OOM", batch, 0, 0.0, ok, took))
     rows.append((name, f"  outcomes {outcomes}", 0, 0, 0.0, ok, 0.0))
     return ok

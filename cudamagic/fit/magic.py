@@ -60,7 +60,12 @@ class FitMagics(AreaMagics):
         default=None,
         help="module rows (default CudaMagics.cudafit_top_modules, 5).",
     )
-    @argument("--verify", action="store_true", help="run one real step on the GPU (needs a GPU).")
+    @argument(
+        "--verify",
+        action="store_true",
+        help="then run one real step on the GPU (at the --max-batch size) and show it beside the "
+        "estimate; everything is put back after it (needs a GPU; resets the peak counters).",
+    )
     @argument("-o", default=None, metavar="NAME", help="also store the result in variable NAME.")
     @cell_magic
     def cudafit(self, line="", cell=""):
@@ -95,8 +100,10 @@ class FitMagics(AreaMagics):
           --dtype bf16|fp16       run the step under torch.autocast with this dtype
           --suggest               suggestions even when it fits
           --top N                 module rows (default CudaMagics.cudafit_top_modules = 5)
-          --verify                one real step on the GPU (needs a GPU; see
-                                  scripts/gpu_check_cudafit.py)
+          --verify                then one real step on the GPU (at the --max-batch size when
+                                  given), measured beside the estimate; parameters, grads,
+                                  buffers, optimizer state and RNG are put back after it and
+                                  the cache emptied (needs a GPU; resets the peak counters)
           -o NAME                 also store the result (a FitEstimate) in NAME
 
         Cells it cannot follow (reading a value: ``.item()``, ``if loss > 0``; value-dependent
@@ -169,6 +176,18 @@ class FitMagics(AreaMagics):
             source=first_line(cell),
         )
         try:
-            return estimate(req, opts.max_batch, suggest=True if opts.suggest else None)
+            est = estimate(req, opts.max_batch, suggest=True if opts.suggest else None)
         except CannotFollow as exc:
             raise UsageError(f"%%cudafit: cannot estimate this cell: {exc.reason}.") from None
+        if opts.verify and est.stopped is None:
+            from dataclasses import replace
+
+            from .verify import verify
+
+            scale = None
+            if est.max_batch is not None and est.max_batch.batch > 0:
+                m = est.max_batch
+                ns = self.shell.user_ns
+                scale = {n: int(ns[n].shape[0]) * m.batch // m.batch_now for n in m.names}
+            est = replace(est, verified=verify(code, tree, self.shell.user_ns, opts.ordinal, scale))
+        return est

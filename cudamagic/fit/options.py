@@ -25,7 +25,7 @@ class FitOptions:
 
     ``ordinal`` (CUDA ordinal), ``device_memory_bytes`` (or None), ``gpu`` (a
     :func:`.gpus.lookup` entry or None), ``max_batch`` (names), ``dtype`` (``"bf16"``/``"fp16"``
-    or None), ``suggest``, ``top``, ``out`` (a variable name or None).
+    or None), ``suggest``, ``top``, ``out`` (a variable name or None), ``verify``.
     """
 
     ordinal: int = 0
@@ -36,6 +36,7 @@ class FitOptions:
     suggest: bool = False
     top: int = 5
     out: str | None = None
+    verify: bool = False
 
 
 def check(args, user_ns: dict) -> FitOptions:
@@ -75,6 +76,7 @@ def check(args, user_ns: dict) -> FitOptions:
         suggest=args.suggest,
         top=5 if args.top is None else args.top,
         out=args.o,
+        verify=args.verify,
     )
 
 
@@ -128,15 +130,18 @@ def batch_names(text: str, user_ns: dict) -> tuple:
 
 
 def verify_needs_gpu() -> None:
-    """``--verify`` runs a real step on a GPU: ``UsageError`` here, with what to run instead."""
+    """``--verify`` runs a real step on a GPU: ``UsageError`` when PyTorch sees none.
+
+    ``torch.cuda.is_available()`` asks the driver for the device count; it creates no context.
+    """
     import torch
 
+    if torch.cuda.is_available():
+        return
     where = (
-        "this PyTorch has no CUDA"
-        if not torch.backends.cuda.is_built()
-        else "verification on the GPU is done by scripts/gpu_check_cudafit.py in this version"
+        "this PyTorch has no CUDA" if not torch.backends.cuda.is_built() else "no GPU is visible"
     )
     raise UsageError(
         f"%%cudafit --verify runs one real step on a GPU, and {where}. Run the estimate without "
-        "--verify, then on the GPU machine: `python scripts/gpu_check_cudafit.py`."
+        "--verify here, and --verify (or `python scripts/gpu_check_cudafit.py`) on a GPU machine."
     )

@@ -100,6 +100,8 @@ def text(e) -> str:
         )
     if e.max_batch is not None:
         out.append("\n" + max_batch_line(e.max_batch))
+    if e.verified is not None:
+        out.append(verified_line(e))
     if e.suggestions:
         out.append("")
         out.append(
@@ -111,6 +113,24 @@ def text(e) -> str:
     for note in e.notes:
         out.append(f"note: {note}")
     return "\n".join(out)
+
+
+def verified_line(e) -> str:
+    """The real step of ``--verify`` beside the estimate."""
+    v = e.verified
+    if e.max_batch is not None and v.batch:
+        predicted, at = e.max_batch.peak_reserved_bytes, f" at batch {v.batch}"
+    else:
+        predicted, at = e.peak_reserved_bytes, ""
+    if v.error:
+        return f"real step on the GPU{at} (--verify) failed: {v.error}"
+    err = 100 * (predicted - v.peak_reserved_bytes) / max(v.peak_reserved_bytes, 1)
+    return (
+        f"real step on the GPU{at} (--verify): peak reserved {format_bytes(v.peak_reserved_bytes)}"
+        f" (estimate {format_bytes(predicted)}, {err:+.1f} %), peak allocated "
+        f"{format_bytes(v.peak_allocated_bytes)}; reserved {format_bytes(v.reserved_before_bytes)} "
+        f"before, {format_bytes(v.reserved_after_bytes)} after"
+    )
 
 
 def max_batch_line(m) -> str:
@@ -156,6 +176,8 @@ def html(e) -> str:
         )
     if e.max_batch is not None:
         parts.append(f"<div>{esc(max_batch_line(e.max_batch))}</div>")
+    if e.verified is not None:
+        parts.append(f"<div>{esc(verified_line(e))}</div>")
     if e.suggestions:
         parts.append(
             html_table(

@@ -139,6 +139,7 @@ class FitEstimate:
         stopped: :class:`Stopped` when the cell could not be followed to its end (the figures are
             then those of the part before it, a lower bound), else None.
         checkpoint_candidates: the modules whose checkpointing the suggestion tries.
+        verified: the real step of ``--verify`` (:class:`~.verify.Verified`), or None.
         notes: facts about how the estimate was made. estimate_s: seconds it took.
     """
 
@@ -159,6 +160,7 @@ class FitEstimate:
     max_batch: MaxBatch | None = None
     stopped: Stopped | None = None
     checkpoint_candidates: tuple = ()
+    verified: Any = None
     notes: tuple = field(default_factory=tuple)
     estimate_s: float = 0.0
 
