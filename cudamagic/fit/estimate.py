@@ -117,7 +117,7 @@ def measure(req: Request, scale: dict | None = None, prepare=None) -> FitEstimat
     if run.stopped is not None:
         s = run.stopped
         stopped = Stopped(s.reason, s.op, s.line)
-        fits = None if fits else fits
+        fits, spare = None, None  # a partial run gives a lower bound, not a verdict
     return FitEstimate(
         source=req.source,
         dtype=DTYPE_NAMES.get(req.dtype, "as written"),
