@@ -109,7 +109,8 @@ class FakeFactory:
         if key in self.memo:
             return self.memo[key]
         # a scalar keeps its value (an optimizer's `step` is read with `.item()`)
-        value = t.item() if t.dim() == 0 and not t.requires_grad else None
+        scalar = t.dim() == 0 and not t.requires_grad and t.device.type != "meta"
+        value = t.item() if scalar else None
         with self.mode:
             if value is not None:
                 f = torch.tensor(value, dtype=t.dtype, device="cpu")

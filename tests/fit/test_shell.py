@@ -202,3 +202,20 @@ def test_html_escapes_names(ip):
     r = ip.run_cell_magic("cudafit", "--gpu T4", "model(x).sum().backward()\n")
     page = r._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+def test_a_model_on_the_meta_device_is_estimated_from_its_shapes(ip):
+    """Shapes only (no memory, no initialisation): BatchNorm's 0-dim meta counter included."""
+    import torch
+
+    from .workloads import resnet
+
+    real = resnet()
+    with torch.device("meta"):
+        meta = resnet()
+    ip.user_ns.update(real)
+    on_cpu = ip.run_cell_magic("cudafit", "--gpu T4", STEP)
+    ip.user_ns.update(meta)
+    on_meta = ip.run_cell_magic("cudafit", "--gpu T4", STEP)
+    assert on_meta.stopped is None
+    assert on_meta.tensor_peak_bytes == on_cpu.tensor_peak_bytes
