@@ -110,7 +110,9 @@ class FitMagics(AreaMagics):
         shapes: ``nonzero``, masks; custom C++/CUDA operators without a fake kernel) get a
         paragraph naming the operation and the line, with the figures of the part before it and
         no verdict. ``torch.compile``'d modules (and ``torch.compile`` calls in the cell) are
-        estimated as their eager code, and the report says so.
+        estimated as their eager code, and the report says so; an optimizer that leaves
+        ``foreach`` to PyTorch is estimated with the foreach implementation, PyTorch's choice for
+        parameters on a GPU (noted as well).
         The result has ``.to_dict()``; numbers are in bytes (``peak_reserved_bytes``...).
 
         Examples:

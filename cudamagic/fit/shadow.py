@@ -212,6 +212,8 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
                 shadow.modules.setdefault(qual, sub)
         elif isinstance(twin, torch.optim.Optimizer):
             shadow.optimizers.append(twin)
+            if as_on_cuda(twin):
+                shadow.notes.append(f"`{name}`: {FOREACH}")
         elif isinstance(value, torch.Tensor):
             shadow.inputs.append(name)
     for key, value in list(ns.items()):
@@ -219,6 +221,26 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
             ns[key] = rebind(value, ns)
     shadow.existing = _existing(factory, shadow)
     return shadow
+
+
+FOREACH = (
+    "estimated with the foreach implementation, PyTorch's default for parameters on a GPU (it "
+    "makes temporaries for all parameters at once); give foreach=False to estimate the loop"
+)
+
+
+def as_on_cuda(optimizer) -> bool:
+    """Give ``foreach=True`` to the param groups that leave it to PyTorch (None, not fused).
+
+    That is the implementation PyTorch picks for parameters on a GPU. Returns True when a group
+    was changed.
+    """
+    changed = False
+    for group in optimizer.param_groups:
+        if "foreach" in group and group["foreach"] is None and not group.get("fused"):
+            group["foreach"] = True
+            changed = True
+    return changed
 
 
 def reachable_names(names, user_ns: dict) -> list:

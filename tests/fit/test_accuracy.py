@@ -54,7 +54,7 @@ def test_first_step_counts_the_optimizer_state_it_creates():
     from cudamagic.fit.estimate import Request, measure
 
     ns = WORKLOADS["mlp"]()
-    ns["opt"] = __import__("torch").optim.Adam(ns["model"].parameters())
+    ns["opt"] = __import__("torch").optim.Adam(ns["model"].parameters(), foreach=True)
     code, tree = compiled(STEP)
     first = measure(Request(code, tree, ns, NA("test", "test")))
     real = live_peak_bytes(ns, STEP, step_tensors(ns))

@@ -219,3 +219,23 @@ def test_a_model_on_the_meta_device_is_estimated_from_its_shapes(ip):
     on_meta = ip.run_cell_magic("cudafit", "--gpu T4", STEP)
     assert on_meta.stopped is None
     assert on_meta.tensor_peak_bytes == on_cpu.tensor_peak_bytes
+
+
+def test_optimizers_are_estimated_as_on_a_gpu_foreach(ip):
+    """PyTorch's default on a GPU is the foreach implementation; an explicit foreach=False stays.
+
+    Foreach makes temporaries for all parameters at once.
+    """
+    import torch
+
+    from .workloads import mlp
+
+    ns = mlp()
+    ns["opt"] = torch.optim.Adam(ns["model"].parameters())  # foreach left to PyTorch
+    ip.user_ns.update(ns)
+    default = ip.run_cell_magic("cudafit", "--gpu T4", STEP)
+    assert any(n.startswith("`opt`: estimated with the foreach") for n in default.notes)
+    assert ns["opt"].param_groups[0]["foreach"] is None  # the user's optimizer is not changed
+    ip.user_ns["opt"] = torch.optim.Adam(ns["model"].parameters(), foreach=False)
+    loop = ip.run_cell_magic("cudafit", "--gpu T4", STEP)
+    assert not any("foreach" in n for n in loop.notes)

@@ -1,7 +1,9 @@
 """Six small reference training steps.
 
-Six small reference training steps (model, optimizer, batch, the cell of one step) shared by the
-accuracy tests and ``benchmarks/bench_cudafit.py``; each builds in well under a second on a CPU.
+Model, optimizer, batch and the cell of one step, shared by the accuracy tests,
+``benchmarks/bench_cudafit.py`` and ``scripts/gpu_check_cudafit.py``; each builds in well under a
+second on a CPU. The optimizers use ``foreach=True``: the implementation PyTorch picks on a GPU,
+which %%cudafit estimates (on this CPU PyTorch's default would be the per-parameter loop).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def mlp(batch=64):
     model = nn.Sequential(
         nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)
     )
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=True)
     x, y = torch.randn(batch, 256), torch.randint(0, 10, (batch,))
     return dict(model=model, opt=opt, x=x, y=y, loss_fn=nn.CrossEntropyLoss(), torch=torch)
 
@@ -67,7 +69,7 @@ def resnet(batch=8):
         nn.Flatten(),
         nn.Linear(128, 10),
     )
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
     x, y = torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,))
     return dict(model=model, opt=opt, x=x, y=y, loss_fn=nn.CrossEntropyLoss(), torch=torch)
 
@@ -96,7 +98,7 @@ def unet(batch=4):
             return self.out(self.u1(torch.cat([self.up1(b), a], 1)))
 
     model = UNet()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     x, y = torch.randn(batch, 3, 32, 32), torch.randn(batch, 3, 32, 32)
     return dict(model=model, opt=opt, x=x, y=y, loss_fn=nn.MSELoss(), torch=torch)
 
@@ -116,7 +118,7 @@ def lstm(batch=8):
             return self.head(self.rnn(x)[0][:, -1])
 
     model = Net()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
     x, y = torch.randn(batch, 20, 32), torch.randint(0, 5, (batch,))
     return dict(model=model, opt=opt, x=x, y=y, loss_fn=nn.CrossEntropyLoss(), torch=torch)
 
@@ -137,7 +139,7 @@ def encoder(batch=8):
             return self.head(self.enc(x).mean(1))
 
     model = Net()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
     x, y = torch.randn(batch, 32, 64), torch.randint(0, 3, (batch,))
     return dict(model=model, opt=opt, x=x, y=y, loss_fn=nn.CrossEntropyLoss(), torch=torch)
 
@@ -178,7 +180,7 @@ def gpt(batch=4):
             return self.head(h).flatten(0, 1)
 
     model = GPT()
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, foreach=True)
     x = torch.randint(0, 1000, (batch, 64))
     y = torch.randint(0, 1000, (batch * 64,))
     return dict(model=model, opt=opt, x=x, y=y, loss_fn=nn.CrossEntropyLoss(), torch=torch)
