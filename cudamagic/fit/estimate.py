@@ -1,6 +1,6 @@
 """From a cell to a :class:`~.result.FitEstimate`.
 
-From a cell to a :class:`~.result.FitEstimate`: a fake run (:mod:`.run`), the caching-allocator
+A fake run (:mod:`.run`), the caching-allocator
 model (:mod:`.allocator`), the verdict against the target GPU, re-estimated suggestions, and the
 largest batch by bisection on fake runs.
 
@@ -169,9 +169,8 @@ def batch_inputs(user_ns: dict, names) -> int:
 def largest_batch(req: Request, names: tuple, est: FitEstimate) -> MaxBatch:
     """The largest batch that fits, by bisection on fake runs.
 
-    Bisection on the leading dimension of ``names``: the largest batch whose
-    predicted process total fits the target's free memory, to 2 % (at most
-    :data:`MAX_BATCH_RUNS` runs). The batch is the first name's leading dimension; the others
+    Bisection on the leading dimension of ``names``: the largest batch whose predicted process
+    total fits the target's free memory, to 2 % (at most :data:`MAX_BATCH_RUNS` runs). The batch is the first name's leading dimension; the others
     scale in proportion (a target of ``batch * seq`` rows grows with it).
     """
     now = batch_inputs(req.user_ns, names)

@@ -150,6 +150,7 @@ class FitMagics(AreaMagics):
         import torch
 
         from ..core.cell import compile_cell
+        from ..core.na import is_na
         from . import target
         from .estimate import DTYPES, Request, estimate
         from .result import CannotFollow
@@ -167,6 +168,11 @@ class FitMagics(AreaMagics):
         else:
             held = torch.cuda.memory_reserved(opts.ordinal) if initialized else 0
             tgt = target.from_nvml(opts.ordinal, held)
+        if opts.max_batch and is_na(tgt):
+            raise UsageError(
+                f"%%cudafit --max-batch needs a target GPU, and there is none here ({tgt.reason}). "
+                'Give its memory or name, e.g. `%%cudafit --max-batch x,y --gpu "RTX 4090"`.'
+            )
         req = Request(
             code,
             tree,

@@ -74,6 +74,8 @@ def test_no_gpu_and_no_target_says_how_to_give_one(mlp_ip, fake_nvml):
     fake_nvml("no_driver")
     r = mlp_ip.run_cell_magic("cudafit", "", STEP)
     assert r.fits is None and "--device-memory 24GiB" in repr(r)
+    with pytest.raises(UsageError, match="--max-batch needs a target GPU"):
+        mlp_ip.run_cell_magic("cudafit", "--max-batch x,y", STEP)
 
 
 def test_does_not_fit_gives_reestimated_suggestions(ip):
