@@ -170,8 +170,9 @@ def largest_batch(req: Request, names: tuple, est: FitEstimate) -> MaxBatch:
     """The largest batch that fits, by bisection on fake runs.
 
     Bisection on the leading dimension of ``names``: the largest batch whose predicted process
-    total fits the target's free memory, to 2 % (at most :data:`MAX_BATCH_RUNS` runs). The batch is the first name's leading dimension; the others
-    scale in proportion (a target of ``batch * seq`` rows grows with it).
+    total fits the target's free memory, to 2 % (at most :data:`MAX_BATCH_RUNS` runs). The batch
+    is the first name's leading dimension; the others scale in proportion (a target of
+    ``batch * seq`` rows grows with it).
     """
     now = batch_inputs(req.user_ns, names)
     free = req.target.memory_free_bytes
