@@ -117,7 +117,7 @@ def batch_names(text: str, user_ns: dict) -> tuple:
     names = tuple(n.strip() for n in str(text).split(",") if n.strip())
     for name in names:
         value = user_ns.get(name)
-        if not isinstance(value, torch.Tensor) or value.dim() == 0:
+        if not isinstance(value, torch.Tensor) or value.dim() == 0 or value.shape[0] == 0:
             raise UsageError(
                 f"%%cudafit: --max-batch {name}: no tensor with a batch dimension named {name!r} "
                 "in the namespace. Name the inputs the cell reads, e.g. `--max-batch x,y`; for a "

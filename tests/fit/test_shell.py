@@ -17,7 +17,9 @@ GIB = 1 << 30
 
 @pytest.fixture
 def mlp_ip(ip):
-    ip.user_ns.update(mlp())
+    import torch
+
+    ip.user_ns.update(mlp(), empty=torch.ones(0, 3))
     return ip
 
 
@@ -31,6 +33,7 @@ def mlp_ip(ip):
         ("--gpu T4 --device-memory 8GiB", "not both"),
         ("--max-batch nothing", "--max-batch nothing: no tensor"),
         ("--max-batch loss_fn", "DataLoader"),
+        ("--max-batch empty", "--max-batch empty: no tensor with a batch dimension"),
         ("--top -1", "--top must be 0 or more"),
         ("-o 3x", "-o takes a variable name"),
         ("--verify", "runs one real step on a GPU"),
