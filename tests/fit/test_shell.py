@@ -63,7 +63,7 @@ def test_table_target_result_object_and_to_dict(mlp_ip):
 
 
 def test_nvml_target_counts_other_processes(mlp_ip, fake_nvml):
-    fake_nvml("two_gpus_f03")  # GPU 1: Tesla T4, 16 GiB, 1 GiB used
+    fake_nvml("gpu_without_fan")  # GPU 1: Tesla T4, 16 GiB, 1 GiB used
     r = mlp_ip.run_cell_magic("cudafit", "--device cuda:1", STEP)
     assert r.target.name == "GPU 1 (Tesla T4)"
     assert r.target.memory_free_bytes == 15 * GIB
