@@ -49,6 +49,11 @@ BLAS_OPS = {
 }
 PHASES = ("before the cell", "forward", "backward", "optimizer step")
 
+#: LSTM/GRU workspace probes (see :func:`kernel_sizes`): largest batch probed as is, and the two
+#: batches of the line for larger ones.
+RNN_PROBE_BATCH = 16
+RNN_PROBE_BATCHES = (8, 16)
+
 #: the CUDA caching allocator's smallest block (kMinBlockSize in c10/cuda/CUDACachingAllocator.cpp):
 #: every request is rounded up to a multiple of it.
 MIN_BLOCK_BYTES = 512
@@ -268,24 +273,46 @@ def kernel_sizes(func, args, kwargs, out) -> dict:
     - ``aten.mse_loss`` with a reduction: the ATen kernel returns the reduced loss in the storage
       of the unreduced one (``input.numel()`` elements), measured on PyTorch 2.13.
     - ``aten.mkldnn_rnn_layer`` (LSTM/GRU on the CPU, training): oneDNN's workspace, which the fake
-      kernel leaves empty; its size comes from one real call on zeros of the same shapes (CPU).
+      kernel leaves empty; real calls on zeros on the CPU give it: at the batch itself up to
+      :data:`RNN_PROBE_BATCH`, else at two batches and on the line through them (it grows
+      linearly with the batch), so a probe never allocates more than a batch of 16 does.
     """
     name = func.__name__
     if name == "mse_loss.default" and (args[2] if len(args) > 2 else 1) != 0:
         inp = args[0]
         return {0: inp.numel() * inp.element_size()}
     if name == "mkldnn_rnn_layer.default" and out[3].numel() == 0:
-        from torch.utils._python_dispatch import _disable_current_modes
-
-        def zeros(a):
-            return torch.zeros(a.shape, dtype=a.dtype) if isinstance(a, torch.Tensor) else a
-
-        with _disable_current_modes():
-            real = func(*tree_map(zeros, list(args)), **tree_map(zeros, kwargs))
-        return {3: real[3].numel() * real[3].element_size()}
+        batch = args[5].shape[0]  # hx_: (batch, hidden)
+        if args[0].dim() != 3 or args[0].shape[1] != batch:
+            return {}  # not the (seq, batch, features) layout the probe knows: no probe
+        if batch <= RNN_PROBE_BATCH:
+            return {3: _rnn_workspace_bytes(func, args, batch)}
+        half, full = (_rnn_workspace_bytes(func, args, b) for b in RNN_PROBE_BATCHES)
+        step = (full - half) / (RNN_PROBE_BATCHES[1] - RNN_PROBE_BATCHES[0])
+        return {3: int(full + step * (batch - RNN_PROBE_BATCHES[1]))}
     return {}
 
 
 def map_cuda_args(args, kwargs):
     """``Tensor.to`` / ``Tensor.cuda`` arguments with every cuda device replaced by the CPU."""
     return tree_map(_cpu, list(args)), {k: _cpu(v) for k, v in kwargs.items()}
+
+
+def _rnn_workspace_bytes(func, args, batch: int) -> int:
+    """Bytes of oneDNN's RNN workspace for ``args`` with the batch set to ``batch``.
+
+    A real call on zeros on the CPU, outside every mode.
+    """
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    inp = args[0]  # (seq, batch, features) here, whatever the module's batch_first
+    shape = (inp.shape[0], batch, inp.shape[2])
+    with _disable_current_modes():
+        real = list(args)
+        real[0] = torch.zeros(shape, dtype=inp.dtype)
+        for k in (1, 2, 3, 4):
+            real[k] = torch.zeros(args[k].shape, dtype=args[k].dtype)
+        for k in (5, 6):
+            real[k] = torch.zeros((batch, *args[k].shape[1:]), dtype=args[k].dtype)
+        ws = func(*real)[3]
+    return ws.numel() * ws.element_size()

@@ -23,6 +23,15 @@ CASES = [(name, "fp32") for name in WORKLOADS] + [
 
 @pytest.mark.parametrize("name,precision", CASES)
 def test_peak_within_3_percent_of_a_real_cpu_step(name, precision):
+    _check(name, precision, WORKLOADS[name]())
+
+
+def test_lstm_beyond_the_probed_batches():
+    """The LSTM workspace (oneDNN's) at a batch of 40: the line through probes at 8 and 16."""
+    _check("lstm", "fp32", WORKLOADS["lstm"](batch=40))
+
+
+def _check(name, precision, ns):
     import torch
 
     from cudamagic.core.na import NA
@@ -30,7 +39,6 @@ def test_peak_within_3_percent_of_a_real_cpu_step(name, precision):
 
     torch.manual_seed(0)
     src = STEP if precision == "fp32" else BF16_STEP
-    ns = WORKLOADS[name]()
     # a second step: gradients and optimizer state exist before it (the first step creates them)
     exec(STEP, ns)
     code, tree = compiled(src)
