@@ -161,8 +161,6 @@ def _hooks(tracker: StorageTracker, shadow: shadow_mod.Shadow):
     def post_fw(mod, _args, _out):
         tracker.pop_module()
 
-    twins = {id(o) for o in shadow.optimizers}
-
     def pre_step(opt, _args, _kwargs):
         tracker.phase = "optimizer step"
         for group in opt.param_groups:
@@ -171,11 +169,11 @@ def _hooks(tracker: StorageTracker, shadow: shadow_mod.Shadow):
                     tracker.mark(p.grad, "gradients")
 
     def post_step(opt, _args, _kwargs):
-        if id(opt) in twins:
-            for state in opt.state.values():
-                for v in state.values():
-                    if isinstance(v, torch.Tensor):
-                        tracker.mark(v, "optimizer state")
+        # every optimizer stepping here is a twin or made by the cell (on the twins' parameters)
+        for state in opt.state.values():
+            for v in state.values():
+                if isinstance(v, torch.Tensor):
+                    tracker.mark(v, "optimizer state")
         tracker.phase = "forward"
 
     def pack(t):
