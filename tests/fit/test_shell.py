@@ -244,3 +244,13 @@ def test_optimizers_are_estimated_as_on_a_gpu_foreach(ip):
     ip.user_ns["opt"] = torch.optim.Adam(ns["model"].parameters(), foreach=False)
     loop = ip.run_cell_magic("cudafit", "--gpu T4", STEP)
     assert not any("foreach" in n for n in loop.notes)
+
+
+def test_an_optimizer_made_in_the_cell_counts_as_optimizer_state(mlp_ip):
+    cell = "opt2 = torch.optim.AdamW(model.parameters())\n" + STEP.replace("opt.", "opt2.")
+    r = mlp_ip.run_cell_magic("cudafit", "--gpu T4", cell)
+    params = dict(r.categories)["parameters"]
+    # exp_avg and exp_avg_sq per parameter, and a 0-dim `step` each (one 512-byte block)
+    state = dict(r.categories)["optimizer state"]
+    assert 2 * params < state <= 2 * params + 6 * 2 * 512
+    assert "opt2" not in mlp_ip.user_ns
