@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
+from ..core.display import Displayed
 from ..core.na import jsonable
 
 
@@ -116,8 +117,8 @@ def plain_data(obj):
     return obj
 
 
-@dataclass(frozen=True)
-class FitEstimate:
+@dataclass(frozen=True, repr=False)
+class FitEstimate(Displayed):
     """What ``%%cudafit`` found for one step. Renders as HTML (notebook) and text (terminal).
 
     Attributes:
@@ -172,12 +173,14 @@ class FitEstimate:
         """:meth:`to_dict` as JSON text."""
         return json.dumps(self.to_dict(), indent=1)
 
-    def __repr__(self) -> str:
+    def to_text(self) -> str:
+        """The terminal form (:func:`.render.text`)."""
         from .render import text
 
         return text(self)
 
-    def _repr_html_(self) -> str:
+    def to_html(self) -> str:
+        """The notebook form (:func:`.render.html`)."""
         from .render import html
 
         return html(self)
