@@ -58,7 +58,7 @@ class MemMagics(AreaMagics):
         "action",
         nargs="?",
         default=None,
-        help="Line mode only: `on`, `off`, `history` or `free`. Cell mode takes none.",
+        help="Line mode only: `on`, `off`, `history`, `free` or `why`. Cell mode takes none.",
     )
     @argument(
         "--reset-peak",
@@ -121,6 +121,20 @@ class MemMagics(AreaMagics):
         ``CudaMagics.cudamem_history_cells``, default 1000; it says how many older ones were
         dropped).
 
+        ``%cudamem on`` also watches for memory that keeps growing: when allocated memory (CPU
+        RSS without CUDA) rises by at least 1 MiB in each of 3 cells in a row it prints one line
+        with the rate (once per run of growth; a one-time rise such as the first step's optimizer
+        state never makes 3 in a row). Reserved memory that grows while allocated stays flat is
+        told apart as fragmentation, with its fix.
+
+        ``%cudamem why`` names what holds the memory that grew since the growth began (or since
+        the previous ``%cudamem why``): a variable, an attribute path (``model.cache``), a list or
+        dict, a closure, a hook, a generator, ``sys.last_traceback``, the output history
+        (``Out[12]``) or a library's module-level list; when the memory is held through autograd
+        it counts the ``grad_fn`` nodes (``running_loss`` holds 400 ``AddBackward0`` nodes) and the
+        saved tensors they keep. Each holder comes with its fix and the bytes it would return. It
+        frees, moves and keeps alive nothing.
+
         ``%cudamem free`` (after an out-of-memory error) clears the saved traceback and its frames'
         locals (``%debug`` can no longer inspect that error), runs ``gc.collect()`` and, when CUDA
         is initialised, ``torch.cuda.empty_cache()``; it reports the bytes freed and lists what else
@@ -148,6 +162,7 @@ class MemMagics(AreaMagics):
             %cudamem free
             %cudamem free --out        # also drop Out[n] entries and _, __, ___ holding tensors
             %cudamem free --out 7 --var activations
+            %cudamem why               # what holds the memory that keeps growing
         """
         __tracebackhide__ = True
         args = self.parse(self.cudamem, line)
@@ -169,7 +184,20 @@ class MemMagics(AreaMagics):
             return None
         if action == "history":
             return self._history(args.json, args.clear)
+        if action == "why":
+            from .why import explain
+
+            return explain(self.shell, self._growth_watch())
         return self._free(args.out, args.var)
+
+    def _growth_watch(self):
+        """The session's :class:`~.why.CellGrowth` (created on first use)."""
+        watch = getattr(self, "_cudamem_growth", None)
+        if watch is None:
+            from .why import CellGrowth
+
+            watch = self._cudamem_growth = CellGrowth(self.shell)
+        return watch
 
     def _measure_cell(self, line, cell, top, reset_peak):
         """``%%cudamem``: run the cell measured, keep the report in the history, show the cell's value."""
@@ -201,7 +229,9 @@ class MemMagics(AreaMagics):
 
         if threshold is not None:
             self.settings.cudamem_threshold_bytes = options.threshold_bytes(threshold)
-        self._state()["monitor"].start()
+        monitor = self._state()["monitor"]
+        monitor.growth = self._growth_watch()
+        monitor.start()
         print(
             f"[cudamem] on: a line after cells that change memory by more than "
             f"{format_bytes(self.settings.cudamem_threshold_bytes)} (`%cudamem off` stops)"
