@@ -54,6 +54,8 @@ MAX_DEPTH = 12
 #: Objects visited at most per search (a guard against huge object graphs).
 MAX_VISITS = 3_000_000
 
+#: Modules whose frames in a saved traceback are the shell's, not the user's.
+_SHELL_MODULES = ("IPython.", "ipykernel.", "cudamagic.")
 _ATOMS = (str, bytes, bytearray, int, float, complex, bool, type(None), range, memoryview)
 _SKIP = (types.ModuleType, type, types.BuiltinFunctionType, types.CodeType)
 _SEQUENCES = (list, tuple, deque)
@@ -166,6 +168,7 @@ class _Item:
     depth: int
     root: str
     frozen: bool = False
+    entry: str = ""  # the holder's direct content this object is reached through (``Out[12]``)
 
 
 class _Walk:
@@ -238,10 +241,9 @@ class _Walk:
             "variable" if "." not in it.path else "attribute",
             _tensor_fix(it.path),
         )
-        if it.frozen:
-            entry = it.path.split("]")[0] + "]" if acc.kind == "output history" else it.path
-            if entry not in acc.entries and (len(acc.entries) < 5 or acc.name == "Out"):
-                acc.entries.append(entry)
+        entry = it.entry or it.path
+        if it.frozen and entry not in acc.entries and (len(acc.entries) < 5 or acc.name == "Out"):
+            acc.entries.append(entry)
         self.add_storage(t, acc)
         try:
             grad = t.grad if t.is_leaf else None
@@ -259,7 +261,8 @@ class _Walk:
             acc, frozen = it.acc, it.frozen if frozen is None else frozen
         else:
             frozen = True
-        return _Item(obj, path, acc, it.depth + 1, it.root, frozen)
+        entry = it.entry if it.frozen and it.entry else (path if frozen else "")
+        return _Item(obj, path, acc, it.depth + 1, it.root, frozen, entry)
 
     def freeze(self, it, kind, fix, expected=False):
         """The holder for items of ``it``'s object: its own path unless already frozen."""
@@ -487,7 +490,7 @@ def _history_items(walk, user_ns):
     if isinstance(out, dict):
         nums = [n for n in out]
         acc = walk.holder("Out", "output history", "")
-        items += [_Item(out[n], f"Out[{n}]", acc, 1, "Out", True) for n in nums]
+        items += [_Item(out[n], f"Out[{n}]", acc, 1, "Out", True, f"Out[{n}]") for n in nums]
     for u in ("_", "__", "___"):
         obj = user_ns.get(u)
         if obj is not None and not isinstance(obj, str):
@@ -514,7 +517,9 @@ def _traceback_items(walk):
     items = []
     for tb in tbs:
         while tb is not None and hasattr(tb, "tb_frame"):
-            items.append(_Item(tb.tb_frame, "sys.last_traceback", acc, 1, "sys", True))
+            module = tb.tb_frame.f_globals.get("__name__", "")
+            if not module.startswith(_SHELL_MODULES):  # IPython's own frames: not the user's
+                items.append(_Item(tb.tb_frame, "sys.last_traceback", acc, 1, "sys", True))
             tb = tb.tb_next
     return items
 

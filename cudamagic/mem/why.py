@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass
 
-from ..core import style
+from ..core import platform, style
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
 from ..core.na import is_na, jsonable
 from .growth import Growth, GrowthDetector
@@ -26,7 +26,9 @@ class CellGrowth:
     """Steady growth across cells, for ``%cudamem on`` (one :class:`GrowthDetector` per metric).
 
     Fed each cell's report (:meth:`observe`): PyTorch's ``allocated``/``reserved`` summed over
-    devices when CUDA is in use, else the process RSS. When a run of rises begins it takes a
+    devices when CUDA is in use, else the C heap's bytes in use
+    (:func:`cudamagic.core.platform.malloc_in_use_bytes`: where CPU tensors live, and unlike RSS
+    not hidden by reused free memory), else the process RSS. When a run of rises begins it takes a
     holder baseline (:func:`cudamagic.mem.holders.find_holders` on the namespace), so ``%cudamem
     why`` can tell what grew since.
 
@@ -40,6 +42,7 @@ class CellGrowth:
         self.shell = shell
         self.detector = GrowthDetector(min_step_bytes, steps, unit="cell")
         self.growth = None  # the last Growth seen (kept after the run ends, for `why`)
+        self.growth_cell = None  # In[n] of the last cell that grew in that run
         self.baseline = None  # the holders when the last run began, or from the last `why`
         self.baseline_cell = None
 
@@ -49,6 +52,8 @@ class CellGrowth:
             metric = "allocated"
             used = sum(g.allocated_after_bytes for g in report.gpus)
             reserved = sum(g.reserved_after_bytes for g in report.gpus)
+        elif platform.malloc_in_use_bytes() is not None:
+            metric, used, reserved = "CPU memory in use", platform.malloc_in_use_bytes(), None
         elif not is_na(report.rss_after_bytes) and report.rss_after_bytes is not None:
             metric, used, reserved = "CPU RSS", report.rss_after_bytes, None
         else:
@@ -61,7 +66,7 @@ class CellGrowth:
             self.take_baseline(report.cell)
         if growth is None:
             return None
-        self.growth = growth
+        self.growth, self.growth_cell = growth, report.cell
         return f"[cudamem] {growth.line()}" if growth.new else None
 
     def take_baseline(self, cell=None) -> None:
@@ -78,6 +83,8 @@ class WhyReport:
     Attributes:
         holders: :class:`~.holders.Holder` rows, growing ones first.
         growth: the last :class:`~.growth.Growth` ``%cudamem on`` saw, or None.
+        growth_cell: ``In[n]`` of the last cell of that growth (None without growth).
+        growing: whether that growth still lasted at the last measured cell.
         baseline_cell: ``In[n]`` after which the compared baseline was taken, or None.
         baseline_age_s: seconds since that baseline, or None: no baseline (rows by size).
         live_tensor_bytes: ``{device: bytes}`` of live tensor objects.
@@ -90,6 +97,8 @@ class WhyReport:
 
     holders: list
     growth: Growth | None
+    growth_cell: int | None
+    growing: bool
     baseline_cell: int | None
     baseline_age_s: float | None
     live_tensor_bytes: dict
@@ -142,6 +151,8 @@ def explain(shell, watch: CellGrowth) -> WhyReport:
     report = WhyReport(
         holders=search.holders,
         growth=watch.growth,
+        growth_cell=watch.growth_cell,
+        growing=watch.growth is not None and watch.detector.growing,
         baseline_cell=watch.baseline_cell if base is not None else None,
         baseline_age_s=None if base is None else time.time() - base.time_s,
         live_tensor_bytes=search.live_tensor_bytes,
@@ -181,7 +192,10 @@ def graph_text(h) -> str:
 
 def _headline(r: WhyReport) -> str:
     if r.growth is not None:
-        return f"[cudamem why] {r.growth.line().split(': `%cudamem why`')[0]}"
+        line = r.growth.line().split(": `%cudamem why`")[0]
+        if r.growing:
+            return f"[cudamem why] {line}"
+        return f"[cudamem why] no growth now; the last run ended at In[{r.growth_cell}]: {line}"
     return "[cudamem why] no steady growth seen by `%cudamem on` (yet)"
 
 
