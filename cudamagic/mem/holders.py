@@ -30,13 +30,12 @@ imported here); no CUDA call is made. Nothing here imports IPython.
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 import time
 import types
 from collections import Counter, deque
 from dataclasses import dataclass
-
-from .census import storage_key_and_bytes, tensor_census
 
 MiB = 1 << 20
 
@@ -105,7 +104,7 @@ class Baseline:
 
     Attributes:
         holder_bytes: ``{holder name: bytes}``.
-        live_keys: storage keys of every tensor object alive then (``(device, data_ptr)``).
+        live_keys: storage keys of every tensor object alive then (the storages' identities).
         time_s: ``time.time()`` when it was taken.
     """
 
@@ -188,6 +187,7 @@ class _Walk:
         self.visits = 0
         self.truncated = False
         self.snapshots = []  # generator frames' f_locals snapshots to empty afterwards
+        self.live = {}  # id(tensor) -> _storage_info(tensor) of every live tensor object
 
     # -- holders ------------------------------------------------------------------------
     def holder(self, name, kind, fix, expected=False):
@@ -197,7 +197,10 @@ class _Walk:
         return acc
 
     def add_storage(self, t, acc, graph=False):
-        key, nbytes = storage_key_and_bytes(t)
+        info = self.live.get(id(t))
+        if info is None or info[3] is not t:  # a saved tensor unpacked from a graph node
+            info = _storage_info(t)
+        key, nbytes = info[0], info[1]
         if nbytes <= 0 or key in self.storages:
             return
         self.storages[key] = acc.name
@@ -241,9 +244,13 @@ class _Walk:
             "variable" if "." not in it.path else "attribute",
             _tensor_fix(it.path),
         )
-        entry = it.entry or it.path
-        if it.frozen and entry not in acc.entries and (len(acc.entries) < 5 or acc.name == "Out"):
-            acc.entries.append(entry)
+        self.held_tensor(t, acc, (it.entry or it.path) if it.frozen else None)
+
+    def held_tensor(self, t, acc, entry):
+        """Count tensor ``t`` (and its ``.grad`` and graph) for ``acc``; ``entry``: how reached."""
+        if entry is not None and (len(acc.entries) < 5 or acc.name == "Out"):
+            if entry not in acc.entries:
+                acc.entries.append(entry)
         self.add_storage(t, acc)
         try:
             grad = t.grad if t.is_leaf else None
@@ -254,6 +261,21 @@ class _Walk:
             self.add_storage(grad, acc)
         if fn is not None:
             self.graphs.append((fn, acc))
+
+    def items_of(self, it, acc, pairs):
+        """Children of a container: tensors counted at once, other values pushed with paths.
+
+        A list of 100,000 tensors so makes no stack items.
+        """
+        out, Tensor, p = [], self.Tensor, it.path
+        inherited = it.entry if it.frozen and it.entry else None
+        for k, v in pairs:
+            if issubclass(type(v), Tensor):
+                few = len(acc.entries) < 5 or acc.name == "Out"
+                self.held_tensor(v, acc, (inherited or f"{p}[{k}]") if few else None)
+            elif not issubclass(type(v), _ATOMS):
+                out.append(self.child(it, v, f"{p}[{k}]", acc=acc))
+        return out
 
     def child(self, it, obj, path, *, acc=None, frozen=None):
         """An attribute step keeps the path open; giving ``acc`` freezes the holder."""
@@ -279,12 +301,10 @@ class _Walk:
             return [self.child(it, v, f"{p}.state[...]", acc=acc) for v in list(obj.state.values())]
         if issubclass(t, dict):
             acc = self.freeze(it, _container_kind(t), _dict_fix)
-            return [
-                self.child(it, v, f"{p}[{_key_text(k)}]", acc=acc) for k, v in list(obj.items())
-            ]
+            return self.items_of(it, acc, ((_KeyText(k), v) for k, v in list(obj.items())))
         if issubclass(t, _SEQUENCES) or issubclass(t, _SETS):
             acc = self.freeze(it, _container_kind(t), _list_fix if t is list else _del_fix)
-            return [self.child(it, v, f"{p}[{i}]", acc=acc) for i, v in enumerate(list(obj))]
+            return self.items_of(it, acc, enumerate(list(obj)))
         if issubclass(t, types.FunctionType):
             return self.function(obj, it)
         if issubclass(t, types.MethodType):
@@ -418,6 +438,7 @@ class _Walk:
     def cleanup(self):
         for snap in self.snapshots:
             snap.clear()
+        self.live.clear()
         self.keep.clear()
         self.graphs.clear()
         self.snapshots.clear()
@@ -460,9 +481,17 @@ def _container_kind(t):
     return "object"
 
 
-def _key_text(k):
-    text = repr(k)
-    return text if len(text) <= 40 else text[:39] + "\u2026"
+class _KeyText:
+    """A dict key shown as its ``repr`` (clipped to 40 characters), computed only when shown."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key):
+        self.key = key
+
+    def __format__(self, spec):
+        text = repr(self.key)
+        return text if len(text) <= 40 else text[:39] + "\u2026"
 
 
 def _callable_name(fn):
@@ -470,6 +499,36 @@ def _callable_name(fn):
 
 
 # ---- the search ---------------------------------------------------------------------------
+
+
+def _storage_info(t):
+    """``(storage key, nbytes, device type, t)``; the key is the storage's identity while alive."""
+    try:
+        st = t.untyped_storage()
+        return st._cdata, int(st.nbytes()), t.device.type, t
+    except Exception:  # sparse, nested, meta or other storage-less tensors
+        return ("id", id(t)), int(t.numel() * t.element_size()), t.device.type, t
+
+
+def _live_tensors(Tensor) -> dict:
+    """``{id(tensor): _storage_info(tensor)}`` over every tensor object alive (``gc``).
+
+    Types are tested with ``type()`` (a lazy proxy is never asked for its ``__class__``), once per
+    type.
+    """
+    is_tensor, live = {}, {}
+    objs = gc.get_objects()
+    try:
+        for o in objs:
+            t = type(o)
+            hit = is_tensor.get(t)
+            if hit is None:
+                hit = is_tensor[t] = issubclass(t, Tensor)
+            if hit:
+                live[id(o)] = _storage_info(o)
+    finally:
+        del objs
+    return live
 
 
 def _user_items(user_ns, hidden):
@@ -594,8 +653,11 @@ def find_holders(
     if torch is None:
         empty = Baseline({}, frozenset(), time.time())
         return Search([], empty, {}, 0, 0, time.perf_counter() - start)
-    live = tensor_census(torch)
     walk = _Walk(torch, max_visits)
+    walk.live = _live_tensors(torch.Tensor)
+    live = {}
+    for key, nbytes, device, _ in walk.live.values():
+        live[key] = (nbytes, device)
     try:
         walk.run(_user_items(user_ns, hidden))
         walk.run(_history_items(walk, user_ns))
@@ -604,7 +666,7 @@ def find_holders(
         unnamed = [k for k in live if k not in walk.storages]
         if baseline is not None:
             unnamed = [k for k in unnamed if k not in baseline.live_keys]
-        if sum(live[k] for k in unnamed) >= min_bytes:
+        if sum(live[k][0] for k in unnamed) >= min_bytes:
             walk.run(_module_items(walk))
             walk.walk_graphs()
         notes = _hook_notes(walk, user_ns, hidden)
@@ -612,11 +674,11 @@ def find_holders(
         base = Baseline(
             {a.name: a.bytes for a in walk.holders.values()}, frozenset(live), time.time()
         )
-        unnamed_bytes = sum(b for k, b in live.items() if k not in walk.storages)
+        unnamed_bytes = sum(b for k, (b, _) in live.items() if k not in walk.storages)
     finally:
         walk.cleanup()
     per_device = Counter()
-    for (device, *_), nbytes in live.items():
+    for nbytes, device in live.values():
         per_device[device] += nbytes
     return Search(
         holders,
