@@ -211,15 +211,19 @@ class _Walk:
 
     # -- the walk -------------------------------------------------------------------------
     def run(self, items):
-        stack = list(reversed(items))
-        while stack:
+        """Visit ``items`` and what they hold, breadth first.
+
+        Each object is so named by its shortest path: ``features``, rather than ``features in the
+        closure of`` a hook of a model that came first in the namespace.
+        """
+        queue = deque(items)
+        while queue:
             if self.visits >= self.max_visits:
                 self.truncated = True
                 break
-            item = stack.pop()
-            children = self.visit(item)
+            children = self.visit(queue.popleft())
             if children:
-                stack.extend(reversed(children))
+                queue.extend(children)
 
     def visit(self, it):
         obj = it.obj

@@ -4,7 +4,7 @@
 one-line notice and takes the baseline when growth begins.
 
 No IPython import: the shell is passed in. The holder search is :mod:`.holders`, the detector
-:mod:`.growth`.
+:mod:`cudamagic.core.growth`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from ..core import platform, style
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
+from ..core.growth import Growth, GrowthDetector
 from ..core.na import is_na, jsonable
-from .growth import Growth, GrowthDetector
 from .holders import Baseline, find_holders
 from .report import plain_data
 from .stats import take_snapshot
@@ -82,7 +82,7 @@ class WhyReport:
 
     Attributes:
         holders: :class:`~.holders.Holder` rows, growing ones first.
-        growth: the last :class:`~.growth.Growth` ``%cudamem on`` saw, or None.
+        growth: the last :class:`~cudamagic.core.growth.Growth` ``%cudamem on`` saw, or None.
         growth_cell: ``In[n]`` of the last cell of that growth (None without growth).
         growing: whether that growth still lasted at the last measured cell.
         baseline_cell: ``In[n]`` after which the compared baseline was taken, or None.

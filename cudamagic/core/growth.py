@@ -1,7 +1,8 @@
 """Memory that keeps growing: a steady-growth detector fed one reading per step, cell or sample.
 
 ``%cudamem on`` feeds it once per cell (PyTorch's ``allocated``/``reserved`` when CUDA is in use,
-the process RSS otherwise) and ``%gpuwatch`` once per sample (this kernel's allocator). The rule:
+the C heap's bytes in use otherwise) and ``%gpuwatch`` once per sample (this kernel's allocator);
+both areas use it, so it lives in ``core``. The rule:
 
 * **leak**: ``allocated`` rose by at least ``min_step_bytes`` (1 MiB) at each of the last
   ``steps`` (3) readings. A one-time rise (the first step's gradients and optimizer state) or a
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.fmt import format_bytes
+from .fmt import format_bytes
 
 MiB = 1 << 20
 
