@@ -180,6 +180,7 @@ class MemMagics(AreaMagics):
             monitor = self._state()["monitor"]
             was = monitor.active
             monitor.stop()
+            self._growth_watch().stop()
             print("[cudamem] off" if was else "[cudamem] was not on")
             return None
         if action == "history":
@@ -197,6 +198,7 @@ class MemMagics(AreaMagics):
             from .why import CellGrowth
 
             watch = self._cudamem_growth = CellGrowth(self.shell)
+            self.add_cleanup(watch.stop)
         return watch
 
     def _measure_cell(self, line, cell, top, reset_peak):

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..core import platform, style
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
 from ..core.growth import Growth, GrowthDetector
 from ..core.na import is_na, jsonable
+from . import sites
 from .holders import Baseline, find_holders
 from .report import plain_data
 from .stats import take_snapshot
@@ -45,6 +46,8 @@ class CellGrowth:
         self.growth_cell = None  # In[n] of the last cell that grew in that run
         self.baseline = None  # the holders when the last run began, or from the last `why`
         self.baseline_cell = None
+        self.recording = False  # %cudamem on turned on PyTorch's allocation history
+        self.sites = {}  # allocation sites' bytes at the baseline (GPU)
 
     def observe(self, report) -> str | None:
         """Feed one cell's :class:`~.report.CellMemReport`; the notice when growth is confirmed."""
@@ -63,17 +66,30 @@ class CellGrowth:
             self.detector.metric = metric
         growth = self.detector.add(used, reserved)
         if self.detector.started:
-            self.take_baseline(report.cell)
+            self.take_baseline(report.cell, cuda=bool(report.gpus))
         if growth is None:
             return None
         self.growth, self.growth_cell = growth, report.cell
         return f"[cudamem] {growth.line()}" if growth.new else None
 
-    def take_baseline(self, cell=None) -> None:
-        """Record what holds memory now (the next ``%cudamem why`` compares with it)."""
+    def take_baseline(self, cell=None, cuda: bool = False) -> None:
+        """Record what holds memory now (the next ``%cudamem why`` compares with it).
+
+        On a GPU (``cuda``) this also turns on PyTorch's allocation history with Python stacks
+        (:func:`cudamagic.mem.sites.start_recording`), once, and keeps the sites' bytes.
+        """
         ns = self.shell.user_ns
         self.baseline = find_holders(ns, getattr(self.shell, "user_ns_hidden", None)).baseline
         self.baseline_cell = cell
+        if cuda and not self.recording:
+            self.recording = sites.start_recording()
+        self.sites = sites.read_sites() if self.recording else {}
+
+    def stop(self) -> None:
+        """Turn off the allocation history if :meth:`take_baseline` turned it on."""
+        if self.recording:
+            sites.stop_recording()
+            self.recording, self.sites = False, {}
 
 
 @dataclass
@@ -93,6 +109,8 @@ class WhyReport:
             "reserved_bytes"}]`` when CUDA is initialised.
         elapsed_s: seconds the search took. visits: objects visited. truncated: the search hit
             its visit limit.
+        sites: ``[(site, grown bytes, bytes)]``: where the CUDA memory that grew was allocated
+            (``train.py:42 in step``), from PyTorch's memory snapshot; empty without it.
     """
 
     holders: list
@@ -108,6 +126,7 @@ class WhyReport:
     elapsed_s: float
     visits: int
     truncated: bool = False
+    sites: list = field(default_factory=list)
 
     def holder(self, name: str):
         """The row of holder ``name``; ``KeyError`` if it is not listed."""
@@ -170,11 +189,18 @@ def explain(shell, watch: CellGrowth) -> WhyReport:
         visits=search.visits,
         truncated=search.truncated,
     )
+    if watch.recording:
+        now = sites.read_sites()
+        report.sites = sites.grown_sites(now, watch.sites)
+        watch.sites = now
     watch.baseline, watch.baseline_cell = search.baseline, None
     return report
 
 
 # ---- text and HTML ------------------------------------------------------------------------
+
+
+SITES_TITLE = "where the CUDA memory that grew was allocated (PyTorch memory snapshot)"
 
 
 def graph_text(h) -> str:
@@ -245,6 +271,9 @@ def why_text(r: WhyReport) -> str:
                 lines.append("   " + wrap(extra, 2, TEXT_WIDTH - 3).replace("\n", "\n   "))
     if not r.holders:
         lines.append("nothing holds a growing amount of tensor memory")
+    if r.sites:
+        lines.append(SITES_TITLE + ":")
+        lines += [f"   +{format_bytes(g)} (now {format_bytes(b)}) {s}" for s, g, b in r.sites]
     lines.append(wrap(_footer(r), 2))
     return "\n".join(lines)
 
@@ -265,6 +294,16 @@ def why_html(r: WhyReport) -> str:
     body = (
         f"<div><b>{esc(_headline(r))}</b></div><div>{esc(_scope(r))}</div>"
         + (table if rows else "<div>nothing holds a growing amount of tensor memory</div>")
+        + (
+            f"<div>{esc(SITES_TITLE)}</div>"
+            + html_table(
+                ["grew", "now", "allocated at"],
+                [[esc(f"+{format_bytes(g)}"), esc(format_bytes(b)), esc(s)] for s, g, b in r.sites],
+                num=(0, 1),
+            )
+            if r.sites
+            else ""
+        )
         + f"<div>{esc(_footer(r))}</div>"
     )
     return style.page(body, "mem")

@@ -95,3 +95,65 @@ def test_cudamem_on_watch_uses_the_allocator_when_cuda_is_in_use(series, expecte
         assert lines[3].startswith("[cudamem] ") and expected in lines[3]
         assert watch.growth_cell == 4
     assert watch.detector.metric == "allocated"
+
+
+class FakeHistory:
+    """``torch.cuda.memory._record_memory_history`` / ``_snapshot`` of a GPU build.
+
+    Blocks carry the Python stack that allocated them while the history is on.
+    """
+
+    def __init__(self):
+        self.calls, self.enabled, self.blocks = [], False, []
+
+    def record(self, enabled="all", context="all", stacks="all", max_entries=0, **kw):
+        self.calls.append((enabled, context, stacks))
+        self.enabled = enabled is not None
+
+    def allocate(self, nbytes, line):
+        frames = [
+            {
+                "filename": "/env/lib/python3.11/site-packages/torch/nn/modules/linear.py",
+                "line": 125,
+                "name": "forward",
+            },
+            {"filename": "/home/me/train.ipynb", "line": line, "name": "step"},
+        ]
+        self.blocks.append(
+            {"size": nbytes, "state": "active_allocated", "frames": frames if self.enabled else []}
+        )
+
+    def snapshot(self, *args, **kw):
+        return {"segments": [{"blocks": self.blocks + [{"size": 9 * MiB, "state": "inactive"}]}]}
+
+
+def test_on_a_gpu_the_growing_allocations_are_grouped_by_where_they_were_made(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from cudamagic.mem import why
+
+    fake = FakeHistory()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", fake.record)
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", fake.snapshot)
+    shell = SimpleNamespace(user_ns={}, user_ns_hidden={})
+    watch = CellGrowth(shell)
+    fake.allocate(100 * MiB, 1)  # the model, before any growth
+    watch.observe(_report(1, 100, 120))
+    fake.allocate(48 * MiB, 7)
+    watch.observe(_report(2, 148, 170))  # growth begins: history on, baseline taken
+    assert fake.calls == [("all", "alloc", "python")]  # Python stacks only, never "all"
+    for cell in (3, 4):
+        fake.allocate(48 * MiB, 7)
+        fake.allocate(2 * MiB, 9)
+        line = watch.observe(_report(cell, 100 + 50 * cell, 200))
+    assert line.startswith("[cudamem] allocated grows")
+    report = why.explain(shell, watch)
+    assert report.sites == [
+        ("/home/me/train.ipynb:7 in step", 96 * MiB, 96 * MiB),
+        ("/home/me/train.ipynb:9 in step", 4 * MiB, 4 * MiB),
+    ]
+    text = repr(report)
+    assert "where the CUDA memory that grew was allocated" in text
+    assert "+96.0 MiB (now 96.0 MiB) /home/me/train.ipynb:7 in step" in text
+    watch.stop()
+    assert fake.calls[-1] == (None, "all", "all") and not watch.recording
