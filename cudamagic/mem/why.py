@@ -41,7 +41,7 @@ class CellGrowth:
 
     def __init__(self, shell, min_step_bytes: int = 1 << 20, steps: int = 3):
         self.shell = shell
-        self.detector = GrowthDetector(min_step_bytes, steps, unit="cell")
+        self.detector = GrowthDetector(min_step_bytes, steps, unit="cell", metric="")
         self.growth = None  # the last Growth seen (kept after the run ends, for `why`)
         self.growth_cell = None  # In[n] of the last cell that grew in that run
         self.baseline = None  # the holders when the last run began, or from the last `why`
@@ -51,19 +51,26 @@ class CellGrowth:
 
     def observe(self, report) -> str | None:
         """Feed one cell's :class:`~.report.CellMemReport`; the notice when growth is confirmed."""
+        before = None
         if report.gpus:
             metric = "allocated"
             used = sum(g.allocated_after_bytes for g in report.gpus)
             reserved = sum(g.reserved_after_bytes for g in report.gpus)
+            before = (
+                sum(g.allocated_before_bytes for g in report.gpus),
+                sum(g.reserved_before_bytes for g in report.gpus),
+            )
         elif platform.malloc_in_use_bytes() is not None:
             metric, used, reserved = "CPU memory in use", platform.malloc_in_use_bytes(), None
         elif not is_na(report.rss_after_bytes) and report.rss_after_bytes is not None:
             metric, used, reserved = "CPU RSS", report.rss_after_bytes, None
         else:
             return None
-        if metric != self.detector.metric:
+        if metric != self.detector.metric:  # CUDA started in this cell: a new series
             self.detector.reset()
             self.detector.metric = metric
+            if before is not None:  # from the cell's start (0 when the cell initialised CUDA)
+                self.detector.add(*before)
         growth = self.detector.add(used, reserved)
         if self.detector.started:
             self.take_baseline(report.cell, cuda=bool(report.gpus))

@@ -70,11 +70,24 @@ def test_reserved_growing_with_allocated_flat_is_fragmentation():
     assert got[3].kind == "leak"
 
 
-def _report(cell, allocated_mib, reserved_mib):
+def _report(cell, allocated_mib, reserved_mib, before_mib=None):
+    """A cell's report on one GPU; ``before_mib``: (allocated, reserved) at the cell's start."""
+    before = (allocated_mib, reserved_mib) if before_mib is None else before_mib
     gpu = SimpleNamespace(
-        allocated_after_bytes=int(allocated_mib * MiB), reserved_after_bytes=int(reserved_mib * MiB)
+        allocated_after_bytes=int(allocated_mib * MiB),
+        reserved_after_bytes=int(reserved_mib * MiB),
+        allocated_before_bytes=int(before[0] * MiB),
+        reserved_before_bytes=int(before[1] * MiB),
     )
     return SimpleNamespace(cell=cell, gpus=[gpu], rss_after_bytes=0)
+
+
+def test_the_cell_that_starts_cuda_counts_from_zero():
+    watch = CellGrowth(SimpleNamespace(user_ns={}, user_ns_hidden={}))
+    setup = watch.observe(_report(1, 500, 520, before_mib=(0, 0)))  # model.cuda()
+    steps = [watch.observe(_report(n, 500 + 64 * n, 1000)) for n in (2, 3)]
+    assert setup is None and steps[0] is None
+    assert steps[1].startswith("[cudamem] allocated grows")  # setup + 2 leaking steps
 
 
 @pytest.mark.parametrize(
