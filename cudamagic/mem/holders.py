@@ -257,8 +257,10 @@ class _Walk:
                 acc.entries.append(entry)
         self.add_storage(t, acc)
         try:
-            grad = t.grad if t.is_leaf else None
-            fn = t.grad_fn
+            if not t.requires_grad:  # no graph, and no gradient unless someone set one by hand
+                grad, fn = (t.grad if t.is_leaf else None), None
+            else:
+                grad, fn = (t.grad if t.is_leaf else None), t.grad_fn
         except Exception:
             return
         if grad is not None:
@@ -509,7 +511,7 @@ def _storage_info(t):
     """``(storage key, nbytes, device type, t)``; the key is the storage's identity while alive."""
     try:
         st = t.untyped_storage()
-        return st._cdata, int(st.nbytes()), t.device.type, t
+        return st._cdata, int(st.nbytes()), "cpu" if t.is_cpu else t.device.type, t
     except Exception:  # sparse, nested, meta or other storage-less tensors
         return ("id", id(t)), int(t.numel() * t.element_size()), t.device.type, t
 
