@@ -1,4 +1,4 @@
-"""Everything that differs between Linux, Windows and macOS, in one place.
+r"""Everything that differs between Linux, Windows and macOS, in one place.
 
 The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function
 (``os.killpg``, ``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``,
@@ -9,23 +9,21 @@ and removing the POSIX-only attributes with ``monkeypatch``.
 
 Facts and their sources:
 - Killing a process tree: ``psutil`` (``Process.children(recursive=True)``) on every platform, plus
-    the
-  process group on POSIX (children that left their parent still share the group).
-- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main thread's
-    stack up
-  to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about 2 MB reserved),
-  so it cannot be raised.
+  the process group on POSIX (children that left their parent still share the group).
+- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main
+  thread's stack up to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about
+  2 MB reserved), so it cannot be raised.
 - Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports);
-    elsewhere
-  ``psutil.Process.memory_info().rss``.
+  elsewhere ``psutil.Process.memory_info().rss``. The C heap's bytes in use: glibc's
+  ``mallinfo2()`` (Linux only).
 - A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``,
-    ``os.getuid``);
-  Windows has no uids, so the account name (``psutil.Process.username()``) against this process's.
+  ``os.getuid``); Windows has no uids, so the account name (``psutil.Process.username()``) against
+  this process's.
 - ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no
-    ``/dev/shm``.
+  ``/dev/shm``.
 - NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
-- The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
-  ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on
+- The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\bin`` or the installer's default
+  ``C:\Program Files\NVIDIA GPU Computing Toolkit\CUDA\vX.Y\bin``; nvcc's host compiler on
   Windows is MSVC's ``cl.exe`` (NVIDIA's CUDA Installation Guide for Microsoft Windows), which must
   be on PATH (set by Visual Studio's ``vcvars64.bat`` / "x64 Native Tools Command Prompt") or given
   with ``-ccbin``; GNU ld's ``--wrap`` exists only on Linux; Windows programs end in ``.exe`` and
@@ -59,16 +57,17 @@ SYSTEM = _detect()
 
 
 def is_windows() -> bool:
-    """True on Windows (``python.exe``), where processes, stacks and GPU memory are managed differently."""
+    """True on Windows (``python.exe``): processes, stacks and GPU memory work differently there."""
     return SYSTEM == "windows"
 
 
 # ---- processes with a time limit
 # ----------------------------------------------------------------------------
 def popen_group_kwargs() -> dict:
-    """Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
-    :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process
-    group on Windows (``CREATE_NEW_PROCESS_GROUP``).
+    """Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own.
+
+    So :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new
+    process group on Windows (``CREATE_NEW_PROCESS_GROUP``).
     """
     if is_windows():
         flag = getattr(
@@ -122,8 +121,8 @@ def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
     """Run ``argv`` (stdin closed, stderr merged into stdout) for at most ``timeout_s`` seconds.
 
     Args:
-        argv: the command and its arguments. timeout_s: seconds before the whole process tree is
-            killed.
+        argv: the command and its arguments.
+        timeout_s: seconds before the whole process tree is killed.
         limit_bytes: bytes of output kept; the rest is discarded (output goes to a temporary file,
             so a chatty program cannot fill memory or block on a full pipe).
 
@@ -171,11 +170,11 @@ def main_stack_bytes() -> int | None:
 
 
 def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
-    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform
-    allows.
+    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if allowed.
 
     Args:
-        need_bytes: bytes of stack wanted. cap_bytes: never raise the limit above this.
+        need_bytes: bytes of stack wanted.
+        cap_bytes: never raise the limit above this.
 
     Returns:
         ``(ok, why)``: ``ok`` True when the stack is now at least ``need_bytes``; ``why`` says why
@@ -189,7 +188,8 @@ def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
             return True, ""
         return (
             False,
-            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised",
+            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot "
+            "be raised",
         )
     try:
         import resource
@@ -218,7 +218,7 @@ _psutil_process = {"pid": None, "proc": None}
 
 
 def _rss_statm():
-    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us); None elsewhere."""
+    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (2 us); else None."""
     pread = getattr(os, "pread", None)
     if SYSTEM != "linux" or pread is None:
         return None
@@ -245,9 +245,10 @@ def _rss_statm():
 
 
 def rss_bytes() -> int | None:
-    """Resident set size of this process in bytes (what Task Manager calls the working set on
-    Windows),
-    or None when it cannot be read. Linux: ``/proc/self/statm``; elsewhere ``psutil``.
+    """Resident set size of this process in bytes, or None when it cannot be read.
+
+    What Task Manager calls the working set on Windows. Linux: ``/proc/self/statm``; elsewhere
+    ``psutil``.
     """
     rss = _rss_statm()
     if rss is not None:
@@ -304,8 +305,10 @@ def malloc_in_use_bytes() -> int | None:
 
 
 def child_pids(pid: int, proc=None) -> set:
-    """Pids of the direct children of ``pid``. Linux: ``/proc/PID/task/*/children`` (cheap);
-    elsewhere (or when that file is missing) ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
+    """Pids of the direct children of ``pid``.
+
+    Linux: ``/proc/PID/task/*/children`` (cheap); elsewhere (or when that file is missing)
+    ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
     """
     files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
     if not files:
@@ -329,7 +332,7 @@ def child_pids(pid: int, proc=None) -> set:
 # ---- NVIDIA driver and tools
 # ----------------------------------------------------------------------------------
 def nvidia_kernel_module_text() -> str | None:
-    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded NVIDIA kernel module), else None."""
+    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded kernel module), else None."""
     if SYSTEM != "linux":
         return None
     try:
@@ -350,10 +353,12 @@ def _windows_dirs(env) -> dict:
 
 
 def nvidia_tool_candidates(tool: str, env=None) -> list:
-    """Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver,
-    in the order the system searches them, existing or not (callers check). Windows: ``System32``,
-    the legacy ``NVSMI`` folder and each ``DriverStore\\FileRepository\\nv*`` package folder (one
-    per installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and the usual library folders.
+    r"""Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the driver.
+
+    In the order the system searches them, existing or not (callers check). Windows: ``System32``,
+    the legacy ``NVSMI`` folder and each ``DriverStore\FileRepository\nv*`` package folder (one
+    per installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH
+    and the usual library folders.
     """
     env = os.environ if env is None else env
     if is_windows():
@@ -375,8 +380,9 @@ def nvidia_tool_candidates(tool: str, env=None) -> list:
 
 
 def nvidia_driver_present() -> bool:
-    """True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` /
-    ``nvidia-smi`` on Windows, or ``nvidia-smi`` on PATH.
+    """True when an NVIDIA driver seems installed.
+
+    The Linux kernel module, or ``nvml.dll`` / ``nvidia-smi`` on Windows, or ``nvidia-smi`` on PATH.
     """
     if nvidia_kernel_module_text() is not None:
         return True
@@ -391,8 +397,10 @@ def executable_name(name: str) -> str:
 
 
 def windows_file_version(path: str) -> str | None:
-    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read
-    with pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has none.
+    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource.
+
+    Read with pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when
+    the file has none.
     """
     if not is_windows():
         return None
@@ -407,8 +415,10 @@ def windows_file_version(path: str) -> str | None:
 
 
 def driver_version_from_file_version(version: str | None) -> str | None:
-    """The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` ->
-    ``"546.33"`` (the last digit of the third part and the four digits of the fourth, as NVIDIA numbers its Windows drivers).
+    """The NVIDIA driver version of a Windows file version: ``"31.0.15.4633"`` -> ``"546.33"``.
+
+    The last digit of the third part and the four digits of the fourth, as NVIDIA numbers its
+    Windows drivers.
     """
     try:
         parts = [int(x) for x in str(version).split(".")]
@@ -419,9 +429,11 @@ def driver_version_from_file_version(version: str | None) -> str | None:
 
 
 def nvidia_tool_copies(tool: str, env=None) -> list:
-    """Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
-    :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts
-    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver package).
+    """Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``).
+
+    Among :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts
+    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver
+    package).
     """
     if not is_windows():
         return []
@@ -446,9 +458,10 @@ def which(name: str, env=None) -> str | None:
 
 
 def pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)``
-    (EPERM: it exists and belongs to another user; ESRCH: no such pid). Windows:
-    ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
+    """True when ``pid`` exists here, even if this user may not read it.
+
+    POSIX: ``kill(pid, 0)`` (EPERM: it exists and belongs to another user; ESRCH: no such pid).
+    Windows: ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
     """
     if is_windows():
         import psutil
@@ -470,8 +483,9 @@ _my_username = {"pid": None, "name": None}
 
 
 def _current_username():
-    """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per
-    process; None when unreadable.
+    r"""Windows: this process's user as psutil names it (``"DESKTOP-1\ana"``), or None.
+
+    Read once per process; None when unreadable.
     """
     import psutil
 
@@ -486,12 +500,12 @@ def _current_username():
 
 
 def same_user(pid: int) -> bool | None:
-    """Whether process ``pid`` runs as this process's user.
+    r"""Whether process ``pid`` runs as this process's user.
 
     POSIX: its real uid (``psutil.Process.uids().real``) against ``os.getuid()``. Windows has
-        neither: the owner's
-    account name (``psutil.Process.username()``, ``DOMAIN\\user``, from the process token) against
-    this process's, compared case-insensitively as Windows compares account names.
+    neither: the owner's account name (``psutil.Process.username()``, ``DOMAIN\user``, from the
+    process token) against this process's, compared case-insensitively as Windows compares account
+    names.
 
     Returns:
         True (this user's), False (another user's, or no such process), or None when the owner
@@ -517,10 +531,11 @@ def same_user(pid: int) -> bool | None:
 
 
 def dev_shm_bytes() -> tuple | None:
-    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass
-    tensors through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to
-    this user); None where it cannot be read. Windows has no ``/dev/shm`` (workers share tensors
-    through file mappings backed by the page file), so None there.
+    """``(total_bytes, free_bytes)`` of ``/dev/shm``, or None where it cannot be read.
+
+    The tmpfs PyTorch's DataLoader workers pass tensors through on Linux (``os.statvfs``: blocks x
+    fragment size; free = blocks available to this user). Windows has no ``/dev/shm`` (workers
+    share tensors through file mappings backed by the page file), so None there.
     """
     statvfs = getattr(os, "statvfs", None)
     if is_windows() or statvfs is None:
@@ -533,8 +548,10 @@ def dev_shm_bytes() -> tuple | None:
 
 
 def in_container() -> bool:
-    """Best guess that this process runs in its own PID namespace (a Linux container):
-    ``/.dockerenv``, ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows.
+    """Best guess that this process runs in its own PID namespace (a Linux container).
+
+    The marks: ``/.dockerenv``, ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc
+    cgroup of pid 1. False on Windows.
     """
     if SYSTEM != "linux":
         return False
@@ -551,14 +568,16 @@ def in_container() -> bool:
 # ---- the CUDA toolkit and host compiler (%%cuda)
 # ---------------------------------------------------------------
 def _version_key(folder: str) -> tuple:
-    """``v12.10`` -> ``(12, 10)`` (numeric, so 12.10 sorts after 12.6); unparseable names sort first."""
+    """``v12.10`` -> ``(12, 10)`` (numeric: 12.10 after 12.6); unparseable names sort first."""
     m = re.match(r"v?(\d+)(?:\.(\d+))?", os.path.basename(folder.rstrip("\\/")))
     return (int(m[1]), int(m[2] or 0)) if m else (-1, -1)
 
 
 def windows_cuda_toolkits(env=None) -> list:
-    """Windows: the CUDA toolkits NVIDIA's installer put in ``%ProgramFiles%\\NVIDIA GPU Computing
-    Toolkit\\CUDA\\vX.Y``, newest version first (folders, existing ones only); ``[]`` elsewhere.
+    r"""Windows: the CUDA toolkits NVIDIA's installer put in its default folder; ``[]`` elsewhere.
+
+    ``%ProgramFiles%\NVIDIA GPU Computing Toolkit\CUDA\vX.Y``, newest version first (folders,
+    existing ones only).
     """
     if not is_windows():
         return []
@@ -574,8 +593,10 @@ def windows_cuda_toolkits(env=None) -> list:
 
 
 def find_nvcc(env=None) -> str | None:
-    """Path of nvcc (``nvcc.exe`` on Windows), or None: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set
-    by the Windows installer), PATH, then on Windows the installer's default folders, newest toolkit first.
+    """Path of nvcc (``nvcc.exe`` on Windows), or None.
+
+    Looked for in ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set by the Windows installer), PATH, then
+    on Windows the installer's default folders, newest toolkit first.
     """
     env = os.environ if env is None else env
     name = executable_name("nvcc")
@@ -602,9 +623,11 @@ def nvcc_in_folder(folder: str) -> str | None:
 
 
 def msvc_compilers(env=None) -> list:
-    """Windows: every 64-bit ``cl.exe`` of a Visual Studio (or its Build Tools) installed in the
-    default folders (``%ProgramFiles%`` and ``%ProgramFiles(x86)%\\Microsoft Visual
-    Studio\\<year>\\<edition>\\VC\\Tools\\ MSVC\\<version>\\bin\\Hostx64\\x64``), newest first; ``[]`` elsewhere.
+    r"""Windows: every 64-bit ``cl.exe`` of an installed Visual Studio; ``[]`` elsewhere.
+
+    Visual Studio or its Build Tools in the default folders (``%ProgramFiles%`` and
+    ``%ProgramFiles(x86)%\Microsoft Visual
+    Studio\<year>\<edition>\VC\Tools\MSVC\<version>\bin\Hostx64\x64``), newest first.
     """
     if not is_windows():
         return []
@@ -633,7 +656,7 @@ def msvc_compilers(env=None) -> list:
 
 
 def _vcvars_for(cl: str) -> str:
-    """``...\\<edition>\\VC\\Tools\\MSVC\\<v>\\bin\\Hostx64\\x64\\cl.exe`` -> that edition's ``vcvars64.bat``."""
+    r"""``...\<edition>\VC\Tools\MSVC\<v>\bin\Hostx64\x64\cl.exe`` -> its ``vcvars64.bat``."""
     vc = cl
     for _ in range(7):  # up from cl.exe to ...\VC
         vc = os.path.dirname(vc)
@@ -644,8 +667,9 @@ _CCBIN = ("-ccbin", "--compiler-bindir")
 
 
 def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str | None:
-    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here, or
-    None.
+    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here.
+
+    None when it can.
 
     Windows: nvcc needs MSVC's ``cl.exe`` on PATH (unless ``-ccbin``/``--compiler-bindir`` is among
     ``nvcc_flags``); the message gives the exact fix: the "x64 Native Tools Command Prompt for VS"
@@ -661,8 +685,8 @@ def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str |
         if shutil.which(cxx, path=env.get("PATH")):
             return None
         return (
-            f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, or "
-            "Xcode's command-line tools) or set CXX to its path, then run the cell again."
+            f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install "
+            "g++`, or Xcode's command-line tools) or set CXX to its path, then run the cell again."
         )
     if any(f in _CCBIN or f.startswith(tuple(c + "=" for c in _CCBIN)) for f in nvcc_flags):
         return None
@@ -673,24 +697,26 @@ def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str |
     if installed:
         cl = installed[0]
         return (
-            f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not on this kernel's "
-            f"PATH. Visual Studio's is installed at {cl}. Either start Jupyter from the \"x64 Native Tools "
-            f'Command Prompt for VS" (Start menu), or run `"{_vcvars_for(cl)}"` in the terminal you start '
-            "Jupyter from, then restart the kernel"
+            f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not "
+            f"on this kernel's PATH. Visual Studio's is installed at {cl}. Either start Jupyter "
+            f'from the "x64 Native Tools Command Prompt for VS" (Start menu), or run '
+            f'`"{_vcvars_for(cl)}"` in the terminal you start Jupyter from, then restart the kernel'
             + (
                 ""
                 if torch
-                else f"; or pass its folder to nvcc in the cell: --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\""
+                else "; or pass its folder to nvcc in the cell: --nvcc-flags "
+                f"\"-ccbin '{os.path.dirname(cl)}'\""
             )
             + "."
         )
     return (
-        f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio C++ compiler was "
-        "found (not on PATH, nor in Program Files). Install the Build Tools for Visual Studio with the "
-        '"Desktop development with C++" workload (`winget install Microsoft.VisualStudio.2022.BuildTools '
-        '--override "--add Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive"`), then '
-        'start Jupyter from the "x64 Native Tools Command Prompt for VS" (or run its vcvars64.bat first) and '
-        "restart the kernel"
+        f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio "
+        "C++ compiler was found (not on PATH, nor in Program Files). Install the Build Tools for "
+        'Visual Studio with the "Desktop development with C++" workload (`winget install '
+        'Microsoft.VisualStudio.2022.BuildTools --override "--add '
+        'Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive"`), then start '
+        'Jupyter from the "x64 Native Tools Command Prompt for VS" (or run its vcvars64.bat first) '
+        "and restart the kernel"
         + (
             ""
             if torch
@@ -702,21 +728,23 @@ def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str |
 
 
 def extension_suffix() -> str:
-    """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it:
-    ``.pyd`` on Windows, ``.so`` elsewhere.
+    """File suffix of a compiled Python extension: ``.pyd`` on Windows, ``.so`` elsewhere.
+
+    As ``torch.utils.cpp_extension`` names it.
     """
     return ".pyd" if is_windows() else ".so"
 
 
 def linker_can_wrap() -> bool:
-    """True where the linker nvcc calls is GNU ld (Linux), which has ``--wrap=SYMBOL``; MSVC's link.exe has not."""
+    """True where nvcc's linker is GNU ld (Linux): it has ``--wrap=SYMBOL`` (link.exe has not)."""
     return SYSTEM == "linux"
 
 
 def split_command_line(text: str) -> list:
-    """Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules
-    on Linux and macOS; on Windows quotes group words but backslashes stay (``C:\\data\\x.bin`` is a
-    path, not escapes).
+    r"""Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would.
+
+    POSIX rules on Linux and macOS; on Windows quotes group words but backslashes stay
+    (``C:\data\x.bin`` is a path, not escapes).
 
     Raises:
         ValueError: an unclosed quote.
@@ -744,8 +772,9 @@ WINDOWS_CRASH_CODES = {
 
 
 def windows_crash_name(returncode: int) -> str | None:
-    """Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
-    ``STATUS_ACCESS_VIOLATION...``); None elsewhere or for an ordinary exit status.
+    """Windows: the name of the NTSTATUS crash code a program exited with, or None.
+
+    ``3221225477`` -> ``STATUS_ACCESS_VIOLATION...``; None elsewhere or for an ordinary exit status.
     """
     if not is_windows() or returncode is None:
         return None

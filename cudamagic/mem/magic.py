@@ -1,5 +1,7 @@
-"""``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement (options in
-:mod:`.options`, measuring in :mod:`.measure`, history in :mod:`.history`, ``free`` in :mod:`.free`).
+"""``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement.
+
+Options are in :mod:`.options`, measuring in :mod:`.measure`, history in :mod:`.history`, ``free``
+in :mod:`.free`, ``why`` in :mod:`.why`.
 """
 
 from __future__ import annotations
@@ -19,27 +21,30 @@ class MemSettings(HasTraits):
     cudamem_threshold_bytes = Int(
         16 * 1024 * 1024,
         min=0,
-        help="`%cudamem on` prints a summary line only for cells that change GPU memory (allocated, "
-        "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many bytes.",
+        help="`%cudamem on` prints a summary line only for cells that change GPU memory "
+        "(allocated, peak over start or reserved; CPU RSS when no CUDA is in use) by more than "
+        "this many bytes.",
     ).tag(config=True)
     cudamem_top_tensors = Int(
         10,
         min=0,
-        help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table.",
+        help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left "
+        "table.",
     ).tag(config=True)
     cudamem_history_cells = Int(
         1000,
         min=1,
-        help="`%cudamem history` keeps the last this many measured cells (older ones are dropped and counted).",
+        help="`%cudamem history` keeps the last this many measured cells (older ones are dropped "
+        "and counted).",
     ).tag(config=True)
 
 
 @magics_class
 class MemMagics(AreaMagics):
-    """``%%cudamem`` and ``%cudamem on|off|history|free``."""
+    """``%%cudamem`` and ``%cudamem on|off|history|free|why``."""
 
     def _state(self):
-        """The session's history and `on` monitor (created on first use; cleanup registered once)."""
+        """The session's history and `on` monitor (created on first use, cleanup registered)."""
         state = getattr(self, "_cudamem", None)
         if state is None:
             from .history import MemHistory
@@ -63,19 +68,21 @@ class MemMagics(AreaMagics):
     @argument(
         "--reset-peak",
         action="store_true",
-        help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell peak "
-        "(this resets your own max_memory_allocated).",
+        help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell "
+        "peak (this resets your own max_memory_allocated).",
     )
     @argument(
         "--top",
         type=int,
         default=None,
-        help="%%%%cudamem: rows in the tensors-left table (default CudaMagics.cudamem_top_tensors).",
+        help="%%%%cudamem: rows in the tensors-left table (default "
+        "CudaMagics.cudamem_top_tensors).",
     )
     @argument(
         "--threshold",
         default=None,
-        help="on: summary threshold, e.g. 64MiB or a number of bytes (sets CudaMagics.cudamem_threshold_bytes).",
+        help="on: summary threshold, e.g. 64MiB or a number of bytes (sets "
+        "CudaMagics.cudamem_threshold_bytes).",
     )
     @argument("--json", action="store_true", help="history: print the records as JSON.")
     @argument("--clear", action="store_true", help="history: forget the records.")
@@ -202,7 +209,7 @@ class MemMagics(AreaMagics):
         return watch
 
     def _measure_cell(self, line, cell, top, reset_peak):
-        """``%%cudamem``: run the cell measured, keep the report in the history, show the cell's value."""
+        """``%%cudamem``: run the cell measured, keep its report, show the cell's value."""
         __tracebackhide__ = True
         from IPython.display import display
 

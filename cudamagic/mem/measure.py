@@ -1,6 +1,8 @@
-"""Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots
-(:func:`run_measured`); ``%cudamem on`` measures every cell through IPython's
-``pre_run_cell``/``post_run_cell`` events (:class:`CellMemMonitor`).
+"""Measuring cells: one cell with ``%%cudamem``, every cell with ``%cudamem on``.
+
+``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots (:func:`run_measured`);
+``%cudamem on`` measures every cell through IPython's ``pre_run_cell``/``post_run_cell`` events
+(:class:`CellMemMonitor`).
 
 No IPython import: the shell is passed in. The allocator-statistics source is read from
 :func:`cudamagic.mem.stats.stats_source` at each call, so a test that replaces it there is seen
@@ -25,9 +27,10 @@ from .stats import nvml_process_memory, stats_source, take_snapshot
 
 @dataclass
 class CellRun:
-    """Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the
-    cell's exception (or ``None``), whether the cell ended in an expression, and that expression's
-    value (``None`` otherwise).
+    """Outcome of :func:`run_measured`.
+
+    The report (``None`` when the cell did not parse), the cell's exception (or ``None``), whether
+    the cell ended in an expression, and that expression's value (``None`` otherwise).
     """
 
     report: CellMemReport | None

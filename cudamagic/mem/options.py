@@ -1,4 +1,4 @@
-"""``%cudamem`` / ``%%cudamem`` options: which action, which flags apply to it, checked before anything runs."""
+"""``%cudamem`` / ``%%cudamem`` options: the action and the flags it takes, checked first."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history`, `%cudamem free` or
 
 
 def check_action(args, is_cell: bool) -> str | None:
-    """The action word of ``%cudamem`` (``on``, ``off``, ``history``, ``free``), or None for
-    ``%%cudamem``.
+    """The action word of ``%cudamem`` (``on``, ``off``, ``history``, ``free``, ``why``).
+
+    None for ``%%cudamem``.
 
     Raises:
         UsageError: an action word in cell mode, none or an unknown one in line mode, or a flag that
@@ -35,7 +36,8 @@ def check_action(args, is_cell: bool) -> str | None:
     if not is_cell and action is None:
         raise UsageError(
             "%cudamem needs an action: `%cudamem on`, `%cudamem off`, `%cudamem history`, "
-            "`%cudamem free`, `%cudamem why`; or use `%%cudamem` as the first line of a cell to measure it."
+            "`%cudamem free`, `%cudamem why`; or use `%%cudamem` as the first line of a cell to "
+            "measure it."
         )
     if action not in ALLOWED_FLAGS:
         raise UsageError(f"unknown %cudamem action {action!r}: use {ACTIONS}.")

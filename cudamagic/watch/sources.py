@@ -1,5 +1,6 @@
-"""Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator)
-or a replayed trace file.
+"""Where ``%gpuwatch`` samples come from: the live machine, or a replayed trace file.
+
+The live machine is read through NVML, ``psutil`` and the PyTorch allocator.
 
 A source has ``read(seq, timestamp_s) -> Sample``, ``label``, ``devices`` and ``status``; the
 :class:`~.sampler.Sampler` calls ``read`` once per tick. :class:`LiveSource` never raises for NVML
@@ -37,9 +38,9 @@ OTHER_NAMESPACE = NA(
     "other_namespace",
 )
 HIDDEN = NA(
-    "another user's process, hidden: the pid exists here but /proc does not let this user read it "
-    "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or the "
-    "administrator can name it",
+    "another user's process, hidden: the pid exists here but /proc does not let this user read "
+    "it (/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or "
+    "the administrator can name it",
     "hidden",
 )
 EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
@@ -112,7 +113,7 @@ class HostReader:
         self._last = (self._clock(), busy, total, own)
 
     def _child_pids(self):
-        """Pids of direct children (:func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere)."""
+        """Pids of direct children (:func:`cudamagic.core.platform.child_pids`)."""
         return platform.child_pids(self.pid, self._proc)
 
     def _workers(self, dt):
@@ -251,31 +252,32 @@ INSUFFICIENT_PERMISSIONS = NA(
 
 
 def _pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists in this PID namespace, even if this user may not read it
-    (``kill(pid, 0)``: EPERM means it exists and belongs to another user; ESRCH means no such pid here).
+    """True when ``pid`` exists in this PID namespace, even if this user may not read it.
+
+    ``kill(pid, 0)``: EPERM means it exists and belongs to another user; ESRCH means no such pid.
     """
     return platform.pid_exists(pid)
 
 
 def in_container() -> bool:
-    """Best guess that this kernel runs in its own PID namespace (a container): ``/.dockerenv``,
-    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1.
+    """Best guess that this kernel runs in its own PID namespace (a container).
+
+    The marks: ``/.dockerenv``, ``/run/.containerenv`` (podman) or a
+    docker/kubepods/containerd/lxc cgroup of pid 1.
     """
     return platform.in_container()
 
 
 def process_info(pid: int, *, host_namespace=None):
-    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not
-    readable.
+    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is unreadable.
 
     * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while
-        ``kill(pid, 0)``
-      says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code ``"hidden"``, visible
-          True;
-    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its
-        own pid
-      is missing from NVML's list) -> ``"other_namespace"``, visible False (F04); otherwise the
-      process exited between NVML's listing and this read -> ``"exited"``, visible False.
+      ``kill(pid, 0)`` says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code
+      ``"hidden"``, visible True;
+    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or
+      its own pid is missing from NVML's list) -> ``"other_namespace"``, visible False (F04);
+      otherwise the process exited between NVML's listing and this read -> ``"exited"``, visible
+      False.
 
     Args:
         pid: process id as NVML reports it.
@@ -318,9 +320,11 @@ def process_info(pid: int, *, host_namespace=None):
 
 
 def same_user(pid: int) -> bool | None:
-    """Whether ``pid`` runs as this kernel's user (:func:`cudamagic.core.platform.same_user`: the
-    real uid on POSIX, the account name on Windows): True, False (another user's, or gone), or None
-    when its owner cannot be read. Only True keeps the command line; None is labelled :data:`UNKNOWN_OWNER_CMDLINE`.
+    """Whether ``pid`` runs as this kernel's user: True, False (another user's, or gone), or None.
+
+    :func:`cudamagic.core.platform.same_user` compares the real uid on POSIX, the account name on
+    Windows; None means its owner cannot be read. Only True keeps the command line; None is
+    labelled :data:`UNKNOWN_OWNER_CMDLINE`.
     """
     return platform.same_user(pid)
 
@@ -340,15 +344,16 @@ def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
     cpu, kcpu = host.cpu_util_pct, host.kernel_cpu_pct
     if not is_na(cpu) and cpu >= 90:
         return (
-            f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: the GPU is "
-            "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or lighter "
-            "CPU preprocessing usually help."
+            f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: "
+            "the GPU is probably waiting for data. More DataLoader workers (num_workers), "
+            "pin_memory=True or lighter CPU preprocessing usually help."
         )
     if not is_na(kcpu) and kcpu >= 90 and not host.workers:
         return (
-            f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU core busy "
-            f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is probably "
-            "the bottleneck. Try DataLoader(..., num_workers=4, pin_memory=True)."
+            f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU "
+            f"core busy ({kcpu:.0f} %) and has no DataLoader workers: loading data in the main "
+            "process is probably the bottleneck. Try DataLoader(..., num_workers=4, "
+            "pin_memory=True)."
         )
     return ""
 
@@ -359,8 +364,9 @@ _READ_FIELDS = [f for f in GPU_FIELDS if f not in ("memory.total",)] + ["memory.
 
 
 class LiveSource:
-    """Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch
-    allocator.
+    """Reads the live machine: NVML, psutil and the torch allocator.
+
+    NVML is read through :mod:`cudamagic.core.nvml`.
 
     Args:
         devices: 0-based NVML indices to read, or None for all.
@@ -455,8 +461,8 @@ class LiveSource:
                     }
                 elif not is_na(got):
                     used = NA(
-                        f"{used.reason}; the Windows GPU Process Memory counters list no memory for this "
-                        "process",
+                        f"{used.reason}; the Windows GPU Process Memory counters list no memory "
+                        "for this process",
                         "wddm",
                     )
                 else:
@@ -476,7 +482,7 @@ class LiveSource:
         return tuple(rows)
 
     def _cmdline(self, pid, cmdline):
-        """``cmdline`` when it may be shown: this user's process, or ``show_cmdlines``; else PRIVATE_CMDLINE."""
+        """``cmdline`` when it may be shown (this user's, or ``show_cmdlines``), else private."""
         if self.show_cmdlines or pid == self.pid or is_na(cmdline):
             return cmdline
         if pid not in self._mine:
@@ -613,7 +619,7 @@ class ReplaySource:
         )
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
-        """The next recorded sample (its own recorded timestamp); :class:`EndOfTrace` after the last."""
+        """The next recorded sample (its own timestamp); :class:`EndOfTrace` after the last."""
         if self.pos >= len(self.samples):
             raise EndOfTrace()
         s = self.samples[self.pos]
