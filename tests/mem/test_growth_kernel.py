@@ -143,20 +143,27 @@ NOTICE = re.compile(r"\[cudamem\] CPU memory in use grows ([\d.]+) MiB per cell"
 
 
 def _release(names):
+    """Drop the previous scenario's objects (and the output history, the saved traceback)."""
     dels = "\n".join(f"{n} = None" for n in names.split())
-    return f"{dels}\n%cudamem free --out\ngc.collect()"
+    return f"{dels}\n%cudamem free --out\ngc.collect()\n" if names else ""
 
 
 def _plan():
-    cells, where = [PRELUDE], {}
-    for name, (setup, steps, _, names) in LEAKS.items():
-        first = len(cells) + 1
-        cells += [setup, *steps, "%cudamem why", _release(names)]
-        where[name] = (first, first + len(steps))
-    for name, (setup, steps, names) in HEALTHY.items():
-        first = len(cells) + 1
-        cells += [setup, *steps, _release(names)]
-        where[name] = (first, first + len(steps))
+    """The cells, and per scenario the index of its first step cell and of the cell after them.
+
+    Each scenario's setup cell first releases what the previous one left.
+    """
+    cells, where, left = [PRELUDE], {}, ""
+    scenarios = [(n, setup, steps[:3], names) for n, (setup, steps, _, names) in LEAKS.items()]
+    scenarios += [(n, setup, steps[:4], names) for n, (setup, steps, names) in HEALTHY.items()]
+    for name, setup, steps, names in scenarios:
+        cells.append(_release(left) + setup)
+        first = len(cells)
+        cells += steps
+        where[name] = (first, len(cells))
+        if name in LEAKS:
+            cells.append("%cudamem why")
+        left = names
     return cells, where
 
 
