@@ -13,10 +13,15 @@
     taken,
    utilization and memory moved, no implausible reading, the trace replays.
 5. Exercises per-cell memory (``%%cudamem``) on the real GPU when that magic exists.
+6. Reads ``nvidia-smi -q -x`` (the format of the real captures in ``tests/data/real``, parsed by
+   ``tests/real_captures.py``) and compares, GPU by GPU, what the capture tests compare: memory
+   used/total/reserved, utilization, temperature, power draw and limit, clocks, P-state, fan, ECC
+   mode and counts, driver model, MIG instances, each process and its memory; N/A must meet N/A.
+   ``--xml [FILE]`` runs only this check (no IPython, no torch) and saves the capture to FILE.
 
 Prints one line per check (``PASS``/``FAIL``/``SKIP``) and a summary; exit status 1 on any FAIL.
 Usage (after ``make setup TORCH=...`` with a CUDA build of torch): .venv/bin/python
-    scripts/gpu_check.py
+    scripts/gpu_check.py [--xml [FILE]]
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from contextlib import redirect_stdout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,7 +135,7 @@ _SMI_NA = (
 
 
 def smi_field(exe, field):
-    """``{index: text}`` of one nvidia-smi field (nounits), or None when this nvidia-smi does not know it."""
+    """``{index: text}`` of one nvidia-smi field (nounits); None if this nvidia-smi lacks it."""
     out = subprocess.run(
         [exe, f"--query-gpu=index,{field}", "--format=csv,noheader,nounits"],
         capture_output=True,
@@ -145,7 +152,7 @@ def smi_field(exe, field):
 
 
 def compare(smi_text, ours, convert, tol):
-    """``(ok, detail)`` for one field of one GPU: ok True/False, or None when neither side has a value."""
+    """``(ok, detail)`` for one field of one GPU: ok True/False, or None if neither has a value."""
     from cudamagic.core.na import is_na
 
     smi_na = smi_text is None or smi_text in _SMI_NA
@@ -191,7 +198,7 @@ def check_fields():
         .stdout.strip()
         .splitlines()
     )
-    ours_drv = nvml.system_info()["driver_version"]
+    ours_drv = nvml.system_info().driver_version
     check("driver_version", bool(drv) and drv[0] == ours_drv, f"{ours_drv} vs nvidia-smi {drv[:1]}")
     for field, (ours_field, convert, tol) in FIELDS.items():
         smi = smi_field(exe, field)
@@ -204,6 +211,109 @@ def check_fields():
             check(f"GPU {i} {field}", ok, detail)
     api = nvml.device(0).memory_api if n else None
     print(f"memory read with nvmlDeviceGetMemoryInfo {api}", flush=True)
+
+
+#: ``nvidia-smi -q -x`` value (tests/real_captures.py's key) -> (cudamagic's nvml field, factor to
+#: its raw unit, tolerance as in FIELDS). The same fields as tests/test_real_captures.py.
+XML_FIELDS = {
+    "memory_total_mib": ("memory.total", MIB, 0),
+    "memory_reserved_mib": ("memory.reserved", MIB, ("abs", MIB)),
+    "memory_used_mib": ("memory.used", MIB, ("abs", 64 * MIB)),
+    "util_gpu_pct": ("utilization.gpu", 1, ("abs", 20)),
+    "util_mem_pct": ("utilization.memory", 1, ("abs", 20)),
+    "temperature_c": ("temperature.gpu", 1, ("abs", 3)),
+    "power_draw_w": ("power.draw", 1000, ("rel", 0.2, 20_000)),
+    "power_limit_w": ("power.limit", 1000, ("abs", 1000)),
+    "clock_sm_mhz": ("clocks.sm", 1, ("rel", 0.15, 50)),
+    "clock_mem_mhz": ("clocks.mem", 1, ("rel", 0.15, 50)),
+    "pstate": ("pstate", 1, ("abs", 2)),
+    "fan_pct": ("fan.speed", 1, ("abs", 5)),
+    "ecc_volatile_uncorrected": ("ecc.errors.uncorrected.volatile.total", 1, 0),
+    "ecc_aggregate_uncorrected": ("ecc.errors.uncorrected.aggregate.total", 1, 0),
+}
+
+
+def compare_value(want, ours, scale, tol):
+    """``(ok, detail)`` of a capture value (``"N/A"`` or a number) against cudamagic's reading."""
+    from cudamagic.core.na import is_na
+
+    if want == "N/A" and is_na(ours):
+        return None, f"both N/A (ours: {ours.reason})"
+    if want == "N/A" or is_na(ours):
+        return False, f"nvidia-smi -q -x {want!r} vs ours {ours!r}"
+    theirs = round(want * scale)
+    if tol == 0:
+        return theirs == ours, f"{ours!r} vs nvidia-smi {theirs!r}"
+    if tol[0] == "abs":
+        return abs(theirs - ours) <= tol[1], f"{ours} vs nvidia-smi {theirs} (tolerance {tol[1]})"
+    allowed = max(tol[1] * max(abs(theirs), abs(ours)), tol[2])
+    return abs(theirs - ours) <= allowed, f"{ours} vs nvidia-smi {theirs} (tolerance {allowed:.0f})"
+
+
+def check_xml(save_to=None):
+    """This machine's ``nvidia-smi -q -x`` against cudamagic, field by field (no IPython)."""
+    from cudamagic.core import nvml
+    from cudamagic.core.na import is_na
+    from cudamagic.watch.sources import LiveSource
+    from tests import real_captures as rc
+
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        check("nvidia-smi -q -x", None, "nvidia-smi not found")
+        return
+    out = subprocess.run([exe, "-q", "-x"], capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        check("nvidia-smi -q -x", False, (out.stderr or out.stdout)[:300])
+        return
+    if save_to:
+        with open(save_to, "w", encoding="utf-8") as fh:
+            fh.write(out.stdout)
+    cap = rc.parse(out.stdout)
+    nvml.reset()
+    sample = LiveSource(host=None).read(0, time.time())  # a %gpuwatch sample, read right after
+    check("nvidia-smi -q -x GPU count", len(sample.gpus) == len(cap["gpus"]), str(len(cap["gpus"])))
+    check(
+        "nvidia-smi -q -x driver_version",
+        nvml.system_info().driver_version == cap["driver_version"],
+        str(cap["driver_version"]),
+    )
+    for i, want in enumerate(cap["gpus"]):
+        dev = nvml.device(i)
+        for key, (field, scale, tol) in XML_FIELDS.items():
+            ok, detail = compare_value(want[key], dev.get(field), scale, tol)
+            check(f"xml GPU {i} {field} (%cudainfo)", ok, detail)
+        g = sample.gpus[i] if i < len(sample.gpus) else None
+        if g is None:
+            continue
+        for key, attr in (
+            ("memory_used_mib", "memory_used_bytes"),
+            ("memory_total_mib", "memory_total_bytes"),
+            ("power_draw_w", "power_draw_mw"),
+            ("temperature_c", "temperature_c"),
+        ):
+            field, scale, tol = XML_FIELDS[key]
+            ok, detail = compare_value(want[key], getattr(g, attr), scale, tol)
+            check(f"xml GPU {i} {field} (%gpuwatch)", ok, detail)
+        dm = want["driver_model"]
+        check(
+            f"xml GPU {i} driver model",
+            (is_na(g.driver_model) and dm == "N/A") or g.driver_model == dm,
+            f"{g.driver_model!r} vs {dm!r}",
+        )
+        ours_mig = [(m.memory_total_bytes, m.memory_used_bytes) for m in g.mig_devices]
+        theirs_mig = [(t * MIB, u * MIB) for _, t, u in want["mig_devices"]]
+        check(
+            f"xml GPU {i} MIG instances",
+            [t for t, _ in ours_mig] == [t for t, _ in theirs_mig],
+            f"{len(ours_mig)} vs {len(theirs_mig)}",
+        )
+        procs = {} if is_na(g.processes) else {p.pid: p.used_memory_bytes for p in g.processes}
+        for pid, _, _, used in want["processes"]:
+            if pid not in procs:
+                check(f"xml GPU {i} process {pid}", False, "listed by nvidia-smi, not by cudamagic")
+                continue
+            ok, detail = compare_value(used, procs[pid], MIB, ("abs", 64 * MIB))
+            check(f"xml GPU {i} process {pid} memory", ok, detail)
 
 
 def check_watch_trace(ip, seconds=10.0):
@@ -278,6 +388,12 @@ def check_watch_trace(ip, seconds=10.0):
 
 
 def main():
+    if "--xml" in sys.argv[1:]:
+        rest = sys.argv[sys.argv.index("--xml") + 1 :]
+        check_xml(rest[0] if rest else None)
+        failed = [n for n, ok in results if ok is False]
+        print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
+        return 1 if failed else 0
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
@@ -325,6 +441,7 @@ def main():
             f"{info['driver']['driver_version']} vs {smi[0]['driver_version']}",
         )
     check_fields()
+    check_xml(os.path.join(os.environ.get("OUT") or tempfile.gettempdir(), "nvidia-smi-q-x.xml"))
     import torch
 
     check("torch sees CUDA", torch.cuda.is_available(), torch.__version__)
@@ -332,7 +449,8 @@ def main():
     magics = ip.magics_manager.magics
     if "cudamem" in magics["cell"] and torch.cuda.is_available():
         ip.run_cell(
-            "import torch\nx_gpu_check = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device='cuda')"
+            "import torch\n"
+            "x_gpu_check = torch.empty(256 * 1024 * 1024, dtype=torch.uint8, device='cuda')"
         )
         rep = ip.run_cell_magic(
             "cudamem",

@@ -1,4 +1,7 @@
-"""Shared fixtures: a real IPython InteractiveShell with cudamagic loaded, and the fake NVML seam."""
+"""Shared fixtures.
+
+A real IPython InteractiveShell with cudamagic loaded, and the fake NVML seam.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +48,7 @@ def ip():
 
 @pytest.fixture
 def fake_nvml(monkeypatch):
-    """Install a fake ``pynvml`` playing a scenario. Usage: ``fake_nvml("two_gpus_f03")``.
+    """Install a fake ``pynvml`` playing a scenario. Usage: ``fake_nvml("gpu_without_fan")``.
 
     Returns the :class:`tests.fake_nvml.FakeNVML` instance so tests can change the
     scenario mid-run (lose a GPU, count calls).
@@ -71,7 +74,10 @@ def fake_nvml(monkeypatch):
 
 @pytest.fixture
 def cuda_calls(monkeypatch):
-    """The list of context-creating ``torch.cuda`` calls made during the test (see :mod:`tests.cuda_calls`)."""
+    """The list of context-creating ``torch.cuda`` calls made during the test.
+
+    See :mod:`tests.cuda_calls`.
+    """
     torch = pytest.importorskip("torch")
     from tests.cuda_calls import record
 
@@ -93,7 +99,7 @@ def _nvml_stub_path():
 def stub_nvml(_nvml_stub_path, monkeypatch):
     """Play a scenario in the stand-in NVML library under the REAL ``pynvml`` binding.
 
-    Usage: ``stub = stub_nvml("two_gpus_f03")`` or ``stub_nvml({...scenario...})``; returns the
+    Usage: ``stub = stub_nvml("gpu_without_fan")`` or ``stub_nvml({...scenario...})``; returns the
     :class:`tests.nvml_stub.StubNVML` (``lose_gpu``, ``set``, ``tick``, ``calls``). The library is
     loaded for the test and unloaded after it, so later tests see this machine as it is.
     """

@@ -5,9 +5,9 @@ The fake copies the real binding's constants and ``NVMLError_*`` classes (so
 functions with ones driven by a scenario dict:
 
     {
-      "init_error": None | NVML error code,         # e.g. NVML_ERROR_LIBRARY_NOT_FOUND (F01)
+      "init_error": None | NVML error code,         # e.g. NVML_ERROR_LIBRARY_NOT_FOUND
       "driver_version": "550.54.15", "cuda_driver_version": 12040, "nvml_version": "12.550.54.15",
-      "bytes": False,                               # return names/uuids/versions as bytes (F05)
+      "bytes": False,                               # return names/uuids/versions as bytes
       "gpus": [ {gpu spec}, ... ],
     }
 
@@ -75,9 +75,9 @@ def _gpu(i, **over):
 
 
 SCENARIOS = {
-    # F01: no driver at all.
+    # No driver at all.
     "no_driver": {"init_error": _real.NVML_ERROR_LIBRARY_NOT_FOUND, "gpus": []},
-    # F02: kernel module and user-space library differ after an upgrade without reboot.
+    # The kernel module and user-space library differ after an upgrade without reboot.
     "version_mismatch": {"init_error": _real.NVML_ERROR_LIB_RM_VERSION_MISMATCH, "gpus": []},
     "driver_not_loaded": {"init_error": _real.NVML_ERROR_DRIVER_NOT_LOADED, "gpus": []},
     "one_gpu": {
@@ -88,8 +88,8 @@ SCENARIOS = {
             _gpu(0, util_gpu=lambda t: (t * 7) % 100, memory_used=lambda t: GIB + t * 1024**2)
         ],
     },
-    # F03: GPU 1 does not support fan, power draw and enforced power limit.
-    "two_gpus_f03": {
+    # GPU 1 does not support fan, power draw and enforced power limit.
+    "gpu_without_fan": {
         "driver_version": "550.54.15",
         "cuda_driver_version": 12040,
         "nvml_version": "12.550.54.15",
@@ -109,8 +109,8 @@ SCENARIOS = {
             ),
         ],
     },
-    # F04: a process in another PID namespace holds 1 GB.
-    "container_f04": {
+    # A process in another PID namespace holds 1 GB.
+    "process_in_other_pid_namespace": {
         "driver_version": "535.104.05",
         "cuda_driver_version": 12020,
         "nvml_version": "12.535.104.05",
@@ -124,7 +124,7 @@ SCENARIOS = {
             )
         ],
     },
-    # F05: the binding returns bytes.
+    # The binding returns bytes.
     "bytes_names": {
         "bytes": True,
         "driver_version": "470.86",
@@ -132,7 +132,7 @@ SCENARIOS = {
         "nvml_version": "11.470.86",
         "gpus": [_gpu(0, name="Tesla T4", cc=(7, 5), memory_total=16 * GIB)],
     },
-    # F06: MIG mode on; utilization not supported; two instances.
+    # MIG mode on; utilization not supported; two instances.
     "mig": {
         "driver_version": "535.104.05",
         "cuda_driver_version": 12020,
@@ -159,14 +159,14 @@ SCENARIOS = {
             )
         ],
     },
-    # F16: driver 450.66 supports CUDA 11.0.
+    # Driver 450.66 supports CUDA 11.0.
     "driver_450": {
         "driver_version": "450.66",
         "cuda_driver_version": 11000,
         "nvml_version": "11.450.66",
         "gpus": [_gpu(0, name="Tesla V100-SXM2-16GB", cc=(7, 0), memory_total=16 * GIB)],
     },
-    # F17/F19: driver 470.86 supports CUDA 11.4.
+    # Driver 470.86 supports CUDA 11.4.
     "driver_470": {
         "driver_version": "470.86",
         "cuda_driver_version": 11040,
@@ -176,7 +176,7 @@ SCENARIOS = {
 }
 
 
-# ---- Windows (issue 13)
+# ---- Windows
 # -------------------------------------------------------------------------------
 MIB = 1024**2
 
@@ -223,6 +223,7 @@ WINDOWS_LAPTOP_COUNTERS = {
         WINDOWS_LAPTOP_PROCESSES,
         (141, 38, 27, 12, 176, 95, 21, 9, 64, 103),
         (36, 4, 3, 2, 58, 22, 3, 1, 12, 21),
+        strict=True,
     )
 }
 WINDOWS_LAPTOP_COUNTERS["pid_4100104_luid_0x00000000_0x0000A2F1_phys_0"] = (0, 5 * MIB)
@@ -230,9 +231,11 @@ WINDOWS_LAPTOP_COUNTERS["_Total"] = (686 * MIB, 167 * MIB)  # not a process: mus
 
 
 class FakeCounterSource:
-    """Plays Windows' ``\\GPU Process Memory(*)`` performance counters for
-    :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated Usage,
-    Shared Usage)}`` in bytes, or a callable ``f(read_number)`` returning it (so figures move between samples).
+    r"""Plays Windows' ``\GPU Process Memory(*)`` performance counters.
+
+    For :func:`cudamagic.core.wincounters.set_source`: ``values`` is ``{instance: (Dedicated
+    Usage, Shared Usage)}`` in bytes, or a callable ``f(read_number)`` returning it (so figures move
+    between samples).
     """
 
     def __init__(self, values):
@@ -321,9 +324,10 @@ def _ramp(t, lo, hi, start=3, length=10):
 
 
 def training_scenario() -> dict:
-    """GPU 0 warms up into a training run (util, memory, power, clocks, power-cap throttling move
-    with the tick; process 4242 is the trainer); GPU 1 is a T4 without fan/power readings (F03).
-    Used for the demo trace.
+    """GPU 0 warms up into a training run; GPU 1 is a T4 without fan/power readings.
+
+    On GPU 0 util, memory, power, clocks and power-cap throttling move with the tick; process 4242
+    is the trainer. Used for the demo trace.
     """
 
     def util(t):
@@ -369,7 +373,7 @@ HOSTILE_NAME = "<img src=x onerror=alert(1)>"
 
 
 def scenario_with_gpus(n: int) -> dict:
-    """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost for 1 and 8 GPUs)."""
+    """A healthy scenario with ``n`` identical GPUs (benchmarks: per-sample cost, 1 and 8 GPUs)."""
     return {
         "driver_version": "550.54.15",
         "cuda_driver_version": 12040,
@@ -391,7 +395,7 @@ class _Obj:
 
 
 class FakeNVML:
-    """A fake NVML playing ``scenario``; ``module`` is the object to put in ``sys.modules['pynvml']``."""
+    """A fake NVML playing ``scenario``; ``module`` goes in ``sys.modules['pynvml']``."""
 
     def __init__(self, scenario: dict):
         self.scenario = copy.deepcopy({k: v for k, v in scenario.items() if k != "gpus"})
@@ -498,6 +502,8 @@ class FakeNVML:
                 )
             total, used = f._val(h.index, "memory_total"), f._val(h.index, "memory_used")
             reserved = f._val(h.index, "memory_reserved")
+            if version and not f.gpus[h.index].get("memory_v2", True):  # a driver before R510
+                raise _real.NVMLError(_real.NVML_ERROR_FUNCTION_NOT_FOUND)
             if version:  # nvmlMemory_v2_t: reserved apart, used without it (as nvidia-smi)
                 return _Obj(
                     version=version,
@@ -577,14 +583,16 @@ class FakeNVML:
             return e
 
         simple("nvmlDeviceGetEccMode", lambda h: (ecc(h)["current"], ecc(h)["current"]))
-        simple(
-            "nvmlDeviceGetTotalEccErrors",
-            lambda h, et, ct: (
-                0
-                if et != 1
-                else ecc(h).get("volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0)
-            ),
-        )
+
+        def ecc_count(h, et, ct):
+            if et != 1:
+                return 0
+            n = ecc(h).get("volatile_uncorrected" if ct == 0 else "aggregate_uncorrected", 0)
+            if n is None:  # a counter this GPU does not report (nvidia-smi: N/A)
+                raise _real.NVMLError(_real.NVML_ERROR_NOT_SUPPORTED)
+            return n
+
+        simple("nvmlDeviceGetTotalEccErrors", ecc_count)
         simple(
             "nvmlDeviceGetRetiredPagesPendingStatus",
             lambda h: ecc(h).get("retired_pages_pending", 0),

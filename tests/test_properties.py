@@ -165,7 +165,7 @@ def trace_bytes():
 
     mp = pytest.MonkeyPatch()
     try:
-        install(FakeNVML(SCENARIOS["two_gpus_f03"]), mp)
+        install(FakeNVML(SCENARIOS["gpu_without_fan"]), mp)
         src = live()
         originals = [src.read(i, 1000.0 + i) for i in range(1, 4)]
     finally:

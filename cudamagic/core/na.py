@@ -8,6 +8,10 @@ prints as ``N/A`` and serialises to JSON as ``{"na": reason}``.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+T = TypeVar("T")
+
 
 class NA:
     """A value that could not be read.
@@ -74,3 +78,8 @@ def jsonable(value):
     if isinstance(value, (list, tuple)):
         return [jsonable(v) for v in value]
     return value
+
+
+#: A reading of type ``T``, or the :class:`NA` that says why it could not be read:
+#: ``NaOr[int]`` is ``int | NA``.
+NaOr = T | NA

@@ -1,7 +1,7 @@
-"""The only module that talks to NVML (``import pynvml``, from the ``nvidia-ml-py`` distribution).
+"""The only module that talks to NVML (``pynvml``, from ``nvidia-ml-py``).
 
 NVML is initialised lazily, once, on first use (never at import). Every query
-returns a value or an :class:`~cudamagic.values.NA` carrying the reason, so no
+returns a value or an :class:`~cudamagic.core.na.NA` carrying the reason, so no
 NVML fault ever reaches the caller as an exception:
 
 * :func:`init` -> ``None`` on success, or NA with the reason (no driver, a
@@ -12,6 +12,8 @@ NVML fault ever reaches the caller as an exception:
   An answer of "not supported" / "no permission" / "function not found" is
   remembered per (GPU, query group), so NVML is asked once, not on every tick.
   A GPU that reports "GPU is lost" is marked lost and reads NA from then on.
+* Typed records: :func:`system_info` gives a :class:`SystemInfo`, :meth:`Device.processes` a
+  list of :class:`ProcessRow`; each field names the NVML call and nvidia-smi key it reads.
 
 Tests replace ``pynvml`` in ``sys.modules`` by the fake in ``tests/fake_nvml.py``
 and call :func:`reset`; that is the single seam.
@@ -22,28 +24,59 @@ from __future__ import annotations
 import glob
 import os
 import re
-import sys
 import threading
+from typing import NamedTuple
 
 from . import platform
-from .na import NA, is_na
-from .nvml_fields import (  # noqa: F401 - re-exported: callers use nvml.<name>
-    _GROUPS,
+from .na import NA, NaOr, is_na
+from .nvml_fields import (
     FIELD_GROUP,
     FIELD_UNITS,
+    GROUPS,
     MAX_CLOCK_MHZ,
     MAX_MEMORY_BYTES,
     MAX_POWER_MW,
     MAX_TEMPERATURE_C,
     PID_MAX,
-    _implausible,
-    _q_memory,
     check_process,
     check_value,
     check_values,
     decode,
     decode_throttle_reasons,
+    implausible,
+    read_memory,
 )
+
+__all__ = [
+    "FIELD_GROUP",
+    "FIELD_UNITS",
+    "MAX_CLOCK_MHZ",
+    "MAX_MEMORY_BYTES",
+    "MAX_POWER_MW",
+    "MAX_TEMPERATURE_C",
+    "PID_MAX",
+    "Device",
+    "ProcessRow",
+    "SystemInfo",
+    "call",
+    "check_process",
+    "check_value",
+    "check_values",
+    "decode",
+    "decode_cuda_driver_version",
+    "decode_throttle_reasons",
+    "device",
+    "device_count",
+    "init",
+    "kernel_module_version",
+    "library_path",
+    "library_version",
+    "process_gpu_memory",
+    "process_name",
+    "reset",
+    "system_info",
+    "translate",
+]
 
 _lock = threading.RLock()
 _state = {"module": None, "initialized": False, "error": None}
@@ -71,19 +104,21 @@ def _module():
     """Import ``pynvml`` (or the test fake already in ``sys.modules``); NA if not installed."""
     if _state["module"] is None:
         try:
-            import pynvml  # noqa: F401  (nvidia-ml-py)
+            import pynvml  # the nvidia-ml-py distribution
         except Exception as exc:  # ImportError, or a broken binding
             return NA(
                 f"the NVML Python binding is not importable ({exc}); install it with "
                 "`pip install nvidia-ml-py`",
                 "no_binding",
             )
-        _state["module"] = sys.modules["pynvml"]
+        _state["module"] = pynvml
     return _state["module"]
 
 
 def kernel_module_version():
-    """NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
+    """The NVIDIA kernel module's version, or NA.
+
+    NVIDIA kernel module version (Linux: ``/proc/driver/nvidia/version`` through
     :func:`cudamagic.core.platform.nvidia_kernel_module_text`), or NA.
     """
     text = platform.nvidia_kernel_module_text()
@@ -123,8 +158,10 @@ def library_version():
 
 
 def library_path():
-    """Where the NVML library was loaded from (``pynvml.nvmlLib._name``:
-    ``C:\\Windows\\System32\\nvml.dll`` on Windows, ``libnvidia-ml.so.1`` as the loader resolved it on Linux), or NA before a successful init.
+    r"""Where the NVML library was loaded from, or NA.
+
+    ``pynvml.nvmlLib._name``: ``C:\Windows\System32\nvml.dll`` on Windows,
+    ``libnvidia-ml.so.1`` as the loader resolved it on Linux; NA before a successful init.
     """
     err = init()
     if err is not None:
@@ -138,38 +175,40 @@ def library_path():
     )
 
 
+#: NVML error code -> what it means for the user (``NVML_ERROR_*``).
+_REASONS = {
+    _NOT_SUPPORTED: NA("not supported on this GPU", "not_supported"),
+    _NO_PERMISSION: NA(
+        "permission denied by the driver (try as root or ask the administrator)", "no_permission"
+    ),
+    _FUNCTION_NOT_FOUND: NA(
+        "this driver's NVML lacks the function (driver too old for this query)", "not_supported"
+    ),
+    _GPU_IS_LOST: NA(
+        "GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"
+    ),
+    _RESET_REQUIRED: NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost"),
+    _LIBRARY_NOT_FOUND: NA(
+        "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
+        "(or its library is not on the loader path)",
+        "no_driver",
+    ),
+    _DRIVER_NOT_LOADED: NA(
+        "the NVIDIA driver is installed but its kernel module is not loaded "
+        "(`sudo modprobe nvidia`, or reboot after installing the driver)",
+        "no_driver",
+    ),
+    _TIMEOUT: NA("NVML timed out", "error"),
+    _UNINITIALIZED: NA("NVML is not initialised", "not_initialized"),
+}
+_REASONS[_GPU_NOT_FOUND] = _REASONS[_GPU_IS_LOST]
+
+
 def translate(exc) -> NA:
     """Turn an exception from an NVML call into an NA with a plain-words reason."""
     code = getattr(exc, "value", None)
-    if code == _NOT_SUPPORTED:
-        return NA("not supported on this GPU", "not_supported")
-    if code == _NO_PERMISSION:
-        return NA(
-            "permission denied by the driver (try as root or ask the administrator)",
-            "no_permission",
-        )
-    if code == _FUNCTION_NOT_FOUND:
-        return NA(
-            "this driver's NVML lacks the function (driver too old for this query)", "not_supported"
-        )
-    if code in (_GPU_IS_LOST, _GPU_NOT_FOUND):
-        return NA(
-            "GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"
-        )
-    if code == _RESET_REQUIRED:
-        return NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost")
-    if code == _LIBRARY_NOT_FOUND:
-        return NA(
-            "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
-            "(or its library is not on the loader path)",
-            "no_driver",
-        )
-    if code == _DRIVER_NOT_LOADED:
-        return NA(
-            "the NVIDIA driver is installed but its kernel module is not loaded "
-            "(`sudo modprobe nvidia`, or reboot after installing the driver)",
-            "no_driver",
-        )
+    if code in _REASONS:
+        return _REASONS[code]
     if code == _LIB_RM_VERSION_MISMATCH:
         kmod, lib = kernel_module_version(), library_version()
         seen = []
@@ -179,17 +218,12 @@ def translate(exc) -> NA:
             seen.append(f"user-space library {lib}")
         both = f" ({', '.join(seen)})" if seen else ""
         return NA(
-            "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
-            f"differ{both}, usually after a driver update without a reboot; reboot, or unload and reload the "
-            "nvidia kernel modules",
+            "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space "
+            f"NVML library differ{both}, usually after a driver update without a reboot; reboot, "
+            "or unload and reload the nvidia kernel modules",
             "version_mismatch",
         )
-    if code == _TIMEOUT:
-        return NA("NVML timed out", "error")
-    if code == _UNINITIALIZED:
-        return NA("NVML is not initialised", "not_initialized")
-    name = type(exc).__name__
-    return NA(f"NVML error: {name}: {exc}", "error")
+    return NA(f"NVML error: {type(exc).__name__}: {exc}", "error")
 
 
 def init():
@@ -243,17 +277,13 @@ def call(func_name: str, *args):
         return translate(exc)
 
 
-def constant(name: str, default=None):
-    """A ``pynvml`` constant (``NVML_CLOCK_SM`` ...) or ``default``."""
-    mod = _module()
-    return default if is_na(mod) else getattr(mod, name, default)
-
-
 # ---- system-level facts -----------------------------------------------------------
 
 
 def decode_cuda_driver_version(value):
-    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` ->
+    """Decode ``nvmlSystemGetCudaDriverVersion``'s integer.
+
+    Decode ``nvmlSystemGetCudaDriverVersion``'s integer: ``11040`` -> ``'11.4'``, ``12080`` ->
     ``'12.8'``.
 
     The encoding is ``1000 * major + 10 * minor``. Returns NA for non-integers or non-positive
@@ -270,38 +300,51 @@ def decode_cuda_driver_version(value):
     return f"{value // 1000}.{(value % 1000) // 10}"
 
 
-def system_info() -> dict:
-    """Driver-level facts from NVML.
+class SystemInfo(NamedTuple):
+    """Driver-level facts from NVML; a field that could not be read is an NA."""
 
-    Returns:
-        dict with ``driver_version`` (str, e.g. ``'550.54.15'``; ``nvmlSystemGetDriverVersion``),
-        ``cuda_driver_version`` (str such as ``'12.4'``: the newest CUDA this driver supports;
-        ``nvmlSystemGetCudaDriverVersion``), ``cuda_driver_version_raw`` (int), ``nvml_version``
-        (str; ``nvmlSystemGetNVMLVersion``), ``device_count`` (int; ``nvmlDeviceGetCount``) and
-        ``status``: ``'ok'`` or the NA explaining why NVML is unavailable. Every value may be NA.
-    """
+    #: ``"ok"``, or the NA saying why NVML is unavailable (``nvmlInit``).
+    status: NaOr[str]
+    #: ``"550.54.15"``: ``nvmlSystemGetDriverVersion``, ``nvidia-smi --query-gpu=driver_version``.
+    driver_version: NaOr[str]
+    #: The newest CUDA this driver supports, ``"12.4"``: ``nvmlSystemGetCudaDriverVersion``.
+    cuda_driver_version: NaOr[str]
+    #: The same as NVML encodes it (``12040``).
+    cuda_driver_version_raw: NaOr[int]
+    #: ``nvmlSystemGetNVMLVersion``.
+    nvml_version: NaOr[str]
+    #: GPUs NVML sees: ``nvmlDeviceGetCount``, ``nvidia-smi --query-gpu=count``.
+    device_count: NaOr[int]
+
+
+class ProcessRow(NamedTuple):
+    """One process on a GPU, as ``nvidia-smi --query-compute-apps`` lists it."""
+
+    #: Process id in the host's PID namespace (``pid``).
+    pid: int
+    #: GPU memory in bytes (``used_memory``; ``usedGpuMemory`` of the NVML process info).
+    used_memory_bytes: NaOr[int]
+    #: ``"C"`` compute, ``"G"`` graphics (``nvmlDeviceGetGraphicsRunningProcesses``), ``"C+G"``.
+    type: str = "C"
+
+
+def system_info() -> SystemInfo:
+    """Driver-level facts from NVML (see :class:`SystemInfo`)."""
     err = init()
     if err is not None:
         see = NA("NVML not available: see NVML status", err.code)
-        return {
-            "status": err,
-            "driver_version": see,
-            "cuda_driver_version": see,
-            "cuda_driver_version_raw": see,
-            "nvml_version": see,
-            "device_count": see,
-        }
+        return SystemInfo(err, see, see, see, see, see)
     raw = call("nvmlSystemGetCudaDriverVersion")
     drv = call("nvmlSystemGetDriverVersion")
     ver = call("nvmlSystemGetNVMLVersion")
-    return {
-        "status": "ok",
-        "driver_version": drv if is_na(drv) else decode(drv),
-        "cuda_driver_version": decode_cuda_driver_version(raw),
-        "cuda_driver_version_raw": raw,
-        "nvml_version": ver if is_na(ver) else decode(ver),
-        "device_count": call("nvmlDeviceGetCount"),
-    }
+    return SystemInfo(
+        status="ok",
+        driver_version=drv if is_na(drv) else decode(drv),
+        cuda_driver_version=decode_cuda_driver_version(raw),
+        cuda_driver_version_raw=raw,
+        nvml_version=ver if is_na(ver) else decode(ver),
+        device_count=call("nvmlDeviceGetCount"),
+    )
 
 
 _BOUNDS = {
@@ -325,7 +368,7 @@ class Device:
         self._handle = None
         self._sticky = {}  # group -> NA
         self.lost = None  # NA once the GPU is lost
-        self.memory_api = None  # "v2" or "v1" once memory was read (see _q_memory)
+        self.memory_api = None  # "v2" or "v1" once memory was read (see read_memory)
         self._max_clocks = None  # static: read once
         self.memory_total = None  # bytes, from the last memory reading (bound for process rows)
 
@@ -344,7 +387,7 @@ class Device:
 
     def query(self, group: str) -> dict:
         """Run one query group; returns ``{field: value-or-NA}``."""
-        fields = [f for f, g in FIELD_GROUP.items() if g == group]
+        fields, reader = GROUPS[group]
         if group in self._sticky:
             return dict.fromkeys(fields, self._sticky[group])
         h = self.handle()
@@ -353,20 +396,27 @@ class Device:
         mod = _state["module"]
         try:
             if group == "memory":
-                got = _q_memory(mod, h, self)
+                got = read_memory(mod, h, self)
                 self.memory_total = got["memory.total"]
                 return got
-            return _GROUPS[group](mod, h)
+            return reader(mod, h)
         except Exception as exc:
-            na = translate(exc)
-            if getattr(exc, "value", None) in _STICKY_CODES:
-                self._sticky[group] = na
-            elif na.code == "gpu_lost":
-                self.lost = na
-            return dict.fromkeys(fields, na)
+            return dict.fromkeys(fields, self._failed(group, exc))
+
+    def _failed(self, group: str, exc) -> NA:
+        """The NA for ``exc``; remembered for ``group`` when it cannot change, or the GPU lost."""
+        na = translate(exc)
+        if getattr(exc, "value", None) in _STICKY_CODES:
+            self._sticky[group] = na
+        elif na.code == "gpu_lost":
+            self.lost = na
+        return na
 
     def get(self, field: str):
-        """One field by its nvidia-smi name (see :data:`FIELD_UNITS`), checked by :func:`check_value`."""
+        """One field by its nvidia-smi name, checked by :func:`check_value`.
+
+        See :data:`FIELD_UNITS`.
+        """
         return self.read([field])[field]
 
     def read(self, fields) -> dict:
@@ -389,12 +439,11 @@ class Device:
         checked = check_values(out)
         return {f: checked[f] for f in fields}
 
-    def processes(self):
-        """Processes using this GPU: list of ``{"pid": int, "used_memory": bytes-or-NA, "type":
-        "C"|"G"}``.
+    def processes(self) -> NaOr[list[ProcessRow]]:
+        """Processes using this GPU, by pid, or the NA saying why NVML cannot list them.
 
-        Compute (``nvmlDeviceGetComputeRunningProcesses``) and graphics processes,
-        merged by pid. Returns NA when NVML cannot list them.
+        Compute (``nvmlDeviceGetComputeRunningProcesses``) and graphics processes, merged by pid
+        (one ``"C+G"`` row with the larger memory figure).
         """
         key = "processes"
         if key in self._sticky:
@@ -431,35 +480,32 @@ class Device:
                 if not pid_ok:
                     bad.append(pid)
                     continue
+                row = ProcessRow(pid, used, kind)
                 if pid in rows:  # listed as compute and graphics: one C+G row, the larger figure
-                    old = rows[pid]["used_memory"]
-                    rows[pid]["used_memory"] = (
-                        old if is_na(used) else used if is_na(old) else max(old, used)
-                    )
-                    rows[pid]["type"] = "C+G"
-                else:
-                    rows[pid] = {"pid": pid, "used_memory": used, "type": kind}
+                    old = rows[pid].used_memory_bytes
+                    used = old if is_na(used) else used if is_na(old) else max(old, used)
+                    row = ProcessRow(pid, used, "C+G")
+                rows[pid] = row
         if not rows and errors:
-            na = translate(errors[0])
-            if getattr(errors[0], "value", None) in _STICKY_CODES:
-                self._sticky[key] = na
-            elif na.code == "gpu_lost":
-                self.lost = na
-            return na
+            return self._failed(key, errors[0])
         if bad:
-            na = _implausible(
+            na = implausible(
                 "the process list",
                 f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
                 f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "
-                "disagree on the process structure; install the nvidia-ml-py that matches the driver",
+                "disagree on the process structure; install the nvidia-ml-py that matches the "
+                "driver",
             )
             # with a layout mismatch no row can be trusted, even one that looks right
             return na
-        return sorted(rows.values(), key=lambda r: r["pid"])
+        return sorted(rows.values())
 
     def driver_model(self):
-        """``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only;
-        nvidia-smi's header), or NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a reboot), so asked once per Device.
+        """The Windows driver model, asked once, or NA.
+
+        ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` (``nvmlDeviceGetDriverModel``, Windows only;
+        nvidia-smi's header), or NA (Linux: not supported). Set at boot (``nvidia-smi -dm`` needs a
+        reboot), so asked once per Device.
         """
         model = self.__dict__.get("_driver_model")
         if model is None:
@@ -469,7 +515,10 @@ class Device:
         return model
 
     def _unattributed_memory(self) -> NA:
-        """The NA for a process whose GPU memory NVML reports as not available (``usedGpuMemory`` None)."""
+        """The NA for a process whose GPU memory NVML reports as not available.
+
+        ``usedGpuMemory`` None.
+        """
         if self.driver_model() == "WDDM":
             return NA(
                 "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
@@ -479,7 +528,10 @@ class Device:
         return NA("not reported by the driver", "not_supported")
 
     def mig_devices(self):
-        """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}`` (bytes), or NA."""
+        """MIG instances: list of ``{"index", "uuid", "memory.total", "memory.used"}``, or NA.
+
+        Memory in bytes.
+        """
         h = self.handle()
         if is_na(h):
             return h
@@ -504,8 +556,11 @@ class Device:
 
 
 def process_name(pid: int):
-    """The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints),
-    or NA (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient Permissions").
+    """The name NVML gives process ``pid``, or NA.
+
+    The name NVML gives process ``pid`` (``nvmlSystemGetProcessName``, what nvidia-smi prints), or
+    NA (``no_permission`` for a process of another user or the system: nvidia-smi's "Insufficient
+    Permissions").
     """
     name = call("nvmlSystemGetProcessName", int(pid))
     return name if is_na(name) else decode(name)
@@ -515,7 +570,10 @@ _devices = {}
 
 
 def device(index: int) -> Device:
-    """The shared :class:`Device` for a 0-based NVML index (its memo lives as long as NVML's init)."""
+    """The shared :class:`Device` for a 0-based NVML index.
+
+    Its memo lives as long as NVML's init.
+    """
     with _lock:
         dev = _devices.get(index)
         if dev is None:
@@ -530,8 +588,9 @@ def device_count():
 
 
 def process_gpu_memory(pid: int | None = None) -> dict:
-    """GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index:
-    bytes-or-NA}``.
+    """GPU memory of process ``pid`` per NVML index.
+
+    GPU memory used by process ``pid`` (default: this one) per NVML index: ``{index: bytes-or-NA}``.
 
     Includes the CUDA context and non-PyTorch allocations. Returns ``{}`` when
     NVML is unavailable or the process uses no GPU.
@@ -546,6 +605,6 @@ def process_gpu_memory(pid: int | None = None) -> dict:
         if is_na(procs):
             continue
         for p in procs:
-            if p["pid"] == pid:
-                out[i] = p["used_memory"]
+            if p.pid == pid:
+                out[i] = p.used_memory_bytes
     return out

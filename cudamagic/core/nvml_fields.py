@@ -14,7 +14,7 @@ from .na import NA, is_na
 
 
 def decode(value) -> str:
-    """Return ``value`` as ``str`` whether the binding gave ``bytes`` or ``str`` (F05)."""
+    """Return ``value`` as ``str`` whether the binding gave ``bytes`` or ``str``."""
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace").rstrip("\x00")
     return str(value)
@@ -30,7 +30,7 @@ _MEM_V1_CODES = {
 }  # NVML_ERROR_NOT_SUPPORTED, _FUNCTION_NOT_FOUND, _ARGUMENT_VERSION_MISMATCH
 
 
-def _q_memory(mod, h, dev=None):
+def read_memory(mod, h, dev=None):
     """``nvmlDeviceGetMemoryInfo`` with the v2 structure where the driver has it (R510 and later).
 
     v2 reports the driver's reserve apart (``memory.reserved``) and ``used`` without it, as
@@ -75,36 +75,20 @@ def _q_util(mod, h):
     return {"utilization.gpu": int(u.gpu), "utilization.memory": int(u.memory)}
 
 
-def _q_temp(mod, h):
-    return {
-        "temperature.gpu": int(
-            mod.nvmlDeviceGetTemperature(h, getattr(mod, "NVML_TEMPERATURE_GPU", 0))
-        )
-    }
+def _int_reader(field: str, function: str, *constants: tuple[str, int]):
+    """A reader of one integer field: ``pynvml.<function>(handle, *constants)``.
 
+    Args:
+        field: the nvidia-smi field it fills.
+        function: the ``pynvml`` function to call.
+        *constants: ``(pynvml constant name, its value if the binding lacks it)`` arguments.
+    """
 
-def _q_power_draw(mod, h):
-    return {"power.draw": int(mod.nvmlDeviceGetPowerUsage(h))}
+    def read(mod, h):
+        args = (getattr(mod, name, default) for name, default in constants)
+        return {field: int(getattr(mod, function)(h, *args))}
 
-
-def _q_power_limit(mod, h):
-    return {"power.limit": int(mod.nvmlDeviceGetEnforcedPowerLimit(h))}
-
-
-def _q_fan(mod, h):
-    return {"fan.speed": int(mod.nvmlDeviceGetFanSpeed(h))}
-
-
-def _q_clock_sm(mod, h):
-    return {"clocks.sm": int(mod.nvmlDeviceGetClockInfo(h, getattr(mod, "NVML_CLOCK_SM", 1)))}
-
-
-def _q_clock_mem(mod, h):
-    return {"clocks.mem": int(mod.nvmlDeviceGetClockInfo(h, getattr(mod, "NVML_CLOCK_MEM", 2)))}
-
-
-def _q_pstate(mod, h):
-    return {"pstate": int(mod.nvmlDeviceGetPerformanceState(h))}
+    return read
 
 
 def _q_throttle(mod, h):
@@ -134,38 +118,24 @@ def _q_cc(mod, h):
     return {"compute_cap": f"{int(major)}.{int(minor)}"}
 
 
+def _enabled(flag) -> str:
+    return "Enabled" if int(flag) else "Disabled"
+
+
 def _q_persistence(mod, h):
-    return {
-        "persistence_mode": "Enabled" if int(mod.nvmlDeviceGetPersistenceMode(h)) else "Disabled"
-    }
+    return {"persistence_mode": _enabled(mod.nvmlDeviceGetPersistenceMode(h))}
 
 
 def _q_clocks_max(mod, h):
     return {
-        "clocks.max.sm": int(mod.nvmlDeviceGetMaxClockInfo(h, getattr(mod, "NVML_CLOCK_SM", 1))),
-        "clocks.max.mem": int(mod.nvmlDeviceGetMaxClockInfo(h, getattr(mod, "NVML_CLOCK_MEM", 2))),
+        **_int_reader("clocks.max.sm", "nvmlDeviceGetMaxClockInfo", _SM)(mod, h),
+        **_int_reader("clocks.max.mem", "nvmlDeviceGetMaxClockInfo", _MEM)(mod, h),
     }
 
 
 def _q_ecc_mode(mod, h):
     current, _pending = mod.nvmlDeviceGetEccMode(h)
-    return {"ecc.mode.current": "Enabled" if int(current) else "Disabled"}
-
-
-def _q_ecc_errors(mod, h):
-    unc = getattr(mod, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1)
-    return {
-        "ecc.errors.uncorrected.volatile.total": int(
-            mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_VOLATILE_ECC", 0))
-        ),
-        "ecc.errors.uncorrected.aggregate.total": int(
-            mod.nvmlDeviceGetTotalEccErrors(h, unc, getattr(mod, "NVML_AGGREGATE_ECC", 1))
-        ),
-    }
-
-
-def _q_retired(mod, h):
-    return {"retired_pages.pending": int(mod.nvmlDeviceGetRetiredPagesPendingStatus(h))}
+    return {"ecc.mode.current": _enabled(current)}
 
 
 def _q_remapped(mod, h):
@@ -175,14 +145,10 @@ def _q_remapped(mod, h):
 
 def _q_mig(mod, h):
     current, pending = mod.nvmlDeviceGetMigMode(h)
-    return {
-        "mig.mode.current": "Enabled" if int(current) else "Disabled",
-        "mig.mode.pending": "Enabled" if int(pending) else "Disabled",
-    }
+    return {"mig.mode.current": _enabled(current), "mig.mode.pending": _enabled(pending)}
 
 
-# : ``nvmlDeviceGetDriverModel`` values -> the words of nvidia-smi's header
-# (NVML_DRIVER_WDDM/WDM/MCDM).
+#: ``nvmlDeviceGetDriverModel`` values -> the words of nvidia-smi's header.
 DRIVER_MODELS = {0: "WDDM", 1: "TCC", 2: "MCDM"}
 
 
@@ -201,60 +167,57 @@ def _q_driver_model(mod, h):
     }
 
 
-_GROUPS = {
-    "name": _q_name,
-    "uuid": _q_uuid,
-    "pci": _q_pci,
-    "compute_cap": _q_cc,
-    "memory": _q_memory,
-    "utilization": _q_util,
-    "temperature": _q_temp,
-    "power_draw": _q_power_draw,
-    "power_limit": _q_power_limit,
-    "fan": _q_fan,
-    "clock_sm": _q_clock_sm,
-    "clock_mem": _q_clock_mem,
-    "pstate": _q_pstate,
-    "throttle": _q_throttle,
-    "persistence": _q_persistence,
-    "mig": _q_mig,
-    "clocks_max": _q_clocks_max,
-    "ecc_mode": _q_ecc_mode,
-    "ecc_errors": _q_ecc_errors,
-    "retired_pages": _q_retired,
-    "remapped_rows": _q_remapped,
-    "driver_model": _q_driver_model,
+_SM, _MEM = ("NVML_CLOCK_SM", 1), ("NVML_CLOCK_MEM", 2)
+_ECC = ("nvmlDeviceGetTotalEccErrors", ("NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1))
+
+#: Query group -> (the nvidia-smi fields it fills, its reader ``(pynvml, handle) -> {field:
+#: value}``). One NVML call fills a group; a failure is remembered per (GPU, group).
+GROUPS = {
+    "name": (["name"], _q_name),
+    "uuid": (["uuid"], _q_uuid),
+    "pci": (["pci.bus_id"], _q_pci),
+    "compute_cap": (["compute_cap"], _q_cc),
+    "memory": (
+        ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"],
+        read_memory,
+    ),
+    "utilization": (["utilization.gpu", "utilization.memory"], _q_util),
+    "temperature": (
+        ["temperature.gpu"],
+        _int_reader("temperature.gpu", "nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU", 0)),
+    ),
+    "power_draw": (["power.draw"], _int_reader("power.draw", "nvmlDeviceGetPowerUsage")),
+    "power_limit": (
+        ["power.limit"],
+        _int_reader("power.limit", "nvmlDeviceGetEnforcedPowerLimit"),
+    ),
+    "fan": (["fan.speed"], _int_reader("fan.speed", "nvmlDeviceGetFanSpeed")),
+    "clock_sm": (["clocks.sm"], _int_reader("clocks.sm", "nvmlDeviceGetClockInfo", _SM)),
+    "clock_mem": (["clocks.mem"], _int_reader("clocks.mem", "nvmlDeviceGetClockInfo", _MEM)),
+    "pstate": (["pstate"], _int_reader("pstate", "nvmlDeviceGetPerformanceState")),
+    "throttle": (["clocks_event_reasons.active"], _q_throttle),
+    "persistence": (["persistence_mode"], _q_persistence),
+    "mig": (["mig.mode.current", "mig.mode.pending"], _q_mig),
+    "clocks_max": (["clocks.max.sm", "clocks.max.mem"], _q_clocks_max),
+    "ecc_mode": (["ecc.mode.current"], _q_ecc_mode),
+    # two groups: an A100 in MIG mode reports the aggregate count and no volatile one
+    "ecc_volatile": (
+        ["ecc.errors.uncorrected.volatile.total"],
+        _int_reader("ecc.errors.uncorrected.volatile.total", *_ECC, ("NVML_VOLATILE_ECC", 0)),
+    ),
+    "ecc_aggregate": (
+        ["ecc.errors.uncorrected.aggregate.total"],
+        _int_reader("ecc.errors.uncorrected.aggregate.total", *_ECC, ("NVML_AGGREGATE_ECC", 1)),
+    ),
+    "retired_pages": (
+        ["retired_pages.pending"],
+        _int_reader("retired_pages.pending", "nvmlDeviceGetRetiredPagesPendingStatus"),
+    ),
+    "remapped_rows": (["remapped_rows.pending", "remapped_rows.failure"], _q_remapped),
+    "driver_model": (["driver_model.current", "driver_model.pending"], _q_driver_model),
 }
-FIELD_GROUP = {}
-for _g, _fields in {
-    "name": ["name"],
-    "uuid": ["uuid"],
-    "pci": ["pci.bus_id"],
-    "compute_cap": ["compute_cap"],
-    "memory": ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"],
-    "utilization": ["utilization.gpu", "utilization.memory"],
-    "temperature": ["temperature.gpu"],
-    "power_draw": ["power.draw"],
-    "power_limit": ["power.limit"],
-    "fan": ["fan.speed"],
-    "clock_sm": ["clocks.sm"],
-    "clock_mem": ["clocks.mem"],
-    "pstate": ["pstate"],
-    "throttle": ["clocks_event_reasons.active"],
-    "persistence": ["persistence_mode"],
-    "mig": ["mig.mode.current", "mig.mode.pending"],
-    "clocks_max": ["clocks.max.sm", "clocks.max.mem"],
-    "ecc_mode": ["ecc.mode.current"],
-    "ecc_errors": [
-        "ecc.errors.uncorrected.volatile.total",
-        "ecc.errors.uncorrected.aggregate.total",
-    ],
-    "retired_pages": ["retired_pages.pending"],
-    "remapped_rows": ["remapped_rows.pending", "remapped_rows.failure"],
-    "driver_model": ["driver_model.current", "driver_model.pending"],
-}.items():
-    for _f in _fields:
-        FIELD_GROUP[_f] = _g
+#: nvidia-smi field -> its query group.
+FIELD_GROUP = {field: group for group, (fields, _) in GROUPS.items() for field in fields}
 
 # : Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only
 # when rendering.
@@ -304,7 +267,8 @@ MEMORY_V1_RESERVED = NA(
 # * clocks.sm / clocks.mem: at most 1.05 x the GPU's maximum (nvmlDeviceGetMaxClockInfo) when known,
 # and
 #     at most 20,000 MHz always (GDDR6X reports ~10,500 MHz).
-#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes (1 PiB).
+#   * memory.used / .free / .reserved: at most memory.total; memory.total at most 2**50 bytes
+#     (1 PiB).
 #   * pstate: 0..15 (NVML_PSTATE_UNKNOWN is 32).
 # * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
 # memory.total.
@@ -318,17 +282,19 @@ MAX_MEMORY_BYTES = 2**50
 _PCT_FIELDS = ("utilization.gpu", "utilization.memory", "fan.speed")
 
 
-def _implausible(field, raw, why):
+def implausible(field, raw, why):
+    """The NA for a number NVML returned that cannot be true."""
     return NA(f"implausible reading: NVML returned {raw} for {field} ({why})", "implausible")
 
 
 def check_value(field: str, value, context: dict | None = None):
-    """One NVML number through the plausibility bounds above; returns it unchanged or an NA saying
-    why.
+    """One NVML number through the plausibility bounds above.
+
+    Returns it unchanged or an NA saying why.
 
     Args:
-        field: nvidia-smi field name (``"power.draw"``...); value: the raw number (NVML units) or
-            NA.
+        field: nvidia-smi field name (``"power.draw"``...).
+        value: the raw number (NVML units) or NA.
         context: other raw readings of the same GPU used as bounds (``power.limit``,
             ``memory.total``, ``clocks.max.sm``, ``clocks.max.mem``); missing or NA entries leave
             only the absolute bound.
@@ -340,47 +306,48 @@ def check_value(field: str, value, context: dict | None = None):
     if v == 0xFFFFFFFFFFFFFFFF or (v == 0xFFFFFFFF and FIELD_UNITS.get(field) != "bytes"):
         return NA(f"NVML returned its 'not available' value 0x{v:X} for {field}", "not_available")
     if v < 0:
-        return _implausible(field, v, "negative")
+        return implausible(field, v, "negative")
     if field in _PCT_FIELDS and v > 100:
-        return _implausible(field, f"{v} %", "a percentage above 100")
+        return implausible(field, f"{v} %", "a percentage above 100")
     if field == "temperature.gpu" and v > MAX_TEMPERATURE_C:
-        return _implausible(
+        return implausible(
             field, f"{v} C", f"above {MAX_TEMPERATURE_C} C, outside a physical range"
         )
     if field == "power.draw":
         limit = ctx.get("power.limit")
         if v > MAX_POWER_MW:
-            return _implausible(
+            return implausible(
                 field, f"{v} mW", f"above {MAX_POWER_MW // 1000} W, more than any GPU draws"
             )
         if isinstance(limit, int) and 0 < limit <= MAX_POWER_MW and v > 2 * limit:
-            return _implausible(field, f"{v} mW", f"more than twice the enforced limit {limit} mW")
+            return implausible(field, f"{v} mW", f"more than twice the enforced limit {limit} mW")
     if field == "power.limit" and v > MAX_POWER_MW:
-        return _implausible(field, f"{v} mW", f"above {MAX_POWER_MW // 1000} W")
+        return implausible(field, f"{v} mW", f"above {MAX_POWER_MW // 1000} W")
     if field in ("clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem"):
         if v > MAX_CLOCK_MHZ:
-            return _implausible(field, f"{v} MHz", f"above {MAX_CLOCK_MHZ} MHz")
+            return implausible(field, f"{v} MHz", f"above {MAX_CLOCK_MHZ} MHz")
         top = (
             ctx.get("clocks.max." + field.rsplit(".", 1)[1])
             if not field.startswith("clocks.max")
             else None
         )
         if isinstance(top, int) and 0 < top <= MAX_CLOCK_MHZ and v > top * 1.05:
-            return _implausible(field, f"{v} MHz", f"above this GPU's maximum {top} MHz")
+            return implausible(field, f"{v} MHz", f"above this GPU's maximum {top} MHz")
     if field == "memory.total" and v > MAX_MEMORY_BYTES:
-        return _implausible(field, f"{v} bytes", "more than 1 PiB")
+        return implausible(field, f"{v} bytes", "more than 1 PiB")
     if field in ("memory.used", "memory.free", "memory.reserved"):
         total = ctx.get("memory.total")
         if isinstance(total, int) and 0 < total <= MAX_MEMORY_BYTES and v > total:
-            return _implausible(field, f"{v} bytes", f"more than the GPU's {total} bytes")
+            return implausible(field, f"{v} bytes", f"more than the GPU's {total} bytes")
     if field == "pstate" and v > 15:
         return NA(f"NVML returned P-state {v} (unknown)", "not_available")
     return value
 
 
 def check_values(values: dict, context: dict | None = None) -> dict:
-    """:func:`check_value` on every entry of ``values`` (``{field: raw}``), with ``values`` +
-    ``context`` as the bounds. Returns a new dict.
+    """:func:`check_value` on every entry of ``values`` (``{field: raw}``); a new dict.
+
+    ``values`` + ``context`` are the bounds.
     """
     ctx = dict(context or {})
     ctx.update({k: v for k, v in values.items() if not is_na(v)})
@@ -396,8 +363,10 @@ def check_values(values: dict, context: dict | None = None) -> dict:
 
 
 def check_process(pid, used, memory_total=None):
-    """``(pid_ok, used)`` for one process row: an impossible pid (0 or above Linux PID_MAX_LIMIT)
-    makes the row implausible; used memory goes through the sentinel and ``memory.total`` bounds.
+    """``(pid_ok, used)`` for one process row.
+
+    An impossible pid (0 or above Linux PID_MAX_LIMIT) makes the row implausible; used memory goes
+    through the sentinel and ``memory.total`` bounds.
     """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
     if not is_na(used):

@@ -56,7 +56,9 @@ class ProcessGpuMemory:
 
 
 def parse_instance(name: str):
-    """``"pid_10468_luid_0x00000000_0x0000D1E3_phys_0"`` -> ``(10468,
+    """Parse a GPU Process Memory counter instance name.
+
+    ``"pid_10468_luid_0x00000000_0x0000D1E3_phys_0"`` -> ``(10468,
     "luid_0x00000000_0x0000D1E3_phys_0")``, or None for a name of another shape.
     """
     m = _INSTANCE.match(name.strip())
@@ -92,7 +94,9 @@ def aggregate(values: dict) -> dict:
 
 
 class PdhCounterSource:
-    """Reads ``\\GPU Process Memory(*)\\Dedicated Usage`` and ``Shared Usage`` with ``win32pdh``
+    r"""Reads Windows' GPU Process Memory counters.
+
+    Reads ``\\GPU Process Memory(*)\\Dedicated Usage`` and ``Shared Usage`` with ``win32pdh``
     (Windows only).
 
     Raises:
@@ -104,20 +108,14 @@ class PdhCounterSource:
     label = SOURCE_LABEL
 
     def __init__(self):
-        import win32pdh  # noqa: PLC0415 - pywin32, Windows only
+        import win32pdh  # pywin32, Windows only
 
         self._pdh = win32pdh
         self._query = win32pdh.OpenQuery()
-        self._dedicated = (
-            win32pdh.AddEnglishCounter(self._query, DEDICATED)
-            if hasattr(win32pdh, "AddEnglishCounter")
-            else win32pdh.AddCounter(self._query, DEDICATED)
-        )
-        self._shared = (
-            win32pdh.AddEnglishCounter(self._query, SHARED)
-            if hasattr(win32pdh, "AddEnglishCounter")
-            else win32pdh.AddCounter(self._query, SHARED)
-        )
+        # the English counter names work on every display language (Windows 10 and later)
+        add = getattr(win32pdh, "AddEnglishCounter", win32pdh.AddCounter)
+        self._dedicated = add(self._query, DEDICATED)
+        self._shared = add(self._query, SHARED)
 
     def read(self) -> dict:
         """``{instance name: (dedicated bytes, shared bytes)}`` now (``PdhCollectQueryData``)."""
@@ -140,8 +138,11 @@ _state = {"source": None, "error": None}
 
 
 def set_source(source) -> None:
-    """Use ``source`` (an object with ``read()`` and ``label``) from now on; None goes back to the
-    default (a :class:`PdhCounterSource` on Windows, none elsewhere). Tests install a fake source here.
+    """Use ``source`` to read the counters from now on.
+
+    Use ``source`` (an object with ``read()`` and ``label``) from now on; None goes back to the
+    default (a :class:`PdhCounterSource` on Windows, none elsewhere). Tests install a fake source
+    here.
     """
     with _lock:
         old = _state["source"]
@@ -174,8 +175,10 @@ def _source():
 
 
 def read_process_memory():
-    """GPU memory of every process Windows counts: ``{pid: ProcessGpuMemory}``, or NA with the
-    reason (not Windows, pywin32 missing, counters not readable). Never raises.
+    """GPU memory of every process Windows counts, or NA.
+
+    GPU memory of every process Windows counts: ``{pid: ProcessGpuMemory}``, or NA with the reason
+    (not Windows, pywin32 missing, counters not readable). Never raises.
     """
     src = _source()
     if isinstance(src, NA):

@@ -213,7 +213,7 @@ def driver_cuda():
     from ..core import nvml
 
     info = nvml.system_info()
-    raw = info.get("cuda_driver_version_raw")
+    raw = info.cuda_driver_version_raw
     if is_na(raw) or raw is None:
         return None
     raw = int(raw)

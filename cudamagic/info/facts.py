@@ -351,7 +351,7 @@ def _gather(env, toolkit) -> dict:
     """:func:`collect_facts` once ``nvcc -V`` is running: ``toolkit()`` waits for its answer, which
     is taken last, so PyTorch, NVML and the environment are read while the subprocess runs.
     """
-    python, torch_facts, driver = _python_facts(env), _torch_facts(), nvml.system_info()
+    python, torch_facts, driver = _python_facts(env), _torch_facts(), nvml.system_info()._asdict()
     count = driver["device_count"]
     gpus = _gpu_facts(count) if not is_na(count) else []
     healthy, _lost = health.split_lost(gpus)  # a lost GPU gets no CUDA ordinal (E02)

@@ -1,19 +1,19 @@
-"""The cluster sample source of ``%gpuwatch --source prometheus://...``: GPU samples read from
-Prometheus.
+"""The cluster sample source of ``%gpuwatch --source prometheus://...``.
 
-:class:`PrometheusSource` has the same ``read(seq, timestamp_s) -> Sample`` as the live NVML source
-and the replay, so the sampler, ``watch.history``, ``--log`` and ``--replay`` work unchanged. Every
-GPU is identified by ``host`` (the exporter's ``Hostname``/``hostname`` label) and ``index`` (its
-0-based index on that host), and its UUID.
+GPU samples are read from Prometheus. :class:`PrometheusSource` has the same ``read(seq,
+timestamp_s) -> Sample`` as the live NVML source and the replay, so the sampler,
+``watch.history``, ``--log`` and ``--replay`` work unchanged. A GPU is identified by its UUID
+(``UUID``/``uuid`` label) when the exporter gives one, else by ``host`` (the exporter's
+``Hostname``/``hostname`` label, else the scrape target ``instance``) and ``index`` (0-based on
+that host): series of one GPU whose labels change are merged by time, and a host that changes its
+name keeps its GPUs (:func:`gpu_ids`). Hosts are matched as addresses (:func:`host_matches`).
 
-One refresh is one HTTP request: an instant query selecting every metric of both exporters
+One refresh is one HTTP request: an instant query selecting every metric of the exporters
 (:mod:`.exporters`). The schema is told by the names that come back (``DCGM_FI_*``: DCGM exporter,
-``gpu_*_<unit>``: nvitop's exporter). DCGM's blank sentinels become NA with the reason; profiling
-ratios (``DCGM_FI_PROF_*``, 0-1) go to ``GpuSample.ratios``; MIG instances (``GPU_I_ID``) are
-grouped under their
-physical GPU: memory is summed over the instances, device-wide values (power, temperature, clocks)
-    are
-taken once.
+``dcgm_*``: its older generation, ``gpu_*_<unit>``: nvitop's exporter). DCGM's blank sentinels
+become NA with the reason; profiling ratios (``DCGM_FI_PROF_*``, 0-1) go to ``GpuSample.ratios``;
+MIG instances (``GPU_I_ID``) are grouped under their physical GPU: memory is summed over the
+instances, device-wide values (power, temperature, clocks) are taken once.
 
 A failed request never raises: :meth:`PrometheusSource.read` returns a sample without GPUs whose
 ``nvml_status`` is ``NA("stale since HH:MM:SS: <reason>", "stale")``; the views keep showing the
@@ -22,6 +22,8 @@ last good values, and the next successful request clears it. No IPython import h
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import math
 import os
 import re
@@ -30,10 +32,9 @@ import time
 
 from ..core.na import NA, is_na
 from . import exporters as ex
-from .clusterview import ViewHooks
 from .prometheus import PrometheusClient, PrometheusError, range_step, selector
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
-from .sources import MIG_UTIL, ReplaySource
+from .sources import MIG_UTIL, ReplaySource, Source
 
 NOT_HOST = NA("not read: the source is a cluster's Prometheus, not this kernel's host", "cluster")
 _CLUSTER_HOST = HostSample(
@@ -54,9 +55,51 @@ _INT_FIELDS = {
 }
 
 
-def short_host(name: str) -> str:
-    """``'node07.cluster.local:9400'`` -> ``'node07'`` (for matching ``--hosts`` and ``--job``)."""
-    return re.split(r"[.:]", name, maxsplit=1)[0]
+def split_host(name: str) -> tuple:
+    """``(host, port)`` of a host label or ``instance``.
+
+    ``'10.1.2.7:9400'`` -> ``('10.1.2.7', '9400')``, ``'[fe80::1]:9400'`` -> ``('fe80::1',
+    '9400')``, ``'fe80::1'`` -> ``('fe80::1', '')``, ``'node07'`` -> ``('node07', '')``.
+    """
+    name = name.strip()
+    m = re.fullmatch(r"\[([^\]]+)\](?::(\d+))?", name)
+    if m:
+        return m.group(1), m.group(2) or ""
+    host, sep, port = name.rpartition(":")
+    if sep and host.count(":") == 0 and port.isdigit():  # one colon: IPv4 or a name with a port
+        return host, port
+    return name, ""
+
+
+def _address(host: str):
+    """The IP address ``host`` writes (IPv4-mapped IPv6 as IPv4), or None for a name."""
+    try:
+        addr = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    return getattr(addr, "ipv4_mapped", None) or addr
+
+
+@functools.lru_cache(maxsize=4096)
+def host_matches(host: str, wanted: str) -> bool:
+    """Whether ``wanted`` (a ``--hosts`` or ``--job`` value) names ``host`` (a GPU's host).
+
+    The ports are stripped (compared only when both give one); IP addresses are compared whole as
+    addresses (``10.1.2.7`` never matches ``10.1.2.70`` or ``10.1.9.9``; ``::1`` matches
+    ``0:0::1``); names are compared case-insensitively, a name without a dot also matching a full
+    name's first label (``node07`` matches ``node07.cluster.local``, and the other way round).
+    """
+    h, hport = split_host(host)
+    w, wport = split_host(wanted)
+    if hport and wport and hport != wport:
+        return False
+    ha, wa = _address(h), _address(w)
+    if ha is not None or wa is not None:
+        return ha == wa
+    h, w = h.lower().rstrip("."), w.lower().rstrip(".")
+    if h == w:
+        return True
+    return ("." not in w and h.split(".", 1)[0] == w) or ("." not in h and w.split(".", 1)[0] == h)
 
 
 def parse_hosts(text: str) -> list:
@@ -100,7 +143,7 @@ def _num(text, field: str, scale: float, exporter: str):
 
 
 def _prom_text(v: float) -> str:
-    """How Prometheus writes a float that is not finite (``NaN``, ``+Inf``, ``-Inf``), else ``repr``."""
+    """How Prometheus writes a float: ``NaN``, ``+Inf``, ``-Inf``, else ``repr``."""
     if math.isnan(v):
         return "NaN"
     return ("+Inf" if v > 0 else "-Inf") if math.isinf(v) else repr(v)
@@ -121,7 +164,7 @@ def _convert(v: float, text, field: str, scale: float, exporter: str):
 
 
 class _Series:
-    """What one Prometheus series is: GPU key, MIG instance, field, scale (classified once per label set)."""
+    """What one Prometheus series is: GPU place, MIG instance, field, scale (once per label set)."""
 
     __slots__ = (
         "key",
@@ -140,12 +183,15 @@ class _Series:
 
 
 def classify(metric: dict):
-    """A :class:`_Series` for one series' labels (with ``__name__``), or None when it is not a GPU metric."""
+    """A :class:`_Series` for one series' labels (with ``__name__``); None if not a GPU metric."""
     name = metric.get("__name__", "")
     s = _Series()
     if name in ex.DCGM_FIELDS:
         s.field, s.scale = ex.DCGM_FIELDS[name]
         s.ratio, s.exporter = False, "DCGM"
+    elif name in ex.LEGACY_DCGM_FIELDS:
+        s.field, s.scale = ex.LEGACY_DCGM_FIELDS[name]
+        s.ratio, s.exporter = False, "DCGM (older dcgm_* names)"
     elif name in ex.DCGM_PROF_FIELDS:
         s.field, s.scale, s.ratio, s.exporter = ex.DCGM_PROF_FIELDS[name], 1, True, "DCGM"
     elif name in ex.NVITOP_FIELDS:
@@ -169,7 +215,16 @@ def classify(metric: dict):
     )
     s.labels = tuple(
         (k, metric[k])
-        for k in ("hpc_job", "slurm_job_id", "pod", "exported_pod", "namespace", "container")
+        for k in (
+            "hpc_job",
+            "slurm_job_id",
+            "pod",
+            "exported_pod",
+            "pod_name",
+            "namespace",
+            "pod_namespace",
+            "container",
+        )
         if metric.get(k)
     )
     s.key = (s.host, s.index)
@@ -180,6 +235,28 @@ def classify(metric: dict):
     return s
 
 
+def gpu_ids(series) -> list:
+    """One GPU identity per :class:`_Series` of ``series``.
+
+    ``("uuid", UUID)`` when the series or another series of its (host, index) carries the GPU's
+    UUID, else ``("place", host, index)``.
+
+    The identity is the GPU's, not the series' label set: the series of one GPU whose labels
+    change (a pod label appears, the exporter pod restarts under a new host name) share it. A MIG
+    instance's own ``MIG-`` UUID (nvitop's exporter) is not its GPU's: it takes the UUID of its
+    physical GPU's series at the same (host, index).
+    """
+    physical = {}
+    for s in series:
+        if s.uuid and not s.uuid.startswith("MIG-"):
+            physical.setdefault(s.key, s.uuid)
+    out = []
+    for s in series:
+        uuid = s.uuid if s.uuid and not s.uuid.startswith("MIG-") else physical.get(s.key)
+        out.append(("uuid", uuid) if uuid else ("place", *s.key))
+    return out
+
+
 _EMPTY = {}
 _MISSING = {}
 _PROF = "prof."  # a MIG instance's profiling ratio among its fields: "prof.sm_active"
@@ -187,17 +264,34 @@ _NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
 
 
 def _mem_total(f: dict, missing):
-    """DCGM's total framebuffer: used + free + reserved (MiB already scaled to bytes), or the first NA."""
+    """DCGM's total framebuffer in bytes, or an NA with the reason.
+
+    ``DCGM_FI_DEV_FB_TOTAL`` when exported, else used + free + reserved; NA: the first NA part, or
+    no reserve exported (used + free is then only a lower bound, given in the reason, since the
+    driver's reserve is not counted).
+    """
+    if "memory.total" in f:
+        return f["memory.total"]
     if "memory.used" not in f or "memory.free" not in f:
         return missing
     parts = [f["memory.used"], f["memory.free"], f.get("memory.reserved", 0)]
     bad = [p for p in parts if is_na(p)]
-    return bad[0] if bad else sum(parts)
+    if bad:
+        return bad[0]
+    if "memory.reserved" not in f:
+        known = (f["memory.used"] + f["memory.free"]) // ex.MIB
+        return NA(
+            f"not exported: used + free = {known} MiB, without the driver's reserve (the exporter "
+            "gives neither DCGM_FI_DEV_FB_TOTAL nor DCGM_FI_DEV_FB_RESERVED), so the total is at "
+            f"least {known} MiB",
+            "incomplete",
+        )
+    return sum(parts)
 
 
-def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample:
+def _gpu(phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample:
     """Build one GpuSample from the fields of its physical series and of its MIG instances."""
-    host, index = key
+    host, index = meta["host"], meta["index"]
     uuid, name, exporter, labels = meta["uuid"], meta["name"], meta["exporter"], meta["labels"]
     missing = _MISSING.get(exporter)
     if missing is None:
@@ -210,7 +304,7 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
         inst = []
         for (mid, profile), f in sorted(migs.items(), key=lambda kv: str(kv[0][0])):
             used = f.get("memory.used", missing)
-            total = f["memory.total"] if "memory.total" in f else _mem_total(f, missing)
+            total = _mem_total(f, missing)
             # DCGM labels name the GPU instance (GPU_I_ID) and profile, not the MIG UUID: shown as
             # "3g.40gb #1"
             inst.append(
@@ -243,7 +337,7 @@ def _gpu(key, phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuS
                 sum(tot) if not any(is_na(t) for t in tot) else next(t for t in tot if is_na(t))
             )
         vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
-    if "memory.total" not in vals and "memory.free" in vals:
+    if "memory.free" in vals:
         vals["memory.total"] = _mem_total(vals, missing)
     fields = {attr: vals.get(k, missing) for k, attr in GPU_FIELDS.items()}
     return GpuSample(
@@ -281,9 +375,13 @@ class HostTracker:
     def track_hosts(self, sample, down=None):
         """Update :attr:`stale_hosts` from ``sample`` (a sample of a working server).
 
+        A host whose GPUs (by UUID) all answer under another host name now was renamed (its
+        exporter pod restarted): it is dropped, never shown as a second host whose exporter is down.
+
         Args:
-            sample: the newest :class:`Sample`. down: ``{host: reason}`` for hosts whose scrape
-                target has ``up == 0`` (None when unknown, e.g. in a replay).
+            sample: the newest :class:`Sample`.
+            down: ``{host: reason}`` for hosts whose scrape target has ``up == 0`` (None when
+                unknown, e.g. in a replay).
         """
         now = sample.timestamp_s
         groups = {}
@@ -295,6 +393,13 @@ class HostTracker:
             if h not in groups and now - v["seen_s"] <= FORGET_HOST_S
         }
         seen.update({h: {"gpus": tuple(gs), "seen_s": now} for h, gs in groups.items()})
+        # a host whose GPUs all answer under another name now was renamed (its exporter pod
+        # restarted with a new host name): the same host, not a second one that went down
+        uuids = {g.uuid for g in sample.gpus if isinstance(g.uuid, str) and g.uuid}
+        for host in [h for h in seen if h not in groups]:
+            mine = [g.uuid for g in seen[host]["gpus"] if isinstance(g.uuid, str) and g.uuid]
+            if mine and uuids.issuperset(mine):
+                del seen[host]
         stale = {}
         for host, v in seen.items():
             if host in groups:
@@ -313,7 +418,7 @@ class HostTracker:
         self._seen, self.stale_hosts = seen, stale
 
 
-class PrometheusSource(ViewHooks, HostTracker):
+class PrometheusSource(HostTracker, Source):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
     Args:
@@ -370,6 +475,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.status = None
         self._kinds = {}
         self._vcache = {}
+        self._other = None  # (time, text) of the last look at what GPU metrics the server has
         what = f" --hosts {','.join(self.hosts)}" if self.hosts else ""
         what += (" --job" + (f" {job}" if job else "")) if job is not None else ""
         self.label = f"cluster via {url}{what}"
@@ -386,7 +492,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         return s
 
     def _host_ok(self, host: str) -> bool:
-        return not self.hosts or host in self.hosts or short_host(host) in self.hosts
+        return not self.hosts or any(host_matches(host, w) for w in self.hosts)
 
     def _job_filter(self, series: list) -> list:
         """Keep the series of this job; sets :attr:`job_match`; ``[]`` when no candidate matched."""
@@ -394,12 +500,7 @@ class PrometheusSource(ViewHooks, HostTracker):
             return series
         for label, value, why in self.job_candidates:
             if label == "host":
-                kept = [
-                    x
-                    for x in series
-                    if x[0].host in (value, short_host(value))
-                    or short_host(x[0].host) == short_host(value)
-                ]
+                kept = [x for x in series if host_matches(x[0].host, value)]
             else:
                 kept = [x for x in series if (label, value) in x[0].labels]
             if kept:
@@ -418,43 +519,60 @@ class PrometheusSource(ViewHooks, HostTracker):
 
     # -- building samples -------------------------------------------------------------------
 
-    def _note_series(self, meta, s):
-        """Record series ``s``'s exporter and its GPU's identity (uuid, name, exporter, labels) in ``meta``."""
+    def _note_series(self, meta, gid, s, newness=(0.0, 0.0)):
+        """Record series ``s``'s exporter and, in ``meta[gid]``, its GPU's identity.
+
+        The identity is host, index, uuid, name, exporter, labels: the newest series names it
+        (``newness``: its last time, then its first time, so that of two series that both reach
+        the end of the window, within Prometheus's look-back, the one that began later wins).
+        """
         self.exporters.add(s.exporter)
-        m = meta.get(s.key)
-        if m is None:
-            meta[s.key] = {
-                "uuid": s.uuid,
+        m = meta.get(gid)
+        if m is None or newness > m["newness"]:
+            meta[gid] = {
+                "host": s.host,
+                "index": s.index,
+                "uuid": gid[1] if gid[0] == "uuid" else "",
                 "name": s.name,
                 "exporter": s.exporter,
                 "labels": s.labels,
+                "newness": newness,
             }
         elif s.labels and not m["labels"]:
             m["labels"] = s.labels
 
     def assemble(self, series) -> dict:
-        """``{timestamp: GpuSamples sorted by (host, index)}`` from ``[(_Series, [(t, value text),
-        ...]), ...]``.
+        """``{timestamp: GpuSamples sorted by (host, index)}`` of a query's series.
 
-        An instant query gives one timestamp, a range query many; each series is classified,
-        filtered by ``--hosts`` and its values converted once, then every timestamp's GPUs are
-        built.
+        ``series`` is ``[(_Series, [(t, value text), ...]), ...]``. An instant query gives one
+        timestamp, a range query many; each series is classified, filtered by ``--hosts`` and its
+        values converted once, then every timestamp's GPUs are built. The series of one GPU
+        (:func:`gpu_ids`) are merged by time: where two have a point at the same time, the series
+        that ends later (then began later) wins.
         """
-        frames, meta = {}, {}
+        kept = []
         for s, values in series:
             if not self._host_ok(s.host):
                 continue
-            self._note_series(meta, s)
-            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
-            cache = self._vcache.get((s.field, s.scale, s.exporter))
-            if cache is None:
-                cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
-            slot = 2 if s.ratio else 0  # a MIG instance's ratios go with its other fields (slot 1)
+            points = []
             for point in values:
                 try:
                     t, text = point
                 except (TypeError, ValueError):
                     continue
+                points.append((t, text))
+            times = [t for t, _ in points]
+            kept.append(((max(times, default=0.0), min(times, default=0.0)), s, points))
+        kept.sort(key=lambda x: x[0])
+        frames, meta = {}, {}
+        for (newness, s, points), gid in zip(kept, gpu_ids([s for _, s, _ in kept]), strict=True):
+            self._note_series(meta, gid, s, newness)
+            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
+            cache = self._vcache.get((s.field, s.scale, s.exporter))
+            if cache is None:
+                cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
+            slot = 2 if s.ratio else 0  # a MIG instance's ratios go with its other fields (slot 1)
+            for t, text in points:
                 fr = frames.get(t)
                 if fr is None:
                     fr = frames[t] = ({}, {}, {})
@@ -464,16 +582,17 @@ class PrometheusSource(ViewHooks, HostTracker):
                     if len(cache) < 20_000:
                         cache[text] = v
                 if s.mig is None:
-                    d = fr[slot].get(s.key)
+                    d = fr[slot].get(gid)
                     if d is None:
-                        d = fr[slot][s.key] = {}
+                        d = fr[slot][gid] = {}
                     d[field] = v
                 else:
-                    fr[1].setdefault(s.key, {}).setdefault(s.mig, {})[field] = v
+                    fr[1].setdefault(gid, {}).setdefault(s.mig, {})[field] = v
+        order = {gid: (m["host"], m["index"], str(gid)) for gid, m in meta.items()}
         out, last = {}, {}
         for t in sorted(frames):
             phys, migs, ratios = frames[t]
-            keys = sorted(phys.keys() | migs.keys() | ratios.keys())
+            keys = sorted(phys.keys() | migs.keys() | ratios.keys(), key=order.__getitem__)
             gpus = []
             for k in keys:
                 p, r = phys.get(k, _EMPTY), ratios.get(k, _EMPTY)
@@ -485,15 +604,16 @@ class PrometheusSource(ViewHooks, HostTracker):
                 if sig is not None and prev is not None and prev[0] == sig:
                     gpus.append(prev[1])
                     continue
-                g = _gpu(k, p, m or _EMPTY, meta[k], r)
+                g = _gpu(p, m or _EMPTY, meta[k], r)
                 last[k] = (sig, g)
                 gpus.append(g)
             out[t] = tuple(gpus)
         return out
 
     def assemble_columns(self, series) -> tuple:
-        """``(times, GpuSamples per time)`` from the columns of a range query, the fast path of
-        :meth:`history`.
+        """``(times, GpuSamples per time)`` from the columns of a range query.
+
+        The fast path of :meth:`history`.
 
         Args:
             series: ``[(_Series, times, values)]``: epoch seconds and values as 1-D float64 numpy
@@ -504,43 +624,48 @@ class PrometheusSource(ViewHooks, HostTracker):
             tuple of GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from
             the same answer.
 
-        Each series' distinct values are converted once (:func:`_convert`); each GPU's fields become
-        one row of value codes per time, and a GpuSample is built only at the times where a code
-        changed (a step finer than the scrape interval repeats values): the others reuse the
-            previous, immutable one.
+        The series of one GPU (:func:`gpu_ids`) are merged by time, the later-ending (then
+        later-beginning) series winning where both have a point. Each series' distinct values
+        are converted once (:func:`_convert`); each GPU's fields become one row of value codes per
+        time, and a GpuSample is built only at the times where a code changed (a step finer than
+        the scrape interval repeats values): the others reuse the previous, immutable one.
         """
         import numpy as np
 
         kept = [(s, t, v) for s, t, v in series if self._host_ok(s.host) and len(t)]
         if not kept:
             return [], []
+        kept.sort(key=lambda x: (float(x[1][-1]), float(x[1][0])))
         times = np.unique(np.concatenate([t for _, t, _ in kept]))
         n = len(times)
         meta, cols = {}, {}
-        for s, t, v in kept:
-            self._note_series(meta, s)
+        for (s, t, v), gid in zip(kept, gpu_ids([s for s, _, _ in kept]), strict=True):
+            self._note_series(meta, gid, s, (float(t[-1]), float(t[0])))
             uniq, inverse = np.unique(v, return_inverse=True)
             conv = [_convert(x, _prom_text(x), s.field, s.scale, s.exporter) for x in uniq.tolist()]
             code = np.full(n, -1, dtype=np.int64)
             code[np.searchsorted(times, t)] = inverse.reshape(-1)
             field = _PROF + s.field if s.ratio and s.mig is not None else s.field
             where = "mig" if s.mig is not None else "ratio" if s.ratio else "phys"
-            # a later series of the same (GPU, field) wins, as a later point does in assemble()
-            cols.setdefault(s.key, {})[(where, s.mig, field)] = (code, conv)
+            slot = (where, s.mig, field)
+            prev = cols.setdefault(gid, {}).get(slot)
+            if prev is not None:  # another series of this GPU and field: fill the times it covers
+                code = np.where(code >= 0, code + len(prev[1]), prev[0])
+                conv = prev[1] + conv
+            cols[gid][slot] = (code, conv)
         per_gpu = []
-        for key in sorted(cols):
+        for key in sorted(cols, key=lambda k: (meta[k]["host"], meta[k]["index"], str(k))):
             entries = list(cols[key].items())
             codes = np.stack([c for _, (c, _) in entries])
             present = (codes >= 0).any(axis=0)
             changed = np.ones(n, dtype=bool)
             changed[1:] = (codes[:, 1:] != codes[:, :-1]).any(axis=0)
             column = [None] * n
-            g = None
             build = np.flatnonzero(changed & present).tolist()
             rows = codes[:, build].T.tolist() if build else []
-            for row_i, row in zip(build, rows):
+            for row_i, row in zip(build, rows, strict=True):
                 phys, migs, ratios = {}, {}, {}
-                for ((where, mig, field), (_, conv)), c in zip(entries, row):
+                for ((where, mig, field), (_, conv)), c in zip(entries, row, strict=True):
                     if c < 0:
                         continue
                     if where == "phys":
@@ -549,7 +674,7 @@ class PrometheusSource(ViewHooks, HostTracker):
                         ratios[field] = conv[c]
                     else:
                         migs.setdefault(mig, {})[field] = conv[c]
-                column[row_i] = _gpu(key, phys, migs, meta[key], ratios)
+                column[row_i] = _gpu(phys, migs, meta[key], ratios)
             last = None
             for i, here in enumerate(present.tolist()):  # fill the repeats with the previous sample
                 if column[i] is not None:
@@ -557,11 +682,11 @@ class PrometheusSource(ViewHooks, HostTracker):
                 elif here:
                     column[i] = last
             per_gpu.append(column)
-        frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu)]
+        frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu, strict=True)]
         return times.tolist(), frames
 
     def build(self, rows) -> tuple:
-        """GpuSamples, sorted by (host, index), from ``[(_Series, value text), ...]`` of one instant."""
+        """GpuSamples, sorted by (host, index), of one instant's ``[(_Series, value text)]``."""
         got = self.assemble([(s, ((0, text),)) for s, text in rows])
         return got.get(0, ())
 
@@ -594,7 +719,7 @@ class PrometheusSource(ViewHooks, HostTracker):
 
     # -- the source protocol ----------------------------------------------------------------
     def read(self, seq: int, timestamp_s: float) -> Sample:
-        """One instant query (one HTTP request) -> one :class:`Sample`; a failure gives a stale sample."""
+        """One instant query (one HTTP request) -> one :class:`Sample`; stale on a failure."""
         try:
             result = self.client.instant(self.query)
         except PrometheusError as exc:
@@ -613,6 +738,7 @@ class PrometheusSource(ViewHooks, HostTracker):
             except (KeyError, IndexError, TypeError, AttributeError):
                 continue
         any_gpu = bool(rows)
+        seen_hosts = sorted({s.host for s, _ in rows})
         rows = self._job_filter(rows)
         for s, _ in rows:
             self._targets[s.host] = s.target
@@ -623,9 +749,10 @@ class PrometheusSource(ViewHooks, HostTracker):
                 self.no_job_text()
                 if self.job is not None and not self.job_match and any_gpu
                 else (
-                    f"no GPU of --hosts {','.join(self.hosts)} in the answer"
+                    f"no GPU of --hosts {','.join(self.hosts)} in the answer (its hosts: "
+                    f"{', '.join(seen_hosts[:12])}{' ...' if len(seen_hosts) > 12 else ''})"
                     if self.hosts and any_gpu
-                    else "the server has no DCGM-exporter or nvitop-exporter GPU metrics"
+                    else self.nothing_known_text(timestamp_s)
                 )
             )
             sample = Sample(
@@ -646,6 +773,53 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.devices = [(g.host, g.index) for g in gpus]
         self.device_count = len(gpus)
         return sample
+
+    def nothing_known_text(self, now_s: float) -> str:
+        """Why no GPU came back when no metric cudamagic reads is on the server.
+
+        Says what GPU metrics are there instead (one extra request, ``count by (__name__)`` of the
+        names that start with ``dcgm_``, ``nvidia_`` or ``gpu_``, repeated at most once a minute)
+        and what to run.
+
+        Args:
+            now_s: epoch seconds of this refresh.
+        """
+        if self._other is not None and now_s - self._other[0] < 60.0:
+            return self._other[1]
+        known = "dcgm-exporter's DCGM_FI_DEV_* (or its older dcgm_* names) or nvitop-exporter's"
+        try:
+            found = self.client.instant(ex.OTHER_QUERY)
+        except PrometheusError as exc:
+            return f"the server has none of {known} GPU metrics (what else it has: {exc})"
+        names = sorted(
+            {
+                r["metric"]["__name__"]
+                for r in found
+                if isinstance(r, dict)
+                and isinstance(r.get("metric"), dict)
+                and r["metric"].get("__name__")
+            }
+        )
+        if not names:
+            text = (
+                f"the server has no GPU metrics at all (none of {known}, and no other dcgm_*, "
+                "nvidia_* or gpu_* name): check that it scrapes a GPU exporter (its /targets "
+                "page), e.g. NVIDIA's dcgm-exporter or nvitop-exporter on each GPU node"
+            )
+        else:
+            kinds = []
+            for prefix, what in ex.OTHER_EXPORTERS:
+                if any(n.startswith(prefix) for n in names) and what not in kinds:
+                    kinds.append(what)
+            text = (
+                f"the server has none of {known} GPU metrics, but has {len(names)} other GPU "
+                f"metric name(s): {', '.join(names[:8])}{' ...' if len(names) > 8 else ''} "
+                f"({'; '.join(kinds) or 'an exporter cudamagic does not read'}): run NVIDIA's "
+                "dcgm-exporter (version 2 or later, DCGM_FI_* names) or nvitop-exporter on the GPU "
+                "nodes, scraped by this server"
+            )
+        self._other = (now_s, text)
+        return text
 
     def history(
         self,
@@ -682,7 +856,7 @@ class PrometheusSource(ViewHooks, HostTracker):
         times, frames = self.assemble_columns(self._job_filter(series))
         return [
             self._sample(i - len(times) + 1, t, gpus)
-            for i, (t, gpus) in enumerate(zip(times, frames))
+            for i, (t, gpus) in enumerate(zip(times, frames, strict=True))
         ]
 
     def close(self):
@@ -690,20 +864,24 @@ class PrometheusSource(ViewHooks, HostTracker):
         self.client.close()
 
     def preload(self, history_len: int) -> list:
-        """The history a new monitor starts with: :meth:`history` over ``history_len`` refresh
-        intervals (it runs in the kernel's thread when the monitor starts, so it waits no longer than one refresh request).
+        """The history a new monitor starts with.
+
+        :meth:`history` over ``history_len`` refresh intervals (it runs in the kernel's thread when
+        the monitor starts, so it waits no longer than one refresh request).
         """
         return self.history(
             history_len * self.interval_s, max_samples=history_len, timeout_s=self.client.timeout_s
         )
 
 
-class ClusterReplay(ViewHooks, HostTracker, ReplaySource):
-    """A replay of a trace recorded from a cluster source: same samples, shown in the cluster view
-    (a host missing from a later sample is shown stale with its last values, as live).
+class ClusterReplay(HostTracker, ReplaySource):
+    """A replay of a trace recorded from a cluster source, shown in the cluster view.
+
+    Same samples; a host missing from a later sample is shown stale with its last values, as live.
     """
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
+        """The next recorded sample (see :class:`ReplaySource`), hosts tracked as live."""
         sample = ReplaySource.read(self, seq, timestamp_s)
         if sample.gpus or not is_na(sample.nvml_status) or sample.nvml_status.code != "stale":
             self.track_hosts(sample)
@@ -711,7 +889,7 @@ class ClusterReplay(ViewHooks, HostTracker, ReplaySource):
 
     @classmethod
     def wrap(cls, replay: ReplaySource):
-        """The cluster replay with ``replay``'s state, when its samples carry host names; else ``replay``."""
+        """The cluster replay with ``replay``'s state if its samples carry host names; else it."""
         if not any(g.host for s in replay.samples[:1] for g in s.gpus):
             return replay
         obj = cls.__new__(cls)

@@ -1,5 +1,6 @@
-"""The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the
-widget.
+"""The cluster view of ``%gpuwatch --source``: text, HTML tiles, widget.
+
+The cluster view of ``%gpuwatch --source prometheus://...``: text table, HTML tiles and the widget.
 
 One compact tile per GPU (utilization and memory bars, host and index), grouped by host, then the
 usual per-GPU detail for one selected host (utilization %, memory, temperature, power, SM clock,
@@ -13,8 +14,8 @@ Every outside string (host names, pod names, label values, GPU names, error text
 
 from __future__ import annotations
 
-import contextlib
 import textwrap
+import time
 
 from ..core.fmt import (
     TEXT_WIDTH,
@@ -29,12 +30,15 @@ from ..core.fmt import (
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
 from .style import MEM, UTIL, WATCH_CSS
-from .widget import header_box, root_box, stylesheet_widget
+from .widget import View, root_box, set_value
 from .widget import part as _part
 
 
 def last_good(sample, history=()):
-    """``(sample with GPU data or None, stale NA or None)``: a stale sample is replaced by the newest good one."""
+    """``(sample with GPU data or None, stale NA or None)``.
+
+    A stale sample is replaced by the newest good one.
+    """
     status = getattr(sample, "nvml_status", None)
     if sample is not None and is_na(status) and status.code == "stale":
         good = next((s for s in reversed(list(history)) if s.gpus), None)
@@ -43,8 +47,11 @@ def last_good(sample, history=()):
 
 
 def stale_hosts(source) -> dict:
-    """``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped
-    while the server answers (kept by the cluster source, see :class:`cudamagic.watch.cluster.HostTracker`).
+    """The hosts whose exporter stopped being scraped.
+
+    ``{host: {"since", "reason", "gpus"}}`` of the hosts whose exporter stopped being scraped while
+    the server answers (kept by the cluster source, see
+    :class:`cudamagic.watch.cluster.HostTracker`).
     """
     return dict(getattr(source, "stale_hosts", None) or {})
 
@@ -58,9 +65,8 @@ def with_stale(gpus, stale: dict) -> list:
 
 def stale_text(info: dict) -> str:
     """``'exporter down since HH:MM:SS: reason'`` for one entry of :func:`stale_hosts`."""
-    import time
-
-    return f"exporter down since {time.strftime('%H:%M:%S', time.localtime(info['since']))}: {info['reason']}"
+    since = time.strftime("%H:%M:%S", time.localtime(info["since"]))
+    return f"exporter down since {since}: {info['reason']}"
 
 
 def by_host(gpus) -> dict:
@@ -87,7 +93,10 @@ def _watts(mw) -> str:
 
 
 def host_summary(gpus) -> dict:
-    """Mean utilization (%, GPUs that report it), memory used/total (bytes) and power (mW, each GPU once)."""
+    """Mean utilization, memory used/total (bytes) and power (mW, each GPU once).
+
+    The mean is over the GPUs that report utilization.
+    """
     utils = [g.gpu_util_pct for g in gpus if not is_na(g.gpu_util_pct)]
     used = sum(g.memory_used_bytes for g in gpus if not is_na(g.memory_used_bytes))
     total = sum(g.memory_total_bytes for g in gpus if not is_na(g.memory_total_bytes))
@@ -117,7 +126,10 @@ def _status_line(label, state, error, stale, source) -> str:
 
 
 def cluster_text(sample, history=(), label="cluster", state="", error="", source=None) -> str:
-    """Plain-text cluster view: one line per host (GPUs, mean util, memory, power, per-GPU util %)."""
+    """Plain-text cluster view.
+
+    One line per host (GPUs, mean util, memory, power, per-GPU util %).
+    """
     shown, stale = last_good(sample, history)
     lines = textwrap.wrap(
         terminal_safe(_status_line(label, state, error, stale, source)),
@@ -172,21 +184,25 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
 
 def tile_html(g) -> str:
     """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
-    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU cards.
+
+    Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU
+    cards.
     """
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
     tip = (
-        f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization {_pct(g.gpu_util_pct)}"
+        f"{g.host} GPU {g.index} {'' if is_na(g.name) else g.name}\nutilization "
+        f"{_pct(g.gpu_util_pct)}"
         f"{' (' + g.gpu_util_pct.reason + ')' if is_na(g.gpu_util_pct) else ''}\nmemory "
         f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
         f"{_watts(g.power_draw_mw)}"
     )
     bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
+    shown = esc(_pct(g.gpu_util_pct)) if util is not None else "–"
     return (
         f'<div class="cm-tile" title="{esc(tip)}">'
         f"<div>{int(g.index)}{' MIG' if g.mig_enabled is True else ''}"
-        f'<span style="float:right">{esc(_pct(g.gpu_util_pct)) if util is not None else "–"}</span></div>'
+        f'<span style="float:right">{shown}</span></div>'
         + bar.format(w=util or 0, c=UTIL)
         + bar.format(w=mem or 0, c=MEM)
         + "</div>"
@@ -194,9 +210,12 @@ def tile_html(g) -> str:
 
 
 def tiles_html(gpus, stale=None) -> str:
-    """Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization,
-    power). A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
-    "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay readable).
+    """Every GPU as a tile, one wrapping row per host.
+
+    Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power).
+    A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
+    "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay
+    readable).
     """
     stale = stale or {}
     out = []
@@ -214,7 +233,8 @@ def tiles_html(gpus, stale=None) -> str:
             + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "")
             + ">"
             '<span class="cm-host-name">'
-            f"<b>{esc(host or '(no host label)')}</b> {plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
+            f"<b>{esc(host or '(no host label)')}</b> "
+            f"{plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
             f"{esc(util)}</span>" + "".join(tile_html(g) for g in hg) + mark + "</div>"
         )
     key = (
@@ -264,7 +284,8 @@ def detail_html(gpus) -> str:
                     esc(f"↳ MIG {m.uuid}"),
                     "–",
                     esc(
-                        f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
+                        f"{format_bytes(m.memory_used_bytes)} / "
+                        f"{format_bytes(m.memory_total_bytes)}"
                     ),
                     "",
                     "",
@@ -301,7 +322,10 @@ def detail_html(gpus) -> str:
 
 
 def status_html(sample, history, label, state, error, source=None) -> str:
-    """The status line (escaped); a stale sample is marked with an error badge, not by text colour alone."""
+    """The status line (escaped).
+
+    A stale sample is marked with an error badge, not by text colour alone.
+    """
     shown, stale = last_good(sample, history)
     n = (
         f"{plural(len(shown.gpus), 'GPU')} at {shown.timestamp} | "
@@ -337,40 +361,29 @@ def cluster_html(
 # ---- the widget ---------------------------------------------------------------------------
 
 
-class ClusterView:
-    """The ipywidgets tree of a cluster monitor, built once: status + Stop, tiles, a host picker,
-    detail.
+class ClusterView(View):
+    """The ipywidgets tree of a cluster monitor, built once.
 
-    :meth:`apply` has :class:`~cudamagic.watch.widget.WatchView`'s signature and only sets traits
-    inside ``hold_sync()``; the host picker's options change only when the set of hosts changes.
+    Status and Stop, tiles, a host picker, the selected host's detail. The host picker's options
+    change only when the set of hosts changes.
     """
 
     def __init__(self, source=None, label: str = "cluster", on_stop=None):
         import ipywidgets as W
 
+        super().__init__(label, on_stop)
         self.source = source
-        self.label = label
-        self.style = stylesheet_widget()
-        self.status = W.HTML()
-        self.button = W.Button(
-            description="Stop",
-            icon="stop",
-            tooltip="Stop the sampler thread (same as %gpuwatch --stop)",
-        )
         self.tiles = W.HTML(layout=W.Layout(min_width="0"))
         self.picker = W.Dropdown(description="host", options=[])
         self.detail = W.HTML(layout=W.Layout(min_width="0"))
-        self.root = root_box(
-            [header_box(self.status, self.button), self.tiles, self.picker, self.detail, self.style]
-        )
+        self.root = root_box([self.header, self.tiles, self.picker, self.detail, self.style])
         self.root.add_class("cm-cluster")
-        self._on_stop = on_stop
-        self.button.on_click(lambda _b=None: on_stop() if on_stop is not None else None)
         self.picker.observe(lambda _change: self._refresh_detail(), names="value")
         self._shown = None
 
-    def widgets(self):
-        return [self.status, self.button, self.tiles, self.picker, self.detail]
+    def widgets(self) -> list:
+        """Every widget whose value :meth:`apply` sets."""
+        return [*super().widgets(), self.tiles, self.picker, self.detail]
 
     def _refresh_detail(self):
         shown = self._shown
@@ -378,57 +391,41 @@ class ClusterView:
             return
         groups = by_host(shown)
         pick = self.picker.value if self.picker.value in groups else next(iter(groups))
-        value = _part(detail_html(groups[pick]))
-        if self.detail.value != value:
-            self.detail.value = value
+        set_value(self.detail, _part(detail_html(groups[pick])))
 
-    def apply(
-        self,
-        sample,
-        history,
-        state: str = "running",
-        samples_taken: int = 0,
-        error: str = "",
-        stopped: bool = False,
-    ):
-        """Set the traits for ``sample`` (a stale sample keeps the last good tiles under a red status line)."""
+    def show(self, sample, history, state, samples_taken, error) -> None:
+        """Set the values (a stale sample keeps the last good tiles under a red status line)."""
         shown, _ = last_good(sample, history)
-        status = _part(status_html(sample, history, self.label, state, error, self.source))
-        with contextlib.ExitStack() as stack:
-            for w in self.widgets():
-                stack.enter_context(w.hold_sync())
-            if self.status.value != status:
-                self.status.value = status
-            down = stale_hosts(self.source)
-            if shown is not None and (shown.gpus or down):
-                self._shown = gpus = with_stale(shown.gpus, down)
-                tiles = _part(tiles_html(gpus, down))
-                if self.tiles.value != tiles:
-                    self.tiles.value = tiles
-                hosts = list(by_host(gpus))
-                if list(self.picker.options) != hosts:
-                    keep = self.picker.value if self.picker.value in hosts else hosts[0]
-                    self.picker.options = hosts
-                    self.picker.value = keep
-                self._refresh_detail()
-            if stopped and not self.button.disabled:
-                self.button.disabled = True
-                self.button.description = "Stopped"
-
-    def close(self):
-        """Close every widget (frees the comms)."""
-        for w in [*self.widgets(), *self.root.children, self.root]:
-            w.close()
+        set_value(
+            self.status, _part(status_html(sample, history, self.label, state, error, self.source))
+        )
+        down = stale_hosts(self.source)
+        if shown is None or not (shown.gpus or down):
+            return
+        self._shown = gpus = with_stale(shown.gpus, down)
+        set_value(self.tiles, _part(tiles_html(gpus, down)))
+        hosts = list(by_host(gpus))
+        if list(self.picker.options) != hosts:
+            keep = self.picker.value if self.picker.value in hosts else hosts[0]
+            self.picker.options = hosts
+            self.picker.value = keep
+        self._refresh_detail()
 
 
-class ViewHooks:
-    """Mixin for cluster sources: how :class:`~cudamagic.watch.monitor.GpuWatch` renders them."""
+class ClusterViews:
+    """How a monitor draws a cluster source: tiles widget, text, HTML."""
 
-    def make_view(self, on_stop=None):
-        return ClusterView(self, label=self.label, on_stop=on_stop)
+    def __init__(self, source):
+        self.source = source
 
-    def render_text(self, sample, history, label, state, error) -> str:
-        return cluster_text(sample, history, label, state, error, self)
+    def view(self, label: str, on_stop=None) -> ClusterView:
+        """The widget tree."""
+        return ClusterView(self.source, label=label, on_stop=on_stop)
 
-    def render_html(self, sample, history, label, state, samples_taken, error) -> str:
-        return cluster_html(sample, history, label, state, error, self)
+    def text(self, sample, history, label, state, error) -> str:
+        """The text table."""
+        return cluster_text(sample, history, label, state, error, self.source)
+
+    def html(self, sample, history, label, state, samples_taken, error) -> str:
+        """The static HTML snapshot."""
+        return cluster_html(sample, history, label, state, error, self.source)

@@ -1,6 +1,6 @@
 """Exporter metric maps for ``%gpuwatch --source prometheus://...`` (data, no logic).
 
-Two exporters are understood, recognised by their metric names:
+Three exporters are understood, recognised by their metric names:
 
 * NVIDIA's DCGM exporter (``dcgm-exporter``): ``DCGM_FI_DEV_*`` fields, one series per GPU with the
     labels
@@ -8,6 +8,9 @@ Two exporters are understood, recognised by their metric names:
   (newer), ``GPU_I_ID``/``GPU_I_PROFILE`` for a MIG instance, ``pod``/``namespace``/``container``
   when it maps GPUs to Kubernetes pods and ``hpc_job`` when it maps them to HPC (Slurm) jobs. Memory
   is in MiB, power in W, clocks in MHz; ``DCGM_FI_PROF_*`` are ratios 0-1 (not percent).
+* the DCGM exporter's older generation (gpu-monitoring-tools, ``pod-gpu-metrics-exporter``):
+  ``dcgm_*`` names (``dcgm_gpu_utilization``, ``dcgm_fb_used``), labels ``gpu``, ``uuid``,
+  ``pod_name``; read as the equivalent ``DCGM_FI_DEV_*`` fields.
 * nvitop's exporter (``nvitop-exporter``): ``gpu_*`` gauges whose names end in their unit
   (``gpu_utilization_Percentage``, ``gpu_memory_used_MiB``) with the labels ``hostname``, ``index``,
   ``devicename``, ``uuid``.
@@ -30,6 +33,7 @@ DCGM_FIELDS = {
     "DCGM_FI_DEV_FB_USED": ("memory.used", MIB),
     "DCGM_FI_DEV_FB_FREE": ("memory.free", MIB),
     "DCGM_FI_DEV_FB_RESERVED": ("memory.reserved", MIB),
+    "DCGM_FI_DEV_FB_TOTAL": ("memory.total", MIB),
     "DCGM_FI_DEV_GPU_TEMP": ("temperature.gpu", 1),
     "DCGM_FI_DEV_POWER_USAGE": ("power.draw", 1000),
     "DCGM_FI_DEV_POWER_MGMT_LIMIT": ("power.limit", 1000),
@@ -39,6 +43,23 @@ DCGM_FIELDS = {
     "DCGM_FI_DEV_PSTATE": ("pstate", 1),
     "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("clocks_event_reasons.active", 1),
     "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clocks_event_reasons.active", 1),
+}
+
+#: The older exporter generation (gpu-monitoring-tools' ``dcgm-exporter`` script and
+#: ``pod-gpu-metrics-exporter``, labels ``gpu``, ``uuid``, ``pod_name``...): ``dcgm_<name>``, one
+#: name per ``DCGM_FI_DEV_*`` field, same units. ``dcgm_fb_used`` there is NVML's v1 reading (the
+#: driver's reserve included) and no reserve is exported.
+LEGACY_DCGM_FIELDS = {
+    "dcgm_gpu_utilization": ("utilization.gpu", 1),
+    "dcgm_mem_copy_utilization": ("utilization.memory", 1),
+    "dcgm_fb_used": ("memory.used", MIB),
+    "dcgm_fb_free": ("memory.free", MIB),
+    "dcgm_fb_total": ("memory.total", MIB),
+    "dcgm_gpu_temp": ("temperature.gpu", 1),
+    "dcgm_power_usage": ("power.draw", 1000),
+    "dcgm_sm_clock": ("clocks.sm", 1),
+    "dcgm_memory_clock": ("clocks.mem", 1),
+    "dcgm_mem_clock": ("clocks.mem", 1),
 }
 
 #: DCGM profiling fields: ratios 0-1 over the scrape interval, kept apart from utilization percent.
@@ -64,6 +85,18 @@ NVITOP_FIELDS = {
     "gpu_clock_memory_MHz": ("clocks.mem", 1),
 }
 
+#: Metric name prefixes of GPU exporters cudamagic does not read, with what they are (named when
+#: a server has no metric cudamagic reads).
+OTHER_EXPORTERS = (
+    ("DCGM_FI_", "dcgm-exporter fields cudamagic does not map"),
+    ("dcgm_", "an older DCGM exporter generation's fields cudamagic does not map"),
+    ("nvidia_smi_", "utkuozdemir/nvidia_gpu_exporter (nvidia-smi based)"),
+    ("nvidia_gpu_", "an NVML exporter (nvidia_gpu_prometheus_exporter or gpu_exporter)"),
+    ("gpu_", "an exporter with gpu_* names (nvitop-exporter names end in their unit)"),
+)
+#: PromQL of the one extra query made when nothing known is found: series per GPU-looking name.
+OTHER_QUERY = 'count by (__name__) ({__name__=~"(?i)(dcgm|nvidia|gpu)_.+"})'
+
 # : Labels naming the host, in the order they are tried (DCGM older, DCGM newer / nvitop, the scrape
 # target).
 HOST_LABELS = ("Hostname", "hostname", "instance")
@@ -80,6 +113,7 @@ JOB_LABELS = (
     ("slurm_job_id", "SLURM_JOB_ID"),
     ("pod", "POD_NAME"),
     ("exported_pod", "POD_NAME"),
+    ("pod_name", "POD_NAME"),
 )
 
 # : DCGM's blank-value sentinels (dcgm_structs.h) as Prometheus (float64) stores them: value ->
@@ -101,4 +135,4 @@ DCGM_SENTINELS = {
 
 def all_metric_names() -> list:
     """Every metric name an instant query asks for (both exporters), sorted."""
-    return sorted({*DCGM_FIELDS, *DCGM_PROF_FIELDS, *NVITOP_FIELDS})
+    return sorted({*DCGM_FIELDS, *LEGACY_DCGM_FIELDS, *DCGM_PROF_FIELDS, *NVITOP_FIELDS})

@@ -1,8 +1,14 @@
-"""``%gpuwatch``: the IPython front of the live GPU monitor (options in :mod:`.options`, the monitor
-in :mod:`.monitor`; the other modules are listed in :mod:`cudamagic.watch`).
+"""``%gpuwatch``: the IPython front of the live GPU monitor.
+
+Options are checked in :mod:`.options`, the monitor is in :mod:`.monitor`; the other modules are
+listed in :mod:`cudamagic.watch`.
 """
 
 from __future__ import annotations
+
+import atexit
+import sys
+import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
@@ -10,6 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
 
 from ..core.magic import AreaMagics
+from . import monitor, options
 
 
 class WatchSettings(HasTraits):
@@ -18,18 +25,18 @@ class WatchSettings(HasTraits):
     watch_interval_s = Float(
         1.0,
         help="Seconds between %gpuwatch samples (--interval), 0.1 to 3600. Minimum 0.1 s (NVML's "
-        "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while costing NVML "
-        "calls and widget traffic); a --replay alone may go down to 0.05 s with --interval 0.05 (no NVML cost; "
+        "utilization counters average over 1/6 s to 1 s, so faster sampling repeats values while "
+        "costing NVML "
+        "calls and widget traffic); a --replay alone may go down to 0.05 s with --interval 0.05 "
+        "(no NVML cost; "
         "about 20 updates/s is what a front end renders smoothly).",
     ).tag(config=True)
 
     @validate("watch_interval_s")
     def _usable_interval(self, proposal):
         # the bound every live %gpuwatch checks, so a value %config accepts is one %gpuwatch accepts
-        from .options import interval_problem
-
         value = proposal["value"]
-        problem = interval_problem(
+        problem = options.interval_problem(
             value,
             "CudaMagics.watch_interval_s =",
             replay=False,
@@ -48,7 +55,8 @@ class WatchSettings(HasTraits):
     ).tag(config=True)
     watch_devices = Unicode(
         "",
-        help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty = all "
+        help="Comma-separated 0-based NVML indices (nvidia-smi order) that %gpuwatch shows; empty "
+        "= all "
         "(--devices).",
     ).tag(config=True)
     watch_text = Bool(
@@ -56,8 +64,10 @@ class WatchSettings(HasTraits):
     ).tag(config=True)
     watch_show_cmdlines = Bool(
         False,
-        help="Show, and record with --log, the command lines of other users' GPU processes (--cmdline). "
-        "Off by default for privacy on shared machines: their process names are shown, and this user's "
+        help="Show, and record with --log, the command lines of other users' GPU processes "
+        "(--cmdline). "
+        "Off by default for privacy on shared machines: their process names are shown, and this "
+        "user's "
         "processes always keep their command lines.",
     ).tag(config=True)
 
@@ -66,15 +76,17 @@ class WatchSettings(HasTraits):
 class WatchMagics(AreaMagics):
     """``%gpuwatch``."""
 
+    def on_load(self) -> None:
+        """Keep the one monitor of this process; stop it on unload, kernel shutdown and exit."""
+        self.monitors = monitor.Monitors()
+        atexit.register(self.monitors.stop)
+        self.add_cleanup(lambda: atexit.unregister(self.monitors.stop))
+        self.add_cleanup(self.monitors.stop)
+        self.add_cleanup(self.monitors.hook_kernel_shutdown(self.shell))
+
     def _widgets_ok(self) -> bool:
-        """True in a Jupyter kernel with ipywidgets importable (else the text table is used)."""
-        if self.settings.watch_text or type(self.shell).__name__ != "ZMQInteractiveShell":
-            return False
-        try:
-            import ipywidgets  # noqa: F401
-        except ImportError:
-            return False
-        return True
+        """True in a Jupyter kernel (else the text table is used)."""
+        return not self.settings.watch_text and type(self.shell).__name__ == "ZMQInteractiveShell"
 
     @magic_arguments()
     @argument(
@@ -83,7 +95,8 @@ class WatchMagics(AreaMagics):
         type=float,
         default=None,
         metavar="SECONDS",
-        help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 live, "
+        help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 "
+        "live, "
         "0.05 with --replay; at most 3600).",
     )
     @argument(
@@ -91,7 +104,8 @@ class WatchMagics(AreaMagics):
         "--devices",
         default=None,
         metavar="LIST",
-        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all GPUs.",
+        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all "
+        "GPUs.",
     )
     @argument(
         "--history",
@@ -134,7 +148,8 @@ class WatchMagics(AreaMagics):
         const="",
         default=None,
         metavar="VALUE",
-        help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or the GPUs "
+        help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or "
+        "the GPUs "
         "whose job label or host is VALUE.",
     )
     @argument(
@@ -146,13 +161,15 @@ class WatchMagics(AreaMagics):
     @argument(
         "--cmdline",
         action="store_true",
-        help="Also show (and --log) other users' command lines; by default only their process names "
+        help="Also show (and --log) other users' command lines; by default only their process "
+        "names "
         "(default: CudaMagics.watch_show_cmdlines).",
     )
     @line_magic
     def gpuwatch(self, line=""):
-        """Live GPU monitor (utilization, memory, power, clocks, processes, PyTorch allocator, host)
-        that keeps updating while other cells run.
+        """Live GPU monitor that keeps updating while other cells run.
+
+        It shows utilization, memory, power, clocks, processes, the PyTorch allocator and the host.
 
         In a notebook it shows a widget updated by one background thread per kernel (running
         ``%gpuwatch`` again re-displays the same monitor); in terminal IPython, or with ``--text``,
@@ -162,10 +179,9 @@ class WatchMagics(AreaMagics):
         apart). ``--source`` reads a whole cluster from its Prometheus server instead (one request
         per refresh; one tile per GPU grouped by host; network faults show as "stale since HH:MM:SS"
         and it recovers by itself). When the monitor stops, the widget is replaced by a static
-        snapshot of the last sample,
-        which is what a saved notebook keeps. Returns the monitor: ``watch.history`` (records
-        with nvidia-smi key names, raw units: bytes, mW, MHz, %), ``watch.running``,
-        ``watch.stop()``.
+        snapshot of the last sample, which is what a saved notebook keeps. Returns the monitor:
+        ``watch.history`` (records with nvidia-smi key names, raw units: bytes, mW, MHz, %),
+        ``watch.running``, ``watch.wait()``, ``watch.stop()``.
 
         Privacy on shared machines: other users' processes are listed with their process name and
         memory, but their command lines are neither shown nor written by ``--log`` unless you pass
@@ -186,24 +202,16 @@ class WatchMagics(AreaMagics):
             %gpuwatch --cmdline
             %gpuwatch --source prometheus://prom.example:9090
             %gpuwatch --source https://prom.example --job
-            %gpuwatch --source prometheus://prom.example:9090 --hosts node07,node08 --log
-            cluster.jsonl %config CudaMagics.watch_interval_s = 2.0
+            %gpuwatch --source prometheus://prom.example:9090 --hosts node07 --log c.jsonl
+            %config CudaMagics.watch_interval_s = 2.0
         """
         args = self.parse(self.gpuwatch, line)
-        from . import monitor, options
-
-        if not getattr(self, "_cleanup_added", False):
-            self.add_cleanup(monitor.stop_current)
-            self.add_cleanup(
-                monitor.hook_kernel_shutdown(self.shell)
-            )  # restores the kernel's own handlers
-            self._cleanup_added = True
         if args.stop:
-            print(monitor.stop_message())
+            print(self.monitors.stop_message())
             return None
         opts = options.resolve(args, self.settings)
         widget = not (opts.text or opts.loop) and self._widgets_ok()
-        running = monitor.current()
+        running = self.monitors.current
         if (
             running is not None
             and running.running
@@ -217,8 +225,7 @@ class WatchMagics(AreaMagics):
         source = options.open_source(opts)
         writer = options.open_writer(opts)
         if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
-            import sys
-
+            self.monitors.stop()
             return monitor.run_foreground(
                 source,
                 interval_s=opts.interval_s,
@@ -228,10 +235,8 @@ class WatchMagics(AreaMagics):
                 clear_screen=sys.stdout.isatty(),
             )
         if not widget and not opts.log and not opts.replay:
-            import time
-
             time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
-        return monitor.start_watch(
+        return self.monitors.start(
             source,
             interval_s=opts.interval_s,
             history_len=opts.history,
@@ -244,18 +249,21 @@ class WatchMagics(AreaMagics):
 
     @staticmethod
     def _before_replacing(running, opts):
-        """A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
-        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed), else say it was stopped.
+        """Refuse or announce replacing the running background monitor.
+
+        A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
+        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed),
+        else say it was stopped.
         """
         log = running.options.get("log")
         what = "--loop" if opts.loop else "--text"
         if log:
             raise UsageError(
-                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch {what}` would "
-                f"stop it and end that recording. To see its current values type `%gpuwatch` (it shows the "
-                "running monitor); to end it first type `%gpuwatch --stop`, then run this line again."
+                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch "
+                f"{what}` would stop it and end that recording: type `%gpuwatch --stop` first."
             )
         print(
-            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to show "
+            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to "
+            "show "
             f"this one; type `%gpuwatch` to start a live one again."
         )

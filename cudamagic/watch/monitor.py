@@ -1,62 +1,59 @@
-"""The ``%gpuwatch`` monitor object and the one-sampler-per-kernel registry.
+"""The ``%gpuwatch`` monitor object and the one-monitor-per-process registry.
 
-:class:`GpuWatch` wraps a :class:`~.sampler.Sampler` and (in a notebook) a
-:class:`~.widget.WatchView`. It is what ``watch = %gpuwatch`` returns:
-``watch.history`` (records with nvidia-smi-style keys, ready for ``pandas.DataFrame``),
-``watch.running``, ``watch.stop()``. Its ``text/plain`` form is the snapshot table (F14).
+:class:`GpuWatch` wraps a :class:`~.sampler.Sampler` and (in a notebook) a view. It is what
+``watch = %gpuwatch`` returns: ``watch.history`` (records with nvidia-smi keys, ready for
+``pandas.DataFrame``), ``watch.running``, ``watch.stop()``. Its ``text/plain`` form is the snapshot
+table.
 
-At most one monitor runs per process: :func:`start_watch` stops the previous one;
-:func:`stop_current` is registered with ``atexit`` and as the
-``%unload_ext`` cleanup; in an ipykernel :func:`hook_kernel_shutdown` also stops it when the kernel
-is asked to shut down, before the kernel answers, so the snapshot below reaches the front end while
-it still listens.
+:class:`Monitors` (one per ``WatchMagics``, created in its ``on_load``) keeps the one monitor of the
+process: starting one stops the previous one; ``%unload_ext``, ``atexit`` and, in an ipykernel,
+the kernel's ``shutdown_request`` (:meth:`Monitors.hook_kernel_shutdown`) stop it, the last before
+the kernel answers, so the snapshot below reaches the front end while it still listens.
 
-Saved notebooks (ipywidgets 8 saves a widget output as ``application/vnd.jupyter.widget-view+json``
-plus the ``text/plain``/``text/html`` given with it; the widget's state only when the user saves
-widget state, so a reopened notebook otherwise shows "Error displaying widget: model not found"): a
-monitor with a widget is displayed with a ``display_id`` (:meth:`GpuWatch._ipython_display_`), and
-the moment it stops (Stop button, ``--count`` reached, end of a replay, ``%gpuwatch --stop``, a new
-``%gpuwatch``, ``%unload_ext``, kernel shutdown) every output showing it is replaced by
-``update_display_data`` with a static HTML snapshot of the final state and the text table, without
-the widget; its widgets are then closed. While it runs, the HTML and text saved beside the widget
-say it was a live monitor and when it started. ``update_display_data`` targets outputs by their
-display id, not the cell running now, so sending it from the sampler thread when ``--count`` is
-reached cannot put output in another cell (the reason the thread otherwise never displays, F13).
-IPython is imported only inside the display methods.
+Saved notebooks: ipywidgets 8 saves a widget output as its view plus the ``text/plain`` and
+``text/html`` given with it, so a monitor with a widget is displayed under a ``display_id``
+(:meth:`GpuWatch.display`). The moment it stops (Stop button, ``--count`` reached, end of a replay,
+``%gpuwatch --stop``, a new ``%gpuwatch``, ``%unload_ext``, kernel shutdown), every output showing
+it is replaced by ``update_display_data`` with a static snapshot, and its widgets are closed.
+``update_display_data`` targets outputs by display id, not the running cell, so the sampler thread
+may send it. IPython is imported only inside the display methods.
 """
 
 from __future__ import annotations
 
-import atexit
 import inspect
 import threading
 import time
 import uuid
 
-# the text view is called through its module (text.sample_text), so a replaced function takes effect
+from IPython.display import display
+
 from ..core.fmt import plural
-from . import text as text_view
+from .cluster import HostTracker
+from .clusterview import ClusterViews
 from .sampler import Sampler
 from .samples import sample_rows
-from .sources import EndOfTrace
-from .widget import WatchView, live_fallback_html, live_fallback_line, snapshot_html
+from .sources import EndOfTrace, Source
+from .widget import MachineViews, live_fallback_html, live_fallback_line
 
 #: The widget mimetype of ipywidgets 8 (what a saved notebook keeps of a widget output).
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 SPARKLINE_POINTS = 120
 
-_lock = threading.RLock()
-_current = None
+
+def views_for(source):
+    """How a monitor draws ``source``: the cluster view or this machine's."""
+    return ClusterViews(source) if isinstance(source, HostTracker) else MachineViews(source)
 
 
 class GpuWatch:
-    """One monitor. Create it with :func:`start_watch` (or the ``%gpuwatch`` magic).
+    """One monitor; :meth:`Monitors.start` (or ``%gpuwatch``) creates it.
 
     Args:
         sampler: the :class:`~.sampler.Sampler` (not started yet).
         label: ``"live"`` or ``"replay of PATH"``.
-        widget: build the ipywidgets tree (notebook) or not (terminal / ``--text``).
+        widget: build the ipywidgets tree (notebook) or not (terminal, ``--text``).
         options: the settings it was started with (compared when ``%gpuwatch`` runs again).
     """
 
@@ -70,6 +67,7 @@ class GpuWatch:
         self.sampler = sampler
         self.label = label
         self.options = dict(options or {})
+        self.views = views_for(sampler.source)
         self.view = None
         self.started_s = time.time()
         self._display_id = None  # set when first displayed with its widget
@@ -77,16 +75,7 @@ class GpuWatch:
         self._replaced = False  # the outputs showing the widget were replaced by the snapshot
         self._display_lock = threading.RLock()
         if widget:
-            make_view = getattr(
-                sampler.source, "make_view", None
-            )  # cluster sources have their own view
-            self.view = (
-                make_view(on_stop=self.stop)
-                if make_view
-                else WatchView(
-                    getattr(sampler.source, "devices", []), label=label, on_stop=self.stop
-                )
-            )
+            self.view = self.views.view(label, on_stop=self.stop)
             sampler.on_sample = self._update
             sampler.on_finish = self._finished
 
@@ -98,14 +87,13 @@ class GpuWatch:
 
     @property
     def history(self) -> list:
-        """The kept samples as flat records: one dict per (sample, GPU), keys like nvidia-smi's
-        (``timestamp``, ``index``, ``utilization.gpu`` [%], ``memory.used`` and ``memory.reserved``
-        [bytes], ``power.draw`` [mW]...)
-        plus ``host.*`` and ``torch.*``. Values are plain scalars: an unreadable number is ``nan``
-        and an unreadable text ``"N/A"``, with the reasons in the ``na_reasons`` column
-        (:attr:`samples` keeps the NA objects).
+        """The kept samples as flat records, one dict per (sample, GPU).
 
-        ``pandas.DataFrame(watch.history)`` gives one row per GPU per sample, with numeric columns.
+        Keys are nvidia-smi's (``timestamp``, ``index``, ``utilization.gpu`` [%],
+        ``memory.used`` and ``memory.reserved`` [bytes], ``power.draw`` [mW]...) plus ``host.*``
+        and ``torch.*``. An unreadable number is ``nan`` and an unreadable text ``"N/A"``, with
+        the reasons in the ``na_reasons`` column (:attr:`samples` keeps the NA objects).
+        ``pandas.DataFrame(watch.history)`` gives one row per GPU per sample.
         """
         _, samples = self.sampler.snapshot()
         return [row for s in samples for row in sample_rows(s)]
@@ -127,16 +115,26 @@ class GpuWatch:
 
     @property
     def error(self) -> str:
-        """The last failure the sampler recorded (``""`` if none); the sampler never raises."""
+        """The last failure the sampler recorded (``""`` if none)."""
         return self.sampler.error
 
     def stop(self):
         """Stop the sampler thread (joins it) and mark the widget stopped. Idempotent."""
         self.sampler.stop()
-        close = getattr(self.sampler.source, "close", None)  # a cluster source's HTTP connections
-        if close is not None and not self.sampler.running:
-            close()
+        if not self.sampler.running:
+            self.sampler.source.close()
         self._finished()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the monitor stops by itself (``--count`` reached, end of a replay).
+
+        Args:
+            timeout_s: seconds to wait at most (None: no limit).
+
+        Returns:
+            True when the sampler thread has ended.
+        """
+        return self.sampler.wait(timeout_s)
 
     def state(self) -> str:
         """``'running, every 1 s'`` or ``'stopped (why)'``."""
@@ -145,22 +143,17 @@ class GpuWatch:
         return _stopped(self.sampler.finished or "not started")
 
     # -- display ------------------------------------------------------------------------
-    def text(self) -> str:
+    def text(self, state: str | None = None) -> str:
         """The snapshot table (plain text)."""
-        render = getattr(self.sampler.source, "render_text", None)
-        if render is not None:
-            latest, hist = self.sampler.snapshot()
-            return render(latest, hist, self.label, self.state(), self.sampler.error)
-        return text_view.sample_text(
-            self.sampler.latest, self.label, self.state(), self.sampler.error
-        )
+        latest, hist = self.sampler.snapshot()
+        state = self.state() if state is None else state
+        return self.views.text(latest, hist, self.label, state, self.sampler.error)
 
     def _repr_html_(self):
         if self.view is None:
             return None  # text view (terminal or --text): the table only
         latest, hist = self.sampler.snapshot()
-        render = getattr(self.sampler.source, "render_html", snapshot_html)
-        return render(
+        return self.views.html(
             latest,
             hist[-SPARKLINE_POINTS:],
             self.label,
@@ -173,27 +166,21 @@ class GpuWatch:
         return self._ended or self._replaced or not self.running
 
     def static_bundle(self) -> dict:
-        """The snapshot of the current state without the widget: ``text/plain`` table and ``text/html``."""
+        """The snapshot without the widget: ``text/plain`` table and ``text/html``."""
         data = {"text/plain": self.text()}
         if self.view is not None:
             data["text/html"] = self._repr_html_()
         return data
 
     def live_bundle(self) -> dict:
-        """What a running monitor's output holds: the widget view, and beside it, for wherever the
-        widget cannot be shown later (a saved notebook reopened, nbviewer, GitHub), HTML saying it
-        was live and when it started, and the text table of the moment it was displayed, labelled as such.
+        """A running monitor's output: the widget view, and what stands in for it.
+
+        Beside the view, for wherever the widget cannot be shown later (a saved notebook reopened,
+        nbviewer, GitHub): HTML saying it was live and when it started, and the text table of the
+        moment it was displayed, labelled as such.
         """
         line = live_fallback_line(self.label, self.started_s, self.sampler.interval_s)
-        latest = self.sampler.latest
-        when = time.strftime("%H:%M:%S")
-        render = getattr(self.sampler.source, "render_text", None)
-        state = f"values at {when}, when displayed"
-        table = (
-            render(latest, self.sampler.snapshot()[1], self.label, state, self.sampler.error)
-            if render
-            else text_view.sample_text(latest, self.label, state, self.sampler.error)
-        )
+        table = self.text(f"values at {time.strftime('%H:%M:%S')}, when displayed")
         return {
             "text/plain": line + "\n\n" + table,
             "text/html": live_fallback_html(self.label, self.started_s, self.sampler.interval_s),
@@ -211,17 +198,14 @@ class GpuWatch:
 
     @property
     def _ipython_display_(self):
-        """IPython's display hook: with a widget, :meth:`display` (a property, None without a
-        widget, so the terminal and ``--text`` keep the plain ``Out[n]`` table).
+        """IPython's display hook: :meth:`display` with a widget, else None.
+
+        None keeps the plain ``Out[n]`` table in the terminal and with ``--text``.
         """
         return self.display if self.view is not None else None
 
     def display(self):
-        """Display the monitor: while it runs, the widget under this monitor's ``display_id``
-        (replaced by the snapshot when it stops); once stopped, the static snapshot.
-        """
-        from IPython.display import display
-
+        """Display the widget under this monitor's ``display_id``, or the snapshot once stopped."""
         with self._display_lock:
             if self._shows_snapshot():
                 display(self.static_bundle(), raw=True)
@@ -231,7 +215,7 @@ class GpuWatch:
             display(self.live_bundle(), raw=True, display_id=self._display_id)
 
     def _replace_display(self):
-        """Replace every output showing the widget by the static snapshot (once), then close the widgets."""
+        """Replace every output showing the widget by the snapshot (once); close the widgets."""
         with self._display_lock:
             self._ended = True
             if self._display_id is None or self._replaced:
@@ -239,8 +223,6 @@ class GpuWatch:
             self._replaced = True
             bundle = self.static_bundle()
             try:
-                from IPython.display import display
-
                 display(bundle, raw=True, display_id=self._display_id, update=True)
             except Exception as exc:  # kernel shutting down: nothing to update any more
                 self.sampler._record(
@@ -286,13 +268,8 @@ def _stopped(why: str) -> str:
     return "stopped" if why in ("", "stopped") else f"stopped ({why})"
 
 
-def current():
-    """The monitor started last in this process (running or not), or None."""
-    return _current
-
-
 def start_watch(
-    source,
+    source: Source,
     *,
     interval_s: float = 1.0,
     history_len: int = 600,
@@ -302,141 +279,142 @@ def start_watch(
     background: bool = True,
     options: dict | None = None,
 ) -> GpuWatch:
-    """Stop any running monitor, then create and start a new one.
+    """Create a monitor, take its first sample now, and start its thread.
 
-    The first sample is taken synchronously (so the display has data at once); the
-    sampler thread takes the following ones every ``interval_s`` seconds.
+    The first sample is synchronous (so the display has data at once); the sampler thread takes
+    the following ones every ``interval_s`` seconds. :meth:`Monitors.start` also stops the
+    previous monitor.
 
     Args:
-        source: :class:`~.sources.LiveSource` or :class:`~.sources.ReplaySource`.
-        interval_s: seconds between samples. history_len: samples kept. count: stop after N samples.
+        source: where samples come from (:class:`~.sources.Source`).
+        interval_s: seconds between samples.
+        history_len: samples kept.
+        count: stop after this many samples (None: until stopped).
         writer: a :class:`~.trace.TraceWriter` or None.
-        widget: build the widget tree. background: start the thread (False: one sample only).
-
-    Returns:
-        GpuWatch
+        widget: build the widget tree.
+        background: start the thread (False: one sample only).
+        options: the settings it was started with.
     """
-    global _current
-    with _lock:
-        stop_current()
-        sampler = Sampler(
-            source, interval_s=interval_s, history_len=history_len, count=count, writer=writer
-        )
-        watch = GpuWatch(sampler, label=source.label, widget=widget, options=options)
-        try:
-            sampler.step()
-        except EndOfTrace:  # pragma: no cover - read_trace guarantees one sample
-            sampler.finished = "end of replay"
-        preload = getattr(source, "preload", None)  # a cluster source: history from one range query
-        if (
-            preload is not None
-            and background
-            and sampler.latest is not None
-            and sampler.latest.gpus
-        ):
-            older = [s for s in preload(history_len) if s.timestamp_s < sampler.latest.timestamp_s]
-            with sampler._lock:
-                sampler.history.extendleft(reversed(older[-(history_len - 1) :]))
-        if background and not sampler.done() and not sampler.finished:
-            sampler.start(first_delay=interval_s)
-        else:
-            if not sampler.finished:
-                sampler.finished = "single sample" if not background else sampler.finished or "done"
-            if writer is not None:
-                writer.close()
-            watch._finished()
-        _current = watch
-        return watch
-
-
-def stop_current():
-    """Stop the current monitor, if any; returns it (or None). Registered with ``atexit``."""
-    with _lock:
-        w = _current
-        if w is not None:
-            w.stop()
-        return w
-
-
-atexit.register(stop_current)
-
-
-def _stop_before_kernel_end(kernel) -> None:
-    """Stop the current monitor (its snapshot replaces its outputs) and wait until IOPub sent that,
-    at most 2 s.
-    Never raises: the kernel's shutdown goes on whatever happens here.
-    """
+    sampler = Sampler(
+        source, interval_s=interval_s, history_len=history_len, count=count, writer=writer
+    )
+    watch = GpuWatch(sampler, label=source.label, widget=widget, options=options)
     try:
-        watch = current()
-        if watch is None or not watch.running:
-            return
-        stop_current()
-        thread = getattr(getattr(kernel, "iopub_socket", None), "io_thread", None)
-        if thread is not None and hasattr(thread, "schedule"):
-            sent = threading.Event()
-            thread.schedule(sent.set)  # runs after the messages queued before it
-            sent.wait(2.0)
-    except Exception:  # noqa: BLE001 - a failing snapshot must not block the shutdown
-        pass
+        sampler.step()
+    except EndOfTrace:  # an empty replay
+        sampler.finished = "end of replay"
+    if background and sampler.latest is not None and sampler.latest.gpus:
+        newest = sampler.latest.timestamp_s
+        older = [s for s in source.preload(history_len) if s.timestamp_s < newest]
+        with sampler._lock:
+            sampler.history.extendleft(reversed(older[-(history_len - 1) :]))
+    if background and not sampler.done() and not sampler.finished:
+        sampler.start(first_delay=interval_s)
+    else:
+        if not sampler.finished:
+            sampler.finished = "single sample" if not background else "done"
+        if writer is not None:
+            writer.close()
+        watch._finished()
+    return watch
 
 
-def hook_kernel_shutdown(shell):
-    """In an ipykernel, stop the monitor when the kernel is asked to shut down or restart, before it
-    answers.
+class Monitors:
+    """The one monitor of this process: starts, replaces and stops it (thread-safe)."""
 
-    ``atexit`` alone (:func:`stop_current`) sends the snapshot only after the kernel replied
-    ``shutdown_reply`` and stopped its loops, so whether it reaches the front end depends on the
-    client still listening. Here the kernel's ``shutdown_request`` handlers (``control_handlers``
-    and ``shell_handlers`` of ipykernel's ``Kernel``)
-    are wrapped: the monitor is stopped, its ``update_display_data`` sent on IOPub, then ipykernel's
-        own handler
-    runs. With no monitor running the wrapper only calls the original. A restart asked from
-    JupyterLab is not
-    helped: Lab forgets the old kernel's display ids before it asks for the restart, so it drops the
-        update and a
-    saved notebook keeps the widget view (``tests/browser/test_kernel_end_page.py`` records it,
-    strict xfail).
+    def __init__(self):
+        self._lock = threading.RLock()
+        self.current: GpuWatch | None = None
 
-    Args:
-        shell: the running ``InteractiveShell``; anything without an ipykernel ``kernel`` (terminal
-            IPython) is left alone.
+    def start(self, source: Source, **kwargs) -> GpuWatch:
+        """Stop the running monitor, then :func:`start_watch` a new one and keep it."""
+        with self._lock:
+            self.stop()
+            self.current = start_watch(source, **kwargs)
+            return self.current
 
-    Returns:
-        A no-argument callable that puts the original handlers back (for ``%unload_ext``); it leaves
-        a handler that someone else replaced since alone.
-    """
-    kernel = getattr(shell, "kernel", None)
-    installed = []
-    for table in (
-        getattr(kernel, "control_handlers", None),
-        getattr(kernel, "shell_handlers", None),
-    ):
-        original = table.get("shutdown_request") if isinstance(table, dict) else None
-        if original is None or getattr(original, "_cudamagic_wraps", None) is not None:
-            continue
+    def stop(self) -> GpuWatch | None:
+        """Stop the current monitor, if any; returns it (or None)."""
+        with self._lock:
+            if self.current is not None:
+                self.current.stop()
+            return self.current
 
-        async def handler(stream, ident, parent, _original=original):
-            _stop_before_kernel_end(kernel)
-            result = _original(stream, ident, parent)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
+    def stop_message(self) -> str:
+        """``%gpuwatch --stop``: stop the running monitor and say what happened."""
+        w = self.current
+        if w is None or not w.running:
+            return "No %gpuwatch is running."
+        w.stop()
+        return f"%gpuwatch stopped after {plural(w.samples_taken, 'sample')}."
 
-        handler._cudamagic_wraps = original
-        table["shutdown_request"] = handler
-        installed.append((table, handler, original))
+    def _stop_before_kernel_end(self, kernel) -> None:
+        """Stop the running monitor and wait (at most 2 s) until IOPub sent its snapshot.
 
-    def restore():
-        for table, handler, original in installed:
-            if table.get("shutdown_request") is handler:
-                table["shutdown_request"] = original
-        installed.clear()
+        Never raises: the kernel's shutdown goes on whatever happens here.
+        """
+        try:
+            if self.current is None or not self.current.running:
+                return
+            self.stop()
+            thread = getattr(getattr(kernel, "iopub_socket", None), "io_thread", None)
+            if thread is not None and hasattr(thread, "schedule"):
+                sent = threading.Event()
+                thread.schedule(sent.set)  # runs after the messages queued before it
+                sent.wait(2.0)
+        except Exception:  # a failing snapshot must not block the shutdown
+            pass
 
-    return restore
+    def hook_kernel_shutdown(self, shell):
+        """Stop the monitor when an ipykernel is asked to shut down, before it answers.
+
+        ``atexit`` alone sends the snapshot only after the kernel replied ``shutdown_reply``, so
+        whether it reaches the front end depends on the client still listening. Here the kernel's
+        ``shutdown_request`` handlers (ipykernel's ``control_handlers`` and ``shell_handlers``) are
+        wrapped: the monitor is stopped, its ``update_display_data`` sent on IOPub, then the
+        original handler runs. A restart asked from JupyterLab is not helped: Lab forgets the old
+        kernel's display ids first (``tests/browser/test_kernel_end_page.py``, strict xfail).
+
+        Args:
+            shell: the running ``InteractiveShell``; one without an ipykernel ``kernel``
+                (terminal IPython) is left alone.
+
+        Returns:
+            A no-argument callable that puts the original handlers back (for ``%unload_ext``); a
+            handler that someone else replaced since is left alone.
+        """
+        kernel = getattr(shell, "kernel", None)
+        installed = []
+        for table in (
+            getattr(kernel, "control_handlers", None),
+            getattr(kernel, "shell_handlers", None),
+        ):
+            original = table.get("shutdown_request") if isinstance(table, dict) else None
+            if original is None or getattr(original, "_cudamagic_wraps", None) is not None:
+                continue
+
+            async def handler(stream, ident, parent, _original=original):
+                self._stop_before_kernel_end(kernel)
+                result = _original(stream, ident, parent)
+                if inspect.isawaitable(result):
+                    result = await result
+                return result
+
+            handler._cudamagic_wraps = original
+            table["shutdown_request"] = handler
+            installed.append((table, handler, original))
+
+        def restore():
+            for table, handler, original in installed:
+                if table.get("shutdown_request") is handler:
+                    table["shutdown_request"] = original
+            installed.clear()
+
+        return restore
 
 
 def run_foreground(
-    source,
+    source: Source,
     *,
     interval_s: float,
     history_len: int,
@@ -444,32 +422,29 @@ def run_foreground(
     writer=None,
     clear_screen: bool = False,
 ) -> GpuWatch:
-    """Terminal loop (``%gpuwatch --loop`` or ``--count N``): print the text table every
-    ``interval_s`` seconds in the calling thread until Ctrl-C or ``count`` samples; returns the
-    finished monitor.
+    """Print the text table every ``interval_s`` seconds until Ctrl-C or ``count`` samples.
+
+    The terminal loop of ``%gpuwatch --loop`` or ``--count N``, in the calling thread; returns
+    the finished monitor.
 
     Args:
-        source: the sample source. interval_s: seconds between samples. history_len: samples kept.
-        count: stop after this many samples (None: until Ctrl-C). writer: a ``TraceWriter`` or None.
-        clear_screen: clear the terminal before each table (a TTY), else separate tables by a blank
-            line.
+        source: where samples come from.
+        interval_s: seconds between samples.
+        history_len: samples kept.
+        count: stop after this many samples (None: until Ctrl-C).
+        writer: a ``TraceWriter`` or None.
+        clear_screen: clear the terminal before each table (a TTY), else a blank line between.
     """
-    stop_current()
     sampler = Sampler(
         source, interval_s=interval_s, history_len=history_len, count=count, writer=writer
     )
     watch = GpuWatch(sampler, label=source.label, widget=False)
+    state = f"refreshing every {interval_s:g} s; Ctrl-C stops"
 
     def show(sample):
         print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
-        state = f"refreshing every {interval_s:g} s; Ctrl-C stops"
-        render = getattr(source, "render_text", None)
-        print(
-            render(sample, sampler.snapshot()[1], source.label, state, sampler.error)
-            if render
-            else text_view.sample_text(sample, source.label, state, sampler.error),
-            flush=True,
-        )
+        table = watch.views.text(sample, sampler.snapshot()[1], source.label, state, sampler.error)
+        print(table, flush=True)
 
     sampler.on_sample = show
     try:
@@ -477,12 +452,3 @@ def run_foreground(
     except KeyboardInterrupt:
         sampler.finished = "stopped by Ctrl-C"
     return watch
-
-
-def stop_message() -> str:
-    """``%gpuwatch --stop``: stop the running monitor and say what happened."""
-    w = current()
-    if w is None or not w.running:
-        return "No %gpuwatch is running."
-    w.stop()
-    return f"%gpuwatch stopped after {plural(w.samples_taken, 'sample')}."

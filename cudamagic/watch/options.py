@@ -9,11 +9,15 @@ here.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
 from ..core.fmt import plural
+from ..core.na import is_na
+from .cluster import ClusterReplay, PrometheusSource, parse_hosts
+from .prometheus import SourceURLError, parse_source
 from .sampler import MAX_INTERVAL_S
 from .sources import LiveSource, ReplaySource
 from .trace import TraceError, TraceWriter
@@ -74,9 +78,12 @@ class WatchOptions:
 def interval_problem(
     interval: float, given: str, replay: bool, fix: str = "%gpuwatch --interval"
 ) -> str:
-    """What is wrong with ``interval`` (seconds) as a sampling interval, one paragraph naming
-    ``given`` and ending with the command ``fix VALUE`` to type; ``""`` when it is usable (0.1 s
-    live, 0.05 s for a replay, to 3600 s). Shared by :func:`check_interval` and the ``CudaMagics.watch_interval_s`` validator.
+    """What is wrong with ``interval`` as a sampling interval.
+
+    What is wrong with ``interval`` (seconds) as a sampling interval, one paragraph naming ``given``
+    and ending with the command ``fix VALUE`` to type; ``""`` when it is usable (0.1 s live, 0.05 s
+    for a replay, to 3600 s). Shared by :func:`check_interval` and the
+    ``CudaMagics.watch_interval_s`` validator.
     """
     minimum = MIN_REPLAY_INTERVAL_S if replay else MIN_LIVE_INTERVAL_S
     if math.isnan(interval):
@@ -89,14 +96,18 @@ def interval_problem(
         )
     if interval > MAX_INTERVAL_S:
         return (
-            f"{given} {interval:g} is too long: the interval is at most {MAX_INTERVAL_S:g} s; type for "
+            f"{given} {interval:g} is too long: the interval is at most {MAX_INTERVAL_S:g} s; "
+            "type for "
             f"example `{fix} 60`."
         )
     return ""
 
 
 def check_interval(interval: float, given: str, replay: bool) -> float:
-    """``interval`` in seconds if it is a usable sampling interval, else ``UsageError`` naming ``given``."""
+    """``interval`` in seconds if it is a usable sampling interval.
+
+    Else ``UsageError`` naming ``given``.
+    """
     problem = interval_problem(interval, given, replay)
     if problem:
         raise UsageError(problem)
@@ -104,7 +115,10 @@ def check_interval(interval: float, given: str, replay: bool) -> float:
 
 
 def parse_devices(text: str) -> list | None:
-    """``"0, 2"`` -> ``[0, 2]`` (0-based NVML indices); ``""`` -> None (all GPUs). ``UsageError`` otherwise."""
+    """``"0, 2"`` -> ``[0, 2]`` (0-based NVML indices).
+
+    ``""`` -> None (all GPUs). ``UsageError`` otherwise.
+    """
     if not text.strip():
         return None
     try:
@@ -126,8 +140,8 @@ def resolve(args, settings) -> WatchOptions:
     """Check the parsed ``%gpuwatch`` flags against each other and the ``CudaMagics`` settings.
 
     Args:
-        args: the ``argparse.Namespace`` of ``%gpuwatch``. settings: the ``CudaMagics``
-            configurable.
+        args: the ``argparse.Namespace`` of ``%gpuwatch``.
+        settings: the ``CudaMagics`` configurable.
 
     Raises:
         UsageError: an interval outside 0.1 s (0.05 s for a replay) to 3600 s or not a number, a
@@ -164,15 +178,13 @@ def resolve(args, settings) -> WatchOptions:
             args.count,
             args.loop,
             args.text,
-            getattr(args, "source", None),
-            getattr(args, "job", None),
-            getattr(args, "hosts", None),
-            getattr(args, "cmdline", None),
+            args.source,
+            args.job,
+            args.hosts,
+            args.cmdline,
         )
     )
-    show_cmdlines = bool(
-        getattr(args, "cmdline", False) or getattr(settings, "watch_show_cmdlines", False)
-    )
+    show_cmdlines = args.cmdline or settings.watch_show_cmdlines
     return WatchOptions(
         interval_s=interval,
         history=history,
@@ -192,17 +204,12 @@ def resolve(args, settings) -> WatchOptions:
 
 
 def cluster_options(args) -> tuple:
-    """``(base URL or None, job, hosts)`` from ``--source``, ``--job``, ``--hosts``; ``UsageError``
+    """The checked ``--source``, ``--job`` and ``--hosts``.
+
+    ``(base URL or None, job, hosts)`` from ``--source``, ``--job``, ``--hosts``; ``UsageError``
     when they are malformed or combined with ``--replay`` / ``--devices``.
     """
-    from .cluster import parse_hosts
-    from .prometheus import SourceURLError, parse_source
-
-    text, job, hosts = (
-        getattr(args, "source", None),
-        getattr(args, "job", None),
-        getattr(args, "hosts", None),
-    )
+    text, job, hosts = args.source, args.job, args.hosts
     if not text:
         if job is not None or hosts:
             flag = "--job" if job is not None else "--hosts"
@@ -236,7 +243,9 @@ def cluster_options(args) -> tuple:
 
 
 def open_source(opts: WatchOptions):
-    """The sample source for ``opts``: a :class:`~.sources.ReplaySource` or a
+    """The sample source ``opts`` ask for.
+
+    The sample source for ``opts``: a :class:`~.sources.ReplaySource` or a
     :class:`~.sources.LiveSource`.
 
     Raises:
@@ -247,14 +256,10 @@ def open_source(opts: WatchOptions):
         return open_cluster(opts)
     if opts.replay:
         try:
-            from .cluster import ClusterReplay
-
             return ClusterReplay.wrap(ReplaySource(opts.replay))
         except TraceError as exc:
             raise UsageError(
-                f"Cannot replay: {exc}. A replay file is a JSON-lines trace written by "
-                "`%gpuwatch --log FILE.jsonl`; try `%gpuwatch --replay "
-                "examples/trace_demo.jsonl`."
+                f"Cannot replay: {exc}; replay a file written by `%gpuwatch --log FILE.jsonl`."
             ) from exc
     source = LiveSource(devices=None, show_cmdlines=opts.show_cmdlines)
     if opts.devices is not None and source.status is None:
@@ -275,42 +280,34 @@ def open_source(opts: WatchOptions):
 
 
 def open_cluster(opts: WatchOptions):
-    """The :class:`~.cluster.PrometheusSource` of ``--source``. With ``--job`` or ``--hosts`` one
-    probe request checks that something matches (an unreachable server is not an error: the monitor
-    shows it as stale).
+    """The :class:`~.cluster.PrometheusSource` of ``--source``.
+
+    With ``--job`` or ``--hosts`` one probe request checks that something matches (an unreachable
+    server is not an error: the monitor shows it as stale).
 
     Raises:
         UsageError: the server answers but no GPU matches ``--job`` / ``--hosts``.
     """
-    import time
-
-    from .cluster import PrometheusSource
-
     source = PrometheusSource(
         opts.source, hosts=opts.hosts, job=opts.job, interval_s=opts.interval_s
     )
     if opts.job is not None or opts.hosts:
         probe = source.read(0, time.time())
-        if not probe.gpus and getattr(probe.nvml_status, "code", "") == "no_gpus":
+        if not probe.gpus and is_na(probe.nvml_status) and probe.nvml_status.code == "no_gpus":
             source.close()
             if opts.job is not None:
-                fix = (
-                    f"Give the value to match, e.g. `%gpuwatch --source {opts.source} --job 12345` (a Slurm "
-                    "job id, pod or host name), or leave --job out"
-                )
+                fix = f"`%gpuwatch --source {opts.source} --job 12345` (a job id, pod or host)"
             else:
-                fix = (
-                    f"Give host names the exporters report (their Hostname/hostname label, or its short form), "
-                    f"e.g. `%gpuwatch --source {opts.source} --hosts node07,node08`, or leave --hosts out"
-                )
-            raise UsageError(
-                f"{probe.nvml_status.reason}. {fix} to see every GPU the server knows."
-            )
+                fix = f"`%gpuwatch --source {opts.source} --hosts node07,node08`"
+            raise UsageError(f"{probe.nvml_status.reason}; type for example {fix}.")
     return source
 
 
 def open_writer(opts: WatchOptions):
-    """The ``--log`` :class:`~.trace.TraceWriter`, or None. ``UsageError`` when the file cannot be written."""
+    """The ``--log`` :class:`~.trace.TraceWriter`, or None.
+
+    ``UsageError`` when the file cannot be written.
+    """
     if not opts.log:
         return None
     try:

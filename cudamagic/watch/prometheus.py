@@ -1,4 +1,6 @@
-"""A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no
+"""A small Prometheus HTTP API client for ``%gpuwatch --source``.
+
+A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no
 IPython).
 
 One :class:`PrometheusClient` per monitor keeps one connection pool.
@@ -21,10 +23,12 @@ from __future__ import annotations
 
 import json
 import math
+import netrc
 import os
 import re
 import time
 import urllib.parse
+import warnings
 
 #: Prometheus refuses a range query answering more than this many points per series.
 MAX_POINTS_PER_SERIES = 11_000
@@ -36,7 +40,10 @@ CA_ENV = "CUDAMAGIC_PROMETHEUS_CA_BUNDLE"
 
 
 class PrometheusError(Exception):
-    """A request to Prometheus failed; ``str()`` is a one-line reason fit to show (no credentials)."""
+    """A request to Prometheus failed.
+
+    ``str()`` is a one-line reason fit to show (no credentials).
+    """
 
 
 class SourceURLError(ValueError):
@@ -103,8 +110,11 @@ def parse_source(text: str) -> str:
 
 
 def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = None) -> tuple:
-    """``(headers dict, description)`` of the credentials for ``base_url``; description names the
-    source (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")`` without any.
+    """The credentials for ``base_url`` and what they are.
+
+    ``(headers dict, description)`` of the credentials for ``base_url``; description names the
+    source (``"bearer token from CUDAMAGIC_PROMETHEUS_TOKEN"``), never the secret; ``({}, "none")``
+    without any.
     """
     import urllib3
 
@@ -117,8 +127,6 @@ def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = Non
             urllib3.make_headers(basic_auth=f"{user}:{environ.get(PASSWORD_ENV, '')}"),
             f"basic auth from {USER_ENV}/{PASSWORD_ENV}",
         )
-    import netrc
-
     host = urllib.parse.urlsplit(base_url).hostname
     path = netrc_path or environ.get("NETRC") or os.path.join(os.path.expanduser("~"), ".netrc")
     try:
@@ -138,8 +146,11 @@ def auth_headers(base_url: str, environ=os.environ, netrc_path: str | None = Non
 def range_step(
     start_s: float, end_s: float, min_step_s: float, max_points: int = MAX_POINTS_PER_SERIES
 ) -> float:
-    """Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and
-    large enough that each series has at most ``max_points`` points (Prometheus answers ``(end - start) / step + 1``).
+    """Step in seconds for a range query.
+
+    Step in seconds for a range query over ``[start_s, end_s]``: at least ``min_step_s`` and large
+    enough that each series has at most ``max_points`` points (Prometheus answers ``(end - start) /
+    step + 1``).
     """
     span = max(0.0, end_s - start_s)
     need = span / max(1, max_points - 1)
@@ -148,13 +159,19 @@ def range_step(
 
 
 def selector(metrics) -> str:
-    """PromQL selecting every metric of ``metrics`` in one instant vector: ``{__name__=~"A|B|..."}``."""
+    """PromQL selecting every metric of ``metrics`` in one instant vector.
+
+    ``{__name__=~"A|B|..."}``.
+    """
     names = "|".join(re.escape(m) for m in metrics)
-    return '{__name__=~"%s"}' % names.replace("\\", "\\\\")
+    escaped = names.replace("\\", "\\\\")
+    return f'{{__name__=~"{escaped}"}}'
 
 
 class PrometheusClient:
-    """GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no
+    """GET requests to one Prometheus server.
+
+    GET requests to one Prometheus server (urllib3 pool keeping one connection; no retries, no
     redirects followed; TLS verified).
 
     Args:
@@ -198,7 +215,10 @@ class PrometheusClient:
         return self._data(path, status, headers, body)
 
     def _fetch(self, path: str, params: dict, timeout_s: float | None = None) -> tuple:
-        """``(status, headers, body bytes)`` of one GET; :class:`PrometheusError` when no answer came."""
+        """``(status, headers, body bytes)`` of one GET.
+
+        :class:`PrometheusError` when no answer came.
+        """
         import urllib3
 
         url = f"{self.base_url}{path}"
@@ -251,8 +271,11 @@ class PrometheusClient:
         return obj["data"]
 
     def _not_prometheus(self, path: str, status: int, content_type: str, body: bytes, obj) -> str:
-        """One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error):
-        the status and what it means, never the page's HTML; a short plain-text body (``404 page not found``) is kept.
+        """One paragraph for an answer that is not Prometheus JSON.
+
+        One paragraph for an answer that is not Prometheus JSON (a web page, a proxy's error): the
+        status and what it means, never the page's HTML; a short plain-text body (``404 page not
+        found``) is kept.
         """
         text = body[:2000].decode("utf-8", "replace")
         html_page = "html" in content_type.lower() or text.lstrip()[:1] == "<"
@@ -264,17 +287,26 @@ class PrometheusClient:
             what = f" ({line})"
         where = f"answered HTTP {status} at {path}{what}"
         if status >= 500:
-            return f"the server at {self.base_url} {where}: a server or proxy error, retried at the next refresh"
+            return (
+                f"the server at {self.base_url} {where}: a server or proxy error, retried at the "
+                "next refresh"
+            )
         if status == 404 or (200 <= status < 300) or html_page:
             return (
-                f"the server at {self.base_url} {where}: is this a Prometheus server? Check --source: it "
-                "must be the address the Prometheus API is served under (the one whose /api/v1/query "
-                "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a proxy"
+                f"the server at {self.base_url} {where}: is this a Prometheus server? Check "
+                "--source: it "
+                "must be the address the Prometheus API is served under (the one whose "
+                "/api/v1/query "
+                "answers JSON), e.g. prometheus://HOST:9090 or https://HOST/prometheus behind a "
+                "proxy"
             )
         return f"the server at {self.base_url} {where}"
 
     def instant(self, query: str, at_s: float | None = None) -> list:
-        """``result`` of ``/api/v1/query`` (resultType vector): ``[{"metric": {...}, "value": [t, "v"]}]``."""
+        """``result`` of ``/api/v1/query`` (resultType vector).
+
+        ``[{"metric": {...}, "value": [t, "v"]}]``.
+        """
         params = {"query": query}
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
@@ -293,7 +325,10 @@ class PrometheusClient:
         step_s: float,
         timeout_s: float | None = None,
     ) -> list:
-        """``result`` of ``/api/v1/query_range`` (resultType matrix): ``[{"metric", "values": [[t, "v"]...]}]``."""
+        """``result`` of ``/api/v1/query_range`` (resultType matrix).
+
+        ``[{"metric", "values": [[t, "v"]...]}]``.
+        """
         data = self.get(
             "/api/v1/query_range",
             {
@@ -318,7 +353,9 @@ class PrometheusClient:
         step_s: float,
         timeout_s: float | None = None,
     ) -> list:
-        """:meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where
+        """:meth:`range` as columns, one per series.
+
+        :meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where
         ``times`` (epoch seconds) and ``values`` are 1-D float64 numpy arrays of the same length
         (NaN and +-Inf kept).
 
@@ -361,7 +398,9 @@ _POINT_CHARS = bytes.maketrans(b'[]"', b"   ")
 
 
 def parse_matrix(body: bytes) -> list | None:
-    """The series of a ``query_range`` answer as ``[(labels dict, times, values)]`` (float64 numpy
+    """The series of a ``query_range`` answer, parsed fast.
+
+    The series of a ``query_range`` answer as ``[(labels dict, times, values)]`` (float64 numpy
     arrays), or None when ``body`` is not the compact JSON Prometheus writes for a successful matrix
     (an error answer, native histograms, another server's layout): the caller then decodes it with
     :mod:`json`.
@@ -373,8 +412,6 @@ def parse_matrix(body: bytes) -> list | None:
     m = _MATRIX_HEAD.match(body)
     if m is None:
         return None
-    import warnings
-
     import numpy as np
 
     out, pos = [], m.end()
@@ -407,7 +444,9 @@ def parse_matrix(body: bytes) -> list | None:
 
 
 def _columns(r):
-    """One series of a :mod:`json`-decoded matrix as ``(labels, times, values)`` arrays; None if
+    """One series of a decoded matrix as arrays.
+
+    One series of a :mod:`json`-decoded matrix as ``(labels, times, values)`` arrays; None if
     malformed (a value that is not a number becomes NaN).
     """
     import numpy as np

@@ -1,5 +1,7 @@
-"""The ``%gpuwatch`` sampler: one daemon thread that reads a source every ``interval_s`` into a
-bounded history.
+"""The ``%gpuwatch`` sampler thread.
+
+The ``%gpuwatch`` sampler: one daemon thread that reads a source every ``interval_s`` into a bounded
+history.
 
 The :class:`Sampler` is driven by ``Event.wait(interval)``; clock and wait are injectable so tests
 run it
@@ -84,7 +86,10 @@ class Sampler:
 
     # -- one step ----------------------------------------------------------------------
     def step(self):
-        """Take one sample now. Returns it, or None after a recorded failure. Raises EndOfTrace at the end."""
+        """Take one sample now; returns it.
+
+        None after a recorded failure; raises EndOfTrace at the end of a replay.
+        """
         try:
             s = self.source.read(self.samples_taken + 1, self.wall())
         except EndOfTrace:
@@ -101,7 +106,8 @@ class Sampler:
                 self.writer.write(s)
             except Exception as exc:
                 self._record(
-                    f"writing {self.writer.path} failed: {type(exc).__name__}: {exc}; logging stopped"
+                    f"writing {self.writer.path} failed: {type(exc).__name__}: {exc}; logging "
+                    "stopped"
                 )
                 self.writer = None
         if self.on_sample is not None:
@@ -182,7 +188,10 @@ class Sampler:
         self._thread.start()
 
     def stop(self, timeout_s: float = 5.0):
-        """Ask the thread to stop and wait for it (at most ``timeout_s``). Safe from any thread, idempotent."""
+        """Ask the thread to stop and wait for it, at most ``timeout_s``.
+
+        Safe from any thread, idempotent.
+        """
         self._stop.set()
         t = self._thread
         if t is not None and t is not threading.current_thread():
@@ -191,6 +200,16 @@ class Sampler:
             self.finished = "stopped"
         if self.writer is not None and (t is None or not t.is_alive()):
             self.writer.close()
+
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """Wait until the thread ends (``count`` reached, end of replay, stopped).
+
+        True if it did.
+        """
+        t = self._thread
+        if t is not None:
+            t.join(timeout_s)
+        return t is None or not t.is_alive()
 
     @property
     def running(self) -> bool:

@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass
 
 from ..core import nvml
-from ..core.na import NA, is_na
+from ..core.na import NA, NaOr, is_na
 
 #: nvidia-smi field name -> attribute name of :class:`GpuSample` (unit in the name).
 GPU_FIELDS = {
@@ -45,100 +45,111 @@ GPU_FIELDS = {
 
 @dataclass(frozen=True)
 class ProcessSample:
-    """One process on a GPU (``nvmlDeviceGetComputeRunningProcesses`` + graphics processes).
+    """One process on a GPU (``nvidia-smi --query-compute-apps``, graphics processes too).
 
-    Attributes:
-        pid: process id as NVML reports it (the host's PID namespace).
-        name: executable name from ``psutil``, or NA (another PID namespace, no permission).
-        cmdline: command line (truncated to 200 characters), or NA.
-        used_memory_bytes: GPU memory of the process in bytes (``used_gpu_memory``), or NA.
-        type: ``"C"`` compute, ``"G"`` graphics, ``"C+G"``.
-        own: True for this kernel's own process.
-        visible: False when the pid does not exist here (another PID namespace, F04, or it exited);
-            True for another user's process hidden by ``/proc`` ``hidepid`` (it exists, its name is
-            NA with code ``"hidden"``). The kind is ``name.code`` when ``name`` is NA:
-            ``"other_namespace"``, ``"hidden"``, ``"exited"``, ``"no_permission"``.
-        memory_source: where ``used_memory_bytes`` comes from: ``"NVML"`` (``usedGpuMemory``), or on
-            Windows under WDDM :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's
-            ``Dedicated Usage``).
-        shared_memory_bytes: system RAM the GPU uses for the process (Windows ``Shared Usage``), or
-            NA (NVML does not report it).
+    ``visible`` is False when the pid does not exist here (another PID namespace, or it exited);
+    True for another user's process hidden by ``/proc`` ``hidepid`` (it exists; its name is NA
+    with code ``"hidden"``). The kind is ``name.code`` when ``name`` is NA: ``"other_namespace"``,
+    ``"hidden"``, ``"exited"``, ``"no_permission"``.
     """
 
+    #: ``pid`` as NVML reports it (the host's PID namespace).
     pid: int
-    name: object
-    cmdline: object
-    used_memory_bytes: object
+    #: ``process_name``: the executable name from ``psutil``.
+    name: NaOr[str]
+    #: The command line (at most 200 characters).
+    cmdline: NaOr[str]
+    #: ``used_memory`` in bytes (NVML's ``usedGpuMemory``).
+    used_memory_bytes: NaOr[int]
+    #: ``"C"`` compute, ``"G"`` graphics, ``"C+G"``.
     type: str = "C"
+    #: True for this kernel's own process.
     own: bool = False
+    #: False when the pid does not exist in this PID namespace.
     visible: bool = True
+    #: Where ``used_memory_bytes`` comes from: ``"NVML"``, or under Windows WDDM
+    #: :data:`cudamagic.core.wincounters.SOURCE_LABEL` (the process's ``Dedicated Usage``).
     memory_source: str = "NVML"
-    shared_memory_bytes: object = NA("NVML reports dedicated GPU memory only", "not_supported")
+    #: System RAM the GPU uses for the process (Windows ``Shared Usage``); NVML has no such figure.
+    shared_memory_bytes: NaOr[int] = NA("NVML reports dedicated GPU memory only", "not_supported")
 
 
 @dataclass(frozen=True)
 class MigSample:
-    """One MIG instance: 0-based slot index, ``MIG-...`` UUID, memory in bytes (F06).
+    """One MIG instance of a GPU (``nvmlDeviceGetMigDeviceHandleByIndex``)."""
 
-    From a cluster source, ``ratios`` are the instance's DCGM profiling ratios ``((name, 0-1 float
-    or NA), ...)`` (``DCGM_FI_PROF_*`` of its ``GPU_I_ID``); ``()`` otherwise.
-    """
-
+    #: 0-based slot index.
     index: int
-    uuid: object
-    memory_used_bytes: object
-    memory_total_bytes: object
+    #: ``MIG-...`` UUID (``nvmlDeviceGetUUID``).
+    uuid: NaOr[str]
+    #: ``memory.used`` of the instance, bytes.
+    memory_used_bytes: NaOr[int]
+    #: ``memory.total`` of the instance, bytes.
+    memory_total_bytes: NaOr[int]
+    #: From a cluster source: DCGM profiling ratios ``((name, 0-1 float or NA), ...)``
+    #: (``DCGM_FI_PROF_*`` of its ``GPU_I_ID``); ``()`` otherwise.
     ratios: tuple = ()
 
 
 @dataclass(frozen=True)
 class GpuSample:
-    """One GPU at one instant. Index is the 0-based NVML index (``nvidia-smi`` order).
-
-    Units: ``*_pct`` percent (0-100), ``*_bytes`` bytes, ``temperature_c`` degrees C,
-    ``*_mw`` milliwatts, ``*_mhz`` MHz, ``pstate`` P-state number (0 = max performance),
-    ``throttle_reasons_mask`` the ``nvmlDeviceGetCurrentClocksEventReasons`` bitmask.
-    ``lost`` is an NA once the GPU fell off the bus, else ``None``. ``processes`` is a
-    tuple of :class:`ProcessSample` or an NA. ``memory_used_bytes`` is what ``nvidia-smi`` shows as
-    used (``nvmlDeviceGetMemoryInfo`` v2: without the driver's reserve); ``memory_reserved_bytes``
-    is that reserve (``memory.reserved``), NA on drivers before R510 (v1 only: used then includes
-    the reserve) and in traces recorded before the field existed. Every number passed
-    :func:`cudamagic.core.nvml.check_value`. ``driver_model`` is ``"WDDM"``, ``"TCC"`` or ``"MCDM"``
-    on Windows (``nvmlDeviceGetDriverModel``, nvidia-smi's header), an NA elsewhere.
+    """One GPU at one instant, in raw NVML units; every number passed ``nvml.check_value``.
 
     From a cluster source (``--source prometheus://...``): ``host`` is the exporter's host name
-        (``""`` for
-    this machine), ``ratios`` the DCGM profiling ratios as ``((name, 0-1 float or NA), ...)``,
-    ``labels`` the job labels ``((label, value), ...)`` (pod, namespace, hpc_job).
+    (``""`` for this machine), ``ratios`` the DCGM profiling ratios ``((name, 0-1 float or NA),
+    ...)``, ``labels`` the job labels ``((label, value), ...)`` (pod, namespace, hpc_job).
     """
 
+    #: ``index``: 0-based NVML index (``nvidia-smi`` order).
     index: int
-    name: object
-    uuid: object
-    gpu_util_pct: object
-    mem_util_pct: object
-    memory_used_bytes: object
-    memory_total_bytes: object
-    temperature_c: object
-    power_draw_mw: object
-    power_limit_mw: object
-    fan_speed_pct: object
-    clock_sm_mhz: object
-    clock_mem_mhz: object
-    pstate: object
-    throttle_reasons_mask: object
-    mig_enabled: object = False
-    mig_devices: tuple = ()
-    processes: object = ()
-    lost: object = None
+    #: ``name`` (``nvmlDeviceGetName``).
+    name: NaOr[str]
+    #: ``uuid`` (``nvmlDeviceGetUUID``).
+    uuid: NaOr[str]
+    #: ``utilization.gpu``, % (``nvmlDeviceGetUtilizationRates``).
+    gpu_util_pct: NaOr[int]
+    #: ``utilization.memory``, %.
+    mem_util_pct: NaOr[int]
+    #: ``memory.used``, bytes: what nvidia-smi shows (``nvmlDeviceGetMemoryInfo`` v2, without the
+    #: driver's reserve).
+    memory_used_bytes: NaOr[int]
+    #: ``memory.total``, bytes.
+    memory_total_bytes: NaOr[int]
+    #: ``temperature.gpu``, degrees C (``nvmlDeviceGetTemperature``).
+    temperature_c: NaOr[int]
+    #: ``power.draw``, mW (``nvmlDeviceGetPowerUsage``).
+    power_draw_mw: NaOr[int]
+    #: ``power.limit``, mW (``nvmlDeviceGetEnforcedPowerLimit``).
+    power_limit_mw: NaOr[int]
+    #: ``fan.speed``, % (``nvmlDeviceGetFanSpeed``).
+    fan_speed_pct: NaOr[int]
+    #: ``clocks.sm``, MHz (``nvmlDeviceGetClockInfo``).
+    clock_sm_mhz: NaOr[int]
+    #: ``clocks.mem``, MHz.
+    clock_mem_mhz: NaOr[int]
+    #: ``pstate``: P-state number, 0 = max performance (``nvmlDeviceGetPerformanceState``).
+    pstate: NaOr[int]
+    #: ``clocks_event_reasons.active``: ``nvmlDeviceGetCurrentClocksEventReasons`` bitmask.
+    throttle_reasons_mask: NaOr[int]
+    #: ``mig.mode.current`` is ``Enabled``; NA from a trace that recorded it so.
+    mig_enabled: NaOr[bool] = False
+    mig_devices: tuple[MigSample, ...] = ()
+    #: The processes on it (``nvidia-smi --query-compute-apps``).
+    processes: NaOr[tuple[ProcessSample, ...]] = ()
+    #: None, or the NA once the GPU fell off the bus.
+    lost: NA | None = None
     host: str = ""
     ratios: tuple = ()
     labels: tuple = ()
-    memory_reserved_bytes: object = NA("not recorded", "error")
-    driver_model: object = NA("not read", "not_supported")
+    #: ``memory.reserved``, bytes: the driver's reserve; NA on drivers before R510 (where used
+    #: includes it) and in traces recorded before the field existed.
+    memory_reserved_bytes: NaOr[int] = NA("not recorded", "error")
+    #: ``driver_model.current``: ``"WDDM"``, ``"TCC"`` or ``"MCDM"`` on Windows
+    #: (``nvmlDeviceGetDriverModel``), NA elsewhere.
+    driver_model: NaOr[str] = NA("not read", "not_supported")
 
     @property
-    def throttle_reasons(self):
+    def throttle_reasons(self) -> NaOr[list[str]]:
         """Decoded clock-event reasons: list of words (``[]`` = none) or NA."""
         return nvml.decode_throttle_reasons(self.throttle_reasons_mask)
 
@@ -149,57 +160,60 @@ class GpuSample:
 
 @dataclass(frozen=True)
 class WorkerSample:
-    """One DataLoader worker (a child process of this kernel): pid, CPU % of one core, RSS bytes."""
+    """One DataLoader worker (a child process of this kernel)."""
 
     pid: int
-    cpu_pct: object
-    rss_bytes: object
+    #: CPU use in % of one core.
+    cpu_pct: NaOr[float]
+    #: Resident memory, bytes.
+    rss_bytes: NaOr[int]
 
 
 @dataclass(frozen=True)
 class HostSample:
-    """The host: ``cpu_util_pct`` all CPUs (0-100), ``kernel_cpu_pct`` this process in % of one
-    core, RAM in bytes, ``workers`` this kernel's DataLoader worker processes.
-    """
+    """The host, read with ``psutil``."""
 
-    cpu_util_pct: object
-    cpu_count: object
-    memory_used_bytes: object
-    memory_total_bytes: object
-    kernel_cpu_pct: object
-    workers: tuple = ()
+    #: All CPUs, 0-100 %.
+    cpu_util_pct: NaOr[float]
+    cpu_count: NaOr[int]
+    memory_used_bytes: NaOr[int]
+    memory_total_bytes: NaOr[int]
+    #: This kernel's process, in % of one core.
+    kernel_cpu_pct: NaOr[float]
+    #: This kernel's DataLoader worker processes.
+    workers: tuple[WorkerSample, ...] = ()
 
 
 @dataclass(frozen=True)
 class TorchSample:
-    """This kernel's PyTorch caching allocator, summed over its CUDA devices (bytes).
+    """This kernel's PyTorch caching allocator, summed over its CUDA devices (bytes)."""
 
-    ``nvml_process_bytes`` is what NVML says this process uses on all GPUs; ``gap_bytes``
-    is that minus ``reserved_bytes`` (the CUDA context and other libraries), or NA.
-    """
-
-    allocated_bytes: object
-    reserved_bytes: object
-    peak_bytes: object
-    nvml_process_bytes: object = NA("not measured", "error")
-    gap_bytes: object = NA("not measured", "error")
+    #: ``allocated_bytes.all.current`` of ``torch.cuda.memory_stats``.
+    allocated_bytes: NaOr[int]
+    #: ``reserved_bytes.all.current``.
+    reserved_bytes: NaOr[int]
+    #: ``allocated_bytes.all.peak``.
+    peak_bytes: NaOr[int]
+    #: What NVML says this process uses on all GPUs.
+    nvml_process_bytes: NaOr[int] = NA("not measured", "error")
+    #: ``nvml_process_bytes - reserved_bytes``: the CUDA context and other libraries.
+    gap_bytes: NaOr[int] = NA("not measured", "error")
 
 
 @dataclass(frozen=True)
 class Sample:
-    """One complete reading. ``timestamp_s`` is wall-clock seconds since the epoch (``time.time``).
-
-    ``nvml_status`` is ``None`` when NVML works, else the NA saying why there is no GPU data
-    (F01/F02). ``torch`` is a :class:`TorchSample` or an NA (PyTorch not imported / CUDA not
-    initialised). ``hint`` is a plain-words diagnosis or ``""``.
-    """
+    """One complete reading of every shown GPU, the host and the PyTorch allocator."""
 
     seq: int
+    #: Wall-clock seconds since the epoch (``time.time``).
     timestamp_s: float
-    nvml_status: object
-    gpus: tuple
+    #: None when NVML works, else the NA saying why there is no GPU data.
+    nvml_status: NA | None
+    gpus: tuple[GpuSample, ...]
     host: HostSample
-    torch: object
+    #: NA when PyTorch is not imported or CUDA not initialised.
+    torch: NaOr[TorchSample]
+    #: A plain-words diagnosis, or ``""``.
     hint: str = ""
 
     @property
@@ -209,7 +223,10 @@ class Sample:
 
 
 def iso_timestamp(ts: float) -> str:
-    """ISO 8601 local time with milliseconds of epoch seconds ``ts`` (nvidia-smi's ``timestamp`` column)."""
+    """ISO 8601 local time with milliseconds of epoch seconds ``ts``.
+
+    As nvidia-smi's ``timestamp`` column.
+    """
     return _dt.datetime.fromtimestamp(ts).isoformat(timespec="milliseconds")
 
 
@@ -217,8 +234,9 @@ def iso_timestamp(ts: float) -> str:
 
 
 def sample_rows(s: Sample) -> list:
-    """Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no
-    GPU).
+    """Flat records for ``watch.history``, one dict per GPU.
+
+    Flat records for ``watch.history``: one dict per GPU (one host-only dict when there is no GPU).
 
     Keys are nvidia-smi names (``timestamp``, ``index``, ``name``, ``utilization.gpu``,
     ``memory.used`` [bytes], ``power.draw`` [mW] ...) plus ``host.*`` and ``torch.*``. Every value

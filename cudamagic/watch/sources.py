@@ -1,6 +1,7 @@
-"""Where ``%gpuwatch`` samples come from: the live machine, or a replayed trace file.
+"""Where ``%gpuwatch`` samples come from.
 
-The live machine is read through NVML, ``psutil`` and the PyTorch allocator.
+Where ``%gpuwatch`` samples come from: the live machine (NVML, ``psutil``, the PyTorch allocator) or
+a replayed trace file.
 
 A source has ``read(seq, timestamp_s) -> Sample``, ``label``, ``devices`` and ``status``; the
 :class:`~.sampler.Sampler` calls ``read`` once per tick. :class:`LiveSource` never raises for NVML
@@ -13,9 +14,12 @@ faults (the sample carries NA values with the reason); :class:`ReplaySource` rai
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import time
+
+import psutil
 
 from ..core import nvml, platform, wincounters
 from ..core.fmt import plural
@@ -38,9 +42,10 @@ OTHER_NAMESPACE = NA(
     "other_namespace",
 )
 HIDDEN = NA(
-    "another user's process, hidden: the pid exists here but /proc does not let this user read "
-    "it (/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or "
-    "the administrator can name it",
+    "another user's process, hidden: the pid exists here but /proc does not let this user read it "
+    "(/proc mounted with hidepid, or permissions); its GPU memory is real; `sudo nvidia-smi` or "
+    "the "
+    "administrator can name it",
     "hidden",
 )
 EXITED = NA("the process exited between NVML's listing and reading its name", "exited")
@@ -60,6 +65,31 @@ MIG_UTIL = NA("not reported in MIG mode", "mig")
 
 class EndOfTrace(Exception):
     """Raised by :meth:`ReplaySource.read` after the last recorded sample."""
+
+
+class Source:
+    """Where a monitor's samples come from: the interface the sampler and the monitor use.
+
+    Attributes:
+        label: what the status line calls it (``"live"``, ``"replay of PATH"``).
+        devices: the GPUs shown (0-based NVML indices; ``(host, index)`` for a cluster).
+        status: None when the source works, else the NA that says why there is no GPU data.
+    """
+
+    label = "live"
+    devices: list = []
+    status = None
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        """One sample; :class:`EndOfTrace` after a replay's last."""
+        raise NotImplementedError
+
+    def preload(self, history_len: int) -> list:
+        """Older samples a new monitor starts with (oldest first); none by default."""
+        return []
+
+    def close(self) -> None:
+        """Release what the source holds (a cluster source's connections)."""
 
 
 # ---- host -------------------------------------------------------------------------------
@@ -87,9 +117,6 @@ class HostReader:
     """
 
     def __init__(self, pid: int | None = None, clock=time.monotonic):
-        import psutil
-
-        self._psutil = psutil
         self._clock = clock
         self.pid = os.getpid() if pid is None else pid
         try:
@@ -106,14 +133,17 @@ class HostReader:
     def prime(self):
         """Take the reference reading that the next :meth:`read` compares against."""
         try:
-            busy, total = _cpu_busy_total(self._psutil.cpu_times())
+            busy, total = _cpu_busy_total(psutil.cpu_times())
             own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
         except Exception:
             busy = total = own = None
         self._last = (self._clock(), busy, total, own)
 
     def _child_pids(self):
-        """Pids of direct children (:func:`cudamagic.core.platform.child_pids`)."""
+        """Pids of direct children.
+
+        :func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere.
+        """
         return platform.child_pids(self.pid, self._proc)
 
     def _workers(self, dt):
@@ -129,7 +159,7 @@ class HostReader:
             entry = self._known.get(pid)
             if entry is None:  # classify once per pid: the command line does not change
                 try:
-                    child = self._psutil.Process(pid)
+                    child = psutil.Process(pid)
                     cmd = child.cmdline()
                     entry = (
                         child,
@@ -165,13 +195,12 @@ class HostReader:
 
     def read(self) -> HostSample:
         """One :class:`HostSample` (never raises)."""
-        ps = self._psutil
         now = self._clock()
         t0, busy0, total0, own0 = self._last
         dt = now - t0
         warming = NA("needs two readings at least 0.05 s apart", "warming_up")
         try:
-            busy, total = _cpu_busy_total(ps.cpu_times())
+            busy, total = _cpu_busy_total(psutil.cpu_times())
             cpu = (
                 warming
                 if busy0 is None or dt < 0.05 or total <= total0
@@ -190,7 +219,7 @@ class HostReader:
         except Exception as exc:
             own, kcpu = None, NA(f"psutil failed: {exc}", "error")
         try:
-            vm = ps.virtual_memory()
+            vm = psutil.virtual_memory()
             used, tot = int(vm.total - vm.available), int(vm.total)
         except Exception as exc:
             used = tot = NA(f"psutil.virtual_memory failed: {exc}", "error")
@@ -251,42 +280,26 @@ INSUFFICIENT_PERMISSIONS = NA(
 )
 
 
-def _pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists in this PID namespace, even if this user may not read it.
-
-    ``kill(pid, 0)``: EPERM means it exists and belongs to another user; ESRCH means no such pid.
-    """
-    return platform.pid_exists(pid)
-
-
-def in_container() -> bool:
-    """Best guess that this kernel runs in its own PID namespace (a container).
-
-    The marks: ``/.dockerenv``, ``/run/.containerenv`` (podman) or a
-    docker/kubepods/containerd/lxc cgroup of pid 1.
-    """
-    return platform.in_container()
-
-
 def process_info(pid: int, *, host_namespace=None):
-    """``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is unreadable.
+    """``(name, cmdline, visible)`` of process ``pid``.
+
+    ``(name, cmdline, visible)`` for ``pid`` via psutil, telling apart why a name is not readable.
 
     * the pid exists here but cannot be read (``AccessDenied``, or ``NoSuchProcess`` while
-      ``kill(pid, 0)`` says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code
-      ``"hidden"``, visible True;
-    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or
-      its own pid is missing from NVML's list) -> ``"other_namespace"``, visible False (F04);
-      otherwise the process exited between NVML's listing and this read -> ``"exited"``, visible
-      False.
+        ``kill(pid, 0)``
+      says EPERM: ``/proc`` mounted with ``hidepid=1``/``2``) -> name NA code ``"hidden"``, visible
+          True;
+    * the pid does not exist here: in another PID namespace (this kernel runs in a container, or its
+        own pid
+      is missing from NVML's list) -> ``"other_namespace"``, visible False; otherwise the
+      process exited between NVML's listing and this read -> ``"exited"``, visible False.
 
     Args:
         pid: process id as NVML reports it.
         host_namespace: True when this kernel is known to share the host's PID namespace (its own
             pid is in NVML's list), False when known not to, None to guess with
-            :func:`in_container`.
+            :func:`cudamagic.core.platform.in_container`.
     """
-    import psutil
-
     try:
         p = psutil.Process(pid)
         with p.oneshot():
@@ -299,10 +312,10 @@ def process_info(pid: int, *, host_namespace=None):
     except psutil.AccessDenied:
         na, visible = HIDDEN, True
     except psutil.NoSuchProcess:
-        if _pid_exists(pid):
+        if platform.pid_exists(pid):
             na, visible = HIDDEN, True
         else:
-            other = (not host_namespace) if host_namespace is not None else in_container()
+            other = (not host_namespace) if host_namespace is not None else platform.in_container()
             na, visible = (OTHER_NAMESPACE if other else EXITED), False
     except Exception as exc:
         na = NA(f"psutil failed: {exc}", "error")
@@ -317,16 +330,6 @@ def process_info(pid: int, *, host_namespace=None):
     if na is HIDDEN or (is_na(name) and name.code == "no_permission"):
         return INSUFFICIENT_PERMISSIONS, INSUFFICIENT_PERMISSIONS, True
     return EXITED, EXITED, False
-
-
-def same_user(pid: int) -> bool | None:
-    """Whether ``pid`` runs as this kernel's user: True, False (another user's, or gone), or None.
-
-    :func:`cudamagic.core.platform.same_user` compares the real uid on POSIX, the account name on
-    Windows; None means its owner cannot be read. Only True keeps the command line; None is
-    labelled :data:`UNKNOWN_OWNER_CMDLINE`.
-    """
-    return platform.same_user(pid)
 
 
 def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
@@ -345,15 +348,18 @@ def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
     if not is_na(cpu) and cpu >= 90:
         return (
             f"The GPU is nearly idle ({max(utils)} %) while the host CPUs are {cpu:.0f} % busy: "
-            "the GPU is probably waiting for data. More DataLoader workers (num_workers), "
-            "pin_memory=True or lighter CPU preprocessing usually help."
+            "the GPU is "
+            "probably waiting for data. More DataLoader workers (num_workers), pin_memory=True or "
+            "lighter "
+            "CPU preprocessing usually help."
         )
     if not is_na(kcpu) and kcpu >= 90 and not host.workers:
         return (
             f"The GPU is nearly idle ({max(utils)} %) while this kernel's process keeps a CPU "
-            f"core busy ({kcpu:.0f} %) and has no DataLoader workers: loading data in the main "
-            "process is probably the bottleneck. Try DataLoader(..., num_workers=4, "
-            "pin_memory=True)."
+            "core busy "
+            f"({kcpu:.0f} %) and has no DataLoader workers: loading data in the main process is "
+            "probably "
+            "the bottleneck. Try DataLoader(..., num_workers=4, pin_memory=True)."
         )
     return ""
 
@@ -363,10 +369,11 @@ def idle_gpu_hint(gpus, host: HostSample, torch_state, own_on_gpu: bool) -> str:
 _READ_FIELDS = [f for f in GPU_FIELDS if f not in ("memory.total",)] + ["memory.total"]
 
 
-class LiveSource:
-    """Reads the live machine: NVML, psutil and the torch allocator.
+class LiveSource(Source):
+    """Reads the live machine: NVML, psutil, the PyTorch allocator.
 
-    NVML is read through :mod:`cudamagic.core.nvml`.
+    Reads the live machine: NVML (through :mod:`cudamagic.core.nvml`), psutil and the torch
+    allocator.
 
     Args:
         devices: 0-based NVML indices to read, or None for all.
@@ -378,13 +385,13 @@ class LiveSource:
             shown, their command lines become :data:`PRIVATE_CMDLINE`; this user's processes always
             keep theirs).
         owner_is_me: callable ``pid -> bool | None``: True for this user's processes, None when the
-            owner cannot be read (default :func:`same_user`).
+            owner cannot be read (default :func:`cudamagic.core.platform.same_user`).
         counter_reader: callable returning ``{pid: ProcessGpuMemory}`` or NA (default
             :func:`cudamagic.core.wincounters.read_process_memory`): per-process GPU memory where
             NVML says N/A under WDDM, read at most once per tick and only then.
 
-    NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs (F01); unsupported
-    fields are remembered by :class:`cudamagic.core.nvml.Device` (F03); a lost GPU is marked lost.
+    NVML faults never raise: no driver gives ``nvml_status`` NA and no GPUs; unsupported
+    fields are remembered by :class:`cudamagic.core.nvml.Device`; a lost GPU is marked lost.
     """
 
     kind = "live"
@@ -398,7 +405,7 @@ class LiveSource:
         proc_info=process_info,
         pid=None,
         show_cmdlines=False,
-        owner_is_me=same_user,
+        owner_is_me=platform.same_user,
         counter_reader=None,
     ):
         self.pid = os.getpid() if pid is None else pid
@@ -439,9 +446,9 @@ class LiveSource:
         if is_na(procs):
             return procs
         rows = []
-        own_listed = any(p["pid"] == self.pid for p in procs)
+        own_listed = any(p.pid == self.pid for p in procs)
         for p in procs:
-            pid = p["pid"]
+            pid = p.pid
             info = self._names.get(pid)
             if info is None:
                 info = (
@@ -450,7 +457,7 @@ class LiveSource:
                     else self.proc_info(pid)
                 )
             names[pid] = info
-            used, extra = p["used_memory"], {}
+            used, extra = p.used_memory_bytes, {}
             if is_na(used) and used.code == "wddm":  # Windows counts it where NVML cannot
                 got = counters()
                 if not is_na(got) and pid in got:
@@ -462,7 +469,8 @@ class LiveSource:
                 elif not is_na(got):
                     used = NA(
                         f"{used.reason}; the Windows GPU Process Memory counters list no memory "
-                        "for this process",
+                        "for this "
+                        "process",
                         "wddm",
                     )
                 else:
@@ -473,7 +481,7 @@ class LiveSource:
                     name=info[0],
                     cmdline=self._cmdline(pid, info[1]),
                     used_memory_bytes=used,
-                    type=p.get("type", "C"),
+                    type=p.type,
                     own=(pid == self.pid),
                     visible=bool(info[2]),
                     **extra,
@@ -482,7 +490,10 @@ class LiveSource:
         return tuple(rows)
 
     def _cmdline(self, pid, cmdline):
-        """``cmdline`` when it may be shown (this user's, or ``show_cmdlines``), else private."""
+        """``cmdline`` when it may be shown.
+
+        This user's process, or ``show_cmdlines``; else PRIVATE_CMDLINE.
+        """
         if self.show_cmdlines or pid == self.pid or is_na(cmdline):
             return cmdline
         if pid not in self._mine:
@@ -494,14 +505,7 @@ class LiveSource:
 
     def _counters_once(self):
         """A callable reading the Windows GPU memory counters at most once (one tick)."""
-        memo = []
-
-        def read():
-            if not memo:
-                memo.append(self.counter_reader())
-            return memo[0]
-
-        return read
+        return functools.cache(self.counter_reader)
 
     def read_gpu(self, index, names, counters=None) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
@@ -597,7 +601,7 @@ class LiveSource:
         )
 
 
-class ReplaySource:
+class ReplaySource(Source):
     """Plays the samples of a trace file (see :func:`.trace.read_trace`) one per :meth:`read`."""
 
     kind = "replay"
@@ -619,7 +623,10 @@ class ReplaySource:
         )
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
-        """The next recorded sample (its own timestamp); :class:`EndOfTrace` after the last."""
+        """The next recorded sample (its own recorded timestamp).
+
+        :class:`EndOfTrace` after the last.
+        """
         if self.pos >= len(self.samples):
             raise EndOfTrace()
         s = self.samples[self.pos]

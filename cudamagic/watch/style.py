@@ -1,5 +1,6 @@
-"""The look of ``%gpuwatch`` (GPU cards, bars, charts, cluster tiles) on JupyterLab's theme
-variables.
+"""The look of ``%gpuwatch`` on JupyterLab's theme variables.
+
+The look of ``%gpuwatch`` (GPU cards, bars, charts, cluster tiles) on JupyterLab's theme variables.
 
 :data:`WATCH_CSS` adds to :data:`cudamagic.core.style.CSS`: every rule starts with ``.cudamagic``
 and every colour is a ``var(--jp-...)`` theme variable (the literal after the comma is only the
@@ -41,19 +42,24 @@ BAR_WIDTH_PX = 120
 WATCH_CSS = f"""
 .cudamagic.cm-part,.cudamagic .cm-part{{line-height:1.4;min-width:0}}
 .cudamagic .cm-status{{display:flex;flex-wrap:wrap;gap:2px 8px;align-items:center}}
-.cudamagic .cm-gpu-row{{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:flex-start;margin:6px 0}}
+.cudamagic .cm-gpu-row{{display:flex;flex-wrap:wrap;gap:4px 16px;align-items:flex-start;
+  margin:6px 0}}
 .cudamagic .cm-card{{flex:1 1 340px;min-width:0}}
 .cudamagic .cm-gpu-head{{font-weight:600}}
-.cudamagic .cm-rows{{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:0 10px;margin:2px 0}}
+.cudamagic .cm-rows{{display:grid;grid-template-columns:max-content minmax(0,1fr);gap:0 10px;
+  margin:2px 0}}
 .cudamagic .cm-rows>.cm-k{{color:var(--jp-content-font-color2,inherit)}}
 .cudamagic .cm-meter{{white-space:nowrap;display:inline-flex;align-items:center;gap:6px}}
-.cudamagic .cm-bar{{display:inline-flex;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;overflow:hidden;
- background:var(--jp-layout-color2,transparent);border:1px solid var(--jp-border-color1,currentColor);
+.cudamagic .cm-bar{{display:inline-flex;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;
+  overflow:hidden;
+ background:var(--jp-layout-color2,transparent);
+  border:1px solid var(--jp-border-color1,currentColor);
  border-radius:2px;box-sizing:border-box}}
 .cudamagic .cm-bar>span{{display:block;height:100%}}
 .cudamagic .cm-fill-util{{background:{UTIL}}}
 .cudamagic .cm-fill-mem{{background:{MEM}}}
-.cudamagic .cm-fill-rsv{{background-image:repeating-linear-gradient(135deg,{MEM} 0 2px,transparent 2px 5px)}}
+.cudamagic .cm-fill-rsv{{
+  background-image:repeating-linear-gradient(135deg,{MEM} 0 2px,transparent 2px 5px)}}
 .cudamagic .cm-lost{{font-weight:600}}
 .cudamagic .cm-procs{{margin-top:2px}}
 .cudamagic .cm-procs td.cm-prose{{min-width:6em}}
@@ -63,27 +69,35 @@ WATCH_CSS = f"""
  color:var(--jp-content-font-color2,inherit)}}
 .cudamagic .cm-chart-key{{display:flex;flex-wrap:wrap;gap:0 10px}}
 .cudamagic .cm-chart-body{{display:flex;align-items:stretch;gap:3px}}
-.cudamagic .cm-chart-y{{display:flex;flex-direction:column;justify-content:space-between;text-align:right;
+.cudamagic .cm-chart-y{{display:flex;flex-direction:column;justify-content:space-between;
+  text-align:right;
  min-width:3.2em;font-variant-numeric:tabular-nums}}
-.cudamagic .cm-chart svg{{display:block;flex:1 1 auto;min-width:0;border:1px solid var(--jp-border-color1,currentColor);
+.cudamagic .cm-chart svg{{display:block;flex:1 1 auto;min-width:0;
+  border:1px solid var(--jp-border-color1,currentColor);
  background:transparent}}
-.cudamagic .cm-chart-x{{display:flex;justify-content:space-between;gap:6px;margin-left:calc(3.2em + 3px);
+.cudamagic .cm-chart-x{{display:flex;justify-content:space-between;gap:6px;
+  margin-left:calc(3.2em + 3px);
  font-variant-numeric:tabular-nums}}
 .cudamagic .cm-line-util{{stroke:{UTIL}}}
 .cudamagic .cm-line-mem{{stroke:{MEM};stroke-dasharray:4 2}}
 .cudamagic .cm-grid{{stroke:var(--jp-border-color2,currentColor);stroke-dasharray:2 3}}
-.cudamagic .cm-swatch{{display:inline-block;width:16px;height:0;vertical-align:middle;margin-right:3px;
+.cudamagic .cm-swatch{{display:inline-block;width:16px;height:0;vertical-align:middle;
+  margin-right:3px;
  border-top:2px solid {UTIL}}}
 .cudamagic .cm-swatch.cm-mem{{border-top:2px dashed {MEM}}}
-.cudamagic .cm-gpu-tiles .cm-host{{display:flex;flex-wrap:wrap;align-items:flex-start;gap:2px;margin:2px 0}}
+.cudamagic .cm-gpu-tiles .cm-host{{display:flex;flex-wrap:wrap;align-items:flex-start;gap:2px;
+  margin:2px 0}}
 .cudamagic .cm-host-name{{flex:0 0 150px;min-width:0;overflow-wrap:anywhere}}
-.cudamagic .cm-tile{{width:48px;padding:1px 3px;border:1px solid var(--jp-border-color1,currentColor);
+.cudamagic .cm-tile{{width:48px;padding:1px 3px;
+  border:1px solid var(--jp-border-color1,currentColor);
  border-radius:2px;background:var(--jp-layout-color1,transparent);font-size:10px;box-sizing:border-box}}
-.cudamagic .cm-tile .cm-tbar{{height:4px;margin-top:1px;background:var(--jp-layout-color2,transparent)}}
+.cudamagic .cm-tile .cm-tbar{{height:4px;margin-top:1px;
+  background:var(--jp-layout-color2,transparent)}}
 .cudamagic .cm-tile .cm-tbar>div{{height:4px}}
 .cudamagic .cm-stale{{font-weight:600}}
 .cudamagic.cm-watch .widget-html-content{{min-width:0;max-width:100%}}
-.cudamagic .cm-detail table.cm-table th,.cudamagic .cm-detail table.cm-table td{{overflow-wrap:normal}}
+.cudamagic .cm-detail table.cm-table th,
+.cudamagic .cm-detail table.cm-table td{{overflow-wrap:normal}}
 .cudamagic .cm-detail table.cm-table td{{white-space:nowrap}}
 .cudamagic .cm-key-item{{white-space:nowrap}}
 """
@@ -93,7 +107,8 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
     """A :data:`BAR_WIDTH_PX` bar on a track, filled to ``frac`` (0-1, clamped; None = empty).
 
     Args:
-        frac: the filled fraction. kind: ``"util"`` or ``"mem"`` (the colour class).
+        frac: the filled fraction.
+        kind: ``"util"`` or ``"mem"`` (the colour class).
         reserved_frac: with ``kind="mem"``, the driver's reserve (``memory.reserved``) drawn hatched
             after the fill.
         title: tooltip (already escaped).
@@ -102,7 +117,10 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
     extra = ""
     if reserved_frac is not None:
         r = max(0.0, min(1.0 - frac, reserved_frac))
-        extra = f'<span class="cm-fill-rsv" title="driver reserve (memory.reserved)" style="width:{r * 100:.1f}%"></span>'
+        extra = (
+            '<span class="cm-fill-rsv" title="driver reserve (memory.reserved)" '
+            f'style="width:{r * 100:.1f}%"></span>'
+        )
     tip = f' title="{title}"' if title else ""
     return (
         f'<span class="cm-bar"{tip} role="presentation"><span class="cm-fill-{kind}" '

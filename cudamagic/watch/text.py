@@ -1,18 +1,18 @@
 """The ``%gpuwatch`` text view: the snapshot table (``text/plain``) and the words for each value.
 
-:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the
-widget extension, F14/F15): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide,
-with the N/A reasons listed below it. Every line and cell goes through :func:`plain`, so
-nothing from outside (process or GPU names, paths, NVML error text) can move the cursor,
-clear the terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...)
-are shared with the HTML of :mod:`.widget`.
+:func:`sample_text` is the ``text/plain`` form (terminal IPython, front ends without the widget
+extension): an nvidia-smi-like table at most :data:`TEXT_WIDTH` columns wide, with the N/A reasons
+listed below it. Every line and cell goes through :func:`~cudamagic.core.fmt.terminal_safe`, so
+nothing from outside (process or GPU names, paths, NVML error text) can move the cursor, clear the
+terminal or forge a row. The value formatters (``pct_text``, ``mem_text``...) are shared with the
+HTML of :mod:`.widget`.
 """
 
 from __future__ import annotations
 
 import textwrap
 
-from ..core.fmt import TEXT_WIDTH, format_bytes, terminal_safe
+from ..core.fmt import TEXT_WIDTH, format_bytes, terminal_safe, text_table
 from ..core.na import is_na
 from .samples import Sample, TorchSample
 
@@ -22,13 +22,6 @@ NAME_CHARS = 20
 
 
 # ---- values in words (text and HTML) ----------------------------------------------------------
-
-
-def plain(value) -> str:
-    """``str(value)`` safe for a terminal: C0/C1 controls (newline, ESC, CR, BEL...), zero-width and
-    bidi-override characters escaped (see :func:`cudamagic.core.fmt.terminal_safe`).
-    """
-    return terminal_safe(value)
 
 
 def pct_text(v):
@@ -49,7 +42,10 @@ def mem_text(used, total):
 
 
 def reasons_text(g):
-    """A GpuSample's decoded clock-event (throttle) reasons joined by commas, ``'none'``, or the NA."""
+    """A GpuSample's clock-event (throttle) reasons as text.
+
+    Joined by commas, ``'none'``, or the NA.
+    """
     r = g.throttle_reasons
     if is_na(r):
         return r
@@ -57,25 +53,31 @@ def reasons_text(g):
 
 
 def no_process_line(g):
-    """What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use
-    by processes NVML cannot attribute from here). With the v2 memory reading ``memory.used``
-    already excludes the driver's reserve, so only unattributed processes explain it; with v1 (reserve NA) the reserve is in it.
+    """What to say when NVML lists no process on ``g``.
+
+    What to say when NVML lists no process on GpuSample ``g`` (memory in use may still be in use by
+    processes NVML cannot attribute from here). With the v2 memory reading ``memory.used`` already
+    excludes the driver's reserve, so only unattributed processes explain it; with v1 (reserve NA)
+    the reserve is in it.
     """
     used, reserved = g.memory_used_bytes, g.memory_reserved_bytes
     if is_na(used):
         return "no process listed by NVML"
     if is_na(reserved):  # legacy v1 reading: used includes the driver's reserve
         return (
-            f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes NVML cannot "
+            f"NVML lists no process; {format_bytes(used)} in use (driver reserve, or processes "
+            "NVML cannot "
             "attribute from here, e.g. other containers or VMs)"
         )
     if not reserved:
         return (
-            f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute from here, "
+            f"NVML lists no process; {format_bytes(used)} in use (processes NVML cannot attribute "
+            "from here, "
             "e.g. other containers or VMs)"
         )
     return (
-        f"NVML lists no process; {format_bytes(used)} in use besides the driver's {format_bytes(reserved)} "
+        f"NVML lists no process; {format_bytes(used)} in use besides the driver's "
+        f"{format_bytes(reserved)} "
         "reserve (processes NVML cannot attribute from here, e.g. other containers or VMs)"
     )
 
@@ -90,7 +92,8 @@ PROCESS_LABELS = {
     "hidden": (
         "(another user's, hidden)",
         "the pid exists here but /proc does not let this user read it "
-        "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can name it.",
+        "(hidepid or permissions); the memory is real: `sudo nvidia-smi` or the administrator can "
+        "name it.",
     ),
     "exited": ("(exited)", "the process ended between NVML's listing and reading its name."),
     "no_permission": (
@@ -103,7 +106,10 @@ PROCESS_LABELS = {
 
 
 def process_label(p) -> str:
-    """The process column of one ProcessSample: its name, or a label saying why it is not readable."""
+    """The process column of one ProcessSample.
+
+    Its name, or a label saying why it is not readable.
+    """
     if not is_na(p.name):
         return str(p.name)
     if p.name.code in PROCESS_LABELS:
@@ -112,8 +118,10 @@ def process_label(p) -> str:
 
 
 def process_notes(processes) -> list:
-    """One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the
-    reason of every other N/A in them (no bare N/A without its reason).
+    """Notes on the unreadable processes among ``processes``.
+
+    One ``'label: advice'`` line per kind of unreadable process among ``processes``, and the reason
+    of every other N/A in them (no bare N/A without its reason).
     """
     notes = []
     for p in processes:
@@ -140,8 +148,10 @@ def torch_text(t) -> str:
     gap = t.gap_bytes
     gap_text = gap.describe() if is_na(gap) else format_bytes(gap)
     return (
-        f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, peak "
-        f"{format_bytes(t.peak_bytes)}; NVML says this process uses {format_bytes(t.nvml_process_bytes)}, "
+        f"allocated {format_bytes(t.allocated_bytes)}, reserved {format_bytes(t.reserved_bytes)}, "
+        "peak "
+        f"{format_bytes(t.peak_bytes)}; NVML says this process uses "
+        f"{format_bytes(t.nvml_process_bytes)}, "
         f"gap (CUDA context, other libraries) {gap_text}"
     )
 
@@ -150,19 +160,17 @@ def torch_text(t) -> str:
 
 
 def _short_name(g) -> str:
-    """The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS
-    characters (the HTML card and ``watch.history`` keep the full name).
+    """The GPU name for the text table.
+
+    The GPU name for the text table: without the ``NVIDIA `` prefix, at most NAME_CHARS characters
+    (the HTML card and ``watch.history`` keep the full name).
     """
     name = "N/A" if is_na(g.name) else str(g.name)
     if name.startswith("NVIDIA "):
         name = name[len("NVIDIA ") :]
     if len(name) > NAME_CHARS:
         name = name[: NAME_CHARS - 1] + "\u2026"
-    model = (
-        ""
-        if is_na(getattr(g, "driver_model", None)) or getattr(g, "driver_model", None) is None
-        else f" ({g.driver_model})"
-    )
+    model = "" if is_na(g.driver_model) else f" ({g.driver_model})"
     return ("MIG " if g.mig_enabled is True else "") + name + model
 
 
@@ -182,12 +190,18 @@ def _pair(a, b, unit, scale=1) -> str:
     """``'460/700 W'``; ``'N/A'`` when neither could be read."""
     if is_na(a) and is_na(b):
         return "N/A"
-    fmt = lambda v: "N/A" if is_na(v) else f"{v / scale:.0f}"  # noqa: E731
+
+    def fmt(v):
+        return "N/A" if is_na(v) else f"{v / scale:.0f}"
+
     return f"{fmt(a)}/{fmt(b)} {unit}"
 
 
 def _na_reasons(g):
-    """Distinct NA reasons of one GPU's fields: ``{field label: reason}`` (every N/A in the table)."""
+    """Distinct NA reasons of one GPU's fields.
+
+    ``{field label: reason}`` (every N/A in the table).
+    """
     out = {}
     for label, v in (
         ("utilization", g.gpu_util_pct),
@@ -211,29 +225,33 @@ def _na_reasons(g):
     return out
 
 
-def _proc_name(p):
-    return process_label(p)
-
-
 PROCESS_CHARS = 44
 
 
 def _clip_left(name: str) -> str:
-    """A long process name (Windows gives full paths) keeps its end, where the program's name is,
-    like nvidia-smi's ``...\\SearchHost.exe``.
+    r"""A long process name, clipped on the left.
+
+    A long process name (Windows gives full paths) keeps its end, where the program's name is, like
+    nvidia-smi's ``...\\SearchHost.exe``.
     """
     return name if len(name) <= PROCESS_CHARS else "\u2026" + name[-(PROCESS_CHARS - 1) :]
 
 
 def process_memory_text(p) -> str:
-    """GPU memory of ProcessSample ``p``: bytes, ``*`` when Windows' counters gave it, N/A otherwise."""
+    """GPU memory of ProcessSample ``p``.
+
+    Bytes, ``*`` when Windows' counters gave it, N/A otherwise.
+    """
     if p.memory_source != "NVML" and not is_na(p.used_memory_bytes):
         return format_bytes(p.used_memory_bytes) + " *"
     return format_bytes(p.used_memory_bytes)
 
 
 def counter_notes(processes) -> list:
-    """The line under a process table that says where starred figures come from (Windows' counters)."""
+    """The line under a process table that says where starred figures come from.
+
+    Windows' counters.
+    """
     notes = []
     counted = [p for p in processes if p.memory_source != "NVML" and not is_na(p.used_memory_bytes)]
     if counted:
@@ -252,12 +270,15 @@ def counter_notes(processes) -> list:
 
 
 class _Lines(list):
-    """Lines of the text view: ``append`` makes each one safe with :func:`plain` and wraps it at
-    :data:`TEXT_WIDTH` columns; ``table`` adds a table whose cells were made safe already.
+    """Lines of the text view, each made terminal-safe.
+
+    Lines of the text view: ``append`` makes each one safe with
+    :func:`~cudamagic.core.fmt.terminal_safe` and wraps it at :data:`TEXT_WIDTH` columns; ``table``
+    adds a table whose cells were made safe already.
     """
 
     def append(self, text):
-        text = plain(text)
+        text = terminal_safe(text)
         if len(text) <= TEXT_WIDTH:
             super().append(text)
         else:
@@ -280,9 +301,9 @@ def header_line(sample: Sample | None, label: str = "live", state: str = "") -> 
     """``gpuwatch  live  2025-01-01T12:00:00.000  sample 3  running`` (REPLAY clearly marked)."""
     kind = f"REPLAY of {label[len('replay of ') :]}" if label.startswith("replay of ") else label
     if sample is None:
-        return plain(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
+        return terminal_safe(f"gpuwatch  {kind}  (no sample yet)  {state}".rstrip())
     rec = "recorded " if label.startswith("replay of ") else ""
-    return plain(
+    return terminal_safe(
         f"gpuwatch  {kind}  {rec}{sample.timestamp}  sample {sample.seq}  {state}".rstrip()
     )
 
@@ -292,13 +313,12 @@ def sample_text(
 ) -> str:
     """The snapshot table as plain text (nvidia-smi-like), with N/A reasons listed below it.
 
-    Every line and table cell goes through :func:`plain`: nothing from outside can move the cursor,
-    clear the terminal or start a new line.
+    Every line and table cell goes through :func:`~cudamagic.core.fmt.terminal_safe`: nothing from
+    outside can move the cursor, clear the terminal or start a new line.
     """
-    from ..core.fmt import text_table as _table
 
-    def text_table(headers, rows):
-        return _table(headers, [[plain(c) for c in row] for row in rows])
+    def safe_table(headers, rows):
+        return text_table(headers, [[terminal_safe(c) for c in row] for row in rows])
 
     lines = _Lines([header_line(sample, label, state)])  # one line, even with a long replay path
     if sample is None:
@@ -327,7 +347,7 @@ def sample_text(
             )
         # util: utilization.gpu; mem bw: utilization.memory (memory bandwidth); clocks: SM/memory
         lines.table(
-            text_table(
+            safe_table(
                 [
                     "GPU",
                     "name",
@@ -352,7 +372,8 @@ def sample_text(
                 lines.append(f"GPU {g.index} {label_}: N/A ({reason})")
             if not is_na(g.memory_reserved_bytes) and g.memory_reserved_bytes:
                 lines.append(
-                    f"GPU {g.index} memory reserved by the driver: {format_bytes(g.memory_reserved_bytes)} "
+                    f"GPU {g.index} memory reserved by the driver: "
+                    f"{format_bytes(g.memory_reserved_bytes)} "
                     "(memory.reserved; not counted in memory used, as nvidia-smi shows it)"
                 )
             for m in g.mig_devices:
@@ -374,13 +395,13 @@ def sample_text(
                     [
                         g.index,
                         p.pid,
-                        _clip_left(_proc_name(p)) + (" (this kernel)" if p.own else ""),
+                        _clip_left(process_label(p)) + (" (this kernel)" if p.own else ""),
                         p.type,
                         process_memory_text(p),
                     ]
                 )
         if prows:
-            lines.table(text_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
+            lines.table(safe_table(["GPU", "pid", "process", "type", "GPU memory"], prows))
             shown = [
                 p
                 for g in sample.gpus
@@ -392,7 +413,8 @@ def sample_text(
     h = sample.host
     lines.append(
         f"host: CPU {pct_text(h.cpu_util_pct)} of {h.cpu_count} CPUs, "
-        f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM {_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
+        f"this kernel {pct_text(h.kernel_cpu_pct)} of one core, RAM "
+        f"{_used_of_total(h.memory_used_bytes, h.memory_total_bytes)}, "
         f"DataLoader workers: {len(h.workers)}"
     )
     for label_, v in (

@@ -9,11 +9,13 @@ from anywhere).
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import time
 
+from .. import __version__
 from ..core import nvml
 from ..core.na import NA, is_na, jsonable
 from .samples import (
@@ -32,7 +34,10 @@ TRACE_VERSION = 1
 
 
 class TraceError(ValueError):
-    """A log/replay file that is not a valid ``%gpuwatch`` trace (the message says where and why)."""
+    """A log/replay file that is not a valid ``%gpuwatch`` trace.
+
+    The message says where and why.
+    """
 
 
 # : Bounds of what :func:`read_trace` accepts: file bytes, bytes per line, samples, GPUs and
@@ -50,7 +55,10 @@ MAX_STR = 4096
 
 
 def sample_to_json(s: Sample) -> dict:
-    """One log line's object: nested, nvidia-smi key names, raw units (bytes, mW), NA as ``{"na", "code"}``."""
+    """One log line's object.
+
+    Nested, nvidia-smi key names, raw units (bytes, mW), NA as ``{"na", "code"}``.
+    """
     gpus = []
     for g in s.gpus:
         d = {"index": g.index, "name": g.name, "uuid": g.uuid}
@@ -135,9 +143,10 @@ def sample_to_json(s: Sample) -> dict:
 
 
 def trace_header(source: str, interval_s: float | None = None) -> dict:
-    """The first line of a trace: ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``."""
-    from .. import __version__
+    """The first line of a trace.
 
+    ``{"cudamagic_trace": 1, "source": ..., "created": ..., "units": ...}``.
+    """
     head = {
         "cudamagic_trace": TRACE_VERSION,
         "source": source,
@@ -220,7 +229,8 @@ class _Checker:
             or not isinstance(v.get("code", ""), str)
         ):
             self.fail(
-                f'{key!r}: an object here must be a not-available value {{"na": reason, "code": code}}'
+                f"{key!r}: an object here must be a not-available value "
+                f'{{"na": reason, "code": code}}'
             )
         return NA(self.text(v["na"], key), self.text(v.get("code", "error"), key))
 
@@ -240,7 +250,8 @@ class _Checker:
             or (integer and not isinstance(v, int))
         ):
             self.fail(
-                f"{key!r} must be a {'whole ' if integer else ''}number{' or a not-available value' if na else ''}, "
+                f"{key!r} must be a "
+                f"{'whole ' if integer else ''}number{' or a not-available value' if na else ''}, "
                 f"not {json.dumps(v)[:40]}"
             )
         if isinstance(v, float) and not math.isfinite(v):
@@ -298,7 +309,7 @@ _TORCH_KEYS = ["allocated", "reserved", "peak", "nvml.process_memory", "gap"]
 
 
 def _driver_model(c, v):
-    """``"WDDM"``/``"TCC"``/``"MCDM"`` or a not-available value (traces before issue 13 have neither)."""
+    """``"WDDM"``/``"TCC"``/``"MCDM"`` or a not-available value (older traces have neither)."""
     return (
         c.na(v, "driver_model.current")
         if isinstance(v, dict)
@@ -307,7 +318,10 @@ def _driver_model(c, v):
 
 
 def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
-    """Validate one decoded log line and rebuild the :class:`Sample` (strict: unknown keys are rejected)."""
+    """Validate one decoded log line and rebuild the :class:`Sample`.
+
+    Strict: unknown keys are rejected.
+    """
     c = _Checker(where, lineno)
     c.obj(obj, "sample", _SAMPLE_KEYS, required=["timestamp_s", "gpus", "host"])
     status = obj.get("nvml.status", "ok")
@@ -471,11 +485,6 @@ def sample_from_json(obj, where: str = "<trace>", lineno: int = 0) -> Sample:
     )
 
 
-def _chain_first(first, rest):
-    yield first
-    yield from rest
-
-
 def read_trace(
     path: str,
     *,
@@ -491,6 +500,10 @@ def read_trace(
     ``{"cudamagic_trace": 1, ...}`` header; every later line must match the sample schema.
 
     Args:
+        path: the trace file.
+        max_bytes: largest file read whole.
+        max_line_bytes: longest line accepted.
+        max_samples: most samples accepted.
         tail: for a file larger than ``max_bytes`` (a long ``--log`` run), read the header and then
             only the samples in the last ``max_bytes`` bytes, instead of refusing the file; the
             header gets ``"skipped_bytes"`` (how much of the start was left out). Line numbers in
@@ -500,30 +513,28 @@ def read_trace(
         TraceError: with the file, the line number and what is wrong.
     """
     try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    skip = 0
-    if size > max_bytes:
-        if not tail:
-            raise TraceError(
-                f"{path} is {size} bytes, more than the {max_bytes}-byte limit for a replay file"
-            )
-        skip = size - max_bytes
-    samples = []
-    header = None
-    try:
         fh = open(path, "rb")
     except OSError as exc:
         raise TraceError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with fh:
+        size = os.fstat(fh.fileno()).st_size
+        skip = 0
+        if size > max_bytes:
+            if not tail:
+                raise TraceError(
+                    f"{path} is {size} bytes, more than the {max_bytes}-byte limit for a replay "
+                    "file"
+                )
+            skip = size - max_bytes
+        samples = []
+        header = None
         lines = iter(lambda: fh.readline(max_line_bytes + 1), b"")
         if skip:
             first = fh.readline(max_line_bytes + 1)
             fh.seek(max(skip, len(first)))
             if fh.tell() > len(first):
                 fh.readline()  # the rest of a sample line cut by the seek
-            lines = _chain_first(first, lines)
+            lines = itertools.chain([first], lines)
         for lineno, raw in enumerate(lines, start=1):
             if len(raw) > max_line_bytes:
                 raise TraceError(f"{path}, line {lineno}: longer than {max_line_bytes} bytes")
@@ -552,10 +563,7 @@ def read_trace(
                 continue
             if len(samples) >= max_samples:
                 raise TraceError(f"{path}: more than {max_samples} samples")
-            try:
-                samples.append(sample_from_json(obj, path, lineno))
-            except RecursionError as exc:  # pragma: no cover - json depth is bounded by line size
-                raise TraceError(f"{path}, line {lineno}: nested too deeply") from exc
+            samples.append(sample_from_json(obj, path, lineno))
     if header is None:
         raise TraceError(f"{path} is empty: no trace header and no samples")
     if not samples:

@@ -2,7 +2,7 @@
 
 :class:`WatchView` builds the widget tree once and :meth:`WatchView.apply` sets trait values
 inside ``hold_sync()`` (the only thing the sampler thread does with widgets: no print, no
-display, no ``with output:``, F13). :func:`snapshot_html` is the static ``text/html`` form: the
+display, no ``with output:``). :func:`snapshot_html` is the static ``text/html`` form: the
 monitor replaces its widget by it when it stops (see :mod:`.monitor`), so saved notebooks keep the
 last values. :func:`live_fallback_html` is what a saved notebook shows for a monitor that was still
 running when saved. The plain-text form is :mod:`.text`.
@@ -26,6 +26,7 @@ import datetime as _dt
 from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
 from ..core.style import CSS, badge, page, scroll
+from . import text as text_view
 from .samples import Sample
 from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
 from .text import (
@@ -52,7 +53,10 @@ _Y_AXIS_PX = 34
 
 
 def part(fragment: str) -> str:
-    """One widget's HTML: the fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting)."""
+    """One widget's HTML.
+
+    The fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting).
+    """
     return f'<div class="cudamagic {NO_MATH} cm-part">{fragment}</div>'
 
 
@@ -66,7 +70,7 @@ def _cell(v, text=None):
 
 
 def _driver_model(g) -> str:
-    """`` · WDDM`` where NVML reports a driver model (Windows), ``""`` where it is not supported (Linux)."""
+    """`` · WDDM`` where NVML reports a driver model (Windows), else ``""``."""
     model = getattr(g, "driver_model", None)
     if model is None or (is_na(model) and model.code == "not_supported"):
         return ""
@@ -79,7 +83,10 @@ def _driver_model(g) -> str:
 
 
 def gpu_html(g) -> str:
-    """One GPU card (escaped): name, driver model, bars with their values, the other readings, processes."""
+    """One GPU card (escaped).
+
+    Name, driver model, bars with their values, the other readings, processes.
+    """
     title = ("MIG " if g.mig_enabled is True else "") + ("" if is_na(g.name) else str(g.name))
     head = (
         f'<div class="cm-gpu-head">GPU {int(g.index)} {esc(title)}{_driver_model(g)} '
@@ -167,7 +174,8 @@ def processes_html(g) -> str:
         cls = ' class="cm-own"' if p.own else ""
         rows.append(
             f'<tr{cls}{tip}><td class="cm-num">{p.pid}</td><td class="cm-prose">{name}{mine}</td>'
-            f'<td>{esc(p.type)}</td><td class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
+            f"<td>{esc(p.type)}</td><td "
+            f'class="cm-num">{_cell(p.used_memory_bytes, process_memory_text(p))}'
             "</td></tr>"
         )
     note = "".join(
@@ -187,7 +195,8 @@ def host_html(sample: Sample) -> str:
     """Host, PyTorch allocator and hint (escaped)."""
     h = sample.host
     parts = [
-        f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} CPUs · "
+        f"<b>host</b> CPU {_cell(h.cpu_util_pct, pct_text(h.cpu_util_pct))} of {esc(h.cpu_count)} "
+        "CPUs · "
         f"this kernel {_cell(h.kernel_cpu_pct, pct_text(h.kernel_cpu_pct))} of one core · RAM "
         f"{_cell(h.memory_used_bytes, mem_text(h.memory_used_bytes, h.memory_total_bytes))} · "
         f"DataLoader workers: {len(h.workers)}"
@@ -215,7 +224,10 @@ def host_html(sample: Sample) -> str:
 
 
 def spark_point(g):
-    """``(utilization %, memory used %)`` of one GpuSample for the chart; None where NA or absent."""
+    """``(utilization %, memory used %)`` of one GpuSample for the chart.
+
+    None where NA or absent.
+    """
     if g is None:
         return None, None
     u = None if is_na(g.gpu_util_pct) else float(g.gpu_util_pct)
@@ -226,7 +238,10 @@ def spark_point(g):
 
 
 def chart_points(history, index: int) -> list:
-    """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history`` (a list of Samples)."""
+    """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history``.
+
+    A list of Samples.
+    """
     return [
         (s.timestamp_s, *spark_point(next((g for g in s.gpus if g.index == index), None)))
         for s in history
@@ -234,7 +249,7 @@ def chart_points(history, index: int) -> list:
 
 
 def chart_html(history, index: int) -> str:
-    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (a list of Samples)."""
+    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (Samples)."""
     return chart_from_points(chart_points(history, index), index)
 
 
@@ -283,7 +298,8 @@ def chart_from_points(points, index: int) -> str:
         if len(seg) > 1:
             out.append(seg)
         return "".join(
-            f'<polyline class="{cls}" fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke" '
+            f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
+            'vector-effect="non-scaling-stroke" '
             f'points="{" ".join(s)}"/>'
             for s in out
         )
@@ -302,17 +318,21 @@ def chart_from_points(points, index: int) -> str:
     )
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
     svg = (
-        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" preserveAspectRatio="none" '
+        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" '
+        'preserveAspectRatio="none" '
         f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
-        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" vector-effect="non-scaling-stroke"/>'
+        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" '
+        'vector-effect="non-scaling-stroke"/>'
         f"{lines(2, 'cm-line-mem')}{lines(1, 'cm-line-util')}</svg>"
     )
     return (
-        f'<div class="cm-chart"><div class="cm-chart-key"><span><span class="cm-swatch"></span>utilization'
+        '<div class="cm-chart"><div class="cm-chart-key"><span><span '
+        'class="cm-swatch"></span>utilization'
         '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
         f'<div class="cm-chart-body"><div class="cm-chart-y" style="flex:0 0 {_Y_AXIS_PX}px">'
         "<span>100%</span><span>50%</span><span>0%</span></div>"
-        f'{svg}</div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
+        f'{svg}</div><div class="cm-chart-x" '
+        f'style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
     )
 
 
@@ -339,7 +359,10 @@ def _sheet() -> str:
 
 
 def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
-    """Static HTML of the whole monitor (the ``text/html`` form and the snapshot a stopped monitor leaves)."""
+    """Static HTML of the whole monitor.
+
+    The ``text/html`` form and the snapshot a stopped monitor leaves.
+    """
     parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
@@ -352,24 +375,31 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
 
 
 def live_fallback_line(label: str, started_s: float, interval_s: float) -> str:
-    """What a saved notebook says for a monitor that was running when saved: it was live, and how to see it."""
+    """What a saved notebook says for a monitor that was running when saved.
+
+    It was live, and how to see it.
+    """
     what = (
         f"replay of {label[len('replay of ') :]}"
         if label.startswith("replay of ")
         else "live monitor"
     )
     return (
-        f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were shown by a "
+        f"gpuwatch: {what}, started {_clock(started_s)}, every {interval_s:g} s; its values were "
+        "shown by a "
         "widget and not saved. Re-run the cell to watch again."
     )
 
 
 def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
-    """The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved
+    """The ``text/html`` that accompanies the live widget.
+
+    The ``text/html`` that accompanies the live widget (shown where the widget cannot be: a saved
     notebook opened elsewhere, nbviewer, GitHub).
     """
     return page(
-        f'<div class="cm-box cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
+        '<div class="cm-box '
+        f'cm-info">{esc(live_fallback_line(label, started_s, interval_s))}</div>',
         "watch",
     )
 
@@ -378,7 +408,10 @@ def live_fallback_html(label: str, started_s: float, interval_s: float) -> str:
 
 
 def stylesheet_widget():
-    """An invisible HTML widget holding the stylesheet once (the parts do not repeat it on every update)."""
+    """An invisible HTML widget holding the stylesheet once.
+
+    The parts do not repeat it on every update.
+    """
     import ipywidgets as W
 
     return W.HTML(value=f"<style>{CSS}{WATCH_CSS}</style>", layout=W.Layout(display="none"))
@@ -396,7 +429,10 @@ def header_box(status, button):
 
 
 def root_box(children):
-    """The outer VBox: the ``cudamagic`` scope of the stylesheet, no math typesetting, full output width."""
+    """The outer VBox: the ``cudamagic`` scope of the stylesheet.
+
+    No math typesetting, full output width.
+    """
     import ipywidgets as W
 
     root = W.VBox(children, layout=W.Layout(width="100%", max_width="100%"))
@@ -405,24 +441,15 @@ def root_box(children):
     return root
 
 
-class WatchView:
-    """The ipywidgets tree of one monitor, built once.
+class View:
+    """The part every monitor widget tree shares: stylesheet, status line, Stop button.
 
-    Args:
-        indices: NVML indices of the GPUs shown (one card + chart each).
-        label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
-        on_stop: called (in the kernel's main thread) when the Stop button is clicked.
-
-    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
-    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
-    below the numbers in a narrow output), the host line, and a hidden widget holding the
-    stylesheet. :meth:`apply` only sets ``value`` traits, inside ``hold_sync()`` of each widget, and
-    only when a value changed.
+    Subclasses build the rest in their ``__init__``, list the widgets they set in
+    :meth:`widgets`, and set values in :meth:`show`. :meth:`apply` runs :meth:`show` inside
+    ``hold_sync()`` of every widget (the sampler thread only sets traits, never displays).
     """
 
-    SPARK_POINTS = 120
-
-    def __init__(self, indices, label: str = "live", on_stop=None):
+    def __init__(self, label: str, on_stop=None):
         import ipywidgets as W
 
         self.label = label
@@ -433,6 +460,73 @@ class WatchView:
             icon="stop",
             tooltip="Stop the sampler thread (same as %gpuwatch --stop)",
         )
+        self.header = header_box(self.status, self.button)
+        self._on_stop = on_stop
+        self.button.on_click(self._clicked)
+
+    def _clicked(self, _button=None):
+        if self._on_stop is not None:
+            self._on_stop()
+
+    def widgets(self) -> list:
+        """Every widget whose value :meth:`apply` sets."""
+        return [self.status, self.button]
+
+    def show(self, sample, history, state: str, samples_taken: int, error: str) -> None:
+        """Set the values for ``sample`` (called under ``hold_sync``)."""
+        raise NotImplementedError
+
+    def apply(
+        self,
+        sample,
+        history,
+        state: str = "running",
+        samples_taken: int = 0,
+        error: str = "",
+        stopped: bool = False,
+    ):
+        """Set the widgets' traits for ``sample``; only trait assignments, under ``hold_sync``."""
+        with contextlib.ExitStack() as stack:
+            for w in self.widgets():
+                stack.enter_context(w.hold_sync())
+            self.show(sample, history, state, samples_taken, error)
+            if stopped and not self.button.disabled:
+                self.button.disabled = True
+                self.button.description = "Stopped"
+
+    def close(self):
+        """Close every widget (frees the comms). Idempotent."""
+        for w in [*self.widgets(), self.style, *self.root.children]:
+            w.close()
+        self.root.close()
+
+
+def set_value(widget, value) -> None:
+    """Set ``widget.value`` only when it changes (no message for an equal value)."""
+    if widget.value != value:
+        widget.value = value
+
+
+class WatchView(View):
+    """The ipywidgets tree of one monitor of this machine's GPUs, built once.
+
+    Args:
+        indices: NVML indices of the GPUs shown (one card and chart each).
+        label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
+        on_stop: called (in the kernel's main thread) when the Stop button is clicked.
+
+    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
+    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
+    below the numbers in a narrow output), the host line, and a hidden widget holding the
+    stylesheet.
+    """
+
+    SPARK_POINTS = 120
+
+    def __init__(self, indices, label: str = "live", on_stop=None):
+        import ipywidgets as W
+
+        super().__init__(label, on_stop)
         self.cards = {i: W.HTML(layout=W.Layout(flex="1 1 340px", min_width="0")) for i in indices}
         self.sparks = {
             i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
@@ -446,28 +540,18 @@ class WatchView:
             )
             for i in indices
         ]
-        self.header = header_box(self.status, self.button)
-        self.root = root_box(
-            [self.header, *rows, self.host, self.style]
-        )  # the stylesheet last: the first
-        # HTML widget of the tree stays the status line
-        self._on_stop = on_stop
-        self.button.on_click(self._clicked)
-        self._series = collections.deque(
-            maxlen=self.SPARK_POINTS
-        )  # (timestamp_s, {index: (util, mem)})
+        # the stylesheet last: the first HTML widget of the tree stays the status line
+        self.root = root_box([self.header, *rows, self.host, self.style])
+        # (timestamp_s, {index: (util, mem)})
+        self._series = collections.deque(maxlen=self.SPARK_POINTS)
         self._last_key = None
 
-    def _clicked(self, _button=None):
-        if self._on_stop is not None:
-            self._on_stop()
-
-    def widgets(self):
+    def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
-        return [self.status, self.button, self.host, *self.cards.values(), *self.sparks.values()]
+        return [*super().widgets(), self.host, *self.cards.values(), *self.sparks.values()]
 
     def _add_points(self, sample, history):
-        """Extend the chart series with ``sample`` (once per sample; seeded from ``history`` at first)."""
+        """Extend the chart series with ``sample`` (once; seeded from ``history`` at first)."""
         key = (sample.seq, sample.timestamp_s)
         if key == self._last_key:
             return
@@ -480,7 +564,7 @@ class WatchView:
         self._last_key = key
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
-        """``{widget: new value}`` for a sample (no widget touched; the chart series grows by it)."""
+        """``{widget: new value}`` for a sample (no widget touched; the chart series grows)."""
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
@@ -496,29 +580,26 @@ class WatchView:
             out[self.host] = part(host_html(sample))
         return out
 
-    def apply(
-        self,
-        sample,
-        history,
-        state: str = "running",
-        samples_taken: int = 0,
-        error: str = "",
-        stopped: bool = False,
-    ):
-        """Set the widgets' traits for ``sample`` (thread-safe: only trait assignments under hold_sync)."""
-        new = self.values_for(sample, history, state, samples_taken, error)
-        with contextlib.ExitStack() as stack:
-            for w in self.widgets():
-                stack.enter_context(w.hold_sync())
-            for w, value in new.items():
-                if w.value != value:
-                    w.value = value
-            if stopped and not self.button.disabled:
-                self.button.disabled = True
-                self.button.description = "Stopped"
+    def show(self, sample, history, state, samples_taken, error) -> None:
+        """Set the values for ``sample``."""
+        for w, value in self.values_for(sample, history, state, samples_taken, error).items():
+            set_value(w, value)
 
-    def close(self):
-        """Close every widget (frees the comms). Idempotent."""
-        for w in [*self.widgets(), self.style, *self.root.children]:
-            w.close()
-        self.root.close()
+
+class MachineViews:
+    """How a monitor draws this machine's GPUs, live or replayed: widget, text, HTML."""
+
+    def __init__(self, source):
+        self.source = source
+
+    def view(self, label: str, on_stop=None) -> WatchView:
+        """The widget tree."""
+        return WatchView(self.source.devices, label=label, on_stop=on_stop)
+
+    def text(self, sample, history, label, state, error) -> str:
+        """The text table."""
+        return text_view.sample_text(sample, label, state, error)
+
+    def html(self, sample, history, label, state, samples_taken, error) -> str:
+        """The static HTML snapshot."""
+        return snapshot_html(sample, history, label, state, samples_taken, error)

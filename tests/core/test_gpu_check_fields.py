@@ -1,5 +1,8 @@
-"""scripts/gpu_check.py's field comparison, run here against the stand-in NVML library and a
-stand-in ``nvidia-smi`` on PATH that prints what a real one prints for the same GPU (the real comparison needs a GPU).
+"""scripts/gpu_check.py's field comparison, on the stand-in NVML.
+
+scripts/gpu_check.py's field comparison, run here against the stand-in NVML library and a stand-in
+``nvidia-smi`` on PATH that prints what a real one prints for the same GPU (the real comparison
+needs a GPU).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
-"""Tier 1: cudamagic.nvml through the fake NVML seam (F01-F06)."""
+"""Tier 1: cudamagic.nvml through the fake NVML seam."""
 
 import pytest
 
 from cudamagic.core import nvml
 from cudamagic.core.na import NA, is_na
+from cudamagic.core.nvml import ProcessRow
 from tests.fake_nvml import GIB
 
 
@@ -27,27 +28,27 @@ def test_decode_cuda_driver_version_bad(raw):
     assert is_na(nvml.decode_cuda_driver_version(raw))
 
 
-def test_no_driver_f01(fake_nvml):
+def test_no_driver(fake_nvml):
     fake_nvml("no_driver")
     info = nvml.system_info()
-    assert is_na(info["status"]) and info["status"].code == "no_driver"
-    assert "no NVIDIA driver" in info["status"].reason
+    assert is_na(info.status) and info.status.code == "no_driver"
+    assert "no NVIDIA driver" in info.status.reason
     assert is_na(nvml.device_count())
     assert is_na(nvml.device(0).get("memory.total"))
 
 
-def test_version_mismatch_f02(fake_nvml, monkeypatch):
+def test_version_mismatch(fake_nvml, monkeypatch):
     fake_nvml("version_mismatch")
     monkeypatch.setattr(nvml, "kernel_module_version", lambda: "535.54.03")
     monkeypatch.setattr(nvml, "library_version", lambda: "535.86.10")
-    status = nvml.system_info()["status"]
+    status = nvml.system_info().status
     assert status.code == "version_mismatch"
     assert "535.54.03" in status.reason and "535.86.10" in status.reason
     assert "reboot" in status.reason
 
 
-def test_unsupported_fields_remembered_f03(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+def test_unsupported_fields_are_asked_once(fake_nvml):
+    fake = fake_nvml("gpu_without_fan")
     fields = ["fan.speed", "power.draw", "power.limit", "utilization.gpu", "memory.used"]
     for _ in range(5):
         g0 = nvml.device(0).read(fields)
@@ -62,18 +63,18 @@ def test_unsupported_fields_remembered_f03(fake_nvml):
     assert fake.call_count("nvmlDeviceGetUtilizationRates", 1) == 5
 
 
-def test_processes_f04(fake_nvml):
-    fake_nvml("container_f04")
+def test_process_in_other_pid_namespace(fake_nvml):
+    fake_nvml("process_in_other_pid_namespace")
     procs = nvml.device(0).processes()
-    assert procs == [{"pid": 28290, "used_memory": GIB, "type": "C"}]
+    assert procs == [ProcessRow(28290, GIB, "C")]
 
 
 @pytest.mark.parametrize("scenario", ["bytes_names", "driver_470"])
-def test_bytes_or_str_names_f05(fake_nvml, scenario):
+def test_bytes_or_str_names(fake_nvml, scenario):
     fake_nvml(scenario)
     d = nvml.device(0)
     assert isinstance(d.get("name"), str) and not d.get("name").startswith("b'")
-    assert nvml.system_info()["driver_version"] == "470.86"
+    assert nvml.system_info().driver_version == "470.86"
     assert d.get("uuid").startswith("GPU-")
 
 
@@ -81,13 +82,13 @@ def test_bytes_and_str_identical(fake_nvml):
     from tests.fake_nvml import SCENARIOS
 
     fake_nvml(dict(SCENARIOS["bytes_names"], bytes=True))
-    a = (nvml.system_info()["driver_version"], nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
+    a = (nvml.system_info().driver_version, nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
     fake_nvml(dict(SCENARIOS["bytes_names"], bytes=False))
-    b = (nvml.system_info()["driver_version"], nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
+    b = (nvml.system_info().driver_version, nvml.device(0).read(["name", "uuid", "pci.bus_id"]))
     assert a == b
 
 
-def test_mig_f06(fake_nvml):
+def test_mig_instances(fake_nvml):
     fake_nvml("mig")
     d = nvml.device(0)
     assert d.get("mig.mode.current") == "Enabled"
@@ -98,7 +99,7 @@ def test_mig_f06(fake_nvml):
 
 
 def test_gpu_lost_midway(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+    fake = fake_nvml("gpu_without_fan")
     assert not is_na(nvml.device(0).get("utilization.gpu"))
     fake.lose_gpu(0)
     v = nvml.device(0).get("utilization.gpu")
@@ -116,7 +117,7 @@ def test_real_machine_has_no_driver_and_says_why():
     """On this CPU machine the real binding must report NA with a reason, never raise."""
     nvml.reset()
     try:
-        st = nvml.system_info()["status"]
+        st = nvml.system_info().status
         if st == "ok":  # pragma: no cover - a machine with a driver
             pytest.skip("this machine has an NVIDIA driver")
         assert is_na(st) and st.reason

@@ -1,4 +1,6 @@
-"""Tier 1: what cudamagic.core.nvml tells the user when NVML fails, word for word (each reason is
+"""Tier 1: what cudamagic.core.nvml says when NVML fails.
+
+Tier 1: what cudamagic.core.nvml tells the user when NVML fails, word for word (each reason is
 printed in %cudainfo and %gpuwatch, and each code decides what the caller does), the driver version
 sources, and the process list (compute + graphics merged into C+G, impossible pids, errors that
 stick). A minimal hand-made ``pynvml`` module plays each case, so every branch is reached exactly.
@@ -13,10 +15,13 @@ import pytest
 
 from cudamagic.core import nvml, platform
 from cudamagic.core.na import NA, is_na
+from cudamagic.core.nvml import ProcessRow
 
 MISMATCH = (
-    "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML library "
-    "differ{}, usually after a driver update without a reboot; reboot, or unload and reload the nvidia "
+    "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space NVML "
+    "library "
+    "differ{}, usually after a driver update without a reboot; reboot, or unload and reload the "
+    "nvidia "
     "kernel modules"
 )
 
@@ -98,12 +103,14 @@ def test_version_mismatch_names_the_versions_it_found(monkeypatch, kmod, lib, se
     "text, version",
     [
         (
-            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC 2023\n"
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  Tue Jun  6 22:20:39 UTC "
+            "2023\n"
             "GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n",
             "535.54.03",
         ),
         (
-            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  (dvs-builder@U16)\n",
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  550.54.15  Release Build  "
+            "(dvs-builder@U16)\n",
             "550.54.15",
         ),
         ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.82  Thu Oct 14 2021\n", "470.82"),
@@ -198,16 +205,6 @@ def test_library_path_without_nvml(pynvml):
     assert nvml.library_path() == TRANSLATED[12]
 
 
-def test_constant(pynvml, monkeypatch):
-    pynvml.NVML_CLOCK_SM = 1
-    assert nvml.constant("NVML_CLOCK_SM") == 1
-    assert nvml.constant("NVML_NOT_THERE", 7) == 7
-    assert nvml.constant("NVML_NOT_THERE") is None
-    monkeypatch.setitem(sys.modules, "pynvml", None)  # not installed: import fails
-    nvml.reset()
-    assert nvml.constant("NVML_CLOCK_SM", 5) == 5
-
-
 def test_decode_cuda_driver_version_reasons():
     assert nvml.decode_cuda_driver_version(12015) == "12.1"
     assert nvml.decode_cuda_driver_version("12080") == "12.8"
@@ -227,7 +224,7 @@ def test_system_info_without_nvml(pynvml):
 
     pynvml.nvmlInit = fail
     see = NA("NVML not available: see NVML status", "no_driver")
-    assert nvml.system_info() == {
+    assert nvml.system_info()._asdict() == {
         "status": TRANSLATED[9],
         "driver_version": see,
         "cuda_driver_version": see,
@@ -242,7 +239,7 @@ def test_system_info_with_nvml(pynvml):
     pynvml.nvmlSystemGetDriverVersion = lambda: b"550.54.15"
     pynvml.nvmlSystemGetNVMLVersion = lambda: "12.550.54.15"
     pynvml.nvmlDeviceGetCount = lambda: 2
-    assert nvml.system_info() == {
+    assert nvml.system_info()._asdict() == {
         "status": "ok",
         "driver_version": "550.54.15",
         "cuda_driver_version": "12.4",
@@ -264,16 +261,9 @@ def test_system_info_failed_queries(pynvml):
     ):
         setattr(pynvml, name, fail)
     info = nvml.system_info()
-    assert info["status"] == "ok"
-    assert (
-        info["driver_version"]
-        == info["nvml_version"]
-        == info["cuda_driver_version"]
-        == TRANSLATED[3]
-    )
-    assert info["device_count"] == NA(
-        "this nvidia-ml-py has no nvmlDeviceGetCount", "not_supported"
-    )
+    assert info.status == "ok"
+    assert info.driver_version == info.nvml_version == info.cuda_driver_version == TRANSLATED[3]
+    assert info.device_count == NA("this nvidia-ml-py has no nvmlDeviceGetCount", "not_supported")
 
 
 def test_init_is_cached_and_reset_shuts_down(pynvml):
@@ -344,9 +334,9 @@ def test_compute_and_graphics_merge_into_c_plus_g(pynvml):
         graphics=[P(100, 2 * 2**30), P(200, 2**20)],
     )
     assert dev.processes() == [
-        {"pid": 100, "used_memory": 2 * 2**30, "type": "C+G"},
-        {"pid": 200, "used_memory": 2**20, "type": "G"},
-        {"pid": 300, "used_memory": 5 * 2**20, "type": "C"},
+        ProcessRow(100, 2 * 2**30, "C+G"),
+        ProcessRow(200, 2**20, "G"),
+        ProcessRow(300, 5 * 2**20, "C"),
     ]
 
 
@@ -355,10 +345,10 @@ def test_c_plus_g_keeps_the_larger_figure_and_a_known_one(pynvml):
     dev = _device(
         pynvml, compute=[P(100, 3 * 2**30), P(200, None)], graphics=[P(100, 2**30), P(200, 2**20)]
     )
-    rows = {r["pid"]: r for r in dev.processes()}
-    assert rows[100]["used_memory"] == 3 * 2**30 and rows[100]["type"] == "C+G"
+    rows = {r.pid: r for r in dev.processes()}
+    assert rows[100].used_memory_bytes == 3 * 2**30 and rows[100].type == "C+G"
     assert (
-        rows[200]["used_memory"] == 2**20 and rows[200]["type"] == "C+G"
+        rows[200].used_memory_bytes == 2**20 and rows[200].type == "C+G"
     )  # N/A then a number: the number
 
 
@@ -366,24 +356,21 @@ def test_not_available_memory_is_na_with_the_reason(pynvml):
     dev = _device(pynvml, compute=[P(100, None)], graphics=[P(100, None)])
     dev.__dict__["_driver_model"] = "TCC"
     assert dev.processes() == [
-        {
-            "pid": 100,
-            "used_memory": NA("not reported by the driver", "not_supported"),
-            "type": "C+G",
-        }
+        ProcessRow(100, NA("not reported by the driver", "not_supported"), "C+G")
     ]
     nvml.reset()
     dev = _device(pynvml, compute=[P(100, None)], graphics=None)
     dev.__dict__["_driver_model"] = "WDDM"
     assert dev.processes() == [
-        {
-            "pid": 100,
-            "used_memory": NA(
-                "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process (nvidia-smi shows N/A too)",
+        ProcessRow(
+            100,
+            NA(
+                "Windows manages GPU memory under WDDM, so NVML cannot attribute it to a process "
+                "(nvidia-smi shows N/A too)",
                 "wddm",
             ),
-            "type": "C",
-        }
+            "C",
+        )
     ]
 
 
@@ -399,11 +386,19 @@ def test_impossible_pids_reject_the_whole_list(pynvml, pids, shown):
     dev = _device(pynvml, compute=[P(p, 2**20) for p in pids], graphics=[P(5, 2**20)])
     na = dev.processes()
     assert na == NA(
-        f"implausible reading: NVML returned {shown} for the process list (no Linux pid is 0 or above "
-        f"{nvml.PID_MAX}: the nvidia-ml-py binding and the driver disagree on the process structure; "
+        f"implausible reading: NVML returned {shown} for the process list (no Linux pid is 0 or "
+        "above "
+        f"{nvml.PID_MAX}: the nvidia-ml-py binding and the driver disagree on the process "
+        "structure; "
         "install the nvidia-ml-py that matches the driver)",
         "implausible",
     )
+
+
+def test_a_process_at_the_largest_linux_pid_keeps_the_list_plausible(pynvml):
+    # 4194304 is PID_MAX_LIMIT on 64-bit Linux: a real pid, not a struct mismatch
+    dev = _device(pynvml, compute=[P(4_194_304, 2**20), P(1, 2**20)])
+    assert dev.processes() == [ProcessRow(1, 2**20, "C"), ProcessRow(4_194_304, 2**20, "C")]
 
 
 def test_one_list_failing_keeps_the_other(pynvml):
@@ -411,7 +406,7 @@ def test_one_list_failing_keeps_the_other(pynvml):
         raise NVMLError(3)
 
     dev = _device(pynvml, compute=[P(100, 2**20)], graphics=fail)
-    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "C"}]
+    assert dev.processes() == [ProcessRow(100, 2**20, "C")]
 
 
 def test_both_lists_failing_not_supported_is_remembered(pynvml):
@@ -449,7 +444,7 @@ def test_a_timeout_is_not_remembered(pynvml):
     dev = _device(pynvml, compute=flaky, graphics=None)
     assert dev.processes() == TRANSLATED[10]
     assert dev.lost is None
-    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "C"}]
+    assert dev.processes() == [ProcessRow(100, 2**20, "C")]
 
 
 def test_process_gpu_memory_of_one_pid_on_each_gpu(pynvml):
@@ -670,9 +665,9 @@ def test_process_rows_are_bounded_by_the_last_memory_reading_or_one_taken_for_th
     pynvml.nvmlDeviceGetGraphicsRunningProcesses = lambda h: []
     dev = nvml.device(0)
     rows = dev.processes()  # no memory read yet: one is taken for the bound
-    assert len(asked) == 1 and rows[0]["used_memory"] == 2**30
-    assert is_na(rows[1]["used_memory"]) and rows[1]["used_memory"].code == "implausible"
-    assert "more than the GPU's 17179869184 bytes" in rows[1]["used_memory"].reason
+    assert len(asked) == 1 and rows[0].used_memory_bytes == 2**30
+    assert is_na(rows[1].used_memory_bytes) and rows[1].used_memory_bytes.code == "implausible"
+    assert "more than the GPU's 17179869184 bytes" in rows[1].used_memory_bytes.reason
     dev.read(["memory.used"])
     dev.processes()
     assert len(asked) == 2  # the sampler's memory reading serves the process list
@@ -693,13 +688,13 @@ def test_process_list_of_an_unreachable_gpu_is_its_handle_error(pynvml):
 def test_a_binding_without_the_compute_list_still_lists_graphics(pynvml):
     dev = _device(pynvml, compute=[], graphics=[P(100, 2**20)])
     del pynvml.nvmlDeviceGetComputeRunningProcesses
-    assert dev.processes() == [{"pid": 100, "used_memory": 2**20, "type": "G"}]
+    assert dev.processes() == [ProcessRow(100, 2**20, "G")]
 
 
 def test_c_plus_g_keeps_the_known_figure_when_the_graphics_one_is_not_available(pynvml):
     pynvml.nvmlDeviceGetDriverModel = None
     dev = _device(pynvml, compute=[P(100, 3 * 2**30)], graphics=[P(100, None)])
-    assert dev.processes() == [{"pid": 100, "used_memory": 3 * 2**30, "type": "C+G"}]
+    assert dev.processes() == [ProcessRow(100, 3 * 2**30, "C+G")]
 
 
 def test_both_lists_failing_with_a_plain_exception_is_na_and_asked_again(pynvml):

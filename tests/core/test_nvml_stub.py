@@ -1,4 +1,4 @@
-"""The stand-in NVML library under the real pynvml binding plays the same scenarios as the fake module."""
+"""The stand-in NVML library under the real pynvml binding plays the fake module's scenarios."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 
 from cudamagic.core import nvml
 from cudamagic.core.na import is_na
+from cudamagic.core.nvml import ProcessRow
 from tests import fake_nvml as fm
 
 GIB = 1024**3
@@ -24,7 +25,7 @@ def _snapshot():
         return v
 
     info = nvml.system_info()
-    out = {"system": norm({k: v for k, v in info.items()})}
+    out = {"system": norm(info._asdict())}
     n = nvml.device_count()
     if not is_na(n):
         for i in range(n):
@@ -40,7 +41,10 @@ def _snapshot():
 
 
 def _frozen(scenario, t=5):
-    """The scenario with every moving value ``f(tick)`` fixed at tick ``t`` (both players then agree)."""
+    """The scenario with every moving value ``f(tick)`` fixed at tick ``t``.
+
+    Both players then agree.
+    """
 
     def fix(v):
         return v(t) if callable(v) else v
@@ -70,9 +74,9 @@ def test_every_fake_scenario_reads_the_same_through_the_real_binding(name, fake_
     stub_nvml(_frozen(fm.SCENARIOS[name]))
     got = _snapshot()
     assert got == want
-    if name == "container_f04":
-        assert got[0]["processes"] == [{"pid": 28290, "used_memory": GIB, "type": "C"}]
-    if name == "two_gpus_f03":
+    if name == "process_in_other_pid_namespace":
+        assert got[0]["processes"] == [ProcessRow(28290, GIB, "C")]
+    if name == "gpu_without_fan":
         assert got[1]["fan.speed"] == ("NA", "not_supported")
 
 
@@ -107,8 +111,11 @@ def _a100(**over):
     }
 
 
-def test_e01_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
-    """E01: an idle A100 80GB with 4 MiB allocated: used 4 MiB, the 908 MiB reserve apart (driver >= R510)."""
+def test_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
+    """An idle A100 80GB with 4 MiB allocated.
+
+    Used 4 MiB, the 908 MiB reserve apart (driver >= R510).
+    """
     stub_nvml(_a100())
     got = nvml.device(0).read(
         ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"]
@@ -122,7 +129,7 @@ def test_e01_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
     }
 
 
-def test_e01_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
+def test_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
     stub_nvml(_a100(memory_v2=False))
     got = nvml.device(0).read(["memory.used", "memory.reserved", "memory.api"])
     assert got["memory.api"] == "v1"
@@ -130,8 +137,8 @@ def test_e01_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
     assert is_na(got["memory.reserved"]) and "v1" in got["memory.reserved"].reason
 
 
-def test_e03_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
-    """E03: NVML_SUCCESS with 3.7 kW on a 450 W board, 0xFFFFFFFF %, 200 C, a clock above the maximum."""
+def test_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
+    """NVML_SUCCESS with 3.7 kW on a 450 W board, 0xFFFFFFFF %, 200 C, a clock above the maximum."""
     stub_nvml(
         {
             "driver_version": "580.65.06",
@@ -182,8 +189,11 @@ def test_e03_impossible_numbers_become_na_with_what_nvml_returned(stub_nvml):
     assert got["clocks.sm"].code == "implausible" and "2520 MHz" in got["clocks.sm"].reason
 
 
-def test_e03_process_struct_mismatch_is_not_a_process_list(stub_nvml):
-    """The driver writes 16-byte v1 rows where the binding reads 24-byte v3 rows: pids and memory are garbage."""
+def test_process_struct_mismatch_is_not_a_process_list(stub_nvml):
+    """The driver writes 16-byte v1 rows where the binding reads 24-byte v3 rows.
+
+    Pids and memory are garbage.
+    """
     stub_nvml(
         {
             "driver_version": "535.104.05",
@@ -218,9 +228,9 @@ def test_process_rows_and_not_available_process_memory(stub_nvml):
         }
     )
     got = nvml.device(0).processes()
-    assert got[0] == {"pid": 99, "used_memory": got[0]["used_memory"], "type": "C"}
-    assert is_na(got[0]["used_memory"])  # NVML_VALUE_NOT_AVAILABLE_ulonglong -> None -> NA
-    assert got[1] == {"pid": 4242, "used_memory": 3 * GIB, "type": "C"}
+    assert got[0] == ProcessRow(99, got[0].used_memory_bytes, "C")
+    assert is_na(got[0].used_memory_bytes)  # NVML_VALUE_NOT_AVAILABLE_ulonglong -> None -> NA
+    assert got[1] == ProcessRow(4242, 3 * GIB, "C")
 
 
 def test_health_fields_read_through_the_binding(stub_nvml):

@@ -1,4 +1,7 @@
-"""The one plausibility check every NVML number passes (cudamagic.core.nvml.check_value): each documented bound."""
+"""The one plausibility check every NVML number passes (cudamagic.core.nvml.check_value).
+
+Each documented bound.
+"""
 
 import pytest
 
@@ -80,5 +83,7 @@ def test_process_rows():
     assert nvml.check_process(4242, GIB, 80 * GIB) == (True, GIB)
     assert nvml.check_process(0, GIB, 80 * GIB)[0] is False
     assert nvml.check_process(nvml.PID_MAX + 1, GIB, 80 * GIB)[0] is False
+    assert nvml.check_process(4_194_304, GIB, 80 * GIB) == (True, GIB)  # Linux PID_MAX_LIMIT
+    assert nvml.check_process(1, GIB, 80 * GIB) == (True, GIB)
     ok, used = nvml.check_process(4242, 90 * GIB, 80 * GIB)
     assert ok and used.code == "implausible" and "a process's used GPU memory" in used.reason

@@ -29,7 +29,7 @@ def test_f06_mig_and_cvd_mig_uuid(fake_nvml):
 
 
 def test_cvd_hides_all(fake_nvml):
-    f = facts_for(fake_nvml, "two_gpus_f03", env={"CUDA_VISIBLE_DEVICES": ""})
+    f = facts_for(fake_nvml, "gpu_without_fan", env={"CUDA_VISIBLE_DEVICES": ""})
     assert all(is_na(g["cuda_ordinal"]) for g in f["gpus"])
     assert "cvd-hides-all" in ids(findings(f))
 
@@ -37,7 +37,7 @@ def test_cvd_hides_all(fake_nvml):
 def test_cvd_unknown_index(fake_nvml):
     f = facts_for(
         fake_nvml,
-        "two_gpus_f03",
+        "gpu_without_fan",
         env={"CUDA_VISIBLE_DEVICES": "1,5", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
     )
     assert f["gpus"][1]["cuda_ordinal"] == 0 and is_na(f["gpus"][0]["cuda_ordinal"])
@@ -47,14 +47,14 @@ def test_cvd_unknown_index(fake_nvml):
 
 
 def test_index_order_uncertain_with_mixed_gpus(fake_nvml):
-    f = facts_for(fake_nvml, "two_gpus_f03")  # H100 + T4, default FASTEST_FIRST
+    f = facts_for(fake_nvml, "gpu_without_fan")  # H100 + T4, default FASTEST_FIRST
     assert all(
         is_na(g["cuda_ordinal"]) and g["cuda_ordinal"].code == "uncertain" for g in f["gpus"]
     )
     assert "index-order" in ids(findings(f))
     f = facts_for(
         fake_nvml,
-        "two_gpus_f03",
+        "gpu_without_fan",
         env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1,0"},
     )
     assert [g["cuda_ordinal"] for g in f["gpus"]] == [1, 0]
@@ -64,14 +64,14 @@ def test_index_order_uncertain_with_mixed_gpus(fake_nvml):
 def test_cvd_uuid_maps_by_uuid(fake_nvml):
     f = facts_for(
         fake_nvml,
-        "two_gpus_f03",
+        "gpu_without_fan",
         env={"CUDA_VISIBLE_DEVICES": "GPU-00000001", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
     )
     assert f["gpus"][1]["cuda_ordinal"] == 0
 
 
 def test_mapping_from_initialised_cuda_uses_uuid(fake_nvml):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     f = collect_facts(env={})
     gpus = f["gpus"]
     tdev = [
@@ -140,7 +140,7 @@ def test_nvcc_runs_while_everything_else_is_read(fake_nvml, monkeypatch):
 
     from cudamagic.info import facts as facts_mod
 
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     env_read, seen = threading.Event(), {}
     real_nvcc, real_env = facts_mod.nvcc_info, facts_mod._env_facts
 

@@ -268,7 +268,7 @@ def test_no_device_properties_before_cuda_is_initialised(initialised, monkeypatc
 
 
 def test_initialised_devices_decide_the_ordinals_and_the_sm_count_shown(fake_nvml, initialised):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     nv = facts.collect_facts(env={})["gpus"]
     initialised(
         [
@@ -391,7 +391,7 @@ def test_nvml_library_is_read_only_when_nvml_works(fake_nvml):
 
 
 def test_a_lost_gpu_is_not_given_an_ordinal_and_skips_the_health_reads(fake_nvml):
-    fake_nvml("two_gpus_f03").lose_gpu(1)
+    fake_nvml("gpu_without_fan").lose_gpu(1)
     f = facts.collect_facts(env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     assert f["gpus"][0]["cuda_ordinal"] == 0 and f["gpus"][1]["cuda_ordinal"].code == "gpu_lost"
     assert "ecc.mode.current" in f["gpus"][0] and "ecc.mode.current" not in f["gpus"][1]

@@ -178,7 +178,7 @@ def test_f02_mismatch_is_an_error(fake_nvml):
 def test_no_kernel_image_finding(fake_nvml):
     f = facts_for(
         fake_nvml,
-        "two_gpus_f03",
+        "gpu_without_fan",
         torch_facts("2.0.0+cu117", "11.7", True, 2, ["sm_75", "sm_80"]),
         env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"},
     )

@@ -67,7 +67,7 @@ def test_cpu_build_without_a_gpu_is_ready_for_the_cpu(fake_nvml):
 def test_findings_run_rule_by_rule_and_end_with_the_verdict(fake_nvml):
     f = facts_for(
         fake_nvml,
-        "two_gpus_f03",
+        "gpu_without_fan",
         torch_facts("2.0.0+cu117", "11.7", False, 2, ["sm_75", "sm_80"]),
         env={"CUDA_VISIBLE_DEVICES": "0,5"},
     )

@@ -26,7 +26,7 @@ def test_cudainfo_returns_report(ip, fake_nvml):
 
 
 def test_cudainfo_json_keys_follow_nvidia_smi(ip, fake_nvml, capsys):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     ip.run_line_magic("cudainfo", "--json")
     data = json.loads(capsys.readouterr().out)
     g1 = data["gpus"][1]

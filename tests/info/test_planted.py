@@ -31,7 +31,7 @@ def test_cvd_ignored_entries(raw, invalid, ignored):
 
 @pytest.mark.parametrize("raw, blamed", [("2", "2"), ("0,2", "2"), ("1", None), ("0,1", None)])
 def test_cvd_index_equal_to_gpu_count_is_flagged(fake_nvml, raw, blamed):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     f = facts.collect_facts(env={"CUDA_VISIBLE_DEVICES": raw, "CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     bad = [x for x in findings(f) if x.id == "cvd-unknown"]
     if blamed is None:

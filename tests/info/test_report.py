@@ -22,7 +22,7 @@ def test_report_without_torch_says_not_installed(monkeypatch, fake_nvml):
 
 
 def test_text_fits_100_columns(fake_nvml):
-    for scenario in ("no_driver", "two_gpus_f03", "mig"):
+    for scenario in ("no_driver", "gpu_without_fan", "mig"):
         fake_nvml(scenario)
         text = collect(env={"CUDA_VISIBLE_DEVICES": ""}).to_text()
         # only a single unbreakable word (a path) may run past 100 columns, never cut in two
@@ -105,7 +105,7 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
     from cudamagic.core.style import hard_coded_colours
 
     monkeypatch.setenv("CUDA_HOME", "/nowhere/cuda")
-    for scenario in ("no_driver", "one_gpu", "two_gpus_f03", "mig", "driver_450", "windows_wddm"):
+    for scenario in ("no_driver", "one_gpu", "gpu_without_fan", "mig", "driver_450", "windows_wddm"):
         fake_nvml(scenario)
         report = ip.run_line_magic("cudainfo", "")
         page = report._repr_html_()
@@ -134,7 +134,7 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
 
 
 def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvml):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     page = ip.run_line_magic("cudainfo", "")._repr_html_()
     assert '<th>field</th><th class="cm-prose">GPU 0</th><th class="cm-prose">GPU 1</th>' in page
     gpus = page[page.index("<h4>GPUs</h4>") :]

@@ -35,7 +35,10 @@ _lib = None
 
 
 class StubUnavailable(RuntimeError):
-    """No C compiler, or the stand-in library could not be built or loaded (``pytest.skip`` with this text)."""
+    """No C compiler, or the stand-in library could not be built or loaded.
+
+    ``pytest.skip`` with this text.
+    """
 
 
 def build() -> str:
@@ -73,7 +76,10 @@ def build() -> str:
 
 
 def real_pynvml():
-    """The real ``pynvml`` module, even while a test has the fake module in ``sys.modules['pynvml']``."""
+    """The real ``pynvml`` module.
+
+    Even while a test has the fake module in ``sys.modules['pynvml']``.
+    """
     mod = sys.modules.get("pynvml")
     if mod is not None and hasattr(mod, "_LoadNvmlLibrary"):
         return mod
@@ -90,7 +96,10 @@ def real_pynvml():
 
 
 def load():
-    """Build if needed, dlopen the stand-in and make the real ``pynvml`` use it. Returns the ctypes library."""
+    """Build if needed.
+
+    Dlopen the stand-in and make the real ``pynvml`` use it. Returns the ctypes library.
+    """
     global _lib
     if _lib is not None:
         return _lib
@@ -116,7 +125,8 @@ def load():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
     if real.nvmlLib is None:
-        real._LoadNvmlLibrary()  # the binding's own search: CDLL("libnvidia-ml.so.1") -> this object
+        # the binding's own search: CDLL("libnvidia-ml.so.1") -> this object
+        real._LoadNvmlLibrary()
     if real.nvmlLib is None or not hasattr(real.nvmlLib, "stub_reset"):
         raise StubUnavailable(
             f"pynvml loaded another {SONAME} ({real.nvmlLib}); a real driver is installed"
@@ -126,8 +136,11 @@ def load():
 
 
 def unload():
-    """Undo :func:`load`: the binding forgets the library and it is dlclose'd (both references: ours
-    by path and pynvml's by soname), so later code in this process sees the machine as it is (no driver here).
+    """Undo :func:`load`.
+
+    Undo :func:`load`: the binding forgets the library and it is dlclose'd (both references: ours by
+    path and pynvml's by soname), so later code in this process sees the machine as it is (no driver
+    here).
     """
     global _lib
     if _lib is None:
@@ -229,7 +242,10 @@ class StubNVML:
             raise KeyError(key)
 
     def tick(self, t: int | None = None):
-        """Evaluate the scenario's values at tick ``t`` (default: the next tick) and hand them to the library."""
+        """Evaluate the scenario's values at tick ``t`` (default.
+
+        The next tick) and hand them to the library.
+        """
         self.t = self.t + 1 if t is None else t
         for i, g in enumerate(self.gpus):
             for key, ckey in _SIMPLE.items():
@@ -257,8 +273,11 @@ class StubNVML:
 
 
 def install(scenario: dict, monkeypatch=None) -> StubNVML:
-    """Play ``scenario`` in the stand-in, make sure ``sys.modules['pynvml']`` is the real binding
-    and reset cudamagic's NVML state. Raises StubUnavailable when the stand-in cannot be built or loaded.
+    """Play ``scenario`` in the stand-in under the real binding.
+
+    Play ``scenario`` in the stand-in, make sure ``sys.modules['pynvml']`` is the real binding and
+    reset cudamagic's NVML state. Raises StubUnavailable when the stand-in cannot be built or
+    loaded.
     """
     from cudamagic.core import nvml
 

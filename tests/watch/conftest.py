@@ -1,4 +1,6 @@
-"""Fixtures for the Prometheus cluster source: a real Prometheus server scraping the exporter
+"""Fixtures for the Prometheus cluster source.
+
+Fixtures for the Prometheus cluster source: a real Prometheus server scraping the exporter
 simulator.
 
 The ``prometheus`` program comes from Debian's ``prometheus`` package (``scripts/system_deps.sh``
@@ -19,16 +21,21 @@ def need_prometheus():
     """Skip (developer machine) or fail (CI) when the prometheus/promtool programs are missing."""
     missing = [p for p in ("prometheus", "promtool") if shutil.which(p) is None]
     if missing:
-        msg = f"{' and '.join(missing)} not installed (apt-get install prometheus; scripts/system_deps.sh)"
+        msg = (
+            f"{' and '.join(missing)} not installed "
+            "(apt-get install prometheus; scripts/system_deps.sh)"
+        )
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail(msg + " - CI installs it, so this is a set-up failure")
         pytest.skip(msg)
 
 
 def wait_all_scraped(server, timeout_s: float = 30.0) -> None:
-    """Wait until the server answers with all 12 simulated GPUs. On a loaded machine a scrape can
-    miss its scrape timeout, and Prometheus then marks that host's series stale until the next good
-    scrape: tests that need every GPU wait for a complete answer first instead of reading a gap.
+    """Wait until the server answers with all 12 simulated GPUs.
+
+    On a loaded machine a scrape can miss its scrape timeout, and Prometheus then marks that host's
+    series stale until the next good scrape: tests that need every GPU wait for a complete answer
+    first instead of reading a gap.
     """
     import time
 
@@ -52,7 +59,10 @@ def settled(cluster):
 
 @pytest.fixture(scope="module")
 def cluster():
-    """``(sim, server)``: the demo cluster (4 hosts, 12 GPUs) scraped every second by a real Prometheus."""
+    """``(sim, server)``.
+
+    The demo cluster (4 hosts, 12 GPUs) scraped every second by a real Prometheus.
+    """
     need_prometheus()
     sim, server = prom_sim.start_cluster(
         prom_sim.demo_cluster(), scrape_s=2.0

@@ -1,8 +1,11 @@
-"""Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source
-on the fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path.
+"""Helpers shared by the %gpuwatch tests.
+
+Helpers shared by the %gpuwatch tests: a deterministic host reader, a fake clock, a live source on
+the fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the demo trace's path.
 """
 
 import os
+import threading
 
 from cudamagic.core.na import NA
 from cudamagic.watch.samples import HostSample
@@ -53,3 +56,18 @@ class FakeClock:
         self.waits.append(seconds)
         self.t += seconds
         return False
+
+
+def wait_until(condition, timeout_s: float = 10.0):
+    """Wait until ``condition()`` is truthy and return it; None after ``timeout_s`` seconds.
+
+    The condition is checked every 10 ms on an Event that is never set, so a waiting test costs
+    no CPU and ends as soon as the condition holds.
+    """
+    tick = threading.Event()
+    for _ in range(int(timeout_s * 100)):
+        got = condition()
+        if got:
+            return got
+        tick.wait(0.01)
+    return condition() or None

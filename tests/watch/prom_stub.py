@@ -1,4 +1,6 @@
-"""A local HTTP/1.1 server that replays what a real Prometheus answered
+"""A local HTTP/1.1 server replaying a real Prometheus's answers.
+
+A local HTTP/1.1 server that replays what a real Prometheus answered
 (``tests/watch/prom_answers.json``, recorded by ``scripts/prom_answers.py``; a live test checks the
 installed Prometheus still answers so).
 
@@ -14,7 +16,6 @@ import json
 import os
 import socket
 import threading
-import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -36,13 +37,16 @@ def data_of(name: str) -> dict:
 
 
 class PromStub:
-    """See the module docstring. ``delay_s`` holds each answer back; ``drop`` closes the connection
-    unanswered; ``headers`` adds (or, with value None, removes) answer headers.
+    """See the module docstring.
+
+    ``delay_s`` holds each answer back; ``drop`` closes the connection unanswered; ``headers`` adds
+    (or, with value None, removes) answer headers.
     """
 
     def __init__(self, tls_context=None):
         self.answer = "vector"
         self.delay_s = 0.0
+        self.released = threading.Event()  # set by close(): a held-back answer goes out at once
         self.drop = False
         self.headers = {}
         self.requests = []
@@ -70,7 +74,7 @@ class PromStub:
                     }
                 )
                 if stub.delay_s:
-                    time.sleep(stub.delay_s)
+                    stub.released.wait(stub.delay_s)
                 if stub.drop:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)
@@ -109,6 +113,7 @@ class PromStub:
         self.thread.start()
 
     def close(self):
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)

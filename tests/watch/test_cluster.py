@@ -1,4 +1,7 @@
-"""Tier 1: the Prometheus source's plain functions (no server): URLs, auth, steps, schema, sentinels, MIG, job."""
+"""Tier 1: the Prometheus source's plain functions (no server).
+
+URLs, auth, steps, schema, sentinels, MIG, job.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import pytest
 from cudamagic.core.na import is_na
 from cudamagic.watch import cluster, prometheus
 from cudamagic.watch.cluster import PrometheusSource, classify, job_candidates
+from cudamagic.watch.clusterview import ClusterViews
 from cudamagic.watch.prometheus import SourceURLError, parse_source, range_step
 
 
@@ -186,7 +190,7 @@ def test_matrix_fast_path_equals_json():
     fast = parse_matrix(body)
     slow = [_columns(r) for r in result]
     assert len(fast) == 2 and fast[0][0]["Hostname"] == 'q"x\\é}'
-    for (m1, t1, v1), (m2, t2, v2) in zip(fast, slow):
+    for (m1, t1, v1), (m2, t2, v2) in zip(fast, slow, strict=True):
         assert m1 == m2 and t1.tolist() == t2.tolist()
         np.testing.assert_array_equal(v1, v2)
     assert fast[0][1].tolist() == [1000, 1001.5, 1003, 1004, 1005, 1006]
@@ -299,7 +303,9 @@ def test_replay_marks_a_host_missing_from_later_samples_stale(tmp_path):
     s = replay.read(2, 0.0)
     info = replay.stale_hosts["b"]
     assert info["since"] == 1001.0 and "missing from the recording" in info["reason"]
-    assert "b (stale): exporter down since" in replay.render_text(s, [], "replay", "running", "")
+    assert "b (stale): exporter down since" in ClusterViews(replay).text(
+        s, [], "replay", "running", ""
+    )
 
 
 def test_job_matching_slurm_pod_host():

@@ -1,4 +1,7 @@
-"""Tier 3: examples/cluster_watch.ipynb in a real kernel: the live local cluster, and the replay fallback."""
+"""Tier 3: examples/cluster_watch.ipynb in a real kernel.
+
+The live local cluster, and the replay fallback.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +41,7 @@ def _widget_values(nb):
     ]
 
 
+@pytest.mark.slow  # a real Prometheus server
 def test_cluster_notebook_live():
     need_prometheus()
     nb = execute_nb(

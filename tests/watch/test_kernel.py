@@ -3,7 +3,7 @@
 Cell 1 starts a replay monitor; cell 2 does other work. The saved widget state must show the
 values of the last replayed sample (they changed after the display was created), and cell 2
 must have run while the monitor was live. The thread's updates reach the front end while
-another cell runs, and nothing it does lands in cell 2's output (F13). When the monitor stops, the
+another cell runs, and nothing it does lands in cell 2's output. When the monitor stops, the
 saved notebook's output of cell 1 is a static snapshot of the last sample, not a widget a reopened
 notebook cannot show. A live monitor on the fake NVML stopped by ``--count 3`` is replaced the same
 way; one still running when the notebook is saved keeps a fallback saying it was live.
@@ -20,14 +20,15 @@ from tests.watch.fakes import DEMO, ROOT
 
 CELL2 = """\
 import json, time
-from cudamagic.watch.monitor import current
-w = current()
+from cudamagic.extension import current
+w = current().magics["watch"].monitors.current
 t_start = time.time()
 running_at_start, n_at_start = w.running, w.samples_taken
 work = 0
 while w.running and time.time() - t_start < 30:
     work += sum(i * i for i in range(2000))
-print(json.dumps({"running_at_start": running_at_start, "n_at_start": n_at_start, "n_at_end": w.samples_taken,
+print(json.dumps({"running_at_start": running_at_start, "n_at_start": n_at_start,
+                  "n_at_end": w.samples_taken,
                   "running_at_end": w.running, "work": work, "finished": w.sampler.finished,
                   "error": w.error}))
 """
@@ -35,12 +36,11 @@ print(json.dumps({"running_at_start": running_at_start, "n_at_start": n_at_start
 
 WAIT_LIVE = """\
 import json, time
-from cudamagic.watch.monitor import current
-w = current()
-t0 = time.time()
-while w.running and time.time() - t0 < 30:
-    time.sleep(0.05)
-print(json.dumps({"n": w.samples_taken, "timestamp": w.latest.timestamp, "finished": w.sampler.finished,
+from cudamagic.extension import current
+w = current().magics["watch"].monitors.current
+w.wait(30)
+print(json.dumps({"n": w.samples_taken, "timestamp": w.latest.timestamp,
+                  "finished": w.sampler.finished,
                   "util0": w.latest.gpus[0].gpu_util_pct}))
 """
 
@@ -68,7 +68,7 @@ def test_replay_monitor_updates_while_another_cell_runs():
         nbformat.v4.new_code_cell("%gpuwatch --stop"),
         nbformat.v4.new_code_cell(
             "from tests import fake_nvml as fm\n"
-            "fm.install(fm.FakeNVML(fm.SCENARIOS['two_gpus_f03']))"
+            "fm.install(fm.FakeNVML(fm.SCENARIOS['gpu_without_fan']))"
         ),
         nbformat.v4.new_code_cell("%gpuwatch --count 3 --interval 0.1"),
         nbformat.v4.new_code_cell(WAIT_LIVE),
@@ -105,7 +105,7 @@ def test_replay_monitor_updates_while_another_cell_runs():
     )
     assert gpu_html(samples[19].gpus[0]) in html1 and "<polyline" in html1
 
-    # cell 2 ran while the monitor was live, and got none of the thread's output (F13)
+    # cell 2 ran while the monitor was live, and got none of the thread's output
     (out2,) = nb.cells[2].outputs
     assert out2["output_type"] == "stream" and out2["name"] == "stdout"
     facts = json.loads(out2["text"])

@@ -1,5 +1,7 @@
-"""A monitor still running when its kernel is shut down: the snapshot goes out before the kernel
-says goodbye.
+"""A monitor still running when its kernel is shut down.
+
+A monitor still running when its kernel is shut down: the snapshot goes out before the kernel says
+goodbye.
 
 Tier 3 with a real ipykernel driven by ``jupyter_client`` (as JupyterLab's server drives it): the
 kernel's ``shutdown_request`` handlers are wrapped while ``%gpuwatch`` is loaded and restored by
@@ -60,7 +62,7 @@ def test_shutdown_request_sends_snapshot_first_and_unload_restores_handlers():
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
-        _run(kc, f"import sys; sys.path.insert(0, {ROOT!r})\n%load_ext cudamagic")
+        _run(kc, f"import sys; sys.path.insert(0, {ROOT!r})")
         before = json.loads(_run(kc, CHECK)[0])
         assert before == {
             "control_handlers": False,
@@ -69,7 +71,16 @@ def test_shutdown_request_sends_snapshot_first_and_unload_restores_handlers():
             "original_shell_handlers": True,
         }, before
 
-        # the first monitor wraps both handlers; %unload_ext stops it and puts ipykernel's own back
+        # loading wraps both handlers (once); %unload_ext stops the monitor and puts ipykernel's
+        # own back
+        _run(kc, "%load_ext cudamagic")
+        wrapped = json.loads(_run(kc, CHECK)[0])
+        assert wrapped == {
+            "control_handlers": True,
+            "shell_handlers": True,
+            "original_control_handlers": False,
+            "original_shell_handlers": False,
+        }, wrapped
         _run(kc, "w = %gpuwatch --replay examples/trace_demo.jsonl --interval 1\nw")
         assert json.loads(_run(kc, CHECK)[0]) == {
             "control_handlers": True,
@@ -128,7 +139,7 @@ def test_hook_is_harmless_without_a_kernel(ip):
     from cudamagic.watch import monitor
 
     assert getattr(ip, "kernel", None) is None
-    restore = monitor.hook_kernel_shutdown(ip)
+    restore = monitor.Monitors().hook_kernel_shutdown(ip)
     restore()
     w = ip.run_line_magic("gpuwatch", f"--replay {DEMO} --text")
     assert "REPLAY" in repr(w)

@@ -1,21 +1,29 @@
-"""Privacy on shared servers: %gpuwatch shows and --log records other users' process names, not
-their command lines, unless --cmdline (or CudaMagics.watch_show_cmdlines) asks for them; this user's processes keep theirs.
+"""Privacy on shared servers: other users' command lines stay hidden.
+
+Privacy on shared servers: %gpuwatch shows and --log records other users' process names, not their
+command lines, unless --cmdline (or CudaMagics.watch_show_cmdlines) asks for them; this user's
+processes keep theirs.
 """
 
 import copy
 import os
 import subprocess
-import time
 
+import psutil
 import pytest
 
 from cudamagic.core.na import is_na
+from cudamagic.core.platform import same_user
 from cudamagic.watch import trace
-from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE, same_user
-from tests.core.test_platform import DENIED, fake_windows_psutil, windows  # noqa: F401 - windows: a fixture
+from cudamagic.watch.sources import PRIVATE_CMDLINE, UNKNOWN_OWNER_CMDLINE
+from tests.core import test_platform
+from tests.core.test_platform import DENIED, fake_windows_psutil
 from tests.fake_nvml import GIB, SCENARIOS
+from tests.watch.fakes import wait_until
 
 from .fakes import live
+
+windows = test_platform.windows  # the fixture that presents Windows, shared with core
 
 
 def _pids(sample):
@@ -45,8 +53,11 @@ def test_same_user_reads_the_real_uid():
 
 
 def test_windows_keeps_this_users_cmdlines(fake_nvml, windows):
-    """Windows has no uids: the account name decides (README: "Your own user's processes always keep
-    their command lines"); a process whose owner Windows will not tell is labelled as such, not as another user's.
+    """Windows has no uids: the account name decides.
+
+    Windows has no uids: the account name decides (README: "Your own user's processes always keep
+    their command lines"); a process whose owner Windows will not tell is labelled as such, not as
+    another user's.
     """
     scenario = copy.deepcopy(SCENARIOS["one_gpu"])
     scenario["gpus"][0]["processes"] = [(111, GIB), (222, GIB), (333, GIB), (os.getpid(), GIB)]
@@ -75,7 +86,8 @@ def nobody_sleep():
     proc = subprocess.Popen(
         ["sh", "-c", "sleep 60; :", "secret-token-123"], preexec_fn=lambda: os.setuid(uid)
     )
-    time.sleep(0.2)
+    # the shell has run (exec'd) once its command line is the one given
+    assert wait_until(lambda: "secret-token-123" in " ".join(psutil.Process(proc.pid).cmdline()))
     yield proc
     proc.kill()
     proc.wait()
@@ -93,11 +105,8 @@ def test_log_records_other_users_cmdline_only_when_asked(
     ip.run_line_magic("config", f"CudaMagics.watch_show_cmdlines = {setting}")
     try:
         log = tmp_path / "run.jsonl"
-        ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1 --count 2 {line}")
-        for _ in range(100):
-            if not ip.run_line_magic("gpuwatch", "").running:
-                break
-            time.sleep(0.05)
+        watch = ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1 --count 2 {line}")
+        assert watch.wait(10)
         raw = log.read_text()
         _header, samples = trace.read_trace(str(log))
     finally:
@@ -106,7 +115,7 @@ def test_log_records_other_users_cmdline_only_when_asked(
     procs = _pids(samples[-1])
     other, own = procs[nobody_sleep.pid], procs[os.getpid()]
     assert other.name == "sh"
-    assert own.cmdline == " ".join(__import__("psutil").Process().cmdline())[:200]
+    assert own.cmdline == " ".join(psutil.Process().cmdline())[:200]
     if shown:
         assert other.cmdline == "sh -c sleep 60; : secret-token-123"
     else:

@@ -1,4 +1,7 @@
-"""Error answers through a local HTTP stub: 4xx/5xx, bad_data, slow answers, auth; credentials never shown."""
+"""Error answers through a local HTTP stub.
+
+4xx/5xx, bad_data, slow answers, auth; credentials never shown.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic.watch.cluster import PrometheusSource
+from cudamagic.watch.clusterview import ClusterViews
 from cudamagic.watch.prometheus import PrometheusClient, PrometheusError
 
 GOOD = {
@@ -33,7 +37,8 @@ GOOD = {
 
 #: What a web server that is not Prometheus (here nginx's default) answers for /api/v1/query.
 NGINX_404 = (
-    "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not Found</h1>"
+    "<html>\r\n<head><title>404 Not Found</title></head>\r\n<body>\r\n<center><h1>404 Not "
+    "Found</h1>"
     "</center>\r\n<hr><center>nginx/1.22.1</center>\r\n</body>\r\n</html>\r\n"
 )
 
@@ -44,6 +49,7 @@ class Stub:
     def __init__(self):
         self.mode = "ok"
         self.headers = []
+        self.released = threading.Event()  # set by close(): the "slow" answer goes out at once
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,7 +60,7 @@ class Stub:
                 stub.headers.append(dict(self.headers))
                 mode = stub.mode
                 if mode == "slow":
-                    time.sleep(1.5)
+                    stub.released.wait(30)
                 status, body = {
                     "ok": (200, GOOD),
                     "slow": (200, GOOD),
@@ -108,6 +114,7 @@ class Stub:
         self.thread.start()
 
     def close(self):
+        self.released.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(5)
@@ -135,7 +142,8 @@ def stub():
         ),
         (
             "text404",
-            r"answered HTTP 404 at /api/v1/query \(404 page not found\): is this a Prometheus server\?",
+            r"answered HTTP 404 at /api/v1/query \(404 page not found\): is this a Prometheus "
+            r"server\?",
         ),
         ("slow", r"no answer within 0.5 s \(timed out\)"),
         ("auth", r"HTTP 401 unauthorized: the server wants credentials .*now using: none"),
@@ -165,7 +173,7 @@ def test_a_web_page_404_is_one_paragraph_without_its_html(stub, ip):
     ip.run_line_magic("gpuwatch", "--stop")
     src = PrometheusSource(stub.url, environ={})
     s = src.read(1, 1000.0)
-    html = src.render_html(s, [s], src.label, "running", 1, "")
+    html = ClusterViews(src).html(s, [s], src.label, "running", 1, "")
     assert "is this a Prometheus server?" in html and "<center" not in html and "nginx" not in html
     src.close()
 
@@ -185,8 +193,8 @@ def test_stale_then_recovers_keeps_the_first_failure_time(stub):
     )
     since = time.strftime("%H:%M:%S", time.localtime(1001.0))
     assert s3.nvml_status.reason.startswith(f"stale since {since}: HTTP 400 bad_data")
-    text = src.render_text(s3, [good, s2, s3], src.label, "running", "")
-    html = src.render_html(s3, [good, s2, s3], src.label, "running", 3, "")
+    text = ClusterViews(src).text(s3, [good, s2, s3], src.label, "running", "")
+    html = ClusterViews(src).html(s3, [good, s2, s3], src.label, "running", 3, "")
     assert "stale since" in text and "42%" in text  # the last good values stay
     assert "&lt;b&gt;evil&lt;/b&gt;" in html and "<b>evil</b>" not in html  # label values escaped
     stub.mode = "ok"
@@ -201,9 +209,7 @@ def test_bearer_token_from_env_is_sent_and_never_shown(stub, ip, monkeypatch, tm
     watch = ip.run_line_magic(
         "gpuwatch", f"--source {stub.url} --text --log {log} --count 2 --interval 0.1"
     )
-    deadline = time.monotonic() + 5
-    while watch.running and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert watch.wait(10)
     assert watch.latest.gpus[0].gpu_util_pct == 42
     assert stub.headers[-1]["Authorization"] == "Bearer s3cret-token"
     shown = (
@@ -224,7 +230,7 @@ def test_slow_server_does_not_block_the_kernel_longer_than_the_timeout(stub, ip)
     stub.mode = "slow"
     t0 = time.monotonic()
     watch = ip.run_line_magic("gpuwatch", f"--source {stub.url} --text --interval 0.2")
-    assert time.monotonic() - t0 < 1.5  # timeout = max(1 s, 2 intervals), not the server's 1.5 s
+    assert time.monotonic() - t0 < 10  # timeout = max(1 s, 2 intervals), not the server's 30 s
     assert "timed out" in repr(watch)
 
 

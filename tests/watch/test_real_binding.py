@@ -1,5 +1,6 @@
-"""%gpuwatch through the real pynvml binding and the stand-in NVML library (tests/nvml_stub): issue
-11's E01 (memory v2 and the reserve), E03 (impossible numbers), E05 (processes one may not see) and old traces.
+"""%gpuwatch through the real pynvml binding and the stand-in NVML library (tests/nvml_stub).
+
+Memory v2 and the driver's reserve, impossible numbers, processes one may not see, old traces.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 import psutil
 import pytest
 
+from cudamagic.core import platform
 from cudamagic.core.na import is_na
 from cudamagic.watch import sources
 from cudamagic.watch import widget as widgets
@@ -41,7 +43,7 @@ def _a100(**over):
     }
 
 
-def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, tmp_path):
+def test_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, tmp_path):
     stub_nvml(_a100())
     log = tmp_path / "run.jsonl"
     w = ip.run_line_magic("gpuwatch", f"--text --log {log}")
@@ -69,17 +71,17 @@ def test_e01_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvm
     assert samples[0].gpus[0].memory_reserved_bytes == 908 * MIB
 
 
-def test_e01_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_nvml):
+def test_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_nvml):
     stub_nvml(_a100(processes=[(4242, 2 * MIB)]))
     text = ip.run_line_magic("gpuwatch", "--text").text()
     assert "NVML lists no process" not in text
     assert (
-        "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory used"
-        in text
+        "GPU 0 memory reserved by the driver: 908.0 MiB (memory.reserved; not counted in memory "
+        "used" in text
     )
 
 
-def test_e01_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
+def test_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
     stub_nvml(_a100(memory_v2=False))
     w = ip.run_line_magic("gpuwatch", "--text")
     g = w.latest.gpus[0]
@@ -100,7 +102,7 @@ def test_old_trace_without_memory_reserved_still_replays(ip):
     assert w.samples_taken >= 1 and math.isnan(w.history[0]["memory.reserved"])
 
 
-def test_e03_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
+def test_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
     stub_nvml(
         {
             "driver_version": "580.65.06",
@@ -139,7 +141,10 @@ def test_e03_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
 
 @pytest.fixture
 def hidepid(monkeypatch):
-    """Psutil as under /proc hidepid: pid ``b`` raises NoSuchProcess (hidepid=2), pid ``c`` AccessDenied."""
+    """Psutil as under /proc hidepid.
+
+    Pid ``b`` raises NoSuchProcess (hidepid=2), pid ``c`` AccessDenied.
+    """
     hidden = {}
     real = psutil.Process
 
@@ -158,7 +163,7 @@ def hidepid(monkeypatch):
     return hidden
 
 
-def test_e05_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, hidepid):
+def test_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, hidepid):
     import subprocess
 
     b = subprocess.Popen(["sleep", "60"])
@@ -190,15 +195,15 @@ def test_e05_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, 
         c.kill()
 
 
-def test_e05_the_three_kinds_apart(monkeypatch):
+def test_hidden_exited_and_other_namespace_processes_apart(monkeypatch):
     import subprocess
 
     gone = subprocess.Popen(["true"])
     gone.wait()  # a pid that just exited
-    monkeypatch.setattr(sources, "in_container", lambda: False)
+    monkeypatch.setattr(platform, "in_container", lambda: False)
     name, _, visible = sources.process_info(gone.pid)
     assert name.code == "exited" and not visible
-    monkeypatch.setattr(sources, "in_container", lambda: True)
+    monkeypatch.setattr(platform, "in_container", lambda: True)
     name, _, visible = sources.process_info(gone.pid)
     assert name.code == "other_namespace" and not visible and "--pid=host" in name.reason
     # this kernel is in NVML's list: a missing pid cannot be another namespace
@@ -227,8 +232,11 @@ def test_every_na_in_the_process_table_shows_its_reason(ip, stub_nvml, monkeypat
 
 @pytest.mark.parametrize("name", sorted(fm.SCENARIOS))
 def test_every_fake_scenario_samples_the_same_through_the_real_binding(name, fake_nvml, stub_nvml):
-    """The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and
-    the real binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving values frozen).
+    """Fake module and real binding sample the same.
+
+    The whole %gpuwatch reading path (LiveSource -> GpuSample) agrees between the fake module and
+    the real binding over the stand-in library, for every scenario of tests/fake_nvml.py (moving
+    values frozen).
     """
     from tests.core.test_nvml_stub import _frozen
     from tests.watch.fakes import live

@@ -1,5 +1,7 @@
-"""Tier 1 for the %gpuwatch sampler: a fake clock, bounded memory, missed ticks, stopping, the end
-of a replay. No IPython here.
+"""Tier 1 for the %gpuwatch sampler.
+
+Tier 1 for the %gpuwatch sampler: a fake clock, bounded memory, missed ticks, stopping, the end of a
+replay. No IPython here.
 """
 
 import re
@@ -15,7 +17,7 @@ from cudamagic.watch.sampler import MAX_INTERVAL_S, Sampler
 from cudamagic.watch.samples import GpuSample, Sample
 from cudamagic.watch.sources import EndOfTrace, ReplaySource
 from cudamagic.watch.trace import TraceWriter
-from tests.watch.fakes import DEMO, FakeClock, FakeHost, live, no_torch
+from tests.watch.fakes import DEMO, FakeClock, FakeHost, live, no_torch, wait_until
 
 # ---- the sampler with a fake clock ------------------------------------------------------------
 
@@ -35,8 +37,11 @@ class CountingSource:
 
 
 def test_sampler_bounded_memory_over_a_long_run():
-    """27k samples after a 3k warm-up may not grow memory by 64 KiB: a leak of even one small object
-    (>= 16 bytes) per sample would show as 400+ KiB. (100k samples under tracemalloc cost ~20 s a run; 30k show the same.)
+    """A long run does not grow memory.
+
+    27k samples after a 3k warm-up may not grow memory by 64 KiB: a leak of even one small object
+    (>= 16 bytes) per sample would show as 400+ KiB. (100k samples under tracemalloc cost ~20 s a
+    run; 30k show the same.)
     """
     clock = FakeClock()
     clock.waits = set()  # a set: the clock itself must not grow with the run
@@ -87,7 +92,7 @@ def test_sampler_thread_stops_promptly_and_callback_errors_are_recorded():
 
     sampler = Sampler(CountingSource(), interval_s=0.05, on_sample=bad_callback)
     sampler.start()
-    time.sleep(0.2)
+    assert wait_until(lambda: sampler.errors >= 2)  # two samples, two failed callbacks
     assert sampler.running
     t0 = time.monotonic()
     sampler.stop()
@@ -121,7 +126,10 @@ def test_sampler_refuses_an_interval_event_wait_cannot_take(bad):
 
 @pytest.mark.parametrize("good", [MAX_INTERVAL_S, 0.05])
 def test_sampler_takes_every_interval_gpuwatch_accepts(good):
-    """The bounds %gpuwatch accepts (options.interval_problem: up to 3600 s, down to 0.05 s for a replay)."""
+    """The bounds %gpuwatch accepts (options.interval_problem.
+
+    Up to 3600 s, down to 0.05 s for a replay).
+    """
     assert interval_problem(good, "--interval", replay=True) == ""
     assert Sampler(live(), interval_s=good).interval_s == good
 
@@ -225,7 +233,10 @@ def test_samples_reach_the_writer_and_callbacks_and_the_writer_is_closed_at_the_
     ],
 )
 def test_an_interrupt_or_a_bug_in_the_loop_ends_it_cleanly(raised, finished):
-    """Ctrl-C in the foreground loop propagates (the user asked); any other exception is recorded, not raised."""
+    """Ctrl-C in the foreground loop propagates (the user asked).
+
+    Any other exception is recorded, not raised.
+    """
 
     def wait(seconds):
         raise raised
@@ -349,7 +360,10 @@ def test_thread_is_named_waits_its_first_delay_and_starts_once():
 
 
 def test_stop_from_the_samplers_own_thread_does_not_join_itself():
-    """The widget's Stop button may run in the sampler's thread (on_sample): stop() must not join itself."""
+    """The widget's Stop button may run in the sampler's thread (on_sample).
+
+    Stop() must not join itself.
+    """
     sampler = Sampler(CountingSource(), interval_s=0.01, on_sample=lambda s: sampler.stop())
     sampler.start()
     sampler._thread.join(5.0)
@@ -358,7 +372,10 @@ def test_stop_from_the_samplers_own_thread_does_not_join_itself():
 
 
 def test_stop_waits_at_most_its_timeout_and_leaves_a_busy_writer_open():
-    """A read stuck in NVML: stop() returns after timeout_s and does not close the trace under the thread."""
+    """A read stuck in NVML.
+
+    Stop() returns after timeout_s and does not close the trace under the thread.
+    """
     release = threading.Event()
 
     class Stuck(CountingSource):

@@ -24,10 +24,14 @@ from tests.watch.fakes import live, no_torch
 SCALARS = (int, float, str, bool)
 
 
-@pytest.mark.parametrize("scenario", ["two_gpus_f03", "mig", "container_f04", "no_driver"])
+@pytest.mark.parametrize(
+    "scenario", ["gpu_without_fan", "mig", "process_in_other_pid_namespace", "no_driver"]
+)
 def test_history_rows_are_flat_scalars_with_numeric_columns(fake_nvml, scenario):
-    """watch.history must suit pandas.DataFrame: flat dicts of plain scalars, numbers stay numbers
-    (an NA object in a numeric column made the column object-typed: .mean() raised TypeError).
+    """watch.history suits pandas.DataFrame.
+
+    watch.history must suit pandas.DataFrame: flat dicts of plain scalars, numbers stay numbers (an
+    NA object in a numeric column made the column object-typed: .mean() raised TypeError).
     """
     fake_nvml(scenario)
     rows = sample_rows(live().read(1, 1000.0))
@@ -119,7 +123,10 @@ def sample(*gpus, torch=None, nvml_status=None, workers=()):
 
 
 def test_history_row_of_a_local_gpu_has_every_documented_column():
-    """One row per GPU, nvidia-smi key names, raw units; host.* and torch.* of this kernel beside them."""
+    """One row per GPU, nvidia-smi key names, raw units.
+
+    Host.* and torch.* of this kernel beside them.
+    """
     torch = TorchSample(
         allocated_bytes=GIB,
         reserved_bytes=2 * GIB,
@@ -183,7 +190,10 @@ def test_history_row_of_a_local_gpu_has_every_documented_column():
 
 
 def test_unreadable_values_become_nan_or_na_text_and_the_reasons_are_grouped():
-    """A number that could not be read is NaN, a text "N/A"; na_reasons lists the keys per reason, in row order."""
+    """A number that could not be read is NaN, a text "N/A".
+
+    Na_reasons lists the keys per reason, in row order.
+    """
     lost = NA("the GPU has fallen off the bus", "gpu_lost")
     row = sample_rows(
         sample(
@@ -211,7 +221,8 @@ def test_unreadable_values_become_nan_or_na_text_and_the_reasons_are_grouped():
     )
     assert row["lost"] is True and row["memory.used"] == 10 * GIB
     assert row["na_reasons"] == (
-        "torch.allocated, torch.reserved, torch.peak, torch.gap: PyTorch is not imported in this kernel; "
+        "torch.allocated, torch.reserved, torch.peak, torch.gap: PyTorch is not imported in this "
+        "kernel; "
         "name, power.draw, fan.speed: not supported on this GPU; "
         "temperature.gpu, clocks_event_reasons.active, clocks_event_reasons, processes.count: "
         "the GPU has fallen off the bus; mig.mode.current: not recorded"
@@ -226,8 +237,10 @@ def test_unreadable_values_become_nan_or_na_text_and_the_reasons_are_grouped():
     ],
 )
 def test_without_gpus_one_host_row_says_why(status, reason):
-    """No GPU in the sample (none selected, or NVML failed): one row with the host and torch
-    columns, and the index NaN with the reason (NVML's when NVML failed).
+    """No GPU in the sample: one host row that says why.
+
+    No GPU in the sample (none selected, or NVML failed): one row with the host and torch columns,
+    and the index NaN with the reason (NVML's when NVML failed).
     """
     row = sample_rows(sample(nvml_status=status))[0]
     assert math.isnan(row["index"]) and row["na_reasons"].endswith(f"index: {reason}")
@@ -238,8 +251,10 @@ def test_without_gpus_one_host_row_says_why(status, reason):
 
 
 def test_cluster_gpu_rows_carry_their_host_and_profiling_ratios_not_this_kernels():
-    """A GPU of another host (--source prometheus://): its host name and prof.* / mig.N.prof.*
-    columns; this kernel's host.* and torch.* would describe the wrong machine, so they are left out.
+    """A cluster GPU's row carries its host and profiling ratios.
+
+    A GPU of another host (--source prometheus://): its host name and prof.* / mig.N.prof.* columns;
+    this kernel's host.* and torch.* would describe the wrong machine, so they are left out.
     """
     mig = MigSample(
         1, "MIG-1", GIB, 10 * GIB, ratios=(("sm_active", 0.25), ("dram_active", NOT_SUPPORTED))
@@ -270,8 +285,11 @@ def test_cluster_gpu_rows_carry_their_host_and_profiling_ratios_not_this_kernels
 
 
 def test_gpu_sample_get_reads_by_nvidia_smi_name_or_attribute(fake_nvml):
-    """watch.samples users read a GpuSample by nvidia-smi name (memory.used) or by attribute name."""
-    fake_nvml("two_gpus_f03")
+    """watch.samples users read a GpuSample by nvidia-smi name or by attribute name.
+
+    Memory.used.
+    """
+    fake_nvml("gpu_without_fan")
     g0, g1 = live().read(1, 1000.0).gpus
     assert (g0.get("memory.total"), g0.get("power.limit"), g0.get("clocks.sm")) == (
         80 * GIB,
@@ -285,7 +303,10 @@ def test_gpu_sample_get_reads_by_nvidia_smi_name_or_attribute(fake_nvml):
 
 
 def test_a_replayed_trace_with_an_unread_mig_mode_shows_na_not_disabled(tmp_path):
-    """A trace may record mig.mode.current as not available; its history row must not claim "Disabled"."""
+    """A trace may record mig.mode.current as not available.
+
+    Its history row must not claim "Disabled".
+    """
     path = str(tmp_path / "t.jsonl")
     writer = TraceWriter(path)
     writer.write(sample(gpu(0, mig_enabled=NA("Insufficient Permissions", "no_permission"))))

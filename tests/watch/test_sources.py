@@ -1,5 +1,7 @@
-"""Tier 1 for %gpuwatch sources: the live source on the fake NVML (F01-F06, a lost GPU), the host
-and PyTorch readers, the idle-GPU hint. No IPython here.
+"""Tier 1 for %gpuwatch sources: the live source on the fake NVML, the host and PyTorch readers.
+
+The NVML cases: no driver, a version mismatch, unsupported fields, another PID namespace, bytes
+names, MIG, a lost GPU. Also the idle-GPU hint. No IPython here.
 """
 
 import os
@@ -8,6 +10,7 @@ import sys
 import time
 import types
 
+import psutil
 import pytest
 
 from cudamagic.core.na import is_na
@@ -17,13 +20,14 @@ from cudamagic.watch.sources import HostReader, LiveSource, read_torch_allocator
 from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import sample_to_json
 from cudamagic.watch.widget import gpu_html
-from tests.fake_nvml import GIB
-from tests.watch.fakes import FakeClock, FakeHost, live
+from tests.fake_nvml import GIB, SCENARIOS
+from tests.watch.fakes import FakeClock, FakeHost, live, wait_until
 
-# ---- F01-F06 and a lost GPU through the live source ---------------------------------------------
+# ---- NVML faults and a lost GPU through the live source
+# ---------------------------------------------
 
 
-def test_f01_no_driver_host_part_and_one_line(fake_nvml):
+def test_no_driver_host_part_and_one_line(fake_nvml):
     fake_nvml("no_driver")
     src = live()
     s = src.read(1, 1000.0)
@@ -36,15 +40,15 @@ def test_f01_no_driver_host_part_and_one_line(fake_nvml):
     assert "Traceback" not in text
 
 
-def test_f02_version_mismatch_says_why(fake_nvml):
+def test_version_mismatch_says_why(fake_nvml):
     fake_nvml("version_mismatch")
     s = live().read(1, 0.0)
     assert s.gpus == () and s.nvml_status.code == "version_mismatch"
     assert "reboot" in sample_text(s)
 
 
-def test_f03_unsupported_fields_na_and_queried_once(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+def test_unsupported_fields_na_and_queried_once(fake_nvml):
+    fake = fake_nvml("gpu_without_fan")
     src = live()
     samples = [src.read(i, float(i)) for i in range(1, 11)]
     g0, g1 = samples[-1].gpus
@@ -65,8 +69,8 @@ def test_f03_unsupported_fields_na_and_queried_once(fake_nvml):
     assert "GPU 1 fan: N/A (not supported on this GPU)" in text
 
 
-def test_f04_process_in_other_namespace_kept_and_labelled(fake_nvml):
-    fake = fake_nvml("container_f04")
+def test_process_in_other_namespace_kept_and_labelled(fake_nvml):
+    fake = fake_nvml("process_in_other_pid_namespace")
     # The field report's pid 28290 may well exist on a test machine (it did: a browser); a pid above
     # pid_max can never exist here, so real psutil answers NoSuchProcess as in a container.
     try:
@@ -104,11 +108,11 @@ def test_no_processes_listed_never_claims_nothing_while_memory_used(fake_nvml):
     assert "NVML lists no process; 1.0 GiB in use" in text
 
 
-def test_f05_bytes_and_str_names_identical(fake_nvml):
+def test_bytes_and_str_names_identical(fake_nvml):
     outs = []
     for scenario in (
         "bytes_names",
-        {**__import__("tests.fake_nvml").fake_nvml.SCENARIOS["bytes_names"], "bytes": False},
+        {**SCENARIOS["bytes_names"], "bytes": False},
     ):
         fake_nvml(scenario)
         s = live().read(1, 0.0)
@@ -120,7 +124,7 @@ def test_f05_bytes_and_str_names_identical(fake_nvml):
     assert outs[0][0]["name"] == "Tesla T4" and outs[0][0]["uuid"].startswith("GPU-")
 
 
-def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
+def test_mig_shown_as_mig_with_na_utilization(fake_nvml):
     fake_nvml("mig")
     s = live().read(1, 0.0)
     g = s.gpus[0]
@@ -144,7 +148,7 @@ def test_f06_mig_shown_as_mig_with_na_utilization(fake_nvml):
 
 
 def test_gpu_lost_mid_watch_others_continue(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+    fake = fake_nvml("gpu_without_fan")
     clock = FakeClock()
     sampler = Sampler(live(), interval_s=1.0, count=10, clock=clock)
     for _ in range(3):
@@ -173,29 +177,40 @@ def test_gpu_lost_mid_watch_others_continue(fake_nvml):
 def test_host_reader_real_psutil_and_dataloader_workers():
     import multiprocessing as mp
 
-    reader = HostReader()
+    ticks = iter(range(100))  # a clock one second apart per reading: CPU % has two readings
+    reader = HostReader(clock=lambda: float(next(ticks)))
+    cpu_seconds = sum(psutil.cpu_times())  # CPU % also needs the CPUs' own counters to move
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=time.sleep, args=(1.5,)) for _ in range(2)]
+    procs = [ctx.Process(target=time.sleep, args=(60,)) for _ in range(2)]
     for p in procs:
         p.start()
-    other = subprocess.Popen(["sleep", "1.5"])  # a child that is not a DataLoader worker
-    # multiprocessing's resource tracker (left running by the first spawn start) has its command
-    # line
-    tracker = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "from multiprocessing.resource_tracker import main; import time; time.sleep(1.5)",
-        ]
-    )
+    other = subprocess.Popen(["sleep", "60"])  # a child that is not a DataLoader worker
+    # multiprocessing's resource tracker (left running by the first spawn start): its command line
+    script = "from multiprocessing.resource_tracker import main; import time; time.sleep(60)"
+    tracker = subprocess.Popen([sys.executable, "-c", script])
+
+    def started(proc, word):
+        try:
+            return word in " ".join(psutil.Process(proc.pid).cmdline())
+        except psutil.Error:
+            return False
+
     try:
-        time.sleep(0.3)
+        assert wait_until(
+            lambda: (
+                started(other, "sleep")
+                and started(tracker, "resource_tracker")
+                and sum(psutil.cpu_times()) > cpu_seconds + 0.05
+            )
+        )
         h = reader.read()
         assert 0 <= h.cpu_util_pct <= 100 and h.memory_total_bytes > h.memory_used_bytes > 0
         workers = [w.pid for w in h.workers]
         assert other.pid not in workers and tracker.pid not in workers
         assert sorted(workers) == sorted(p.pid for p in procs)
     finally:
+        for child in (*procs, other, tracker):
+            child.kill()
         for p in procs:
             p.join()
         other.wait()
@@ -217,8 +232,11 @@ def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):
 
 
 def real_torch_stats(monkeypatch, n_devices=1, **chosen):
-    """Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict
-    underneath it (and is_initialized/device_count) is replaced, torch flattens it itself. Every other counter differs.
+    """Make the real ``torch.cuda.memory_stats`` return the real key shape.
+
+    Make the REAL ``torch.cuda.memory_stats`` return the real key shape: only the nested dict
+    underneath it (and is_initialized/device_count) is replaced, torch flattens it itself. Every
+    other counter differs.
     """
     import torch
 
@@ -226,7 +244,10 @@ def real_torch_stats(monkeypatch, n_devices=1, **chosen):
 
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: n_devices)
-    nested = lambda device=None: nested_stats(**chosen)  # noqa: E731
+
+    def nested(device=None):
+        return nested_stats(**chosen)
+
     monkeypatch.setattr(torch.cuda.memory, "memory_stats_as_nested_dict", nested)
     monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", nested)
     return torch
@@ -285,8 +306,10 @@ def test_torch_reader_sums_the_right_counters_over_devices(monkeypatch):
 
 
 def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
-    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A. The sample still has every
-    GPU field, the process is listed with NA memory, and the NVML-vs-allocator gap is NA with the reason (not an error).
+    """Windows WDDM: NVML lists this kernel's pid with usedGpuMemory N/A.
+
+    The sample still has every GPU field, the process is listed with NA memory, and the
+    NVML-vs-allocator gap is NA with the reason (not an error).
     """
     fake = fake_nvml("one_gpu")
     fake.gpus[0]["processes"] = [(os.getpid(), None), (os.getpid() + 1, None)]
@@ -308,10 +331,7 @@ def test_own_process_memory_na_under_wddm_keeps_samples(fake_nvml):
     gpu_html(g), sample_to_json(s)
     sampler.start()
     try:
-        deadline = time.monotonic() + 5
-        while sampler.samples_taken < 3:
-            assert time.monotonic() < deadline, f"the sampler produced no samples: {sampler.error}"
-            time.sleep(0.01)
+        assert wait_until(lambda: sampler.samples_taken >= 3), sampler.error
         assert (
             sampler.error == ""
             and sampler.errors == 0

@@ -1,10 +1,12 @@
-"""Tier 1 for the %gpuwatch text view: terminal control characters neutralised, 100 columns. No
-IPython here.
+"""Tier 1 for the %gpuwatch text view: terminal control characters neutralised, 100 columns.
+
+No IPython here.
 """
 
 import pytest
 
-from cudamagic.watch.text import TEXT_WIDTH, plain, sample_text
+from cudamagic.core.fmt import terminal_safe
+from cudamagic.watch.text import TEXT_WIDTH, sample_text
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import live
 
@@ -12,7 +14,9 @@ TERMINAL_ATTACK = "evil\x1b[2J\x1b[31mRED\nGPU 9  fake row\r\x07\u202egnp.exe"
 
 
 def test_text_view_neutralises_terminal_control_characters(fake_nvml):
-    """A process or GPU name with ESC, newline, CR or a bidi override must not clear the terminal,
+    """Terminal control characters in names are neutralised.
+
+    A process or GPU name with ESC, newline, CR or a bidi override must not clear the terminal,
     colour it or forge a table row in the text view (it did: the bytes went out raw).
     """
     fake = fake_nvml("one_gpu")
@@ -25,15 +29,26 @@ def test_text_view_neutralises_terminal_control_characters(fake_nvml):
     assert len(text.splitlines()) == len(clean.splitlines()) + 1  # + the error line; no forged rows
     assert "evil\\x1b[2J\\x1b[31mRED\\x0aGPU 9  fake row\\x0d\\x07\\u202egnp.exe" in text
     assert "H100\\x1b]0;title\\x07" in text and "a\\x1b[2Jb.jsonl" in text.splitlines()[0]
-    assert HOSTILE_NAME == plain(HOSTILE_NAME)  # ordinary text (and HTML-looking text) unchanged
+    assert HOSTILE_NAME == terminal_safe(
+        HOSTILE_NAME
+    )  # ordinary text (and HTML-looking text) unchanged
 
 
 @pytest.mark.parametrize(
     "scenario",
-    ["two_gpus_f03", "mig", "container_f04", "no_driver", "version_mismatch", "training"],
+    [
+        "gpu_without_fan",
+        "mig",
+        "process_in_other_pid_namespace",
+        "no_driver",
+        "version_mismatch",
+        "training",
+    ],
 )
 def test_text_view_fits_100_columns(fake_nvml, scenario):
-    """Terminal width: the GPU table was 122 columns and the F01/F02 and 'no process' lines up to
+    """The text view fits 100 columns.
+
+    Terminal width: the GPU table was 122 columns and the no-driver and 'no process' lines up to
     200; a 100-column terminal wrapped them mid-word. Prose now wraps at 100 and the table fits.
     """
     from tests import fake_nvml as fm

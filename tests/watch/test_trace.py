@@ -1,4 +1,6 @@
-"""Tier 1 for %gpuwatch traces: the log round trip, the strict and bounded replay reader, the demo
+"""Tier 1 for %gpuwatch traces.
+
+Tier 1 for %gpuwatch traces: the log round trip, the strict and bounded replay reader, the demo
 trace and the script that makes it. No IPython here.
 """
 
@@ -21,7 +23,7 @@ from tests.watch.fakes import DEMO, ROOT, live
 
 
 def test_log_round_trip_and_history_rows(fake_nvml, tmp_path):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     path = str(tmp_path / "run.jsonl")
     src = live()
     writer = TraceWriter(path)

@@ -1,10 +1,14 @@
-"""Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the
+"""Tier 1 for the %gpuwatch widget and HTML.
+
+Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the
 Stop button, the REPLAY label, escaping of hostile names, theme colours only, charts with scale, key
 and time span, the driver model; tier 2 (a real InteractiveShell's display machinery) for the
-snapshot that replaces the widget when the monitor stops and the fallback saved beside a live widget.
+snapshot that replaces the widget when the monitor stops and the fallback saved beside a live
+widget.
 """
 
 import re
+import sys
 
 import pytest
 
@@ -23,14 +27,14 @@ from cudamagic.watch.widget import (
     span_text,
 )
 from tests.fake_nvml import GIB, HOSTILE_NAME
-from tests.watch.fakes import DEMO, live
+from tests.watch.fakes import DEMO, live, wait_until
 
 # ---- widget update logic without a kernel
 # -----------------------------------------------------------
 
 
 def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     src = live()
     view = WatchView([0, 1], label="live")
     s1, s2 = src.read(1, 1000.0), src.read(2, 1001.0)
@@ -123,9 +127,10 @@ _THEME_VAR = re.compile(r"var\(--jp-[\w-]+(?:,[^()]*)?\)")
 
 
 def hard_coded_colours(html: str) -> list:
-    """Colour literals outside ``var(--jp-NAME, fallback)`` (the fallback is for front ends without
-    the theme).
-    Only style and SVG paint are searched: visible text may say "green".
+    """Colour literals outside ``var(--jp-NAME, fallback)``.
+
+    Colour literals outside ``var(--jp-NAME, fallback)`` (the fallback is for front ends without the
+    theme). Only style and SVG paint are searched: visible text may say "green".
     """
     styles = re.findall(r"<style>(.*?)</style>", html, re.S)
     styles += re.findall(r'(?:style|fill|stroke|color|background)="([^"]*)"', html)
@@ -145,7 +150,7 @@ def test_the_colour_check_finds_hard_coded_colours():
 
 
 def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
-    fake = fake_nvml("two_gpus_f03")
+    fake = fake_nvml("gpu_without_fan")
     fake.gpus[0]["processes"] = [(4242, GIB)]
     src = live()
     s1, s2 = src.read(1, 1000.0), src.read(2, 1001.0)
@@ -173,7 +178,7 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
 
 
 def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     src = live()
     samples = [src.read(i, 1000.0 + 2 * i) for i in range(1, 32)]  # 60 s of samples every 2 s
     view = WatchView([0, 1])
@@ -228,7 +233,7 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     view.close()
 
 
-# ---- the driver model (issue 13)
+# ---- the driver model (Windows)
 # ---------------------------------------------------------------------
 
 
@@ -242,7 +247,7 @@ def test_card_shows_the_driver_model_where_nvml_has_one(fake_nvml, monkeypatch, 
         monkeypatch.setattr(
             platform, "SYSTEM", "windows"
         )  # NVML answers the driver model on Windows only
-        monkeypatch.setitem(__import__("sys").modules, "win32pdh", None)
+        monkeypatch.setitem(sys.modules, "win32pdh", None)
         wincounters.set_source(None)
     fake_nvml(scenario)
     g = live().read(1, 0.0).gpus[0]
@@ -260,7 +265,7 @@ def test_card_shows_the_driver_model_where_nvml_has_one(fake_nvml, monkeypatch, 
 def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
     from IPython.utils.capture import capture_output
 
-    fake_nvml("two_gpus_f03")
+    fake_nvml("gpu_without_fan")
     watch = W.start_watch(live(), interval_s=0.05, history_len=50)
     try:
         with capture_output() as cap:
@@ -281,9 +286,7 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
             assert "running" not in live_out.data["text/html"]
             assert "running" not in live_out.data["text/plain"].split("\n\n", 1)[1].splitlines()[0]
             assert "when displayed" in live_out.data["text/plain"]
-            deadline = __import__("time").monotonic() + 10
-            while watch.samples_taken < 3 and __import__("time").monotonic() < deadline:
-                __import__("time").sleep(0.02)
+            assert wait_until(lambda: watch.samples_taken >= 3)
             watch.view.button.click()  # Stop
             updates = [o for o in cap.outputs if o.update]
         assert len(updates) == 1 and updates[0].transient["display_id"] == display_id
@@ -318,11 +321,7 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
     try:
         with capture_output() as cap:
             watch.display()
-            deadline = __import__("time").monotonic() + 10
-            while (
-                not any(o.update for o in cap.outputs) and __import__("time").monotonic() < deadline
-            ):
-                __import__("time").sleep(0.02)
+            assert wait_until(lambda: any(o.update for o in cap.outputs))
         (update,) = [o for o in cap.outputs if o.update]
         assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
         assert (
@@ -336,7 +335,10 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
 
 
 def test_unload_ext_replaces_the_widget_by_its_snapshot(ip, fake_nvml, monkeypatch):
-    """``%unload_ext cudamagic`` stops the monitor (its cleanup) and leaves the snapshot in the cell."""
+    """``%unload_ext cudamagic`` stops the monitor and leaves the snapshot in the cell.
+
+    Its cleanup.
+    """
     from IPython.utils.capture import capture_output
 
     from cudamagic.watch.magic import WatchMagics

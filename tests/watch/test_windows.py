@@ -1,6 +1,8 @@
-"""Windows on the watch side (issue 13): WDDM/TCC driver model, N/A process memory with its reason,
-"Insufficient Permissions" rows, and per-process GPU memory from Windows' "GPU Process Memory"
-counters (through a fake counter source: there is no Windows machine here).
+"""Windows on the watch side.
+
+Windows on the watch side: WDDM/TCC driver model, N/A process memory with its reason, "Insufficient
+Permissions" rows, and per-process GPU memory from Windows' "GPU Process Memory" counters (through a
+fake counter source: there is no Windows machine here).
 """
 
 import re
@@ -9,7 +11,6 @@ import pytest
 
 from cudamagic.core import nvml, wincounters
 from cudamagic.core.na import is_na
-from cudamagic.watch import monitor as W
 from cudamagic.watch import trace
 from cudamagic.watch.sources import LiveSource
 from tests import fake_nvml as fm
@@ -32,12 +33,6 @@ def presented_windows(monkeypatch):
 
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     return monkeypatch
-
-
-@pytest.fixture(autouse=True)
-def no_thread_left():
-    yield
-    W.stop_current()
 
 
 def _rows(text):
@@ -86,9 +81,9 @@ def test_wddm_process_memory_is_na_with_the_reason_without_counters(fake_nvml, p
     wincounters.set_source(None)
     presented_windows.setitem(__import__("sys").modules, "win32pdh", None)
     procs = nvml.device(0).processes()
-    assert len(procs) == 10 and {p["type"] for p in procs} == {"C+G"}
-    assert all(is_na(p["used_memory"]) and p["used_memory"].code == "wddm" for p in procs)
-    assert "Windows manages GPU memory under WDDM" in procs[0]["used_memory"].reason
+    assert len(procs) == 10 and {p.type for p in procs} == {"C+G"}
+    assert all(is_na(p.used_memory_bytes) and p.used_memory_bytes.code == "wddm" for p in procs)
+    assert "Windows manages GPU memory under WDDM" in procs[0].used_memory_bytes.reason
     sample = LiveSource(host=None).read(0, 0.0)
     wincounters.set_source(None)
     g = sample.gpus[0]
@@ -136,11 +131,11 @@ def test_counters_are_not_read_when_nvml_gives_numbers(fake_nvml, counters, pres
 
 
 def test_linux_gpus_have_no_driver_model_and_no_counter_reads(fake_nvml, counters):
-    fake_nvml("container_f04")
+    fake_nvml("process_in_other_pid_namespace")
     src = counters()
     g = LiveSource().read(0, 0.0).gpus[0]
     assert is_na(g.driver_model) and g.processes[0].used_memory_bytes == 1024**3 and src.reads == 0
-    assert not g.processes[0].visible  # F04 still: another PID namespace on Linux
+    assert not g.processes[0].visible  # still another PID namespace on Linux
 
 
 def test_windows_sample_survives_a_trace_round_trip(
