@@ -72,7 +72,7 @@ def test_the_warning_reaches_the_text_table(fake_nvml, counters, presented_windo
 
 
 def test_allocated_growing_sample_after_sample_is_told(fake_nvml):
-    fake_nvml("container_f04")
+    fake_nvml("one_gpu")
     readings = iter([1000, 1048, 1096, 1144, 1192, 1192])
 
     def torch_reader():
