@@ -1,5 +1,6 @@
-"""``%%cudamem`` / ``%cudamem``: what a cell did to GPU/CPU memory, every cell measured, getting
-memory back.
+"""``%%cudamem`` / ``%cudamem``: what cells do to GPU/CPU memory, and getting memory back.
+
+One cell measured, every cell measured, what holds memory that keeps growing, getting it back.
 
 Modules:
     magic: the IPython front (``MemSettings``, ``MemMagics``).
@@ -13,4 +14,7 @@ Modules:
     history: ``MemHistory``, the measured cells of the session.
     free: ``%cudamem free`` (traceback clearing, releasing named holders, ``FreeReport``).
     render: text and HTML of the three reports.
+    holders: what keeps tensor memory alive, named as the user sees it, with the fix.
+    why: ``%cudamem why`` (``WhyReport``) and ``%cudamem on``'s growth watch (``CellGrowth``).
+    sites: where growing CUDA memory was allocated (PyTorch's memory snapshot).
 """
