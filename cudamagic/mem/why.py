@@ -60,12 +60,12 @@ class CellGrowth:
                 sum(g.allocated_before_bytes for g in report.gpus),
                 sum(g.reserved_before_bytes for g in report.gpus),
             )
-        elif platform.malloc_in_use_bytes() is not None:
-            metric, used, reserved = "CPU memory in use", platform.malloc_in_use_bytes(), None
-        elif not is_na(report.rss_after_bytes) and report.rss_after_bytes is not None:
-            metric, used, reserved = "CPU RSS", report.rss_after_bytes, None
         else:
-            return None
+            metric, used, reserved = "CPU memory in use", platform.malloc_in_use_bytes(), None
+            if used is None:
+                metric, used = "CPU RSS", report.rss_after_bytes
+            if used is None or is_na(used):
+                return None
         if metric != self.detector.metric:  # CUDA started in this cell: a new series
             self.detector.reset()
             self.detector.metric = metric

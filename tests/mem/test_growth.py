@@ -170,3 +170,31 @@ def test_on_a_gpu_the_growing_allocations_are_grouped_by_where_they_were_made(mo
     assert "+96.0 MiB (now 96.0 MiB) /home/me/train.ipynb:7 in step" in text
     watch.stop()
     assert fake.calls[-1] == (None, "all", "all") and not watch.recording
+
+
+def test_without_glibc_the_cpu_figure_is_rss(monkeypatch):
+    from cudamagic.core import platform
+
+    monkeypatch.setattr(platform, "malloc_in_use_bytes", lambda: None)
+    watch = CellGrowth(SimpleNamespace(user_ns={}, user_ns_hidden={}))
+    lines = [
+        watch.observe(SimpleNamespace(cell=n, gpus=[], rss_after_bytes=(300 + 8 * n) * MiB))
+        for n in range(1, 5)
+    ]
+    assert lines[:3] == [None] * 3 and lines[3].startswith(
+        "[cudamem] CPU RSS grows 8.0 MiB per cell"
+    )
+
+
+def test_glibc_reports_the_heap_in_use_and_it_follows_a_tensor():
+    torch = pytest.importorskip("torch")
+    from cudamagic.core import platform
+
+    before = platform.malloc_in_use_bytes()
+    if before is None:
+        pytest.skip("no glibc mallinfo2 here")
+    t = torch.ones(4 << 20, dtype=torch.uint8)  # 4 MiB
+    grew = platform.malloc_in_use_bytes() - before
+    del t
+    assert 4 * MiB <= grew < 5 * MiB
+    assert platform.malloc_in_use_bytes() - before < MiB
