@@ -50,7 +50,7 @@ def main():
     import torch
 
     from cudamagic.mem import why
-    from cudamagic.mem.report import build_report
+    from cudamagic.mem.result import build_report
     from cudamagic.mem.stats import take_snapshot
     from cudamagic.watch.sources import LiveSource
 

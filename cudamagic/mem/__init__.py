@@ -1,6 +1,4 @@
-"""``%%cudamem`` / ``%cudamem``: what cells do to GPU/CPU memory, and getting memory back.
-
-One cell measured, every cell measured, what holds memory that keeps growing, getting it back.
+"""``%%cudamem`` / ``%cudamem``: what cells do to GPU and CPU memory, and what holds it.
 
 Modules:
     magic: the IPython front (``MemSettings``, ``MemMagics``).

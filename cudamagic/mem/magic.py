@@ -1,18 +1,21 @@
-"""``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement.
-
-Options are in :mod:`.options`, measuring in :mod:`.measure`, history in :mod:`.history`, ``free``
-in :mod:`.free`, ``why`` in :mod:`.why`.
-"""
+"""``%%cudamem`` / ``%cudamem``: the IPython front of memory measurement."""
 
 from __future__ import annotations
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import HasTraits, Int
 
 from ..core.cell import show_value
+from ..core.fmt import format_bytes
 from ..core.magic import AreaMagics
+from . import options
+from .free import FreeUsageError, free_memory
+from .history import MemHistory
+from .measure import CellMemMonitor, run_measured
+from .why import CellGrowth, explain
 
 
 class MemSettings(HasTraits):
@@ -22,8 +25,9 @@ class MemSettings(HasTraits):
         16 * 1024 * 1024,
         min=0,
         help="`%cudamem on` prints a summary line only for cells that change GPU memory "
-        "(allocated, peak over start or reserved; CPU RSS when no CUDA is in use) by more than "
-        "this many bytes.",
+        "(allocated, "
+        "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many "
+        "bytes.",
     ).tag(config=True)
     cudamem_top_tensors = Int(
         10,
@@ -43,20 +47,15 @@ class MemSettings(HasTraits):
 class MemMagics(AreaMagics):
     """``%%cudamem`` and ``%cudamem on|off|history|free|why``."""
 
-    def _state(self):
-        """The session's history and `on` monitor (created on first use, cleanup registered)."""
-        state = getattr(self, "_cudamem", None)
-        if state is None:
-            from .history import MemHistory
-            from .measure import CellMemMonitor
-
-            history = MemHistory(max_records=lambda: self.settings.cudamem_history_cells)
-            monitor = CellMemMonitor(
-                self.shell, history, lambda: self.settings.cudamem_threshold_bytes
-            )
-            state = self._cudamem = {"history": history, "monitor": monitor}
-            self.add_cleanup(monitor.stop)
-        return state
+    def on_load(self) -> None:
+        """Create the session's history and ``%cudamem on`` monitor."""
+        self.history = MemHistory(max_records=lambda: self.settings.cudamem_history_cells)
+        self.monitor = CellMemMonitor(
+            self.shell, self.history, lambda: self.settings.cudamem_threshold_bytes
+        )
+        self.add_cleanup(self.monitor.stop)
+        self.growth = CellGrowth(self.shell)  # the growth notice and `%cudamem why`'s baseline
+        self.add_cleanup(self.growth.stop)
 
     @magic_arguments()
     @argument(
@@ -69,7 +68,8 @@ class MemMagics(AreaMagics):
         "--reset-peak",
         action="store_true",
         help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell "
-        "peak (this resets your own max_memory_allocated).",
+        "peak "
+        "(this resets your own max_memory_allocated).",
     )
     @argument(
         "--top",
@@ -128,11 +128,11 @@ class MemMagics(AreaMagics):
         ``CudaMagics.cudamem_history_cells``, default 1000; it says how many older ones were
         dropped).
 
-        ``%cudamem on`` also watches for memory that keeps growing: when allocated memory (CPU
-        RSS without CUDA) rises by at least 1 MiB in each of 3 cells in a row it prints one line
-        with the rate (once per run of growth; a one-time rise such as the first step's optimizer
-        state never makes 3 in a row). Reserved memory that grows while allocated stays flat is
-        told apart as fragmentation, with its fix.
+        ``%cudamem on`` also watches for memory that keeps growing: when allocated memory (without
+        CUDA, the C heap's bytes in use) rises by at least 1 MiB in each of 3 cells in a row it
+        prints one line with the rate (once per run of growth; a one-time rise such as the first
+        step's optimizer state never makes 3 in a row). Reserved memory that grows while allocated
+        stays flat is told apart as fragmentation, with its fix.
 
         ``%cudamem why`` names what holds the memory that grew since the growth began (or since
         the previous ``%cudamem why``): a variable, an attribute path (``model.cache``), a list or
@@ -173,8 +173,6 @@ class MemMagics(AreaMagics):
         """
         __tracebackhide__ = True
         args = self.parse(self.cudamem, line)
-        from . import options
-
         action = options.check_action(args, is_cell=cell is not None)
         if cell is not None:
             top = options.check_top(
@@ -184,47 +182,27 @@ class MemMagics(AreaMagics):
         if action == "on":
             return self._on(args.threshold)
         if action == "off":
-            monitor = self._state()["monitor"]
-            was = monitor.active
-            monitor.stop()
-            self._growth_watch().stop()
+            was = self.monitor.active
+            self.monitor.stop()
+            self.growth.stop()
             print("[cudamem] off" if was else "[cudamem] was not on")
             return None
         if action == "history":
             return self._history(args.json, args.clear)
         if action == "why":
-            from .why import explain
-
-            return explain(self.shell, self._growth_watch())
+            return explain(self.shell, self.growth)
         return self._free(args.out, args.var)
 
-    def _growth_watch(self):
-        """The session's :class:`~.why.CellGrowth` (created on first use)."""
-        watch = getattr(self, "_cudamem_growth", None)
-        if watch is None:
-            from .why import CellGrowth
-
-            watch = self._cudamem_growth = CellGrowth(self.shell)
-            self.add_cleanup(watch.stop)
-        return watch
-
     def _measure_cell(self, line, cell, top, reset_peak):
-        """``%%cudamem``: run the cell measured, keep its report, show the cell's value."""
+        """``%%cudamem``: run the cell measured and keep its report."""
         __tracebackhide__ = True
-        from IPython.display import display
-
-        from .measure import run_measured
-
-        state = self._state()
-        state["monitor"].skip_current_cell()
+        self.monitor.skip_current_cell()
         run = run_measured(
             self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top, reset_peak=reset_peak
         )
-        if (
-            run.report is None
-        ):  # SyntaxError: the cell did not run (raised without our parser frames)
+        if run.report is None:  # a SyntaxError: the cell did not run
             raise run.exception
-        state["history"].append(run.report)
+        self.history.append(run.report)
         if run.exception is not None:
             display(run.report)
             raise run.exception
@@ -233,14 +211,10 @@ class MemMagics(AreaMagics):
 
     def _on(self, threshold):
         """``%cudamem on [--threshold N]``: measure every cell from now on."""
-        from ..core.fmt import format_bytes
-        from . import options
-
         if threshold is not None:
             self.settings.cudamem_threshold_bytes = options.threshold_bytes(threshold)
-        monitor = self._state()["monitor"]
-        monitor.growth = self._growth_watch()
-        monitor.start()
+        self.monitor.growth = self.growth
+        self.monitor.start()
         print(
             f"[cudamem] on: a line after cells that change memory by more than "
             f"{format_bytes(self.settings.cudamem_threshold_bytes)} (`%cudamem off` stops)"
@@ -248,10 +222,9 @@ class MemMagics(AreaMagics):
 
     def _history(self, as_json: bool, clear: bool):
         """``%cudamem history [--json] [--clear]``."""
-        history = self._state()["history"]
-        snap = history.snapshot()
+        snap = self.history.snapshot()
         if clear:
-            history.clear()
+            self.history.clear()
         if as_json:
             print(snap.to_json())
             return None
@@ -259,8 +232,6 @@ class MemMagics(AreaMagics):
 
     def _free(self, out, variables):
         """``%cudamem free [--out [N ...]] [--var NAME]``."""
-        from .free import FreeUsageError, free_memory
-
         try:
             return free_memory(self.shell, out=out, variables=variables)
         except FreeUsageError as exc:

@@ -1,4 +1,4 @@
-"""``%cudamem`` / ``%%cudamem`` options: the action and the flags it takes, checked first."""
+"""``%cudamem`` options, checked before anything runs."""
 
 from __future__ import annotations
 
@@ -19,9 +19,7 @@ ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history`, `%cudamem free` or
 
 
 def check_action(args, is_cell: bool) -> str | None:
-    """The action word of ``%cudamem`` (``on``, ``off``, ``history``, ``free``, ``why``).
-
-    None for ``%%cudamem``.
+    """The action word of ``%cudamem``, or None for ``%%cudamem``.
 
     Raises:
         UsageError: an action word in cell mode, none or an unknown one in line mode, or a flag that

@@ -19,7 +19,7 @@ from ..core.growth import Growth, GrowthDetector
 from ..core.na import is_na, jsonable
 from . import sites
 from .holders import Baseline, find_holders
-from .report import plain_data
+from .result import plain_data
 from .stats import take_snapshot
 
 
@@ -50,7 +50,7 @@ class CellGrowth:
         self.sites = {}  # allocation sites' bytes at the baseline (GPU)
 
     def observe(self, report) -> str | None:
-        """Feed one cell's :class:`~.report.CellMemReport`; the notice when growth is confirmed."""
+        """Feed one cell's :class:`~.result.CellMemReport`; the notice when growth is confirmed."""
         before = None
         if report.gpus:
             metric = "allocated"
