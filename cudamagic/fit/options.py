@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
+from ..core.fmt import parse_bytes
 from . import gpus
 
 USAGE = (
@@ -93,8 +94,6 @@ def device_ordinal(text: str) -> int:
 
 def device_memory(text: str) -> int:
     """``24GiB``, ``80GB``, ``16000000000`` -> bytes (more than 0), else ``UsageError``."""
-    from ..mem.options import parse_bytes
-
     try:
         nbytes = parse_bytes(text)
     except ValueError as exc:
