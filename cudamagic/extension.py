@@ -22,6 +22,7 @@ from .fit.magic import FitMagics, FitSettings
 from .graph.magic import GraphMagics, GraphSettings
 from .info.magic import InfoMagics, InfoSettings
 from .mem.magic import MemMagics, MemSettings
+from .overview import OverviewMagics, collect, load_message
 from .prof.magic import ProfMagics, ProfSettings
 from .watch.magic import WatchMagics, WatchSettings
 
@@ -35,6 +36,7 @@ AREAS = {
     "explain": ExplainMagics,
     "cuda": CudaCellMagics,
     "fit": FitMagics,
+    "overview": OverviewMagics,
 }
 
 
@@ -144,7 +146,9 @@ def load(ipython) -> Extension:
     for magics in ext.magics.values():
         ipython.register_magics(magics)
         magics.on_load()
+    ext.magics["overview"].areas = tuple(ext.magics.values())
     _ACTIVE = ext
+    print(load_message(collect(ext.magics.values())))
     return ext
 
 
