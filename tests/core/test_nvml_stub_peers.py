@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -111,43 +114,69 @@ def test_process_utilization_samples_one_per_process(stub_nvml):
         p.nvmlDeviceGetProcessUtilization(p.nvmlDeviceGetHandleByIndex(1), 0)
 
 
-def _peer_scenario(n):
-    scenario = fm.scenario_with_gpus(n)
-    for i, g in enumerate(scenario["gpus"]):
-        g.update(util_gpu=i % 100, temperature=30 + i % 50, memory_used=(1 + i % 7) * fm.GIB)
-        g["uuid"] = f"GPU-{i:08x}-0000-0000-0000-000000000000"
-        g["processes"] = [(os.getpid(), 2 * fm.GIB)]
-    return scenario
+_PEER_CHECK = r"""
+import os, sys
+from tests import fake_nvml as fm, nvml_stub
+from cudamagic.core import nvml
+
+scenario = fm.scenario_with_gpus(64)
+for i, g in enumerate(scenario["gpus"]):
+    g.update(util_gpu=i % 100, temperature=30 + i % 50, memory_used=(1 + i % 7) * fm.GIB)
+    g["uuid"] = f"GPU-{i:08x}-0000-0000-0000-000000000000"
+    g["processes"] = [(os.getpid(), 2 * fm.GIB)]
+nvml_stub.install(scenario)
+fields = ["uuid", "utilization.gpu", "temperature.gpu", "memory.used"]
+ours = [nvml.device(i).read(fields) for i in range(64)]
+if sys.argv[1] == "gpustat":
+    import gpustat
+
+    got = [
+        {"uuid": g.uuid, "utilization.gpu": g.utilization, "temperature.gpu": g.temperature,
+         "memory.used": g.memory_used * 1024**2, "pids": [p["pid"] for p in g.processes]}
+        for g in gpustat.new_query()
+    ]
+else:
+    import nvitop
+
+    got = [
+        {"uuid": d.uuid(), "utilization.gpu": d.gpu_utilization(),
+         "temperature.gpu": d.temperature(), "memory.used": d.memory_used(),
+         "pids": {pid: p.gpu_memory() for pid, p in d.processes().items()}}
+        for d in nvitop.Device.all()
+    ]
+pids = [os.getpid()] if sys.argv[1] == "gpustat" else {os.getpid(): 2 * fm.GIB}
+want = [dict(o, pids=pids) for o in ours]
+assert got == want, (got[:2], want[:2])
+print("SAME", len(got))
+"""
 
 
-def test_gpustat_reads_64_stand_in_gpus_as_cudamagic_does(stub_nvml):
-    gpustat = pytest.importorskip("gpustat")
-    stub_nvml(_peer_scenario(64))
-    query = gpustat.new_query()
-    assert len(query) == 64
-    for g in query:
-        ours = nvml.device(g.index).read(["uuid", "utilization.gpu", "temperature.gpu"])
-        assert (g.uuid, g.utilization, g.temperature) == (
-            ours["uuid"],
-            ours["utilization.gpu"],
-            ours["temperature.gpu"],
-        )
-        assert [pr["pid"] for pr in g.processes] == [os.getpid()]
+@pytest.mark.parametrize("peer", ["gpustat", "nvitop"])
+def test_peers_read_64_stand_in_gpus_as_cudamagic_does(_nvml_stub_path, peer):
+    """In a child process: importing gpustat patches the pynvml module for the whole process."""
+    if importlib.util.find_spec(peer) is None:  # not imported here: see above
+        pytest.skip(f"{peer} is not installed (pip install {peer})")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    res = subprocess.run(
+        [sys.executable, "-c", _PEER_CHECK, peer],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # nvitop: the process structure it picks matches what the stand-in writes (no garbage pids)
+    assert res.returncode == 0 and "SAME 64" in res.stdout, res.stderr[-3000:]
 
 
-def test_nvitop_reads_64_stand_in_gpus_as_cudamagic_does(stub_nvml):
-    nvitop = pytest.importorskip("nvitop")
-    stub_nvml(_peer_scenario(64))
-    devices = nvitop.Device.all()
-    assert len(devices) == 64
-    for d in devices:
-        ours = nvml.device(d.index).read(["uuid", "utilization.gpu", "memory.used"])
-        assert (d.uuid(), d.gpu_utilization(), d.memory_used()) == (
-            ours["uuid"],
-            ours["utilization.gpu"],
-            ours["memory.used"],
-        )
-        # the process structure nvitop picks matches what the stand-in writes (no garbage pids)
-        assert {pid: pr.gpu_memory() for pid, pr in d.processes().items()} == {
-            os.getpid(): 2 * fm.GIB
-        }
+def test_a_peer_that_shuts_nvml_down_leaves_the_other_initialisation(stub_nvml):
+    """NVML counts nvmlInit calls: gpustat's nvmlShutdown must not cut cudamagic off."""
+    stub_nvml({"gpus": [fm._gpu(0)]})
+    p = _pynvml()
+    assert nvml.device(0).get("temperature.gpu") == 35  # cudamagic's init
+    lib = p.nvmlLib
+    assert lib.nvmlInitWithFlags(0) == 0 and lib.nvmlShutdown() == 0  # a peer's init, shutdown
+    assert nvml.device(0).get("fan.speed") == 30
+    assert lib.nvmlShutdown() == 0  # cudamagic's
+    assert lib.nvmlShutdown() == p.NVML_ERROR_UNINITIALIZED

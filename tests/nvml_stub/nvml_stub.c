@@ -71,7 +71,7 @@ typedef struct { int gpu; char fn[64]; nvmlReturn_t code; } err_t;
 static gpu_t *G = NULL;
 static handle_t (*H)[MAXMIG + 1] = NULL;
 static int cap = 0;   /* GPUs allocated in G and H */
-static int ngpu = 0, initialized = 0, cuda_driver = 12040;
+static int ngpu = 0, initialized = 0 /* nvmlInit calls not yet shut down, as NVML counts them */, cuda_driver = 12040;
 static nvmlReturn_t init_error = 0;
 static char driver_version[80] = "550.54.15", nvml_version[80] = "12.550.54.15";
 static err_t E[MAXERR];
@@ -185,11 +185,15 @@ const char *nvmlErrorString(nvmlReturn_t r) {
 nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
     (void)flags; ncalls++;
     if (init_error) return init_error;
-    initialized = 1;
+    initialized++;
     return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlInit_v2(void) { return nvmlInitWithFlags(0); }
-nvmlReturn_t nvmlShutdown(void) { initialized = 0; return NVML_SUCCESS; }
+/* NVML counts initialisations: a library that shuts down leaves the others' initialisation in place. */
+nvmlReturn_t nvmlShutdown(void) {
+    if (!initialized) return NVML_ERROR_UNINITIALIZED;
+    initialized--; return NVML_SUCCESS;
+}
 nvmlReturn_t nvmlSystemGetDriverVersion(char *v, unsigned int len) {
     ENTER("nvmlSystemGetDriverVersion", NULL); return copy_str(v, len, driver_version);
 }
