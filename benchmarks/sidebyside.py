@@ -3,8 +3,8 @@
 :func:`compare` runs the two sides interleaved (A B A B ...) after one warm-up call each, times
 every call in process CPU time (the headline: it does not count waiting, nor other processes on a
 shared machine) and wall time, and prints one row: min and median of each side, the ratio of the
-medians, and the load average. Before timing it runs the guard: ``work(result)`` of each side's
-answer must be equal (the same GPUs and fields, the same series...); a row whose two sides did
+medians, and the load average. Before timing it runs the guard: ``work()`` of each side (what it
+read) must be equal (the same GPUs and fields, the same series...); a row whose two sides did
 different work is refused, never printed as a ratio.
 """
 
@@ -30,44 +30,60 @@ def load_average() -> str:
     return f"load {one:.2f} {five:.2f} {fifteen:.2f} on {os.cpu_count()} CPUs"
 
 
+class InProcess:
+    """A side run in this process: ``fn()`` does the work once and returns what ``work`` reads."""
+
+    def __init__(self, fn, work):
+        self.fn, self._work = fn, work
+
+    def work(self):
+        return self._work(self.fn())
+
+    def timed(self) -> tuple:
+        """``(process CPU s, wall s)`` of one call."""
+        _, cpu, wall = _timed(self.fn)
+        return cpu, wall
+
+
 def compare(
     title: str,
     ours,
     peer,
     *,
     peer_name: str,
-    work,
     reps: int = 10,
     unit: str = "ms",
     note: str = "",
 ) -> dict | None:
-    """Time ``ours()`` and ``peer()`` interleaved and print one row; None when the guard refuses.
+    """Time ``ours`` and ``peer`` interleaved and print one row; None when the guard refuses.
 
     Args:
         title: what both sides do (``"monitor tick, 64 GPUs"``).
-        ours, peer: callables doing the work once; each returns what ``work`` reads.
+        ours: cudamagic's side.
+        peer: the peer's side. Each side is an :class:`InProcess`, or a worker process with the
+            same two methods:
+            ``work()`` does the work once and returns what it did (the same GPUs and fields, the
+            same series...), which must be equal on both sides, else the row is refused with the
+            difference; ``timed()`` does it once more and returns ``(CPU s, wall s)``.
         peer_name: the peer as the row names it (``"nvitop 1.7.2"``).
-        work: ``(side, result) -> comparable`` describing the work done (``side`` is ``"ours"`` or
-            ``"peer"``); the two must be equal, else the row is refused with the difference.
-        reps: timed calls per side. unit: ``"ms"`` or ``"s"``. note: printed under the row.
+        reps: timed calls per side.
+        unit: ``"ms"`` or ``"s"``.
+        note: printed under the row.
 
     Returns:
         ``{"ours": (cpu min, cpu median, wall min, wall median), "peer": (...), "ratio": cpu
         median ours / peer}`` in seconds, or None when refused.
     """
-    a0, _, _ = _timed(ours)
-    b0, _, _ = _timed(peer)
-    wa, wb = work("ours", a0), work("peer", b0)
+    wa, wb = ours.work(), peer.work()  # also the warm-up call of each side
     if wa != wb:
         print(f"  {title}: REFUSED, the two sides did not do the same work")
-        print(f"    cudamagic: {_short(wa)}")
-        print(f"    {peer_name}: {_short(wb)}")
+        print(f"    first difference: {_first_difference(wa, wb, peer_name)}")
         return None
     cpu = {"ours": [], "peer": []}
     wall = {"ours": [], "peer": []}
     for _ in range(reps):
-        for side, fn in (("ours", ours), ("peer", peer)):
-            _, c, w = _timed(fn)
+        for side, runner in (("ours", ours), ("peer", peer)):
+            c, w = runner.timed()
             cpu[side].append(c)
             wall[side].append(w)
     scale = 1e3 if unit == "ms" else 1.0
@@ -86,14 +102,22 @@ def compare(
             f"   | wall min {s[2] * scale:9.2f} {unit}, median {s[3] * scale:9.2f} {unit}"
         )
     print(
-        f"    -> cudamagic / {peer_name}: CPU {out['ratio']:.2f}x, wall "
-        f"{o[3] / p[3] if p[3] else float('inf'):.2f}x (medians)"
+        f"    -> cudamagic / {peer_name}: CPU {out['ratio']:.3g}x, wall "
+        f"{o[3] / p[3] if p[3] else float('inf'):.3g}x (medians)"
     )
     if note:
         print(f"    {note}")
     return out
 
 
-def _short(x) -> str:
-    text = repr(x)
-    return text if len(text) < 400 else text[:400] + " ..."
+def _first_difference(a, b, peer_name: str, path: str = "") -> str:
+    """Where two work descriptions first differ, in words."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a.keys() != b.keys():
+            only_a, only_b = sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
+            return f"{path or 'top'}: only cudamagic {only_a[:5]}, only {peer_name} {only_b[:5]}"
+        for k in a:
+            if a[k] != b[k]:
+                return _first_difference(a[k], b[k], peer_name, f"{path}/{k}")
+    text = f"{path or 'top'}: cudamagic {a!r} vs {peer_name} {b!r}"
+    return text if len(text) < 600 else text[:600] + " ..."
