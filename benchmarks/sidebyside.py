@@ -54,6 +54,7 @@ def compare(
     reps: int = 10,
     unit: str = "ms",
     note: str = "",
+    attempts: int = 3,
 ) -> dict | None:
     """Time ``ours`` and ``peer`` interleaved and print one row; None when the guard refuses.
 
@@ -69,13 +70,18 @@ def compare(
         reps: timed calls per side.
         unit: ``"ms"`` or ``"s"``.
         note: printed under the row.
+        attempts: how many times the guard reads both sides before refusing (a live server's
+            answer can lose a series between two reads: a scrape that failed).
 
     Returns:
         ``{"ours": (cpu min, cpu median, wall min, wall median), "peer": (...), "ratio": cpu
         median ours / peer}`` in seconds, or None when refused.
     """
-    wa, wb = ours.work(), peer.work()  # also the warm-up call of each side
-    if wa != wb:
+    for _ in range(attempts):  # also the warm-up calls; a live source may change in between
+        wa, wb = ours.work(), peer.work()
+        if wa == wb:
+            break
+    else:
         print(f"  {title}: REFUSED, the two sides did not do the same work")
         print(f"    first difference: {_first_difference(wa, wb, peer_name)}")
         return None

@@ -420,6 +420,14 @@ class HostTracker:
         self._seen, self.stale_hosts = seen, stale
 
 
+def _texts_of(rows: list):
+    """``f(texts) -> tuple`` of the texts at ``rows`` (one C call: :func:`operator.itemgetter`)."""
+    if len(rows) == 1:
+        only = rows[0]
+        return lambda texts: (texts[only],)
+    return operator.itemgetter(*rows)
+
+
 class PrometheusSource(HostTracker, Source):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
@@ -777,7 +785,10 @@ class PrometheusSource(HostTracker, Source):
             "seen_hosts": sorted({s.host for s in series}),
             "job_match": self.job_match,
             "targets": {s.host: s.target for s, _ in rows},
-            "gpus": [(gid, meta[gid], per_gid[gid]) for gid in order],
+            "gpus": [
+                (gid, meta[gid], per_gid[gid], _texts_of([e[0] for e in per_gid[gid]]))
+                for gid in order
+            ],
             "last": {},  # gid -> (value texts, GpuSample) of the previous refresh
         }
 
@@ -801,8 +812,8 @@ class PrometheusSource(HostTracker, Source):
         A GPU whose value texts are those of the previous refresh keeps its (immutable) sample.
         """
         last, now, gpus = plan["last"], {}, []
-        for gid, meta, entries in plan["gpus"]:
-            sig = tuple([texts[e[0]] for e in entries])
+        for gid, meta, entries, texts_of in plan["gpus"]:
+            sig = texts_of(texts)
             prev = last.get(gid)
             if prev is not None and prev[0] == sig:
                 g = prev[1]

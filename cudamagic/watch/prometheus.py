@@ -469,8 +469,9 @@ def parse_matrix(body: bytes) -> list | None:
 
 
 _VECTOR_HEAD = re.compile(rb'\s*\{"status":"success","data":\{"resultType":"vector","result":\[')
-# In compact JSON a string holds `"` only escaped, so `},"value":[` ends the labels of a series.
-_VECTOR_ROW = re.compile(rb'\{"metric":(\{.*?\}),"value":\[[^,\]]*,"([^"\\]*)"\]\}')
+# One series: labels without a "}" (a label value holding one leaves that series unmatched, so the
+# answer goes through json), then the value as a quoted number.
+_VECTOR_ROW = re.compile(rb'\{"metric":(\{[^}]*\}),"value":\[[^,\]]*,"([^"\\]*)"\]\}')
 
 
 def parse_vector(body: bytes) -> list | None:

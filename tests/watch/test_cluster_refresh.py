@@ -166,3 +166,19 @@ def test_only_the_gpus_whose_values_changed_are_built_again():
     changed = [i for i, (x, y) in enumerate(zip(first, second, strict=True)) if x is not y]
     assert [(second[i].host, second[i].index) for i in changed] == [("n2", 1)]
     assert second[changed[0]].temperature_c == 99
+
+
+def test_a_label_value_with_a_brace_sends_the_answer_through_json():
+    body, _ = _answer(HOSTS[1:2], 1000)
+    odd = body.replace(b'"Hostname":"n2"', b'"Hostname":"n2}"')
+    assert odd != body and parse_vector(odd) is None
+    stub = PromStub()
+    stub.answer = (200, "application/json", odd)
+    try:
+        src = PrometheusSource(stub.url, timeout_s=2.0, environ={})
+        gpus = src.read(1, 1.0).gpus
+        assert [(g.host, g.index) for g in gpus] == [("n2}", 0), ("n2}", 1)]
+        assert src.client.requests == 1
+        src.close()
+    finally:
+        stub.close()
