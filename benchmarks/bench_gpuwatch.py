@@ -38,6 +38,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
 
+from sidebyside import compare, load_average  # noqa: E402
+
 from cudamagic.core import nvml  # noqa: E402
 from cudamagic.core.na import NA  # noqa: E402
 from cudamagic.watch import monitor as W  # noqa: E402
@@ -227,7 +229,7 @@ print("ROWS", NGPU, json.dumps(_rows[1:]), w.view is not None)
 """
 
 
-def bench_kernel(seconds):
+def bench_kernel(seconds, gpu_counts=(1, 8, 64)):
     """Run the instrumented monitor in a real kernel.
 
     Print per-sample thread CPU split into parts.
@@ -240,7 +242,7 @@ def bench_kernel(seconds):
     import run_demo
 
     cells = [KERNEL_SETUP]
-    for n in (1, 8):
+    for n in gpu_counts:
         cells += [
             KERNEL_RUN.replace("NGPU", str(n)),
             KERNEL_READ.replace("NGPU", str(n)).replace("SECONDS", str(seconds)),
@@ -280,6 +282,12 @@ def bench_kernel(seconds):
                 f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: "
                 f"{ok} the goal "
                 "if the widget cost were fixed"
+            )
+            share = statistics.median(r["widget"] / r["total"] for r in rows if r["total"] > 0)
+            print(
+                f"     widget share of the tick {share:.0%} (median over the samples; goal < 33 % "
+                f"at 64 GPUs); whole sample {tot[0]:.2f} ms (goal < 1.5 ms at 8 GPUs); "
+                f"{load_average()}"
             )
     # the widget grows with the GPU count too: split by the marginal cost
     if 1 in totals and 8 in totals:
@@ -615,8 +623,6 @@ class SideProcess:
 def bench_peers(gpu_counts, reps: int):
     """The monitor tick of cudamagic beside nvitop's and gpustat's on the same stand-in GPUs."""
     from importlib import metadata
-
-    from sidebyside import compare
 
     from tests import nvml_stub
 
