@@ -13,8 +13,9 @@ ALLOWED_FLAGS = {
     "off": set(),
     "history": {"--json", "--clear"},
     "free": {"--out", "--var"},
+    "why": set(),
 }
-ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history` or `%cudamem free`"
+ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history`, `%cudamem free` or `%cudamem why`"
 
 
 def check_action(args, is_cell: bool) -> str | None:
@@ -33,7 +34,8 @@ def check_action(args, is_cell: bool) -> str | None:
     if not is_cell and action is None:
         raise UsageError(
             "%cudamem needs an action: `%cudamem on`, `%cudamem off`, `%cudamem history`, "
-            "`%cudamem free`; or use `%%cudamem` as the first line of a cell to measure it."
+            "`%cudamem free`, `%cudamem why`; or use `%%cudamem` as the first line of a cell to "
+            "measure it."
         )
     if action not in ALLOWED_FLAGS:
         raise UsageError(f"unknown %cudamem action {action!r}: use {ACTIONS}.")
