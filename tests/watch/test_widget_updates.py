@@ -60,6 +60,7 @@ def test_a_tick_where_one_reading_moved_renders_that_row_only(fake_nvml, monkeyp
     fake_nvml("one_gpu")
     g1 = live().read(1, 1000.0).gpus[0]
     g2 = dataclasses.replace(g1, gpu_util_pct=g1.gpu_util_pct + 7)
+    monkeypatch.setattr(widget, "_PIECES", {})  # nothing kept from other tests
     gpu_html(g1)
     built = []
     for name in ("_head_html", "_util_row", "_memory_row", "_other_rows", "processes_html"):
