@@ -36,9 +36,6 @@ _PROFILER_WARNING_FILES = (
 
 #: PyTorch's CPU allocator freed a block allocated before profiling (its frees are not recorded).
 _UNKNOWN_FREE = "Memory block of unknown size"
-#: how often this process has shown the allocator's warning, which PyTorch writes for the first
-#: of every 1000 such frees only (process-wide, like PyTorch's own counter).
-_UNKNOWN_FREE_REPORTS = {"count": 0}
 
 
 @dataclass
@@ -334,8 +331,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         line for line in collector.lines if not stderr.is_log(line)
     ]
     unknown_frees = sum(_UNKNOWN_FREE in line for line in run.profiler_warnings)
-    earlier_reports = _UNKNOWN_FREE_REPORTS["count"]
-    _UNKNOWN_FREE_REPORTS["count"] += unknown_frees
     if run.result is None:
         return run
     res = run.result
@@ -348,7 +343,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     if opts.steps and session.lost is None:
         _steps_notices(res, opts.steps, driver)
     if opts.memory:
-        _cpu_peak_bound(res, unknown_frees, earlier_reports)
+        _cpu_peak_bound(res, unknown_frees)
     if run.profiler_warnings:
         distinct = list(dict.fromkeys(run.profiler_warnings))
         res.warnings = distinct
@@ -433,8 +428,8 @@ class _Session:
         self.prof.stop()
         kin = getattr(getattr(self.prof, "profiler", None), "kineto_results", None)
         if self.lost is None and kin is not None and self.started_ns is not None:
-            # the trace of this session starts before `started_ns`; 1 ms of clock slack
-            if kin.trace_start_ns() > self.started_ns + 1_000_000:
+            # this session's trace starts before `started_ns` (read after it began)
+            if kin.trace_start_ns() > self.started_ns:
                 self.lost = "replaced"
 
 
@@ -481,12 +476,13 @@ def _steps_notices(res, steps: int, driver: StepDriver) -> None:
         )
 
 
-def _cpu_peak_bound(res, unknown_frees: int, earlier_reports: int) -> None:
-    """Label the CPU peak an upper bound when frees of earlier blocks may be missing.
+def _cpu_peak_bound(res, unknown_frees: int) -> None:
+    """Label the CPU peak an upper bound: frees of earlier blocks are not recorded.
 
     PyTorch's CPU allocator records no free of a block allocated before profiling started: such
     frees lower the real level unseen, so the peak from the recorded events is an upper bound. It
-    says so on descriptor 2 for the first of every 1000 such frees only.
+    warns on descriptor 2 (``unknown_frees``: warnings collected in this cell) for the first of
+    every 1000 such frees in the process only, so no warning does not prove there was none.
     """
     peaks = res.peak_memory_bytes
     if not isinstance(peaks, dict) or "cpu" not in peaks:
@@ -496,18 +492,17 @@ def _cpu_peak_bound(res, unknown_frees: int, earlier_reports: int) -> None:
             "the cell freed memory allocated before profiling started, and PyTorch's CPU "
             "allocator does not record those frees"
         )
-    elif earlier_reports:
-        why = (
-            "PyTorch's CPU allocator does not record frees of memory allocated before "
-            "profiling started, and says so only once in 1000 such frees (it already did in this "
-            "process), so this cell's frees of earlier tensors may be missing"
-        )
     else:
-        return
+        why = (
+            "PyTorch's CPU allocator does not record frees of memory allocated before profiling "
+            "started (and warns about only 1 in 1000 of them), so frees of tensors created before "
+            "the cell may be missing"
+        )
     res.peak_memory_bounds = {**res.peak_memory_bounds, "cpu": "upper bound"}
+    peak = format_bytes(peaks["cpu"])
     res.notices.append(
-        f"cpu peak {format_bytes(peaks['cpu'])} above the start is an upper bound: {why}; the "
-        f"real peak lies between 0 B and {format_bytes(peaks['cpu'])}."
+        f"cpu peak {peak} above the start is an upper bound: {why}; the real peak lies between "
+        f"0 B and {peak}."
     )
 
 
