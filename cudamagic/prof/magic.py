@@ -72,9 +72,9 @@ class ProfMagics(AreaMagics):
         "--steps",
         type=int,
         default=None,
-        help="Profile N steps with a profiler schedule: a step ends at each optimizer.step(); the "
-        "first "
-        "is a warm-up, the next N are recorded.",
+        help="Profile N steps with a profiler schedule: a step is one iteration, ended after each "
+        "step() of the first optimizer that steps (others count once per iteration) and outside "
+        "your record_function ranges; the first is a warm-up, the next N are recorded.",
     )
     @argument(
         "--memory",
@@ -149,8 +149,11 @@ class ProfMagics(AreaMagics):
         and writes PyTorch's memory viewer next to the trace).
 
         A profiler already recording in the kernel (yours, Lightning's) gets an explanation and the
-        cell runs unprofiled. The profiler's warnings are summarised in one line; nothing stays
-        enabled afterwards.
+        cell runs unprofiled; a profiler the cell starts itself replaces this one's session, which
+        the summary says ("profile lost") instead of showing empty tables. The profiler's
+        warnings and PyTorch's C++ warnings written while the cell runs are summarised in one
+        line; nothing stays enabled afterwards. On the CPU the ``--memory`` peak is an upper
+        bound (frees of memory allocated before the cell are not recorded).
 
         ``%torchprof`` on a line shows the last result again. ``%torchprof --compare A B`` ranks
         per-operator (self time) and per-kernel (device time) differences between two stored results

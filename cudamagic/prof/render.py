@@ -155,7 +155,7 @@ def _facts(res) -> list[tuple[str, str]]:
         ("cell wall time", f"{res.wall_s * 1000:.1f} ms"),
         ("profiled span", f"{res.span_s * 1000:.1f} ms"),
         ("activities", ", ".join(res.activities)),
-        ("operator calls", f"{len(res.ops):,}"),
+        ("operator calls", f"{len(res.ops):,}" if not res.lost else _calls(res)),
         ("device activities", f"{len(res.kernels):,}"),
     ]
     if isinstance(res.peak_memory_bytes, dict):
@@ -163,7 +163,8 @@ def _facts(res) -> list[tuple[str, str]]:
             (
                 "peak allocated (above start)",
                 ", ".join(
-                    f"{k} {format_bytes(v)}" for k, v in sorted(res.peak_memory_bytes.items())
+                    f"{k} {_bounded(format_bytes(v), res.peak_memory_bounds.get(k))}"
+                    for k, v in sorted(res.peak_memory_bytes.items())
                 ),
             )
         )
@@ -175,6 +176,18 @@ def _facts(res) -> list[tuple[str, str]]:
     if res.trace_path:
         facts.append(("trace", res.trace_path))
     return facts
+
+
+def _bounded(value: str, bound: str | None) -> str:
+    """``value`` with its label when it is not exact (``"at most 12.0 MB (upper bound)"``)."""
+    return f"at most {value} ({bound})" if bound else value
+
+
+def _calls(res) -> str:
+    """The summary line's count: operator calls, or that the profile was lost."""
+    if res.lost:
+        return "profile lost (the cell started its own profiler)"
+    return f"{len(res.ops):,} operator calls"
 
 
 def _breakdown_rows(res):
@@ -200,7 +213,7 @@ BREAKDOWN_HEADERS = ["device", "span ms", "kernel %", "memcpy %", "memset %", "i
 def result_text(res) -> str:
     """The summary as plain text (names never cut: a long name makes its line longer)."""
     out = [
-        f"{terminal_safe(res.header)}: {res.wall_s * 1000:.1f} ms, {len(res.ops):,} operator calls"
+        f"{terminal_safe(res.header)}: {res.wall_s * 1000:.1f} ms, {_calls(res)}"
         + (f", stopped by {terminal_safe(res.error, 200)}" if res.error else "")
     ]
     for n in res.notices + res.trace_notes:
@@ -255,6 +268,8 @@ def result_html(res) -> str:
             f" {style.badge('stopped by ' + res.error[:300], 'error')} (profile of the part that "
             "ran)"
         )
+    if res.lost:
+        parts.append(f" {style.badge(_calls(res), 'error')}")
     parts.append("</div>")
     for n in res.notices + res.trace_notes:
         parts.append(f'<div class="cm-note">note: {esc(n)}</div>')

@@ -10,16 +10,15 @@ under a name registered in IPython's line cache (tracebacks show the real source
 
 from __future__ import annotations
 
-import contextlib
 import os
-import re
-import sys
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
 
 from ..core.cell import compile_cell, run_code_caught
+from ..core.fmt import format_bytes
+from . import stderr
+from .steps import StepDriver
 from .summary import build_result
 from .trace import write_trace
 
@@ -31,47 +30,12 @@ _PROFILER_WARNING_FILES = (
     os.sep.join(("torch", "cuda", "memory")),
     # the profiler warns with stacklevel=2: a warning about our own call lands on this file
     os.sep.join(("cudamagic", "prof", "run.py")),
+    os.sep.join(("cudamagic", "prof", "steps.py")),
 )
 
 
-#: lines that Kineto writes straight to file descriptor 2 at each start and stop (``USDT:``,
-#: ``STAGE:``).
-_KINETO_LOG = re.compile(r"^(USDT|STAGE):\S* ")
-_PROFILER_LINE = re.compile(r"profil|kineto|cupti|roctracer", re.IGNORECASE)
-
-
-@contextlib.contextmanager
-def quiet_fd2(lines: list):
-    """Capture what C++ code writes to file descriptor 2.
-
-    Capture what C++ code writes to file descriptor 2 inside the block (Kineto's
-    ``USDT:``/``STAGE:`` lines at profiler start and stop, which a notebook would show as red stderr
-    text). Kineto log lines and profiler warnings go to ``lines``; any other captured line is
-    written back to descriptor 2 afterwards. Used only around the profiler's own start/stop calls,
-    never around the user's code.
-    """
-    try:
-        fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
-        sys.stderr.flush()
-        saved = os.dup(fd)
-    except (AttributeError, OSError, ValueError):
-        yield
-        return
-    with tempfile.TemporaryFile() as tmp:
-        os.dup2(tmp.fileno(), fd)
-        try:
-            yield
-        finally:
-            os.dup2(saved, fd)
-            os.close(saved)
-            tmp.seek(0)
-            other = []
-            for line in tmp.read().decode("utf-8", errors="replace").splitlines():
-                (lines if _KINETO_LOG.match(line) or _PROFILER_LINE.search(line) else other).append(
-                    line
-                )
-            if other:
-                os.write(fd, ("\n".join(other) + "\n").encode("utf-8", errors="replace"))
+#: PyTorch's CPU allocator freed a block allocated before profiling (its frees are not recorded).
+_UNKNOWN_FREE = "Memory block of unknown size"
 
 
 @dataclass
@@ -85,8 +49,10 @@ class ProfRun:
         has_value: the cell ended in an expression.
         value: that expression's value.
         skipped: why the cell ran without profiling, or None.
-        profiler_warnings: texts of the profiler's warnings (others are re-issued).
-        profiler_log: Kineto's log lines caught at profiler start and stop (not shown).
+        profiler_warnings: texts of the profiler's Python warnings (others are re-issued) and of
+            PyTorch's C++ warnings written to descriptor 2 while the cell ran.
+        profiler_log: every line collected from descriptor 2 (Kineto's start and stop lines
+            included, which are not shown).
     """
 
     result: object = None
@@ -302,14 +268,15 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         schedule=sched,
     )
     history = _CudaMemoryHistory(torch) if opts.memory and "CUDA" in act_names else None
-    hook = None
-    with warnings.catch_warnings(record=True) as caught:
+    session = _Session(torch, prof, scheduled=sched is not None)
+    driver = StepDriver(session.step) if opts.steps else None
+    collector = stderr.Fd2Collector()
+    with warnings.catch_warnings(record=True) as caught, collector:
         warnings.simplefilter("always")
         try:
             if history is not None:
                 history.start()
-            with quiet_fd2(run.profiler_log):
-                prof.start()
+            session.start()
         except Exception as exc:  # noqa: BLE001 - the cell still runs, unprofiled
             if history is not None:
                 history.stop()
@@ -318,21 +285,15 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                 "unprofiled."
             )
             prof = None
-        if prof is not None and opts.steps:
-            from torch.optim.optimizer import register_optimizer_step_post_hook
-
-            def step(*_):
-                with quiet_fd2(run.profiler_log):
-                    prof.step()
-
-            hook = register_optimizer_step_post_hook(step)
+        if prof is not None and driver is not None:
+            driver.install()
         t0, c0 = time.perf_counter(), time.process_time()
         try:
             _execute(code, shell.user_ns, run)
         finally:
             wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-            if hook is not None:
-                hook.remove()
+            if driver is not None:
+                driver.remove()
             snapshot, snapshot_s = None, None
             try:
                 if history is not None:
@@ -344,8 +305,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                         history.stop()
             finally:
                 if prof is not None:
-                    with quiet_fd2(run.profiler_log):
-                        prof.stop()
+                    session.stop()
         if prof is not None:
             try:
                 run.result = build_result(
@@ -364,30 +324,32 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                     f"the cell ran, but its profile could not be summarised ({type(exc).__name__}: "
                     f"{exc}); please report this with the cell."
                 )
-            if run.result is not None:
+            if run.result is not None and session.lost is None:
                 _attach_verdict(run.result, prof)
+    run.profiler_log = collector.lines
     run.profiler_warnings = _sort_warnings(caught) + [
-        line for line in run.profiler_log if not _KINETO_LOG.match(line)
+        line for line in collector.lines if not stderr.is_log(line)
     ]
+    unknown_frees = sum(_UNKNOWN_FREE in line for line in run.profiler_warnings)
     if run.result is None:
         return run
     res = run.result
     res.cpu_s = cpu_s
+    if session.lost is not None:
+        res.lost = session.lost
+        res.notices.insert(0, _lost_notice(session.lost))
     if notice:
         res.notices.append(notice)
-    if opts.steps and not res.steps:
-        res.notices.append(
-            f"--steps {opts.steps}: no step was recorded. A step ends at each optimizer.step(); "
-            f"the first is a warm-up, then {opts.steps} are recorded, so the cell needs "
-            f"{opts.steps + 1} optimizer steps. The events of the part that ran are shown."
-        )
+    if opts.steps and session.lost is None:
+        _steps_notices(res, opts.steps, driver)
+    if opts.memory:
+        _cpu_peak_bound(res, unknown_frees)
     if run.profiler_warnings:
         distinct = list(dict.fromkeys(run.profiler_warnings))
         res.warnings = distinct
         res.notices.append(
-            f"{len(run.profiler_warnings)} profiler warning(s) collected ({len(distinct)} "
-            "distinct), "
-            f"first: {distinct[0][:200]}"
+            f"{len(run.profiler_warnings)} PyTorch warning(s) collected ({len(distinct)} "
+            f"distinct; all in .warnings), first: {distinct[0][:200]}"
         )
     if run.exception is not None:
         res.error = f"{type(run.exception).__name__}: {run.exception}"
@@ -410,6 +372,138 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                 f"the trace could not be written to {opts.trace} ({type(exc).__name__}: {exc})"
             )
     return run
+
+
+class _Session:
+    """``%%torchprof``'s profiler, started, stepped and stopped; and whether the cell took it over.
+
+    PyTorch records one profiling session at a time: a profiler the cell starts replaces this one
+    without an error. ``lost`` says what happened: ``"stopped"`` (the session was no longer
+    recording when it should have been: the cell's profiler ended it) or ``"replaced"`` (the
+    session stopped at the end began after this one started: it was the cell's), else None.
+    """
+
+    def __init__(self, torch, prof, scheduled: bool):
+        self.torch, self.prof, self.scheduled = torch, prof, scheduled
+        self.started_ns = None  # wall clock (ns) just after this session began recording
+        self.lost = None
+
+    def _recording(self) -> bool:
+        return bool(self.torch._C._autograd._profiler_enabled())
+
+    def _should_record(self) -> bool:
+        if not self.scheduled:
+            return True
+        from torch.profiler import ProfilerAction
+
+        return self.prof.current_action in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE)
+
+    def _check(self) -> None:
+        if (
+            self.lost is None
+            and self.started_ns is not None
+            and self._should_record()
+            and not self._recording()
+        ):
+            self.lost = "stopped"
+
+    def _began(self) -> None:
+        if self.started_ns is None and self._recording():
+            self.started_ns = time.time_ns()
+
+    def start(self) -> None:
+        """``prof.start()``."""
+        self.prof.start()
+        self._began()
+
+    def step(self) -> None:
+        """``prof.step()`` (the end of a ``--steps`` step)."""
+        self._check()
+        self.prof.step()
+        self._began()
+
+    def stop(self) -> None:
+        """``prof.stop()``, then the check that the stopped session was this one."""
+        self._check()
+        self.prof.stop()
+        kin = getattr(getattr(self.prof, "profiler", None), "kineto_results", None)
+        if self.lost is None and kin is not None and self.started_ns is not None:
+            # this session's trace starts before `started_ns` (read after it began)
+            if kin.trace_start_ns() > self.started_ns:
+                self.lost = "replaced"
+
+
+def _lost_notice(how: str) -> str:
+    """The notice of a session the cell's own profiler took over."""
+    fix = (
+        "Keep one of the two: remove the profiler from the cell, or run the cell without "
+        "%%torchprof and read your profiler's results (`p.key_averages().table()`)."
+    )
+    if how == "stopped":
+        return (
+            "Profile lost: the cell started its own profiler (a `torch.profiler.profile` or "
+            "`torch.autograd.profiler.profile` inside the cell), which replaced %%torchprof's "
+            "session, since PyTorch records one profiling session at a time. The operators the "
+            "cell ran went to your profiler: the empty tables below do not mean the cell did "
+            "nothing. " + fix
+        )
+    return (
+        "Profile lost: the cell started its own profiler and left it running; it replaced "
+        "%%torchprof's session (PyTorch records one profiling session at a time), so the tables "
+        "below hold only what ran after your profiler started, and stopping them stopped your "
+        "profiler too. " + fix
+    )
+
+
+def _steps_notices(res, steps: int, driver: StepDriver) -> None:
+    """What a ``--steps`` step was in this cell, and why none was recorded when so."""
+    opts_seen = driver.optimizers
+    if len(opts_seen) > 1:
+        first, calls = opts_seen[0]
+        others = ", ".join(f"{name} {n}x" for name, n in opts_seen[1:])
+        res.notices.append(
+            f"{len(opts_seen)} optimizers stepped in this cell ({first} {calls}x first, then "
+            f"{others}): a step is one iteration, from one {first}.step() of the first optimizer "
+            "to its next (per iteration, several optimizers count once), ended outside your "
+            "record_function ranges."
+        )
+    if not res.steps:
+        res.notices.append(
+            f"--steps {steps}: no step was recorded. A step ends once per iteration, after the "
+            f"step() of the first optimizer that steps in the cell; the first step is a warm-up, "
+            f"then {steps} are recorded, so the cell needs {steps + 1} iterations with an "
+            "optimizer.step(). The events of the part that ran are shown."
+        )
+
+
+def _cpu_peak_bound(res, unknown_frees: int) -> None:
+    """Label the CPU peak an upper bound: frees of earlier blocks are not recorded.
+
+    PyTorch's CPU allocator records no free of a block allocated before profiling started: such
+    frees lower the real level unseen, so the peak from the recorded events is an upper bound. It
+    warns on descriptor 2 (``unknown_frees``: warnings collected in this cell) for the first of
+    every 1000 such frees in the process only, so no warning does not prove there was none.
+    """
+    peaks = res.peak_memory_bytes
+    if not isinstance(peaks, dict) or "cpu" not in peaks:
+        return
+    if unknown_frees:
+        why = (
+            "the cell freed memory allocated before profiling started, and PyTorch's CPU "
+            "allocator does not record those frees"
+        )
+    else:
+        why = (
+            "PyTorch's CPU allocator does not record frees of memory allocated before profiling "
+            "started (and warns about only 1 in 1000 of them), so frees of tensors created before "
+            "the cell may be missing"
+        )
+    res.peak_memory_bounds = {**res.peak_memory_bounds, "cpu": "upper bound"}
+    peak = format_bytes(peaks["cpu"])
+    res.notices.append(
+        f"cpu peak {peak} above the start is an upper bound: {why}; the real peak lies between "
+        f"0 B and {peak}."
+    )
 
 
 def _cuda_memory(res, snapshot, start_allocated, opts) -> None:

@@ -315,6 +315,9 @@ class ProfResult(Displayed):
         gpu: one :class:`GpuBreakdown` per device, or NA with the reason.
         peak_memory_bytes: peak allocated bytes above the span's start (``--memory``), per device
             name (``"cpu"``, ``"cuda:0"``), or NA.
+        peak_memory_bounds: device name -> ``"upper bound"`` for a peak computed from incomplete
+            events (on the CPU, frees of blocks allocated before profiling are not recorded);
+            a device not listed is exact.
         memory_points: device name -> [(t_us, allocated bytes above start)].
         memory_html_path: the PyTorch memory viewer written for a CUDA snapshot, or None.
         memory_snapshot_s: seconds taken to dump the CUDA memory snapshot, or None.
@@ -323,6 +326,8 @@ class ProfResult(Displayed):
         notices: one-line notes (activities not recorded, warnings summary).
         warnings: the profiler's warnings.
         error: the cell's exception as text, or None (a profile of the part that ran).
+        lost: how a profiler the cell started took over this profile (``"stopped"``: nothing
+            recorded here; ``"replaced"``: only what ran after it started), or None.
         verdict: why the steps are slow, the fix, FLOPs and MFU (:class:`~.verdict.Verdict`), or
             None when it could not be built.
     """
@@ -341,6 +346,7 @@ class ProfResult(Displayed):
     with_stack: bool = False
     gpu: object = NA("no GPU activity recorded", "not_recorded")
     peak_memory_bytes: object = NA("run with --memory", "not_recorded")
+    peak_memory_bounds: dict = field(default_factory=dict)
     memory_points: dict = field(default_factory=dict)
     memory_html_path: str | None = None
     memory_snapshot_s: float | None = None
@@ -349,6 +355,7 @@ class ProfResult(Displayed):
     notices: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     error: str | None = None
+    lost: str | None = None
     verdict: object = None
     _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
 

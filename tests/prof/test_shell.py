@@ -306,7 +306,7 @@ def test_profiler_warnings_are_summarised_others_kept(tip, capsys):
         )
     assert not any("profiler noise" in str(w.message) for w in record)
     assert len(res.warnings) == 200
-    assert any(n.startswith("200 profiler warning(s) collected") for n in res.notices)
+    assert any(n.startswith("200 PyTorch warning(s) collected") for n in res.notices)
 
 
 def test_unload_leaves_nothing_enabled(tip):
