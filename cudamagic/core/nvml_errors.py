@@ -86,8 +86,8 @@ NVML_ERRORS = {
     12: NvmlError(
         "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
         "(or its library is not on the loader path)",
-        "install the NVIDIA driver (`nvidia-smi` must work), or run on a machine with an NVIDIA "
-        "GPU",
+        "install the NVIDIA driver for your GPU (nvidia-smi must work), or ignore this on a "
+        "machine without an NVIDIA GPU",
         "no_driver",
     ),
     13: NvmlError(
