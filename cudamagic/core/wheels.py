@@ -170,7 +170,8 @@ def pick_for_arch(cc, version, driver_cuda=None, driver_version=None):
     """``(pin, cuda)`` of a wheel with kernels for compute capability ``cc``, or None.
 
     The installed release first (pinned to the installed version), preferring a wheel this driver
-    runs, then the lowest CUDA; else the newest older release that covers ``cc`` (``'2.7.*'``).
+    runs, then the lowest CUDA; else the oldest newer release that covers ``cc`` (a GPU newer than
+    the release), else the newest older one (a GPU its release dropped), pinned as ``'2.7.*'``.
     """
 
     def best(cudas):
@@ -181,9 +182,11 @@ def pick_for_arch(cc, version, driver_cuda=None, driver_version=None):
     mine = best(wheel_cudas(version))
     if mine is not None:
         return base_version(version), mine
-    rel = torch_release(version)
-    for older in sorted(TORCH_CUDA_WHEELS, reverse=True):
-        got = best(TORCH_CUDA_WHEELS[older]) if rel is None or older < rel else None
+    rel = torch_release(version) or max(TORCH_CUDA_WHEELS)
+    newer = sorted(r for r in TORCH_CUDA_WHEELS if r > rel)
+    older = sorted((r for r in TORCH_CUDA_WHEELS if r < rel), reverse=True)
+    for other in newer + older:
+        got = best(TORCH_CUDA_WHEELS[other])
         if got is not None:
-            return f"{older[0]}.{older[1]}.*", got
+            return f"{other[0]}.{other[1]}.*", got
     return None
