@@ -96,3 +96,15 @@ def test_box_without_driver_leads_with_it(ip, monkeypatch):
     assert notes(expl).startswith("This machine has no NVIDIA GPU driver")
     text = " ".join(expl.text().split())
     assert "Fix: This machine has no NVIDIA GPU" in text and not re.search(r"cu\d{3}", text)
+
+
+def test_driver_too_old_gets_the_exact_command(ip, monkeypatch):
+    monkeypatch.setattr(torch.version, "cuda", "12.8")  # a CUDA build, as the message implies
+    # c10/cuda/CUDAFunctions.cpp: device_count_impl (the start of the exact text)
+    msg = "The NVIDIA driver on your system is too old (found version 11040). Please update"
+    expl, _ = fail(ip, f"raise RuntimeError({msg!r})")
+    assert expl.entry.id == "driver-too-old"
+    # an 11.4 driver (470 or newer) runs cu118 through minor version compatibility; torch 2.7 is
+    # the newest release with cu118 wheels
+    assert "`%pip install --force-reinstall torch==2.7.* --index-url " in expl.context.fix
+    assert indexes(expl.context.fix) == {(11, 8)}

@@ -122,10 +122,17 @@ def ctx_driver_old(match, scene):
         notes.append(f"This PyTorch was built for CUDA {built}.")
     fix = ""
     if found and built:
+        major, minor = (int(x) for x in driver_cuda.split(".")[:2])
+        # every driver that reports CUDA 11.1 or newer is at least its major's minimum for minor
+        # version compatibility (11.0's first driver, 450.36.06, is below 450.80.02)
+        least = wheels.MIN_DRIVER.get(major) if (major, minor) >= (11, 1) else None
+        pick = wheels.pick_for_driver(torch.__version__, (major, minor), least)
+        wheel = (
+            f"`%{wheels.pip_command(*pick)}`" if pick else "none is published: update the driver"
+        )
         fix = (
-            f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a PyTorch wheel "
-            f"built for CUDA {facts['driver_cuda']} or older (pick the matching index URL on "
-            "https://pytorch.org/get-started/previous-versions/)."
+            f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a "
+            f"PyTorch wheel built for CUDA {facts['driver_cuda']} or older: {wheel}."
         )
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
