@@ -33,9 +33,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 def per_cell_ms(ip, cell, n):
     t0 = time.perf_counter()
     for _ in range(n):
-        ip.run_cell(
-            cell
-        )  # store_history=False: keeps IPython's sqlite history writes out of the figures
+        # store_history=False: keeps IPython's sqlite history writes out of the figures
+        ip.run_cell(cell)
     return (time.perf_counter() - t0) / n * 1e3
 
 
@@ -147,7 +146,8 @@ def main():
             t = read_torch_allocator()
         assert t.reserved_bytes == 2 * (3 << 30)
         print(
-            f"{'%gpuwatch allocator read, 2 GPUs':<34} {(time.perf_counter() - t0) / n * 1e6:7.1f} us/sample "
+            f"{'%gpuwatch allocator read, 2 GPUs':<34} {(time.perf_counter() - t0) / n * 1e6:7.1f} "
+            "us/sample "
             "(real torch.cuda.memory_stats flattening of the real shape)"
         )
     finally:
@@ -164,7 +164,8 @@ def main():
             ip.run_cell("%%cudamem\npass", store_history=True)
     magic_ms = (time.perf_counter() - t0) / n * 1e3
     print(
-        f"{'%%cudamem cell, 100 tensors':<34} {magic_ms:7.3f} ms/cell (incl. run_cell and tensors scan)"
+        f"{'%%cudamem cell, 100 tensors':<34} {magic_ms:7.3f} ms/cell (incl. run_cell and tensors "
+        "scan)"
     )
     ok = all(v < 1.0 for v in results.values())
     print(f"goal (< 1 ms/cell overhead of %cudamem on): {'met' if ok else 'NOT met'}")

@@ -60,9 +60,8 @@ def main():
     magic, plain, rerun, floor = [], [], [], []
     sink = io.StringIO()
     with contextlib.redirect_stderr(sink), contextlib.redirect_stdout(sink):
-        ip.run_cell_magic(
-            "cuda", "", cell
-        )  # warm: nvcc -V and --list-gpu-arch are read once per session
+        # warm: nvcc -V and --list-gpu-arch are read once per session
+        ip.run_cell_magic("cuda", "", cell)
         for i in range(a.runs):
             ip.run_line_magic("cuda", "--clear-cache")
             t = time.perf_counter()

@@ -81,7 +81,8 @@ WARM = (
     + r"""
 import json
 from torch.utils import collect_env
-cudainfo(); collect_env.get_pretty_env_info()  # the first calls (measured in fresh processes, not here)
+# the first calls are measured in fresh processes, not here
+cudainfo(); collect_env.get_pretty_env_info()
 ci, ce = [], []
 def one_ce():
     t = time.perf_counter(); collect_env.get_pretty_env_info(); ce.append(time.perf_counter() - t)
@@ -128,7 +129,8 @@ def pct(xs, q):
 
 def fmt_p(xs, unit=1000.0):
     return (
-        f"{statistics.median(xs) * unit:9.2f} ms  (p10..p90 {pct(xs, 10) * unit:.2f}..{pct(xs, 90) * unit:.2f}, "
+        f"{statistics.median(xs) * unit:9.2f} ms  (p10..p90 "
+        f"{pct(xs, 10) * unit:.2f}..{pct(xs, 90) * unit:.2f}, "
         f"{len(xs)} calls)"
     )
 
@@ -139,7 +141,9 @@ def load() -> str:
 
 
 def byte_compile() -> str:
-    """Byte-compile the cudamagic package the child processes import (the one under the current
+    """Byte-compile the cudamagic package the child processes import.
+
+    Byte-compile the cudamagic package the child processes import (the one under the current
     directory first); returns its folder.
     """
     where = subprocess.run(
@@ -181,32 +185,37 @@ def main():
         got = json.loads(
             run_py(WARM.replace("__ROUNDS__", str(rounds)).replace("__PER__", str(per)))
         )
-        for block, ce in zip(got["ci"], got["ce"]):
+        for block, ce in zip(got["ci"], got["ce"], strict=True):
             ci_warm.extend(block)
             ce_warm.append(ce)
             round_ratios.append(ce / statistics.median(block))
     med = statistics.median
-    pair_ratios = [e / c for c, e in zip(ci_first, ce_first)]
+    pair_ratios = [e / c for c, e in zip(ci_first, ce_first, strict=True)]
     print(
         f"  medians over {runs} fresh processes per side (min..max); torch imported on both sides"
     )
     print(
-        f"  (byte-compiled {compiled} first, as pip install leaves it; torch's modules are byte-compiled too)"
+        f"  (byte-compiled {compiled} first, as pip install leaves it; torch's modules are "
+        "byte-compiled too)"
     )
     print(f"  first call  %cudainfo (shown: HTML + text)   {fmt(ci_first)}")
     print(f"  first call  collect_env.get_pretty_env_info {fmt(ce_first)}")
     print(
-        f"  speed-up, first call                         {med(ce_first) / med(ci_first):7.1f}x  (goal >= 20x; "
+        f"  speed-up, first call                         {med(ce_first) / med(ci_first):7.1f}x  "
+        "(goal >= 20x; "
         f"per pair {min(pair_ratios):.1f}..{max(pair_ratios):.1f}x)"
     )
     print(
-        f"  warm calls: {warm_procs} processes x {rounds} rounds of 1 collect_env and {per} %cudainfo, interleaved"
+        f"  warm calls: {warm_procs} processes x {rounds} rounds of 1 collect_env and {per} "
+        "%cudainfo, interleaved"
     )
     print(f"  warm call   %cudainfo (shown: HTML + text)  {fmt_p(ci_warm)}")
     print(f"  warm call   collect_env.get_pretty_env_info {fmt_p(ce_warm)}")
     print(
-        f"  speed-up, warm call                          {med(ce_warm) / med(ci_warm):7.1f}x  (goal >= 100x; "
-        f"per round median {med(round_ratios):.0f}x, p10..p90 {pct(round_ratios, 10):.0f}..{pct(round_ratios, 90):.0f}x"
+        f"  speed-up, warm call                          {med(ce_warm) / med(ci_warm):7.1f}x  "
+        "(goal >= 100x; "
+        f"per round median {med(round_ratios):.0f}x, p10..p90 "
+        f"{pct(round_ratios, 10):.0f}..{pct(round_ratios, 90):.0f}x"
         f", {len(round_ratios)} rounds)"
     )
     print("  reference, whole processes (imports included):")
@@ -216,7 +225,8 @@ def main():
     print(f"  %load_ext cudamagic                         {fmt(load_ext)}")
     print(f"  import torch                                {fmt(torch_imp)}")
     print(
-        f"  ratio load_ext / import torch                {med(load_ext) / med(torch_imp):7.2%}   (goal < 5 %)"
+        f"  ratio load_ext / import torch                {med(load_ext) / med(torch_imp):7.2%}   "
+        "(goal < 5 %)"
     )
     print(f"cudainfo benchmark, end: {load()}")
 

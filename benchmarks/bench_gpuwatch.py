@@ -1,5 +1,6 @@
-"""Benchmark for %gpuwatch (issues 3 and 14). Run: ``python benchmarks/bench_gpuwatch.py
-[--quick]``.
+"""Benchmark for %gpuwatch (issues 3 and 14).
+
+Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
 
 0. What users pay (issue 14): CPU time per sample of the RUNNING sampler thread in a REAL Jupyter
     kernel
@@ -37,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic.core import nvml
+from cudamagic.core import nvml  # noqa: E402
 from cudamagic.core.na import NA  # noqa: E402
 from cudamagic.watch import monitor as W  # noqa: E402
 from cudamagic.watch.samples import HostSample  # noqa: E402
@@ -83,12 +84,14 @@ def bench_sample_cost():
     for n in (1, 8):
         install_fake(n)
         src = LiveSource(host=StubHost(), torch_reader=no_torch)
-        gpu_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
+        gpu_us = per_call_us(lambda src=src: src.read(1, 0.0), 2000 // n)
         s = src.read(1, 0.0)
         view = WatchView(src.devices)
         hist = [s] * 120
-        apply_us = per_call_us(lambda: view.apply(s, hist, samples_taken=1), 200 // n)
-        json_us = per_call_us(lambda: sample_to_json(s), 2000 // n)
+        apply_us = per_call_us(
+            lambda view=view, s=s, hist=hist: view.apply(s, hist, samples_taken=1), 200 // n
+        )
+        json_us = per_call_us(lambda s=s: sample_to_json(s), 2000 // n)
         print(
             f"   {n} GPU(s): GPU part {gpu_us:8.1f} us = {gpu_us / n:6.1f} us per GPU "
             f"(goal < 1000); widget update {apply_us:7.1f} us ({apply_us / n:6.1f} per GPU); "
@@ -99,7 +102,10 @@ def bench_sample_cost():
 
 
 def _bare_binding_calls(pynvml, handles):
-    """The NVML calls one LiveSource sample makes per GPU, straight through the binding (no cudamagic)."""
+    """The NVML calls one LiveSource sample makes per GPU, straight through the binding.
+
+    The NVML calls one LiveSource sample makes per GPU, straight through the binding (no cudamagic).
+    """
     for h in handles:
         pynvml.nvmlDeviceGetMemoryInfo(h, version=pynvml.nvmlMemory_v2)
         pynvml.nvmlDeviceGetUtilizationRates(h)
@@ -117,7 +123,8 @@ def _bare_binding_calls(pynvml, handles):
 
 def bench_stub_cost():
     print(
-        "1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 runs)"
+        "1b. one sample through the real pynvml binding + the stand-in NVML library (best of 5 "
+        "runs)"
     )
     from tests import fake_nvml as fm
     from tests import nvml_stub
@@ -136,15 +143,17 @@ def bench_stub_cost():
             g["memory_reserved"] = 512 * 1024**2
         stub = nvml_stub.install(scenario)
         src = LiveSource(host=StubHost(), torch_reader=no_torch)
-        ours_us = per_call_us(lambda: src.read(1, 0.0), 2000 // n)
+        ours_us = per_call_us(lambda src=src: src.read(1, 0.0), 2000 // n)
         c0 = stub.calls()
         src.read(1, 0.0)
         calls = stub.calls() - c0
         handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
-        bare_us = per_call_us(lambda: _bare_binding_calls(pynvml, handles), 2000 // n)
+        bare_us = per_call_us(lambda h=handles: _bare_binding_calls(pynvml, h), 2000 // n)
         print(
-            f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU ({calls / n:.0f} NVML calls "
-            f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; our own "
+            f"   {n} GPU(s): sample {ours_us:8.1f} us = {ours_us / n:6.1f} us per GPU "
+            f"({calls / n:.0f} NVML calls "
+            f"per GPU); the same calls straight through the binding {bare_us / n:6.1f} us per GPU; "
+            "our own "
             f"overhead {(ours_us - bare_us) / n:6.1f} us per GPU (goal < 1000)"
         )
     nvml_stub.unload()
@@ -152,7 +161,8 @@ def bench_stub_cost():
 
 def bench_thread_cpu(seconds):
     print(
-        f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real psutil, widgets)"
+        f"2. sampler thread CPU at a 1 s interval over {seconds:g} s (fake NVML, 1 GPU, real "
+        "psutil, widgets)"
     )
     install_fake(1)
     src = LiveSource()
@@ -165,7 +175,8 @@ def bench_thread_cpu(seconds):
     watch.stop()
     watch.view.close()
     print(
-        f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} % of one core "
+        f"   {n} samples, thread CPU {cpu * 1e3:.1f} ms over {wall:.1f} s = {100 * cpu / wall:.3f} "
+        "% of one core "
         f"({cpu / max(1, n - 1) * 1e3:.2f} ms per sample)"
     )
     nvml.reset()
@@ -217,7 +228,10 @@ print("ROWS", NGPU, json.dumps(_rows[1:]), w.view is not None)
 
 
 def bench_kernel(seconds):
-    """Run the instrumented monitor in a real kernel; print per-sample thread CPU split into parts."""
+    """Run the instrumented monitor in a real kernel.
+
+    Print per-sample thread CPU split into parts.
+    """
     import json
 
     import nbformat
@@ -234,7 +248,8 @@ def bench_kernel(seconds):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     run_demo.execute_nb(nb, cwd=ROOT, timeout_s=300)
     print(
-        f"0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, {seconds:g} s each; "
+        "0. sampler thread CPU per sample in a real kernel with the widget (interval 0.1 s, "
+        f"{seconds:g} s each; "
         "median, p10..p90 in ms)"
     )
     totals = {}
@@ -247,7 +262,7 @@ def bench_kernel(seconds):
             _, n, payload = head.split(" ", 2)
             rows, n = json.loads(payload), int(n)
 
-            def q(key):
+            def q(key, rows=rows):
                 xs = sorted(r[key] * 1e3 for r in rows)
                 pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
                 return statistics.median(xs), pick(0.1), pick(0.9)
@@ -262,17 +277,18 @@ def bench_kernel(seconds):
             per_gpu, fx = gpu[0] / n, statistics.median(fixed)
             ok = "meets" if per_gpu < 1.0 and fx < 2.0 else "MISSES"
             print(
-                f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: {ok} the goal "
+                f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: "
+                f"{ok} the goal "
                 "if the widget cost were fixed"
             )
-    if (
-        1 in totals and 8 in totals
-    ):  # the widget grows with the GPU count too: split by the marginal cost
+    # the widget grows with the GPU count too: split by the marginal cost
+    if 1 in totals and 8 in totals:
         marginal = (totals[8] - totals[1]) / 7
         fixed = totals[1] - marginal
         ok = "meets" if marginal < 1.0 and fixed < 2.0 else "MISSES"
         print(
-            f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms (goal < 1), "
+            f"   whole sample, marginal per GPU (1 -> 8 GPUs, widget included) {marginal:.2f} ms "
+            "(goal < 1), "
             f"fixed {fixed:.2f} ms (goal < 2): {ok} the goal"
         )
 
@@ -281,7 +297,8 @@ def bench_training(block_s, pairs, interval_s=1.0):
     import torch
 
     print(
-        f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, widgets); "
+        f"3. CPU training loop throughput, with/without the monitor ({interval_s:g} s interval, "
+        "widgets); "
         f"{pairs} alternating pairs of {block_s:g} s"
     )
     torch.manual_seed(0)
@@ -348,16 +365,20 @@ def bench_training(block_s, pairs, interval_s=1.0):
     )
     lo, hi = 100 * (1 - mean - half), 100 * (1 - mean + half)
     print(
-        f"   steps/s without: median {statistics.median(without):.1f}; with: median {statistics.median(with_):.1f}"
+        f"   steps/s without: median {statistics.median(without):.1f}; with: median "
+        f"{statistics.median(with_):.1f}"
     )
     print(f"   ratio with/without per pair: {' '.join(f'{r:.3f}' for r in ratios)}")
     print(
-        f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval {lo:+.2f} .. {hi:+.2f} % "
-        f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % of one core"
+        f"   median ratio {med:.4f}; mean slowdown {100 * (1 - mean):+.2f} %, 95 % interval "
+        f"{lo:+.2f} .. {hi:+.2f} % "
+        f"(goal < 1 %); the sampler thread itself used {100 * statistics.median(cpu_share):.3f} % "
+        "of one core"
     )
     if hi - lo > 2.0:
         print(
-            f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide with {pairs} pairs "
+            f"   -> this machine cannot resolve 1 %: the interval is {hi - lo:.1f} points wide "
+            f"with {pairs} pairs "
             "(shared, noisy CPUs); run with more pairs on a quiet machine"
         )
     nvml.reset()
@@ -372,7 +393,8 @@ def bench_real():
     src = LiveSource()
     us = per_call_us(lambda: src.read(1, 0.0), 50)
     print(
-        f"   {len(src.devices)} GPU(s): {us:.0f} us per sample ({us / max(1, len(src.devices)):.0f} us per GPU, "
+        f"   {len(src.devices)} GPU(s): {us:.0f} us per sample "
+        f"({us / max(1, len(src.devices)):.0f} us per GPU, "
         "host part included)"
     )
 

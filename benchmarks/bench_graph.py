@@ -34,11 +34,13 @@ sys.path.insert(0, ROOT)
 SETUP = """
 import torch
 torch.manual_seed(0)
-mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128), torch.nn.ReLU(),
-                          torch.nn.Linear(128, 10))
+nn = torch.nn
+mlp = nn.Sequential(
+    nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)
+)
 mlp_x = torch.randn(32, 64)
-enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True), 12,
-                                  enable_nested_tensor=False)
+layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+enc = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
 src = torch.randn(2, 16, 64)
 cell = torch.nn.LSTMCell(16, 32)
 xs = torch.randn(200, 4, 16)
@@ -124,9 +126,8 @@ def main(argv=None):
     ip.run_line_magic("load_ext", "cudamagic")
     ip.run_cell(SETUP)
     ns = ip.user_ns
-    time_ours(
-        ip, "(chain_x * 2).sum()"
-    )  # warm-up, untimed: first imports and first fork of each tool
+    # warm-up, untimed: first imports and first fork of each tool
+    time_ours(ip, "(chain_x * 2).sum()")
     time_torchviz(ns, "(chain_x * 2).sum()", cap)
     rows = []
     for name, expr in CASES:
@@ -183,10 +184,10 @@ def main(argv=None):
         "torchviz / ours",
     )
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths)) + " |")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |")
+        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
     return 0
 
 

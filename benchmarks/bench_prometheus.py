@@ -1,5 +1,6 @@
-"""%gpuwatch --source prometheus://...: cost of one refresh and of loading history, against a real
-Prometheus.
+"""%gpuwatch --source prometheus://.
+
+Cost of one refresh and of loading history, against a real Prometheus.
 
 For 64 and 512 simulated GPUs (8 per host, DCGM exporter format, scraped every second by Debian's
 `prometheus` on 127.0.0.1) it measures, side by side in one run:
@@ -49,7 +50,7 @@ def bench_refresh(n_gpus: int, refreshes: int):
         view = ClusterView(src, label=src.label)
         bare, read, widget, total = [], [], [], []
         req0 = src.client.requests
-        for i in range(refreshes):
+        for _ in range(refreshes):
             t0 = time.perf_counter()
             src.client.instant(src.query)
             t1 = time.perf_counter()
@@ -70,8 +71,10 @@ def bench_refresh(n_gpus: int, refreshes: int):
         assert req1 - req0 == refreshes
         med = statistics.median
         print(
-            f"  {n_gpus:4d} GPUs on {n_gpus // 8:3d} hosts: requests per refresh {per_refresh:g}; refresh "
-            f"{ms(med(total))} (request+parse {ms(med(read))}, widget {ms(med(widget))}); bare request "
+            f"  {n_gpus:4d} GPUs on {n_gpus // 8:3d} hosts: requests per refresh {per_refresh:g}; "
+            "refresh "
+            f"{ms(med(total))} (request+parse {ms(med(read))}, widget {ms(med(widget))}); bare "
+            "request "
             f"{ms(med(bare))}; refresh / bare request = {med(total) / med(bare):.2f}x; tiles HTML "
             f"{len(view.tiles.value) // 1024} KiB"
         )
@@ -90,13 +93,13 @@ def bench_history(n_gpus: int = 64):
         t0 = time.perf_counter()
         prom_sim.backfill(hosts, server.data_dir, start, end, step_s=15)
         print(
-            f"  backfill of 1 h x {n_gpus} GPUs at 15 s with promtool: {time.perf_counter() - t0:.1f} s"
+            f"  backfill of 1 h x {n_gpus} GPUs at 15 s with promtool: "
+            f"{time.perf_counter() - t0:.1f} s"
         )
         server.start()
         src = PrometheusSource(parse_source(server.url), interval_s=1.0)
-        src.history(
-            60, end_s=end
-        )  # warm the connection and the server's caches alike for both runs
+        # warm the connection and the server's caches alike for both runs
+        src.history(60, end_s=end)
         for label, kept in (
             ("monitor default (600 samples kept)", 600),
             ("1 s step (3600 samples)", 3600),
@@ -118,9 +121,12 @@ def bench_history(n_gpus: int = 64):
             old_dt, old_cpu = time.perf_counter() - t1, time.process_time() - c1
             assert len(frames) == len(hist)
             print(
-                f"  1 h history, {label}: {dt:.2f} s (CPU {cpu:.2f} s) for {len(hist)} samples x {gpus} GPUs, "
-                f"{src.client.requests - req - 1} request(s), HTTP part {http:.2f} s ({http / dt:.0%}); "
-                f"per-point JSON path {old_dt:.2f} s (CPU {old_cpu:.2f} s): {old_dt / dt:.1f}x wall, "
+                f"  1 h history, {label}: {dt:.2f} s (CPU {cpu:.2f} s) for {len(hist)} samples x "
+                f"{gpus} GPUs, "
+                f"{src.client.requests - req - 1} request(s), HTTP part {http:.2f} s "
+                f"({http / dt:.0%}); "
+                f"per-point JSON path {old_dt:.2f} s (CPU {old_cpu:.2f} s): {old_dt / dt:.1f}x "
+                "wall, "
                 f"{old_cpu / max(cpu, 1e-9):.1f}x CPU"
             )
         src.close()

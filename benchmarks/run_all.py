@@ -1,4 +1,6 @@
-"""Run every benchmarks/bench_*.py in turn (what `make bench` runs); extra args go to each script
+"""Run every benchmarks/bench_*.py in turn.
+
+Run every benchmarks/bench_*.py in turn (what `make bench` runs); extra args go to each script
 (every script takes ``--quick``: `python benchmarks/run_all.py --quick`).
 """
 

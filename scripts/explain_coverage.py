@@ -1,5 +1,6 @@
-"""Coverage of the error explainer, as figures: per family, how many messages a test raises and how
-many of those get their family's box.
+"""Coverage of the error explainer, as figures.
+
+Per family, how many messages a test raises and how many of those get their family's box.
 
 Runs what the tests run, in one real IPython ``InteractiveShell`` with cudamagic loaded:
 - CUDA families: every message of :func:`cudamagic.explain.cudaerrors.messages` (each CUDA runtime
@@ -27,8 +28,10 @@ sys.path.insert(0, ROOT)
 
 
 def measure():
-    """``(counts, uncovered)``: counts ``{family: [messages in the data, raised by a test, matched
-    to the family]}``, uncovered the autograd-engine patterns no real error matched.
+    """``(counts, uncovered)``.
+
+    Counts ``{family: [messages in the data, raised by a test, matched to the family]}``, uncovered
+    the autograd-engine patterns no real error matched.
     """
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -96,7 +99,8 @@ def main():
         )
     )
     print(
-        "CUDA families: one message per runtime error code / library status. autograd-engine: message patterns "
+        "CUDA families: one message per runtime error code / library status. autograd-engine: "
+        "message patterns "
         "of the family's catalogue entries; a pattern counts when a real CPU error matches it."
     )
     print("autograd-engine patterns no test raises:")

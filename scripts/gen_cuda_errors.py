@@ -63,10 +63,13 @@ def main(argv):
     lines = [
         '"""The CUDA runtime\'s error codes and texts, as data (generated: do not edit by hand).',
         "",
-        f"Source: CUDA {version} toolkit. Names and codes: ``enum cudaError`` in ``include/driver_types.h``; texts: what",
-        f"``cudaGetErrorString(code)`` of ``libcudart`` {version} returns, which PyTorch prints after ``CUDA error: ``",
+        f"Source: CUDA {version} toolkit. Names and codes: ``enum cudaError`` in "
+        "``include/driver_types.h``; texts: what",
+        f"``cudaGetErrorString(code)`` of ``libcudart`` {version} returns, which PyTorch prints "
+        "after ``CUDA error: ``",
         "(c10/cuda/CUDAException.cpp: c10_cuda_check_implementation). Regenerate with",
-        "``python scripts/gen_cuda_errors.py /usr/local/cuda-X.Y``; the families are in :mod:`.cudaerrors`.",
+        "``python scripts/gen_cuda_errors.py /usr/local/cuda-X.Y``; the families are in "
+        ":mod:`.cudaerrors`.",
         '"""',
         "",
         f'CUDA_VERSION = "{version}"',

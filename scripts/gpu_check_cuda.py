@@ -1,5 +1,7 @@
-"""GPU check for ``%%cuda`` (issue 18): run on a machine with an NVIDIA GPU, nvcc and a CUDA build
-of PyTorch (never in CI; the development machine has no GPU).
+"""GPU check for ``%%cuda`` (issue 18).
+
+Run on a machine with an NVIDIA GPU, nvcc and a CUDA build of PyTorch (never in CI; the development
+machine has no GPU).
 
 1. A ``<<<3,3>>>`` printf kernel prints exactly 9 lines, and the cell succeeds (the exit check sees
     no error).

@@ -1,5 +1,6 @@
-"""GPU check of %%torchprof (issue 17): run on a machine with an NVIDIA GPU and a CUDA build of
-PyTorch.
+"""GPU check of %%torchprof (issue 17).
+
+Run on a machine with an NVIDIA GPU and a CUDA build of PyTorch.
 
     python scripts/gpu_check_torchprof.py
 
@@ -74,7 +75,7 @@ class _PlainCompiler:
 
 
 class PlainShell:
-    """What ``cudamagic.core.cell`` and ``run_profiled`` use of an ``InteractiveShell``, without IPython."""
+    """The parts of an ``InteractiveShell`` that ``run_profiled`` uses, without IPython."""
 
     execution_count = 1
     displayhook = None
@@ -116,7 +117,10 @@ class MagicRunner:
 class EngineRunner:
     """Without IPython: ``run_profiled`` (what the magic calls) on a :class:`PlainShell`."""
 
-    name = "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) on a plain shell"
+    name = (
+        "IPython is not installed: %%torchprof's engine (cudamagic.prof.run.run_profiled) "
+        "on a plain shell"
+    )
 
     def __init__(self):
         self.ns = {"__name__": "__main__"}
@@ -188,7 +192,8 @@ def main() -> int:
     launched = sum(r.calls for r in rows if r.launcher)
     check(
         bool(rows) and "CUDA" in res.activities,
-        f"kernel table: {len(rows)} kernels, {sum(r.calls for r in rows)} launches ({launched} with their operator)",
+        f"kernel table: {len(rows)} kernels, {sum(r.calls for r in rows)} launches ({launched} "
+        "with their operator)",
     )
     ok = isinstance(res.gpu, list) and bool(res.gpu)
     total = sum(res.gpu[0].pct().values()) if ok else float("nan")
@@ -243,7 +248,8 @@ def main() -> int:
         )
         check(
             peak2 is not None and abs(peak2 - ref2) <= 0.01 * ref2,
-            f"with the user's history, the cell's snapshot peak {peak2} B vs max_memory_allocated() {ref2} B",
+            f"with the user's history, the cell's snapshot peak {peak2} B vs "
+            f"max_memory_allocated() {ref2} B",
         )
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)

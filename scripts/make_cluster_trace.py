@@ -1,5 +1,6 @@
-"""Record examples/trace_cluster.jsonl from the local cluster (exporter simulator + a real
-Prometheus).
+"""Record examples/trace_cluster.jsonl from the local cluster.
+
+Record examples/trace_cluster.jsonl from the local cluster (exporter simulator + a real Prometheus).
 
 It is what examples/cluster_watch.ipynb replays where the `prometheus` program is not installed. The
 demo cluster (scripts/prom_sim.demo_cluster: 4 hosts, 12 GPUs, both DCGM label casings, MIG,

@@ -134,7 +134,8 @@ def main(argv=None):
         fake_trace(a.out, a.samples, a.interval)
     header, samples = read_trace(a.out)
     print(
-        f"wrote {a.out}: {len(samples)} samples, {os.path.getsize(a.out)} bytes; source: {header['source']}"
+        f"wrote {a.out}: {len(samples)} samples, {os.path.getsize(a.out)} bytes; source: "
+        f"{header['source']}"
     )
 
 

@@ -55,7 +55,10 @@ def _norm(func) -> str:
 
 
 def wording_only(source_path, keys) -> set:
-    """The mutants among ``keys`` whose function differs from mutmut's ``..._mutmut_orig`` only in string text."""
+    """The mutants among ``keys`` that change only string text.
+
+    Their function differs from mutmut's ``..._mutmut_orig`` only in string constants.
+    """
     try:
         with open(source_path, encoding="utf-8") as fh:
             tree = ast.parse(fh.read())
@@ -110,7 +113,8 @@ def main(root="mutants"):
         print("no mutmut results under", root, "- run `mutmut run` first")
         return 1
     print(
-        f"{'module':40} {'killed':>7} {'survived':>9} {'no tests':>9} {'equiv.':>7} {'not run':>8}  score (goal >= 90 %)"
+        f"{'module':40} {'killed':>7} {'survived':>9} {'no tests':>9} {'equiv.':>7} {'not run':>8} "
+        " score (goal >= 90 %)"
         "   (killed includes time-outs, shown apart)"
     )
     total["wording"] = sum(c["wording"] for _, c, _, _ in rows)
@@ -118,13 +122,15 @@ def main(root="mutants"):
         judged = c["killed"] + c["timeout"] + c["survived"] + c["no tests"]
         score = f"{(c['killed'] + c['timeout']) / judged:6.1%}" if judged else "   n/a"
         print(
-            f"{name:40} {c['killed'] + c['timeout']:7} {c['survived']:9} {c['no tests']:9} {c['equivalent']:7} "
+            f"{name:40} {c['killed'] + c['timeout']:7} {c['survived']:9} {c['no tests']:9} "
+            f"{c['equivalent']:7} "
             f"{c['not run']:8}  {score}   ({c['timeout']} time-outs)"
         )
         left = c["survived"] + c["no tests"]
         if left:
             print(
-                f"    of the {left} survivors: {left - c['wording']} logic, {c['wording']} wording only"
+                f"    of the {left} survivors: {left - c['wording']} logic, {c['wording']} wording "
+                "only"
             )
         for key in survivors[:40]:
             kind = "wording" if key in wording else "logic"

@@ -26,9 +26,10 @@ def _cell(text: str) -> str:
 
 
 def magic_parsers():
-    """``[(usage name, parser)]`` for every magic with a parser, in the order of
-    ``cudamagic.extension.AREAS``; a method registered as both line and cell magic (``%cudamem`` /
-    ``%%cudamem``) is listed once, as a cell magic when it is one.
+    """``[(usage name, parser)]`` for every magic with a parser.
+
+    In the order of ``cudamagic.extension.AREAS``; a method registered as both line and cell magic
+    (``%cudamem`` / ``%%cudamem``) is listed once, as a cell magic when it is one.
     """
     from cudamagic.extension import AREAS
 
@@ -81,7 +82,8 @@ def markdown() -> str:
     lines = [
         START,
         "",
-        "Every option of every magic (the same as `%magic?` shows) and every setting, generated from the code "
+        "Every option of every magic (the same as `%magic?` shows) and every setting, generated "
+        "from the code "
         "by `python scripts/options_doc.py`.",
         "",
     ]

@@ -1,4 +1,6 @@
-"""Record what a real Prometheus answers to the requests cudamagic's client sends (the tests' stub
+"""Record what a real Prometheus answers to the requests cudamagic's client sends.
+
+Record what a real Prometheus answers to the requests cudamagic's client sends (the tests' stub
 replays it).
 
 Starts the exporter simulator and a real Prometheus (``scripts/prom_sim.py``), sends each request of

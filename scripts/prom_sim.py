@@ -1,5 +1,6 @@
-"""A local GPU cluster for ``%gpuwatch --source prometheus://...``: exporter simulator + a real
-Prometheus.
+"""A local GPU cluster for ``%gpuwatch --source prometheus://...``.
+
+Exporter simulator + a real Prometheus.
 
 * :class:`ExporterSim` serves, with ``prometheus_client``, the metrics of several simulated hosts on
     one local
@@ -182,8 +183,11 @@ def free_port() -> int:
 
 
 class ExporterSim:
-    """Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>`` (a thread;
-    :meth:`stop` ends it). A host name added to :attr:`down` answers 503 instead, as an exporter that stopped working.
+    """Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>``.
+
+    Serves every host's metrics on ``http://127.0.0.1:PORT/metrics/<host>`` (a thread; :meth:`stop`
+    ends it). A host name added to :attr:`down` answers 503 instead, as an exporter that stopped
+    working.
     """
 
     def __init__(self, hosts, clock=time.time):
@@ -255,7 +259,10 @@ def cluster(n_gpus: int, per_host: int = 8, job: str = "") -> list:
 
 
 def demo_cluster() -> list:
-    """Four hosts showing every case: both DCGM label casings, MIG, sentinels, a Slurm job, nvitop, a pod."""
+    """Four hosts showing every case.
+
+    Both DCGM label casings, MIG, sentinels, a Slurm job, nvitop, a pod.
+    """
     return [
         SimHost("node01", "dcgm-old", 4, labels={"hpc_job": "4242"}),
         SimHost("node02", "dcgm", 4, sentinel=(1,), labels={"hpc_job": "4242"}),
@@ -387,7 +394,10 @@ class PrometheusServer:
 
 
 def wait_for(pred, timeout_s: float = 20.0, every_s: float = 0.2):
-    """Poll ``pred()`` until it returns something truthy; returns it (or None after ``timeout_s``)."""
+    """Poll ``pred()`` until it returns something truthy.
+
+    Returns it (or None after ``timeout_s``).
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         got = pred()
@@ -398,7 +408,11 @@ def wait_for(pred, timeout_s: float = 20.0, every_s: float = 0.2):
 
 
 def openmetrics_history(hosts, start_s: int, end_s: int, step_s: int = 15) -> str:
-    """OpenMetrics text with every host's gauges from ``start_s`` to ``end_s`` every ``step_s`` (for promtool)."""
+    """OpenMetrics text with every host's gauges from ``start_s`` to ``end_s`` every ``step_s``.
+
+    OpenMetrics text with every host's gauges from ``start_s`` to ``end_s`` every ``step_s`` (for
+    promtool).
+    """
     series = {}
     for t in range(int(start_s), int(end_s) + 1, int(step_s)):
         for i, h in enumerate(hosts):
@@ -414,7 +428,10 @@ def openmetrics_history(hosts, start_s: int, end_s: int, step_s: int = 15) -> st
 
 
 def backfill(hosts, data_dir: str, start_s: int, end_s: int, step_s: int = 15):
-    """Write the hosts' history into ``data_dir`` with ``promtool tsdb create-blocks-from openmetrics``."""
+    """Write the hosts' history into ``data_dir`` with ``promtool``.
+
+    Runs ``promtool tsdb create-blocks-from openmetrics``.
+    """
     promtool = shutil.which("promtool")
     if promtool is None:
         raise FileNotFoundError("promtool is not installed (apt-get install prometheus)")
@@ -434,7 +451,10 @@ def backfill(hosts, data_dir: str, start_s: int, end_s: int, step_s: int = 15):
 
 
 def start_cluster(hosts, scrape_s: float = 1.0):
-    """Start the simulator and a Prometheus scraping it: ``(sim, server)``; stop both with :func:`stop_cluster`."""
+    """Start the simulator and a Prometheus scraping it.
+
+    ``(sim, server)``; stop both with :func:`stop_cluster`.
+    """
     sim = ExporterSim(hosts)
     server = PrometheusServer(
         [(h, f"127.0.0.1:{sim.port}", path) for h, path in sim.targets], scrape_s=scrape_s

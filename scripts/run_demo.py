@@ -26,8 +26,10 @@ OUT = os.path.join(EXAMPLES, "out")
 
 @contextlib.contextmanager
 def repo_on_pythonpath():
-    """Put the repository first on PYTHONPATH for kernels started inside the block (restored after),
-    so they import this checkout's cudamagic even without `pip install -e .`.
+    """Put the repository first on PYTHONPATH for kernels started inside the block.
+
+    Put the repository first on PYTHONPATH for kernels started inside the block (restored after), so
+    they import this checkout's cudamagic even without `pip install -e .`.
     """
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = ROOT + (os.pathsep + old if old else "")
@@ -41,8 +43,9 @@ def repo_on_pythonpath():
 
 
 def execute_nb(nb, cwd: str = EXAMPLES, timeout_s: int = 600, **client_kwargs):
-    """Execute notebook node ``nb`` in place in a real ``python3`` kernel whose working directory is
-    ``cwd``.
+    """Execute notebook node ``nb`` in place in a real ``python3`` kernel.
+
+    The kernel's working directory is ``cwd``.
 
     ``client_kwargs`` go to ``nbclient.NotebookClient`` (e.g. ``allow_errors=True``,
     ``store_widget_state=True``). Returns ``nb``; raises CellExecutionError on an unexpected cell
@@ -61,7 +64,10 @@ def execute_nb(nb, cwd: str = EXAMPLES, timeout_s: int = 600, **client_kwargs):
 
 
 def execute(path: str, timeout_s: int = 600):
-    """Read and execute the notebook at ``path`` (cwd: examples/, widget state stored); returns it."""
+    """Read and execute the notebook at ``path`` (cwd.
+
+    Examples/, widget state stored); returns it.
+    """
     nb = nbformat.read(path, as_version=4)
     return execute_nb(nb, timeout_s=timeout_s, store_widget_state=True)
 
@@ -70,9 +76,11 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def static_copy(nb):
-    """A copy of ``nb`` for the HTML export: live widget views dropped where the output also carries
-    ``text/html`` (a widget view needs JavaScript from a CDN, which an offline reader does not have;
-    the HTML snapshot shows the last state).
+    """A copy of ``nb`` for the HTML export.
+
+    Live widget views dropped where the output also carries ``text/html`` (a widget view needs
+    JavaScript from a CDN, which an offline reader does not have; the HTML snapshot shows the last
+    state).
     """
     import copy
 
@@ -120,7 +128,8 @@ def main(argv):
         with open(base + ".html", "w", encoding="utf-8") as fh:
             fh.write(body)
         print(
-            f"executed {name} in {time.perf_counter() - t0:.1f} s -> {os.path.relpath(base, ROOT)}.ipynb/.html"
+            f"executed {name} in {time.perf_counter() - t0:.1f} s -> "
+            f"{os.path.relpath(base, ROOT)}.ipynb/.html"
         )
         if name == "quickstart.ipynb":
             quick = nb

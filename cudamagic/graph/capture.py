@@ -31,7 +31,9 @@ class NothingToDraw(Exception):
 
 # ---- running the cell ---------------------------------------------------------------
 def run_cell(shell, cell: str, magic_line: str = "") -> Any:
-    """Run ``cell`` in the user namespace the way ``%%time`` does and return its last expression
+    """Run ``cell`` as ``%%time`` does and return its last expression.
+
+    Run ``cell`` in the user namespace the way ``%%time`` does and return its last expression
     (:func:`cudamagic.core.cell.compile_cell` and :func:`~cudamagic.core.cell.run_code`).
 
     The cell goes through IPython's input transformers and AST transformers; its
@@ -123,8 +125,7 @@ class ModuleCallRecorder:
         return None
 
     def resolve(self, module_paths: dict) -> tuple:
-        """Turn the raw records into ``ModuleCall``s and interval arrays; drops the module
-        references.
+        """Turn the raw records into ``ModuleCall``s and interval arrays; drops the modules.
 
         Args:
             module_paths: ``id(module) -> path`` from :func:`namespace_names`.
@@ -154,7 +155,9 @@ def _is_compiled_module(m) -> bool:
 
 
 def recorder_for(ns: dict, source: str) -> tuple:
-    """A :class:`ModuleCallRecorder` that ``torch.compile`` cannot see, and a note when it records
+    """A module-call recorder that ``torch.compile`` cannot see.
+
+    A :class:`ModuleCallRecorder` that ``torch.compile`` cannot see, and a note when it records
     less.
 
     ``torch.compile`` traces global module hooks and hooks of the modules it compiles (graph breaks,
@@ -334,12 +337,14 @@ def diagnose(
 
     if value is None:
         return (
-            f"{what} has no value to draw: end the cell with the tensor to draw (for example a line "
+            f"{what} has no value to draw: end the cell with the tensor to draw (for example a "
+            "line "
             "with just `loss`), or name variables with `%%autograd_graph -o loss`."
         )
     if isinstance(value, torch.nn.Module):
         return (
-            f"{what} is an nn.Module ({type(value).__name__}), not the output of a forward pass, so "
+            f"{what} is an nn.Module ({type(value).__name__}), not the output of a forward pass, "
+            "so "
             "there is no autograd graph yet. Call the module and end the cell with its output, for "
             "example `out = model(x)` then `out` (or `loss = loss_fn(model(x), y)` then `loss`)."
         )
@@ -349,7 +354,8 @@ def diagnose(
         hint = ""
         if isinstance(value, (int, float, complex, bool)) or ".item()" in source:
             hint = (
-                " A Python number usually comes from `.item()` or `float(t)`, which leave the graph: "
+                " A Python number usually comes from `.item()` or `float(t)`, which leave the "
+                "graph: "
                 "end the cell with the tensor itself (`loss`, not `loss.item()`)."
             )
         return (
@@ -379,7 +385,8 @@ def diagnose(
         )
     elif inference_inputs:
         causes.append(
-            f"`{inference_inputs[0]}` was made under `torch.inference_mode()` (in an earlier cell): "
+            f"`{inference_inputs[0]}` was made under `torch.inference_mode()` (in an earlier "
+            "cell): "
             "inference tensors can never join an autograd graph; recompute it outside that block, "
             f"or use `{inference_inputs[0]}.clone()` made outside it as the input"
         )
@@ -435,9 +442,8 @@ def diagnose(
         )
     names = ", ".join(p or "the value" for p, _ in outs[:5])
     return (
-        f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Likely cause: "
-        + "; ".join(causes)
-        + "."
+        f"{what} ({names}) has no autograd graph: no grad_fn and requires_grad=False. Likely "
+        "cause: " + "; ".join(causes) + "."
     )
 
 
@@ -460,7 +466,9 @@ def capture(
         cell: The cell body.
         magic_line: The magic's arguments (only for the traceback line offset).
         output_names: Variables to draw instead of the last expression (``-o loss,logits``).
-        show_saved, show_attrs, shared_params: See :func:`walk`.
+        show_saved: Draw every saved tensor (see :func:`walk`).
+        show_attrs: Keep non-tensor saved attributes (see :func:`walk`).
+        shared_params: One node per leaf tensor (see :func:`walk`).
         with_tensors: Called as ``with_tensors(outputs, tensor_names, graph)`` after the walk, while
             the output tensors are alive (the torchviz engine); must keep no reference to them.
 
@@ -484,7 +492,8 @@ def capture(
             missing = [n for n in output_names if n not in ns]
             if missing:
                 raise NothingToDraw(
-                    f"-o {','.join(output_names)}: the cell did not define a variable named {missing[0]!r}. "
+                    f"-o {','.join(output_names)}: the cell did not define a variable named "
+                    f"{missing[0]!r}. "
                     "Give names of variables the cell assigns, for example `-o loss`."
                 )
             value = {n: ns[n] for n in output_names}
@@ -532,8 +541,10 @@ def capture(
             )
         if all(t.grad_fn is None for _, t in drawable):
             raise NothingToDraw(
-                f"{what} is a leaf tensor that requires grad ({', '.join(p or 'output' for p, _ in drawable)}): "
-                "no operation has been recorded on it yet. Draw a result computed from it, for example "
+                f"{what} is a leaf tensor that requires grad "
+                f"({', '.join(p or 'output' for p, _ in drawable)}): "
+                "no operation has been recorded on it yet. Draw a result computed from it, for "
+                "example "
                 "`y = (x * 2).sum()` then `y`."
             )
         tensor_names, module_paths = namespace_names(ns)

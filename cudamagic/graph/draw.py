@@ -10,53 +10,45 @@ Fallbacks, in order:
 4. without ``dot`` on PATH: the install commands, a text outline and the DOT source.
 
 :func:`draw` returns a :class:`~cudamagic.graph.result.GraphResult`. The ``dot``
-program is reached through the :mod:`.dot` module's attributes (``dot.run_dot``),
-so a test can replace it there.
+program is run by :func:`.layout.run_dot`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-from . import dot, views
+from . import capture, layout, views
+from .dot import to_dot
+from .model import topo_order
 from .result import GraphResult
 
 # ---- choosing a view and rendering ------------------------------------------------------------
-# : Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
-# module calls are
-# : collapsed. With the compact spacing of :func:`dot.to_dot` a rank (one box high plus the gap) is
-# about 70 px, and
-# : a picture scaled to the output width of a 1400 px window keeps labels legible up to about 2,500
-# px natural
-# : width (15-20 boxes side by side): 150 boxes is at most a few screens, and ``dot`` lays it out in
-# well under a
-#: second.
+#: Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
+#: module calls are collapsed. With the compact spacing of :func:`dot.to_dot` a rank (one box high
+#: plus the gap) is about 70 px, and a picture scaled to the output width of a 1400 px window keeps
+#: labels legible up to about 2,500 px natural width (15-20 boxes side by side): 150 boxes is at
+#: most a few screens, and ``dot`` lays it out in well under a second.
 NODE_BUDGET = 150
 
-# : Most ranks (boxes on the longest input-to-output path) the automatic view prefers: 40 ranks are
-# about three
-# : screens (900 px each) of a 1400 px window. A view under the node budget but taller is drawn only
-# when no
-# : collapsed view is shorter. A raised node budget raises it too (a quarter of the budget, at least
-# 40).
+#: Most ranks (boxes on the longest input-to-output path) the automatic view prefers: 40 ranks are
+#: about three screens (900 px each) of a 1400 px window. A view under the node budget but taller is
+#: drawn only when no collapsed view is shorter. A raised node budget raises it too (a quarter of
+#: the budget, at least 40).
 RANK_BUDGET = 40
 
 
 def rank_budget(node_budget: int) -> int:
-    """The preferred most ranks for ``node_budget``: :data:`RANK_BUDGET`, or a quarter of a bigger budget."""
+    """The preferred most ranks for ``node_budget``."""
     return max(RANK_BUDGET, node_budget // 4)
 
 
-# : A full graph drawn with more boxes than this gets one node per use of a leaf used by several ops
-# (what keeps
-#: ``dot`` fast on an unrolled loop); smaller graphs draw each leaf once.
+#: A full graph drawn with more boxes than this gets one node per use of a leaf used by several ops
+#: (what keeps ``dot`` fast on an unrolled loop); smaller graphs draw each leaf once.
 PER_USE_ABOVE = 60
 
 
 def ranks(graph) -> int:
-    """Boxes on the longest path of ``graph`` (its height in ranks as ``dot`` draws it top to bottom)."""
-    from .result import topo_order
-
+    """Boxes on the longest path of ``graph`` (its height in ranks)."""
     preds = {}
     for e in graph.edges:
         preds.setdefault(e.dst, []).append(e.src)
@@ -69,8 +61,10 @@ def ranks(graph) -> int:
 def choose_view(
     graph, depth: int | None, fold: bool, node_budget: int, per_use: bool = True
 ) -> tuple:
-    """The graph to draw and notes: ``depth`` when given, else the full graph or the deepest view
-    that fits.
+    """The view to draw, its notes, and whether it fits.
+
+    The graph to draw and notes: ``depth`` when given, else the full graph or the deepest view that
+    fits.
 
     A view fits when it has at most ``node_budget`` boxes; the automatic choice also prefers views
     at most :func:`rank_budget` ranks high (a few screens), collapsing module calls one depth at a
@@ -128,19 +122,55 @@ def choose_view(
     )
     if ranks(graph) > tall:
         too.append(f"{ranks(graph)} boxes high, more than {tall}")
-    note = f"The full graph would be {' and '.join(too)} (about three screens; CudaMagics.graph_node_budget): "
+    note = (
+        f"The full graph would be {' and '.join(too)} "
+        "(about three screens; CudaMagics.graph_node_budget): "
+    )
     if fits:
         note += (
-            f"drawn as the {view.view} view ({len(view.nodes)} boxes, {ranks(view)} high). Use --depth D to "
-            "choose the module depth, or raise the budget with %config CudaMagics.graph_node_budget = N."
+            f"drawn as the {view.view} view ({len(view.nodes)} boxes, {ranks(view)} high). Use "
+            "--depth D to "
+            "choose the module depth, or raise the budget with %config "
+            "CudaMagics.graph_node_budget = N."
         )
     else:
         note += (
-            "even the collapsed view is too big to lay out, so here are a summary and the DOT source. "
+            "even the collapsed view is too big to lay out, so here are a summary and the DOT "
+            "source. "
             "Draw a smaller part (fewer steps or layers), or raise the budget with "
             "%config CudaMagics.graph_node_budget = N."
         )
     return view, [note], fits
+
+
+def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
+    """Run ``cell`` and draw its graph as ``opts`` (:class:`~.options.GraphOptions`) asks."""
+    __tracebackhide__ = True
+    graph = capture.capture(
+        shell,
+        cell,
+        line,
+        list(opts.output_names),
+        show_saved=opts.show_saved,
+        show_attrs=opts.show_attrs,
+        shared_params=True,
+    )
+    return draw_with(graph, opts)
+
+
+def draw_with(graph, opts) -> GraphResult:
+    """:func:`draw` with the settings of ``opts`` (:class:`~.options.GraphOptions`)."""
+    return draw(
+        graph,
+        fmt=opts.fmt,
+        group=opts.group,
+        depth=opts.depth,
+        fold=opts.fold,
+        node_budget=opts.node_budget,
+        timeout_s=opts.timeout_s,
+        save_path=opts.save_path,
+        per_use=not opts.shared_params,
+    )
 
 
 def draw(
@@ -178,17 +208,17 @@ def draw(
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)
-    result.dot = dot.to_dot(view, group=group, caption=result.caption())
+    result.dot = to_dot(view, group=group, caption=result.caption())
     if fmt == "dot":
         pass
     elif not fits:
         result.problem = "too big"
-    elif dot.find_dot() is None:
+    elif layout.find_dot() is None:
         result.problem = "dot missing"
     else:
         try:
-            result.image = dot.run_dot(result.inline_dot(), fmt, timeout_s)
-        except dot.DotTimeout:
+            result.image = layout.run_dot(result.inline_dot(), fmt, timeout_s)
+        except layout.DotTimeout:
             collapsed = None
             if view.view == "full":
                 for d in range(views.max_depth(graph) - 1, -1, -1):
@@ -206,10 +236,10 @@ def draw(
                 notes.append(note)
                 result.view_notes.append(note)
                 result.drawn = collapsed
-                result.dot = dot.to_dot(collapsed, group=group, caption=result.caption())
+                result.dot = to_dot(collapsed, group=group, caption=result.caption())
                 try:
-                    result.image = dot.run_dot(result.inline_dot(), fmt, timeout_s)
-                except (dot.DotTimeout, dot.DotFailed) as exc:
+                    result.image = layout.run_dot(result.inline_dot(), fmt, timeout_s)
+                except (layout.DotTimeout, layout.DotFailed) as exc:
                     result.problem = "dot timeout"
                     notes.append(
                         f"The collapsed view failed too ({exc}): summary and DOT source below."
@@ -220,7 +250,7 @@ def draw(
                     f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
                     "summary and DOT source below; raise the limit or draw a smaller part."
                 )
-        except dot.DotFailed as exc:
+        except layout.DotFailed as exc:
             result.problem = "dot failed"
             notes.append(f"dot failed: {exc}")
     if save_path:
@@ -237,8 +267,9 @@ def draw_source(
     save_path: str | None = None,
     notes=(),
 ) -> GraphResult:
-    """Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time
-    limit.
+    """Render DOT ``source`` from torchviz for ``graph``.
+
+    Render DOT ``source`` made by another engine (torchviz) for ``graph``, with the same time limit.
 
     Returns:
         A :class:`GraphResult` whose ``dot`` is ``source``; ``dot`` problems become ``problem`` and
@@ -249,18 +280,18 @@ def draw_source(
         graph, drawn, source, fmt, notes=list(graph.notes) + list(notes), engine="torchviz"
     )
     if fmt != "dot":
-        if dot.find_dot() is None:
+        if layout.find_dot() is None:
             result.problem = "dot missing"
         else:
             try:
-                result.image = dot.run_dot(source, fmt, timeout_s)
-            except dot.DotTimeout:
+                result.image = layout.run_dot(source, fmt, timeout_s)
+            except layout.DotTimeout:
                 result.problem = "dot timeout"
                 result.notes.append(
                     f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
                     "summary and DOT source below; the default engine collapses big graphs."
                 )
-            except dot.DotFailed as exc:
+            except layout.DotFailed as exc:
                 result.problem = "dot failed"
                 result.notes.append(f"dot failed: {exc}")
     if save_path:
@@ -270,13 +301,12 @@ def draw_source(
 
 def _save(result: GraphResult, path: str, timeout_s: float) -> None:
     try:
-        fmt = dot.save_format(path)
-        if fmt != "dot" and result.problem:
-            raise dot.DotFailed(
+        if result.problem and not path.lower().endswith((".dot", ".gv")):
+            raise layout.DotFailed(
                 f"{result.problem}; the DOT source can still be saved: `_.save('graph.dot')`"
             )
         result.save(path, timeout_s)
         result.saved_to = path
         result.notes.append(f"Saved to {path}.")
-    except (dot.DotMissing, dot.DotTimeout, dot.DotFailed, OSError, ValueError) as exc:
+    except (layout.DotMissing, layout.DotTimeout, layout.DotFailed, OSError, ValueError) as exc:
         result.notes.append(f"Not saved to {path}: {exc}")

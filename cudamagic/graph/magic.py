@@ -1,6 +1,4 @@
-"""``%%autograd_graph``: the IPython front of the autograd graph drawer (options in :mod:`.options`,
-running the cell in :mod:`.capture`, drawing in :mod:`.draw`).
-"""
+"""``%%autograd_graph``: the IPython front of the graph drawer."""
 
 from __future__ import annotations
 
@@ -10,6 +8,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, Int, Unicode
 
 from ..core.magic import AreaMagics
+from . import capture, draw, options, torchviz_engine
 
 
 class GraphSettings(HasTraits):
@@ -17,13 +16,16 @@ class GraphSettings(HasTraits):
 
     graph_dot_timeout_s = Float(
         20.0,
-        help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before it is "
+        help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before "
+        "it is "
         "killed and a collapsed view (or a summary) is shown instead.",
     ).tag(config=True)
     graph_node_budget = Int(
         150,
-        help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a 1400 px "
-        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated calls folded.",
+        help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a "
+        "1400 px "
+        "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated "
+        "calls folded.",
     ).tag(config=True)
     graph_format = Unicode(
         "svg",
@@ -35,9 +37,8 @@ class GraphSettings(HasTraits):
 class GraphMagics(AreaMagics):
     """``%%autograd_graph``."""
 
-    @magic_arguments(
-        "%autograd_graph"
-    )  # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
+    # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
+    @magic_arguments("%autograd_graph")
     @argument(
         "-o",
         "--output",
@@ -61,7 +62,8 @@ class GraphMagics(AreaMagics):
         type=int,
         default=None,
         metavar="D",
-        help="Collapse module calls deeper than D into single boxes (0: one box per top-level call).",
+        help="Collapse module calls deeper than D into single boxes (0: one box per top-level "
+        "call).",
     )
     @argument(
         "--no-fold",
@@ -71,7 +73,8 @@ class GraphMagics(AreaMagics):
     @argument(
         "--shared-params",
         action="store_true",
-        help="One node per leaf tensor always (default: one per leaf, but one per use in full pictures "
+        help="One node per leaf tensor always (default: one per leaf, but one per use in full "
+        "pictures "
         "of over 60 boxes, where it keeps dot fast).",
     )
     @argument(
@@ -109,7 +112,7 @@ class GraphMagics(AreaMagics):
     )
     @cell_magic
     def autograd_graph(self, line, cell):
-        """Run the cell and draw the autograd graph (grad_fn DAG) of its result.
+        r"""Run the cell and draw the autograd graph (grad_fn DAG) of its result.
 
         The cell runs like a normal cell (its variables stay; your own errors show
         your source). The last expression, or the ``-o`` variables, may be a
@@ -134,10 +137,13 @@ class GraphMagics(AreaMagics):
         lines (the last says how many boxes are left out).
 
         Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
-        the Python wrapper) nothing is drawn: the result shows the install command
-        for your system, an op-count table, the same text outline (at most 40
-        lines) and the DOT source (``_.dot``); ``--format dot`` and ``--save x.dot``
-        still work.
+        the Python wrapper) nothing is drawn: the result shows the install command, an
+        op-count table, the same text outline (at most 40 lines) and the DOT source
+        (``_.dot``); ``--format dot`` and ``--save x.dot`` still work. Install Graphviz,
+        then restart the kernel: Debian/Ubuntu ``sudo apt-get install graphviz``;
+        Fedora/RHEL ``sudo dnf install graphviz``; macOS ``brew install graphviz``; conda
+        ``conda install -c conda-forge graphviz``; Windows ``winget install graphviz``
+        (or ``choco install graphviz``), with ``C:\Program Files\Graphviz\bin`` on PATH.
 
         ``--save PATH``: the format comes from the extension (``.svg``, ``.png``,
         ``.pdf``, ``.dot`` or ``.gv``), the folder must exist and PATH must not be a
@@ -175,63 +181,12 @@ class GraphMagics(AreaMagics):
             loss          # torchviz's make_dot picture
         """
         args = self.parse(self.autograd_graph, line, prefix="%%")
-        from . import capture, draw, options
-
         opts = options.resolve(args, self.settings)
+        __tracebackhide__ = True  # the user's error shows their cell, not this frame
+        engine = torchviz_engine if opts.engine == "torchviz" else draw
         try:
-            import torch  # noqa: F401
-        except ImportError as exc:
-            raise UsageError("%%autograd_graph needs PyTorch: `pip install torch`.") from exc
-        __tracebackhide__ = True  # noqa: F841 - the user's error shows their cell, not this frame
-        tv_source, tv_note, with_tensors = [], [], None
-        if opts.engine == "torchviz":
-            from . import tv
-
-            make_dot = (
-                tv.import_make_dot()
-            )  # before the cell runs: a missing package costs no cell run
-
-            def with_tensors(outputs, names, graph):
-                tv_note.append(tv.check(graph))
-                if not tv_note[0]:
-                    tv_source.append(
-                        tv.make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs)
-                    )
-
-        try:
-            gr = capture.capture(
-                self.shell,
-                cell,
-                line,
-                list(opts.output_names),
-                show_saved=opts.show_saved,
-                show_attrs=opts.show_attrs,
-                shared_params=True,
-                with_tensors=with_tensors,
-            )
+            return engine.draw_cell(self.shell, cell, line, opts)
         except capture.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
         except SyntaxError as exc:  # the cell did not run: shown without our parser frames
             raise exc.with_traceback(None) from None
-        if tv_source:
-            return draw.draw_source(
-                gr,
-                tv_source[0],
-                fmt=opts.fmt,
-                timeout_s=opts.timeout_s,
-                save_path=opts.save_path,
-                notes=["Drawn by torchviz's make_dot."],
-            )
-        if tv_note and tv_note[0]:
-            gr.notes.append(tv_note[0])
-        return draw.draw(
-            gr,
-            fmt=opts.fmt,
-            group=opts.group,
-            depth=opts.depth,
-            fold=opts.fold,
-            node_budget=opts.node_budget,
-            timeout_s=opts.timeout_s,
-            save_path=opts.save_path,
-            per_use=not opts.shared_params,
-        )

@@ -13,7 +13,7 @@ into, saved tensors, outputs and view bases. Imports neither IPython nor torch.
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
+from collections import Counter, defaultdict, deque
 from collections.abc import Iterable
 
 # ---- node and edge kinds ----------------------------------------------------------
@@ -164,6 +164,7 @@ class ModuleCall:
 
     @property
     def title(self) -> str:
+        """``path (TypeName)``, or the type name of an unnamed module."""
         return f"{self.path} ({self.type_name})" if self.path else self.type_name
 
 
@@ -208,7 +209,7 @@ class AutogradGraph:
         return [n.label for n in self.nodes if not kinds or n.kind in kinds]
 
     def op_counts(self) -> Counter:
-        """``Counter`` of backward/AccumulateGrad class names (folded boxes count their ops by label)."""
+        """``Counter`` of backward and AccumulateGrad class names."""
         c = Counter()
         for n in self.nodes:
             if n.kind in (BACKWARD, ACCUMULATE):
@@ -229,3 +230,23 @@ class AutogradGraph:
             for e in self.edges
             if e.kind in kinds
         )
+
+
+def topo_order(graph) -> list:
+    """Node ids from inputs to outputs (Kahn's algorithm)."""
+    indeg = Counter()
+    succ = defaultdict(list)
+    for e in graph.edges:
+        indeg[e.dst] += 1
+        succ[e.src].append(e.dst)
+    pos = {n.id: i for i, n in enumerate(graph.nodes)}
+    ready = deque(sorted((n.id for n in graph.nodes if indeg[n.id] == 0), key=pos.get))
+    order = []
+    while ready:
+        nid = ready.popleft()
+        order.append(nid)
+        for d in succ[nid]:
+            indeg[d] -= 1
+            if indeg[d] == 0:
+                ready.append(d)
+    return order

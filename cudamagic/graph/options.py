@@ -1,12 +1,17 @@
-"""``%%autograd_graph`` options: checked here, before the cell runs, so a mistake never costs a cell run."""
+"""``%%autograd_graph`` options, checked before the cell runs."""
 
 from __future__ import annotations
 
+import math
+import os
 from dataclasses import dataclass
 
 from IPython.core.error import UsageError
 
-from . import dot
+from .result import SAVE_EXTENSIONS
+
+FORMATS = ("svg", "png", "pdf", "dot")
+MAX_TIMEOUT_S = 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -16,9 +21,14 @@ class GraphOptions:
     Attributes:
         fmt: picture format (``svg``, ``png``, ``pdf`` or ``dot`` for the DOT source only).
         output_names: variables to draw instead of the last expression (empty: the last expression).
-        show_saved, show_attrs, group, shared_params: drawing switches (see ``%%autograd_graph?``).
-        depth: collapse module calls deeper than this (None: automatic). fold: fold repeated blocks.
-        node_budget: most nodes drawn in full (count). timeout_s: seconds ``dot`` may run.
+        show_saved: draw the tensors each op saves (``--show-saved``).
+        show_attrs: show non-tensor saved attributes (``--show-attrs``).
+        group: draw module calls as clusters (``--group``).
+        depth: collapse module calls deeper than this (None: automatic).
+        fold: fold repeated blocks (no ``--no-fold``).
+        shared_params: one node per leaf tensor always (``--shared-params``).
+        node_budget: most nodes drawn in full (count).
+        timeout_s: seconds ``dot`` may run.
         save_path: also write the picture here, or None.
         engine: ``'cudamagic'`` (our walker, the default) or ``'torchviz'`` (torchviz's
             ``make_dot``).
@@ -47,7 +57,7 @@ def resolve(args, settings) -> GraphOptions:
             in a missing folder.
     """
     fmt = args.format or settings.graph_format
-    if fmt not in dot.FORMATS:
+    if fmt not in FORMATS:
         raise UsageError(
             f"Unknown graph format {fmt!r}: use one of svg, png, pdf, dot, for example "
             "`%config CudaMagics.graph_format = 'svg'`."
@@ -61,17 +71,13 @@ def resolve(args, settings) -> GraphOptions:
             f"{what} must be 1 or more (got {budget}); for example "
             "`%%autograd_graph --max-nodes 5000`."
         )
-    try:
-        timeout_s = dot.check_timeout(
-            settings.graph_dot_timeout_s if args.timeout is None else args.timeout,
-            "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s",
-        )
-        if args.save is not None:
-            dot.save_format(args.save)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
-    engine = getattr(args, "engine", None) or "cudamagic"
-    if engine == "torchviz":
+    timeout_s = check_timeout(
+        settings.graph_dot_timeout_s if args.timeout is None else args.timeout,
+        "--timeout" if args.timeout is not None else "CudaMagics.graph_dot_timeout_s",
+    )
+    if args.save is not None:
+        save_format(args.save)
+    if args.engine == "torchviz":
         only_ours = [
             flag
             for flag, on in (
@@ -100,5 +106,49 @@ def resolve(args, settings) -> GraphOptions:
         node_budget=budget,
         timeout_s=timeout_s,
         save_path=args.save,
-        engine=engine,
+        engine=args.engine,
     )
+
+
+def check_timeout(timeout_s, what: str = "--timeout") -> float:
+    """``timeout_s`` as a float when it is a usable time limit for ``dot``.
+
+    Raises:
+        UsageError: NaN, infinite, zero, negative or over a day (the message says what to type).
+    """
+    try:
+        value = float(timeout_s)
+    except (TypeError, UsageError):
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise UsageError(
+            f"{what} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g} "
+            f"(got {timeout_s!r}); for example `%%autograd_graph --timeout 60`."
+        )
+    return value
+
+
+def save_format(path: str) -> str:
+    """The format ``--save PATH`` writes, from the extension (``.svg .png .pdf .dot .gv``).
+
+    Raises:
+        UsageError: no or unknown extension, a directory, or a folder that does not exist.
+    """
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext not in SAVE_EXTENSIONS:
+        raise UsageError(
+            f"--save {path}: the file name must end in .svg, .png, .pdf or .dot (the format "
+            "comes from the extension); for example `--save graph.svg`."
+        )
+    if os.path.isdir(path):
+        raise UsageError(
+            f"--save {path}: that is a folder; give a file name, for example "
+            f"`--save {os.path.join(path, 'graph.' + ext)}`."
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(
+            f"--save {path}: the folder {folder} does not exist; create it first "
+            f"(`!mkdir -p {folder}`) or save elsewhere."
+        )
+    return SAVE_EXTENSIONS[ext]

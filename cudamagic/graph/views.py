@@ -73,8 +73,9 @@ def merge_held(nodes) -> tuple:
 
 
 def add_saved_nodes(graph: AutogradGraph, all_saved: bool) -> AutogradGraph:
-    """Draw saved tensors as ``saved`` nodes linked to their op: every one (``all_saved``,
-    ``--show-saved``) or only custom Functions' ``saved_tensors``.
+    """Draw saved tensors as ``saved`` nodes linked to their op.
+
+    Every one (``all_saved``, ``--show-saved``) or only custom Functions' ``saved_tensors``.
     """
     nodes, edges = list(graph.nodes), list(graph.edges)
     for n in graph.nodes:
@@ -286,9 +287,7 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                 if len(run) > 1:
                     first, last = calls[run[0]], calls[run[-1]]
                     span = ""
-                    if (
-                        first.path and first.path == last.path
-                    ):  # one module called in a loop (an RNN cell)
+                    if first.path and first.path == last.path:  # one module in a loop (RNN)
                         label = f"{first.path} ({first.type_name}) x {len(run)}"
                     else:
                         label = f"{first.type_name} x {len(run)}"
@@ -329,8 +328,9 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
 
 
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
-    """Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one
-    box.
+    """Fold linear chains of ops into one box.
+
+    Fold linear chains of ops (``SinBackward0 -> MulBackward0 -> SinBackward0 ...``) into one box.
 
     A link ``a -> b`` folds when both are backward nodes of the same module call, ``a`` feeds only
     ``b`` and ``b`` has no other input. Chains shorter than ``min_run`` stay as they are.

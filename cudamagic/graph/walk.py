@@ -1,4 +1,6 @@
-"""Walking the autograd graph behind some tensors into an
+"""Walking the autograd graph behind some tensors.
+
+Walking the autograd graph behind some tensors into an
 :class:`~cudamagic.graph.model.AutogradGraph`.
 
 The walk is iterative (a chain of 100,000 ops needs no deep Python stack), reads
@@ -77,7 +79,11 @@ def _is_fake(t) -> bool:
 
 
 def _components(t):
-    """The plain tensors a sparse tensor or a traceable subclass (``__tensor_flatten__``) is made of, or None."""
+    """The plain tensors a sparse or subclass tensor is made of.
+
+    The plain tensors a sparse tensor or a traceable subclass (``__tensor_flatten__``) is made of,
+    or None.
+    """
     import torch
 
     layout = t.layout
@@ -156,8 +162,10 @@ def storage_parts(t, _depth: int = 0) -> tuple:
 
 
 def _storage_key(t):
-    """Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has
-    none (a leaf's, so that saved tensors sharing it are not counted).
+    """Key of the storage ``t`` keeps alive, or ``None``.
+
+    Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none
+    (a leaf's, so that saved tensors sharing it are not counted).
     """
     parts, _ = storage_parts(t)
     return parts[0][0] if parts else None
@@ -191,8 +199,10 @@ def _packed_tensors(data, _depth: int = 0) -> list:
 
 
 def checkpoint_inputs(unpack_hook):
-    """``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block,
-    or None.
+    """The inputs a non-reentrant checkpoint keeps, or None.
+
+    ``(frame key, tensors)``: the inputs a non-reentrant checkpoint keeps to recompute its block, or
+    None.
 
     Read from the ``frame`` its unpack hook closes over
     (``torch.utils.checkpoint._CheckpointFrame``, ``saved_args``: ``SavedTensor``s made without
@@ -200,13 +210,14 @@ def checkpoint_inputs(unpack_hook):
     API: ``None`` when the layout of these objects changes (the size is then reported as unknown).
     """
     try:
-        cells = dict(zip(unpack_hook.__code__.co_freevars, unpack_hook.__closure__ or ()))
+        cells = dict(
+            zip(unpack_hook.__code__.co_freevars, unpack_hook.__closure__ or (), strict=False)
+        )
         frame = cells["frame"].cell_contents
         tensors = []
         for arg in frame.saved_args:
-            data = (
-                arg.data if type(arg).__name__ == "SavedTensor" else arg
-            )  # else a plain value (an int)
+            # else a plain value (an int)
+            data = arg.data if type(arg).__name__ == "SavedTensor" else arg
             tensors += _packed_tensors(data)
         return id(frame), tensors
     except Exception:
@@ -214,8 +225,9 @@ def checkpoint_inputs(unpack_hook):
 
 
 class Hooked:
-    """A saved tensor behind saved-tensor hooks, read without unpacking: ``held``, the tensors held,
-    ``known``.
+    """A saved tensor behind saved-tensor hooks, read without unpacking.
+
+    ``held``, the tensors held, ``known``.
 
     A non-reentrant checkpoint holds nothing per saved tensor until backward recomputes it, but its
     frame keeps the block's inputs: those are counted once per frame (``frame``), on the first entry
@@ -238,8 +250,9 @@ class Hooked:
 
 
 def read_saved(fn, attr: str):
-    """Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack
-    hooks.
+    """Saved attribute ``attr`` of ``fn``, without unpack hooks.
+
+    Value of saved attribute ``attr`` (``_saved_self``) of node ``fn`` without running unpack hooks.
 
     Returns the tensor (or tuple of tensors / ``None`` / :class:`Hooked`), or the plain attribute
     for non-tensor attributes. Raises ``RuntimeError`` when ``backward()`` freed it.
@@ -249,9 +262,8 @@ def read_saved(fn, attr: str):
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
     raws = list(raw) if many else [raw]
-    hooked = any(
-        r is not None and r.unpack_hook is not None for r in raws
-    )  # r: a SavedTensor or None
+    # r: a SavedTensor or None
+    hooked = any(r is not None and r.unpack_hook is not None for r in raws)
     out = []
     for r in raws:
         if r is None:
@@ -261,9 +273,8 @@ def read_saved(fn, attr: str):
         else:
             data = r.data
             if data is None and not hooked and attr != "_saved_tensors":
-                return getattr(
-                    fn, attr
-                )  # freed (raises) or an undefined tensor; no hook is set, none runs
+                # freed (raises) or an undefined tensor; no hook is set, none runs
+                return getattr(fn, attr)
             out.append(data)
     return tuple(out) if many else out[0]
 
@@ -341,7 +352,8 @@ def guard_deep_free(n_nodes: int) -> str:
     )
     return (
         f"This graph has {n_nodes} autograd nodes: PyTorch frees a graph that Python has inspected "
-        f"recursively, and freeing one this deep can overflow the C stack and end the kernel ({why}). Keep "
+        "recursively, and freeing one this deep can overflow the C stack and end the kernel "
+        f"({why}). Keep "
         f"graphs you draw {limit}, or restart the kernel instead of deleting it."
     )
 
@@ -369,8 +381,9 @@ def _walk(
         shared_params: Draw one node per leaf tensor; by default a leaf used by several
             consumers is drawn once per consumer (use ``k`` of ``n``), which keeps ``dot`` fast on
             unrolled RNNs.
-        calls, call_starts, call_ends: From
-            :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
+        calls: Module calls, from :meth:`~cudamagic.graph.capture.ModuleCallRecorder.resolve`.
+        call_starts: Their first sequence numbers (same source).
+        call_ends: Their last sequence numbers (same source).
         notes: Notes to carry into the graph.
 
     Returns:
@@ -504,9 +517,8 @@ def _walk(
             node_id = ids[fn]
             cls_name = type(fn).__name__
             call = _call_of(fn, calls, call_starts, call_ends)
-            var = (
-                fn.variable if cls_name == "AccumulateGrad" else None
-            )  # a custom ctx may have .variable too
+            # a custom ctx may have .variable too
+            var = fn.variable if cls_name == "AccumulateGrad" else None
             if var is not None:
                 var_id = new_id()
                 name = names.get(id(var))
@@ -548,16 +560,17 @@ def _walk(
     )
     if calls:
         graph = place_params(graph)
-    graph = add_saved_nodes(
-        graph, show_saved
-    )  # custom Functions' saved tensors always; every one with show_saved
+    # custom Functions' saved tensors always; every one with show_saved
+    graph = add_saved_nodes(graph, show_saved)
     graph = split_uses(graph) if not shared_params else graph
     ids.clear()
     return graph
 
 
 def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
-    """Index of the innermost module call that created autograd node ``fn`` (``None``: outside every
+    """Index of the innermost module call that created ``fn``.
+
+    Index of the innermost module call that created autograd node ``fn`` (``None``: outside every
     call).
 
     Found from ``fn._sequence_nr()`` and the calls' sequence-number intervals (see
@@ -578,7 +591,9 @@ def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
 
 
 def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dict) -> int:
-    """Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in
+    """Fill the saved-byte fields of each backward node.
+
+    Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in
     ``fn_nodes``.
 
     Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
@@ -626,12 +641,14 @@ def _held_notes(fn_kwargs: Iterable) -> list:
         parts = ", ".join(f"{count} {how}" for how, count in sorted(held.items()))
         notes.append(
             f"Saved tensors behind saved-tensor hooks ({parts}) were read without unpacking them "
-            "(unpacking would run the hook: a checkpointed block's forward again); only what autograd "
+            "(unpacking would run the hook: a checkpointed block's forward again); only what "
+            "autograd "
             "holds until backward is counted."
         )
     if unknown:
         notes.append(
-            f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass without "
+            f"{unknown} saved tensor(s) have a size that cannot be known (a tensor subclass "
+            "without "
             "readable storage, or a hook's packed object): not counted in the saved bytes."
         )
     return notes

@@ -1,5 +1,4 @@
-"""``%%cudamem`` / ``%cudamem``: what a cell did to GPU/CPU memory, every cell measured, getting
-memory back.
+"""``%%cudamem`` / ``%cudamem``: what cells do to GPU and CPU memory.
 
 Modules:
     magic: the IPython front (``MemSettings``, ``MemMagics``).

@@ -1,6 +1,7 @@
-"""Which tensors the session keeps alive: storages reachable from the user namespace (``x``,
-``model.fc.weight``, ``opt.state[0]['exp_avg']``, ``Out[7]``), every live tensor object, and the
-holders ``%cudamem free`` lists.
+"""Which tensors the session keeps alive.
+
+Storages reachable from the user namespace (``x``, ``model.fc.weight``, ``opt.state[0]['exp_avg']``,
+``Out[7]``), every live tensor object, and the holders ``%cudamem free`` lists.
 
 torch is read from ``sys.modules`` (never imported here); without it every function returns an empty
 result. Types are tested with ``type()``, so lazy proxies in the namespace are never asked for their
@@ -48,7 +49,7 @@ class TensorRow:
 
 
 def storage_key_and_bytes(t):
-    """``((device, data_ptr), nbytes)`` of a tensor's storage; falls back to the tensor's own size."""
+    """``((device, data_ptr), nbytes)`` of a tensor's storage."""
     try:
         st = t.untyped_storage()
         return (str(t.device), st.data_ptr()), int(st.nbytes())
@@ -215,7 +216,7 @@ def tensor_census(torch) -> dict:
 
 
 def holder_bytes(name, obj, torch):
-    """``(bytes, devices)``: unique tensor storage bytes reachable from ``obj`` and their devices (sorted)."""
+    """Unique storage bytes reachable from ``obj``, and their devices."""
     seen = {}
     for _, t in iter_tensors([(name, obj)], torch):
         key, nbytes = storage_key_and_bytes(t)

@@ -1,4 +1,6 @@
-"""``%cudamem free``: drop the saved traceback and its frames' locals, release what the user names
+"""``%cudamem free``: give memory back after an error.
+
+``%cudamem free``: drop the saved traceback and its frames' locals, release what the user names
 (``Out[n]``, ``_``, variables), collect, empty the CUDA cache, and report what was freed and what
 still holds tensors (:class:`FreeReport`, rendered by :mod:`.render`).
 
@@ -9,20 +11,16 @@ from __future__ import annotations
 
 import gc
 import inspect
-import json
 import sys
-from dataclasses import dataclass
-from typing import Any
 
-from ..core.na import jsonable
-from . import render
+from . import stats
 from .census import find_holders, holder_bytes, tensor_census
-from .report import plain_data
-from .stats import gpu_status, stats_source, take_snapshot
+from .result import FreeReport
+from .stats import gpu_status, take_snapshot
 
 
 class FreeUsageError(LookupError):
-    """A ``%cudamem free`` flag names something that does not exist (the magic turns it into a UsageError)."""
+    """A ``%cudamem free`` flag names something that does not exist."""
 
 
 def _clear_frames(tb) -> None:
@@ -86,13 +84,13 @@ def _clear_traceback(shell) -> list:
 
 
 def _release_out(shell, numbers) -> list:
-    """Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of
-    IPython's
+    """Remove ``Out[n]`` and IPython's other references to those values.
+
+    Remove ``Out[n]`` (every entry holding tensors when ``numbers`` is empty) and all of IPython's
     other references to those values: ``_n`` (in ``user_ns`` and ``user_ns_hidden``),
-        ``_``/``__``/``___``
-    (in both namespaces and the display hook's own copies) and the previous cell's
-    ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors are
-    released too. Returns the names released.
+    ``_``/``__``/``___`` (in both namespaces and the display hook's own copies) and the previous
+    cell's ``last_execution_result.result``. With no numbers, ``_``/``__``/``___`` holding tensors
+    are released too. Returns the names released.
     """
     user_ns = shell.user_ns
     hidden = getattr(shell, "user_ns_hidden", None)
@@ -143,68 +141,6 @@ def _release_out(shell, numbers) -> list:
     return released
 
 
-@dataclass
-class FreeReport:
-    """What ``%cudamem free`` released and what still holds memory.
-
-    Attributes:
-        released: names released (``sys.last_traceback``, ``Out[7]``, ``_``, ``model`` ...).
-        gpus: per CUDA device ``{"device", "allocated_before_bytes", "allocated_after_bytes",
-            "allocated_freed_bytes", "reserved_before_bytes", "reserved_after_bytes",
-            "reserved_freed_bytes"}``.
-        gpu_status: ``"ok"`` or NA (why no GPU figures).
-        empty_cache_called: whether ``torch.cuda.empty_cache()`` ran (only when CUDA was
-            initialised).
-        cpu_tensor_bytes_freed: bytes of CPU tensor storages that were alive in Python before and
-            are gone after (found by scanning all live tensor objects); 0 without torch.
-        tensor_bytes_freed: the same for every device.
-        rss_before_bytes / rss_after_bytes: process RSS (the allocator may keep freed memory, so RSS
-            can drop less than the tensors freed).
-        gc_collected: objects collected by ``gc.collect()``.
-        holders: list of :class:`Holder` that still keep tensors alive, with the flag to release
-            each.
-    """
-
-    released: list
-    gpus: list
-    gpu_status: Any
-    empty_cache_called: bool
-    cpu_tensor_bytes_freed: int
-    tensor_bytes_freed: int
-    rss_before_bytes: Any
-    rss_after_bytes: Any
-    gc_collected: int
-    holders: list
-
-    @property
-    def gpu_allocated_freed_bytes(self) -> int:
-        """Allocated bytes freed, summed over devices."""
-        return sum(g["allocated_freed_bytes"] for g in self.gpus)
-
-    @property
-    def gpu_reserved_freed_bytes(self) -> int:
-        """Reserved bytes returned to the driver, summed over devices."""
-        return sum(g["reserved_freed_bytes"] for g in self.gpus)
-
-    def to_dict(self) -> dict:
-        """Plain data."""
-        return jsonable(plain_data(self))
-
-    def to_json(self) -> str:
-        """:meth:`to_dict` as JSON."""
-        return json.dumps(self.to_dict(), indent=2)
-
-    def __repr__(self) -> str:
-        """The report as text, no line wider than :data:`cudamagic.core.fmt.TEXT_WIDTH` columns."""
-        return render.free_report_text(self)
-
-    def _repr_pretty_(self, p, cycle):
-        p.text(repr(self))
-
-    def _repr_html_(self) -> str:
-        return render.free_report_html(self)
-
-
 def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
     """Release what is safe to release, collect, empty the CUDA cache and report the bytes freed.
 
@@ -228,7 +164,7 @@ def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
     Raises:
         FreeUsageError: a named ``Out`` entry or variable does not exist (nothing is released then).
     """
-    source = source or stats_source()
+    source = source or stats.SOURCE
     user_ns = shell.user_ns
     hidden = getattr(shell, "user_ns_hidden", None)
     variables = list(dict.fromkeys(variables))  # a name given twice is deleted once

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 
+from ..core.display import Rendered
 from . import render
-from .report import CellMemReport
+from .result import CellMemReport
 
 
-class MemHistory:
+class MemHistory(Rendered):
     """The measured cells of this session (``%%cudamem`` cells and, while ``on``, every cell).
 
     ``records`` is a list of :class:`CellMemReport` (tensor rows hold names and sizes only, never
@@ -70,12 +71,5 @@ class MemHistory:
         """:meth:`to_list` as JSON."""
         return json.dumps(self.to_list(), indent=2)
 
-    def __repr__(self) -> str:
-        """The history as a text table (:func:`cudamagic.mem.render.history_text`)."""
-        return render.history_text(self)
-
-    def _repr_pretty_(self, p, cycle):
-        p.text(repr(self))
-
-    def _repr_html_(self) -> str:
-        return render.history_html(self)
+    _text = render.history_text
+    _html = render.history_html

@@ -1,16 +1,20 @@
-"""``%%cudamem`` / ``%cudamem``: the IPython front of per-cell memory measurement (options in
-:mod:`.options`, measuring in :mod:`.measure`, history in :mod:`.history`, ``free`` in :mod:`.free`).
-"""
+"""``%%cudamem`` / ``%cudamem``: the IPython front of memory measurement."""
 
 from __future__ import annotations
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import HasTraits, Int
 
 from ..core.cell import show_value
+from ..core.fmt import format_bytes
 from ..core.magic import AreaMagics
+from . import options
+from .free import FreeUsageError, free_memory
+from .history import MemHistory
+from .measure import CellMemMonitor, run_measured
 
 
 class MemSettings(HasTraits):
@@ -19,18 +23,22 @@ class MemSettings(HasTraits):
     cudamem_threshold_bytes = Int(
         16 * 1024 * 1024,
         min=0,
-        help="`%cudamem on` prints a summary line only for cells that change GPU memory (allocated, "
-        "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many bytes.",
+        help="`%cudamem on` prints a summary line only for cells that change GPU memory "
+        "(allocated, "
+        "peak over start or reserved; CPU RSS when no CUDA is in use) by more than this many "
+        "bytes.",
     ).tag(config=True)
     cudamem_top_tensors = Int(
         10,
         min=0,
-        help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left table.",
+        help="`%%cudamem`: number of rows (tensor storages, largest first) in the tensors-left "
+        "table.",
     ).tag(config=True)
     cudamem_history_cells = Int(
         1000,
         min=1,
-        help="`%cudamem history` keeps the last this many measured cells (older ones are dropped and counted).",
+        help="`%cudamem history` keeps the last this many measured cells (older ones are dropped "
+        "and counted).",
     ).tag(config=True)
 
 
@@ -38,20 +46,13 @@ class MemSettings(HasTraits):
 class MemMagics(AreaMagics):
     """``%%cudamem`` and ``%cudamem on|off|history|free``."""
 
-    def _state(self):
-        """The session's history and `on` monitor (created on first use; cleanup registered once)."""
-        state = getattr(self, "_cudamem", None)
-        if state is None:
-            from .history import MemHistory
-            from .measure import CellMemMonitor
-
-            history = MemHistory(max_records=lambda: self.settings.cudamem_history_cells)
-            monitor = CellMemMonitor(
-                self.shell, history, lambda: self.settings.cudamem_threshold_bytes
-            )
-            state = self._cudamem = {"history": history, "monitor": monitor}
-            self.add_cleanup(monitor.stop)
-        return state
+    def on_load(self) -> None:
+        """Create the session's history and ``%cudamem on`` monitor."""
+        self.history = MemHistory(max_records=lambda: self.settings.cudamem_history_cells)
+        self.monitor = CellMemMonitor(
+            self.shell, self.history, lambda: self.settings.cudamem_threshold_bytes
+        )
+        self.add_cleanup(self.monitor.stop)
 
     @magic_arguments()
     @argument(
@@ -63,19 +64,22 @@ class MemMagics(AreaMagics):
     @argument(
         "--reset-peak",
         action="store_true",
-        help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell peak "
+        help="%%%%cudamem: reset torch.cuda peak counters before the cell for an exact in-cell "
+        "peak "
         "(this resets your own max_memory_allocated).",
     )
     @argument(
         "--top",
         type=int,
         default=None,
-        help="%%%%cudamem: rows in the tensors-left table (default CudaMagics.cudamem_top_tensors).",
+        help="%%%%cudamem: rows in the tensors-left table (default "
+        "CudaMagics.cudamem_top_tensors).",
     )
     @argument(
         "--threshold",
         default=None,
-        help="on: summary threshold, e.g. 64MiB or a number of bytes (sets CudaMagics.cudamem_threshold_bytes).",
+        help="on: summary threshold, e.g. 64MiB or a number of bytes (sets "
+        "CudaMagics.cudamem_threshold_bytes).",
     )
     @argument("--json", action="store_true", help="history: print the records as JSON.")
     @argument("--clear", action="store_true", help="history: forget the records.")
@@ -151,8 +155,6 @@ class MemMagics(AreaMagics):
         """
         __tracebackhide__ = True
         args = self.parse(self.cudamem, line)
-        from . import options
-
         action = options.check_action(args, is_cell=cell is not None)
         if cell is not None:
             top = options.check_top(
@@ -162,9 +164,8 @@ class MemMagics(AreaMagics):
         if action == "on":
             return self._on(args.threshold)
         if action == "off":
-            monitor = self._state()["monitor"]
-            was = monitor.active
-            monitor.stop()
+            was = self.monitor.active
+            self.monitor.stop()
             print("[cudamem] off" if was else "[cudamem] was not on")
             return None
         if action == "history":
@@ -172,22 +173,15 @@ class MemMagics(AreaMagics):
         return self._free(args.out, args.var)
 
     def _measure_cell(self, line, cell, top, reset_peak):
-        """``%%cudamem``: run the cell measured, keep the report in the history, show the cell's value."""
+        """``%%cudamem``: run the cell measured and keep its report."""
         __tracebackhide__ = True
-        from IPython.display import display
-
-        from .measure import run_measured
-
-        state = self._state()
-        state["monitor"].skip_current_cell()
+        self.monitor.skip_current_cell()
         run = run_measured(
             self.shell, cell, header=f"%%cudamem {line}".rstrip(), top=top, reset_peak=reset_peak
         )
-        if (
-            run.report is None
-        ):  # SyntaxError: the cell did not run (raised without our parser frames)
+        if run.report is None:  # a SyntaxError: the cell did not run
             raise run.exception
-        state["history"].append(run.report)
+        self.history.append(run.report)
         if run.exception is not None:
             display(run.report)
             raise run.exception
@@ -196,12 +190,9 @@ class MemMagics(AreaMagics):
 
     def _on(self, threshold):
         """``%cudamem on [--threshold N]``: measure every cell from now on."""
-        from ..core.fmt import format_bytes
-        from . import options
-
         if threshold is not None:
             self.settings.cudamem_threshold_bytes = options.threshold_bytes(threshold)
-        self._state()["monitor"].start()
+        self.monitor.start()
         print(
             f"[cudamem] on: a line after cells that change memory by more than "
             f"{format_bytes(self.settings.cudamem_threshold_bytes)} (`%cudamem off` stops)"
@@ -209,10 +200,9 @@ class MemMagics(AreaMagics):
 
     def _history(self, as_json: bool, clear: bool):
         """``%cudamem history [--json] [--clear]``."""
-        history = self._state()["history"]
-        snap = history.snapshot()
+        snap = self.history.snapshot()
         if clear:
-            history.clear()
+            self.history.clear()
         if as_json:
             print(snap.to_json())
             return None
@@ -220,8 +210,6 @@ class MemMagics(AreaMagics):
 
     def _free(self, out, variables):
         """``%cudamem free [--out [N ...]] [--var NAME]``."""
-        from .free import FreeUsageError, free_memory
-
         try:
             return free_memory(self.shell, out=out, variables=variables)
         except FreeUsageError as exc:

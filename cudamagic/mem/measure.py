@@ -1,9 +1,11 @@
-"""Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots
+"""Measuring one cell, or every cell.
+
+Measuring cells: ``%%cudamem`` runs one cell as ``%%time`` does, between two snapshots
 (:func:`run_measured`); ``%cudamem on`` measures every cell through IPython's
 ``pre_run_cell``/``post_run_cell`` events (:class:`CellMemMonitor`).
 
 No IPython import: the shell is passed in. The allocator-statistics source is read from
-:func:`cudamagic.mem.stats.stats_source` at each call, so a test that replaces it there is seen
+:data:`cudamagic.mem.stats.SOURCE` at each call, so a test that replaces it there is seen
 here.
 """
 
@@ -15,19 +17,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.cell import compile_cell, run_code_caught, running_cell_number
+from . import stats
 from .census import scan_tensors, storage_keys
 from .history import MemHistory
-from .report import CellMemReport, build_report, error_text
-from .stats import nvml_process_memory, stats_source, take_snapshot
+from .result import CellMemReport, build_report, error_text
+from .stats import nvml_process_memory, take_snapshot
 
 # ---- running a cell like %%time, measured ------------------------------------------
 
 
 @dataclass
 class CellRun:
-    """Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the
-    cell's exception (or ``None``), whether the cell ended in an expression, and that expression's
-    value (``None`` otherwise).
+    """Outcome of :func:`run_measured`.
+
+    Outcome of :func:`run_measured`: the report (``None`` when the cell did not parse), the cell's
+    exception (or ``None``), whether the cell ended in an expression, and that expression's value
+    (``None`` otherwise).
     """
 
     report: CellMemReport | None
@@ -71,7 +76,7 @@ def run_measured(
         ``SyntaxError`` (with the cell's line numbers, ``%%cudamem`` being line 1).
     """
     __tracebackhide__ = True
-    source = source or stats_source()
+    source = source or stats.SOURCE
     number = running_cell_number(shell) if cell_number is None else cell_number
     try:
         code = compile_cell(shell, cell, header, number)
@@ -172,7 +177,7 @@ class CellMemMonitor:
         try:
             self._skip = False
             self._raw = getattr(info, "raw_cell", "") or ""
-            self._before = take_snapshot(self._source or stats_source())
+            self._before = take_snapshot(self._source or stats.SOURCE)
         except Exception as exc:  # never into the kernel
             self._fail(exc)
 
@@ -183,7 +188,7 @@ class CellMemMonitor:
             self._skip = False
             return
         try:
-            after = take_snapshot(self._source or stats_source())
+            after = take_snapshot(self._source or stats.SOURCE)
             count = getattr(result, "execution_count", None)
             err = getattr(result, "error_in_exec", None) or getattr(
                 result, "error_before_exec", None

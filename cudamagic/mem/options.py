@@ -1,4 +1,4 @@
-"""``%cudamem`` / ``%%cudamem`` options: which action, which flags apply to it, checked before anything runs."""
+"""``%cudamem`` options, checked before anything runs."""
 
 from __future__ import annotations
 
@@ -18,8 +18,7 @@ ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history` or `%cudamem free`"
 
 
 def check_action(args, is_cell: bool) -> str | None:
-    """The action word of ``%cudamem`` (``on``, ``off``, ``history``, ``free``), or None for
-    ``%%cudamem``.
+    """The action word of ``%cudamem``, or None for ``%%cudamem``.
 
     Raises:
         UsageError: an action word in cell mode, none or an unknown one in line mode, or a flag that

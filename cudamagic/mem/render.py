@@ -1,8 +1,8 @@
-"""Text (terminal, within :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns) and HTML forms of the
-``%cudamem``
-reports: one cell (:class:`~.report.CellMemReport`), the history (:class:`~.history.MemHistory`) and
-    ``free``
-(:class:`~.free.FreeReport`).
+"""Text and HTML forms of the ``%cudamem`` reports.
+
+Text (terminal, within :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns) and HTML forms of the
+``%cudamem`` reports: one cell (:class:`~.report.CellMemReport`), the history
+(:class:`~.history.MemHistory`) and ``free`` (:class:`~.free.FreeReport`).
 
 The report objects call these functions from ``__repr__`` / ``_repr_html_``; nothing here computes a
 figure. Every outside string (variable names, cell source, error messages) is escaped before it goes
@@ -43,9 +43,12 @@ def wrap(text: str, indent: int = 2, width: int = TEXT_WIDTH) -> str:
 
 
 def fit_table(headers, rows, shrink, width: int = TEXT_WIDTH, min_width: int = 8) -> str:
-    """:func:`~cudamagic.core.fmt.text_table` within ``width`` terminal columns: cells of the
-    columns in ``shrink`` (indices, in order) are clipped with an ellipsis, each down to
-    ``min_width`` at most, until the table fits. Newlines and tabs in cells (names from outside) are shown escaped, so a row stays one line.
+    """A text table clipped to ``width`` terminal columns.
+
+    :func:`~cudamagic.core.fmt.text_table` within ``width`` terminal columns: cells of the columns
+    in ``shrink`` (indices, in order) are clipped with an ellipsis, each down to ``min_width`` at
+    most, until the table fits. Newlines and tabs in cells (names from outside) are shown escaped,
+    so a row stays one line.
     """
     rows = [
         [str(c).replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t") for c in r]
@@ -74,8 +77,9 @@ def signed(n) -> str:
 
 
 def _peak(g, text: bool) -> str:
-    """The in-cell peak of a :class:`~.stats.GpuCellStats`; an upper bound is marked ``<=`` (text)
-    or ``(upper bound)`` (HTML).
+    """The in-cell peak of a :class:`~.stats.GpuCellStats`.
+
+    An upper bound is marked ``<=`` (text) or ``(upper bound)`` (HTML).
     """
     if text:
         return ("" if g.peak_exact else "<=") + format_bytes(g.peak_allocated_bytes)
@@ -115,11 +119,12 @@ TENSOR_HEADERS = ["name", "shape", "dtype", "device", "bytes", "new"]
 
 
 def summary_line(r) -> str:
-    """What ``%cudamem on`` prints: cell, wall time, then per device that changed
-    ``cuda:0 +<allocated delta> -> <allocated after> (peak <in-cell peak>, reserved <after>)``
-    (``<=`` marks a peak that is an upper bound), or the CPU RSS delta without CUDA, and the
-    error type. Parts that do not fit in :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns go on
-    indented continuation lines.
+    """What ``%cudamem on`` prints after a cell.
+
+    Cell, wall time, then per device that changed ``cuda:0 +<allocated delta> -> <allocated after>
+    (peak <in-cell peak>, reserved <after>)`` (``<=`` marks a peak that is an upper bound), or the
+    CPU RSS delta without CUDA, and the error type. Parts that do not fit in
+    :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns go on indented continuation lines.
     """
     parts = [f"[cudamem] In[{r.cell}] {r.wall_s:.2f} s"]
     for g in r.changed_gpus():
@@ -248,11 +253,14 @@ def cell_report_text(r) -> str:
 
 
 def cell_report_html(r) -> str:
-    """A :class:`~.report.CellMemReport` as one themed HTML page (byte columns right-aligned, tables
+    """A :class:`~.result.CellMemReport` as one themed HTML page.
+
+    A :class:`~.report.CellMemReport` as one themed HTML page (byte columns right-aligned, tables
     that are wider than the output scroll with a visible cue).
     """
     parts = [
-        f"<div class='cm-cellmem'><span class='cm-title'>%%cudamem In[{r.cell}]</span> wall {r.wall_s:.3f} s"
+        f"<div class='cm-cellmem'><span class='cm-title'>%%cudamem In[{r.cell}]</span> wall "
+        f"{r.wall_s:.3f} s"
     ]
     if r.error:
         parts.append(" " + style.badge(f"cell raised {r.error}", "error"))
@@ -360,7 +368,7 @@ def _history_title(h) -> str:
 
 
 def history_text(h) -> str:
-    """A :class:`~.history.MemHistory` as a text table (no GPU columns when no record has GPU figures)."""
+    """A :class:`~.history.MemHistory` as a text table."""
     if not h.records:
         return "cudamem history: no cells measured yet (`%cudamem on`, or `%%cudamem` on a cell)"
     headers, rows = HISTORY_TEXT_HEADERS, list(_history_rows(h, text=True))
@@ -388,7 +396,7 @@ def history_html(h) -> str:
         headers, rows = [headers[i] for i in keep], [[row[i] for i in keep] for row in rows]
     src = headers.index("source")
     cells = [_cells(row) for row in rows]
-    for row, raw in zip(cells, rows):
+    for row, raw in zip(cells, rows, strict=True):
         row[src] = f'<code class="cm-pre">{esc(raw[src])}</code>' if raw[src] else ""
     titles = [HISTORY_TITLES.get(name, "") for name in headers]
     table = html_table(
@@ -456,7 +464,8 @@ def free_report_text(f) -> str:
     lines.append(
         wrap(
             f"tensor storage freed: {format_bytes(f.tensor_bytes_freed)} "
-            f"(CPU {format_bytes(f.cpu_tensor_bytes_freed)}); RSS {format_bytes(f.rss_before_bytes)}"
+            f"(CPU {format_bytes(f.cpu_tensor_bytes_freed)}); RSS "
+            f"{format_bytes(f.rss_before_bytes)}"
             f" -> {format_bytes(f.rss_after_bytes)}"
         )
     )
@@ -471,7 +480,8 @@ def free_report_text(f) -> str:
 def free_report_html(f) -> str:
     """A :class:`~.free.FreeReport` as HTML."""
     parts = [
-        f"<div class='cm-free'><span class='cm-title'>%cudamem free</span>: released {esc(_released_text(f))}; "
+        "<div class='cm-free'><span class='cm-title'>%cudamem free</span>: released "
+        f"{esc(_released_text(f))}; "
         f"gc collected {f.gc_collected} objects</div>"
     ]
     if f.gpus:
@@ -490,7 +500,8 @@ def free_report_html(f) -> str:
         parts.append(f"<div>GPU: {na_cell_html(f.gpu_status)}</div>")
     parts.append(
         f"<div>tensor storage freed: {esc(format_bytes(f.tensor_bytes_freed))} (CPU "
-        f"{esc(format_bytes(f.cpu_tensor_bytes_freed))}); RSS {esc(format_bytes(f.rss_before_bytes))}"
+        f"{esc(format_bytes(f.cpu_tensor_bytes_freed))}); RSS "
+        f"{esc(format_bytes(f.rss_before_bytes))}"
         f" &rarr; {esc(format_bytes(f.rss_after_bytes))}</div>"
     )
     if f.holders:

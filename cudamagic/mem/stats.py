@@ -1,5 +1,7 @@
-"""Memory readings: PyTorch's allocator counters (the one seam for them), RSS, NVML process memory,
-and what one cell did to them (the in-cell peak).
+"""Memory readings: allocator counters, RSS, NVML process memory.
+
+Memory readings: PyTorch's allocator counters (the one seam for them), RSS, NVML process memory, and
+what one cell did to them (the in-cell peak).
 
 Nothing here imports IPython or torch: torch is read from ``sys.modules`` only when already
     imported.
@@ -79,7 +81,7 @@ class GpuStats:
 class TorchCudaStats:
     """The real source of allocator statistics: ``torch.cuda``, read without side effects.
 
-    Tests replace it with a fake through ``monkeypatch.setattr(stats, "_source", fake)`` (the single
+    Tests replace it with a fake through ``monkeypatch.setattr(stats, "SOURCE", fake)`` (the single
     seam for GPU memory statistics), or keep it and fake what is under ``torch.cuda``. Every method
     is safe on a machine without torch, CUDA or a GPU.
     """
@@ -98,12 +100,13 @@ class TorchCudaStats:
             return False
 
     def device_count(self) -> int:
-        """Number of visible CUDA devices (``torch.cuda.device_count()``); call only when initialised."""
+        """Number of visible CUDA devices; call only when initialised."""
         return int(sys.modules["torch"].cuda.device_count())
 
     def read(self, device: int) -> GpuStats:
-        """Allocator counters of CUDA ordinal ``device``
-        (``torch.cuda.memory_stats_as_nested_dict``).
+        """Allocator counters of CUDA ordinal ``device``.
+
+        Allocator counters of CUDA ordinal ``device`` (``torch.cuda.memory_stats_as_nested_dict``).
 
         Call only when :meth:`initialized` is true. Reading creates no context on any device.
         """
@@ -126,19 +129,12 @@ class TorchCudaStats:
         sys.modules["torch"].cuda.reset_peak_memory_stats(device)
 
     def empty_cache(self) -> None:
-        """``torch.cuda.empty_cache()``: return cached, unused blocks to the driver (all devices)."""
+        """``torch.cuda.empty_cache()`` on all devices."""
         sys.modules["torch"].cuda.empty_cache()
 
 
-# : The one allocator-statistics source. Every ``mem`` module reads it through :func:`stats_source`
-# at call time,
-#: so tests replace it here only (``monkeypatch.setattr(stats, "_source", fake)``).
-_source: Any = TorchCudaStats()
-
-
-def stats_source():
-    """The current allocator-statistics source (a :class:`TorchCudaStats` unless a test replaced it)."""
-    return _source
+#: The allocator-statistics source every ``mem`` module reads at call time.
+SOURCE: Any = TorchCudaStats()
 
 
 # ---- snapshots --------------------------------------------------------------------
@@ -193,7 +189,7 @@ def take_snapshot(source=None) -> Snapshot:
     yet support getDeviceStats``. The snapshot then has no GPU figures and ``gpus_na`` says why; the
     user's cell still runs and the CPU figures stay.
     """
-    source = source or stats_source()
+    source = source or SOURCE
     gpus, gpus_na = {}, None
     init = source.initialized()
     if init:
@@ -204,8 +200,10 @@ def take_snapshot(source=None) -> Snapshot:
             gpus, gpus_na = (
                 {},
                 NA(
-                    f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); an "
-                    "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) may "
+                    f"PyTorch's CUDA allocator gives no statistics ({type(exc).__name__}: {exc}); "
+                    "an "
+                    "allocator set with torch.cuda.memory.change_current_allocator (such as RMM's) "
+                    "may "
                     "keep none; CPU figures below",
                     "no_stats",
                 ),
@@ -214,7 +212,7 @@ def take_snapshot(source=None) -> Snapshot:
 
 
 def gpu_status(after: Snapshot):
-    """``"ok"``, or NA saying why a snapshot has no GPU figures (:data:`NO_CUDA`, or the allocator's refusal)."""
+    """``'ok'``, or NA saying why a snapshot has no GPU figures."""
     if not after.cuda_initialized:
         return NO_CUDA
     return "ok" if after.gpus_na is None else after.gpus_na

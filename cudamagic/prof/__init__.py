@@ -1,4 +1,6 @@
-"""``%%torchprof``: profile a cell with ``torch.profiler`` and show where the time and memory went,
+"""``%%torchprof``: where a cell's time and memory went.
+
+``%%torchprof``: profile a cell with ``torch.profiler`` and show where the time and memory went,
 offline.
 
 Modules: :mod:`.magic` (the IPython front), :mod:`.options` (flag checks), :mod:`.run` (running the

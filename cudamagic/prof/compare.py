@@ -1,5 +1,7 @@
-"""``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles,
-biggest first.
+"""``%torchprof --compare A B``: what changed between two profiles.
+
+``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles, biggest
+first.
 
 A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
 FILE``). Operators are compared by self time (for a trace: the event's duration minus its directly
@@ -11,8 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import style
+from ..core.display import Rendered
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from .render import ms
+from .summary import ProfResult
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -22,9 +26,12 @@ class DiffRow:
     """One operator or kernel in both runs.
 
     Attributes:
-        kind: ``"operator"`` or ``"kernel"``. name: full name. a_us/b_us: self (kernels: device)
-            time summed over
-        calls in A and B, 0.0 when absent. a_calls/b_calls: calls. delta_us: ``b_us - a_us``.
+        kind: ``"operator"`` or ``"kernel"``.
+        name: full name.
+        a_us: self (kernels: device) time summed over calls in A, 0.0 when absent.
+        b_us: the same in B.
+        a_calls: calls in A.
+        b_calls: calls in B.
     """
 
     kind: str
@@ -36,6 +43,7 @@ class DiffRow:
 
     @property
     def delta_us(self) -> float:
+        """B minus A, in microseconds."""
         return self.b_us - self.a_us
 
     @property
@@ -55,8 +63,10 @@ def totals_from_result(res) -> dict:
 
 
 def totals_from_trace(data: dict) -> dict:
-    """(kind, name) -> [calls, microseconds] from a Chrome trace dict: CPU operators (``cat``
-    ``cpu_op``) by self time computed from nesting per thread, kernels/memcpy/memset by duration.
+    """(kind, name) -> [calls, microseconds] from a Chrome trace dict.
+
+    CPU operators (``cat`` ``cpu_op``) by self time computed from nesting per thread,
+    kernels/memcpy/memset by duration.
     """
     out: dict = {}
     by_thread: dict = {}
@@ -95,9 +105,7 @@ def totals_from_trace(data: dict) -> dict:
 
 
 def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
-    """Rank the differences between profiles ``a`` and ``b`` (results or trace dicts) by ``|b - a|`` time."""
-    from .summary import ProfResult
-
+    """Rank the differences between profiles ``a`` and ``b``."""
     ta = totals_from_result(a) if isinstance(a, ProfResult) else totals_from_trace(a)
     tb = totals_from_result(b) if isinstance(b, ProfResult) else totals_from_trace(b)
     rows = []
@@ -111,13 +119,18 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     return Comparison(label_a, label_b, rows, total_a, total_b)
 
 
-class Comparison:
-    """Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
+class Comparison(Rendered):
+    """Ranked differences between two profiles.
+
+    Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
     profiles.
 
     Attributes:
-        label_a/label_b: what was compared. total_a_us/total_b_us: all operators' self time in A and
-        B.
+        label_a: what A is.
+        label_b: what B is.
+        rows: the :class:`DiffRow` s.
+        total_a_us: all operators' self time in A.
+        total_b_us: all operators' self time in B.
         top: rows shown (all are in ``rows``).
     """
 
@@ -126,6 +139,7 @@ class Comparison:
         self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
 
     def headers(self):
+        """The column headers."""
         return [
             "#",
             "kind",
@@ -156,14 +170,14 @@ class Comparison:
             f"{ms(self.total_b_us)} ms; biggest changes first"
         )
 
-    def __repr__(self):
+    def _text(self):
         rows = [
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
         ]
         return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
 
-    def _repr_html_(self):
+    def _html(self):
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
         table = html_table(
             self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}

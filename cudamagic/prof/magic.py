@@ -1,19 +1,24 @@
-"""``%%torchprof`` / ``%torchprof --compare``: the IPython front of the profiler area (options in
-:mod:`.options`, running in :mod:`.run`, the result in :mod:`.summary`, comparing in :mod:`.compare`).
-"""
+"""``%%torchprof`` / ``%torchprof --compare``: the IPython front."""
 
 from __future__ import annotations
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import Float, HasTraits, Int
 
 from ..core.cell import show_value
 from ..core.magic import AreaMagics
+from . import options
+from .compare import compare
+from .run import run_profiled
+from .summary import ProfResult
+from .trace import load_trace
 
 USAGE = (
-    "%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace FILE.json[.gz]] "
+    "%%torchprof [--group op|shape|module|stack] [--top N] [--steps N] [--memory] [--trace "
+    "FILE.json[.gz]] "
     "[--max-trace-mb MB] [-o NAME]  or  %torchprof [--compare A B]"
 )
 
@@ -26,7 +31,8 @@ class ProfSettings(HasTraits):
     ).tag(config=True)
     torchprof_max_trace_mb = Float(
         100.0,
-        help="`%%torchprof --trace`: size cap of the written trace file in MiB (stacks, then steps, then the "
+        help="`%%torchprof --trace`: size cap of the written trace file in MiB (stacks, then "
+        "steps, then the "
         "latest events are dropped to stay under it).",
     ).tag(config=True)
     torchprof_stack_depth = Int(
@@ -38,11 +44,16 @@ class ProfSettings(HasTraits):
 class ProfMagics(AreaMagics):
     """``%%torchprof`` and ``%torchprof --compare``."""
 
+    def on_load(self) -> None:
+        """Start the session with no profiled cell."""
+        self.last = None
+
     @magic_arguments()
     @argument(
         "--group",
         default=None,
-        help="Operator table rows: op (default), shape (operator + input shapes), module (operator + "
+        help="Operator table rows: op (default), shape (operator + input shapes), module (operator "
+        "+ "
         "innermost nn.Module) or stack (operator + your code's Python frames).",
     )
     @argument(
@@ -61,13 +72,15 @@ class ProfMagics(AreaMagics):
         "--steps",
         type=int,
         default=None,
-        help="Profile N steps with a profiler schedule: a step ends at each optimizer.step(); the first "
+        help="Profile N steps with a profiler schedule: a step ends at each optimizer.step(); the "
+        "first "
         "is a warm-up, the next N are recorded.",
     )
     @argument(
         "--memory",
         action="store_true",
-        help="Record allocations: peak bytes and the allocation timeline; on CUDA also a memory snapshot "
+        help="Record allocations: peak bytes and the allocation timeline; on CUDA also a memory "
+        "snapshot "
         "with Python stacks and PyTorch's memory viewer (NAME_memory.html).",
     )
     @argument(
@@ -80,7 +93,8 @@ class ProfMagics(AreaMagics):
         "--max-trace-mb",
         type=float,
         default=None,
-        help="Size cap of the --trace file in MiB (default CudaMagics.torchprof_max_trace_mb, 100).",
+        help="Size cap of the --trace file in MiB (default CudaMagics.torchprof_max_trace_mb, "
+        "100).",
     )
     @argument(
         "-o", "--out", default=None, metavar="NAME", help="Store the result in variable NAME."
@@ -90,7 +104,8 @@ class ProfMagics(AreaMagics):
         nargs=2,
         default=None,
         metavar=("A", "B"),
-        help="Line mode: rank per-operator and per-kernel differences between two results stored with -o "
+        help="Line mode: rank per-operator and per-kernel differences between two results stored "
+        "with -o "
         "(or two saved trace files).",
     )
     @line_cell_magic
@@ -147,15 +162,14 @@ class ProfMagics(AreaMagics):
         args = self.parse(
             self.torchprof, line, usage=USAGE, prefix="%%" if cell is not None else "%"
         )
-        from . import options
-
         if cell is None:
             pair = options.check_line_args(args)
             if pair is None:
-                last = getattr(self, "_last", None)
+                last = self.last
                 if last is None:
                     print(
-                        "[torchprof] no cell profiled yet in this session: start a cell with %%torchprof"
+                        "[torchprof] no cell profiled yet in this session: start a cell with "
+                        "%%torchprof"
                     )
                 return last
             return self._compare(*pair)
@@ -168,23 +182,15 @@ class ProfMagics(AreaMagics):
         return self._profile(line, cell, opts)
 
     def _profile(self, line, cell, opts):
-        """``%%torchprof``: run the cell profiled, show the summary, re-raise the cell's own exception."""
+        """``%%torchprof``: run the cell profiled and show the summary."""
         __tracebackhide__ = True
-        from IPython.display import display
-
-        from .run import run_profiled
-
-        try:
-            import torch  # noqa: F401
-        except ImportError as exc:
-            raise UsageError("%%torchprof needs PyTorch: pip install torch") from exc
         run = run_profiled(self.shell, cell, opts, header=f"%%torchprof {line}".rstrip())
         if run.result is None and run.skipped is None:  # SyntaxError: the cell did not run
             raise run.exception
         if run.skipped:
             print(f"[torchprof] {run.skipped}")
         if run.result is not None:
-            self._last = run.result
+            self.last = run.result
         if run.result is not None and opts.out:
             self.shell.user_ns[opts.out] = run.result
         if run.exception is not None:
@@ -196,14 +202,9 @@ class ProfMagics(AreaMagics):
 
     def _compare(self, a, b):
         """``%torchprof --compare A B``."""
-        from .compare import compare
-
         return compare(self._load(a), self._load(b), a, b)
 
     def _load(self, name):
-        from .summary import ProfResult
-        from .trace import load_trace
-
         value = self.shell.user_ns.get(name)
         if isinstance(value, ProfResult):
             return value
@@ -218,6 +219,7 @@ class ProfMagics(AreaMagics):
         what = f"a {type(value).__name__}" if value is not None else "not defined"
         raise UsageError(
             f"%torchprof --compare: {name!r} is {what}, not a profile. Store one with "
-            f"`%%torchprof -o {name if name.isidentifier() else 'prof_a'}` or give a .json/.json.gz "
+            f"`%%torchprof -o {name if name.isidentifier() else 'prof_a'}` or give a "
+            ".json/.json.gz "
             "trace file written by --trace."
         )

@@ -1,4 +1,4 @@
-"""``%torchprof`` options, checked before the cell runs: every mistake is one plain ``UsageError``."""
+"""``%torchprof`` options, checked before the cell runs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ GROUPS = {
     "op": "one row per operator name",
     "shape": "one row per operator name and input shapes",
     "module": "one row per operator name and innermost nn.Module (records Python calls)",
-    "stack": "one row per operator name and the innermost N Python frames of your code (records Python calls)",
+    "stack": (
+        "one row per operator name and the innermost N Python frames of your code "
+        "(records Python calls)"
+    ),
 }
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -112,7 +115,8 @@ def check_trace_path(path: str) -> str:
     if not os.path.isdir(folder):
         raise UsageError(
             f"--trace {path!r}: the folder {folder!r} does not exist. Create it first "
-            f"(`import os; os.makedirs({os.path.dirname(path)!r}, exist_ok=True)`) or write the trace "
+            f"(`import os; os.makedirs({os.path.dirname(path)!r}, exist_ok=True)`) or write the "
+            "trace "
             "in the working directory, e.g. `%%torchprof --trace run1.json.gz`."
         )
     return os.path.expanduser(path)
@@ -128,7 +132,9 @@ def check_name(name: str) -> str:
 
 
 def check_line_args(args) -> tuple[str, str]:
-    """``%torchprof`` (line mode): the two names or paths of ``--compare``, or None (show the last
+    """The two names or paths of ``--compare``, or None.
+
+    ``%torchprof`` (line mode): the two names or paths of ``--compare``, or None (show the last
     result).
 
     Raises:
@@ -150,7 +156,8 @@ def check_line_args(args) -> tuple[str, str]:
     ]
     if cell_only:
         raise UsageError(
-            f"{cell_only[0]} applies to a profiled cell (`%%torchprof {cell_only[0]} ...`); on a line "
+            f"{cell_only[0]} applies to a profiled cell (`%%torchprof {cell_only[0]} ...`); on a "
+            "line "
             "`%torchprof` shows the last result and `%torchprof --compare A B` compares two."
         )
     if not args.compare:

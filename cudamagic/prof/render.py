@@ -1,5 +1,6 @@
-"""Text and HTML forms of a profile: tables, the GPU breakdown, the steps, and an inline SVG
-timeline.
+"""Text and HTML forms of a profile.
+
+Tables, the GPU breakdown, the steps, and an inline SVG timeline.
 
 The HTML is self-contained (inline SVG and styles, no script, no external URL); colours are
 JupyterLab theme variables with fallbacks, so a saved page renders outside JupyterLab too. Every
@@ -8,9 +9,11 @@ name from the profile (operator and kernel names, shapes, paths, error texts) is
 
 from __future__ import annotations
 
+import heapq
 import textwrap
 
 from ..core import style
+from ..core.display import Rendered
 from ..core.fmt import (
     TEXT_WIDTH,
     esc,
@@ -21,7 +24,14 @@ from ..core.fmt import (
     text_table,
 )
 from ..core.na import is_na
-from .summary import DETAIL_HEADERS
+
+#: grouping -> column header of the detail column in tables.
+DETAIL_HEADERS = {
+    "op": "",
+    "shape": "input shapes",
+    "module": "module",
+    "stack": "Python stack (innermost first)",
+}
 
 #: timeline colours: theme variables with a fallback for pages opened outside JupyterLab.
 PALETTE = (
@@ -37,8 +47,8 @@ PALETTE = (
 OTHER_COLOUR = "var(--jp-layout-color3, #9e9e9e)"
 MAX_RECTS = 1500  # per timeline: the longest events; shorter ones are under a pixel wide anyway
 
-# : Text colours of the SVG pictures (labels, axis); bars use :data:`PALETTE`. Theme variables,
-# neutral fallbacks.
+#: Text colours of the SVG pictures (labels, axis); bars use :data:`PALETTE`. Theme variables,
+#: neutral fallbacks.
 TEXT_FILL = "var(--jp-content-font-color1, currentColor)"
 MUTED_FILL = "var(--jp-content-font-color2, currentColor)"
 LINE_STROKE = "var(--jp-border-color2, currentColor)"
@@ -55,7 +65,7 @@ def ms(us: float) -> str:
     return f"{us / 1000:.3f}"
 
 
-class Table:
+class Table(Rendered):
     """The top rows of an operator or kernel table, plus one "other" row for the rest.
 
     Attributes:
@@ -80,6 +90,7 @@ class Table:
         )
 
     def headers(self):
+        """The column headers."""
         if self.group == "kernels":
             return ["#", "device %", "device ms", "calls", "kernel", "launched by"]
         detail = DETAIL_HEADERS.get(self.group, "")
@@ -102,6 +113,7 @@ class Table:
         return cells + ([""] if DETAIL_HEADERS.get(self.group) else [])
 
     def text(self) -> str:
+        """The table as text."""
         head, other = self.shown()
         rows = [[terminal_safe(c) for c in self._cells(i, r)] for i, r in enumerate(head, 1)]
         if other:
@@ -109,9 +121,7 @@ class Table:
         return text_table(self.headers(), rows)
 
     def html(self) -> str:
-        head, other = self.shown()
-        """The table in the shared style: numbers right-aligned (``cm-num``), names left-aligned and wrapping
-        (``cm-prose``, monospace), never cut; inside a scroll box with a visible cue when still too wide."""
+        """The table as HTML: numbers right-aligned, names wrapping, in a scroll box."""
         head, other = self.shown()
         headers = self.headers()
         first_name = 4 if self.group == "kernels" else 5
@@ -129,11 +139,10 @@ class Table:
             )
         )
 
-    def _repr_html_(self) -> str:
+    def _html(self) -> str:
         return _page(self.html())
 
-    def __repr__(self) -> str:
-        return self.text()
+    _text = text
 
 
 # ---- summary
@@ -158,9 +167,8 @@ def _facts(res) -> list[tuple[str, str]]:
             )
         )
     elif is_na(res.peak_memory_bytes):
-        facts.append(
-            ("peak allocated", res.peak_memory_bytes)
-        )  # NA: the text and HTML forms show the reason
+        # NA: the text and HTML forms show the reason
+        facts.append(("peak allocated", res.peak_memory_bytes))
     if res.memory_html_path:
         facts.append(("memory viewer", res.memory_html_path))
     if res.trace_path:
@@ -241,7 +249,8 @@ def result_html(res) -> str:
     ]
     if res.error:
         parts.append(
-            f" {style.badge('stopped by ' + res.error[:300], 'error')} (profile of the part that ran)"
+            f" {style.badge('stopped by ' + res.error[:300], 'error')} (profile of the part that "
+            "ran)"
         )
     parts.append("</div>")
     for n in res.notices + res.trace_notes:
@@ -304,9 +313,8 @@ def _colour_map(res) -> dict:
     return {n: PALETTE[i] for i, n in enumerate(names)}
 
 
-# : operator rows per CPU thread in the timeline: depth 0 (not enclosed by another operator), 1 and
-# 2 (deeper ones
-#: lie inside a depth-2 box and are left out).
+#: operator rows per CPU thread in the timeline: depth 0 (not enclosed by another operator), 1 and 2
+#: (deeper ones lie inside a depth-2 box and are left out).
 DEPTH_ROWS = 3
 #: fill of operators outside the legend, per depth: a different theme shade per nesting level.
 OTHER_BY_DEPTH = (
@@ -314,10 +322,9 @@ OTHER_BY_DEPTH = (
     "var(--jp-layout-color4, #757575)",
     "var(--jp-border-color1, #bdbdbd)",
 )
-# : outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per
-# depth; one
-# : rule per depth class in the SVG's own stylesheet (not repeated on each of up to MAX_RECTS
-# rectangles).
+#: outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per
+#: depth; one rule per depth class in the SVG's own stylesheet (not repeated on each of up to
+#: MAX_RECTS rectangles).
 DEPTH_STYLE = (
     "stroke:var(--jp-ui-font-color1,#222);stroke-width:0.6",
     "stroke:var(--jp-ui-font-color2,#555);stroke-width:0.5;stroke-dasharray:2 1;fill-opacity:0.8",
@@ -327,13 +334,14 @@ TIMELINE_CSS = "".join(f"svg.cm-tl .cm-depth{d}{{{style}}}" for d, style in enum
 
 
 def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
-    """An inline SVG of the span: per CPU thread, one row per nesting level of operators (depth 0:
-    not enclosed by another operator; then their children, then grandchildren), each level with its
-    own shade and outline, and one row per GPU stream (kernels, memcpy, memset). At most
-    :data:`MAX_RECTS` rectangles, the longest; hover shows the name, depth and duration. The legend colours the operators with the most self time.
-    """
-    import heapq
+    """An inline SVG timeline of the profiled span.
 
+    An inline SVG of the span: per CPU thread, one row per nesting level of operators (depth 0: not
+    enclosed by another operator; then their children, then grandchildren), each level with its own
+    shade and outline, and one row per GPU stream (kernels, memcpy, memset). At most
+    :data:`MAX_RECTS` rectangles, the longest; hover shows the name, depth and duration. The legend
+    colours the operators with the most self time.
+    """
     start, end = res.span_us
     span = max(end - start, 1e-9)
     lanes: dict = {}
@@ -372,12 +380,14 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
             label = f"thread {where}" if depth == 0 else f"\u2003nested {depth}"
         last_of_thread = kind == "gpu" or i + 1 == len(keys) or keys[i + 1][:2] != (kind, where)
         out.append(
-            f'<text x="2" y="{y + lane_h - 4}" style="fill:{TEXT_FILL if depth == 0 else MUTED_FILL}">'
+            f'<text x="2" y="{y + lane_h - 4}" '
+            f'style="fill:{TEXT_FILL if depth == 0 else MUTED_FILL}">'
             f"{esc(label)}</text>"
-            f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" y2="{y + lane_h - 0.5}" '
+            f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" '
+            f'y2="{y + lane_h - 0.5}" '
             f'style="stroke:{LINE_STROKE if last_of_thread else LINE_STROKE_NESTED}"/>'
         )
-    for dur, i, (s, e, n) in every:
+    for dur, i, (s, _end, n) in every:
         depth = keys[i][2]
         x = label_w + (s - start) / span * plot_w
         w = max(0.5, dur / span * plot_w)
@@ -385,7 +395,8 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
         fill = colours.get(n, OTHER_BY_DEPTH[depth])
         what = f"{esc(n)}: {ms(dur)} ms" + (f" (nested {depth})" if depth else "")
         out.append(
-            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" class="cm-depth{depth}" '
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" '
+            f'class="cm-depth{depth}" '
             f'style="fill:{fill}"><title>{what}</title></rect>'
         )
     y = top_pad + lane_h * len(keys) + 14
@@ -419,7 +430,7 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
 
 
 def memory_svg(res, width: int = 900, height: int = 120) -> str:
-    """An inline SVG line per device of the allocated bytes above the span's start (``--memory``)."""
+    """An inline SVG of allocated bytes over time, per device."""
     start, end = res.span_us
     span = max(end - start, 1e-9)
     series = res.memory_points
@@ -441,7 +452,8 @@ def memory_svg(res, width: int = 900, height: int = 120) -> str:
             y = 5 + plot_h - (v - min(low, 0)) / rng * plot_h
             coords.append(f"{x:.1f},{y:.1f}")
         out.append(
-            f'<polyline points="{" ".join(coords)}" style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
+            f'<polyline points="{" ".join(coords)}" '
+            f'style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
             f'stroke-width:1.5"><title>{esc(dev)}</title></polyline>'
             f'<line x1="2" x2="14" y1="{11 + 12 * i}" y2="{11 + 12 * i}" '
             f'style="stroke:{PALETTE[i % len(PALETTE)]};stroke-width:3"/>'

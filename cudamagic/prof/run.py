@@ -1,6 +1,7 @@
-"""Running a cell under ``torch.profiler``: the profiler, the optimizer-step hook of ``--steps``,
-the CUDA memory history of ``--memory``, warnings collected, and everything switched off again
-whatever the cell does.
+"""Running a cell under ``torch.profiler``.
+
+The profiler, the optimizer-step hook of ``--steps``, the CUDA memory history of ``--memory``,
+warnings collected, and everything switched off again whatever the cell does.
 
 The cell runs as ``%%time`` runs it (:mod:`cudamagic.core.cell`): transformed by IPython, compiled
 under a name registered in IPython's line cache (tracebacks show the real source lines), executed in
@@ -19,9 +20,11 @@ import warnings
 from dataclasses import dataclass, field
 
 from ..core.cell import compile_cell, run_code_caught
+from .summary import build_result
+from .trace import write_trace
 
-# : file-name parts of warnings that come from the profiler itself (summarised in one line, not
-# printed).
+#: file-name parts of warnings that come from the profiler itself (summarised in one line, not
+#: printed).
 _PROFILER_WARNING_FILES = (
     os.sep.join(("torch", "profiler")),
     os.sep.join(("torch", "autograd", "profiler")),
@@ -31,18 +34,21 @@ _PROFILER_WARNING_FILES = (
 )
 
 
-# : lines that Kineto writes straight to file descriptor 2 at each start and stop (``USDT:``,
-# ``STAGE:``).
+#: lines that Kineto writes straight to file descriptor 2 at each start and stop (``USDT:``,
+#: ``STAGE:``).
 _KINETO_LOG = re.compile(r"^(USDT|STAGE):\S* ")
 _PROFILER_LINE = re.compile(r"profil|kineto|cupti|roctracer", re.IGNORECASE)
 
 
 @contextlib.contextmanager
 def quiet_fd2(lines: list):
-    """Capture what C++ code writes to file descriptor 2 inside the block (Kineto's
+    """Capture what C++ code writes to file descriptor 2.
+
+    Capture what C++ code writes to file descriptor 2 inside the block (Kineto's
     ``USDT:``/``STAGE:`` lines at profiler start and stop, which a notebook would show as red stderr
     text). Kineto log lines and profiler warnings go to ``lines``; any other captured line is
-    written back to descriptor 2 afterwards. Used only around the profiler's own start/stop calls, never around the user's code.
+    written back to descriptor 2 afterwards. Used only around the profiler's own start/stop calls,
+    never around the user's code.
     """
     try:
         fd = sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
@@ -74,12 +80,12 @@ class ProfRun:
 
     Attributes:
         result: the :class:`~.summary.ProfResult`, or None when the cell ran unprofiled (see
-            ``skipped``) or
-            did not compile. exception: the cell's own exception (the caller re-raises it), or None.
-        has_value/value: the final expression's value. skipped: why the cell ran without profiling,
-        or None.
-        profiler_warnings: texts of the profiler's warnings collected during the cell (others are
-            re-issued).
+            ``skipped``) or did not compile.
+        exception: the cell's own exception (the caller re-raises it), or None.
+        has_value: the cell ended in an expression.
+        value: that expression's value.
+        skipped: why the cell ran without profiling, or None.
+        profiler_warnings: texts of the profiler's warnings (others are re-issued).
         profiler_log: Kineto's log lines caught at profiler start and stop (not shown).
     """
 
@@ -104,9 +110,12 @@ def active_profiler_reason() -> str | None:
         enabled = torch._C._autograd._profiler_enabled()
     if enabled:
         return (
-            "a torch profiler is already recording in this kernel (your own `with torch.profiler.profile()`, "
-            "PyTorch Lightning's profiler, or an outer %%torchprof); only one can record at a time, so this "
-            "cell ran unprofiled. Stop the other profiler, then run the cell again with %%torchprof."
+            "a torch profiler is already recording in this kernel (your own `with "
+            "torch.profiler.profile()`, "
+            "PyTorch Lightning's profiler, or an outer %%torchprof); only one can record at a "
+            "time, so this "
+            "cell ran unprofiled. Stop the other profiler, then run the cell again with "
+            "%%torchprof."
         )
     return None
 
@@ -118,8 +127,9 @@ def _execute(code, ns, run: ProfRun) -> None:
 
 
 def activities_and_notice():
-    """(activities to record, their names, a one-line notice or None) from
-    ``supported_activities()``.
+    """Activities to record, their names and a notice.
+
+    (activities to record, their names, a one-line notice or None) from ``supported_activities()``.
 
     CUDA (or XPU, MTIA, a PrivateUse1 backend) is added only when both this build supports its
     activity and a device of that kind is available; otherwise the notice says which and why.
@@ -148,16 +158,21 @@ def activities_and_notice():
     notice = None
     if len(acts) == 1:
         notice = (
-            f"Only CPU activity recorded: {missing[0] if missing else 'no accelerator is available'} "
-            f"(torch.profiler.supported_activities() = {sorted(a.name for a in supported)}). GPU kernels, the "
+            "Only CPU activity recorded: "
+            f"{missing[0] if missing else 'no accelerator is available'} "
+            f"(torch.profiler.supported_activities() = {sorted(a.name for a in supported)}). GPU "
+            "kernels, the "
             "GPU breakdown and device memory are not shown."
         )
     return acts, names, notice
 
 
 def cuda_history_enabled(torch) -> bool | None:
-    """Whether a CUDA memory history is being recorded in this process
-    (``torch._C._cuda_isHistoryEnabled``, which CUDA builds of PyTorch have), or None when this build cannot tell.
+    """Whether a CUDA memory history is being recorded.
+
+    Whether a CUDA memory history is being recorded in this process
+    (``torch._C._cuda_isHistoryEnabled``, which CUDA builds of PyTorch have), or None when this
+    build cannot tell.
     """
     probe = getattr(torch._C, "_cuda_isHistoryEnabled", None)
     if probe is None:
@@ -169,8 +184,10 @@ def cuda_history_enabled(torch) -> bool | None:
 
 
 class _CudaMemoryHistory:
-    """``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory``
-    on CUDA).
+    """Record the CUDA memory history around the cell.
+
+    ``torch.cuda.memory._record_memory_history`` with Python stacks around the cell (``--memory`` on
+    CUDA).
 
     A history the user already records (``torch._C._cuda_isHistoryEnabled()``) is left as it is: not
     re-enabled with our settings and not switched off afterwards (PyTorch has no call that reads the
@@ -211,8 +228,11 @@ class _CudaMemoryHistory:
 
 
 def since(snapshot: dict, start_time_us: int) -> dict:
-    """``snapshot`` with each device trace cut to the entries recorded at or after ``start_time_us``
-    (Unix microseconds, the allocator's ``time_us``); entries without a time are kept. Segments are kept whole.
+    """``snapshot`` cut to the entries recorded from ``start_time_us``.
+
+    ``snapshot`` with each device trace cut to the entries recorded at or after ``start_time_us``
+    (Unix microseconds, the allocator's ``time_us``); entries without a time are kept. Segments are
+    kept whole.
     """
     out = dict(snapshot)
     out["device_traces"] = [
@@ -223,8 +243,11 @@ def since(snapshot: dict, start_time_us: int) -> dict:
 
 
 def cuda_snapshot_peak(snapshot, start_allocated: dict) -> dict:
-    """Peak allocated bytes per device (``"cuda:N"``) from a memory snapshot's ``device_traces``:
-    the bytes allocated when recording started plus the highest running total of ``alloc`` minus ``free_completed``.
+    """Peak allocated bytes per device from a memory snapshot.
+
+    Peak allocated bytes per device (``"cuda:N"``) from a memory snapshot's ``device_traces``: the
+    bytes allocated when recording started plus the highest running total of ``alloc`` minus
+    ``free_completed``.
     """
     peaks = {}
     for dev, trace in enumerate(snapshot.get("device_traces", [])):
@@ -245,8 +268,10 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     """Run ``cell`` in ``shell.user_ns`` under ``torch.profiler.profile`` and summarise it.
 
     Args:
-        shell: the ``InteractiveShell``. cell: the cell body (without the magic line).
-        opts: :class:`~.options.ProfOptions`. header: the magic line (line 1 of the cached source).
+        shell: the ``InteractiveShell``.
+        cell: the cell body (without the magic line).
+        opts: :class:`~.options.ProfOptions`.
+        header: the magic line (line 1 of the cached source).
 
     Returns:
         :class:`ProfRun`. The cell's exception is returned, never raised; a cell that does not parse
@@ -263,8 +288,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     import torch
     from torch.profiler import profile, schedule
 
-    from .summary import build_result
-
     run.skipped = active_profiler_reason()
     if run.skipped:
         _execute(code, shell.user_ns, run)
@@ -280,7 +303,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
     )
     history = _CudaMemoryHistory(torch) if opts.memory and "CUDA" in act_names else None
     hook = None
-    caught = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -361,7 +383,8 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         distinct = list(dict.fromkeys(run.profiler_warnings))
         res.warnings = distinct
         res.notices.append(
-            f"{len(run.profiler_warnings)} profiler warning(s) collected ({len(distinct)} distinct), "
+            f"{len(run.profiler_warnings)} profiler warning(s) collected ({len(distinct)} "
+            "distinct), "
             f"first: {distinct[0][:200]}"
         )
     if run.exception is not None:
@@ -376,8 +399,6 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                 "of this cell."
             )
     if opts.trace:
-        from .trace import write_trace
-
         try:
             res.trace_path, res.trace_notes = write_trace(
                 prof, opts.trace, max_bytes=int(opts.max_trace_mb * 2**20)
@@ -390,7 +411,9 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
 
 
 def _cuda_memory(res, snapshot, start_allocated, opts) -> None:
-    """Peak from the CUDA snapshot and the memory viewer HTML that ships with PyTorch, saved next to
+    """Peak from the CUDA snapshot, and PyTorch's memory viewer.
+
+    Peak from the CUDA snapshot and the memory viewer HTML that ships with PyTorch, saved next to
     the trace (or in the working directory).
     """
     peaks = cuda_snapshot_peak(snapshot, start_allocated)
@@ -418,7 +441,7 @@ def _cuda_memory(res, snapshot, start_allocated, opts) -> None:
 
 
 def _sort_warnings(caught) -> list:
-    """Profiler warnings as texts; every other warning is issued again, as the cell would have issued it."""
+    """Profiler warnings as texts; other warnings are issued again."""
     mine = []
     for w in caught:
         filename = w.filename or ""

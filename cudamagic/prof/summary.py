@@ -1,8 +1,9 @@
-"""The result of a profiled cell: plain records built from ``torch.profiler`` events, tables
-computed from them.
+"""The result of a profiled cell, and its tables.
+
+Plain records built from ``torch.profiler`` events, tables computed from them.
 
 Times are microseconds (``_us``) from the start of the profiler's trace unless a name says
-otherwise; byte counts are bytes. Nothing here imports IPython; torch is only touched by
+otherwise; byte counts are bytes. torch is only touched by
 :func:`build_result` (through the profiler object it is given) and pandas only by
 :meth:`ProfResult.to_pandas`.
 """
@@ -15,18 +16,14 @@ import re
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from ..core.display import Rendered
 from ..core.na import NA
+from . import render
 
-#: grouping -> column header of the detail column in tables.
-DETAIL_HEADERS = {
-    "op": "",
-    "shape": "input shapes",
-    "module": "module",
-    "stack": "Python stack (innermost first)",
-}
-_FRAME = re.compile(
-    r"^(.*)\((\d+)\): (.+)$"
-)  # "path/file.py(12): func" (a Python-function event's name)
+#: The operator table groupings (``--group``).
+GROUPS = ("op", "shape", "module", "stack")
+# "path/file.py(12): func" (a Python-function event's name)
+_FRAME = re.compile(r"^(.*)\((\d+)\): (.+)$")
 _NOT_USER = (
     "torch/",
     "cudamagic/",
@@ -59,22 +56,26 @@ def gc_paused():
 
 @dataclass(slots=True)
 class OpRecord:
-    """One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or
+    """One call of a CPU operator.
+
+    One call of a CPU operator (an ``aten::`` op, a runtime call such as ``cudaLaunchKernel``, or
     your own ``record_function`` range).
 
     Attributes:
-        name: full operator name (``aten::addmm``). shapes: input shapes as text (``[[128], [128,
-            64]]``).
-        thread: OS thread id. start_us/end_us: from the trace start. self_us: time not spent in
-            child operators.
-        top: no other operator encloses it. depth: how many operators enclose it (0 for a top one;
-            the
-        timeline draws depths 0, 1, 2 in their own rows). module: innermost ``nn.Module`` path
-        (``Sequential_0/Linear_1``) when Python calls were recorded, else ``""``. stack:
-        innermost-first frames
-        of your code (``"cell.py(5): train"``) when Python calls were recorded. device_us: device
-            time of the
-        kernels it launched.
+        name: full operator name (``aten::addmm``).
+        shapes: input shapes as text (``[[128], [128, 64]]``).
+        thread: OS thread id.
+        start_us: start, from the trace start.
+        end_us: end, from the trace start.
+        self_us: time not spent in child operators.
+        top: no other operator encloses it.
+        module: innermost ``nn.Module`` path (``Sequential_0/Linear_1``) when Python calls were
+            recorded, else ``""``.
+        stack: innermost-first frames of your code (``"cell.py(5): train"``) when Python calls were
+            recorded.
+        device_us: device time of the kernels it launched.
+        depth: how many operators enclose it (0 for a top one; the timeline draws depths 0, 1, 2
+            in their own rows).
     """
 
     name: str
@@ -100,11 +101,13 @@ class KernelRecord:
     """One device activity (GPU kernel, memcpy, memset).
 
     Attributes:
-        name: full kernel name. kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``. device: CUDA
-            ordinal.
-        stream: CUDA stream id. start_us/end_us: from the trace start. launcher: name of the CPU
-            operator that
-        launched it (via the profiler's correlation id), or ``""``.
+        name: full kernel name.
+        kind: ``"kernel"``, ``"memcpy"`` or ``"memset"``.
+        device: CUDA ordinal.
+        stream: CUDA stream id.
+        start_us: start, from the trace start.
+        end_us: end, from the trace start.
+        launcher: the CPU operator that launched it (by correlation id), or ``""``.
     """
 
     name: str
@@ -117,6 +120,7 @@ class KernelRecord:
 
     @property
     def dur_us(self) -> float:
+        """Duration in microseconds."""
         return self.end_us - self.start_us
 
 
@@ -130,6 +134,7 @@ class StepRecord:
 
     @property
     def dur_us(self) -> float:
+        """Duration in microseconds."""
         return self.end_us - self.start_us
 
 
@@ -138,11 +143,12 @@ class TableRow:
     """One row of an operator or kernel table (aggregated calls).
 
     Attributes:
-        name: operator or kernel name. detail: the grouping's extra key (shapes, module, stack) or
-            ``""``.
-        calls: number of calls. self_us: summed self time (kernels: device time). total_us: summed
-            inclusive
-        time. self_pct: share of all operators' self time (kernels: of all device time), in percent.
+        name: operator or kernel name.
+        detail: the grouping's extra key (shapes, module, stack) or ``""``.
+        calls: number of calls.
+        self_us: summed self time (kernels: device time).
+        total_us: summed inclusive time.
+        self_pct: share of all operators' self time (kernels: of all device time), in percent.
         launcher: kernels only, the launching operator(s).
     """
 
@@ -220,8 +226,10 @@ def gpu_breakdown(kernels, span: tuple[float, float]) -> list[GpuBreakdown]:
 
 
 def frame_is_user(frame: str) -> bool:
-    """A Python-function event name (``"file.py(12): func"``) from the user's code rather than
-    torch, IPython, cudamagic or a built-in.
+    """Whether a Python-function event is from the user's code.
+
+    A Python-function event name (``"file.py(12): func"``) from the user's code rather than torch,
+    IPython, cudamagic or a built-in.
     """
     if not _FRAME.match(frame):
         return False
@@ -232,7 +240,8 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
     """Operator calls -> one :class:`TableRow` per group key, sorted by self time (largest first).
 
     Args:
-        ops: :class:`OpRecord` items. group: ``op``, ``shape``, ``module`` or ``stack``.
+        ops: :class:`OpRecord` items.
+        group: ``op``, ``shape``, ``module`` or ``stack``.
         stack_depth: frames kept in the ``stack`` key.
 
     Returns:
@@ -265,8 +274,10 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
 
 
 def aggregate_kernels(kernels) -> list[TableRow]:
-    """Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` =
-    device time), largest first; ``launcher`` lists the launching operators, most frequent first.
+    """One :class:`TableRow` per kernel name, largest first.
+
+    Device activities -> one :class:`TableRow` per kernel name (``self_us`` = ``total_us`` = device
+    time), largest first; ``launcher`` lists the launching operators, most frequent first.
     """
     acc: dict = {}
     for k in kernels:
@@ -284,30 +295,34 @@ def aggregate_kernels(kernels) -> list[TableRow]:
     return rows
 
 
-@dataclass
-class ProfResult:
+@dataclass(repr=False)
+class ProfResult(Rendered):
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
-        header: the magic line. wall_s: the cell's wall time in seconds, under the profiler. cpu_s:
-            this
-        process's CPU time during the cell in seconds (all threads; ``time.process_time``).
-        activities: the recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``). ops, kernels, steps:
-            the records.
-        span_us: (start, end) of the profiled span in microseconds. group, stack_depth, top: how
-            tables are shown.
-        gpu: one :class:`GpuBreakdown` per device, or NA with the reason. peak_memory_bytes: peak
-            allocated
-        bytes during the profiled span above its start (``--memory``), per device name (``"cpu"``,
-        ``"cuda:0"``), or NA. memory_points: device name -> [(t_us, allocated bytes above start)],
-        the
-        allocation timeline. memory_html_path: the PyTorch memory viewer written for a CUDA
-            snapshot, or None.
+        header: the magic line.
+        wall_s: the cell's wall time in seconds, under the profiler.
+        cpu_s: this process's CPU time during the cell in seconds (all threads).
+        activities: the recorded activities (``["CPU"]``, ``["CPU", "CUDA"]``).
+        ops: the :class:`OpRecord` s.
+        kernels: the :class:`KernelRecord` s.
+        steps: the :class:`StepRecord` s.
+        span_us: (start, end) of the profiled span in microseconds.
+        group: the table grouping.
+        stack_depth: frames per ``stack`` key.
+        top: rows per table.
+        with_stack: Python calls were recorded.
+        gpu: one :class:`GpuBreakdown` per device, or NA with the reason.
+        peak_memory_bytes: peak allocated bytes above the span's start (``--memory``), per device
+            name (``"cpu"``, ``"cuda:0"``), or NA.
+        memory_points: device name -> [(t_us, allocated bytes above start)].
+        memory_html_path: the PyTorch memory viewer written for a CUDA snapshot, or None.
         memory_snapshot_s: seconds taken to dump the CUDA memory snapshot, or None.
-        trace_path: the written trace, or None. trace_notes: what the size cap dropped. notices:
-            one-line
-        notes (activities not recorded, warnings summary). error: the cell's exception as text, or
-        None (a profile of the part that ran).
+        trace_path: the written trace, or None.
+        trace_notes: what the size cap dropped.
+        notices: one-line notes (activities not recorded, warnings summary).
+        warnings: the profiler's warnings.
+        error: the cell's exception as text, or None (a profile of the part that ran).
     """
 
     header: str = "%%torchprof"
@@ -337,16 +352,17 @@ class ProfResult:
     # ---- tables
     # -------------------------------------------------------------------------------------------
     def rows(self, group: str | None = None, stack_depth: int | None = None) -> list[TableRow]:
-        """Every operator row for ``group`` (default: the cell's ``--group``), largest self time
-        first.
+        """Every operator row for ``group``, largest self time first.
+
+        Every operator row for ``group`` (default: the cell's ``--group``), largest self time first.
 
         Raises:
             ValueError: ``module``/``stack`` grouping of a result recorded without Python calls, or
                 an unknown grouping.
         """
         group = group or self.group
-        if group not in DETAIL_HEADERS:
-            raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(DETAIL_HEADERS)}")
+        if group not in GROUPS:
+            raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(GROUPS)}")
         if group in ("module", "stack") and not self.with_stack:
             raise ValueError(
                 f"grouping by {group} needs the Python calls, which this profile did not record: "
@@ -372,20 +388,18 @@ class ProfResult:
         """The top rows as a table object (HTML in a notebook, text in a terminal).
 
         Args:
-            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only). top: rows shown
-                (default the cell's ``--top``); the rest are summed in one "other" row. kind:
-                ``"ops"`` or ``"kernels"``.
+            group: ``op``, ``shape``, ``module`` or ``stack`` (operators only).
+            top: rows shown (default the cell's ``--top``); the rest are summed in one "other" row.
+            kind: ``"ops"`` or ``"kernels"``.
             stack_depth: frames per ``stack`` key.
         """
-        from .render import Table
-
         top = top or self.top
         if kind == "kernels":
-            return Table("kernels", self.kernel_rows(), top)
+            return render.Table("kernels", self.kernel_rows(), top)
         if kind != "ops":
             raise ValueError(f"kind must be 'ops' or 'kernels', not {kind!r}")
         group = group or self.group
-        return Table(group, self.rows(group, stack_depth), top)
+        return render.Table(group, self.rows(group, stack_depth), top)
 
     def to_pandas(self, group: str | None = None):
         """One row per operator (grouped by ``group``) and per kernel, as a ``pandas.DataFrame``.
@@ -396,27 +410,20 @@ class ProfResult:
         time for kernels), ``launcher``.
 
         Raises:
-            ImportError: pandas is not installed (``pip install pandas``).
+            UsageError: pandas is not installed (``pip install pandas``).
         """
         try:
             import pandas as pd
         except ImportError as exc:
-            raise ImportError("ProfResult.to_pandas() needs pandas: pip install pandas") from exc
-        records = []
-        for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows())):
-            for r in rows:
-                records.append(
-                    {
-                        "kind": kind,
-                        "name": r.name,
-                        "detail": r.detail,
-                        "calls": r.calls,
-                        "self_time_us": r.self_us,
-                        "total_time_us": r.total_us,
-                        "self_time_pct": r.self_pct,
-                        "launcher": r.launcher,
-                    }
-                )
+            # here, not at the top: the engine also runs where IPython is not installed
+            from IPython.core.error import UsageError
+
+            raise UsageError("ProfResult.to_pandas() needs pandas: `pip install pandas`.") from exc
+        records = [
+            (kind, r.name, r.detail, r.calls, r.self_us, r.total_us, r.self_pct, r.launcher)
+            for kind, rows in (("operator", self.rows(group)), ("kernel", self.kernel_rows()))
+            for r in rows
+        ]
         columns = [
             "kind",
             "name",
@@ -442,28 +449,21 @@ class ProfResult:
     # ---- output
     # -------------------------------------------------------------------------------------------
     def to_html(self) -> str:
-        """The summary as an HTML fragment (self-contained: inline SVG and styles, no external URL)."""
-        from .render import result_html
-
+        """The summary as an HTML fragment (inline SVG and styles, no external URL)."""
         with gc_paused():
-            return result_html(self)
+            return render.result_html(self)
 
     def save_html(self, path: str) -> str:
         """Write the summary as a standalone HTML page at ``path`` (UTF-8); returns ``path``."""
-        from .render import page
-
         with open(path, "w", encoding="utf-8") as f:
-            f.write(page(self.to_html(), title=self.header))
+            f.write(render.page(self.to_html(), title=self.header))
         return path
 
-    def _repr_html_(self) -> str:
-        return self.to_html()
-
-    def __repr__(self) -> str:
-        from .render import result_text
-
+    def _text(self) -> str:
         with gc_paused():
-            return result_text(self)
+            return render.result_text(self)
+
+    _html = to_html
 
 
 # ---- building a result from torch.profiler
@@ -480,7 +480,9 @@ def _kind(name: str) -> str:
 
 
 def _python_context(evt, depth_limit: int = 64):
-    """(module path, user frames innermost first, top, depth) of an operator event whose ancestors
+    """Module path and user frames of an operator event.
+
+    (module path, user frames innermost first, top, depth) of an operator event whose ancestors
     include Python-function events (depth: enclosing operators, your ``record_function`` ranges
     included, not counting Python calls or ``ProfilerStep#N``; top: depth 0, as on the Kineto path).
     """
@@ -522,11 +524,14 @@ def build_result(
 
     Args:
         prof: the stopped profiler (read once; the profiler is not kept).
-        header: the magic line. wall_s: the cell's wall time in seconds. activities: names of the
-            recorded
-            activities. with_stack: Python calls were recorded (module and stack keys are filled).
-        memory: allocations were recorded (``profile_memory=True``). group, stack_depth, top: table
-            settings.
+        header: the magic line.
+        wall_s: the cell's wall time in seconds.
+        activities: names of the recorded activities.
+        with_stack: Python calls were recorded (module and stack keys are filled).
+        memory: allocations were recorded (``profile_memory=True``).
+        group: the table grouping.
+        stack_depth: frames per ``stack`` key.
+        top: rows per table.
     """
     result = ProfResult(
         header=header,
@@ -587,9 +592,11 @@ def _step_number(name: str, fallback: int) -> int:
 
 
 def _records_from_kineto(kin, events):
-    """(ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self
-    time, ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside
-    another on the same thread is its child). One pass over the events, each accessor called once.
+    """(ops, kernels, steps) from the Kineto events.
+
+    (ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time,
+    ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another
+    on the same thread is its child). One pass over the events, each accessor called once.
     """
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
@@ -648,7 +655,7 @@ def _records_from_kineto(kin, events):
             parents.append(parent)
             if corr and not linked:
                 by_corr[corr] = rec
-        if any(p is not None and p.name == r.name for r, p in zip(recs, parents)):
+        if any(p is not None and p.name == r.name for r, p in zip(recs, parents, strict=True)):
             recs = _merge_redispatches(recs, parents, by_corr)
         ops.extend(recs)
     names = StringTable()
@@ -677,13 +684,13 @@ def _records_from_kineto(kin, events):
 
 
 def _merge_redispatches(recs, parents, by_corr):
-    """The records of one thread (in start order, with their parents) less each operator that is the
-    only child
-    of an operator of its name (an overload redispatching, ``aten::sum`` inside ``aten::sum``):
-        merged into that
-    parent (self time and launched kernels added, its children adopted), as torch's
-    ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is updated to the
-    parents; ``depth`` and ``top`` are recomputed.
+    """One thread's records without redispatched overloads.
+
+    The records of one thread (in start order, with their parents) less each operator that is the
+    only child of an operator of its name (an overload redispatching, ``aten::sum`` inside
+    ``aten::sum``): merged into that parent (self time and launched kernels added, its children
+    adopted), as torch's ``EventList._remove_dup_nodes`` does for ``key_averages()``. ``by_corr`` is
+    updated to the parents; ``depth`` and ``top`` are recomputed.
     """
     children: dict = {}
     for p in parents:
@@ -691,7 +698,7 @@ def _merge_redispatches(recs, parents, by_corr):
             children[id(p)] = children.get(id(p), 0) + 1
     into: dict = {}  # id(merged record) -> the record it was merged into
     kept = []
-    for rec, p in zip(recs, parents):
+    for rec, p in zip(recs, parents, strict=True):
         if p is not None:
             p = into.get(id(p), p)
         if p is not None and p.name == rec.name and children[id(p)] == 1:
@@ -709,7 +716,7 @@ def _merge_redispatches(recs, parents, by_corr):
 
 
 def _records_from_function_events(prof, with_stack: bool):
-    """(ops, kernels, steps) from ``prof.events()`` (``FunctionEvent`` objects with parent links)."""
+    """(ops, kernels, steps) from ``prof.events()``."""
     from torch.autograd import DeviceType
 
     cpu = DeviceType.CPU
@@ -771,7 +778,9 @@ def _records_from_function_events(prof, with_stack: bool):
 
 
 def _memory_from_profiler(prof, result: ProfResult, events=None) -> None:
-    """Allocation timeline and peak per device from the profiler's ``[memory]`` events
+    """Allocation timeline and peak per device.
+
+    Allocation timeline and peak per device from the profiler's ``[memory]`` events
     (``profile_memory``); ``events``: ``kineto_results.events()`` when already read.
     """
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)

@@ -1,4 +1,6 @@
-"""Writing the Chrome/Perfetto trace of a profile (``--trace FILE``) under a size cap
+"""Writing the Chrome/Perfetto trace under a size cap.
+
+Writing the Chrome/Perfetto trace of a profile (``--trace FILE``) under a size cap
 (``--max-trace-mb``).
 
 When the whole trace would pass the cap, Python stack events and stack arguments are dropped first;
@@ -24,7 +26,9 @@ def _encode(data: dict, gz: bool) -> bytes:
 
 
 def write_trace(prof, path: str, max_bytes: int) -> tuple[str, list]:
-    """Export ``prof`` (a stopped ``torch.profiler.profile``) to ``path`` in at most ``max_bytes``
+    """Export ``prof`` to ``path`` in at most ``max_bytes`` bytes.
+
+    Export ``prof`` (a stopped ``torch.profiler.profile``) to ``path`` in at most ``max_bytes``
     bytes.
 
     Returns:
@@ -41,7 +45,8 @@ def write_trace(prof, path: str, max_bytes: int) -> tuple[str, list]:
             except ValueError as exc:
                 data = _trace_from_events(prof)
                 notes.append(
-                    f"the profiler's own trace was not valid JSON ({exc}); wrote the operator and kernel "
+                    f"the profiler's own trace was not valid JSON ({exc}); wrote the operator and "
+                    "kernel "
                     "events again from the profile"
                 )
     finally:
@@ -68,8 +73,11 @@ def _trace_from_events(prof) -> dict:
 
 
 def write_capped(data: dict, path: str, max_bytes: int) -> list:
-    """Write the trace dict ``data`` (``{"traceEvents": [...], ...}``) to ``path`` (gzip when it
-    ends in ``.gz``) in at most ``max_bytes`` bytes, dropping stacks, then steps, then the latest events. Returns the notes.
+    """Write a trace dict to ``path`` in at most ``max_bytes`` bytes.
+
+    Write the trace dict ``data`` (``{"traceEvents": [...], ...}``) to ``path`` (gzip when it ends
+    in ``.gz``) in at most ``max_bytes`` bytes, dropping stacks, then steps, then the latest events.
+    Returns the notes.
     """
     gz = path.lower().endswith(".gz")
     notes = []
@@ -100,7 +108,7 @@ def write_capped(data: dict, path: str, max_bytes: int) -> list:
 
 
 def _truncate(data: dict, gz: bool, max_bytes: int, full_size: int) -> tuple[dict, str]:
-    """Keep the earliest events (whole steps when the trace has ``ProfilerStep#`` ranges) that fit."""
+    """Keep the earliest events (whole steps when marked) that fit."""
     events = data["traceEvents"]
     meta = [e for e in events if e.get("ph") == "M" or "ts" not in e]
     timed = sorted(
@@ -128,7 +136,8 @@ def _truncate(data: dict, gz: bool, max_bytes: int, full_size: int) -> tuple[dic
                 n = bisect_right(stamps, starts[-1] - 1e-9)
                 kept_steps = len(starts) - 1
                 cut_note = (
-                    f"dropped {len(steps) - kept_steps} of {len(steps)} profiler steps (kept the first "
+                    f"dropped {len(steps) - kept_steps} of {len(steps)} profiler steps (kept the "
+                    "first "
                     f"{kept_steps})"
                 )
         out = dict(data, traceEvents=meta + timed[:n])
@@ -148,7 +157,10 @@ def _truncate(data: dict, gz: bool, max_bytes: int, full_size: int) -> tuple[dic
 
 
 def load_trace(path: str) -> dict:
-    """Read a ``.json`` or ``.json.gz`` Chrome trace. Raises ``OSError``/``ValueError`` when unreadable."""
+    """Read a ``.json`` or ``.json.gz`` Chrome trace.
+
+    Raises ``OSError``/``ValueError`` when unreadable.
+    """
     opener = gzip.open if path.lower().endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as f:
         return json.load(f)

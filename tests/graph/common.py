@@ -7,9 +7,9 @@ import os
 
 import pytest
 
-from cudamagic.graph import dot
+from cudamagic.graph import layout
 
-HAVE_DOT = dot.find_dot() is not None
+HAVE_DOT = layout.find_dot() is not None
 needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed")
 LSTM_CELL = (
     "h = c = torch.zeros(4, 16)\nfor t in range(30):\n    h, c = cell(xs[t], (h, c))\nh.sum()"
@@ -50,5 +50,9 @@ def _opaque_class():
 
 
 def opaque(size):
-    """An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read (no dense guess possible)."""
+    """An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read.
+
+    An ``Opaque`` float32 tensor subclass of ``size`` whose storage cannot be read (no dense guess
+    possible).
+    """
     return _opaque_class()(size)

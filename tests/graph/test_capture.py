@@ -1,4 +1,6 @@
-"""Tier 2: running the cell (names, nested outputs, -o, nothing to draw, the user's own errors, cell
+"""Tier 2: running the cell.
+
+Tier 2: running the cell (names, nested outputs, -o, nothing to draw, the user's own errors, cell
 events) in a real InteractiveShell.
 """
 

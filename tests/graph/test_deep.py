@@ -1,5 +1,6 @@
-"""Deep graphs (100,000 chained ops): the walk is iterative and freeing a walked chain does not
-crash.
+"""Deep graphs (100,000 chained ops).
+
+The walk is iterative and freeing a walked chain does not crash.
 
 About 25 s each: kept out of the mutation runs of walk.py (scripts/mutation.py), where every
     surviving mutant
@@ -26,7 +27,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_chain_of_100k_ops_walks_iteratively():
     result = {}
 
-    def body():  # a big C stack: freeing a 100k-deep graph recurses in PyTorch's C++ (pytorch#109948)
+    # a big C stack: freeing a 100k-deep graph recurses in PyTorch's C++ (pytorch#109948)
+    def body():
         x = torch.randn(2, requires_grad=True)
         z = x
         for _ in range(100_000):
@@ -75,7 +77,10 @@ def test_freeing_a_walked_100k_chain_does_not_crash_the_process():
 
 
 def _default_stack():
-    """In the child: the usual 8 MiB main-thread stack (the crash does not show with a bigger one)."""
+    """In the child.
+
+    The usual 8 MiB main-thread stack (the crash does not show with a bigger one).
+    """
     import resource
 
     hard = resource.getrlimit(resource.RLIMIT_STACK)[1]

@@ -1,5 +1,7 @@
-"""Pictures a person can read (issue 16): the automatic view of big models, one count in one
-caption, a legend of what is drawn, saved bytes that add up, theme colours only around the picture.
+"""Pictures a person can read (issue 16).
+
+The automatic view of big models, one count in one caption, a legend of what is drawn, saved bytes
+that add up, theme colours only around the picture.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ import re
 import pytest
 
 from cudamagic.core import style
-from cudamagic.graph import draw, result
+from cudamagic.graph import draw, render
 from cudamagic.graph import model as M
 
 from .common import magic, needs_dot
@@ -22,17 +24,24 @@ MLP_LOSS = "loss = loss_fn(model(xb), yb)\nloss"
 def big(ip):
     ip.run_cell(
         "import torch\ntorch.manual_seed(0)\n"
-        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 6,"
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(32, 4, 64, "
+        "batch_first=True), 6,"
         " enable_nested_tensor=False)\nsrc = torch.randn(2, 5, 32)\n"
         "rnn = torch.nn.RNNCell(8, 16)\nxs = torch.randn(400, 2, 8)\n"
-        "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))\n"
-        "loss_fn = torch.nn.CrossEntropyLoss()\nxb, yb = torch.randn(128, 64), torch.randint(0, 10, (128,))"
+        "model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), "
+        "torch.nn.Linear(128, 10))\n"
+        "loss_fn = torch.nn.CrossEntropyLoss()\nxb, yb = torch.randn(128, 64), torch.randint(0, "
+        "10, (128,))"
     )
     return ip
 
 
 def _page_outside_pictures(html: str) -> str:
-    """The page without the shared stylesheet (the lead's, tested in tests/core) and without any <svg> picture."""
+    """The page without the shared stylesheet.
+
+    The page without the shared stylesheet (the lead's, tested in tests/core) and without any <svg>
+    picture.
+    """
     html = html.replace(style.CSS, "")
     return re.sub(r"<svg\b.*?</svg>", "", html, flags=re.S)
 
@@ -41,12 +50,10 @@ def test_repeated_calls_of_one_module_fold_into_one_box_with_the_count(big):
     r = magic(big, "--format dot", RNN_LOOP)  # the automatic view, no --depth
     boxes = r.drawn.of_kind(M.MODULE)
     assert [(b.label, b.count) for b in boxes] == [("rnn (RNNCell) x 400", 400)]
-    assert (
-        boxes[0].ops == len(r.graph.of_kind(M.BACKWARD)) - 1
-    )  # every op but the final SumBackward0
-    assert (
-        len(r.drawn.nodes) <= 12
-    )  # 4 parameters, their AccumulateGrads, the box, the sum, the output
+    # every op but the final SumBackward0
+    assert boxes[0].ops == len(r.graph.of_kind(M.BACKWARD)) - 1
+    # 4 parameters, their AccumulateGrads, the box, the sum, the output
+    assert len(r.drawn.nodes) <= 12
     assert "rnn (RNNCell) x 400" in r.caption()
 
 
@@ -84,7 +91,7 @@ def test_one_count_in_one_caption_for_html_and_text(big):
         # the HTML shows that caption once, and no other node count outside the details
         page = _page_outside_pictures(r._repr_html_())
         visible = re.sub(r"<details\b.*</details>", "", page, flags=re.S)
-        assert visible.count(result.esc(caption)) == 1
+        assert visible.count(render.esc(caption)) == 1
         assert re.findall(r"(\d+) (?:autograd )?nodes?\b", re.sub(r"<[^>]+>", " ", visible)) == [
             str(count)
         ]
@@ -114,24 +121,22 @@ def test_legend_lists_only_the_kinds_drawn(big):
     assert re.search(
         r'<div class="cm-pic"><svg\b.*?</svg>\s*</div><div class="cm-legend"', html, re.S
     )
-    assert (
-        "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot
-    )  # standalone files keep one
+    # standalone files keep one
+    assert "legend" not in grouped.inline_dot() and "cluster_legend" in grouped.dot
 
 
 @needs_dot
 def test_saved_bytes_of_the_boxes_add_up_to_the_caption_or_the_caption_says_why(big):
     rnn = magic(big, "", RNN_LOOP)
-    assert result.drawn_saved_bytes(rnn.drawn) == rnn.graph.saved_bytes_total
+    assert render.drawn_saved_bytes(rnn.drawn) == rnn.graph.saved_bytes_total
     assert "add up to" not in rnn.caption() and "75.1 KiB" in rnn.caption()
-    mlp = magic(
-        big, "", MLP_LOSS
-    )  # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
-    shown = result.drawn_saved_bytes(mlp.drawn)
+    # ReLU's result is saved by ReluBackward0 and by the next AddmmBackward0
+    mlp = magic(big, "", MLP_LOSS)
+    shown = render.drawn_saved_bytes(mlp.drawn)
     assert shown > mlp.graph.saved_bytes_total
     assert (
-        f"saved for backward: {result.format_bytes(mlp.graph.saved_bytes_total)}" in mlp.caption()
-        and f"counted once, so the boxes add up to {result.format_bytes(shown)}" in mlp.caption()
+        f"saved for backward: {render.format_bytes(mlp.graph.saved_bytes_total)}" in mlp.caption()
+        and f"counted once, so the boxes add up to {render.format_bytes(shown)}" in mlp.caption()
     )
 
 
@@ -145,9 +150,8 @@ def test_no_hard_coded_colours_around_the_picture(big):
         ("--format dot", MLP_LOSS),
     ):
         page = _page_outside_pictures(magic(big, line, cell)._repr_html_())
-        page = re.sub(
-            r"<pre>.*?</pre>", "", page, flags=re.S
-        )  # the DOT source is text, not styling
+        # the DOT source is text, not styling
+        page = re.sub(r"<pre>.*?</pre>", "", page, flags=re.S)
         page = re.sub(r'src="data:image/png;base64,[^"]+"', "", page)
         assert style.hard_coded_colours(page) == [], line  # the rule every output's tests share
         without_vars = re.sub(r"var\(--jp-[\w-]+(?:,[^()]*)?\)", "", page)

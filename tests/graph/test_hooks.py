@@ -1,4 +1,7 @@
-"""Do no harm: saved tensors behind saved-tensor hooks are read without unpacking (field case E11)."""
+"""Do no harm: saved tensors behind saved-tensor hooks are read without unpacking.
+
+Do no harm: saved tensors behind saved-tensor hooks are read without unpacking (field case E11).
+"""
 
 from __future__ import annotations
 
@@ -47,7 +50,10 @@ def _same(a, b):
 
 
 def test_checkpoint_drawing_runs_no_forward_and_touches_no_state(ip):
-    """E11: the same cell with and without the magic leaves counters, BatchNorm buffers and the RNG equal."""
+    """The same cell with and without the magic leaves the same state.
+
+    Counters, BatchNorm buffers and the RNG are equal (field case E11).
+    """
     ip.run_cell(E11_SETUP)
     ip.run_cell("torch.manual_seed(1)\nloss = run_ckpt(model, x).sum()")
     plain = _state(ip)

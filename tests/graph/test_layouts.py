@@ -1,4 +1,7 @@
-"""Saved bytes for every layout autograd can save; a size that cannot be known is marked, never guessed."""
+"""Saved bytes for every layout autograd can save.
+
+A size that cannot be known is marked, never guessed.
+"""
 
 from __future__ import annotations
 
@@ -116,14 +119,17 @@ def test_subclasses_inner_tensors_or_unknown():
 
 
 def test_unknown_size_is_marked_in_graph_and_summary(ip):
-    """A hook whose packed object holds no tensor: the drawn graph says 'unknown size' instead of a guess."""
+    """A hook whose packed object holds no tensor.
+
+    The drawn graph says 'unknown size' instead of a guess.
+    """
     ip.run_cell(
         "import torch\nw = torch.randn(20, requires_grad=True)\n"
         "hooks = torch.autograd.graph.saved_tensors_hooks(lambda t: object(), lambda p: None)"
     )
     r = ip.run_cell_magic("autograd_graph", "", "with hooks:\n    y = w.exp().sum()\ny")
     assert r.graph.saved_unknown == 1 and r.graph.saved_bytes_total == 0
-    assert "1 tensor of unknown size" in r.summary_line()
+    assert "1 tensor of unknown size" in r.caption()
     assert "saved of unknown size" in r.dot
 
 
@@ -180,9 +186,8 @@ def test_per_channel_scales_counted_inside_subclasses_or_the_size_is_unknown():
     t = TwoTensor(qc, qc)
     for _ in range(2):
         t = TwoTensor(t, t)
-    parts, why = G.storage_parts(
-        t
-    )  # qc three levels down: data, scales and zero points, 8 times over
+    # qc three levels down: data, scales and zero points, 8 times over
+    parts, why = G.storage_parts(t)
     assert why == "" and len(parts) == 24
     assert (
         sum(b for _, b in {key: nbytes for key, nbytes, _ in parts}.items()) == 16 + 4 * 8 + 4 * 8

@@ -1,4 +1,7 @@
-"""Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel (nbclient)."""
+"""Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel.
+
+Tier 3: examples/autograd_tour.ipynb executed top to bottom in a real Jupyter kernel (nbclient).
+"""
 
 import os
 import re
@@ -51,9 +54,8 @@ def test_tour_steps_show_what_they_teach(executed):
     assert "model.0.weight" in html["loss"]  # parameters named by module path
     assert "freed by backward" in html["q"]  # F11
     skipped = html['{"tracked": (x * 2).sum(), "no_grad": frozen, "detached": cut}']
-    assert (
-        "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn" in skipped
-    )  # no_grad output skipped, with a note
+    # no_grad output skipped, with a note
+    assert "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn" in skipped
     text = "".join(
         o.get("text", "") + str(o.get("data", {}).get("text/plain", ""))
         for c in executed.cells
@@ -64,7 +66,10 @@ def test_tour_steps_show_what_they_teach(executed):
 
 
 def test_big_models_get_the_automatic_view(executed):
-    """The tour's big-model cells: a 6-layer encoder and a 400-step RNNCell loop, folded into one box each."""
+    """The tour's big-model cells.
+
+    A 6-layer encoder and a 400-step RNNCell loop, folded into one box each.
+    """
     html = {
         c.source: next(o for o in c.outputs if o.output_type == "execute_result").data["text/html"]
         for c in _graph_cells(executed)
@@ -77,6 +82,5 @@ def test_big_models_get_the_automatic_view(executed):
         size = re.search(
             r'<svg style="max-width:100%;height:auto" width="(\d+)pt" height="(\d+)pt"', h
         )
-        assert size and int(size.group(1)) < 1000 and int(size.group(2)) < 1000, (
-            size
-        )  # a screen, not 22,620 px
+        # a screen, not 22,620 px
+        assert size and int(size.group(1)) < 1000 and int(size.group(2)) < 1000, size

@@ -1,4 +1,4 @@
-""" "Nothing to draw" names the real cause (issue 12)."""
+"""The "nothing to draw" message names the real cause (issue 12)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_torch_func_transform(ip):
 
 def test_inference_mode_tensor_made_in_another_cell(ip):
     ip.run_cell(
-        "import torch\nlin = torch.nn.Linear(3, 3)\nwith torch.inference_mode():\n    y = lin(torch.randn(2, 3))"
+        "import torch\nlin = torch.nn.Linear(3, 3)\nwith torch.inference_mode():\n    y = "
+        "lin(torch.randn(2, 3))"
     )
     with pytest.raises(UsageError, match=r"made under `torch.inference_mode\(\)`.*can never join"):
         magic(ip, "", "y * 2")

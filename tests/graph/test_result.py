@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from cudamagic.core.fmt import esc
-from cudamagic.graph import dot, result
 from cudamagic.graph import model as M
+from cudamagic.graph import render
 
 from .common import LSTM_CELL, magic, needs_dot
 
@@ -56,7 +56,7 @@ def test_terminal_text_fits_100_columns_and_counts_add_up(lstm):
 def test_missing_dot_text_fits_100_columns(lstm, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     text = repr(magic(lstm, "", LSTM_CELL))
-    assert "apt-get install graphviz" in text
+    assert "apt-get install graphviz" in " ".join(text.split())  # wrapped at 100 columns
     assert max(len(line) for line in text.splitlines()) <= 100
 
 
@@ -75,27 +75,30 @@ def test_inline_svg_is_scaled_to_the_output_width_with_a_1_to_1_toggle(lstm):
 
 def test_notes_render_code_spans_in_html_and_one_op_is_singular():
     assert (
-        result._code_spans(esc("`['no_grad']` has no grad_fn"))
+        render._code_spans(esc("`['no_grad']` has no grad_fn"))
         == "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn"
     )
-    assert dot.plural(1, "op") == "1 op" and dot.plural(3, "op") == "3 ops"
+    assert render.plural(1, "op") == "1 op" and render.plural(3, "op") == "3 ops"
 
 
 def _outline_lines(r) -> list:
-    """The lines of the terminal text from the outline's first line to the end (the outline closes the text)."""
+    """The lines of the terminal text from the outline's first line to the end.
+
+    The lines of the terminal text from the outline's first line to the end (the outline closes the
+    text).
+    """
     text = repr(r).splitlines()
-    first = result.outline(r.drawn, result.OUTLINE_LINES).splitlines()[0][:99]
+    first = render.outline(r.drawn, render.OUTLINE_LINES).splitlines()[0][:99]
     return text[[i for i, line in enumerate(text) if line.startswith(first)][-1] :]
 
 
 def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
-    monkeypatch.setenv(
-        "PATH", "/nonexistent"
-    )  # `dot` hidden: the outline is the terminal's only view
+    # `dot` hidden: the outline is the terminal's only view
+    monkeypatch.setenv("PATH", "/nonexistent")
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
     assert r.problem == "dot missing" and len(r.drawn.nodes) > 60
     lines = _outline_lines(r)
-    assert len(lines) == result.OUTLINE_LINES == 40
+    assert len(lines) == render.OUTLINE_LINES == 40
     assert lines[-1] == f"... {len(r.drawn.nodes) - 39} more boxes"
 
 

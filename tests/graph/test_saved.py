@@ -59,16 +59,14 @@ def test_views_of_one_activation_count_its_storage_once_per_node_and_per_graph()
 
 
 def test_saved_view_of_a_parameter_is_not_counted_but_activations_beside_it_are():
-    w = torch.randn(
-        64, requires_grad=True
-    )  # a leaf: its storage is the user's, not held for backward
+    # a leaf: its storage is the user's, not held for backward
+    w = torch.randn(64, requires_grad=True)
     x = torch.randn(64) + 1  # plain input, saved by the product
     y = (x[:32] * w[:32]).sum()  # MulBackward0 reads `other` (w's view) first, then `self`
     gr = G.walk([("y", y)], tensor_names={id(w): "w"})
     mul = _by_label(gr)["MulBackward0"]
-    assert (
-        mul.saved_bytes == _storage_bytes(x) == 256
-    )  # x's whole storage; w[:32] shares w's: not counted
+    # x's whole storage; w[:32] shares w's: not counted
+    assert mul.saved_bytes == _storage_bytes(x) == 256
     assert mul.saved_view_bytes == 32 * 4
     assert gr.saved_bytes_total == 256
 
@@ -93,9 +91,8 @@ def test_hook_kinds_are_summed_in_one_note_and_a_shared_storage_counted_once():
     assert by["ExpBackward0"].held == (("kept on CPU", 1),)
     assert by["SinBackward0"].held == (("packed by partial", 1),)
     assert by["MulBackward0"].held == (("packed by partial", 2),)
-    assert (
-        gr.saved_bytes_total == _storage_bytes(h) + 2 * 400
-    )  # h once; sin(h) and cos(h) are new storages
+    # h once; sin(h) and cos(h) are new storages
+    assert gr.saved_bytes_total == _storage_bytes(h) + 2 * 400
     hooks = [n for n in gr.notes if n.startswith("Saved tensors behind saved-tensor hooks")]
     assert hooks == [
         "Saved tensors behind saved-tensor hooks (1 kept on CPU, 4 packed by partial) were read "
@@ -172,9 +169,8 @@ def test_checkpoint_counts_every_input_of_its_frame_once():
     inside = [n for n in gr.of_kind(M.BACKWARD) if n.held]
     assert {n.label for n in inside} == {"ExpBackward0", "TanhBackward0", "AddmmBackward0"}
     assert all(h == "recomputed in backward" for n in inside for h, _ in n.held)
-    assert (
-        by["ExpBackward0"].saved_bytes == _storage_bytes(a, b) == 1024
-    )  # on the frame's first entry only
+    # on the frame's first entry only
+    assert by["ExpBackward0"].saved_bytes == _storage_bytes(a, b) == 1024
     assert by["TanhBackward0"].saved_bytes == 0
     # the three MulBackward0 save a 0-dim scalar each (8 B: the wrapped Python number, not given to
     # the hooks)
@@ -183,7 +179,10 @@ def test_checkpoint_counts_every_input_of_its_frame_once():
 
 
 def test_a_checkpoint_hook_whose_private_frame_cannot_be_read_is_unknown():
-    """torch.utils.checkpoint's private layout changed (no ``frame`` cell): the size is unknown, not 0."""
+    """torch.utils.checkpoint's private layout changed (no ``frame`` cell).
+
+    The size is unknown, not 0.
+    """
 
     def unpack(p):
         return p
@@ -203,7 +202,10 @@ def test_a_checkpoint_hook_whose_private_frame_cannot_be_read_is_unknown():
 
 
 def test_undefined_saved_tensor_is_not_counted_and_never_unpacked():
-    """layer_norm without weight and bias saves undefined tensors for them: nothing to count or unpack."""
+    """layer_norm without weight and bias saves undefined tensors for them.
+
+    Nothing to count or unpack.
+    """
     unpacked = []
     x = torch.randn(4, 8, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda p: unpacked.append(1) or p):
@@ -219,7 +221,10 @@ def test_undefined_saved_tensor_is_not_counted_and_never_unpacked():
 
 
 def test_hooks_given_as_methods_with_no_module_attribute():
-    """``torch.Tensor.clone`` as the unpack hook (a method descriptor: no ``__module__``) is named by its qualname."""
+    """``torch.Tensor.clone`` as the unpack hook (a method descriptor.
+
+    No ``__module__``) is named by its qualname.
+    """
     x = torch.randn(10, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(torch.Tensor.detach, torch.Tensor.clone):
         y = x.exp().sum()
@@ -237,7 +242,11 @@ def test_bytes_still_counted_where_torch_has_no_fake_tensors(monkeypatch):
 
 
 def test_saved_attribute_names_are_read_once_per_node_class(monkeypatch):
-    """``dir()`` of each backward class once (a 100k-op chain would call it per node), then from the cache."""
+    """``dir()`` of each backward class once.
+
+    ``dir()`` of each backward class once (a 100k-op chain would call it per node), then from the
+    cache.
+    """
     monkeypatch.setattr(G, "_SAVED_ATTRS", {})
     x = torch.randn(3, requires_grad=True)
     y = (x * x.exp()).sum()
@@ -281,10 +290,11 @@ def test_saved_entries_carry_shape_dtype_and_storage_bytes_when_drawn():
     y = (v * v.cos()).sum()
     E = M.SavedEntry
     plain = _by_label(G.walk([("y", y)]))
+    # no shapes kept
     assert plain["MulBackward0"].saved == (
         E("other", None, "", 40),
         E("self", None, "", 400),
-    )  # no shapes kept
+    )
     drawn = G.walk([("y", y)], show_saved=True)
     by = _by_label(drawn)
     # the entry's bytes are the storage it keeps alive (h's 400 B for the 10-element view), not the
@@ -312,7 +322,10 @@ def test_hooked_entries_show_the_tensor_they_hold_except_a_checkpoints():
 
 
 def test_every_unknown_saved_tensor_of_a_node_is_counted():
-    """A pack hook returning a tensor subclass with no readable storage: each entry unknown, none guessed."""
+    """A pack hook returning a tensor subclass with no readable storage.
+
+    Each entry unknown, none guessed.
+    """
     x = torch.randn(10, requires_grad=True)
     with torch.autograd.graph.saved_tensors_hooks(lambda t: opaque(t.shape), lambda p: None):
         y = (
@@ -348,16 +361,18 @@ def test_two_views_of_one_storage_in_one_node_show_the_larger_view():
 
 
 def test_an_empty_saved_tensor_counts_zero_bytes():
-    x = torch.randn(
-        1, requires_grad=True
-    )  # not empty: an empty leaf's storage key (address 0) is every empty one's
+    # not empty: an empty leaf's storage key (address 0) is every empty one's
+    x = torch.randn(1, requires_grad=True)
     e = torch.randn(0) + 1
     mul = _by_label(G.walk([("y", (x * e).sum())]))["MulBackward0"]
     assert mul.saved_bytes == mul.saved_view_bytes == e.untyped_storage().nbytes() == 0
 
 
 def test_storage_ids_follow_walk_order_past_ten_nodes():
-    """Ids n2, n3 ... n10, n11 in number order (not as text: "n10" < "n2"), so storage ids are 0, 1, 2 ..."""
+    """Ids n2, n3 ...
+
+    n10, n11 in number order (not as text: "n10" < "n2"), so storage ids are 0, 1, 2 ...
+    """
     x = torch.randn(10, requires_grad=True)
     h = x
     for _ in range(12):
@@ -369,7 +384,10 @@ def test_storage_ids_follow_walk_order_past_ten_nodes():
 
 
 def test_a_graph_on_the_meta_device_holds_no_bytes():
-    """A model built on ``device="meta"`` (no data): the walk reads no storage and counts 0, it never fails."""
+    """A model built on ``device="meta"`` (no data).
+
+    The walk reads no storage and counts 0, it never fails.
+    """
     lin = torch.nn.Linear(8, 4, device="meta")
     x = torch.empty(2, 8, device="meta")
     gr = G.walk(

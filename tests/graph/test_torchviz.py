@@ -1,4 +1,7 @@
-"""``%%autograd_graph --engine torchviz``: torchviz's own make_dot, its limits handled (issue 12)."""
+"""``%%autograd_graph --engine torchviz``.
+
+Torchviz's own make_dot, its limits handled (issue 12).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ def test_torchviz_draws_make_dot_with_our_names(mlp):
     assert "AddmmBackward0" in r.dot and 'label="model.0.weight' in r.dot
     assert "fillcolor=orange" not in r.dot  # saved tensors only with --show-saved, as in torchviz
     assert "Drawn by torchviz's make_dot." in r.notes
-    assert "torchviz make_dot view" in r.summary_line()
+    assert "torchviz make_dot view" in r.caption()
 
 
 def test_show_saved_and_show_attrs_are_mapped(mlp):
@@ -83,7 +86,8 @@ def test_works_without_distutils_and_leaves_sys_modules_alone():
     """Torchviz 0.0.3 imports distutils (gone in Python 3.12): imported through a temporary shim."""
     code = (
         "import sys\nsys.modules['distutils'] = None\nsys.modules['distutils.version'] = None\n"
-        "from cudamagic.graph import tv\nmake_dot = tv.import_make_dot()\n"
+        "from cudamagic.graph import torchviz_engine\nmake_dot = "
+        "torchviz_engine.import_make_dot()\n"
         "print(make_dot.__module__, sys.modules['distutils'], sys.modules['distutils.version'])\n"
         "import torch\nx = torch.randn(2, requires_grad=True)\n"
         "print('MulBackward0' in make_dot((x * 2).sum()).source)"

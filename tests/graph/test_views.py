@@ -11,7 +11,8 @@ from .common import LSTM_CELL, magic
 def test_collapse_and_fold_repeated_blocks(ip):
     ip.run_cell(
         "import torch\ntorch.manual_seed(0)\n"
-        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, "
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, "
+        "dropout=0.0, "
         "batch_first=True), 4)\nsrc = torch.randn(2, 5, 16, requires_grad=True)"
     )
     r = magic(ip, "--depth 1 --format dot", "enc(src).sum()")
@@ -53,23 +54,22 @@ def test_collapsed_caption_counts_every_autograd_node(ip):
         "enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)\n"
         "src = torch.randn(2, 5, 16)"
     )
-    r = magic(
-        ip, "--depth 1 --no-fold --format dot", "enc(src).sum()"
-    )  # two boxes (folded: one, x 2)
+    # two boxes (folded: one, x 2)
+    r = magic(ip, "--depth 1 --no-fold --format dot", "enc(src).sum()")
     boxes = r.drawn.of_kind(M.MODULE)
     assert len(boxes) == 2
     assert sum(b.saved_bytes for b in boxes) <= r.graph.saved_bytes_total
     total = sum(r.graph.op_counts().values())
-    assert (
-        f'label="autograd graph: {total} autograd nodes (' in r.dot
-    )  # the standalone file's caption
+    # the standalone file's caption
+    assert f'label="autograd graph: {total} autograd nodes (' in r.dot
     assert "2 module boxes" in r.dot and "1 autograd nodes" not in r.dot
 
 
 def test_twelve_layer_encoder_folds_to_x12_with_or_without_an_input_requiring_grad(ip):
     ip.run_cell(
         "import torch\ntorch.manual_seed(0)\n"
-        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, "
+        "enc = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 2, 32, "
+        "dropout=0.0, "
         "batch_first=True), 12, enable_nested_tensor=False)\n"
         "plain = torch.randn(2, 5, 16)\nwith_grad = torch.randn(2, 5, 16, requires_grad=True)"
     )
@@ -90,7 +90,8 @@ def test_different_first_block_is_not_folded_in(ip):
     ip.run_cell(
         "import torch\ntorch.manual_seed(0)\n"
         "blk = lambda: torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU())\n"
-        "net = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(16, 16)), blk(), blk(), blk())\n"
+        "net = torch.nn.Sequential(torch.nn.Sequential(torch.nn.Linear(16, 16)), blk(), blk(), "
+        "blk())\n"
         "x = torch.randn(2, 16)"
     )
     r = magic(ip, "--depth 1 --format dot", "net(x).sum()")

@@ -1,5 +1,7 @@
-"""Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved
-tensors, no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py.
+"""Tier 1: the iterative walk of grad_fn.
+
+Tier 1: the iterative walk of grad_fn (structure, saved bytes, per-use leaves, freed saved tensors,
+no references kept, torchviz parity) and guard_deep_free; deep chains are in test_deep.py.
 """
 
 from __future__ import annotations
@@ -152,7 +154,10 @@ def test_torchviz_parity_on_small_graphs():
 
 
 def test_saved_view_shows_its_own_bytes_and_the_storage_it_keeps(ip):
-    """A batch sliced from a big tensor: the op saves 3 KiB of view but keeps the 350 KiB storage alive."""
+    """A batch sliced from a big tensor.
+
+    The op saves 3 KiB of view but keeps the 350 KiB storage alive.
+    """
     ip.run_cell(
         "import torch\nlin = torch.nn.Linear(64, 8)\nX = torch.randn(1400, 64)\nxb = X[1380:]"
     )
@@ -214,8 +219,10 @@ def test_guard_deep_free_raises_the_stack_limit_or_warns(monkeypatch):
 
 
 def test_walk_records_each_node_and_edge_with_its_module_call():
-    """Every field the views and renderers read: kinds, labels, tensor metadata, the innermost
-    module call (the Net's own op is in call 0, the op after the call in none), saved bytes (torch's storage sizes).
+    """Every field the views and renderers read.
+
+    Kinds, labels, tensor metadata, the innermost module call (the Net's own op is in call 0, the op
+    after the call in none), saved bytes (torch's storage sizes).
     """
     from cudamagic.graph.capture import ModuleCallRecorder
 
@@ -377,9 +384,8 @@ def test_saved_attribute_text_is_short_and_has_no_addresses(value, shown):
 
 
 def test_saved_attributes_shown_on_request_and_cut_at_50_characters():
-    x = torch.randn(
-        *([1] * 15), 100, requires_grad=True
-    )  # str of its 16 sizes: exactly 50 characters
+    # str of its 16 sizes: exactly 50 characters
+    x = torch.randn(*([1] * 15), 100, requires_grad=True)
     z = torch.randn(*([1] * 16), 3, requires_grad=True)  # 17 sizes: 51 characters
     plain = G.walk([("", x.sum(0, keepdim=True).pow(3).sum())])
     assert all(n.attrs == () for n in plain.of_kind(M.BACKWARD))
@@ -398,20 +404,21 @@ def test_guard_deep_free_thresholds_and_the_stack_it_asks_for(monkeypatch):
         return G.guard_deep_free(n)
 
     res = _FakeResource(8 * mib, -1)
+    # at the threshold: nothing asked
     assert guard(10_000, res) == "" and res.limits == (
         8 * mib,
         -1,
-    )  # at the threshold: nothing asked
+    )
     assert guard(10_001, res) == "" and res.limits == (8 * mib + 10_001 * 512, -1)
     res = _FakeResource(8 * mib, -1)
+    # exactly what it needs
     assert guard(200_000, res) == "" and res.limits == (
         8 * mib + 200_000 * 512,
         -1,
-    )  # exactly what it needs
+    )
     res = _FakeResource(8 * mib, -1)
-    note = guard(
-        300_000, res
-    )  # would need 154 MiB: raised to the 120 MiB cap, and the user is told
+    # would need 154 MiB: raised to the 120 MiB cap, and the user is told
+    note = guard(300_000, res)
     assert res.limits == (120 * mib, -1)
     assert note.startswith("This graph has 300000 autograd nodes")
     assert "the stack limit can be raised only to 120 MiB" in note

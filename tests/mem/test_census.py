@@ -45,9 +45,8 @@ def test_scan_names_module_paths_grads_containers_optimizer_and_out():
     assert names["opt.state[0]['exp_avg']"].shape == (4, 8) and names[
         "opt.state[1]['exp_avg_sq']"
     ].shape == (4,)
-    assert not any(
-        n.startswith("_") for n in names
-    )  # _-names (IPython's _, _1, _i...) are not user variables
+    # _-names (IPython's _, _1, _i...) are not user variables
+    assert not any(n.startswith("_") for n in names)
     assert [r.bytes for r in rows] == sorted((r.bytes for r in rows), reverse=True)
 
 

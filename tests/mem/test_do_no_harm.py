@@ -1,15 +1,13 @@
-"""Issue 12, do no harm: ``%%cudamem`` and ``%cudamem on`` never force a synchronisation, never
-create a CUDA context and reset the peak counters only with ``--reset-peak`` (the harmful
-``torch.cuda`` calls are recorded, in a real InteractiveShell, with CUDA not initialised and with CUDA looking initialised).
+"""Issue 12, do no harm.
+
+``%%cudamem`` and ``%cudamem on`` never force a synchronisation, never create a CUDA context and
+reset the peak counters only with ``--reset-peak`` (the harmful ``torch.cuda`` calls are recorded,
+in a real InteractiveShell, with CUDA not initialised and with CUDA looking initialised).
 """
 
 from __future__ import annotations
 
-import pytest
-
-torch = pytest.importorskip("torch")
-
-from ..cuda_calls import cuda_initialised, recorder  # noqa: E402,F401  (fixtures)
+import torch
 
 
 def test_cudamem_makes_no_harmful_cuda_call_without_cuda(ip, recorder):

@@ -1,4 +1,6 @@
-"""GPU paths of %%cudamem / %cudamem through the real allocator reader (stats.TorchCudaStats) and
+"""GPU paths of %%cudamem / %cudamem through the real allocator reader.
+
+GPU paths of %%cudamem / %cudamem through the real allocator reader (stats.TorchCudaStats) and
 torch's own ``torch.cuda`` memory functions, on a fake caching allocator underneath them.
 
 ``FakeCudaStats`` models PyTorch's caching allocator counters for N devices: ``malloc``/``free``
@@ -43,7 +45,11 @@ class FakeCudaStats:
         self.calls = []
 
     def install(self, monkeypatch):
-        """Put this allocator under the real ``torch.cuda`` functions and the real reader (undone by monkeypatch)."""
+        """Put this allocator under the real ``torch.cuda`` functions and the real reader.
+
+        Put this allocator under the real ``torch.cuda`` functions and the real reader (undone by
+        monkeypatch).
+        """
         import torch
 
         for mod in (torch.cuda, torch.cuda.memory):  # memory.py binds is_initialized at import
@@ -52,9 +58,8 @@ class FakeCudaStats:
         monkeypatch.setattr(torch._C, "_cuda_memoryStats", self.memory_stats, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_resetPeakMemoryStats", self.reset_peak, raising=False)
         monkeypatch.setattr(torch._C, "_cuda_emptyCache", self.empty_cache, raising=False)
-        monkeypatch.setattr(
-            stats, "_source", stats.TorchCudaStats()
-        )  # the real reader, whatever ran before
+        # the real reader, whatever ran before
+        monkeypatch.setattr(stats, "SOURCE", stats.TorchCudaStats())
         return self
 
     # what torch.cuda calls
@@ -66,7 +71,10 @@ class FakeCudaStats:
         return self.n
 
     def memory_stats(self, d):
-        """``torch._C._cuda_memoryStats(device)``: the nested dict of a CUDA build, all keys present."""
+        """``torch._C._cuda_memoryStats(device)``.
+
+        The nested dict of a CUDA build, all keys present.
+        """
         self.calls.append(("read", d))
         return nested_stats(
             **{
@@ -130,7 +138,8 @@ def test_cell_delta_peak_reserved_per_device(ip, fake):
     fake.malloc(0, 100 * MiB)
     rep = run(
         ip,
-        "%%cudamem\nfake.malloc(0, 500 * 2**20)\nfake.free(0, 500 * 2**20)\nfake.malloc(0, 10 * 2**20)",
+        "%%cudamem\nfake.malloc(0, 500 * 2**20)\nfake.free(0, 500 * 2**20)\nfake.malloc(0, 10 * "
+        "2**20)",
     ).result
     g = rep.gpu("cuda:0")
     assert (g.allocated_before_bytes, g.allocated_after_bytes, g.allocated_delta_bytes) == (
@@ -159,10 +168,11 @@ def test_peak_below_an_earlier_peak_is_a_bound_unless_reset(ip, fake):
     fake.free(0, 2 * GiB)  # the user's max_memory_allocated is now 2 GiB
     rep = run(ip, "%%cudamem\nfake.malloc(0, 300 * 2**20)\nfake.free(0, 300 * 2**20)").result
     g = rep.gpu("cuda:0")
+    # upper bound: before + allocated in cell
     assert (g.peak_allocated_bytes, g.peak_exact) == (
         300 * MiB,
         False,
-    )  # upper bound: before + allocated in cell
+    )
     assert "upper bound" in repr(rep) and "--reset-peak" in repr(rep)
     assert fake.peak[0] == 2 * GiB and ("reset_peak", 0) not in fake.calls  # user's peak untouched
     rep = run(
@@ -207,9 +217,8 @@ def test_no_reads_while_cuda_is_not_initialised(ip, fake):
 
 
 def test_oom_in_cell_is_counted_and_reported(ip, fake, capsys):
-    for _ in range(
-        2
-    ):  # earlier out-of-memory errors: the cumulative counters stand at 2 before the cell
+    # earlier out-of-memory errors: the cumulative counters stand at 2 before the cell
+    for _ in range(2):
         fake.oom(0)
     fake.retries[0] += 3  # and retries that ended well
     res = run(
@@ -220,10 +229,11 @@ def test_oom_in_cell_is_counted_and_reported(ip, fake, capsys):
     assert isinstance(res.error_in_exec, RuntimeError)
     rec = ip.run_line_magic("cudamem", "history")[-1]
     g = rec.gpu("cuda:0")
+    # this cell's own, not the 3 OOMs / 6 retries since start
     assert (g.ooms, g.alloc_retries) == (
         1,
         1,
-    )  # this cell's own, not the 3 OOMs / 6 retries since start
+    )
     assert rec.error.startswith("RuntimeError: CUDA out of memory")
     assert "CUDA out of memory" in capsys.readouterr().out
 
@@ -323,7 +333,8 @@ def test_nvml_query_failing_is_na_with_the_cause_not_a_traceback(ip, fake, fake_
 # : ``torch.cuda.memory.change_current_allocator`` (RAPIDS RMM's;
 # torch/csrc/cuda/CUDAPluggableAllocator.cpp)
 PLUGGABLE = (
-    "CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an issue "
+    "CUDAPluggableAllocator does not yet support getDeviceStats. If you need it, please file an "
+    "issue "
     "describing your use case."
 )
 
@@ -376,9 +387,8 @@ def test_allocator_without_statistics_under_cudamem_on_and_free(ip, pluggable, c
     run(ip, "fake.malloc(0, 2**20)\nblock = b'x' * (64 * 2**20)")
     run(ip, "%cudamem off")
     out = capsys.readouterr()
-    assert (
-        "measurement failed" not in out.err and "[cudamem] In[" in out.out
-    )  # a record and its line, CPU only
+    # a record and its line, CPU only
+    assert "measurement failed" not in out.err and "[cudamem] In[" in out.out
     (rec,) = ip.run_line_magic("cudamem", "history")[-1:]
     assert rec.kind == "auto" and rec.gpus == [] and rec.rss_delta_bytes > 0
     assert_no_stats(rec.gpu_status)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudamagic.mem import history, report, stats
+from cudamagic.mem import history, result, stats
 
 
 def test_history_keeps_the_last_max_records_and_counts_the_dropped():
@@ -10,7 +10,7 @@ def test_history_keeps_the_last_max_records_and_counts_the_dropped():
     hist = history.MemHistory(max_records=lambda: limit[0])
     for n in range(5):
         hist.append(
-            report.build_report(
+            result.build_report(
                 stats.Snapshot(0.0, {}, False, 1),
                 stats.Snapshot(0.0, {}, False, 1),
                 cell=n,

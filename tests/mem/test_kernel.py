@@ -18,7 +18,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.kernel
 
 CELLS = [
-    "%load_ext cudamagic\nimport torch, weakref\nfrom tests.cuda_calls import record\ncuda_calls = record(torch)\n"
+    "%load_ext cudamagic\nimport torch, weakref\nfrom tests.cuda_calls import record\ncuda_calls = "
+    "record(torch)\n"
     "%cudamem on --threshold 8MiB",  # 0
     "big = torch.ones(4_000_000)",  # 1: +15 MiB
     "small = 1",  # 2
@@ -26,7 +27,8 @@ CELLS = [
     "big_off = torch.ones(4_000_000)",  # 4
     "holder = {}\ndef fail():\n    held = torch.ones(8_000_000)\n"
     "    holder['ref'] = weakref.ref(held)\n"
-    "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB (simulated)')\nfail()",  # 5
+    # 5
+    "    raise RuntimeError('CUDA out of memory. Tried to allocate 2.00 GiB (simulated)')\nfail()",
     "torch.ones(3_000_000)",  # 6: Out
     "%cudamem free",  # 7
     "print('held alive:', holder['ref']() is not None)",  # 8

@@ -1,11 +1,12 @@
-"""Tier 1 tests of cudamagic.mem.render through the report objects: NA shown with its reason,
-outside text escaped, every text report within 100 columns.
+"""Tier 1 tests of cudamagic.mem.render through the report objects.
+
+NA shown with its reason, outside text escaped, every text report within 100 columns.
 """
 
 from __future__ import annotations
 
 from cudamagic.core.na import is_na
-from cudamagic.mem import census, free, history, report, stats
+from cudamagic.mem import census, free, history, result, stats
 from tests.mem.test_stats import reading
 
 MiB = 1 << 20
@@ -14,7 +15,7 @@ MiB = 1 << 20
 def test_report_renders_na_and_escapes_errors():
     before = stats.Snapshot(0.0, {}, False, 100)
     after = stats.Snapshot(0.5, {}, False, 300)
-    rep = report.build_report(
+    rep = result.build_report(
         before,
         after,
         cell=4,
@@ -30,8 +31,9 @@ def test_report_renders_na_and_escapes_errors():
 
 
 def _wide_report(error="RuntimeError: " + "CUDA out of memory. Tried to allocate 20.00 GiB " * 4):
-    """A report with everything that makes text wide: 2 GPUs, a bound peak, OOMs, a long error,
-    an NVML reason, long module paths and a 5-d shape.
+    """A report with everything that makes text wide.
+
+    2 GPUs, a bound peak, OOMs, a long error, an NVML reason, long module paths and a 5-d shape.
     """
     before = stats.Snapshot(
         0.0,
@@ -58,7 +60,7 @@ def _wide_report(error="RuntimeError: " + "CUDA out of memory. Tried to allocate
         "machine (or its library is not on the loader path)",
         "no_library",
     )
-    return report.build_report(
+    return result.build_report(
         before,
         after,
         cell=1234,
@@ -87,7 +89,7 @@ def test_text_reports_fit_in_100_columns():
     summary = rep.summary_line()
     assert _widest(summary) <= 100 and summary.startswith("[cudamem] In[1234]")
     assert "cuda:0" in summary and "cuda:1" in summary and "2 OOM" in summary
-    cpu = report.build_report(
+    cpu = result.build_report(
         stats.Snapshot(0.0, {}, False, 1),
         stats.Snapshot(1.0, {}, False, 2),
         cell=2,
@@ -117,7 +119,7 @@ def test_one_changed_device_gives_one_summary_line():
         True,
         1,
     )
-    rep = report.build_report(
+    rep = result.build_report(
         before, after, cell=123, source="x", error="OutOfMemoryError: CUDA", kind="auto"
     )
     assert rep.summary_line() == (
@@ -154,15 +156,17 @@ def test_free_report_fits_in_100_columns():
 
 
 def test_html_is_themed_aligned_and_scrolls_with_a_cue():
-    """Issue 16: one themed page per output, no hard-coded colours, byte columns right-aligned,
-    prose (error, source, names) left-aligned and wrapping, wide tables in a scroll box with a visible cue.
+    """One themed page per output (issue 16).
+
+    No hard-coded colours, byte columns right-aligned, prose (error, source, names) left-aligned
+    and wrapping, wide tables in a scroll box with a visible cue.
     """
     import re
 
     from cudamagic.core.style import hard_coded_colours
 
     rep = _wide_report()
-    cpu = report.build_report(
+    cpu = result.build_report(
         stats.Snapshot(0.0, {}, False, 1),
         stats.Snapshot(1.0, {}, False, 2),
         cell=2,
@@ -201,9 +205,8 @@ def test_html_is_themed_aligned_and_scrolls_with_a_cue():
     assert '<td class="cm-num">+1 B</td>' in page  # the CPU cell's RSS delta
     cell = rep._repr_html_()
     assert '<th class="cm-num">retries</th><th class="cm-num">OOMs</th>' in cell
-    assert (
-        '<span class="cm-badge cm-error">' in cell
-    )  # "cell raised ...": a badge, text in the theme colour
+    # "cell raised ...": a badge, text in the theme colour
+    assert '<span class="cm-badge cm-error">' in cell
     assert '<td class="cm-num">999.0 MiB</td>' in cell
     only_cpu = history.MemHistory([cpu])._repr_html_()
     assert "allocated delta" not in only_cpu and "RSS delta" in only_cpu  # no empty GPU columns

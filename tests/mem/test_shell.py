@@ -11,10 +11,9 @@ from IPython.core.error import UsageError
 
 from cudamagic import extension as cm_extension
 from cudamagic.core.na import is_na
-from cudamagic.mem.free import FreeReport
 from cudamagic.mem.history import MemHistory
 from cudamagic.mem.measure import CellMemMonitor
-from cudamagic.mem.report import CellMemReport
+from cudamagic.mem.result import CellMemReport, FreeReport
 
 MiB = 1 << 20
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -32,8 +31,10 @@ def plain(text):
 
 
 class NoCuda:
-    """Allocator source of a machine where CUDA is not initialised (these tests are the CPU path,
-    also when the suite runs on a GPU machine where another test initialised CUDA).
+    """Allocator source of a machine where CUDA is not initialised.
+
+    Allocator source of a machine where CUDA is not initialised (these tests are the CPU path, also
+    when the suite runs on a GPU machine where another test initialised CUDA).
     """
 
     def initialized(self):
@@ -45,7 +46,7 @@ def tip(ip, monkeypatch):
     """The shell with torch imported in the user namespace, on the CPU path."""
     from cudamagic.mem import stats
 
-    monkeypatch.setattr(stats, "_source", NoCuda())
+    monkeypatch.setattr(stats, "SOURCE", NoCuda())
     run(ip, "import torch, weakref")
     yield ip
     for key in [
@@ -120,14 +121,12 @@ def test_error_in_cell_propagates_with_source_lines_and_is_recorded(tip, capsys)
     assert isinstance(res.error_in_exec, ValueError) and str(res.error_in_exec) == "boom <here>"
     assert tip.user_ns["a_var"] == 5
     out = plain(capsys.readouterr().out)
-    assert (
-        f"Cell In[{res.execution_count}], line 4" in out
-    )  # the notebook's numbering: %%cudamem is line 1
+    # the notebook's numbering: %%cudamem is line 1
+    assert f"Cell In[{res.execution_count}], line 4" in out
     assert "raise ValueError('boom <here>')" in out
     assert not OUR_FRAME.search(out)  # our frames (magic.py, measure.py ...) are hidden
-    assert (
-        "cell raised ValueError: boom <here>" in out
-    )  # the report was displayed before the traceback
+    # the report was displayed before the traceback
+    assert "cell raised ValueError: boom <here>" in out
     rec = tip.run_line_magic("cudamem", "history")[-1]
     assert rec.error == "ValueError: boom <here>" and rec.cell == res.execution_count
 
@@ -162,9 +161,8 @@ def test_cell_events_fire_once(tip):
 
 def test_on_prints_summary_only_above_threshold_and_off_removes_callbacks(tip, capsys):
     run(tip, "%cudamem on --threshold 4MiB")
-    assert (
-        tip.config.CudaMagics.get("cudamem_threshold_bytes") is None
-    )  # flag sets the trait, not the config
+    # flag sets the trait, not the config
+    assert tip.config.CudaMagics.get("cudamem_threshold_bytes") is None
     assert len(monitor_callbacks(tip)) == 2
     capsys.readouterr()
     # 64 MB, written: above glibc's largest mmap threshold (32 MiB), so fresh memory even when

@@ -1,5 +1,7 @@
-"""Tier 1 tests of cudamagic.mem.stats: the in-cell peak arithmetic, the torch.cuda gate (never
-import torch, never create a context) and RSS.
+"""Tier 1 tests of cudamagic.mem.stats.
+
+The in-cell peak arithmetic, the torch.cuda gate (never import torch, never create a context) and
+RSS.
 """
 
 from __future__ import annotations
@@ -108,7 +110,11 @@ def test_rss_matches_psutil_and_follows_allocation():
 
 
 def test_real_reader_reads_the_right_counters_of_the_real_key_shape(monkeypatch):
-    """TorchCudaStats.read on torch's real nested-dict shape, every other counter distinct (tests/torch_stats.py)."""
+    """TorchCudaStats.read on torch's real nested-dict shape, every other counter distinct.
+
+    TorchCudaStats.read on torch's real nested-dict shape, every other counter distinct
+    (tests/torch_stats.py).
+    """
     from tests.torch_stats import nested_stats
 
     chosen = {
@@ -158,8 +164,11 @@ def test_a_torch_that_cannot_answer_counts_as_not_initialised(monkeypatch, not_p
 
 
 def test_real_reader_gives_zeros_for_the_empty_dict_torch_returns_before_init(monkeypatch):
-    """``memory_stats_as_nested_dict`` returns ``{}`` while CUDA is not initialised
-    (torch/cuda/memory.py): the real function, made to see an uninitialised CUDA on any machine, gives the reader zeros, not a KeyError.
+    """``memory_stats_as_nested_dict`` returns ``{}`` while CUDA is not initialised.
+
+    ``memory_stats_as_nested_dict`` returns ``{}`` while CUDA is not initialised
+    (torch/cuda/memory.py): the real function, made to see an uninitialised CUDA on any machine,
+    gives the reader zeros, not a KeyError.
     """
     monkeypatch.setattr(torch.cuda.memory, "is_initialized", lambda: False)
     assert torch.cuda.memory_stats_as_nested_dict(1) == {}
@@ -194,7 +203,7 @@ def test_snapshot_reads_the_source_it_is_given_not_the_module_one(monkeypatch):
                 f"the module's source was used ({name}) although the caller gave one"
             )
 
-    monkeypatch.setattr(stats, "_source", Untouchable())
+    monkeypatch.setattr(stats, "SOURCE", Untouchable())
     snap = stats.take_snapshot(OneGpu())
     assert (
         snap.cuda_initialized

@@ -1,6 +1,7 @@
-"""scripts/gpu_check_torchprof.py runs where only torch is installed: its no-IPython path (the
-engine on a plain stand-in shell) profiles a cell on CPU in a process where importing IPython fails.
-The GPU checks themselves are not run here (no GPU).
+"""scripts/gpu_check_torchprof.py runs where only torch is installed.
+
+Its no-IPython path (the engine on a plain stand-in shell) profiles a cell on CPU in a process where
+importing IPython fails. The GPU checks themselves are not run here (no GPU).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ except ZeroDivisionError:
     pass
 else:
     raise AssertionError("the cell's error must propagate")
-print("ENGINE-OK", sorted(k for k in sys.modules if k.split(".")[0] in ("IPython", "traitlets") and sys.modules[k]))
+loaded = [k for k in sys.modules if k.split(".")[0] in ("IPython", "traitlets") and sys.modules[k]]
+print("ENGINE-OK", sorted(loaded))
 """
 
 

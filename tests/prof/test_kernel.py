@@ -1,4 +1,6 @@
-"""Tier 3: %%torchprof in a real Jupyter kernel (nbclient): the summary is the cell's HTML output
+"""Tier 3: %%torchprof in a real Jupyter kernel.
+
+Tier 3: %%torchprof in a real Jupyter kernel (nbclient): the summary is the cell's HTML output
 (self-contained), Kineto's log lines stay out of the cell, a failing cell shows the profile then its
 own traceback, and nothing is left enabled after `%unload_ext`.
 """
@@ -44,9 +46,8 @@ def test_torchprof_in_a_kernel(tmp_path):
 
     kinds = [o.output_type for o in outs[3]]
     assert kinds[-1] == "error" and outs[3][-1].ename == "KeyError"
-    assert any(
-        "cm-prof" in o.get("data", {}).get("text/html", "") for o in outs[3]
-    )  # the part that ran
+    # the part that ran
+    assert any("cm-prof" in o.get("data", {}).get("text/html", "") for o in outs[3])
     tb = "\n".join(outs[3][-1].traceback)
     assert "raise KeyError('missing batch')" in re.sub(r"\x1b\[[0-9;]*m", "", tb)
 

@@ -1,4 +1,6 @@
-"""Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown,
+"""Tier 1: the plain functions of the profiler area.
+
+Tier 1: the plain functions of the profiler area (no IPython, no profiler run): GPU breakdown,
 aggregation, trace self time, the trace size cap.
 """
 
@@ -203,18 +205,16 @@ def test_trace_cap_drops_stacks_then_whole_steps(tmp_path, name):
     assert "Python stacks" in notes[0]
     assert not any(e.get("cat") == "python_function" for e in loaded["traceEvents"])
     assert not any("Call stack" in e.get("args", {}) for e in loaded["traceEvents"])
-    if name.endswith(
-        ".json"
-    ):  # gzip compresses the repeated events so well that dropping stacks suffices
+    # gzip compresses the repeated events so well that dropping stacks suffices
+    if name.endswith(".json"):
         assert "profiler steps" in notes[1]
         steps = [e["name"] for e in loaded["traceEvents"] if e["name"].startswith("ProfilerStep#")]
         kept = len(steps)
         assert 0 < kept < 20 and steps == [f"ProfilerStep#{i}" for i in range(kept)]
         last_step_end = kept * 5000
         assert all(e["ts"] < last_step_end for e in loaded["traceEvents"] if "ts" in e)
-        assert (
-            sum(e["name"] == "aten::mm" for e in loaded["traceEvents"]) == kept * 500
-        )  # whole steps
+        # whole steps
+        assert sum(e["name"] == "aten::mm" for e in loaded["traceEvents"]) == kept * 500
 
 
 def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
@@ -231,8 +231,11 @@ def test_trace_cap_without_steps_keeps_the_earliest_events(tmp_path):
 
 
 def test_summary_and_compare_html_are_themed_and_aligned():
-    """Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with
-    a fallback), numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box, N/A with its reason.
+    """Issue 16: one themed page, no hard-coded colour.
+
+    Issue 16: one themed page, no hard-coded colour (the timeline's bars use theme variables with a
+    fallback), numbers right-aligned, names left-aligned and wrapping, wide tables in a scroll box,
+    N/A with its reason.
     """
     import re
 
@@ -254,9 +257,8 @@ def test_summary_and_compare_html_are_themed_and_aligned():
         page = res._repr_html_()
         assert page.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
         assert hard_coded_colours(page.replace("#fff is not ours", "")) == []
-        assert (
-            page.count("<table") == page.count('<div class="cm-scroll"><table') + 1
-        )  # the facts list is narrow
+        # the facts list is narrow
+        assert page.count("<table") == page.count('<div class="cm-scroll"><table') + 1
         ops_head = re.search(r"<h4>Top operators.*?<thead>(.*?)</thead>", page).group(1)
         assert ops_head.startswith('<tr><th class="cm-num">#</th><th class="cm-num">self %</th>')
         assert '<th class="cm-prose cm-mono">operator</th>' in ops_head
@@ -319,24 +321,24 @@ def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
         < rects["aten::relu"][0]
     )
     rules = dict(re.findall(r"svg\.cm-tl \.cm-depth(\d)\{([^}]+)\}", svg))
-    assert (
-        sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3
-    )  # outline/shade differ per depth
+    # outline/shade differ per depth
+    assert sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3
     fills = dict(
         re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg)
     )
-    assert (
-        len(set(fills.values())) == 3
-    )  # and each box its fill (legend colour, else a theme shade per depth)
+    # and each box its fill (legend colour, else a theme shade per depth)
+    assert len(set(fills.values())) == 3
     for style in list(rules.values()) + list(fills.values()):
         colours = re.findall(r"#[0-9a-f]{3,6}", style)
-        assert colours and all(
-            f", {c})" in style or f",{c})" in style for c in colours
-        )  # only var() fallbacks
+        # only var() fallbacks
+        assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)
 
 
 def test_timeline_legend_never_runs_past_the_right_edge():
-    """Found by the browser survey: a long operator name near the end of the legend was cut by the SVG edge."""
+    """Found by the browser survey.
+
+    A long operator name near the end of the legend was cut by the SVG edge.
+    """
     import re
 
     from cudamagic.prof.render import timeline_svg
@@ -346,7 +348,8 @@ def test_timeline_legend_never_runs_past_the_right_edge():
     for width in (900, 500, 320):
         svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 120.0)), width=width)
         legend = re.findall(
-            r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/><text x="(\d+)"[^>]*>([^<]+)</text>',
+            r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/>'
+            r'<text x="(\d+)"[^>]*>([^<]+)</text>',
             svg,
         )
         assert legend, svg[-400:]

@@ -1,6 +1,7 @@
-"""``--memory`` on CUDA and a memory history the user already records: stand-ins for
-``torch.cuda.memory`` and ``torch._C`` record every call (this machine has a CPU-only torch; the
-real check is in ``scripts/gpu_check_torchprof.py``).
+"""``--memory`` on CUDA and a memory history the user already records.
+
+Stand-ins for ``torch.cuda.memory`` and ``torch._C`` record every call (this machine has a CPU-only
+torch; the real check is in ``scripts/gpu_check_torchprof.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from cudamagic.prof.run import _CudaMemoryHistory, cuda_history_enabled, cuda_sn
 
 
 def fake_torch(users_history, probe=True, traces=()):
-    """A torch stand-in: ``calls`` lists every ``_record_memory_history`` call and ``_snapshot`` call."""
+    """A torch stand-in.
+
+    ``calls`` lists every ``_record_memory_history`` call and ``_snapshot`` call.
+    """
     calls = []
     state = {"on": users_history}
 

@@ -1,4 +1,6 @@
-"""Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU (the
+"""Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU.
+
+Tier 2: %%torchprof and %torchprof --compare in a real InteractiveShell, on the CPU (the
 quickstart's digits model), with real torch.profiler runs.
 """
 
@@ -51,8 +53,10 @@ def tip(ip):
 
 
 def give_memory_back():
-    """Return freed heap pages to the OS (glibc ``malloc_trim``) after each test: the profiler's
-    buffers leave the heap with free pages that later tests measuring RSS growth (test_cellmem_shell) would otherwise reuse unseen.
+    """Return freed heap pages to the OS (glibc ``malloc_trim``) after each test.
+
+    The profiler's buffers leave the heap with free pages that later tests measuring RSS growth
+    (test_cellmem_shell) would otherwise reuse unseen.
     """
     import ctypes
     import gc
@@ -86,12 +90,10 @@ def test_digits_training_step_summary(tip):
     assert {"aten::addmm", "aten::mm", "Optimizer.step#Adam.step"} <= names, sorted(names)
     long_name = "autograd::engine::evaluate_function: AddmmBackward0"
     assert long_name in names, sorted(names)
-    every = res.table(
-        top=len(rows)
-    )  # the summary shows the top 15, where this name may or may not be
-    assert long_name in repr(every) and long_name in every._repr_html_(), repr(
-        every
-    )  # full, untruncated
+    # the summary shows the top 15, where this name may or may not be
+    every = res.table(top=len(rows))
+    # full, untruncated
+    assert long_name in repr(every) and long_name in every._repr_html_(), repr(every)
     text, html = repr(res), res._repr_html_()
     assert rows[0].name in text and rows[0].name in html
     assert html.startswith(f'<div class="cudamagic {NO_MATH} cm-prof">') and "<svg" in html
@@ -178,9 +180,8 @@ def test_steps_schedule_records_n_steps(tip):
     assert [s.step for s in res.steps] == [1, 2]  # step 0 is the warm-up
     assert all(s.dur_us > 0 for s in res.steps)
     calls = {r.name: r.calls for r in res.rows()}
-    assert (
-        calls["Optimizer.zero_grad#Adam.zero_grad"] == 2 and calls["aten::addmm"] == 4
-    )  # 2 steps, 2 layers
+    # 2 steps, 2 layers
+    assert calls["Optimizer.zero_grad#Adam.zero_grad"] == 2 and calls["aten::addmm"] == 4
     assert optimizer_hooks() == 0
 
 
@@ -273,9 +274,8 @@ def test_user_error_propagates_with_a_profile_of_what_ran(tip, capsys):
     assert isinstance(res.error_in_exec, ValueError)
     out = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
     assert "raise ValueError('bad batch')" in out  # the real source line
-    assert (
-        f"Cell In[{res.execution_count}], line 3" in out
-    )  # the notebook's numbering: %%torchprof is line 1
+    # the notebook's numbering: %%torchprof is line 1
+    assert f"Cell In[{res.execution_count}], line 3" in out
     assert not re.search(r"cudamagic[/\\](prof|core)[/\\]\w+\.py", out)  # our frames are hidden
     prof = tip.user_ns["prof_err"]
     assert prof.error == "ValueError: bad batch"

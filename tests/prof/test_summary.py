@@ -1,7 +1,10 @@
-"""Tier 1: the summary of a profile (cudamagic/prof/summary.py) on real ``torch.profiler`` profiles
-of a small CPU workload, compared with torch's own ``key_averages()`` for the same profile, and on
+"""Tier 1: the summary of a profile.
+
+Tier 1: the summary of a profile (cudamagic/prof/summary.py) on real ``torch.profiler`` profiles of
+a small CPU workload, compared with torch's own ``key_averages()`` for the same profile, and on
 hand-built event lists of the real shapes (Kineto events, ``FunctionEvent`` objects) for what a CPU
-build cannot record (GPU kernels, memcpy, several threads, odd ranges). No IPython, no kernel: seconds in all.
+build cannot record (GPU kernels, memcpy, several threads, odd ranges). No IPython, no kernel:
+seconds in all.
 """
 
 from __future__ import annotations
@@ -9,10 +12,16 @@ from __future__ import annotations
 import types
 
 import pytest
+import torch
+from IPython.core.error import UsageError
+from torch import nn
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile, schedule
 
 from cudamagic.core.na import NA
+from cudamagic.prof.render import DETAIL_HEADERS
 from cudamagic.prof.summary import (
-    DETAIL_HEADERS,
+    GROUPS,
     GpuBreakdown,
     KernelRecord,
     OpRecord,
@@ -25,11 +34,6 @@ from cudamagic.prof.summary import (
     frame_is_user,
     gpu_breakdown,
 )
-
-torch = pytest.importorskip("torch")
-from torch import nn
-from torch.autograd import DeviceType
-from torch.profiler import ProfilerActivity, profile, schedule
 
 SETTINGS = {"header": "%%torchprof", "wall_s": 0.5, "group": "op", "stack_depth": 3, "top": 15}
 
@@ -48,8 +52,10 @@ def _workload():
 
 
 def _record_steps():
-    """Three steps of a tiny training loop, steps 1 and 2 recorded (step 0 is the warm-up), with
-    shapes and allocations, no Python calls; a 4 MB tensor allocated and freed in step 2.
+    """Three steps of a tiny training loop, steps 1 and 2 recorded.
+
+    Three steps of a tiny training loop, steps 1 and 2 recorded (step 0 is the warm-up), with shapes
+    and allocations, no Python calls; a 4 MB tensor allocated and freed in step 2.
     """
     model, opt, x = _workload()
     with profile(
@@ -69,7 +75,11 @@ def _record_steps():
 
 
 def _record_stack():
-    """One step with Python calls recorded (module and stack groupings), inside a ``record_function`` range."""
+    """One step with Python calls recorded.
+
+    One step with Python calls recorded (module and stack groupings), inside a ``record_function``
+    range.
+    """
     model, opt, x = _workload()
     with (
         profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_stack=True) as prof,
@@ -112,8 +122,10 @@ def _build(prof, with_stack, memory=False, activities=("CPU",), **kw):
 
 @pytest.mark.parametrize("with_stack", [False, True], ids=["kineto", "function_events"])
 def test_rows_match_torch_key_averages(steps_prof, with_stack):
-    """Calls, self and total time per operator are what ``key_averages()`` shows for the same
-    profile (the ``aten::sum`` that redispatches to itself counted once, as torch does), on both reading paths.
+    """Calls, self and total time per operator are what ``key_averages()`` shows.
+
+    For the same profile, on both reading paths; the ``aten::sum`` that redispatches to itself is
+    counted once, as torch does.
     """
     res = _build(steps_prof, with_stack)
     ka = {e.key: e for e in steps_prof.key_averages()}
@@ -128,21 +140,25 @@ def test_rows_match_torch_key_averages(steps_prof, with_stack):
     assert sum(r.self_pct for r in rows) == pytest.approx(100.0)
     assert rows[0].self_pct == pytest.approx(100.0 * rows[0].self_us / sum(r.self_us for r in rows))
     raw = sum(e.name() == "aten::sum" for e in steps_prof.profiler.kineto_results.events())
-    assert (
-        raw > {r.name: r.calls for r in rows}["aten::sum"] == ka["aten::sum"].count
-    )  # the redispatch merged
+    # the redispatch merged
+    assert raw > {r.name: r.calls for r in rows}["aten::sum"] == ka["aten::sum"].count
     assert res.slowest() == rows[0]
 
 
 def test_both_paths_give_the_same_records(stack_prof):
-    """The raw-Kineto path and the FunctionEvent path (Python calls recorded) agree call by call:
-    times, nesting depth, top, thread and shapes, and self time for the ``aten::`` operators (torch
-    counts the Python calls recorded directly under a ``record_function`` range as its children, the Kineto path does not see them).
+    """The raw-Kineto path and the FunctionEvent path (Python calls recorded) agree call by call.
+
+    Times, nesting depth, top, thread and shapes, and self time for the ``aten::`` operators (torch
+    counts the Python calls recorded directly under a ``record_function`` range as its children, the
+    Kineto path does not see them).
     """
     fast, slow = _build(stack_prof, False), _build(stack_prof, True)
     assert len(fast.ops) == len(slow.ops) > 20
-    key = lambda o: (o.start_us, o.name)
-    for a, b in zip(sorted(fast.ops, key=key), sorted(slow.ops, key=key)):
+
+    def key(o):
+        return o.start_us, o.name
+
+    for a, b in zip(sorted(fast.ops, key=key), sorted(slow.ops, key=key), strict=True):
         assert (a.name, a.shapes, a.thread, a.depth, a.top) == (
             b.name,
             b.shapes,
@@ -170,9 +186,8 @@ def test_steps_are_read_on_both_paths_and_kept_out_of_the_depth(steps_prof):
         assert res.span_us[0] == pytest.approx(s1.start_us) and res.span_us[1] >= s2.end_us
         assert not any(o.name.startswith("ProfilerStep") for o in res.ops)
         linear = [o for o in res.ops if o.name == "aten::linear"]
-        assert len(linear) == 4 and all(
-            o.depth == 0 and o.top for o in linear
-        )  # the step range is not a parent
+        # the step range is not a parent
+        assert len(linear) == 4 and all(o.depth == 0 and o.top for o in linear)
         addmm = [o for o in res.ops if o.name == "aten::addmm"]
         assert addmm and all(o.depth == 1 and not o.top for o in addmm)
 
@@ -244,9 +259,8 @@ def test_without_python_calls_module_and_stack_need_a_new_profile(steps_prof):
             res.rows(group)
         with pytest.raises(ValueError, match=f"grouping by {group}"):
             res.table(group=group)
-    shaped = _build(
-        steps_prof, True, group="shape"
-    )  # FunctionEvent path, no Python events: empty keys
+    # FunctionEvent path, no Python events: empty keys
+    shaped = _build(steps_prof, True, group="shape")
     assert all(o.module == "" and o.stack == () for o in shaped.ops)
     assert {r.detail for r in shaped.rows("module")} == {"(outside any nn.Module)"}
     assert {r.detail for r in shaped.rows("stack")} == {"(no frame of your code)"}
@@ -266,9 +280,8 @@ def test_memory_peak_and_timeline(steps_prof):
         assert max(level for _, level in pts) == peak
         levels = [level for _, level in pts]
         i = levels.index(peak)
-        assert (
-            levels[i] - levels[i - 1] == 4_000_000 and levels[i + 1] == levels[i - 1]
-        )  # the 4 MB, then freed
+        # the 4 MB, then freed
+        assert levels[i] - levels[i - 1] == 4_000_000 and levels[i + 1] == levels[i - 1]
         assert pts[i][0] >= res.steps[1].start_us  # at its time, from the trace start
 
 
@@ -355,9 +368,12 @@ CUDA = DeviceType.CUDA
 
 
 def _gpu_events():
-    """Thread 1: linear [0, 100) us > addmm [10, 80) > cudaLaunchKernel [20, 30) (corr 5) and
+    """Thread 1: linear [0, 100) us > addmm [10, 80) > cudaLaunchKernel [20, 30).
+
+    Thread 1: linear [0, 100) us > addmm [10, 80) > cudaLaunchKernel [20, 30) (corr 5) and
     cudaMemcpyAsync [40, 50) (corr 6); thread 2: a later relu [5, 15) (corr 7 launching a memset);
-    device 0: a kernel [35, 60) on stream 7 (linked to 5) and a memcpy [50, 70) (linked to 6); device 1 a memset.
+    device 0: a kernel [35, 60) on stream 7 (linked to 5) and a memcpy [50, 70) (linked to 6);
+    device 1 a memset.
     """
     us = 1000
     return [
@@ -432,7 +448,9 @@ def test_kineto_path_links_kernels_to_their_launchers():
 
 
 def test_build_result_keeps_the_settings_and_reads_the_events_once():
-    """The raw Kineto events are read once for the records and the allocations (each read of
+    """The raw Kineto events are read once for the records and the allocations.
+
+    The raw Kineto events are read once for the records and the allocations (each read of
     ``kineto_results.events()`` wraps every event again: seconds for a long profile).
     """
     prof = _kineto_prof(_gpu_events() + [KinetoEvent("[memory]", T0 + 1000, 0, nbytes=8)])
@@ -537,9 +555,8 @@ def test_kineto_self_time_never_negative_and_redispatch_merged():
     ]
     res = _build(_kineto_prof(evs), False, activities=("CPU", "CUDA"))
     ops = {(o.name, o.start_us): o for o in res.ops}
-    assert (
-        ops[("outer", 0.0)].self_us == 0.0 and ops[("b", 15.0)].depth == 1
-    )  # b starts as a ends: a sibling
+    # b starts as a ends: a sibling
+    assert ops[("outer", 0.0)].self_us == 0.0 and ops[("b", 15.0)].depth == 1
     assert ops[("a", 0.0)].self_us == 15.0 and ops[("b", 15.0)].self_us == 15.0
     sums = [o for o in res.ops if o.name == "aten::sum"]
     assert len(sums) == 1 and sums[0].self_us == 45.0 and sums[0].device_us == 10.0
@@ -952,7 +969,7 @@ def test_to_pandas_without_pandas_says_what_to_install(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(
-        ImportError, match=r"^ProfResult\.to_pandas\(\) needs pandas: pip install pandas$"
+        UsageError, match=r"^ProfResult\.to_pandas\(\) needs pandas: `pip install pandas`\.$"
     ):
         _result().to_pandas()
 
@@ -973,8 +990,10 @@ def test_slowest_span_and_outputs(tmp_path):
 
 
 def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
-    """The page declares UTF-8: a non-ASCII name is written as UTF-8 even where the locale's
-    encoding is ASCII (a C locale without coercion, checked in a real process) or cp1252 (Windows).
+    """The page declares UTF-8.
+
+    A non-ASCII name is written as UTF-8 even where the locale's encoding is ASCII (a C locale
+    without coercion, checked in a real process) or cp1252 (Windows).
     """
     import builtins
     import os
@@ -987,12 +1006,12 @@ def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
     path = tmp_path / "p.html"
     code = (
         "from cudamagic.prof.summary import ProfResult, OpRecord\n"
-        "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', 1, 0.0, 1.0, 1.0)])\n"
+        "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', "
+        "1, 0.0, 1.0, 1.0)])\n"
         f"r.save_html({str(path)!r})\n"
     )
-    here_root = os.path.dirname(
-        os.path.dirname(os.path.abspath(cudamagic.__file__))
-    )  # the copy under test
+    # the copy under test
+    here_root = os.path.dirname(os.path.dirname(os.path.abspath(cudamagic.__file__)))
     env = {
         **os.environ,
         "LC_ALL": "C",
@@ -1037,12 +1056,15 @@ def test_records_and_rows_are_plain_data():
         and StepRecord(0, 1.0, 3.0).dur_us == 2.0
     )
     assert TableRow("a", "", 1, 1.0, 1.0, 100.0).launcher == ""
-    assert list(DETAIL_HEADERS) == ["op", "shape", "module", "stack"]
+    assert GROUPS == ("op", "shape", "module", "stack")
+    assert list(DETAIL_HEADERS) == list(GROUPS)
 
 
 def test_a_thread_whose_only_nesting_is_a_redispatch_still_merges_it():
-    """The merge pass is skipped only when no parent shares its child's name: a thread holding
-    nothing but aten::sum inside aten::sum is one call (as key_averages() counts it), not two.
+    """The merge pass is skipped only when no parent shares its child's name.
+
+    A thread holding nothing but aten::sum inside aten::sum is one call (as key_averages() counts
+    it), not two.
     """
     us = 1000
     evs = [KinetoEvent("aten::sum", T0, 50 * us), KinetoEvent("aten::sum", T0 + 10 * us, 30 * us)]

@@ -1,5 +1,4 @@
-"""The report of one measured cell (:class:`CellMemReport`) and how it is assembled from two
-snapshots.
+"""What ``%%cudamem`` and ``%cudamem free`` return.
 
 Data only: the text and HTML forms are in :mod:`.render`.
 """
@@ -10,6 +9,7 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
+from ..core.display import Rendered
 from ..core.fmt import clip
 from ..core.na import NA, is_na, jsonable
 from . import render
@@ -17,7 +17,9 @@ from .stats import GpuCellStats, Snapshot, gpu_cell_stats, gpu_status
 
 
 def plain_data(obj):
-    """Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike
+    """Dataclasses, lists and dicts as plain dicts and lists.
+
+    Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike
     ``asdict``, which deep-copies and cannot copy the immutable NA).
     """
     if is_dataclass(obj) and not isinstance(obj, type):
@@ -30,7 +32,7 @@ def plain_data(obj):
 
 
 def first_line(text: str, width: int = 60) -> str:
-    """The first non-blank line of a cell that is not the ``%%cudamem`` line, clipped to ``width`` columns."""
+    """The cell's first line other than ``%%cudamem``, clipped to ``width``."""
     for line in (text or "").splitlines():
         line = line.strip()
         if line and not line.startswith("%%cudamem"):
@@ -45,8 +47,8 @@ def error_text(exc) -> str:
     return text if len(text) <= 200 else text[:199] + "\u2026"
 
 
-@dataclass
-class CellMemReport:
+@dataclass(repr=False)
+class CellMemReport(Rendered):
     """What one cell did to memory. Renders as HTML (notebook) and text (terminal).
 
     Attributes:
@@ -58,8 +60,11 @@ class CellMemReport:
         gpus: list of :class:`GpuCellStats` (empty without CUDA; see ``gpu_status``).
         gpu_status: ``"ok"`` or NA saying why there are no GPU figures.
         peak_reset: ``--reset-peak`` was used (the user's ``max_memory_allocated`` was reset).
-        nvml_before / nvml_after: ``{"GPU <nvml index>": bytes}`` or NA (process memory per NVML).
-        rss_before_bytes / rss_after_bytes / rss_delta_bytes: process RSS in bytes (or NA).
+        nvml_before: ``{"GPU <nvml index>": bytes}`` or NA (process memory per NVML), before.
+        nvml_after: the same, after the cell.
+        rss_before_bytes: process RSS in bytes (or NA) before the cell.
+        rss_after_bytes: the same after the cell.
+        rss_delta_bytes: after minus before (or NA).
         tensors: largest :class:`TensorRow` s reachable after the cell (``new`` = left by this
             cell).
         tensors_total: number of tensor storages reachable after the cell.
@@ -99,8 +104,10 @@ class CellMemReport:
         raise KeyError(device)
 
     def exceeds(self, threshold_bytes: int) -> bool:
-        """True when the cell changed GPU memory (allocated, peak over start or reserved) by more
-        than ``threshold_bytes``; with no GPU figures, when RSS changed by more than that.
+        """Whether the cell changed memory by more than ``threshold_bytes``.
+
+        True when the cell changed GPU memory (allocated, peak over start or reserved) by more than
+        ``threshold_bytes``; with no GPU figures, when RSS changed by more than that.
         """
         if self.gpus:
             return any(
@@ -119,7 +126,9 @@ class CellMemReport:
         )
 
     def changed_gpus(self) -> list:
-        """Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
+        """Devices whose memory figures moved during the cell.
+
+        Devices whose allocated, peak-over-start or reserved figure moved during the cell (all
         devices holding memory when none moved).
         """
         moved = [
@@ -140,15 +149,64 @@ class CellMemReport:
         """What ``%cudamem on`` prints (see :func:`cudamagic.mem.render.summary_line`)."""
         return render.summary_line(self)
 
-    def __repr__(self) -> str:
-        """The report as text, no line wider than :data:`cudamagic.core.fmt.TEXT_WIDTH` columns."""
-        return render.cell_report_text(self)
+    _text = render.cell_report_text
+    _html = render.cell_report_html
 
-    def _repr_pretty_(self, p, cycle):
-        p.text(repr(self))
 
-    def _repr_html_(self) -> str:
-        return render.cell_report_html(self)
+@dataclass(repr=False)
+class FreeReport(Rendered):
+    """What ``%cudamem free`` released and what still holds memory.
+
+    Attributes:
+        released: names released (``sys.last_traceback``, ``Out[7]``, ``_``, ``model`` ...).
+        gpus: per CUDA device ``{"device", "allocated_before_bytes", "allocated_after_bytes",
+            "allocated_freed_bytes", "reserved_before_bytes", "reserved_after_bytes",
+            "reserved_freed_bytes"}``.
+        gpu_status: ``"ok"`` or NA (why no GPU figures).
+        empty_cache_called: whether ``torch.cuda.empty_cache()`` ran (only when CUDA was
+            initialised).
+        cpu_tensor_bytes_freed: bytes of CPU tensor storages that were alive in Python before and
+            are gone after (found by scanning all live tensor objects); 0 without torch.
+        tensor_bytes_freed: the same for every device.
+        rss_before_bytes: process RSS before (the allocator may keep freed memory, so RSS can
+            drop less than the tensors freed).
+        rss_after_bytes: process RSS after.
+        gc_collected: objects collected by ``gc.collect()``.
+        holders: list of :class:`Holder` that still keep tensors alive, with the flag to release
+            each.
+    """
+
+    released: list
+    gpus: list
+    gpu_status: Any
+    empty_cache_called: bool
+    cpu_tensor_bytes_freed: int
+    tensor_bytes_freed: int
+    rss_before_bytes: Any
+    rss_after_bytes: Any
+    gc_collected: int
+    holders: list
+
+    @property
+    def gpu_allocated_freed_bytes(self) -> int:
+        """Allocated bytes freed, summed over devices."""
+        return sum(g["allocated_freed_bytes"] for g in self.gpus)
+
+    @property
+    def gpu_reserved_freed_bytes(self) -> int:
+        """Reserved bytes returned to the driver, summed over devices."""
+        return sum(g["reserved_freed_bytes"] for g in self.gpus)
+
+    def to_dict(self) -> dict:
+        """Plain data."""
+        return jsonable(plain_data(self))
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON."""
+        return json.dumps(self.to_dict(), indent=2)
+
+    _text = render.free_report_text
+    _html = render.free_report_html
 
 
 def build_report(

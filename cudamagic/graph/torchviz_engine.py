@@ -2,7 +2,7 @@
 
 For users who want exactly the picture the torchviz docs show. torchviz builds a
 ``graphviz.Digraph`` (the Python ``graphviz`` package); its DOT source is rendered
-by :func:`~cudamagic.graph.dot.run_dot` (the same time limit and process-group kill
+by :func:`~cudamagic.graph.layout.run_dot` (the same time limit and process-group kill
 as the default engine; ``graphviz``'s own ``pipe`` has no time limit). Its known
 limits are handled here: torchviz 0.0.3 imports ``distutils`` (gone in Python
 3.12), recurses once per node (``RecursionError`` on deep graphs), and reads saved
@@ -17,8 +17,11 @@ import types
 import warnings
 
 from IPython.core.error import UsageError
+from packaging.version import Version
 
 from ..core.fmt import terminal_safe
+from . import capture, draw
+from .result import GraphResult
 
 # frames of torchviz's recursive add_nodes per autograd node, with a margin
 _FRAMES_PER_NODE = 2
@@ -27,34 +30,24 @@ _FRAME_MARGIN = 200
 
 @contextlib.contextmanager
 def _distutils_shim():
-    """Provide ``distutils.version.LooseVersion`` while torchviz is imported, then restore
-    ``sys.modules``.
+    """Provide ``distutils.version.LooseVersion`` while torchviz is imported.
 
     torchviz only compares ``torch.__version__`` with ``"1.9"``; ``packaging``'s ``Version`` (with
     the local part dropped) does that. Nothing is left in ``sys.modules`` afterwards.
     """
     try:
         import distutils.version  # noqa: F401 - Python < 3.12, or setuptools' shim
-
-        yield
-        return
     except ImportError:
         pass
-    from packaging.version import Version
-
-    class LooseVersion:
-        def __init__(self, text):
-            self.v = Version(str(text).split("+")[0])
-
-        def __lt__(self, other):
-            return self.v < other.v
-
+    else:
+        yield
+        return
+    ver = types.ModuleType("distutils.version")
+    ver.LooseVersion = lambda text: Version(str(text).split("+")[0])
+    pkg = types.ModuleType("distutils")
+    pkg.version = ver
     missing = object()
     saved = {k: sys.modules.get(k, missing) for k in ("distutils", "distutils.version")}
-    pkg = types.ModuleType("distutils")
-    ver = types.ModuleType("distutils.version")
-    ver.LooseVersion = LooseVersion
-    pkg.version = ver
     sys.modules.update({"distutils": pkg, "distutils.version": ver})
     try:
         yield
@@ -67,23 +60,48 @@ def _distutils_shim():
 
 
 def import_make_dot():
-    """Torchviz's ``make_dot``, or a ``UsageError`` saying what to install."""
-    try:
-        import graphviz  # noqa: F401
-    except ImportError as exc:
-        raise UsageError(
-            "--engine torchviz needs the Python graphviz package: `pip install graphviz` (and "
-            "the Graphviz `dot` program), or leave out --engine to use the default engine."
-        ) from exc
-    try:
-        with _distutils_shim():
-            from torchviz import make_dot
-    except ImportError as exc:
-        raise UsageError(
-            f"--engine torchviz could not import torchviz ({terminal_safe(str(exc), 200)}): "
-            "`pip install torchviz`, or leave out --engine to use the default engine."
-        ) from exc
+    """Torchviz's ``make_dot``, imported under the ``distutils`` shim."""
+    with _distutils_shim():
+        from torchviz import make_dot
     return make_dot
+
+
+def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
+    """Run ``cell`` and draw its graph with torchviz's ``make_dot``.
+
+    Falls back to the default engine when torchviz would re-run hooks or read freed tensors.
+    """
+    __tracebackhide__ = True
+    make_dot = import_make_dot()  # before the cell runs: a broken install costs no cell run
+    source = note = ""
+
+    def with_tensors(outputs, names, graph):
+        nonlocal source, note
+        note = check(graph)
+        if not note:
+            source = make_source(make_dot, outputs, names, opts.show_saved, opts.show_attrs)
+
+    graph = capture.capture(
+        shell,
+        cell,
+        line,
+        list(opts.output_names),
+        show_saved=opts.show_saved,
+        show_attrs=opts.show_attrs,
+        shared_params=True,
+        with_tensors=with_tensors,
+    )
+    if source:
+        return draw.draw_source(
+            graph,
+            source,
+            fmt=opts.fmt,
+            timeout_s=opts.timeout_s,
+            save_path=opts.save_path,
+            notes=["Drawn by torchviz's make_dot."],
+        )
+    graph.notes.append(note)
+    return draw.draw_with(graph, opts)
 
 
 def _clean_name(name: str) -> str:
@@ -100,18 +118,23 @@ def check(graph) -> str:
     limit = sys.getrecursionlimit()
     if n_ops * _FRAMES_PER_NODE + _FRAME_MARGIN > limit:
         raise UsageError(
-            f"--engine torchviz cannot draw this graph: torchviz's make_dot recurses once per autograd node and "
-            f"this graph has {n_ops} of them (Python's recursion limit is {limit}). Leave out --engine to "
+            "--engine torchviz cannot draw this graph: torchviz's make_dot recurses once per "
+            "autograd node and "
+            f"this graph has {n_ops} of them (Python's recursion limit is {limit}). Leave out "
+            "--engine to "
             "draw it with the default engine, which walks any depth and collapses big graphs."
         )
     if any(n.held for n in graph.nodes):
         return (
-            "torchviz's make_dot reads saved tensors through their saved-tensor hooks, which would run "
-            "the checkpointed forward again (or the hook's unpack): drawn with the default engine instead."
+            "torchviz's make_dot reads saved tensors through their saved-tensor hooks, which would "
+            "run "
+            "the checkpointed forward again (or the hook's unpack): drawn with the default engine "
+            "instead."
         )
     if any(n.freed for n in graph.nodes):
         return (
-            "backward() already freed some saved tensors and torchviz's make_dot would fail reading them: "
+            "backward() already freed some saved tensors and torchviz's make_dot would fail "
+            "reading them: "
             "drawn with the default engine instead."
         )
     return ""
