@@ -1,16 +1,14 @@
 """cudamagic: the PyTorch + CUDA notebook companion.
 
-``%load_ext cudamagic`` registers the magics. Loading imports neither torch nor
-pynvml; each magic imports what it needs when it first runs.
+``%load_ext cudamagic`` registers the magics. Loading imports neither torch nor pynvml; each magic
+imports what it needs when it first runs.
 """
 
-__version__ = "0.1.0"
+from .core.version import __version__ as __version__
 
 
 def load_ipython_extension(ipython):
-    """Register every area's magics and the ``CudaMagics`` settings on ``ipython``
-    (see :mod:`cudamagic.extension`).
-    """
+    """Register every area's magics and the ``CudaMagics`` settings on ``ipython``."""
     from .extension import load
 
     load(ipython)

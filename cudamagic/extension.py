@@ -15,6 +15,7 @@ from __future__ import annotations
 from traitlets import TraitError
 from traitlets.config import Configurable
 
+from .core import nvml
 from .cuda.magic import CudaCellMagics, CudaSettings
 from .explain.magic import ExplainMagics, ExplainSettings
 from .graph.magic import GraphMagics, GraphSettings
@@ -45,9 +46,11 @@ class CudaMagics(
     CudaSettings,
     Configurable,
 ):
-    """Every cudamagic setting, one place for users: ``%config CudaMagics`` lists them,
-    ``%config CudaMagics.watch_interval_s = 0.5`` sets one. Each area declares its own settings
-    (with units in the names) in its ``magic.py``; this class only gathers them.
+    """Every cudamagic setting, in one place for users.
+
+    ``%config CudaMagics`` lists them, ``%config CudaMagics.watch_interval_s = 0.5`` sets one.
+    Each area declares its own settings (with units in the names) in its ``magic.py``; this class
+    only gathers them.
     """
 
 
@@ -55,7 +58,8 @@ class Extension:
     """The loaded extension: the settings, each area's magics, and the cleanups.
 
     Attributes:
-        shell: the ``InteractiveShell``. settings: the :class:`CudaMagics` configurable.
+        shell: the ``InteractiveShell``.
+        settings: the :class:`CudaMagics` configurable.
         magics: area name -> that area's ``Magics`` instance
             (``ext.magics["explain"].last_explanation``).
     """
@@ -74,7 +78,7 @@ class Extension:
         return func
 
     def shutdown(self):
-        """Run every registered cleanup; errors are collected and the first is raised after all ran."""
+        """Run every registered cleanup; the first error is raised after all ran."""
         errors = []
         while self._cleanups:
             func = self._cleanups.pop()
@@ -90,13 +94,14 @@ _ACTIVE: Extension | None = None  # the extension loaded on the running shell
 
 
 def current() -> Extension | None:
-    """The loaded :class:`Extension`, or None before ``%load_ext cudamagic`` / after ``%unload_ext``."""
+    """The loaded :class:`Extension`, or None (not loaded, or unloaded)."""
     return _ACTIVE
 
 
 def _construct_settings(ipython) -> CudaMagics:
-    """Build CudaMagics; a config value its trait rejects (``%config`` or ipython_config.py) is
-    dropped with a one-paragraph warning instead of making ``%load_ext`` fail.
+    """Build CudaMagics; a config value its trait rejects is dropped with a warning.
+
+    The value comes from ``%config`` or ``ipython_config.py``; ``%load_ext`` does not fail on it.
     """
     try:
         return CudaMagics(parent=ipython)
@@ -114,9 +119,10 @@ def _construct_settings(ipython) -> CudaMagics:
         except TraitError as exc:
             trait = settings.traits().get(key)
             helptext = f" ({trait.help})" if trait is not None and trait.help else ""
+            default = getattr(settings, key)
             print(
                 f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {exc}. Using the default "
-                f"{getattr(settings, key)!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>."
+                f"{default!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>."
             )
         except AttributeError:
             section[key] = value
@@ -131,11 +137,7 @@ def load(ipython) -> Extension:
     ext = Extension(ipython)
     ipython.configurables.append(ext.settings)
     ext.add_cleanup(lambda: _remove(ipython.configurables, ext.settings))
-    from .core import nvml
-
-    ext.add_cleanup(
-        nvml.reset
-    )  # a later load re-reads NVML (e.g. after `%pip install nvidia-ml-py`)
+    ext.add_cleanup(nvml.reset)  # a later load re-reads NVML (`%pip install nvidia-ml-py`)
     for magics in ext.magics.values():
         ipython.register_magics(magics)
         magics.on_load()

@@ -1,4 +1,4 @@
-"""Regenerate ``cudamagic/explain/cuda_runtime_errors.py`` from a CUDA toolkit.
+"""Regenerate ``cudamagic/core/cuda_runtime_errors.py`` from a CUDA toolkit.
 
 Names and codes come from ``enum cudaError`` in the toolkit's ``include/driver_types.h``; each text
 is what ``cudaGetErrorString`` of the toolkit's ``libcudart`` returns for that code (no GPU or
@@ -20,7 +20,7 @@ import re
 import sys
 
 OUT = os.path.join(
-    os.path.dirname(__file__), "..", "cudamagic", "explain", "cuda_runtime_errors.py"
+    os.path.dirname(__file__), "..", "cudamagic", "core", "cuda_runtime_errors.py"
 )
 
 

@@ -93,7 +93,7 @@ def main():
         text=True,
     ).stdout.split()
     want = sorted({cc.replace(".", "") for cc in smi})
-    got = sorted(magics.last.get("archs") or ())
+    got = sorted(magics.last.archs if magics.last else ())
     check(
         "detected architecture matches nvidia-smi compute_cap",
         got == want,

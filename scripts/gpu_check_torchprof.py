@@ -14,6 +14,9 @@ checks:
   4. the peak from the snapshot equals torch.cuda.max_memory_allocated() within 1 %;
   5. the trace loads with json.load and nothing stays enabled (profiler, optimizer hooks, memory
       history).
+  6. the verdict: the seeded slow cells of tests/prof/seeded.py on cuda:0, each named
+      first by the verdict; a healthy large-matmul loop gets no finding; `.item()` on every step
+      shows sync stalls; the MFU of a bf16 8192^3 matmul is printed and must be 60-90 % (H200).
 Prints one line per check and exits 1 if any fails. Not run by the test suite (no GPU there).
 
 Needs torch (a CUDA build) and this checkout; nothing else. With IPython installed the checks go
@@ -253,9 +256,124 @@ def main() -> int:
         )
     finally:
         torch.cuda.memory._record_memory_history(enabled=None)
+    verdict_checks(runner, check, "cuda")
     runner.close()
     print(f"gpu_check_torchprof: {len(failures)} failure(s); files in {out}")
     return 1 if failures else 0
+
+
+#: seeded cause -> the finding the verdict must name first on a GPU (tests/prof/seeded.py).
+GPU_FIRST = {
+    "data": "data",
+    "python": "python",
+    "tiny_ops": "launch",  # tiny kernels: the GPU idles between launches
+    "optimizer": "optimizer",
+    "copies": "copies",
+}
+SYNC_SETUP = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(*[nn.Linear(256, 256) for _ in range(4)]).to(DEVICE)
+x = torch.randn(64, 256, device=DEVICE)
+total = 0.0
+"""
+SYNC_CELL = """
+for step in range(200):
+    loss = model(x).square().mean()
+    total += loss.item()  # a sync on every step
+"""
+HEALTHY_SETUP = """
+import torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(4096, 8192), nn.ReLU(), nn.Linear(8192, 4096))
+model = model.to(DEVICE, dtype=DTYPE)
+opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+x = torch.randn(8192, 4096, device=DEVICE, dtype=DTYPE)
+"""
+HEALTHY_CELL = """
+for step in range(4):
+    loss = model(x).square().mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+torch.cuda.synchronize()
+"""
+MATMUL_SETUP = """
+import torch
+a = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
+b = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
+"""
+MATMUL_CELL = """
+for _ in range(50):
+    c = a @ b
+torch.cuda.synchronize()
+"""
+#: MFU of MATMUL_CELL on an H200, in percent (cuBLAS bf16 at 8192^3).
+MFU_BOUNDS = (60.0, 90.0)
+
+
+def verdict_checks(runner, check, device: str) -> None:
+    """The seeded slow cells and a sync-per-step loop with the verdict; MFU of a bf16 matmul.
+
+    On ``cuda`` each seeded cause must be named first (:data:`GPU_FIRST`), the healthy loop
+    must get no finding, the sync loop a sync stall, and the matmul's MFU must be within
+    :data:`MFU_BOUNDS`. On ``cpu`` (a dry run of this script's logic) the seeded causes keep
+    their own names and the GPU-only parts are skipped.
+    """
+    from tests.prof.seeded import CAUSES, sources
+
+    def verdict_of(setup, cell):
+        runner.setup(f"DEVICE = {device!r}\n" + setup)
+        runner.setup(cell)  # warm-up: CUDA context, cuBLAS handles, first-call costs
+        res = runner.torchprof("", cell)
+        return res.verdict
+
+    for cause in CAUSES:
+        setup, cell = sources(cause, device=device)
+        v = verdict_of(setup.split("\n", 1)[1], cell)
+        want = GPU_FIRST[cause] if device == "cuda" else cause
+        named = v.first.cause if v.first else "nothing"
+        print(v.text())
+        check(named == want, f"seeded {cause} on {device}: verdict names {named} first ({want})")
+    setup, cell = sources("healthy", device=device)
+    if device == "cuda":
+        setup, cell = HEALTHY_SETUP, HEALTHY_CELL
+    else:
+        setup = setup.split("\n", 1)[1]
+    v = verdict_of("import torch\nDTYPE = torch.bfloat16\n" + setup, cell)
+    print(v.text())
+    check(not v.findings, f"healthy loop on {device}: no finding ({[f.cause for f in v.findings]})")
+    if device != "cuda":
+        return
+    import torch
+
+    if torch.cuda.get_device_capability(0) >= (8, 0):
+        v = verdict_of("import torch\nDTYPE = torch.float32\n" + setup, cell)
+        print(v.text())
+        named = v.first.cause if v.first else "nothing"
+        check(
+            named == "tf32" and torch.get_float32_matmul_precision() == "highest",
+            f"the same loop in FP32 on compute capability 8.0+: verdict names {named} first (tf32)",
+        )
+    v = verdict_of(SYNC_SETUP, SYNC_CELL)
+    print(v.text())
+    rows = v.breakdown.pct()
+    check(
+        any(f.cause == "sync" for f in v.findings) and rows["sync stalls"] > 5,
+        f".item() every step: sync stalls {rows['sync stalls']:.1f} % of the step, findings "
+        f"{[f.cause for f in v.findings]}",
+    )
+    v = verdict_of(MATMUL_SETUP, MATMUL_CELL)
+    print(v.text())
+    mfu = v.mfu_pct
+    lo, hi = MFU_BOUNDS
+    check(
+        isinstance(mfu, float) and lo <= mfu <= hi,
+        f"bf16 8192^3 matmul: MFU {mfu} % of {v.gpu_name}'s dense peak ({lo:g}-{hi:g} % expected), "
+        f"{v.achieved_tflops} TFLOP/s achieved",
+    )
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
-"""Mutation testing of the core modules with mutmut 3 (what `make mutation` runs; slow, not part of
+"""Mutation testing of the core modules with mutmut 3.
+
+Mutation testing of the core modules with mutmut 3 (what `make mutation` runs; slow, not part of
 `make test`).
 
 mutmut 3 reads one ``[mutmut]`` section and its stats pass runs every test under ``tests_dir``, so
@@ -95,9 +97,8 @@ MODULES = {
     # summaries on real profiles against torch's key_averages() in seconds
     "cudamagic/prof/summary.py": ["tests/prof/test_summary.py", "tests/prof/test_logic.py"],
     # real nvcc/ld/nvlink messages captured as text (tests/cuda/test_run.py and test_link.py, which
-    # call nvcc, are
-    # the same behaviours end to end: too slow per mutant, and the interrupt test cannot pass under
-    # mutmut)
+    # call nvcc, are the same behaviours end to end: too slow per mutant, and the interrupt test
+    # cannot pass under mutmut)
     "cudamagic/cuda/errors.py": [
         "tests/cuda/test_errors.py",
         "tests/cuda/test_link_messages.py",
@@ -118,6 +119,19 @@ MODULES = {
         "tests/watch/test_cluster.py",
     ],
     "cudamagic/explain/match.py": ["tests/explain/test_match.py"],
+    "cudamagic/core/nvml_fields.py": [
+        "tests/core/test_plausibility.py",
+        "tests/core/test_nvml.py",
+        "tests/core/test_nvml_reasons.py",
+        "tests/core/test_gpu_check_fields.py",
+    ],
+    # compiler messages mapped to cell lines; the nvcc tests (test_run.py) are too slow per mutant
+    "cudamagic/cuda/build.py": ["tests/cuda/test_errors.py", "tests/cuda/test_link_messages.py"],
+    "cudamagic/explain/catalogue.py": [
+        "tests/explain/test_catalogue.py",
+        "tests/explain/test_match.py",
+        "tests/explain/test_cuda_families.py",
+    ],
 }
 
 # : mutmut forks each mutant's tests from a process that has already run torch: a BLAS/OpenMP thread

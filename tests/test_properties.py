@@ -1,4 +1,6 @@
-"""Property-based tests (Hypothesis) where inputs have structure: version integers and strings,
+"""Property-based tests (Hypothesis) where inputs have structure.
+
+Property-based tests (Hypothesis) where inputs have structure: version integers and strings,
 CUDA_VISIBLE_DEVICES forms, trace files (round trip; any byte flip is read or rejected with a
 message), the NVML plausibility bounds, and magic argument lines (parsed or a one-paragraph
 UsageError; valid lines round-trip).
@@ -274,7 +276,7 @@ def test_memory_used_against_total(total, used):
     )
 )
 def test_display_width_agrees_with_wcwidth(text):
-    """The ASCII shortcut (which spares loading wcwidth's tables) gives wcwidth's own answer on every text."""
+    """The ASCII shortcut (no wcwidth tables loaded) gives wcwidth's own answer on every text."""
     from wcwidth import wcswidth, wcwidth
 
     from cudamagic.core.fmt import display_width
@@ -289,11 +291,10 @@ def test_display_width_agrees_with_wcwidth(text):
 # magic's parser (core/magic.py AreaMagics.parse) and the option checks its area runs next, on
 # random lines (the strategies of tests/core/test_magic_lines.py, which runs whole magics): a line
 # is parsed, or rejected with a plain one-paragraph UsageError naming the magic; never anything
-# else. A line that parses round-trips: written back as flags (quoted with shlex) it parses to the
+# else. A line that parses round-trips: written back as flags (each value quoted) it parses to the
 # same arguments.
 
 import math  # noqa: E402
-import shlex  # noqa: E402
 
 from IPython.core.error import UsageError  # noqa: E402
 
@@ -308,7 +309,7 @@ LINES = settings(
 
 @pytest.fixture(scope="module")
 def magic_funcs():
-    """``[(kind, name, bound method with a parser, AreaMagics instance)]`` of the loaded extension."""
+    """``[(kind, name, bound method with a parser, AreaMagics instance)]`` of the extension."""
     from IPython.core.interactiveshell import InteractiveShell
 
     from cudamagic import extension
@@ -339,7 +340,7 @@ def _check_usage_error(exc, name):
 
 
 def _area_checks(kind, name, args, inst):
-    """The option checks the area's magic runs on the parsed arguments (no side effects, nothing started)."""
+    """The option checks the area's magic runs on the parsed arguments (nothing started)."""
     s = inst.settings
     if name == "gpuwatch":
         from cudamagic.watch import options
@@ -368,6 +369,15 @@ def _area_checks(kind, name, args, inst):
             )
 
 
+def quote(value: str) -> str:
+    """``value`` as one word for IPython's splitter (quotes kept, then removed by the parser)."""
+    for mark in ('"', "'"):
+        if mark not in value:
+            return f"{mark}{value}{mark}"
+    hypothesis.assume(not any(c.isspace() for c in value) and value[:1] not in "'\"")
+    return value
+
+
 def render(func, args) -> str:
     """``args`` (a parsed Namespace) written back as an argument line."""
     words, positional = [], []
@@ -377,7 +387,7 @@ def render(func, args) -> str:
         value = getattr(args, action.dest)
         if not action.option_strings:
             if value is not None:
-                positional.append(shlex.quote(str(value)))
+                positional.append(quote(str(value)))
             continue
         flag = action.option_strings[-1]
         if action.nargs == 0:
@@ -388,14 +398,13 @@ def render(func, args) -> str:
         elif action.nargs == "?" and value == action.const:
             words.append(flag)
         elif isinstance(value, list):  # append (--var) or nargs='*' / 2
+            hypothesis.assume(not any(str(v).startswith("-") for v in value))
             if action.nargs in ("*", 2):
-                words.append(" ".join([flag, *(shlex.quote(str(v)) for v in value)]))
+                words.append(" ".join([flag, *(quote(str(v)) for v in value)]))
             else:
-                words.extend(f"{flag}={shlex.quote(str(v))}" for v in value)
+                words.extend(f"{flag} {quote(str(v))}" for v in value)
         else:
-            words.append(
-                f"{flag}={shlex.quote(repr(value) if isinstance(value, float) else str(value))}"
-            )
+            words.append(f"{flag} {quote(repr(value) if isinstance(value, float) else str(value))}")
     return " ".join(positional + words)
 
 

@@ -1,4 +1,4 @@
-"""Tier 3: examples/quickstart.ipynb executed top to bottom in a real Jupyter kernel through nbclient."""
+"""examples/quickstart.ipynb run top to bottom in a real Jupyter kernel through nbclient."""
 
 import os
 
@@ -35,7 +35,7 @@ def test_cudainfo_cell_has_html_and_text(executed):
 
 
 def test_training_reached_accuracy(executed):
-    """The number the notebook printed, not just the phrase: a run that learned nothing printed the phrase too."""
+    """The number the notebook printed: a run that learned nothing printed the phrase too."""
     import re
 
     text = "".join(

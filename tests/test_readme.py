@@ -1,4 +1,6 @@
-"""The README tells the truth: its magic examples run as written in a real shell, and its Options
+"""The README tells the truth.
+
+The README tells the truth: its magic examples run as written in a real shell, and its Options
 reference is the one the magics' parsers give (``scripts/options_doc.py``).
 
 Every fenced block of the README without a language that uses a magic is run in a real
@@ -15,18 +17,14 @@ import re
 import shutil
 import sys
 
-import pytest
-
-from cudamagic.core.magic import strip_comment
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 
 #: README lines that cannot run on this machine, each with the reason (matched on the line's start).
 CANNOT_RUN_HERE = {
-    "%gpuwatch --text --loop": "runs until Ctrl-C (the loop is tested with -n in tests/watch/test_magic.py)",
-    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one, scripts/prom_sim.py)",
-    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line above records",
+    "%gpuwatch --text --loop": "runs until Ctrl-C (tests/watch/test_magic.py tests the loop)",
+    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one)",
+    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line records",
     "%%cuda --torch": "builds a PyTorch extension with ninja (minutes; tests/cuda build one)",
 }
 if shutil.which("nvcc") is None:
@@ -36,25 +34,30 @@ if shutil.which("nvcc") is None:
 BODY = {
     "%%torchprof": "for _ in range(3):\n    loss_fn(model(x), y).backward()",
     "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
-    "%%cuda": '#include <cstdio>\nint main(int argc, char** argv) { std::printf("args %d\\n", argc); return 0; }',
+    "%%cuda": (
+        "#include <cstdio>\n"
+        'int main(int argc, char** argv) { std::printf("args %d\\n", argc); return 0; }'
+    ),
 }
 
-# : What the README says comes before a line (matched on the line's start): a cell run first,
+# : What the README says comes before a line (matched on the whole line): a cell run first,
 # expected to fail.
 BEFORE = {
-    "%cudaexplain              # explain the last error again": "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))  # a known error: BatchNorm with a batch of one",
+    # a known error: BatchNorm with a batch of one
+    "%cudaexplain": "torch.nn.BatchNorm1d(3).train()(torch.randn(1, 3))",
 }
 
 #: Names the README's examples assume the user has (a model, its input and loss).
 PRELUDE = (
-    "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), "
+    "import torch\ntorch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(4, 8), "
+    "torch.nn.ReLU(), "
     "torch.nn.Linear(8, 1))\nx, y = torch.randn(16, 4), torch.randn(16, 1)\n"
     "loss_fn = torch.nn.functional.mse_loss"
 )
 
 
 def readme_blocks() -> list:
-    """``[(first line number, [lines])]`` of the README's fenced blocks without a language that use a magic."""
+    """``[(first line number, [lines])]`` of the README's plain fenced blocks that use a magic."""
     blocks, cur, lang, start = [], None, "", 0
     with open(README, encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):
@@ -128,7 +131,7 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
             if why:
                 skipped.append((no, source, why))
                 continue
-            before = next((c for start, c in BEFORE.items() if source.startswith(start)), None)
+            before = BEFORE.get(source)
             if before:
                 assert ip.run_cell(before).error_in_exec is not None
             if source.startswith("%%") and "\n" not in source.strip():
@@ -153,20 +156,6 @@ def test_every_cannot_run_entry_matches_a_readme_line():
     sources = [c for _n, c in readme_cells()]
     for start in list(CANNOT_RUN_HERE) + list(BEFORE) + list(BODY):
         assert any(s.startswith(start) for s in sources), start
-
-
-@pytest.mark.parametrize(
-    "line, kept",
-    [
-        ("-q   # display nothing", "-q"),
-        ("# all a comment", ""),
-        ("--log run#1.jsonl", "--log run#1.jsonl"),
-        ('--log "a # b.jsonl"  # c', '--log "a # b.jsonl"'),
-        ("--json", "--json"),
-    ],
-)
-def test_trailing_comments_are_dropped_as_in_the_readme(line, kept):
-    assert strip_comment(line) == kept
 
 
 # ---- the Options reference ---------------------------------------------------------------------
@@ -217,7 +206,7 @@ def test_autograd_graph_usage_line_is_a_cell_magic(ip, capsys):
     assert re.search(r"^\s*%%autograd_graph \[-o", out, re.M)
 
 
-def test_quiet_semicolon_before_a_comment(ip, fake_nvml, capsys):
+def test_quiet_semicolon(ip, fake_nvml, capsys):
     fake_nvml("one_gpu")
-    assert ip.run_cell("%cudainfo;   # the same as -q").error_in_exec is None
+    assert ip.run_cell("%cudainfo ;").error_in_exec is None
     assert capsys.readouterr().out == "" and ip.user_ns["_cudainfo"].verdict

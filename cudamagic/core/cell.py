@@ -1,5 +1,7 @@
-"""Running a cell magic's body the way IPython runs a cell (and ``%%time`` runs its body), for every
-area that runs the user's cell itself (``%%cudamem``, ``%%torchprof``, ``%%autograd_graph``).
+"""Running a cell magic's body the way IPython runs a cell.
+
+As ``%%time`` runs its body, for every area that runs the user's cell itself (``%%cudamem``,
+``%%torchprof``, ``%%autograd_graph``).
 
 The body goes through IPython's input transformers (``shell.transform_cell``: ``%magics``, ``!cmd``)
 and AST transformers (``shell.transform_ast``), and is compiled under a name registered in IPython's
@@ -73,7 +75,8 @@ def compile_cell(shell, cell: str, header: str, number: int | None = None) -> Ce
     """Transform and compile ``cell`` as IPython would, the magic line ``header`` being line 1.
 
     Args:
-        shell: the ``InteractiveShell``. cell: the cell body (without the magic line).
+        shell: the ``InteractiveShell``.
+        cell: the cell body (without the magic line).
         header: the magic line (``"%%torchprof --top 5"``), line 1 of the cached source.
         number: ``In[n]`` of the cached source; default :func:`running_cell_number`.
 
@@ -119,20 +122,25 @@ def run_code(code: CellCode, ns: dict) -> CellOutcome:
 
 
 def run_code_caught(code: CellCode, ns: dict) -> CellOutcome:
-    """:func:`run_code`, with the user's exception returned in :attr:`CellOutcome.exception` instead
-    of raised (for a magic that shows a result of the part that ran before re-raising it).
+    """:func:`run_code`, with the user's exception returned, not raised.
+
+    :func:`run_code`, with the user's exception returned in :attr:`CellOutcome.exception` instead of
+    raised (for a magic that shows a result of the part that ran before re-raising it).
     """
     __tracebackhide__ = True  # noqa: F841
     try:
         return run_code(code, ns)
-    except BaseException as exc:  # noqa: BLE001 - handed back to the caller, which re-raises it untouched
+    except BaseException as exc:  # handed back to the caller, which re-raises it untouched
         return CellOutcome(exception=exc)
 
 
 def show_value(cell: str, has_value: bool, value: Any) -> None:
-    """Display a cell's final value as IPython would show it under the cell: nothing when there is
+    """Display a cell's final value as IPython would show it under the cell.
+
+    Display a cell's final value as IPython would show it under the cell: nothing when there is
     none, when it is None, or when the cell's last line ends with ``;``. Not stored in ``Out``/``_``
-    (a stored value would keep the user's tensors alive; the magic's return value is what IPython stores).
+    (a stored value would keep the user's tensors alive; the magic's return value is what IPython
+    stores).
     """
     if not has_value or value is None:
         return

@@ -1,27 +1,28 @@
-"""One display mixin for every result object: text in a terminal, HTML in a notebook."""
+"""How a result object shows itself in a terminal and in a notebook."""
 
 from __future__ import annotations
 
 
-class Rendered:
-    """Shows an object through its ``_text()`` and ``_html()`` methods.
+class Displayed:
+    """Mixin: ``repr``, IPython's pretty printer and the notebook's HTML from two methods.
 
-    A subclass names its renderer's functions, for example ``_text = render.report_text``; a
-    dataclass subclass passes ``repr=False`` so that this ``__repr__`` stays.
+    A subclass defines ``to_text()`` and ``to_html()``, usually one call into its area's
+    ``render.py``, so the data class holds no rendering code.
     """
 
-    def _text(self) -> str:
+    def to_text(self) -> str:
+        """The object as plain text (terminal, ``text/plain``)."""
         raise NotImplementedError
 
-    def _html(self) -> str:
+    def to_html(self) -> str:
+        """The object as HTML (notebook)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
-        """The text form."""
-        return self._text()
+        return self.to_text()
 
     def _repr_pretty_(self, p, cycle) -> None:
-        p.text(self._text())
+        p.text(self.to_text())
 
     def _repr_html_(self) -> str:
-        return self._html()
+        return self.to_html()

@@ -28,14 +28,18 @@ _UNSAFE_KEEP_LINES = (
 
 @functools.cache
 def _unsafe(keep_newlines: bool) -> re.Pattern:
-    """The compiled pattern of :func:`terminal_safe`, compiled on first use and kept (an output with
-    no outside text to clean, such as ``%cudainfo``'s, never pays for it).
+    """The compiled pattern of :func:`terminal_safe`, compiled on first use.
+
+    The compiled pattern of :func:`terminal_safe`, compiled on first use and kept (an output with no
+    outside text to clean, such as ``%cudainfo``'s, never pays for it).
     """
     return re.compile(_UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE)
 
 
 def terminal_safe(value, limit: int | None = None, keep_newlines: bool = False) -> str:
-    """``str(value)`` safe to print in a terminal: control, zero-width and bidi characters shown as
+    r"""``str(value)`` safe to print in a terminal.
+
+    ``str(value)`` safe to print in a terminal: control, zero-width and bidi characters shown as
     ``\\xNN``.
 
     Process names, command lines and tool messages come from outside (other users on shared GPU
@@ -78,8 +82,10 @@ def format_bytes(n) -> str:
 
 
 def plural(n: int, word: str, many: str = "") -> str:
-    """``1 host``, ``3 hosts``: the count ``n`` and ``word``, or ``many`` (default ``word + 's'``)
-    when ``n`` is not 1.
+    """``1 host``, ``3 hosts``: the count ``n`` and ``word``.
+
+    ``1 host``, ``3 hosts``: the count ``n`` and ``word``, or ``many`` (default ``word + 's'``) when
+    ``n`` is not 1.
     """
     return f"{n} {word}" if n == 1 else f"{n} {many or word + 's'}"
 
@@ -106,8 +112,11 @@ def na_cell_html(value, formatted: str | None = None) -> str:
 
 
 def display_width(text) -> int:
-    """Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining
-    marks 0 (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character, counts 1).
+    """Columns ``str(text)`` takes in a terminal.
+
+    Columns ``str(text)`` takes in a terminal: East Asian wide characters count 2, combining marks 0
+    (``wcwidth``'s Unicode tables; a character it cannot measure, such as a control character,
+    counts 1).
     """
     text = str(text)
     if text.isascii() and text.isprintable():
@@ -121,7 +130,7 @@ def display_width(text) -> int:
 
 
 def pad(text, width: int) -> str:
-    """``str(text)`` padded with spaces on the right to ``width`` terminal columns (see :func:`display_width`)."""
+    """``str(text)`` padded with spaces on the right to ``width`` terminal columns."""
     text = str(text)
     return text + " " * max(0, width - display_width(text))
 
@@ -142,8 +151,10 @@ def clip(text, width: int) -> str:
 
 
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
-    """A plain monospace table: columns padded to the widest cell in terminal columns, so
-    double-width (CJK) process and GPU names stay aligned; a dashed rule under the headers.
+    """A plain monospace table, aligned in terminal columns.
+
+    A plain monospace table: columns padded to the widest cell in terminal columns, so double-width
+    (CJK) process and GPU names stay aligned; a dashed rule under the headers.
     """
     rows = [[str(c) for c in r] for r in rows]
     widths = [display_width(h) for h in headers]

@@ -1,42 +1,28 @@
 """Everything that differs between Linux, Windows and macOS, in one place.
 
-The rest of the package never tests ``sys.platform`` and never calls a POSIX-only function
+The rest of the package never tests ``sys.platform``, never calls a POSIX-only function
 (``os.killpg``, ``signal.SIGKILL``, ``resource``, ``os.pread``, ``os.sysconf``, ``os.getuid``,
-``os.statvfs``, psutil's ``uids()``; tests/core/test_platform.py scans every other module's syntax
-tree for them) or reads ``/proc`` itself: it calls these functions, each with a branch per platform.
-Tests present another platform by setting :data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``)
-and removing the POSIX-only attributes with ``monkeypatch``.
+``os.statvfs``, psutil's ``uids()``) and never reads ``/proc`` itself (tests/core/test_platform.py
+scans for them): it calls these functions, each with a branch per platform. Tests present another
+platform by setting :data:`SYSTEM` (``"linux"``, ``"windows"``, ``"darwin"``).
 
 Facts and their sources:
-- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``) on every platform, plus
-    the
-  process group on POSIX (children that left their parent still share the group).
-- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK`` (Linux grows the main thread's
-    stack up
-  to it); a Windows main thread's stack is fixed when ``python.exe`` starts (about 2 MB reserved),
-  so it cannot be raised.
-- Process memory: Linux ``/proc/PID/statm`` (resident pages x page size, what ``psutil`` reports);
-    elsewhere
-  ``psutil.Process.memory_info().rss``.
-- A process's owner (privacy of command lines): the real uid on POSIX (``psutil`` ``uids()``,
-    ``os.getuid``);
-  Windows has no uids, so the account name (``psutil.Process.username()``) against this process's.
-- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs`` on POSIX; Windows has no
-    ``/dev/shm``.
-- NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them on each platform.
-- The CUDA toolkit for ``%%cuda``: ``nvcc.exe`` in ``%CUDA_PATH%\\bin`` or the installer's default
-  ``C:\\Program Files\\NVIDIA GPU Computing Toolkit\\CUDA\\vX.Y\\bin``; nvcc's host compiler on
-  Windows is MSVC's ``cl.exe`` (NVIDIA's CUDA Installation Guide for Microsoft Windows), which must
-  be on PATH (set by Visual Studio's ``vcvars64.bat`` / "x64 Native Tools Command Prompt") or given
-  with ``-ccbin``; GNU ld's ``--wrap`` exists only on Linux; Windows programs end in ``.exe`` and
-  command lines keep backslashes.
+- Killing a process tree: ``psutil`` (``Process.children(recursive=True)``), plus the process
+  group on POSIX (children that left their parent still share the group).
+- The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK``; a Windows main thread's
+  stack is fixed when ``python.exe`` starts (about 2 MB reserved).
+- Process memory: Linux ``/proc/PID/statm``; elsewhere ``psutil.Process.memory_info().rss``.
+- A process's owner: the real uid on POSIX; on Windows the account name
+  (``psutil.Process.username()``).
+- ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs``; Windows has none.
+- NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them.
+- Programs: Windows programs end in ``.exe``; Windows command lines keep backslashes.
 """
 
 from __future__ import annotations
 
 import glob
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -44,6 +30,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
+
+import psutil
 
 
 def _detect() -> str:
@@ -59,22 +48,21 @@ SYSTEM = _detect()
 
 
 def is_windows() -> bool:
-    """True on Windows (``python.exe``), where processes, stacks and GPU memory are managed differently."""
+    """True on Windows, where processes, stacks and GPU memory work differently."""
     return SYSTEM == "windows"
 
 
 # ---- processes with a time limit
 # ----------------------------------------------------------------------------
 def popen_group_kwargs() -> dict:
-    """Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
+    """``Popen`` arguments that start the child in a group of its own.
+
+    Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
     :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process
     group on Windows (``CREATE_NEW_PROCESS_GROUP``).
     """
     if is_windows():
-        flag = getattr(
-            subprocess, "CREATE_NEW_PROCESS_GROUP", None
-        )  # absent when Windows is only presented
-        return {"creationflags": flag} if flag is not None else {}
+        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
 
 
@@ -85,22 +73,13 @@ def kill_tree(proc) -> None:
     process group (made by :func:`popen_group_kwargs`) is killed too, which catches children that
     re-parented themselves.
     """
-    victims = []
     try:
-        import psutil
-
+        victims = psutil.Process(proc.pid).children(recursive=True)
+    except (psutil.Error, OSError):
+        victims = []
+    if not is_windows():
         try:
-            parent = psutil.Process(proc.pid)
-            victims = parent.children(recursive=True)
-        except (psutil.Error, OSError):
-            victims = []
-    except ImportError:  # pragma: no cover - psutil is a dependency
-        pass
-    killpg = getattr(os, "killpg", None)
-    sigkill = getattr(signal, "SIGKILL", None)
-    if not is_windows() and killpg is not None and sigkill is not None:
-        try:
-            killpg(proc.pid, sigkill)
+            os.killpg(proc.pid, signal.SIGKILL)
         except OSError:
             pass
     try:
@@ -118,32 +97,48 @@ def kill_tree(proc) -> None:
         pass
 
 
-def run_capped(argv, timeout_s: float, limit_bytes: int = 64 * 1024) -> tuple:
+def run_capped(
+    argv, timeout_s: float | None, limit_bytes: int = 64 * 1024, cwd=None, tick=None
+) -> tuple:
     """Run ``argv`` (stdin closed, stderr merged into stdout) for at most ``timeout_s`` seconds.
 
+    Output goes to a temporary file, so a chatty program cannot fill memory or block on a pipe.
+
     Args:
-        argv: the command and its arguments. timeout_s: seconds before the whole process tree is
-            killed.
-        limit_bytes: bytes of output kept; the rest is discarded (output goes to a temporary file,
-            so a chatty program cannot fill memory or block on a full pipe).
+        argv: the command and its arguments.
+        timeout_s: seconds before the whole process tree is killed; None: no limit.
+        limit_bytes: bytes of output kept; the rest is discarded.
+        cwd: the working folder (default: this process's).
+        tick: called about every 0.1 s while the program runs (a progress display).
 
     Returns:
         ``(returncode, text)``; text decoded as UTF-8 with replacement.
 
     Raises:
         subprocess.TimeoutExpired: it ran past ``timeout_s`` (the tree has been killed).
+        KeyboardInterrupt: interrupted (the tree has been killed).
         OSError: the program could not be started.
     """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(
             argv,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            cwd=cwd,
             **popen_group_kwargs(),
         )
         try:
-            proc.wait(timeout=timeout_s)
+            while True:
+                step = timeout_s if tick is None else 0.1
+                try:
+                    proc.wait(timeout=step)
+                    break
+                except subprocess.TimeoutExpired:
+                    if tick is None or (deadline is not None and time.monotonic() > deadline):
+                        raise
+                    tick()
         except BaseException:  # TimeoutExpired, KeyboardInterrupt: leave nothing running
             kill_tree(proc)
             raise
@@ -162,20 +157,21 @@ def main_stack_bytes() -> int | None:
     """The main thread's stack size now, in bytes (None: unlimited or unknown)."""
     if is_windows():
         return WINDOWS_MAIN_STACK_BYTES
-    try:
-        import resource
-    except ImportError:
-        return None
+    import resource  # POSIX only
+
     soft, _hard = resource.getrlimit(resource.RLIMIT_STACK)
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
 def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
-    """Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform
+    """Raise the main thread's stack to ``need_bytes`` where the platform allows.
+
+    Make the main thread's stack at least ``need_bytes`` (at most ``cap_bytes``) if the platform
     allows.
 
     Args:
-        need_bytes: bytes of stack wanted. cap_bytes: never raise the limit above this.
+        need_bytes: bytes of stack wanted.
+        cap_bytes: never raise the limit above this.
 
     Returns:
         ``(ok, why)``: ``ok`` True when the stack is now at least ``need_bytes``; ``why`` says why
@@ -189,12 +185,11 @@ def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
             return True, ""
         return (
             False,
-            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and cannot be raised",
+            "a Windows main thread's stack is fixed when python.exe starts (about 2 MB) and "
+            "cannot be raised",
         )
-    try:
-        import resource
-    except ImportError:
-        return False, "this platform has no resource module"
+    import resource  # POSIX only
+
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
         if soft == resource.RLIM_INFINITY or soft >= need_bytes:
@@ -218,9 +213,8 @@ _psutil_process = {"pid": None, "proc": None}
 
 
 def _rss_statm():
-    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us); None elsewhere."""
-    pread = getattr(os, "pread", None)
-    if SYSTEM != "linux" or pread is None:
+    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us), or None."""
+    if SYSTEM != "linux":
         return None
     pid = os.getpid()
     if _statm["pid"] != pid:
@@ -238,23 +232,22 @@ def _rss_statm():
     if _statm["fd"] is None:
         return None
     try:
-        return int(pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
+        return int(os.pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
     except (OSError, IndexError, ValueError):
         _statm["fd"] = None
         return None
 
 
 def rss_bytes() -> int | None:
-    """Resident set size of this process in bytes (what Task Manager calls the working set on
-    Windows),
+    """Resident set size of this process in bytes, or None.
+
+    Resident set size of this process in bytes (what Task Manager calls the working set on Windows),
     or None when it cannot be read. Linux: ``/proc/self/statm``; elsewhere ``psutil``.
     """
     rss = _rss_statm()
     if rss is not None:
         return rss
     try:
-        import psutil
-
         pid = os.getpid()
         if _psutil_process["pid"] != pid:
             _psutil_process.update(pid=pid, proc=psutil.Process(pid))
@@ -264,13 +257,13 @@ def rss_bytes() -> int | None:
 
 
 def child_pids(pid: int, proc=None) -> set:
-    """Pids of the direct children of ``pid``. Linux: ``/proc/PID/task/*/children`` (cheap);
-    elsewhere (or when that file is missing) ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
+    """Pids of the direct children of ``pid``.
+
+    Linux: ``/proc/PID/task/*/children`` (cheap); elsewhere (or when that file is missing)
+    ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
     """
     files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
     if not files:
-        import psutil
-
         try:
             proc = proc if proc is not None else psutil.Process(pid)
             return {c.pid for c in proc.children(recursive=False)}
@@ -289,7 +282,7 @@ def child_pids(pid: int, proc=None) -> set:
 # ---- NVIDIA driver and tools
 # ----------------------------------------------------------------------------------
 def nvidia_kernel_module_text() -> str | None:
-    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded NVIDIA kernel module), else None."""
+    """Linux: the text of ``/proc/driver/nvidia/version`` (the loaded kernel module), or None."""
     if SYSTEM != "linux":
         return None
     try:
@@ -302,26 +295,29 @@ def nvidia_kernel_module_text() -> str | None:
 def _windows_dirs(env) -> dict:
     root = env.get("SystemRoot") or env.get("windir") or r"C:\Windows"
     program_files = env.get("ProgramFiles") or r"C:\Program Files"
+    system32 = os.path.join(root, "System32")
     return {
-        "system32": root + "\\System32",
-        "nvsmi": program_files + "\\NVIDIA Corporation\\NVSMI",
-        "driverstore": root + "\\System32\\DriverStore\\FileRepository",
+        "system32": system32,
+        "nvsmi": os.path.join(program_files, "NVIDIA Corporation", "NVSMI"),
+        "driverstore": os.path.join(system32, "DriverStore", "FileRepository"),
     }
 
 
 def nvidia_tool_candidates(tool: str, env=None) -> list:
-    """Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver,
-    in the order the system searches them, existing or not (callers check). Windows: ``System32``,
-    the legacy ``NVSMI`` folder and each ``DriverStore\\FileRepository\\nv*`` package folder (one
-    per installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and the usual library folders.
+    r"""Every place the NVIDIA driver may install ``tool``.
+
+    Every place ``tool`` (``"nvidia-smi"`` or ``"nvml"``) may be installed by the NVIDIA driver, in
+    the order the system searches them, existing or not (callers check). Windows: ``System32``, the
+    legacy ``NVSMI`` folder and each ``DriverStore\FileRepository\nv*`` package folder (one per
+    installed driver, including leftovers such as ``LastGood.Tmp`` copies); Linux/macOS: PATH and
+    the usual library folders.
     """
     env = os.environ if env is None else env
     if is_windows():
         d = _windows_dirs(env)
         name = "nvidia-smi.exe" if tool == "nvidia-smi" else "nvml.dll"
-        found = [d["system32"] + "\\" + name, d["nvsmi"] + "\\" + name]
-        store = d["driverstore"].replace("\\", os.sep) if os.sep != "\\" else d["driverstore"]
-        found += sorted(glob.glob(os.path.join(store, "nv*", name)))
+        found = [os.path.join(d["system32"], name), os.path.join(d["nvsmi"], name)]
+        found += sorted(glob.glob(os.path.join(d["driverstore"], "nv*", name)))
         return found
     if tool == "nvidia-smi":
         on_path = shutil.which("nvidia-smi", path=env.get("PATH"))
@@ -335,7 +331,9 @@ def nvidia_tool_candidates(tool: str, env=None) -> list:
 
 
 def nvidia_driver_present() -> bool:
-    """True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` /
+    """True when an NVIDIA driver seems installed.
+
+    True when an NVIDIA driver seems installed: the Linux kernel module, or ``nvml.dll`` /
     ``nvidia-smi`` on Windows, or ``nvidia-smi`` on PATH.
     """
     if nvidia_kernel_module_text() is not None:
@@ -351,8 +349,11 @@ def executable_name(name: str) -> str:
 
 
 def windows_file_version(path: str) -> str | None:
-    """Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read
-    with pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has none.
+    """Windows: the file version of ``path``, or None.
+
+    Windows: the file version of ``path`` (``"31.0.15.4633"``) from its version resource, read with
+    pywin32's ``win32api.GetFileVersionInfo``; None elsewhere, without pywin32, or when the file has
+    none.
     """
     if not is_windows():
         return None
@@ -367,8 +368,11 @@ def windows_file_version(path: str) -> str | None:
 
 
 def driver_version_from_file_version(version: str | None) -> str | None:
-    """The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` ->
-    ``"546.33"`` (the last digit of the third part and the four digits of the fourth, as NVIDIA numbers its Windows drivers).
+    """The NVIDIA driver version a Windows file version stands for.
+
+    The NVIDIA driver version a Windows file version stands for: ``"31.0.15.4633"`` -> ``"546.33"``
+    (the last digit of the third part and the four digits of the fourth, as NVIDIA numbers its
+    Windows drivers).
     """
     try:
         parts = [int(x) for x in str(version).split(".")]
@@ -379,9 +383,12 @@ def driver_version_from_file_version(version: str | None) -> str | None:
 
 
 def nvidia_tool_copies(tool: str, env=None) -> list:
-    """Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
+    """Windows: every existing copy of ``tool``, with its driver version.
+
+    Windows: every existing copy of ``tool`` (``"nvidia-smi"`` or ``"nvml"``) among
     :func:`nvidia_tool_candidates`, as ``{"path", "file_version", "driver_version"}`` dicts
-    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver package).
+    (versions None when unreadable); ``[]`` elsewhere (Linux installs one copy, from the driver
+    package).
     """
     if not is_windows():
         return []
@@ -406,13 +413,12 @@ def which(name: str, env=None) -> str | None:
 
 
 def pid_exists(pid: int) -> bool:
-    """True when ``pid`` exists here, even if this user may not read it. POSIX: ``kill(pid, 0)``
-    (EPERM: it exists and belongs to another user; ESRCH: no such pid). Windows:
-    ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
+    """True when ``pid`` exists here, even if this user may not read it.
+
+    POSIX: ``kill(pid, 0)`` (EPERM: it exists and belongs to another user; ESRCH: no such pid).
+    Windows: ``psutil.pid_exists`` (``os.kill`` there would terminate the process).
     """
     if is_windows():
-        import psutil
-
         try:
             return bool(psutil.pid_exists(pid))
         except Exception:
@@ -430,11 +436,11 @@ _my_username = {"pid": None, "name": None}
 
 
 def _current_username():
-    """Windows: this process's user as psutil names it (``"DESKTOP-1\\ana"``), read once per
-    process; None when unreadable.
-    """
-    import psutil
+    r"""Windows: this process's user as psutil names it, or None.
 
+    Windows: this process's user as psutil names it (``"DESKTOP-1\ana"``), read once per process;
+    None when unreadable.
+    """
     pid = os.getpid()
     if _my_username["pid"] != pid:
         try:
@@ -446,20 +452,17 @@ def _current_username():
 
 
 def same_user(pid: int) -> bool | None:
-    """Whether process ``pid`` runs as this process's user.
+    r"""Whether process ``pid`` runs as this process's user.
 
     POSIX: its real uid (``psutil.Process.uids().real``) against ``os.getuid()``. Windows has
-        neither: the owner's
-    account name (``psutil.Process.username()``, ``DOMAIN\\user``, from the process token) against
-    this process's, compared case-insensitively as Windows compares account names.
+    neither: the owner's account name (``psutil.Process.username()``, ``DOMAIN\user``, from the
+    process token) against this process's, compared case-insensitively.
 
     Returns:
         True (this user's), False (another user's, or no such process), or None when the owner
         cannot be read (``psutil.AccessDenied``: on Windows, processes of other users and of the
         system).
     """
-    import psutil
-
     try:
         proc = psutil.Process(pid)
         if is_windows():
@@ -477,24 +480,28 @@ def same_user(pid: int) -> bool | None:
 
 
 def dev_shm_bytes() -> tuple | None:
-    """``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass
+    """``(total_bytes, free_bytes)`` of ``/dev/shm``, or None.
+
+    ``(total_bytes, free_bytes)`` of ``/dev/shm``, the tmpfs PyTorch's DataLoader workers pass
     tensors through on Linux (``os.statvfs``: blocks x fragment size; free = blocks available to
     this user); None where it cannot be read. Windows has no ``/dev/shm`` (workers share tensors
     through file mappings backed by the page file), so None there.
     """
-    statvfs = getattr(os, "statvfs", None)
-    if is_windows() or statvfs is None:
+    if is_windows():
         return None
     try:
-        st = statvfs("/dev/shm")
+        st = os.statvfs("/dev/shm")
     except OSError:
         return None
     return st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
 
 
 def in_container() -> bool:
-    """Best guess that this process runs in its own PID namespace (a Linux container):
-    ``/.dockerenv``, ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on Windows.
+    """Best guess that this process runs in a Linux container.
+
+    Best guess that this process runs in its own PID namespace (a Linux container): ``/.dockerenv``,
+    ``/run/.containerenv`` (podman) or a docker/kubepods/containerd/lxc cgroup of pid 1. False on
+    Windows.
     """
     if SYSTEM != "linux":
         return False
@@ -508,174 +515,27 @@ def in_container() -> bool:
     return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
 
 
-# ---- the CUDA toolkit and host compiler (%%cuda)
-# ---------------------------------------------------------------
-def _version_key(folder: str) -> tuple:
-    """``v12.10`` -> ``(12, 10)`` (numeric, so 12.10 sorts after 12.6); unparseable names sort first."""
-    m = re.match(r"v?(\d+)(?:\.(\d+))?", os.path.basename(folder.rstrip("\\/")))
-    return (int(m[1]), int(m[2] or 0)) if m else (-1, -1)
-
-
-def windows_cuda_toolkits(env=None) -> list:
-    """Windows: the CUDA toolkits NVIDIA's installer put in ``%ProgramFiles%\\NVIDIA GPU Computing
-    Toolkit\\CUDA\\vX.Y``, newest version first (folders, existing ones only); ``[]`` elsewhere.
-    """
-    if not is_windows():
-        return []
-    env = os.environ if env is None else env
-    root = os.path.join(
-        env.get("ProgramFiles") or r"C:\Program Files", "NVIDIA GPU Computing Toolkit", "CUDA"
-    )
-    return sorted(
-        (d for d in glob.glob(os.path.join(root, "v*")) if os.path.isdir(d)),
-        key=_version_key,
-        reverse=True,
-    )
-
-
-def find_nvcc(env=None) -> str | None:
-    """Path of nvcc (``nvcc.exe`` on Windows), or None: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin`` (set
-    by the Windows installer), PATH, then on Windows the installer's default folders, newest toolkit first.
-    """
-    env = os.environ if env is None else env
-    name = executable_name("nvcc")
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        home = env.get(var)
-        if home:
-            cand = os.path.join(home, "bin", name)
-            if os.path.isfile(cand) and os.access(cand, os.X_OK):
-                return cand
-    found = shutil.which(name, path=env.get("PATH"))
-    if found:
-        return found
-    for folder in windows_cuda_toolkits(env):
-        cand = os.path.join(folder, "bin", name)
-        if os.path.isfile(cand):
-            return cand
-    return None
-
-
-def nvcc_in_folder(folder: str) -> str | None:
-    """``folder/nvcc`` (``nvcc.exe`` on Windows) when it is an executable file, else None."""
-    cand = os.path.join(folder, executable_name("nvcc"))
-    return cand if os.path.isfile(cand) and os.access(cand, os.X_OK) else None
-
-
-def msvc_compilers(env=None) -> list:
-    """Windows: every 64-bit ``cl.exe`` of a Visual Studio (or its Build Tools) installed in the
-    default folders (``%ProgramFiles%`` and ``%ProgramFiles(x86)%\\Microsoft Visual
-    Studio\\<year>\\<edition>\\VC\\Tools\\ MSVC\\<version>\\bin\\Hostx64\\x64``), newest first; ``[]`` elsewhere.
-    """
-    if not is_windows():
-        return []
-    env = os.environ if env is None else env
-    found = []
-    for var in ("ProgramFiles", "ProgramFiles(x86)"):
-        base = env.get(var)
-        if base:
-            found += glob.glob(
-                os.path.join(
-                    base,
-                    "Microsoft Visual Studio",
-                    "*",
-                    "*",
-                    "VC",
-                    "Tools",
-                    "MSVC",
-                    "*",
-                    "bin",
-                    "Hostx64",
-                    "x64",
-                    "cl.exe",
-                )
-            )
-    return sorted(found, reverse=True)
-
-
-def _vcvars_for(cl: str) -> str:
-    """``...\\<edition>\\VC\\Tools\\MSVC\\<v>\\bin\\Hostx64\\x64\\cl.exe`` -> that edition's ``vcvars64.bat``."""
-    vc = cl
-    for _ in range(7):  # up from cl.exe to ...\VC
-        vc = os.path.dirname(vc)
-    return os.path.join(vc, "Auxiliary", "Build", "vcvars64.bat")
-
-
-_CCBIN = ("-ccbin", "--compiler-bindir")
-
-
-def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str | None:
-    """Why nvcc (or, with ``torch``, PyTorch's extension build) cannot compile host code here, or
-    None.
-
-    Windows: nvcc needs MSVC's ``cl.exe`` on PATH (unless ``-ccbin``/``--compiler-bindir`` is among
-    ``nvcc_flags``); the message gives the exact fix: the "x64 Native Tools Command Prompt for VS"
-    or ``vcvars64.bat`` (the path of the installed one when found), installing the Build Tools'
-    "Desktop development with C++" workload, or ``-ccbin``. Elsewhere nvcc finds gcc itself; with
-    ``torch`` the ``$CXX``/``c++`` compiler PyTorch calls must be on PATH.
-    """
-    env = os.environ if env is None else env
-    if not is_windows():
-        if not torch:
-            return None
-        cxx = env.get("CXX", "c++")
-        if shutil.which(cxx, path=env.get("PATH")):
-            return None
-        return (
-            f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH. Install one (`apt-get install g++`, or "
-            "Xcode's command-line tools) or set CXX to its path, then run the cell again."
-        )
-    if any(f in _CCBIN or f.startswith(tuple(c + "=" for c in _CCBIN)) for f in nvcc_flags):
-        return None
-    if shutil.which("cl.exe", path=env.get("PATH")):
-        return None
-    who = "PyTorch builds extensions" if torch else "nvcc compiles the host (CPU) code"
-    installed = msvc_compilers(env)
-    if installed:
-        cl = installed[0]
-        return (
-            f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and cl.exe is not on this kernel's "
-            f"PATH. Visual Studio's is installed at {cl}. Either start Jupyter from the \"x64 Native Tools "
-            f'Command Prompt for VS" (Start menu), or run `"{_vcvars_for(cl)}"` in the terminal you start '
-            "Jupyter from, then restart the kernel"
-            + (
-                ""
-                if torch
-                else f"; or pass its folder to nvcc in the cell: --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\""
-            )
-            + "."
-        )
-    return (
-        f"%%cuda: on Windows {who} with Microsoft's C++ compiler cl.exe, and no Visual Studio C++ compiler was "
-        "found (not on PATH, nor in Program Files). Install the Build Tools for Visual Studio with the "
-        '"Desktop development with C++" workload (`winget install Microsoft.VisualStudio.2022.BuildTools '
-        '--override "--add Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive"`), then '
-        'start Jupyter from the "x64 Native Tools Command Prompt for VS" (or run its vcvars64.bat first) and '
-        "restart the kernel"
-        + (
-            ""
-            if torch
-            else "; or pass cl.exe's folder with --nvcc-flags \"-ccbin "
-            "'C:\\...\\VC\\Tools\\MSVC\\<version>\\bin\\Hostx64\\x64'\""
-        )
-        + "."
-    )
-
-
+# ---- %%cuda's build
+# ------------------------------------------------------------------------------------------
 def extension_suffix() -> str:
-    """File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it:
-    ``.pyd`` on Windows, ``.so`` elsewhere.
+    """The file suffix of a compiled Python extension.
+
+    File suffix of a compiled Python extension as ``torch.utils.cpp_extension`` names it: ``.pyd``
+    on Windows, ``.so`` elsewhere.
     """
     return ".pyd" if is_windows() else ".so"
 
 
 def linker_can_wrap() -> bool:
-    """True where the linker nvcc calls is GNU ld (Linux), which has ``--wrap=SYMBOL``; MSVC's link.exe has not."""
+    """True where nvcc links with GNU ld (Linux), which has ``--wrap=SYMBOL``."""
     return SYSTEM == "linux"
 
 
 def split_command_line(text: str) -> list:
-    """Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules
-    on Linux and macOS; on Windows quotes group words but backslashes stay (``C:\\data\\x.bin`` is a
+    r"""Split ``--args``/``--nvcc-flags`` text into words as the shell would.
+
+    Split ``--args``/``--nvcc-flags`` text into words as the platform's shell would: POSIX rules on
+    Linux and macOS; on Windows quotes group words but backslashes stay (``C:\data\x.bin`` is a
     path, not escapes).
 
     Raises:
@@ -704,7 +564,9 @@ WINDOWS_CRASH_CODES = {
 
 
 def windows_crash_name(returncode: int) -> str | None:
-    """Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
+    """Windows: the NTSTATUS name of a crash exit code, or None.
+
+    Windows: the name of the NTSTATUS crash code a program exited with (``3221225477`` ->
     ``STATUS_ACCESS_VIOLATION...``); None elsewhere or for an ordinary exit status.
     """
     if not is_windows() or returncode is None:

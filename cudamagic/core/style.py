@@ -33,8 +33,10 @@ from .fmt import NO_MATH, esc
 
 #: Scoped stylesheet; every rule starts with ``.cudamagic`` so nothing leaks into the notebook.
 CSS = """
-.cudamagic{font-family:var(--jp-ui-font-family,system-ui,sans-serif);font-size:var(--jp-ui-font-size1,13px);
- color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;overflow-wrap:break-word}
+.cudamagic{font-family:var(--jp-ui-font-family,system-ui,sans-serif);
+ font-size:var(--jp-ui-font-size1,13px);
+ color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;
+ overflow-wrap:break-word}
 .cudamagic code,.cudamagic pre,.cudamagic .cm-mono{font-family:var(--jp-code-font-family,monospace);
  font-size:var(--jp-code-font-size,12px)}
 .cudamagic .cm-muted{color:var(--jp-content-font-color2,inherit)}
@@ -44,17 +46,24 @@ CSS = """
  linear-gradient(to left,var(--jp-layout-color0,transparent) 30%,transparent) 100% 0,
  linear-gradient(to right,var(--jp-border-color1,#8888),transparent 8px),
  linear-gradient(to left,var(--jp-border-color1,#8888),transparent 8px) 100% 0;
- background-repeat:no-repeat;background-size:40px 100%,40px 100%,8px 100%,8px 100%;background-attachment:local,local,scroll,scroll}
-.cudamagic table.cm-table{border-collapse:collapse;margin:.3em 0;color:inherit;background:transparent;
+ background-repeat:no-repeat;background-size:40px 100%,40px 100%,8px 100%,8px 100%;
+ background-attachment:local,local,scroll,scroll}
+.cudamagic table.cm-table{border-collapse:collapse;margin:.3em 0;color:inherit;
+ background:transparent;
  table-layout:auto;max-width:100%}
-.cudamagic table.cm-table th{background:var(--jp-layout-color2,transparent);color:var(--jp-ui-font-color1,inherit);
- font-weight:600;text-align:left;padding:3px 8px;border-bottom:1px solid var(--jp-border-color1,#8888)}
+.cudamagic table.cm-table th{background:var(--jp-layout-color2,transparent);
+ color:var(--jp-ui-font-color1,inherit);
+ font-weight:600;text-align:left;padding:3px 8px;
+ border-bottom:1px solid var(--jp-border-color1,#8888)}
 .cudamagic table.cm-table td{padding:2px 8px;border-bottom:1px solid var(--jp-border-color2,#8884);
  color:inherit;background:transparent;text-align:left;vertical-align:top}
-.cudamagic table.cm-table td.cm-num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:8em;overflow-wrap:anywhere}
+.cudamagic table.cm-table td.cm-num{text-align:right;font-variant-numeric:tabular-nums;
+ white-space:nowrap}
+.cudamagic table.cm-table td.cm-prose{text-align:left;white-space:normal;min-width:8em;
+ overflow-wrap:anywhere}
 .cudamagic table.cm-table th.cm-num{text-align:right}
-.cudamagic table.cm-table tbody th{background:transparent;font-weight:600;text-align:left;vertical-align:top;
+.cudamagic table.cm-table tbody th{background:transparent;font-weight:600;text-align:left;
+ vertical-align:top;
  border-bottom:1px solid var(--jp-border-color2,#8884)}
 .cudamagic .cm-mono{overflow-wrap:anywhere}
 .cudamagic table.cm-table th.cm-mono{font-family:inherit;font-size:inherit}
@@ -68,14 +77,20 @@ CSS = """
 .cudamagic .cm-na{color:var(--jp-content-font-color2,inherit);font-style:italic}
 .cudamagic .cm-na-reason{color:var(--jp-content-font-color2,inherit)}
 .cudamagic .cm-note code,.cudamagic .cm-src code,.cudamagic summary code{background:transparent}
-.cudamagic .cm-badge{display:inline-block;padding:0 6px;border:1px solid var(--jp-border-color1,#8888);
+.cudamagic .cm-badge{display:inline-block;padding:0 6px;
+ border:1px solid var(--jp-border-color1,#8888);
  border-left-width:4px;border-radius:3px;color:var(--jp-content-font-color1,inherit);
  background:var(--jp-layout-color1,transparent);font-size:.9em;white-space:nowrap}
-.cudamagic .cm-badge.cm-ok,.cudamagic .cm-box.cm-ok{border-left-color:var(--jp-success-color1,#4caf50)}
-.cudamagic .cm-badge.cm-info,.cudamagic .cm-box.cm-info{border-left-color:var(--jp-info-color1,#2196f3)}
-.cudamagic .cm-badge.cm-warn,.cudamagic .cm-box.cm-warn{border-left-color:var(--jp-warn-color1,#ff9800)}
-.cudamagic .cm-badge.cm-error,.cudamagic .cm-box.cm-error{border-left-color:var(--jp-error-color1,#f44336)}
-.cudamagic .cm-box{border:1px solid var(--jp-border-color2,#8884);border-left-width:6px;border-radius:3px;
+.cudamagic .cm-badge.cm-ok,.cudamagic .cm-box.cm-ok{border-left-color:var(--jp-success-color1,
+ #4caf50)}
+.cudamagic .cm-badge.cm-info,.cudamagic .cm-box.cm-info{border-left-color:var(--jp-info-color1,
+ #2196f3)}
+.cudamagic .cm-badge.cm-warn,.cudamagic .cm-box.cm-warn{border-left-color:var(--jp-warn-color1,
+ #ff9800)}
+.cudamagic .cm-badge.cm-error,.cudamagic .cm-box.cm-error{border-left-color:var(--jp-error-color1,
+ #f44336)}
+.cudamagic .cm-box{border:1px solid var(--jp-border-color2,#8884);border-left-width:6px;
+ border-radius:3px;
  padding:6px 10px;margin:6px 0;background:var(--jp-layout-color1,transparent)}
 .cudamagic details>summary{cursor:pointer;color:var(--jp-content-font-color2,inherit)}
 .cudamagic td details>summary{color:inherit}
@@ -87,7 +102,9 @@ _ICON = {"ok": "\u2713", "info": "\u2139", "warn": "\u26a0", "error": "\u2716"}
 
 
 def page(body_html: str, kind: str) -> str:
-    """The outer element of one output: ``<div class="cudamagic mathjax_ignore cm-<kind>">`` with
+    """The outer element of one output, with :data:`CSS`.
+
+    The outer element of one output: ``<div class="cudamagic mathjax_ignore cm-<kind>">`` with
     :data:`CSS`.
 
     Args:
@@ -99,28 +116,30 @@ def page(body_html: str, kind: str) -> str:
 
 
 def badge(text: str, level: str = "info") -> str:
-    """A small labelled badge; ``level`` is one of :data:`LEVELS` (a ValueError otherwise). ``text`` is escaped."""
+    """A small labelled badge; ``level`` is one of :data:`LEVELS`; ``text`` is escaped."""
     if level not in LEVELS:
         raise ValueError(f"badge level must be one of {LEVELS}, not {level!r}")
     return f'<span class="cm-badge cm-{level}">{_ICON[level]} {esc(text)}</span>'
 
 
 def box_open(level: str = "info") -> str:
-    """The opening tag of a bordered box whose left edge shows ``level`` (close it with ``</div>``)."""
+    """The opening tag of a box whose left edge shows ``level`` (close it with ``</div>``)."""
     if level not in LEVELS:
         raise ValueError(f"box level must be one of {LEVELS}, not {level!r}")
     return f'<div class="cm-box cm-{level}">'
 
 
 def details(summary: str, body_html: str, open_: bool = False) -> str:
-    """A collapsible ``<details>`` element; ``summary`` is escaped, ``body_html`` must already be safe HTML."""
+    """A collapsible ``<details>``; ``summary`` is escaped, ``body_html`` must be safe HTML."""
     return (
         f"<details{' open' if open_ else ''}><summary>{esc(summary)}</summary>{body_html}</details>"
     )
 
 
 def level(severity: str) -> str:
-    """A severity word as a :data:`LEVELS` name (``"warning"`` -> ``"warn"``, ``"fatal error"`` ->
+    """A severity word as a :data:`LEVELS` name; an unknown word is ``"info"``.
+
+    A severity word as a :data:`LEVELS` name (``"warning"`` -> ``"warn"``, ``"fatal error"`` ->
     ``"error"``); an unknown word is ``"info"``.
     """
     word = str(severity).lower()
@@ -146,13 +165,16 @@ _HARD = (
 
 
 def hard_coded_colours(html_text: str) -> list:
-    """Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a
+    """Colours in ``html_text`` that do not come from the theme.
+
+    Colours in ``html_text`` that do not come from the theme: ``#hex``, ``rgb(``/``hsl(`` or a
     colour name in a ``color``/``background``/``fill``/``stroke`` declaration, outside
-    ``var(--jp-..., fallback)``. HTML character references (``&#8594;``) are not colours. Used by the tests of every output (an empty list is the goal).
+    ``var(--jp-..., fallback)``. HTML character references (``&#8594;``) are not colours. Used by
+    the tests of every output (an empty list is the goal).
     """
     return re.findall(_HARD, re.sub(_VAR, "var()", html_text))
 
 
 def scroll(html_fragment: str) -> str:
-    """Wrap a wide fragment (a table) so it scrolls inside the output with a visible shadow at the cut edge."""
+    """Wrap a wide fragment (a table) so it scrolls, with a shadow at the cut edge."""
     return f'<div class="cm-scroll">{html_fragment}</div>'

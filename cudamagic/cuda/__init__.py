@@ -1,1 +1,1 @@
-"""``%%cuda``: CUDA C++ in a cell (compile for this GPU, cache, stream, fail loudly, PyTorch extensions)."""
+"""``%%cuda``: CUDA C++ in a cell, compiled for this GPU, cached, run; or a PyTorch extension."""

@@ -1,6 +1,8 @@
-"""Exceptions that fail a ``%%cuda`` cell (so Run All and nbclient stop). All are ``RuntimeError``
-subclasses, so the error explainer matches CUDA runtime messages they carry, and all are shown as
-their message alone (``_render_traceback_``): the cell's code failed, and cudamagic's own frames would only hide that.
+"""Exceptions that fail a ``%%cuda`` cell (so Run All and nbclient stop).
+
+All are ``RuntimeError`` subclasses, so the error explainer matches CUDA runtime messages they
+carry, and all are shown as their message alone (``_render_traceback_``): the cell's code failed,
+and cudamagic's own frames would only hide that.
 """
 
 from __future__ import annotations
@@ -31,13 +33,16 @@ class Diagnostic:
     source: str
 
     def where(self) -> str:
+        """``cell line 6``, ``vec.cuh line 3 (cell line 4 of ...)``, or ``""`` (no line)."""
         if self.line == 0:
             return ""
         if self.file == "cell":
             return f"cell line {self.cell_line}"
-        return f"{self.file} line {self.line} (cell line {self.cell_line} of the `%%cuda --save {self.file}` cell)"
+        saved_by = f"cell line {self.cell_line} of the `%%cuda --save {self.file}` cell"
+        return f"{self.file} line {self.line} ({saved_by})"
 
     def text(self) -> str:
+        """The message as shown: where, severity, message, and the source line under it."""
         where = self.where()
         head = (f"{where}: " if where else "") + f"{self.severity}: {self.message}"
         return head + (f"\n    {self.cell_line:>4} | {self.source}" if self.source else "")
@@ -47,9 +52,11 @@ class _ShownAsMessage(RuntimeError):
     """A cell failure that IPython shows as ``Name: message`` with no traceback."""
 
     def _render_traceback_(self) -> list:
-        """IPython's hook (``InteractiveShell.showtraceback`` calls it instead of formatting the
-        traceback): the lines shown for this exception. ipykernel sends them as the error output's
-        ``traceback``; its ``ename`` and ``evalue`` stay the class name and the message, so nbclient still stops at the cell.
+        """The lines IPython shows for this exception instead of a traceback.
+
+        ``InteractiveShell.showtraceback`` calls this hook; ipykernel sends the lines as the error
+        output's ``traceback``, its ``ename`` and ``evalue`` stay the class name and the message,
+        so nbclient still stops at the cell.
         """
         return [f"{type(self).__name__}: {self}"]
 
@@ -90,6 +97,7 @@ class CudaProgramError(_ShownAsMessage):
             it).
         cuda_error: ``"cudaErrorInsufficientDriver"``-style name of a CUDA error seen, or ``""``.
         timed_out: True when ``--timeout`` killed it.
+        watched: the output lines that matched ``run_program``'s ``watch`` pattern.
     """
 
     def __init__(
@@ -99,3 +107,8 @@ class CudaProgramError(_ShownAsMessage):
         self.returncode = returncode
         self.cuda_error = cuda_error
         self.timed_out = timed_out
+        self.watched: list = []
+
+
+class CudaUsageError(Exception):
+    """A mistake the user can fix (a flag, a missing tool); ``%%cuda`` shows it as a UsageError."""

@@ -1,5 +1,4 @@
-"""Link failures of a ``%%cuda`` cell: which symbols were missing (demangled), and where the cell
-declares and uses them.
+"""Link failures of a ``%%cuda`` cell: the missing symbols, and where the cell uses them.
 
 A cell that declares a function it never defines compiles, and then the linker (GNU ld, nvlink for
 device code built with ``-rdc``, ptxas for a device function called from a kernel, or MSVC's
@@ -14,6 +13,7 @@ import re
 import shutil
 import subprocess
 
+from ..core.platform import run_capped
 from .errors import Diagnostic
 
 #: One pattern per linker's "missing symbol" message; group ``sym`` is the symbol (mangled or not).
@@ -50,8 +50,9 @@ _KEYWORDS = {"return", "else", "case", "throw", "co_return", "new", "delete", "s
 
 
 def demangle(names) -> dict:
-    """Itanium C++ names (``_Z6helperi``) -> readable ones (``helper(int)``), through binutils'
-    ``c++filt`` (installed with the GNU linker that produced them). Names that are not mangled, or
+    """Itanium C++ names (``_Z6helperi``) -> readable ones (``helper(int)``), with ``c++filt``.
+
+    ``c++filt`` comes with the GNU linker that produced the names. Names that are not mangled, or
     when ``c++filt`` is absent, cannot start, hangs (:data:`CXXFILT_TIMEOUT_S`) or fails (Windows:
     ``link.exe`` prints readable names itself), map to themselves.
     """
@@ -61,15 +62,13 @@ def demangle(names) -> dict:
     tool = shutil.which("c++filt") if mangled else None
     if not tool:
         return out
-    from ..core.platform import run_capped
-
     try:
         code, text = run_capped([tool, *mangled], CXXFILT_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired):
         return out
     lines = text.splitlines()
     if code == 0 and len(lines) == len(mangled):
-        out.update(zip(mangled, (ln.strip() for ln in lines)))
+        out.update(zip(mangled, (ln.strip() for ln in lines), strict=True))
     return out
 
 
@@ -87,9 +86,11 @@ def undefined_symbols(log: str) -> list:
 
 
 def _scopes(symbol: str) -> list:
-    """A demangled symbol's qualified name, split: ``ns::Box<int>::Box(int)`` -> ``["ns", "Box",
-    "Box"]``, ``int __cdecl helper(int)`` -> ``["helper"]`` (return type, calling convention,
-    template arguments and parameters dropped; ``(anonymous namespace)`` too).
+    """A demangled symbol's qualified name, split into its parts.
+
+    ``ns::Box<int>::Box(int)`` -> ``["ns", "Box", "Box"]``, ``int __cdecl helper(int)`` ->
+    ``["helper"]`` (return type, calling convention, template arguments and parameters dropped;
+    ``(anonymous namespace)`` too).
     """
     head = symbol.replace("(anonymous namespace)::", "").partition("(")[0]
     while True:  # drop the template argument lists, innermost first
@@ -100,17 +101,20 @@ def _scopes(symbol: str) -> list:
 
 
 def base_name(symbol: str) -> str:
-    """The identifier a demangled symbol is written as in source: ``ns::scale(float, int)`` ->
-    ``scale``, ``int __cdecl helper(int)`` -> ``helper``, ``void add<float>(float*)`` -> ``add``,
-    ``(anonymous namespace)::helper(int)`` -> ``helper``, ``Timer::~Timer()`` -> ``~Timer``; an
-    operator keeps its sign (``operator+``).
+    """The identifier a demangled symbol is written as in source.
+
+    ``ns::scale(float, int)`` -> ``scale``, ``int __cdecl helper(int)`` -> ``helper``, ``void
+    add<float>(float*)`` -> ``add``, ``(anonymous namespace)::helper(int)`` -> ``helper``,
+    ``Timer::~Timer()`` -> ``~Timer``; an operator keeps its sign (``operator+``).
     """
     return _scopes(symbol)[-1]
 
 
 def _is_declaration(line: str, name: str, member: bool) -> bool:
-    """Whether ``line`` declares function ``name`` (``int name(int);``): a return type (none for a
-    constructor or destructor, ``member``) and a parameter list closed by ``;``.
+    """Whether ``line`` declares function ``name`` (``int name(int);``).
+
+    A declaration has a return type (none for a constructor or destructor, ``member``) and a
+    parameter list closed by ``;``.
     """
     m = re.search(r"(?<![\w~])" + re.escape(name) + r"\s*\(", line)
     if not m or not re.search(r"\)\s*(?:const\s*)?;", line[m.end() :]):
@@ -125,12 +129,13 @@ def _is_declaration(line: str, name: str, member: bool) -> bool:
 
 
 def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
-    """Where ``symbol`` (demangled) appears: ``(declared, used)``, each ``(file, line, text)`` or
-    None.
+    """Where ``symbol`` (demangled) appears: ``(declared, used)``.
 
     Args:
-        symbol: a demangled symbol. cell_lines: the cell body's lines. headers: saved header name ->
-            its lines (the ones the cell includes), searched after the cell.
+        symbol: a demangled symbol.
+        cell_lines: the cell body's lines.
+        headers: saved header name -> its lines (the ones the cell includes), searched after the
+            cell.
 
     Returns:
         The first declaration (``int helper(int);``) and the first other use (a call, taking its
@@ -159,7 +164,7 @@ def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
 
 
 def library_flag(symbol: str) -> str | None:
-    """The nvcc flag that links the CUDA library ``symbol`` belongs to (``cublasCreate_v2`` -> ``-lcublas``)."""
+    """The nvcc flag that links ``symbol``'s CUDA library (``cublasCreate_v2`` -> ``-lcublas``)."""
     name = base_name(symbol)
     for prefix, flag in LIBRARY_FLAGS:
         if name.startswith(prefix) and (prefix != "cu" or re.match(r"cu[A-Z]", name)):
@@ -168,8 +173,10 @@ def library_flag(symbol: str) -> str | None:
 
 
 def diagnostics(symbols, cell_lines: list, headers: dict) -> list:
-    """One :class:`Diagnostic` (severity ``"link error"``) per missing symbol, at the line that uses
-    it (else the declaration; line 0 when the cell has neither: a library function).
+    """One :class:`Diagnostic` (severity ``"link error"``) per missing symbol.
+
+    Each is at the line that uses the symbol, else at its declaration; line 0 when the cell has
+    neither (a library function).
     """
     out = []
     for sym in symbols:
@@ -182,11 +189,14 @@ def diagnostics(symbols, cell_lines: list, headers: dict) -> list:
                 else f"{declared[0]} line {declared[1]}"
             )
             msg = (
-                f"`{sym}` is used here but never defined (declared at {decl_at}): define it, or link the file "
-                "or library that does"
+                f"`{sym}` is used here but never defined (declared at {decl_at}): define it, or "
+                "link the file or library that does"
             )
         elif declared:
-            msg = f"`{sym}` is declared here but never defined: define it, or link the file or library that does"
+            msg = (
+                f"`{sym}` is declared here but never defined: define it, or link the file or "
+                "library that does"
+            )
         else:
             flag = library_flag(sym)
             msg = f"`{sym}` is not defined anywhere" + (

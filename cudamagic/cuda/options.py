@@ -71,14 +71,6 @@ def parse_arch(text: str) -> str:
     return f"{m['major']}{m['minor']}{m['suffix']}"
 
 
-def _unquote(text: str) -> str:
-    """IPython's argument splitter keeps the quotes around ``--args "1024 16"``: remove that one pair."""
-    text = text.strip()
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
-
-
 def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
     """Turn parsed ``magic_arguments`` into :class:`CudaOptions`.
 
@@ -100,8 +92,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
         timeout, timeout_from = default_timeout_s or None, "config"
     arch = parse_arch(args.arch) if args.arch else None
     try:
-        prog_args = tuple(split_command_line(_unquote(args.args))) if args.args else ()
-        flags = tuple(split_command_line(_unquote(args.nvcc_flags))) if args.nvcc_flags else ()
+        prog_args = tuple(split_command_line(args.args)) if args.args else ()
+        flags = tuple(split_command_line(args.nvcc_flags)) if args.nvcc_flags else ()
     except ValueError as exc:
         raise UsageError(
             f"%%cuda: cannot split --args/--nvcc-flags into words ({exc}); close every quote, "
@@ -119,8 +111,8 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
         bad = [n for n in names if not _IDENT_RE.match(n)]
         if bad or not names:
             raise UsageError(
-                f"%%cuda: --torch {args.torch!r}: give the C++ function names to bind, separated by "
-                "commas, e.g. --torch add_one,scale."
+                f"%%cuda: --torch {args.torch!r}: give the C++ function names to bind, separated "
+                "by commas, e.g. --torch add_one,scale."
             )
     if save and (names or args.profile):
         raise UsageError(
@@ -137,11 +129,11 @@ def check(args, default_timeout_s: float = 0.0) -> CudaOptions:
             f"%%cuda: --profile {args.profile!r}: choose ncu (Nsight Compute) or nsys "
             "(Nsight Systems)."
         )
-    skip = getattr(args, "skip_without", None)
+    skip = args.skip_without
     if skip is not None and skip not in ("nvcc", "gpu"):
         raise UsageError(
-            f"%%cuda: --skip-without {skip!r}: choose nvcc (skip the cell where no CUDA compiler is "
-            "installed) or gpu (skip it also where no NVIDIA GPU is visible)."
+            f"%%cuda: --skip-without {skip!r}: choose nvcc (skip the cell where no CUDA compiler "
+            "is installed) or gpu (skip it also where no NVIDIA GPU is visible)."
         )
     return CudaOptions(
         arch=arch,

@@ -1,7 +1,8 @@
-"""The progress line of a long build: shown once a build has taken more than a second, as a display
-updated in place in a notebook (``display(..., display_id=True)`` then ``update``: unlike an
-ipywidget, a saved or exported notebook and a front end without the widget manager show the final
-state) and as a line on stderr in a terminal. Updated only from the thread that runs the cell.
+"""The progress line of a long build, shown once it has taken more than a second.
+
+In a notebook it is a display updated in place (``display(..., display_id=True)`` then ``update``:
+unlike an ipywidget, a saved notebook and a front end without the widget manager show the final
+state); in a terminal a line on stderr. Updated only from the thread that runs the cell.
 """
 
 from __future__ import annotations
@@ -9,16 +10,16 @@ from __future__ import annotations
 import sys
 import time
 
+from IPython import get_ipython
+from IPython.display import display
+
+from . import render
+
 SHOW_AFTER_S = 1.0
 
 
 def _in_notebook() -> bool:
-    try:
-        from IPython import get_ipython
-
-        shell = get_ipython()
-    except ImportError:  # pragma: no cover
-        return False
+    shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
@@ -32,26 +33,20 @@ class Line:
         return self.text
 
     def _repr_html_(self):
-        from ..core import style
-        from ..core.fmt import esc
-
-        return style.page(f'<div class="cm-note cm-mono">{esc(self.text)}</div>', "cuda")
+        return render.progress_html(self.text)
 
 
 class Progress:
     """``with Progress("nvcc") as p: ... p.tick("compiling")``: silent for the first second.
 
     Args:
-        what: the build's name in the final line (``"nvcc build"``). clock: seconds as a float,
-            monotonic (default ``time.monotonic``; tests pass a fake). stream: where the terminal
-            line goes (default ``sys.stderr`` at each write).
+        what: the build's name in the final line (``"nvcc build"``).
+        clock: monotonic seconds as a float (default ``time.monotonic``).
+        stream: where the terminal line goes (default ``sys.stderr`` at each write).
 
     Attributes:
-        shown: True once the progress became visible (the build took more than
-            :data:`SHOW_AFTER_S`).
+        shown: True once the line became visible (after :data:`SHOW_AFTER_S`).
         start_s: ``clock()`` at construction.
-        texts: every text shown, in order (what a terminal or the display showed; for tests and
-            logs).
     """
 
     def __init__(self, what: str, clock=None, stream=None):
@@ -59,13 +54,13 @@ class Progress:
         self._clock = clock or time.monotonic
         self._stream = stream
         self.start_s = self._clock()
-        self.texts: list = []
         self.shown = False
         self.step = ""
         self._widget = None
         self._tty = False
 
     def elapsed_s(self) -> float:
+        """Seconds since the build started."""
         return self._clock() - self.start_s
 
     def _err(self):
@@ -77,7 +72,7 @@ class Progress:
         return f"%%cuda: {step}... {self.elapsed_s():.1f} s"
 
     def tick(self, step: str) -> None:
-        """Record the current step; show or refresh the progress when more than a second has passed."""
+        """Record the current step; show or refresh the line once a second has passed."""
         self.step = step
         if self.elapsed_s() < SHOW_AFTER_S:
             return
@@ -85,31 +80,23 @@ class Progress:
         err = self._err()
         if not self.shown:
             self.shown = True
-            self.texts.append(text)
             if _in_notebook():
-                from IPython.display import display
-
                 self._widget = display(Line(text), display_id=True)
                 return
-            self._tty = bool(getattr(err, "isatty", lambda: False)())
-            if not self._tty:  # a log or a pipe: one line when it starts, one when it ends
-                print(text, file=err, flush=True)
-            else:
-                print(text, end="", file=err, flush=True)
+            self._tty = err.isatty()
+            # a log or a pipe: one line when it starts, one when it ends
+            print(text, end="" if self._tty else "\n", file=err, flush=True)
             return
         if self._widget is not None:
-            self.texts.append(text)
             self._widget.update(Line(text))
         elif self._tty:
-            self.texts.append(text)
             print("\r" + text, end="", file=err, flush=True)
 
     def finish(self, outcome: str) -> None:
-        """Final state (``"done"``, ``"failed"``, ``"interrupted, stopped cleanly"``); nothing if never shown."""
+        """Show the final state (``"done"``, ``"failed"``, ...), if the line was ever shown."""
         if not self.shown:
             return
         text = self._text(self.step, outcome)
-        self.texts.append(text)
         if self._widget is not None:
             self._widget.update(Line(text))
         else:

@@ -1,6 +1,7 @@
-"""Running a compiled cell: stdout and stderr streamed line by line while it runs, a time limit and
-a kernel interrupt that kill the whole process tree, and a failure (exception) for a non-zero exit,
-a signal, a time-out or a CUDA error.
+"""Running a compiled cell, its output streamed line by line.
+
+A time limit and a kernel interrupt kill the whole process tree; a non-zero exit, a signal, a
+time-out or a CUDA error is an exception.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+from ..core.cuda_runtime_errors import RUNTIME_ERRORS
 from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
@@ -47,18 +49,15 @@ _REPORT_RES = (
 )
 
 
-def _runtime_texts() -> tuple:
-    from ..explain.cuda_runtime_errors import RUNTIME_ERRORS
-
-    return tuple(text for _code, _name, text in RUNTIME_ERRORS)
-
-
 @functools.lru_cache(maxsize=1)
 def _text_res() -> tuple:
-    """Report shapes around an exact ``cudaGetErrorString`` text (CUDA 13.0's list, none for
-    cudaSuccess): ``(after a word of failure, after its name, the value that ends the line)``.
+    """Report shapes around an exact ``cudaGetErrorString`` text (CUDA 13.0's list).
+
+    Returns:
+        ``(after a word of failure, after its name, the value that ends the line)``.
     """
-    texts = "|".join(re.escape(t) for t in sorted(set(_runtime_texts()), key=len, reverse=True))
+    runtime_texts = {text for _code, _name, text in RUNTIME_ERRORS}
+    texts = "|".join(re.escape(t) for t in sorted(runtime_texts, key=len, reverse=True))
     return (
         # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code:
         # "failed: <text>"
@@ -74,20 +73,17 @@ def _text_res() -> tuple:
 
 
 def printed_cuda_error(line: str) -> bool:
-    """True when ``line`` (printed by the program) is shaped like a CUDA error report, not just text
-    that mentions one.
+    """True when a printed ``line`` is shaped like a CUDA error report, not text mentioning one.
 
     Reports: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``, ``CUDA error at f.cu:42
-        code=35(...)``;
-    ``vec.cu(12): cudaErrorNoDevice`` or ``cudaMalloc(&d, n): cudaErrorMemoryAllocation`` (a
-    location or a function, then the name); ``error cudaErrorNoDevice``, ``failed: cudaError...``;
-    an exact ``cudaGetErrorString`` text after ``error``/``failed``/``assert`` (``cudaMalloc failed:
-    out of memory``, ``GPUassert: out of memory f.cu 12``) or after its name; and such a text
-    printed as the value that ends a line mentioning CUDA (``devices: 0 (CUDA driver version is
-    insufficient for CUDA runtime version)``).
-    Not reports: ``note: cudaErrorMemoryAllocation is what you get when OOM``, ``cudaSuccess``,
-        ``CUDA error
-    checking enabled``, ``out of memory handling: none``.
+    code=35(...)``; ``vec.cu(12): cudaErrorNoDevice`` or ``cudaMalloc(&d, n):
+    cudaErrorMemoryAllocation`` (a location or a function, then the name); ``error
+    cudaErrorNoDevice``, ``failed: cudaError...``; an exact ``cudaGetErrorString`` text after
+    ``error``/``failed``/``assert`` (``cudaMalloc failed: out of memory``, ``GPUassert: out of
+    memory f.cu 12``) or after its name; and such a text printed as the value that ends a line
+    mentioning CUDA (``devices: 0 (CUDA driver version is insufficient for CUDA runtime
+    version)``). Not reports: ``note: cudaErrorMemoryAllocation is what you get when OOM``,
+    ``cudaSuccess``, ``CUDA error checking enabled``, ``out of memory handling: none``.
     """
     if any(r.search(line) for r in _REPORT_RES):
         return True
@@ -99,8 +95,13 @@ def printed_cuda_error(line: str) -> bool:
 
 @dataclass
 class RunResult:
-    """A finished run: ``returncode`` (0), ``elapsed_s`` (wall seconds), ``lines`` (count of output
-    lines), ``watched`` (the lines that matched ``run_program``'s ``watch``, without their line end).
+    """A finished run.
+
+    Attributes:
+        returncode: 0.
+        elapsed_s: wall seconds.
+        lines: the number of output lines.
+        watched: the lines that matched ``run_program``'s ``watch``, without their line end.
     """
 
     returncode: int
@@ -139,14 +140,16 @@ def run_program(
     watch=None,
     timeout_from: str = "--timeout",
 ) -> RunResult:
-    """Run ``argv``, writing each line of its stdout/stderr to ``out``/``err`` (default
-    ``sys.stdout`` / ``sys.stderr`` at call time) as soon as it is printed.
+    """Run ``argv``, writing each line of its output as soon as it is printed.
 
     Args:
-        argv: the program and its arguments. timeout_s: seconds before the process tree is killed
-            (None: no limit). timeout_from: where that limit came from, named in the time-out
-            message: ``"--timeout"`` (the cell's flag) or ``"config"``
-                (``CudaMagics.cuda_timeout_s``).
+        argv: the program and its arguments.
+        timeout_s: seconds before the process tree is killed (None: no limit).
+        out: where stdout lines go (default ``sys.stdout`` at call time).
+        err: where stderr lines go (default ``sys.stderr`` at call time).
+        watch: a compiled pattern; matching lines are collected in ``watched``.
+        timeout_from: where the limit came from, for the message: ``"--timeout"`` or
+            ``"config"`` (``CudaMagics.cuda_timeout_s``).
 
     Returns:
         :class:`RunResult` when the program exits with status 0 and reports no CUDA error.
@@ -237,26 +240,26 @@ def run_program(
 
 
 def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:
-    """What a ``%%cuda`` cell killed after ``timeout_s`` seconds says: the limit, where it came from
-    (the cell's ``--timeout`` or ``CudaMagics.cuda_timeout_s``, set with ``%config``) and how to change it.
+    """The message of a cell killed after ``timeout_s`` seconds: the limit and how to change it.
+
+    Args:
+        timeout_s: the limit.
+        timeout_from: ``"--timeout"`` (the cell's flag) or ``"config"``.
     """
     if timeout_from == "config":
         return (
-            f"the program ran longer than {timeout_s:g} s, the limit set by `%config CudaMagics.cuda_timeout_s "
-            f"= {timeout_s:g}`, and was killed with all its child processes. Give this cell more time with "
-            "`%%cuda --timeout 600` (--timeout 0: no limit), or change the default for every cell with "
-            "`%config CudaMagics.cuda_timeout_s = 0` (0: no limit)."
+            f"the program ran longer than {timeout_s:g} s, the limit set by `%config "
+            f"CudaMagics.cuda_timeout_s = {timeout_s:g}`, and was killed with all its child "
+            "processes; give this cell more time with `%%cuda --timeout 600` (0: no limit)."
         )
     return (
-        f"the program ran longer than --timeout {timeout_s:g} s and was killed with all its child processes. "
-        "Give it more time with a larger --timeout, or --timeout 0 for no limit."
+        f"the program ran longer than --timeout {timeout_s:g} s and was killed with all its child "
+        "processes; give it a larger --timeout (0: no limit)."
     )
 
 
 def _as_cuda_error(text: str) -> str:
-    """``text`` introduced once as ``CUDA error: ...`` (a printed line that already says ``CUDA
-    error`` is kept as it is).
-    """
+    """``text`` introduced once as ``CUDA error: ...`` (kept when it says so already)."""
     return (
         text if re.search(r"\bcuda(?:\s+runtime)?\s+error\b", text, re.I) else f"CUDA error: {text}"
     )

@@ -1,69 +1,51 @@
-"""The toolchain ``%%cuda`` compiles with: which nvcc, which version, which GPU architectures, and
-whether
-the driver can run what this nvcc builds. No CUDA context is ever created: the GPU's compute
-    capability and
-the driver's CUDA version come from NVML (:mod:`cudamagic.core.nvml`).
+"""The toolchain ``%%cuda`` compiles with: nvcc, its version and architectures, the host compiler.
+
+No CUDA context is created: the GPU's compute capability and the driver's CUDA version come from
+NVML (:mod:`cudamagic.core.nvml`). Problems raise :class:`.errors.CudaUsageError`.
 """
 
 from __future__ import annotations
 
 import glob
+import json
 import os
+import shutil
 import subprocess
+import uuid
 from dataclasses import dataclass
 
-from IPython.core.error import UsageError
-
+from ..core import nvcc, nvml, platform
 from ..core.na import is_na
-from ..core.platform import nvcc_in_folder, run_capped
-from ..info.nvcc import find_nvcc as _find_nvcc_env
-from ..info.nvcc import nvcc_info
+from .cache import cache_key, default_root
+from .errors import CudaUsageError
 
-NO_NVCC = (
-    "%%cuda: no nvcc (the CUDA compiler) was found: not in $CUDA_HOME/bin, $CUDA_PATH/bin, on PATH or as "
-    "NVIDIA's pip wheel. Install it into this kernel's environment with `%pip install "
-    '"cudamagic[cuda]"` (NVIDIA\'s nvidia-cuda-nvcc wheel), or install the CUDA toolkit '
-    "(https://developer.nvidia.com/cuda-downloads) and set CUDA_HOME to its folder, then run the cell again."
-)
+_CCBIN = ("-ccbin", "--compiler-bindir")
 
 
-def wheel_nvcc() -> str | None:
-    """``nvcc`` (``nvcc.exe``) shipped by NVIDIA's ``nvidia-cuda-nvcc`` wheel
-    (``site-packages/nvidia/*/bin/``), or None.
-    """
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec("nvidia")
-    except (ImportError, ValueError):
-        return None
-    for root in list(getattr(spec, "submodule_search_locations", None) or []):
-        for folder in sorted(glob.glob(os.path.join(root, "*", "bin"))):
-            cand = nvcc_in_folder(folder)
-            if cand:
-                return cand
-    return None
-
-
-def find_nvcc() -> str:
-    """Path of nvcc: ``$CUDA_HOME``/``$CUDA_PATH``, PATH (as ``%cudainfo`` finds it), then the pip
-    wheel.
+def require_nvcc() -> str:
+    """Path of nvcc, as ``%cudainfo`` finds it.
 
     Raises:
-        UsageError: none found; the message says how to get one.
+        CudaUsageError: none found; the message says how to get one.
     """
-    path = _find_nvcc_env()
+    path = nvcc.find_nvcc()
     if is_na(path):
-        path = wheel_nvcc()
-    if not path:
-        raise UsageError(NO_NVCC)
+        raise CudaUsageError(
+            "%%cuda: no nvcc (the CUDA compiler) in $CUDA_HOME, $CUDA_PATH, PATH or NVIDIA's pip "
+            'wheel; run `%pip install "cudamagic[cuda]"`.'
+        )
     return path
 
 
 @dataclass(frozen=True)
 class Toolkit:
-    """One nvcc: ``path``, ``release`` (``"13.0"``), ``build`` (``"13.0.88"``), ``archs``: the
-    architectures it can target (``("75", "80", ..., "121")``, from ``nvcc --list-gpu-arch``).
+    """One nvcc.
+
+    Attributes:
+        path: nvcc's path.
+        release: ``"13.0"``.
+        build: ``"13.0.88"``.
+        archs: the architectures it can target (``("75", ..., "121")``, ``--list-gpu-arch``).
     """
 
     path: str
@@ -73,32 +55,21 @@ class Toolkit:
 
     @property
     def major(self) -> int:
+        """The CUDA major version."""
         return int(self.release.split(".")[0])
-
-    @property
-    def version(self) -> tuple:
-        return tuple(int(p) for p in self.release.split(".")[:2])
-
-
-_archs_cache: dict = {}
 
 
 def _list_archs(path: str, timeout_s: float) -> tuple:
-    st = os.stat(path)
-    key = (path, st.st_mtime_ns, st.st_size)
-    if key not in _archs_cache:
-        try:
-            _, out = run_capped([path, "--list-gpu-arch"], timeout_s)
-        except (OSError, subprocess.TimeoutExpired):
-            out = ""
-        _archs_cache[key] = tuple(
-            sorted({w.split("_", 1)[1] for w in out.split() if w.startswith("compute_")}, key=int)
-        )
-    return _archs_cache[key]
+    try:
+        _, out = platform.run_capped([path, "--list-gpu-arch"], timeout_s)
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    digits = {w.split("_", 1)[1] for w in out.split() if w.startswith("compute_")}
+    return tuple(sorted(digits, key=int))
 
 
 def _disk_key(path: str) -> dict | None:
-    """What identifies this nvcc on disk: its path, the file it resolves to, that file's size and mtime."""
+    """What identifies this nvcc on disk: its path, the file it resolves to, its size and mtime."""
     try:
         real = os.path.realpath(path)
         st = os.stat(real)
@@ -108,16 +79,10 @@ def _disk_key(path: str) -> dict | None:
 
 
 def _disk_file(cache_dir: str, ident: dict) -> str:
-    import hashlib
-    import json
-
-    digest = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
-    return os.path.join(cache_dir, "toolkit", digest + ".json")
+    return os.path.join(cache_dir, "toolkit", cache_key(**ident)[:32] + ".json")
 
 
 def _read_disk(cache_dir: str, ident: dict) -> Toolkit | None:
-    import json
-
     try:
         with open(_disk_file(cache_dir, ident), encoding="utf-8") as f:
             data = json.load(f)
@@ -131,18 +96,13 @@ def _read_disk(cache_dir: str, ident: dict) -> Toolkit | None:
 
 
 def _write_disk(cache_dir: str, ident: dict, tk: Toolkit) -> None:
-    import json
-    import uuid
-
     target = _disk_file(cache_dir, ident)
     tmp = f"{target}.tmp-{uuid.uuid4().hex[:8]}"
+    data = {"ident": ident, "release": tk.release, "build": tk.build, "archs": list(tk.archs)}
     try:
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(
-                {"ident": ident, "release": tk.release, "build": tk.build, "archs": list(tk.archs)},
-                f,
-            )
+            json.dump(data, f)
         os.replace(tmp, target)
     except OSError:  # a read-only cache folder only costs the two nvcc calls next time
         try:
@@ -154,33 +114,27 @@ def _write_disk(cache_dir: str, ident: dict, tk: Toolkit) -> None:
 def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
     """The nvcc to use, its version and the architectures it builds.
 
-    nvcc's answers to ``nvcc -V`` and ``nvcc --list-gpu-arch`` are kept in memory and on disk under
-    ``cache_dir/toolkit/`` (default: the ``%%cuda`` build cache, ``~/.cache/cudamagic/cuda``), keyed
-    by nvcc's path and the size and modification time of the file it resolves to, so a new kernel
-    asks nvcc nothing until the toolkit changes.
+    nvcc's answers are kept on disk under ``cache_dir/toolkit/``, keyed by nvcc's path, size and
+    modification time, so a new kernel asks nvcc nothing until the toolkit changes.
 
     Args:
-        timeout_s: seconds each nvcc query may take. cache_dir: the build cache folder (None: the
-            default).
+        timeout_s: seconds each nvcc query may take.
+        cache_dir: the build cache folder (None: :func:`.cache.default_root`).
 
     Raises:
-        UsageError: no nvcc, or it does not answer ``nvcc -V``.
+        CudaUsageError: no nvcc, or it does not answer ``nvcc -V``.
     """
-    path = find_nvcc()
-    if cache_dir is None:
-        from .build import default_root
-
-        cache_dir = default_root()
+    path = require_nvcc()
+    cache_dir = default_root() if cache_dir is None else cache_dir
     ident = _disk_key(path)
-    if ident is not None:
-        cached = _read_disk(cache_dir, ident)
-        if cached is not None:
-            return cached
-    info = nvcc_info(path, timeout_s=timeout_s)
+    cached = _read_disk(cache_dir, ident) if ident is not None else None
+    if cached is not None:
+        return cached
+    info = nvcc.nvcc_info(path, timeout_s=timeout_s)
     if is_na(info["release"]):
-        raise UsageError(
-            f"%%cuda: {path} did not report its version ({info['release'].reason}). Check the "
-            "installation (`nvcc -V` in a terminal) or point CUDA_HOME at a working toolkit."
+        raise CudaUsageError(
+            f"%%cuda: {path} did not report its version ({info['release'].reason}); "
+            "point CUDA_HOME at a working toolkit."
         )
     build = info["build"] if not is_na(info["build"]) else info["release"]
     tk = Toolkit(path, info["release"], str(build), _list_archs(path, timeout_s))
@@ -190,11 +144,10 @@ def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:
 
 
 def gpu_archs() -> tuple:
-    """Compute capabilities of the visible GPUs as nvcc digits (``("90",)``), from NVML without a
-    CUDA context (``nvmlDeviceGetCudaComputeCapability``); empty when NVML or the driver is absent.
-    """
-    from ..core import nvml
+    """Compute capabilities of the visible GPUs as nvcc digits (``("90",)``); empty without NVML.
 
+    Read with ``nvmlDeviceGetCudaComputeCapability``, without a CUDA context.
+    """
     count = nvml.device_count()
     if is_na(count):
         return ()
@@ -202,67 +155,122 @@ def gpu_archs() -> tuple:
     for i in range(int(count)):
         cc = nvml.device(i).get("compute_cap")
         if not is_na(cc):
-            major, minor = str(cc).split(".")
-            if f"{major}{minor}" not in out:
-                out.append(f"{major}{minor}")
+            digits = str(cc).replace(".", "")
+            if digits not in out:
+                out.append(digits)
     return tuple(out)
 
 
-def driver_cuda():
-    """The newest CUDA the driver supports as ``(major, minor)`` (``nvmlSystemGetCudaDriverVersion``), or None."""
-    from ..core import nvml
+def driver_cuda() -> tuple | None:
+    """The newest CUDA the driver supports, ``(major, minor)``, or None.
 
-    info = nvml.system_info()
-    raw = info.cuda_driver_version_raw
+    Read with ``nvmlSystemGetCudaDriverVersion``.
+    """
+    raw = nvml.system_info().cuda_driver_version_raw
     if is_na(raw) or raw is None:
         return None
-    raw = int(raw)
-    return (raw // 1000, raw % 1000 // 10)
+    return (int(raw) // 1000, int(raw) % 1000 // 10)
 
 
 def choose_archs(tk: Toolkit, arch: str | None) -> tuple:
-    """Architectures to build for: ``arch`` (``--arch``) or the GPUs' own; ``()`` means nvcc's
-    default (no GPU).
+    """Architectures to build for: ``arch`` (``--arch``) or the GPUs' own; ``()``: nvcc's default.
+
+    Args:
+        tk: the toolkit.
+        arch: the ``--arch`` digits (``"90"``), or None.
 
     Raises:
-        UsageError: this nvcc cannot target the GPU (too old or too new for it), or the driver's
-            CUDA is an older major version than the toolkit's (the program would fail with "driver
-            version is insufficient"). A driver of the same major version but an older minor runs
-            the code we build (CUDA minor-version compatibility: we embed the GPU's own SASS).
+        CudaUsageError: this nvcc cannot target the GPU, or the driver's CUDA major version is
+            older than the toolkit's (the program would fail with "driver version is
+            insufficient"). An older minor version runs what we build (we embed the GPU's SASS).
     """
     archs = (arch,) if arch else gpu_archs()
-    if tk.archs:
-        for a in archs:
-            digits = a.rstrip("af")
-            if digits not in tk.archs:
-                lo, hi = tk.archs[0], tk.archs[-1]
-                side = "too old" if int(digits) < int(lo) else "too new"
-                what = "--arch" if arch else "This GPU"
-                raise UsageError(
-                    f"%%cuda: {what} sm_{a} (compute capability {digits[:-1]}.{digits[-1]}) is {side} for nvcc "
-                    f"{tk.release} at {tk.path}, which builds sm_{lo} to sm_{hi}. "
-                    + (
-                        "Install an older CUDA toolkit (CUDA 12.x still builds sm_50 to sm_70 GPUs) and set "
-                        "CUDA_HOME to it."
-                        if side == "too old"
-                        else "Install a newer CUDA toolkit (or `%pip install -U nvidia-cuda-nvcc`) and set CUDA_HOME "
-                        "to it."
-                    )
-                    + (" Or pass a supported --arch." if not arch else "")
-                )
+    for a in archs if tk.archs else ():
+        digits = a.rstrip("af")
+        if digits in tk.archs:
+            continue
+        lo, hi = tk.archs[0], tk.archs[-1]
+        side = "too old" if int(digits) < int(lo) else "too new"
+        what = "--arch" if arch else "This GPU"
+        fix = "an older" if side == "too old" else "a newer"
+        raise CudaUsageError(
+            f"%%cuda: {what} sm_{a} (compute capability {digits[:-1]}.{digits[-1]}) is {side} "
+            f"for nvcc {tk.release} at {tk.path}, which builds sm_{lo} to sm_{hi}; "
+            f"set CUDA_HOME to {fix} CUDA toolkit."
+        )
     drv = driver_cuda()
     if archs and drv is not None and drv[0] < tk.major:
-        raise UsageError(
-            f"%%cuda: the NVIDIA driver supports CUDA up to {drv[0]}.{drv[1]}, older than nvcc {tk.release}: the "
-            'program would fail at run time with "CUDA driver version is insufficient for CUDA runtime '
-            f'version". Update the driver, or use a CUDA {drv[0]}.x toolkit (set CUDA_HOME to it).'
+        raise CudaUsageError(
+            f"%%cuda: the NVIDIA driver supports CUDA up to {drv[0]}.{drv[1]}, older than nvcc "
+            f"{tk.release}; update the driver or set CUDA_HOME to a CUDA {drv[0]}.x toolkit."
         )
     return archs
 
 
 def gencode_flags(archs) -> list:
-    """``-gencode arch=compute_XX,code=[sm_XX,compute_XX]`` per architecture (SASS for the GPU plus PTX)."""
+    """``-gencode arch=compute_XX,code=[sm_XX,compute_XX]`` per architecture (SASS plus PTX)."""
     flags = []
     for a in archs:
         flags += ["-gencode", f"arch=compute_{a},code=[sm_{a},compute_{a}]"]
     return flags
+
+
+def msvc_compilers(env=None) -> list:
+    """Windows: every 64-bit ``cl.exe`` of Visual Studio in Program Files, newest first.
+
+    Args:
+        env: the environment to read ``ProgramFiles`` from (default ``os.environ``).
+    """
+    if not platform.is_windows():
+        return []
+    env = os.environ if env is None else env
+    tail = ("Microsoft Visual Studio", "*", "*", "VC", "Tools", "MSVC", "*", "bin")
+    found = []
+    for base in filter(None, (env.get("ProgramFiles"), env.get("ProgramFiles(x86)"))):
+        found += glob.glob(os.path.join(base, *tail, "Hostx64", "x64", "cl.exe"))
+    return sorted(found, reverse=True)
+
+
+def _vcvars_for(cl: str) -> str:
+    r"""``...\VC\Tools\MSVC\<v>\bin\Hostx64\x64\cl.exe`` -> that edition's vcvars64.bat."""
+    vc = cl
+    for _ in range(7):  # up from cl.exe to ...\VC
+        vc = os.path.dirname(vc)
+    return os.path.join(vc, "Auxiliary", "Build", "vcvars64.bat")
+
+
+def host_compiler_problem(nvcc_flags=(), env=None, torch: bool = False) -> str | None:
+    """Why the host (CPU) code cannot be compiled here, or None.
+
+    Windows: nvcc needs MSVC's ``cl.exe`` on PATH unless ``-ccbin`` is among ``nvcc_flags``.
+    Elsewhere nvcc finds gcc itself; PyTorch's extension build needs ``$CXX`` (``c++``).
+
+    Args:
+        nvcc_flags: the extra nvcc flags of the cell.
+        env: the environment to read ``PATH`` and ``CXX`` from (default ``os.environ``).
+        torch: for ``--torch`` (PyTorch's extension build) rather than nvcc.
+    """
+    env = os.environ if env is None else env
+    if not platform.is_windows():
+        cxx = env.get("CXX", "c++")
+        if not torch or shutil.which(cxx, path=env.get("PATH")):
+            return None
+        return f"%%cuda --torch: no C++ compiler ({cxx!r}) on PATH; install g++ or set CXX."
+    if any(f in _CCBIN or f.startswith(tuple(c + "=" for c in _CCBIN)) for f in nvcc_flags):
+        return None
+    if shutil.which("cl.exe", path=env.get("PATH")):
+        return None
+    installed = msvc_compilers(env)
+    if not installed:
+        return (
+            "%%cuda: no Microsoft C++ compiler (cl.exe) is installed; run `winget install "
+            'Microsoft.VisualStudio.2022.BuildTools --override "--add '
+            'Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive"`, then start '
+            'Jupyter from the "x64 Native Tools Command Prompt for VS".'
+        )
+    cl = installed[0]
+    ccbin = "" if torch else f", or pass --nvcc-flags \"-ccbin '{os.path.dirname(cl)}'\""
+    return (
+        f"%%cuda: cl.exe is not on PATH (Visual Studio's is installed at {cl}); run "
+        f'`"{_vcvars_for(cl)}"` before starting Jupyter{ccbin}.'
+    )

@@ -1,5 +1,4 @@
-"""``%%cuda --torch NAMES``: the cell built as a PyTorch extension with
-``torch.utils.cpp_extension.load_inline``.
+"""``%%cuda --torch NAMES``: the cell built as a PyTorch extension with ``load_inline``.
 
 The build runs in a child Python process (so a kernel interrupt kills ninja and the compilers
 cleanly and the user's process never waits on load_inline's lock), for this GPU's architecture only
@@ -10,6 +9,7 @@ cleanly and the user's process never waits on load_inline's lock), for this GPU'
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -18,11 +18,13 @@ import subprocess
 import sys
 import time
 
-from IPython.core.error import UsageError
+import psutil
 
-from ..core.platform import extension_suffix, host_compiler_problem, popen_group_kwargs
-from . import build
-from .errors import CudaCompileError
+from ..core.fmt import plural
+from ..core.platform import extension_suffix, popen_group_kwargs
+from . import build, cache
+from .errors import CudaCompileError, CudaUsageError
+from .toolchain import host_compiler_problem
 
 # : Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device
 # code).
@@ -36,8 +38,9 @@ _CHILD = r"""
 import json, sys
 a = json.loads(sys.argv[1])
 from torch.utils.cpp_extension import load_inline
-load_inline(name=a["name"], cpp_sources=a["cpp"], cuda_sources=a["cuda"] or None, functions=a["functions"],
-            extra_cuda_cflags=a["cuda_flags"], build_directory=a["dir"], verbose=False, is_python_module=True)
+load_inline(name=a["name"], cpp_sources=a["cpp"], cuda_sources=a["cuda"] or None,
+            functions=a["functions"], extra_cuda_cflags=a["cuda_flags"], build_directory=a["dir"],
+            verbose=False, is_python_module=True)
 """
 
 
@@ -51,52 +54,49 @@ def arch_list(archs) -> str:
 
 
 def check_ninja() -> None:
-    """Raises UsageError when ``ninja`` (load_inline's build tool) cannot be run."""
+    """Raise CudaUsageError when ``ninja`` (load_inline's build tool) cannot be run."""
     from torch.utils.cpp_extension import is_ninja_available
 
     if not is_ninja_available():
-        raise UsageError(
-            "%%cuda --torch: PyTorch builds extensions with ninja, which is not installed or not on "
-            "PATH; run `%pip install ninja` and run the cell again."
+        raise CudaUsageError(
+            "%%cuda --torch: PyTorch builds extensions with ninja, which is not on PATH; run "
+            "`%pip install ninja`."
         )
 
 
 def check_prereqs(source: str, tk_fn) -> object:
-    """Check ninja, the host compiler, and for cells with device code a CUDA build of PyTorch whose
-    CUDA major equals nvcc's. ``tk_fn()`` returns the :class:`.toolchain.Toolkit` (called only for
-    device code).
+    """Check ninja, the host compiler, and for device code PyTorch's CUDA against nvcc's.
+
+    Args:
+        source: the cell body.
+        tk_fn: returns the :class:`.toolchain.Toolkit` (called only for device code).
 
     Returns:
         The Toolkit, or None for a C++-only cell.
 
     Raises:
-        UsageError: each with its one-line fix.
+        CudaUsageError: each with its one-line fix.
     """
-    try:
-        import torch
-    except ImportError:
-        raise UsageError(
-            "%%cuda --torch needs PyTorch: `%pip install torch`, then restart the kernel."
-        ) from None
+    import torch
+
     check_ninja()
     problem = host_compiler_problem(torch=True)  # c++ (or $CXX); on Windows MSVC's cl.exe
     if problem:
-        raise UsageError(problem)
+        raise CudaUsageError(problem)
     if not build.has_device_code(source):
         return None
     if torch.version.cuda is None:
-        raise UsageError(
-            f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, so it cannot "
-            "build CUDA kernels (C++-only cells work). Install a CUDA build, e.g. `%pip install torch "
-            "--index-url https://download.pytorch.org/whl/cu128`, and restart the kernel."
+        raise CudaUsageError(
+            f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, which cannot "
+            "build CUDA kernels; `%pip install torch --index-url "
+            "https://download.pytorch.org/whl/cu128` installs a CUDA build."
         )
     tk = tk_fn()
     if int(torch.version.cuda.split(".")[0]) != tk.major:
-        raise UsageError(
-            f"%%cuda --torch: PyTorch was built with CUDA {torch.version.cuda} but nvcc at {tk.path} is "
-            f"{tk.release}; the major versions must match. Point CUDA_HOME at a CUDA "
-            f"{torch.version.cuda.split('.')[0]}.x toolkit (or `%pip install "
-            f'"nvidia-cuda-nvcc=={torch.version.cuda}.*"`).'
+        raise CudaUsageError(
+            f"%%cuda --torch: PyTorch was built with CUDA {torch.version.cuda} but nvcc at "
+            f"{tk.path} is {tk.release}; the major versions must match: `%pip install "
+            f'"nvidia-cuda-nvcc=={torch.version.cuda}.*"`.'
         )
     return tk
 
@@ -105,20 +105,18 @@ _SIG_TEMPLATE = r"(?P<ret>[\w:<>,\s\*&]+?)\s*\b{name}\s*\((?P<args>[^)]*)\)\s*\{
 
 
 def declarations(source: str, names) -> str:
-    """C++ declarations (``torch::Tensor add_one(torch::Tensor x);``) of ``names`` defined in
-    ``source``.
+    """C++ declarations (``torch::Tensor add_one(torch::Tensor x);``) of ``names`` in ``source``.
 
     Raises:
-        UsageError: a name has no definition in the cell.
+        CudaUsageError: a name has no definition in the cell.
     """
     out = []
     for name in names:
         m = re.search(_SIG_TEMPLATE.format(name=re.escape(name)), source)
         if not m:
-            raise UsageError(
-                f"%%cuda --torch: the cell defines no function {name!r}; --torch takes the names of "
-                "C++ functions defined in the cell, e.g. `torch::Tensor add_one(torch::Tensor x) {...}` "
-                "with --torch add_one."
+            raise CudaUsageError(
+                f"%%cuda --torch: the cell defines no function {name!r}; --torch takes names of "
+                "C++ functions the cell defines."
             )
         ret = m["ret"].strip().splitlines()[-1].strip()
         out.append(f"{ret} {name}({m['args'].strip()});")
@@ -126,11 +124,11 @@ def declarations(source: str, names) -> str:
 
 
 def _check_lock(build_dir: str, progress) -> None:
-    """Wait while a live build holds load_inline's lock; a lock whose builder is gone is reported
-    (UsageError) within :data:`STALE_GRACE_S` seconds.
-    """
-    import psutil
+    """Wait while a live build holds load_inline's lock.
 
+    Raises:
+        CudaUsageError: the lock's builder is gone (reported within :data:`STALE_GRACE_S`).
+    """
     lock = os.path.join(build_dir, "lock")
     owner_file = os.path.join(build_dir, "cudamagic-owner")
     first = time.monotonic()
@@ -143,7 +141,7 @@ def _check_lock(build_dir: str, progress) -> None:
         if owner and psutil.pid_exists(owner):
             progress.tick(f"waiting for another build of this cell (pid {owner})")
         elif time.monotonic() - first > STALE_GRACE_S:
-            raise UsageError(
+            raise CudaUsageError(
                 f"%%cuda --torch: a build lock was left by a build that was killed: {lock} (no "
                 f"process is building). Remove it (`!rm {lock}`) and run the cell again."
             )
@@ -154,7 +152,7 @@ def torch_key(source: str, names, ws, archs, tk) -> str:
     """The cache key of a ``--torch`` cell (its build folder is ``torch-build/<key>``)."""
     import torch
 
-    return build.cache_key(
+    return cache.cache_key(
         kind="torch",
         source=source,
         names=list(names),
@@ -170,32 +168,36 @@ def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int 
     """Build (or load from the cache) the extension and return the imported module.
 
     Args:
-        source: the cell body. names: function names to bind. ws: :class:`.build.Workspace`.
-        archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``). tk: Toolkit or None
-            (C++ only).
+        source: the cell body.
+        names: function names to bind.
+        ws: the :class:`.cache.Workspace`.
+        archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``).
+        tk: the :class:`.toolchain.Toolkit`, or None (C++ only).
+        progress: a :class:`.progress.Progress`.
+        max_bytes: the cache's bound.
 
     Returns:
         ``(module, cached)``.
 
     Raises:
         CudaCompileError: the build failed (locations rewritten to cell lines).
-        UsageError: a stale build lock, or a name the cell does not define.
+        CudaUsageError: a stale build lock, or a name the cell does not define.
         KeyboardInterrupt: the build's process tree was killed; nothing was cached.
     """
     device = build.has_device_code(source)
     decls = declarations(source, names)  # also checks that every name is defined in the cell
     key = torch_key(source, names, ws, archs, tk)
     modname = f"cudamagic_{key[:16]}"
-    so = build.lookup(ws.root, "torch", key, modname + extension_suffix())
+    so = cache.lookup(ws.root, "torch", key, modname + extension_suffix())
     cached = so is not None
     if not cached:
         so = _build(source, names, decls, device, ws, archs, key, modname, progress)
-        build.prune(ws.root, max_bytes, keep=key)
+        cache.prune(ws.root, max_bytes, keep=key)
     return _import(modname, so), cached
 
 
 def _build(source, names, decls, device, ws, archs, key, modname, progress) -> str:
-    build_dir = build.entry(ws.root, "torch-build", key)
+    build_dir = cache.entry(ws.root, "torch-build", key)
     os.makedirs(build_dir, exist_ok=True)
     _check_lock(build_dir, progress)
     cell = source if source.endswith("\n") else source + "\n"
@@ -246,20 +248,18 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
             ln for ln in text.strip().splitlines()[-15:]
         )
         raise CudaCompileError(
-            f"the PyTorch extension build failed with {len(errors)} error"
-            f"{'s' if len(errors) != 1 else ''} in the cell:\n{body}",
+            f"the PyTorch extension build failed with {plural(len(errors), 'error')} in the cell:"
+            f"\n{body}",
             errors,
             text,
         )
     tmp = built + ".publish"
     shutil.copy2(built, tmp)
-    build.publish(ws.root, "torch", key, {modname + extension_suffix(): tmp})
-    return os.path.join(build.entry(ws.root, "torch", key), modname + extension_suffix())
+    cache.publish(ws.root, "torch", key, {modname + extension_suffix(): tmp})
+    return os.path.join(cache.entry(ws.root, "torch", key), modname + extension_suffix())
 
 
 def _import(modname: str, path: str):
-    import importlib.util
-
     import torch  # noqa: F401 - the extension links against libtorch, loaded by importing torch
 
     if modname in sys.modules:

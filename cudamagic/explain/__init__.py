@@ -1,16 +1,11 @@
-"""The error explainer: ``%cudaexplain`` and the box under a failing cell that says what happened,
-why, and the fix.
+"""The error explainer: ``%cudaexplain`` and the box under a failing cell.
 
-- :mod:`.magic`: the IPython front (``%cudaexplain``, the ``post_run_cell`` callback that shows the
-    box).
-- :mod:`.model`: ``Entry`` (one known failure), ``Context`` (what a context function found),
-    ``Explanation``.
-- :mod:`.catalogue`: the catalogue of known errors, as data (``CATALOGUE``).
-- :mod:`.match`: matching an exception (and its cause chain) against the catalogue; ``explain``.
-- :mod:`.scene`: the live ``Scene`` (namespace, failing frames and lines) built from the shell, and
-    queries on it.
-- :mod:`.source`: reading the user's source with ``ast`` (backward calls, carried names, in-place
-    ops).
+- :mod:`.magic`: the IPython front (``%cudaexplain``, the ``post_run_cell`` callback).
+- :mod:`.result`: ``Entry``, ``Context``, ``Explanation``, ``CatalogueView``, ``NoMatch``.
+- :mod:`.render`: the box, the catalogue list and "no match" as text and HTML.
+- :mod:`.catalogue`: the known errors, as data; :mod:`.cudaerrors`: CUDA error families.
+- :mod:`.match`: matching an exception and its cause chain against the catalogue.
+- :mod:`.scene`: the live namespace, failing frames and lines, and queries on them.
+- :mod:`.source`: reading the user's source with ``ast``.
 - :mod:`.context`: the ``ctx_*`` context functions, one module per family of errors.
-- :mod:`.box`: the box and the catalogue list as text and HTML.
 """

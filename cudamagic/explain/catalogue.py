@@ -1,6 +1,6 @@
 """The catalogue of known CUDA / autograd errors, as data.
 
-One :class:`~cudamagic.explain.model.Entry` per known failure: the exception type(s) PyTorch
+One :class:`~cudamagic.explain.result.Entry` per known failure: the exception type(s) PyTorch
 raises, message patterns copied from PyTorch's own source, what happened, why, the fix, the
 field reports it answers and the context function (from :mod:`.context`) that turns the generic
 explanation into one about the user's own variables. Matching is in :mod:`.match`.
@@ -52,7 +52,7 @@ from .context.tensors import (
     ctx_result_cast,
     ctx_targets,
 )
-from .model import Entry
+from .result import Entry
 
 _CUDA_SUFFIX = (
     "CUDA reports kernel errors asynchronously, so the line in the traceback may be later than the one "

@@ -1,53 +1,35 @@
-"""CUDA error families, as data: which family every CUDA runtime error and every status of the CUDA
-libraries that PyTorch surfaces belongs to, and each family's explanation, fix and way to localise
-it.
+r"""CUDA error families, as data.
 
-Sources:
+Which family every CUDA runtime error and every status of the CUDA libraries that PyTorch surfaces
+belongs to, and each family's explanation, fix and way to localise it. Each family becomes one
+catalogue entry (:mod:`.catalogue`); the specific entries (device-side assert, no kernel image, out
+of memory, invalid ordinal, ...) carry the family they belong to.
+
+Sources, and the text PyTorch wraps around each:
+
 - CUDA runtime: every code of ``enum cudaError`` with its ``cudaGetErrorString`` text, generated
-    from the CUDA
-  toolkit into :mod:`.cuda_runtime_errors` (``scripts/gen_cuda_errors.py``). PyTorch raises
-  ``torch.AcceleratorError`` (a RuntimeError) with ``"CUDA error: <text>\\nSearch for `<name>' in
-  ..."`` (c10/cuda/CUDAException.cpp: c10_cuda_check_implementation; c10/cuda/CUDAMiscFunctions.cpp:
-  get_cuda_error_help); PyTorch < 2.0 printed ``"cuda runtime error (<code>) : <text>"``.
-- cuBLAS: ``cublasStatus_t`` (cublas_api.h); PyTorch prints the enum name from
-    ``_cublasGetErrorEnum``:
-  ``"CUDA error: CUBLAS_STATUS_X when calling `cublas...(...)`"`` (ATen/cuda/Exceptions.h:
-  TORCH_CUDABLAS_CHECK).
-- cuSPARSE: ``cusparseStatus_t`` (cusparse.h); PyTorch prints ``cusparseGetErrorString``'s text:
-  ``"CUDA error: <text> when calling `cusparse...(...)`"`` (ATen/cuda/Exceptions.h:
-  TORCH_CUDASPARSE_CHECK).
-  Texts seen in PyTorch reports: "kernel launch failure" (pytorch#94966), "internal error"
-      (pytorch#68323),
-  "insufficient resources" (rusty1s/pytorch_sparse#314); the others are cuSPARSE's strings as
-  recalled, not read
-  from a cuSPARSE library (none is installed here): the catalogue also matches any text before
-      ``when calling
-  `cusparse`` only through these, so an unknown text gets no box rather than a wrong one.
-- cuDNN: ``cudnnStatus_t`` (cudnn_graph.h in cuDNN 9, cudnn_ops_infer.h in 8); PyTorch prints
-  ``cudnnGetErrorString`` (the enum name): ``"cuDNN error: CUDNN_STATUS_X"``
-  (ATen/cuda/Exceptions.h: AT_CUDNN_CHECK); cuDNN 9 adds sub-codes
-  (``CUDNN_STATUS_BAD_PARAM_NULL_POINTER``...) that keep their parent's prefix and are matched
-  through it. The numeric values are for reference only (matching uses names); no cuDNN header is on
-  this machine, so they were not checked against one.
-- cuFFT: ``cufftResult`` (cufft.h); PyTorch prints the enum name: ``"cuFFT error: CUFFT_X"``
-  (ATen/native/cuda/CuFFTUtils.h: CUFFT_CHECK).
-- NCCL: ``ncclResult_t`` (nccl.h, src/include/nccl_err.h); PyTorch raises
-    ``torch.distributed.DistBackendError``
-  with ``"NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version X\\n<detail>"``
-  (torch/csrc/distributed/c10d/NCCLUtils.hpp: C10D_NCCL_CHECK, read from torch 2.13's installed
-  header; the ``ncclGetErrorString`` texts are NCCL's src/init.cc, the detail lines
-  getNcclErrorDetailStr's).
-- cuBLAS names from cublas_api.h; cuFFT names from torch 2.13's ATen/native/cuda/CuFFTUtils.h
-    (installed header).
-- cuRAND: PyTorch 2.x checks no ``curandStatus_t`` (its random kernels use cuRAND's device-side
-    Philox, which
-  returns no status; no header of torch 2.13 names ``curandStatus_t``), so no cuRAND status reaches
-  the user
-  through PyTorch: :data:`CURAND_STATUSES` lists them for extensions, with ``surfaced=False``.
-
-The explainer turns each family into one catalogue entry (:mod:`.catalogue`); the specific entries
-that were there before (device-side assert, no kernel image, out of memory, invalid ordinal, ...)
-keep their text and carry the family they belong to.
+  from the CUDA toolkit into :mod:`cudamagic.core.cuda_runtime_errors` (``scripts/gen_cuda_errors.py``). PyTorch
+  raises ``torch.AcceleratorError`` with ``"CUDA error: <text>\nSearch for `<name>' in ..."``
+  (c10/cuda/CUDAException.cpp, c10/cuda/CUDAMiscFunctions.cpp); PyTorch < 2.0 printed
+  ``"cuda runtime error (<code>) : <text>"``.
+- cuBLAS: ``cublasStatus_t`` (cublas_api.h), printed by name:
+  ``"CUDA error: CUBLAS_STATUS_X when calling `cublas...(...)`"`` (ATen/cuda/Exceptions.h).
+- cuSPARSE: ``cusparseStatus_t`` (cusparse.h), printed as ``cusparseGetErrorString``'s text:
+  ``"CUDA error: <text> when calling `cusparse...(...)`"`` (ATen/cuda/Exceptions.h). Reported texts:
+  "kernel launch failure" (pytorch#94966), "internal error" (pytorch#68323), "insufficient
+  resources" (rusty1s/pytorch_sparse#314). Only the texts listed here match, so an unknown text gets
+  no box rather than a wrong one.
+- cuDNN: ``cudnnStatus_t`` (cudnn_graph.h in cuDNN 9, cudnn_ops_infer.h in 8), printed by name:
+  ``"cuDNN error: CUDNN_STATUS_X"`` (ATen/cuda/Exceptions.h); cuDNN 9's sub-codes
+  (``CUDNN_STATUS_BAD_PARAM_NULL_POINTER``...) match through their parent's prefix. Matching uses
+  names only; the numeric values are for reference.
+- cuFFT: ``cufftResult`` (cufft.h), printed by name: ``"cuFFT error: CUFFT_X"``
+  (ATen/native/cuda/CuFFTUtils.h).
+- NCCL: ``ncclResult_t`` (nccl.h); PyTorch raises ``torch.distributed.DistBackendError`` with
+  ``"NCCL error in: <file>:<line>, <ncclGetErrorString>, NCCL version X\n<detail>"``
+  (torch/csrc/distributed/c10d/NCCLUtils.hpp).
+- cuRAND: PyTorch checks no ``curandStatus_t`` (its kernels use cuRAND's device-side Philox), so
+  :data:`CURAND_STATUSES` lists them for extensions, with ``surfaced=False``.
 """
 
 from __future__ import annotations
@@ -55,7 +37,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .cuda_runtime_errors import CUDA_VERSION, RUNTIME_ERRORS
+from ..core.cuda_runtime_errors import CUDA_VERSION, RUNTIME_ERRORS
 
 _BLOCKING = (
     "set `CUDA_LAUNCH_BLOCKING=1` before CUDA starts (`import os; os.environ['CUDA_LAUNCH_BLOCKING'] = '1'` "
@@ -677,13 +659,14 @@ def family_patterns(family: str) -> tuple:
 
 
 def messages():
-    """Every message PyTorch can raise for the errors above: ``(family, exception type name,
-    message, source)``.
+    """Every message PyTorch can raise for the errors above.
+
+    ``(family, exception type name, message, source)``.
 
     ``exception type name`` is ``"AcceleratorError"`` (runtime errors, torch >= 2.8; a
     RuntimeError), ``"RuntimeError"`` (library statuses) or ``"DistBackendError"`` (NCCL).
     """
-    for code, name, text in RUNTIME_ERRORS:
+    for _code, name, text in RUNTIME_ERRORS:
         yield (
             RUNTIME_FAMILY[name],
             "AcceleratorError",

@@ -1,15 +1,17 @@
-"""``%cudaexplain`` and the box shown below a failing cell: the IPython front of the error explainer
-(matching in :mod:`.match`, the live scene in :mod:`.scene`, the box and catalogue views in :mod:`.box`).
-"""
+"""``%cudaexplain`` and the box below a failing cell: the explainer's IPython front."""
 
 from __future__ import annotations
+
+import sys
 
 from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import Bool, HasTraits
 
 from ..core.magic import AreaMagics
+from .result import CatalogueView, Explanation, NoMatch
 
 USAGE = "%cudaexplain [--list] [ENTRY]"
 
@@ -28,10 +30,6 @@ class ExplainSettings(HasTraits):
 class ExplainMagics(AreaMagics):
     """``%cudaexplain``, and the ``post_run_cell`` callback that shows the box."""
 
-    #: The :class:`cudamagic.explain.model.Explanation` shown after the last failing cell, or None.
-    #: Holds strings and numbers only (no exception, traceback or frame).
-    last_explanation = None
-
     def on_load(self) -> None:
         """Register the ``post_run_cell`` callback that shows the box; removed on ``%unload_ext``.
 
@@ -41,6 +39,9 @@ class ExplainMagics(AreaMagics):
         (another extension's handler keeps working, and ours runs after it), and it works the
         same in the terminal and in ipykernel.
         """
+        #: The :class:`~cudamagic.explain.result.Explanation` shown after the last failing cell,
+        #: or None. Holds strings and numbers only (no exception, traceback or frame).
+        self.last_explanation = None
         callback = self._explain_after_cell
         self.shell.events.register("post_run_cell", callback)
 
@@ -53,9 +54,9 @@ class ExplainMagics(AreaMagics):
         self.add_cleanup(remove)
 
     def _explain_after_cell(self, result):
-        """``post_run_cell`` callback: display the explanation of ``result.error_in_exec``, if any."""
+        """``post_run_cell`` callback: display the explanation of the cell's error, if any."""
         self.last_explanation = None
-        exc = getattr(result, "error_in_exec", None)
+        exc = result.error_in_exec
         if exc is None or not self.settings.explain_errors or isinstance(exc, UsageError):
             return
         try:
@@ -67,12 +68,9 @@ class ExplainMagics(AreaMagics):
             return
         finally:
             exc = None
-        if explanation is None:
-            return
-        self.last_explanation = explanation
-        from IPython.display import display
-
-        display(explanation)
+        if explanation is not None:
+            self.last_explanation = explanation
+            display(explanation)
 
     @magic_arguments()
     @argument(
@@ -102,10 +100,8 @@ class ExplainMagics(AreaMagics):
             %config CudaMagics.explain_errors = False
         """
         args = self.parse(self.cudaexplain, line, USAGE)
-        from .box import CatalogueView, NoMatch
         from .catalogue import CATALOGUE
         from .match import entry_by_id, explain
-        from .model import Explanation
         from .scene import scene_from_shell
 
         if args.list_:
@@ -114,23 +110,19 @@ class ExplainMagics(AreaMagics):
             entry = entry_by_id(args.entry)
             if entry is None:
                 raise UsageError(
-                    f"There is no catalogue entry {args.entry!r}. Type `%cudaexplain --list` to see "
-                    "the ids, or `%cudaexplain` alone to explain the last error."
+                    f"There is no catalogue entry {args.entry!r}. "
+                    "Type `%cudaexplain --list` to see the ids."
                 )
             return Explanation(entry=entry, exc_type="(catalogue entry)", message=entry.title)
-        import sys
-
-        exc = getattr(sys, "last_value", None)
+        exc = getattr(sys, "last_value", None)  # set by IPython after the first error only
         if exc is None:
             raise UsageError(
-                "No error to explain yet: run the failing cell first, then `%cudaexplain`. "
-                "`%cudaexplain --list` shows the known errors."
+                "No error to explain yet: run the failing cell first, then `%cudaexplain`."
             )
         if isinstance(exc, UsageError):  # a magic's own usage message: it already says what to type
             raise UsageError(
-                "The last error was a mistake in a magic's arguments (UsageError), not a CUDA or "
-                "autograd error: its message says what to type instead. `%cudaexplain` explains the "
-                "last error of your own code; `%cudaexplain --list` shows the known errors."
+                "The last error was a magic's usage message, not an error of your code: "
+                "follow what it says."
             )
         explanation = explain(exc, scene_from_shell(self.shell, exc))
         if explanation is None:

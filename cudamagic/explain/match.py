@@ -1,15 +1,14 @@
-"""Matching an exception against the catalogue, and the
-:class:`~cudamagic.explain.model.Explanation` built from the matching entry and the live scene.
+"""Matching an exception against the catalogue, and the explanation built from it.
 
 The explainer keeps no reference to the exception, its traceback or its frames after
 :func:`explain` returns: the result holds strings and numbers only, so it cannot keep GPU
-memory alive (field report F22).
+memory alive.
 """
 
 from __future__ import annotations
 
 from . import catalogue
-from .model import Context, Explanation, _chain, _message
+from .result import Context, Explanation, exception_chain, exception_text
 from .scene import Scene
 
 
@@ -23,14 +22,13 @@ def _applies(entry, found, scene) -> bool:
 
 
 def find_entry(exc: BaseException, scene: Scene | None = None):
-    """Return ``(entry, match)`` for the first catalogue entry matching ``exc``, or ``(None,
-    None)``.
+    """``(entry, match)`` of the first catalogue entry matching ``exc``, or ``(None, None)``.
 
     The exception itself is tried first, then its ``__cause__``/``__context__`` chain, so
     an error re-raised by user code (``raise ValueError(...) from e``) is still explained.
     An entry whose ``applies(match, scene)`` says False is skipped.
     """
-    for link in _chain(exc):
+    for link in exception_chain(exc):
         for entry in catalogue.CATALOGUE:
             found = entry.match(link)
             if found and _applies(entry, found, scene):
@@ -57,7 +55,7 @@ def explain(exc: BaseException, scene: Scene | None = None):
     entry, found = find_entry(exc, scene)
     if entry is None:
         return None
-    message = _message(exc).strip().splitlines()
+    message = exception_text(exc).strip().splitlines()
     first = message[0][:300] if message else ""
     context, error = Context(), ""
     if entry.context is not None and scene is not None:

@@ -1,7 +1,9 @@
-"""The live scene a context function looks at: the :class:`Scene` (the user's namespace, the
-local variables of the failing user frames, the failing cell's source and the input history),
-built from an IPython shell by :func:`scene_from_shell`, and the questions asked of it: which
-names are on the failing lines, which tensors and modules they hold.
+"""The live scene a context function looks at.
+
+The :class:`Scene` (the user's namespace, the local variables of the failing user frames, the
+failing cell's source and the input history), built from an IPython shell by
+:func:`scene_from_shell`, and the questions asked of it: which names are on the failing lines, which
+tensors and modules they hold.
 
 torch is never imported here: it is looked up in ``sys.modules`` (an error raised by PyTorch
 means torch is imported already). The scene copies the frames' locals into plain dicts and
@@ -17,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .model import _chain, _message
+from .result import exception_chain, exception_text
 from .source import _line_names, _root_name_of, call_arguments
 
 
@@ -55,7 +57,7 @@ class Scene:
         output cache is looked at separately by :func:`_output_cache_tensors`.
         """
         seen = set()
-        for func_name, local_vars in reversed(self.frames):
+        for _func_name, local_vars in reversed(self.frames):
             for name, value in list(local_vars.items()):
                 if name.startswith("_") or name in seen:
                     continue
@@ -76,14 +78,12 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
     """Build a :class:`Scene` from an IPython shell and the exception's traceback.
 
     Args:
-        shell: an ``InteractiveShell`` (duck-typed: ``user_ns``, ``user_ns_hidden``,
-            ``magics_manager``).
+        shell: the ``InteractiveShell``.
         exc: the exception; its traceback gives the user frames (those whose globals are
             the user namespace) and their sources. The frames are not kept: their locals
             are copied into plain dicts.
     """
-    user_ns = getattr(shell, "user_ns", {}) or {}
-    hidden = getattr(shell, "user_ns_hidden", {}) or {}
+    user_ns, hidden = shell.user_ns, shell.user_ns_hidden
     visible = {k: v for k, v in user_ns.items() if k not in hidden or hidden[k] is not v}
     history = list(user_ns.get("In", []) or [])
     cells, sources, frames, lines = [], [], [], []
@@ -105,17 +105,13 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
     if not cells and history:
         cells.append(history[-1])
     sources = cells[:1] + sources
-    try:
-        magics = frozenset(shell.magics_manager.magics["line"])
-    except Exception:
-        magics = frozenset()
-    messages = [_message(link) for link in _chain(exc)] if exc is not None else []
+    messages = [exception_text(link) for link in exception_chain(exc)] if exc is not None else []
     return Scene(
         user_ns=visible,
         frames=frames,
         sources=sources,
         history=history,
-        line_magics=magics,
+        line_magics=frozenset(shell.magics_manager.magics["line"]),
         failing_lines=[ln for ln in lines if ln],
         messages=messages,
     )
@@ -154,7 +150,7 @@ def _module_device(module):
 
 def _module_dtype(module):
     for p in module.parameters():
-        return str(p.dtype).replace("torch.", "")
+        return _dtype_name(p)
     return None
 
 
@@ -171,20 +167,26 @@ def _lookup(scene: Scene, name):
     return scene.user_ns.get(name)
 
 
-def _named_modules(scene: Scene):
-    """Yield ``(qualified name, module)`` for every nn.Module reachable from a variable."""
-    seen = set()
-    for name, value in scene.variables():
-        if _is_module(value):
-            try:
-                items = list(value.named_modules())
-            except Exception:
-                continue
-            for sub, module in items:
-                if id(module) in seen:
-                    continue
+def _submodules(named) -> list:
+    """``(qualified name, module)`` of the modules in ``named`` and their submodules, no repeats."""
+    out, seen = [], set()
+    for name, value in named:
+        if not _is_module(value):
+            continue
+        try:
+            items = list(value.named_modules())
+        except Exception:
+            continue
+        for sub, module in items:
+            if id(module) not in seen:
                 seen.add(id(module))
-                yield (f"{name}.{sub}" if sub else name), module
+                out.append(((f"{name}.{sub}" if sub else name), module))
+    return out
+
+
+def _named_modules(scene: Scene) -> list:
+    """``(qualified name, module)`` for every nn.Module reachable from a variable."""
+    return _submodules(scene.variables())
 
 
 def _tensors(scene: Scene):
@@ -195,16 +197,16 @@ def _tensors(scene: Scene):
 
 
 def _output_cache_tensors(scene: Scene):
-    """Names under which IPython's output cache (``_``, ``__``, ``___``, ``Out[n]``) holds tensors."""
+    """Names under which IPython's output cache (``_``, ``Out[n]``, ...) holds CUDA tensors."""
     ns = scene.user_ns
     hits = []
     for key in ("_", "__", "___"):
-        if _is_tensor(ns.get(key)) and getattr(ns.get(key), "is_cuda", False):
+        if _is_tensor(ns.get(key)) and ns[key].is_cuda:
             hits.append(key)
     out = ns.get("Out")
     if isinstance(out, dict):
         for k, v in out.items():
-            if _is_tensor(v) and getattr(v, "is_cuda", False):
+            if _is_tensor(v) and v.is_cuda:
                 hits.append(f"Out[{k}]")
     return hits
 
@@ -214,8 +216,9 @@ def _source_text(scene: Scene) -> str:
 
 
 def failing_names(scene: Scene) -> list:
-    """Names on the lines that were executing when the error was raised (the user's own
-    frames, innermost first), in order, without repeats. Only these are certain to be
+    """Names on the lines that were running when the error was raised.
+
+    The user's own frames, innermost first, in order, without repeats. Only these are certain to be
     involved; a name that merely exists in the namespace may have nothing to do with it.
     """
     out = []
@@ -238,26 +241,16 @@ def _failing_tensors(scene: Scene):
     return [(n, v) for n, v in _failing_values(scene) if _is_tensor(v)]
 
 
-def _failing_modules(scene: Scene):
+def _failing_modules(scene: Scene) -> list:
     """``(qualified name, module)`` for modules named on the failing lines and their submodules."""
-    out, seen = [], set()
-    for name, value in _failing_values(scene):
-        if not _is_module(value):
-            continue
-        try:
-            items = list(value.named_modules())
-        except Exception:
-            continue
-        for sub, module in items:
-            if id(module) not in seen:
-                seen.add(id(module))
-                out.append(((f"{name}.{sub}" if sub else name), module))
-    return out
+    return _submodules(_failing_values(scene))
 
 
 def _argument_tensor(scene: Scene, expr: str):
-    """The tensor an argument expression names: the variable itself for a plain name, else None
-    (an expression such as ``y.float()`` is not evaluated).
+    """The tensor an argument expression names.
+
+    The variable itself for a plain name, else None (an expression such as ``y.float()`` is not
+    evaluated).
     """
     if re.fullmatch(r"[A-Za-z_]\w*", expr or ""):
         value = _lookup(scene, expr)
@@ -267,8 +260,9 @@ def _argument_tensor(scene: Scene, expr: str):
 
 
 def _target_arguments(scene: Scene, *, indices: bool = False) -> list:
-    """Expressions passed as the *target* of a loss on the failing lines (innermost first): the
-    ``target=`` keyword or the second positional argument of a two-argument call. With
+    """Expressions passed as the *target* of a loss on the failing lines (innermost first).
+
+    The ``target=`` keyword or the second positional argument of a two-argument call. With
     ``indices``, the first argument of a call to an embedding instead.
 
     Returns:

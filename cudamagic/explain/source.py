@@ -1,6 +1,8 @@
-"""Reading the user's source text with :mod:`ast`: which tensors ``.backward()`` is called on,
-which names a loop carries from one iteration into the next, in-place operations, the calls
-and arguments on one line, the cell of the input history that assigned a name.
+"""Reading the user's source text with :mod:`ast`.
+
+Which tensors ``.backward()`` is called on, which names a loop carries from one iteration into the
+next, in-place operations, the calls and arguments on one line, the cell of the input history that
+assigned a name.
 
 Text only: nothing here looks at live objects. Source that does not parse (an IPython magic
 line, a fragment of a multi-line statement) is repaired where possible, else skipped.
@@ -73,25 +75,20 @@ def backward_calls(src: str):
     tree = _parse_tree(src)
     if tree is None:
         return []
-    out = []
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-        ):
-            target = node.func.value
-            out.append((ast.unparse(target), _root_name(target)))
+    calls = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "backward"
+    ]
+    out = [(ast.unparse(n.func.value), _root_name(n.func.value)) for n in calls]
     # torch.autograd.backward(x)
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "backward"
-            and _root_name(node.func) == "torch"
-            and node.args
-        ):
-            out.append((ast.unparse(node.args[0]), _root_name(node.args[0])))
+    out += [
+        (ast.unparse(n.args[0]), _root_name(n.args[0]))
+        for n in calls
+        if _root_name(n.func) == "torch" and n.args
+    ]
     return [item for item in out if item[1] not in (None, "torch")]
 
 
@@ -175,9 +172,9 @@ def _method_calls(src, method):
     ]
 
 
-def _last_cell_assigning(history: Sequence[str], name: str, skip_last: bool = True):
+def _last_cell_assigning(history: Sequence[str], name: str):
     """1-based ``In`` index of the last cell before the failing one that assigns ``name``."""
-    cells = list(history[:-1] if skip_last else history)
+    cells = list(history[:-1])
     for index in range(len(cells) - 1, 0, -1):  # In[0] is ''
         tree = _parse_tree(cells[index] or "")
         if tree is None:
@@ -197,8 +194,10 @@ _IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
 
 
 def _parse_line(line: str):
-    """An AST for one source line that may be a fragment (``for x in y:``, ``with ...:``, a
-    line of a multi-line call); None when no repair makes it parse.
+    """An AST for one source line that may be a fragment, or None.
+
+    A fragment is ``for x in y:``, ``with ...:`` or a line of a multi-line call; None when no
+    repair makes it parse.
     """
     text = line.strip()
     for candidate in (text, text + " pass", text + ")", text + "))", text.rstrip(",") + ")"):
@@ -228,8 +227,10 @@ def _line_names(line: str) -> list:
 
 
 def call_arguments(line: str) -> list:
-    """Calls on one source line as ``(callee source, [argument source, ...], {keyword: source})``,
-    outermost call first.
+    """Calls on one source line, outermost first.
+
+    Returns:
+        list of ``(callee source, [argument source, ...], {keyword: source})``.
     """
     tree = _parse_line(line)
     if tree is None:
@@ -249,14 +250,17 @@ def call_arguments(line: str) -> list:
 
 
 def step_calls(src: str) -> list:
-    """``optimizer.step()`` calls in ``src`` as ``(receiver source, 1-based line)``, in source order."""
+    """``optimizer.step()`` calls as ``(receiver source, 1-based line)``, in source order."""
     return sorted(
         ((recv, node.lineno) for recv, node in _method_calls(src, "step")), key=lambda c: c[1]
     )
 
 
 def assignments_from_call(src: str, callee: str) -> list:
-    """Names assigned from a call of ``callee`` (``out = netD(fake)`` -> ``[("out", "netD(fake)", line)]``)."""
+    """Names assigned from a call of ``callee``.
+
+    ``out = netD(fake)`` gives ``[("out", "netD(fake)", line)]``.
+    """
     tree = _parse_tree(src)
     if tree is None:
         return []
@@ -291,8 +295,10 @@ def line_of(src: str, text: str):
 
 
 def grads_without_create_graph(src: str) -> list:
-    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True`` (their values
-    carry no graph, so a second backward through them fails): ``g, = torch.autograd.grad(y, x)`` -> ``["g"]``.
+    """Names assigned from ``torch.autograd.grad(...)`` without ``create_graph=True``.
+
+    Their values carry no graph, so a second backward through them fails:
+    ``g, = torch.autograd.grad(y, x)`` gives ``["g"]``.
     """
     tree = _parse_tree(src)
     if tree is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..core.display import Rendered
+from ..core.display import Displayed
 from . import render
 from .dot import to_dot
 from .layout import run_dot
@@ -15,7 +15,7 @@ SAVE_EXTENSIONS = {"svg": "svg", "png": "png", "pdf": "pdf", "dot": "dot", "gv":
 
 
 @dataclasses.dataclass(repr=False)
-class GraphResult(Rendered):
+class GraphResult(Displayed):
     """What ``%%autograd_graph`` returns: the graph data, its DOT source and the picture.
 
     Attributes:
@@ -108,5 +108,5 @@ class GraphResult(Rendered):
         """The one-line caption: the node count, saved bytes, what is drawn."""
         return render.caption(self)
 
-    _text = render.result_text
-    _html = render.result_html
+    to_text = render.result_text
+    to_html = render.result_html

@@ -4,7 +4,6 @@ Modules:
     magic: the IPython front (``InfoSettings``, ``InfoMagics``).
     facts: gathering the facts (Python, PyTorch, NVML, nvcc, environment) as one dict; ``collect``.
     versions: parsers for version strings, cuDNN's integer and ``CUDA_VISIBLE_DEVICES``.
-    nvcc: finding and running ``nvcc -V`` (time limit, capped output, cache); ``CUDA_HOME`` checks.
     findings: diagnostics (severity, cause, fix) from the facts, and the wheel/driver tables.
     report: the report object, rendered as text and HTML.
 """

@@ -1,9 +1,8 @@
-"""The facts behind ``%cudainfo`` as one plain dict, and :func:`collect`, which adds the findings
-and wraps both in the report.
+"""The facts behind ``%cudainfo``, as one plain dict.
 
-No IPython here. :func:`collect` gathers facts from Python, PyTorch, NVML
-(through :mod:`cudamagic.core.nvml`), the ``nvcc`` on PATH and the environment, and
-never raises: a fact that cannot be read is an :class:`~cudamagic.core.na.NA`
+:func:`collect` adds the findings and wraps both in the report. No IPython here. It reads
+Python, PyTorch, NVML (through :mod:`cudamagic.core.nvml`), the ``nvcc`` on PATH and the
+environment, and never raises: a fact that cannot be read is an :class:`~cudamagic.core.na.NA`
 with the reason. Parsers live in :mod:`.versions`, ``nvcc`` in :mod:`.nvcc`,
 the findings computed from the facts in :mod:`.findings`.
 
@@ -16,12 +15,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 from ..core import nvml, platform
 from ..core.na import NA, is_na
+from ..core.nvcc import cuda_home_problem, find_nvcc, nvcc_info
 from . import health
-from .nvcc import cuda_home_problem, find_nvcc, nvcc_info
+from .findings import findings
+from .result import CudaInfoReport
 from .versions import decode_cudnn_version, parse_cuda_visible_devices, parse_torch_version
 
 ENV_VARS = [
@@ -105,7 +106,8 @@ def _torch_facts():
                     uuid = "GPU-" + uuid
                 bus = None
                 if hasattr(p, "pci_bus_id"):
-                    bus = f"{getattr(p, 'pci_domain_id', 0):08X}:{p.pci_bus_id:02X}:{getattr(p, 'pci_device_id', 0):02X}.0"
+                    domain, device = getattr(p, "pci_domain_id", 0), getattr(p, "pci_device_id", 0)
+                    bus = f"{domain:08X}:{p.pci_bus_id:02X}:{device:02X}.0"
                 return {
                     "ordinal": i,
                     "name": p.name,
@@ -212,7 +214,8 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
         if len(names) > 1:
             certain = False
             note = (
-                "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and the GPUs differ: CUDA may put the fastest "
+                "CUDA_DEVICE_ORDER is FASTEST_FIRST (the default) and the GPUs differ: CUDA may "
+                "put the fastest "
                 "first, so ordinals can differ from nvidia-smi indices"
             )
         else:
@@ -275,9 +278,11 @@ def map_cuda_ordinals(gpus, env, torch_devices=()):
 
 
 def _windows_facts(env) -> dict:
-    """Windows only: every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave
-    (System32, the legacy NVSMI folder, each DriverStore package, leftovers of earlier drivers) with
-    the driver version each belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH).
+    """Windows only.
+
+    Every ``nvidia-smi.exe`` / ``nvml.dll`` copy the driver installs can leave (System32, the legacy
+    NVSMI folder, each DriverStore package, leftovers of earlier drivers) with the driver version
+    each belongs to, and the ``nvidia-smi.exe`` a terminal would run (first on PATH).
     """
     return {
         "nvidia-smi": platform.nvidia_tool_copies("nvidia-smi", env),
@@ -299,79 +304,52 @@ def _env_facts(env):
     return out
 
 
-def _start(fn, *args, **kwargs):
-    """Run ``fn(*args, **kwargs)`` in a daemon thread; returns a function that waits for its result
-    (an exception it raised is raised there, in the caller's thread).
-    """
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # handed to the caller, never printed by the thread
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, name="cudamagic-facts", daemon=True)
-    worker.start()
-
-    def result():
-        worker.join()
-        if "error" in box:
-            raise box["error"]
-        return box["value"]
-
-    return result
-
-
-def collect(nvcc_timeout_s: float = 5.0, env=None):
-    """Gather every fact and finding; returns a :class:`cudamagic.info.report.CudaInfoReport`.
+def collect(nvcc_timeout_s: float = 5.0, env=None) -> CudaInfoReport:
+    """Gather every fact and finding into a :class:`~cudamagic.info.result.CudaInfoReport`.
 
     Never raises: what cannot be read is NA with the reason. Does not create a CUDA context.
     """
-    env = dict(os.environ) if env is None else env
-    # `nvcc -V` (the one subprocess) starts first; the findings and the report are loaded while it
-    # runs.
-    toolkit = _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
-    from .findings import findings
-    from .report import CudaInfoReport
-
-    facts = _gather(env, toolkit)
+    facts = collect_facts(nvcc_timeout_s, env)
     return CudaInfoReport(facts, findings(facts))
 
 
 def collect_facts(nvcc_timeout_s: float = 5.0, env=None) -> dict:
-    """The raw facts of :func:`collect` as a plain dict (sections ``python``, ``torch``, ``driver``,
-    ``toolkit``, ``gpus``, ``mapping``, ``env``).
+    """The raw facts of :func:`collect` as a plain dict.
+
+    Args:
+        nvcc_timeout_s: seconds to wait for ``nvcc -V``.
+        env: the environment variables to read; default ``os.environ``.
+
+    Returns:
+        dict with the sections ``python``, ``torch``, ``driver``, ``toolkit``, ``gpus``,
+        ``mapping``, ``windows`` (Windows only), ``env`` and ``cuda_visible_devices``.
     """
     env = dict(os.environ) if env is None else env
-    return _gather(env, _start(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s))
-
-
-def _gather(env, toolkit) -> dict:
-    """:func:`collect_facts` once ``nvcc -V`` is running: ``toolkit()`` waits for its answer, which
-    is taken last, so PyTorch, NVML and the environment are read while the subprocess runs.
-    """
-    python, torch_facts, driver = _python_facts(env), _torch_facts(), nvml.system_info()._asdict()
-    count = driver["device_count"]
-    gpus = _gpu_facts(count) if not is_na(count) else []
-    healthy, _lost = health.split_lost(gpus)  # a lost GPU gets no CUDA ordinal (E02)
-    mapping = map_cuda_ordinals(healthy, env, torch_facts.get("devices", ()))
-    driver["nvml_library"] = nvml.library_path()  # NVML unavailable: the same NA as the status
-    windows = _windows_facts(env) if platform.is_windows() else None
-    env_facts = _env_facts(env)
-    cvd = parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES"))
-    tk = toolkit()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cudamagic-facts") as pool:
+        # `nvcc -V`, the one subprocess, runs while everything else is read
+        toolkit = pool.submit(nvcc_info, find_nvcc(env), timeout_s=nvcc_timeout_s)
+        python, torch_facts, driver = (
+            _python_facts(env),
+            _torch_facts(),
+            nvml.system_info()._asdict(),
+        )
+        count = driver["device_count"]
+        gpus = _gpu_facts(count) if not is_na(count) else []
+        healthy, _lost = health.split_lost(gpus)  # a lost GPU gets no CUDA ordinal
+        mapping = map_cuda_ordinals(healthy, env, torch_facts.get("devices", ()))
+        driver["nvml_library"] = nvml.library_path()  # NVML unavailable: the status's NA
+        windows = {"windows": _windows_facts(env)} if platform.is_windows() else {}
+        env_facts = _env_facts(env)
+        tk = toolkit.result()
     tk["cuda_home_problem"] = cuda_home_problem(env)
-    facts = {
+    return {
         "python": python,
         "torch": torch_facts,
         "driver": driver,
         "toolkit": tk,
         "gpus": gpus,
         "mapping": mapping,
+        **windows,
+        "env": env_facts,
+        "cuda_visible_devices": parse_cuda_visible_devices(env.get("CUDA_VISIBLE_DEVICES")),
     }
-    if windows is not None:
-        facts["windows"] = windows
-    facts["env"] = env_facts
-    facts["cuda_visible_devices"] = cvd
-    return facts

@@ -1,5 +1,6 @@
-"""GPU health for ``%cudainfo``: a lost GPU, ECC errors, retired pages and remapped rows, as
-nvidia-smi shows them.
+"""GPU health for ``%cudainfo``.
+
+A lost GPU, ECC errors, retired pages and remapped rows, as nvidia-smi shows them.
 
 Facts (:func:`read_health`) use ``nvidia-smi --query-gpu`` names and raw counts; findings
 (:func:`health_findings`) say what to do. A lost GPU (``NVML_ERROR_GPU_IS_LOST``, usually Xid 79)
@@ -42,15 +43,16 @@ LOST_ORDINAL = NA(
 )
 
 DMESG_FIX = (
-    "check `sudo dmesg | grep -i xid` (Xid 79: fallen off the bus) and `nvidia-smi`; stop the jobs on "
-    "it and reset it (`sudo nvidia-smi -r -i {index}`) or reboot; if it recurs check power, cooling "
+    "check `sudo dmesg | grep -i xid` (Xid 79: fallen off the bus) and `nvidia-smi`; stop the jobs "
+    "on "
+    "it and reset it (`sudo nvidia-smi -r -i {index}`) or reboot; if it recurs check power, "
+    "cooling "
     "and the card's seating, and report it to the administrator or the cloud provider"
 )
 
 
 def read_health(dev) -> dict:
-    """The health fields of one :class:`cudamagic.core.nvml.Device` (checked by
-    ``nvml.check_value``).
+    """The health fields of one :class:`cudamagic.core.nvml.Device`.
 
     ECC counters and retired pages read N/A (``NO_ECC``) where the GPU has no ECC memory or ECC is
     off; retired pages are N/A on GPUs that remap rows instead (Ampere and later) and the reverse
@@ -75,90 +77,9 @@ def is_lost(g: dict) -> bool:
 
 
 def split_lost(gpus):
-    """``(healthy, lost)`` GPU rows; lost rows get ``cuda_ordinal`` NA (CUDA cannot enumerate them)."""
+    """``(healthy, lost)`` GPU rows; a lost row's ``cuda_ordinal`` is NA (CUDA cannot see it)."""
     lost = [g for g in gpus if is_lost(g)]
     for g in lost:
         g["cuda_ordinal"] = LOST_ORDINAL
         g["mapping_source"] = ""
     return [g for g in gpus if not is_lost(g)], lost
-
-
-def health_findings(gpus, finding_cls) -> list:
-    """Findings for lost GPUs and ECC trouble. ``finding_cls`` is the report's ``Finding`` class
-    (``severity, id, title, cause, fix``).
-    """
-    out = []
-    for g in gpus:
-        i = g["index"]
-        if is_lost(g):
-            out.append(
-                finding_cls(
-                    "error",
-                    "gpu-lost",
-                    f"GPU {i} is lost (fell off the bus)",
-                    f"NVML answers 'GPU is lost' for GPU {i} ({g['name'].reason}). CUDA cannot use it: it has no CUDA "
-                    "ordinal, the other GPUs are renumbered, and jobs that used it have failed.",
-                    DMESG_FIX.format(index=i),
-                )
-            )
-            continue
-        vol, agg = (
-            g.get("ecc.errors.uncorrected.volatile.total"),
-            g.get("ecc.errors.uncorrected.aggregate.total"),
-        )
-        if isinstance(vol, int) and vol > 0:
-            out.append(
-                finding_cls(
-                    "error",
-                    "ecc-uncorrected",
-                    f"GPU {i} had {vol} uncorrectable ECC error(s) since boot",
-                    "Uncorrectable memory errors (nvidia-smi ecc.errors.uncorrected.volatile.total) corrupt results and "
-                    "kill the CUDA contexts that touched the memory.",
-                    "save your work, then reset the GPU (`sudo nvidia-smi -r -i "
-                    f"{i}`) or reboot so the bad memory is retired/remapped; if errors come back, report the GPU",
-                )
-            )
-        elif isinstance(agg, int) and agg > 0:
-            out.append(
-                finding_cls(
-                    "warning",
-                    "ecc-uncorrected-lifetime",
-                    f"GPU {i} had {agg} uncorrectable ECC error(s) in its lifetime",
-                    "nvidia-smi ecc.errors.uncorrected.aggregate.total is non-zero: this GPU's memory has failed before.",
-                    "watch it; if the count grows, report the GPU to the administrator or provider",
-                )
-            )
-        pend_pages, pend_rows = g.get("retired_pages.pending"), g.get("remapped_rows.pending")
-        if pend_pages == 1 or pend_rows == 1:
-            what = "retired pages" if pend_pages == 1 else "remapped rows"
-            out.append(
-                finding_cls(
-                    "warning",
-                    "memory-repair-pending",
-                    f"GPU {i} has {what} waiting for a reset",
-                    f"The driver marked bad memory ({what} pending) but the repair only takes effect after the GPU is "
-                    "reset; until then the bad memory may still be used.",
-                    f"when no job runs on it: `sudo nvidia-smi -r -i {i}` or reboot",
-                )
-            )
-        if g.get("remapped_rows.failure") == 1:
-            out.append(
-                finding_cls(
-                    "error",
-                    "row-remap-failed",
-                    f"GPU {i} ran out of spare memory rows (row remapping failed)",
-                    "The GPU ran out of spare memory rows (nvidia-smi remapped_rows.failure): its memory can no longer "
-                    "be repaired.",
-                    "report the GPU for replacement (RMA) to the administrator or cloud provider",
-                )
-            )
-    return out
-
-
-def format_health(key, value) -> str:
-    """Text of one health field (``Yes``/``No`` for the pending/failure flags, as nvidia-smi)."""
-    if is_na(value):
-        return value.describe()
-    if key in ("retired_pages.pending", "remapped_rows.pending", "remapped_rows.failure"):
-        return "Yes" if value else "No"
-    return str(value)

@@ -1,17 +1,15 @@
-"""``%cudainfo``: the IPython front of the environment report (facts in :mod:`.facts`, text/HTML in
-:mod:`.report`).
-"""
+"""``%cudainfo``: the IPython front of the environment report."""
 
 from __future__ import annotations
 
 import math
 
 from IPython.core.error import UsageError
-from IPython.core.magic import line_magic, magics_class
+from IPython.core.magic import line_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, TraitError, validate
 
-from ..core.magic import AreaMagics, strip_comment
+from ..core.magic import AreaMagics
 
 USAGE = "%cudainfo [--json | -q]"
 
@@ -36,12 +34,7 @@ class InfoSettings(HasTraits):
 
 @magics_class
 class InfoMagics(AreaMagics):
-    """``%cudainfo`` (and ``%cudainfo;``, which displays nothing)."""
-
-    def on_load(self) -> None:
-        # `%cudainfo;`: IPython reads the `;` as part of the magic's name, so that name is
-        # registered too.
-        self.shell.magics_manager.register_function(self._cudainfo_quiet, "line", "cudainfo;")
+    """``%cudainfo``."""
 
     @magic_arguments()
     @argument(
@@ -55,9 +48,13 @@ class InfoMagics(AreaMagics):
         action="store_true",
         help="Display nothing; the report is stored as `_cudainfo` in the user namespace.",
     )
+    @output_can_be_silenced
     @line_magic
     def cudainfo(self, line=""):
         """Report the whole PyTorch / CUDA / driver / GPU picture, with findings.
+
+        Never creates a CUDA context, never raises on a machine without a GPU,
+        driver, nvcc or NVML: what cannot be read shows as N/A with the reason.
 
         Examples:
         --------
@@ -68,30 +65,20 @@ class InfoMagics(AreaMagics):
             info = %cudainfo          # the report object; assignment shows nothing
             info.to_dict()["gpus"]    # nvidia-smi --query-gpu key names, raw NVML units
             %cudainfo -q              # collect silently; the report is in `_cudainfo`
-            %cudainfo;                # the same
-
-        Never creates a CUDA context, never raises on a machine without a GPU,
-        driver, nvcc or NVML: what cannot be read shows as N/A with the reason.
+            %cudainfo ;               # the same, as a trailing `;` silences any IPython line
         """
-        stripped = strip_comment(line).rstrip()
-        quiet = stripped.endswith(";")  # `%cudainfo ;` as in `expr;`: display nothing
-        args = self.parse(self.cudainfo, stripped.rstrip(";"), USAGE)
+        line = line.rstrip()
+        silenced = line.endswith(";")  # IPython then displays nothing (@output_can_be_silenced)
+        args = self.parse(self.cudainfo, line.removesuffix(";"), USAGE)
         if args.json and args.quiet:
-            raise UsageError(
-                f"%cudainfo: --json prints the report and -q displays nothing; use one of them. "
-                f"Usage: {USAGE}."
-            )
+            raise UsageError(f"%cudainfo: use either --json or -q. Usage: {USAGE}.")
         from .facts import collect
 
         report = collect(nvcc_timeout_s=self.settings.nvcc_timeout_s)
         if args.json:
             print(report.to_json())
             return None
-        if args.quiet or quiet:
+        if args.quiet or silenced:
             self.shell.user_ns["_cudainfo"] = report
             return None
         return report
-
-    def _cudainfo_quiet(self, line=""):
-        """``%cudainfo;``: the report is collected and stored as ``_cudainfo``; nothing is displayed."""
-        return self.cudainfo(strip_comment(line).rstrip() + " ;")

@@ -1,6 +1,6 @@
 """Parsers for the version strings and variables behind ``%cudainfo``: plain functions, no I/O.
 
-Each turns one piece of text (``torch.__version__``, ``nvcc -V`` output, ``CUDA_VISIBLE_DEVICES``,
+Each turns one piece of text (``torch.__version__``, ``CUDA_VISIBLE_DEVICES``,
 cuDNN's integer) into data; what cannot be parsed becomes None or an :class:`~cudamagic.core.na.NA`
 with the reason.
 """
@@ -59,30 +59,12 @@ def decode_cudnn_version(value):
     try:
         v = int(value)
     except (TypeError, ValueError, OverflowError):  # int(float("inf"))
-        return NA(f"unreadable cuDNN version {value!r}", "error")
+        v = 0
     if v <= 0:
         return NA(f"unreadable cuDNN version {value!r}", "error")
     if v >= 90000:
         return f"{v // 10000}.{(v % 10000) // 100}.{v % 100}"
     return f"{v // 1000}.{(v % 1000) // 100}.{v % 100}"
-
-
-def parse_nvcc_version(text):
-    """Parse ``nvcc -V`` output: ``'... release 13.0, V13.0.88'`` -> ``{"release": "13.0", "build":
-    "13.0.88"}``.
-
-    Returns NA when the text does not look like ``nvcc -V`` output.
-    """
-    if not isinstance(text, str):
-        return NA("nvcc printed no text", "error")
-    m = re.search(r"release\s+(\d+\.\d+)\s*,\s*V(\d+\.\d+(?:\.\d+)?)", text)
-    if m:
-        return {"release": m.group(1), "build": m.group(2)}
-    m = re.search(r"release\s+(\d+\.\d+)", text)
-    if m:
-        return {"release": m.group(1), "build": NA("no V<build> in nvcc output", "error")}
-    snippet = text.strip().splitlines()[0][:80] if text.strip() else "(empty)"
-    return NA(f"unrecognised `nvcc -V` output: {snippet!r}", "error")
 
 
 def parse_cuda_visible_devices(value):

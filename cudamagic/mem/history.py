@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
-from ..core.display import Rendered
+from ..core.display import Displayed
 from . import render
 from .result import CellMemReport
 
 
-class MemHistory(Rendered):
+class MemHistory(Displayed):
     """The measured cells of this session (``%%cudamem`` cells and, while ``on``, every cell).
 
     ``records`` is a list of :class:`CellMemReport` (tensor rows hold names and sizes only, never
@@ -71,5 +71,5 @@ class MemHistory(Rendered):
         """:meth:`to_list` as JSON."""
         return json.dumps(self.to_list(), indent=2)
 
-    _text = render.history_text
-    _html = render.history_html
+    to_text = render.history_text
+    to_html = render.history_html

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.fmt import clip
 from ..core.na import NA, is_na, jsonable
 from . import render
@@ -48,7 +48,7 @@ def error_text(exc) -> str:
 
 
 @dataclass(repr=False)
-class CellMemReport(Rendered):
+class CellMemReport(Displayed):
     """What one cell did to memory. Renders as HTML (notebook) and text (terminal).
 
     Attributes:
@@ -149,12 +149,12 @@ class CellMemReport(Rendered):
         """What ``%cudamem on`` prints (see :func:`cudamagic.mem.render.summary_line`)."""
         return render.summary_line(self)
 
-    _text = render.cell_report_text
-    _html = render.cell_report_html
+    to_text = render.cell_report_text
+    to_html = render.cell_report_html
 
 
 @dataclass(repr=False)
-class FreeReport(Rendered):
+class FreeReport(Displayed):
     """What ``%cudamem free`` released and what still holds memory.
 
     Attributes:
@@ -205,8 +205,8 @@ class FreeReport(Rendered):
         """:meth:`to_dict` as JSON."""
         return json.dumps(self.to_dict(), indent=2)
 
-    _text = render.free_report_text
-    _html = render.free_report_html
+    to_text = render.free_report_text
+    to_html = render.free_report_html
 
 
 def build_report(

@@ -13,10 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import style
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.fmt import esc, html_table, terminal_safe, text_table
+from .breakdown import of_result, of_trace
 from .render import ms
 from .summary import ProfResult
+from .verdict import breakdown_change
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -116,10 +118,19 @@ def compare(a, b, label_a: str = "A", label_b: str = "B") -> Comparison:
     rows.sort(key=lambda r: (-abs(r.delta_us), r.kind, r.name))
     total_a = sum(v[1] for k, v in ta.items() if k[0] == "operator")
     total_b = sum(v[1] for k, v in tb.items() if k[0] == "operator")
-    return Comparison(label_a, label_b, rows, total_a, total_b)
+    out = Comparison(label_a, label_b, rows, total_a, total_b)
+    out.changes = breakdown_change(_breakdown(a), _breakdown(b))
+    return out
 
 
-class Comparison(Rendered):
+def _breakdown(profile):
+    """The step-time breakdown of a result (its verdict's) or of a trace dict."""
+    if isinstance(profile, ProfResult):
+        return profile.verdict.breakdown if profile.verdict is not None else of_result(profile)
+    return of_trace(profile)
+
+
+class Comparison(Displayed):
     """Ranked differences between two profiles.
 
     Ranked differences (``rows``: :class:`DiffRow`, largest absolute change first) between two
@@ -131,12 +142,15 @@ class Comparison(Rendered):
         rows: the :class:`DiffRow` s.
         total_a_us: all operators' self time in A.
         total_b_us: all operators' self time in B.
+        changes: the step-time breakdown rows that changed (``"data wait 62.0 % -> 8.0 %"``)
+            and the step-time ratio (``"step 2.90x faster"``), biggest change first.
         top: rows shown (all are in ``rows``).
     """
 
     def __init__(self, label_a, label_b, rows, total_a_us, total_b_us, top: int = 15):
         self.label_a, self.label_b, self.rows = label_a, label_b, rows
         self.total_a_us, self.total_b_us, self.top = total_a_us, total_b_us, top
+        self.changes = []  # see the class docstring
 
     def headers(self):
         """The column headers."""
@@ -170,18 +184,31 @@ class Comparison(Rendered):
             f"{ms(self.total_b_us)} ms; biggest changes first"
         )
 
-    def _text(self):
+    def to_text(self):
+        """The text form (terminal, ``text/plain``)."""
         rows = [
             [terminal_safe(c) for c in self._cells(i, r)]
             for i, r in enumerate(self.rows[: self.top], 1)
         ]
-        return terminal_safe(self._title()) + "\n" + text_table(self.headers(), rows)
+        out = [terminal_safe(self._title()), text_table(self.headers(), rows)]
+        if self.changes:
+            out += ["", "Step-time breakdown, biggest change first:"]
+            out += [f"  {terminal_safe(c)}" for c in self.changes]
+        return "\n".join(out)
 
-    def _html(self):
+    def to_html(self):
+        """The HTML form (notebook)."""
         rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
         table = html_table(
             self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}
         )
+        changes = "".join(f"<li>{esc(c)}</li>" for c in self.changes)
+        changes = (
+            f"<div>Step-time breakdown, biggest change first:<ul>{changes}</ul></div>"
+            if changes
+            else ""
+        )
         return style.page(
-            f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table), "prof"
+            f"<div class='cm-title'>{esc(self._title())}</div>" + style.scroll(table) + changes,
+            "prof",
         )

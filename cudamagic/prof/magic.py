@@ -124,6 +124,24 @@ class ProfMagics(AreaMagics):
         top=...)``, ``.to_pandas()`` (units in column names), ``.save_html(path)``, ``.trace_path``,
         ``.slowest()``.
 
+        After the summary comes the verdict (also ``prof.verdict``): where the time of the steps
+        went, in rows that add up to 100 % (a step is a ``--steps`` step, else the whole cell).
+        Each instant goes to the first row that applies. On a CPU-only run: *data wait* (inside
+        the DataLoader's ``__next__``), *optimizer* (``optimizer.step()``/``zero_grad()``), *host
+        copies* (``.clone()``, ``.to(dtype)``, ``.contiguous()`` called by your code), *compute*
+        (any other operator) and *Python overhead* (no operator running). With a GPU: *GPU
+        computing* (a kernel running; what the CPU does meanwhile is hidden), *host-device
+        copies*, then the GPU is idle: *data wait*, *optimizer*, copies the CPU waits for, *sync
+        stalls* (after ``.item()``, ``.cpu()``, ``print(loss)``, ``torch.cuda.synchronize()``),
+        *launch gaps* (the CPU is launching) and *Python overhead*. Then the findings, biggest
+        avoidable cost first, each with the exact fix and its expected effect (only fixes that
+        apply here: no GPU advice without a GPU, no ``pin_memory`` for batches already on the
+        GPU or in pinned memory), and the FLOPs of the matmuls,
+        convolutions and attention (every SDPA backend, train and eval), the achieved TFLOP/s
+        and the MFU against the GPU's dense datasheet peak for the dtype (N/A with the reason
+        on a GPU outside the table, never a guess). ``%torchprof --compare A B`` also says which
+        breakdown row changed (``data wait 62.0 % -> 8.0 %``, ``step 2.90x faster``).
+
         ``--trace FILE`` writes the Chrome/Perfetto trace (``.json`` or ``.json.gz``) under
         ``--max-trace-mb`` (default 100): past the cap it drops Python stacks, then whole steps,
         then the latest events, and says so. ``--memory``: peak allocated bytes and the allocation
@@ -151,6 +169,8 @@ class ProfMagics(AreaMagics):
             %%torchprof --memory --trace run1.json.gz --steps 3 -o prof
             train_steps(model, 10)
 
+            prof.verdict.first          # the biggest avoidable cost, with .fix
+            prof.verdict.breakdown.pct()
             prof.to_pandas()
             prof.table(group="op", top=5)
             %torchprof --compare prof_a prof

@@ -13,7 +13,7 @@ import heapq
 import textwrap
 
 from ..core import style
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.fmt import (
     TEXT_WIDTH,
     esc,
@@ -65,7 +65,7 @@ def ms(us: float) -> str:
     return f"{us / 1000:.3f}"
 
 
-class Table(Rendered):
+class Table(Displayed):
     """The top rows of an operator or kernel table, plus one "other" row for the rest.
 
     Attributes:
@@ -139,10 +139,11 @@ class Table(Rendered):
             )
         )
 
-    def _html(self) -> str:
+    def to_html(self) -> str:
+        """The HTML form (notebook)."""
         return _page(self.html())
 
-    _text = text
+    to_text = text
 
 
 # ---- summary
@@ -235,6 +236,8 @@ def result_text(res) -> str:
             "Steps:",
             text_table(["step", "ms"], [[s.step, ms(s.dur_us)] for s in res.steps]),
         ]
+    if res.verdict is not None:
+        out += ["", res.verdict.text()]
     out += [
         "",
         "(the timeline picture is in the HTML form: open it in a notebook or use .save_html(path))",
@@ -295,6 +298,8 @@ def result_html(res) -> str:
     parts.append("<h4>Timeline</h4>" + timeline_svg(res))
     if res.memory_points:
         parts.append("<h4>Allocated memory over the span</h4>" + memory_svg(res))
+    if res.verdict is not None:
+        parts.append(res.verdict.html())
     return _page("".join(parts))
 
 

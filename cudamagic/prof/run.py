@@ -364,6 +364,8 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                     f"the cell ran, but its profile could not be summarised ({type(exc).__name__}: "
                     f"{exc}); please report this with the cell."
                 )
+            if run.result is not None:
+                _attach_verdict(run.result, prof)
     run.profiler_warnings = _sort_warnings(caught) + [
         line for line in run.profiler_log if not _KINETO_LOG.match(line)
     ]
@@ -438,6 +440,16 @@ def _cuda_memory(res, snapshot, start_allocated, opts) -> None:
         res.notices.append(
             f"the CUDA memory viewer could not be written ({type(exc).__name__}: {exc})"
         )
+
+
+def _attach_verdict(res, prof) -> None:
+    """``res.verdict`` (:mod:`.verdict`); a failure is a notice, never an error of the cell."""
+    from .verdict import verdict_of
+
+    try:
+        res.verdict = verdict_of(res, prof)
+    except Exception as exc:  # noqa: BLE001 - the summary is still shown without the verdict
+        res.notices.append(f"no verdict for this profile ({type(exc).__name__}: {exc})")
 
 
 def _sort_warnings(caught) -> list:

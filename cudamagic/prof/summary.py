@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ..core.display import Rendered
+from ..core.display import Displayed
 from ..core.na import NA
 from . import render
 
@@ -296,7 +296,7 @@ def aggregate_kernels(kernels) -> list[TableRow]:
 
 
 @dataclass(repr=False)
-class ProfResult(Rendered):
+class ProfResult(Displayed):
     """What ``%%torchprof`` measured for one cell (the object ``-o NAME`` stores).
 
     Attributes:
@@ -323,6 +323,8 @@ class ProfResult(Rendered):
         notices: one-line notes (activities not recorded, warnings summary).
         warnings: the profiler's warnings.
         error: the cell's exception as text, or None (a profile of the part that ran).
+        verdict: why the steps are slow, the fix, FLOPs and MFU (:class:`~.verdict.Verdict`), or
+            None when it could not be built.
     """
 
     header: str = "%%torchprof"
@@ -347,6 +349,7 @@ class ProfResult(Rendered):
     notices: list = field(default_factory=list)
     warnings: list = field(default_factory=list)
     error: str | None = None
+    verdict: object = None
     _rows_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     # ---- tables
@@ -459,11 +462,10 @@ class ProfResult(Rendered):
             f.write(render.page(self.to_html(), title=self.header))
         return path
 
-    def _text(self) -> str:
+    def to_text(self) -> str:
+        """The text form (terminal, ``text/plain``)."""
         with gc_paused():
             return render.result_text(self)
-
-    _html = to_html
 
 
 # ---- building a result from torch.profiler

@@ -15,9 +15,9 @@ import math
 import os
 import time
 
-from .. import __version__
 from ..core import nvml
 from ..core.na import NA, is_na, jsonable
+from ..core.version import __version__
 from .samples import (
     GPU_FIELDS,
     GpuSample,

@@ -12,7 +12,7 @@ def test_double_width_names_keep_columns_aligned():
     # the third column starts at the same terminal column on every row
     starts = {
         display_width(line[: line.index(mem)])
-        for line, mem in zip(lines[2:], ["1.0", "2.0", "3 B"])
+        for line, mem in zip(lines[2:], ["1.0", "2.0", "3 B"], strict=True)
     }
     assert starts == {display_width(lines[0][: lines[0].index("GPU memory")])}
     assert display_width("训练脚本.py") == 11 and display_width("e\u0301") == 1
@@ -50,6 +50,6 @@ def test_html_table_marks_numeric_and_prose_columns_and_escapes_titles():
         '<table class="cm-table cm-kv"><tbody><tr><td>k</td><td>v</td></tr></tbody></table>'
     )
     assert (
-        html_table(["a"], [["x"]])
-        == '<table class="cm-table"><thead><tr><th>a</th></tr></thead><tbody><tr><td>x</td></tr></tbody></table>'
+        html_table(["a"], [["x"]]) == '<table class="cm-table"><thead><tr><th>a</th></tr></thead>'
+        "<tbody><tr><td>x</td></tr></tbody></table>"
     )

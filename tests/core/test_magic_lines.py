@@ -1,4 +1,6 @@
-"""Tier 2 fuzz: random and hand-picked argument lines for EVERY magic of the extension, in a real
+"""Random and hand-picked argument lines for every magic, in a real shell.
+
+Tier 2 fuzz: random and hand-picked argument lines for EVERY magic of the extension, in a real
 shell.
 
 Whatever a user types after a magic's name, the magic either runs or raises a plain ``UsageError``
@@ -7,7 +9,7 @@ quotation`` from ``shlex``, a ``TypeError`` from an option check, ...) is a trac
 and fails here.
 
 The magics are discovered from the loaded extension (``cudamagic.extension.current().magics`` plus
-extra names such as ``cudainfo;`` registered for one of its instances), so a new magic is covered
+any extra names registered for one of its instances), so a new magic is covered
 without editing this file; its flags come from its own ``magic_arguments`` parser. Safety: the fake
 NVML (scenario ``one_gpu``), a temporary working directory for ``--log``/``--save`` files,
 ``%gpuwatch --stop`` and ``%cudamem off`` after every line, and a terminal loop (``%gpuwatch
@@ -240,7 +242,9 @@ _TEXT = st.text(
 
 
 class Flags(dict):
-    """A magic's option strings -> whether the option takes a value; ``takes_word``: it has a
+    """A magic's option strings -> whether the option takes a value.
+
+    A magic's option strings -> whether the option takes a value; ``takes_word``: it has a
     positional argument (``%cudamem on``, ``%cudaexplain ENTRY``).
     """
 
@@ -248,7 +252,7 @@ class Flags(dict):
 
 
 def _flags(func) -> Flags:
-    """The :class:`Flags` of a magic's ``magic_arguments`` parser (none for a plain function: ``cudainfo;``)."""
+    """The :class:`Flags` of a magic's ``magic_arguments`` parser."""
     flags = Flags()
     parser = getattr(func, "parser", None)
     for action in parser._actions if parser is not None else ():
@@ -260,7 +264,7 @@ def _flags(func) -> Flags:
 
 
 def our_magics(shell) -> list[tuple[str, str, Flags]]:
-    """``(kind, name, flags)`` for every magic the loaded extension registered (kind ``line`` or ``cell``)."""
+    """``(kind, name, flags)`` for every magic the loaded extension registered."""
     instances = list(extension.current().magics.values())
     found = {}
     for inst in instances:
@@ -295,8 +299,11 @@ def _quote(draw, text: str) -> str:
 
 @st.composite
 def well_formed(draw, flags: Flags) -> str:
-    """Mostly what a user means to type: an optional first word, then flags, each with a value when
-    it takes one (values at the edges, quoted or not), so lines get past parsing into each magic's own option checks.
+    """Mostly what a user means to type.
+
+    Mostly what a user means to type: an optional first word, then flags, each with a value when it
+    takes one (values at the edges, quoted or not), so lines get past parsing into each magic's own
+    option checks.
     """
     words = []
     if (
@@ -319,7 +326,7 @@ def well_formed(draw, flags: Flags) -> str:
 
 @st.composite
 def wild(draw, flags: Flags) -> str:
-    """A line of 0-5 words: the magic's flags, odd flags, values (some quoted, some badly), optional tail."""
+    """A line of 0-5 words: flags, odd flags, values (some badly quoted), a tail."""
     words = []
     for _ in range(draw(st.integers(0, 5))):
         kind = draw(
@@ -349,7 +356,7 @@ def lines(flags: Flags):
 
 @pytest.fixture
 def safe_shell(ip, fake_nvml, monkeypatch, tmp_path):
-    """The shell on one fake GPU, in a temporary working directory, with terminal loops ended by Ctrl-C."""
+    """The shell on one fake GPU, in a temporary folder; terminal loops end by Ctrl-C."""
     fake_nvml("one_gpu")
     monkeypatch.chdir(tmp_path)
     ip.run_line_magic(
@@ -379,7 +386,7 @@ def safe_shell(ip, fake_nvml, monkeypatch, tmp_path):
 
 
 def run_one(shell, kind: str, name: str, line: str, cell: str = "1") -> str:
-    """Run one magic line: ``"ran"``, ``"usage"`` (a plain UsageError), or a description of the failure."""
+    """Run one magic line: ``"ran"``, ``"usage"`` (a plain UsageError), or what failed."""
     try:
         if kind == "cell":
             shell.run_cell_magic(name, line, cell)
@@ -387,7 +394,8 @@ def run_one(shell, kind: str, name: str, line: str, cell: str = "1") -> str:
             shell.run_line_magic(name, line)
     except UsageError as exc:
         if type(exc) is not UsageError:
-            return f"a UsageError subclass {type(exc).__name__} (IPython prints a traceback for it): {exc}"
+            kind = type(exc).__name__
+            return f"a UsageError subclass {kind} (IPython prints a traceback for it): {exc}"
         return "usage"
     except BaseException as exc:  # noqa: BLE001 - anything but UsageError is the failure this test looks for
         return f"{type(exc).__name__}: {exc}"
@@ -406,7 +414,6 @@ def test_every_magic_is_discovered(ip):
     names = {(kind, name) for kind, name, _ in our_magics(ip)}
     expected = {
         ("line", "cudainfo"),
-        ("line", "cudainfo;"),
         ("line", "gpuwatch"),
         ("cell", "autograd_graph"),
         ("line", "cudamem"),
@@ -458,7 +465,7 @@ def test_hand_picked_lines_run_or_raise_usage_error(safe_shell, capsys):
     ],
 )
 def test_flag_equals_double_dash_says_what_to_type(safe_shell, kind, name, line, flag):
-    """Python 3.11's argparse turns ``--flag=--`` into an empty list that skips the flag's ``type``."""
+    """Python 3.11's argparse turns ``--flag=--`` into an empty list, skipping ``type``."""
     if flag is None:  # a store_true flag takes no value: argparse's own message
         with pytest.raises(UsageError, match="ignored explicit argument"):
             safe_shell.run_line_magic(name, line)
@@ -471,7 +478,7 @@ def test_flag_equals_double_dash_says_what_to_type(safe_shell, kind, name, line,
 
 
 def _fuzz(shell, kind: str, name: str, flags: Flags) -> None:
-    """60 random lines for one magic; raises AssertionError with the smallest failing line Hypothesis finds."""
+    """60 random lines for one magic; AssertionError names the smallest failing line."""
 
     @settings(
         max_examples=60,

@@ -1,4 +1,6 @@
-"""Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no
+"""The platform module, on Linux and presenting Windows.
+
+Tier 1: the platform module, on this Linux machine and presenting Windows (no os.killpg, no
 signal.SIGKILL, no resource module, Windows paths).
 """
 
@@ -30,8 +32,11 @@ TREE = (
 
 
 class _Without:
-    """A module as the platform module sees it on Windows: the POSIX-only names are missing (the
-    standard library itself keeps them, since subprocess and psutil still run on this Linux machine).
+    """A module as the platform module sees it on Windows.
+
+    A module as the platform module sees it on Windows: the POSIX-only names are missing (the
+    standard library itself keeps them, since subprocess and psutil still run on this Linux
+    machine).
     """
 
     def __init__(self, module, *missing):
@@ -45,10 +50,14 @@ class _Without:
         return getattr(self._module, name)
 
 
-@pytest.fixture
-def windows(monkeypatch):
-    """Present Windows to cudamagic.core.platform: no os.killpg/pread/sysconf, no signal.SIGKILL, no resource."""
+def present_windows(monkeypatch):
+    """Present Windows to cudamagic.core.platform; returns ``monkeypatch``.
+
+    No os.killpg/pread/sysconf, no signal.SIGKILL, no resource; ``CREATE_NEW_PROCESS_GROUP`` (0
+    here, which POSIX's Popen accepts).
+    """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
+    monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
     monkeypatch.setattr(
         platform,
         "os",
@@ -57,6 +66,12 @@ def windows(monkeypatch):
     monkeypatch.setattr(platform, "signal", _Without(signal, "SIGKILL"))
     monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError
     return monkeypatch
+
+
+@pytest.fixture
+def windows(monkeypatch):
+    """Windows presented to cudamagic.core.platform (:func:`present_windows`)."""
+    return present_windows(monkeypatch)
 
 
 def _grandchild_of(tmp_path):
@@ -126,10 +141,9 @@ def test_linux_stack_limit_is_raised_within_the_cap():
         resource.setrlimit(resource.RLIMIT_STACK, (soft, hard))
 
 
-def test_rss_on_linux_and_presented_windows(windows):
-    windows.setattr(platform, "SYSTEM", "linux")
+def test_rss_on_linux_and_presented_windows(monkeypatch):
     linux = platform.rss_bytes()
-    windows.setattr(platform, "SYSTEM", "windows")
+    monkeypatch.setattr(platform, "SYSTEM", "windows")
     win = platform.rss_bytes()  # psutil's figure: the same quantity
     assert linux and win and abs(linux - win) < 64 * 2**20
 
@@ -150,7 +164,9 @@ DENIED = object()
 
 
 def fake_windows_psutil(monkeypatch, users):
-    """Psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or
+    r"""Psutil as on Windows.
+
+    Psutil as on Windows: ``Process(pid).username()`` from ``users`` (pid -> ``DOMAIN\\user``, or
     DENIED for AccessDenied); no ``uids()``; an unknown pid raises NoSuchProcess.
     """
 
@@ -226,7 +242,8 @@ def test_windows_nvidia_tool_paths(windows, tmp_path):
     found = platform.nvidia_tool_candidates(
         "nvidia-smi", env={"SystemRoot": str(tmp_path / "Windows")}
     )
-    assert found[0].endswith("System32\\nvidia-smi.exe") and "NVSMI" in found[1]
+    assert found[0] == os.path.join(tmp_path, "Windows", "System32", "nvidia-smi.exe")
+    assert "NVSMI" in found[1]
     assert [pathlib.Path(p).parent.name for p in found[2:]] == [
         "nvlti.inf_amd64_aaa",
         "nvlti.inf_amd64_bbb",
@@ -343,8 +360,11 @@ POSIX_ONLY_KEYWORDS = {"start_new_session", "preexec_fn", "process_group"}
 
 
 def _imported_names(tree) -> dict:
-    """Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as
-    _o``: ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports keep their dots).
+    """Local name -> the dotted name it stands for.
+
+    Local name -> the dotted name it stands for, from every import in ``tree`` (``import os as _o``:
+    ``_o`` -> ``os``; ``from os import path as p``: ``p`` -> ``os.path``; relative imports keep
+    their dots).
     """
     names = {}
     for node in ast.walk(tree):
@@ -365,7 +385,9 @@ def _imported_names(tree) -> dict:
 
 
 def _dotted(node, names):
-    """``os.path`` for an ``ast.Attribute``/``ast.Name`` chain, with the root resolved through
+    """``os.path`` for an ``ast.Attribute``/``ast.Name`` chain.
+
+    ``os.path`` for an ``ast.Attribute``/``ast.Name`` chain, with the root resolved through
     ``names``; None for anything else (a call, a subscript).
     """
     if isinstance(node, ast.Name):
@@ -381,7 +403,9 @@ def _posix_only(module, name) -> bool:
 
 
 def posix_only_uses(source: str, where: str = "<snippet>") -> list:
-    """Every POSIX-only (or platform-testing) use in Python ``source``, as ``"where:line what"``
+    """Every POSIX-only (or platform-testing) use in Python ``source``.
+
+    Every POSIX-only (or platform-testing) use in Python ``source``, as ``"where:line what"``
     strings.
 
     Caught: imports of POSIX-only modules (also through ``importlib.import_module``/``__import__``

@@ -1,4 +1,4 @@
-"""An unclosed quote in a magic line gets a hint that uses that magic's own options (review finding)."""
+"""Quotes in magic lines: unquoted values, whole program arguments, an unclosed quote's hint."""
 
 import pytest
 from IPython.core.error import UsageError
@@ -32,12 +32,36 @@ def test_quoted_save_path_with_a_space_is_one_unquoted_value(ip, tmp_path, monke
 def test_split_line_keeps_backslashes_and_removes_quotes():
     from cudamagic.core.magic import split_line
 
-    assert split_line(r'--log "C:\Users\me\run 1.jsonl" --x \n #y') == [
+    line = r'--log "C:\Users\me\run 1.jsonl" --x \n #y ' + "--save='g.svg' --nvcc-flags \"-lcuda\""
+    assert split_line(line) == [
         "--log",
         r"C:\Users\me\run 1.jsonl",
         "--x",
         r"\n",
         "#y",
+        "--save=g.svg",
+        "--nvcc-flags=-lcuda",
     ]
     with pytest.raises(ValueError, match="No closing quotation"):
         split_line('--log "run 1')
+
+
+def test_a_quoted_program_argument_arrives_whole(ip):
+    from cudamagic.cuda.options import check
+
+    magics = ip.magics_manager.registry["CudaCellMagics"]
+    for line, expected in (
+        ("--args \"'a b'\"", ("a b",)),
+        ("--args \"'a b' c\"", ("a b", "c")),
+        ("--args '1 \"two words\"'", ("1", "two words")),
+        ('--nvcc-flags "-O3 -lineinfo"', ()),
+    ):
+        args = magics.parse(magics.cuda, line, prefix="%%")
+        assert check(args).args == expected, line
+    args = magics.parse(magics.cuda, '--nvcc-flags "-lcuda"', prefix="%%")
+    assert check(args).nvcc_flags == ("-lcuda",)
+
+
+def test_a_comment_is_not_part_of_the_magic_language(ip):
+    with pytest.raises(UsageError, match=r"^%cudainfo: unrecognized arguments: # display nothing"):
+        ip.run_line_magic("cudainfo", "-q # display nothing")

@@ -1,5 +1,7 @@
-"""Twenty cells that do not compile. The line the error belongs to ends with ``//!``; ``HEADER``
-cells are saved with ``--save`` first (their error line is marked the same way, in the header).
+"""Twenty cells that do not compile.
+
+Twenty cells that do not compile. The line the error belongs to ends with ``//!``; ``HEADER`` cells
+are saved with ``--save`` first (their error line is marked the same way, in the header).
 """
 
 CASES = {
@@ -25,7 +27,8 @@ CASES = {
     ),
     "global-returns-int": ("__global__ int kernel() { return 0; } //!\nint main() {}\n", None),
     "host-call-from-kernel": (
-        "int host_only() { return 1; }\n__global__ void k(int *out) {\n  *out = host_only(); //!\n}\n"
+        "int host_only() { return 1; }\n__global__ void k(int *out) {\n  *out = host_only(); "
+        "//!\n}\n"
         "int main() {}\n",
         None,
     ),
@@ -42,7 +45,8 @@ CASES = {
         None,
     ),
     "shared-initializer": (
-        "__global__ void k(float *a) {\n  __shared__ float tile[4] = {0}; //!\n  a[0] = tile[0];\n}\n"
+        "__global__ void k(float *a) {\n  __shared__ float tile[4] = {0}; //!\n  a[0] = "
+        "tile[0];\n}\n"
         "int main() {}\n",
         None,
     ),
@@ -73,7 +77,7 @@ CASES = {
 
 
 def expected(text: str) -> int:
-    """1-based line of the ``//!`` mark in a cell body, as a notebook counts it (the ``%%cuda`` line is 1)."""
+    """1-based line of the ``//!`` mark in a cell body, the ``%%cuda`` line being line 1."""
     return (
         next(
             i for i, line in enumerate(text.splitlines(), start=1) if line.rstrip().endswith("//!")

@@ -18,6 +18,14 @@ def cuda_ip(ip, tmp_path):
     ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = ''")
 
 
+@pytest.fixture
+def windows(monkeypatch):
+    """Windows presented to cudamagic.core.platform, as tests/core/test_platform.py does."""
+    from tests.core.test_platform import present_windows
+
+    return present_windows(monkeypatch)
+
+
 def cuda_magics():
     from cudamagic.extension import current
 
@@ -25,7 +33,9 @@ def cuda_magics():
 
 
 def path_without_nvcc(tmp_path) -> str:
-    """PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to
+    """PATH with nvcc hidden.
+
+    PATH with nvcc hidden: every PATH folder holding an nvcc is replaced by a folder of links to
     everything else in it (the kernel still finds python, c++, ...).
     """
     import os
@@ -41,3 +51,13 @@ def path_without_nvcc(tmp_path) -> str:
             d = str(shadow)
         dirs.append(d)
     return os.pathsep.join(dirs)
+
+
+def wait_until(condition, timeout_s: float = 10.0) -> bool:
+    """Poll ``condition()`` until it is true or ``timeout_s`` passed; its last value."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return condition()

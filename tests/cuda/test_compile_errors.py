@@ -1,4 +1,4 @@
-"""%%cuda compile errors land on the cell's own lines (nvcc's front end, the host compiler, saved headers)."""
+"""%%cuda compile errors land on the cell's own lines (front end, host compiler, headers)."""
 
 from __future__ import annotations
 

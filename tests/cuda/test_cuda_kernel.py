@@ -1,4 +1,6 @@
-"""%%cuda in a real Jupyter kernel (nbclient): examples/cuda_cells.ipynb top to bottom, and Run All
+"""%%cuda in a real Jupyter kernel (nbclient).
+
+%%cuda in a real Jupyter kernel (nbclient): examples/cuda_cells.ipynb top to bottom, and Run All
 stopping at a cell that does not compile.
 """
 

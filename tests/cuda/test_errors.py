@@ -1,6 +1,9 @@
-"""How a failing ``%%cuda`` cell is told (fast: no nvcc; what `make mutation` runs for
+"""How a failing ``%%cuda`` cell is told (fast: no nvcc).
+
+How a failing ``%%cuda`` cell is told (fast: no nvcc; what `make mutation` runs for
 cudamagic/cuda/errors.py): compiler messages captured from nvcc 13.0, located and shown at cell
-lines; programs that fail (real processes: exit status, signal, printed CUDA error, time-out) carry what happened; IPython shows the message alone.
+lines; programs that fail (real processes: exit status, signal, printed CUDA error, time-out) carry
+what happened; IPython shows the message alone.
 """
 
 from __future__ import annotations
@@ -10,7 +13,8 @@ import sys
 
 import pytest
 
-from cudamagic.cuda.build import Workspace, rewrite
+from cudamagic.cuda.build import rewrite
+from cudamagic.cuda.cache import Workspace
 from cudamagic.cuda.errors import CudaCompileError, CudaProgramError, Diagnostic
 from cudamagic.cuda.run import run_program
 

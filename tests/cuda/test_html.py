@@ -1,10 +1,10 @@
-"""Issue 16: the HTML of %%cuda's results and progress line is one themed page with no hard-coded colour."""
+"""The HTML of %%cuda's results and progress line: one themed page, no hard-coded colour."""
 
 from __future__ import annotations
 
 from cudamagic.core.style import hard_coded_colours
-from cudamagic.cuda.magic import Saved, Skipped, TorchBuild
 from cudamagic.cuda.progress import Line
+from cudamagic.cuda.result import Saved, Skipped, TorchBuild
 
 
 def _check(page: str) -> None:
@@ -25,7 +25,9 @@ def test_saved_header_through_the_shell_is_themed(cuda_ip):
 
 
 def test_torch_build_and_progress_line_are_themed_and_escaped():
-    built = TorchBuild(["add_one", "<x>"], module=None, cached=True, elapsed_s=0.0)._repr_html_()
+    built = TorchBuild(
+        ("add_one", "<x>"), module=None, cached=True, archs=(), elapsed_s=0.0
+    )._repr_html_()
     _check(built)
     assert (
         "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache"

@@ -1,7 +1,10 @@
-"""Link failures read from the linkers' own messages, captured as text from real runs (fast: no
-nvcc; what `make mutation` runs for cudamagic/cuda/link.py): GNU ld behind nvcc 13.0 (demangled, and
+"""Link failures read from the linkers' own messages (fast: no nvcc).
+
+Link failures read from the linkers' own messages, captured as text from real runs (fast: no nvcc;
+what `make mutation` runs for cudamagic/cuda/link.py): GNU ld behind nvcc 13.0 (demangled, and
 mangled with ``-Xlinker --no-demangle``), ptxas and nvlink for device code, lld, MSVC link.exe. Each
-log goes through the build's own rewrite and ``_raise_link_error``, so the message is the one a failing ``%%cuda`` cell shows.
+log goes through the build's own rewrite and ``_raise_link_error``, so the message is the one a
+failing ``%%cuda`` cell shows.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import stat
 import pytest
 
 from cudamagic.cuda import link
-from cudamagic.cuda.build import Workspace, _raise_link_error, rewrite
+from cudamagic.cuda.build import _raise_link_error, rewrite
+from cudamagic.cuda.cache import Workspace
 from cudamagic.cuda.errors import CudaLinkError, Diagnostic
 
 # nvcc 13.0 on Linux, `nvcc -o prog cell.cu` of CELL (GNU ld demangles itself)
@@ -57,16 +61,21 @@ LLD_LOG = """ld.lld: error: undefined symbol: helper(int)
 clang: error: linker command failed with exit code 1 (use -v to see invocation)
 """
 MSVC_LOG = (
-    'cell.obj : error LNK2019: unresolved external symbol "int __cdecl helper(int)" (?helper@@YAHH@Z) referenced '
+    'cell.obj : error LNK2019: unresolved external symbol "int __cdecl helper(int)" '
+    "(?helper@@YAHH@Z) referenced "
     "in function main\n"
     "cell.obj : error LNK2019: unresolved external symbol cfun referenced in function main\n"
-    r"C:\Users\Ada Lovelace\AppData\Local\Temp\cudamagic-cell-1\prog.exe : fatal error LNK1120: 2 unresolved externals"
+    r"C:\Users\Ada Lovelace\AppData\Local\Temp\cudamagic-cell-1\prog.exe : fatal error LNK1120: "
+    r"2 unresolved externals"
 )
 
 
 def link_failure(tmp_path, log: str, body: str, headers: dict | None = None) -> CudaLinkError:
-    """What building ``body`` (with saved ``headers``: name -> text) raises when nvcc printed
-    ``log`` and exited 1: the build's rewrite of the log, then its link check (as build.compile_program does).
+    """What building ``body`` raises when nvcc printed ``log``.
+
+    What building ``body`` (with saved ``headers``: name -> text) raises when nvcc printed ``log``
+    and exited 1: the build's rewrite of the log, then its link check (as build.compile_program
+    does).
     """
     ws = Workspace(str(tmp_path / "cache"))
     for name, text in (headers or {}).items():
@@ -84,14 +93,18 @@ def link_failure(tmp_path, log: str, body: str, headers: dict | None = None) -> 
 def test_gnu_ld_failure_is_the_cell_lines_that_use_each_symbol(tmp_path):
     exc = link_failure(tmp_path, LD_LOG, CELL)
     assert str(exc) == (
-        "linking failed (nvcc exit status 1): 3 undefined symbols; the cell compiled, but nothing defines them:\n"
-        "cell line 7: link error: `helper(int)` is used here but never defined (declared at cell line 3): define it, "
+        "linking failed (nvcc exit status 1): 3 undefined symbols; the cell compiled, but "
+        "nothing defines them:\n"
+        "cell line 7: link error: `helper(int)` is used here but never defined (declared at cell "
+        "line 3): define it, "
         "or link the file or library that does\n"
         '       7 |   printf("%d\\n", helper(3));\n'
-        "cell line 8: link error: `ns::scale(float, int)` is used here but never defined (declared at cell line 4): "
+        "cell line 8: link error: `ns::scale(float, int)` is used here but never defined "
+        "(declared at cell line 4): "
         "define it, or link the file or library that does\n"
         "       8 |   float x = ns::scale(1.f, 2);\n"
-        "cell line 9: link error: `void add<float>(float*, int)` is used here but never defined (declared at cell line "
+        "cell line 9: link error: `void add<float>(float*, int)` is used here but never defined "
+        "(declared at cell line "
         "5): define it, or link the file or library that does\n"
         "       9 |   add<float>(&x, 1);"
     )
@@ -221,7 +234,8 @@ def test_function_declared_and_used_on_one_line_is_shown_at_its_declaration(tmp_
     log = LD_LOG.splitlines()[1] + "\n"
     exc = link_failure(tmp_path, log, "int helper(int); int main() { return helper(1); }\n")
     assert exc.diagnostics[0].text() == (
-        "cell line 2: link error: `helper(int)` is declared here but never defined: define it, or link the file or "
+        "cell line 2: link error: `helper(int)` is declared here but never defined: define it, "
+        "or link the file or "
         "library that does\n       2 | int helper(int); int main() { return helper(1); }"
     )
 
@@ -229,7 +243,8 @@ def test_function_declared_and_used_on_one_line_is_shown_at_its_declaration(tmp_
 def test_symbol_used_in_a_saved_header_is_shown_there(tmp_path):
     header = "#pragma once\nint mul(int, int);\ninline int sq(int v) {\n  return mul(v, v);\n}\n"
     log = (
-        "/usr/bin/ld: tmpxft_00007a54_00000000-6_cell.cudafe1.cpp:(.text+0x3c): undefined reference to "
+        "/usr/bin/ld: tmpxft_00007a54_00000000-6_cell.cudafe1.cpp:(.text+0x3c): undefined "
+        "reference to "
         "`mul(int, int)'\n"
     )
     exc = link_failure(
@@ -247,7 +262,8 @@ def test_symbol_used_in_a_saved_header_is_shown_there(tmp_path):
 def test_cell_is_searched_before_headers_and_the_first_line_wins(tmp_path):
     header = "#pragma once\nint helper(int);\ninline int h2() { return helper(2); }\n"
     body = (
-        '#include "h.cuh"\nint helper(int);\nint helper(int);\nint main() {\n  return helper(1) + helper(0);\n'
+        '#include "h.cuh"\nint helper(int);\nint helper(int);\nint main() {\n  return helper(1) '
+        "+ helper(0);\n"
         "}\nint other() { return helper(3); }\n"
     )
     assert link.locate("helper(int)", body.splitlines(), {"h.cuh": header.splitlines()}) == (
@@ -420,7 +436,8 @@ def test_anonymous_namespace_and_call_operator_are_placed(tmp_path):
     assert [(d.cell_line, d.message.split(": define")[0]) for d in exc.diagnostics] == [
         (
             6,
-            "`(anonymous namespace)::helper(int)` is used here but never defined (declared at cell line 2)",
+            "`(anonymous namespace)::helper(int)` is used here but never defined (declared at "
+            "cell line 2)",
         ),
         (3, "`Functor::operator()(int) const` is declared here but never defined"),
     ]
@@ -433,7 +450,8 @@ tmpxft_000045cf_00000000-6_cell.cudafe1.cpp:(.text+0x44): undefined reference to
 collect2: error: ld returned 1 exit status
 """
 TIMER_CELL = (
-    "struct Timer {\n  explicit Timer(int n);\n  ~Timer();\n  int n_;\n};\nint main() {\n  Timer t(3);\n"
+    "struct Timer {\n  explicit Timer(int n);\n  ~Timer();\n  int n_;\n};\nint main() {\n  Timer "
+    "t(3);\n"
     "  return 0;\n}\n"
 )
 

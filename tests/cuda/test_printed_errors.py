@@ -1,5 +1,7 @@
-"""Which lines a %%cuda program prints count as a CUDA error report (and fail the cell even with
-exit status 0): report shapes only, not text that mentions an error's name or string.
+"""Which printed lines count as a CUDA error report.
+
+Which lines a %%cuda program prints count as a CUDA error report (and fail the cell even with exit
+status 0): report shapes only, not text that mentions an error's name or string.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ REPORTS = [
     "RuntimeError: CUDA error: device-side assert triggered",
     "CUDA Runtime Error (2): out of memory",
     "CUDA Runtime Error: out of memory",
-    'CUDA error at vectorAdd.cu:42 code=35(cudaErrorInsufficientDriver) "cudaMalloc(&d, n)"',  # NVIDIA's samples
+    'CUDA error at vectorAdd.cu:42 code=35(cudaErrorInsufficientDriver) "cudaMalloc(&d, '
+    'n)"',  # NVIDIA's samples
     "Cuda error in file 'x.cu' in line 12 : out of memory.",
     "vec.cu(12): cudaErrorMemoryAllocation",
     "main.cu:42: cudaErrorInvalidValue: invalid argument",

@@ -1,8 +1,9 @@
-"""Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
-`make mutation`
-runs for that module. The programs are POSIX shell scripts that print what real CUDA programs print:
-    the exit
-check's marker line (build.EXIT_CHECK), the reports of the common CHECK macros, Nsight Compute's permission error.
+"""Running a compiled %%cuda program, with real processes and no nvcc.
+
+Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
+`make mutation` runs for that module. The programs are POSIX shell scripts that print what real CUDA
+programs print: the exit check's marker line (build.EXIT_CHECK), the reports of the common CHECK
+macros, Nsight Compute's permission error.
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def test_stderr_tail_is_the_last_five_stderr_lines():
         ),  # a real-time signal: no name in Python
         (
             "echo 'CUDA error: an illegal memory access was encountered' >&2; kill -ABRT $$",
-            "the program was killed by SIGABRT. CUDA error: an illegal memory access was encountered",
+            "the program was killed by SIGABRT. CUDA error: an illegal memory access was "
+            "encountered",
             -6,
             "CUDA error: an illegal memory access was encountered",
         ),
@@ -199,14 +201,12 @@ def test_timeout_from_defaults_to_the_cells_flag():
 def test_timeout_messages():
     assert timeout_message(2.5) == (
         "the program ran longer than --timeout 2.5 s and was killed with all its child "
-        "processes. Give it more time with a larger --timeout, or --timeout 0 for no "
-        "limit."
+        "processes; give it a larger --timeout (0: no limit)."
     )
     assert timeout_message(30.0, "config") == (
-        "the program ran longer than 30 s, the limit set by `%config CudaMagics.cuda_timeout_s = 30`, and was "
-        "killed with all its child processes. Give this cell more time with `%%cuda --timeout 600` (--timeout 0: "
-        "no limit), or change the default for every cell with `%config CudaMagics.cuda_timeout_s = 0` (0: no "
-        "limit)."
+        "the program ran longer than 30 s, the limit set by `%config CudaMagics.cuda_timeout_s = "
+        "30`, and was killed with all its child processes; give this cell more time with "
+        "`%%cuda --timeout 600` (0: no limit)."
     )
 
 
@@ -219,7 +219,8 @@ def test_watched_lines_reach_the_caller_on_success_and_failure():
     from cudamagic.cuda.cell import _PERM_RE
 
     perm = (
-        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance "
+        "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+        "Performance "
         "Counters on the target device 0."
     )
     script = f"echo '==PROF== Connected to process 4242'; printf '{perm}\\r\\n'; echo 'hello'"
@@ -262,10 +263,10 @@ def test_a_flood_of_lines_is_relayed_whole():
 
 
 def test_every_runtime_error_text_is_a_report_after_a_failure_word():
-    # the texts come from CUDA 13.0's cudaGetErrorString list (explain.cuda_runtime_errors), read
+    # the texts come from CUDA 13.0's cudaGetErrorString list (core.cuda_runtime_errors), read
     # afresh here
+    from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS
     from cudamagic.cuda import run
-    from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS
 
     run._text_res.cache_clear()
     try:
@@ -287,7 +288,7 @@ def test_debugger_skips_the_runner_frames():
 
     exc = _run_failing("exit 3")
     stack = list(traceback.walk_tb(exc.__traceback__))
-    hidden = dict(zip((id(f) for f, _ in stack), Pdb().hidden_frames(stack)))
+    hidden = dict(zip((id(f) for f, _ in stack), Pdb().hidden_frames(stack), strict=True))
     (runner,) = [f for f, _ in stack if "readers" in f.f_locals]  # run_program's own frame
     raiser = stack[-1][0]  # _check, which raised
     assert "tail" in raiser.f_locals and (hidden[id(runner)], hidden[id(raiser)]) == (True, True)

@@ -1,5 +1,8 @@
-"""%%cuda --torch on this CPU build of PyTorch: C++ functions built once with load_inline, cached,
-callable; a stale build lock is reported within 2 s; missing ninja and a CPU-only PyTorch are one-line messages.
+"""%%cuda --torch on this CPU build of PyTorch.
+
+%%cuda --torch on this CPU build of PyTorch: C++ functions built once with load_inline, cached,
+callable; a stale build lock is reported within 2 s; missing ninja and a CPU-only PyTorch are
+one-line messages.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import pytest
 import torch
 from IPython.core.error import UsageError
 
-from .conftest import cuda_magics
+from .conftest import cuda_magics, wait_until
 
 ADD_ONE = (
     "#include <torch/extension.h>\n"
@@ -48,7 +51,7 @@ def test_failed_build_then_fixed_cell_builds_once_and_is_cached(tip):
         "%%cuda --torch add_one,scale\n" + ADD_ONE
     )  # the fix is built (no stale failure)
     assert built.success, built.error_in_exec
-    assert built.result.cached is False and cuda_magics().last["cached"] is False
+    assert built.result.cached is False and cuda_magics().last.cached is False
     assert tip.run_cell(
         "import torch\nout = add_one(torch.arange(3)); doubled = scale(torch.ones(2), 2.5)"
     ).success
@@ -71,12 +74,12 @@ def test_failed_build_then_fixed_cell_builds_once_and_is_cached(tip):
 
 
 def test_stale_lock_is_reported_within_two_seconds(tip):
-    from cudamagic.cuda import build
+    from cudamagic.cuda import cache
     from cudamagic.cuda.torchext import torch_key
 
     source = ADD_ONE.replace("x + 1", "x + 2")
     ws = cuda_magics()._workspace()
-    folder = build.entry(ws.root, "torch-build", torch_key(source, ("add_one",), ws, (), None))
+    folder = cache.entry(ws.root, "torch-build", torch_key(source, ("add_one",), ws, (), None))
     os.makedirs(folder, exist_ok=True)
     lock = os.path.join(folder, "lock")
     open(lock, "w").close()
@@ -95,7 +98,7 @@ def test_stale_lock_is_reported_within_two_seconds(tip):
 def test_missing_ninja_is_one_line(tip, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(
-        UsageError, match=r"with ninja, which is not installed .* `%pip install ninja`"
+        UsageError, match=r"with ninja, which is not on PATH; run `%pip install ninja`"
     ):
         tip.run_cell_magic("cuda", "--torch add_one", ADD_ONE)
 
@@ -136,7 +139,7 @@ def test_interrupted_build_stops_cleanly(tip):
 
     import psutil
 
-    from cudamagic.cuda import build
+    from cudamagic.cuda import cache
     from cudamagic.cuda.torchext import torch_key
 
     source = ADD_ONE.replace("x + 1", "x + 3")
@@ -151,16 +154,15 @@ def test_interrupted_build_stops_cleanly(tip):
     ws = cuda_magics()._workspace()
     key = torch_key(source, ("add_one",), ws, (), None)
     assert not os.path.exists(
-        build.entry(ws.root, "torch", key)
+        cache.entry(ws.root, "torch", key)
     )  # nothing half-written in the cache
-    assert not os.path.exists(os.path.join(build.entry(ws.root, "torch-build", key), "lock"))
-    time.sleep(0.3)
-    alive = [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if p.pid not in before and p.status() != psutil.STATUS_ZOMBIE
-    ]
-    assert alive == []  # the builder, ninja and the compilers are gone
+    assert not os.path.exists(os.path.join(cache.entry(ws.root, "torch-build", key), "lock"))
+
+    def alive():
+        children = psutil.Process().children(recursive=True)
+        return [p for p in children if p.pid not in before and p.status() != "zombie"]
+
+    assert wait_until(lambda: alive() == [])  # the builder, ninja and the compilers are gone
 
 
 def test_arch_list_for_pytorch():

@@ -1,8 +1,11 @@
-"""%%cuda on Windows, presented on Linux as tests/core/test_platform.py does (the platform module's
+"""%%cuda on Windows, presented on Linux.
+
+%%cuda on Windows, presented on Linux as tests/core/test_platform.py does (the platform module's
 SYSTEM is "windows" and the POSIX-only names are gone): nvcc.exe and MSVC's cl.exe are stand-ins in
 a folder whose path has spaces; the stand-in nvcc.exe answers -V and --list-gpu-arch like NVIDIA's
 and records every command line it gets, then "builds" prog.exe (a script that prints), so the whole
-magic runs: discovery, the cl.exe check with its fix, the argv list (no shell quoting), the .exe output, no GNU-ld-only --wrap, Windows-style --nvcc-flags.
+magic runs: discovery, the cl.exe check with its fix, the argv list (no shell quoting), the .exe
+output, no GNU-ld-only --wrap, Windows-style --nvcc-flags.
 """
 
 from __future__ import annotations
@@ -14,8 +17,7 @@ import sys
 import pytest
 from IPython.core.error import UsageError
 
-from cudamagic.core import platform
-from tests.core.test_platform import windows  # noqa: F401 - the fixture that presents Windows
+from cudamagic.core import nvcc, platform
 
 from .conftest import cuda_magics
 
@@ -40,8 +42,11 @@ else:
 
 @pytest.fixture
 def win_cuda(windows, tmp_path, monkeypatch):
-    """Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does
-    (CUDA_PATH set), in a Program Files folder under tmp_path, and the user's temporary folder also a path with spaces.
+    """Windows presented, with a CUDA 12.6 toolkit.
+
+    Windows presented, with a CUDA 12.6 toolkit installed the way NVIDIA's installer does (CUDA_PATH
+    set), in a Program Files folder under tmp_path, and the user's temporary folder also a path with
+    spaces.
     """
     program_files = tmp_path / "Program Files"
     toolkit = program_files / "NVIDIA GPU Computing Toolkit" / "CUDA" / "v12.6"
@@ -97,22 +102,22 @@ HELLO = '%%cuda\n#include <cstdio>\nint main() { printf("hi\\n"); }\n'
 
 
 def test_nvcc_exe_found_by_cuda_path_then_default_folders(win_cuda, monkeypatch):
-    assert platform.find_nvcc() == win_cuda["nvcc"]
+    assert nvcc.find_nvcc() == win_cuda["nvcc"]
     monkeypatch.delenv("CUDA_PATH")
     cuda = win_cuda["program_files"] / "NVIDIA GPU Computing Toolkit" / "CUDA"
     for version in ("v11.8", "v12.10"):
         (cuda / version / "bin").mkdir(parents=True)
         (cuda / version / "bin" / "nvcc.exe").write_bytes(b"MZ")
+        (cuda / version / "bin" / "nvcc.exe").chmod(0o755)
     # not on PATH: the installer's folders, newest first (12.10 is newer than 12.6)
-    assert platform.find_nvcc() == str(cuda / "v12.10" / "bin" / "nvcc.exe")
-    assert [os.path.basename(d) for d in platform.windows_cuda_toolkits()] == [
+    assert nvcc.find_nvcc() == str(cuda / "v12.10" / "bin" / "nvcc.exe")
+    assert [os.path.basename(d) for d in nvcc.windows_toolkits()] == [
         "v12.10",
         "v12.6",
         "v11.8",
     ]
     monkeypatch.setenv("PATH", str(cuda / "v11.8" / "bin"))
-    (cuda / "v11.8" / "bin" / "nvcc.exe").chmod(0o755)
-    assert platform.find_nvcc() == str(
+    assert nvcc.find_nvcc() == str(
         cuda / "v11.8" / "bin" / "nvcc.exe"
     )  # PATH wins over the defaults
 
@@ -122,14 +127,8 @@ def test_cl_exe_missing_is_one_usage_error_with_the_fix(cuda_ip, win_cuda):
         cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
     msg = str(info.value)
     assert type(info.value) is UsageError
-    for fix in (
-        "x64 Native Tools Command Prompt for VS",
-        "vcvars64.bat",
-        "Desktop development with C++",
-        "Build Tools for Visual Studio",
-        "-ccbin",
-    ):
-        assert fix in msg
+    assert "winget install Microsoft.VisualStudio.2022.BuildTools" in msg
+    assert "x64 Native Tools Command Prompt for VS" in msg and "\n" not in msg
     assert _calls(win_cuda["record"]) == []  # refused before compiling
 
 
@@ -157,7 +156,7 @@ def test_program_built_as_exe_with_an_argv_list(cuda_ip, win_cuda, monkeypatch, 
     result = cuda_ip.run_cell(HELLO)
     assert result.success, result.error_in_exec
     assert "hello from prog.exe" in capfd.readouterr().out
-    assert cuda_magics().last["path"].endswith(os.sep + "prog.exe")
+    assert cuda_magics().last.path.endswith(os.sep + "prog.exe")
     (call,) = _calls(win_cuda["record"])
     argv = call["argv"]
     assert argv[0] == win_cuda["nvcc"] and " " in argv[0]  # a path with spaces, one element
@@ -183,7 +182,10 @@ def test_device_code_gets_the_exit_check_without_wrap(cuda_ip, win_cuda, monkeyp
 
 
 def test_ccbin_flag_with_a_windows_path(cuda_ip, win_cuda, capfd):
-    folder = r"C:\Program Files\Microsoft Visual Studio\2022\BuildTools\VC\Tools\MSVC\14.40.33807\bin\Hostx64\x64"
+    folder = (
+        r"C:\Program Files\Microsoft Visual Studio\2022\BuildTools"
+        r"\VC\Tools\MSVC\14.40.33807\bin\Hostx64\x64"
+    )
     result = cuda_ip.run_cell(
         HELLO.replace(
             "%%cuda",
@@ -208,12 +210,11 @@ def test_windows_command_line_splitting(windows):
 
 def test_torch_build_needs_cl_exe_on_windows(win_cuda, monkeypatch):
     pytest.importorskip("torch")
+    from cudamagic.cuda.errors import CudaUsageError
     from cudamagic.cuda.torchext import check_prereqs
 
     monkeypatch.setattr("torch.utils.cpp_extension.is_ninja_available", lambda: True)
-    with pytest.raises(
-        UsageError, match=r"PyTorch builds extensions with Microsoft's C\+\+ compiler cl\.exe"
-    ):
+    with pytest.raises(CudaUsageError, match=r"no Microsoft C\+\+ compiler \(cl\.exe\)"):
         check_prereqs("int f() { return 1; }", lambda: None)
     monkeypatch.setenv("PATH", str(_cl_exe(win_cuda["tmp"] / "VS tools")))
     assert check_prereqs("int f() { return 1; }", lambda: None) is None

@@ -1,5 +1,7 @@
-"""Cells that make the autograd engine raise each of its errors for real on the CPU, as data: the
-test of the autograd-engine family and ``scripts/explain_coverage.py`` both run them. ``(entry id, cell source)``.
+"""Cells that make the autograd engine raise each of its errors for real on the CPU, as data.
+
+The test of the autograd-engine family and ``scripts/explain_coverage.py`` both run them. ``(entry
+id, cell source)``.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ CASES = (
     (
         "modified-inplace",
         "net = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))\n"
-        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, 3))\nout.sum().backward(retain_graph=True)\nopt.step()\n"
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, "
+        "3))\nout.sum().backward(retain_graph=True)\nopt.step()\n"
         "out.sum().backward()",
     ),
     (
@@ -99,12 +102,14 @@ g.sum().backward()
     ),
     (
         "inference-tensor",
-        "with torch.inference_mode():\n    a = torch.randn(3)\nw = torch.randn(3, requires_grad=True)\n"
+        "with torch.inference_mode():\n    a = torch.randn(3)\nw = torch.randn(3, "
+        "requires_grad=True)\n"
         "(a * w).sum().backward()",
     ),
     (
         "inference-tensor",
-        "with torch.inference_mode():\n    a = torch.randn(3)\na.mul_(torch.randn(3, requires_grad=True))",
+        "with torch.inference_mode():\n    a = torch.randn(3)\na.mul_(torch.randn(3, "
+        "requires_grad=True))",
     ),
     ("requires-grad-flag", "a = torch.randn(3, requires_grad=True)\n(a * 2).requires_grad_(False)"),
     ("requires-grad-flag", "torch.tensor([1, 2]).requires_grad_()"),

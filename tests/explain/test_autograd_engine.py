@@ -1,6 +1,7 @@
-"""Issue 12: the autograd engine's own errors, raised for real on the CPU in a real
-InteractiveShell, each with context from the live objects; field cases E08 (invalid gradient of a
-custom Function) and E09 (GAN: ``optimizer.step()`` between a forward and a second backward).
+"""The autograd engine's own errors, raised for real on the CPU in a real InteractiveShell.
+
+Each with context from the live objects; two field cases: the invalid gradient of a custom Function
+and a GAN's ``optimizer.step()`` between a forward and a second backward.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def test_every_engine_error_gets_its_box(ip):
     assert wrong == []
 
 
-E08 = """
+INVALID_GRADIENT_CELL = """
 class ScaleRows(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, scales):
@@ -33,15 +34,15 @@ class ScaleRows(torch.autograd.Function):
     @staticmethod
     def backward(ctx, g):
         x, scales = ctx.saved_tensors
-        return g * scales[:, None], (g * x)          # bug: second grad must be summed to scales' shape
+        return g * scales[:, None], (g * x)          # bug: grad not summed to scales' shape
 x = torch.randn(5, 3, requires_grad=True)
 s = torch.randn(5, requires_grad=True)
 ScaleRows.apply(x, s).sum().backward()
 """
 
 
-def test_e08_invalid_gradient_names_function_index_input_and_reduction(ip):
-    expl, result = fail(ip, E08)
+def test_invalid_gradient_names_function_index_input_and_reduction(ip):
+    expl, result = fail(ip, INVALID_GRADIENT_CELL)
     assert "ScaleRowsBackward returned an invalid gradient at index 1" in str(result.error_in_exec)
     assert expl.entry.id == "invalid-gradient"
     f = expl.context.facts
@@ -51,7 +52,7 @@ def test_e08_invalid_gradient_names_function_index_input_and_reduction(ip):
     assert "`.sum(dim=1)`" in expl.context.fix and "`ScaleRows.backward`" in expl.context.fix
     assert "`s` in `ScaleRows.apply(x, s)`" in notes(expl)
     # the fix it proposes really works
-    fixed = E08.replace("(g * x)          #", "(g * x).sum(dim=1)  #")
+    fixed = INVALID_GRADIENT_CELL.replace("(g * x)          #", "(g * x).sum(dim=1)  #")
     assert ip.run_cell(fixed).error_in_exec is None
 
 
@@ -69,7 +70,7 @@ def test_invalid_gradient_count_and_device(ip):
     )
 
 
-E09 = """
+GAN_STEP_CELL = """
 netG = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
 netD = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
 optD = torch.optim.Adam(netD.parameters(), lr=1e-3)
@@ -85,9 +86,9 @@ optG.zero_grad(); errG.backward()          # backward goes through netD's (now m
 """
 
 
-def test_e09_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
+def test_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
     ip.run_cell("import torch, torch.nn as nn\ntorch.manual_seed(0)")
-    expl, result = fail(ip, E09)
+    expl, result = fail(ip, GAN_STEP_CELL)
     assert "is at version 2; expected version 1" in str(result.error_in_exec)
     assert expl.entry.id == "modified-inplace"
     f = expl.context.facts
@@ -102,9 +103,11 @@ def test_e09_gan_names_the_parameter_and_the_optimizer_step_not_clone(ip):
         "`errG.backward()` before `optD.step()`" in fix and "`out_fake = netD(fake)` again" in fix
     )
     assert "fake.detach()" in fix
-    assert ".clone()" not in expl.text()
+    assert ".clone()" not in expl.to_text()
     # the fix it proposes really works: a new forward after the step
-    fixed = E09.replace("errG = -out_fake.mean()", "out_fake = netD(fake)\nerrG = -out_fake.mean()")
+    fixed = GAN_STEP_CELL.replace(
+        "errG = -out_fake.mean()", "out_fake = netD(fake)\nerrG = -out_fake.mean()"
+    )
     assert ip.run_cell(fixed).error_in_exec is None
 
 
@@ -122,7 +125,8 @@ def test_version_counter_in_place_op_in_the_cell(ip):
 def test_version_counter_of_a_parameter_stepped_in_an_earlier_cell(ip):
     ip.run_cell(
         "import torch, torch.nn as nn\nnet = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))\n"
-        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, 3))\nout.sum().backward(retain_graph=True)\nopt.step()"
+        "opt = torch.optim.SGD(net.parameters(), lr=0.1)\nout = net(torch.randn(4, "
+        "3))\nout.sum().backward(retain_graph=True)\nopt.step()"
     )
     expl, _ = fail(ip, "out.sum().backward()")
     f = expl.context.facts

@@ -1,5 +1,4 @@
-"""Issue 6: the catalogue of the CUDA / autograd error explainer
-(:mod:`cudamagic.explain.catalogue`).
+"""The catalogue of the CUDA / autograd error explainer (:mod:`cudamagic.explain.catalogue`).
 
 Tier 1: the catalogue is complete data. Tier 2 (a real InteractiveShell with cudamagic
 loaded): for each entry the cell really fails, the box is shown below the traceback, its
@@ -45,22 +44,25 @@ def test_not_compiled_with_cuda_real(ip):
     assert expl.entry.id == "not-compiled-with-cuda"
     assert expl.context.facts["torch_cuda"] is None
     assert torch.__version__ in notes(expl)
-    assert "reinstall PyTorch with CUDA" in expl.text()
+    assert "reinstall PyTorch with CUDA" in expl.to_text()
 
 
 def test_driver_too_old_decodes_version(ip):
     # c10/cuda/CUDAFunctions.cpp: device_count_impl (exact text)
     msg = (
-        "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU driver by "
-        "downloading and installing a new version from the URL: http://www.nvidia.com/Download/index.aspx "
-        "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been compiled with "
+        "The NVIDIA driver on your system is too old (found version 11040). Please update your GPU "
+        "driver by "
+        "downloading and installing a new version from the URL: "
+        "http://www.nvidia.com/Download/index.aspx "
+        "Alternatively, go to: https://pytorch.org to install a PyTorch version that has been "
+        "compiled with "
         "your version of the CUDA driver."
     )
     expl, _ = fail(ip, f"raise RuntimeError({msg!r})")
     assert expl.entry.id == "driver-too-old"
     assert expl.context.facts["driver_cuda"] == "11.4"
     assert "CUDA up to 11.4" in notes(expl)
-    assert "toolkit does not help" in expl.text()
+    assert "toolkit does not help" in expl.to_text()
 
 
 def test_pin_cuda_tensor_names_the_loader(ip):
@@ -70,16 +72,18 @@ def test_pin_cuda_tensor_names_the_loader(ip):
     ip.run_cell(SETUP)
     ip.run_cell(
         "from torch.utils.data import DataLoader, TensorDataset\n"
-        "train_loader = DataLoader(TensorDataset(torch.zeros(8, 2, device='meta')), pin_memory=True)"
+        "train_loader = DataLoader(TensorDataset(torch.zeros(8, 2, device='meta')), "
+        "pin_memory=True)"
     )
     expl, _ = fail(
         ip,
-        "raise RuntimeError(\"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be pinned\")",
+        "raise RuntimeError(\"cannot pin 'torch.cuda.FloatTensor' only dense CPU tensors can be "
+        'pinned")',
     )
     assert expl.entry.id == "pin-cuda-tensor"
     assert expl.context.facts["tensor_type"] == "torch.cuda.FloatTensor"
     assert "train_loader" in expl.context.facts["culprits"]
-    assert "non_blocking=True" in expl.text()
+    assert "non_blocking=True" in expl.to_text()
 
 
 def test_pin_memory_without_accelerator_real(ip):
@@ -90,7 +94,7 @@ def test_pin_memory_without_accelerator_real(ip):
     )  # aten/src/ATen/DeviceAccelerator.cpp: getAccelerator
     assert expl.entry.id == "pin-no-accelerator"
     assert expl.context.facts["pin_calls"] == ["torch.empty(3).pin_memory()"]
-    assert "torch.cuda.is_available()" in expl.text()
+    assert "torch.cuda.is_available()" in expl.to_text()
 
 
 def test_error_801_names_workers(ip):
@@ -107,7 +111,7 @@ def test_error_801_names_workers(ip):
     )
     assert expl.entry.id == "cuda-801-workers"
     assert expl.context.facts["loaders_with_workers"] == ["loader"]
-    assert "num_workers=0" in expl.text()
+    assert "num_workers=0" in expl.to_text()
 
 
 def test_oom_reports_numbers_and_biggest_tensors(ip):
@@ -124,7 +128,7 @@ def test_oom_reports_numbers_and_biggest_tensors(ip):
     facts = expl.context.facts
     assert facts["requested_bytes"] == round(1.95 * 1024**3) and "reserved_bytes" in facts
     assert facts["biggest"][:2] == ["big_activations", "local_batch"]
-    text = expl.text()
+    text = expl.to_text()
     assert "2.0 GiB" in text and "1.6 GiB free of 14.6 GiB" in text
     has_cudamem = "cudamem" in ip.magics_manager.magics["line"]
     assert facts["mentions_cudamem_free"] == has_cudamem
@@ -206,19 +210,57 @@ def test_different_devices_cuda_message(ip):
     )
     assert expl.entry.id == "different-devices"
     assert expl.context.facts["devices"] == ["cpu", "cuda:0"]
-    assert "model.to(device)" in expl.text()
+    assert "model.to(device)" in expl.to_text()
 
 
-def test_no_kernel_image(ip):
+# aten/src/ATen/native/Convolution.cpp, check_input_same_type_as_parameters:
+#   "Input type (" << input.toString() << ") and weight type (" << weight.toString()
+#   << ") should be the same"; the MKLDNN variant adds " or input should be a MKLDNN tensor and
+#   weight is a dense tensor". torch/csrc/Exceptions.cpp (processErrorMsg) turns the C++ type names
+#   (CUDAFloatType, CPUFloatType) into torch.cuda.FloatTensor and torch.FloatTensor.
+_MKLDNN = " or input should be a MKLDNN tensor and weight is a dense tensor"
+
+
+def test_input_and_weight_type_real_message_on_cpu(ip):
+    """The real message, produced on the CPU: a float32 input to a float64 convolution."""
+    ip.run_cell(SETUP)
+    ip.run_cell("conv = nn.Conv2d(3, 8, 3, bias=False).double()\nx = torch.randn(2, 3, 32, 32)")
+    expl, result = fail(ip, "y = conv(x)")
+    message = str(result.error_in_exec)
+    assert message == (
+        "Input type (torch.FloatTensor) and weight type (torch.DoubleTensor) should be the same"
+        + _MKLDNN
+    )
+    assert expl.entry.id == "dtype-mismatch"  # one device, two dtypes: not a device mismatch
+
+
+@pytest.mark.parametrize("suffix", ["", _MKLDNN])
+@pytest.mark.parametrize(
+    "input_type, weight_type",
+    [
+        ("torch.FloatTensor", "torch.cuda.FloatTensor"),
+        ("torch.cuda.FloatTensor", "torch.FloatTensor"),
+        ("torch.cuda.HalfTensor", "torch.HalfTensor"),
+    ],
+)
+def test_input_and_weight_type_on_two_devices(ip, input_type, weight_type, suffix):
+    """The same message with a CUDA and a CPU tensor is the different-devices entry."""
+    message = f"Input type ({input_type}) and weight type ({weight_type}) should be the same"
+    expl, _ = fail(ip, f"raise RuntimeError({message + suffix!r})")
+    assert expl.entry.id == "different-devices"
+    assert "model.to(device)" in expl.to_text()
+
+
+def test_no_kernel_image(ip, monkeypatch):
     # CUDA runtime cudaErrorNoKernelImageForDevice via c10/cuda/CUDAException.cpp:
     # c10_cuda_check_implementation
-    expl, _ = fail(
-        ip,
-        f"raise torch.AcceleratorError({('CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX)!r})",
-    )
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_50", "sm_60"])
+    msg = "CUDA error: no kernel image is available for execution on the device" + CUDA_SUFFIX
+    expl, _ = fail(ip, f"raise torch.AcceleratorError({msg!r})")
     assert expl.entry.id == "no-kernel-image"
-    assert expl.context.facts["arch_list"] == torch.cuda.get_arch_list()
-    assert "get_arch_list" in expl.text()
+    assert expl.context.facts["arch_list"] == ["sm_50", "sm_60"]
+    assert "contains kernels for: sm_50, sm_60." in notes(expl)
+    assert "get_arch_list" in expl.to_text()
 
 
 def test_device_side_assert_explains_launch_blocking(ip):
@@ -227,11 +269,12 @@ def test_device_side_assert_explains_launch_blocking(ip):
     ip.run_cell("labels = torch.tensor([0, 3, 10])")
     expl, _ = fail(
         ip,
-        f"raise torch.AcceleratorError({('CUDA error: device-side assert triggered' + CUDA_SUFFIX)!r})",
+        f"raise "
+        f"torch.AcceleratorError({('CUDA error: device-side assert triggered' + CUDA_SUFFIX)!r})",
     )
     assert expl.entry.id == "device-side-assert"
     assert expl.context.facts["int_tensors"]["labels"] == (0, 10)
-    text = expl.text()
+    text = expl.to_text()
     assert "CUDA_LAUNCH_BLOCKING=1" in text and "waits for completion" in text
     assert "Restart the kernel" in text
 
@@ -255,13 +298,15 @@ def test_embedding_index_out_of_range_real(ip):
     assert "Embedding(5" in notes(expl)
 
 
-def test_invalid_device_ordinal(ip):
+def test_invalid_device_ordinal(ip, monkeypatch):
     # CUDA runtime cudaErrorInvalidDevice via C10_CUDA_CHECK (exact text)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     msg = "CUDA error: invalid device ordinal" + CUDA_SUFFIX
     expl, _ = fail(ip, f"dev = torch.device('cuda:3')\nraise torch.AcceleratorError({msg!r})")
     assert expl.entry.id == "invalid-device-ordinal"
     assert expl.context.facts["asked"] == [3]
-    assert expl.context.facts["device_count"] == torch.cuda.device_count()
+    assert expl.context.facts["device_count"] == 2
+    assert "sees 2 GPU(s); valid devices: cuda:0 .. cuda:1." in notes(expl)
 
 
 def test_cublas_not_initialized(ip):
@@ -287,7 +332,10 @@ def test_leaf_inplace_real(ip):
 
 
 def test_modified_inplace_real(ip):
-    code = "w = torch.randn(3, requires_grad=True)\nact = w.sigmoid()\nact.mul_(2)\nact.sum().backward()"
+    code = (
+        "w = torch.randn(3, requires_grad=True)\nact = "
+        "w.sigmoid()\nact.mul_(2)\nact.sum().backward()"
+    )
     expl, _ = fail(ip, code)
     assert expl.entry.id == "modified-inplace"
     facts = expl.context.facts
@@ -350,7 +398,7 @@ def test_fork_reinit(ip):
     )
     assert expl.entry.id == "cuda-fork"
     assert "start_method" in expl.context.facts
-    assert "multiprocessing_context='spawn'" in expl.text()
+    assert "multiprocessing_context='spawn'" in expl.to_text()
 
 
 def test_dataloader_bus_error(ip):
@@ -368,7 +416,7 @@ def test_dataloader_bus_error(ip):
     )
     assert expl.entry.id == "dataloader-shm"
     assert expl.context.facts["loaders_with_workers"] == ["dl"]
-    assert "--shm-size" in expl.text()
+    assert "--shm-size" in expl.to_text()
     if sys.platform.startswith("linux"):
         assert expl.context.facts["shm_total_bytes"] > 0
 
@@ -376,7 +424,7 @@ def test_dataloader_bus_error(ip):
 def test_numpy_conversion_real(ip):
     expl, _ = fail(ip, "w = torch.randn(3, requires_grad=True)\nw.numpy()")
     assert expl.entry.id == "numpy-conversion"
-    assert "detach().cpu().numpy()" in expl.text()
+    assert "detach().cpu().numpy()" in expl.to_text()
     expl, _ = fail(ip, "torch.randn(3, device='meta').numpy()")
     assert expl.entry.id == "numpy-conversion"
 
@@ -393,7 +441,7 @@ def test_broadcast_real(ip):
 def test_batchnorm_one_sample_real(ip):
     expl, _ = fail(ip, "nn.BatchNorm1d(3)(torch.randn(1, 3))")
     assert expl.entry.id == "batchnorm-one-sample"
-    assert "drop_last=True" in expl.text()
+    assert "drop_last=True" in expl.to_text()
 
 
 def test_cuda_program_no_driver():
@@ -430,6 +478,7 @@ def test_pin_note_prefers_the_failing_line(ip):
         pytest.skip("a GPU is present")
     expl, _ = fail(
         ip,
-        "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = torch.ones(4).pin_memory()",
+        "if False:\n    y = torch.zeros(2).pin_memory()\nelse:\n    batch = "
+        "torch.ones(4).pin_memory()",
     )
     assert expl.context.facts["pin_calls"] == ["torch.ones(4).pin_memory()"]

@@ -2,7 +2,7 @@
 
 Tier 1: the numbers in PyTorch's out-of-memory messages. Tier 2 (a real InteractiveShell):
 the context names what is on the failing line; a variable that merely exists in the
-namespace must not be named as the cause (review of issue 6).
+namespace must not be named as the cause.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ def test_parse_oom_current_and_old_formats():
     assert old["reserved_bytes"] == 188 * MiB and old["allocated_bytes"] == round(130.35 * MiB)
     assert (
         parse_oom(
-            "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 8.00 GiB "
+            "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 8.00 "
+            "GiB "
             "of which 0 bytes is free."
         )["free_bytes"]
         == 0
@@ -49,7 +50,8 @@ def test_decode_cuda_version():
 def test_long_targets_name_the_argument_not_a_namespace_guess(ip):
     ip.run_cell(SETUP)
     ip.run_cell(
-        "logits = torch.randn(4, 5)\ny = torch.randn(4).sum().detach()\ntarget = torch.tensor([0., 1, 2, 3])"
+        "logits = torch.randn(4, 5)\ny = torch.randn(4).sum().detach()\ntarget = torch.tensor([0., "
+        "1, 2, 3])"
     )
     expl, _ = fail(ip, "F.nll_loss(logits, target)")  # aten/src/ATen/native/LossNLL.cpp
     assert expl.entry.id == "target-dtype-long"

@@ -1,4 +1,4 @@
-"""Issue 12: CUDA errors by family (:mod:`cudamagic.explain.cudaerrors`), and field case E07.
+"""CUDA errors by family (:mod:`cudamagic.explain.cudaerrors`), and the cuBLAS field case.
 
 Every message PyTorch can raise for a CUDA runtime error (every ``enum cudaError`` code of the CUDA
 13.0 toolkit, text from ``cudaGetErrorString``) and for a status of cuBLAS, cuSPARSE, cuDNN, cuFFT
@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 from cudamagic.explain import cudaerrors  # noqa: E402
-from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
 from .failing import fail, notes  # noqa: E402
 
@@ -72,7 +72,7 @@ def test_runtime_texts_are_what_libcudart_returns():
 
 
 def test_every_message_gets_its_family_box(ip):
-    """One shell for all ~200 messages (a fresh shell each would cost minutes); every mismatch is listed."""
+    """One shell for all ~200 messages (a shell each costs minutes); every mismatch is listed."""
     wrong = []
     for family, kind, message, source in MESSAGES:
         expl, _ = fail(ip, f"import torch.distributed\nraise {_RAISE[kind]}({message!r})")
@@ -86,7 +86,8 @@ def test_every_message_gets_its_family_box(ip):
 def test_old_style_runtime_message_and_cudnn9_subcode(ip):
     expl, _ = fail(
         ip,
-        "raise RuntimeError('cuda runtime error (700) : an illegal memory access was encountered at "
+        "raise RuntimeError('cuda runtime error (700) : an illegal memory access was encountered "
+        "at "
         "/pytorch/aten/src/THC/generic/THCTensorCopy.cpp:70')",
     )
     assert expl.entry.id == "cuda-illegal-access"
@@ -97,13 +98,14 @@ def test_old_style_runtime_message_and_cudnn9_subcode(ip):
 
 
 E07_MSG = (
-    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, k, &alpha, "
+    "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm( handle, opa, opb, m, n, "
+    "k, &alpha, "
     "a, lda, b, ldb, &beta, c, ldc)`"
 )
 
 
-def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
-    """E07 (field case turn2/e07_cublas_exec.ipy): the exact TORCH_CUDABLAS_CHECK text from nn.Linear."""
+def test_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
+    """The exact TORCH_CUDABLAS_CHECK text from nn.Linear (field case turn2/e07_cublas_exec.ipy)."""
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     ip.run_cell(
         "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32); fc = nn.Linear(32, 10)\n"
@@ -122,7 +124,7 @@ def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
     assert (
         0 <= lo <= hi <= 99 and facts["embeddings"] == {"emb": 100} and facts["out_of_range"] == []
     )
-    text = expl.text()
+    text = expl.to_text()
     assert "surfaced here" in text and "Localise:" in text
     assert "index out of range" in expl.entry.why and "Restart the kernel" in expl.entry.fix
     assert "CUDA_LAUNCH_BLOCKING=1" in expl.entry.localise and "on the CPU" in expl.entry.localise
@@ -134,7 +136,8 @@ def test_e07_cublas_execution_failed_from_the_first_linear(ip, monkeypatch):
 def test_async_family_names_the_index_that_does_not_fit(ip, monkeypatch):
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     ip.run_cell(
-        "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32)\ntokens = torch.tensor([[3, 150]])"
+        "import torch, torch.nn as nn\nemb = nn.Embedding(100, 32)\ntokens = torch.tensor([[3, "
+        "150]])"
     )
     expl, _ = fail(ip, f"raise RuntimeError({E07_MSG!r})")
     assert expl.context.facts["out_of_range"] == [("tokens", "emb")]
@@ -152,7 +155,7 @@ def _runtime(name):
 
 def test_one_box_per_family_with_its_own_words(ip):
     expl, _ = fail(ip, _runtime("cudaErrorIllegalAddress"))
-    assert expl.entry.id == "cuda-illegal-access" and "compute-sanitizer" in expl.text()
+    assert expl.entry.id == "cuda-illegal-access" and "compute-sanitizer" in expl.to_text()
     expl, _ = fail(ip, _runtime("cudaErrorLaunchTimeout"))
     assert expl.entry.id == "cuda-launch" and "watchdog" in expl.entry.why
     expl, _ = fail(ip, _runtime("cudaErrorECCUncorrectable"))

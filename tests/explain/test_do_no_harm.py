@@ -1,5 +1,7 @@
-"""Issue 12, do no harm: the explainer never forces a synchronisation, never create a CUDA
-context and never reset the user's counters unless asked.
+"""The explainer does no harm.
+
+It never forces a synchronisation, never creates a CUDA context and never resets the user's counters
+unless asked.
 
 The calls that would do harm are replaced by recorders on the real ``torch.cuda`` module (``init``,
 ``_lazy_init``, ``synchronize``, ``current_device``, ``set_device``, ``mem_get_info``,
@@ -15,13 +17,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 from cudamagic.explain import cudaerrors  # noqa: E402
-from cudamagic.explain.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
 
-from ..cuda_calls import cuda_initialised, recorder  # noqa: E402,F401  (fixtures)
 from .autograd_cases import CASES  # noqa: E402
 from .failing import CUDA_SUFFIX, NEW_OOM, fail  # noqa: E402
-from .test_autograd_engine import E08, E09  # noqa: E402
+from .test_autograd_engine import GAN_STEP_CELL, INVALID_GRADIENT_CELL  # noqa: E402
 
 
 def _runtime(name):
@@ -30,6 +31,10 @@ def _runtime(name):
 
 
 #: One failing cell per context function of the CUDA side, plus the field cases.
+NO_KERNEL_IMAGE = (
+    "CUDA error: no kernel image is available for execution on the device" + CUDA_SUFFIX
+)
+
 CUDA_CELLS = [
     (
         fid,
@@ -56,17 +61,21 @@ CUDA_CELLS = [
     ),
     (
         "no-kernel-image",
-        f"raise RuntimeError({'CUDA error: no kernel image is available for execution on the device' + CUDA_SUFFIX!r})",
+        f"raise RuntimeError({NO_KERNEL_IMAGE!r})",
     ),
     ("invalid-device-ordinal", _runtime("cudaErrorInvalidDevice")),
     ("device-side-assert", _runtime("cudaErrorAssert")),
     (
         "cuda-async",
         "emb = torch.nn.Embedding(10, 2)\ntokens = torch.tensor([1, 12])\n"
-        "raise RuntimeError('CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasSgemm(h)`')",
+        "raise RuntimeError('CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling "
+        "`cublasSgemm(h)`')",
     ),
 ]
-AUTOGRAD_CELLS = [(i, c) for i, c in CASES] + [("invalid-gradient", E08), ("modified-inplace", E09)]
+AUTOGRAD_CELLS = [(i, c) for i, c in CASES] + [
+    ("invalid-gradient", INVALID_GRADIENT_CELL),
+    ("modified-inplace", GAN_STEP_CELL),
+]
 
 
 def _explain_all(ip, cells):
@@ -104,7 +113,7 @@ def test_explainer_makes_no_harmful_cuda_call_with_cuda_initialised(ip, recorder
 def test_explainer_leaves_user_objects_unchanged(ip):
     """Context is read from the live objects without changing them: versions, values, grads, RNG."""
     ip.run_cell("import torch, torch.nn as nn\ntorch.manual_seed(0)")
-    fail(ip, E09)
+    fail(ip, GAN_STEP_CELL)
     ns = ip.user_ns
     before = {
         n: (p._version, p.detach().clone(), None if p.grad is None else p.grad.clone())

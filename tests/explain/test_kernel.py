@@ -1,4 +1,4 @@
-"""Issue 6, tier 3: the explainer box in a real Jupyter kernel (nbclient).
+"""Tier 3: the explainer box in a real Jupyter kernel (nbclient).
 
 The box must be an output of the failing cell, after its `error` output, with both
 text/html and text/plain; unmatched errors and `explain_errors = False` give no box.
@@ -33,7 +33,8 @@ def executed_cells():
     pytest.importorskip("torch")
     cells = [
         "%load_ext cudamagic\nimport torch",
-        "w = torch.randn(3, requires_grad=True)\npred = w * 2\npred.backward()",  # grad-not-scalar, real
+        # grad-not-scalar, real
+        "w = torch.randn(3, requires_grad=True)\npred = w * 2\npred.backward()",
         "1/0",  # unmatched
         "%config CudaMagics.explain_errors = False\nw.add_(1)",  # leaf-inplace, box off
         "%config CudaMagics.explain_errors = True\nw.add_(1)",  # leaf-inplace, box on

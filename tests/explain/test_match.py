@@ -1,5 +1,6 @@
-"""Matching an exception against the catalogue (:mod:`cudamagic.explain.match`): no match,
-a cause chain, an interrupt raised while handling a known error.
+"""Matching an exception against the catalogue (:mod:`cudamagic.explain.match`).
+
+No match, a cause chain, an interrupt raised while handling a known error.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
     try:
         try:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        except RuntimeError:
-            raise SystemExit(1)
+        except RuntimeError as err:
+            raise SystemExit(1) from err
     except SystemExit as exc:
         assert explain(exc) is None
 
@@ -62,7 +63,7 @@ def test_interrupt_while_handling_a_known_error_gets_no_box(ip):
     ],
 )
 def test_every_oom_form_is_explained_as_oom(make):
-    """Each OOM message PyTorch has raised maps to the cuda-oom entry (a regex edit that dropped one survived)."""
+    """Each OOM message PyTorch has raised maps to the cuda-oom entry."""
     expl = explain(make())
     assert expl is not None and expl.entry.id == "cuda-oom", expl
 
@@ -77,30 +78,30 @@ def test_oom_words_elsewhere_are_not_oom():
 import dataclasses  # noqa: E402
 
 from cudamagic.explain import catalogue, match  # noqa: E402
-from cudamagic.explain.model import Context  # noqa: E402
+from cudamagic.explain.result import Context  # noqa: E402
 
 
 def linked(n, attr="__cause__"):
     excs = [RuntimeError(f"link {i}") for i in range(n)]
-    for a, b in zip(excs, excs[1:]):
+    for a, b in zip(excs, excs[1:], strict=False):
         setattr(a, attr, b)
     return excs
 
 
 def test_chain_follows_cause_then_context_at_most_five_links():
     excs = linked(7)
-    assert list(match._chain(excs[0])) == excs[:5]
+    assert list(match.exception_chain(excs[0])) == excs[:5]
     ctx = linked(3, "__context__")
-    assert list(match._chain(ctx[0])) == ctx
+    assert list(match.exception_chain(ctx[0])) == ctx
     a, b = RuntimeError("a"), RuntimeError("b")
     a.__cause__, a.__context__ = b, RuntimeError("ignored: cause wins")
-    assert list(match._chain(a)) == [a, b]
+    assert list(match.exception_chain(a)) == [a, b]
 
 
 def test_chain_stops_on_a_cycle():
     a, b = RuntimeError("a"), RuntimeError("b")
     a.__cause__, b.__cause__ = b, a
-    assert list(match._chain(a)) == [a, b]
+    assert list(match.exception_chain(a)) == [a, b]
 
 
 def test_chain_depth_boundary_decides_what_is_explained():
@@ -114,7 +115,7 @@ def test_chain_depth_boundary_decides_what_is_explained():
 
 @pytest.fixture
 def fake_entry(monkeypatch):
-    """One catalogue entry matching RuntimeError('fake: ...'), with a context function the test sets."""
+    """One entry matching RuntimeError('fake: ...'), with a context function the test sets."""
     calls = []
     base = match.entry_by_id("grad-not-scalar")
     entry = dataclasses.replace(
@@ -174,9 +175,11 @@ def test_entry_by_id():
 
 
 def test_applies_sees_the_match_and_the_scene_and_false_passes_the_error_on(monkeypatch):
-    """An entry's ``applies(match, scene)`` decides between entries sharing a message (the
-    DataLoader worker box under spawn and under fork): it gets the real match and the scene
-    explain() was given; False hands the error to the next matching entry; no ``applies`` always applies; a failing check keeps the entry.
+    """An entry's ``applies(match, scene)`` decides between entries sharing a message.
+
+    As the DataLoader worker box under spawn and under fork: it gets the real match and the scene
+    explain() was given; False hands the error to the next matching entry; no ``applies`` always
+    applies; a failing check keeps the entry.
     """
     base = match.entry_by_id("grad-not-scalar")
     calls = []

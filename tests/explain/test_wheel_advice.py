@@ -94,7 +94,7 @@ def test_box_without_driver_leads_with_it(ip, monkeypatch):
     expl, _ = fail(ip, "x = torch.zeros(2, device='cuda')")
     assert expl.entry.id == "not-compiled-with-cuda"
     assert notes(expl).startswith("This machine has no NVIDIA GPU driver")
-    text = " ".join(expl.text().split())
+    text = " ".join(expl.to_text().split())
     assert "Fix: This machine has no NVIDIA GPU" in text and not re.search(r"cu\d{3}", text)
 
 

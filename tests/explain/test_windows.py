@@ -1,5 +1,7 @@
-"""Notebook-on-Windows errors in the explainer (issue 13): spawned workers that cannot find code
-defined in the notebook, and GPU tensors held by a Dataset that workers receive (error 801 on Windows).
+"""Notebook-on-Windows errors in the explainer.
+
+Spawned workers that cannot find code defined in the notebook, and GPU tensors held by a Dataset
+that workers receive (error 801 on Windows).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def test_spawned_worker_cannot_pickle_a_notebook_dataset_real(ip, monkeypatch):
     text = notes(expl)
     assert "`loader` starts 1 worker(s) with spawn" in text and "dataset class `Squares`" in text
     assert "from mydata import Squares" in text
-    assert "num_workers=0" in expl.text()
+    assert "num_workers=0" in expl.to_text()
 
 
 def test_worker_side_message_of_a_windows_kernel(ip):
@@ -109,7 +111,7 @@ _DISTRIBUTED = ("nvidia-smi topo", "NCCL_DEBUG", "TORCH_DISTRIBUTED_DEBUG")
 
 
 def test_801_localise_fits_dataloader_workers_on_one_gpu(ip):
-    # field report F21: a one-GPU Windows laptop; torch/csrc/generic/StorageSharing.cpp
+    # a one-GPU Windows laptop; torch/csrc/generic/StorageSharing.cpp
     # (pytorch#36037 text)
     ip.run_cell(SETUP)
     ip.run_cell(
@@ -126,7 +128,7 @@ def test_801_localise_fits_dataloader_workers_on_one_gpu(ip):
     assert not [w for w in _DISTRIBUTED if w in localise], localise
     assert "num_workers=0" in localise and ".cuda()" in localise and ".to('cuda')" in localise
     assert "Dataset" in localise and "training loop" in localise
-    text, html = expl.text(), expl._repr_html_()
+    text, html = expl.to_text(), expl._repr_html_()
     assert not [w for w in _DISTRIBUTED if w in text or w in html]
     assert "distributed" not in " ".join(expl.context.notes)
     # the distributed advice stays with the distributed case: peer access between GPUs (CUDA runtime

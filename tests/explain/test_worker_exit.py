@@ -1,6 +1,8 @@
-""" "DataLoader worker ... exited unexpectedly" means different things by start method: with spawn /
-forkserver a worker could not import code defined in the notebook; with fork (Linux's default) it
-inherits that code, and the worker ran out of shared memory (/dev/shm) or crashed / was killed (OOM killer, a signal).
+"""The message "DataLoader worker ... exited unexpectedly" means different things by start method.
+
+With spawn / forkserver a worker could not import code defined in the notebook; with fork (Linux's
+default) it inherits that code, and the worker ran out of shared memory (/dev/shm) or crashed / was
+killed (OOM killer, a signal).
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ def test_forked_worker_that_exits_is_not_diagnosed_as_spawn_real(ip):
     # (torch/csrc/DataLoader.cpp)
     ip.run_cell(SETUP)
     ip.run_cell(
-        DYING
-        + "loader = DataLoader(Dying('exit'), num_workers=1, multiprocessing_context='fork', timeout=60)"
+        DYING + "loader = DataLoader(Dying('exit'), num_workers=1, multiprocessing_context='fork', "
+        "timeout=60)"
     )
     expl, result = fail(ip, "next(iter(loader))")
     assert "exited unexpectedly" in str(result.error_in_exec)
@@ -43,7 +45,7 @@ def test_forked_worker_that_exits_is_not_diagnosed_as_spawn_real(ip):
     facts = expl.context.facts
     assert facts["start_methods"] == ["fork"] and facts["exit_code"] == 3 and facts["signal"] == ""
     assert facts["loaders_with_workers"] == ["loader"] and facts["shm_total_bytes"] > 0
-    text = expl.text()
+    text = expl.to_text()
     assert "Spawned workers" not in text and "cannot import" not in text and "mydata" not in text
     for advice in ("df -h /dev/shm", "--shm-size=8g", "num_workers=0"):
         assert advice in text
@@ -54,8 +56,8 @@ def test_forked_worker_that_exits_is_not_diagnosed_as_spawn_real(ip):
 def test_forked_worker_killed_points_at_the_oom_killer_real(ip):
     ip.run_cell(SETUP)
     ip.run_cell(
-        DYING
-        + "loader = DataLoader(Dying('kill'), num_workers=1, multiprocessing_context='fork', timeout=60)"
+        DYING + "loader = DataLoader(Dying('kill'), num_workers=1, multiprocessing_context='fork', "
+        "timeout=60)"
     )
     expl, _ = fail(ip, "next(iter(loader))")
     assert expl.entry.id == "worker-exited"
@@ -77,7 +79,8 @@ def test_exited_unexpectedly_follows_the_loaders_start_method(ip, method, entry_
     )
     for message in (
         "DataLoader worker (pid(s) 10468, 10472) exited unexpectedly",
-        "DataLoader worker (pid 10468) exited unexpectedly with exit code 1. Details are lost due to "
+        "DataLoader worker (pid 10468) exited unexpectedly with exit code 1. Details are lost due "
+        "to "
         "multiprocessing. Rerunning with num_workers=0 may give better error trace.",
     ):
         expl, _ = fail(ip, f"raise RuntimeError({message!r})")

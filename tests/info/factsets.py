@@ -1,5 +1,6 @@
-"""Whole fact sets for the findings tests: facts collected through the fake NVML, with a PyTorch or
-nvcc section swapped in.
+"""Whole fact sets for the findings tests.
+
+Facts collected through the fake NVML, with a PyTorch or nvcc section swapped in.
 """
 
 from cudamagic.core.na import NA

@@ -1,5 +1,7 @@
-"""Tier 1: collecting the facts through the fake NVML: GPUs, MIG, CUDA ordinals under
-CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER, a missing PyTorch, a failing NVML call.
+"""Tier 1.
+
+Collecting the facts through the fake NVML: GPUs, MIG, CUDA ordinals under CUDA_VISIBLE_DEVICES and
+CUDA_DEVICE_ORDER, a missing PyTorch, a failing NVML call.
 """
 
 from cudamagic.core.na import NA, is_na
@@ -8,7 +10,7 @@ from cudamagic.info.findings import findings
 from tests.info.factsets import facts_for, ids
 
 
-def test_f01_no_driver_reports_torch_and_reason(fake_nvml):
+def test_no_driver_reports_torch_and_reason(fake_nvml):
     f = facts_for(fake_nvml, "no_driver")
     assert f["torch"]["installed"] and f["torch"]["version"].startswith("2.")
     found = findings(f)
@@ -17,7 +19,7 @@ def test_f01_no_driver_reports_torch_and_reason(fake_nvml):
     assert f["gpus"] == []
 
 
-def test_f06_mig_and_cvd_mig_uuid(fake_nvml):
+def test_mig_and_cvd_mig_uuid(fake_nvml):
     env = {"CUDA_VISIBLE_DEVICES": "MIG-11111111-2222-3333-4444-555555555555"}
     f = facts_for(fake_nvml, "mig", env=env)
     g = f["gpus"][0]
@@ -133,8 +135,10 @@ def test_nvml_call_raising_anything_still_renders(fake_nvml):
 
 
 def test_nvcc_runs_while_everything_else_is_read(fake_nvml, monkeypatch):
-    """`nvcc -V` (the one subprocess) starts first and its answer is taken last: the environment,
-    read last of the rest, is read while it still runs; the facts are the same, section for section, as collect_facts gives.
+    """`nvcc -V` (the one subprocess) starts first and its answer is taken last.
+
+    The environment, read last of the rest, is read while it still runs; the facts are the same,
+    section for section, as collect_facts gives.
     """
     import threading
 

@@ -1,5 +1,8 @@
-"""Tier 1: which CUDA ordinal (``cuda:N``) each NVML GPU gets (``map_cuda_ordinals``), from an
-initialised CUDA's device properties, or from CUDA_DEVICE_ORDER and every form of CUDA_VISIBLE_DEVICES, as the CUDA runtime does.
+"""Tier 1.
+
+Which CUDA ordinal (``cuda:N``) each NVML GPU gets (``map_cuda_ordinals``), from an initialised
+CUDA's device properties, or from CUDA_DEVICE_ORDER and every form of CUDA_VISIBLE_DEVICES, as the
+CUDA runtime does.
 """
 
 import pytest
@@ -132,7 +135,8 @@ def test_mixed_gpus_under_fastest_first_give_probable_ordinals_and_say_how_to_fi
     }
     assert [g["cuda_ordinal"] for g in gpus] == [
         NA(
-            f"probably {n}; uncertain until CUDA is initialised (set CUDA_DEVICE_ORDER=PCI_BUS_ID to make it certain)",
+            f"probably {n}; uncertain until CUDA is initialised (set CUDA_DEVICE_ORDER=PCI_BUS_ID "
+            f"to make it certain)",
             "uncertain",
         )
         for n in (1, 0)

@@ -1,6 +1,9 @@
-"""Tier 1: where each %cudainfo fact comes from: the kernel's Python and the one a terminal would run, PyTorch's
-build and (only once CUDA is initialised) its device properties, NCCL and cuDNN, the environment variables, nvcc
-run in a thread beside the rest, and a failing source read as N/A with its cause.
+"""Tier 1.
+
+Where each %cudainfo fact comes from: the kernel's Python and the one a terminal would run,
+PyTorch's build and (only once CUDA is initialised) its device properties, NCCL and cuDNN, the
+environment variables, nvcc run in a thread beside the rest, and a failing source read as N/A with
+its cause.
 """
 
 import os
@@ -8,7 +11,6 @@ import platform as pyplatform
 import stat
 import sys
 import threading
-import time
 import types
 
 import pytest
@@ -27,7 +29,7 @@ def _exe(folder, name, text="#!/bin/sh\nexit 0\n"):
     return str(path)
 
 
-# ---- Python ----------------------------------------------------------------------------------------------------
+# ---- Python --------------------------------------------------------------------------------------
 
 
 def test_python_facts_are_the_kernels_interpreter():
@@ -57,7 +59,7 @@ def test_python_on_path_prefers_python3_then_python_from_the_given_path(tmp_path
     )
 
 
-# ---- PyTorch -----------------------------------------------------------------------------------------------------
+# ---- PyTorch -------------------------------------------------------------------------------------
 
 
 def test_torch_build_facts_of_this_cpu_build():
@@ -68,12 +70,18 @@ def test_torch_build_facts_of_this_cpu_build():
     assert t["nccl"] == NA("no NCCL in a build without CUDA", "not_available")
     assert t["cuda_initialized"] is False and t["devices"] == []
     assert (t["cuda_available"], t["device_count"]) == (False, 0)
-    assert t["arch_list"] == torch.cuda.get_arch_list()
+
+
+def test_device_count_and_arch_list_come_from_torch_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "get_arch_list", lambda: ["sm_80", "sm_90", "compute_90"])
+    t = facts._torch_facts()
+    assert (t["device_count"], t["arch_list"]) == (3, ["sm_80", "sm_90", "compute_90"])
 
 
 @pytest.fixture
 def cuda_build(monkeypatch):
-    """This CPU torch made to answer as a ROCm-less CUDA 12.4 build with NCCL 2.21.5 and cuDNN 9.1.0."""
+    """This CPU torch made to answer as a CUDA 12.4 build with NCCL 2.21.5 and cuDNN 9.1.0."""
     monkeypatch.setattr(torch.version, "cuda", "12.4")
     monkeypatch.setattr(torch.version, "hip", None)
     monkeypatch.setattr(torch.cuda.nccl, "version", lambda: (2, 21, 5))
@@ -182,8 +190,10 @@ def _props(
 
 @pytest.fixture
 def initialised(monkeypatch):
-    """CUDA already initialised by the user's code; call with the device properties (or the exception reading
-    one raises); returns the ordinals whose properties were read.
+    """CUDA already initialised by the user's code.
+
+    Call with the device properties (or the exception reading one raises); returns the ordinals
+    whose properties were read.
     """
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     seen = []
@@ -284,7 +294,7 @@ def test_initialised_devices_decide_the_ordinals_and_the_sm_count_shown(fake_nvm
     assert [g["multiprocessor_count"] for g in gpus] == [132, 40]
 
 
-# ---- environment ---------------------------------------------------------------------------------------------------
+# ---- environment ---------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -331,7 +341,7 @@ def test_environment_section_of_the_report(fake_nvml):
     assert data["cuda_visible_devices"]["set"] is False
 
 
-# ---- collect_facts: sources wired together ----------------------------------------------------------------------
+# ---- collect_facts: sources wired together -------------------------------------------------------
 
 NVCC_V = "#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n"
 
@@ -409,28 +419,26 @@ def test_mig_gpu_keeps_a_utilisation_it_could_read(fake_nvml):
     )
 
 
-# ---- nvcc in a thread beside the rest ---------------------------------------------------------------------------
+# ---- nvcc in a thread beside the rest ------------------------------------------------------------
 
 
-def test_start_runs_in_a_named_daemon_thread_and_returns_the_value():
+def test_nvcc_runs_in_a_worker_thread(monkeypatch):
     seen = {}
 
-    def work(a, b=0):
-        time.sleep(0.05)
+    def nvcc_info(path, timeout_s):
         t = threading.current_thread()
-        seen.update(name=t.name, daemon=t.daemon, main=t is threading.main_thread())
-        return a + b
+        seen.update(main=t is threading.main_thread(), name=t.name.startswith("cudamagic-facts"))
+        return {"path": path, "release": "13.0", "build": "13.0.88"}
 
-    result = facts._start(work, 2, b=3)
-    assert result() == 5
-    assert seen == {"name": "cudamagic-facts", "daemon": True, "main": False}
+    monkeypatch.setattr(facts, "nvcc_info", nvcc_info)
+    assert facts.collect_facts(env={})["toolkit"]["release"] == "13.0"
+    assert seen == {"main": False, "name": True}
 
 
-def test_start_raises_the_threads_exception_in_the_caller():
-    def work():
-        time.sleep(0.02)
+def test_nvcc_error_is_raised_in_the_caller(monkeypatch):
+    def nvcc_info(path, timeout_s):
         raise KeyboardInterrupt("stop nvcc")
 
-    result = facts._start(work)
+    monkeypatch.setattr(facts, "nvcc_info", nvcc_info)
     with pytest.raises(KeyboardInterrupt, match="stop nvcc"):
-        result()
+        facts.collect_facts(env={})

@@ -1,5 +1,7 @@
-"""Tier 1: the compatibility rules behind %cudainfo, table-driven, and the findings on whole fact
-sets built through the fake NVML, with field reports as cases.
+"""Tier 1.
+
+The compatibility rules behind %cudainfo, table-driven, and the findings on whole fact sets built
+through the fake NVML, with field reports as cases.
 """
 
 import os
@@ -95,7 +97,7 @@ def test_driver_450_66_is_not_told_cu118(fake_nvml):
 NVCC_101_FACTS = {"path": "/usr/local/cuda-10.1/bin/nvcc", "release": "10.1", "build": "10.1.243"}
 
 
-def test_f16_three_cuda_versions(fake_nvml):
+def test_three_cuda_versions(fake_nvml):
     f = facts_for(
         fake_nvml,
         "driver_450",
@@ -110,7 +112,7 @@ def test_f16_three_cuda_versions(fake_nvml):
     assert found[-1].severity == "ok" and found[-1].title == "Verdict: ready"
 
 
-def test_f16_variant_no_nvcc(fake_nvml):
+def test_variant_no_nvcc(fake_nvml):
     missing = NA(
         "not installed; not needed to run PyTorch (only to compile CUDA extensions)",
         "not_installed",
@@ -127,7 +129,7 @@ def test_f16_variant_no_nvcc(fake_nvml):
     assert found[-1].title == "Verdict: ready"
 
 
-def test_f17_cpu_wheel_on_gpu_machine(fake_nvml):
+def test_cpu_wheel_on_gpu_machine(fake_nvml):
     f = facts_for(fake_nvml, "driver_470", torch_facts("2.3.1+cpu"))
     found = findings(f)
     cpu = [x for x in found if x.id == "cpu-only-build"][0]
@@ -138,7 +140,7 @@ def test_f17_cpu_wheel_on_gpu_machine(fake_nvml):
     assert "no GPU" not in " ".join(x.title for x in found)
 
 
-def test_f19_driver_too_old(fake_nvml):
+def test_driver_too_old(fake_nvml):
     f = facts_for(
         fake_nvml, "driver_470", torch_facts("2.1.0+cu121", "12.1", False, 0, ["sm_80", "sm_86"])
     )
@@ -149,7 +151,7 @@ def test_f19_driver_too_old(fake_nvml):
     assert "toolkit does not help" in old.fix
 
 
-def test_f18_interpreter_hint(fake_nvml):
+def test_interpreter_hint(fake_nvml):
     f = facts_for(fake_nvml, "no_driver")
     f["python"] = {
         "executable": "/opt/conda/envs/a/bin/python",
@@ -162,7 +164,7 @@ def test_f18_interpreter_hint(fake_nvml):
     assert "/opt/conda/envs/a/bin/python" in hint.cause and "/usr/bin/python3" in hint.cause
 
 
-def test_f02_mismatch_is_an_error(fake_nvml):
+def test_mismatch_is_an_error(fake_nvml):
     f = facts_for(fake_nvml, "version_mismatch", torch_facts("2.4.0+cu121", "12.1"))
     found = findings(f)
     nv = [x for x in found if x.id == "nvml-unavailable"][0]
@@ -182,7 +184,7 @@ def test_no_kernel_image_finding(fake_nvml):
     assert len(bad) == 1 and "9.0" in bad[0].cause  # the H100; the T4 (7.5) is fine
 
 
-def test_f17_advice_does_not_trigger_own_driver_warning(fake_nvml):
+def test_advice_does_not_trigger_own_driver_warning(fake_nvml):
     """A 12.4 driver gets a wheel of the installed release that it runs.
 
     Torch 2.3 has cu118 and cu121 wheels and no cu124.
@@ -209,8 +211,8 @@ def test_bad_cuda_home(tmp_path, setup, expect, fake_nvml):
     assert found and expect in found[0].cause and "cpp_extension" in found[0].cause
 
 
-def test_f18_two_venvs_of_one_base_python(tmp_path, fake_nvml):
-    """A venv's python on PATH that is not the kernel's venv must be flagged, though both resolve to one binary."""
+def test_two_venvs_of_one_base_python(tmp_path, fake_nvml):
+    """A python on PATH from another venv is flagged, though both venvs share one binary."""
     import sys
 
     venv = tmp_path / "other"

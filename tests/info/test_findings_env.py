@@ -1,6 +1,8 @@
-"""Tier 1: %cudainfo findings that rest on the kernel's environment (no PyTorch, a ROCm build, the
-`python` on PATH vs the kernel's interpreter) and the small readers under the compatibility rules
-(driver version strings, architecture names), with the whole finding the user reads.
+"""Tier 1.
+
+%cudainfo findings that rest on the kernel's environment (no PyTorch, a ROCm build, the `python` on
+PATH vs the kernel's interpreter) and the small readers under the compatibility rules (driver
+version strings, architecture names), with the whole finding the user reads.
 """
 
 from __future__ import annotations
@@ -116,19 +118,23 @@ def _basis(executable, shell_python):
 def test_interpreter_finding_names_both_pythons(tmp_path):
     _, kernel = _python(tmp_path, "kernel", venv=True)
     _, other = _python(tmp_path, "other", venv=True)
-    assert _interpreter_rules(_basis(kernel, other)) == [
+    assert list(_interpreter_rules(_basis(kernel, other))) == [
         Finding(
             "info",
             "interpreter",
             "This kernel runs a different Python from the one on PATH",
-            f"kernel: {kernel}; `python` on PATH: {other}. Packages installed with `pip` in a terminal may not be "
+            f"kernel: {kernel}; `python` on PATH: {other}. Packages installed with `pip` in a "
+            f"terminal may not be "
             "visible here.",
-            "install from the notebook with %pip install ..., or register the right interpreter as a kernel: "
+            "install from the notebook with %pip install ..., or register the right interpreter as "
+            "a kernel: "
             "python -m ipykernel install --user --name myenv",
         )
     ]
     assert (
-        _interpreter_rules(_basis(kernel, NA("no python or python3 on PATH", "not_installed")))
+        list(
+            _interpreter_rules(_basis(kernel, NA("no python or python3 on PATH", "not_installed")))
+        )
         == []
     )
 
@@ -138,7 +144,7 @@ def test_same_venv_through_a_symlink_is_one_environment(tmp_path):
     (tmp_path / "link").symlink_to(root)
     via_link = str(tmp_path / "link" / "bin" / "python")
     assert _env_root(via_link) == _env_root(kernel) == os.path.realpath(root)
-    assert _interpreter_rules(_basis(kernel, via_link)) == []
+    assert list(_interpreter_rules(_basis(kernel, via_link))) == []
 
 
 def test_plain_install_is_found_through_the_interpreter_symlink(tmp_path, monkeypatch):
@@ -149,7 +155,7 @@ def test_plain_install_is_found_through_the_interpreter_symlink(tmp_path, monkey
     assert _env_root(str(link)) == os.path.realpath(
         base
     )  # not .../usr: the binary's own installation
-    assert _interpreter_rules(_basis(real, str(link))) == []
+    assert list(_interpreter_rules(_basis(real, str(link)))) == []
     monkeypatch.chdir(tmp_path / "usr")
     assert _env_root(os.path.join("bin", "python3")) == os.path.realpath(base)
     venv, _ = _python(tmp_path, "venv", venv=True)

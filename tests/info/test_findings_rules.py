@@ -1,5 +1,7 @@
-"""Tier 1: the NVML, CPU-build, driver, toolkit and architecture rules of %cudainfo, each branch
-with the whole finding the user reads (severity, id, title, cause, fix), on hand-built facts (no NVML needed).
+"""Tier 1.
+
+The NVML, CPU-build, driver, toolkit and architecture rules of %cudainfo, each branch with the whole
+finding the user reads (severity, id, title, cause, fix), on hand-built facts (no NVML needed).
 """
 
 from __future__ import annotations
@@ -81,14 +83,14 @@ def basis(
 )
 def test_nvml_unavailable(code, build, sev, fix):
     st = NA("the reason", code)
-    assert _nvml_rules(basis(status=st, cuda_build=build)) == [
+    assert list(_nvml_rules(basis(status=st, cuda_build=build))) == [
         Finding(sev, "nvml-unavailable", "NVML not available: no GPU data", "the reason", fix)
     ]
-    assert _nvml_rules(basis(cuda_build=build)) == []
+    assert list(_nvml_rules(basis(cuda_build=build))) == []
 
 
 def test_cpu_build_on_a_gpu_machine():
-    found = _cpu_build_rules(basis(cpu_only=True, gpus=[{"index": 0}, {"index": 1}]))
+    found = list(_cpu_build_rules(basis(cpu_only=True, gpus=[{"index": 0}, {"index": 1}])))
     assert len(found) == 1
     f = found[0]
     assert (f.severity, f.id, f.title) == (
@@ -97,7 +99,8 @@ def test_cpu_build_on_a_gpu_machine():
         "GPU and driver found, but this PyTorch build has no CUDA support",
     )
     assert f.cause == (
-        "torch 2.13.0 is a CPU-only build (torch.version.cuda is None) while NVML sees 2 GPU(s) and "
+        "torch 2.13.0 is a CPU-only build (torch.version.cuda is None) while NVML sees 2 GPU(s) "
+        "and "
         "the driver supports CUDA 12.4."
     )
     # chosen from torch 2.13's own wheels (cu126, cu130, cu132): cu126 runs on a 12.4 driver
@@ -106,22 +109,25 @@ def test_cpu_build_on_a_gpu_machine():
         "pip install --force-reinstall torch==2.13.0 "
         "--index-url https://download.pytorch.org/whl/cu126"
     )
-    assert _cpu_build_rules(basis(cpu_only=True)) == []  # no GPU: a CPU build is right
-    assert _cpu_build_rules(basis(gpus=[{"index": 0}])) == []  # not a CPU build
+    assert list(_cpu_build_rules(basis(cpu_only=True))) == []  # no GPU: a CPU build is right
+    assert list(_cpu_build_rules(basis(gpus=[{"index": 0}]))) == []  # not a CPU build
 
 
 def test_cpu_build_on_a_driver_no_wheel_runs_on():
-    f = _cpu_build_rules(
-        basis(cpu_only=True, driver="418.87.00", driver_cuda="10.1", gpus=[{"index": 0}])
+    f = list(
+        _cpu_build_rules(
+            basis(cpu_only=True, driver="418.87.00", driver_cuda="10.1", gpus=[{"index": 0}])
+        )
     )[0]
     assert f.fix == (
-        "update the NVIDIA driver to 450.80.02 or newer (no PyTorch wheel runs on driver 418.87.00), "
+        "update the NVIDIA driver to 450.80.02 or newer (no PyTorch wheel runs on driver "
+        "418.87.00), "
         "then install a CUDA build of PyTorch"
     )
 
 
 def test_driver_too_old_other_major():
-    (f,) = _driver_rules(basis(driver="470.86", driver_cuda="11.4", cuda_build="12.4"))
+    (f,) = list(_driver_rules(basis(driver="470.86", driver_cuda="11.4", cuda_build="12.4")))
     assert (f.severity, f.id, f.title) == (
         "error",
         "driver-too-old",
@@ -141,44 +147,47 @@ def test_driver_too_old_other_major():
 
 
 def test_driver_too_old_with_no_wheel_for_it():
-    (f,) = _driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="12.4"))
+    (f,) = list(_driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="12.4")))
     assert f.fix == (
         "update the NVIDIA driver to 525.60.13 or newer. Installing a CUDA toolkit does not help: "
         "PyTorch ships its own CUDA runtime."
     )
-    (f,) = _driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="14.0"))
+    (f,) = list(_driver_rules(basis(driver="418.87.00", driver_cuda="10.1", cuda_build="14.0")))
     assert f.fix.startswith("update the NVIDIA driver to a newer release or newer")
 
 
 def test_driver_minor_older_same_major():
-    assert _driver_rules(basis(driver_cuda="12.4", cuda_build="12.8")) == [
+    assert list(_driver_rules(basis(driver_cuda="12.4", cuda_build="12.8"))) == [
         Finding(
             "warning",
             "driver-minor-older",
             "The driver's CUDA is older than the build's, within the same major",
-            "PyTorch was built with CUDA 12.8; the driver supports 12.4. Minor version compatibility usually makes this "
+            "PyTorch was built with CUDA 12.8; the driver supports 12.4. Minor version "
+            "compatibility usually makes this "
             "work, but PTX JIT and some newer features may fail.",
-            "update the NVIDIA driver if you see 'PTX was compiled with an unsupported toolchain' errors",
+            "update the NVIDIA driver if you see 'PTX was compiled with an unsupported toolchain' "
+            "errors",
         )
     ]
-    assert _driver_rules(basis(driver_cuda="12.4", cuda_build="12.4")) == []
-    assert _driver_rules(basis(driver_cuda="13.0", cuda_build="12.8")) == []
-    assert _driver_rules(basis(driver_cuda="12.4", cuda_build=None)) == []
+    assert list(_driver_rules(basis(driver_cuda="12.4", cuda_build="12.4"))) == []
+    assert list(_driver_rules(basis(driver_cuda="13.0", cuda_build="12.8"))) == []
+    assert list(_driver_rules(basis(driver_cuda="12.4", cuda_build=None))) == []
 
 
 def test_toolkit_missing_unreadable_and_differs():
     missing = NA("not installed", "not_installed")
-    assert _toolkit_rules(basis(nvcc_path=missing, release=missing)) == [
+    assert list(_toolkit_rules(basis(nvcc_path=missing, release=missing))) == [
         Finding(
             "info",
             "nvcc-missing",
             "No CUDA toolkit (nvcc) found",
-            "nvcc is not installed; it is not needed to run PyTorch, only to compile CUDA extensions.",
+            "nvcc is not installed; it is not needed to run PyTorch, only to compile CUDA "
+            "extensions.",
             "",
         )
     ]
     bad = NA("`nvcc -V` failed", "error")
-    assert _toolkit_rules(basis(release=bad)) == [
+    assert list(_toolkit_rules(basis(release=bad))) == [
         Finding(
             "warning",
             "nvcc-unreadable",
@@ -187,32 +196,35 @@ def test_toolkit_missing_unreadable_and_differs():
             "run `/usr/local/cuda/bin/nvcc -V` in a terminal to see what is wrong",
         )
     ]
-    assert _toolkit_rules(basis(release="12.4", cuda_build="12.1")) == [
+    assert list(_toolkit_rules(basis(release="12.4", cuda_build="12.1"))) == [
         Finding(
             "info",
             "toolkit-differs",
             "The CUDA toolkit on PATH differs from PyTorch's CUDA",
-            "nvcc 12.4 at /usr/local/cuda/bin/nvcc vs PyTorch's CUDA 12.1: this only matters when compiling CUDA "
+            "nvcc 12.4 at /usr/local/cuda/bin/nvcc vs PyTorch's CUDA 12.1: this only matters when "
+            "compiling CUDA "
             "extensions (torch.utils.cpp_extension), which may then fail.",
             "to build extensions, install CUDA toolkit 12.1 and set CUDA_HOME to it",
         )
     ]
-    assert _toolkit_rules(basis(release="12.4", cuda_build="12.4")) == []
-    assert _toolkit_rules(basis(release="12.4.131", cuda_build="12.4")) == []
-    assert _toolkit_rules(basis(release="12.4", cuda_build=None)) == []
+    assert list(_toolkit_rules(basis(release="12.4", cuda_build="12.4"))) == []
+    assert list(_toolkit_rules(basis(release="12.4.131", cuda_build="12.4"))) == []
+    assert list(_toolkit_rules(basis(release="12.4", cuda_build=None))) == []
 
 
 def test_cuda_home_problem():
-    assert _toolkit_rules(
-        basis(home_problem=("CUDA_HOME", "CUDA_HOME=/opt/cuda has no bin/nvcc"))
+    assert list(
+        _toolkit_rules(basis(home_problem=("CUDA_HOME", "CUDA_HOME=/opt/cuda has no bin/nvcc")))
     ) == [
         Finding(
             "warning",
             "cuda-home",
             "CUDA_HOME points to no usable CUDA toolkit",
-            "CUDA_HOME=/opt/cuda has no bin/nvcc; torch.utils.cpp_extension compiles with CUDA_HOME, so building CUDA "
+            "CUDA_HOME=/opt/cuda has no bin/nvcc; torch.utils.cpp_extension compiles with "
+            "CUDA_HOME, so building CUDA "
             "extensions will fail (running PyTorch is not affected).",
-            "unset CUDA_HOME, or point it to a toolkit folder that contains bin/nvcc (e.g. /usr/local/cuda)",
+            "unset CUDA_HOME, or point it to a toolkit folder that contains bin/nvcc (e.g. "
+            "/usr/local/cuda)",
         )
     ]
 
@@ -224,23 +236,26 @@ def test_gpu_without_kernels_in_the_build():
         {"index": 2, "name": "lost", "compute_cap": NA("GPU lost", "gpu_lost")},
     ]
     arch = ["sm_50", "sm_80", "sm_90"]
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch)) == [
+    assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch))) == [
         Finding(
             "error",
             "no-kernel-image",
             "GPU 0 (Tesla K80) is not supported by this build",
-            "its compute capability 3.7 has no kernels in this build's architectures (sm_50, sm_80, sm_90): "
+            "its compute capability 3.7 has no kernels in this build's architectures (sm_50, "
+            "sm_80, sm_90): "
             "'no kernel image is available for execution on the device'.",
             "pip install --force-reinstall torch==2.7.* "
             "--index-url https://download.pytorch.org/whl/cu118  (its wheels have kernels for sm_37)",
         )
     ]
     assert (
-        _arch_rules(basis(cuda_build=None, gpus=gpus, arch=arch)) == []
+        list(_arch_rules(basis(cuda_build=None, gpus=gpus, arch=arch))) == []
     )  # CPU build: no kernels expected
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=[])) == []  # arch list unknown
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=None)) == []
-    assert _arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch, installed=False)) == []
+    assert (
+        list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=[]))) == []
+    )  # arch list unknown
+    assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=None))) == []
+    assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch, installed=False))) == []
 
 
 def test_gpu_newer_than_the_build_gets_the_index_with_its_kernels():
@@ -274,12 +289,13 @@ def test_mig_mode():
         {"index": 4, "mig.mode.current": "Enabled"},
         {"index": 5, "mig.mode.current": "Enabled", "mig_devices": None},
     ]
-    assert _mig_rules(basis(gpus=gpus)) == [
+    assert list(_mig_rules(basis(gpus=gpus))) == [
         Finding(
             "info",
             "mig",
             f"GPU {i} is in MIG mode ({n} instance(s))",
-            "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not reported.",
+            "In MIG mode CUDA sees MIG instances, not the whole GPU, and utilization is not "
+            "reported.",
             "select an instance with CUDA_VISIBLE_DEVICES=MIG-<uuid> (see `nvidia-smi -L`)",
         )
         for i, n in ((0, 3), (1, 0), (4, 0), (5, 0))
@@ -295,9 +311,11 @@ UNAVAILABLE = Finding(
     "error",
     "cuda-unavailable",
     "torch.cuda.is_available() is False although a GPU is present",
-    "CUDA could not initialise in this process (driver problem, container without GPU access, or CUDA failed "
+    "CUDA could not initialise in this process (driver problem, container without GPU access, or "
+    "CUDA failed "
     "earlier in this kernel).",
-    "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a terminal to see "
+    "restart the kernel; if it persists run `python -c 'import torch; torch.zeros(1).cuda()'` in a "
+    "terminal to see "
     "the CUDA error",
 )
 
@@ -308,20 +326,24 @@ def test_cuda_unavailable_only_when_nothing_else_explains_it():
         out.t["cuda_available"] = False
         return out
 
-    assert _cuda_unavailable_rules(_cvd(b(), set_=False), []) == [UNAVAILABLE]
-    assert _cuda_unavailable_rules(_cvd(b()), [Finding("warning", "x", "", "")]) == [UNAVAILABLE]
+    assert list(_cuda_unavailable_rules(_cvd(b(), set_=False), [])) == [UNAVAILABLE]
+    assert list(_cuda_unavailable_rules(_cvd(b()), [Finding("warning", "x", "", "")])) == [
+        UNAVAILABLE
+    ]
     assert (
-        _cuda_unavailable_rules(_cvd(b()), [Finding("error", "x", "", "")]) == []
+        list(_cuda_unavailable_rules(_cvd(b()), [Finding("error", "x", "", "")])) == []
     )  # explained above
-    assert _cuda_unavailable_rules(_cvd(b(), hides_all=True), []) == []  # CVD hides every GPU
-    assert _cuda_unavailable_rules(_cvd(b(), hides_all=True, set_=False), []) == [UNAVAILABLE]
+    assert list(_cuda_unavailable_rules(_cvd(b(), hides_all=True), [])) == []  # CVD hides every GPU
+    assert list(_cuda_unavailable_rules(_cvd(b(), hides_all=True, set_=False), [])) == [UNAVAILABLE]
     ok = b()
     ok.t["cuda_available"] = True
-    assert _cuda_unavailable_rules(_cvd(ok, set_=False), []) == []
-    assert _cuda_unavailable_rules(_cvd(basis(cuda_build="12.4"), set_=False), []) == []  # no GPU
+    assert list(_cuda_unavailable_rules(_cvd(ok, set_=False), [])) == []
+    assert (
+        list(_cuda_unavailable_rules(_cvd(basis(cuda_build="12.4"), set_=False), [])) == []
+    )  # no GPU
     nobuild = basis(gpus=[{"index": 0}])
     nobuild.t["cuda_available"] = False
-    assert _cuda_unavailable_rules(_cvd(nobuild, set_=False), []) == []
+    assert list(_cuda_unavailable_rules(_cvd(nobuild, set_=False), [])) == []
 
 
 def test_verdicts():

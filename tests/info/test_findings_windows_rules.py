@@ -1,5 +1,8 @@
-"""Tier 1: the Windows rules of %cudainfo (stale nvidia-smi.exe / nvml.dll copies left by driver
-updates, WDDM GPUs), each branch with the whole finding the user reads, on hand-built facts (no NVML, no Windows needed).
+"""Tier 1.
+
+The Windows rules of %cudainfo (stale nvidia-smi.exe / nvml.dll copies left by driver updates, WDDM
+GPUs), each branch with the whole finding the user reads, on hand-built facts (no NVML, no Windows
+needed).
 """
 
 from __future__ import annotations
@@ -19,13 +22,14 @@ OLD_SMI, NEW_SMI, TMP_SMI = (
 )
 OLD_DLL, NEW_DLL = f"{STORE}\\nv_old\\nvml.dll", f"{STORE}\\nv_new\\nvml.dll"
 NOT_ON_PATH = NA("no nvidia-smi.exe on PATH", "not_installed")
+NOT_LOADED = NA("not loaded", "not_available")
 
 
 def basis(
     smi=(),
     on_path=NOT_ON_PATH,
     nvml=(),
-    lib=NA("not loaded", "not_available"),
+    lib=NOT_LOADED,
     running=RUNNING,
     nvml_ok=True,
     gpus=(),
@@ -73,30 +77,34 @@ def stale(listing, n, fix, version=OLD):
         "warning",
         "nvidia-smi-stale",
         f"The nvidia-smi.exe on PATH belongs to driver {version}, not the running {RUNNING}",
-        f"{n} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An nvidia-smi from "
-        'another driver can fail ("Failed to initialize NVML: Driver/library version mismatch") or report wrong '
+        f"{n} copies of nvidia-smi.exe are on this disk, left by driver updates: {listing}. An "
+        f"nvidia-smi from "
+        'another driver can fail ("Failed to initialize NVML: Driver/library version mismatch") or '
+        "report wrong "
         "figures.",
         fix,
     )
 
 
 def test_stale_nvidia_smi_on_path_names_the_copy_of_the_running_driver():
-    assert _windows_tool_rules(basis(THREE, on_path=OLD_SMI)) == [
+    assert list(_windows_tool_rules(basis(THREE, on_path=OLD_SMI))) == [
         stale(
             LISTING,
             3,
-            f'run "{NEW_SMI}" instead (it belongs to the running driver), or put its folder first on PATH',
+            f'run "{NEW_SMI}" instead (it belongs to the running driver), or put its folder first '
+            f"on PATH",
         )
     ]
 
 
 def test_stale_nvidia_smi_without_a_current_copy_says_reinstall():
     copies = [copy(OLD_SMI, OLD), copy(TMP_SMI, None)]
-    assert _windows_tool_rules(basis(copies, on_path=OLD_SMI)) == [
+    assert list(_windows_tool_rules(basis(copies, on_path=OLD_SMI))) == [
         stale(
             f"{OLD_SMI} (driver {OLD}); {TMP_SMI} (driver unknown)",
             2,
-            "reinstall the NVIDIA driver (a clean install) so that System32 holds the current nvidia-smi.exe",
+            "reinstall the NVIDIA driver (a clean install) so that System32 holds the current "
+            "nvidia-smi.exe",
         )
     ]
 
@@ -131,24 +139,28 @@ def test_nvidia_smi_on_path_that_is_no_finding(case):
         kw["running"] = NA("not supported", "not_supported")
     elif case == "not windows":
         kw["windows"] = False
-    assert _windows_tool_rules(basis(**kw)) == []
+    assert list(_windows_tool_rules(basis(**kw))) == []
 
 
 def test_path_comparison_ignores_case_as_windows_does(monkeypatch):
     monkeypatch.setattr(os.path, "normcase", ntpath.normcase)
-    assert [f.id for f in _windows_tool_rules(basis(THREE, on_path=OLD_SMI.upper()))] == [
+    assert [f.id for f in list(_windows_tool_rules(basis(THREE, on_path=OLD_SMI.upper())))] == [
         "nvidia-smi-stale"
     ]
     three_upper = [dict(c, path=c["path"].upper()) for c in THREE]
-    assert [f.id for f in _windows_tool_rules(basis(three_upper, on_path=OLD_SMI))] == [
+    assert [f.id for f in list(_windows_tool_rules(basis(three_upper, on_path=OLD_SMI)))] == [
         "nvidia-smi-stale"
     ]
-    (f,) = _windows_tool_rules(
-        basis(nvml=[copy(OLD_DLL.upper(), OLD), copy(NEW_DLL, RUNNING)], lib=OLD_DLL)
+    (f,) = list(
+        _windows_tool_rules(
+            basis(nvml=[copy(OLD_DLL.upper(), OLD), copy(NEW_DLL, RUNNING)], lib=OLD_DLL)
+        )
     )
     assert f.id == "nvml-stale"
-    (f,) = _windows_tool_rules(
-        basis(nvml=[copy(OLD_DLL, OLD), copy(NEW_DLL, RUNNING)], lib=OLD_DLL.upper())
+    (f,) = list(
+        _windows_tool_rules(
+            basis(nvml=[copy(OLD_DLL, OLD), copy(NEW_DLL, RUNNING)], lib=OLD_DLL.upper())
+        )
     )
     assert f.id == "nvml-stale"
 
@@ -157,7 +169,7 @@ def test_path_comparison_ignores_case_as_windows_does(monkeypatch):
     "copies, pick", [(THREE, NEW_SMI), ([copy(OLD_SMI, OLD), copy(TMP_SMI, OLD)], OLD_SMI)]
 )
 def test_nvidia_smi_not_on_path_says_which_copy_to_run(copies, pick):
-    assert _windows_tool_rules(basis(copies)) == [
+    assert list(_windows_tool_rules(basis(copies))) == [
         Finding(
             "info",
             "nvidia-smi-not-on-path",
@@ -166,8 +178,8 @@ def test_nvidia_smi_not_on_path_says_which_copy_to_run(copies, pick):
             f'run "{pick}"',
         )
     ]
-    assert _windows_tool_rules(basis([])) == []  # no copy at all: nothing to point to
-    assert _windows_tool_rules(basis(copies, nvml_ok=False)) == []  # no running driver known
+    assert list(_windows_tool_rules(basis([]))) == []  # no copy at all: nothing to point to
+    assert list(_windows_tool_rules(basis(copies, nvml_ok=False))) == []  # no running driver known
 
 
 def nvml_stale(fix):
@@ -182,13 +194,14 @@ def nvml_stale(fix):
 
 def test_stale_nvml_dll_loaded():
     both = [copy(OLD_DLL, OLD), copy(NEW_DLL, RUNNING)]
-    assert _windows_tool_rules(basis(nvml=both, lib=OLD_DLL)) == [
+    assert list(_windows_tool_rules(basis(nvml=both, lib=OLD_DLL))) == [
         nvml_stale(
-            f"the current one is {NEW_DLL}; reinstall the NVIDIA driver (clean install) and restart the kernel"
+            f"the current one is {NEW_DLL}; reinstall the NVIDIA driver (clean install) and "
+            f"restart the kernel"
         )
     ]
     old_only = [copy(OLD_DLL, OLD), copy(f"{STORE}\\nv_tmp\\nvml.dll", None)]
-    assert _windows_tool_rules(basis(nvml=old_only, lib=OLD_DLL)) == [
+    assert list(_windows_tool_rules(basis(nvml=old_only, lib=OLD_DLL))) == [
         nvml_stale("reinstall the NVIDIA driver (clean install) and restart the kernel")
     ]
 
@@ -222,7 +235,7 @@ def test_stale_nvml_dll_loaded():
     ],
 )
 def test_nvml_dll_that_is_no_finding(lib, copies, running):
-    assert _windows_tool_rules(basis(nvml=copies, lib=lib, running=running)) == []
+    assert list(_windows_tool_rules(basis(nvml=copies, lib=lib, running=running))) == []
 
 
 def test_wddm_gpus_are_named_together():
@@ -232,31 +245,36 @@ def test_wddm_gpus_are_named_together():
         {"index": 2, "driver_model.current": "WDDM"},
         {"index": 3},
     ]
-    assert _windows_tool_rules(basis(gpus=gpus)) == [
+    assert list(_windows_tool_rules(basis(gpus=gpus))) == [
         Finding(
             "info",
             "wddm",
             "GPU 0, 2 run(s) the WDDM driver model (Windows display driver)",
-            "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each process's GPU memory; "
-            "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task Manager's figures).",
-            "nothing to fix; a workstation GPU without a display can switch to TCC with `nvidia-smi -g 0 -dm 1` "
+            "Under WDDM Windows manages GPU memory: NVML and nvidia-smi show N/A for each "
+            "process's GPU memory; "
+            "%gpuwatch reads it from Windows' GPU Process Memory counters instead (Task Manager's "
+            "figures).",
+            "nothing to fix; a workstation GPU without a display can switch to TCC with "
+            "`nvidia-smi -g 0 -dm 1` "
             "(as administrator, then reboot)",
         )
     ]
-    assert _windows_tool_rules(basis(gpus=gpus[1:2])) == []
+    assert list(_windows_tool_rules(basis(gpus=gpus[1:2]))) == []
     assert (
-        _windows_tool_rules(basis(gpus=gpus, windows=False)) == []
+        list(_windows_tool_rules(basis(gpus=gpus, windows=False))) == []
     )  # Linux: no Windows facts, no WDDM claim
 
 
 def test_every_windows_problem_at_once_in_rule_order():
-    found = _windows_tool_rules(
-        basis(
-            THREE,
-            on_path=OLD_SMI,
-            nvml=[copy(OLD_DLL, OLD), copy(NEW_DLL, RUNNING)],
-            lib=OLD_DLL,
-            gpus=[{"index": 0, "driver_model.current": "WDDM"}],
+    found = list(
+        _windows_tool_rules(
+            basis(
+                THREE,
+                on_path=OLD_SMI,
+                nvml=[copy(OLD_DLL, OLD), copy(NEW_DLL, RUNNING)],
+                lib=OLD_DLL,
+                gpus=[{"index": 0, "driver_model.current": "WDDM"}],
+            )
         )
     )
     assert [f.id for f in found] == ["nvidia-smi-stale", "nvml-stale", "wddm"]

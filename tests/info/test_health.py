@@ -1,5 +1,6 @@
-"""%cudainfo through the real pynvml binding and the stand-in NVML library: memory as nvidia-smi
-reports it (E01), a lost GPU (E02) and the ECC health fields (issue 11).
+"""%cudainfo through the real pynvml binding and the stand-in NVML library.
+
+Memory as nvidia-smi reports it, a lost GPU and the ECC health fields.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def _ids(findings):
     return [f.id for f in findings]
 
 
-def test_e01_cudainfo_memory_used_and_reserved_as_nvidia_smi(ip, stub_nvml, capsys):
+def test_cudainfo_memory_used_and_reserved_as_nvidia_smi(ip, stub_nvml, capsys):
     stub_nvml(
         {
             "driver_version": "535.104.05",
@@ -59,7 +60,7 @@ def test_e01_cudainfo_memory_used_and_reserved_as_nvidia_smi(ip, stub_nvml, caps
     )
 
 
-def test_e02_lost_gpu_is_an_error_without_ordinal_and_not_a_different_model(ip, stub_nvml):
+def test_lost_gpu_is_an_error_without_ordinal_and_not_a_different_model(ip, stub_nvml):
     stub = stub_nvml(fm.scenario_with_gpus(2))  # two identical H100s
     stub.lose_gpu(1)
     info = ip.run_line_magic("cudainfo", "")

@@ -1,4 +1,4 @@
-"""Tier 2: a real InteractiveShell with the extension loaded: %cudainfo, --json, bad flags, unload/reload."""
+"""Tier 2: %cudainfo, --json, bad flags, unload/reload in a real InteractiveShell."""
 
 import json
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic import extension as cm_extension
-from cudamagic.info.report import CudaInfoReport
+from cudamagic.info.result import CudaInfoReport
 
 
 def test_cudainfo_returns_report(ip, fake_nvml):
@@ -91,7 +91,8 @@ def test_load_ext_imports_neither_torch_nor_pynvml():
     code = (
         "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
         "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'cudamagic')\n"
-        "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'pynvml', 'torchviz', 'graphviz', 'ipywidgets') if m in "
+        "sys.modules]\n"
         "print('HEAVY', heavy)\nassert 'cudainfo' in ip.magics_manager.magics['line']"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -125,14 +126,14 @@ def test_extensions_config_loads(tmp_path):
 
 
 def test_does_not_initialise_cuda(ip, fake_nvml, cuda_calls):
-    """Observed calls, not torch.cuda.is_initialized() (always False on a CPU build, so it could not fail)."""
+    """Observed calls, not torch.cuda.is_initialized() (always False on a CPU build)."""
     fake_nvml("one_gpu")
     r = ip.run_line_magic("cudainfo", "")
     r._repr_html_(), r.to_text()
     assert cuda_calls == []
 
 
-@pytest.mark.parametrize("cell", ["%cudainfo;", "%cudainfo ;", "%cudainfo -q;"])
+@pytest.mark.parametrize("cell", ["%cudainfo ;", "%cudainfo -q;", "x = 1\n%cudainfo ;  # quiet"])
 def test_semicolon_silences(ip, fake_nvml, cell, capsys):
     fake_nvml("one_gpu")
     ip.user_ns.pop("_cudainfo", None)
@@ -140,6 +141,16 @@ def test_semicolon_silences(ip, fake_nvml, cell, capsys):
     assert res.success and res.result is None
     assert isinstance(ip.user_ns["_cudainfo"], CudaInfoReport)
     assert "Verdict" not in capsys.readouterr().out
+
+
+def test_semicolon_is_ipythons_own_silencing(ip, fake_nvml, capsys):
+    """IPython drops the result of a magic marked @output_can_be_silenced: no extra magic name."""
+    fake_nvml("one_gpu")
+    ip.run_line_magic("lsmagic", "")
+    assert "cudainfo;" not in capsys.readouterr().out
+    assert "cudainfo;" not in ip.magics_manager.magics["line"]
+    assert ip.run_line_magic("cudainfo", ";") is None
+    assert ip.run_line_magic("cudainfo", "") is not None
 
 
 def test_bad_flag_message_says_what_to_type(ip):
@@ -150,7 +161,7 @@ def test_bad_flag_message_says_what_to_type(ip):
 
 
 def test_json_and_quiet_conflict(ip):
-    with pytest.raises(UsageError, match="use one of them"):
+    with pytest.raises(UsageError, match="either --json or -q"):
         ip.run_line_magic("cudainfo", "--json -q")
 
 
@@ -187,7 +198,7 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
 
 
 def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
-    """After `%pip install nvidia-ml-py`, reloading the extension must look for the binding again."""
+    """After `%pip install nvidia-ml-py`, reloading the extension looks for the binding again."""
     import sys
 
     from cudamagic.core import nvml
@@ -214,8 +225,10 @@ def test_html_is_excluded_from_math_typesetting(ip, fake_nvml, monkeypatch):
 
 
 def test_first_cudainfo_loads_no_width_tables():
-    """The first %cudainfo of a process (HTML and text) measures its ASCII labels without importing
-    wcwidth, whose tables cost more to load than the whole report (issue 14); a non-ASCII width still loads and uses it.
+    """The first %cudainfo of a process measures its ASCII labels without importing wcwidth.
+
+    wcwidth's tables cost more to load than the whole report; a non-ASCII width still loads and uses
+    it.
     """
     code = (
         "import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"

@@ -1,4 +1,4 @@
-"""Issue 14: tests that fail on the planted bugs that survived (cuDNN 9.x boundary, CUDA_VISIBLE_DEVICES)."""
+"""Tests that fail on the planted bugs that survived (cuDNN 9.x boundary, CUDA_VISIBLE_DEVICES)."""
 
 import pytest
 
@@ -46,7 +46,8 @@ def test_cvd_index_equal_to_gpu_count_is_flagged(fake_nvml, raw, blamed):
 # ------------------------------
 
 from cudamagic.core.na import NA, is_na  # noqa: E402
-from cudamagic.info.versions import parse_nvcc_version, parse_torch_version, parse_version_tuple  # noqa: E402
+from cudamagic.core.nvcc import parse_nvcc_version  # noqa: E402
+from cudamagic.info.versions import parse_torch_version, parse_version_tuple  # noqa: E402
 
 
 def test_parse_version_tuple_passes_none_and_na_through():

@@ -36,7 +36,7 @@ def test_long_paths_are_not_cut(fake_nvml, monkeypatch):
     fake_nvml("no_driver")
     f = collect_facts(env={})
     f["torch"]["file"] = "/very/long/" + "x" * 120 + "/torch/__init__.py"
-    from cudamagic.info.report import CudaInfoReport
+    from cudamagic.info.result import CudaInfoReport
 
     text = CudaInfoReport(f, findings(f)).to_text()
     assert f["torch"]["file"] in text
@@ -58,7 +58,7 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
     import html
     import re
 
-    from cudamagic.info.report import GPU_COLUMNS
+    from cudamagic.info.render import GPU_COLUMNS
 
     fake_nvml("one_gpu")
     report = ip.run_line_magic("cudainfo", "")
@@ -83,7 +83,7 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
         assert rows[label] == (src, src), key
 
 
-# ---- the look (issue 16): one themed page, no hard-coded colours, no internal ids, aligned columns
+# ---- the look: one themed page, no hard-coded colours, no internal ids, aligned columns
 # ----------------
 
 
@@ -105,7 +105,14 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
     from cudamagic.core.style import hard_coded_colours
 
     monkeypatch.setenv("CUDA_HOME", "/nowhere/cuda")
-    for scenario in ("no_driver", "one_gpu", "gpu_without_fan", "mig", "driver_450", "windows_wddm"):
+    for scenario in (
+        "no_driver",
+        "one_gpu",
+        "gpu_without_fan",
+        "mig",
+        "driver_450",
+        "windows_wddm",
+    ):
         fake_nvml(scenario)
         report = ip.run_line_magic("cudainfo", "")
         page = report._repr_html_()
@@ -116,7 +123,8 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
             # the id is kept for scripts and tests as an attribute; a person reads icon, severity,
             # title, cause, fix
             m = re.search(
-                f'<div class="cm-box cm-(ok|info|warn|error)" data-id="{re.escape(f.id)}">(.*?</p>)</div>',
+                f'<div class="cm-box cm-(ok|info|warn|error)" '
+                f'data-id="{re.escape(f.id)}">(.*?</p>)</div>',
                 page,
             )
             assert m, (scenario, f.id)
@@ -146,7 +154,7 @@ def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvm
 
 
 def _value_columns(block, labels):
-    """For each row of a label/value block: the column its value starts at (continuation lines: their indent)."""
+    """The column each row's value starts at (continuation lines: their indent)."""
     from cudamagic.core.fmt import display_width
 
     columns = []
@@ -171,7 +179,7 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
     # the health rows ("ECC uncorrected (since boot)", "retired pages pending") are longer than the
     # old 20 columns
     from cudamagic.core.fmt import TEXT_WIDTH, display_width
-    from cudamagic.info.report import GPU_COLUMNS
+    from cudamagic.info.render import GPU_COLUMNS
 
     fake_nvml("one_gpu")
     lines = collect(env={}).to_text().splitlines()
@@ -184,7 +192,7 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
         assert any(ln.startswith("    ECC uncorrected (since boot) ") for ln in block)
         assert any(ln.startswith("    retired pages pending ") for ln in block)
         columns = _value_columns(block, labels)
-        assert len(set(columns)) == 1, list(zip(columns, block))
+        assert len(set(columns)) == 1, list(zip(columns, block, strict=True))
         assert columns[0] > 4 + max(
             display_width(lb) for lb in labels if any(ln[4:].startswith(lb) for ln in block)
         )
@@ -192,8 +200,10 @@ def test_every_value_of_the_per_gpu_block_starts_at_the_same_column(fake_nvml):
 
 
 def test_outside_text_cannot_drive_the_terminal(fake_nvml):
-    """Environment values, paths and NVML names come from outside: an ESC sequence, a newline or a
-    bidi control in them is shown escaped in the text report, never sent to the terminal (nor able to forge a report line).
+    """Environment values, paths and NVML names come from outside.
+
+    An ESC sequence, a newline or a bidi control in them is shown escaped in the text report, never
+    sent to the terminal (nor able to forge a report line).
     """
     fake_nvml("mig")
     f = collect_facts(
@@ -204,7 +214,7 @@ def test_outside_text_cannot_drive_the_terminal(fake_nvml):
     mig = f["gpus"][0]["mig_devices"]
     assert mig, "the 'mig' scenario lists MIG instances"
     mig[0]["uuid"] = "MIG-1\x1b[31m"
-    from cudamagic.info.report import CudaInfoReport
+    from cudamagic.info.result import CudaInfoReport
 
     text = CudaInfoReport(f, findings(f)).to_text()
     assert not any(c in text for c in "\x1b\x07\u202e"), repr(text)

@@ -1,10 +1,13 @@
-"""Tier 1: the parsers behind %cudainfo (cuDNN integers, nvcc -V, torch.__version__,
-CUDA_VISIBLE_DEVICES), table-driven.
+"""Tier 1.
+
+The parsers behind %cudainfo (cuDNN integers, nvcc -V, torch.__version__, CUDA_VISIBLE_DEVICES),
+table-driven.
 """
 
 import pytest
 
 from cudamagic.core.na import is_na
+from cudamagic.core.nvcc import parse_nvcc_version
 from cudamagic.info import versions
 
 
@@ -42,12 +45,12 @@ NVCC_101 = "Cuda compilation tools, release 10.1, V10.1.243"
     "text, release, build", [(NVCC_13, "13.0", "13.0.88"), (NVCC_101, "10.1", "10.1.243")]
 )
 def test_parse_nvcc(text, release, build):
-    assert versions.parse_nvcc_version(text) == {"release": release, "build": build}
+    assert parse_nvcc_version(text) == {"release": release, "build": build}
 
 
 @pytest.mark.parametrize("text", ["", "Segmentation fault", "\x00\xff garbage", None])
 def test_parse_nvcc_garbage(text):
-    assert is_na(versions.parse_nvcc_version(text))
+    assert is_na(parse_nvcc_version(text))
 
 
 @pytest.mark.parametrize(

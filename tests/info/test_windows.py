@@ -1,5 +1,7 @@
-"""%cudainfo on a presented Windows (issue 13): driver model per GPU, where NVML was loaded from,
-and the nvidia-smi.exe / nvml.dll copies that driver updates leave behind.
+"""%cudainfo on a presented Windows.
+
+Driver model per GPU, where NVML was loaded from, and the nvidia-smi.exe / nvml.dll copies that
+driver updates leave behind.
 """
 
 import os
@@ -17,8 +19,10 @@ CURRENT, OLD = "31.0.15.4633", "31.0.15.3713"
 
 @pytest.fixture
 def laptop(monkeypatch, tmp_path):
-    """A Windows disk with three nvidia-smi.exe copies (two DriverStore packages, one LastGood.Tmp
-    leftover); the folder on PATH holds the old driver's copy, as after searching the disk and adding the first hit.
+    """A Windows disk with three nvidia-smi.exe copies; PATH holds the old driver's.
+
+    Two DriverStore packages and one LastGood.Tmp leftover; the folder on PATH holds the old
+    driver's copy, as after searching the disk and adding the first hit.
     """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     store = tmp_path / "Windows" / "System32" / "DriverStore" / "FileRepository"

@@ -1,5 +1,7 @@
-"""Context functions: each ``ctx_*(match, scene)`` looks at the live scene and returns a
-:class:`~cudamagic.explain.model.Context` naming the user's own variables, shapes and modules.
+"""Context functions.
+
+Each ``ctx_*(match, scene)`` looks at the live scene and returns a
+:class:`~cudamagic.explain.result.Context` naming the user's own variables, shapes and modules.
 
 - :mod:`.cuda`: the CUDA install and devices (CPU-only build, old driver, architecture, ordinal).
 - :mod:`.memory`: out of GPU memory (the message's numbers, the biggest tensors), cuBLAS / cuDNN

@@ -1,8 +1,9 @@
-"""Context for autograd errors: backward through a freed graph (a carried tensor, a re-run
-cell), backward on a tensor without a graph or with several elements, in-place changes of a
-leaf or of a tensor saved for backward.
+"""Context for autograd errors.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`.
+Backward through a freed graph (a carried tensor, a re-run cell), backward on a tensor without a
+graph or with several elements, in-place changes of a leaf or of a tensor saved for backward.
+
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
 
 from __future__ import annotations
@@ -10,8 +11,16 @@ from __future__ import annotations
 import math
 import re
 
-from ..model import Context
-from ..scene import _is_module, _is_tensor, _lookup, _named_modules, _shape, _source_text
+from ..result import Context
+from ..scene import (
+    _is_module,
+    _is_tensor,
+    _lookup,
+    _named_modules,
+    _shape,
+    _source_text,
+    _torch,
+)
 from ..source import (
     _IDENT,
     _assigns_in,
@@ -29,6 +38,7 @@ from ..source import (
 
 
 def ctx_backward_twice(match, scene):
+    """The carried tensor or the re-run cell whose graph was already freed."""
     src = _source_text(scene)
     calls = backward_calls(src)
     carried = carried_names(src)
@@ -37,7 +47,7 @@ def ctx_backward_twice(match, scene):
         {"backward_on": [c[1] for c in calls], "carried": None, "rerun_cell": None},
         "",
     )
-    for expr, root in calls:
+    for expr, _root in calls:
         # the loss often derives from the carried tensor: any carried name that has a graph
         for name in carried:
             value = _lookup(scene, name)
@@ -45,13 +55,18 @@ def ctx_backward_twice(match, scene):
                 facts["carried"] = name
                 notes.append(
                     f"`{name}` is carried from one loop iteration into the next and still has a "
-                    f"grad_fn ({type(value.grad_fn).__name__}): each `{expr}.backward()` reaches back "
-                    "into the previous iteration's graph, which the previous backward already freed."
+                    f"grad_fn ({type(value.grad_fn).__name__}): each `{expr}.backward()` reaches "
+                    f"back "
+                    "into the previous iteration's graph, which the previous backward already "
+                    "freed."
                 )
                 fix = (
-                    f"Cut the graph at each iteration: `{name} = {name}.detach()` before using it in the next "
-                    "step (truncated backpropagation through time). `retain_graph=True` would hide the error "
-                    "but keep every iteration's graph in memory and backpropagate through all of them."
+                    f"Cut the graph at each iteration: `{name} = {name}.detach()` before using it "
+                    f"in the next "
+                    "step (truncated backpropagation through time). `retain_graph=True` would hide "
+                    "the error "
+                    "but keep every iteration's graph in memory and backpropagate through all of "
+                    "them."
                 )
                 break
         if facts["carried"]:
@@ -64,11 +79,13 @@ def ctx_backward_twice(match, scene):
             facts["rerun_cell"] = index
             where = f"In[{index}]" if index else "the cell that computes it"
             notes.append(
-                f"This cell calls `{expr}.backward()` but does not compute `{root}`: `{root}` comes from "
+                f"This cell calls `{expr}.backward()` but does not compute `{root}`: `{root}` "
+                f"comes from "
                 f"{where}, and its graph was freed by the first backward."
             )
             fix = (
-                f"Re-run the forward cell ({where}) before running this cell again, or compute `{root}` and "
+                f"Re-run the forward cell ({where}) before running this cell again, or compute "
+                f"`{root}` and "
                 "call backward in the same cell."
             )
     return Context(notes=tuple(notes), facts=facts, fix=fix)
@@ -94,8 +111,7 @@ def _param_counts(module):
 
 
 def ctx_no_grad(match, scene):
-    """Which tensor backward was called on, how it lost its graph, and whether the models it
-    could come from have parameters that require grad.
+    """Which tensor lost its graph, how, and whether its models' parameters require grad.
 
     Models are looked for where the tensor was made (the failing lines, this cell, the cell
     that assigned the tensor), never in the whole namespace: a model that has nothing to do
@@ -168,7 +184,8 @@ def ctx_no_grad(match, scene):
             )
         elif facts["tensor"] and root_module is None:
             notes.append(
-                f"{r} of the {t} parameters of `{name}` require grad: if `{facts['tensor']}` comes from "
+                f"{r} of the {t} parameters of `{name}` require grad: if `{facts['tensor']}` comes "
+                f"from "
                 f"`{name}`, the graph was cut between them."
             )
         else:
@@ -179,19 +196,23 @@ def ctx_no_grad(match, scene):
             facts["signs"].append(label)
     if _is_tensor(value) and value.grad_fn is None and not facts["models"] and not facts["signs"]:
         notes.append(
-            f"`{facts['tensor']}` is a leaf: no operation that autograd recorded produced it. If you "
-            "want gradients, create it (or the tensors it is computed from) with requires_grad=True."
+            f"`{facts['tensor']}` is a leaf: no operation that autograd recorded produced it. If "
+            f"you "
+            "want gradients, create it (or the tensors it is computed from) with "
+            "requires_grad=True."
         )
     fix = ""
     no_graph = grads_without_create_graph(src + "\n" + origin)
     if facts["tensor"] and facts["tensor"] in no_graph:
         facts["double_backward"] = True
         notes.append(
-            f"`{facts['tensor']}` comes from `torch.autograd.grad(...)` without `create_graph=True`: a "
+            f"`{facts['tensor']}` comes from `torch.autograd.grad(...)` without "
+            f"`create_graph=True`: a "
             "gradient computed that way has no graph, so it cannot be differentiated again."
         )
         fix = (
-            f"Compute `{facts['tensor']}` with `torch.autograd.grad(..., create_graph=True)` to differentiate it "
+            f"Compute `{facts['tensor']}` with `torch.autograd.grad(..., create_graph=True)` to "
+            f"differentiate it "
             "again (double backward: gradient penalties, Hessian-vector products)."
         )
     if facts["signs"]:
@@ -205,13 +226,15 @@ def ctx_no_grad(match, scene):
 
 
 def ctx_scalar(match, scene):
+    """The non-scalar tensor backward was called on, and how to reduce it."""
     calls = backward_calls(_source_text(scene))
-    for expr, root in calls:
+    for _expr, root in calls:
         value = _lookup(scene, root)
         if _is_tensor(value) and value.dim() > 0:
             shape = list(_shape(value))
             fix = (
-                f"Reduce `{root}` to one number first: `{root}.mean().backward()` or `{root}.sum().backward()`; "
+                f"Reduce `{root}` to one number first: `{root}.mean().backward()` or "
+                f"`{root}.sum().backward()`; "
                 f"or pass the upstream gradient: `{root}.backward(torch.ones_like({root}))`."
             )
             return Context(
@@ -223,6 +246,7 @@ def ctx_scalar(match, scene):
 
 
 def ctx_leaf_inplace(match, scene):
+    """The leaf that requires grad and was changed in place."""
     uses = inplace_uses(_source_text(scene))
     for name, op in uses:
         value = _lookup(scene, name)
@@ -234,29 +258,26 @@ def ctx_leaf_inplace(match, scene):
                 ),
                 facts={"tensor": name, "op": op},
                 fix=(
-                    f"If this is an initialisation or a manual update, do it under `with torch.no_grad():` "
-                    f"(`with torch.no_grad(): {op.replace(' ...', ' <value>')}`); if it is part of the "
-                    f"computation, write it out of place: `y = {name} + ...` instead of changing `{name}`."
+                    f"If this is an initialisation or a manual update, do it under `with "
+                    f"torch.no_grad():` "
+                    f"(`with torch.no_grad(): {op.replace(' ...', ' <value>')}`); if it is part of "
+                    f"the "
+                    f"computation, write it out of place: `y = {name} + ...` instead of changing "
+                    f"`{name}`."
                 ),
             )
     return Context(facts={"tensor": None, "op": None})
 
 
 def _optimizers(scene):
-    torch = _torch_mod()
+    torch = _torch()
     if torch is None:
         return []
     return [(n, v) for n, v in scene.variables() if isinstance(v, torch.optim.Optimizer)]
 
 
-def _torch_mod():
-    from ..scene import _torch
-
-    return _torch()
-
-
 def _parameters(scene):
-    """``(qualified name, parameter)`` for every parameter of every module reachable from a variable."""
+    """``(qualified name, parameter)`` of every module reachable from a variable."""
     out = []
     for mod_name, module in _named_modules(scene):
         try:
@@ -268,11 +289,12 @@ def _parameters(scene):
 
 
 def ctx_version_counter(match, scene):
-    """The tensor a version-counter error is about, found among the live objects by shape (or
-    transposed shape: nn.Linear saves ``weight.t()``) and by its version counter (``t._version``,
-        shared with its views); whether it
-    is a parameter (and which), which optimizer holds it, and whether that optimizer's ``step()`` or
-    an in-place operation in the cell changed it between the forward pass and this backward.
+    """The tensor a version-counter error is about, and what changed it.
+
+    Found among the live objects by shape (or transposed shape: nn.Linear saves ``weight.t()``) and
+    by its version counter (``t._version``, shared with its views); whether it is a parameter (and
+    which), which optimizer holds it, and whether that optimizer's ``step()`` or an in-place
+    operation in the cell changed it between the forward pass and this backward.
     """
     gd = match.groupdict()
     shape = tuple(int(s) for s in re.findall(r"\d+", gd.get("shape") or ""))
@@ -373,12 +395,14 @@ def ctx_version_counter(match, scene):
                 if before:
                     facts["step_called"] = True
                     notes.append(
-                        f"`{opt_name}.step()` (line {before[-1]} of the cell) updated `{name}` in place "
+                        f"`{opt_name}.step()` (line {before[-1]} of the cell) updated `{name}` in "
+                        f"place "
                         "after the forward pass that saved it and before this backward."
                     )
                 else:
                     notes.append(
-                        f"`{name}` is optimised by `{opt_name}`: an earlier `{opt_name}.step()` may have "
+                        f"`{name}` is optimised by `{opt_name}`: an earlier `{opt_name}.step()` "
+                        f"may have "
                         "changed it after the forward pass."
                     )
                 break
@@ -406,10 +430,14 @@ def ctx_version_counter(match, scene):
             f"`{forward[0]} = {forward[1]}`" if forward else f"the forward pass through `{module}`"
         )
         fix = (
-            f"Call `{loss}.backward()` before `{opt}.step()` (compute every loss that goes through this forward "
-            f"pass, backward them all, then step), or run {redo} again after `{opt}.step()` and compute `{loss}` "
-            "from the new output. In a GAN: train D on `netD(fake.detach())`, step D, then compute G's loss from a "
-            "fresh `netD(fake)`. Copying the tensor would not help: the weight itself changed, so a gradient "
+            f"Call `{loss}.backward()` before `{opt}.step()` (compute every loss that goes through "
+            f"this forward "
+            f"pass, backward them all, then step), or run {redo} again after `{opt}.step()` and "
+            f"compute `{loss}` "
+            "from the new output. In a GAN: train D on `netD(fake.detach())`, step D, then compute "
+            "G's loss from a "
+            "fresh `netD(fake)`. Copying the tensor would not help: the weight itself changed, so "
+            "a gradient "
             "computed with the old value would be wrong."
         )
         if forward and "fake" not in forward[1]:
@@ -419,7 +447,8 @@ def ctx_version_counter(match, scene):
     elif facts["inplace_ops"]:
         s = facts["suspects"][0]
         fix = (
-            f"Make the change to `{s}` out of place (`{s} = {s} * 2` instead of `{s} *= 2` / `{s}.mul_(2)`), or "
+            f"Make the change to `{s}` out of place (`{s} = {s} * 2` instead of `{s} *= 2` / "
+            f"`{s}.mul_(2)`), or "
             "do it after the backward."
         )
     elif facts["suspects"]:
@@ -428,7 +457,7 @@ def ctx_version_counter(match, scene):
 
 
 def _sum_dims(got, expected):
-    """Dimensions of ``got`` to sum so that it becomes ``expected`` (matched from the right), or None."""
+    """Dimensions of ``got`` to sum into ``expected`` (matched from the right), or None."""
     dims, j = [], len(expected) - 1
     for i in range(len(got) - 1, -1, -1):
         if j >= 0 and got[i] == expected[j]:
@@ -439,8 +468,9 @@ def _sum_dims(got, expected):
 
 
 def ctx_invalid_gradient(match, scene):
-    """A custom Function's backward returned a gradient of the wrong shape, device, dtype or count:
-    name the Function (its class in the session), the input (0-based index, the argument passed to
+    """A custom Function's backward returned a gradient of the wrong shape, device, dtype or count.
+
+    Name the Function (its class in the session), the input (0-based index, the argument passed to
     ``apply`` and its shape) and how to reduce the gradient to that shape.
     """
     gd = match.groupdict()
@@ -458,7 +488,7 @@ def ctx_invalid_gradient(match, scene):
         "sum_dims": None,
     }
     notes, fix = [], ""
-    torch = _torch_mod()
+    torch = _torch()
     cls = _lookup(scene, cls_name)
     is_function = (
         torch is not None and isinstance(cls, type) and issubclass(cls, torch.autograd.Function)
@@ -479,41 +509,56 @@ def ctx_invalid_gradient(match, scene):
         if arg:
             nth += f" (`{arg}` in `{cls_name}.apply({', '.join(calls[0])})`)"
         notes.append(
-            f"{where} returned {nth} with shape {list(got)}, but that input has shape {list(expected)}: "
+            f"{where} returned {nth} with shape {list(got)}, but that input has shape "
+            f"{list(expected)}: "
             "a backward must return one gradient per forward input, each with that input's shape."
         )
         dims = _sum_dims(got, expected)
         if int(math.prod(got)) == int(math.prod(expected)):
-            fix = f"In {where}, reshape gradient {index} to the input's shape: `grad.reshape({list(expected)})`."
+            fix = (
+                f"In {where}, reshape gradient {index} to the input's shape: "
+                f"`grad.reshape({list(expected)})`."
+            )
         elif dims is not None:
             facts["sum_dims"] = tuple(dims)
             d = dims[0] if len(dims) == 1 else tuple(dims)
             fix = (
-                f"In {where}, reduce gradient {index} to the input's shape by summing over the dimension(s) the "
+                f"In {where}, reduce gradient {index} to the input's shape by summing over the "
+                f"dimension(s) the "
                 f"forward broadcast: `.sum(dim={d})` (shape {list(got)} -> {list(expected)}), e.g. "
-                f"`return ..., (g * x).sum(dim={d})`. For broadcasting from the left, `grad.sum_to_size(...)` does "
+                f"`return ..., (g * x).sum(dim={d})`. For broadcasting from the left, "
+                f"`grad.sum_to_size(...)` does "
                 "it in one call."
             )
         else:
             fix = (
-                f"In {where}, return gradient {index} with shape {list(expected)} (the shape of that input): sum "
+                f"In {where}, return gradient {index} with shape {list(expected)} (the shape of "
+                f"that input): sum "
                 "over the dimensions the forward broadcast or expanded."
             )
     elif gd.get("exp_dev"):
         facts["expected_device"], facts["got_device"] = gd["exp_dev"], gd["got_dev"]
         notes.append(
-            f"{where} returned gradient {facts['index']} on {gd['got_dev']}, but that input lives on "
+            f"{where} returned gradient {facts['index']} on {gd['got_dev']}, but that input lives "
+            f"on "
             f"{gd['exp_dev']}."
         )
-        fix = f"In {where}, create gradients on the input's device (`torch.zeros_like(x)`, `.to(x.device)`)."
+        fix = (
+            f"In {where}, create gradients on the input's device (`torch.zeros_like(x)`, "
+            f"`.to(x.device)`)."
+        )
     elif gd.get("n_expected"):
         facts["n_expected"], facts["n_got"] = int(gd["n_expected"]), int(gd["n_got"])
         notes.append(
-            f"{where} returned {gd['n_got']} gradient(s); forward took {gd['n_expected']} input(s). Return "
+            f"{where} returned {gd['n_got']} gradient(s); forward took {gd['n_expected']} "
+            f"input(s). Return "
             "exactly one per input, `None` for inputs that need no gradient (ints, flags, tensors "
             "without requires_grad)."
         )
-        fix = f"In {where}, return {gd['n_expected']} values, using `None` for non-tensor or constant inputs."
+        fix = (
+            f"In {where}, return {gd['n_expected']} values, using `None` for non-tensor or "
+            f"constant inputs."
+        )
     if is_function:
         notes.append(
             f"`{cls_name}` is the torch.autograd.Function defined in your session "
@@ -523,13 +568,14 @@ def ctx_invalid_gradient(match, scene):
 
 
 def ctx_hook_changed(match, scene):
-    """A tensor hook returned a gradient of another size or type: which hook, on which tensor (from
-    the ``register_hook`` calls in the cell).
+    """A tensor hook returned a gradient of another size or type.
+
+    Which hook, on which tensor (from the ``register_hook`` calls in the cell).
     """
     gd = match.groupdict()
     hook, what = gd.get("hook"), gd.get("what")
     facts = {"hook": hook, "changed": what, "tensors": []}
-    for recv, node in _method_calls(_source_text(scene), "register_hook"):
+    for recv, _node in _method_calls(_source_text(scene), "register_hook"):
         facts["tensors"].append(recv)
     notes = [
         f"The hook `{hook}` returned a gradient whose {what} differs from the gradient it received."
@@ -541,7 +587,8 @@ def ctx_hook_changed(match, scene):
             + "."
         )
     fix = (
-        f"Make `{hook}` return a tensor of the same shape and dtype as its argument (e.g. `lambda g: g * mask` or "
+        f"Make `{hook}` return a tensor of the same shape and dtype as its argument (e.g. `lambda "
+        f"g: g * mask` or "
         "`g.clamp(-1, 1)`), or `None` to keep the gradient unchanged."
     )
     return Context(notes=tuple(notes), facts=facts, fix=fix)

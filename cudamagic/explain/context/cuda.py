@@ -1,7 +1,9 @@
-"""Context for errors of the CUDA install and devices: a CPU-only PyTorch build, a driver too
-old for the build, no kernel for the GPU's architecture, a device ordinal that does not exist.
+"""Context for errors of the CUDA install and devices.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. No CUDA
+A CPU-only PyTorch build, a driver too old for the build, no kernel for the GPU's architecture, a
+device ordinal that does not exist.
+
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`. No CUDA
 context is created here: the GPU's own properties are read only when CUDA is already initialised.
 """
 
@@ -13,8 +15,10 @@ import re
 from ...core import nvml, platform, wheels
 from ...core.na import is_na
 from ...core.nvml import decode_cuda_driver_version
-from ..model import Context
-from ..scene import _source_text, _torch
+from ..cudaerrors import FAMILIES, family_of_message
+from ..result import Context
+from ..scene import _failing_modules, _named_modules, _source_text, _torch
+from .tensors import ctx_index_tensors
 
 
 def ctx_not_compiled(match, scene):
@@ -89,15 +93,18 @@ def _install_fix(version: str, facts: dict) -> str:
 
 
 def ctx_program_driver(match, scene):
+    """Whether this machine has an NVIDIA driver at all."""
     driver = platform.nvidia_driver_present()
     notes = (
         (
-            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): host code "
+            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi): "
+            "host code "
             "runs here, kernels cannot.",
         )
         if not driver
         else (
-            "An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the program "
+            "An NVIDIA driver is installed: it supports an older CUDA than the nvcc that built the "
+            "program "
             "(`%cudainfo` shows both).",
         )
     )
@@ -105,13 +112,14 @@ def ctx_program_driver(match, scene):
 
 
 def ctx_driver_old(match, scene):
+    """The driver's CUDA version against PyTorch's CUDA."""
     torch = _torch()
     facts, notes = {}, []
     found = match.groupdict().get("found") if match.re.groupindex else None
     driver_cuda = decode_cuda_driver_version(int(found)) if found else None
     if is_na(driver_cuda):  # "found version 0": nothing to decode
         found = None
-    built = getattr(getattr(torch, "version", None), "cuda", None) if torch else None
+    built = torch.version.cuda if torch else None
     facts["torch_cuda"] = built
     if found:
         facts["driver_cuda"] = driver_cuda
@@ -138,6 +146,7 @@ def ctx_driver_old(match, scene):
 
 
 def ctx_arch(match, scene):
+    """The GPU's architecture against the build's architecture list."""
     torch = _torch()
     notes, facts = [], {}
     if torch is not None:
@@ -163,6 +172,7 @@ def ctx_arch(match, scene):
 
 
 def ctx_ordinal(match, scene):
+    """The requested CUDA ordinal against the GPUs CUDA sees."""
     torch = _torch()
     notes, facts = [], {}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -178,7 +188,8 @@ def ctx_ordinal(match, scene):
             notes.append(f"This process sees {count} GPU(s); valid devices: {valid}.")
     if visible is not None:
         notes.append(
-            f"CUDA_VISIBLE_DEVICES={visible!r}: the listed GPUs are renumbered from 0 in this process."
+            f"CUDA_VISIBLE_DEVICES={visible!r}: the listed GPUs are renumbered from 0 in this "
+            f"process."
         )
     asked = re.findall(r"cuda:(\d+)|set_device\((\d+)\)|device=(\d+)", _source_text(scene))
     asked = sorted({int(a or b or c) for a, b, c in asked})
@@ -200,14 +211,13 @@ _LIBRARY_CALLS = (
 
 
 def ctx_cuda_family(match, scene):
-    """What a CUDA error message identifies (runtime code / library status, the library function
-    PyTorch named), whether ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the
-    integer tensors and embeddings to compare (an out-of-range index is the usual cause). Reads no
-    GPU state: nothing here starts CUDA or waits for the GPU.
-    """
-    from ..cudaerrors import FAMILIES, family_of_message
-    from .tensors import ctx_index_tensors
+    """What a CUDA error message identifies, and where to look for the cause.
 
+    The runtime code or library status and the library function PyTorch named, whether
+    ``CUDA_LAUNCH_BLOCKING`` was set, and for errors that surface late the integer tensors and
+    embeddings to compare (an out-of-range index is the usual cause). Reads no GPU state: nothing
+    here starts CUDA or waits for the GPU.
+    """
     family, facts = family_of_message(match.string)
     facts = dict(facts, family=family)
     notes = []
@@ -228,12 +238,14 @@ def ctx_cuda_family(match, scene):
     if family in ("cuda-async", "cuda-illegal-access", "cuda-launch"):
         if blocking:
             notes.append(
-                "CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation that "
+                "CUDA_LAUNCH_BLOCKING is set in this kernel, so the failing line is the operation "
+                "that "
                 "failed."
             )
         else:
             notes.append(
-                "CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the error was "
+                "CUDA_LAUNCH_BLOCKING is not set in this kernel: the failing line is where the "
+                "error was "
                 "noticed, possibly after the operation that really failed."
             )
         index = ctx_index_tensors(match, scene, wide=True)
@@ -254,7 +266,8 @@ def ctx_cuda_family(match, scene):
         facts["out_of_range"] = [(t, e) for t, _, _, e, _ in out]
         for t, lo, hi, e, n in out[:3]:
             notes.append(
-                f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is fed to "
+                f"`{t}` (integers {lo}..{hi}) does not fit `{e}` (indices 0..{n - 1}): if it is "
+                f"fed to "
                 f"`{e}`, that is the failing operation."
             )
     if family and FAMILIES[family].restart:
@@ -263,6 +276,4 @@ def ctx_cuda_family(match, scene):
 
 
 def _modules(scene):
-    from ..scene import _failing_modules, _named_modules
-
     return _failing_modules(scene) or list(_named_modules(scene))

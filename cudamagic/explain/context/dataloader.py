@@ -1,17 +1,19 @@
-"""Context for DataLoader, pinned-memory and worker-process errors: which DataLoader pins
-tensors that are already on a device, which uses worker processes, the multiprocessing start
-method, the size of ``/dev/shm``.
+"""Context for DataLoader, pinned-memory and worker-process errors.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`.
+Which DataLoader pins tensors that are already on a device, which uses worker processes, the
+multiprocessing start method, the size of ``/dev/shm``.
+
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 
 from ...core import platform
 from ...core.fmt import format_bytes
-from ..model import Context
+from ..result import Context
 from ..scene import _is_tensor, _shape, _source_text, _tensors, _torch
 from ..source import _method_calls
 
@@ -32,16 +34,18 @@ def _cuda_tensors_in_dataset(dataset):
 
 
 def ctx_pin_cuda(match, scene):
+    """DataLoaders that pin memory of a dataset holding CUDA tensors."""
     notes, facts = [], {"tensor_type": match.group("type")}
     culprits = []
     for name, loader in _dataloaders(scene):
-        if getattr(loader, "pin_memory", False):
+        if loader.pin_memory:
             idx = _cuda_tensors_in_dataset(loader.dataset)
             if idx:
                 culprits.append(name)
                 devices = sorted({str(loader.dataset.tensors[i].device) for i in idx})
                 notes.append(
-                    f"`{name}` is a DataLoader with pin_memory=True whose dataset holds tensors that are "
+                    f"`{name}` is a DataLoader with pin_memory=True whose dataset holds tensors "
+                    f"that are "
                     f"not on the CPU (TensorDataset tensors {idx}, on {', '.join(devices)})."
                 )
     for name, t in _tensors(scene):
@@ -53,6 +57,7 @@ def ctx_pin_cuda(match, scene):
 
 
 def ctx_no_accelerator(match, scene):
+    """What this kernel's PyTorch says about CUDA."""
     torch = _torch()
     notes = []
     if torch is not None:
@@ -73,8 +78,10 @@ def ctx_no_accelerator(match, scene):
 
 
 def _device_tensors_of(dataset) -> list:
-    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds: TensorDataset's
-    ``tensors`` and the attributes of a custom Dataset (``self.x = torch.randn(...).cuda()`` in ``__init__``).
+    """``(attribute, device)`` of tensors not on the CPU that ``dataset`` holds.
+
+    TensorDataset's ``tensors`` and the attributes of a custom Dataset (``self.x =
+    torch.randn(...).cuda()`` in ``__init__``).
     """
     found = [
         (f"tensors[{i}]", str(dataset.tensors[i].device)) for i in _cuda_tensors_in_dataset(dataset)
@@ -90,9 +97,10 @@ def _device_tensors_of(dataset) -> list:
 
 
 def ctx_workers(match, scene):
+    """DataLoaders with worker processes, and datasets holding CUDA tensors."""
     notes, workers, cuda_datasets = [], [], []
     for name, loader in _dataloaders(scene):
-        n = getattr(loader, "num_workers", 0)
+        n = loader.num_workers
         if n:
             workers.append(name)
             notes.append(f"`{name}` uses num_workers={n}.")
@@ -101,9 +109,12 @@ def ctx_workers(match, scene):
                 cuda_datasets.append(name)
                 where = ", ".join(f"`{a}` on {d}" for a, d in held[:3])
                 notes.append(
-                    f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors ({where}): "
-                    "every worker process receives them, and CUDA tensors cannot be sent to worker processes "
-                    "(on Windows not at all). Create the dataset's tensors on the CPU and move each batch "
+                    f"The dataset of `{name}` ({type(loader.dataset).__name__}) holds GPU tensors "
+                    f"({where}): "
+                    "every worker process receives them, and CUDA tensors cannot be sent to worker "
+                    "processes "
+                    "(on Windows not at all). Create the dataset's tensors on the CPU and move "
+                    "each batch "
                     "to the GPU in the training loop."
                 )
     notes.append(f"This kernel runs on {platform.SYSTEM}.")
@@ -118,11 +129,11 @@ def ctx_workers(match, scene):
 
 
 def _process_start_method() -> str:
-    """The start method new worker processes get in this process: the one set, else the platform's
-    default (fork on Linux before Python 3.14, spawn on Windows and macOS), without fixing it.
-    """
-    import multiprocessing
+    """The start method new worker processes get in this process.
 
+    The one set, else the platform's default (fork on Linux before Python 3.14, spawn on Windows and
+    macOS), without fixing it.
+    """
     return (
         multiprocessing.get_start_method(allow_none=True)
         or multiprocessing.get_all_start_methods()[0]
@@ -130,19 +141,21 @@ def _process_start_method() -> str:
 
 
 def _loader_start_method(loader, default: str) -> str:
-    ctx = getattr(loader, "multiprocessing_context", None)
+    ctx = loader.multiprocessing_context
     return ctx.get_start_method() if ctx is not None else default
 
 
 def start_methods(scene) -> list:
-    """The start methods of the DataLoaders with workers in ``scene`` (their
-    ``multiprocessing_context``, else the process's), sorted; the process's own when there are none (or ``scene`` is None).
+    """The start methods of the DataLoaders with workers in ``scene``, sorted.
+
+    A loader's ``multiprocessing_context``, else the process's; the process's own when there are
+    none (or ``scene`` is None).
     """
     default = _process_start_method()
     found = {
         _loader_start_method(loader, default)
         for _, loader in (_dataloaders(scene) if scene else [])
-        if getattr(loader, "num_workers", 0)
+        if loader.num_workers
     }
     return sorted(found) or [default]
 
@@ -154,8 +167,10 @@ _PICKLE_FAILURE = re.compile(
 
 
 def spawned_workers(match, scene) -> bool:
-    """Whether a worker error is the spawn case: the message (or a link of its chain) shows the
-    pickling failure, or the workers in use start with spawn / forkserver, which import notebook code by name.
+    """Whether a worker error is the spawn case.
+
+    The message (or a link of its chain) shows the pickling failure, or the workers in use start
+    with spawn / forkserver, which import notebook code by name.
     """
     if "exited unexpectedly" not in match.group(0):
         return True  # the pickling messages themselves
@@ -165,13 +180,15 @@ def spawned_workers(match, scene) -> bool:
 
 
 def forked_workers(match, scene) -> bool:
-    """Whether a worker that "exited unexpectedly" was forked (the inverse of :func:`spawned_workers`)."""
+    """Whether a worker that "exited unexpectedly" was forked (not :func:`spawned_workers`)."""
     return not spawned_workers(match, scene)
 
 
 def ctx_801(match, scene):
-    """Error 801 (operation not supported): the loaders with workers and datasets holding GPU
-    tensors (:func:`ctx_workers`); the distributed advice only where this kernel has a ``torch.distributed`` group.
+    """Error 801 (operation not supported).
+
+    The loaders with workers and datasets holding GPU tensors (:func:`ctx_workers`); the distributed
+    advice only where this kernel has a ``torch.distributed`` group.
     """
     ctx = ctx_workers(match, scene)
     torch = _torch()
@@ -185,8 +202,10 @@ def ctx_801(match, scene):
     if group:
         notes.insert(
             -1,
-            f"torch.distributed is initialised here (backend {backend}, world size {world}): if the "
-            "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank and "
+            f"torch.distributed is initialised here (backend {backend}, world size {world}): if "
+            f"the "
+            "failing call is a collective or a copy between GPUs, `NCCL_DEBUG=INFO` logs the rank "
+            "and "
             "call that failed, `TORCH_DISTRIBUTED_DEBUG=DETAIL` checks the collectives, and "
             "`nvidia-smi topo -m` shows which GPUs can reach each other directly.",
         )
@@ -194,9 +213,7 @@ def ctx_801(match, scene):
 
 
 def ctx_spawn_main(match, scene):
-    """Workers started with ``spawn`` (Windows, macOS) cannot import what the notebook defined in ``__main__``."""
-    import multiprocessing
-
+    """Spawned workers (Windows, macOS) cannot import what the notebook defined."""
     name = (match.groupdict().get("name") or "").split(".")[-1] if match.re.groupindex else ""
     default = multiprocessing.get_all_start_methods()[
         0
@@ -204,7 +221,7 @@ def ctx_spawn_main(match, scene):
     method = multiprocessing.get_start_method(allow_none=True) or default
     notes, users = [f"The default start method here is {default}; this kernel's is {method}."], []
     for lname, loader in _dataloaders(scene):
-        if not getattr(loader, "num_workers", 0):
+        if not loader.num_workers:
             continue
         lmethod = _loader_start_method(loader, method)
         cls = type(loader.dataset)
@@ -221,7 +238,8 @@ def ctx_spawn_main(match, scene):
             users.append(lname)
             notes.append(
                 f"`{lname}` starts {loader.num_workers} worker(s) with {lmethod}, and its "
-                f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a spawned "
+                f"{' and '.join(in_main)} is defined in the notebook (module __main__), which a "
+                f"spawned "
                 "worker cannot import."
             )
     if name and name in scene.user_ns:
@@ -242,8 +260,7 @@ def ctx_spawn_main(match, scene):
 
 
 def ctx_fork(match, scene):
-    import multiprocessing
-
+    """The multiprocessing start method, and whether CUDA is initialised."""
     torch = _torch()
     notes = []
     try:
@@ -253,7 +270,8 @@ def ctx_fork(match, scene):
     notes.append(f"The multiprocessing start method is {method}.")
     if torch is not None and torch.cuda.is_initialized():
         notes.append(
-            "CUDA is already initialised in this kernel, so forked workers inherit a CUDA state they "
+            "CUDA is already initialised in this kernel, so forked workers inherit a CUDA state "
+            "they "
             "cannot use."
         )
     ctx = ctx_workers(match, scene)
@@ -261,6 +279,7 @@ def ctx_fork(match, scene):
 
 
 def ctx_shm(match, scene):
+    """The size of /dev/shm, and how the workers ended (exit code or signal)."""
     notes, facts = [], {}
     shm = platform.dev_shm_bytes()
     if shm is not None:
@@ -278,8 +297,10 @@ _SIGNAL = re.compile(r"is killed by signal: ([^.\n]+)")
 
 
 def ctx_worker_exited(match, scene):
-    """A forked DataLoader worker died: the exit code or signal (from the message and its chain),
-    the start method of each loader with workers, and the size of ``/dev/shm``.
+    """A forked DataLoader worker died.
+
+    The exit code or signal (from the message and its chain), the start method of each loader with
+    workers, and the size of ``/dev/shm``.
     """
     texts = [match.string, *scene.messages]
     codes = [int(m.group(1)) for t in texts for m in [_EXIT_CODE.search(t)] if m]
@@ -288,28 +309,34 @@ def ctx_worker_exited(match, scene):
     default = _process_start_method()
     notes = []
     for name, loader in _dataloaders(scene):
-        n = getattr(loader, "num_workers", 0)
+        n = loader.num_workers
         if n:
             notes.append(
-                f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: forked "
-                "workers inherit what the notebook defined, so this is not the spawn import problem."
+                f"`{name}` starts {n} worker(s) with {_loader_start_method(loader, default)}: "
+                f"forked "
+                "workers inherit what the notebook defined, so this is not the spawn import "
+                "problem."
             )
     if sig == "Killed":
         notes.append(
-            "The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when memory "
-            "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own copy of "
+            "The worker was killed by SIGKILL ('Killed'), what the Linux OOM killer sends when "
+            "memory "
+            "runs out: `!dmesg | grep -i 'killed process'` confirms it. Each worker holds its own "
+            "copy of "
             "what it touches in the dataset; fewer workers or a smaller dataset in memory help."
         )
     elif sig == "Bus error":
         notes.append(
-            "The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while it "
+            "The worker was killed by SIGBUS ('Bus error'): shared memory (/dev/shm) ran out while "
+            "it "
             "handed a batch over."
         )
     elif sig:
         notes.append(f"The worker was killed by signal {sig}.")
     if code is not None:
         notes.append(
-            f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn code; "
+            f"The worker exited with code {code}: an error or a crash in the Dataset / collate_fn "
+            f"code; "
             "with `num_workers=0` the real error shows in the cell."
         )
     shm = ctx_shm(match, scene)

@@ -1,8 +1,9 @@
-"""Context for running out of GPU memory: the numbers in PyTorch's out-of-memory message, the
-biggest tensors the notebook still holds (IPython's output cache included), the GPU memory
-when cuBLAS / cuDNN could not start.
+"""Context for running out of GPU memory.
 
-Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`. Every
+The numbers in PyTorch's out-of-memory message, the biggest tensors the notebook still holds
+(IPython's output cache included), the GPU memory when cuBLAS / cuDNN could not start.
+
+Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`. Every
 ``torch.cuda.memory_*`` call is gated by ``torch.cuda.is_initialized()``.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 
 from ...core.fmt import format_bytes
-from ..model import Context
+from ..result import Context
 from ..scene import (
     Scene,
     _is_module,
@@ -33,6 +34,25 @@ def parse_size(text: str) -> int:
     return int(round(float(m.group(1)) * _UNITS[m.group(2)]))
 
 
+_SIZE = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
+#: (pattern, the keys of its groups) of each number in an out-of-memory message, current and pre-2.1
+_OOM_NUMBERS = (
+    (r"Tried to allocate " + _SIZE, ("requested_bytes",)),
+    (
+        rf"GPU (\d+) has a total capac\w* of {_SIZE} of which {_SIZE} is free",
+        ("gpu", "total_bytes", "free_bytes"),
+    ),
+    (rf"this process has {_SIZE} memory in use", ("process_bytes",)),
+    (_SIZE + " is allocated by PyTorch", ("allocated_bytes",)),
+    (_SIZE + " is reserved by PyTorch but unallocated", ("reserved_unallocated_bytes",)),
+    (
+        rf"\(GPU (\d+); {_SIZE} total capacity; {_SIZE} already allocated; {_SIZE} free; "
+        rf"{_SIZE} reserved in total by PyTorch",
+        ("gpu", "total_bytes", "allocated_bytes", "free_bytes", "reserved_bytes"),
+    ),
+)
+
+
 def parse_oom(message: str) -> dict:
     """Numbers from a CUDA out-of-memory message, in bytes.
 
@@ -47,48 +67,17 @@ def parse_oom(message: str) -> dict:
         ``free_bytes``, ``process_bytes``, ``allocated_bytes``, ``reserved_bytes`` (total
         reserved by PyTorch) and ``reserved_unallocated_bytes``.
     """
-    size = r"([\d.]+ (?:bytes|B|KiB|MiB|GiB|TiB))"
     out = {}
-    m = re.search(r"Tried to allocate " + size, message)
-    if m:
-        out["requested_bytes"] = parse_size(m.group(1))
-    m = re.search(
-        r"GPU (\d+) has a total capac\w* of " + size + r" of which " + size + " is free", message
-    )
-    if m:
-        out["gpu"] = int(m.group(1))
-        out["total_bytes"] = parse_size(m.group(2))
-        out["free_bytes"] = parse_size(m.group(3))
-    m = re.search(r"this process has " + size + " memory in use", message)
-    if m:
-        out["process_bytes"] = parse_size(m.group(1))
-    m = re.search(size + r" is allocated by PyTorch", message)
-    if m:
-        out["allocated_bytes"] = parse_size(m.group(1))
-    m = re.search(size + r" is reserved by PyTorch but unallocated", message)
-    if m:
-        out["reserved_unallocated_bytes"] = parse_size(m.group(1))
-        if "allocated_bytes" in out:
-            out["reserved_bytes"] = out["allocated_bytes"] + out["reserved_unallocated_bytes"]
-    m = re.search(
-        r"\(GPU (\d+); "
-        + size
-        + " total capacity; "
-        + size
-        + " already allocated; "
-        + size
-        + " free; "
-        + size
-        + " reserved in total by PyTorch",
-        message,
-    )
-    if m:
-        out["gpu"] = int(m.group(1))
-        out["total_bytes"] = parse_size(m.group(2))
-        out["allocated_bytes"] = parse_size(m.group(3))
-        out["free_bytes"] = parse_size(m.group(4))
-        out["reserved_bytes"] = parse_size(m.group(5))
-        out["reserved_unallocated_bytes"] = out["reserved_bytes"] - out["allocated_bytes"]
+    for pattern, keys in _OOM_NUMBERS:
+        found = re.search(pattern, message)
+        if found:
+            for key, text in zip(keys, found.groups(), strict=True):
+                out[key] = int(text) if key == "gpu" else parse_size(text)
+    allocated, unallocated = out.get("allocated_bytes"), out.get("reserved_unallocated_bytes")
+    if allocated is not None and unallocated is not None:
+        out.setdefault("reserved_bytes", allocated + unallocated)
+    elif allocated is not None and "reserved_bytes" in out:
+        out["reserved_unallocated_bytes"] = out["reserved_bytes"] - allocated
     return out
 
 
@@ -127,6 +116,7 @@ def biggest_tensors(scene: Scene, limit: int = 5, cuda_only: bool = False):
 
 
 def ctx_oom(match, scene):
+    """The requested, free and reserved bytes of the message, and the largest tensors."""
     message = match.string
     numbers = parse_oom(message)
     notes = []
@@ -134,7 +124,8 @@ def ctx_oom(match, scene):
         line = f"PyTorch asked for {format_bytes(numbers['requested_bytes'])}"
         if "free_bytes" in numbers:
             line += (
-                f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} free of "
+                f" while GPU {numbers.get('gpu', 0)} had {format_bytes(numbers['free_bytes'])} "
+                f"free of "
                 f"{format_bytes(numbers['total_bytes'])}"
             )
         notes.append(line + ".")
@@ -173,15 +164,20 @@ def ctx_oom(match, scene):
     numbers["output_cache"] = cached
     if "cudamem" in scene.line_magics:
         fix = (
-            "Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports the bytes "
-            "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` the big "
+            "Run `%cudamem free` to drop the saved traceback and empty PyTorch's cache (it reports "
+            "the bytes "
+            "it freed; `%cudamem free --out` also releases the output cache `Out`/`_`); then `del` "
+            "the big "
             "tensors you no longer need, or lower the batch size."
         )
     else:
         fix = (
-            "Free what the notebook still holds: `import sys, gc; sys.last_value = sys.last_traceback = None` "
-            "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors and "
-            "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or lower the "
+            "Free what the notebook still holds: `import sys, gc; sys.last_value = "
+            "sys.last_traceback = None` "
+            "(the saved traceback keeps the failing frame's tensors alive), `del` the big tensors "
+            "and "
+            "`Out` entries you no longer need, then `gc.collect(); torch.cuda.empty_cache()`; or "
+            "lower the "
             "batch size."
         )
     numbers["mentions_cudamem_free"] = "cudamem" in scene.line_magics
@@ -189,6 +185,7 @@ def ctx_oom(match, scene):
 
 
 def ctx_gpu_memory(match, scene):
+    """The allocator counters of each initialised device."""
     torch = _torch()
     notes, facts = [], {}
     if torch is not None and torch.cuda.is_initialized():
@@ -199,8 +196,10 @@ def ctx_gpu_memory(match, scene):
             facts["allocated_bytes"] = sum(int(torch.cuda.memory_allocated(d)) for d in devices)
             facts["reserved_bytes"] = sum(int(torch.cuda.memory_reserved(d)) for d in devices)
             notes.append(
-                f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, PyTorch's "
-                f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU has free)."
+                f"Your tensors hold {format_bytes(facts['allocated_bytes'])} of GPU memory, "
+                f"PyTorch's "
+                f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU "
+                f"has free)."
             )
         except Exception:
             pass

@@ -1,10 +1,11 @@
-"""Context for errors about the tensors an operation got: devices that differ, shapes that do
-not multiply or broadcast, dtypes that differ, class labels and embedding indices of the
-wrong dtype or out of range.
+"""Context for errors about the tensors an operation got.
+
+Devices that differ, shapes that do not multiply or broadcast, dtypes that differ, class labels and
+embedding indices of the wrong dtype or out of range.
 
 Only the tensors and modules named on the failing lines are looked at where that suffices (a
 variable that merely exists in the namespace may have nothing to do with the error). Each
-``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.model.Context`.
+``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 
-from ..model import Context
+from ..result import Context
 from ..scene import (
     _argument_tensor,
     _dtype_name,
@@ -34,6 +35,7 @@ from ..source import _root_name_of, inplace_uses
 
 
 def ctx_devices(match, scene):
+    """Which of the failing tensors and modules are on which device."""
     found = (
         set(d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d))
         if match.groups()
@@ -125,7 +127,8 @@ def ctx_index_tensors(match, scene, wide: bool = False):
                 classes = int(t.shape[1])
                 facts.setdefault("classes", {})[name] = classes
                 notes.append(
-                    f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must be "
+                    f"`{name}` (shape {list(_shape(t))}) scores {classes} classes, so labels must "
+                    f"be "
                     f"0..{classes - 1}; the label {bad} is not."
                 )
                 break
@@ -134,6 +137,7 @@ def ctx_index_tensors(match, scene, wide: bool = False):
 
 
 def ctx_matmul(match, scene):
+    """The two matrix shapes and the tensors and layers that have them."""
     torch = _torch()
     a = (int(match.group("a0")), int(match.group("a1")))
     b = (int(match.group("b0")), int(match.group("b1")))
@@ -166,7 +170,7 @@ def ctx_matmul(match, scene):
             break
     # tensors on the failing line first; the namespace only when the line names none that fits
     on_line = _failing_tensors(scene)
-    for side, want in (("input", a), ("right", b)):
+    for side, _want in (("input", a), ("right", b)):
         for pool in (on_line, [] if on_line else list(_tensors(scene))):
             hit = None
             for name, t in pool:
@@ -192,11 +196,13 @@ def ctx_matmul(match, scene):
 
 
 def ctx_broadcast(match, scene):
+    """The mismatched dimension and the failing tensors' shapes."""
     gd = match.groupdict()
     a, b = int(gd["a"]), int(gd["b"])
     names = [f"`{name}` {list(_shape(t))}" for name, t in _failing_tensors(scene)]
     notes = [
-        f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal sizes "
+        f"Dimension {gd['dim']} is {a} on one side and {b} on the other; broadcasting needs equal "
+        f"sizes "
         "or a 1."
     ]
     if names:
@@ -208,8 +214,9 @@ def ctx_broadcast(match, scene):
 
 
 def ctx_dtype(match, scene):
-    """The dtypes of the tensors, arrays and models on the failing lines (not the whole namespace:
-    a float64 tensor elsewhere may have nothing to do with the error).
+    """The dtypes of the tensors, arrays and models on the failing lines (not the whole namespace.
+
+    A float64 tensor elsewhere may have nothing to do with the error).
     """
     notes, facts = [], {"float64": [], "model_dtype": {}, "tensor_dtype": {}}
     for name, value in _failing_values(scene):
@@ -233,7 +240,8 @@ def ctx_dtype(match, scene):
             if str(value.dtype) == "float64":
                 facts["float64"].append(name)
             notes.append(
-                f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy keeps it)."
+                f"`{name}` is a NumPy array of {value.dtype} (NumPy's default; torch.from_numpy "
+                f"keeps it)."
             )
     fix = ""
     if facts["float64"] and (
@@ -241,7 +249,10 @@ def ctx_dtype(match, scene):
     ):
         first = facts["float64"][0]
         if first in facts["tensor_dtype"] and _is_tensor(_lookup(scene, first)):
-            fix = f"Convert the data once: `{first} = {first}.float()` (or build it with dtype=torch.float32)."
+            fix = (
+                f"Convert the data once: `{first} = {first}.float()` (or build it with "
+                f"dtype=torch.float32)."
+            )
         else:
             fix = (
                 f"Convert the array when you make the tensor: `torch.from_numpy({first}).float()`."
@@ -264,7 +275,8 @@ def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
             if wrong(value):
                 facts["targets"].append(expr)
                 notes.append(
-                    f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with shape "
+                    f"`{expr}`, the {role} passed to `{callee}`, is {_dtype_name(value)} with "
+                    f"shape "
                     f"{list(_shape(value))}."
                 )
         elif not re.fullmatch(r"[A-Za-z_]\w*", expr):
@@ -287,6 +299,7 @@ def _targets_context(scene, *, wrong, convert, indices=False, purpose=""):
 
 
 def ctx_targets(match, scene):
+    """The targets (or indices) that are not integers, and the conversion."""
     indices = "indices" in match.re.pattern
     return _targets_context(
         scene,
@@ -300,6 +313,7 @@ def ctx_targets(match, scene):
 
 
 def ctx_float_targets(match, scene):
+    """The targets that are not floating point, and the conversion."""
     return _targets_context(
         scene,
         wrong=lambda t: not t.is_floating_point(),
@@ -309,7 +323,7 @@ def ctx_float_targets(match, scene):
 
 
 def ctx_result_cast(match, scene):
-    """A float result written into an integer tensor: a BCE-with-logits target, or an in-place op."""
+    """A float result written into an integer tensor: a BCE target, or an in-place op."""
     context = ctx_float_targets(match, scene)
     if context.facts.get("targets"):
         return context
@@ -326,9 +340,13 @@ def ctx_result_cast(match, scene):
     fix = ""
     if facts["inplace"]:
         n = facts["inplace"][0]
-        fix = f"Make `{n}` float first (`{n} = {n}.float()`), or write the result to a new tensor instead of in place."
+        fix = (
+            f"Make `{n}` float first (`{n} = {n}.float()`), or write the result to a new tensor "
+            f"instead of in place."
+        )
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
 
 def ctx_numpy(match, scene):
+    """Nothing beyond the catalogue entry: its fix is general."""
     return Context()

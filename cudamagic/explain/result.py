@@ -1,8 +1,7 @@
-"""What the error explainer is made of: a catalogue :class:`Entry`, the :class:`Context` a
-context function finds, and the :class:`Explanation` shown under a failing cell.
+"""What the error explainer returns: an :class:`Explanation`, the catalogue, or no match.
 
 Plain data with no IPython or torch import. An :class:`Explanation` holds strings and numbers
-only (no exception, traceback or frame), so it cannot keep GPU memory alive (field report F22).
+only (no exception, traceback or frame), so it cannot keep GPU memory alive.
 """
 
 from __future__ import annotations
@@ -10,6 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from ..core.display import Displayed
+from . import render
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,7 @@ class Entry:
         names = {cls.__name__ for cls in type(exc).__mro__}
         if not names.intersection(self.types):
             return None
-        message = _message(exc)
+        message = exception_text(exc)
         for pattern in self.patterns:
             found = re.search(pattern, message, re.S)
             if found:
@@ -81,8 +83,8 @@ class Entry:
         return None
 
 
-@dataclass(frozen=True)
-class Explanation:
+@dataclass(frozen=True, repr=False)
+class Explanation(Displayed):
     """The result of :func:`~cudamagic.explain.match.explain`: an entry plus the live context.
 
     Holds no exception object.
@@ -101,26 +103,59 @@ class Explanation:
     context: Context = Context()
     context_error: str = ""
 
-    # rendering lives in .box; these delegate so the object displays itself
-    def text(self) -> str:
-        """The box as plain text."""
-        from .box import explanation_text
+    def to_text(self, width: int | None = None) -> str:
+        """The box as plain text, ``width`` columns (default: the terminal's, at most 96)."""
+        return render.explanation_text(self, width)
 
-        return explanation_text(self)
-
-    def __repr__(self):
-        return self.text()
-
-    def _repr_pretty_(self, p, cycle):
-        p.text(self.text())
-
-    def _repr_html_(self):
-        from .box import explanation_html
-
-        return explanation_html(self)
+    def to_html(self) -> str:
+        """The box as HTML."""
+        return render.explanation_html(self)
 
 
-def _chain(exc: BaseException, depth: int = 5):
+@dataclass(frozen=True, repr=False)
+class CatalogueView(Displayed):
+    """``%cudaexplain --list``: every catalogue entry.
+
+    Attributes:
+        entries: the :class:`Entry` tuple.
+    """
+
+    entries: tuple
+
+    def __len__(self):
+        return len(self.entries)
+
+    def to_text(self) -> str:
+        """Id, title and exception types, one entry a line."""
+        return render.catalogue_text(self.entries)
+
+    def to_html(self) -> str:
+        """One table row per entry, the fix behind a fold."""
+        return render.catalogue_html(self.entries)
+
+
+@dataclass(frozen=True, repr=False)
+class NoMatch(Displayed):
+    """``%cudaexplain`` on an error that no catalogue entry matches.
+
+    Attributes:
+        exc_type: the exception's class name.
+        message: the first line of its message.
+    """
+
+    exc_type: str
+    message: str
+
+    def to_text(self) -> str:
+        """One line naming the error, and where the known cases are listed."""
+        return render.no_match_text(self)
+
+    def to_html(self) -> str:
+        """The same as HTML."""
+        return render.no_match_html(self)
+
+
+def exception_chain(exc: BaseException, depth: int = 5):
     """The exception, then its ``__cause__``/``__context__`` chain (at most ``depth`` links)."""
     seen = set()
     while exc is not None and id(exc) not in seen and depth > 0:
@@ -130,7 +165,8 @@ def _chain(exc: BaseException, depth: int = 5):
         depth -= 1
 
 
-def _message(exc: BaseException) -> str:
+def exception_text(exc: BaseException) -> str:
+    """``str(exc)``, or ``""`` when its ``__str__`` fails."""
     try:
         return str(exc)
     except Exception:  # a broken __str__ must not break the explainer

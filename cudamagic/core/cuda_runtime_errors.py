@@ -1,10 +1,9 @@
 """The CUDA runtime's error codes and texts, as data (generated: do not edit by hand).
 
-Source: CUDA 13.0 toolkit. Names and codes: ``enum cudaError`` in ``include/driver_types.h``; texts:
-    what
-``cudaGetErrorString(code)`` of ``libcudart`` 13.0 returns, which PyTorch prints after ``CUDA error:
+Source: CUDA 13.0 toolkit. Names and codes: ``enum cudaError`` in ``include/driver_types.h``;
+texts: what ``cudaGetErrorString(code)`` of ``libcudart`` 13.0 returns, which PyTorch prints after ``CUDA error:
 `` (c10/cuda/CUDAException.cpp: c10_cuda_check_implementation). Regenerate with
-``python scripts/gen_cuda_errors.py /usr/local/cuda-X.Y``; the families are in :mod:`.cudaerrors`.
+``python scripts/gen_cuda_errors.py /usr/local/cuda-X.Y``; the families are in :mod:`cudamagic.explain.cudaerrors`.
 """
 
 CUDA_VERSION = "13.0"

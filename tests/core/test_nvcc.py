@@ -1,11 +1,11 @@
-"""Tier 1: finding and running nvcc: real fake-nvcc scripts that hang, print garbage, fail, flood; the real nvcc."""
+"""Finding and running nvcc: stand-ins that hang, print garbage, fail, flood; the real nvcc."""
 
 import stat
 
 import pytest
 
+from cudamagic.core import nvcc
 from cudamagic.core.na import is_na
-from cudamagic.info import nvcc
 
 
 def _fake_nvcc(tmp_path, body):
