@@ -244,8 +244,8 @@ def test_gpu_without_kernels_in_the_build():
             "its compute capability 3.7 has no kernels in this build's architectures (sm_50, "
             "sm_80, sm_90): "
             "'no kernel image is available for execution on the device'.",
-            "pip install --force-reinstall torch==2.7.* "
-            "--index-url https://download.pytorch.org/whl/cu118  (its wheels have kernels for sm_37)",
+            "pip install --force-reinstall torch==2.7.* --index-url "
+            "https://download.pytorch.org/whl/cu118  (its wheels have kernels for sm_37)",
         )
     ]
     assert (
