@@ -20,19 +20,22 @@ class NA:
         reason: plain-words cause, e.g. ``"not supported on this GPU"``.
         code: short machine code (``"not_supported"``, ``"gpu_lost"``, ``"no_permission"``,
             ``"mig"``, ``"no_driver"``, ``"error"``, ``"not_initialized"``...).
+        fix: the step or command that restores the reading, when one is known (``""`` if not).
+            Not part of equality: two NAs with the same reason and code are equal.
     """
 
-    __slots__ = ("reason", "code")
+    __slots__ = ("reason", "code", "fix")
 
-    def __init__(self, reason: str, code: str = "error"):
+    def __init__(self, reason: str, code: str = "error", fix: str = ""):
         object.__setattr__(self, "reason", str(reason))
         object.__setattr__(self, "code", str(code))
+        object.__setattr__(self, "fix", str(fix))
 
     def __setattr__(self, name, value):  # immutable
         raise AttributeError("NA is immutable")
 
     def __reduce__(self):  # pickle / copy / deepcopy (dataclasses.asdict deep-copies)
-        return (NA, (self.reason, self.code))
+        return (NA, (self.reason, self.code, self.fix))
 
     def __copy__(self):
         return self

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from . import platform
 from .na import NA, NaOr, is_na
+from .nvml_errors import CONTAINER_LOST_GPU, NVML_ERRORS
 from .nvml_fields import (
     FIELD_GROUP,
     FIELD_UNITS,
@@ -83,18 +84,11 @@ _state = {"module": None, "initialized": False, "error": None}
 
 # NVML error codes (mirrors pynvml's NVML_ERROR_*; kept here so translation works without importing
 # it).
-_UNINITIALIZED = 1
 _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
-_NOT_FOUND = 6
-_DRIVER_NOT_LOADED = 9
-_TIMEOUT = 10
-_LIBRARY_NOT_FOUND = 12
 _FUNCTION_NOT_FOUND = 13
-_GPU_IS_LOST = 15
-_RESET_REQUIRED = 16
 _LIB_RM_VERSION_MISMATCH = 18
-_GPU_NOT_FOUND = 28
+_UNKNOWN = 999
 
 # Answers that will not change while the process lives: remembered per (GPU, group).
 _STICKY_CODES = {_NOT_SUPPORTED, _NO_PERMISSION, _FUNCTION_NOT_FOUND}
@@ -175,40 +169,23 @@ def library_path():
     )
 
 
-#: NVML error code -> what it means for the user (``NVML_ERROR_*``).
-_REASONS = {
-    _NOT_SUPPORTED: NA("not supported on this GPU", "not_supported"),
-    _NO_PERMISSION: NA(
-        "permission denied by the driver (try as root or ask the administrator)", "no_permission"
-    ),
-    _FUNCTION_NOT_FOUND: NA(
-        "this driver's NVML lacks the function (driver too old for this query)", "not_supported"
-    ),
-    _GPU_IS_LOST: NA(
-        "GPU lost: it fell off the bus or was reset; check `dmesg` and `nvidia-smi`", "gpu_lost"
-    ),
-    _RESET_REQUIRED: NA("GPU requires a reset (`nvidia-smi -r`) or a reboot", "gpu_lost"),
-    _LIBRARY_NOT_FOUND: NA(
-        "NVML library libnvidia-ml.so.1 not found: no NVIDIA driver is installed on this machine "
-        "(or its library is not on the loader path)",
-        "no_driver",
-    ),
-    _DRIVER_NOT_LOADED: NA(
-        "the NVIDIA driver is installed but its kernel module is not loaded "
-        "(`sudo modprobe nvidia`, or reboot after installing the driver)",
-        "no_driver",
-    ),
-    _TIMEOUT: NA("NVML timed out", "error"),
-    _UNINITIALIZED: NA("NVML is not initialised", "not_initialized"),
-}
-_REASONS[_GPU_NOT_FOUND] = _REASONS[_GPU_IS_LOST]
-
-
 def translate(exc) -> NA:
-    """Turn an exception from an NVML call into an NA with a plain-words reason."""
+    """Turn an exception from an NVML call into an NA with a plain-words reason and its fix.
+
+    Every ``NVML_ERROR_*`` code has an entry in :data:`~cudamagic.core.nvml_errors.NVML_ERRORS`.
+    Two are completed from this machine: a driver/library mismatch names both versions, and
+    "Unknown Error" inside a container is the known "container lost its GPU devices" failure.
+    """
     code = getattr(exc, "value", None)
-    if code in _REASONS:
-        return _REASONS[code]
+    err = NVML_ERRORS.get(code) if isinstance(code, int) else None
+    if err is None:
+        return NA(
+            f"NVML error: {type(exc).__name__}: {exc}",
+            "error",
+            "run `nvidia-smi` in a terminal: it reports the same failure in its own words",
+        )
+    if code == _UNKNOWN and platform.in_container():
+        err = CONTAINER_LOST_GPU
     if code == _LIB_RM_VERSION_MISMATCH:
         kmod, lib = kernel_module_version(), library_version()
         seen = []
@@ -217,13 +194,12 @@ def translate(exc) -> NA:
         if not is_na(lib):
             seen.append(f"user-space library {lib}")
         both = f" ({', '.join(seen)})" if seen else ""
-        return NA(
-            "driver/library version mismatch: the loaded NVIDIA kernel module and the user-space "
-            f"NVML library differ{both}, usually after a driver update without a reboot; reboot, "
-            "or unload and reload the nvidia kernel modules",
-            "version_mismatch",
+        err = err._replace(
+            cause="driver/library version mismatch: the loaded NVIDIA kernel module and the "
+            f"user-space NVML library differ{both}, usually after a driver update without a "
+            "reboot; reboot, or unload and reload the nvidia kernel modules"
         )
-    return NA(f"NVML error: {type(exc).__name__}: {exc}", "error")
+    return NA(err.cause, err.code, err.fix)
 
 
 def init():

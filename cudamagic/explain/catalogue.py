@@ -78,9 +78,10 @@ CATALOGUE: tuple = (
             "code at all. This says nothing about your GPU or driver: they may be perfectly fine."
         ),
         fix=(
-            "Reinstall PyTorch with CUDA in the kernel's environment, e.g. `%pip install torch --index-url "
-            "https://download.pytorch.org/whl/cu121` (choose the CUDA version your driver supports: `%cudainfo` "
-            "shows it), then restart the kernel."
+            "On a machine with an NVIDIA GPU, reinstall PyTorch with CUDA in the kernel's environment: "
+            "`%pip install --force-reinstall torch==<your version> --index-url "
+            "https://download.pytorch.org/whl/cuXYZ`, with a cuXYZ your PyTorch version has wheels for "
+            "and your driver supports (`%cudainfo` gives the exact command), then restart the kernel."
         ),
         source="torch/cuda/__init__.py: _lazy_init",
         context=ctx_not_compiled,

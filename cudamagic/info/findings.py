@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..core import wheels
 from ..core.na import is_na
 from . import health
 from .result import Finding
@@ -18,73 +19,10 @@ from .versions import parse_version_tuple
 
 SEVERITIES = ("error", "warning", "info", "ok")
 
-#: CUDA versions PyTorch publishes wheels for (download index suffix ``cuXYZ``).
-WHEEL_CUDA = [(11, 8), (12, 1), (12, 4), (12, 6), (12, 8), (12, 9), (13, 0)]
-# : Minimum Linux driver for each CUDA major (CUDA minor version compatibility), from NVIDIA's
-# release notes.
-MIN_DRIVER = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
-
-
-def wheel_runs_on_driver(wheel, driver_cuda, driver_version=None) -> bool:
-    """True if a PyTorch wheel built for CUDA ``wheel`` (major, minor) runs on this driver.
-
-    A driver runs every CUDA release up to the one it reports (``driver_cuda``, from
-    ``nvmlSystemGetCudaDriverVersion``). A newer minor of the same major runs only through CUDA
-    minor version compatibility, which needs the driver to be at least :data:`MIN_DRIVER` of that
-    major (``driver_version`` as ``nvidia-smi`` prints it, e.g. ``'450.66'``); with an unknown
-    ``driver_version`` that is not assumed.
-    """
-    if driver_cuda is None:
-        return False
-    if wheel <= driver_cuda:
-        return True
-    if wheel[0] != driver_cuda[0] or wheel[0] not in MIN_DRIVER:
-        return False
-    have, need = _driver_tuple(driver_version), _driver_tuple(MIN_DRIVER[wheel[0]])
-    return have is not None and have >= need
-
-
-def _driver_tuple(text):
-    """``'450.80.02'`` -> ``(450, 80, 2)`` (all parts: drivers differ in the third), or None."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)*)\s*", text) if isinstance(text, str) else None
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
-
-
-def best_wheel_for_driver(driver_cuda, driver_version=None):
-    """The PyTorch wheel's CUDA variant to recommend for a driver.
-
-    ``driver_cuda`` is the (major, minor) CUDA version the driver supports.
-    The newest wheel not newer than the driver's CUDA (``(12, 4)`` -> ``'cu124'``); when the
-    driver's major has only newer minors, the oldest of them, which runs through CUDA minor version
-    compatibility only when ``driver_version`` reaches that major's :data:`MIN_DRIVER` (``(11, 4),
-    '470.86'`` -> ``'cu118'``; ``(11, 0), '450.66'`` -> None: 11.x minor compatibility needs
-    450.80.02). Every pick is checked with :func:`wheel_runs_on_driver`. Returns ``'cuXYZ'``, or
-    None when no published wheel runs on the driver.
-    """
-    if driver_cuda is None:
-        return None
-    runs = [w for w in WHEEL_CUDA if wheel_runs_on_driver(w, driver_cuda, driver_version)]
-    native = [w for w in runs if w <= driver_cuda]
-    same_major_native = [w for w in native if w[0] == driver_cuda[0]]
-    by_minor_compat = [w for w in runs if w > driver_cuda]
-    if same_major_native:
-        pick = max(same_major_native)
-    elif (
-        by_minor_compat
-    ):  # minor version compatibility: e.g. cu118 runs on an 11.4 driver >= 450.80.02
-        pick = min(by_minor_compat)
-    else:
-        pick = max(native, default=None)
-    return f"cu{pick[0]}{pick[1]}" if pick else None
-
 
 def _oldest_min_driver():
     """The minimum driver of the oldest CUDA major that has a published wheel (``'450.80.02'``)."""
-    return MIN_DRIVER[min(w[0] for w in WHEEL_CUDA)]
-
-
-def _install_cmd(tag):
-    return f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/{tag}"
+    return wheels.MIN_DRIVER[min(w[0] for w in wheels.WHEEL_CUDA)]
 
 
 def arch_supported(cc: str, arch_list) -> bool:
@@ -152,7 +90,9 @@ def findings(facts: dict) -> list:
         out.extend(rule(b))
     out.extend(_cuda_unavailable_rules(b, out))
     out.extend(_interpreter_rules(b))
-    out.append(_verdict(out, b.t, b.n_gpus, b.cpu_only))
+    # "CPU only" is a verdict only where NVML says there is no GPU, not where NVML failed
+    no_gpu_here = b.nvml_ok or b.drv["status"].code in ("no_driver", "no_binding")
+    out.append(_verdict(out, b.t, b.n_gpus, b.cpu_only and no_gpu_here))
     return out
 
 
@@ -196,8 +136,9 @@ def _nvml_rules(b: _Basis) -> Iterator[Finding]:
     """NVML not available: no driver, or a driver/library mismatch."""
     if not b.nvml_ok:
         st = b.drv["status"]
-        sev = "error" if st.code == "version_mismatch" else ("warning" if b.build else "info")
-        fix = {
+        blocking = st.code in ("version_mismatch", "container_gpu_lost")
+        sev = "error" if blocking else ("warning" if b.build else "info")
+        fix = st.fix or {
             "no_driver": "install the NVIDIA driver for your GPU (nvidia-smi must work), or ignore "
             "this on a "
             "machine without an NVIDIA GPU",
@@ -212,10 +153,10 @@ def _nvml_rules(b: _Basis) -> Iterator[Finding]:
 def _cpu_build_rules(b: _Basis) -> Iterator[Finding]:
     """A CPU-only PyTorch build on a machine with a GPU."""
     if b.cpu_only and b.n_gpus:
-        tag = best_wheel_for_driver(b.driver_cuda, b.drv["driver_version"])
+        pick = wheels.pick_for_driver(b.t["version"], b.driver_cuda, b.drv["driver_version"])
         fix = (
-            _install_cmd(tag)
-            if tag
+            wheels.pip_command(*pick)
+            if pick
             else (
                 f"update the NVIDIA driver to {_oldest_min_driver()} or newer (no PyTorch wheel "
                 f"runs on driver "
@@ -237,12 +178,13 @@ def _driver_rules(b: _Basis) -> Iterator[Finding]:
     """The driver's CUDA older than PyTorch's (other major: error; same major: warning)."""
     if b.build and b.driver_cuda:
         if b.build[0] > b.driver_cuda[0]:
-            tag = best_wheel_for_driver(b.driver_cuda, b.drv["driver_version"])
+            pick = wheels.pick_for_driver(b.t["version"], b.driver_cuda, b.drv["driver_version"])
             alt = (
-                f"; or install a wheel built for CUDA {b.driver_cuda[0]}.x: {_install_cmd(tag)}"
-                if tag
+                f"; or install a wheel built for CUDA {pick[1][0]}.x: {wheels.pip_command(*pick)}"
+                if pick
                 else ""
             )
+            need = wheels.MIN_DRIVER.get(b.build[0], "a newer release")
             yield Finding(
                 "error",
                 "driver-too-old",
@@ -250,8 +192,7 @@ def _driver_rules(b: _Basis) -> Iterator[Finding]:
                 f"PyTorch was built with CUDA {b.t['cuda_build']} but driver "
                 f"{b.drv['driver_version']} supports CUDA up to "
                 f"{b.drv['cuda_driver_version']} (nvmlSystemGetCudaDriverVersion).",
-                f"update the NVIDIA driver to {MIN_DRIVER.get(b.build[0], 'a newer release')} or "
-                f"newer{alt}. "
+                f"update the NVIDIA driver to {need} or newer{alt}. "
                 "Installing a CUDA toolkit does not help: PyTorch ships its own CUDA runtime.",
             )
         elif b.build > b.driver_cuda:
@@ -327,10 +268,22 @@ def _arch_rules(b: _Basis) -> Iterator[Finding]:
                     f"its compute capability {cc} has no kernels in this build's architectures "
                     f"({', '.join(arch)}): "
                     "'no kernel image is available for execution on the device'.",
-                    "install a PyTorch build that includes sm_"
-                    + cc.replace(".", "")
-                    + " (a newer wheel for new GPUs, an older one for old GPUs)",
+                    _arch_fix(cc, b),
                 )
+
+
+def _arch_fix(cc: str, b: _Basis) -> str:
+    """The install command for a wheel with kernels for compute capability ``cc`` ('12.0')."""
+    sm = "sm_" + cc.replace(".", "")
+    pick = wheels.pick_for_arch(
+        parse_version_tuple(cc), b.t["version"], b.driver_cuda, b.drv["driver_version"]
+    )
+    if pick is None:
+        return (
+            f"no published PyTorch wheel has kernels for {sm}: build PyTorch from source with "
+            f"TORCH_CUDA_ARCH_LIST={cc}"
+        )
+    return f"{wheels.pip_command(*pick)}  (its wheels have kernels for {sm})"
 
 
 def _cvd_rules(b: _Basis) -> Iterator[Finding]:

@@ -326,7 +326,9 @@ def sample_text(
             lines.append(f"error: {error}")
         return "\n".join(lines)
     if sample.nvml_status is not None:
-        lines.append(f"No GPU data: {sample.nvml_status.reason}")
+        status = sample.nvml_status
+        fix = getattr(status, "fix", "")
+        lines.append(f"No GPU data: {status.reason}" + (f". Fix: {fix}" if fix else ""))
     if sample.gpus:
         rows = []
         for g in sample.gpus:

@@ -285,7 +285,10 @@ def host_html(sample: Sample) -> str:
     t = sample.torch
     parts.append("<b>PyTorch</b> " + (_cell(t) if is_na(t) else esc(torch_text(t))))
     if sample.nvml_status is not None:
-        parts.insert(0, f"{badge('No GPU data', 'warn')} {esc(sample.nvml_status.reason)}")
+        status = sample.nvml_status
+        fix = getattr(status, "fix", "")
+        fix = f" <b>Fix:</b> {esc(fix)}" if fix else ""
+        parts.insert(0, f"{badge('No GPU data', 'warn')} {esc(status.reason)}{fix}")
     if sample.hint:
         parts.append(f"{badge('hint', 'info')} {esc(sample.hint)}")
     return "<br>".join(parts)

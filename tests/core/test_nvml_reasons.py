@@ -79,9 +79,9 @@ def test_translate_reason_and_code(code):
     assert nvml.translate(NVMLError(code)) == TRANSLATED[code]
 
 
-def test_translate_unknown_error_names_it():
-    assert nvml.translate(NVMLError(999)) == NA("NVML error: NVMLError: NVML error 999", "error")
+def test_translate_an_exception_without_a_code_names_it():
     assert nvml.translate(RuntimeError("boom")) == NA("NVML error: RuntimeError: boom", "error")
+    assert nvml.translate(NVMLError(12345)) == NA("NVML error: NVMLError: NVML error 12345")
 
 
 @pytest.mark.parametrize(

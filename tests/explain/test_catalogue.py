@@ -43,7 +43,7 @@ def test_not_compiled_with_cuda_real(ip):
     assert expl.entry.id == "not-compiled-with-cuda"
     assert expl.context.facts["torch_cuda"] is None
     assert torch.__version__ in notes(expl)
-    assert "Reinstall PyTorch with CUDA" in expl.to_text()
+    assert "reinstall PyTorch with CUDA" in expl.to_text()
 
 
 def test_driver_too_old_decodes_version(ip):

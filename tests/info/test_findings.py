@@ -9,14 +9,8 @@ import os
 import pytest
 
 from cudamagic.core.na import NA
-from cudamagic.info.findings import (
-    MIN_DRIVER,
-    WHEEL_CUDA,
-    arch_supported,
-    best_wheel_for_driver,
-    findings,
-    wheel_runs_on_driver,
-)
+from cudamagic.core.wheels import MIN_DRIVER, WHEEL_CUDA, best_for_driver, tag, wheel_runs_on_driver
+from cudamagic.info.findings import arch_supported, findings
 from tests.info.factsets import facts_for, ids, torch_facts
 
 
@@ -59,11 +53,11 @@ def test_every_driver_wheel_pair(version, cuda, runs, wheel):
 
 @pytest.mark.parametrize("version, cuda, runs", DRIVERS, ids=[d[0] for d in DRIVERS])
 def test_recommended_wheel_runs_on_its_driver(version, cuda, runs):
-    tag = best_wheel_for_driver(cuda, version)
+    pick = best_for_driver(cuda, version)
     if not runs:
-        assert tag is None
+        assert pick is None
     else:
-        major, minor = int(tag[2:-1]), int(tag[-1])
+        major, minor = pick
         assert (major, minor) in runs
         if wheel_runs_on_driver(
             (major, minor), cuda, None
@@ -86,7 +80,8 @@ def test_recommended_wheel_runs_on_its_driver(version, cuda, runs):
     ],
 )
 def test_best_wheel_for_driver(driver, version, wheel):
-    assert best_wheel_for_driver(driver, version) == wheel
+    pick = best_for_driver(driver, version)
+    assert (tag(pick) if pick else None) == wheel
 
 
 def test_min_driver_covers_every_wheel_major():
@@ -190,10 +185,15 @@ def test_no_kernel_image_finding(fake_nvml):
 
 
 def test_advice_does_not_trigger_own_driver_warning(fake_nvml):
-    """The recommended wheel for a 12.4 driver must not be newer than 12.4."""
+    """A 12.4 driver gets a wheel of the installed release that it runs.
+
+    Torch 2.3 has cu118 and cu121 wheels and no cu124.
+    """
     f = facts_for(fake_nvml, "one_gpu", torch_facts("2.3.1+cpu"))
     cpu = [x for x in findings(f) if x.id == "cpu-only-build"][0]
-    assert cpu.fix.endswith("whl/cu124")
+    assert cpu.fix == (
+        "pip install --force-reinstall torch==2.3.1 --index-url https://download.pytorch.org/whl/cu121"
+    )
 
 
 @pytest.mark.parametrize(
@@ -232,3 +232,30 @@ def test_cvd_invalid_entry_flagged_without_nvml(fake_nvml):
     f = facts_for(fake_nvml, "no_driver", env={"CUDA_VISIBLE_DEVICES": "0,foo"})
     bad = [x for x in findings(f) if x.id == "cvd-unknown"]
     assert bad and "'foo'" in bad[0].cause
+
+
+def _unknown_nvml_facts(fake_nvml, monkeypatch, in_container, torch):
+    import pynvml
+
+    from cudamagic.core import platform
+
+    monkeypatch.setattr(platform, "in_container", lambda: in_container)
+    return facts_for(fake_nvml, {"init_error": pynvml.NVML_ERROR_UNKNOWN, "gpus": []}, torch)
+
+
+@pytest.mark.parametrize(
+    "torch", [torch_facts("2.13.0+cpu"), torch_facts("2.8.0+cu128", "12.8", False, 0, ["sm_90"])]
+)
+def test_container_that_lost_its_gpus_is_an_error_with_the_fix(fake_nvml, monkeypatch, torch):
+    found = findings(_unknown_nvml_facts(fake_nvml, monkeypatch, True, torch))
+    (nv,) = [x for x in found if x.id == "nvml-unavailable"]
+    assert nv.severity == "error" and "container" in nv.cause and "cgroup" in nv.cause
+    assert nv.fix.startswith("recreate the container") and "create-dev-char-symlinks" in nv.fix
+    assert found[-1].title == "Verdict: action needed" and found[-1].fix == nv.fix
+
+
+def test_nvml_failing_is_never_an_all_clear_cpu_only_verdict(fake_nvml, monkeypatch):
+    found = findings(_unknown_nvml_facts(fake_nvml, monkeypatch, False, torch_facts("2.13.0+cpu")))
+    (nv,) = [x for x in found if x.id == "nvml-unavailable"]
+    assert "container" not in nv.cause + nv.fix and "nvidia-smi" in nv.fix
+    assert found[-1].severity != "ok" and found[-1].title != "Verdict: CPU only"

@@ -12,14 +12,13 @@ import os
 import pytest
 
 from cudamagic.core.na import NA
+from cudamagic.core.wheels import _driver_tuple, wheel_runs_on_driver
 from cudamagic.info.findings import (
     Finding,
-    _driver_tuple,
     _env_root,
     _interpreter_rules,
     arch_supported,
     findings,
-    wheel_runs_on_driver,
 )
 from tests.info.factsets import facts_for, ids, torch_facts
 

@@ -103,7 +103,12 @@ def test_cpu_build_on_a_gpu_machine():
         "and "
         "the driver supports CUDA 12.4."
     )
-    assert "cu124" in f.fix and f.fix.startswith("pip install")
+    # chosen from torch 2.13's own wheels (cu126, cu130, cu132): cu126 runs on a 12.4 driver
+    # 550.54.15 through minor version compatibility; cu124 has no torch 2.13
+    assert f.fix == (
+        "pip install --force-reinstall torch==2.13.0 "
+        "--index-url https://download.pytorch.org/whl/cu126"
+    )
     assert list(_cpu_build_rules(basis(cpu_only=True))) == []  # no GPU: a CPU build is right
     assert list(_cpu_build_rules(basis(gpus=[{"index": 0}]))) == []  # not a CPU build
 
@@ -239,8 +244,8 @@ def test_gpu_without_kernels_in_the_build():
             "its compute capability 3.7 has no kernels in this build's architectures (sm_50, "
             "sm_80, sm_90): "
             "'no kernel image is available for execution on the device'.",
-            "install a PyTorch build that includes sm_37 (a newer wheel for new GPUs, an older one "
-            "for old GPUs)",
+            "pip install --force-reinstall torch==2.7.* --index-url "
+            "https://download.pytorch.org/whl/cu118  (its wheels have kernels for sm_37)",
         )
     ]
     assert (
@@ -251,6 +256,18 @@ def test_gpu_without_kernels_in_the_build():
     )  # arch list unknown
     assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=None))) == []
     assert list(_arch_rules(basis(cuda_build="12.4", gpus=gpus, arch=arch, installed=False))) == []
+
+
+def test_gpu_newer_than_the_build_gets_the_index_with_its_kernels():
+    gpus = [{"index": 0, "name": "RTX 5090", "compute_cap": "12.0"}]
+    arch = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]  # a cu126 build
+    (f,) = _arch_rules(
+        basis(cuda_build="12.6", gpus=gpus, arch=arch, driver="580.65.06", driver_cuda="13.0")
+    )
+    assert f.fix == (
+        "pip install --force-reinstall torch==2.13.0 "
+        "--index-url https://download.pytorch.org/whl/cu130  (its wheels have kernels for sm_120)"
+    )
 
 
 # ---- MIG, CUDA unavailable, verdict

@@ -376,3 +376,17 @@ def test_exit_hook_is_registered_on_load_stops_the_monitor_and_goes_on_unload(
     ip.run_line_magic("unload_ext", "cudamagic")
     assert hook not in registered
     ip.run_line_magic("load_ext", "cudamagic")
+
+
+def test_container_that_lost_its_gpus_is_told_how_to_get_them_back(ip, fake_nvml, monkeypatch):
+    import pynvml
+
+    from cudamagic.core import platform
+
+    monkeypatch.setattr(platform, "in_container", lambda: True)
+    fake_nvml({"init_error": pynvml.NVML_ERROR_UNKNOWN, "gpus": []})
+    text = ip.run_line_magic("gpuwatch", "--text").text()
+    assert sum(ln.startswith("No GPU data:") for ln in text.splitlines()) == 1
+    line = " ".join(text.split("No GPU data:", 1)[1].split())  # the status, unwrapped
+    assert "lost access to its GPU devices" in line and "daemon-reload" in line
+    assert "Fix: recreate the container" in line and "nvidia-container-toolkit/issues/48" in line

@@ -362,3 +362,14 @@ def test_unload_ext_replaces_the_widget_by_its_snapshot(ip, fake_nvml, monkeypat
         watch.stop()
         watch.view.close()
         ip.run_line_magic("load_ext", "cudamagic")  # the fixture unloads it again
+
+
+def test_status_shows_its_fix(fake_nvml, monkeypatch):
+    import pynvml
+
+    from cudamagic.core import platform
+
+    monkeypatch.setattr(platform, "in_container", lambda: True)
+    fake_nvml({"init_error": pynvml.NVML_ERROR_UNKNOWN, "gpus": []})
+    html = host_html(live().read(1, 0.0))
+    assert "lost access to its GPU devices" in html and "<b>Fix:</b> recreate the container" in html

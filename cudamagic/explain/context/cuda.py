@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from ...core import platform
+from ...core import nvml, platform, wheels
 from ...core.na import is_na
 from ...core.nvml import decode_cuda_driver_version
 from ..cudaerrors import FAMILIES, family_of_message
@@ -22,9 +22,26 @@ from .tensors import ctx_index_tensors
 
 
 def ctx_not_compiled(match, scene):
-    """The installed PyTorch version and that it has no CUDA."""
+    """A CPU-only PyTorch asked for CUDA: no driver here leads; else the install command.
+
+    The command is picked from the installed PyTorch's own wheel indexes
+    (:mod:`cudamagic.core.wheels`) and, when NVML answers, from the driver's CUDA version.
+    """
     torch = _torch()
-    facts, notes = {}, []
+    facts, notes, fix = {}, [], ""
+    driver = platform.nvidia_driver_present()
+    facts["nvidia_driver_found"] = driver
+    if not driver:
+        notes.append(
+            "This machine has no NVIDIA GPU driver (no NVIDIA kernel module, no nvidia-smi, no "
+            "nvml.dll), so no PyTorch build can use a GPU here; if you expected one, the kernel "
+            "may run on another machine or container."
+        )
+        fix = (
+            "This machine has no NVIDIA GPU: run the notebook on one that has, or keep the "
+            "tensors on the CPU (`device = 'cuda' if torch.cuda.is_available() else 'cpu'`). "
+            "Reinstalling PyTorch does not help here."
+        )
     if torch is not None:
         facts["torch_version"] = torch.__version__
         facts["torch_cuda"] = torch.version.cuda
@@ -32,20 +49,47 @@ def ctx_not_compiled(match, scene):
             f"This PyTorch is {torch.__version__}; torch.version.cuda is {torch.version.cuda!r} "
             "(None means a CPU-only build)."
         )
-    driver = platform.nvidia_driver_present()
-    facts["nvidia_driver_found"] = driver
     if driver:
         notes.append(
             "An NVIDIA driver is installed on this machine, so the GPU is there: only the PyTorch "
             "build lacks CUDA support."
         )
-    else:
-        notes.append(
-            "No NVIDIA driver was found on this machine (no NVIDIA kernel module, no nvidia-smi, "
-            "no nvml.dll): "
-            "if you expected a GPU here, the kernel may run on another machine or container."
+        if torch is not None:
+            fix = _install_fix(torch.__version__, facts)
+    return Context(notes=tuple(notes), facts=facts, fix=fix)
+
+
+def _install_fix(version: str, facts: dict) -> str:
+    """The exact reinstall command for torch ``version``, for this driver when NVML answers."""
+    info = nvml.system_info()
+    driver_cuda = None if is_na(info.cuda_driver_version) else info.cuda_driver_version
+    cudas = wheels.wheel_cudas(version)
+    if driver_cuda is not None:
+        facts["driver_cuda"] = driver_cuda
+        major, minor = (int(x) for x in driver_cuda.split(".")[:2])
+        pick = wheels.pick_for_driver(version, (major, minor), info.driver_version or None)
+        if pick is None:
+            return (
+                f"This driver supports CUDA {driver_cuda}, older than any PyTorch CUDA wheel: "
+                f"update the NVIDIA driver to {wheels.MIN_DRIVER[wheels.WHEEL_CUDA[0][0]]} or "
+                "newer, then reinstall PyTorch with CUDA."
+            )
+        facts["wheel_index"] = wheels.tag(pick[1])
+        return (
+            "Reinstall PyTorch with CUDA in the kernel's environment: "
+            f"`%{wheels.pip_command(*pick)}` (a wheel for CUDA {pick[1][0]}.{pick[1][1]}, which "
+            "this driver runs), then restart the kernel."
         )
-    return Context(notes=tuple(notes), facts=facts)
+    if not cudas:
+        return ""
+    facts["wheel_index"] = wheels.tag(cudas[0])
+    names = ", ".join(wheels.tag(c) for c in cudas)
+    return (
+        "Reinstall PyTorch with CUDA in the kernel's environment: "
+        f"`%{wheels.pip_command(wheels.base_version(version), cudas[0])}` (torch "
+        f"{wheels.base_version(version)} has {names} wheels: take the newest whose CUDA is not "
+        "above the 'CUDA Version' that `nvidia-smi` shows), then restart the kernel."
+    )
 
 
 def ctx_program_driver(match, scene):
@@ -86,11 +130,17 @@ def ctx_driver_old(match, scene):
         notes.append(f"This PyTorch was built for CUDA {built}.")
     fix = ""
     if found and built:
+        major, minor = (int(x) for x in driver_cuda.split(".")[:2])
+        # every driver that reports CUDA 11.1 or newer is at least its major's minimum for minor
+        # version compatibility (11.0's first driver, 450.36.06, is below 450.80.02)
+        least = wheels.MIN_DRIVER.get(major) if (major, minor) >= (11, 1) else None
+        pick = wheels.pick_for_driver(torch.__version__, (major, minor), least)
+        wheel = (
+            f"`%{wheels.pip_command(*pick)}`" if pick else "none is published: update the driver"
+        )
         fix = (
             f"Either install an NVIDIA driver that supports CUDA {built} or newer, or install a "
-            f"PyTorch wheel "
-            f"built for CUDA {facts['driver_cuda']} or older (pick the matching index URL on "
-            "https://pytorch.org/get-started/previous-versions/)."
+            f"PyTorch wheel built for CUDA {facts['driver_cuda']} or older: {wheel}."
         )
     return Context(notes=tuple(notes), facts=facts, fix=fix)
 
