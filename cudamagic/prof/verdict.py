@@ -236,7 +236,8 @@ def build_verdict(
     if f.get("optimizer_ops", 0) >= MANY_OPTIMIZER_OPS:
         what = (
             f"{p.get('optimizer', 0):.0f} % of each step is {opt}.step() and zero_grad(), "
-            f"{f.get('optimizer_ops', 0):.0f} small operators per step (one per parameter tensor)"
+            f"{f.get('optimizer_ops', 0):.0f} small operators per optimizer step "
+            "(one per parameter tensor)"
         )
         if gpu:
             fix = f"`torch.optim.{opt}(..., fused=True)` (or `foreach=True`)"
