@@ -147,7 +147,9 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         outside the optimizer and the DataLoader), ``median_op_us`` (their median length),
         ``copy_calls`` (copy operator name -> calls), ``optimizer`` (its class name), ``foreach``
         (the optimizer used ``_foreach_``/``_fused_`` operators), ``optimizer_ops`` (operators
-        inside the optimizer per step), ``data_iter`` (the DataLoader iterator's class name),
+        inside the optimizer per ``Optimizer.step`` call, so a cell of many small steps is not
+        mistaken for one step over many parameters), ``data_iter`` (the DataLoader iterator's
+        class name),
         ``sync_calls`` (name -> calls), ``htod_copies`` (host-to-device memcpys),
         ``pageable_copies`` (memcpys from pageable memory), ``median_kernel_us``,
         ``gpu_idle_pct`` (idle share of the steps), ``kernels`` (per step), ``short_gaps_pct``
@@ -163,6 +165,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
         "data_iter": "",
         "optimizer": "",
     }
+    optimizer_steps = 0
     outer_aten = []
     by_thread: dict = {}
     for op in ops:
@@ -196,6 +199,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
                 spans[_O].append(span_)
                 if name.startswith("Optimizer.step#"):
                     facts["optimizer"] = name.split("#", 1)[1].split(".")[0]
+                    optimizer_steps += 1
             else:  # runtime calls (cudaLaunchKernel...), autograd and your own ranges
                 spans[_A].append(span_)
                 if name in SYNC_OPS:
@@ -225,7 +229,7 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
     facts["median_op_us"] = (
         statistics.median(o.end_us - o.start_us for o in in_steps) if in_steps else 0.0
     )
-    facts["optimizer_ops"] = optimizer_ops / n
+    facts["optimizer_ops"] = optimizer_ops / (optimizer_steps or n)
     facts["htod_copies"] = sum(
         1 for k in kernels if k.kind == "memcpy" and "htod" in k.name.lower()
     )

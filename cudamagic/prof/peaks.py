@@ -63,7 +63,7 @@ PEAKS = (
         "name": "H100 PCIe",
         "match": ("h100", "pcie"),
         "cc": (9, 0),
-        "dense_tflops": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0},
+        "dense_tflops": {"fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5},
         "source": _H100,
     },
     {

@@ -46,7 +46,7 @@ _FEWER_TENSORS = (
     "keep the weights in fewer, larger tensors (one `nn.Parameter` of shape (N, d) in place of "
     "N parameters of shape (d,); index it in `forward`)"
 )
-_VARIANTS = ("super", "laptop", "mobile", "max-q", "ti")
+_VARIANTS = ("super", "laptop", "mobile", "max-q", "ti", "d", "mig")
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ def find_peak(name: str) -> dict | None:
     """The :data:`~.peaks.PEAKS` entry of a GPU, or None.
 
     ``name`` is ``torch.cuda.get_device_name()``'s. Every ``match`` token must be a whole word
-    of the name, and a variant word of the name (``SUPER``, ``Laptop``, ``Ti``...) must be in the
-    entry.
+    of the name, and a variant word of the name (``SUPER``, ``Laptop``, ``Ti``, the ``D`` of
+    China's 4090 D, ``MIG`` of a slice with a fraction of the SMs) must be in the entry.
     """
     low = name.lower()
     words = set(re.findall(r"[a-z0-9-]+", low))
@@ -236,7 +236,8 @@ def build_verdict(
     if f.get("optimizer_ops", 0) >= MANY_OPTIMIZER_OPS:
         what = (
             f"{p.get('optimizer', 0):.0f} % of each step is {opt}.step() and zero_grad(), "
-            f"{f.get('optimizer_ops', 0):.0f} small operators per step (one per parameter tensor)"
+            f"{f.get('optimizer_ops', 0):.0f} small operators per optimizer step "
+            "(one per parameter tensor)"
         )
         if gpu:
             fix = f"`torch.optim.{opt}(..., fused=True)` (or `foreach=True`)"

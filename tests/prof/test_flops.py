@@ -167,6 +167,9 @@ def test_the_table_covers_the_gpus_beginners_have():
         "NVIDIA GeForce RTX 3080 Ti",
         "NVIDIA RTX A6000",
         "Radeon RX 7900 XTX",
+        "NVIDIA GeForce RTX 4090 D",  # China's 4090 D has fewer SMs than the 4090
+        "NVIDIA H100 80GB HBM3 MIG 1g.10gb",  # a MIG slice has a fraction of the SMs
+        "NVIDIA A100-SXM4-40GB MIG 3g.20gb",
     ],
 )
 def test_a_gpu_outside_the_table_is_not_guessed(device_name):

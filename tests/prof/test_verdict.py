@@ -232,6 +232,19 @@ def test_cpu_rows_take_the_first_that_applies_and_sum_to_the_span():
     assert bd.facts["optimizer"] == "SGD" and bd.facts["optimizer_ops"] == 1
 
 
+def test_optimizer_operators_are_counted_per_optimizer_step_not_per_cell():
+    # a cell of 100 SGD steps over 2 parameters (weight, bias), profiled as one span
+    ops = []
+    for i in range(100):
+        t = i * 10
+        ops += [op("Optimizer.step#SGD.step", t, t + 5), op("aten::add_", t + 1, t + 2)]
+        ops.append(op("aten::add_", t + 3, t + 4))
+    bd = breakdown(ops, [], [], (0, 1000))
+    assert bd.facts["optimizer_ops"] == 2
+    causes = [f.cause for f in build_verdict(bd).findings]
+    assert "optimizer" not in causes, causes
+
+
 def test_steps_are_the_windows_and_time_outside_them_is_left_out():
     ops = [op("aten::mm", 0, 50), op("aten::mm", 100, 150)]
     steps = [StepRecord(1, 0, 60), StepRecord(2, 100, 200)]
