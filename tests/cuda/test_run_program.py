@@ -8,6 +8,7 @@ macros, Nsight Compute's permission error.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -428,3 +429,13 @@ class TimedOut(io.StringIO):
     def write(self, text):
         self.writes.append((time.monotonic(), text))
         return super().write(text)
+
+
+def test_no_free_terminal_falls_back_to_a_pipe(monkeypatch):
+    def no_terminal():
+        raise OSError(errno.EAGAIN, "out of pseudo-terminals")
+
+    monkeypatch.setattr(os, "openpty", no_terminal)
+    out = io.StringIO()
+    run_program(_sh("[ -t 1 ] && echo terminal || echo pipe"), out=out)
+    assert out.getvalue() == "pipe\n"
