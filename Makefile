@@ -5,7 +5,7 @@
 #   make test   the same set-up, then the whole test suite (what .ci/run runs)
 #   make lint   ruff: format check and lint (pyproject.toml)
 #   make lab    JupyterLab on examples/ (as root too)
-#   make bench  the benchmarks (ratios measured side by side)
+#   make bench  the benchmarks, with the peers of the `bench` extra beside cudamagic on the same work
 #   make mutation  mutation testing of the core modules (mutmut; slow, not part of make test): score per module
 #   make clean  remove .venv and the generated outputs
 # PyTorch: TORCH is part of what decides a reinstall, so switching builds is one command, e.g.
@@ -59,6 +59,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=examples $(LAB_ROOT)
 
 bench: setup
+	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/run_all.py
 
 # mutmut 3, one module at a time (scripts/mutation.py); MUTATE="versions match" runs those modules only.

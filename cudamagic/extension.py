@@ -18,9 +18,11 @@ from traitlets.config import Configurable
 from .core import nvml
 from .cuda.magic import CudaCellMagics, CudaSettings
 from .explain.magic import ExplainMagics, ExplainSettings
+from .fit.magic import FitMagics, FitSettings
 from .graph.magic import GraphMagics, GraphSettings
 from .info.magic import InfoMagics, InfoSettings
 from .mem.magic import MemMagics, MemSettings
+from .overview import OverviewMagics, collect, load_message
 from .prof.magic import ProfMagics, ProfSettings
 from .watch.magic import WatchMagics, WatchSettings
 
@@ -33,6 +35,8 @@ AREAS = {
     "prof": ProfMagics,
     "explain": ExplainMagics,
     "cuda": CudaCellMagics,
+    "fit": FitMagics,
+    "overview": OverviewMagics,
 }
 
 
@@ -44,6 +48,7 @@ class CudaMagics(
     ProfSettings,
     ExplainSettings,
     CudaSettings,
+    FitSettings,
     Configurable,
 ):
     """Every cudamagic setting, in one place for users.
@@ -141,7 +146,9 @@ def load(ipython) -> Extension:
     for magics in ext.magics.values():
         ipython.register_magics(magics)
         magics.on_load()
+    ext.magics["overview"].areas = tuple(ext.magics.values())
     _ACTIVE = ext
+    print(load_message(collect(ext.magics.values())))
     return ext
 
 

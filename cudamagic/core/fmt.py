@@ -222,3 +222,29 @@ def html_table(
 
 
 TEXT_WIDTH = 100  # columns of every text (terminal) report
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+}
+
+
+def parse_bytes(text: str) -> int:
+    """``'64MiB'`` -> 67108864, ``'1.5GB'`` -> 1500000000, ``'4096'`` -> 4096.
+
+    Raises:
+        ValueError: not a size (the magic turns it into a UsageError).
+    """
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"not a size: {text!r} (write e.g. 64MiB, 1GiB or a number of bytes)")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])

@@ -12,6 +12,7 @@ Facts and their sources:
 - The deep-graph stack guard: POSIX raises the soft ``RLIMIT_STACK``; a Windows main thread's
   stack is fixed when ``python.exe`` starts (about 2 MB reserved).
 - Process memory: Linux ``/proc/PID/statm``; elsewhere ``psutil.Process.memory_info().rss``.
+- The C heap's bytes in use (where CPU tensors live): glibc's ``mallinfo2()``, Linux only.
 - A process's owner: the real uid on POSIX; on Windows the account name
   (``psutil.Process.username()``).
 - ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs``; Windows has none.
@@ -285,6 +286,46 @@ def rss_bytes() -> int | None:
         return int(_psutil_process["proc"].memory_info().rss)
     except Exception:
         return None
+
+
+_mallinfo = {"fn": None, "tried": False}
+
+
+def malloc_in_use_bytes() -> int | None:
+    """Bytes the C heap has handed out and not taken back, or None where it cannot be read.
+
+    glibc's ``mallinfo2()`` (glibc 2.33 and later): ``uordblks`` (in-use heap chunks) plus
+    ``hblkhd`` (in-use ``mmap`` chunks), about 1 us. This is what CPU tensors occupy (PyTorch
+    allocates them with ``posix_memalign``): unlike RSS it falls as soon as memory is freed and
+    does not rise when freed memory is reused. None on other C libraries and systems, or when
+    another allocator (jemalloc, tcmalloc) replaced malloc (its figures are then near zero).
+    """
+    if not _mallinfo["tried"]:
+        _mallinfo["tried"] = True
+        if SYSTEM == "linux":
+            try:
+                import ctypes
+
+                class MallInfo2(ctypes.Structure):
+                    _fields_ = [
+                        (name, ctypes.c_size_t)
+                        for name in (
+                            "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks "
+                            "fordblks keepcost"
+                        ).split()
+                    ]
+
+                fn = ctypes.CDLL(None).mallinfo2
+                fn.restype = MallInfo2
+                _mallinfo["fn"] = fn
+            except (OSError, AttributeError):
+                _mallinfo["fn"] = None
+    fn = _mallinfo["fn"]
+    if fn is None:
+        return None
+    info = fn()
+    used = int(info.uordblks) + int(info.hblkhd)
+    return used if used >= 1 << 20 else None
 
 
 def child_pids(pid: int, proc=None) -> set:

@@ -11,6 +11,7 @@ from IPython.display import display
 from traitlets import Bool, HasTraits
 
 from ..core.magic import AreaMagics
+from .options import catalogue_entry
 from .result import CatalogueView, Explanation, NoMatch
 
 USAGE = "%cudaexplain [--list] [ENTRY]"
@@ -77,6 +78,7 @@ class ExplainMagics(AreaMagics):
         "entry",
         nargs="?",
         default=None,
+        type=catalogue_entry,
         help="A catalogue id (see --list) to show that entry without an error.",
     )
     @argument(
@@ -101,18 +103,13 @@ class ExplainMagics(AreaMagics):
         """
         args = self.parse(self.cudaexplain, line, USAGE)
         from .catalogue import CATALOGUE
-        from .match import entry_by_id, explain
+        from .match import explain
         from .scene import scene_from_shell
 
         if args.list_:
             return CatalogueView(CATALOGUE)
         if args.entry:
-            entry = entry_by_id(args.entry)
-            if entry is None:
-                raise UsageError(
-                    f"There is no catalogue entry {args.entry!r}. "
-                    "Type `%cudaexplain --list` to see the ids."
-                )
+            entry = args.entry
             return Explanation(entry=entry, exc_type="(catalogue entry)", message=entry.title)
         exc = getattr(sys, "last_value", None)  # set by IPython after the first error only
         if exc is None:

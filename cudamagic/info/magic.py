@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import math
 
-from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class, output_can_be_silenced
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, TraitError, validate
 
 from ..core.magic import AreaMagics
-
-USAGE = "%cudainfo [--json | -q]"
+from .options import USAGE, check
 
 
 class InfoSettings(HasTraits):
@@ -69,9 +67,7 @@ class InfoMagics(AreaMagics):
         """
         line = line.rstrip()
         silenced = line.endswith(";")  # IPython then displays nothing (@output_can_be_silenced)
-        args = self.parse(self.cudainfo, line.removesuffix(";"), USAGE)
-        if args.json and args.quiet:
-            raise UsageError(f"%cudainfo: use either --json or -q. Usage: {USAGE}.")
+        args = check(self.parse(self.cudainfo, line.removesuffix(";"), USAGE))
         from .facts import collect
 
         report = collect(nvcc_timeout_s=self.settings.nvcc_timeout_s)

@@ -1,4 +1,4 @@
-"""``%%cudamem`` / ``%cudamem``: what cells do to GPU and CPU memory.
+"""``%%cudamem`` / ``%cudamem``: what cells do to GPU and CPU memory, and what holds it.
 
 Modules:
     magic: the IPython front (``MemSettings``, ``MemMagics``).
@@ -12,4 +12,7 @@ Modules:
     history: ``MemHistory``, the measured cells of the session.
     free: ``%cudamem free`` (traceback clearing, releasing named holders, ``FreeReport``).
     render: text and HTML of the three reports.
+    holders: what keeps tensor memory alive, named as the user sees it, with the fix.
+    why: ``%cudamem why`` (``WhyReport``) and ``%cudamem on``'s growth watch (``CellGrowth``).
+    sites: where growing CUDA memory was allocated (PyTorch's memory snapshot).
 """

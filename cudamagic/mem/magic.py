@@ -15,6 +15,7 @@ from . import options
 from .free import FreeUsageError, free_memory
 from .history import MemHistory
 from .measure import CellMemMonitor, run_measured
+from .why import CellGrowth, explain
 
 
 class MemSettings(HasTraits):
@@ -44,7 +45,7 @@ class MemSettings(HasTraits):
 
 @magics_class
 class MemMagics(AreaMagics):
-    """``%%cudamem`` and ``%cudamem on|off|history|free``."""
+    """``%%cudamem`` and ``%cudamem on|off|history|free|why``."""
 
     def on_load(self) -> None:
         """Create the session's history and ``%cudamem on`` monitor."""
@@ -53,13 +54,15 @@ class MemMagics(AreaMagics):
             self.shell, self.history, lambda: self.settings.cudamem_threshold_bytes
         )
         self.add_cleanup(self.monitor.stop)
+        self.growth = CellGrowth(self.shell)  # the growth notice and `%cudamem why`'s baseline
+        self.add_cleanup(self.growth.stop)
 
     @magic_arguments()
     @argument(
         "action",
         nargs="?",
         default=None,
-        help="Line mode only: `on`, `off`, `history` or `free`. Cell mode takes none.",
+        help="Line mode only: `on`, `off`, `history`, `free` or `why`. Cell mode takes none.",
     )
     @argument(
         "--reset-peak",
@@ -125,6 +128,20 @@ class MemMagics(AreaMagics):
         ``CudaMagics.cudamem_history_cells``, default 1000; it says how many older ones were
         dropped).
 
+        ``%cudamem on`` also watches for memory that keeps growing: when allocated memory (without
+        CUDA, the C heap's bytes in use) rises by at least 1 MiB in each of 3 cells in a row it
+        prints one line with the rate (once per run of growth; a one-time rise such as the first
+        step's optimizer state never makes 3 in a row). Reserved memory that grows while allocated
+        stays flat is told apart as fragmentation, with its fix.
+
+        ``%cudamem why`` names what holds the memory that grew since the growth began (or since
+        the previous ``%cudamem why``): a variable, an attribute path (``model.cache``), a list or
+        dict, a closure, a hook, a generator, ``sys.last_traceback``, the output history
+        (``Out[12]``) or a library's module-level list; when the memory is held through autograd
+        it counts the ``grad_fn`` nodes (``running_loss`` holds 400 ``AddBackward0`` nodes) and the
+        saved tensors they keep. Each holder comes with its fix and the bytes it would return. It
+        frees, moves and keeps alive nothing.
+
         ``%cudamem free`` (after an out-of-memory error) clears the saved traceback and its frames'
         locals (``%debug`` can no longer inspect that error), runs ``gc.collect()`` and, when CUDA
         is initialised, ``torch.cuda.empty_cache()``; it reports the bytes freed and lists what else
@@ -152,6 +169,7 @@ class MemMagics(AreaMagics):
             %cudamem free
             %cudamem free --out        # also drop Out[n] entries and _, __, ___ holding tensors
             %cudamem free --out 7 --var activations
+            %cudamem why               # what holds the memory that keeps growing
         """
         __tracebackhide__ = True
         args = self.parse(self.cudamem, line)
@@ -166,10 +184,13 @@ class MemMagics(AreaMagics):
         if action == "off":
             was = self.monitor.active
             self.monitor.stop()
+            self.growth.stop()
             print("[cudamem] off" if was else "[cudamem] was not on")
             return None
         if action == "history":
             return self._history(args.json, args.clear)
+        if action == "why":
+            return explain(self.shell, self.growth)
         return self._free(args.out, args.var)
 
     def _measure_cell(self, line, cell, top, reset_peak):
@@ -192,6 +213,7 @@ class MemMagics(AreaMagics):
         """``%cudamem on [--threshold N]``: measure every cell from now on."""
         if threshold is not None:
             self.settings.cudamem_threshold_bytes = options.threshold_bytes(threshold)
+        self.monitor.growth = self.growth
         self.monitor.start()
         print(
             f"[cudamem] on: a line after cells that change memory by more than "

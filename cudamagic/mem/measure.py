@@ -147,6 +147,7 @@ class CellMemMonitor:
         self._skip = False
         self.active = False
         self.last_error = None
+        self.growth = None  # a why.CellGrowth: the steady-growth notice, set by `%cudamem on`
 
     def start(self) -> None:
         """Register both callbacks (idempotent)."""
@@ -204,6 +205,9 @@ class CellMemMonitor:
             self.history.append(report)
             if report.exceeds(int(self.threshold_bytes())):
                 self._out(report.summary_line())
+            notice = self.growth.observe(report) if self.growth is not None else None
+            if notice:
+                self._out(notice)
         except Exception as exc:
             self._fail(exc)
 

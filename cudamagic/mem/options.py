@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 from IPython.core.error import UsageError
+
+from ..core.fmt import parse_bytes
 
 #: action (None: the cell magic) -> the flags it accepts.
 ALLOWED_FLAGS = {
@@ -13,8 +13,9 @@ ALLOWED_FLAGS = {
     "off": set(),
     "history": {"--json", "--clear"},
     "free": {"--out", "--var"},
+    "why": set(),
 }
-ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history` or `%cudamem free`"
+ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history`, `%cudamem free` or `%cudamem why`"
 
 
 def check_action(args, is_cell: bool) -> str | None:
@@ -33,7 +34,8 @@ def check_action(args, is_cell: bool) -> str | None:
     if not is_cell and action is None:
         raise UsageError(
             "%cudamem needs an action: `%cudamem on`, `%cudamem off`, `%cudamem history`, "
-            "`%cudamem free`; or use `%%cudamem` as the first line of a cell to measure it."
+            "`%cudamem free`, `%cudamem why`; or use `%%cudamem` as the first line of a cell to "
+            "measure it."
         )
     if action not in ALLOWED_FLAGS:
         raise UsageError(f"unknown %cudamem action {action!r}: use {ACTIONS}.")
@@ -69,30 +71,3 @@ def threshold_bytes(text: str) -> int:
         raise UsageError(
             f"--threshold: {exc}; for example `%cudamem on --threshold 64MiB`."
         ) from exc
-
-
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 1000,
-    "kb": 1000,
-    "m": 1000**2,
-    "mb": 1000**2,
-    "g": 1000**3,
-    "gb": 1000**3,
-    "kib": 1 << 10,
-    "mib": 1 << 20,
-    "gib": 1 << 30,
-}
-
-
-def parse_bytes(text: str) -> int:
-    """``'64MiB'`` -> 67108864, ``'1.5GB'`` -> 1500000000, ``'4096'`` -> 4096.
-
-    Raises:
-        ValueError: not a size (the magic turns it into a UsageError).
-    """
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (write e.g. 64MiB, 1GiB or a number of bytes)")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])

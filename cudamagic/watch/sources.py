@@ -24,7 +24,7 @@ import psutil
 from ..core import nvml, platform, wincounters
 from ..core.fmt import plural
 from ..core.na import NA, is_na
-from . import trace
+from . import memwarn, trace
 from .samples import (
     GPU_FIELDS,
     GpuSample,
@@ -427,6 +427,8 @@ class LiveSource(Source):
         self._static = {}  # index -> (name, uuid, mig_enabled, driver model)
         self._names = {}  # pid -> (name, cmdline, visible), pruned to pids still listed
         self.label = "live"
+        self.spill = memwarn.SpillWatch()
+        self.growth = memwarn.AllocatorGrowth()
 
     def _static_facts(self, dev):
         facts = self._static.get(dev.index)
@@ -582,7 +584,12 @@ class LiveSource(Source):
                 nv,
                 gap,
             )
-        hint = idle_gpu_hint(gpus, host, torch_state, bool(own))
+        hints = (
+            self.spill.check(gpus),
+            self.growth.check(torch_state),
+            idle_gpu_hint(gpus, host, torch_state, bool(own)),
+        )
+        hint = " ".join(h for h in hints if h)
         return Sample(
             seq=seq,
             timestamp_s=timestamp_s,
