@@ -18,6 +18,8 @@ Facts and their sources:
 - ``/dev/shm`` size (DataLoader workers' shared memory): ``os.statvfs``; Windows has none.
 - NVIDIA tools: ``nvidia-smi`` / ``nvml`` paths as the NVIDIA driver installs them.
 - Programs: Windows programs end in ``.exe``; Windows command lines keep backslashes.
+- A program's stdout as a terminal: a pseudo-terminal (``os.openpty``, ``termios``) on POSIX, so
+  its C library line-buffers it; Windows has none (its programs are line-buffered another way).
 """
 
 from __future__ import annotations
@@ -96,6 +98,35 @@ def kill_tree(proc) -> None:
         proc.wait(timeout=5)
     except (subprocess.TimeoutExpired, OSError):
         pass
+
+
+def output_terminal() -> tuple | None:
+    """A pseudo-terminal for a child's stdout: ``(parent_fd, child_fd)``, or None.
+
+    The child's C library sees a terminal and line-buffers its stdout (so do programs it starts).
+    Output processing is off (a line ends in LF, not CR LF), and the size is 120x40
+    (not 0x0, which some programs divide by). None on Windows, which has no pseudo-terminal, and
+    where none can be opened (all in use): the caller falls back to a pipe. The caller passes
+    ``child_fd`` to ``Popen`` and closes it at once; reading ``parent_fd`` raises ``OSError``
+    (``EIO``) instead of returning ``b""`` on Linux once every writer is gone.
+    """
+    if is_windows():
+        return None
+    try:
+        import termios
+
+        parent, child = os.openpty()
+    except (ImportError, OSError):
+        return None
+    try:
+        attrs = termios.tcgetattr(child)
+        attrs[1] &= ~termios.OPOST  # oflag: no "\n" -> "\r\n"
+        attrs[3] &= ~termios.ECHO  # lflag
+        termios.tcsetattr(child, termios.TCSANOW, attrs)
+        termios.tcsetwinsize(child, (40, 120))
+    except (termios.error, OSError, AttributeError):  # tcsetwinsize: Python 3.11+
+        pass
+    return parent, child
 
 
 def run_capped(

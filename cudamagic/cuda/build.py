@@ -65,6 +65,36 @@ def exit_check(wrap: bool) -> str:
     return _EXIT_CHECK.replace("@WRAP@", _EXIT_CHECK_WRAP.lstrip("\n") if wrap else "")
 
 
+# Appended to every cell: stdout line-buffered before any constructor of the cell's own runs
+# (GCC and Clang: constructor priority 101; MSVC: a C++ initializer in .CRT$XCT, before the
+# user's .CRT$XCU), so each line leaves the program when it is printed (std::cout, fwrite and the
+# CUDA runtime's device printf go through the same stdout) and a program killed or crashing has
+# lost none. On POSIX the runner also gives stdout a pseudo-terminal (programs the cell starts
+# line-buffer too); MSVC's C library has no line buffering (_IOLBF is full buffering there), so
+# Windows gets _IONBF. A setvbuf in the user's own main still wins.
+LINE_BUFFERING = r"""
+#line 1 "cudamagic-line-buffering"
+#include <cstdio>
+namespace cudamagic_line_buffering_ {
+static void set() {
+#ifdef _WIN32
+  std::setvbuf(stdout, nullptr, _IONBF, 0);
+#else
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
+#endif
+}
+}
+#ifdef _MSC_VER
+#pragma section(".CRT$XCT", read)
+__declspec(allocate(".CRT$XCT")) static void (*cudamagic_line_buffering_init_)(void) =
+    cudamagic_line_buffering_::set;
+#else
+__attribute__((constructor(101))) static void cudamagic_line_buffering_init_() {
+  cudamagic_line_buffering_::set();
+}
+#endif
+"""
+
 EXIT_CHECK = exit_check(True)
 EXIT_CHECK_LINK = ["-Xlinker", "--wrap=__cudaPushCallConfiguration"]
 ERROR_MARKER = "@@cudamagic-cuda-error@@"
@@ -242,6 +272,7 @@ def compile_program(
         build=tk.build,
         archs=list(archs),
         exit_check=check,
+        line_buffering=LINE_BUFFERING,
     )
     hit = lookup(ws.root, "prog", key, name)
     if hit:
@@ -254,7 +285,7 @@ def compile_program(
         src = os.path.join(work, "cell.cu")
         with open(src, "w", encoding="utf-8") as f:
             f.write(source if source.endswith("\n") else source + "\n")
-            f.write(check)
+            f.write(LINE_BUFFERING + check)
         exe = os.path.join(work, name)
         include_dir = ws.saved_dir if ws.headers else None
         argv = nvcc_argv(tk.path, src, exe, gencode_flags(archs), flags, include_dir, wrap)

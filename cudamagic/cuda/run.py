@@ -7,6 +7,7 @@ time-out or a CUDA error is an exception.
 from __future__ import annotations
 
 import functools
+import os
 import queue
 import re
 import signal
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ..core.cuda_runtime_errors import RUNTIME_ERRORS
-from ..core.platform import kill_tree, popen_group_kwargs, windows_crash_name
+from ..core.platform import kill_tree, output_terminal, popen_group_kwargs, windows_crash_name
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
 
@@ -111,11 +112,29 @@ class RunResult:
 
 
 def _reader(stream, name: str, q: queue.Queue) -> None:
+    """Put each line read from ``stream`` on ``q`` as it arrives, then ``(name, None)``.
+
+    Reads what is there (``os.read``), so a line is passed on as soon as its end arrives; the
+    last line without an end goes at the end. A pseudo-terminal's end is ``EIO`` (Linux), not
+    ``b""``. The stream is closed here, by the one thread that reads it.
+    """
+    pending = b""
     try:
-        for raw in iter(stream.readline, b""):
-            q.put((name, raw.decode("utf-8", "replace")))
+        while True:
+            try:
+                data = os.read(stream.fileno(), 65536)
+            except OSError:  # EIO: the pseudo-terminal's last writer is gone
+                data = b""
+            if not data:
+                break
+            *lines, pending = (pending + data).split(b"\n")
+            for line in lines:
+                q.put((name, line.decode("utf-8", "replace") + "\n"))
+        if pending:
+            q.put((name, pending.decode("utf-8", "replace")))
     finally:
         q.put((name, None))
+        stream.close()
 
 
 def _write(name, chunk, out, err) -> None:
@@ -123,6 +142,60 @@ def _write(name, chunk, out, err) -> None:
         stream = (out or sys.stdout) if name == "out" else (err or sys.stderr)
         stream.write("".join(chunk))
         stream.flush()
+
+
+#: Seconds to wait, after a time-out or an interrupt killed the program, for the output it printed
+#: before (already written, so it arrives at once unless a process that escaped the kill holds the
+#: stream open).
+DRAIN_S = 1.0
+
+
+class _Relay:
+    """The output relayed so far, and what was found in it."""
+
+    def __init__(self, out, err, watch) -> None:
+        self.out, self.err, self.watch = out, err, watch
+        self.open_streams, self.count = 2, 0
+        self.cuda_errors, self.printed, self.tail, self.watched = [], [], [], []
+
+    def take(self, q: queue.Queue, wait_s: float) -> None:
+        """Relay what has arrived on ``q`` (waiting up to ``wait_s`` for the first item)."""
+        try:
+            items = [q.get(timeout=wait_s)]
+        except queue.Empty:
+            return
+        while len(items) < 4096:  # what else has arrived goes out in the same write
+            try:
+                items.append(q.get_nowait())
+            except queue.Empty:
+                break
+        chunk_name, chunk = None, []
+        for name, text in items:
+            if text is None:
+                self.open_streams -= 1
+                continue
+            if text.startswith(ERROR_MARKER):
+                _, code, ename, *words = text.split()
+                self.cuda_errors.append(f"{ename} ({code}): {' '.join(words)}")
+                continue
+            self.count += 1
+            if self.watch is not None and self.watch.search(text):
+                self.watched.append(text.rstrip())
+            if printed_cuda_error(text):
+                self.printed.append(text.strip()[:300])
+            if name == "err":
+                self.tail = (self.tail + [text.rstrip()])[-5:]
+            if name != chunk_name:
+                _write(chunk_name, chunk, self.out, self.err)
+                chunk_name, chunk = name, []
+            chunk.append(text)
+        _write(chunk_name, chunk, self.out, self.err)
+
+    def drain(self, q: queue.Queue, limit_s: float) -> None:
+        """Relay the rest, until both streams end or ``limit_s`` seconds have passed."""
+        end = time.monotonic() + limit_s
+        while self.open_streams and time.monotonic() < end:
+            self.take(q, 0.05)
 
 
 def _signal_name(num: int) -> str:
@@ -163,61 +236,44 @@ def run_program(
     """
     __tracebackhide__ = True  # noqa: F841
     start = time.monotonic()
-    proc = subprocess.Popen(
-        argv,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        **popen_group_kwargs(),
-    )
+    terminal = output_terminal()  # POSIX: stdout is a terminal, so C stdio line-buffers it
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdout=terminal[1] if terminal else subprocess.PIPE,
+            stderr=subprocess.PIPE,  # apart from stdout, as it is today
+            stdin=subprocess.DEVNULL,
+            **popen_group_kwargs(),
+        )
+    except BaseException:
+        if terminal:
+            os.close(terminal[0])
+        raise
+    finally:
+        if terminal:
+            os.close(terminal[1])  # the child's copy is its own now
+    stdout = open(terminal[0], "rb", buffering=0) if terminal else proc.stdout
     q: queue.Queue = queue.Queue()
     readers = [
-        threading.Thread(target=_reader, args=(proc.stdout, "out", q), daemon=True),
+        threading.Thread(target=_reader, args=(stdout, "out", q), daemon=True),
         threading.Thread(target=_reader, args=(proc.stderr, "err", q), daemon=True),
     ]
     for t in readers:
         t.start()
-    open_streams, count, cuda_errors, printed, tail, watched = 2, 0, [], [], [], []
+    relay = _Relay(out, err, watch)
     timed_out = False
     try:
-        while open_streams:
+        while relay.open_streams:
             if timeout_s is not None and time.monotonic() - start > timeout_s:
                 timed_out = True
                 kill_tree(proc)
+                relay.drain(q, DRAIN_S)  # what it printed before the kill is shown
                 break
-            try:
-                items = [q.get(timeout=0.05)]
-            except queue.Empty:
-                continue
-            while len(items) < 4096:  # what else has arrived goes out in the same write
-                try:
-                    items.append(q.get_nowait())
-                except queue.Empty:
-                    break
-            chunk_name, chunk = None, []
-            for name, text in items:
-                if text is None:
-                    open_streams -= 1
-                    continue
-                if text.startswith(ERROR_MARKER):
-                    _, code, ename, *words = text.split()
-                    cuda_errors.append(f"{ename} ({code}): {' '.join(words)}")
-                    continue
-                count += 1
-                if watch is not None and watch.search(text):
-                    watched.append(text.rstrip())
-                if printed_cuda_error(text):
-                    printed.append(text.strip()[:300])
-                if name == "err":
-                    tail = (tail + [text.rstrip()])[-5:]
-                if name != chunk_name:
-                    _write(chunk_name, chunk, out, err)
-                    chunk_name, chunk = name, []
-                chunk.append(text)
-            _write(chunk_name, chunk, out, err)
+            relay.take(q, 0.05)
     except KeyboardInterrupt:
         kill_tree(proc)
         proc.wait()
+        relay.drain(q, DRAIN_S)
         print(
             f"%%cuda: interrupted; the program (pid {proc.pid}) and its children were killed.",
             file=sys.stderr,
@@ -232,11 +288,11 @@ def run_program(
         t.join(timeout=1)
     elapsed = time.monotonic() - start
     try:
-        _check(rc, timed_out, timeout_s, cuda_errors, printed, tail, timeout_from)
+        _check(rc, timed_out, timeout_s, relay.cuda_errors, relay.printed, relay.tail, timeout_from)
     except CudaProgramError as exc:
-        exc.watched = watched
+        exc.watched = relay.watched
         raise
-    return RunResult(rc, elapsed, count, watched)
+    return RunResult(rc, elapsed, relay.count, relay.watched)
 
 
 def timeout_message(timeout_s: float, timeout_from: str = "--timeout") -> str:

@@ -53,15 +53,17 @@ class _Without:
 def present_windows(monkeypatch):
     """Present Windows to cudamagic.core.platform; returns ``monkeypatch``.
 
-    No os.killpg/pread/sysconf, no signal.SIGKILL, no resource; ``CREATE_NEW_PROCESS_GROUP`` (0
-    here, which POSIX's Popen accepts).
+    No os.killpg/pread/sysconf/openpty, no signal.SIGKILL, no resource;
+    ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts).
     """
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
     monkeypatch.setattr(
         platform,
         "os",
-        _Without(os, "killpg", "pread", "sysconf", "setsid", "getuid", "geteuid", "statvfs"),
+        _Without(
+            os, "killpg", "pread", "sysconf", "setsid", "getuid", "geteuid", "statvfs", "openpty"
+        ),
     )
     monkeypatch.setattr(platform, "signal", _Without(signal, "SIGKILL"))
     monkeypatch.setitem(sys.modules, "resource", None)  # `import resource` raises ImportError

@@ -8,6 +8,7 @@ macros, Nsight Compute's permission error.
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
@@ -325,3 +326,116 @@ def test_a_leftover_reader_does_not_hold_the_kernel_at_exit():
         )  # daemon threads: the kernel's interpreter can still exit
     finally:
         psutil.Process(pid).kill()
+
+
+# ---- output is never lost: stdout a terminal, what was printed before a kill still shown ---------
+def test_stdout_is_a_terminal_and_stderr_stays_a_pipe_apart():
+    out, err = io.StringIO(), io.StringIO()
+    run_program(
+        _sh("[ -t 1 ] && echo out-is-a-tty; [ -t 2 ] || echo err-is-a-pipe >&2"), out=out, err=err
+    )
+    assert (out.getvalue(), err.getvalue()) == ("out-is-a-tty\n", "err-is-a-pipe\n")
+
+
+def test_line_ends_are_kept_as_printed_on_the_terminal():
+    out = io.StringIO()
+    run_program(_sh(r"printf 'unix\nwindows\r\nlast without an end'"), out=out)
+    assert out.getvalue() == "unix\nwindows\r\nlast without an end"
+
+
+# a Python child block-buffers a pipe but line-buffers a terminal (PYTHONUNBUFFERED unset, as
+# a kernel has it); it prints two lines and hangs until it is killed
+HANGS_AFTER_PRINTING = "import time\nprint('epoch 1 done')\nprint('epoch 2 done')\ntime.sleep(30)\n"
+
+
+@pytest.fixture
+def buffered_python(monkeypatch):
+    """``argv`` of a Python child that buffers its stdout as the C library does."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    return [sys.executable, "-c", HANGS_AFTER_PRINTING]
+
+
+def test_lines_printed_before_a_timeout_kill_are_shown(buffered_python):
+    out = io.StringIO()
+    with pytest.raises(CudaProgramError, match=r"ran longer than --timeout 1\.5 s"):
+        run_program(buffered_python, timeout_s=1.5, out=out)
+    assert out.getvalue() == "epoch 1 done\nepoch 2 done\n"
+
+
+def test_an_unfinished_last_line_is_shown_after_a_kill():
+    out = io.StringIO()
+    with pytest.raises(CudaProgramError, match=r"ran longer than"):
+        run_program(_sh("echo one; printf 'waiting for a lock...'; sleep 30"), 1.0, out=out)
+    assert out.getvalue() == "one\nwaiting for a lock..."
+
+
+def test_lines_arrive_before_the_program_ends(monkeypatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    out = TimedOut()
+    start = time.monotonic()
+    run_program([sys.executable, "-c", "import time\nprint('first')\ntime.sleep(1.5)"], out=out)
+    end = time.monotonic()
+    (arrived,) = [t for t, text in out.writes if "first" in text]
+    assert end - arrived >= 1.0, f"{arrived - start:.2f} s in, of {end - start:.2f} s"
+
+
+def test_lines_printed_before_an_interrupt_are_shown(buffered_python, capsys):
+    import _thread
+    import signal
+
+    out = io.StringIO()
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(1.5, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_program(buffered_python, out=out)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert out.getvalue() == "epoch 1 done\nepoch 2 done\n"
+
+
+def _open_fds() -> set:
+    return set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="Linux /proc")
+def test_no_terminal_or_pipe_is_left_open():
+    run_program(_sh("true"), out=io.StringIO())  # the first run's imports open what they keep
+    before = _open_fds()
+    for _ in range(3):
+        run_program(_sh("echo hi; echo there >&2"), out=io.StringIO(), err=io.StringIO())
+        with pytest.raises(CudaProgramError):
+            run_program(_sh("echo hi; sleep 30"), timeout_s=0.3, out=io.StringIO())
+    assert wait_until_equal(_open_fds, before)
+
+
+def wait_until_equal(get, expected, timeout_s: float = 5.0) -> bool:
+    """True when ``get()`` equals ``expected`` within ``timeout_s`` (readers close on their own)."""
+    deadline = time.monotonic() + timeout_s
+    while get() != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return get() == expected
+
+
+class TimedOut(io.StringIO):
+    """A stdout stand-in that records when each write arrives."""
+
+    def __init__(self):
+        super().__init__()
+        self.writes = []
+
+    def write(self, text):
+        self.writes.append((time.monotonic(), text))
+        return super().write(text)
+
+
+def test_no_free_terminal_falls_back_to_a_pipe(monkeypatch):
+    def no_terminal():
+        raise OSError(errno.EAGAIN, "out of pseudo-terminals")
+
+    monkeypatch.setattr(os, "openpty", no_terminal)
+    out = io.StringIO()
+    run_program(_sh("[ -t 1 ] && echo terminal || echo pipe"), out=out)
+    assert out.getvalue() == "pipe\n"

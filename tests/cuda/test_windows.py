@@ -233,3 +233,23 @@ def test_crash_status_is_named_on_windows(windows):
         _check(3, False, None, [], [], [])
     windows.setattr(platform, "SYSTEM", "linux")
     assert platform.windows_crash_name(3221225477) is None
+
+
+def test_stdout_is_a_pipe_and_the_program_is_unbuffered_before_main(cuda_ip, win_cuda, capfd):
+    # Windows has no pseudo-terminal: stdout stays a pipe, and the code appended to every cell
+    # makes it unbuffered before main (MSVC's _IOLBF would buffer fully), in an MSVC initializer
+    # section since there is no constructor attribute
+    import io
+
+    from cudamagic.cuda.run import run_program
+
+    assert platform.output_terminal() is None
+    out = io.StringIO()
+    run_program(["/bin/sh", "-c", "[ -t 1 ] && echo terminal || echo pipe"], out=out)
+    assert out.getvalue() == "pipe\n"
+    assert cuda_ip.run_cell(HELLO.replace("%%cuda", "%%cuda --nvcc-flags '-ccbin C:\\VC'")).success
+    (call,) = _calls(win_cuda["record"])
+    appended = call["source"].split('#line 1 "cudamagic-line-buffering"')[1]
+    win = appended.split("#ifdef _WIN32")[1].split("#else")[0]
+    assert "setvbuf(stdout, nullptr, _IONBF, 0)" in win
+    assert '#pragma section(".CRT$XCT", read)' in appended.split("#ifdef _MSC_VER")[1]
