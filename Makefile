@@ -2,10 +2,10 @@
 #   make demo   set up .venv, install the system programs if missing (scripts/system_deps.sh), execute
 #               examples/*.ipynb for real, save the executed notebooks and HTML under examples/out/, print the
 #               %cudainfo report
-#   make test   the same set-up, then the whole test suite (what .ci/run runs)
+#   make test   the same set-up, then the lint (as make lint), then the whole test suite (what .ci/run runs)
 #   make lint   ruff: format check and lint (pyproject.toml)
 #   make lab    JupyterLab on examples/ (as root too)
-#   make bench  the benchmarks (ratios measured side by side)
+#   make bench  the benchmarks, with the peers of the `bench` extra beside cudamagic on the same work
 #   make mutation  mutation testing of the core modules (mutmut; slow, not part of make test): score per module
 #   make clean  remove .venv and the generated outputs
 # PyTorch: TORCH is part of what decides a reinstall, so switching builds is one command, e.g.
@@ -47,7 +47,8 @@ setup: system-deps $(STAMP)
 demo: setup
 	$(PY) scripts/run_demo.py
 
-test: setup
+# the lint first: a lint error fails the run before any test starts
+test: lint
 	$(PY) -m pytest -q
 
 # ruff: the format check and the lint rules configured in pyproject.toml
@@ -59,6 +60,7 @@ lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=examples $(LAB_ROOT)
 
 bench: setup
+	$(PY) -m pip install --quiet -e ".[bench]"
 	$(PY) benchmarks/run_all.py
 
 # mutmut 3, one module at a time (scripts/mutation.py); MUTATE="versions match" runs those modules only.

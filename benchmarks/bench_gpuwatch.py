@@ -36,15 +36,17 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
 
-from cudamagic.core import nvml  # noqa: E402
-from cudamagic.core.na import NA  # noqa: E402
-from cudamagic.watch import monitor as W  # noqa: E402
-from cudamagic.watch.samples import HostSample  # noqa: E402
-from cudamagic.watch.sources import HostReader, LiveSource  # noqa: E402
-from cudamagic.watch.trace import sample_to_json  # noqa: E402
-from cudamagic.watch.widget import WatchView  # noqa: E402
+from sidebyside import compare, load_average
+
+from cudamagic.core import nvml
+from cudamagic.core.na import NA
+from cudamagic.watch import monitor as W
+from cudamagic.watch.samples import GPU_FIELDS, HostSample
+from cudamagic.watch.sources import HostReader, LiveSource
+from cudamagic.watch.trace import sample_to_json
+from cudamagic.watch.widget import WatchView
 
 
 class StubHost:
@@ -227,7 +229,7 @@ print("ROWS", NGPU, json.dumps(_rows[1:]), w.view is not None)
 """
 
 
-def bench_kernel(seconds):
+def bench_kernel(seconds, gpu_counts=(1, 8, 64)):
     """Run the instrumented monitor in a real kernel.
 
     Print per-sample thread CPU split into parts.
@@ -240,7 +242,7 @@ def bench_kernel(seconds):
     import run_demo
 
     cells = [KERNEL_SETUP]
-    for n in (1, 8):
+    for n in gpu_counts:
         cells += [
             KERNEL_RUN.replace("NGPU", str(n)),
             KERNEL_READ.replace("NGPU", str(n)).replace("SECONDS", str(seconds)),
@@ -264,8 +266,8 @@ def bench_kernel(seconds):
 
             def q(key, rows=rows):
                 xs = sorted(r[key] * 1e3 for r in rows)
-                pick = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
-                return statistics.median(xs), pick(0.1), pick(0.9)
+                p10, p90 = (xs[min(len(xs) - 1, int(f * len(xs)))] for f in (0.1, 0.9))
+                return statistics.median(xs), p10, p90
 
             parts = {k: q(k) for k in ("total", "gpu", "host", "widget")}
             fixed = [(r["total"] - r["gpu"]) * 1e3 for r in rows]
@@ -280,6 +282,12 @@ def bench_kernel(seconds):
                 f"     GPU part per GPU {per_gpu:.2f} ms, rest (host + widget + loop) {fx:.2f} ms: "
                 f"{ok} the goal "
                 "if the widget cost were fixed"
+            )
+            share = statistics.median(r["widget"] / r["total"] for r in rows if r["total"] > 0)
+            print(
+                f"     widget share of the tick {share:.0%} (median over the samples; goal < 33 % "
+                f"at 64 GPUs); whole sample {tot[0]:.2f} ms (goal < 1.5 ms at 8 GPUs); "
+                f"{load_average()}"
             )
     # the widget grows with the GPU count too: split by the marginal cost
     if 1 in totals and 8 in totals:
@@ -399,6 +407,270 @@ def bench_real():
     )
 
 
+# ---- side by side with nvitop and gpustat (each side in its own process) --------------------
+
+#: What one tick of each side reads per GPU, in nvidia-smi's names.
+MONITOR_FIELDS = [*GPU_FIELDS, "name"]
+#: gpustat's query: its fields in its own units (W, MiB); the others it does not read.
+GPUSTAT_FIELDS = {
+    "name": 1,
+    "utilization.gpu": 1,
+    "temperature.gpu": 1,
+    "fan.speed": 1,
+    "power.draw": 1000,
+    "power.limit": 1000,
+    "memory.used": 1024**2,
+    "memory.total": 1024**2,
+}
+
+
+def peer_scenario(n_gpus: int, pid: int) -> dict:
+    """``n_gpus`` stand-in GPUs, each with its own values; process ``pid`` on GPU 0."""
+    from tests import fake_nvml as fm
+
+    scenario = fm.scenario_with_gpus(n_gpus)
+    for i, g in enumerate(scenario["gpus"]):
+        g.update(
+            uuid=f"GPU-{i:08x}-0000-4000-8000-000000000000",
+            util_gpu=(7 * i) % 100,
+            util_mem=(3 * i) % 100,
+            temperature=30 + i % 50,
+            memory_used=(1 + i % 70) * fm.GIB,
+            power_draw_mw=100_000 + 1000 * (i % 500),
+            processes=[(pid, 2 * fm.GIB)] if i == 0 else [],
+        )
+    return scenario
+
+
+def _side_ours():
+    """The monitor tick of cudamagic without the widget: ``LiveSource.read`` (GPUs, host)."""
+    src = LiveSource(torch_reader=no_torch)
+    seq = [0]
+
+    def tick():
+        seq[0] += 1
+        return src.read(seq[0], time.time())
+
+    def work(s):
+        gpus = {g.uuid: {"name": g.name, **{f: g.get(f) for f in GPU_FIELDS}} for g in s.gpus}
+        procs = sorted((g.uuid, p.pid) for g in s.gpus for p in g.processes)
+        return gpus, procs, ["host cpu %", "host memory", "this process's cpu %"]
+
+    return tick, work
+
+
+def _side_nvitop():
+    """The same tick by nvitop: its Device objects made once (as its TUI), each field asked."""
+    from nvitop import Device, host, libnvml
+
+    devices = Device.all()
+    me = host.Process(os.getpid())
+
+    def tick():
+        out = {}
+        for d in devices:
+            mem = d.memory_info()
+            out[d.uuid()] = (
+                {
+                    "name": d.name(),
+                    "utilization.gpu": d.gpu_utilization(),
+                    "utilization.memory": d.memory_utilization(),
+                    "memory.used": mem.used,
+                    "memory.total": mem.total,
+                    "memory.reserved": mem.reserved,
+                    "temperature.gpu": d.temperature(),
+                    "power.draw": d.power_usage(),
+                    "power.limit": d.power_limit(),
+                    "fan.speed": d.fan_speed(),
+                    "clocks.sm": d.sm_clock(),
+                    "clocks.mem": d.memory_clock(),
+                    "pstate": d.performance_state(),
+                    "clocks_event_reasons.active": libnvml.nvmlQuery(
+                        "nvmlDeviceGetCurrentClocksEventReasons", d.handle
+                    ),
+                },
+                [(pid, p.name()) for pid, p in d.processes().items()],
+            )
+        host.cpu_percent()
+        host.virtual_memory()
+        me.cpu_percent()
+        return out
+
+    def work(out):
+        # nvitop writes the P-state as "P0": the number, as nvidia-smi's pstate field
+        gpus = {u: dict(f, pstate=int(str(f["pstate"]).lstrip("P"))) for u, (f, _) in out.items()}
+        procs = sorted((u, pid) for u, (_, ps) in out.items() for pid, _ in ps)
+        return gpus, procs, ["host cpu %", "host memory", "this process's cpu %"]
+
+    return tick, work
+
+
+def _side_gpustat():
+    """The query of gpustat, as ``gpustat`` runs it at each refresh (``new_query``)."""
+    import gpustat
+
+    def work(q):
+        gpus = {
+            g.uuid: {
+                "name": g.name,
+                "utilization.gpu": g.utilization,
+                "temperature.gpu": g.temperature,
+                "fan.speed": g.fan_speed,
+                "power.draw": g.power_draw,
+                "power.limit": g.power_limit,
+                "memory.used": g.memory_used,
+                "memory.total": g.memory_total,
+                "utilization.enc": g.entry["utilization.enc"],
+                "utilization.dec": g.entry["utilization.dec"],
+            }
+            for g in q
+        }
+        procs = sorted((g.uuid, p["pid"]) for g in q for p in g.processes or ())
+        return gpus, procs, ["per-process cpu % and memory"]
+
+    return gpustat.new_query, work
+
+
+def side_worker(side: str, n_gpus: int, pid: int):
+    """The worker process of one side: ``work`` / ``run`` / ``quit`` on stdin, answers on stdout."""
+    import json
+
+    from tests import nvml_stub
+
+    nvml_stub.install(peer_scenario(n_gpus, pid))
+    fn, work = {"ours": _side_ours, "nvitop": _side_nvitop, "gpustat": _side_gpustat}[side]()
+    print("READY", flush=True)
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "work":
+            print(json.dumps(work(fn()), default=str), flush=True)
+        elif cmd == "run":
+            c0, t0 = time.process_time(), time.perf_counter()
+            fn()
+            print(time.process_time() - c0, time.perf_counter() - t0, flush=True)
+        else:
+            return
+
+
+class SideProcess:
+    """One side of a row in its own Python process (see :func:`side_worker`).
+
+    gpustat patches the ``pynvml`` module when imported, which would slow every NVML call of
+    the other side in a shared process; each side therefore has its own process, and this one
+    (the runner) interleaves them. ``fields``: the fields compared by the guard, with the divisor
+    that turns cudamagic's raw units into the peer's (bytes -> MiB, mW -> W).
+    """
+
+    def __init__(self, side: str, n_gpus: int, fields: dict):
+        import subprocess
+
+        # cudamagic keeps NVML's raw units: the guard converts them to the peer's
+        self.fields = fields if side == "ours" else dict.fromkeys(fields, 1)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                os.path.abspath(__file__),
+                *("--side", side, "--gpus", str(n_gpus), "--pid", str(os.getpid())),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        ready = self.proc.stdout.readline()
+        if ready.strip() != "READY":
+            raise RuntimeError(f"the {side} worker did not start: {ready!r}")
+
+    def _ask(self, cmd: str) -> str:
+        self.proc.stdin.write(cmd + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline()
+
+    def work(self):
+        """The GPUs, the guard's fields (in the peer's units) and the processes read."""
+        import json
+
+        gpus, procs, extra = json.loads(self._ask("work"))
+        shown = {
+            u: {
+                f: (v // self.fields[f] if isinstance(v, int) and f != "name" else v)
+                for f, v in fields.items()
+                if f in self.fields
+            }
+            for u, fields in gpus.items()
+        }
+        return {"gpus": shown, "processes": [tuple(p) for p in procs]}
+
+    def extra(self) -> list:
+        """What this side read besides the guard's fields (for the row's note)."""
+        import json
+
+        gpus, _, extra = json.loads(self._ask("work"))
+        first = next(iter(gpus.values()), {})
+        return sorted(f for f in first if f not in self.fields) + extra
+
+    def timed(self) -> tuple:
+        cpu, wall = self._ask("run").split()
+        return float(cpu), float(wall)
+
+    def close(self):
+        self._ask("quit")
+        self.proc.wait(timeout=30)
+
+
+def bench_peers(gpu_counts, reps: int):
+    """The monitor tick of cudamagic beside nvitop's and gpustat's on the same stand-in GPUs."""
+    from importlib import metadata
+
+    from tests import nvml_stub
+
+    print(
+        "P. monitor tick beside the peers, on the same stand-in GPUs under the real pynvml "
+        "(tests/nvml_stub; no widget; each side in its own process)"
+    )
+    try:
+        nvml_stub.build()
+    except nvml_stub.StubUnavailable as exc:
+        print(f"   skipped: {exc}")
+        return
+    for peer, fields in (
+        ("nvitop", dict.fromkeys(MONITOR_FIELDS, 1)),
+        ("gpustat", GPUSTAT_FIELDS),
+    ):
+        try:
+            version = metadata.version(peer)
+        except metadata.PackageNotFoundError:
+            print(f"   {peer}: not installed (`make bench` installs the bench extra): row skipped")
+            continue
+        for n in gpu_counts:
+            ours = SideProcess("ours", n, fields)
+            other = SideProcess(peer, n, fields)
+            try:
+                note = (
+                    f"fields compared: {', '.join(fields)} and the process pids; besides, "
+                    f"cudamagic read {', '.join(ours.extra()) or 'nothing'}; {peer} read "
+                    f"{', '.join(other.extra()) or 'nothing'}"
+                )
+                if peer == "gpustat":
+                    note += (
+                        "; gpustat's wall time is its time.sleep(0.1) per GPU (when NVML lists "
+                        "processes): fewer runs at 64 GPUs"
+                    )
+                compare(
+                    f"monitor tick, {n} GPUs",
+                    ours,
+                    other,
+                    peer_name=f"{peer} {version}",
+                    reps=reps if peer != "gpustat" or n <= 8 else min(reps, 4),
+                    note=note,
+                )
+            finally:
+                ours.close()
+                other.close()
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -414,8 +686,21 @@ def main(argv=None):
         action="store_true",
         help="only the per-sample costs (fake module, and real binding + stand-in library)",
     )
+    ap.add_argument(
+        "--peers-only",
+        action="store_true",
+        help="only the side-by-side rows with nvitop and gpustat",
+    )
+    ap.add_argument("--side", help=argparse.SUPPRESS)  # a worker process of bench_peers
+    ap.add_argument("--gpus", type=int, default=8, help=argparse.SUPPRESS)
+    ap.add_argument("--pid", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.side:
+        return side_worker(a.side, a.gpus, a.pid)
     print(f"bench_gpuwatch on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    bench_peers((8, 64), reps=5 if a.quick else 15)
+    if a.peers_only:
+        return
     bench_kernel(3.0 if a.quick else 10.0)
     bench_sample_cost()
     bench_stub_cost()

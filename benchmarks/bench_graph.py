@@ -95,7 +95,7 @@ def time_torchviz(ns, expr, cap_s):
         TORCHVIZ_NODES[expr] = sum(1 for ln in source.splitlines() if re.match(r"\s*\d+ \[", ln))
     except RecursionError:
         return None, "RecursionError"
-    except Exception as exc:  # noqa: BLE001 - reported in the table
+    except Exception as exc:  # reported in the table
         return None, type(exc).__name__
     finally:
         y = None

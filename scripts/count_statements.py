@@ -1,8 +1,8 @@
 """Count the Python statements of a package: ``ast.stmt`` nodes, docstrings not counted.
 
-Usage: ``python scripts/count_statements.py [PACKAGE_DIR]`` (default ``cudamagic``). Prints the total and the
-count per area (top-level folder). A docstring is the first statement of a module, class or function when it is
-a string constant.
+Usage: ``python scripts/count_statements.py [PACKAGE_DIR]`` (default ``cudamagic``). Prints the
+total and the count per area (top-level folder). A docstring is the first statement of a module,
+class or function when it is a string constant.
 """
 
 from __future__ import annotations

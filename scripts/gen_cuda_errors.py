@@ -19,9 +19,7 @@ import os
 import re
 import sys
 
-OUT = os.path.join(
-    os.path.dirname(__file__), "..", "cudamagic", "core", "cuda_runtime_errors.py"
-)
+OUT = os.path.join(os.path.dirname(__file__), "..", "cudamagic", "core", "cuda_runtime_errors.py")
 
 
 def read_toolkit(root: str):

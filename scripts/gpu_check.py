@@ -470,7 +470,7 @@ def main():
             g0 is not None and g0.peak_allocated_bytes - g0.allocated_before_bytes >= 1536 * 2**20,
             str(g0.peak_allocated_bytes if g0 else None),
         )
-        # F22: an out-of-memory error inside a function keeps its 1 GiB local alive through the
+        # an out-of-memory error inside a function keeps its 1 GiB local alive through the
         # saved traceback
         ip.run_cell(
             "def step():\n    local = torch.empty(2**30, dtype=torch.uint8, device='cuda')\n"

@@ -19,11 +19,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
-import prom_sim  # noqa: E402
+import prom_sim
 
-from cudamagic.watch.cluster import PrometheusSource  # noqa: E402
-from cudamagic.watch.prometheus import parse_source  # noqa: E402
-from cudamagic.watch.trace import TraceWriter  # noqa: E402
+from cudamagic.watch.cluster import PrometheusSource
+from cudamagic.watch.prometheus import parse_source
+from cudamagic.watch.trace import TraceWriter
 
 
 def main(samples: int = 30) -> str:

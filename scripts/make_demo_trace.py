@@ -23,11 +23,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic.core.na import NA  # noqa: E402
-from cudamagic.watch.sampler import Sampler  # noqa: E402
-from cudamagic.watch.samples import TorchSample  # noqa: E402
-from cudamagic.watch.sources import LiveSource  # noqa: E402
-from cudamagic.watch.trace import TraceWriter, read_trace  # noqa: E402
+from cudamagic.core.na import NA
+from cudamagic.watch.sampler import Sampler
+from cudamagic.watch.samples import TorchSample
+from cudamagic.watch.sources import LiveSource
+from cudamagic.watch.trace import TraceWriter, read_trace
 
 GIB = 1024**3
 

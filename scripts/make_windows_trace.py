@@ -25,10 +25,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cudamagic.core import platform, wincounters  # noqa: E402
-from cudamagic.core.na import NA  # noqa: E402
-from cudamagic.watch.sources import LiveSource  # noqa: E402
-from cudamagic.watch.trace import TraceWriter, read_trace  # noqa: E402
+from cudamagic.core import platform, wincounters
+from cudamagic.core.na import NA
+from cudamagic.watch.sources import LiveSource
+from cudamagic.watch.trace import TraceWriter, read_trace
 
 MIB = 1024**2
 PYTHON_PID = 4100940

@@ -24,7 +24,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-import mutation_score  # noqa: E402
+import mutation_score
 
 #: core module -> the tests that are about it (fast, no kernel, no browser)
 MODULES = {

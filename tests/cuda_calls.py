@@ -1,20 +1,20 @@
 """Observe torch.cuda calls that would do harm, on any build of torch.
 
 - :func:`record` replaces every context-creating entry point (``_lazy_init`` in the modules that
-    bind it, and the
-  public functions that need a context) with recorders that note the call, then raise what a CPU
-  build raises. ``torch.cuda.is_initialized()`` stays False on a CPU build whatever our code calls,
-  so a check of it cannot fail; this can. Usable in the test process (``cuda_calls`` fixture in
-  conftest.py) and inside a real kernel (``from tests.cuda_calls import record``).
+  bind it, and the public functions that need a context) with recorders that note the call, then
+  raise what a CPU build raises. ``torch.cuda.is_initialized()`` stays False on a CPU build
+  whatever our code calls, so a check of it cannot fail; this can. Usable in the test process
+  (``cuda_calls`` fixture in conftest.py) and inside a real kernel
+  (``from tests.cuda_calls import record``).
 - The ``recorder`` fixture records the calls that would do harm (a forced synchronisation, a new
-    CUDA context,
-  reset counters) without raising, and ``cuda_initialised`` makes CUDA look initialised on a machine
-  without a
-  GPU: shared by the do-no-harm tests of the explainer (tests/explain) and of ``%%cudamem``
-      (tests/mem).
+  CUDA context, reset counters) without raising, and ``cuda_initialised`` makes CUDA look
+  initialised on a machine without a GPU: shared by the do-no-harm tests of the explainer
+  (tests/explain) and of ``%%cudamem`` (tests/mem).
 """
 
 from __future__ import annotations
+
+import pytest
 
 PUBLIC = (
     "init",
@@ -39,8 +39,9 @@ PUBLIC = (
 
 
 def record(torch, setattr_=setattr):
-    """Replace the context-creating ``torch.cuda`` functions with recorders; return the list they
-    append to.
+    """Replace the context-creating ``torch.cuda`` functions with recorders.
+
+    The recorders append to the list this returns.
 
     Args:
         torch: the imported torch module.
@@ -70,8 +71,6 @@ def record(torch, setattr_=setattr):
             setattr_(torch.cuda, name, recorder(name, getattr(torch.cuda, name)))
     return calls
 
-
-import pytest
 
 torch = pytest.importorskip("torch")
 
@@ -107,7 +106,10 @@ def recorder(monkeypatch):
 
 @pytest.fixture
 def cuda_initialised(monkeypatch):
-    """CUDA looks initialised with one GPU: the reads a GPU machine answers are answered by stand-ins."""
+    """CUDA looks initialised with one GPU.
+
+    The reads a GPU machine answers are answered by stand-ins.
+    """
     reads = []
     stats = {
         "allocated_bytes": {"all": {"current": 3 << 20, "peak": 5 << 20, "allocated": 9 << 20}},

@@ -1,14 +1,15 @@
-"""`make lab` starts JupyterLab on examples/, as root (the README's own set-up path on a fresh
-machine or container) and as a normal user.
+"""`make lab` starts JupyterLab on examples/, as root and as a normal user.
 
-As root: the exact command `make -n lab` prints is started on a free port, must answer /api/status,
-    and is then
-stopped. As a normal user (the tests run as root here and in CI): a throwaway user is created with
-    its HOME under
-/tmp, gets its own copy of the tracked files `make lab` reads and its own virtualenv (made by that
-user with the system Python of this X.Y; this virtualenv's installed packages linked in, since
-nothing can be downloaded), and runs the real `make lab` in it; its ~/.jupyter config picks the port
-and token. The server must answer, serve the JupyterLab page, and have been started without --allow-root.
+As root (the README's own set-up path on a fresh machine or container): the exact command
+`make -n lab` prints is started on a free port, must answer /api/status, and is then stopped.
+As a normal user (the tests run as root here and in CI): a throwaway user is created with its HOME
+under /tmp, gets its own copy of the tracked files `make lab` reads and its own virtualenv (made by
+that user with the system Python of this X.Y; this virtualenv's installed packages linked in, since
+nothing can be downloaded), and runs the real `make lab` in it; its ~/.jupyter config picks the
+port and token. The server must answer, serve the JupyterLab page, and have been started without
+--allow-root.
+
+Marked ``slow``: each test starts a real JupyterLab server.
 """
 
 from __future__ import annotations
@@ -30,16 +31,22 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VENV = os.path.dirname(os.path.dirname(sys.executable))  # the virtualenv running the tests
 TOKEN = "cudamagic-test-token"
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("make") is None
-    or os.name != "posix"
-    or not os.path.exists(os.path.join(VENV, "bin", "jupyter")),
-    reason="needs make and JupyterLab in this virtualenv",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        shutil.which("make") is None
+        or os.name != "posix"
+        or not os.path.exists(os.path.join(VENV, "bin", "jupyter")),
+        reason="needs make and JupyterLab in this virtualenv",
+    ),
+]
 
 
 def lab_command(user_cmd=()) -> list:
-    """The JupyterLab line of `make -n lab` (with VENV= this virtualenv), run as the user ``user_cmd`` names."""
+    """The JupyterLab line of `make -n lab`, run as the user ``user_cmd`` names.
+
+    VENV= is this virtualenv.
+    """
     out = subprocess.run(
         [*user_cmd, "make", "-n", "lab", f"VENV={VENV}"],
         cwd=ROOT,
@@ -60,7 +67,10 @@ def free_port() -> int:
 
 
 def start_and_check(cmd: list, runtime_dir: str, user_cmd=(), env_extra=None):
-    """Start ``cmd`` on a free port, wait for /api/status (120 s at most), stop it; returns the status JSON."""
+    """Start ``cmd`` on a free port, wait for /api/status, stop it; return the status JSON.
+
+    The wait is 120 s at most.
+    """
     port = free_port()
     full = [
         *user_cmd,
@@ -155,7 +165,7 @@ def _ancestors(path):
 
 @pytest.fixture
 def normal_user():
-    """A throwaway non-root user with its own HOME under /tmp: ``(name, home)``; removed afterwards."""
+    """A throwaway non-root user with HOME under /tmp: ``(name, home)``; removed afterwards."""
     if (
         os.name != "posix"
         or os.geteuid() != 0
@@ -190,8 +200,10 @@ def normal_user():
 
 
 def _clone_for(user, home) -> str:
-    """What `git clone` gives the user: the tracked files `make lab` reads (Makefile, setup files,
-    scripts/, examples/), owned by the user, in ``home/cudamagic``.
+    """What `git clone` gives the user: the tracked files `make lab` reads.
+
+    Those are the Makefile, setup files, scripts/ and examples/, owned by the user, in
+    ``home/cudamagic``.
     """
     files = (
         subprocess.run(
@@ -222,10 +234,12 @@ def _clone_for(user, home) -> str:
 
 
 def _venv_for(user, python, clone) -> str:
-    """The virtualenv `make setup` would have made for the user, built offline: ``python -m venv``
-    run by the user, with this test virtualenv's installed packages (site-packages, share/jupyter,
-    etc/jupyter) linked in and its `jupyter*` entry scripts written for the user's interpreter, as
-    pip writes them; then the install stamps, so `make lab` does not reinstall.
+    """The virtualenv `make setup` would have made for the user, built offline.
+
+    ``python -m venv`` is run by the user, with this test virtualenv's installed packages
+    (site-packages, share/jupyter, etc/jupyter) linked in and its `jupyter*` entry scripts written
+    for the user's interpreter, as pip writes them; then the install stamps, so `make lab` does not
+    reinstall.
     """
     venv = os.path.join(clone, ".venv")
     subprocess.run(
@@ -262,8 +276,9 @@ def _venv_for(user, python, clone) -> str:
 
 @pytest.fixture
 def readable_venv():
-    """Lets other users traverse the folders above this virtualenv for the test's duration (CI's
-    clone sits in a `mktemp -d` folder, mode 0700); the modes are restored afterwards.
+    """Let other users traverse the folders above this virtualenv during the test.
+
+    CI's clone sits in a `mktemp -d` folder, mode 0700; the modes are restored afterwards.
     """
     changed = []
     for d in _ancestors(VENV):
@@ -288,7 +303,8 @@ def test_make_lab_as_a_normal_user(tmp_path, request):
     if python is None:
         pytest.skip(
             f"no python{sys.version_info[0]}.{sys.version_info[1]} that every user can run "
-            "(the user's own virtualenv needs one of this version to share these installed packages)"
+            "(the user's own virtualenv needs one of this version to share these installed "
+            "packages)"
         )
     user, home = request.getfixturevalue("normal_user")
     request.getfixturevalue("readable_venv")

@@ -1,6 +1,8 @@
-"""`make ... TORCH=...` reinstalls torch when, and only when, the requested torch changes (README:
-"switching builds is one command"). The real Makefile and scripts/make_venv.sh run for real in a
-throwaway copy, against a fake virtualenv whose `bin/python` only records the commands it is given, so nothing is installed.
+"""`make ... TORCH=...` reinstalls torch when, and only when, the requested torch changes.
+
+The README says "switching builds is one command". The real Makefile and scripts/make_venv.sh run
+for real in a throwaway copy, against a fake virtualenv whose `bin/python` only records the
+commands it is given, so nothing is installed.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def project(tmp_path):
 
 
 def setup_calls(project, *args) -> list:
-    """Run `make setup VENV=venv ARGS` for real; the fake python's calls it made (newest run only)."""
+    """Run `make setup VENV=venv ARGS` for real; return the fake python's calls of this run."""
     path, log = project
     log.write_text("")
     res = subprocess.run(
@@ -64,9 +66,10 @@ UNINSTALL = "-m pip uninstall --yes --quiet torch"
 
 
 def uninstalls(calls) -> list:
-    """The torch uninstalls among ``calls``; each must come before the torch install of the same run
-    (pip takes ``torch==2.13.0`` as met by any local build, ``2.13.0+cpu`` or ``2.13.0+cu128``, so
-    only an uninstall switches builds).
+    """The torch uninstalls among ``calls``.
+
+    Each must come before the torch install of the same run: pip takes ``torch==2.13.0`` as met
+    by any local build, ``2.13.0+cpu`` or ``2.13.0+cu128``, so only an uninstall switches builds.
     """
     found = [c for c in calls if c.startswith("-m pip uninstall")]
     if found:
@@ -103,7 +106,10 @@ def test_changing_torch_reinstalls_once_then_not_again(project):
 
 
 def test_same_version_another_build_uninstalls_first(project):
-    """The README's own switch: the same version from another index. pip alone would keep the build it has."""
+    """The README's own switch: the same version from another index.
+
+    pip alone would keep the build it has.
+    """
     setup_calls(project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
     calls = setup_calls(
         project, "TORCH=torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
@@ -115,7 +121,10 @@ def test_same_version_another_build_uninstalls_first(project):
 
 
 def test_a_venv_from_before_the_torch_file_uninstalls_when_torch_is_given(project):
-    """A .venv set up before make recorded the requested torch (stamp, no torch file): its torch is unknown."""
+    """A .venv set up before make recorded the requested torch: its torch is unknown.
+
+    It has the install stamp and no torch file.
+    """
     setup_calls(project)
     (project[0] / "venv" / ".cudamagic-torch").unlink()
     assert uninstalls(setup_calls(project, f"TORCH={CU126}")) == [UNINSTALL]

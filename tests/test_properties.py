@@ -10,18 +10,21 @@ Kept fast: a small example budget per property, no deadline (the machine is shar
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 
+import hypothesis
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from IPython.core.error import UsageError
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
-import cudamagic.info.versions as _vt  # noqa: E402
-from cudamagic.core.na import is_na  # noqa: E402
-from cudamagic.info import versions as facts  # noqa: E402
+import cudamagic.info.versions as _vt
+from cudamagic.core import nvml
+from cudamagic.core.na import is_na
+from cudamagic.info import versions as facts
+from tests.core import test_magic_lines as lines_mod
 
 FAST = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -96,8 +99,7 @@ def test_parse_torch_version_never_raises(text):
     assert v["kind"] in ("cpu", "cuda", "rocm", "source", "default")
 
 
-# ---- CUDA_VISIBLE_DEVICES
-# -------------------------------------------------------------------------
+# ---- CUDA_VISIBLE_DEVICES ------------------------------------------------------------------------
 
 valid_entry = st.one_of(
     st.integers(0, 64).map(str),
@@ -203,10 +205,8 @@ def test_any_byte_flip_is_read_or_rejected_with_a_message(trace_bytes, data, tmp
         assert header["cudamagic_trace"] == 1 and len(samples) >= 1
 
 
-# ---- NVML plausibility bounds (core/nvml.check_value, issue 11)
-# --------------------------------------------
+# ---- NVML plausibility bounds (core/nvml.check_value, issue 11) ----------------------------------
 
-from cudamagic.core import nvml  # noqa: E402
 
 BOUNDS = {  # field -> (inclusive plausible maximum with no context, unit text in the reason)
     "utilization.gpu": 100,
@@ -264,8 +264,7 @@ def test_memory_used_against_total(total, used):
     assert (out == used) if used <= total else (is_na(out) and out.code == "implausible")
 
 
-# ---- terminal widths (core/fmt.display_width)
-# ------------------------------------------------------------------
+# ---- terminal widths (core/fmt.display_width) ----------------------------------------------------
 
 
 @FAST
@@ -294,11 +293,6 @@ def test_display_width_agrees_with_wcwidth(text):
 # else. A line that parses round-trips: written back as flags (each value quoted) it parses to the
 # same arguments.
 
-import math  # noqa: E402
-
-from IPython.core.error import UsageError  # noqa: E402
-
-from tests.core import test_magic_lines as lines_mod  # noqa: E402
 
 LINES = settings(
     max_examples=40,

@@ -33,8 +33,10 @@ SCALARS = (
 
 
 def nested_stats(**chosen) -> dict:
-    """``memory_stats_as_nested_dict()``-shaped dict; ``chosen`` sets flat keys, e.g.
-    ``nested_stats(**{"allocated_bytes.all.current": 5})``. Every other counter is a distinct odd number.
+    """``memory_stats_as_nested_dict()``-shaped dict; ``chosen`` sets flat keys.
+
+    E.g. ``nested_stats(**{"allocated_bytes.all.current": 5})``. Every other counter is a distinct
+    odd number.
     """
     out, n = {}, 1
     for stat in STAT_TYPES:
@@ -57,7 +59,10 @@ def nested_stats(**chosen) -> dict:
 
 
 def flat_stats(**chosen) -> dict:
-    """``torch.cuda.memory_stats()``-shaped dict (the nested one flattened with ``.``), sorted by key as torch does."""
+    """``torch.cuda.memory_stats()``-shaped dict, sorted by key as torch does.
+
+    It is the nested one flattened with ``.``.
+    """
     flat = {}
 
     def walk(prefix, obj):

@@ -114,7 +114,7 @@ def run_code(code: CellCode, ns: dict) -> CellOutcome:
         BaseException: whatever the user's code raises, untouched (this frame is hidden from
             IPython's tracebacks).
     """
-    __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
+    __tracebackhide__ = True  # IPython hides this frame in tracebacks
     exec(code.body, ns)
     if code.last is None:
         return CellOutcome()
@@ -127,7 +127,7 @@ def run_code_caught(code: CellCode, ns: dict) -> CellOutcome:
     :func:`run_code`, with the user's exception returned in :attr:`CellOutcome.exception` instead of
     raised (for a magic that shows a result of the part that ran before re-raising it).
     """
-    __tracebackhide__ = True  # noqa: F841
+    __tracebackhide__ = True
     try:
         return run_code(code, ns)
     except BaseException as exc:  # handed back to the caller, which re-raises it untouched

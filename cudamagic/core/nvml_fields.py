@@ -252,8 +252,7 @@ MEMORY_V1_RESERVED = NA(
     "not_supported",
 )
 
-# ---- plausibility: every number read from NVML passes here
-# ----------------------------------------
+# ---- plausibility: every number read from NVML passes here ---------------------------------------
 #
 # Bounds (a value outside them is what a sentinel, a broken sensor or a binding/driver struct
 # mismatch produces, never a real reading):

@@ -399,7 +399,7 @@ def windows_file_version(path: str) -> str | None:
     if not is_windows():
         return None
     try:
-        import win32api  # noqa: PLC0415 - pywin32, Windows only
+        import win32api  # pywin32, Windows only
 
         info = win32api.GetFileVersionInfo(path, "\\")
         ms, ls = info["FileVersionMS"], info["FileVersionLS"]

@@ -13,6 +13,7 @@ imported inside the functions that need it.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import re
 import threading
 from collections.abc import Sequence
@@ -52,7 +53,7 @@ def run_cell(shell, cell: str, magic_line: str = "") -> Any:
     Raises:
         Exception: whatever the user's code raises, untouched; ``SyntaxError`` for bad source.
     """
-    __tracebackhide__ = True  # noqa: F841 - IPython hides this frame in tracebacks
+    __tracebackhide__ = True  # IPython hides this frame in tracebacks
     code = compile_cell(shell, cell, f"%%autograd_graph {magic_line}".rstrip())
     return run_code(code, shell.user_ns).value
 
@@ -480,8 +481,8 @@ def capture(
             Also when ``output_names`` names a variable the cell did not define.
         Exception: Any exception of the user's cell, untouched.
     """
-    __tracebackhide__ = True  # noqa: F841
-    import torch  # noqa: F401 - the recorder needs it loaded before the cell runs
+    __tracebackhide__ = True
+    importlib.import_module("torch")  # the recorder needs torch loaded before the cell runs
 
     recorder, compile_note = recorder_for(shell.user_ns, cell)
     with recorder as rec:
@@ -565,4 +566,4 @@ def capture(
         return graph
     finally:
         rec.raw = []
-        value = outputs = drawable = None  # noqa: F841 - drop references to user tensors
+        value = outputs = drawable = None  # drop references to user tensors

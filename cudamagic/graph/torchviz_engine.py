@@ -12,6 +12,7 @@ tensors through their unpack hooks (which would re-run checkpointed forwards).
 from __future__ import annotations
 
 import contextlib
+import importlib
 import sys
 import types
 import warnings
@@ -36,7 +37,7 @@ def _distutils_shim():
     the local part dropped) does that. Nothing is left in ``sys.modules`` afterwards.
     """
     try:
-        import distutils.version  # noqa: F401 - Python < 3.12, or setuptools' shim
+        importlib.import_module("distutils.version")  # Python < 3.12, or setuptools' shim
     except ImportError:
         pass
     else:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
 import math
+import operator
 import os
 import re
 import socket
@@ -32,7 +34,7 @@ import time
 
 from ..core.na import NA, is_na
 from . import exporters as ex
-from .prometheus import PrometheusClient, PrometheusError, range_step, selector
+from .prometheus import PrometheusClient, PrometheusError, range_step, selector, vector_rows
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
 from .sources import MIG_UTIL, ReplaySource, Source
 
@@ -418,6 +420,14 @@ class HostTracker:
         self._seen, self.stale_hosts = seen, stale
 
 
+def _texts_of(rows: list):
+    """``f(texts) -> tuple`` of the texts at ``rows`` (one C call: :func:`operator.itemgetter`)."""
+    if len(rows) == 1:
+        only = rows[0]
+        return lambda texts: (texts[only],)
+    return operator.itemgetter(*rows)
+
+
 class PrometheusSource(HostTracker, Source):
     """Reads GPU samples of a cluster from a Prometheus server (see the module docstring).
 
@@ -475,6 +485,8 @@ class PrometheusSource(HostTracker, Source):
         self.status = None
         self._kinds = {}
         self._vcache = {}
+        self._raw_kinds = {}  # labels JSON bytes -> _Series, (job, instance) of `up`, or None
+        self._plan = None  # see _instant_plan
         self._other = None  # (time, text) of the last look at what GPU metrics the server has
         what = f" --hosts {','.join(self.hosts)}" if self.hosts else ""
         what += (" --job" + (f" {job}" if job else "")) if job is not None else ""
@@ -718,31 +730,139 @@ class PrometheusSource(HostTracker, Source):
         )
 
     # -- the source protocol ----------------------------------------------------------------
+    def _instant_rows(self) -> list:
+        """The refresh's answer as ``[(labels JSON bytes, value text)]`` (one request).
+
+        Through :meth:`PrometheusClient.instant_rows`; a client without it (one that a test
+        supplies) through its ``instant``.
+        """
+        fetch = getattr(self.client, "instant_rows", None)
+        if fetch is not None:
+            return fetch(self.query)
+        return vector_rows(self.client.instant(self.query))
+
+    def _kind(self, labels: bytes):
+        """A series' :class:`_Series`, ``(job, instance)`` for an ``up`` series, else None."""
+        kind = self._raw_kinds.get(labels, False)
+        if kind is False:
+            try:
+                metric = json.loads(labels)
+            except ValueError:
+                metric = None
+            kind = None
+            if isinstance(metric, dict):
+                kind = self._series(metric)
+                if kind is None and metric.get("__name__", "up") == "up" and "instance" in metric:
+                    kind = (
+                        metric.get("job", ""),
+                        metric.get("instance", ""),
+                    )  # a filter keeps the name
+            if len(self._raw_kinds) > 200_000:
+                self._raw_kinds.clear()
+            self._raw_kinds[labels] = kind
+        return kind
+
+    def _instant_plan(self, series: list):
+        """What does not change while the answer holds the same series (in the same order).
+
+        The hosts seen, the ``--job`` and ``--hosts`` filters, each host's scrape target, and per
+        GPU (in the order :meth:`build` sorts them) its identity and its series: ``(row, slot,
+        field, MIG instance, _Series)`` with the rows in answer order, as :meth:`assemble` merges
+        them.
+        """
+        rows = self._job_filter([(s, i) for i, s in enumerate(series)])
+        kept = [(s, i) for s, i in rows if self._host_ok(s.host)]
+        meta, per_gid = {}, {}
+        for (s, i), gid in zip(kept, gpu_ids([s for s, _ in kept]), strict=True):
+            self._note_series(meta, gid, s)
+            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
+            slot = 2 if s.ratio else 0
+            per_gid.setdefault(gid, []).append((i, slot, field, s.mig, s))
+        order = sorted(per_gid, key=lambda k: (meta[k]["host"], meta[k]["index"], str(k)))
+        return {
+            "series": series,
+            "any_gpu": bool(series),
+            "seen_hosts": sorted({s.host for s in series}),
+            "job_match": self.job_match,
+            "targets": {s.host: s.target for s, _ in rows},
+            "gpus": [
+                (gid, meta[gid], per_gid[gid], _texts_of([e[0] for e in per_gid[gid]]))
+                for gid in order
+            ],
+            "last": {},  # gid -> (value texts, GpuSample) of the previous refresh
+        }
+
+    def _value(self, s, text):
+        """Series ``s``'s value text (str or bytes) converted by :func:`_num`, cached."""
+        cache = self._vcache.get((s.field, s.scale, s.exporter))
+        if cache is None:
+            cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
+        v = cache.get(text)
+        if v is None:
+            v = _num(
+                text.decode() if isinstance(text, bytes) else text, s.field, s.scale, s.exporter
+            )
+            if len(cache) < 20_000:
+                cache[text] = v
+        return v
+
+    def _build_planned(self, plan, texts) -> tuple:
+        """The GpuSamples of one answer (what :meth:`build` gives for it), by ``plan``.
+
+        A GPU whose value texts are those of the previous refresh keeps its (immutable) sample.
+        """
+        last, now, gpus = plan["last"], {}, []
+        for gid, meta, entries, texts_of in plan["gpus"]:
+            sig = texts_of(texts)
+            prev = last.get(gid)
+            if prev is not None and prev[0] == sig:
+                g = prev[1]
+            else:
+                phys, migs, ratios = {}, {}, {}
+                for (_, slot, field, mig, s), text in zip(entries, sig, strict=True):
+                    v = self._value(s, text)
+                    if mig is None:
+                        (ratios if slot else phys)[field] = v
+                    else:
+                        migs.setdefault(mig, {})[field] = v
+                g = _gpu(phys, migs, meta, ratios)
+            now[gid] = (sig, g)
+            gpus.append(g)
+        plan["last"] = now
+        return tuple(gpus)
+
     def read(self, seq: int, timestamp_s: float) -> Sample:
-        """One instant query (one HTTP request) -> one :class:`Sample`; stale on a failure."""
+        """One instant query (one HTTP request) -> one :class:`Sample`; stale on a failure.
+
+        The series are recognised by their label bytes, and what depends only on which series
+        the answer holds is kept (:meth:`_instant_plan`) while the next answer holds the same.
+        """
         try:
-            result = self.client.instant(self.query)
+            answer = self._instant_rows()
         except PrometheusError as exc:
             return self.stale_sample(seq, timestamp_s, str(exc))
-        rows, up = [], {}
-        for r in result:
-            metric = r.get("metric", {}) if isinstance(r, dict) else {}
-            s = self._series(metric) if isinstance(metric, dict) else None
-            try:
-                if s is not None:
-                    rows.append((s, r["value"][1]))
-                elif (
-                    metric.get("__name__", "up") == "up" and "instance" in metric
-                ):  # a filter keeps the name
-                    up[(metric.get("job", ""), metric.get("instance", ""))] = r["value"][1]
-            except (KeyError, IndexError, TypeError, AttributeError):
+        series, texts, up = [], [], {}
+        kind = self._kind
+        for labels, text in answer:
+            k = kind(labels)
+            if k is None:
                 continue
-        any_gpu = bool(rows)
-        seen_hosts = sorted({s.host for s, _ in rows})
-        rows = self._job_filter(rows)
-        for s, _ in rows:
-            self._targets[s.host] = s.target
-        gpus = self.build(rows)
+            if isinstance(k, tuple):
+                up[k] = text
+            else:
+                series.append(k)
+                texts.append(text)
+        plan = self._plan
+        if (
+            plan is None
+            or len(plan["series"]) != len(series)
+            or not all(map(operator.is_, plan["series"], series))
+        ):
+            plan = self._plan = self._instant_plan(series)
+        self.job_match = plan["job_match"]
+        self._targets.update(plan["targets"])
+        any_gpu, seen_hosts = plan["any_gpu"], plan["seen_hosts"]
+        gpus = self._build_planned(plan, texts)
         sample = self._sample(seq, timestamp_s, gpus)
         if not gpus:
             why = (
@@ -765,7 +885,7 @@ class PrometheusSource(HostTracker, Source):
             )
         down = {}
         for host, (job, instance) in self._targets.items():
-            if up.get((job, instance)) == "0":
+            if up.get((job, instance)) in (b"0", "0"):
                 down[host] = f"its exporter is down (up == 0 for job={job} instance={instance})"
         self.track_hosts(sample, down)
         self.stale_since, self.stale_reason = None, ""

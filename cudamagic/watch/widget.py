@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as _dt
+import operator
 
 from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
@@ -64,9 +65,22 @@ def _w(mw):
     return str(mw) if is_na(mw) else f"{mw / 1000:.0f} W"
 
 
+_CELLS = {}  # (type, value, text) -> HTML: a monitor shows the same few values tick after tick
+
+
 def _cell(v, text=None):
     """Escaped value; NA as 'N/A' with the reason as tooltip and beside it."""
-    return na_cell_html(v, None if text is None else str(text))
+    key = (type(v), v, text)  # the type too: True == 1 == 1.0, but each is written differently
+    try:
+        html = _CELLS.get(key)
+    except TypeError:  # a value that cannot be a key
+        return na_cell_html(v, None if text is None else str(text))
+    if html is None:
+        html = na_cell_html(v, None if text is None else str(text))
+        if len(_CELLS) >= 20_000:
+            _CELLS.clear()
+        _CELLS[key] = html
+    return html
 
 
 def _driver_model(g) -> str:
@@ -82,19 +96,45 @@ def _driver_model(g) -> str:
     )
 
 
-def gpu_html(g) -> str:
-    """One GPU card (escaped).
+_PIECES = {}  # (piece, its inputs with their types) -> HTML; see _piece
 
-    Name, driver model, bars with their values, the other readings, processes.
-    """
+
+def _piece(name: str, values: tuple, build) -> str:
+    """``build()``'s HTML, kept by ``values`` (a card's parts repeat tick after tick)."""
+    key = (name, values, tuple(map(type, values)))  # 1 == 1.0 == True, written differently
+    try:
+        html = _PIECES.get(key)
+    except TypeError:  # an input that cannot be a key
+        return build()
+    if html is None:
+        html = build()
+        if len(_PIECES) >= 20_000:
+            _PIECES.clear()
+        _PIECES[key] = html
+    return html
+
+
+def _head_html(g) -> str:
     title = ("MIG " if g.mig_enabled is True else "") + ("" if is_na(g.name) else str(g.name))
-    head = (
+    return (
         f'<div class="cm-gpu-head">GPU {int(g.index)} {esc(title)}{_driver_model(g)} '
         f'<small class="cm-muted">{_cell(g.uuid)}</small></div>'
     )
-    if g.lost is not None:
-        return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
+
+
+def _util_row(g) -> str:
     util = g.gpu_util_pct
+    util_value = _cell(util, pct_text(util))
+    return (
+        '<span class="cm-k">utilization</span><span>'
+        + (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
+        + " · memory bandwidth "
+        + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))
+        + "</span>"
+    )
+
+
+def _memory_row(g) -> str:
     mem_frac = (
         None
         if is_na(g.memory_used_bytes) or is_na(g.memory_total_bytes) or not g.memory_total_bytes
@@ -107,28 +147,21 @@ def gpu_html(g) -> str:
         if not is_na(rsv) or rsv.code != "error"
         else ""
     )
-    util_value = _cell(util, pct_text(util))
     mem_value = _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))
+    return (
+        '<span class="cm-k">memory</span><span>'
+        + (
+            meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value)
+            if mem_frac is not None
+            else mem_value
+        )
+        + rsv_text
+        + "</span>"
+    )
+
+
+def _other_rows(g) -> str:
     rows = [
-        (
-            "utilization",
-            (
-                meter_html(bar_html(util / 100, "util"), util_value)
-                if not is_na(util)
-                else util_value
-            )
-            + " · memory bandwidth "
-            + _cell(g.mem_util_pct, pct_text(g.mem_util_pct)),
-        ),
-        (
-            "memory",
-            (
-                meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value)
-                if mem_frac is not None
-                else mem_value
-            )
-            + rsv_text,
-        ),
         ("temperature", _cell(g.temperature_c, num_text(g.temperature_c, " °C"))),
         (
             "power",
@@ -147,13 +180,51 @@ def gpu_html(g) -> str:
         ("P-state", _cell(g.pstate, num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
         ("throttle", _cell(reasons_text(g))),
     ]
-    body = "".join(f'<span class="cm-k">{k}</span><span>{v}</span>' for k, v in rows)
-    migs = "".join(
+    return "".join(f'<span class="cm-k">{k}</span><span>{v}</span>' for k, v in rows)
+
+
+def _migs_html(g) -> str:
+    return "".join(
         f"<div>MIG {m.index} <code>{esc(m.uuid)}</code>: "
         f"{_cell(m.memory_used_bytes, mem_text(m.memory_used_bytes, m.memory_total_bytes))}</div>"
         for m in g.mig_devices
     )
-    return f'{head}<div class="cm-rows">{body}</div>{migs}{processes_html(g)}'
+
+
+def gpu_html(g) -> str:
+    """One GPU card (escaped).
+
+    Name, driver model, bars with their values, the other readings, processes. Each part is
+    built once for the values it shows (:func:`_piece`): a monitor tick where one reading moved
+    renders that row only.
+    """
+    head = _piece(
+        "head", (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model), lambda: _head_html(g)
+    )
+    if g.lost is not None:
+        return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
+    used, total, rsv = g.memory_used_bytes, g.memory_total_bytes, g.memory_reserved_bytes
+    body = (
+        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g))
+        + _piece("memory", (used, total, rsv), lambda: _memory_row(g))
+        + _piece(
+            "rows",
+            (
+                g.temperature_c,
+                g.power_draw_mw,
+                g.power_limit_mw,
+                g.fan_speed_pct,
+                g.clock_sm_mhz,
+                g.clock_mem_mhz,
+                g.pstate,
+                g.throttle_reasons_mask,
+            ),
+            lambda: _other_rows(g),
+        )
+    )
+    migs = _piece("migs", g.mig_devices, lambda: _migs_html(g)) if g.mig_devices else ""
+    procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g))
+    return f'{head}<div class="cm-rows">{body}</div>{migs}{procs}'
 
 
 def processes_html(g) -> str:
@@ -267,52 +338,61 @@ def span_text(seconds: float) -> str:
     return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
 
 
-def chart_from_points(points, index: int) -> str:
-    """The chart HTML from ``[(timestamp_s, util %, mem %), ...]`` (None = not available).
+def _y_text(v) -> str | None:
+    """A chart value (%) as its polyline y (0 at the top, 100 at the bottom); None stays None."""
+    return None if v is None else str(100 - (0 if v < 0 else 100 if v > 100 else round(v)))
 
-    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
-    time axis: first and last sample's clock time and the span between them. x is the time, so the
-        charts of all GPUs
-    (built from the same samples, with the same :data:`~.style.CHART_WIDTH_PX`) share one time axis.
-    The polylines live in a ``viewBox`` of 1000 x 100 stretched to the plot; only numbers computed
-    here go in it.
-    """
-    n = len(points)
-    t0 = points[0][0] if n else 0.0
-    t1 = points[-1][0] if n else 0.0
-    dt = t1 - t0
 
-    def x(t):
-        return 1000 if dt <= 0 else round(1000 * (t - t0) / dt)
+def _x_texts(times) -> list:
+    """``"x,"`` of each time: 0 to 1000 from the first to the last (1000 for a single time)."""
+    n = len(times)
+    t0 = times[0] if n else 0.0
+    dt = (times[-1] - t0) if n else 0.0
+    if dt <= 0:
+        return ["1000,"] * n
+    return [f"{round(1000 * (t - t0) / dt)}," for t in times]
 
-    def lines(k, cls):
-        out, seg = [], []
-        for p in points:
-            v = p[k]
-            if v is None:
+
+def _polylines(xs, ys, cls: str) -> str:
+    """The polylines of one line of a chart, broken where a y is None (``xs`` from _x_texts)."""
+    if None not in ys:
+        segs = [" ".join(map(operator.add, xs, ys))] if len(ys) > 1 else []
+    else:
+        segs, seg = [], []
+        for x, y in zip(xs, ys, strict=True):
+            if y is None:
                 if len(seg) > 1:
-                    out.append(seg)
+                    segs.append(" ".join(seg))
                 seg = []
                 continue
-            seg.append(f"{x(p[0])},{100 - (0 if v < 0 else 100 if v > 100 else round(v))}")
+            seg.append(x + y)
         if len(seg) > 1:
-            out.append(seg)
-        return "".join(
-            f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
-            'vector-effect="non-scaling-stroke" '
-            f'points="{" ".join(s)}"/>'
-            for s in out
-        )
+            segs.append(" ".join(seg))
+    return "".join(
+        f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
+        'vector-effect="non-scaling-stroke" '
+        f'points="{s}"/>'
+        for s in segs
+    )
 
-    if n:
-        when = f"{_clock(t0)} to {_clock(t1)}"
-        axis = (
-            f"<span>{_clock(t0)}</span><span>{span_text(dt)} shown</span><span>{_clock(t1)}</span>"
-            if n > 1
-            else f"<span>{_clock(t1)}</span><span>collecting...</span>"
-        )
-    else:
-        when, axis = "no samples yet", "<span>no samples yet</span>"
+
+def _time_axis(times) -> tuple:
+    """``(when, axis HTML)`` of a chart over ``times`` (the same for every GPU's chart)."""
+    n = len(times)
+    if not n:
+        return "no samples yet", "<span>no samples yet</span>"
+    t0, t1 = times[0], times[-1]
+    when = f"{_clock(t0)} to {_clock(t1)}"
+    axis = (
+        f"<span>{_clock(t0)}</span><span>{span_text(t1 - t0)} shown</span><span>{_clock(t1)}</span>"
+        if n > 1
+        else f"<span>{_clock(t1)}</span><span>collecting...</span>"
+    )
+    return when, axis
+
+
+def _chart(index: int, n: int, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
+    """The chart HTML around its polylines (see :func:`chart_from_points`)."""
     label = (
         f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
     )
@@ -323,7 +403,7 @@ def chart_from_points(points, index: int) -> str:
         f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
         '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" '
         'vector-effect="non-scaling-stroke"/>'
-        f"{lines(2, 'cm-line-mem')}{lines(1, 'cm-line-util')}</svg>"
+        f"{mem_lines}{util_lines}</svg>"
     )
     return (
         '<div class="cm-chart"><div class="cm-chart-key"><span><span '
@@ -333,6 +413,28 @@ def chart_from_points(points, index: int) -> str:
         "<span>100%</span><span>50%</span><span>0%</span></div>"
         f'{svg}</div><div class="cm-chart-x" '
         f'style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
+    )
+
+
+def chart_from_points(points, index: int) -> str:
+    """The chart HTML from ``[(timestamp_s, util %, mem %), ...]`` (None = not available).
+
+    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
+    time axis: first and last sample's clock time and the span between them. x is the time, so the
+    charts of all GPUs (built from the same samples, with the same
+    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox`` of
+    1000 x 100 stretched to the plot; only numbers computed here go in it.
+    """
+    times = [p[0] for p in points]
+    xs = _x_texts(times)
+    when, axis = _time_axis(times)
+    return _chart(
+        index,
+        len(points),
+        when,
+        axis,
+        _polylines(xs, [_y_text(p[1]) for p in points], "cm-line-util"),
+        _polylines(xs, [_y_text(p[2]) for p in points], "cm-line-mem"),
     )
 
 
@@ -542,9 +644,17 @@ class WatchView(View):
         ]
         # the stylesheet last: the first HTML widget of the tree stays the status line
         self.root = root_box([self.header, *rows, self.host, self.style])
-        # (timestamp_s, {index: (util, mem)})
-        self._series = collections.deque(maxlen=self.SPARK_POINTS)
+        # the charts' series: sample times, and per GPU the polyline y texts (None: no value)
+        self._times = collections.deque(maxlen=self.SPARK_POINTS)
+        self._ys = {
+            i: (
+                collections.deque(maxlen=self.SPARK_POINTS),
+                collections.deque(maxlen=self.SPARK_POINTS),
+            )
+            for i in indices
+        }
         self._last_key = None
+        self._drawn = {}  # index -> the GpuSample (or None) its card shows now
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
@@ -558,24 +668,44 @@ class WatchView(View):
         seed = history if self._last_key is None and history else [sample]
         for s in seed[-self.SPARK_POINTS :]:
             by_index = {g.index: g for g in s.gpus}
-            self._series.append(
-                (s.timestamp_s, {i: spark_point(by_index.get(i)) for i in self.cards})
-            )
+            self._times.append(s.timestamp_s)
+            for i, (util, mem) in self._ys.items():
+                u, m = spark_point(by_index.get(i))
+                util.append(_y_text(u))
+                mem.append(_y_text(m))
         self._last_key = key
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
-        """``{widget: new value}`` for a sample (no widget touched; the chart series grows)."""
+        """``{widget: new value}`` for a sample (no widget touched; the chart series grows).
+
+        A card whose GPU reads as the card shows it now is left out (not rendered again). The
+        charts share their time axis: it is computed once for all GPUs.
+        """
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
+            times = list(self._times)
+            xs = _x_texts(times)
+            when, axis = _time_axis(times)
             for i, w in self.cards.items():
                 g = by_index.get(i)
-                out[w] = part(
-                    gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
-                )
+                if i not in self._drawn or not _same(self._drawn[i], g):
+                    out[w] = part(
+                        gpu_html(g)
+                        if g is not None
+                        else f"<div>GPU {int(i)}: not in this sample</div>"
+                    )
+                util, mem = self._ys[i]
                 out[self.sparks[i]] = part(
-                    chart_from_points([(t, *vals[i]) for t, vals in self._series], i)
+                    _chart(
+                        i,
+                        len(times),
+                        when,
+                        axis,
+                        _polylines(xs, list(util), "cm-line-util"),
+                        _polylines(xs, list(mem), "cm-line-mem"),
+                    )
                 )
             out[self.host] = part(host_html(sample))
         return out
@@ -584,6 +714,17 @@ class WatchView(View):
         """Set the values for ``sample``."""
         for w, value in self.values_for(sample, history, state, samples_taken, error).items():
             set_value(w, value)
+        self._note_drawn(sample)
+
+    def _note_drawn(self, sample):
+        if sample is not None:
+            by_index = {g.index: g for g in sample.gpus}
+            self._drawn = {i: by_index.get(i) for i in self.cards}
+
+
+def _same(a, b) -> bool:
+    """Whether two GpuSamples (or None) read the same: the same card."""
+    return a is b or (a is not None and b is not None and a == b)
 
 
 class MachineViews:

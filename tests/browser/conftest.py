@@ -1,18 +1,16 @@
-"""Tier 4 fixtures: a real JupyterLab (from this venv) and a real headless Chromium driven by
-Playwright.
+"""Browser suite fixtures: a real JupyterLab and a real headless Chromium driven by Playwright.
 
-Session scope: one JupyterLab server and one browser for the whole browser suite (starting Lab and a
-    kernel is
-the slow part). Both are always shut down in ``finally`` blocks, also when a check or the start-up
-itself fails: the server runs in its own process group and is asked to shut down through its REST
-    API (which stops its kernels),
-then the group and every process it started are terminated and, if needed, killed.
+JupyterLab runs from this venv. Session scope: one JupyterLab server and one browser for the whole
+browser suite (starting Lab and a kernel is the slow part). Both are always shut down in
+``finally`` blocks, also when a check or the start-up itself fails: the server runs in its own
+process group and is asked to shut down through its REST API (which stops its kernels), then the
+group and every process it started are terminated and, if needed, killed.
 
 Isolation: the server's root is a temporary COPY of ``examples/`` (runs never modify the
-    repository), and its
-config, runtime, workspace and settings directories are temporary too (no state from ``~/.jupyter``
-leaks in, nothing is written there). Chromium runs with flags that keep it off the network, and
-every request that does not go to 127.0.0.1 is aborted by a Playwright route.
+repository), and its config, runtime, workspace and settings directories are temporary too (no
+state from ``~/.jupyter`` leaks in, nothing is written there). Chromium runs with flags that keep
+it off the network, and every request that does not go to 127.0.0.1 is aborted by a Playwright
+route.
 
 Skips (with the reason) when Playwright, JupyterLab or the Chromium binary is missing; in CI they
 are installed (``make test`` installs ``.[test]``; ``scripts/system_deps.sh`` installs Chromium), so
@@ -21,6 +19,7 @@ the suite runs there.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import secrets
@@ -65,7 +64,10 @@ CHROMIUM_ARGS = [
 
 
 def chromium_path():
-    """The system Chromium: ``$CUDAMAGIC_CHROMIUM``, ``/usr/bin/chromium`` or ``chromium`` on PATH, else None."""
+    """The system Chromium, or None.
+
+    Looked for as ``$CUDAMAGIC_CHROMIUM``, ``/usr/bin/chromium`` or ``chromium`` on PATH.
+    """
     for cand in (
         os.environ.get("CUDAMAGIC_CHROMIUM"),
         "/usr/bin/chromium",
@@ -80,15 +82,18 @@ def chromium_path():
 def missing_reason():
     """Why the browser suite cannot run here, or None."""
     try:
-        import playwright.sync_api  # noqa: F401
+        importlib.import_module("playwright.sync_api")
     except ImportError:
         return "playwright is not installed (pip install -e '.[test]')"
     try:
-        import jupyterlab  # noqa: F401
+        importlib.import_module("jupyterlab")
     except ImportError:
         return "jupyterlab is not installed (pip install -e '.[test]')"
     if chromium_path() is None:
-        return "Chromium not found (/usr/bin/chromium); run scripts/system_deps.sh or set CUDAMAGIC_CHROMIUM"
+        return (
+            "Chromium not found (/usr/bin/chromium); "
+            "run scripts/system_deps.sh or set CUDAMAGIC_CHROMIUM"
+        )
     return None
 
 
@@ -105,7 +110,10 @@ def _write_json(path, data):
 
 
 def _isolated_env(base):
-    """Environment for the server: temp config/runtime dirs, the repo importable, the network off the table."""
+    """Environment for the server: temp dirs, the repo importable, no network.
+
+    Config and runtime dirs are temporary.
+    """
     env = dict(os.environ)
     env.update(
         {
@@ -141,7 +149,10 @@ def _isolated_env(base):
 
 
 class LabServer:
-    """A running JupyterLab: ``url(path)`` gives an authenticated URL; ``root`` is the temp copy of examples/."""
+    """A running JupyterLab.
+
+    ``url(path)`` gives an authenticated URL; ``root`` is the temp copy of examples/.
+    """
 
     def __init__(self, proc, port, token, root, log_path):
         self.proc, self.port, self.token, self.root, self.log_path = (
@@ -168,7 +179,7 @@ class LabServer:
         return json.loads(body) if body else None
 
     def shutdown_kernels(self):
-        """Shut down every kernel of the server (between tests: a stopped notebook frees its CPU)."""
+        """Shut down every kernel of the server (between tests, to free the CPU)."""
         try:
             for k in self.api("kernels"):
                 self.api(f"kernels/{k['id']}", method="DELETE", timeout=10.0)
@@ -184,7 +195,10 @@ class LabServer:
 
 
 def _start_lab(base, root, env):
-    """Start JupyterLab on a free 127.0.0.1 port (a couple of tries against port races); wait for /api/status."""
+    """Start JupyterLab on a free 127.0.0.1 port; wait for /api/status.
+
+    A couple of tries guard against port races.
+    """
     log_path = os.path.join(base, "jupyterlab.log")
     last = ""
     for _attempt in range(3):
@@ -235,7 +249,8 @@ def _start_lab(base, root, env):
             continue  # lost a port race: try another port
         break
     raise RuntimeError(
-        f"JupyterLab did not answer /api/status within {LAB_START_TIMEOUT_S:.0f} s. Log tail:\n{last}"
+        f"JupyterLab did not answer /api/status within {LAB_START_TIMEOUT_S:.0f} s. "
+        f"Log tail:\n{last}"
     )
 
 
@@ -249,7 +264,10 @@ def _descendants(pid):
 
 
 def _stop_lab(server):
-    """Shut the server and its kernels down; leave no process behind (group kill + known descendants)."""
+    """Shut the server and its kernels down; leave no process behind.
+
+    The process group is killed, then the known descendants.
+    """
     proc = server.proc
     children = _descendants(
         proc.pid
@@ -378,8 +396,10 @@ def screenshots():
 
 
 def skip_or_fail(reason: str):
-    """Skip on a developer machine; FAIL under CI (env ``CI`` set), where a missing Chromium,
-    Playwright, JupyterLab or notebook cell means the browser tests did not run at all and must not pass as skipped.
+    """Skip on a developer machine; FAIL under CI (env ``CI`` set).
+
+    Under CI a missing Chromium, Playwright, JupyterLab or notebook cell means the browser tests did
+    not run at all and must not pass as skipped.
     """
     if os.environ.get("CI"):
         pytest.fail(f"browser test could not run under CI: {reason}", pytrace=False)
@@ -387,7 +407,10 @@ def skip_or_fail(reason: str):
 
 
 def pytest_terminal_summary(terminalreporter):
-    """After a run with page surveys: the lowest contrast per theme and one screenshot per theme and magic."""
+    """After a run with page surveys, print the lowest contrasts and the screenshots.
+
+    One lowest contrast per theme, one screenshot per theme and magic.
+    """
     from tests.browser import looks
 
     if not looks.RESULTS:
@@ -399,8 +422,9 @@ def pytest_terminal_summary(terminalreporter):
             low = looks.lowest(theme, which)
             if low:
                 tr.write_line(
-                    f"lowest text contrast, {theme} theme, {what}: {low['ratio']}:1 (needs {low['need']})"
-                    f" {low['fg']} on {low['bg']} {low['text']!r} in {low['notebook']} {low['state']} "
+                    f"lowest text contrast, {theme} theme, {what}: {low['ratio']}:1 "
+                    f"(needs {low['need']}) {low['fg']} on {low['bg']} {low['text']!r} "
+                    f"in {low['notebook']} {low['state']} "
                     f"cell {low['cell']} [{low['element']}]"
                 )
     for theme in looks.THEMES:

@@ -1,5 +1,6 @@
-"""Driving JupyterLab 4 the way a person does: open a notebook, Run > Run All Cells, read what the
-page shows.
+"""Driving JupyterLab 4 the way a person does.
+
+Open a notebook, Run > Run All Cells, read what the page shows.
 
 Every helper works on the visible notebook panel and waits on the page itself (prompts, the kernel
 status indicator), never on fixed sleeps alone.
@@ -16,33 +17,38 @@ CODE_CELL = f"{PANEL} .jp-Notebook .jp-Cell.jp-CodeCell"
 
 # JS: is the run finished? No cell queued/running ([*]), the kernel idle, and either the last code
 # cell numbered or an error output present (JupyterLab stops the queue at the first error).
-_RUN_DONE_JS = """
-() => {
-  const panel = document.querySelector('%(panel)s');
-  if (!panel) return false;
+_RUN_DONE_JS = (
+    "\n() => {\n"
+    f"  const panel = document.querySelector('{PANEL}');\n"
+    """  if (!panel) return false;
   const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
   if (!ind || ind.getAttribute('data-status') !== 'idle') return false;
-  const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent);
+  const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+      .map(e => e.textContent);
   if (prompts.length === 0 || prompts.some(t => t.includes('*'))) return false;
   const lastDone = /\\d/.test(prompts[prompts.length - 1]);
-  const errored = [...panel.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
+  const stderr = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]';
+  const errored = [...panel.querySelectorAll(stderr)]
       .some(e => /Traceback|Error/.test(e.textContent));
   return lastDone || errored;
 }
-""" % {"panel": PANEL}
+"""
+)
 
 
 # JS: the notebook has a kernel (not "No Kernel", which also reads as idle) and that kernel is idle.
-_KERNEL_READY_JS = """
-() => {
-  const panel = document.querySelector('%(panel)s');
-  if (!panel) return false;
+_KERNEL_READY_JS = (
+    "\n() => {\n"
+    f"  const panel = document.querySelector('{PANEL}');\n"
+    """  if (!panel) return false;
   const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
   const name = panel.querySelector('.jp-Toolbar-kernelName');
   const kernel = name ? name.textContent.trim() : '';
-  return !!ind && ind.getAttribute('data-status') === 'idle' && kernel !== '' && kernel !== 'No Kernel';
+  return !!ind && ind.getAttribute('data-status') === 'idle'
+      && kernel !== '' && kernel !== 'No Kernel';
 }
-""" % {"panel": PANEL}
+"""
+)
 
 
 def open_notebook(page, lab, name, timeout_s=120.0):
@@ -81,17 +87,18 @@ def page_state(page):
     """Kernel status and cell prompts of the visible notebook (for failure messages)."""
     try:
         return page.evaluate(
-            """() => {
-          const panel = document.querySelector('%s');
-          if (!panel) return 'no notebook panel';
+            "() => {\n"
+            f"          const panel = document.querySelector('{PANEL}');\n"
+            """          if (!panel) return 'no notebook panel';
           const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
-          const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent);
-          const dialogs = [...document.querySelectorAll('.jp-Dialog')].map(d => d.innerText.slice(0, 200));
+          const prompts = [...panel.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]
+              .map(e => e.textContent);
+          const dialogs = [...document.querySelectorAll('.jp-Dialog')]
+              .map(d => d.innerText.slice(0, 200));
           const name = panel.querySelector('.jp-Toolbar-kernelName');
           return JSON.stringify({status: ind && ind.getAttribute('data-status'),
                                  kernel: name && name.textContent.trim(), prompts, dialogs});
         }"""
-            % PANEL
         )
     except Exception as exc:  # the page itself is gone
         return f"(page state unavailable: {exc})"
@@ -102,8 +109,10 @@ def code_cells(page):
 
 
 def cell_sources(page):
-    """Source text of every code cell of the open notebook, in order (from the server's copy of the
-    file: the DOM holds only what the editor rendered, and cells out of view may not be rendered at all).
+    """Source text of every code cell of the open notebook, in order.
+
+    Read from the server's copy of the file: the DOM holds only what the editor rendered, and cells
+    out of view may not be rendered at all.
     """
     model = page.lab.api(f"contents/{page.notebook_name}?content=1", timeout=30.0)
     return ["".join(c["source"]) for c in model["content"]["cells"] if c["cell_type"] == "code"]
@@ -139,8 +148,9 @@ def error_texts(page):
 
 
 def math_in_outputs(page):
-    """Text of every output fragment that JupyterLab typeset as LaTeX math (``$...$`` in an HTML
-    output).
+    """Text of every output fragment that JupyterLab typeset as LaTeX math.
+
+    That is ``$...$`` in an HTML output.
 
     cudamagic's outputs hold paths, shell variables and prices-like numbers; a pair of ``$`` in them
     turns into italic math in the page while the kernel-side HTML looks right. Returns ``[]`` when
@@ -152,12 +162,13 @@ def math_in_outputs(page):
 
 
 def svg_geometry(svg):
-    """Where an output's SVG sits: its size, the part left visible after clipping ancestors (up to
-    the output area), whether it is inside the output area or in a scrollable box, and the height of
-    its first label.
+    """Where an output's SVG sits, what of it is visible, how high its labels are.
+
+    Its size, the part left visible after clipping ancestors (up to the output area), whether it is
+    inside the output area or in a scrollable box, and the height of its first label.
 
     Returns a dict: ``w, h`` (px), ``visW, visH`` (px visible), ``inside``, ``scrollable`` (bool),
-        ``textH`` (px).
+    ``textH`` (px).
     """
     return svg.evaluate(
         """svg => {
@@ -173,12 +184,15 @@ def svg_geometry(svg):
             vis = {l: Math.max(vis.l, c.left), t: Math.max(vis.t, c.top),
                    r: Math.min(vis.r, c.right), b: Math.min(vis.b, c.bottom)};
             if ((el.scrollWidth > el.clientWidth + 1 && /auto|scroll/.test(s.overflowX)) ||
-                (el.scrollHeight > el.clientHeight + 1 && /auto|scroll/.test(s.overflowY))) scrollable = true;
+                (el.scrollHeight > el.clientHeight + 1 && /auto|scroll/.test(s.overflowY))) {
+              scrollable = true;
+            }
           }
         }
         const label = svg.querySelector('text');
         const t = label ? label.getBoundingClientRect() : {height: 0};
-        return {w: r.width, h: r.height, visW: Math.max(0, vis.r - vis.l), visH: Math.max(0, vis.b - vis.t),
+        return {w: r.width, h: r.height,
+                visW: Math.max(0, vis.r - vis.l), visH: Math.max(0, vis.b - vis.t),
                 inside: r.left >= a.left - 1 && r.right <= a.right + 1, scrollable, textH: t.height,
                 areaW: a.width};
       }"""
@@ -186,8 +200,10 @@ def svg_geometry(svg):
 
 
 def assert_svg_fits(svg):
-    """The SVG has a size, is not clipped to nothing, fits the output area or scrolls, and its
-    labels are legible (at least 6 px high). Returns the geometry.
+    """The SVG has a size, is visible, fits or scrolls, and has legible labels.
+
+    Not clipped to nothing; fits the output area or scrolls; labels at least 6 px high. Returns the
+    geometry.
     """
     svg.scroll_into_view_if_needed()
     geo = svg_geometry(svg)
@@ -203,14 +219,20 @@ def assert_svg_fits(svg):
 
 
 def shot(locator_or_page, folder, name):
-    """Save a screenshot (an element, scrolled into view, or the page) as ``folder/name.png``; returns the path."""
+    """Save a screenshot as ``folder/name.png``; return the path.
+
+    Of an element, scrolled into view, or of the page.
+    """
     path = os.path.join(folder, f"{name}.png")
     locator_or_page.screenshot(path=path)
     return path
 
 
 def _failure_shot(page, name):
-    """Best-effort full-page screenshot for a failure (tests/_artifacts/screenshots/FAILED_<name>.png)."""
+    """Best-effort full-page screenshot for a failure.
+
+    Saved as tests/_artifacts/screenshots/FAILED_<name>.png.
+    """
     from tests.browser.conftest import ARTIFACTS
 
     try:
@@ -221,16 +243,19 @@ def _failure_shot(page, name):
 
 
 def save_close_reopen(page, lab, name: str, check_cell: int) -> list:
-    """Save the open notebook as Ctrl+S does, close every tab, shut the kernels down (a reopened or
-    shared notebook has no live widget models) and open ``name`` again; returns the saved file's
-    cells. Fails when the save did not reach the file (cell ``check_cell`` has no outputs there).
+    """Save, close and reopen the notebook; return the saved file's cells.
+
+    Saves as Ctrl+S does, closes every tab, shuts the kernels down (a reopened or shared notebook
+    has no live widget models) and opens ``name`` again. Fails when the save did not reach the
+    file (cell ``check_cell`` has no outputs there).
     """
     import json
 
     page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
     page.wait_for_function(
         f"() => !document.querySelector('{PANEL}.jp-mod-dirty') && "
-        "![...document.querySelectorAll('.lm-TabBar-tab')].some(t => t.classList.contains('jp-mod-dirty'))",
+        "![...document.querySelectorAll('.lm-TabBar-tab')]"
+        ".some(t => t.classList.contains('jp-mod-dirty'))",
         timeout=30_000,
         polling=200,
     )

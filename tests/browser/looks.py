@@ -1,31 +1,37 @@
-"""How the outputs look to a person: every output of an executed notebook surveyed in the light and the dark
-JupyterLab theme, in a 1400 px and an 800 px window with the file browser open (issue 16).
+"""How the outputs look to a person, in both JupyterLab themes and two window widths.
 
-A notebook is executed once (Run All, by the test module that opened it); :func:`survey` then switches the theme
-(``apputils:change-theme``) and resizes the viewport, and in each of the four states measures, in the page:
+Every output of an executed notebook is surveyed in the light and the dark JupyterLab theme, in a
+1400 px and an 800 px window with the file browser open (issue 16).
 
-* contrast: for every visible text node inside an output, the effective text colour (its ``color``, or ``fill``
-  in SVG, with alpha and ancestor opacity) against the effective background (the ancestors' background colours
-  composited, and in SVG the filled shapes painted under the text), as a WCAG 2 contrast ratio; below 4.5:1
-  (3:1 for large text: >= 24 px, or >= 18.66 px bold) is a failure. Disabled controls (the monitor's "Stopped"
-  button) are exempt, as in WCAG 1.4.3. Bars (the fills ``cm-fill-*`` of a ``cm-bar`` track, the ``cm-tbar`` bars
-  of the cluster tiles) need 3:1 against their track (WCAG 1.4.11).
-Only cudamagic's own outputs (its HTML, whose outer element has class ``mathjax_ignore`` or a ``cm-*`` class, and
-widget views: every widget in the example notebooks is a cudamagic monitor) can fail
-a check; other outputs (IPython tracebacks in JupyterLab's ANSI colours, pandas tables, plain stream text) are
-measured and reported in the summary but are not cudamagic's to fix.
+A notebook is executed once (Run All, by the test module that opened it); :func:`survey` then
+switches the theme (``apputils:change-theme``) and resizes the viewport, and in each of the four
+states measures, in the page:
 
-* overflow: every element or text run that sticks out of its output area, unless it is inside a scroll container
-  within the area that shows a cue: class ``cm-scroll`` from ``cudamagic/core/style.py``, or an ``overflow:auto``
-  box of cudamagic's own HTML whose scrollbar CSS does not hide (this Chromium shows classic scrollbars). Neither
-  JupyterLab's horizontal scroll of the output area nor ipywidgets' boxes (``overflow:auto`` by default) is a cue:
-  their scrollbar sits at the bottom of the output, often out of view.
+* contrast: for every visible text node inside an output, the effective text colour (its
+  ``color``, or ``fill`` in SVG, with alpha and ancestor opacity) against the effective background
+  (the ancestors' background colours composited, and in SVG the filled shapes painted under the
+  text), as a WCAG 2 contrast ratio; below 4.5:1 (3:1 for large text: >= 24 px, or >= 18.66 px
+  bold) is a failure. Disabled controls (the monitor's "Stopped" button) are exempt, as in WCAG
+  1.4.3. Bars (the fills ``cm-fill-*`` of a ``cm-bar`` track, the ``cm-tbar`` bars of the cluster
+  tiles) need 3:1 against their track (WCAG 1.4.11).
+* overflow: every element or text run that sticks out of its output area, unless it is inside a
+  scroll container within the area that shows a cue: class ``cm-scroll`` from
+  ``cudamagic/core/style.py``, or an ``overflow:auto`` box of cudamagic's own HTML whose scrollbar
+  CSS does not hide (this Chromium shows classic scrollbars). Neither JupyterLab's horizontal
+  scroll of the output area nor ipywidgets' boxes (``overflow:auto`` by default) is a cue: their
+  scrollbar sits at the bottom of the output, often out of view.
 * graph fit: where each SVG of an ``%%autograd_graph`` output is, and how much of it is visible.
 
-Screenshots of the window go to ``tests/_artifacts/screenshots/<notebook>-<theme>-<width>.png`` (scrolled to the
-first cudamagic output) and ``...-<magic>.png`` (scrolled to the first output of each other magic). The results of every survey are kept
-in :data:`RESULTS` and written to ``tests/_artifacts/looks_summary.json``; the browser conftest prints the lowest
-contrast per theme and one screenshot per theme and magic at the end of the run.
+Only cudamagic's own outputs (its HTML, whose outer element has class ``mathjax_ignore`` or a
+``cm-*`` class, and widget views: every widget in the example notebooks is a cudamagic monitor) can
+fail a check; other outputs (IPython tracebacks in JupyterLab's ANSI colours, pandas tables, plain
+stream text) are measured and reported in the summary but are not cudamagic's to fix.
+
+Screenshots of the window go to ``tests/_artifacts/screenshots/<notebook>-<theme>-<width>.png``
+(scrolled to the first cudamagic output) and ``...-<magic>.png`` (scrolled to the first output of
+each other magic). The results of every survey are kept in :data:`RESULTS` and written to
+``tests/_artifacts/looks_summary.json``; the browser conftest prints the lowest contrast per theme
+and one screenshot per theme and magic at the end of the run.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 ARTIFACTS = os.path.join(os.path.dirname(_HERE), "_artifacts")
 SUMMARY = os.path.join(ARTIFACTS, "looks_summary.json")
 
-#: ``{notebook: {"<theme>-<width>": state result}}`` of every survey of this run (see :func:`survey`).
+#: ``{notebook: {"<theme>-<width>": state result}}`` of every survey of this run
+#: (see :func:`survey`).
 RESULTS: dict = {}
 
 #: The magics whose outputs get their own screenshot: first magic named in the cell -> short name.
@@ -53,7 +60,7 @@ _MAGIC_RE = re.compile(
     r"%%?(cudainfo|gpuwatch|autograd_graph|cudamem|torchprof|cuda|cudaexplain)\b"
 )
 
-# ---- in-page measurements --------------------------------------------------------------------------------------
+# ---- in-page measurements -------------------------------------------------------------------
 
 _COMMON_JS = r"""
 const cv = document.createElement('canvas'); cv.width = cv.height = 1;
@@ -73,20 +80,28 @@ function over(top, bottom) {    // top (with alpha) composited over an opaque bo
   return [0, 1, 2].map(i => top[i] * a + bottom[i] * (1 - a)).concat([1]);
 }
 function lum(c) {
-  const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+  const f = v => {
+    v /= 255;
+    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+  };
   return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]);
 }
-function ratio(a, b) { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); }
+function ratio(a, b) {
+  const x = lum(a), y = lum(b);
+  return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05);
+}
 const hex = c => '#' + c.slice(0, 3).map(v => Math.round(v).toString(16).padStart(2, '0')).join('');
 const SHAPES = 'rect,polygon,path,ellipse,circle';
 const svgShapes = new Map();
-function shapesUnder(textEl, x, y) {  // filled SVG shapes painted before textEl that contain (x, y), in paint order
+// filled SVG shapes painted before textEl that contain (x, y), in paint order
+function shapesUnder(textEl, x, y) {
   const svg = textEl.ownerSVGElement || textEl.closest('svg');
   if (!svg) return [];
   if (!svgShapes.has(svg)) svgShapes.set(svg, [...svg.querySelectorAll(SHAPES)]);
   const out = [];
   for (const s of svgShapes.get(svg)) {
-    if (s.compareDocumentPosition(textEl) & Node.DOCUMENT_POSITION_PRECEDING) break;  // s comes after the text
+    // s comes after the text
+    if (s.compareDocumentPosition(textEl) & Node.DOCUMENT_POSITION_PRECEDING) break;
     const st = getComputedStyle(s);
     const fill = rgba(st.fill);
     if (!fill || fill[3] === 0 || st.visibility === 'hidden' || st.display === 'none') continue;
@@ -113,7 +128,11 @@ function background(el, x, y) {  // opaque effective background behind el at (x,
   for (let i = layers.length - 1; i >= 0; --i) bg = over(layers[i], bg);
   return bg;
 }
-function opacity(el) { let o = 1; for (let e = el; e; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity); return o; }
+function opacity(el) {
+  let o = 1;
+  for (let e = el; e; e = e.parentElement) o *= parseFloat(getComputedStyle(e).opacity);
+  return o;
+}
 function describe(el, stop) {   // a short CSS-like path from the output down to el
   const parts = [];
   for (let e = el; e && e !== stop && parts.length < 5; e = e.parentElement) {
@@ -130,10 +149,12 @@ function cellOf(el) {
   return {cell: cells.indexOf(c), source: src.split('\n').find(l => l.trim()) || ''};
 }
 const areas = panel ? [...panel.querySelectorAll('.jp-OutputArea-output')] : [];
-// cudamagic's own outputs: its HTML (outer element of class mathjax_ignore / cudamagic, or a cm-* class) and widget
-// views (every widget of the example notebooks is a cudamagic monitor); the rest (IPython tracebacks in JupyterLab's
-// ANSI colours, pandas tables, plain stream text) is measured but not ours to fix
-// bars: the fills (cm-fill-*, the cluster tiles' bars) on their tracks (cm-bar, cm-tbar), as cudamagic/watch draws them
+// cudamagic's own outputs: its HTML (outer element of class mathjax_ignore / cudamagic, or a cm-*
+// class) and widget views (every widget of the example notebooks is a cudamagic monitor); the rest
+// (IPython tracebacks in JupyterLab's ANSI colours, pandas tables, plain stream text) is measured
+// but not ours to fix
+// bars: the fills (cm-fill-*, the cluster tiles' bars) on their tracks (cm-bar, cm-tbar), as
+// cudamagic/watch draws them
 const BAR_FILLS = '.cm-bar > [class*="cm-fill-"], .cm-tbar > div, [data-cm-bar-fill]';
 const BAR_TRACKS = '.cm-bar, .cm-tbar, [data-cm-bar-track]';
 const OURS_HTML = '.cudamagic, .mathjax_ignore, [class^="cm-"], [class*=" cm-"]';
@@ -144,17 +165,21 @@ const ours = area => !!area.querySelector(OURS);
 CONTRAST_JS = (
     "(PANEL) => {"
     + _COMMON_JS
+    + f"const NEED_LARGE = {LARGE_MIN}, NEED_NORMAL = {NORMAL_MIN}, NEED_BAR = {BAR_MIN};"
     + r"""
   const fails = new Map(); let min = null, minAll = null; let n = 0;
   for (const area of areas) {
-    const mime = area.getAttribute('data-mime-type') || (area.querySelector('.jupyter-widgets') ? 'widget' : '');
+    const mime = area.getAttribute('data-mime-type')
+        || (area.querySelector('.jupyter-widgets') ? 'widget' : '');
     const mine = ours(area);
     const walker = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
     for (let t = walker.nextNode(); t; t = walker.nextNode()) {
       if (!t.textContent.trim()) continue;
       const el = t.parentElement;
       if (!el || el.closest('style,script,title,desc')) continue;
-      if (el.closest('button:disabled,input:disabled,select:disabled,[aria-disabled="true"]')) continue;  // WCAG 1.4.3: inactive controls are exempt
+      // WCAG 1.4.3: inactive controls are exempt
+      const disabled = 'button:disabled,input:disabled,select:disabled,[aria-disabled="true"]';
+      if (el.closest(disabled)) continue;
       const st = getComputedStyle(el);
       if (st.visibility === 'hidden' || st.display === 'none') continue;
       const range = document.createRange(); range.selectNodeContents(t);
@@ -169,21 +194,26 @@ CONTRAST_JS = (
       const bg = background(el, x, y);
       const eff = over(fg, bg);
       let size = parseFloat(st.fontSize);
-      if (isSvg && el.getScreenCTM) { const m = el.getScreenCTM(); if (m) size *= Math.hypot(m.a, m.b); }
+      if (isSvg && el.getScreenCTM) {
+        const m = el.getScreenCTM();
+        if (m) size *= Math.hypot(m.a, m.b);
+      }
       const bold = parseInt(st.fontWeight, 10) >= 700;
       const large = size >= 24 || (size >= 18.66 && bold);
-      const need = large ? %(large)s : %(normal)s;
+      const need = large ? NEED_LARGE : NEED_NORMAL;
       const r = ratio(eff, bg);
       n++;
       const where = cellOf(el);
-      const item = {ratio: Math.round(r * 100) / 100, need, fg: hex(eff), bg: hex(bg), size: Math.round(size * 10) / 10,
-                    text: t.textContent.trim().slice(0, 40), element: describe(el, area.parentElement), mime,
+      const item = {ratio: Math.round(r * 100) / 100, need, fg: hex(eff), bg: hex(bg),
+                    size: Math.round(size * 10) / 10, text: t.textContent.trim().slice(0, 40),
+                    element: describe(el, area.parentElement), mime,
                     cell: where.cell, source: where.source.slice(0, 60), ours: mine};
       if (!minAll || r < minAll.ratio) minAll = item;
       if (mine && (!min || r < min.ratio)) min = item;
       if (r < need) {
         const key = item.element + '|' + item.fg + '|' + item.bg + '|' + item.cell;
-        if (fails.has(key)) fails.get(key).count++; else fails.set(key, Object.assign(item, {count: 1}));
+        if (fails.has(key)) fails.get(key).count++;
+        else fails.set(key, Object.assign(item, {count: 1}));
       }
     }
   }
@@ -192,19 +222,21 @@ CONTRAST_JS = (
     for (const bar of area.querySelectorAll(BAR_FILLS)) {
       const r0 = bar.getBoundingClientRect();
       const own = rgba(getComputedStyle(bar).backgroundColor);
-      if (r0.width === 0 || r0.height === 0 || !own || own[3] === 0) continue;  // empty, or a pattern (hatching)
+      // empty, or a pattern (hatching)
+      if (r0.width === 0 || r0.height === 0 || !own || own[3] === 0) continue;
       const track = bar.closest(BAR_TRACKS) || bar.parentElement;
       const tb = background(track, r0.left, r0.top);
       const fill = over(own, tb);
       const r = ratio(fill, tb);
-      bars.push({ratio: Math.round(r * 100) / 100, need: %(bar)s, fill: hex(fill), track: hex(tb),
-                 element: describe(bar, area.parentElement), cell: cellOf(bar).cell, source: cellOf(bar).source.slice(0, 60)});
+      bars.push({ratio: Math.round(r * 100) / 100, need: NEED_BAR, fill: hex(fill), track: hex(tb),
+                 element: describe(bar, area.parentElement), cell: cellOf(bar).cell,
+                 source: cellOf(bar).source.slice(0, 60)});
     }
   }
-  return {texts: n, min, min_all: minAll, failures: [...fails.values()].sort((a, b) => a.ratio - b.ratio),
+  return {texts: n, min, min_all: minAll,
+          failures: [...fails.values()].sort((a, b) => a.ratio - b.ratio),
           bars, bar_failures: bars.filter(b => b.ratio < b.need)};
 }"""
-    % {"large": LARGE_MIN, "normal": NORMAL_MIN, "bar": BAR_MIN}
 )
 
 OVERFLOW_JS = (
@@ -213,46 +245,59 @@ OVERFLOW_JS = (
     + r"""
   const found = [];
   function outside(r, a) { return r.right > a.right + 1 || r.left < a.left - 1; }
-  function verdict(el, area, a) {  // null: fine or judged with an ancestor; else why el hides content
+  // null: fine or judged with an ancestor; else why el hides content
+  function verdict(el, area, a) {
     for (let p = el.parentElement; p && p !== area; p = p.parentElement) {
-      if (outside(p.getBoundingClientRect(), a)) return null;  // an ancestor sticks out too: it is the one named
+      // an ancestor sticks out too: it is the one named
+      if (outside(p.getBoundingClientRect(), a)) return null;
       const s = getComputedStyle(p);
       if (/auto|scroll/.test(s.overflowX)) {
-        // a cue: the shared style's cm-scroll (shadows at the cut edges), or a scroll box of cudamagic's own HTML
-        // whose scrollbar CSS does not hide (this Chromium shows classic scrollbars; measuring their size proved
-        // unreliable after a theme switch). A generic box that merely has overflow:auto (ipywidgets' boxes) is none.
+        // a cue: the shared style's cm-scroll (shadows at the cut edges), or a scroll box of
+        // cudamagic's own HTML whose scrollbar CSS does not hide (this Chromium shows classic
+        // scrollbars; measuring their size proved unreliable after a theme switch). A generic box
+        // that merely has overflow:auto (ipywidgets' boxes) is none.
         if (p.classList.contains('cm-scroll')) return null;
         if (p.closest(OURS_HTML) && s.scrollbarWidth !== 'none') return null;
-        return 'in a scroll box with no cue (no cm-scroll class; not a scroll box of cudamagic\'s HTML): '
+        return 'in a scroll box with no cue '
+               + '(no cm-scroll class; not a scroll box of cudamagic\'s HTML): '
                + describe(p, area.parentElement);
       }
-      if (s.overflowX === 'hidden' || s.overflowX === 'clip') return 'cut off (hidden) by ' + describe(p, area.parentElement);
+      if (s.overflowX === 'hidden' || s.overflowX === 'clip') {
+        return 'cut off (hidden) by ' + describe(p, area.parentElement);
+      }
     }
     return 'sticks out of the output area';
   }
   for (const area of areas) {
     const a = area.getBoundingClientRect();
     if (a.width === 0) continue;
-    const check = (el, r, what, node) => {  // node: el, or the text node whose run r is
+    // node: el, or the text node whose run r is
+    const check = (el, r, what, node) => {
       if (r.width === 0 || r.height === 0 || !outside(r, a)) return;
       const why = verdict(node || el, area, a);
       if (!why) return;
       const where = cellOf(area);
-      found.push({element: describe(el, area.parentElement) + (what ? ' ' + what : ''), why, ours: ours(area),
-                  left: Math.round(r.left - a.left), right: Math.round(r.right - a.left), area_width: Math.round(a.width),
+      found.push({element: describe(el, area.parentElement) + (what ? ' ' + what : ''), why,
+                  ours: ours(area), left: Math.round(r.left - a.left),
+                  right: Math.round(r.right - a.left), area_width: Math.round(a.width),
                   cell: where.cell, source: where.source.slice(0, 60)});
     };
     for (const el of area.querySelectorAll('*')) {
       if (el.closest('style,script')) continue;
       if (getComputedStyle(el).visibility === 'hidden') continue;
-      check(el, el.getBoundingClientRect(), el.tagName.toLowerCase() === 'text' ? '("' + el.textContent.trim().slice(0, 30) + '")' : '');
+      const label = el.tagName.toLowerCase() === 'text'
+          ? '("' + el.textContent.trim().slice(0, 30) + '")' : '';
+      check(el, el.getBoundingClientRect(), label);
     }
     const walker = document.createTreeWalker(area, NodeFilter.SHOW_TEXT);
     for (let t = walker.nextNode(); t; t = walker.nextNode()) {
-      if (!t.textContent.trim() || !t.parentElement || t.parentElement.closest('style,script')) continue;
+      if (!t.textContent.trim() || !t.parentElement) continue;
+      if (t.parentElement.closest('style,script')) continue;
       const range = document.createRange(); range.selectNodeContents(t);
-      if (outside(t.parentElement.getBoundingClientRect(), a)) continue;  // the element is named instead
-      for (const r of range.getClientRects()) check(t.parentElement, r, '(text "' + t.textContent.trim().slice(0, 30) + '")', t);
+      // the element is named instead
+      if (outside(t.parentElement.getBoundingClientRect(), a)) continue;
+      const label = '(text "' + t.textContent.trim().slice(0, 30) + '")';
+      for (const r of range.getClientRects()) check(t.parentElement, r, label, t);
     }
   }
   return found;
@@ -263,7 +308,8 @@ GRAPHS_JS = (
     "(PANEL) => {"
     + _COMMON_JS
     + r"""
-  const scroller = panel.querySelector('.jp-WindowedPanel-outer') || panel.querySelector('.jp-Notebook');
+  const scroller = panel.querySelector('.jp-WindowedPanel-outer')
+      || panel.querySelector('.jp-Notebook');
   const viewH = scroller ? scroller.clientHeight : innerHeight;
   const out = [];
   for (const area of areas) {
@@ -279,12 +325,16 @@ GRAPHS_JS = (
         const s = getComputedStyle(el);
         if (s.overflowX !== 'visible' || s.overflowY !== 'visible') {
           const c = el.getBoundingClientRect();
-          vis = {l: Math.max(vis.l, c.left), t: Math.max(vis.t, c.top), r: Math.min(vis.r, c.right), b: Math.min(vis.b, c.bottom)};
+          vis = {l: Math.max(vis.l, c.left), t: Math.max(vis.t, c.top),
+                 r: Math.min(vis.r, c.right), b: Math.min(vis.b, c.bottom)};
         }
       }
-      out.push({cell: where.cell, source: where.source.slice(0, 60), w: Math.round(r.width), h: Math.round(r.height),
-                visW: Math.round(Math.max(0, vis.r - vis.l)), visH: Math.round(Math.max(0, vis.b - vis.t)),
-                inside: r.left >= a.left - 1 && r.right <= a.right + 1, area_width: Math.round(a.width),
+      out.push({cell: where.cell, source: where.source.slice(0, 60),
+                w: Math.round(r.width), h: Math.round(r.height),
+                visW: Math.round(Math.max(0, vis.r - vis.l)),
+                visH: Math.round(Math.max(0, vis.b - vis.t)),
+                inside: r.left >= a.left - 1 && r.right <= a.right + 1,
+                area_width: Math.round(a.width),
                 view_height: viewH, texts: svg.querySelectorAll('text').length});
     }
   }
@@ -292,27 +342,41 @@ GRAPHS_JS = (
 }"""
 )
 
-# ---- driving the page ------------------------------------------------------------------------------------------
+# ---- driving the page -----------------------------------------------------------------------
 
 _SETTLE_JS = """
 async (PANEL) => {
   const frame = () => new Promise(r => requestAnimationFrame(() => r()));
   const key = () => [...document.querySelectorAll(PANEL + ' .jp-OutputArea-output')]
-      .map(e => { const r = e.getBoundingClientRect(); return [r.width, r.height].map(Math.round).join('x'); }).join(',');
+      .map(e => {
+        const r = e.getBoundingClientRect();
+        return [r.width, r.height].map(Math.round).join('x');
+      }).join(',');
   let last = key(), same = 0;
-  for (let i = 0; i < 300 && same < 3; ++i) { await frame(); const k = key(); same = k === last ? same + 1 : 0; last = k; }
+  for (let i = 0; i < 300 && same < 3; ++i) {
+    await frame();
+    const k = key();
+    same = k === last ? same + 1 : 0;
+    last = k;
+  }
   return same >= 3;
 }
 """
 
 
 def settle(page):
-    """Wait until the output areas keep their sizes for three animation frames (after a theme or width change)."""
+    """Wait until the output areas keep their sizes for three animation frames.
+
+    Used after a theme or width change.
+    """
     page.evaluate(_SETTLE_JS, jlab.PANEL)
 
 
 def set_theme(page, theme: str):
-    """Switch JupyterLab to ``THEMES[theme]`` with the ``apputils:change-theme`` command; wait until it applies."""
+    """Switch JupyterLab to ``THEMES[theme]``; wait until it applies.
+
+    Uses the ``apputils:change-theme`` command.
+    """
     name = THEMES[theme]
     page.evaluate(
         "name => window.jupyterapp.commands.execute('apputils:change-theme', {theme: name})", name
@@ -351,7 +415,10 @@ def set_width(page, width: int):
 
 
 def _magic_outputs(page):
-    """``[(magic, cell index)]``: the first output of each magic in the notebook (and the error explainer box)."""
+    """``[(magic, cell index)]``: the first output of each magic in the notebook.
+
+    The error explainer box counts as a magic.
+    """
     seen, out = set(), []
     for i, src in enumerate(jlab.cell_sources(page)):
         m = _MAGIC_RE.search(src)
@@ -366,11 +433,11 @@ def _magic_outputs(page):
 
 
 def survey(page, notebook: str, screenshots: str) -> dict:
-    """Measure every output of the open, executed notebook in each theme and width; keep screenshots.
+    """Measure every output of the open notebook in each theme and width; keep screenshots.
 
-    Returns ``{"<theme>-<width>": {"contrast": {...}, "overflow": [...], "graphs": [...], "shots": {...}}}``
-    (also stored in :data:`RESULTS` and written to :data:`SUMMARY`). The page is left in the light theme at
-    1400 px, as the other checks expect it.
+    Returns ``{"<theme>-<width>": {"contrast": {...}, "overflow": [...], "graphs": [...],
+    "shots": {...}}}`` (also stored in :data:`RESULTS` and written to :data:`SUMMARY`). The page is
+    left in the light theme at 1400 px, as the other checks expect it.
     """
     stem = os.path.splitext(notebook)[0]
     results = RESULTS.setdefault(stem, {})
@@ -387,8 +454,8 @@ def survey(page, notebook: str, screenshots: str) -> dict:
                     "graphs": page.evaluate(GRAPHS_JS, jlab.PANEL),
                     "shots": {},
                 }
-                # what a person sees: the window, scrolled to the top of each magic's first output (the first one
-                # is <notebook>-<theme>-<width>.png)
+                # what a person sees: the window, scrolled to the top of each magic's first
+                # output (the first one is <notebook>-<theme>-<width>.png)
                 for n, (kind, i) in enumerate(magics):
                     jlab.outputs(jlab.code_cells(page).nth(i)).evaluate(
                         "e => e.scrollIntoView({block: 'start'})"
@@ -405,12 +472,14 @@ def survey(page, notebook: str, screenshots: str) -> dict:
     return results
 
 
-# ---- results -----------------------------------------------------------------------------------------------------
+# ---- results --------------------------------------------------------------------------------
 
 
 def lowest(theme: str, which: str = "min"):
-    """The lowest text contrast measured in ``theme`` over every survey of this run (the item), or None.
-    ``which``: ``"min"`` among cudamagic's outputs, ``"min_all"`` among all outputs.
+    """The lowest text contrast item measured in ``theme`` in this run, or None.
+
+    Over every survey of this run. ``which``: ``"min"`` among cudamagic's outputs, ``"min_all"``
+    among all outputs.
     """
     items = [
         s["contrast"][which] | {"notebook": nb, "state": key}
@@ -439,7 +508,10 @@ def _fmt(items, keys, limit=25):
 
 
 def assert_contrast(results: dict, theme: str):
-    """Every text node (and bar) in ``theme`` at both widths meets WCAG AA; the message names each offender."""
+    """Every text node (and bar) in ``theme`` at both widths meets WCAG AA.
+
+    The message names each offender.
+    """
     bad, bars = [], []
     for width in WIDTHS:
         c = results[f"{theme}-{width}"]["contrast"]
@@ -487,21 +559,25 @@ def assert_no_hidden_overflow(results: dict, width: int):
     )
 
 
-# ---- what main still fails --------------------------------------------------------------------------------------
+# ---- what main still fails ------------------------------------------------------------------
 
 #: Checks that fail on main while the branches of issue 16 that fix them have not landed:
-#: ``(notebook stem, check, theme or width) -> reason``. They are strict xfails: when a fix lands, the XPASS fails
-#: the run, and the entry is deleted here.
+#: ``(notebook stem, check, theme or width) -> reason``. They are strict xfails: when a fix lands,
+#: the XPASS fails the run, and the entry is deleted here.
 KNOWN_FAILURES: dict = {}
 
 
-#: Defects seen on main that depend on the data of the run (non-strict xfails: XPASS when the run avoided them).
-SOMETIMES_FAILING: dict = {}  # (the %%torchprof timeline legend that ran past the SVG edge is fixed)
+#: Defects seen on main that depend on the data of the run.
+#: Non-strict xfails: XPASS when the run avoided them.
+# (the %%torchprof timeline legend that ran past the SVG edge is fixed)
+SOMETIMES_FAILING: dict = {}
 
 
 def params(notebook: str, check: str, values):
-    """``values`` for ``pytest.mark.parametrize``, those in :data:`KNOWN_FAILURES` marked ``xfail(strict=True)``,
-    those in :data:`SOMETIMES_FAILING` ``xfail(strict=False)``.
+    """``values`` for ``pytest.mark.parametrize``, with known failures marked xfail.
+
+    Those in :data:`KNOWN_FAILURES` are marked ``xfail(strict=True)``, those in
+    :data:`SOMETIMES_FAILING` ``xfail(strict=False)``.
     """
     import pytest
 

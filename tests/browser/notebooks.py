@@ -57,7 +57,10 @@ GRAPH_LABELS = (
 
 
 def write_browser_check(root: str) -> str:
-    """Write ``browser_check.ipynb`` (cells in :data:`CELLS` order) into ``root``; returns its path."""
+    """Write ``browser_check.ipynb`` into ``root``; return its path.
+
+    Its cells are :data:`CELLS`, in order.
+    """
     import nbformat
 
     nb = nbformat.v4.new_notebook()
@@ -81,8 +84,9 @@ def cell_index(key: str) -> int:
 
 
 def strip_outputs(root: str) -> None:
-    """Clear outputs and execution counts of every notebook in ``root`` (the temp copy), so that
-    what the checks read is what this run produced.
+    """Clear outputs and execution counts of every notebook in ``root`` (the temp copy).
+
+    What the checks read is then what this run produced.
     """
     import glob
 

@@ -1,4 +1,7 @@
-"""Tier 4: examples/autograd_tour.ipynb in JupyterLab: every ``%%autograd_graph`` picture is visible and fits."""
+"""Tier 4: examples/autograd_tour.ipynb in JupyterLab.
+
+Every ``%%autograd_graph`` picture is visible and fits.
+"""
 
 import os
 
@@ -7,7 +10,7 @@ import pytest
 from tests.browser import conftest, jlab, looks
 from tests.browser.conftest import skip_or_fail
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "autograd_tour.ipynb"
 
@@ -50,7 +53,9 @@ def test_runs_without_unexpected_errors(tour):
 def test_every_graph_is_visible_and_fits(tour, screenshots):
     graphs = [
         (i, c, src)
-        for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
+        for i, (c, src) in enumerate(
+            zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour), strict=True)
+        )
         if src.strip().startswith("%%autograd_graph")
     ]
     assert graphs, f"no %%autograd_graph cell in {NAME}"

@@ -1,22 +1,24 @@
-"""Tier 4: the cluster view of ``%gpuwatch`` (one tile per GPU, grouped by host) in JupyterLab, as a
-person sees it.
+"""Tier 4: the cluster view of ``%gpuwatch`` in JupyterLab, as a person sees it.
+
+One tile per GPU, grouped by host.
 
 The module writes its own small notebook into the server's temporary copy of ``examples/``: it
 replays ``trace_cluster.jsonl`` (recorded from the local demo cluster: 12 GPUs on 4 hosts, MIG on
 node03) through the same cluster widget a live ``--source prometheus://...`` uses. The checks read
 the page: every GPU has a visible tile, the tiles sit in one row block per host in host order, and
-    nothing in a tile or a host label overflows its box.
+nothing in a tile or a host label overflows its box.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 
 import pytest
 
 from tests.browser import jlab
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "cluster_check.ipynb"
 TRACE = "trace_cluster.jsonl"
@@ -25,7 +27,10 @@ CELLS = ["%load_ext cudamagic", f"w = %gpuwatch --replay {TRACE} --interval 0.5\
 # JS: geometry and overflow of the tiles and host rows of the first cluster view on the page.
 _LAYOUT_JS = """
 (root) => {
-  const box = e => { const r = e.getBoundingClientRect(); return {x: r.x, y: r.y, w: r.width, h: r.height}; };
+  const box = e => {
+    const r = e.getBoundingClientRect();
+    return {x: r.x, y: r.y, w: r.width, h: r.height};
+  };
   const over = e => e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1;
   const hosts = [...root.querySelectorAll('.cm-host')].map(h => {
     const label = h.querySelector('span');
@@ -39,7 +44,8 @@ _LAYOUT_JS = """
               const headPx = parseFloat(getComputedStyle(head).fontSize);
               return {box: box(t), text: t.textContent.trim(), overflow: over(t),
                       wrapped: head.getBoundingClientRect().height > 1.8 * headPx,
-                      visible: getComputedStyle(t).visibility !== 'hidden' && tb.width > 0 && tb.height > 0,
+                      visible: getComputedStyle(t).visibility !== 'hidden'
+                          && tb.width > 0 && tb.height > 0,
                       fontPx: Math.min(...texts.map(c => parseFloat(getComputedStyle(c).fontSize))),
                       textOutside: texts.some(c => { const r = c.getBoundingClientRect();
                         return r.left < tb.left - 0.5 || r.right > tb.right + 0.5 ||
@@ -54,7 +60,10 @@ _LAYOUT_JS = """
 
 
 def _expected():
-    """``{host: GPU count}`` of the trace's last sample, in (host) order, read with the project's own reader."""
+    """``{host: GPU count}`` of the trace's last sample, in host order.
+
+    Read with the project's own reader.
+    """
     from cudamagic.watch import trace
 
     here = os.path.join(
@@ -114,7 +123,7 @@ def test_cluster_tiles_visible_grouped_by_host_and_readable(nb, screenshots):
         assert h["label"].startswith(h["host"]) and f"{len(h['tiles'])}\u00a0GPUs" in h["label"], h[
             "label"
         ]
-    for above, below in zip(hosts, hosts[1:]):
+    for above, below in itertools.pairwise(hosts):
         assert (
             max(t["box"]["y"] + t["box"]["h"] for t in above["tiles"])
             <= min(t["box"]["y"] for t in below["tiles"]) + 0.5

@@ -1,12 +1,14 @@
-"""Tier 4: examples/cluster_watch.ipynb in JupyterLab: the cluster monitor and every other output in
-both themes and widths (issue 16). With a ``prometheus`` program it watches a local simulated cluster, else a replay.
+"""Tier 4: examples/cluster_watch.ipynb in JupyterLab, in both themes and widths.
+
+The cluster monitor and every other output are checked (issue 16). With a ``prometheus`` program it
+watches a local simulated cluster, else a replay.
 """
 
 import pytest
 
 from tests.browser import jlab, looks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "cluster_watch.ipynb"
 

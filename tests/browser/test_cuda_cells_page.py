@@ -1,10 +1,8 @@
-"""Tier 4: examples/cuda_cells.ipynb in JupyterLab: every output in both themes and widths (issue
-16).
+"""Tier 4: examples/cuda_cells.ipynb in JupyterLab: every output in both themes and widths.
 
-Run All goes past the cell that fails to compile on purpose: it is tagged ``raises-exception``,
-    which JupyterLab
-honours. Skipped where nvcc is missing, as the ``%%cuda`` kernel tests are (nvcc is optional;
-Chromium is not).
+Issue 16. Run All goes past the cell that fails to compile on purpose: it is tagged
+``raises-exception``, which JupyterLab honours. Skipped where nvcc is missing, as the ``%%cuda``
+kernel tests are (nvcc is optional; Chromium is not).
 """
 
 import shutil
@@ -13,7 +11,7 @@ import pytest
 
 from tests.browser import jlab, looks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "cuda_cells.ipynb"
 

@@ -1,4 +1,4 @@
-"""Tier 4: examples/dataloader.ipynb in JupyterLab: the error explainer box under the failing cell."""
+"""Tier 4: examples/dataloader.ipynb in JupyterLab: the explainer box under the failing cell."""
 
 import re
 
@@ -6,7 +6,7 @@ import pytest
 
 from tests.browser import jlab, looks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

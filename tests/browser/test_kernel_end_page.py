@@ -1,14 +1,11 @@
-"""Tier 4: a monitor still running when the kernel is shut down from JupyterLab leaves its final
-snapshot behind.
+"""Tier 4: a monitor running when JupyterLab shuts the kernel down leaves its final snapshot.
 
 ``kernel_end_check.ipynb`` (written here into the server's temporary copy of ``examples/``) replays
 ``trace_demo.jsonl`` every second (60 samples: still running when the kernel goes). The test runs
 it, shuts the kernel down with Lab's own command (Kernel > Shut Down Kernel,
-``kernelmenu:shutdown``), saves, closes, and opens the
-notebook again: the monitor's output must be the static snapshot (issue 16: "when the monitor stops
-    (Stop,
-``--count``, kernel end) its output is replaced by a static snapshot"), not "Error displaying
-widget".
+``kernelmenu:shutdown``), saves, closes, and opens the notebook again: the monitor's output must be
+the static snapshot (issue 16: "when the monitor stops (Stop, ``--count``, kernel end) its output
+is replaced by a static snapshot"), not "Error displaying widget".
 
 Kernel > Restart Kernel... is run the same way and is expected to fail (strict xfail,
 :data:`RESTART_LIMIT`): JupyterLab drops what the old kernel sends once a restart is asked.
@@ -26,7 +23,7 @@ import pytest
 
 from tests.browser import jlab, notebooks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "kernel_end_check.ipynb"
 CELLS = [
@@ -59,7 +56,10 @@ def _write(root):
 
 
 def _record_kernel_messages(page, seen):
-    """Append the type of every kernel message the page receives (``status`` with its state) to ``seen``."""
+    """Append the type of every kernel message the page receives to ``seen``.
+
+    A ``status`` message is appended with its state.
+    """
 
     def on_ws(ws):
         if "/api/kernels/" not in ws.url:
@@ -86,10 +86,11 @@ def _watch_output(page):
 
 
 RESTART_LIMIT = (
-    "JupyterLab's KernelConnection.restart() disposes the notebook's futures and forgets every display id "
-    "(_clearKernelState) before it asks the server to restart, so the update_display_data the kernel sends while "
-    "it handles the shutdown_request (it does: see the recorded messages) is dropped by the page; the saved output "
-    "keeps the widget view, which a reopened notebook cannot show. A kernel cannot change that."
+    "JupyterLab's KernelConnection.restart() disposes the notebook's futures and forgets every "
+    "display id (_clearKernelState) before it asks the server to restart, so the "
+    "update_display_data the kernel sends while it handles the shutdown_request (it does: see the "
+    "recorded messages) is dropped by the page; the saved output keeps the widget view, which a "
+    "reopened notebook cannot show. A kernel cannot change that."
 )
 
 

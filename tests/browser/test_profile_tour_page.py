@@ -1,5 +1,7 @@
-"""Tier 4: examples/profile_tour.ipynb in JupyterLab: every %%torchprof summary renders (tables with
-full operator names, the timeline picture visible and fitting the output area), no error, no typeset math.
+"""Tier 4: examples/profile_tour.ipynb in JupyterLab: every %%torchprof summary renders.
+
+Tables with full operator names, the timeline picture visible and fitting the output area, no
+error, no typeset math.
 """
 
 import os
@@ -9,7 +11,7 @@ import pytest
 from tests.browser import conftest, jlab, looks
 from tests.browser.conftest import skip_or_fail
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = "profile_tour.ipynb"
 
@@ -31,7 +33,9 @@ def test_runs_without_errors_or_math(tour):
 def test_every_summary_renders_with_its_timeline(tour, screenshots):
     summaries = [
         (i, c)
-        for i, (c, src) in enumerate(zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour)))
+        for i, (c, src) in enumerate(
+            zip(jlab.code_cells(tour).all(), jlab.cell_sources(tour), strict=True)
+        )
         if src.strip().startswith("%%torchprof")
     ]
     assert len(summaries) >= 3

@@ -5,7 +5,7 @@ import pytest
 from tests.browser import jlab, looks
 from tests.browser.conftest import skip_or_fail
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,10 @@ def test_cudainfo_renders_table_with_torch_version(quickstart, screenshots):
 
 
 def test_no_output_text_typeset_as_math(quickstart):
-    """A ``$`` pair in an HTML output (``$CUDA_HOME/bin, $CUDA_PATH/bin``) must not turn into LaTeX math."""
+    """A ``$`` pair in an HTML output must not turn into LaTeX math.
+
+    E.g. ``$CUDA_HOME/bin, $CUDA_PATH/bin``.
+    """
     typeset = jlab.math_in_outputs(quickstart)
     assert typeset == [], (
         f"JupyterLab typeset output text as LaTeX math: {typeset}. Fix: put "
@@ -45,8 +48,10 @@ def test_no_output_text_typeset_as_math(quickstart):
 
 
 def test_gpuwatch_cell_shows_a_widget(quickstart, screenshots):
-    """The monitor shows as a live widget with its Stop button, or, once the replay ran out (it
-    stops by itself), as the static snapshot of its final state that replaces the widget (issue 16).
+    """The monitor shows as a live widget with its Stop button, or as its final snapshot.
+
+    Once the replay ran out (it stops by itself), the static snapshot of its final state replaces
+    the widget (issue 16).
     """
     cell = jlab.find_cell(quickstart, lambda src: "%gpuwatch" in src and "--stop" not in src)
     if cell is None:
@@ -69,7 +74,9 @@ def test_gpuwatch_cell_shows_a_widget(quickstart, screenshots):
 def test_autograd_graph_cells_show_svg(quickstart, screenshots):
     cells = [
         c
-        for c, src in zip(jlab.code_cells(quickstart).all(), jlab.cell_sources(quickstart))
+        for c, src in zip(
+            jlab.code_cells(quickstart).all(), jlab.cell_sources(quickstart), strict=True
+        )
         if src.strip().startswith("%%autograd_graph")
     ]
     if not cells:
@@ -103,10 +110,10 @@ def test_no_hidden_overflow(surveyed, width):
 
 @pytest.mark.parametrize("theme", looks.params("quickstart", "graph fit", looks.THEMES))
 def test_graph_fits_at_1400_without_scrolling(surveyed, theme):
-    """The quickstart's graph (a 3-layer MLP's loss, ~16 nodes) is fully visible in a 1400 px
-    window: its SVG lies within the output area, nothing of it is clipped by a scroll box, and it is
-        no taller than the notebook's
-    visible height.
+    """The quickstart's graph is fully visible in a 1400 px window.
+
+    The graph is a 3-layer MLP's loss, ~16 nodes: its SVG lies within the output area, nothing of it
+    is clipped by a scroll box, and it is no taller than the notebook's visible height.
     """
     graphs = surveyed[f"{theme}-1400"]["graphs"]
     assert graphs, "no %%autograd_graph picture measured in quickstart.ipynb"

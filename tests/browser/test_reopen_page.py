@@ -1,5 +1,6 @@
-"""Tier 4: a notebook saved after Run All and reopened shows the monitor's final state, never a
-widget error.
+"""Tier 4: a saved and reopened notebook shows the monitor's final state, never a widget error.
+
+The notebook is saved after Run All.
 
 ``reopen_check.ipynb`` (generated, see ``tests/browser/notebooks.py``) replays ``trace_demo.jsonl``
 with ``%gpuwatch --count N``; the next cell waits until the monitor stopped and prints its final
@@ -15,7 +16,7 @@ import pytest
 
 from tests.browser import jlab, notebooks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 NAME = notebooks.REOPEN_NAME
 N = notebooks.REOPEN_COUNT
@@ -29,7 +30,7 @@ def _watch_output(page):
 
 @pytest.fixture(scope="module")
 def reopened(page, lab, screenshots):
-    """``(final line printed by the kernel, saved outputs of the monitor cell, the reopened page)``."""
+    """``(final line printed by the kernel, saved outputs of the monitor cell, reopened page)``."""
     jlab.open_notebook(page, lab, NAME)
     jlab.run_all(page)
     assert jlab.error_texts(page) == [], jlab.page_state(page)

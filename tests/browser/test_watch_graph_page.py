@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser import jlab, notebooks
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 INTERVAL_S = notebooks.WATCH_INTERVAL_S
 
@@ -99,8 +99,9 @@ def test_cell_after_gpuwatch_ran_while_monitor_live(nb, screenshots):
 
 
 def test_gpuwatch_stop_button_stops_updates(nb, screenshots):
-    """Stop ends the sampling; the output then shows the stopped monitor (issue 16: a static
-    snapshot of the final state replaces the widget) and no longer changes.
+    """Stop ends the sampling; the output then shows the stopped monitor and no longer changes.
+
+    Issue 16: a static snapshot of the final state replaces the widget.
     """
     from playwright.sync_api import expect
 

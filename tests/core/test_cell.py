@@ -44,7 +44,7 @@ def bip(ip):
     marker = Marker()
 
     def bodyrun(line, cell):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         try:
             code = compile_cell(ip, cell, f"%%bodyrun {line}".rstrip())
         except SyntaxError as exc:

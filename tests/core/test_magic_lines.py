@@ -397,7 +397,7 @@ def run_one(shell, kind: str, name: str, line: str, cell: str = "1") -> str:
             kind = type(exc).__name__
             return f"a UsageError subclass {kind} (IPython prints a traceback for it): {exc}"
         return "usage"
-    except BaseException as exc:  # noqa: BLE001 - anything but UsageError is the failure this test looks for
+    except BaseException as exc:  # anything but UsageError: the failure looked for
         return f"{type(exc).__name__}: {exc}"
     finally:
         _tidy(shell)

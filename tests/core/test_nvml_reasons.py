@@ -302,8 +302,7 @@ def test_no_binding(monkeypatch):
     nvml.reset()
 
 
-# ---- processes
-# -----------------------------------------------------------------------------------------------
+# ---- processes -----------------------------------------------------------------------------------
 
 
 def P(pid, used):
@@ -559,8 +558,7 @@ def test_mig_devices_not_available(pynvml):
     assert nvml.device(0).mig_devices() == TRANSLATED[15]
 
 
-# ---- what is remembered, and what a missing or odd binding gives
-# ------------------------------------------------
+# ---- what is remembered, and what a missing or odd binding gives ---------------------------------
 
 
 def test_a_missing_binding_is_remembered_until_reset(monkeypatch, pynvml):

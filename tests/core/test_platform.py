@@ -251,8 +251,7 @@ def test_windows_nvidia_tool_paths(windows, tmp_path):
     assert platform.executable_name("nvcc") == "nvcc.exe"
 
 
-# ---- the scan: no POSIX-only call outside cudamagic/core/platform.py
-# -----------------------------------------
+# ---- the scan: no POSIX-only call outside cudamagic/core/platform.py -----------------------------
 #: Modules that do not exist on Windows.
 POSIX_ONLY_MODULES = {
     "pwd",

@@ -6,12 +6,8 @@ and a GAN's ``optimizer.step()`` between a forward and a second backward.
 
 from __future__ import annotations
 
-import pytest
-
-torch = pytest.importorskip("torch")
-
-from .autograd_cases import CASES  # noqa: E402
-from .failing import fail, notes  # noqa: E402
+from .autograd_cases import CASES
+from .failing import fail, notes
 
 
 def test_every_engine_error_gets_its_box(ip):

@@ -17,12 +17,11 @@ import re
 import sys
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
+from cudamagic.explain.catalogue import CATALOGUE
 
-from cudamagic.explain.catalogue import CATALOGUE  # noqa: E402
-
-from .failing import CUDA_SUFFIX, NEW_OOM, SETUP, fail, magics, notes  # noqa: E402
+from .failing import CUDA_SUFFIX, NEW_OOM, SETUP, fail, magics, notes
 
 
 def test_catalogue_is_data_with_at_least_20_complete_entries():

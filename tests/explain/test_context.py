@@ -7,14 +7,10 @@ namespace must not be named as the cause.
 
 from __future__ import annotations
 
-import pytest
+from cudamagic.core.nvml import decode_cuda_driver_version
+from cudamagic.explain.context.memory import parse_oom
 
-torch = pytest.importorskip("torch")
-
-from cudamagic.core.nvml import decode_cuda_driver_version  # noqa: E402
-from cudamagic.explain.context.memory import parse_oom  # noqa: E402
-
-from .failing import NEW_OOM, OLD_OOM, SETUP, fail, notes  # noqa: E402
+from .failing import NEW_OOM, OLD_OOM, SETUP, fail, notes
 
 
 def test_parse_oom_current_and_old_formats():

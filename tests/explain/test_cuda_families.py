@@ -13,12 +13,10 @@ import glob
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS
+from cudamagic.explain import cudaerrors
 
-from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
-from cudamagic.explain import cudaerrors  # noqa: E402
-
-from .failing import fail, notes  # noqa: E402
+from .failing import fail, notes
 
 _RAISE = {
     "AcceleratorError": "torch.AcceleratorError",

@@ -13,16 +13,14 @@ stand-ins, as on a GPU machine where the user has used CUDA).
 
 from __future__ import annotations
 
-import pytest
+import torch
 
-torch = pytest.importorskip("torch")
+from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS
+from cudamagic.explain import cudaerrors
 
-from cudamagic.core.cuda_runtime_errors import RUNTIME_ERRORS  # noqa: E402
-from cudamagic.explain import cudaerrors  # noqa: E402
-
-from .autograd_cases import CASES  # noqa: E402
-from .failing import CUDA_SUFFIX, NEW_OOM, fail  # noqa: E402
-from .test_autograd_engine import GAN_STEP_CELL, INVALID_GRADIENT_CELL  # noqa: E402
+from .autograd_cases import CASES
+from .failing import CUDA_SUFFIX, NEW_OOM, fail
+from .test_autograd_engine import GAN_STEP_CELL, INVALID_GRADIENT_CELL
 
 
 def _runtime(name):

@@ -13,9 +13,8 @@ import sys
 import types
 
 import pytest
+import torch
 from IPython.core.error import UsageError
-
-torch = pytest.importorskip("torch")
 
 BOX = "cudamagic explains"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

@@ -5,13 +5,16 @@ No match, a cause chain, an interrupt raised while handling a known error.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
+from cudamagic.explain import catalogue, match
+from cudamagic.explain.match import explain
+from cudamagic.explain.result import Context
 
-from cudamagic.explain.match import explain  # noqa: E402
-
-from .failing import CUDA_SUFFIX, NEW_OOM, OLD_OOM, fail  # noqa: E402
+from .failing import CUDA_SUFFIX, NEW_OOM, OLD_OOM, fail
 
 
 def test_unmatched_exception_gives_none():
@@ -72,13 +75,7 @@ def test_oom_words_elsewhere_are_not_oom():
     assert explain(RuntimeError("host out of memory while reading file")) is None
 
 
-# ---- match.py in isolation (kills the mutmut survivors of scripts/mutation.py match)
-# ------------------------
-
-import dataclasses  # noqa: E402
-
-from cudamagic.explain import catalogue, match  # noqa: E402
-from cudamagic.explain.result import Context  # noqa: E402
+# ---- match.py in isolation (kills the mutmut survivors of scripts/mutation.py match) -------------
 
 
 def linked(n, attr="__cause__"):

@@ -6,11 +6,7 @@ that workers receive (error 801 on Windows).
 
 from __future__ import annotations
 
-import pytest
-
-torch = pytest.importorskip("torch")
-
-from .failing import SETUP, fail, notes  # noqa: E402
+from .failing import SETUP, fail, notes
 
 SQUARES = (
     "from torch.utils.data import DataLoader, Dataset\n"

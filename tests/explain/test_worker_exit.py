@@ -11,9 +11,7 @@ import sys
 
 import pytest
 
-torch = pytest.importorskip("torch")
-
-from .failing import SETUP, fail, notes  # noqa: E402
+from .failing import SETUP, fail, notes
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fork start method")
 

@@ -108,7 +108,10 @@ def test_syntax_error_points_at_the_cell_line_without_our_parser_frames(ip):
 
 def test_cell_events_fire_once(ip):
     seen = []
-    cb = lambda *a: seen.append(1)  # noqa: E731
+
+    def cb(*args):
+        seen.append(1)
+
     ip.events.register("pre_run_cell", cb)
     try:
         ip.run_cell(

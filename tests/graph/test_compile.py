@@ -1,4 +1,4 @@
-"""Do no harm: the module-call recorder is invisible to torch.compile (field case E12)."""
+"""Do no harm: the module-call recorder is invisible to torch.compile."""
 
 from __future__ import annotations
 

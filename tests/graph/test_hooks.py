@@ -1,6 +1,6 @@
 """Do no harm: saved tensors behind saved-tensor hooks are read without unpacking.
 
-Do no harm: saved tensors behind saved-tensor hooks are read without unpacking (field case E11).
+Do no harm: saved tensors behind saved-tensor hooks are read without unpacking (a field case).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _same(a, b):
 def test_checkpoint_drawing_runs_no_forward_and_touches_no_state(ip):
     """The same cell with and without the magic leaves the same state.
 
-    Counters, BatchNorm buffers and the RNG are equal (field case E11).
+    Counters, BatchNorm buffers and the RNG are equal (a field case).
     """
     ip.run_cell(E11_SETUP)
     ip.run_cell("torch.manual_seed(1)\nloss = run_ckpt(model, x).sum()")

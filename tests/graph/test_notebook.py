@@ -52,7 +52,7 @@ def test_tour_steps_show_what_they_teach(executed):
         for c in _graph_cells(executed)
     }
     assert "model.0.weight" in html["loss"]  # parameters named by module path
-    assert "freed by backward" in html["q"]  # F11
+    assert "freed by backward" in html["q"]
     skipped = html['{"tracked": (x * 2).sum(), "no_grad": frozen, "detached": cut}']
     # no_grad output skipped, with a note
     assert "<code>[&#x27;no_grad&#x27;]</code> has no grad_fn" in skipped

@@ -110,8 +110,6 @@ def test_terminal_outline_is_at_most_40_lines_with_dot(lstm):
 
 
 def test_autograd_graph_manual_is_complete(ip, capsys):
-    from IPython.core.oinspect import Inspector  # noqa: F401 - the object inspector behind `?`
-
     ip.run_line_magic("pinfo", "%%autograd_graph")
     manual = " ".join(capsys.readouterr().out.split())
     assert "%%autograd_graph [-o NAME[,NAME...]]" in manual  # the usage line, not %autograd_graph

@@ -339,10 +339,10 @@ def test_every_unknown_saved_tensor_of_a_node_is_counted():
         1,
     ]
     assert gr.saved_unknown == 4 and gr.saved_bytes_total == 0
-    HOOK = "packed by test_every_unknown_saved_tensor_of_a_node_is_counted"  # noqa: N806 - a lambda in this test
+    hook = "packed by test_every_unknown_saved_tensor_of_a_node_is_counted"
     assert by["MulBackward0"].saved == (
-        M.SavedEntry("other", (10,), "float32", 0, held=HOOK, size_known=False),
-        M.SavedEntry("self", (10,), "float32", 0, held=HOOK, size_known=False),
+        M.SavedEntry("other", (10,), "float32", 0, held=hook, size_known=False),
+        M.SavedEntry("self", (10,), "float32", 0, held=hook, size_known=False),
     )
     assert (
         "4 saved tensor(s) have a size that cannot be known (a tensor subclass without readable "

@@ -87,7 +87,7 @@ def test_custom_function_with_none_and_freed_saved_tensors():
     saved = gr.labels(M.SAVED)
     assert saved == ["saved_tensors[0]", "saved_tensors[1] = None"]
     y.backward()
-    after = G.walk([("", y)])  # F11: no "backward through the graph a second time"
+    after = G.walk([("", y)])  # no "backward through the graph a second time"
     assert after.labels(M.SAVED) == ["saved_tensors (freed by backward)"]
     assert any(n.freed for n in after.of_kind(M.BACKWARD))
 

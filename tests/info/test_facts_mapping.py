@@ -30,8 +30,7 @@ def ordinals(gpus):
 PCI = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-# ---- from an initialised CUDA: the device properties decide
-# ------------------------------------------------------
+# ---- from an initialised CUDA: the device properties decide --------------------------------------
 
 
 def test_initialised_cuda_maps_by_uuid_and_leaves_unmatched_gpus_not_visible():
@@ -77,8 +76,7 @@ def test_unreadable_torch_devices_fall_back_to_the_environment():
     assert res["note"].startswith("CUDA_DEVICE_ORDER=PCI_BUS_ID") and gpus[0]["cuda_ordinal"] == 0
 
 
-# ---- from the environment: CUDA_DEVICE_ORDER
-# ----------------------------------------------------------------------
+# ---- from the environment: CUDA_DEVICE_ORDER -----------------------------------------------------
 
 
 def test_pci_bus_order_sorts_by_bus_id_case_blind_and_puts_unknown_buses_last_in_nvml_order():
@@ -144,8 +142,7 @@ def test_mixed_gpus_under_fastest_first_give_probable_ordinals_and_say_how_to_fi
     assert [g["mapping_source"] for g in gpus] == ["", ""]
 
 
-# ---- from the environment: CUDA_VISIBLE_DEVICES
-# -------------------------------------------------------------------
+# ---- from the environment: CUDA_VISIBLE_DEVICES --------------------------------------------------
 
 HIDDEN = NA("hidden by CUDA_VISIBLE_DEVICES", "hidden")
 

@@ -2,9 +2,16 @@
 
 import pytest
 
+from cudamagic.core.na import NA, is_na
+from cudamagic.core.nvcc import parse_nvcc_version
 from cudamagic.info import facts
 from cudamagic.info.findings import findings
-from cudamagic.info.versions import decode_cudnn_version, parse_cuda_visible_devices
+from cudamagic.info.versions import (
+    decode_cudnn_version,
+    parse_cuda_visible_devices,
+    parse_torch_version,
+    parse_version_tuple,
+)
 
 
 @pytest.mark.parametrize(
@@ -42,12 +49,7 @@ def test_cvd_index_equal_to_gpu_count_is_flagged(fake_nvml, raw, blamed):
         )
 
 
-# ---- killing mutmut survivors in info/versions.py (scripts/mutation.py versions)
-# ------------------------------
-
-from cudamagic.core.na import NA, is_na  # noqa: E402
-from cudamagic.core.nvcc import parse_nvcc_version  # noqa: E402
-from cudamagic.info.versions import parse_torch_version, parse_version_tuple  # noqa: E402
+# ---- killing mutmut survivors in info/versions.py (scripts/mutation.py versions) -----------------
 
 
 def test_parse_version_tuple_passes_none_and_na_through():

@@ -83,8 +83,7 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
         assert rows[label] == (src, src), key
 
 
-# ---- the look: one themed page, no hard-coded colours, no internal ids, aligned columns
-# ----------------
+# ---- the look: one themed page, no hard-coded colours, no internal ids, aligned columns ----------
 
 
 def _user_text(page):

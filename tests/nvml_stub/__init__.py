@@ -13,7 +13,11 @@ includes it), ``memory_v2`` (False: a pre-R510 driver without ``nvmlDeviceGetMem
 ``max_clock_sm``/``max_clock_mem`` (MHz), ``ecc`` (dict: ``current``, ``volatile_uncorrected``,
 ``aggregate_uncorrected``, ``retired_pages_pending``, ``remapped_pending``, ``remapped_failure``),
 ``proc_struct_bytes`` (element size the driver writes for the v3 process call: 24 as nvml.h, 16
-plays a binding/driver struct mismatch). Values given as callables ``f(tick)`` are evaluated at
+plays a binding/driver struct mismatch), and for what nvitop and gpustat read besides:
+``encoder_util``/``decoder_util`` (%), ``pcie_tx_kbps``/``pcie_rx_kbps`` (KB/s), ``compute_mode``,
+``display_mode``, ``display_active`` (NVML enum values) and ``driver_model`` (Windows: ``(current,
+pending)`` NVML_DRIVER_* values; absent: not supported, as on Linux). Any number of GPUs up to 4096.
+Values given as callables ``f(tick)`` are evaluated at
 :meth:`StubNVML.tick` (tick 0 at start).
 """
 
@@ -108,7 +112,7 @@ def load():
     path = build()
     lib = ctypes.CDLL(path)
     for name, res, args in [
-        ("stub_reset", None, [ctypes.c_int]),
+        ("stub_reset", ctypes.c_int, [ctypes.c_int]),
         ("stub_set", ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_ulonglong]),
         ("stub_set_str", ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p]),
         ("stub_set_system", None, [ctypes.c_int, ctypes.c_int]),
@@ -179,6 +183,13 @@ _SIMPLE = {
     "throttle": "throttle",
     "persistence": "persistence",
     "proc_struct_bytes": "proc_struct_bytes",
+    "encoder_util": "encoder_util",
+    "decoder_util": "decoder_util",
+    "pcie_tx_kbps": "pcie_tx_kbps",
+    "pcie_rx_kbps": "pcie_rx_kbps",
+    "compute_mode": "compute_mode",
+    "display_mode": "display_mode",
+    "display_active": "display_active",
 }
 _ECC = {
     "current": "ecc_current",
@@ -205,7 +216,8 @@ class StubNVML:
         self.gpus = [dict(g) for g in scenario.get("gpus", [])]
         self.t = 0
         lib = self.lib
-        lib.stub_reset(len(self.gpus))
+        if lib.stub_reset(len(self.gpus)) != len(self.gpus):
+            raise StubUnavailable(f"the stand-in cannot play {len(self.gpus)} GPUs (at most 4096)")
         lib.stub_set_system(
             int(scenario.get("cuda_driver_version", 12040)), int(scenario.get("init_error", 0))
         )
@@ -226,6 +238,9 @@ class StubNVML:
             self._set(i, "lost", int(bool(g.get("lost"))))
             self._set(i, "max_clock_sm", g.get("max_clock_sm", 1980))
             self._set(i, "max_clock_mem", g.get("max_clock_mem", 2619))
+            if "driver_model" in g:  # Windows: (current, pending) NVML_DRIVER_* values
+                self._set(i, "driver_model", g["driver_model"][0] + 1)
+                self._set(i, "driver_model_pending", g["driver_model"][1])
             for k, v in (g.get("ecc") or {}).items():
                 self._set(i, _ECC[k], v)
             for m in g.get("mig_devices", []):

@@ -1,0 +1,77 @@
+"""A monitor tick renders and sends only what changed: unchanged GPU cards set no trait."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from cudamagic.watch import widget
+from cudamagic.watch.widget import WatchView, gpu_html
+from tests.watch.fakes import live
+
+
+def _count_sets(view):
+    sets = []
+    for w in view.widgets():
+        if hasattr(w, "value"):
+            w.observe(lambda change, w=w: sets.append(w), "value")
+    return sets
+
+
+def test_an_unchanged_gpu_card_is_neither_rendered_nor_sent(fake_nvml, monkeypatch):
+    fake = fake_nvml("gpu_without_fan")
+    fake.gpus[1]["util_gpu"] = 40  # GPU 1 reads the same at every tick
+    fake.gpus[0]["util_gpu"] = lambda t: 10 + t  # GPU 0 moves
+    src = live()
+    view = WatchView([0, 1])
+    s1 = src.read(1, 1000.0)
+    view.apply(s1, [s1], samples_taken=1)
+    rendered = []
+    monkeypatch.setattr(widget, "gpu_html", lambda g: rendered.append(g.index) or gpu_html(g))
+    sets = _count_sets(view)
+    s2 = src.read(2, 1001.0)
+    card1 = view.cards[1].value
+    view.apply(s2, [s1, s2], samples_taken=2)
+    assert rendered == [0]
+    assert view.cards[1] not in sets and view.cards[1].value == card1
+    assert view.cards[0] in sets
+    assert len(sets) == len(set(sets))  # one trait set per widget per tick
+    # the chart of the unchanged GPU still moves on (its time axis)
+    assert view.sparks[1] in sets and "2 samples" in view.sparks[1].value
+    view.close()
+
+
+def test_a_card_changes_again_when_its_gpu_does(fake_nvml):
+    fake = fake_nvml("gpu_without_fan")
+    src = live()
+    view = WatchView([0, 1])
+    s1 = src.read(1, 1000.0)
+    view.apply(s1, [s1], samples_taken=1)
+    before = view.cards[1].value
+    g1 = dataclasses.replace(s1.gpus[1], temperature_c=88)
+    s2 = dataclasses.replace(s1, seq=2, timestamp_s=1001.0, gpus=(s1.gpus[0], g1))
+    view.apply(s2, [s1, s2], samples_taken=2)
+    assert view.cards[1].value != before and "88 °C" in view.cards[1].value
+    assert view.cards[1].value == widget.part(gpu_html(g1))
+    del fake
+    view.close()
+
+
+def test_a_tick_where_one_reading_moved_renders_that_row_only(fake_nvml, monkeypatch):
+    fake_nvml("one_gpu")
+    g1 = live().read(1, 1000.0).gpus[0]
+    g2 = dataclasses.replace(g1, gpu_util_pct=g1.gpu_util_pct + 7)
+    monkeypatch.setattr(widget, "_PIECES", {})  # nothing kept from other tests
+    gpu_html(g1)
+    built = []
+    for name in ("_head_html", "_util_row", "_memory_row", "_other_rows", "processes_html"):
+        orig = getattr(widget, name)
+        monkeypatch.setattr(
+            widget, name, lambda g, orig=orig, name=name: built.append(name) or orig(g)
+        )
+    html = gpu_html(g2)
+    assert built == ["_util_row"]
+    assert f"{g2.gpu_util_pct} %" in html and html != gpu_html(g1)
+
+
+def test_cells_of_equal_values_of_other_types_are_written_apart():
+    assert widget._cell(1) == "1" and widget._cell(True) == "True" and widget._cell(1.0) == "1.0"
