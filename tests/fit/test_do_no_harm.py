@@ -142,3 +142,20 @@ def test_containers_scaler_and_notebook_objects_get_no_fakes(ip):
     assert ns["scaler"]._scale is None
     assert ip.run_cell(cell).success  # the real step still runs
     assert not isinstance(ns["losses"][0], torch._subclasses.fake_tensor.FakeTensor)
+
+
+def test_a_grad_scaler_step_is_followed(ip):
+    """The AMP recipe's ``scaler.step(opt)`` reads ``found_inf``; the fake run steps instead.
+
+    Without that, an enabled GradScaler (any GradScaler on a GPU) stopped the estimate there.
+    """
+    ip.user_ns.update(resnet())
+    ip.run_cell("scaler = torch.amp.GradScaler('cpu')\n")
+    cell = (
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "scaler.scale(loss).backward()\nscaler.step(opt)\nscaler.update()\n"
+    )
+    result = ip.run_cell_magic("cudafit", "--gpu T4", cell)
+    assert result.stopped is None
+    assert dict(result.categories).get("optimizer state", 0) > 0  # Adam's state was made
