@@ -50,14 +50,24 @@ def _on_gpu(ns, device):
     return ns
 
 
+#: NVML's ``memory.used`` of the GPU before this process created its CUDA context (set by main).
+USED_BEFORE = {}
+
+
 def _nvml_process_bytes(index: int):
-    """GPU memory NVML attributes to this process on NVML GPU ``index``, or None."""
+    """GPU memory NVML attributes to this process on NVML GPU ``index``, or None.
+
+    In a container NVML lists processes by their host PIDs, so this PID is not found: then the
+    growth of the device's ``memory.used`` since before CUDA started (nothing else running).
+    """
     import pynvml
 
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
         if proc.pid == os.getpid() and proc.usedGpuMemory is not None:
             return int(proc.usedGpuMemory)
+    if index in USED_BEFORE:
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).used) - USED_BEFORE[index]
     return None
 
 
@@ -211,6 +221,7 @@ def main(argv=None) -> int:
     index = nvml_index(args.device)
     handle = pynvml.nvmlDeviceGetHandleByIndex(index)
     mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+    USED_BEFORE[index] = int(mem.used)
     major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
     name = pynvml.nvmlDeviceGetName(handle)
     name = name.decode() if isinstance(name, bytes) else name

@@ -16,7 +16,7 @@ from . import gpus
 
 USAGE = (
     '%%cudafit [--device cuda:N | --device-memory 24GiB | --gpu "RTX 4090"] [--max-batch x,y] '
-    "[--dtype bf16] [--suggest] [--top N] [-o NAME]"
+    "[--dtype bf16] [--suggest] [--top N] [--verify] [-o NAME]"
 )
 
 

@@ -131,6 +131,26 @@ def _compile_as_eager(tracker):
 
 
 @contextlib.contextmanager
+def _scaler_steps():
+    """``GradScaler.step`` steps the optimizer without reading ``found_inf`` (no value to read).
+
+    The step the memory is estimated for is the one without infs (the one that steps).
+    """
+    from torch.amp.grad_scaler import GradScaler
+
+    orig = GradScaler._maybe_opt_step
+
+    def maybe_step(self, optimizer, optimizer_state, *args, **kwargs):
+        return optimizer.step(*args, **kwargs)
+
+    GradScaler._maybe_opt_step = maybe_step
+    try:
+        yield
+    finally:
+        GradScaler._maybe_opt_step = orig
+
+
+@contextlib.contextmanager
 def _autocast_cuda_as_cpu():
     """``torch.autocast("cuda", ...)`` in the cell autocasts the fake CPU tensors instead."""
     orig = torch.autocast.__init__
@@ -249,6 +269,7 @@ def fake_run(
             _cuda_as_cpu(tracker),
             _autocast_cuda_as_cpu(),
             _compile_as_eager(tracker),
+            _scaler_steps(),
             mode,
             tracker,
             _hooks(tracker, sh),

@@ -166,7 +166,26 @@ def _tensors_in(value, seen=None) -> list:
     elif isinstance(value, dict):
         for v in value.values():
             out += _tensors_in(v, seen)
+    elif _mutable(value):  # a GradScaler's `_scale`, a notebook object's tensors and modules
+        for v in vars(value).values():
+            out += _tensors_in(v, seen)
     return [t for t in out if t is not None]
+
+
+def _mutable(value) -> bool:
+    """An object a cell may change in place that holds no tensors yet, so is copied too.
+
+    A list, dict, set or deque (``losses.append(loss)``), a ``GradScaler`` (its scale is made on
+    first use), or an instance of a class defined in the notebook (a meter, an EMA helper).
+    """
+    import collections
+
+    if isinstance(value, (list, dict, set, collections.deque)):
+        return True
+    if isinstance(value, torch.amp.GradScaler):
+        return True
+    kind = type(value)
+    return kind.__module__ == "__main__" and hasattr(value, "__dict__")
 
 
 def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
@@ -216,6 +235,12 @@ def build(user_ns: dict, tree: ast.AST, mode) -> Shadow:
                 shadow.notes.append(f"`{name}`: {FOREACH}")
         elif isinstance(value, torch.Tensor):
             shadow.inputs.append(name)
+    for name, value in values.items():
+        if name not in order and _mutable(value):
+            try:  # a copy, so what the cell puts there (fake tensors) stays out of the user's
+                ns[name] = factory.twin(value)
+            except Exception:  # noqa: BLE001 - an object deepcopy cannot copy is used as is
+                shadow.notes.append(f"`{name}` could not be copied: the cell ran on the original")
     for key, value in list(ns.items()):
         if isinstance(value, types.FunctionType) and value.__globals__ is user_ns:
             ns[key] = rebind(value, ns)

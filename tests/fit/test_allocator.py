@@ -63,3 +63,16 @@ def test_cublas_workspace_sizes():
     assert A.cublas_workspace_bytes(9, env={"CUBLAS_WORKSPACE_CONFIG": ":4096:2:16:8"}) == (
         8 * MIB + 128 * 1024
     )
+
+
+def test_gpu_table_sizes_are_not_above_what_the_board_shows():
+    """``--gpu T4`` is the memory a T4 has (15079 MiB in nvidia-smi, ECC on), not 16 GiB.
+
+    With the datasheet's 16 GiB, a batch found for a T4 ran out of memory on one (Colab's GPU).
+    Data-centre GDDR boards lose 1/16 to ECC.
+    """
+    from cudamagic.fit import gpus
+
+    assert gpus.lookup("T4")[1] <= 15079 * (1 << 20)
+    for name, datasheet_gib in (("A10", 24), ("L4", 24), ("L40S", 48)):
+        assert gpus.lookup(name)[1] <= datasheet_gib * (1 << 30) * 15 // 16, name

@@ -108,3 +108,54 @@ def test_cuda_devices_in_the_cell_map_to_fake_cpu_tensors(ip, cuda_calls):
     assert "xb" not in ip.user_ns and "extra" not in ip.user_ns
     assert not torch.cuda.is_initialized()
     assert cuda_calls == []
+
+
+def test_containers_scaler_and_notebook_objects_get_no_fakes(ip):
+    """What the cell puts into a list, a dict, a GradScaler or a notebook object stays in copies.
+
+    Without copies, fake tensors landed in the user's objects and the next real step failed.
+    """
+    import torch
+
+    ip.user_ns.update(resnet())
+    ip.run_cell(
+        "losses, metrics = [], {}\n"
+        "scaler = torch.amp.GradScaler('cpu')\n"
+        "class Meter:\n"
+        "    def __init__(self):\n"
+        "        self.total = None\n"
+        "    def update(self, v):\n"
+        "        self.total = v\n"
+        "meter = Meter()\n"
+    )
+    cell = (
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "losses.append(loss.detach())\nmetrics['loss'] = loss.detach()\n"
+        "meter.update(loss.detach())\n"
+        "scaler.scale(loss).backward()\n"
+    )
+    result = ip.run_cell_magic("cudafit", "--gpu T4", cell)
+    assert result.stopped is None
+    ns = ip.user_ns
+    assert ns["losses"] == [] and ns["metrics"] == {} and ns["meter"].total is None
+    assert ns["scaler"]._scale is None
+    assert ip.run_cell(cell).success  # the real step still runs
+    assert not isinstance(ns["losses"][0], torch._subclasses.fake_tensor.FakeTensor)
+
+
+def test_a_grad_scaler_step_is_followed(ip):
+    """The AMP recipe's ``scaler.step(opt)`` reads ``found_inf``; the fake run steps instead.
+
+    Without that, an enabled GradScaler (any GradScaler on a GPU) stopped the estimate there.
+    """
+    ip.user_ns.update(resnet())
+    ip.run_cell("scaler = torch.amp.GradScaler('cpu')\n")
+    cell = (
+        "with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "scaler.scale(loss).backward()\nscaler.step(opt)\nscaler.update()\n"
+    )
+    result = ip.run_cell_magic("cudafit", "--gpu T4", cell)
+    assert result.stopped is None
+    assert dict(result.categories).get("optimizer state", 0) > 0  # Adam's state was made
