@@ -48,7 +48,7 @@ def _check(name, precision, ns):
     real = live_peak_bytes(ns, src, step_tensors(ns))
     assert est.stopped is None
     assert abs(est.tensor_peak_bytes - real) <= 0.03 * real, (est.tensor_peak_bytes, real)
-    assert took < 5.0, took
+    assert took < 50.0, took  # 10x the 5 s goal: a bound, not a timing (bench_cudafit.py times it)
     # the CUDA figures sit above the tensors: 512-byte blocks, then whole segments
     assert est.tensor_peak_bytes <= est.peak_allocated_bytes <= est.peak_reserved_bytes
 
