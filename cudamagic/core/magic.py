@@ -78,7 +78,7 @@ class AreaMagics(Magics):
                 3.11's argparse gives the flag an empty list, not a value).
         """
         name = func.__name__
-        help_hint = f"Type %{name}? for every option."
+        help_hint = f"Type {prefix}{name}? for every option."
         try:
             words = split_line(line)
         except ValueError as exc:  # "No closing quotation"

@@ -48,3 +48,8 @@ def test_overview_takes_no_options(ip):
 def test_lsmagic_has_no_stray_entry(ip):
     listing = repr(ip.run_line_magic("lsmagic", ""))
     assert "%cudainfo;" not in listing and "%cudamagic" in listing
+
+
+def test_a_cell_magics_usage_error_points_to_its_own_manual(ip):
+    with pytest.raises(UsageError, match=r"Type %%cudafit\? for every option"):
+        ip.run_cell_magic("cudafit", "--no-such-flag", "pass")
