@@ -8,6 +8,7 @@ prints as ``N/A`` and serialises to JSON as ``{"na": reason}``.
 
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -86,3 +87,17 @@ def jsonable(value):
 #: A reading of type ``T``, or the :class:`NA` that says why it could not be read:
 #: ``NaOr[int]`` is ``int | NA``.
 NaOr = T | NA
+
+
+def plain_data(obj):
+    """Dataclasses, lists, tuples and dicts as plain dicts and lists.
+
+    Leaves are not copied (``dataclasses.asdict`` deep-copies, and cannot copy the immutable NA).
+    """
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: plain_data(getattr(obj, f.name)) for f in fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [plain_data(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: plain_data(v) for k, v in obj.items()}
+    return obj

@@ -8,11 +8,11 @@ batch. Byte counts are ints in bytes (field names end in ``_bytes``); text and H
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.display import Displayed
-from ..core.na import jsonable
+from ..core.na import jsonable, plain_data
 
 
 class CannotFollow(Exception):
@@ -104,17 +104,6 @@ class Stopped:
     reason: str
     op: str
     line: int
-
-
-def plain_data(obj):
-    """Dataclasses, lists, tuples and dicts as plain dicts and lists."""
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain_data(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [plain_data(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: plain_data(v) for k, v in obj.items()}
-    return obj
 
 
 @dataclass(frozen=True, repr=False)

@@ -6,29 +6,14 @@ Data only: the text and HTML forms are in :mod:`.render`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.display import Displayed
 from ..core.fmt import clip
-from ..core.na import NA, is_na, jsonable
+from ..core.na import NA, is_na, jsonable, plain_data
 from . import render
 from .stats import GpuCellStats, Snapshot, gpu_cell_stats, gpu_status
-
-
-def plain_data(obj):
-    """Dataclasses, lists and dicts as plain dicts and lists.
-
-    Dataclasses/lists/tuples/dicts -> plain dicts and lists (no copying of leaves, unlike
-    ``asdict``, which deep-copies and cannot copy the immutable NA).
-    """
-    if is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: plain_data(getattr(obj, f.name)) for f in fields(obj)}
-    if isinstance(obj, (list, tuple)):
-        return [plain_data(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: plain_data(v) for k, v in obj.items()}
-    return obj
 
 
 def first_line(text: str, width: int = 60) -> str:

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from ..core import platform, style
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
 from ..core.growth import Growth, GrowthDetector
-from ..core.na import is_na, jsonable
+from ..core.na import is_na, jsonable, plain_data
 from . import sites
 from .holders import Baseline, find_holders
-from .result import plain_data
 from .stats import take_snapshot
 
 
