@@ -644,3 +644,22 @@ def windows_crash_name(returncode: int) -> str | None:
     if not is_windows() or returncode is None:
         return None
     return WINDOWS_CRASH_CODES.get(returncode & 0xFFFFFFFF)
+
+
+def can_read_at() -> bool:
+    """True where a file can be read at an offset while another thread writes it (``os.pread``).
+
+    POSIX has ``os.pread``; Windows does not: a reader there reads once, after the writer is done.
+    """
+    return not is_windows() and hasattr(os, "pread")
+
+
+def read_at(fd: int, size: int, offset: int) -> bytes:
+    """Up to ``size`` bytes of the open file ``fd`` from byte ``offset`` (0-based).
+
+    POSIX: ``os.pread`` (the file position stays). Windows: a seek then a read (it moves).
+    """
+    if can_read_at():
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)
+    return os.read(fd, size)

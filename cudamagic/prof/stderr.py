@@ -18,6 +18,8 @@ import sys
 import tempfile
 import threading
 
+from ..core import platform
+
 #: seconds between two reads of the captured output (the delay of passed-on lines).
 POLL_S = 0.05
 #: Kineto's log lines (``USDT:2026-12-02 02:17:48 12940:12940 File.cpp:59] profiler_stop``): kept,
@@ -84,7 +86,7 @@ class Fd2Collector(contextlib.AbstractContextManager):
             return self
         self._tmp = tempfile.TemporaryFile()
         os.dup2(self._tmp.fileno(), self._fd)
-        if hasattr(os, "pread"):
+        if platform.can_read_at():
             self._thread = threading.Thread(target=self._poll, name="cudamagic-fd2", daemon=True)
             self._thread.start()
         return self
@@ -114,13 +116,9 @@ class Fd2Collector(contextlib.AbstractContextManager):
 
     def _read_new(self) -> bytes:
         fd = self._tmp.fileno()
-        if not hasattr(os, "pread"):  # at the end only, when nothing writes any more
-            os.lseek(fd, self._pos, os.SEEK_SET)
         chunks = []
         while True:
-            chunk = (
-                os.pread(fd, 1 << 16, self._pos) if hasattr(os, "pread") else os.read(fd, 1 << 16)
-            )
+            chunk = platform.read_at(fd, 1 << 16, self._pos)
             if not chunk:
                 return b"".join(chunks)
             self._pos += len(chunk)

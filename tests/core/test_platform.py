@@ -555,3 +555,16 @@ def test_no_posix_only_call_outside_the_platform_module():
     assert offenders == [], (
         "platform-specific code outside cudamagic/core/platform.py:\n" + "\n".join(offenders)
     )
+
+
+@pytest.mark.parametrize("system", ["posix", "windows"])
+def test_read_at_reads_from_an_offset_on_both_platforms(tmp_path, monkeypatch, system):
+    if system == "windows":
+        present_windows(monkeypatch)
+    assert platform.can_read_at() is (system == "posix")
+    with open(tmp_path / "f", "w+b") as fh:
+        fh.write(b"0123456789")
+        fh.flush()
+        assert platform.read_at(fh.fileno(), 4, 3) == b"3456"
+        assert platform.read_at(fh.fileno(), 100, 8) == b"89"
+        assert platform.read_at(fh.fileno(), 4, 10) == b""
