@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import os
+import re
 
 import pytest
 
@@ -14,6 +16,12 @@ needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed"
 LSTM_CELL = (
     "h = c = torch.zeros(4, 16)\nfor t in range(30):\n    h, c = cell(xs[t], (h, c))\nh.sum()"
 )
+
+
+def picture(html: str) -> str:
+    """The SVG text of the graph picture in an output's HTML (an ``<img>`` data URI), or ``''``."""
+    m = re.search(r'alt="autograd graph" src="data:image/svg\+xml;base64,([^"]+)"', html)
+    return base64.b64decode(m.group(1)).decode() if m else ""
 
 
 def magic(ip, line, cell):
