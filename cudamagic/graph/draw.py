@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import Counter, defaultdict
 
 from . import capture, layout, views
 from .dot import to_dot
-from .model import topo_order
 from .result import GraphResult
 
 # ---- choosing a view and rendering ------------------------------------------------------------
@@ -58,12 +58,21 @@ MIN_SAVE_S = 0.5
 
 def ranks(graph) -> int:
     """Boxes on the longest path of ``graph`` (its height in ranks)."""
-    preds = {}
+    succ, indeg = defaultdict(list), Counter()
     for e in graph.edges:
-        preds.setdefault(e.dst, []).append(e.src)
-    depth = {}
-    for nid in topo_order(graph):
-        depth[nid] = 1 + max((depth[p] for p in preds.get(nid, ()) if p in depth), default=0)
+        succ[e.src].append(e.dst)
+        indeg[e.dst] += 1
+    depth = {n.id: 1 for n in graph.nodes if not indeg[n.id]}
+    ready = list(depth)
+    while ready:  # Kahn's order: a node's depth is final when its last input is done
+        nid = ready.pop()
+        d = depth[nid] + 1
+        for s in succ[nid]:
+            if depth.get(s, 0) < d:
+                depth[s] = d
+            indeg[s] -= 1
+            if not indeg[s]:
+                ready.append(s)
     return max(depth.values(), default=0)
 
 
@@ -129,8 +138,9 @@ def choose_view(
         if len(graph.nodes) > node_budget
         else []
     )
-    if ranks(graph) > tall:
-        too.append(f"{ranks(graph)} boxes high, more than {tall}")
+    high = ranks(graph) if not too else 0  # over the budget says enough
+    if high > tall:
+        too.append(f"{high} boxes high, more than {tall}")
     note = (
         f"The full graph would be {' and '.join(too)} "
         "(about three screens; CudaMagics.graph_node_budget): "

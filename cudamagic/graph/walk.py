@@ -20,6 +20,7 @@ torch is imported inside the functions that need it.
 from __future__ import annotations
 
 import bisect
+import functools
 import gc
 import re
 from collections.abc import Iterable, Sequence
@@ -70,12 +71,17 @@ def _shape(t):
         return None
 
 
-def _is_fake(t) -> bool:
+@functools.cache
+def _fake_tensor_class():
     try:
         from torch._subclasses.fake_tensor import FakeTensor
     except ImportError:  # older torch
-        return False
-    return isinstance(t, FakeTensor)
+        return ()
+    return FakeTensor
+
+
+def _is_fake(t) -> bool:
+    return isinstance(t, _fake_tensor_class())
 
 
 def _components(t):
@@ -117,6 +123,16 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     """
     import torch
 
+    if (
+        _depth <= 4
+        and type(t) is torch.Tensor
+        and t.layout is torch.strided
+        and not (t.is_meta or t.is_quantized)
+    ):
+        st = t.untyped_storage()  # the common case, in short: a plain dense tensor
+        nbytes = st.nbytes()
+        own = t.numel() * t.element_size()
+        return [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))], ""
     if t.is_meta or _is_fake(t):
         return [], ""
     if _depth > 4:
@@ -260,7 +276,12 @@ def read_saved(fn, attr: str):
     raw = getattr(fn, "_raw" + attr, _MISSING)
     if raw is _MISSING:
         return getattr(fn, attr)
+    if raw is None:
+        return None
     many = isinstance(raw, (tuple, list))
+    if not many and raw.unpack_hook is None:  # the common case, in short
+        data = raw.data
+        return getattr(fn, attr) if data is None and attr != "_saved_tensors" else data
     raws = list(raw) if many else [raw]
     # r: a SavedTensor or None
     hooked = any(r is not None and r.unpack_hook is not None for r in raws)
@@ -485,7 +506,7 @@ def _walk(
                         add_tensor(f"{name}[{i}]", v)
             elif show_attrs:
                 attrs.append((name, _short(val)))
-        held_by_node[node_id] = (tuple(sorted(counts.items())), unknown[0])
+        held_by_node[node_id] = (tuple(sorted(counts.items())) if counts else (), unknown[0])
         storages_by_node[node_id] = stor
         return tuple(entries), tuple(attrs), freed
 
@@ -624,7 +645,9 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
             own_here[sid] = max(own_here.get(sid, 0), own)
         fn_nodes[node_id]["saved_bytes"] = sum(here.values())
         fn_nodes[node_id]["saved_view_bytes"] = sum(own_here.values())
-        fn_nodes[node_id]["storages"] = tuple(sorted(here.items()))
+        fn_nodes[node_id]["storages"] = (
+            tuple(sorted(here.items())) if len(here) > 1 else (tuple(here.items()))
+        )
     sid_of.clear()
     return total
 
