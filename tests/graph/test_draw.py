@@ -144,3 +144,39 @@ def test_no_progress_line_for_a_quick_dot(w, tmp_path, monkeypatch):
     monkeypatch.setattr(w, "kernel", object(), raising=False)
     assert magic(w, "", "(w * 2).sum()").image is not None
     assert pub.outputs == []
+
+
+def test_default_view_of_a_chain_takes_work_linear_in_its_ops(w):
+    """10x the ops, about 10x the lines of cudamagic run (counted, not timed: a loaded machine)."""
+    import os
+    import sys
+
+    import cudamagic.graph
+
+    here = os.path.dirname(cudamagic.graph.__file__)
+    w.run_cell(
+        "def chain(n):\n    z = w\n    for i in range(n):\n"
+        "        z = z.sin() if i % 2 else z * 1.001\n    return z.sum()"
+    )
+
+    def lines(n):
+        count = 0
+
+        def line(frame, event, arg):
+            nonlocal count
+            count += event == "line"
+            return line
+
+        def call(frame, event, arg):
+            return line if frame.f_code.co_filename.startswith(here) else None
+
+        sys.settrace(call)
+        try:
+            r = magic(w, "--format dot", f"chain({n})")
+        finally:
+            sys.settrace(None)
+        assert len(r.drawn.nodes) < 10 and len(r.graph.nodes) > n  # the folded chain
+        return count
+
+    small, big = lines(2_000), lines(20_000)
+    assert 8 * small < big < 12 * small, (small, big)
