@@ -238,46 +238,37 @@ def draw(
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)
     result.dot = to_dot(view, group=group, caption=result.caption())
+    # a picture bigger than the fallback gets most of the time, the fallback the rest
+    first = timeout_s * FIRST_SHARE if len(view.nodes) > FALLBACK_BOXES else timeout_s
     if fmt == "dot":
         pass
     elif not fits:
         result.problem = "too big"
     elif layout.find_dot() is None:
         result.problem = "dot missing"
-    else:
-        # a picture bigger than the fallback gets most of the time, the fallback the rest
-        first = timeout_s * FIRST_SHARE if len(view.nodes) > FALLBACK_BOXES else timeout_s
-        try:
-            result.image = layout.run_dot(result.inline_dot(), fmt, first, progress)
-        except layout.DotTimeout:
-            small, _, small_fits = choose_view(graph, None, True, FALLBACK_BOXES, per_use=False)
-            left = deadline - time.monotonic()
-            if small_fits and len(small.nodes) < len(view.nodes) and left > 0:
-                note = (
-                    f"dot did not finish the {view.view} view ({len(view.nodes)} boxes) within "
-                    f"{first:.3g} s of the {timeout_s:g} s limit (CudaMagics.graph_dot_timeout_s): "
-                    f"drawn as the {small.view} view ({len(small.nodes)} boxes)."
-                )
-                notes.append(note)
-                result.view_notes.append(note)
-                result.drawn = small
-                result.dot = to_dot(small, group=group, caption=result.caption())
-                try:
-                    result.image = layout.run_dot(result.inline_dot(), fmt, left, progress)
-                except (layout.DotTimeout, layout.DotFailed) as exc:
-                    result.problem = "dot timeout"
-                    notes.append(
-                        f"The small view failed too ({exc}): summary and DOT source below."
-                    )
-            else:
+    elif not _render(result, first, progress):
+        small, _, small_fits = choose_view(graph, None, True, FALLBACK_BOXES, per_use=False)
+        left = deadline - time.monotonic()
+        if small_fits and len(small.nodes) < len(view.nodes) and left > 0:
+            note = (
+                f"dot did not finish the {view.view} view ({len(view.nodes)} boxes) within "
+                f"{first:.3g} s of the {timeout_s:g} s limit "
+                f"(CudaMagics.graph_dot_timeout_s): drawn as the {small.view} view "
+                f"({len(small.nodes)} boxes)."
+            )
+            notes.append(note)
+            result.view_notes.append(note)
+            result.drawn = small
+            result.dot = to_dot(small, group=group, caption=result.caption())
+            if not _render(result, left, progress):
                 result.problem = "dot timeout"
-                notes.append(
-                    f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
-                    "summary and DOT source below; raise the limit or draw a smaller part."
-                )
-        except layout.DotFailed as exc:
-            result.problem = "dot failed"
-            notes.append(f"dot failed: {exc}")
+                notes.append("The small view ran out of time too: summary and DOT source below.")
+        else:
+            result.problem = "dot timeout"
+            notes.append(
+                f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+                "summary and DOT source below; raise the limit or draw a smaller part."
+            )
     if save_path:
         _save(result, save_path, max(deadline - time.monotonic(), MIN_SAVE_S))
     return result
@@ -305,24 +296,34 @@ def draw_source(
     result = GraphResult(
         graph, drawn, source, fmt, notes=list(graph.notes) + list(notes), engine="torchviz"
     )
-    if fmt != "dot":
-        if layout.find_dot() is None:
-            result.problem = "dot missing"
-        else:
-            try:
-                result.image = layout.run_dot(source, fmt, timeout_s, progress)
-            except layout.DotTimeout:
-                result.problem = "dot timeout"
-                result.notes.append(
-                    f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
-                    "summary and DOT source below; the default engine collapses big graphs."
-                )
-            except layout.DotFailed as exc:
-                result.problem = "dot failed"
-                result.notes.append(f"dot failed: {exc}")
+    if fmt == "dot":
+        pass
+    elif layout.find_dot() is None:
+        result.problem = "dot missing"
+    elif not _render(result, timeout_s, progress):
+        result.problem = "dot timeout"
+        result.notes.append(
+            f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+            "summary and DOT source below; the default engine collapses big graphs."
+        )
     if save_path:
         _save(result, save_path, timeout_s)
     return result
+
+
+def _render(result: GraphResult, timeout_s: float, progress) -> bool:
+    """Lay out the picture into ``result.image``; False when ``dot`` ran out of time.
+
+    A ``dot`` that fails sets ``result.problem`` and a note.
+    """
+    try:
+        result.image = layout.run_dot(result.inline_dot(), result.format, timeout_s, progress)
+    except layout.DotTimeout:
+        return False
+    except layout.DotFailed as exc:
+        result.problem = "dot failed"
+        result.notes.append(f"dot failed: {exc}")
+    return True
 
 
 def _save(result: GraphResult, path: str, timeout_s: float) -> None:

@@ -177,16 +177,6 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     return parts, ""
 
 
-def _storage_key(t):
-    """Key of the storage ``t`` keeps alive, or ``None``.
-
-    Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none
-    (a leaf's, so that saved tensors sharing it are not counted).
-    """
-    parts, _ = storage_parts(t)
-    return parts[0][0] if parts else None
-
-
 _MISSING = object()
 
 
@@ -546,7 +536,8 @@ def _walk(
                 kind = PARAM if name is not None and "." in name else LEAF
                 nodes.append(tensor_node(var_id, kind, var, name or "(leaf)"))
                 edges.append(GraphEdge(var_id, node_id, VARIABLE))
-                leaf_storages.add(_storage_key(var))
+                parts, _ = storage_parts(var)  # its storage, whose saved uses are not counted
+                leaf_storages.add(parts[0][0] if parts else None)
                 fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name)
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
