@@ -49,15 +49,15 @@ _FREED_HINTS = ("freed", "second time")
 MAX_ATTR_CHARS = 50
 
 
-_SAVED_ATTRS: dict = {}
+@functools.cache
+def _saved_attrs(cls) -> tuple:
+    """The saved attributes of node class ``cls`` and its name, read once per class.
 
-
-def _saved_attr_names(cls) -> list:
-    names = _SAVED_ATTRS.get(cls)
-    if names is None:
-        names = sorted(a for a in dir(cls) if a.startswith("_saved_"))
-        _SAVED_ATTRS[cls] = names
-    return names
+    ``(((attribute, name), ...), class name)``: ``("_saved_self", "self")``; one string each per
+    class however many nodes (``dir()`` of each node would cost a 100k-op chain seconds).
+    """
+    attrs = sorted(a for a in dir(cls) if a.startswith("_saved_"))
+    return tuple((a, a[len("_saved_") :]) for a in attrs), cls.__name__
 
 
 def _dtype_str(t) -> str:
@@ -476,8 +476,7 @@ def _walk(
                     entries.append(SavedEntry(f"saved_tensors[{i}]", is_none=True))
                 else:
                     add_tensor(f"saved_tensors[{i}]", t)
-        for attr in _saved_attr_names(type(fn)):
-            name = attr[len("_saved_") :]
+        for attr, name in _saved_attrs(type(fn))[0]:
             try:
                 val = read_saved(fn, attr)
             except RuntimeError as exc:
@@ -526,7 +525,7 @@ def _walk(
         while stack:
             fn = stack.pop()
             node_id = ids[fn]
-            cls_name = type(fn).__name__
+            cls_name = _saved_attrs(type(fn))[1]
             call = _call_of(fn, calls, call_starts, call_ends)
             # a custom ctx may have .variable too
             var = fn.variable if cls_name == "AccumulateGrad" else None
