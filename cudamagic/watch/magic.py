@@ -84,9 +84,13 @@ class WatchMagics(AreaMagics):
         self.add_cleanup(self.monitors.stop)
         self.add_cleanup(self.monitors.hook_kernel_shutdown(self.shell))
 
+    def _in_kernel(self) -> bool:
+        """True in a Jupyter kernel (a notebook front end), False in terminal IPython."""
+        return type(self.shell).__name__ == "ZMQInteractiveShell"
+
     def _widgets_ok(self) -> bool:
         """True in a Jupyter kernel (else the text table is used)."""
-        return not self.settings.watch_text and type(self.shell).__name__ == "ZMQInteractiveShell"
+        return not self.settings.watch_text and self._in_kernel()
 
     @magic_arguments()
     @argument(
@@ -233,6 +237,7 @@ class WatchMagics(AreaMagics):
                 count=opts.count,
                 writer=writer,
                 clear_screen=sys.stdout.isatty(),
+                in_place=self._in_kernel(),
             )
         if not widget and not opts.log and not opts.replay:
             time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
