@@ -427,7 +427,8 @@ def run_foreground(
 
     The terminal loop of ``%gpuwatch --loop`` or ``--count N``, in the calling thread; returns
     the finished monitor. In a notebook (``in_place``) one output is updated in place instead,
-    from this thread, which every front end redraws (no widget, no background thread).
+    from this thread: no widget and no background thread, for front ends whose widgets do not
+    redraw from one.
 
     Args:
         source: where samples come from.
