@@ -23,7 +23,7 @@ STAMP := $(VENV)/.cudamagic-installed
 TORCH_SPEC := $(VENV)/.cudamagic-torch
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup demo test lint lab bench mutation system-deps system-deps-test docs-images dist clean FORCE
+.PHONY: setup demo test lint lab bench mutation system-deps clean FORCE
 
 # The requested torch is written to a file that changes only when TORCH changes, so a new TORCH reinstalls.
 # pip counts any local build of a version as that version (torch==2.13.0 is met by 2.13.0+cpu and by
@@ -75,11 +75,14 @@ mutation: setup
 	$(PY) -m pip install --quiet "mutmut>=3.2"
 	$(PY) scripts/mutation.py $(MUTATE)
 
+.PHONY: system-deps-test docs-images dist
+
 # the pictures of the README, cropped outputs of one notebook run in JupyterLab's light theme
 docs-images: system-deps-test setup
 	$(PY) scripts/docs_images.py
 
-# sdist and wheel; the sdist also carries docs/images, so the long description's relative picture links resolve
+# sdist and wheel into dist/ (emptied first); the sdist also carries docs/images, so the long description's
+# relative picture links resolve in it
 dist: setup
 	$(PY) -m pip install --quiet "build>=1.2" "twine>=5"
 	rm -rf dist
@@ -87,4 +90,4 @@ dist: setup
 	$(VENV)/bin/twine check --strict dist/*
 
 clean:
-	rm -rf $(VENV) examples/out build dist *.egg-info mutants mutants-work
+	rm -rf $(VENV) examples/out build *.egg-info mutants mutants-work
