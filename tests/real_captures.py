@@ -47,6 +47,7 @@ _Q_TAGS = {
     ("ecc_mode", "current"): "current_ecc",
     ("driver_model", "current"): "current_dm",
     ("mig_mode", "current"): "current_mig",
+    ("mig_device", "shared fb memory usage"): "fb_memory_usage",
     ("process_info", "name"): "process_name",
     ("process_info", "used gpu memory"): "used_memory",
 }
@@ -55,8 +56,9 @@ _Q_TAGS = {
 def _q_to_xml(text: str):
     """The ``-q -x`` element tree of an ``nvidia-smi -q`` report (the fields :func:`parse` reads).
 
-    Indentation gives the nesting; ``GPU <bus id>`` opens a ``<gpu>``; under ``Processes`` each
-    ``Process ID`` opens a ``<process_info>`` holding its ``pid`` and the lines under it.
+    Indentation gives the nesting; ``GPU <bus id>`` opens a ``<gpu>``; each ``MIG Device`` opens a
+    ``<mig_device>`` in ``<mig_devices>``; under ``Processes`` each ``Process ID`` opens a
+    ``<process_info>`` holding its ``pid`` and the lines under it.
     """
     root = ET.Element("nvidia_smi_log")
     stack = [(-1, root)]
@@ -73,6 +75,11 @@ def _q_to_xml(text: str):
             continue
         label, colon, value = line.strip().partition(" : ")
         label = label.rstrip(" :").strip()
+        if label == "MIG Device":  # -q lists them in the GPU, -q -x in <mig_devices>
+            box = parent.find("mig_devices")
+            box = ET.SubElement(parent, "mig_devices") if box is None else box
+            stack.append((indent, ET.SubElement(box, "mig_device")))
+            continue
         if label == "Process ID":
             parent = ET.SubElement(parent, "process_info")
             ET.SubElement(parent, "pid").text = value.strip()
