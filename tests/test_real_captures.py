@@ -175,12 +175,14 @@ def _fake_nvidia_smi(tmp_path, monkeypatch, capture):
     monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
 
 
-@pytest.mark.parametrize("name", ["telegraf-tesla-t4", "telegraf-rtx-3060-r570"])
-def test_gpu_check_xml_agrees_with_the_machine_it_reads(name, tmp_path, monkeypatch, play):
+XML_CAPTURES = [p for p in CAPTURES if p.endswith(".xml")]
+
+
+@pytest.mark.parametrize("path", XML_CAPTURES, ids=[os.path.basename(p) for p in XML_CAPTURES])
+def test_gpu_check_xml_agrees_with_the_machine_it_reads(path, tmp_path, monkeypatch, play):
     """scripts/gpu_check.py --xml on a machine whose nvidia-smi and NVML say the capture."""
     import gpu_check  # scripts/ is on sys.path (tests/conftest.py)
 
-    path = os.path.join(rc.HERE, name + ".xml")
     cap = rc.parse(path)
     play(cap)
     _fake_nvidia_smi(tmp_path, monkeypatch, path)
@@ -204,6 +206,29 @@ def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play)
     gpu_check.check_xml()
     failed = {n for n, ok in gpu_check.results if ok is False}
     assert {"xml GPU 0 memory.total (%cudainfo)", "xml GPU 0 process 5762"} <= failed
+
+
+def test_gpu_check_xml_reports_a_differing_mode_name_and_mig_instance(tmp_path, monkeypatch, play):
+    import gpu_check
+
+    path = os.path.join(rc.HERE, "telegraf-a100-sxm4-80gb-mig-r535.xml")
+    cap = rc.parse(path)
+    gi, total, used = cap["gpus"][0]["mig_devices"][1]
+    cap["gpus"][0]["mig_devices"][1] = (gi, total, used + 1024)  # NVML: 1 GiB more in use
+    cap["gpus"][0]["ecc_mode"] = "N/A"  # NVML: no ECC
+    cap["gpus"][0]["name"] = "NVIDIA A100 80GB PCIe"
+    play(cap)
+    _fake_nvidia_smi(tmp_path, monkeypatch, path)
+    monkeypatch.setattr(gpu_check, "results", [])
+    gpu_check.check_xml()
+    failed = {n for n, ok in gpu_check.results if ok is False}
+    assert failed == {
+        "xml GPU 0 name",
+        "xml GPU 0 ecc.mode.current",
+        "xml GPU 0 ecc.errors.uncorrected.volatile.total (%cudainfo)",
+        "xml GPU 0 ecc.errors.uncorrected.aggregate.total (%cudainfo)",
+        "xml GPU 0 MIG instance 1 memory.used",
+    }
 
 
 def test_the_stand_in_library_under_the_real_binding_plays_most_captures():
