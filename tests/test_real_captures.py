@@ -149,6 +149,9 @@ def test_gpuwatch_sample_and_history_give_the_captures_values(path, ip, play):
         # each process and its memory (nvidia-smi's used_memory; N/A under WDDM)
         got = {p.pid: p.used_memory_bytes for p in g.processes}
         assert set(got) == {pid for pid, *_ in want["processes"]}, where
+        assert {p.pid: p.type for p in g.processes} == {
+            pid: kind for pid, kind, *_ in want["processes"]
+        }, where  # nvidia-smi's C, G or C+G
         for pid, _, _, used in want["processes"]:
             _same(got[pid], used, MIB, f"process {pid} on {where}")
         # the history rows (nvidia-smi keys, raw units, NaN for N/A: its reason is on the sample)
