@@ -406,9 +406,7 @@ def main():
     if "--xml" in sys.argv[1:]:
         rest = sys.argv[sys.argv.index("--xml") + 1 :]
         check_xml(rest[0] if rest else None)
-        failed = [n for n, ok in results if ok is False]
-        print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
-        return 1 if failed else 0
+        return summary()
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
@@ -515,9 +513,14 @@ def main():
             False,
             f"{type(exc).__name__}: {str(exc)[:500]}",
         )
-    failed = [n for n, ok in results if ok is False]
-    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    return summary()
+
+
+def summary():
+    """Print the counts (a SKIP is not a pass) and return the exit status: 1 on any FAIL."""
+    counts = {k: sum(ok is k for _, ok in results) for k in (True, None, False)}
+    print(f"\n{counts[True]} passed, {counts[None]} skipped, {counts[False]} failed")
+    return 1 if counts[False] else 0
 
 
 if __name__ == "__main__":

@@ -196,7 +196,8 @@ def test_gpu_check_xml_agrees_with_the_machine_it_reads(path, tmp_path, monkeypa
     assert (tmp_path / "saved.xml").read_text() == open(path).read()
 
 
-def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play):
+def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play, capsys):
+    """``gpu_check.py --xml``: a differing value fails the run; a SKIP is not counted a pass."""
     import gpu_check
 
     path = os.path.join(rc.HERE, "telegraf-tesla-t4.xml")
@@ -206,9 +207,14 @@ def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play)
     play(cap)
     _fake_nvidia_smi(tmp_path, monkeypatch, path)
     monkeypatch.setattr(gpu_check, "results", [])
-    gpu_check.check_xml()
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", "--xml"])
+    assert gpu_check.main() == 1
     failed = {n for n, ok in gpu_check.results if ok is False}
     assert {"xml GPU 0 memory.total (%cudainfo)", "xml GPU 0 process 5762"} <= failed
+    counts = [sum(ok is k for _, ok in gpu_check.results) for k in (True, None, False)]
+    assert counts[1] >= 1  # the fan: N/A on both sides
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"{counts[0]} passed, {counts[1]} skipped, {counts[2]} failed"
 
 
 def test_gpu_check_xml_reports_a_differing_mode_name_and_mig_instance(tmp_path, monkeypatch, play):
