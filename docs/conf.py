@@ -24,6 +24,7 @@ exclude_patterns = ["_build", "examples/*.tmp", "README.md"]
 html_theme = "furo"
 html_title = f"cudamagic {__version__}"
 html_static_path = []
+smartquotes = False  # "--group" stays two hyphens, as typed
 html_last_updated_fmt = None  # deterministic pages: no build date
 
 # every internal reference must resolve (-W turns a missing one into an error)

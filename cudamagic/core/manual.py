@@ -100,7 +100,9 @@ def page_text(name: str, prefixes: str, parser, traits: dict, description: str) 
     for opt in options(parser, traits):
         lines.append(f"  {opt.form}")
         body = f"{opt.meaning} Default: {opt.default}."
-        lines += textwrap.wrap(body, 76, initial_indent="      ", subsequent_indent="      ")
+        lines += textwrap.wrap(
+            body, 76, initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False
+        )
     page = name
     lines += [
         "",

@@ -149,17 +149,20 @@ class CudaCellMagics(AreaMagics):
         (at the cell's own lines), a non-zero exit, a signal or a CUDA error fails the cell.
 
         Examples:
-            A program (``--arch``, ``--timeout`` and ``--args`` are optional)::
+        --------
+        A program (``--arch``, ``--timeout`` and ``--args`` are optional); a header that later
+        cells ``#include "vec.cuh"``; a PyTorch extension (then ``add_one(t)`` in Python); a cell
+        skipped, with the reason, where nvcc is missing; the build cache emptied::
 
-                %%cuda --arch sm_90 --timeout 30 --args "1024 16"
-                #include <cstdio>
-                __global__ void hello() { printf("thread %d\n", threadIdx.x); }
-                int main() { hello<<<1, 4>>>(); cudaDeviceSynchronize(); }
+            %%cuda --arch sm_90 --timeout 30 --args "1024 16"
+            #include <cstdio>
+            __global__ void hello() { printf("thread %d\n", threadIdx.x); }
+            int main() { hello<<<1, 4>>>(); cudaDeviceSynchronize(); }
 
-            A header that later cells ``#include "vec.cuh"``: ``%%cuda --save vec.cuh``.
-            A PyTorch extension, then ``add_one(t)`` in Python: ``%%cuda --torch add_one,scale``.
-            Skipped, with the reason, where nvcc is missing: ``%%cuda --skip-without nvcc``.
-            Empty the build cache: ``%cuda --clear-cache``.
+            %%cuda --save vec.cuh
+            %%cuda --torch add_one,scale
+            %%cuda --skip-without nvcc
+            %cuda --clear-cache
         """
         __tracebackhide__ = True  # noqa: F841 - a failing cell shows the compiler's or program's error
         args = self.parse(self.cuda, line, USAGE, prefix="%%" if cell is not None else "%")

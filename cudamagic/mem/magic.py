@@ -97,8 +97,8 @@ class MemMagics(AreaMagics):
         type=int,
         default=None,
         metavar="N",
-        help="free: also release output-cache entries Out[N] (all holding tensors when no N given) "
-        "and _, __, ___.",
+        help="free: also release output-cache entries Out[N] (N: output history indices; all "
+        "holding tensors when no N given) and _, __, ___.",
     )
     @argument(
         "--var",

@@ -51,7 +51,11 @@ def area_settings(func) -> list:
     module = inspect.getmodule(func)
     out = []
     for _name, cls in vars(module).items():
-        if isinstance(cls, type) and issubclass(cls, HasTraits) and cls.__module__ == module.__name__:
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, HasTraits)
+            and cls.__module__ == module.__name__
+        ):
             out += sorted(cls.class_own_traits(config=True).items())
     return out
 
@@ -122,7 +126,9 @@ class OptionsDirective(Directive):
         out = [_table(("option", "default", "meaning"), option_rows(name), f"option-{name}")]
         settings = area_settings(func)
         if settings:
-            para = nodes.paragraph(text="Settings of this magic (%config CudaMagics.<name> = value):")
+            para = nodes.paragraph(
+                text="Settings of this magic (%config CudaMagics.<name> = value):"
+            )
             out += [para, _table(("setting", "default", "meaning"), setting_rows(settings))]
         return out
 
