@@ -92,7 +92,15 @@ def usage(parser, prog: str) -> str:
 
 
 def page_text(name: str, prefixes: str, parser, traits: dict, description: str) -> str:
-    """The ``%magic?`` page: usage lines, the description, every option, the link."""
+    """The ``%magic?`` page: usage lines, the description, every option, the link.
+
+    Args:
+        name: the magic's name without prefix (``cudafit``); also its page's file name.
+        prefixes: ``"%"``, ``"%%"`` or ``"%% %"``: one usage line per prefix.
+        parser: its ``magic_arguments`` parser.
+        traits: the settings' traits by name, for the defaults.
+        description: the method's own docstring (the text and its examples).
+    """
     lines = ["::", ""]
     for prefix in prefixes.split():
         lines += ["  " + line for line in usage(parser, prefix + name).splitlines()]
@@ -103,12 +111,11 @@ def page_text(name: str, prefixes: str, parser, traits: dict, description: str) 
         lines += textwrap.wrap(
             body, 76, initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False
         )
-    page = name
-    lines += [
-        "",
-        f"Manual: {PAGE.format(page=page)} in the cudamagic source; `make docs` builds it into "
-        f"{BUILT.format(page=page)}.",
-    ]
+    link = (
+        f"Manual: {PAGE.format(page=name)} in the cudamagic source; `make docs` builds it into "
+        f"{BUILT.format(page=name)}."
+    )
+    lines += ["", *textwrap.wrap(link, 80, break_on_hyphens=False)]
     return "\n".join(lines) + "\n"
 
 
