@@ -20,7 +20,7 @@ copyright = "the cudamagic developers"
 version = release = __version__
 
 extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "cudamagic_docs"]
-exclude_patterns = ["_build", "examples/*.tmp", "README.md"]
+exclude_patterns = ["_build", "examples/*.tmp", "images"]  # images/: the README's pictures
 html_theme = "furo"
 html_title = f"cudamagic {__version__}"
 html_static_path = []
