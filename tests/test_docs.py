@@ -19,7 +19,7 @@ from html.parser import HTMLParser
 import pytest
 from traitlets import Enum, Float, Int
 
-from tests.test_readme import prepare_shell, readme_cells, run_cells, site_cells
+from tests.test_readme import CANNOT_RUN_HERE, prepare_shell, readme_cells, run_cells, site_cells
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "docs", "_ext"))
@@ -155,12 +155,24 @@ def test_config_refuses_bad_values_naming_what_it_accepts(ip, caplog):
 
 # ---- the site's magic lines run ----------------------------------------------------------------
 
+#: The manual's lines that cannot run here (besides the README's), each with the reason.
+SITE_CANNOT_RUN = {
+    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one)",
+    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line records",
+}
+
+
+def test_every_site_cannot_run_entry_matches_a_site_line():
+    sources = [src for _p, _n, src in site_cells()]
+    for start in SITE_CANNOT_RUN:
+        assert any(s.startswith(start) for s in sources), start
+
 
 @pytest.mark.parametrize("page", sorted({p for p, _n, _s in site_cells()}))
 def test_site_magic_lines_run_as_written(ip, fake_nvml, tmp_path, monkeypatch, capsys, page):
     prepare_shell(ip, fake_nvml, tmp_path, monkeypatch)
     cells = [(no, src) for p, no, src in site_cells() if p == page]
-    ran, skipped = run_cells(ip, cells, page)
+    ran, skipped = run_cells(ip, cells, page, {**CANNOT_RUN_HERE, **SITE_CANNOT_RUN})
     assert ran or skipped
     assert "UsageError" not in capsys.readouterr().out
 

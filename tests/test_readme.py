@@ -109,19 +109,19 @@ def test_readme_has_magic_blocks():
     assert len(cells) >= 20
 
 
-def run_cells(ip, cells: list, where: str) -> tuple:
+def run_cells(ip, cells: list, where: str, cannot_run: dict | None = None) -> tuple:
     """Run ``[(line number, source)]`` in ``ip`` as a user pastes them: ``(ran, skipped)``.
 
-    Each cell must run without any error; a cell in ``CANNOT_RUN_HERE`` is skipped with its
-    reason, one in ``BEFORE`` has its failing cell run first, a cell magic shown without a body
-    gets the one in ``BODY``. The monitor is stopped at the end.
+    Each cell must run without any error; a cell in ``cannot_run`` (default
+    ``CANNOT_RUN_HERE``) is skipped with its reason, one in ``BEFORE`` has its failing cell run
+    first, a cell magic shown without a body gets the one in ``BODY``. The monitor is stopped at
+    the end.
     """
+    cannot_run = CANNOT_RUN_HERE if cannot_run is None else cannot_run
     ran, skipped = [], []
     try:
         for no, source in cells:
-            why = next(
-                (r for start, r in CANNOT_RUN_HERE.items() if source.startswith(start)), None
-            )
+            why = next((r for start, r in cannot_run.items() if source.startswith(start)), None)
             if why:
                 skipped.append((no, source, why))
                 continue
