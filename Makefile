@@ -5,6 +5,8 @@
 #   make test   the same set-up plus the test programs (`scripts/system_deps.sh test`: also gcc, openssl and
 #               Chromium), then the lint (as make lint), then the whole test suite (what .ci/run runs)
 #   make lint   ruff: format check and lint (pyproject.toml)
+#   make docs   the manual site (docs/, Sphinx + MyST-NB) into docs/_build/html, offline, warnings as errors,
+#               then every internal link and anchor checked (docs/check_links.py)
 #   make lab    JupyterLab on examples/ (as root too)
 #   make bench  the benchmarks, with the peers of the `bench` extra beside cudamagic on the same work
 #   make mutation  mutation testing of the core modules (mutmut; slow, not part of make test): score per module
@@ -23,7 +25,7 @@ STAMP := $(VENV)/.cudamagic-installed
 TORCH_SPEC := $(VENV)/.cudamagic-torch
 LAB_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 
-.PHONY: setup demo test lint lab bench mutation system-deps clean FORCE
+.PHONY: setup demo test lint docs lab bench mutation system-deps clean FORCE
 
 # The requested torch is written to a file that changes only when TORCH changes, so a new TORCH reinstalls.
 # pip counts any local build of a version as that version (torch==2.13.0 is met by 2.13.0+cpu and by
@@ -63,6 +65,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 
+# the docs extra is in the test extra too (tests/test_docs.py runs this build in make test)
+docs: setup
+	$(PY) docs/build.py docs/_build
+
 lab: setup
 	$(VENV)/bin/jupyter lab --notebook-dir=examples $(LAB_ROOT)
 
@@ -90,4 +96,4 @@ dist: setup
 	$(VENV)/bin/twine check --strict dist/*
 
 clean:
-	rm -rf $(VENV) examples/out build *.egg-info mutants mutants-work
+	rm -rf $(VENV) examples/out build *.egg-info mutants mutants-work docs/_build docs/examples
