@@ -58,22 +58,20 @@ class DotProgress:
     """
 
     def __init__(self, shell, limit_s: float):
-        self.on = getattr(shell, "kernel", None) is not None
-        self.limit_s = limit_s
-        self.handle = None
+        self.shell, self.limit_s, self.handle = shell, limit_s, None
 
     def __call__(self, elapsed_s: float) -> None:
         """Show or refresh the line: ``dot`` has run ``elapsed_s`` seconds."""
-        if not self.on:
+        if getattr(self.shell, "kernel", None) is None:
             return
-        text = (
-            f"%%autograd_graph: Graphviz dot is laying out the picture... {elapsed_s:.0f} s "
-            f"(time limit {self.limit_s:g} s)"
-        )
+        line = {
+            "text/plain": f"%%autograd_graph: Graphviz dot is laying out the picture... "
+            f"{elapsed_s:.0f} s (time limit {self.limit_s:g} s)"
+        }
         if self.handle is None:
-            self.handle = display({"text/plain": text}, raw=True, display_id=True)
+            self.handle = display(line, raw=True, display_id=True)
         else:
-            self.handle.update({"text/plain": text}, raw=True)
+            self.handle.update(line, raw=True)
 
     def close(self) -> None:
         """Empty the line, if it was shown."""

@@ -245,44 +245,38 @@ def result_html(r) -> str:
         f'<div class="cm-graph-cap" style="margin:2px 0">{esc(caption(r))}</div>',
     ]
     pic = _picture_html(r)
-    if pic:
-        if r.format in ("svg", "png"):
-            parts.append(
-                '<details class="cm-zoom" style="margin:2px 0"><summary>show at 1:1 size (scroll) '
-                'instead of fitting the output width</summary><span class="cm-needs-trust">This '
-                "needs a trusted notebook (File &gt; Trust Notebook); <code>_.save('graph.svg')"
-                "</code> writes the picture at full size.</span></details>"
-            )
-        # the legend right below the picture: in reach whether it is fitted or scrolled
+    if pic and r.format in ("svg", "png"):
         parts.append(
-            f'<div class="cm-pic" style="max-width:100%;overflow:auto;margin:2px 0 4px">{pic}</div>'
+            '<details class="cm-zoom" style="margin:2px 0"><summary>show at 1:1 size (scroll) '
+            'instead of fitting the output width</summary><span class="cm-needs-trust">This '
+            "needs a trusted notebook (File &gt; Trust Notebook); <code>_.save('graph.svg')"
+            "</code> writes the picture at full size.</span></details>"
         )
-        parts.append(legend_html(r))
+    if pic:  # the legend right below the picture: in reach whether it is fitted or scrolled
+        parts += [
+            f'<div class="cm-pic" style="max-width:100%;overflow:auto;margin:2px 0">{pic}</div>',
+            legend_html(r),
+        ]
     shown = [n for n in r.notes if n not in r.view_notes]
     if shown:
         parts.append("<ul>" + "".join(f"<li>{_code_spans(esc(n))}</li>" for n in shown) + "</ul>")
     if r.problem == "dot missing":
-        parts.append(f"<p><b>{esc(INSTALL_DOT)}</b></p>")
-        parts.append(f"<pre>{esc(outline(r.drawn))}</pre>")
+        parts += [f"<p><b>{esc(INSTALL_DOT)}</b></p>", f"<pre>{esc(outline(r.drawn))}</pre>"]
+    table = html_table(["op", "count"], [(esc(a), esc(b)) for a, b in summary_rows(r.graph)])
+    source = style.details("DOT source", f"<pre>{esc(r.dot)}</pre>", open_=r.format == "dot")
+    # without a picture the op counts and the DOT source are on the page, else under "details"
     if r.problem:
-        parts.append(
-            html_table(["op", "count"], [(esc(a), esc(b)) for a, b in summary_rows(r.graph)])
-        )
-    if r.problem or r.format == "dot":
-        parts.append(
-            style.details("DOT source", f"<pre>{esc(r.dot)}</pre>", open_=r.format == "dot")
-        )
+        parts += [table, source]
+    elif r.format == "dot":
+        parts.append(source)
     detail = [f"<li>{_code_spans(esc(n))}</li>" for n in r.view_notes]
     detail.append(
         "<li>Counts: autograd nodes are the <code>grad_fn</code> nodes <code>backward()</code> "
-        "runs "
-        "(backward ops and <code>AccumulateGrad</code>), counted in the whole graph whatever the "
-        "view; saved bytes count each storage once, parameters not counted.</li>"
+        "runs (backward ops and <code>AccumulateGrad</code>), counted in the whole graph whatever "
+        "the view; saved bytes count each storage once, parameters not counted.</li>"
     )
     body = "<ul>" + "".join(detail) + "</ul>"
     if not r.problem:
-        body += html_table(["op", "count"], [(esc(a), esc(b)) for a, b in summary_rows(r.graph)])
-        if r.format != "dot":
-            body += style.details("DOT source", f"<pre>{esc(r.dot)}</pre>")
+        body += table + (source if r.format != "dot" else "")
     parts.append(style.details("details: how this picture was chosen, op counts, DOT source", body))
     return style.page("".join(parts), "graph")

@@ -123,16 +123,6 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     """
     import torch
 
-    if (
-        _depth <= 4
-        and type(t) is torch.Tensor
-        and t.layout is torch.strided
-        and not (t.is_meta or t.is_quantized)
-    ):
-        st = t.untyped_storage()  # the common case, in short: a plain dense tensor
-        nbytes = st.nbytes()
-        own = t.numel() * t.element_size()
-        return [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))], ""
     if t.is_meta or _is_fake(t):
         return [], ""
     if _depth > 4:
@@ -266,12 +256,7 @@ def read_saved(fn, attr: str):
     raw = getattr(fn, "_raw" + attr, _MISSING)
     if raw is _MISSING:
         return getattr(fn, attr)
-    if raw is None:
-        return None
     many = isinstance(raw, (tuple, list))
-    if not many and raw.unpack_hook is None:  # the common case, in short
-        data = raw.data
-        return getattr(fn, attr) if data is None and attr != "_saved_tensors" else data
     raws = list(raw) if many else [raw]
     # r: a SavedTensor or None
     hooked = any(r is not None and r.unpack_hook is not None for r in raws)
