@@ -22,7 +22,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as _dt
-import operator
 
 from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
@@ -346,29 +345,29 @@ def _y_text(v) -> str | None:
     return None if v is None else str(100 - (0 if v < 0 else 100 if v > 100 else round(v)))
 
 
-def _x_texts(times) -> list:
-    """``"x,"`` of each time: 0 to 1000 from the first to the last (1000 for a single time)."""
-    n = len(times)
-    t0 = times[0] if n else 0.0
-    dt = (times[-1] - t0) if n else 0.0
-    if dt <= 0:
-        return ["1000,"] * n
-    return [f"{round(1000 * (t - t0) / dt)}," for t in times]
+def _x_of(t: float, t0: float) -> int:
+    """A chart's x of time ``t`` (s): centiseconds since ``t0``."""
+    return round((t - t0) * 100)
 
 
-def _polylines(xs, ys, cls: str) -> str:
-    """The polylines of one line of a chart, broken where a y is None (``xs`` from _x_texts)."""
-    if None not in ys:
-        segs = [" ".join(map(operator.add, xs, ys))] if len(ys) > 1 else []
+def _point(x: int, y: str | None) -> str | None:
+    """``"x,y"`` of a polyline, or None where the value is not available."""
+    return None if y is None else f"{x},{y}"
+
+
+def _polylines(points, cls: str) -> str:
+    """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None."""
+    if None not in points:
+        segs = [" ".join(points)] if len(points) > 1 else []
     else:
         segs, seg = [], []
-        for x, y in zip(xs, ys, strict=True):
-            if y is None:
+        for p in points:
+            if p is None:
                 if len(seg) > 1:
                     segs.append(" ".join(seg))
                 seg = []
                 continue
-            seg.append(x + y)
+            seg.append(p)
         if len(seg) > 1:
             segs.append(" ".join(seg))
     return "".join(
@@ -394,17 +393,20 @@ def _time_axis(times) -> tuple:
     return when, axis
 
 
-def _chart(index: int, n: int, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
-    """The chart HTML around its polylines (see :func:`chart_from_points`)."""
+def _chart(index: int, xs, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
+    """The chart HTML around its polylines (see :func:`chart_from_points`); ``xs``: their x."""
+    n = len(xs)
+    x0 = xs[0] if n else 0
+    span = max(1, xs[-1] - x0) if n else 1
     label = (
         f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
     )
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
     svg = (
-        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" '
+        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
         'preserveAspectRatio="none" '
         f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
-        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" '
+        f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
         'vector-effect="non-scaling-stroke"/>'
         f"{mem_lines}{util_lines}</svg>"
     )
@@ -425,19 +427,24 @@ def chart_from_points(points, index: int) -> str:
     A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
     time axis: first and last sample's clock time and the span between them. x is the time, so the
     charts of all GPUs (built from the same samples, with the same
-    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox`` of
-    1000 x 100 stretched to the plot; only numbers computed here go in it.
+    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox``
+    from the first to the last sample (x in centiseconds, y 0-100) stretched to the plot; only
+    numbers computed here go in it.
     """
     times = [p[0] for p in points]
-    xs = _x_texts(times)
+    xs = [_x_of(t, times[0]) for t in times]
     when, axis = _time_axis(times)
     return _chart(
         index,
-        len(points),
+        xs,
         when,
         axis,
-        _polylines(xs, [_y_text(p[1]) for p in points], "cm-line-util"),
-        _polylines(xs, [_y_text(p[2]) for p in points], "cm-line-mem"),
+        _polylines(
+            [_point(x, _y_text(p[1])) for x, p in zip(xs, points, strict=True)], "cm-line-util"
+        ),
+        _polylines(
+            [_point(x, _y_text(p[2])) for x, p in zip(xs, points, strict=True)], "cm-line-mem"
+        ),
     )
 
 
@@ -459,6 +466,11 @@ def status_html(sample, label: str, state: str, samples_taken: int, error: str) 
     )
 
 
+def gpu_row_html(card: str, chart: str) -> str:
+    """One GPU's row: its card and its chart (the chart moves below in a narrow output)."""
+    return f'<div class="cm-gpu-row"><div class="cm-card">{card}</div>{chart}</div>'
+
+
 def _sheet() -> str:
     return f"<style>{WATCH_CSS}</style>"
 
@@ -471,10 +483,7 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
     parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
-            parts.append(
-                f'<div class="cm-gpu-row"><div class="cm-card">{gpu_html(g)}</div>'
-                f"{chart_html(history, g.index)}</div>"
-            )
+            parts.append(gpu_row_html(gpu_html(g), chart_html(history, g.index)))
         parts.append(f"<div>{host_html(sample)}</div>")
     return page("".join(parts), "watch")
 
@@ -616,14 +625,16 @@ class WatchView(View):
     """The ipywidgets tree of one monitor of this machine's GPUs, built once.
 
     Args:
-        indices: NVML indices of the GPUs shown (one card and chart each).
+        indices: NVML indices of the GPUs shown (one row each: card and chart).
         label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
     ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
-    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
-    below the numbers in a narrow output), the host line, and a hidden widget holding the
-    stylesheet.
+    HTML widget ``gpus`` holding a row per GPU (:func:`gpu_row_html`: the card grows, the chart
+    is fixed at :data:`~.style.CHART_WIDTH_PX` and moves below the numbers in a narrow output),
+    the host line, and a hidden widget holding the stylesheet. A tick sets at most three traits
+    whatever the number of GPUs: each message to the front end costs the sampler thread more
+    than reading a GPU, and every GPU's chart moves at every tick anyway.
     """
 
     SPARK_POINTS = 120
@@ -632,23 +643,16 @@ class WatchView(View):
         import ipywidgets as W
 
         super().__init__(label, on_stop)
-        self.cards = {i: W.HTML(layout=W.Layout(flex="1 1 340px", min_width="0")) for i in indices}
-        self.sparks = {
-            i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
-            for i in indices
-        }
+        self.indices = list(indices)
+        self.gpus = W.HTML(layout=W.Layout(width="100%", min_width="0"))
         self.host = W.HTML(layout=W.Layout(min_width="0"))
-        rows = [
-            W.HBox(
-                [self.cards[i], self.sparks[i]],
-                layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"),
-            )
-            for i in indices
-        ]
         # the stylesheet last: the first HTML widget of the tree stays the status line
-        self.root = root_box([self.header, *rows, self.host, self.style])
-        # the charts' series: sample times, and per GPU the polyline y texts (None: no value)
+        self.root = root_box([self.header, self.gpus, self.host, self.style])
+        # the charts' series: sample times and their x, and per GPU the polyline points
+        # ("x,y" texts, None: no value), each written once
         self._times = collections.deque(maxlen=self.SPARK_POINTS)
+        self._xs = collections.deque(maxlen=self.SPARK_POINTS)
+        self._t0 = None
         self._ys = {
             i: (
                 collections.deque(maxlen=self.SPARK_POINTS),
@@ -657,11 +661,11 @@ class WatchView(View):
             for i in indices
         }
         self._last_key = None
-        self._drawn = {}  # index -> the GpuSample (or None) its card shows now
+        self._cards = {}  # index -> (the GpuSample or None its card shows, the card's HTML)
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
-        return [*super().widgets(), self.host, *self.cards.values(), *self.sparks.values()]
+        return [*super().widgets(), self.gpus, self.host]
 
     def _add_points(self, sample, history):
         """Extend the chart series with ``sample`` (once; seeded from ``history`` at first)."""
@@ -671,45 +675,50 @@ class WatchView(View):
         seed = history if self._last_key is None and history else [sample]
         for s in seed[-self.SPARK_POINTS :]:
             by_index = {g.index: g for g in s.gpus}
+            if self._t0 is None:
+                self._t0 = s.timestamp_s
+            x = _x_of(s.timestamp_s, self._t0)
             self._times.append(s.timestamp_s)
+            self._xs.append(x)
             for i, (util, mem) in self._ys.items():
                 u, m = spark_point(by_index.get(i))
-                util.append(_y_text(u))
-                mem.append(_y_text(m))
+                util.append(_point(x, _y_text(u)))
+                mem.append(_point(x, _y_text(m)))
         self._last_key = key
+
+    def _card(self, i, g) -> str:
+        """GPU ``i``'s card, rendered again only when its GPU reads differently."""
+        drawn = self._cards.get(i)
+        if drawn is None or not _same(drawn[0], g):
+            html = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
+            drawn = self._cards[i] = (g, html)
+        return drawn[1]
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
         """``{widget: new value}`` for a sample (no widget touched; the chart series grows).
 
-        A card whose GPU reads as the card shows it now is left out (not rendered again). The
-        charts share their time axis: it is computed once for all GPUs.
+        A card whose GPU reads as the card shows it now is not rendered again. The charts share
+        their time axis: it is computed once for all GPUs.
         """
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
-            times = list(self._times)
-            xs = _x_texts(times)
-            when, axis = _time_axis(times)
-            for i, w in self.cards.items():
-                g = by_index.get(i)
-                if i not in self._drawn or not _same(self._drawn[i], g):
-                    out[w] = part(
-                        gpu_html(g)
-                        if g is not None
-                        else f"<div>GPU {int(i)}: not in this sample</div>"
-                    )
+            xs = list(self._xs)
+            when, axis = _time_axis(list(self._times))
+            rows = []
+            for i in self.indices:
                 util, mem = self._ys[i]
-                out[self.sparks[i]] = part(
-                    _chart(
-                        i,
-                        len(times),
-                        when,
-                        axis,
-                        _polylines(xs, list(util), "cm-line-util"),
-                        _polylines(xs, list(mem), "cm-line-mem"),
-                    )
+                chart = _chart(
+                    i,
+                    xs,
+                    when,
+                    axis,
+                    _polylines(list(util), "cm-line-util"),
+                    _polylines(list(mem), "cm-line-mem"),
                 )
+                rows.append(gpu_row_html(self._card(i, by_index.get(i)), chart))
+            out[self.gpus] = part("".join(rows))
             out[self.host] = part(host_html(sample))
         return out
 
@@ -717,12 +726,6 @@ class WatchView(View):
         """Set the values for ``sample``."""
         for w, value in self.values_for(sample, history, state, samples_taken, error).items():
             set_value(w, value)
-        self._note_drawn(sample)
-
-    def _note_drawn(self, sample):
-        if sample is not None:
-            by_index = {g.index: g for g in sample.gpus}
-            self._drawn = {i: by_index.get(i) for i in self.cards}
 
 
 def _same(a, b) -> bool:

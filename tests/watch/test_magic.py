@@ -15,7 +15,7 @@ from cudamagic.watch import monitor as W
 from cudamagic.watch import text as text_view
 from cudamagic.watch import trace
 from cudamagic.watch.sources import HostReader, LiveSource
-from tests.watch.fakes import DEMO, wait_until
+from tests.watch.fakes import DEMO, gpu_row, wait_until
 
 
 def sampler_threads():
@@ -289,14 +289,14 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert "Tesla T4" in bundle["text/plain"] and "VBox" not in bundle["text/plain"]
         assert "live monitor, started" in bundle["text/html"]  # what a saved notebook shows for it
         assert "LIVE" in watch.view.status.value
-        first = watch.view.cards[0].value
+        first = gpu_row(watch.view, 0)
 
         def shown():  # the sample count the status line shows
             m = re.search(r"samples: (\d+)", watch.view.status.value)
             return int(m.group(1)) if m else -1
 
         assert wait_until(lambda: shown() >= 4)
-        assert watch.view.cards[0].value != first
+        assert gpu_row(watch.view, 0) != first
         assert 4 <= shown() <= watch.samples_taken, (watch.view.status.value, watch.samples_taken)
         watch.view.button.click()  # the Stop button
         assert not watch.running and sampler_threads() == []

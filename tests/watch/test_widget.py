@@ -27,7 +27,7 @@ from cudamagic.watch.widget import (
     span_text,
 )
 from tests.fake_nvml import GIB, HOSTILE_NAME
-from tests.watch.fakes import DEMO, live, wait_until
+from tests.watch.fakes import DEMO, gpu_row, live, wait_until
 
 # ---- widget update logic without a kernel
 # -----------------------------------------------------------
@@ -51,11 +51,11 @@ def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
         monkeypatch.setattr(w, "hold_sync", spy)
     view.apply(s2, [s1, s2], samples_taken=2)
     assert set(held) == set(view.widgets())
-    assert view.cards[0].value != first[view.cards[0]]  # utilization moved
+    assert view.gpus.value != first[view.gpus]  # utilization moved
     assert "samples: 2" in view.status.value and "LIVE" in view.status.value
-    assert "<polyline" in view.sparks[0].value
-    assert "not supported on this GPU" in view.cards[1].value  # NA reason shown and as tooltip
-    assert 'title="not supported on this GPU"' in view.cards[1].value
+    assert "<polyline" in gpu_row(view, 0)
+    assert "not supported on this GPU" in gpu_row(view, 1)  # NA reason shown and as tooltip
+    assert 'title="not supported on this GPU"' in gpu_row(view, 1)
     view.apply(s2, [s1, s2], state="stopped (end)", samples_taken=2, stopped=True)
     assert view.button.disabled and view.button.description == "Stopped"
     view.close()
@@ -183,7 +183,7 @@ def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
     samples = [src.read(i, 1000.0 + 2 * i) for i in range(1, 32)]  # 60 s of samples every 2 s
     view = WatchView([0, 1])
     view.apply(samples[-1], samples, samples_taken=31)
-    charts = [view.sparks[0].value, view.sparks[1].value]
+    charts = [gpu_row(view, 0), gpu_row(view, 1)]
     for c in charts:
         assert re.search(r"<span>100%</span><span>50%</span><span>0%</span>", c)  # the scale
         assert (
@@ -199,8 +199,10 @@ def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
         ]
         for c in charts
     ]
-    assert xs[0] == xs[1] and xs[0][0] == "0" and xs[0][-1] == "1000"  # same time axis
-    assert view.sparks[0].layout.flex == f"0 0 {CHART_WIDTH_PX}px" == view.sparks[1].layout.flex
+    assert xs[0] == xs[1] and xs[0][0] == "0" and xs[0][-1] == "6000"  # same time axis
+    # the plot spans the first to the last sample (x in centiseconds)
+    assert all('viewBox="0 0 6000 100"' in c for c in charts)
+    assert f".cm-chart{{flex:0 0 {CHART_WIDTH_PX}px" in WATCH_CSS  # every chart as wide
     assert (
         span_text(45) == "45 s" and span_text(125) == "2 min 5 s" and span_text(3780) == "1 h 3 min"
     )
@@ -217,10 +219,9 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     assert (
         header.layout.flex_flow == "row wrap" and view.button.layout.flex == "0 0 auto"
     )  # Stop never cut
-    assert (
-        row.layout.flex_flow == "row wrap" and view.cards[0].layout.min_width == "0"
-    )  # chart goes below
-    card = view.cards[0].value
+    assert row is view.gpus and row.layout.min_width == "0"
+    assert '<div class="cm-gpu-row"><div class="cm-card">' in row.value  # chart goes below
+    card = gpu_row(view, 0)
     assert re.search(
         r'<span class="cm-meter"><span class="cm-bar"[^>]*>.*?</span><span>\d+ %</span></span>',
         card,
