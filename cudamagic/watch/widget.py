@@ -631,8 +631,8 @@ class WatchView(View):
 
     ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
     HTML widget ``gpus`` holding a row per GPU (:func:`gpu_row_html`: the card grows, the chart
-    is fixed at :data:`~.style.CHART_WIDTH_PX` and moves below the numbers in a narrow output),
-    the host line, and a hidden widget holding the stylesheet. A tick sets at most three traits
+    is fixed at :data:`~.style.CHART_WIDTH_PX` and moves below the numbers in a narrow output)
+    and the host line, and a hidden widget holding the stylesheet. A tick sets two traits
     whatever the number of GPUs: each message to the front end costs the sampler thread more
     than reading a GPU, and every GPU's chart moves at every tick anyway.
     """
@@ -645,9 +645,8 @@ class WatchView(View):
         super().__init__(label, on_stop)
         self.indices = list(indices)
         self.gpus = W.HTML(layout=W.Layout(width="100%", min_width="0"))
-        self.host = W.HTML(layout=W.Layout(min_width="0"))
         # the stylesheet last: the first HTML widget of the tree stays the status line
-        self.root = root_box([self.header, self.gpus, self.host, self.style])
+        self.root = root_box([self.header, self.gpus, self.style])
         # the charts' series: sample times and their x, and per GPU the polyline points
         # ("x,y" texts, None: no value), each written once
         self._times = collections.deque(maxlen=self.SPARK_POINTS)
@@ -665,7 +664,7 @@ class WatchView(View):
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
-        return [*super().widgets(), self.gpus, self.host]
+        return [*super().widgets(), self.gpus]
 
     def _add_points(self, sample, history):
         """Extend the chart series with ``sample`` (once; seeded from ``history`` at first)."""
@@ -718,8 +717,8 @@ class WatchView(View):
                     _polylines(list(mem), "cm-line-mem"),
                 )
                 rows.append(gpu_row_html(self._card(i, by_index.get(i)), chart))
+            rows.append(f"<div>{host_html(sample)}</div>")
             out[self.gpus] = part("".join(rows))
-            out[self.host] = part(host_html(sample))
         return out
 
     def show(self, sample, history, state, samples_taken, error) -> None:
