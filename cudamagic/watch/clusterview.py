@@ -245,76 +245,72 @@ def tiles_html(gpus, stale=None) -> str:
     return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 
 
+#: Column titles of DCGM's profiling ratios (the DCGM field in the tooltip).
+RATIO_TITLES = {
+    "gr_engine_active": "engine active",
+    "sm_active": "SM active",
+    "sm_occupancy": "SM occupancy",
+    "tensor_active": "tensor active",
+    "dram_active": "DRAM active",
+}
+
+
+def _ratio(ratios: dict, k) -> str:
+    return esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
+
+
 def detail_html(gpus) -> str:
-    """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
+    """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios).
+
+    Key columns only, so it fits a 950 px output: a GPU's job labels go under its name, and each
+    MIG instance is a row under its GPU (its memory and its own ratios).
+    """
     ratio_names = sorted(
         {k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))}
     )
     rows = []
     for g in gpus:
-        mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
         temp = g.temperature_c
-        row = [
-            str(int(g.index)),
-            esc("N/A" if is_na(g.name) else g.name),
-            esc(_pct(g.gpu_util_pct))
-            + (f" <small>({esc(g.gpu_util_pct.reason)})</small>" if is_na(g.gpu_util_pct) else ""),
-            esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
-            esc("N/A" if is_na(temp) else f"{temp} °C"),
-            esc(_watts(g.power_draw_mw))
-            + (
-                f" <small>({esc(g.power_draw_mw.reason)})</small>" if is_na(g.power_draw_mw) else ""
-            ),
-            esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz"),
-        ]
-        ratios = dict(g.ratios)
-        row += [
-            esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
-            for k in ratio_names
-        ]
-        row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
-        rows.append(row)
-        for (
-            m
-        ) in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
-            mr = dict(m.ratios)
+        labels = ", ".join(f"{k}={v}" for k, v in g.labels)
+        rows.append(
+            [
+                str(int(g.index)),
+                esc("N/A" if is_na(g.name) else g.name)
+                + (f'<br><small class="cm-muted">{esc(labels)}</small>' if labels else ""),
+                esc(_pct(g.gpu_util_pct))
+                + (
+                    f" <small>({esc(g.gpu_util_pct.reason)})</small>"
+                    if is_na(g.gpu_util_pct)
+                    else ""
+                ),
+                esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
+                esc("N/A" if is_na(temp) else f"{temp} °C"),
+                esc(_watts(g.power_draw_mw))
+                + (
+                    f" <small>({esc(g.power_draw_mw.reason)})</small>"
+                    if is_na(g.power_draw_mw)
+                    else ""
+                ),
+                esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz"),
+                *(_ratio(dict(g.ratios), k) for k in ratio_names),
+            ]
+        )
+        for m in g.mig_devices:
+            mem = f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
             rows.append(
-                [
-                    "",
-                    esc(f"↳ MIG {m.uuid}"),
-                    "–",
-                    esc(
-                        f"{format_bytes(m.memory_used_bytes)} / "
-                        f"{format_bytes(m.memory_total_bytes)}"
-                    ),
-                    "",
-                    "",
-                    "",
-                    *(
-                        esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
-                        for k in ratio_names
-                    ),
-                    "",
-                    "",
-                ]
+                ["", esc(f"↳ MIG {m.uuid}"), "–", esc(mem), "", "", ""]
+                + [_ratio(dict(m.ratios), k) for k in ratio_names]
             )
+    headers = ["GPU", "name", "util", "memory", "temp", "power", "SM clock"]
     return (
         '<div class="cm-detail">'
         + scroll(
             html_table(
-                [
-                    "GPU",
-                    "name",
-                    "util",
-                    "memory",
-                    "temp",
-                    "power",
-                    "SM clock",
-                    *(f"{k} (0-1)" for k in ratio_names),
-                    "MIG instances",
-                    "job labels",
-                ],
+                headers + [f"{RATIO_TITLES.get(k, k)} (0-1)" for k in ratio_names],
                 rows,
+                prose=(1,),
+                titles=[""] * len(headers)
+                + [f"DCGM profiling field {k}: a ratio 0-1, not percent" for k in ratio_names],
             )
         )
         + "</div>"
