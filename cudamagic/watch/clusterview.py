@@ -29,7 +29,7 @@ from ..core.fmt import (
 )
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
-from .style import MEM, UTIL, WATCH_CSS
+from .style import PLAIN, WATCH_CSS
 from .widget import View, root_box, set_value
 from .widget import part as _part
 
@@ -182,6 +182,22 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
 # ---- HTML ---------------------------------------------------------------------------------
 
 
+# A tile's look inline too (a sanitiser drops the stylesheet): plain colours, which the
+# stylesheet's theme colours (cm-fill-*) override where it applies.
+_TILE = (
+    "display:inline-block;vertical-align:top;width:48px;padding:1px 3px;margin:0 2px 2px 0;"
+    "border:1px solid #888;border-radius:2px;font-size:10px;box-sizing:border-box"
+)
+_TBAR = (
+    '<div class="cm-tbar" style="height:4px;margin-top:1px;background-color:#8883">'
+    '<div class="cm-fill-{k}" style="height:4px;width:{w:.0f}%;background-color:{c}"></div></div>'
+)
+_KEY = (
+    '<span class="cm-fill-{k}" style="display:inline-block;width:12px;height:4px;'
+    'vertical-align:middle;margin-right:3px;background-color:{c}"></span>'
+)
+
+
 def tile_html(g) -> str:
     """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
 
@@ -197,14 +213,13 @@ def tile_html(g) -> str:
         f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
         f"{_watts(g.power_draw_mw)}"
     )
-    bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
     shown = esc(_pct(g.gpu_util_pct)) if util is not None else "–"
     return (
-        f'<div class="cm-tile" title="{esc(tip)}">'
+        f'<div class="cm-tile" title="{esc(tip)}" style="{_TILE}">'
         f"<div>{int(g.index)}{' MIG' if g.mig_enabled is True else ''}"
         f'<span style="float:right">{shown}</span></div>'
-        + bar.format(w=util or 0, c=UTIL)
-        + bar.format(w=mem or 0, c=MEM)
+        + _TBAR.format(w=util or 0, k="util", c=PLAIN["util"])
+        + _TBAR.format(w=mem or 0, k="mem", c=PLAIN["mem"])
         + "</div>"
     )
 
@@ -232,15 +247,17 @@ def tiles_html(gpus, stale=None) -> str:
             f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}"'
             + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "")
             + ">"
-            '<span class="cm-host-name">'
+            '<span class="cm-host-name" style="display:inline-block;width:150px;'
+            'vertical-align:top">'
             f"<b>{esc(host or '(no host label)')}</b> "
             f"{plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
             f"{esc(util)}</span>" + "".join(tile_html(g) for g in hg) + mark + "</div>"
         )
     key = (
         '<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
-        '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
-        '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>'
+        f"{_KEY.format(k='util', c=PLAIN['util'])}utilization (upper)</span>, "
+        f'<span class="cm-key-item">{_KEY.format(k="mem", c=PLAIN["mem"])}memory used (lower)'
+        "</span>; host: GPUs, mean utilization</div>"
     )
     return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 

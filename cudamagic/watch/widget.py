@@ -19,6 +19,7 @@ file paths, NVML error text) goes through :func:`cudamagic.core.fmt.esc` before 
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import datetime as _dt
@@ -28,7 +29,7 @@ from ..core.na import is_na
 from ..core.style import CSS, badge, page, scroll
 from . import text as text_view
 from .samples import Sample
-from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
+from .style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, bar_html, meter_html
 from .text import (
     PROCESS_LABELS,
     counter_notes,
@@ -121,15 +122,22 @@ def _head_html(g) -> str:
     )
 
 
+#: A card's reading: key and value cells, styled inline (they read right where a sanitiser
+#: dropped the stylesheet: an untrusted notebook, GitHub, nbviewer).
+_KV = (
+    '<tr><td class="cm-k" style="text-align:left;vertical-align:top;padding:0 10px 0 0">{}</td>'
+    '<td style="text-align:left;vertical-align:top;padding:0">{}</td></tr>'
+)
+
+
 def _util_row(g) -> str:
     util = g.gpu_util_pct
     util_value = _cell(util, pct_text(util))
-    return (
-        '<span class="cm-k">utilization</span><span>'
-        + (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
+    return _KV.format(
+        "utilization",
+        (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
         + " · memory bandwidth "
-        + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))
-        + "</span>"
+        + _cell(g.mem_util_pct, pct_text(g.mem_util_pct)),
     )
 
 
@@ -147,15 +155,14 @@ def _memory_row(g) -> str:
         else ""
     )
     mem_value = _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))
-    return (
-        '<span class="cm-k">memory</span><span>'
-        + (
+    return _KV.format(
+        "memory",
+        (
             meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value)
             if mem_frac is not None
             else mem_value
         )
-        + rsv_text
-        + "</span>"
+        + rsv_text,
     )
 
 
@@ -179,7 +186,7 @@ def _other_rows(g) -> str:
         ("P-state", _cell(g.pstate, num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
         ("throttle", _cell(reasons_text(g))),
     ]
-    return "".join(f'<span class="cm-k">{k}</span><span>{v}</span>' for k, v in rows)
+    return "".join(_KV.format(k, v) for k, v in rows)
 
 
 def _migs_html(g) -> str:
@@ -223,7 +230,7 @@ def gpu_html(g) -> str:
     )
     migs = _piece("migs", g.mig_devices, lambda: _migs_html(g)) if g.mig_devices else ""
     procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g))
-    return f'{head}<div class="cm-rows">{body}</div>{migs}{procs}'
+    return f'{head}<table class="cm-rows"><tbody>{body}</tbody></table>{migs}{procs}'
 
 
 def processes_html(g) -> str:
@@ -448,6 +455,66 @@ def chart_from_points(points, index: int) -> str:
     )
 
 
+def chart_image_html(history, index: int) -> str:
+    """GPU ``index``'s chart over ``history`` as one ``<img>`` (an SVG data URI).
+
+    The same chart as :func:`chart_html` (key, 0-100 % scale, time axis), drawn whole in the
+    image with plain colours (:data:`~.style.PLAIN`): what a saved notebook keeps, since a
+    sanitiser (an untrusted notebook, GitHub, nbviewer) drops inline ``<svg>`` and stylesheets
+    but keeps images.
+    """
+    points = chart_points(history, index)
+    times = [p[0] for p in points]
+    xs = [_x_of(t, times[0]) for t in times]
+    x0 = xs[0] if xs else 0
+    span = max(1, xs[-1] - x0) if xs else 1
+    when, _ = _time_axis(times)
+    label = (
+        f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, "
+        f"{len(points)} samples"
+    )
+    line = 'fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke"'
+    lines = "".join(
+        _polylines([_point(x, _y_text(p[k])) for x, p in zip(xs, points, strict=True)], cls)
+        for k, cls in ((2, "m"), (1, "u"))
+    ).replace('vector-effect="non-scaling-stroke" ', "")
+    lines = lines.replace('class="m" fill="none" stroke-width="1.5"', f'class="m" {line}')
+    lines = lines.replace('class="u" fill="none" stroke-width="1.5"', f'class="u" {line}')
+    left, w, mid = _Y_AXIS_PX + 3, CHART_WIDTH_PX - _Y_AXIS_PX - 3, CHART_HEIGHT_PX // 2
+    if len(times) > 1:
+        axis = (
+            f'<text x="{left}" y="80">{_clock(times[0])}</text>'
+            f'<text x="{left + w // 2}" y="80" text-anchor="middle">'
+            f"{span_text(times[-1] - times[0])} shown</text>"
+            f'<text x="{CHART_WIDTH_PX}" y="80" text-anchor="end">{_clock(times[-1])}</text>'
+        )
+    else:
+        axis = f'<text x="{left}" y="80">{esc(when)}</text>'
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_WIDTH_PX}" height="84">'
+        f"<style>text{{font:11px sans-serif;fill:{PLAIN['text']}}}"
+        f".u{{stroke:{PLAIN['util']}}}.m{{stroke:{PLAIN['mem']};stroke-dasharray:4 2}}</style>"
+        f'<line class="u" x1="0" y1="7" x2="16" y2="7" stroke-width="2"/>'
+        '<text x="20" y="11">utilization</text>'
+        f'<line class="m" x1="100" y1="7" x2="116" y2="7" stroke-width="2"/>'
+        '<text x="120" y="11">memory used</text>'
+        f'<text x="{_Y_AXIS_PX}" y="24" text-anchor="end">100%</text>'
+        f'<text x="{_Y_AXIS_PX}" y="{20 + mid}" text-anchor="end">50%</text>'
+        f'<text x="{_Y_AXIS_PX}" y="{16 + CHART_HEIGHT_PX}" text-anchor="end">0%</text>'
+        f'<rect x="{left}" y="16" width="{w}" height="{CHART_HEIGHT_PX}" fill="none" '
+        'stroke="#888"/>'
+        f'<line x1="{left}" y1="{16 + mid}" x2="{left + w}" y2="{16 + mid}" stroke="#888" '
+        'stroke-dasharray="2 3"/>'
+        f'<svg x="{left}" y="16" width="{w}" height="{CHART_HEIGHT_PX}" '
+        f'viewBox="{x0} 0 {span} 100" preserveAspectRatio="none">{lines}</svg>{axis}</svg>'
+    )
+    uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
+    return (
+        f'<img class="cm-chart" src="{uri}" width="{CHART_WIDTH_PX}" height="84" '
+        f'alt="{esc(label)}" title="{esc(label)}" style="flex:0 0 {CHART_WIDTH_PX}px">'
+    )
+
+
 # ---- whole views ----------------------------------------------------------------------------
 
 
@@ -483,7 +550,7 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
     parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
-            parts.append(gpu_row_html(gpu_html(g), chart_html(history, g.index)))
+            parts.append(gpu_row_html(gpu_html(g), chart_image_html(history, g.index)))
         parts.append(f"<div>{host_html(sample)}</div>")
     return page("".join(parts), "watch")
 

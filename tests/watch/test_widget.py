@@ -14,7 +14,7 @@ import pytest
 
 from cudamagic.watch import monitor as W
 from cudamagic.watch.clusterview import cluster_html
-from cudamagic.watch.style import CHART_WIDTH_PX, WATCH_CSS
+from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
 from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import read_trace
 from cudamagic.watch.widget import (
@@ -168,8 +168,14 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     assert all("var(--jp-" in h for h in htmls[-4:])
     from cudamagic.core.style import hard_coded_colours as shared_check
 
-    found = {h[:60]: hard_coded_colours(h) + shared_check(h) for h in htmls}
+    # the inline look a sanitiser keeps (bars, tiles): plain colours the stylesheet overrides
+    # with the theme's where it applies (cm-fill-*), and greys that read on both themes
+    plain = {*PLAIN.values(), "#888", "#8883"}
+    found = {h[:60]: set(hard_coded_colours(h) + shared_check(h)) - plain for h in htmls}
     assert all(not v for v in found.values()), found
+    assert all(f".cm-fill-{k}{{background:var(--jp-" in WATCH_CSS for k in ("util", "mem"))
+    assert ".cm-fill-util{background:var(--jp-brand-color1,#1976d2)!important}" in WATCH_CSS
+    assert not set(hard_coded_colours(f"<style>{WATCH_CSS}</style>")) & {"#888", "#8883"}
     view.close()
 
 
@@ -223,7 +229,8 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     assert '<div class="cm-gpu-row"><div class="cm-card">' in row.value  # chart goes below
     card = gpu_row(view, 0)
     assert re.search(
-        r'<span class="cm-meter"><span class="cm-bar"[^>]*>.*?</span><span>\d+ %</span></span>',
+        r'<span class="cm-meter"[^>]*><span class="cm-bar"[^>]*>.*?</span> '
+        r"<span>\d+ %</span></span>",
         card,
     )
     assert (
@@ -299,7 +306,8 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
             and "stopped" in snap["text/html"]
         )
         assert last.timestamp in snap["text/html"] and last.timestamp in snap["text/plain"]
-        assert "<polyline" in snap["text/html"] and 'class="cudamagic' in snap["text/html"]
+        assert "data:image/svg+xml;base64," in snap["text/html"]  # the charts, as images
+        assert 'class="cudamagic' in snap["text/html"]
         assert (
             watch.view.root.comm is None and watch.view.button.comm is None
         )  # the widgets were closed
