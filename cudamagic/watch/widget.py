@@ -328,11 +328,6 @@ def chart_points(history, index: int) -> list:
     ]
 
 
-def chart_html(history, index: int) -> str:
-    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (Samples)."""
-    return chart_from_points(chart_points(history, index), index)
-
-
 def _clock(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%H:%M:%S")
 
@@ -401,7 +396,15 @@ def _time_axis(times) -> tuple:
 
 
 def _chart(index: int, xs, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
-    """The chart HTML around its polylines (see :func:`chart_from_points`); ``xs``: their x."""
+    """The live chart's HTML around its polylines; ``xs``: their x (centiseconds).
+
+    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
+    time axis: first and last sample's clock time and the span between them. x is the time, so the
+    charts of all GPUs (built from the same samples, with the same
+    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox`` from
+    the first to the last sample (y 0-100) stretched to the plot; only numbers computed here go in
+    it.
+    """
     n = len(xs)
     x0 = xs[0] if n else 0
     span = max(1, xs[-1] - x0) if n else 1
@@ -428,37 +431,10 @@ def _chart(index: int, xs, when: str, axis: str, util_lines: str, mem_lines: str
     )
 
 
-def chart_from_points(points, index: int) -> str:
-    """The chart HTML from ``[(timestamp_s, util %, mem %), ...]`` (None = not available).
-
-    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
-    time axis: first and last sample's clock time and the span between them. x is the time, so the
-    charts of all GPUs (built from the same samples, with the same
-    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox``
-    from the first to the last sample (x in centiseconds, y 0-100) stretched to the plot; only
-    numbers computed here go in it.
-    """
-    times = [p[0] for p in points]
-    xs = [_x_of(t, times[0]) for t in times]
-    when, axis = _time_axis(times)
-    return _chart(
-        index,
-        xs,
-        when,
-        axis,
-        _polylines(
-            [_point(x, _y_text(p[1])) for x, p in zip(xs, points, strict=True)], "cm-line-util"
-        ),
-        _polylines(
-            [_point(x, _y_text(p[2])) for x, p in zip(xs, points, strict=True)], "cm-line-mem"
-        ),
-    )
-
-
 def chart_image_html(history, index: int) -> str:
     """GPU ``index``'s chart over ``history`` as one ``<img>`` (an SVG data URI).
 
-    The same chart as :func:`chart_html` (key, 0-100 % scale, time axis), drawn whole in the
+    The same chart as the live one (key, 0-100 % scale, time axis), drawn whole in the
     image with plain colours (:data:`~.style.PLAIN`): what a saved notebook keeps, since a
     sanitiser (an untrusted notebook, GitHub, nbviewer) drops inline ``<svg>`` and stylesheets
     but keeps images.
@@ -473,13 +449,10 @@ def chart_image_html(history, index: int) -> str:
         f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, "
         f"{len(points)} samples"
     )
-    line = 'fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke"'
     lines = "".join(
         _polylines([_point(x, _y_text(p[k])) for x, p in zip(xs, points, strict=True)], cls)
-        for k, cls in ((2, "m"), (1, "u"))
-    ).replace('vector-effect="non-scaling-stroke" ', "")
-    lines = lines.replace('class="m" fill="none" stroke-width="1.5"', f'class="m" {line}')
-    lines = lines.replace('class="u" fill="none" stroke-width="1.5"', f'class="u" {line}')
+        for k, cls in ((2, "cm-line-mem"), (1, "cm-line-util"))
+    )
     left, w, mid = _Y_AXIS_PX + 3, CHART_WIDTH_PX - _Y_AXIS_PX - 3, CHART_HEIGHT_PX // 2
     if len(times) > 1:
         axis = (
@@ -493,10 +466,11 @@ def chart_image_html(history, index: int) -> str:
     svg = (
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_WIDTH_PX}" height="84">'
         f"<style>text{{font:11px sans-serif;fill:{PLAIN['text']}}}"
-        f".u{{stroke:{PLAIN['util']}}}.m{{stroke:{PLAIN['mem']};stroke-dasharray:4 2}}</style>"
-        f'<line class="u" x1="0" y1="7" x2="16" y2="7" stroke-width="2"/>'
+        f".cm-line-util{{stroke:{PLAIN['util']}}}"
+        f".cm-line-mem{{stroke:{PLAIN['mem']};stroke-dasharray:4 2}}</style>"
+        '<line class="cm-line-util" x1="0" y1="7" x2="16" y2="7" stroke-width="2"/>'
         '<text x="20" y="11">utilization</text>'
-        f'<line class="m" x1="100" y1="7" x2="116" y2="7" stroke-width="2"/>'
+        '<line class="cm-line-mem" x1="100" y1="7" x2="116" y2="7" stroke-width="2"/>'
         '<text x="120" y="11">memory used</text>'
         f'<text x="{_Y_AXIS_PX}" y="24" text-anchor="end">100%</text>'
         f'<text x="{_Y_AXIS_PX}" y="{20 + mid}" text-anchor="end">50%</text>'
@@ -538,16 +512,12 @@ def gpu_row_html(card: str, chart: str) -> str:
     return f'<div class="cm-gpu-row"><div class="cm-card">{card}</div>{chart}</div>'
 
 
-def _sheet() -> str:
-    return f"<style>{WATCH_CSS}</style>"
-
-
 def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
     """Static HTML of the whole monitor.
 
     The ``text/html`` form and the snapshot a stopped monitor leaves.
     """
-    parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
+    parts = [f"<style>{WATCH_CSS}</style>", status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
             parts.append(gpu_row_html(gpu_html(g), chart_image_html(history, g.index)))

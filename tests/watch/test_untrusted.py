@@ -35,7 +35,7 @@ def test_a_saved_snapshot_keeps_its_charts_bars_and_tables_sanitised():
     assert "<style" not in shown and ".cudamagic" not in shown and "{" not in shown
     # the chart: an image drawing every sample's utilization, with its key and time axis
     (chart,) = _images(shown)
-    util = re.search(r'<polyline class="u"[^>]*points="([^"]*)"', chart).group(1).split()
+    util = re.search(r'<polyline class="cm-line-util"[^>]*points="([^"]*)"', chart).group(1).split()
     assert [int(p.split(",")[1]) for p in util] == [100 - s.gpus[0].gpu_util_pct for s in samples]
     assert "utilization" in chart and "memory used" in chart and "19 s shown" in chart
     # the bars keep their size and colour inline, the readings their table

@@ -19,7 +19,6 @@ from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import read_trace
 from cudamagic.watch.widget import (
     WatchView,
-    chart_html,
     gpu_html,
     host_html,
     live_fallback_html,
@@ -101,7 +100,6 @@ def test_hostile_process_names_and_paths_are_escaped(fake_nvml):
         snapshot_html(
             s, [s], "replay of /tmp/<img src=y onerror=alert(3)>.jsonl", "x", 1, "<b>err</b>"
         ),
-        chart_html([s], 0),
     ]
     html = "".join(html_parts)
     for bad in (HOSTILE_NAME, "<script>", "<svg onload", "<img src=y", "<b>err</b>"):
