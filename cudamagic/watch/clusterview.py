@@ -325,7 +325,8 @@ def detail_html(gpus) -> str:
             html_table(
                 headers + [f"{RATIO_TITLES.get(k, k)} (0-1)" for k in ratio_names],
                 rows,
-                prose=(1,),
+                num=(0, 3, 4, 5, 6, *range(7, 7 + len(ratio_names))),
+                prose=(1, 2),
                 titles=[""] * len(headers)
                 + [f"DCGM profiling field {k}: a ratio 0-1, not percent" for k in ratio_names],
             )
