@@ -182,8 +182,10 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
 # ---- HTML ---------------------------------------------------------------------------------
 
 
-# A tile's look inline too (a sanitiser drops the stylesheet): plain colours, which the
-# stylesheet's theme colours (cm-fill-*) override where it applies.
+# A saved tile's look inline too (a sanitiser drops the stylesheet): plain colours, which the
+# stylesheet's theme colours (cm-fill-*) override where it applies. The live view's tiles carry
+# only their data (a 512-GPU refresh sends every tile).
+_TBAR_LIVE = '<div class="cm-tbar"><div class="cm-fill-{k}" style="width:{w:.0f}%"></div></div>'
 _TILE = (
     "display:inline-block;vertical-align:top;width:48px;padding:1px 3px;margin:0 2px 2px 0;"
     "border:1px solid #888;border-radius:2px;font-size:10px;box-sizing:border-box"
@@ -198,11 +200,11 @@ _KEY = (
 )
 
 
-def tile_html(g) -> str:
+def tile_html(g, saved: bool = False) -> str:
     """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
 
     Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU
-    cards.
+    cards. ``saved``: styled inline too, for an output saved into a notebook.
     """
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
@@ -214,23 +216,24 @@ def tile_html(g) -> str:
         f"{_watts(g.power_draw_mw)}"
     )
     shown = esc(_pct(g.gpu_util_pct)) if util is not None else "–"
+    bar, style = (_TBAR, f' style="{_TILE}"') if saved else (_TBAR_LIVE, "")
     return (
-        f'<div class="cm-tile" title="{esc(tip)}" style="{_TILE}">'
+        f'<div class="cm-tile" title="{esc(tip)}"{style}>'
         f"<div>{int(g.index)}{' MIG' if g.mig_enabled is True else ''}"
         f'<span style="float:right">{shown}</span></div>'
-        + _TBAR.format(w=util or 0, k="util", c=PLAIN["util"])
-        + _TBAR.format(w=mem or 0, k="mem", c=PLAIN["mem"])
+        + bar.format(w=util or 0, k="util", c=PLAIN["util"])
+        + bar.format(w=mem or 0, k="mem", c=PLAIN["mem"])
         + "</div>"
     )
 
 
-def tiles_html(gpus, stale=None) -> str:
+def tiles_html(gpus, stale=None, saved: bool = False) -> str:
     """Every GPU as a tile, one wrapping row per host.
 
     Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power).
     A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
     "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay
-    readable).
+    readable). ``saved``: tiles styled inline too (:func:`tile_html`).
     """
     stale = stale or {}
     out = []
@@ -251,7 +254,7 @@ def tiles_html(gpus, stale=None) -> str:
             'vertical-align:top">'
             f"<b>{esc(host or '(no host label)')}</b> "
             f"{plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
-            f"{esc(util)}</span>" + "".join(tile_html(g) for g in hg) + mark + "</div>"
+            f"{esc(util)}</span>" + "".join(tile_html(g, saved) for g in hg) + mark + "</div>"
         )
     key = (
         '<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
@@ -365,7 +368,7 @@ def cluster_html(
     down = stale_hosts(source)
     if shown is not None and (shown.gpus or down):
         gpus = with_stale(shown.gpus, down)
-        parts.append(tiles_html(gpus, down))
+        parts.append(tiles_html(gpus, down, saved=True))
         groups = by_host(gpus)
         pick = host if host in groups else next(iter(groups))
         parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))
