@@ -372,11 +372,13 @@ def _polylines(points, cls: str) -> str:
             seg.append(p)
         if len(seg) > 1:
             segs.append(" ".join(seg))
-    return "".join(
+    return "".join(_polyline(s, cls) for s in segs)
+
+
+def _polyline(points_text: str, cls: str) -> str:
+    return (
         f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
-        'vector-effect="non-scaling-stroke" '
-        f'points="{s}"/>'
-        for s in segs
+        f'vector-effect="non-scaling-stroke" points="{points_text}"/>'
     )
 
 
@@ -689,13 +691,7 @@ class WatchView(View):
         self._times = collections.deque(maxlen=self.SPARK_POINTS)
         self._xs = collections.deque(maxlen=self.SPARK_POINTS)
         self._t0 = None
-        self._ys = {
-            i: (
-                collections.deque(maxlen=self.SPARK_POINTS),
-                collections.deque(maxlen=self.SPARK_POINTS),
-            )
-            for i in indices
-        }
+        self._ys = {i: (_Line(self.SPARK_POINTS), _Line(self.SPARK_POINTS)) for i in indices}
         self._last_key = None
         self._cards = {}  # index -> (the GpuSample or None its card shows, the card's HTML)
 
@@ -718,8 +714,8 @@ class WatchView(View):
             self._xs.append(x)
             for i, (util, mem) in self._ys.items():
                 u, m = spark_point(by_index.get(i))
-                util.append(_point(x, _y_text(u)))
-                mem.append(_point(x, _y_text(m)))
+                util.add(_point(x, _y_text(u)))
+                mem.add(_point(x, _y_text(m)))
         self._last_key = key
 
     def _card(self, i, g) -> str:
@@ -750,8 +746,8 @@ class WatchView(View):
                     xs,
                     when,
                     axis,
-                    _polylines(list(util), "cm-line-util"),
-                    _polylines(list(mem), "cm-line-mem"),
+                    util.polylines("cm-line-util"),
+                    mem.polylines("cm-line-mem"),
                 )
                 rows.append(gpu_row_html(self._card(i, by_index.get(i)), chart))
             rows.append(f"<div>{host_html(sample)}</div>")
@@ -762,6 +758,35 @@ class WatchView(View):
         """Set the values for ``sample``."""
         for w, value in self.values_for(sample, history, state, samples_taken, error).items():
             set_value(w, value)
+
+
+class _Line:
+    """One chart line of the live view: its last points and their polyline text.
+
+    The text is kept as points come and go (one point added, the oldest cut off), so a tick
+    does not join every point of every GPU's chart again.
+    """
+
+    def __init__(self, maxlen: int):
+        self.points = collections.deque(maxlen=maxlen)
+        self.text = ""  # " ".join(points) while no point is None, else None
+
+    def add(self, p: str | None) -> None:
+        """Append ``"x,y"`` (or None: no value)."""
+        pts = self.points
+        gone = pts[0] if len(pts) == pts.maxlen else ""
+        pts.append(p)
+        if p is None or gone is None or self.text is None:
+            self.text = None if None in pts else " ".join(pts)
+        else:
+            text = self.text[len(gone) + 1 :] if gone else self.text
+            self.text = f"{text} {p}" if text else p
+
+    def polylines(self, cls: str) -> str:
+        """The polylines' HTML (see :func:`_polylines`)."""
+        if self.text is None or len(self.points) < 2:
+            return _polylines(list(self.points), cls)
+        return _polyline(self.text, cls)
 
 
 def _same(a, b) -> bool:

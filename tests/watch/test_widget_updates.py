@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from cudamagic.watch import widget
 from cudamagic.watch.widget import WatchView, gpu_html
@@ -77,3 +78,15 @@ def test_a_tick_where_one_reading_moved_renders_that_row_only(fake_nvml, monkeyp
 
 def test_cells_of_equal_values_of_other_types_are_written_apart():
     assert widget._cell(1) == "1" and widget._cell(True) == "True" and widget._cell(1.0) == "1.0"
+
+
+def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
+    rng = random.Random(1)
+    for _ in range(200):
+        n = rng.choice([2, 3, 5, 120])
+        line, points = widget._Line(n), []
+        for k in range(rng.randint(0, 300)):
+            p = None if rng.random() < 0.05 else f"{k},{rng.randint(0, 100)}"  # None: a gap
+            line.add(p)
+            points = [*points, p][-n:]
+            assert line.polylines("c") == widget._polylines(points, "c"), (n, k)
