@@ -712,10 +712,11 @@ class WatchView(View):
             x = _x_of(s.timestamp_s, self._t0)
             self._times.append(s.timestamp_s)
             self._xs.append(x)
+            xt = f"{x},"
             for i, (util, mem) in self._ys.items():
                 u, m = spark_point(by_index.get(i))
-                util.add(_point(x, _y_text(u)))
-                mem.add(_point(x, _y_text(m)))
+                util.add(None if u is None else xt + _y_text(u))
+                mem.add(None if m is None else xt + _y_text(m))
         self._last_key = key
 
     def _card(self, i, g) -> str:
