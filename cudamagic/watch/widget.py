@@ -65,22 +65,12 @@ def _w(mw):
     return str(mw) if is_na(mw) else f"{mw / 1000:.0f} W"
 
 
-_CELLS = {}  # (type, value, text) -> HTML: a monitor shows the same few values tick after tick
-
-
 def _cell(v, text=None):
-    """Escaped value; NA as 'N/A' with the reason as tooltip and beside it."""
-    key = (type(v), v, text)  # the type too: True == 1 == 1.0, but each is written differently
-    try:
-        html = _CELLS.get(key)
-    except TypeError:  # a value that cannot be a key
-        return na_cell_html(v, None if text is None else str(text))
-    if html is None:
-        html = na_cell_html(v, None if text is None else str(text))
-        if len(_CELLS) >= 20_000:
-            _CELLS.clear()
-        _CELLS[key] = html
-    return html
+    """Escaped value; NA as 'N/A' with the reason as tooltip and beside it.
+
+    Not cached: :func:`_piece` keeps whole rows by the values they show.
+    """
+    return na_cell_html(v, None if text is None else str(text))
 
 
 def _driver_model(g) -> str:
@@ -352,11 +342,6 @@ def _x_of(t: float, t0: float) -> int:
     return round((t - t0) * 100)
 
 
-def _point(x: int, y: str | None) -> str | None:
-    """``"x,y"`` of a polyline, or None where the value is not available."""
-    return None if y is None else f"{x},{y}"
-
-
 def _polylines(points, cls: str) -> str:
     """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None."""
     if None not in points:
@@ -452,7 +437,13 @@ def chart_image_html(history, index: int) -> str:
         f"{len(points)} samples"
     )
     lines = "".join(
-        _polylines([_point(x, _y_text(p[k])) for x, p in zip(xs, points, strict=True)], cls)
+        _polylines(
+            [
+                None if p[k] is None else f"{x},{_y_text(p[k])}"
+                for x, p in zip(xs, points, strict=True)
+            ],
+            cls,
+        )
         for k, cls in ((2, "cm-line-mem"), (1, "cm-line-util"))
     )
     left, w, mid = _Y_AXIS_PX + 3, CHART_WIDTH_PX - _Y_AXIS_PX - 3, CHART_HEIGHT_PX // 2
