@@ -10,6 +10,7 @@ import atexit
 import sys
 import time
 
+from IPython.core.error import UsageError
 from IPython.core.magic import line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
