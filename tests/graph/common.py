@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import html as html_lib
 import os
 import re
 
@@ -22,6 +23,11 @@ def picture(html: str) -> str:
     """The SVG text of the graph picture in an output's HTML (an ``<img>`` data URI), or ``''``."""
     m = re.search(r'alt="autograd graph" src="data:image/svg\+xml;base64,([^"]+)"', html)
     return base64.b64decode(m.group(1)).decode() if m else ""
+
+
+def visible_text(html: str) -> str:
+    """The text of ``html``, whitespace collapsed (what a reader sees, pictures aside)."""
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
 def magic(ip, line, cell):

@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 
-from .common import picture
-from .sanitise import sanitise, visible_text
+from tests.watch.sanitiser import sanitise
+
+from .common import picture, visible_text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -9,9 +9,9 @@ from collections import Counter
 from cudamagic.core.fmt import esc
 from cudamagic.graph import model as M
 from cudamagic.graph import render
+from tests.watch.sanitiser import sanitise
 
-from .common import LSTM_CELL, magic, needs_dot, picture
-from .sanitise import sanitise, visible_text
+from .common import LSTM_CELL, magic, needs_dot, picture, visible_text
 
 
 @needs_dot
