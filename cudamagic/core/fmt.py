@@ -94,10 +94,7 @@ def format_value(value, unit: str = "") -> str:
     """Format a number with its unit, or NA as ``'N/A (reason)'``."""
     if is_na(value):
         return value.describe()
-    if isinstance(value, float):
-        text = f"{value:.1f}"
-    else:
-        text = str(value)
+    text = f"{value:.1f}" if isinstance(value, float) else str(value)
     return f"{text} {unit}".strip() if unit else text
 
 
@@ -163,8 +160,7 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
             widths[i] = max(widths[i], display_width(c))
     line = "  ".join(pad(h, widths[i]) for i, h in enumerate(headers)).rstrip()
     out = [line, "  ".join("-" * w for w in widths)]
-    for r in rows:
-        out.append("  ".join(pad(c, widths[i]) for i, c in enumerate(r)).rstrip())
+    out += ["  ".join(pad(c, widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
     return "\n".join(out)
 
 

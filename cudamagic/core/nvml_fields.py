@@ -272,7 +272,6 @@ MEMORY_V1_RESERVED = NA(
 # * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
 # memory.total.
 #   * counters (ECC errors) and flags: only the sentinels.
-_SENTINELS = {0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
 PID_MAX = 4_194_304
 MAX_POWER_MW = 5_000_000
 MAX_CLOCK_MHZ = 20_000

@@ -24,6 +24,7 @@ Facts and their sources:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shlex
@@ -81,10 +82,8 @@ def kill_tree(proc) -> None:
     except (psutil.Error, OSError):
         victims = []
     if not is_windows():
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
     try:
         proc.kill()  # TerminateProcess on Windows, SIGKILL on POSIX
     except OSError:
@@ -94,10 +93,8 @@ def kill_tree(proc) -> None:
             child.kill()
         except Exception:  # already gone, or not ours
             pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
         proc.wait(timeout=5)
-    except (subprocess.TimeoutExpired, OSError):
-        pass
 
 
 def output_terminal() -> tuple | None:
@@ -252,10 +249,8 @@ def _rss_statm():
     if _statm["pid"] != pid:
         _statm["pid"] = pid
         if _statm["fd"] is not None:  # inherited from the parent: it reads the parent's figures
-            try:
+            with contextlib.suppress(OSError):
                 os.close(_statm["fd"])
-            except OSError:
-                pass
         try:
             _statm["fd"] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
             _statm["page"] = os.sysconf("SC_PAGE_SIZE")

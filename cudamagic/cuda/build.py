@@ -95,7 +95,6 @@ __attribute__((constructor(101))) static void cudamagic_line_buffering_init_() {
 #endif
 """
 
-EXIT_CHECK = exit_check(True)
 EXIT_CHECK_LINK = ["-Xlinker", "--wrap=__cudaPushCallConfiguration"]
 ERROR_MARKER = "@@cudamagic-cuda-error@@"
 DEVICE_RE = re.compile(r"<<<|__global__|\bcuda[A-Z]\w*\s*\(")

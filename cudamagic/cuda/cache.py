@@ -14,6 +14,7 @@ SHA-256 of everything that shapes the build, so an unchanged cell never calls nv
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -91,10 +92,8 @@ def lookup(root: str, kind: str, key: str, name: str) -> str | None:
     path = os.path.join(entry(root, kind, key), name)
     if not os.path.isfile(path):
         return None
-    try:
+    with contextlib.suppress(OSError):
         os.utime(entry(root, kind, key))
-    except OSError:
-        pass
     return path
 
 
@@ -119,10 +118,8 @@ def _size(path: str) -> int:
     total = 0
     for dirpath, _, names in os.walk(path):
         for n in names:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.path.getsize(os.path.join(dirpath, n))
-            except OSError:
-                pass
     return total
 
 

@@ -44,8 +44,8 @@ _REPORT_RES = (
     ),
     re.compile(rf"^\s*(?:\[[^\]]*\]\s*)?{_PREFIX}\s*(?:\w+\s*)?[:=-]\s*(?:error\s*:?\s*)?{_NAME}"),
     re.compile(
-        rf"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?"
-        rf"{_NAME}"
+        r"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)"
+        rf"[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?{_NAME}"
     ),
 )
 
@@ -63,7 +63,8 @@ def _text_res() -> tuple:
         # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code:
         # "failed: <text>"
         re.compile(
-            rf"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
+            r"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)"
+            r"(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
             rf"\s*[:=(\[\"'-]?\s*(?:{texts})\b"
         ),
         # after its name: "cudaErrorNoDevice (100): no CUDA-capable device is detected"

@@ -9,6 +9,7 @@ cleanly and the user's process never waits on load_inline's lock), for this GPU'
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -230,10 +231,8 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
         build.wait(proc, progress, "building the PyTorch extension (load_inline, ninja)")
     except KeyboardInterrupt:
         for name in ("lock", "cudamagic-owner"):  # we killed its owner: the lock is ours to remove
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(os.path.join(build_dir, name))
-            except OSError:
-                pass
         raise
     with open(log_path, encoding="utf-8", errors="replace") as f:
         log_text = f.read()

@@ -641,9 +641,13 @@ def family_patterns(family: str) -> tuple:
     )
     out = []
     if names:
-        out.append(r"Search for `(?:" + "|".join(names) + r")'")
-        out.append(r"cuda runtime error \((?:" + "|".join(codes) + r")\)")
-        out.append(r"CUDA error: (?:" + "|".join(re.escape(t) for t in texts) + r")(?=\n| \(|$)")
+        out.extend(
+            (
+                r"Search for `(?:" + "|".join(names) + r")'",
+                r"cuda runtime error \((?:" + "|".join(codes) + r")\)",
+                r"CUDA error: (?:" + "|".join(re.escape(t) for t in texts) + r")(?=\n| \(|$)",
+            )
+        )
     for s in LIBRARY_STATUSES:
         if s.family != family:
             continue

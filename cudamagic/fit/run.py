@@ -207,9 +207,11 @@ def _hooks(tracker: StorageTracker, shadow: shadow_mod.Shadow):
         optim_mod.register_optimizer_step_post_hook(post_step),
     ]
     params = {id(p): p for m in shadow.modules.values() for p in m.parameters()}
-    for p in params.values():
-        if p.requires_grad:
-            handles.append(p.register_post_accumulate_grad_hook(lambda q: _mark_grad(tracker, q)))
+    handles += [
+        p.register_post_accumulate_grad_hook(lambda q: _mark_grad(tracker, q))
+        for p in params.values()
+        if p.requires_grad
+    ]
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             yield
@@ -273,9 +275,9 @@ def fake_run(
             mode,
             tracker,
             _hooks(tracker, sh),
+            ac,
         ):
-            with ac:
-                run_code(code, sh.namespace)
+            run_code(code, sh.namespace)
     except Exception as exc:  # noqa: BLE001 - sorted below: ours to explain, or the user's to see
         stopped = _unfollowable(exc, code.filename)
         if stopped is None:

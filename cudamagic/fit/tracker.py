@@ -47,7 +47,6 @@ BLAS_OPS = {
     "addr",
     "_addmm_activation",
 }
-PHASES = ("before the cell", "forward", "backward", "optimizer step")
 
 #: LSTM/GRU workspace probes (see :func:`kernel_sizes`): largest batch probed as is, and the two
 #: batches of the line for larger ones.
@@ -69,9 +68,12 @@ class StorageRecord:
     """One storage's life.
 
     Attributes:
-        nbytes: the storage's size in bytes. alloc_seq / free_seq: positions in the event order
-            (``free_seq`` None while alive). phase: one of :data:`PHASES`. module: the qualified
-            name of the innermost module running when it was made (``model.layer1.0.conv1``), or "".
+        nbytes: the storage's size in bytes.
+        alloc_seq: its allocation's position in the event order.
+        free_seq: its release's position in the event order (None while alive).
+        phase: ``before the cell``, ``forward``, ``backward`` or ``optimizer step``.
+        module: the qualified name of the innermost module running when it was made
+            (``model.layer1.0.conv1``), or "".
         category: one of :data:`CATEGORIES`. line: the cell's line (1-based, magic line = 1) that
             made it, or 0.
     """

@@ -17,8 +17,6 @@ from . import health
 from .result import Finding
 from .versions import parse_version_tuple
 
-SEVERITIES = ("error", "warning", "info", "ok")
-
 
 def _oldest_min_driver():
     """The minimum driver of the oldest CUDA major that has a published wheel (``'450.80.02'``)."""

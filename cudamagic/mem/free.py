@@ -57,8 +57,7 @@ def _clear_traceback(shell) -> list:
             excs.append(v)
     tbs = [getattr(sys, "last_traceback", None)]
     itb = getattr(shell, "InteractiveTB", None)
-    tbs.append(getattr(itb, "tb", None))
-    tbs.append(getattr(shell, "_last_traceback", None))
+    tbs.extend((getattr(itb, "tb", None), getattr(shell, "_last_traceback", None)))
     seen = set()
     while excs:  # the exception, and the exceptions chained to it
         e = excs.pop()

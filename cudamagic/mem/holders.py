@@ -553,7 +553,7 @@ def _history_items(walk, user_ns):
     out = user_ns.get("Out")
     items = []
     if isinstance(out, dict):
-        nums = [n for n in out]
+        nums = list(out)
         acc = walk.holder("Out", "output history", "")
         items += [_Item(out[n], f"Out[{n}]", acc, 1, "Out", True, f"Out[{n}]") for n in nums]
     for u in ("_", "__", "___"):

@@ -2,7 +2,7 @@
 
 Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
 `make mutation` runs for that module. The programs are POSIX shell scripts that print what real CUDA
-programs print: the exit check's marker line (build.EXIT_CHECK), the reports of the common CHECK
+programs print: the exit check's marker line (build.exit_check), the reports of the common CHECK
 macros, Nsight Compute's permission error.
 """
 
@@ -28,8 +28,8 @@ from .conftest import wait_until
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell programs")
 
-# : what build.EXIT_CHECK prints on stderr when the program leaves a CUDA error (here: no driver,
-# after a launch)
+# : what build.exit_check's code prints on stderr when the program leaves a CUDA error (here: no
+# driver, after a launch)
 NO_DRIVER = "CUDA driver version is insufficient for CUDA runtime version"
 EXIT_CHECK_LINE = f"\\n{ERROR_MARKER} 35 cudaErrorInsufficientDriver {NO_DRIVER}\\n"
 

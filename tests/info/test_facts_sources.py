@@ -157,21 +157,6 @@ def test_a_failing_torch_call_is_na_with_call_and_cause(cuda_build, target, key,
     assert t["version"] == str(torch.__version__)  # the rest is still read
 
 
-def test_torch_without_file_says_so(monkeypatch):
-    monkeypatch.setattr(torch, "__file__", None)
-    assert facts._torch_facts()["file"] == NA("torch.__file__ is not set", "error")
-    monkeypatch.delattr(torch, "__file__")
-    assert facts._torch_facts()["file"] == NA("torch.__file__ is not set", "error")
-
-
-def test_torch_version_without_cuda_or_hip_attributes_is_a_plain_build(monkeypatch):
-    monkeypatch.delattr(torch.version, "cuda")
-    monkeypatch.delattr(torch.version, "hip")
-    t = facts._torch_facts()
-    assert t["cuda_build"] == NA("this PyTorch build has no CUDA support", "not_available")
-    assert t["hip_build"] == NA("not a ROCm build", "not_available")
-
-
 def _props(
     name, uuid=None, bus=None, domain=None, device=None, sms=132, mem=80 * 1024**3, cc=(9, 0)
 ):

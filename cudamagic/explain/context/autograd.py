@@ -422,7 +422,7 @@ def ctx_version_counter(match, scene):
     if facts["step_called"]:
         opt, param = facts["optimizer"], facts["parameter"] or facts["tensor"]
         module = param.split(".")[0] if param else None
-        reused = [a for a in assignments_from_call(src, module)] if module else []
+        reused = list(assignments_from_call(src, module)) if module else []
         forward = reused[0] if reused else None
         losses = [root for line in scene.failing_lines for _, root in backward_calls(line)]
         loss = losses[0] if losses else "the loss"
