@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import pathlib
 import shlex
 import shutil
 import signal
@@ -339,8 +340,7 @@ def child_pids(pid: int, proc=None) -> set:
     pids = set()
     for name in files:
         try:
-            with open(name, encoding="ascii") as fh:
-                pids.update(int(x) for x in fh.read().split())
+            pids.update(int(x) for x in pathlib.Path(name).read_text(encoding="ascii").split())
         except (OSError, ValueError):
             continue
     return pids
@@ -353,8 +353,7 @@ def nvidia_kernel_module_text() -> str | None:
     if SYSTEM != "linux":
         return None
     try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+        return pathlib.Path("/proc/driver/nvidia/version").read_text("utf-8", "replace")
     except OSError:
         return None
 
@@ -575,8 +574,7 @@ def in_container() -> bool:
     if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
         return True
     try:
-        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = pathlib.Path("/proc/1/cgroup").read_text("utf-8", "replace")
     except OSError:
         return False
     return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))

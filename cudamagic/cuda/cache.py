@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import tempfile
@@ -56,8 +57,7 @@ class Workspace:
         os.makedirs(self.saved_dir, exist_ok=True)
         path = os.path.join(self.saved_dir, name)
         tmp = path + f".tmp-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(source)
+        pathlib.Path(tmp).write_text(source, encoding="utf-8")
         os.replace(tmp, path)
         self.headers[name] = source.splitlines()
         return path

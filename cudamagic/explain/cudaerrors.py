@@ -617,15 +617,13 @@ def family_of_message(message: str):
 
 def _parent_status(status: str):
     """A cuDNN 9 sub-code (``CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH``) -> the longest known status it extends."""
-    best = None
-    for s in LIBRARY_STATUSES:
-        if status.startswith(s.status + "_") and (best is None or len(s.status) > len(best.status)):
-            if not any(o.status == status for o in LIBRARY_STATUSES):
-                best = s
-    return best
+    if any(s.status == status for s in LIBRARY_STATUSES):
+        return None
+    parents = [s for s in LIBRARY_STATUSES if status.startswith(s.status + "_")]
+    return max(parents, key=lambda s: len(s.status), default=None)
 
 
-_RUNTIME_BY_NAME = {name: row for row in RUNTIME_ERRORS for name in [row[1]]}
+_RUNTIME_BY_NAME = {row[1]: row for row in RUNTIME_ERRORS}
 _RUNTIME_BY_CODE = {row[0]: row for row in RUNTIME_ERRORS}
 _RUNTIME_BY_TEXT = {}
 for _row in RUNTIME_ERRORS:  # two codes share "device kernel image is invalid": both are cuda-arch

@@ -17,10 +17,12 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+import time
 from dataclasses import dataclass
 
 import torch
 
+from ..core.cell import run_code
 from . import shadow as shadow_mod
 from .result import CannotFollow
 from .tracker import StorageTracker
@@ -245,11 +247,7 @@ def fake_run(
         CannotFollow: a named object cannot be copied (a ``torch.compile``'d module).
         BaseException: an error of the user's code that is not about fake tensors, untouched.
     """
-    import time
-
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from ..core.cell import run_code
 
     t0 = time.perf_counter()
     rng = torch.get_rng_state()

@@ -16,6 +16,7 @@ No IPython import; torch is imported by the caller (this module is only imported
 
 from __future__ import annotations
 
+import sys
 import weakref
 from dataclasses import dataclass
 
@@ -192,8 +193,6 @@ class StorageTracker(TorchDispatchMode):
 
     def cell_line(self) -> int:
         """The line of the cell running now (the innermost frame of the cell's file), or 0."""
-        import sys
-
         frame = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_filename == self.cell_filename:

@@ -252,15 +252,12 @@ class _Walk:
 
     def held_tensor(self, t, acc, entry):
         """Count tensor ``t`` (and its ``.grad`` and graph) for ``acc``; ``entry``: how reached."""
-        if entry is not None and (len(acc.entries) < 5 or acc.name == "Out"):
-            if entry not in acc.entries:
-                acc.entries.append(entry)
+        few = entry is not None and (len(acc.entries) < 5 or acc.name == "Out")
+        if few and entry not in acc.entries:
+            acc.entries.append(entry)
         self.add_storage(t, acc)
-        try:
-            if not t.requires_grad:  # no graph, and no gradient unless someone set one by hand
-                grad, fn = (t.grad if t.is_leaf else None), None
-            else:
-                grad, fn = (t.grad if t.is_leaf else None), t.grad_fn
+        try:  # no graph without requires_grad, and no gradient unless someone set one by hand
+            grad, fn = (t.grad if t.is_leaf else None), (t.grad_fn if t.requires_grad else None)
         except Exception:
             return
         if grad is not None:

@@ -86,7 +86,7 @@ class CellGrowth:
         (:func:`cudamagic.mem.sites.start_recording`), once, and keeps the sites' bytes.
         """
         ns = self.shell.user_ns
-        self.baseline = find_holders(ns, getattr(self.shell, "user_ns_hidden", None)).baseline
+        self.baseline = find_holders(ns, self.shell.user_ns_hidden).baseline
         self.baseline_cell = cell
         if cuda and not self.recording:
             self.recording = sites.start_recording()
@@ -170,7 +170,7 @@ def explain(shell, watch: CellGrowth) -> WhyReport:
         :class:`WhyReport`.
     """
     base: Baseline | None = watch.baseline
-    search = find_holders(shell.user_ns, getattr(shell, "user_ns_hidden", None), base)
+    search = find_holders(shell.user_ns, shell.user_ns_hidden, base)
     snap = take_snapshot()
     report = WhyReport(
         holders=search.holders,
