@@ -85,15 +85,11 @@ def kill_tree(proc) -> None:
     if not is_windows():
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-    try:
+    with contextlib.suppress(OSError):
         proc.kill()  # TerminateProcess on Windows, SIGKILL on POSIX
-    except OSError:
-        pass
     for child in victims:
-        try:
+        with contextlib.suppress(Exception):  # already gone, or not ours
             child.kill()
-        except Exception:  # already gone, or not ours
-            pass
     with contextlib.suppress(subprocess.TimeoutExpired, OSError):
         proc.wait(timeout=5)
 

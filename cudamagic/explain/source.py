@@ -270,10 +270,7 @@ def apply_calls(src: str, function: str) -> list:
 
 def line_of(src: str, text: str):
     """1-based line of the first line of ``src`` containing ``text`` (stripped), or None."""
-    for i, line in enumerate(src.splitlines(), 1):
-        if text and text in line:
-            return i
-    return None
+    return next((i for i, line in enumerate(src.splitlines(), 1) if text and text in line), None)
 
 
 def grads_without_create_graph(src: str) -> list:

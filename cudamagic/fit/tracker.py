@@ -233,10 +233,7 @@ class StorageTracker(TorchDispatchMode):
 
     def current_module(self) -> str:
         """The innermost named module whose forward is running, or ""."""
-        for name in reversed(self._modules):
-            if name:
-                return name
-        return ""
+        return next((name for name in reversed(self._modules) if name), "")
 
     def current_phase(self) -> str:
         """``backward`` inside the autograd engine, else :attr:`phase`."""

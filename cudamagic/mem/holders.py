@@ -478,10 +478,8 @@ def _closure_fix(fn, index):
 
 
 def _container_kind(t):
-    for base in (dict, list, tuple, deque, set, frozenset):
-        if issubclass(t, base):
-            return base.__name__
-    return "object"
+    bases = (dict, list, tuple, deque, set, frozenset)
+    return next((base.__name__ for base in bases if issubclass(t, base)), "object")
 
 
 class _KeyText:

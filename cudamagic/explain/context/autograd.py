@@ -8,6 +8,7 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
@@ -140,11 +141,9 @@ def ctx_no_grad(match, scene):
             facts["tensor"] = root
             facts["requires_grad"] = bool(value.requires_grad)
             how = ""
-            try:
+            with contextlib.suppress(Exception):
                 if value.is_inference():
                     how = " It is an inference tensor (created under torch.inference_mode())."
-            except Exception:
-                pass
             notes.append(
                 f"`{root}.requires_grad` is {value.requires_grad} and `{root}.grad_fn` is "
                 f"{value.grad_fn!r}: autograd recorded nothing for it.{how}"
