@@ -14,9 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from .na import is_na
 
-# : Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets
-# text between two
-#: ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
+#: Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets
+#: text between two ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
 NO_MATH = "mathjax_ignore"
 
 
@@ -72,13 +71,11 @@ def format_bytes(n) -> str:
     n = float(n)
     sign = "-" if n < 0 else ""
     n = abs(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{sign}{int(n)} B"
-            return f"{sign}{n:.1f} {unit}"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{sign}{int(n)} B" if unit == "B" else f"{sign}{n:.1f} {unit}"
         n /= 1024
-    return f"{sign}{n:.1f} TiB"  # pragma: no cover
+    return f"{sign}{n:.1f} TiB"
 
 
 def plural(n: int, word: str, many: str = "") -> str:

@@ -219,8 +219,8 @@ GROUPS = {
 #: nvidia-smi field -> its query group.
 FIELD_GROUP = {field: group for group, (fields, _) in GROUPS.items() for field in fields}
 
-# : Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only
-# when rendering.
+#: Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only
+#: when rendering.
 FIELD_UNITS = {
     "memory.total": "bytes",
     "memory.used": "bytes",

@@ -611,8 +611,8 @@ def split_command_line(text: str) -> list:
     return list(lex)
 
 
-# : NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal
-# instead).
+#: NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal
+#: instead).
 WINDOWS_CRASH_CODES = {
     0xC0000005: "STATUS_ACCESS_VIOLATION, a bad pointer (segmentation fault)",
     0xC00000FD: "STATUS_STACK_OVERFLOW",

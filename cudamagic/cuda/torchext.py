@@ -28,8 +28,8 @@ from . import build, cache
 from .errors import CudaCompileError, CudaUsageError
 from .toolchain import host_compiler_problem
 
-# : Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device
-# code).
+#: Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device
+#: code).
 CPP_OFFSET, CUDA_OFFSET = 1, 3
 
 STALE_GRACE_S = (

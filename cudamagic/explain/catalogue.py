@@ -60,8 +60,8 @@ _CUDA_SUFFIX = (
 )
 
 
-# : torch/utils/data/dataloader.py (``pid(s) ...``) and torch/csrc/DataLoader.cpp (``pid N ... with
-# exit code``)
+#: torch/utils/data/dataloader.py (``pid(s) ...``) and torch/csrc/DataLoader.cpp (``pid N ... with
+#: exit code``)
 _WORKER_EXITED = r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) exited unexpectedly"
 
 
@@ -825,8 +825,8 @@ CATALOGUE: tuple = (
 )
 
 
-# : The family of each specific CUDA entry above (the families themselves are data in
-# :mod:`.cudaerrors`).
+#: The family of each specific CUDA entry above (the families themselves are data in
+#: :mod:`.cudaerrors`).
 _SPECIFIC_FAMILY = {
     "cuda-program-no-driver": "cuda-driver",
     "driver-too-old": "cuda-driver",
@@ -880,8 +880,8 @@ def _with_family(entry):
     )
 
 
-# : The specific entries first (their text is about the exact case), then one entry per CUDA error
-# family.
+#: The specific entries first (their text is about the exact case), then one entry per CUDA error
+#: family.
 CATALOGUE = tuple(_with_family(e) for e in CATALOGUE) + tuple(
     _family_entry(f) for f in cudaerrors.FAMILIES.values() if f.id not in _SPECIFIC_FAMILY
 )

@@ -267,8 +267,8 @@ FAMILIES: dict = {
     )
 }
 
-# : Family of every CUDA runtime error (enum name -> family id); every name of
-# :data:`RUNTIME_ERRORS` is here.
+#: Family of every CUDA runtime error (enum name -> family id); every name of
+#: :data:`RUNTIME_ERRORS` is here.
 RUNTIME_FAMILY: dict = {}
 
 
