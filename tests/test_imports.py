@@ -117,5 +117,6 @@ NOT_YET = {"prof": {"result.py"}, "watch": {"result.py", "render.py"}}
 def test_every_area_has_the_same_roles():
     areas = sorted(p.name for p in PKG.iterdir() if (p / "magic.py").exists() and p.name != "core")
     assert areas == ["cuda", "explain", "fit", "graph", "info", "mem", "prof", "watch"]
-    missing = {a: {r for r in ROLES if not (PKG / a / r).exists()} for a in areas}
-    assert {a: m for a, m in missing.items() if m} == NOT_YET
+    for area in areas:  # an area that gains a role passes; one that loses a role fails
+        missing = {r for r in ROLES if not (PKG / area / r).exists()}
+        assert missing <= NOT_YET.get(area, set()), area
