@@ -246,16 +246,15 @@ def assignments_from_call(src: str, callee: str) -> list:
 
     ``out = netD(fake)`` gives ``[("out", "netD(fake)", line)]``.
     """
-    out = []
-    for stmt in ast.walk(_parse_tree(src)):
-        if (
-            isinstance(stmt, ast.Assign)
-            and isinstance(stmt.value, ast.Call)
-            and _root_name(stmt.value.func) == callee
-            and isinstance(stmt.value.func, ast.Name)
-        ):
-            for name in sorted(_assigned_names(stmt)):
-                out.append((name, ast.unparse(stmt.value), stmt.lineno))
+    calls = [
+        stmt
+        for stmt in ast.walk(_parse_tree(src))
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Name)
+        and stmt.value.func.id == callee
+    ]
+    out = [(n, ast.unparse(s.value), s.lineno) for s in calls for n in sorted(_assigned_names(s))]
     return sorted(out, key=lambda a: a[2])
 
 
