@@ -149,3 +149,35 @@ def test_replay_monitor_updates_while_another_cell_runs():
     )
     assert out8["data"]["text/plain"].startswith("gpuwatch: live monitor, started")
     assert "running" not in out8["data"]["text/html"]
+
+
+@pytest.mark.kernel
+def test_text_loop_in_a_notebook_updates_one_output_in_place():
+    """``--text --loop`` in a notebook: one output redrawn per sample, not a table per sample.
+
+    What front ends whose widgets do not redraw from a background thread (Colab, some VS Code
+    versions) get: the cell's own thread updates a plain display, which every front end redraws.
+    """
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(f"import sys; sys.path.insert(0, {ROOT!r})\n%load_ext cudamagic"),
+        nbformat.v4.new_code_cell(
+            "w = %gpuwatch --replay examples/trace_demo.jsonl --text --loop --count 4 "
+            "--interval 0.05\nprint(w.samples_taken)"
+        ),
+    ]
+    nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=120, resources={"metadata": {"path": ROOT}}
+    ).execute()
+    _, samples = read_trace(DEMO)
+    shown = [o for o in nb.cells[1].outputs if o["output_type"] == "display_data"]
+    printed = "".join(
+        o.get("text", "") for o in nb.cells[1].outputs if o["output_type"] == "stream"
+    )
+    assert len(shown) == 1 and printed.strip() == "4", nb.cells[1].outputs
+    table = shown[0]["data"]["text/plain"]
+    assert "recorded " + samples[3].timestamp in table and "sample 4" in table
+    assert "recorded " + samples[0].timestamp not in table
