@@ -19,7 +19,7 @@ from ..core.cell import compile_cell, run_code_caught
 from ..core.fmt import format_bytes
 from . import stderr
 from .steps import StepDriver
-from .summary import build_result
+from .summary import build_result, gc_paused
 from .trace import write_trace
 
 #: file-name parts of warnings that come from the profiler itself (summarised in one line, not
@@ -541,7 +541,8 @@ def _attach_verdict(res, prof) -> None:
     from .verdict import verdict_of
 
     try:
-        res.verdict = verdict_of(res, prof)
+        with gc_paused():
+            res.verdict = verdict_of(res, prof)
     except Exception as exc:  # noqa: BLE001 - the summary is still shown without the verdict
         res.notices.append(f"no verdict for this profile ({type(exc).__name__}: {exc})")
 

@@ -152,7 +152,7 @@ def test_both_paths_give_the_same_records(stack_prof):
     counts the Python calls recorded directly under a ``record_function`` range as its children, the
     Kineto path does not see them).
     """
-    fast, slow = _build(stack_prof, False), _build(stack_prof, True)
+    fast, slow = _build(stack_prof, False, group="shape"), _build(stack_prof, True)
     assert len(fast.ops) == len(slow.ops) > 20
 
     def key(o):
@@ -401,7 +401,7 @@ def _gpu_events():
 
 
 def test_kineto_path_links_kernels_to_their_launchers():
-    res = _build(_kineto_prof(_gpu_events()), False, activities=("CPU", "CUDA"))
+    res = _build(_kineto_prof(_gpu_events()), False, activities=("CPU", "CUDA"), group="shape")
     kinds = {
         k.name: (k.kind, k.device, k.stream, k.start_us, k.end_us, k.launcher) for k in res.kernels
     }
@@ -429,8 +429,11 @@ def test_kineto_path_links_kernels_to_their_launchers():
         (2, False),
         (2, False),
     ]
-    assert (ops["aten::relu"].thread, ops["aten::linear"].shapes) == (2, "[[5, 8], [16, 8], [16]]")
-    assert ops["aten::addmm"].shapes == "[]"
+    assert (ops["aten::relu"].thread, ops["aten::linear"].shapes) == (2, [[5, 8], [16, 8], [16]])
+    assert ops["aten::addmm"].shapes == []
+    assert {r.detail for r in res.rows("shape") if r.name == "aten::linear"} == {
+        "[[5, 8], [16, 8], [16]]"
+    }
     assert res.span_us == (0.0, 100.0)
     gpu = {b.device: b for b in res.gpu}
     assert (gpu[0].kernel_us, gpu[0].memcpy_us, gpu[0].memset_us, gpu[0].idle_us) == (
@@ -517,7 +520,7 @@ def test_kineto_path_skips_what_torch_tables_skip():
         ),  # linked: not a launcher
         KinetoEvent("k", T0 + 40 * us, 5 * us, device=CUDA, linked=4),
     ]
-    res = _build(_kineto_prof(evs), False, memory=False)
+    res = _build(_kineto_prof(evs), False, memory=False, activities=("CPU", "CUDA"))
     assert [o.name for o in res.ops] == ["aten::mm", "cudaLaunchKernel", "ProfilerStep#8"]
     assert res.ops[0].self_us == 45.0 and res.ops[1].depth == 1
     assert [(s.step, s.start_us, s.end_us) for s in res.steps] == [
@@ -667,7 +670,7 @@ def test_function_event_path_links_kernels_and_steps():
         ("aten::addmm", 2, False, 50, 0.0),
         ("cudaLaunchKernel", 3, False, 10, 14.0),
     ]
-    assert res.ops[0].shapes == "[[2, 3], [3, 4]]" and res.ops[2].shapes == "[]"
+    assert res.ops[0].shapes == [[2, 3], [3, 4]] and res.ops[2].shapes == []
     assert all(o.module == "" and o.stack == () for o in res.ops)
     assert [
         (k.name, k.kind, k.device, k.stream, k.start_us, k.end_us, k.launcher) for k in res.kernels
