@@ -529,6 +529,7 @@ def build_result(
     group: str,
     stack_depth: int,
     top: int,
+    say=None,
 ) -> ProfResult:
     """Turn a stopped ``torch.profiler.profile`` into a :class:`ProfResult`.
 
@@ -548,6 +549,7 @@ def build_result(
         group: the table grouping.
         stack_depth: frames per ``stack`` key.
         top: rows per table.
+        say: called with ``"analysing N events"`` once the events are read, or None.
     """
     result = ProfResult(
         header=header,
@@ -565,6 +567,8 @@ def build_result(
             ops, kernels, steps = _records_from_function_events(prof, with_stack)
         else:
             events = kin.events()
+            if say is not None:
+                say(f"analysing {len(events):,} events")
             result.with_shapes = group == "shape"
             ops, kernels, steps = _records_from_kineto(
                 kin, events, len(activities) > 1, group == "shape"

@@ -363,3 +363,46 @@ def test_config_sets_the_default_rows(tip):
     tip.run_line_magic("config", "CudaMagics.torchprof_top_rows = 2")
     res = tip.run_cell_magic("torchprof", "", "train(1)")
     assert res.top == 2 and len(res.table().shown()[0]) == 2
+
+
+# ---- the progress line
+
+
+def test_progress_line_while_the_cell_runs_and_while_events_are_analysed(tip):
+    """A long cell shows "profiling ... N s", then "analysing N events", then nothing.
+
+    The front end is a publisher that keeps every display (as a notebook's does, unlike a
+    terminal's); the cell waits until the line has been updated once, which takes a second.
+    """
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    pub, old = CapturingDisplayPublisher(), tip.display_pub
+    tip.display_pub = pub
+    tip.user_ns["outputs"] = pub.outputs
+    try:
+        res = tip.run_cell_magic(
+            "torchprof",
+            "",
+            "import time\ntrain(1)\nt0 = time.monotonic()\n"
+            "while not any(o['update'] for o in outputs) and time.monotonic() - t0 < 30:\n"
+            "    time.sleep(0.05)",
+        )
+    finally:
+        tip.display_pub = old
+    ids = {o["transient"]["display_id"] for o in pub.outputs}
+    texts = [o["data"]["text/plain"] for o in pub.outputs]
+    assert len(ids) == 1 and [o["update"] for o in pub.outputs][0] is False
+    assert re.fullmatch(r"%%torchprof: profiling \.\.\. \d+ s", texts[1])
+    counts = [re.match(r"%%torchprof: analysing ([\d,]+) events \.\.\. \d+ s$", t) for t in texts]
+    # the events read: more than the operators kept (Python calls, the profiler's own ranges)
+    read = [int(m[1].replace(",", "")) for m in counts if m]
+    assert read and min(read) >= len(res.ops) > 0
+    assert texts[-1] == "" and pub.outputs[-1]["data"].get("text/html", "") == ""
+    assert not [t for t in threading.enumerate() if t.name == "cudamagic-torchprof-status"]
+
+
+def test_no_progress_line_in_a_terminal(tip, capsys):
+    """A terminal's outputs cannot be updated in place: no line, however long the cell."""
+    tip.run_cell_magic("torchprof", "", "import time\ntrain(1)\ntime.sleep(1.5)")
+    out = capsys.readouterr().out
+    assert "profiling" not in out and "analysing" not in out
