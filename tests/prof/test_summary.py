@@ -9,6 +9,7 @@ seconds in all.
 
 from __future__ import annotations
 
+import re
 import types
 
 import pytest
@@ -986,9 +987,7 @@ def test_slowest_span_and_outputs(tmp_path):
     assert res.save_html(path) == path
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<title>%%torchprof --top 2</title>" in page
-    assert (
-        res.to_html() in page and res._repr_html_() == res.to_html() and "aten::mm" in res.to_html()
-    )
+    assert res.to_html() in page and res._repr_html_() == res.to_html() and "aten::<wbr>mm" in page
     assert "aten::mm" in repr(res) and repr(res).startswith("%%torchprof --top 2")
 
 
@@ -1074,3 +1073,54 @@ def test_a_thread_whose_only_nesting_is_a_redispatch_still_merges_it():
     res = _build(_kineto_prof(evs), False, activities=("CPU",))
     assert [(o.name, o.start_us) for o in res.ops] == [("aten::sum", 0.0)]
     assert {r.name: r.calls for r in res.rows()}["aten::sum"] == 1
+
+
+# ---- an untrusted notebook: JupyterLab's sanitiser
+
+
+def _lab_sanitise(html_text: str) -> str:
+    """``html_text`` as an untrusted notebook in JupyterLab shows it (its sanitiser's rules).
+
+    No ``<style>`` or ``<svg>`` (an SVG's text stays in the flow), the attributes JupyterLab keeps,
+    ``data:`` images, and no ``var()`` value in a ``style`` (its CSS patterns refuse them).
+    """
+    import nh3
+
+    html_text = re.sub(
+        r"<svg\b.*?</svg>", lambda m: re.sub(r"<[^>]+>", " ", m.group(0)), html_text, flags=re.S
+    )
+    tags = "div span table thead tbody tr th td h4 img wbr ul li code b i small details summary"
+    return nh3.clean(
+        html_text,
+        tags=set(tags.split()),
+        clean_content_tags={"script", "style"},
+        attributes={
+            "*": {"class", "style", "title"},
+            "img": {"src", "alt", "width", "height"},
+        },
+        attribute_filter=lambda tag, attr, value: (
+            ";".join(d for d in value.split(";") if "var(" not in d) or None
+            if attr == "style"
+            else value
+        ),
+        url_schemes={"http", "https", "data"},
+        link_rel=None,
+    )
+
+
+def test_untrusted_notebook_keeps_the_tables_and_the_pictures():
+    """Found by the browser review: sanitised, the summary was an 11,775 px wall of text."""
+    import base64
+
+    res = _result(memory_points={"cpu": [(0.0, 0), (20.0, 4096)]})
+    clean = _lab_sanitise(res.to_html())
+    names = re.findall(r"<td[^>]*><span style=\"([^\"]+)\">(.*?)</span></td>", clean)
+    assert ("overflow-wrap:normal;word-break:normal", "aten::<wbr>mm") in names
+    assert "gemm" in [n for _, n in names]  # the kernel table too
+    pictures = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)" width="(\d+)"', clean)
+    assert len(pictures) == 2 and "<title" not in clean and "<svg" not in clean
+    svg = base64.b64decode(pictures[0][0]).decode()
+    assert svg.startswith("<svg") and "aten::mm" in svg and "cuda:0 stream 7" in svg
+    # the picture keeps its size and scrolls where the output is narrower
+    box = re.search(r'<div class="cm-scroll" style="([^"]+)"><img [^>]*style="([^"]+)"', clean)
+    assert "overflow-x:auto" in box[1] and box[2] == "max-width:none"
