@@ -50,8 +50,8 @@ class Status:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="cudamagic-torchprof-status")
 
-    def _show(self, html: str, text: str) -> None:
-        display({"text/plain": text, "text/html": html}, raw=True, display_id=self._id, update=True)
+    def _show(self, bundle: dict) -> None:
+        display(bundle, raw=True, display_id=self._id, update=True)
 
     def say(self, text: str) -> None:
         """The current step (``"analysing 36,504 events"``); shown at once if the line is up."""
@@ -61,7 +61,8 @@ class Status:
 
     def _update(self) -> None:
         line = f"%%torchprof: {self.text} ... {time.monotonic() - self.start_s:.0f} s"
-        self._show(style.page(f'<div class="cm-note cm-mono">{esc(line)}</div>', "prof"), line)
+        html = style.page(f'<div class="cm-note cm-mono">{esc(line)}</div>', "prof")
+        self._show({"text/plain": line, "text/html": html})
         self.shown = True
 
     def _run(self) -> None:
@@ -81,7 +82,7 @@ class Status:
         self._done.set()
         if self.on:
             self._thread.join()
-            self._show("", "")
+            self._show({"text/plain": ""})
         return False
 
 
