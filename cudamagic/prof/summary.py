@@ -564,7 +564,7 @@ def build_result(
     events = None
     with gc_paused():
         if with_stack or kin is None:
-            ops, kernels, steps = _records_from_function_events(prof, with_stack)
+            ops, kernels, steps = _records_from_function_events(prof)
         else:
             events = kin.events()
             if say is not None:
@@ -751,7 +751,7 @@ def _merge_redispatches(recs, parents, by_corr):
     return kept
 
 
-def _records_from_function_events(prof, with_stack: bool):
+def _records_from_function_events(prof):
     """(ops, kernels, steps) from ``prof.events()``."""
     from torch.autograd import DeviceType
 
@@ -770,16 +770,8 @@ def _records_from_function_events(prof, with_stack: bool):
                 StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end)
             )
             continue
-        if with_stack:
-            module, frames, is_top, depth = _python_context(evt)
-        else:
-            module, frames, depth = "", (), 0
-            parent = evt.cpu_parent
-            while parent is not None:
-                if not (parent.is_user_annotation and parent.name.startswith("ProfilerStep")):
-                    depth += 1
-                parent = parent.cpu_parent
-            is_top = depth == 0
+        # without Python calls recorded: no module, no frame; depth and top the same way
+        module, frames, is_top, depth = _python_context(evt)
         rec = OpRecord(
             evt.name,
             evt.input_shapes or [],
