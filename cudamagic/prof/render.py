@@ -136,24 +136,26 @@ class Table(Displayed):
         return text_table(self.headers(), rows)
 
     def html(self) -> str:
-        """The table as HTML: numbers right-aligned, names wrapping, in a scroll box."""
+        """The table as HTML: names first (wrapping at their parts), then the numbers; no rank.
+
+        A narrow output then shows which operator before it scrolls to the numbers.
+        """
         head, other = self.shown()
-        headers = self.headers()
-        first_name = 4 if self.group == "kernels" else 5
+        first = 4 if self.group == "kernels" else 5  # the first name column of the text form
+        n = len(self.headers()) - first
         rows = [
-            [esc(c) for c in cells[:first_name]] + [name_html(c) for c in cells[first_name:]]
-            for cells in (self._cells(i, r) for i, r in enumerate(head, 1))
+            [name_html(c) for c in cells[first:]] + [esc(c) for c in cells[1:first]]
+            for cells in [self._cells(i, r) for i, r in enumerate(head, 1)]
+            + ([self._other(other)] if other else [])
         ]
-        if other:
-            rows.append([esc(c) for c in self._other(other)])
-        names = range(first_name, len(headers))
+        headers = self.headers()[first:] + self.headers()[1:first]
         return style.scroll(
             html_table(
                 headers,
                 rows,
-                num=range(first_name),
-                prose=names,
-                col_cls={j: "cm-mono" for j in names},
+                num=range(n, len(headers)),
+                prose=range(n),
+                col_cls={j: "cm-mono" for j in range(n)},
             )
         )
 
