@@ -185,7 +185,10 @@ class ProfMagics(AreaMagics):
         timeline picture (operators by thread, kernels by stream). HTML in a notebook, text in a
         terminal; the returned object (``-o NAME`` also stores it) has ``.table(group=...,
         top=...)``, ``.to_pandas()`` (units in column names), ``.save_html(path)``, ``.trace_path``,
-        ``.slowest()``.
+        ``.slowest()``. In a notebook, a cell that runs over a second shows a line updated in place
+        ("profiling ... 12 s", then "analysing 36,504 events ..."), emptied when the summary comes.
+        The timeline is a picture (an image, so an untrusted notebook shows it too): each operator
+        keeps its colour from run to run, and runs of events too short to draw are merged.
 
         After the summary comes the verdict (also ``prof.verdict``): where the time of the steps
         went, in rows that add up to 100 % (a step is a ``--steps`` step, else the whole cell).
