@@ -5,7 +5,7 @@
    activity, ``record_shapes=True``), timed the same way around the cell. One torch thread
    (``torch.set_num_threads(1)``): with several, OpenMP's idle workers spin on a loaded machine
    and make either side's CPU time noise. Guard: both sides recorded the same operators, the same
-   number of calls each.
+   number of calls each. Ten times ``--rounds`` runs per side (a run is a tenth of a second).
 2. Summary at about 100,000 events: from a stopped profiler to the shown summary, ``%%torchprof``'s
    (``build_result``, its HTML and text) against ``key_averages().table()`` on the same profile
    (torch's ``FunctionEvent`` tree built again each time). Guard: the same operators and calls on
@@ -117,7 +117,7 @@ def main():
         CellSide(ours_cell),
         CellSide(bare_cell),
         peer_name="torch.profiler",
-        reps=args.rounds,
+        reps=10 * args.rounds,  # a cell is a tenth of a second: more runs, less noise
         note="goal: %%torchprof costs the cell what a bare profiler costs it (about 1.0x)",
     )
 
