@@ -245,12 +245,9 @@ class WatchMagics(AreaMagics):
         ):
             return running  # re-display the one monitor of this kernel
         background = widget or bool(opts.log)
-        if running is not None and running.running and not background:
-            self._before_replacing(running, opts)
         source = options.open_source(opts)
         writer = options.open_writer(opts)
         if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
-            self.monitors.stop()
             return monitor.run_foreground(
                 source,
                 interval_s=opts.interval_s,
@@ -260,36 +257,23 @@ class WatchMagics(AreaMagics):
                 clear_screen=sys.stdout.isatty(),
                 in_place=self._in_kernel(),
             )
-        if not widget and not opts.log and not opts.replay:
-            time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
-        return self.monitors.start(
-            source,
+        kept = dict(
             interval_s=opts.interval_s,
             history_len=opts.history,
             count=opts.count,
             writer=writer,
             widget=widget,
             background=background,
-            options=opts.as_dict(),
+            options={**opts.as_dict(), "line": line.strip()},
         )
-
-    @staticmethod
-    def _before_replacing(running, opts):
-        """Refuse or announce replacing the running background monitor.
-
-        A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
-        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed),
-        else say it was stopped.
-        """
-        log = running.options.get("log")
-        what = "--loop" if opts.loop else "--text"
-        if log:
-            raise UsageError(
-                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch "
-                f"{what}` would stop it and end that recording: type `%gpuwatch --stop` first."
+        if not background:  # a one-off table: the running monitor goes on
+            if not opts.replay:
+                time.sleep(0.1)  # CPU % needs two readings (the source primed the first)
+            return monitor.start_watch(source, **kept)
+        if running is not None and running.running:
+            again = " ".join(("%gpuwatch", running.options.get("line", ""))).strip()
+            print(
+                f"%gpuwatch: stopped the monitor that was running in this kernel "
+                f"({running.label}) to start this one; `{again}` starts it again."
             )
-        print(
-            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to "
-            "show "
-            f"this one; type `%gpuwatch` to start a live one again."
-        )
+        return self.monitors.start(source, **kept)

@@ -315,6 +315,7 @@ def start_watch(
             sampler.finished = "single sample" if not background else "done"
         if writer is not None:
             writer.close()
+        source.close()  # no thread will read it again (a one-off table is not kept anywhere)
         watch._finished()
     return watch
 
