@@ -314,8 +314,6 @@ class ProfResult(Displayed):
         stack_depth: frames per ``stack`` key.
         top: rows per table.
         with_stack: Python calls were recorded.
-        with_shapes: the operators' input shapes were read (with ``--group shape`` or ``stack``
-            or ``module``; reading them for every operator costs a tenth of the summary).
         gpu: one :class:`GpuBreakdown` per device, or NA with the reason.
         peak_memory_bytes: peak allocated bytes above the span's start (``--memory``), per device
             name (``"cpu"``, ``"cuda:0"``), or NA.
@@ -348,7 +346,6 @@ class ProfResult(Displayed):
     stack_depth: int = 3
     top: int = 15
     with_stack: bool = False
-    with_shapes: bool = True
     gpu: object = NA("no GPU activity recorded", "not_recorded")
     peak_memory_bytes: object = NA("run with --memory", "not_recorded")
     peak_memory_bounds: dict = field(default_factory=dict)
@@ -373,16 +370,14 @@ class ProfResult(Displayed):
 
         Raises:
             ValueError: ``module``/``stack`` grouping of a result recorded without Python calls,
-                ``shape`` grouping of one whose shapes were not read (``with_shapes``), or an
-                unknown grouping.
+                or an unknown grouping.
         """
         group = group or self.group
         if group not in GROUPS:
             raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(GROUPS)}")
-        if not {"op": True, "shape": self.with_shapes}.get(group, self.with_stack):
-            what = "the input shapes" if group == "shape" else "the Python calls"
+        if group in ("module", "stack") and not self.with_stack:
             raise ValueError(
-                f"grouping by {group} needs {what}, which this profile did not record: "
+                f"grouping by {group} needs the Python calls, which this profile did not record: "
                 f"profile the cell again with `%%torchprof --group {group}`"
             )
         key = (group, stack_depth or self.stack_depth, len(self.ops))
@@ -568,10 +563,8 @@ def build_result(
             events = kin.events()
             if say is not None:
                 say(f"analysing {len(events):,} events")
-            result.with_shapes = group == "shape"
-            ops, kernels, steps = _records_from_kineto(
-                kin, events, len(activities) > 1, group == "shape"
-            )
+            # shapes always read: any profile can be regrouped by shape (.table(group="shape"))
+            ops, kernels, steps = _records_from_kineto(kin, events, len(activities) > 1)
     lo = min(
         [o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
         default=0.0,
@@ -613,14 +606,14 @@ def _step_number(name: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
-def _records_from_kineto(kin, events, device: bool = True, shapes: bool = True):
+def _records_from_kineto(kin, events, device: bool = True):
     """(ops, kernels, steps) from the Kineto events.
 
     (ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time,
     ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another
     on the same thread is its child). Each accessor runs over all events at once (``map``), the
-    device ones only when a device activity was recorded (``device``), the input shapes only when
-    asked (``shapes``): at 100,000 events these calls are most of the cost. Python-function events
+    device ones only when a device activity was recorded (``device``): at 100,000 events these
+    calls are most of the cost. Python-function events
     are left out.
     """
     from torch.autograd import DeviceType
@@ -649,7 +642,7 @@ def _records_from_kineto(kin, events, device: bool = True, shapes: bool = True):
         col("end_thread_id"),
         col("is_async"),
         col("is_python_function"),
-        col("shapes") if shapes else repeat(""),
+        col("shapes"),
         col("correlation_id", device),
         col("linked_correlation_id", device),
         strict=False,  # repeat() fills the columns not read

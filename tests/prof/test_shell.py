@@ -133,6 +133,17 @@ def test_group_by_shape_splits_an_operator_called_with_two_shapes(tip):
     assert len([r for r in res.rows("op") if r.name == "aten::addmm"]) == 1
 
 
+def test_a_default_profile_regroups_by_shape_afterwards(tip):
+    """.table(group="shape") on a cell profiled without --group shape (the tour notebook does it)."""
+    res = tip.run_cell_magic("torchprof", "", "train(2)")
+    shapes = sorted(r.detail for r in res.rows("shape") if r.name == "aten::addmm")
+    assert shapes == [
+        "[[10], [128, 128], [128, 10], [], []]",
+        "[[128], [128, 64], [64, 128], [], []]",
+    ]
+    assert "input shapes" in repr(res.table(group="shape"))
+
+
 def test_group_by_module_names_the_layers(tip):
     res = tip.run_cell_magic("torchprof", "--group module", "train(1)")
     addmm = {r.detail for r in res.rows() if r.name == "aten::addmm"}
