@@ -72,9 +72,9 @@ def test_tables_and_pictures_survive(notebooks):
             lost.append(
                 f"{where}: tables {sanitise.count(html, 'table')} -> "
                 f"{sanitise.count(clean, 'table')}, pictures {pictures} -> "
-                f"{sanitise.count(clean, 'img')} (an inline <svg> is dropped: use an <img> data URI "
-                "or an image/png output; JupyterLab shows no image/svg+xml output of an untrusted "
-                "notebook)"
+                f"{sanitise.count(clean, 'img')} (an inline <svg> is dropped: use an <img> data "
+                "URI or an image/png output; JupyterLab shows no image/svg+xml output of an "
+                "untrusted notebook)"
             )
     assert not lost, "\n".join(lost)
 
@@ -87,7 +87,10 @@ def test_no_dropped_text_leaks_into_the_flow(notebooks):
         shown = "".join(sanitise.visible_text(html, skip_svg=True).split())
         clean = "".join(sanitise.visible_text(sanitise.sanitise(html)).split())
         if clean != shown:
-            at = next((i for i, (a, b) in enumerate(zip(clean, shown)) if a != b), len(shown))
+            at = next(
+                (i for i, (a, b) in enumerate(zip(clean, shown, strict=False)) if a != b),
+                len(shown),
+            )
             leaks.append(
                 f"{where}: {len(clean) - len(shown):+d} characters from {clean[at:][:80]!r}"
             )
