@@ -243,13 +243,28 @@ def cell_report_text(r) -> str:
         lines.append(wrap(f"process GPU memory (NVML): {_nvml_text(r.nvml_after)}"))
     lines.append(
         f"CPU RSS: {format_bytes(r.rss_before_bytes)} \u2192 {format_bytes(r.rss_after_bytes)} "
-        f"({signed(r.rss_delta_bytes)})"
+        f"({signed(r.rss_delta_bytes)}){rss_hint(r)}"
     )
     if r.kind == "cell":
         lines.append(wrap(_tensors_title(r) + (":" if r.tensors else "")))
         if r.tensors:
             lines.append(fit_table(TENSOR_HEADERS, _tensor_rows(r), shrink=(0, 1)))
     return "\n".join(lines)
+
+
+def rss_hint(r) -> str:
+    """Why RSS grew less than the cell's new CPU tensors, when it did; else ``""``.
+
+    The allocator reuses pages that freed tensors left, so RSS counts pages taken from the OS.
+    """
+    new_cpu = sum(t.bytes for t in r.tensors if t.new and t.device == "cpu")
+    delta = r.rss_delta_bytes if isinstance(r.rss_delta_bytes, int) else None
+    if delta is None or new_cpu < (1 << 20) or new_cpu <= 2 * max(delta, 0):
+        return ""
+    return (
+        f"; the new CPU tensors hold {format_bytes(new_cpu)}: RSS counts the pages the process "
+        "took from the OS, and the allocator reused pages it already had"
+    )
 
 
 def cell_report_html(r) -> str:
@@ -285,7 +300,8 @@ def cell_report_html(r) -> str:
             parts.append(f"<div>process GPU memory (NVML): {esc(_nvml_text(r.nvml_after))}</div>")
     parts.append(
         f"<div>CPU RSS: {esc(format_bytes(r.rss_before_bytes))} &rarr; "
-        f"{esc(format_bytes(r.rss_after_bytes))} ({esc(signed(r.rss_delta_bytes))})</div>"
+        f"{esc(format_bytes(r.rss_after_bytes))} ({esc(signed(r.rss_delta_bytes))})"
+        f"{esc(rss_hint(r))}</div>"
     )
     if r.kind == "cell":
         parts.append(f"<div>{esc(_tensors_title(r))}</div>")

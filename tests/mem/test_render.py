@@ -212,3 +212,25 @@ def test_html_is_themed_aligned_and_scrolls_with_a_cue():
     only_cpu = history.MemHistory([cpu])._repr_html_()
     assert "allocated delta" not in only_cpu and "RSS delta" in only_cpu  # no empty GPU columns
     assert '<td class="cm-prose"><code>' + "v" * 80 + "</code></td>" in plain(fr._repr_html_())
+
+
+def test_rss_that_grew_less_than_the_new_cpu_tensors_says_why():
+    """16 MiB of new CPU tensors, RSS +4 KiB: the allocator reused pages (review round 3, L12)."""
+    import dataclasses
+
+    base = result.build_report(
+        stats.Snapshot(0.0, {}, False, 100 * MiB),
+        stats.Snapshot(1.0, {}, False, 100 * MiB + 4096),
+        cell=3,
+        source="x = torch.ones(2048, 2048)",
+        error=None,
+        kind="cell",
+    )
+    row = census.TensorRow("x", (2048, 2048), "torch.float32", "cpu", 16 * MiB, new=True)
+    reused = dataclasses.replace(base, tensors=[row])
+    for shown in (repr(reused), reused._repr_html_()):
+        assert "(+4.0 KiB); the new CPU tensors hold 16.0 MiB" in " ".join(shown.split())
+    grown = dataclasses.replace(base, tensors=[row], rss_delta_bytes=16 * MiB)
+    old = dataclasses.replace(base, tensors=[dataclasses.replace(row, new=False)])
+    for quiet in (grown, old, base):
+        assert "new CPU tensors hold" not in repr(quiet) + quiet._repr_html_()
