@@ -134,7 +134,9 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
             expected = f"{style.icon(m.group(1))} {word}{f.title} {f.cause}" + (
                 f" Fix: {f.fix}" if f.fix else ""
             )
-            assert shown == " ".join(expected.split()), (scenario, shown)
+            # `code` spans are <code> elements: no literal backticks in what a person reads
+            assert "`" not in shown, (scenario, shown)
+            assert "".join(shown.split()) == "".join(expected.replace("`", "").split()), shown
         assert not re.search(r"\bF\d\d\b", _user_text(page)), scenario  # no field-report ids either
         assert own_styles(page) == [], scenario  # every look comes from the stylesheet
 
@@ -220,3 +222,14 @@ def test_outside_text_cannot_drive_the_terminal(fake_nvml):
     assert "\\u202eyp.hcrot" in text
     assert not any(line.lstrip().startswith("FAKE:") for line in text.splitlines())
     assert "/opt/cuda\\x0aFAKE: all good" in text
+
+
+def test_variant_named_once_when_it_is_the_kind(ip, fake_nvml):
+    """``+cpu`` reads "cpu", not "cpu (cpu)"; ``+cu126`` keeps its kind, "cu126 (cuda)"."""
+    from cudamagic.info import render
+
+    fake_nvml("no_driver")
+    facts = ip.run_line_magic("cudainfo", "").facts
+    for variant, kind, shown in (("cpu", "cpu", "cpu"), ("cu126", "cuda", "cu126 (cuda)")):
+        torch = dict(facts["torch"], variant={"variant": variant, "kind": kind})
+        assert render._variant(dict(facts, torch=torch)) == shown
