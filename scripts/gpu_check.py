@@ -14,9 +14,10 @@
    utilization and memory moved, no implausible reading, the trace replays.
 5. Exercises per-cell memory (``%%cudamem``) on the real GPU when that magic exists.
 6. Reads ``nvidia-smi -q -x`` (the format of the real captures in ``tests/data/real``, parsed by
-   ``tests/real_captures.py``) and compares, GPU by GPU, what the capture tests compare: memory
-   used/total/reserved, utilization, temperature, power draw and limit, clocks, P-state, fan, ECC
-   mode and counts, driver model, MIG instances, each process and its memory; N/A must meet N/A.
+   ``tests/real_captures.py``) and compares, GPU by GPU, what the capture tests compare: name, UUID,
+   memory used/total/reserved, utilization, temperature, power draw and limit, clocks, P-state, fan,
+   ECC mode and counts, MIG mode, driver model, each MIG instance and its memory, each process and
+   its memory; N/A must meet N/A.
    ``--xml [FILE]`` runs only this check (no IPython, no torch) and saves the capture to FILE.
 
 Prints one line per check (``PASS``/``FAIL``/``SKIP``) and a summary; exit status 1 on any FAIL.
@@ -279,6 +280,17 @@ def check_xml(save_to=None):
     )
     for i, want in enumerate(cap["gpus"]):
         dev = nvml.device(i)
+        for key, field, na_too in (
+            ("name", "name", ()),
+            ("uuid", "uuid", ()),
+            ("ecc_mode", "ecc.mode.current", ()),
+            ("mig_mode", "mig.mode.current", ("Disabled",)),  # GeForce: N/A, NVML may say off
+        ):
+            ours = dev.get(field)
+            if want[key] == "N/A" and (is_na(ours) or ours in na_too):
+                check(f"xml GPU {i} {field}", None, f"both N/A (ours: {ours!r})")
+            else:
+                check(f"xml GPU {i} {field}", ours == want[key], f"{ours!r} vs {want[key]!r}")
         for key, (field, scale, tol) in XML_FIELDS.items():
             ok, detail = compare_value(want[key], dev.get(field), scale, tol)
             check(f"xml GPU {i} {field} (%cudainfo)", ok, detail)
@@ -301,12 +313,15 @@ def check_xml(save_to=None):
             f"{g.driver_model!r} vs {dm!r}",
         )
         ours_mig = [(m.memory_total_bytes, m.memory_used_bytes) for m in g.mig_devices]
-        theirs_mig = [(t * MIB, u * MIB) for _, t, u in want["mig_devices"]]
         check(
             f"xml GPU {i} MIG instances",
-            [t for t, _ in ours_mig] == [t for t, _ in theirs_mig],
-            f"{len(ours_mig)} vs {len(theirs_mig)}",
+            [t for t, _ in ours_mig] == [t * MIB for _, t, _ in want["mig_devices"]],
+            f"{len(ours_mig)} vs {len(want['mig_devices'])}",
         )
+        pairs = zip(ours_mig, want["mig_devices"], strict=False)  # a count differing: above
+        for j, ((_, used), (_, _, theirs)) in enumerate(pairs):
+            ok, detail = compare_value(theirs, used, MIB, ("abs", 64 * MIB))
+            check(f"xml GPU {i} MIG instance {j} memory.used", ok, detail)
         procs = {} if is_na(g.processes) else {p.pid: p.used_memory_bytes for p in g.processes}
         for pid, _, _, used in want["processes"]:
             if pid not in procs:
@@ -391,9 +406,7 @@ def main():
     if "--xml" in sys.argv[1:]:
         rest = sys.argv[sys.argv.index("--xml") + 1 :]
         check_xml(rest[0] if rest else None)
-        failed = [n for n, ok in results if ok is False]
-        print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
-        return 1 if failed else 0
+        return summary()
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
@@ -500,9 +513,14 @@ def main():
             False,
             f"{type(exc).__name__}: {str(exc)[:500]}",
         )
-    failed = [n for n, ok in results if ok is False]
-    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed")
-    return 1 if failed else 0
+    return summary()
+
+
+def summary():
+    """Print the counts (a SKIP is not a pass) and return the exit status: 1 on any FAIL."""
+    counts = {k: sum(ok is k for _, ok in results) for k in (True, None, False)}
+    print(f"\n{counts[True]} passed, {counts[None]} skipped, {counts[False]} failed")
+    return 1 if counts[False] else 0
 
 
 if __name__ == "__main__":

@@ -20,11 +20,13 @@ Used by the tests (``tests/watch/test_cluster*.py``, ``tests/watch/test_promethe
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -271,6 +273,38 @@ def demo_cluster() -> list:
     ]
 
 
+#: Run by a watchdog process (its own session, so a kill of the kernel's process group spares it)
+#: with the pids of the process that started Prometheus and of Prometheus, and the temporary
+#: folder: when the starter is gone (a kernel killed with -9, no atexit hook ran), it stops
+#: Prometheus and removes the folder. It ends when Prometheus does.
+WATCHDOG = r"""
+import shutil, sys, time, psutil
+def proc(pid):
+    try:
+        return psutil.Process(pid)
+    except psutil.Error:
+        return None
+def alive(p):
+    try:
+        return p is not None and p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+starter, prom, tmp = proc(int(sys.argv[1])), proc(int(sys.argv[2])), sys.argv[3]
+while alive(prom):
+    if not alive(starter):
+        try:
+            prom.terminate()
+            prom.wait(10)
+        except psutil.TimeoutExpired:
+            prom.kill()
+        except psutil.Error:
+            pass
+        shutil.rmtree(tmp, ignore_errors=True)
+        break
+    time.sleep(0.5)
+"""
+
+
 def prometheus_binary() -> str | None:
     """Path of the ``prometheus`` program, or None."""
     return shutil.which("prometheus")
@@ -320,7 +354,7 @@ class PrometheusServer:
             lines.pop()
         with open(self.config, "w") as fh:
             fh.write("\n".join(lines) + "\n")
-        self.proc = None
+        self.proc = self.watchdog = None
         self.log = os.path.join(self.tmp, "prometheus.log")
 
     @property
@@ -345,6 +379,16 @@ class PrometheusServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
+        # never outlive this process: stopped at its exit (a kernel shut down or restarted), and
+        # by the watchdog when it is killed
+        atexit.register(self.cleanup)
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-c", WATCHDOG, str(os.getpid()), str(self.proc.pid), self.tmp],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -371,14 +415,24 @@ class PrometheusServer:
     def stop(self, timeout_s: float = 15.0):
         """SIGTERM to our process by its pid, SIGKILL after ``timeout_s``; idempotent."""
         p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            return
-        os.kill(p.pid, signal.SIGTERM)
-        try:
-            p.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(p.pid, signal.SIGKILL)
-            p.wait(5)
+        if p is not None and p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+            try:
+                p.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                os.kill(p.pid, signal.SIGKILL)
+                p.wait(5)
+        self._end_watchdog()
+
+    def _end_watchdog(self):
+        """Wait for the watchdog (it ends within 0.5 s of Prometheus); idempotent."""
+        w, self.watchdog = self.watchdog, None
+        if w is not None:
+            try:
+                w.wait(5)
+            except subprocess.TimeoutExpired:
+                os.kill(w.pid, signal.SIGKILL)
+                w.wait(5)
 
     def kill(self):
         """SIGKILL by pid (a crash, for the stale test)."""
@@ -386,9 +440,11 @@ class PrometheusServer:
         if p is not None and p.poll() is None:
             os.kill(p.pid, signal.SIGKILL)
             p.wait(5)
+        self._end_watchdog()
 
     def cleanup(self):
         """Stop and remove the temporary directory."""
+        atexit.unregister(self.cleanup)
         self.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)
 

@@ -8,6 +8,10 @@ for the stand-in library (``tests/nvml_stub``, under the real ``pynvml``) and th
 before R510 (no ``<reserved>``) the legacy v1 memory call only. :func:`needs_fake` says when a
 capture has what only the fake plays (the Windows driver model, graphics processes, process
 memory N/A). ``scripts/gpu_check.py`` uses :func:`parse` on the machine's own capture.
+
+A ``*.q.txt`` capture is ``nvidia-smi -q`` (the same report as text, where a public repository
+keeps no ``-q -x`` of that GPU): :func:`_q_to_xml` turns it into the ``-q -x`` tree, so both
+forms go through the same reading.
 """
 
 from __future__ import annotations
@@ -25,8 +29,69 @@ DRIVER_MODELS = {"WDDM": 0, "TCC": 1, "MCDM": 2}
 
 
 def captures() -> list:
-    """Paths of every ``*.xml`` capture under ``tests/data/real``, sorted."""
-    return sorted(os.path.join(HERE, f) for f in os.listdir(HERE) if f.endswith(".xml"))
+    """Paths of every ``*.xml`` and ``*.q.txt`` capture under ``tests/data/real``, sorted."""
+    return sorted(os.path.join(HERE, f) for f in os.listdir(HERE) if f.endswith((".xml", ".q.txt")))
+
+
+Q_HEADER = "==============NVSMI LOG=============="
+
+#: ``nvidia-smi -q`` labels whose ``-q -x`` tag is not the label in snake case, by parent tag.
+_Q_TAGS = {
+    ("gpu", "gpu uuid"): "uuid",
+    ("pci", "bus id"): "pci_bus_id",
+    ("utilization", "gpu"): "gpu_util",
+    ("utilization", "memory"): "memory_util",
+    ("temperature", "gpu current temp"): "gpu_temp",
+    ("clocks", "sm"): "sm_clock",
+    ("clocks", "memory"): "mem_clock",
+    ("ecc_mode", "current"): "current_ecc",
+    ("driver_model", "current"): "current_dm",
+    ("mig_mode", "current"): "current_mig",
+    ("mig_device", "shared fb memory usage"): "fb_memory_usage",
+    ("process_info", "name"): "process_name",
+    ("process_info", "used gpu memory"): "used_memory",
+}
+
+
+def _q_to_xml(text: str):
+    """The ``-q -x`` element tree of an ``nvidia-smi -q`` report (the fields :func:`parse` reads).
+
+    Indentation gives the nesting; ``GPU <bus id>`` opens a ``<gpu>``; each ``MIG Device`` opens a
+    ``<mig_device>`` in ``<mig_devices>``; under ``Processes`` each ``Process ID`` opens a
+    ``<process_info>`` holding its ``pid`` and the lines under it.
+    """
+    root = ET.Element("nvidia_smi_log")
+    stack = [(-1, root)]
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("="):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        while stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        head = re.fullmatch(r"GPU ([0-9A-Fa-f:.]+)", line.strip())
+        if head:
+            stack.append((indent, ET.SubElement(root, "gpu", id=head.group(1))))
+            continue
+        label, colon, value = line.strip().partition(" : ")
+        label = label.rstrip(" :").strip()
+        if label == "MIG Device":  # -q lists them in the GPU, -q -x in <mig_devices>
+            box = parent.find("mig_devices")
+            box = ET.SubElement(parent, "mig_devices") if box is None else box
+            stack.append((indent, ET.SubElement(box, "mig_device")))
+            continue
+        if label == "Process ID":
+            parent = ET.SubElement(parent, "process_info")
+            ET.SubElement(parent, "pid").text = value.strip()
+            stack.append((indent, parent))
+            continue
+        tag = _Q_TAGS.get((parent.tag, label.lower())) or re.sub(r"\W+", "_", label.lower())
+        el = ET.SubElement(parent, tag)
+        if colon:
+            el.text = value.strip()
+        else:
+            stack.append((indent, el))
+    return root
 
 
 def _text(node, path: str):
@@ -83,8 +148,13 @@ def parse(path_or_text: str) -> dict:
     instance id, total MiB, used MiB)]``) and ``processes`` (``[(pid, type, name, used MiB or
     NA_TEXT)]``).
     """
-    if path_or_text.lstrip().startswith("<"):
+    if Q_HEADER in path_or_text:
+        root = _q_to_xml(path_or_text)
+    elif path_or_text.lstrip().startswith("<"):
         root = ET.fromstring(path_or_text)
+    elif path_or_text.endswith(".txt"):
+        with open(path_or_text, encoding="utf-8") as fh:
+            root = _q_to_xml(fh.read())
     else:
         root = ET.parse(path_or_text).getroot()
     out = {

@@ -1,6 +1,6 @@
 """`make lab` starts JupyterLab on examples/, as root and as a normal user.
 
-As root (the README's own set-up path on a fresh machine or container): the exact command
+As root (the set-up path of CONTRIBUTING.md on a fresh machine or container): the exact command
 `make -n lab` prints is started on a free port, must answer /api/status, and is then stopped.
 As a normal user (the tests run as root here and in CI): a throwaway user is created with its HOME
 under /tmp, gets its own copy of the tracked files `make lab` reads and its own virtualenv (made by

@@ -1,8 +1,8 @@
 """`make ... TORCH=...` reinstalls torch when, and only when, the requested torch changes.
 
-The README says "switching builds is one command". The real Makefile and scripts/make_venv.sh run
-for real in a throwaway copy, against a fake virtualenv whose `bin/python` only records the
-commands it is given, so nothing is installed.
+CONTRIBUTING.md says "switching builds is one command". The real Makefile and
+scripts/make_venv.sh run for real in a throwaway copy, against a fake virtualenv whose `bin/python`
+only records the commands it is given, so nothing is installed.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_changing_torch_reinstalls_once_then_not_again(project):
 
 
 def test_same_version_another_build_uninstalls_first(project):
-    """The README's own switch: the same version from another index.
+    """CONTRIBUTING.md's own switch: the same version from another index.
 
     pip alone would keep the build it has.
     """

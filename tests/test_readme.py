@@ -1,7 +1,4 @@
-"""The README tells the truth.
-
-The README tells the truth: its magic examples run as written in a real shell, and its Options
-reference is the one the magics' parsers give (``scripts/options_doc.py``).
+"""The README tells the truth: its magic examples run as written in a real shell.
 
 Every fenced block of the README without a language that uses a magic is run in a real
 ``InteractiveShell`` with the extension loaded and a fake NVML (one H100) where NVML is read: a
@@ -15,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
@@ -23,8 +19,6 @@ README = os.path.join(ROOT, "README.md")
 #: README lines that cannot run on this machine, each with the reason (matched on the line's start).
 CANNOT_RUN_HERE = {
     "%gpuwatch --text --loop": "runs until Ctrl-C (tests/watch/test_magic.py tests the loop)",
-    "%gpuwatch --source": "needs a Prometheus server (tests/watch/test_cluster*.py run one)",
-    "%gpuwatch --replay cluster.jsonl": "needs the cluster.jsonl the --source --log line records",
     "%%cuda --torch": "builds a PyTorch extension with ninja (minutes; tests/cuda build one)",
 }
 if shutil.which("nvcc") is None:
@@ -32,6 +26,7 @@ if shutil.which("nvcc") is None:
 
 #: Bodies for the README's cell-magic lines shown without one (matched on the line's start).
 BODY = {
+    "%%cudamem": "import torch\nkept = torch.zeros(256, 1024)",
     "%%torchprof": "for _ in range(3):\n    loss_fn(model(x), y).backward()",
     "%%cuda --save": "#pragma once\ninline int two() { return 2; }",
     "%%cuda": (
@@ -56,16 +51,22 @@ PRELUDE = (
 )
 
 
-def readme_blocks() -> list:
-    """``[(first line number, [lines])]`` of the README's plain fenced blocks that use a magic."""
+def readme_blocks(path: str = README, langs: tuple = ("",)) -> list:
+    """``[(first line number, [lines])]`` of the fenced blocks that use a magic.
+
+    Args:
+        path: a Markdown file (the README, or a page of the manual under docs/).
+        langs: the fence languages that hold magic lines (the README's are plain fences, the
+            manual's are ``ipython`` fences).
+    """
     blocks, cur, lang, start = [], None, "", 0
-    with open(README, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:
         for no, line in enumerate(fh, 1):
             if line.startswith("```"):
                 if cur is None:
                     cur, lang, start = [], line[3:].strip(), no + 1
                     continue
-                if not lang and any(x.lstrip().startswith("%") for x in cur):
+                if lang in langs and any(x.lstrip().startswith("%") for x in cur):
                     blocks.append((start, cur))
                 cur = None
             elif cur is not None:
@@ -73,10 +74,10 @@ def readme_blocks() -> list:
     return blocks
 
 
-def readme_cells() -> list:
-    """``[(README line number, cell source)]`` in README order."""
+def readme_cells(path: str = README, langs: tuple = ("",)) -> list:
+    """``[(line number, cell source)]`` in the file's order."""
     cells = []
-    for start, lines in readme_blocks():
+    for start, lines in readme_blocks(path, langs):
         i = 0
         while i < len(lines):
             if lines[i].startswith("%%"):  # a cell magic: its body runs to the next magic line
@@ -107,7 +108,42 @@ def test_readme_has_magic_blocks():
     assert len(cells) >= 20
 
 
-def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypatch, capsys):
+def run_cells(ip, cells: list, where: str, cannot_run: dict | None = None) -> tuple:
+    """Run ``[(line number, source)]`` in ``ip`` as a user pastes them: ``(ran, skipped)``.
+
+    Each cell must run without any error; a cell in ``cannot_run`` (default
+    ``CANNOT_RUN_HERE``) is skipped with its reason, one in ``BEFORE`` has its failing cell run
+    first, a cell magic shown without a body gets the one in ``BODY``. The monitor is stopped at
+    the end.
+    """
+    cannot_run = CANNOT_RUN_HERE if cannot_run is None else cannot_run
+    ran, skipped = [], []
+    try:
+        for no, source in cells:
+            why = next((r for start, r in cannot_run.items() if source.startswith(start)), None)
+            if why:
+                skipped.append((no, source, why))
+                continue
+            before = BEFORE.get(source)
+            if before:
+                assert ip.run_cell(before).error_in_exec is not None
+            if source.startswith("%%") and "\n" not in source.strip():
+                body = next((b for start, b in BODY.items() if source.startswith(start)), None)
+                assert body is not None, (
+                    f"{where}:{no}: {source!r} has no body here: add one to BODY"
+                )
+                source += "\n" + body
+            result = ip.run_cell(source)
+            err = result.error_before_exec or result.error_in_exec
+            assert err is None, f"{where}:{no}: {source!r} failed: {err!r}"
+            ran.append(no)
+    finally:
+        ip.run_line_magic("gpuwatch", "--stop")
+    return ran, skipped
+
+
+def prepare_shell(ip, fake_nvml, tmp_path, monkeypatch) -> None:
+    """The user's state the examples assume: one H100 on the fake NVML, a model, the demo trace."""
     import copy
 
     from tests.fake_nvml import SCENARIOS
@@ -122,82 +158,34 @@ def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)  # --log files land here; --replay examples/... finds the demo trace
     assert not ip.run_cell(PRELUDE).error_in_exec
     ip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {str(tmp_path / 'cuda-cache')!r}")
-    ran, skipped = [], []
-    try:
-        for no, source in readme_cells():
-            why = next(
-                (r for start, r in CANNOT_RUN_HERE.items() if source.startswith(start)), None
-            )
-            if why:
-                skipped.append((no, source, why))
-                continue
-            before = BEFORE.get(source)
-            if before:
-                assert ip.run_cell(before).error_in_exec is not None
-            if source.startswith("%%") and "\n" not in source.strip():
-                body = next((b for start, b in BODY.items() if source.startswith(start)), None)
-                assert body is not None, (
-                    f"README.md:{no}: {source!r} has no body here: add one to BODY"
-                )
-                source += "\n" + body
-            result = ip.run_cell(source)
-            err = result.error_before_exec or result.error_in_exec
-            assert err is None, f"README.md:{no}: {source!r} failed: {err!r}"
-            ran.append(no)
-    finally:
-        ip.run_line_magic("gpuwatch", "--stop")
+
+
+def test_readme_magic_examples_run_as_written(ip, fake_nvml, tmp_path, monkeypatch, capsys):
+    prepare_shell(ip, fake_nvml, tmp_path, monkeypatch)
+    ran, skipped = run_cells(ip, readme_cells(), "README.md")
     out = capsys.readouterr().out
     assert "UsageError" not in out
     assert len(ran) >= 17 and {s for _n, s, _w in skipped} <= {s for _n, s in readme_cells()}
     assert os.path.getsize(tmp_path / "run1.jsonl") > 0  # the --log line really recorded
 
 
+def site_cells() -> list:
+    """``[(page, line number, cell source)]`` of the manual's ``ipython`` blocks (docs/**/*.md)."""
+    import glob
+
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "**", "*.md"), recursive=True)):
+        rel = os.path.relpath(path, ROOT)
+        if not rel.startswith(os.path.join("docs", "_build")):
+            out += [(rel, no, src) for no, src in readme_cells(path, ("ipython",))]
+    return out
+
+
 def test_every_cannot_run_entry_matches_a_readme_line():
-    sources = [c for _n, c in readme_cells()]
+    # a line of the README or of the manual (tests/test_docs.py runs the manual's)
+    sources = [c for _n, c in readme_cells()] + [c for _p, _n, c in site_cells()]
     for start in list(CANNOT_RUN_HERE) + list(BEFORE) + list(BODY):
         assert any(s.startswith(start) for s in sources), start
-
-
-# ---- the Options reference ---------------------------------------------------------------------
-
-
-def _options_doc():
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    try:
-        import options_doc
-    finally:
-        sys.path.pop(0)
-    return options_doc
-
-
-def test_readme_options_reference_is_what_the_parsers_say():
-    doc = _options_doc()
-    with open(README, encoding="utf-8") as fh:
-        readme = fh.read()
-    assert doc.START in readme and doc.END in readme
-    block = doc.START + readme.split(doc.START, 1)[1].split(doc.END, 1)[0] + doc.END
-    assert block == doc.markdown(), (
-        "README's Options are stale: run `python scripts/options_doc.py --write`"
-    )
-
-
-def test_every_option_listed_once_in_readme_and_in_its_magic_manual(ip, capsys):
-    doc = _options_doc()
-    with open(README, encoding="utf-8") as fh:
-        options_block = readme_block = fh.read().split(doc.START, 1)[1].split(doc.END, 1)[0]
-    for name, parser in doc.magic_parsers():
-        magic = name.split("`")[0]
-        ip.run_line_magic("pinfo", magic)
-        manual = capsys.readouterr().out
-        for action in parser._actions:
-            for flag in action.option_strings:
-                assert flag in manual, (magic, flag)
-        section = readme_block.split(f"**`{name}`**", 1)[1].split("**", 1)[0]
-        for inv, _help in doc.option_rows(parser):
-            assert section.count(f"| `{doc._cell(inv)}` |") == 1, (name, inv)
-    assert options_block.count("| `") >= 30
-    for setting, _default, _help in doc.settings_rows():
-        assert options_block.count(f"| `{setting}` |") == 1, setting
 
 
 def test_autograd_graph_usage_line_is_a_cell_magic(ip, capsys):

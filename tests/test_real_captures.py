@@ -21,7 +21,7 @@ from tests import real_captures as rc
 
 MIB = rc.MIB
 CAPTURES = rc.captures()
-IDS = [os.path.basename(p)[:-4] for p in CAPTURES]
+IDS = [os.path.basename(p).split(".")[0] for p in CAPTURES]
 NO_DOCTYPE = {"telegraf-gtx-1660-ti-r418.xml"}
 
 
@@ -40,8 +40,10 @@ def test_each_capture_is_a_full_nvidia_smi_log(path):
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     name = os.path.basename(path)
-    # the one exception is named in PROVENANCE.md: the project's copy of an R418 capture lost it
-    assert '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device' in text or name in NO_DOCTYPE
+    if name.endswith(".q.txt"):  # nvidia-smi -q, the same report as text
+        assert text.startswith(rc.Q_HEADER + "\n\nTimestamp ")
+    else:  # the one exception is in PROVENANCE.md: the project's R418 copy lost the line
+        assert '<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device' in text or name in NO_DOCTYPE
     cap = rc.parse(path)
     assert cap["timestamp"] and cap["driver_version"] and cap["gpus"]
     with open(os.path.join(rc.HERE, "PROVENANCE.md"), encoding="utf-8") as fh:
@@ -147,6 +149,9 @@ def test_gpuwatch_sample_and_history_give_the_captures_values(path, ip, play):
         # each process and its memory (nvidia-smi's used_memory; N/A under WDDM)
         got = {p.pid: p.used_memory_bytes for p in g.processes}
         assert set(got) == {pid for pid, *_ in want["processes"]}, where
+        assert {p.pid: p.type for p in g.processes} == {
+            pid: kind for pid, kind, *_ in want["processes"]
+        }, where  # nvidia-smi's C, G or C+G
         for pid, _, _, used in want["processes"]:
             _same(got[pid], used, MIB, f"process {pid} on {where}")
         # the history rows (nvidia-smi keys, raw units, NaN for N/A: its reason is on the sample)
@@ -173,12 +178,14 @@ def _fake_nvidia_smi(tmp_path, monkeypatch, capture):
     monkeypatch.setenv("PATH", f"{exe.parent}{os.pathsep}{os.environ['PATH']}")
 
 
-@pytest.mark.parametrize("name", ["telegraf-tesla-t4", "telegraf-rtx-3060-r570"])
-def test_gpu_check_xml_agrees_with_the_machine_it_reads(name, tmp_path, monkeypatch, play):
+XML_CAPTURES = [p for p in CAPTURES if p.endswith(".xml")]
+
+
+@pytest.mark.parametrize("path", XML_CAPTURES, ids=[os.path.basename(p) for p in XML_CAPTURES])
+def test_gpu_check_xml_agrees_with_the_machine_it_reads(path, tmp_path, monkeypatch, play):
     """scripts/gpu_check.py --xml on a machine whose nvidia-smi and NVML say the capture."""
     import gpu_check  # scripts/ is on sys.path (tests/conftest.py)
 
-    path = os.path.join(rc.HERE, name + ".xml")
     cap = rc.parse(path)
     play(cap)
     _fake_nvidia_smi(tmp_path, monkeypatch, path)
@@ -189,7 +196,8 @@ def test_gpu_check_xml_agrees_with_the_machine_it_reads(name, tmp_path, monkeypa
     assert (tmp_path / "saved.xml").read_text() == open(path).read()
 
 
-def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play):
+def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play, capsys):
+    """``gpu_check.py --xml``: a differing value fails the run; a SKIP is not counted a pass."""
     import gpu_check
 
     path = os.path.join(rc.HERE, "telegraf-tesla-t4.xml")
@@ -199,9 +207,37 @@ def test_gpu_check_xml_reports_a_value_that_differs(tmp_path, monkeypatch, play)
     play(cap)
     _fake_nvidia_smi(tmp_path, monkeypatch, path)
     monkeypatch.setattr(gpu_check, "results", [])
-    gpu_check.check_xml()
+    monkeypatch.setattr(sys, "argv", ["gpu_check.py", "--xml"])
+    assert gpu_check.main() == 1
     failed = {n for n, ok in gpu_check.results if ok is False}
     assert {"xml GPU 0 memory.total (%cudainfo)", "xml GPU 0 process 5762"} <= failed
+    counts = [sum(ok is k for _, ok in gpu_check.results) for k in (True, None, False)]
+    assert counts[1] >= 1  # the fan: N/A on both sides
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"{counts[0]} passed, {counts[1]} skipped, {counts[2]} failed"
+
+
+def test_gpu_check_xml_reports_a_differing_mode_name_and_mig_instance(tmp_path, monkeypatch, play):
+    import gpu_check
+
+    path = os.path.join(rc.HERE, "telegraf-a100-sxm4-80gb-mig-r535.xml")
+    cap = rc.parse(path)
+    gi, total, used = cap["gpus"][0]["mig_devices"][1]
+    cap["gpus"][0]["mig_devices"][1] = (gi, total, used + 1024)  # NVML: 1 GiB more in use
+    cap["gpus"][0]["ecc_mode"] = "N/A"  # NVML: no ECC
+    cap["gpus"][0]["name"] = "NVIDIA A100 80GB PCIe"
+    play(cap)
+    _fake_nvidia_smi(tmp_path, monkeypatch, path)
+    monkeypatch.setattr(gpu_check, "results", [])
+    gpu_check.check_xml()
+    failed = {n for n, ok in gpu_check.results if ok is False}
+    assert failed == {
+        "xml GPU 0 name",
+        "xml GPU 0 ecc.mode.current",
+        "xml GPU 0 ecc.errors.uncorrected.volatile.total (%cudainfo)",
+        "xml GPU 0 ecc.errors.uncorrected.aggregate.total (%cudainfo)",
+        "xml GPU 0 MIG instance 1 memory.used",
+    }
 
 
 def test_the_stand_in_library_under_the_real_binding_plays_most_captures():

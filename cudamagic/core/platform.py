@@ -334,7 +334,11 @@ def child_pids(pid: int, proc=None) -> set:
     Linux: ``/proc/PID/task/*/children`` (cheap); elsewhere (or when that file is missing)
     ``psutil``'s scan. ``proc``: a ``psutil.Process`` for ``pid`` to reuse.
     """
-    files = glob.glob(f"/proc/{pid}/task/*/children") if SYSTEM == "linux" else []
+    try:  # os.listdir, not glob: glob's matching cost 10x the reads in a kernel of 12 threads
+        tasks = os.listdir(f"/proc/{pid}/task") if SYSTEM == "linux" else []
+    except OSError:
+        tasks = []
+    files = [f"/proc/{pid}/task/{t}/children" for t in tasks]
     if not files:
         try:
             proc = proc if proc is not None else psutil.Process(pid)

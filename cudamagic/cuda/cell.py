@@ -120,7 +120,7 @@ def missing(what: str) -> str:
     if is_na(nvcc.find_nvcc()):
         return (
             "this cell needs nvcc (the CUDA compiler), and none was found; "
-            '`%pip install "cudamagic[cuda]"` installs one'
+            "`%pip install nvidia-cuda-nvcc nvidia-cuda-runtime` installs one"
         )
     if what == "gpu" and not toolchain.gpu_archs():
         return "this cell needs an NVIDIA GPU, and NVML sees none here (`%cudainfo` says why)"

@@ -16,6 +16,7 @@ from traitlets import Float, HasTraits, Int, TraitError, Unicode, validate
 
 from ..core.fmt import format_bytes, plural
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from .cache import Workspace, clear, default_root
 from .cell import run_cell
 from .errors import CudaCompileError, CudaProgramError, CudaUsageError
@@ -77,21 +78,27 @@ class CudaCellMagics(AreaMagics):
             self.add_cleanup(self._ws.remove_saved)
         return self._ws
 
+    @manual(CudaSettings, "%% %")
     @magic_arguments()
     @argument(
         "--arch",
         default=None,
-        help="GPU architecture to build for (sm_90, sm_86, ...); default: the GPU's own.",
+        metavar="sm_XY",
+        help="GPU architecture to build for (sm_90, sm_86, ...) (default: the GPU's own).",
     )
     @argument(
         "--timeout",
         type=float,
         default=None,
+        metavar="SECONDS",
         help="Seconds the program may run; then it and all its child processes are killed. 0: no "
-        "limit (also where CudaMagics.cuda_timeout_s sets one).",
+        "limit, also where a setting sets one (default: CudaMagics.cuda_timeout_s).",
     )
     @argument(
-        "--args", default=None, help='Arguments for the program, quoted as one: --args "1024 16".'
+        "--args",
+        default=None,
+        metavar='"ARGS"',
+        help='Arguments for the program, quoted as one: --args "1024 16".',
     )
     @argument(
         "--save",
@@ -112,7 +119,11 @@ class CudaCellMagics(AreaMagics):
         help="Run the program under Nsight Compute or Systems.",
     )
     @argument(
-        "--nvcc-flags", default=None, dest="nvcc_flags", help="Extra nvcc flags, quoted as one."
+        "--nvcc-flags",
+        default=None,
+        dest="nvcc_flags",
+        metavar='"FLAGS"',
+        help="Extra nvcc flags, quoted as one (added to CudaMagics.cuda_nvcc_flags).",
     )
     @argument(
         "--skip-without",
@@ -125,7 +136,7 @@ class CudaCellMagics(AreaMagics):
         "--clear-cache",
         action="store_true",
         dest="clear_cache",
-        help="(%%cuda line magic only) remove every cached build.",
+        help="(%%cuda line magic only) remove every cached build (CudaMagics.cuda_cache_dir).",
     )
     @line_cell_magic
     def cuda(self, line="", cell=None):
@@ -138,17 +149,20 @@ class CudaCellMagics(AreaMagics):
         (at the cell's own lines), a non-zero exit, a signal or a CUDA error fails the cell.
 
         Examples:
-            A program (``--arch``, ``--timeout`` and ``--args`` are optional)::
+        --------
+        A program (``--arch``, ``--timeout`` and ``--args`` are optional); a header that later
+        cells ``#include "vec.cuh"``; a PyTorch extension (then ``add_one(t)`` in Python); a cell
+        skipped, with the reason, where nvcc is missing; the build cache emptied::
 
-                %%cuda --arch sm_90 --timeout 30 --args "1024 16"
-                #include <cstdio>
-                __global__ void hello() { printf("thread %d\n", threadIdx.x); }
-                int main() { hello<<<1, 4>>>(); cudaDeviceSynchronize(); }
+            %%cuda --arch sm_90 --timeout 30 --args "1024 16"
+            #include <cstdio>
+            __global__ void hello() { printf("thread %d\n", threadIdx.x); }
+            int main() { hello<<<1, 4>>>(); cudaDeviceSynchronize(); }
 
-            A header that later cells ``#include "vec.cuh"``: ``%%cuda --save vec.cuh``.
-            A PyTorch extension, then ``add_one(t)`` in Python: ``%%cuda --torch add_one,scale``.
-            Skipped, with the reason, where nvcc is missing: ``%%cuda --skip-without nvcc``.
-            Empty the build cache: ``%cuda --clear-cache``.
+            %%cuda --save vec.cuh
+            %%cuda --torch add_one,scale
+            %%cuda --skip-without nvcc
+            %cuda --clear-cache
         """
         __tracebackhide__ = True  # noqa: F841 - a failing cell shows the compiler's or program's error
         args = self.parse(self.cuda, line, USAGE, prefix="%%" if cell is not None else "%")

@@ -32,7 +32,7 @@ def require_nvcc() -> str:
     if is_na(path):
         raise CudaUsageError(
             "%%cuda: no nvcc (the CUDA compiler) in $CUDA_HOME, $CUDA_PATH, PATH or NVIDIA's pip "
-            'wheel; run `%pip install "cudamagic[cuda]"`.'
+            "wheel; run `%pip install nvidia-cuda-nvcc nvidia-cuda-runtime`."
         )
     return path
 

@@ -11,6 +11,7 @@ from IPython.display import display
 from traitlets import Bool, HasTraits
 
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from .options import catalogue_entry
 from .result import CatalogueView, Explanation, NoMatch
 
@@ -73,12 +74,14 @@ class ExplainMagics(AreaMagics):
             self.last_explanation = explanation
             display(explanation)
 
+    @manual(ExplainSettings)
     @magic_arguments()
     @argument(
         "entry",
         nargs="?",
         default=None,
         type=catalogue_entry,
+        metavar="ENTRY",
         help="A catalogue id (see --list) to show that entry without an error.",
     )
     @argument(

@@ -12,6 +12,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import HasTraits, Int
 
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 
 
 def first_line(cell: str, width: int = 60) -> str:
@@ -33,14 +34,22 @@ class FitSettings(HasTraits):
 class FitMagics(AreaMagics):
     """``%%cudafit``."""
 
+    @manual(FitSettings, "%%")
     @magic_arguments()
-    @argument("--device", default="cuda:0", help="target GPU (CUDA ordinal), default cuda:0.")
+    @argument("--device", default="cuda:0", metavar="cuda:N", help="target GPU (CUDA ordinal).")
     @argument(
         "--device-memory",
         default=None,
-        help="target memory when this machine has not that GPU, e.g. 24GiB (assumed all free).",
+        metavar="SIZE",
+        help="target memory when this machine has not that GPU, e.g. 24GiB (assumed all free; "
+        "B, KiB, MiB, GiB, KB, MB, GB).",
     )
-    @argument("--gpu", default=None, help='target GPU by name from a table, e.g. "RTX 4090".')
+    @argument(
+        "--gpu",
+        default=None,
+        metavar="NAME",
+        help='target GPU by name from a table, e.g. "RTX 4090".',
+    )
     @argument(
         "--max-batch",
         default=None,
@@ -58,7 +67,8 @@ class FitMagics(AreaMagics):
         "--top",
         type=int,
         default=None,
-        help="module rows (default CudaMagics.cudafit_top_modules, 5).",
+        metavar="N",
+        help="module rows (default: CudaMagics.cudafit_top_modules).",
     )
     @argument(
         "--verify",
@@ -90,22 +100,6 @@ class FitMagics(AreaMagics):
         ``--suggest``) each change is re-estimated: bf16 autocast, activation checkpointing of the
         biggest blocks, half the batch, SGD instead of Adam, expandable segments.
 
-        Options (sizes take B, KiB, MiB, GiB, KB, MB, GB):
-          --device cuda:N         target GPU by CUDA ordinal (default cuda:0)
-          --device-memory SIZE    target memory, e.g. 24GiB (no GPU needed)
-          --gpu NAME              target from a table: T4, RTX 3090, RTX 4090, A100 80GB, H100 80GB,
-                                  H200, ... (no GPU needed)
-          --max-batch NAMES       largest batch: bisection on the leading dimension of these
-                                  tensors (others scale in proportion), on fake runs only
-          --dtype bf16|fp16       run the step under torch.autocast with this dtype
-          --suggest               suggestions even when it fits
-          --top N                 module rows (default CudaMagics.cudafit_top_modules = 5)
-          --verify                then one real step on the GPU (at the --max-batch size when
-                                  given), measured beside the estimate; parameters, grads,
-                                  buffers, optimizer state and RNG are put back after it and
-                                  the cache emptied (needs a GPU; resets the peak counters)
-          -o NAME                 also store the result (a FitEstimate) in NAME
-
         Cells it cannot follow (reading a value: ``.item()``, ``if loss > 0``; value-dependent
         shapes: ``nonzero``, masks; custom C++/CUDA operators without a fake kernel) get a
         paragraph naming the operation and the line, with the figures of the part before it and
@@ -130,6 +124,10 @@ class FitMagics(AreaMagics):
             opt.step(); opt.zero_grad()
 
             fit.peak_reserved_bytes, fit.max_batch.batch, fit.to_dict()
+
+            %%cudafit --device-memory 24GiB --suggest
+            loss = loss_fn(model(x), y)
+            loss.backward()
         """
         __tracebackhide__ = True
         from . import options

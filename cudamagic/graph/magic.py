@@ -5,9 +5,10 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from traitlets import Float, HasTraits, Int, Unicode
+from traitlets import Enum, Float, HasTraits, Int, TraitError, validate
 
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from . import capture, draw, options, torchviz_engine
 
 
@@ -22,23 +23,34 @@ class GraphSettings(HasTraits):
     ).tag(config=True)
     graph_node_budget = Int(
         150,
+        min=1,
         help="Most boxes (count) one %%autograd_graph picture holds (150: about three screens of a "
         "1400 px "
         "window); bigger graphs are drawn as the deepest collapsed module view that fits, repeated "
         "calls folded.",
     ).tag(config=True)
-    graph_format = Unicode(
-        "svg",
+    graph_format = Enum(
+        options.FORMATS,
+        default_value="svg",
         help="Default picture format of %%autograd_graph: svg, png, pdf or dot (DOT source only).",
     ).tag(config=True)
+
+    @validate("graph_dot_timeout_s")
+    def _usable_dot_timeout(self, proposal):
+        # the bound --timeout has, so a value %config accepts is one every cell accepts
+        try:
+            return options.check_timeout(proposal["value"], "CudaMagics.graph_dot_timeout_s")
+        except UsageError as exc:
+            fix = "`%config CudaMagics.graph_dot_timeout_s = 60`"
+            raise TraitError(str(exc).replace("`%%autograd_graph --timeout 60`", fix)) from None
 
 
 @magics_class
 class GraphMagics(AreaMagics):
     """``%%autograd_graph``."""
 
-    # the parser's prog: `%%autograd_graph?` prints %% (the usage adds one %)
-    @magic_arguments("%autograd_graph")
+    @manual(GraphSettings, "%%")
+    @magic_arguments()
     @argument(
         "-o",
         "--output",
@@ -63,7 +75,8 @@ class GraphMagics(AreaMagics):
         default=None,
         metavar="D",
         help="Collapse module calls deeper than D into single boxes (0: one box per top-level "
-        "call).",
+        "call) (default: automatic, the deepest view that fits "
+        "--max-nodes).",
     )
     @argument(
         "--no-fold",
@@ -73,14 +86,13 @@ class GraphMagics(AreaMagics):
     @argument(
         "--shared-params",
         action="store_true",
-        help="One node per leaf tensor always (default: one per leaf, but one per use in full "
-        "pictures "
-        "of over 60 boxes, where it keeps dot fast).",
+        help="One node per leaf tensor always (without it: one per leaf, but one per use in full "
+        "pictures of over 60 boxes, where it keeps dot fast).",
     )
     @argument(
         "--format",
         default=None,
-        choices=["svg", "png", "pdf", "dot"],
+        choices=options.FORMATS,
         help="Picture format (default: CudaMagics.graph_format).",
     )
     @argument(
@@ -93,7 +105,7 @@ class GraphMagics(AreaMagics):
         "--timeout",
         type=float,
         default=None,
-        metavar="S",
+        metavar="SECONDS",
         help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).",
     )
     @argument(
@@ -101,13 +113,14 @@ class GraphMagics(AreaMagics):
         type=int,
         default=None,
         metavar="N",
-        help="Most boxes drawn before collapsing (default: CudaMagics.graph_node_budget).",
+        help="Most boxes (a count) drawn before collapsing "
+        "(default: CudaMagics.graph_node_budget).",
     )
     @argument(
         "--engine",
         default="cudamagic",
         choices=["cudamagic", "torchviz"],
-        help="Who draws: cudamagic (default: module names, saved bytes, collapsing) or torchviz "
+        help="Who draws: cudamagic (module names, saved bytes, collapsing) or torchviz "
         "(torchviz's own make_dot, as its docs show).",
     )
     @cell_magic
@@ -138,7 +151,8 @@ class GraphMagics(AreaMagics):
 
         Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
         the Python wrapper) nothing is drawn: the result shows the install command, an
-        op-count table, the same text outline (at most 40 lines) and the DOT source
+        op-count table, a text outline of the graph (the whole graph up to 300 lines in a
+        notebook, at most 40 lines in a terminal) and the DOT source
         (``_.dot``); ``--format dot`` and ``--save x.dot`` still work. Install Graphviz,
         then restart the kernel: Debian/Ubuntu ``sudo apt-get install graphviz``;
         Fedora/RHEL ``sudo dnf install graphviz``; macOS ``brew install graphviz``; conda

@@ -9,6 +9,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Float, HasTraits, TraitError, validate
 
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from .options import USAGE, check
 
 
@@ -34,6 +35,7 @@ class InfoSettings(HasTraits):
 class InfoMagics(AreaMagics):
     """``%cudainfo``."""
 
+    @manual(InfoSettings)
     @magic_arguments()
     @argument(
         "--json",

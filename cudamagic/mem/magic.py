@@ -11,6 +11,7 @@ from traitlets import HasTraits, Int
 from ..core.cell import show_value
 from ..core.fmt import format_bytes
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from . import options
 from .free import FreeUsageError, free_memory
 from .history import MemHistory
@@ -57,11 +58,13 @@ class MemMagics(AreaMagics):
         self.growth = CellGrowth(self.shell)  # the growth notice and `%cudamem why`'s baseline
         self.add_cleanup(self.growth.stop)
 
+    @manual(MemSettings, "%% %")
     @magic_arguments()
     @argument(
         "action",
         nargs="?",
         default=None,
+        metavar="on|off|history|free|why",
         help="Line mode only: `on`, `off`, `history`, `free` or `why`. Cell mode takes none.",
     )
     @argument(
@@ -75,14 +78,16 @@ class MemMagics(AreaMagics):
         "--top",
         type=int,
         default=None,
-        help="%%%%cudamem: rows in the tensors-left table (default "
+        metavar="N",
+        help="%%%%cudamem: rows in the tensors-left table (default: "
         "CudaMagics.cudamem_top_tensors).",
     )
     @argument(
         "--threshold",
         default=None,
-        help="on: summary threshold, e.g. 64MiB or a number of bytes (sets "
-        "CudaMagics.cudamem_threshold_bytes).",
+        metavar="SIZE",
+        help="on: summary threshold, e.g. 64MiB or a number of bytes; it also sets the setting "
+        "(default: CudaMagics.cudamem_threshold_bytes).",
     )
     @argument("--json", action="store_true", help="history: print the records as JSON.")
     @argument("--clear", action="store_true", help="history: forget the records.")
@@ -91,8 +96,9 @@ class MemMagics(AreaMagics):
         nargs="*",
         type=int,
         default=None,
-        help="free: also release output-cache entries Out[N] (all holding tensors when no N given) "
-        "and _, __, ___.",
+        metavar="N",
+        help="free: also release output-cache entries Out[N] (N: output history indices; all "
+        "holding tensors when no N given) and _, __, ___.",
     )
     @argument(
         "--var",

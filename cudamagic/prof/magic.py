@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
-from traitlets import Float, HasTraits, Int
+from traitlets import Float, HasTraits, Int, TraitError, validate
 
 from ..core.cell import show_value
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from . import options
 from .compare import compare
 from .run import run_profiled
@@ -39,6 +42,17 @@ class ProfSettings(HasTraits):
         3, min=1, help="`%%torchprof --group stack`: frames of your code per row."
     ).tag(config=True)
 
+    @validate("torchprof_max_trace_mb")
+    def _positive_cap(self, proposal):
+        value = proposal["value"]
+        if not (math.isfinite(value) and value > 0):
+            raise TraitError(
+                "CudaMagics.torchprof_max_trace_mb must be a number of MiB above 0, not "
+                f"{value!r}; "
+                "for example `%config CudaMagics.torchprof_max_trace_mb = 100`."
+            )
+        return value
+
 
 @magics_class
 class ProfMagics(AreaMagics):
@@ -48,30 +62,36 @@ class ProfMagics(AreaMagics):
         """Start the session with no profiled cell."""
         self.last = None
 
+    @manual(ProfSettings, "%% %")
     @magic_arguments()
     @argument(
         "--group",
         default=None,
-        help="Operator table rows: op (default), shape (operator + input shapes), module (operator "
+        metavar="op|shape|module|stack",
+        help="Operator table rows: op, shape (operator + input shapes), module (operator "
         "+ "
-        "innermost nn.Module) or stack (operator + your code's Python frames).",
+        "innermost nn.Module) or stack (operator + your code's Python frames) (default: op).",
     )
     @argument(
         "--stack-depth",
         type=int,
         default=None,
-        help="Frames per row with --group stack (default CudaMagics.torchprof_stack_depth).",
+        metavar="N",
+        help="Python frames per row with --group stack (default: "
+        "CudaMagics.torchprof_stack_depth).",
     )
     @argument(
         "--top",
         type=int,
         default=None,
-        help="Rows per table (default CudaMagics.torchprof_top_rows).",
+        metavar="N",
+        help="Rows per table (default: CudaMagics.torchprof_top_rows).",
     )
     @argument(
         "--steps",
         type=int,
         default=None,
+        metavar="N",
         help="Profile N steps with a profiler schedule: a step is one iteration, ended after each "
         "step() of the first optimizer that steps (others count once per iteration) and outside "
         "your record_function ranges; the first is a warm-up, the next N are recorded.",
@@ -86,15 +106,15 @@ class ProfMagics(AreaMagics):
     @argument(
         "--trace",
         default=None,
-        metavar="FILE",
-        help="Write the Chrome/Perfetto trace to FILE (.json or .json.gz).",
+        metavar="FILE.json[.gz]",
+        help="Write the Chrome/Perfetto trace to this file (.json or .json.gz).",
     )
     @argument(
         "--max-trace-mb",
         type=float,
         default=None,
-        help="Size cap of the --trace file in MiB (default CudaMagics.torchprof_max_trace_mb, "
-        "100).",
+        metavar="MIB",
+        help="Size cap of the --trace file in MiB (default: CudaMagics.torchprof_max_trace_mb).",
     )
     @argument(
         "-o", "--out", default=None, metavar="NAME", help="Store the result in variable NAME."

@@ -415,9 +415,8 @@ class ProfResult(Displayed):
         """One row per operator (grouped by ``group``) and per kernel, as a ``pandas.DataFrame``.
 
         Columns: ``kind`` (``"operator"``/``"kernel"``), ``name``, ``detail``, ``calls``,
-            ``self_time_us``,
-        ``total_time_us``, ``self_time_pct`` (share of all operators' self time, or of all device
-        time for kernels), ``launcher``.
+        ``self_time_us``, ``total_time_us``, ``self_time_pct`` (share of all operators' self
+        time, or of all device time for kernels), ``launcher``.
 
         Raises:
             UsageError: pandas is not installed (``pip install pandas``).

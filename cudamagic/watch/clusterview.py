@@ -29,7 +29,7 @@ from ..core.fmt import (
 )
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
-from .style import MEM, UTIL, WATCH_CSS
+from .style import PLAIN, WATCH_CSS
 from .widget import View, root_box, set_value
 from .widget import part as _part
 
@@ -182,11 +182,29 @@ def cluster_text(sample, history=(), label="cluster", state="", error="", source
 # ---- HTML ---------------------------------------------------------------------------------
 
 
-def tile_html(g) -> str:
+# A saved tile's look inline too (a sanitiser drops the stylesheet): plain colours, which the
+# stylesheet's theme colours (cm-fill-*) override where it applies. The live view's tiles carry
+# only their data (a 512-GPU refresh sends every tile).
+_TBAR_LIVE = '<div class="cm-tbar"><div class="cm-fill-{k}" style="width:{w:.0f}%"></div></div>'
+_TILE = (
+    "display:inline-block;vertical-align:top;width:48px;padding:1px 3px;margin:0 2px 2px 0;"
+    "border:1px solid #888;border-radius:2px;font-size:10px;box-sizing:border-box"
+)
+_TBAR = (
+    '<div class="cm-tbar" style="height:4px;margin-top:1px;background-color:#8883">'
+    '<div class="cm-fill-{k}" style="height:4px;width:{w:.0f}%;background-color:{c}"></div></div>'
+)
+_KEY = (
+    '<span class="cm-fill-{k}" style="display:inline-block;width:12px;height:4px;'
+    'vertical-align:middle;margin-right:3px;background-color:{c}"></span>'
+)
+
+
+def tile_html(g, saved: bool = False) -> str:
     """One GPU tile: index, utilization bar, memory bar; the tooltip has the numbers (escaped).
 
     Colours are the theme's (:mod:`.style`): the same utilization and memory colours as the GPU
-    cards.
+    cards. ``saved``: styled inline too, for an output saved into a notebook.
     """
     util = None if is_na(g.gpu_util_pct) else max(0.0, min(100.0, float(g.gpu_util_pct)))
     mem = _mem_pct(g)
@@ -197,25 +215,25 @@ def tile_html(g) -> str:
         f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}\npower "
         f"{_watts(g.power_draw_mw)}"
     )
-    bar = '<div class="cm-tbar"><div style="width:{w:.0f}%;background:{c}"></div></div>'
     shown = esc(_pct(g.gpu_util_pct)) if util is not None else "–"
+    bar, style = (_TBAR, f' style="{_TILE}"') if saved else (_TBAR_LIVE, "")
     return (
-        f'<div class="cm-tile" title="{esc(tip)}">'
+        f'<div class="cm-tile" title="{esc(tip)}"{style}>'
         f"<div>{int(g.index)}{' MIG' if g.mig_enabled is True else ''}"
         f'<span style="float:right">{shown}</span></div>'
-        + bar.format(w=util or 0, c=UTIL)
-        + bar.format(w=mem or 0, c=MEM)
+        + bar.format(w=util or 0, k="util", c=PLAIN["util"])
+        + bar.format(w=mem or 0, k="mem", c=PLAIN["mem"])
         + "</div>"
     )
 
 
-def tiles_html(gpus, stale=None) -> str:
+def tiles_html(gpus, stale=None, saved: bool = False) -> str:
     """Every GPU as a tile, one wrapping row per host.
 
     Every GPU as a tile, one wrapping row per host (host name, GPU count, mean utilization, power).
     A host of ``stale`` (:func:`stale_hosts`) keeps its last tiles, marked by an error badge
     "exporter down since HH:MM:SS" and a dashed outline (not dimmed, so the last values stay
-    readable).
+    readable). ``saved``: tiles styled inline too (:func:`tile_html`).
     """
     stale = stale or {}
     out = []
@@ -232,89 +250,88 @@ def tiles_html(gpus, stale=None) -> str:
             f'<div class="cm-host{" cm-stale" if info else ""}" data-host="{esc(host)}"'
             + (' style="outline:1px dashed var(--jp-error-color1,currentColor)"' if info else "")
             + ">"
-            '<span class="cm-host-name">'
+            '<span class="cm-host-name" style="display:inline-block;width:150px;'
+            'vertical-align:top">'
             f"<b>{esc(host or '(no host label)')}</b> "
             f"{plural(len(hg), 'GPU').replace(' ', '&nbsp;')} "
-            f"{esc(util)}</span>" + "".join(tile_html(g) for g in hg) + mark + "</div>"
+            f"{esc(util)}</span>" + "".join(tile_html(g, saved) for g in hg) + mark + "</div>"
         )
     key = (
         '<div class="cm-muted">each tile: GPU index, utilization; bars: <span class="cm-key-item">'
-        '<span class="cm-swatch"></span>utilization (upper)</span>, <span class="cm-key-item">'
-        '<span class="cm-swatch cm-mem"></span>memory used (lower)</span></div>'
+        f"{_KEY.format(k='util', c=PLAIN['util'])}utilization (upper)</span>, "
+        f'<span class="cm-key-item">{_KEY.format(k="mem", c=PLAIN["mem"])}memory used (lower)'
+        "</span>; host: GPUs, mean utilization</div>"
     )
     return '<div class="cm-gpu-tiles">' + "".join(out) + key + "</div>"
 
 
+#: Column titles of DCGM's profiling ratios (the DCGM field in the tooltip).
+RATIO_TITLES = {
+    "gr_engine_active": "engine active",
+    "sm_active": "SM active",
+    "sm_occupancy": "SM occupancy",
+    "tensor_active": "tensor active",
+    "dram_active": "DRAM active",
+}
+
+
+def _ratio(ratios: dict, k) -> str:
+    return esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
+
+
 def detail_html(gpus) -> str:
-    """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios)."""
+    """The per-GPU table of one host (DCGM profiling ratios in their own columns, as 0-1 ratios).
+
+    Key columns only, so it fits a 950 px output: a GPU's job labels go under its name, and each
+    MIG instance is a row under its GPU (its memory and its own ratios).
+    """
     ratio_names = sorted(
         {k for g in gpus for k, _ in (*g.ratios, *(r for m in g.mig_devices for r in m.ratios))}
     )
     rows = []
     for g in gpus:
-        mig = ", ".join(f"{m.uuid}: {format_bytes(m.memory_used_bytes)}" for m in g.mig_devices)
         temp = g.temperature_c
-        row = [
-            str(int(g.index)),
-            esc("N/A" if is_na(g.name) else g.name),
-            esc(_pct(g.gpu_util_pct))
-            + (f" <small>({esc(g.gpu_util_pct.reason)})</small>" if is_na(g.gpu_util_pct) else ""),
-            esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
-            esc("N/A" if is_na(temp) else f"{temp} °C"),
-            esc(_watts(g.power_draw_mw))
-            + (
-                f" <small>({esc(g.power_draw_mw.reason)})</small>" if is_na(g.power_draw_mw) else ""
-            ),
-            esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz"),
-        ]
-        ratios = dict(g.ratios)
-        row += [
-            esc("–" if k not in ratios else ("N/A" if is_na(ratios[k]) else f"{ratios[k]:.2f}"))
-            for k in ratio_names
-        ]
-        row += [esc(mig or "–"), esc(", ".join(f"{k}={v}" for k, v in g.labels) or "–")]
-        rows.append(row)
-        for (
-            m
-        ) in g.mig_devices:  # one row per MIG instance under its GPU: its memory and its own ratios
-            mr = dict(m.ratios)
+        labels = ", ".join(f"{k}={v}" for k, v in g.labels)
+        rows.append(
+            [
+                str(int(g.index)),
+                esc("N/A" if is_na(g.name) else g.name)
+                + (f'<br><small class="cm-muted">{esc(labels)}</small>' if labels else ""),
+                esc(_pct(g.gpu_util_pct))
+                + (
+                    f" <small>({esc(g.gpu_util_pct.reason)})</small>"
+                    if is_na(g.gpu_util_pct)
+                    else ""
+                ),
+                esc(f"{format_bytes(g.memory_used_bytes)} / {format_bytes(g.memory_total_bytes)}"),
+                esc("N/A" if is_na(temp) else f"{temp} °C"),
+                esc(_watts(g.power_draw_mw))
+                + (
+                    f" <small>({esc(g.power_draw_mw.reason)})</small>"
+                    if is_na(g.power_draw_mw)
+                    else ""
+                ),
+                esc("N/A" if is_na(g.clock_sm_mhz) else f"{g.clock_sm_mhz} MHz"),
+                *(_ratio(dict(g.ratios), k) for k in ratio_names),
+            ]
+        )
+        for m in g.mig_devices:
+            mem = f"{format_bytes(m.memory_used_bytes)} / {format_bytes(m.memory_total_bytes)}"
             rows.append(
-                [
-                    "",
-                    esc(f"↳ MIG {m.uuid}"),
-                    "–",
-                    esc(
-                        f"{format_bytes(m.memory_used_bytes)} / "
-                        f"{format_bytes(m.memory_total_bytes)}"
-                    ),
-                    "",
-                    "",
-                    "",
-                    *(
-                        esc("–" if k not in mr else ("N/A" if is_na(mr[k]) else f"{mr[k]:.2f}"))
-                        for k in ratio_names
-                    ),
-                    "",
-                    "",
-                ]
+                ["", esc(f"↳ MIG {m.uuid}"), "–", esc(mem), "", "", ""]
+                + [_ratio(dict(m.ratios), k) for k in ratio_names]
             )
+    headers = ["GPU", "name", "util", "memory", "temp", "power", "SM clock"]
     return (
         '<div class="cm-detail">'
         + scroll(
             html_table(
-                [
-                    "GPU",
-                    "name",
-                    "util",
-                    "memory",
-                    "temp",
-                    "power",
-                    "SM clock",
-                    *(f"{k} (0-1)" for k in ratio_names),
-                    "MIG instances",
-                    "job labels",
-                ],
+                headers + [f"{RATIO_TITLES.get(k, k)} (0-1)" for k in ratio_names],
                 rows,
+                num=(0, 3, 4, 5, 6, *range(7, 7 + len(ratio_names))),
+                prose=(1, 2),
+                titles=[""] * len(headers)
+                + [f"DCGM profiling field {k}: a ratio 0-1, not percent" for k in ratio_names],
             )
         )
         + "</div>"
@@ -351,7 +368,7 @@ def cluster_html(
     down = stale_hosts(source)
     if shown is not None and (shown.gpus or down):
         gpus = with_stale(shown.gpus, down)
-        parts.append(tiles_html(gpus, down))
+        parts.append(tiles_html(gpus, down, saved=True))
         groups = by_host(gpus)
         pick = host if host in groups else next(iter(groups))
         parts.append(f"<div><b>{esc(pick)}</b></div>" + detail_html(groups[pick]))

@@ -16,6 +16,7 @@ from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import Bool, Float, HasTraits, Int, TraitError, Unicode, validate
 
 from ..core.magic import AreaMagics
+from ..core.manual import manual
 from . import monitor, options
 
 
@@ -59,6 +60,19 @@ class WatchSettings(HasTraits):
         "= all "
         "(--devices).",
     ).tag(config=True)
+
+    @validate("watch_devices")
+    def _device_list(self, proposal):
+        try:
+            options.parse_devices(proposal["value"])
+        except UsageError:
+            raise TraitError(
+                f"CudaMagics.watch_devices = {proposal['value']!r} is not a list of 0-based GPU "
+                "indices; type for example `%config CudaMagics.watch_devices = '0,1'` ('' for "
+                "every GPU)."
+            ) from None
+        return proposal["value"]
+
     watch_text = Bool(
         False, help="Always use the plain-text table instead of widgets (--text)."
     ).tag(config=True)
@@ -84,10 +98,15 @@ class WatchMagics(AreaMagics):
         self.add_cleanup(self.monitors.stop)
         self.add_cleanup(self.monitors.hook_kernel_shutdown(self.shell))
 
+    def _in_kernel(self) -> bool:
+        """True in a Jupyter kernel (a notebook front end), False in terminal IPython."""
+        return type(self.shell).__name__ == "ZMQInteractiveShell"
+
     def _widgets_ok(self) -> bool:
         """True in a Jupyter kernel (else the text table is used)."""
-        return not self.settings.watch_text and type(self.shell).__name__ == "ZMQInteractiveShell"
+        return not self.settings.watch_text and self._in_kernel()
 
+    @manual(WatchSettings)
     @magic_arguments()
     @argument(
         "-i",
@@ -95,26 +114,32 @@ class WatchMagics(AreaMagics):
         type=float,
         default=None,
         metavar="SECONDS",
-        help="Seconds between samples (default CudaMagics.watch_interval_s = 1.0; at least 0.1 "
-        "live, "
-        "0.05 with --replay; at most 3600).",
+        help="Seconds between samples (default: CudaMagics.watch_interval_s); at least 0.1 live, "
+        "0.05 with --replay, at most 3600.",
     )
     @argument(
         "-d",
         "--devices",
         default=None,
         metavar="LIST",
-        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2. Default: all "
-        "GPUs.",
+        help="Comma-separated 0-based NVML indices (nvidia-smi order), e.g. 0,2; empty: every GPU "
+        "(default: CudaMagics.watch_devices).",
     )
     @argument(
         "--history",
         type=int,
         default=None,
         metavar="N",
-        help="Samples kept in memory (default CudaMagics.watch_history_samples = 600).",
+        help="Samples kept in memory, a count (default: CudaMagics.watch_history_samples).",
     )
-    @argument("-n", "--count", type=int, default=None, metavar="N", help="Stop after N samples.")
+    @argument(
+        "-n",
+        "--count",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Stop after N samples (default: run until stopped).",
+    )
     @argument("--stop", action="store_true", help="Stop the running monitor.")
     @argument("--text", action="store_true", help="Plain-text table instead of widgets.")
     @argument(
@@ -147,10 +172,10 @@ class WatchMagics(AreaMagics):
         nargs="?",
         const="",
         default=None,
-        metavar="VALUE",
+        metavar="JOB",
         help="With --source: only this kernel's job (SLURM_JOB_ID, pod name, or host name), or "
         "the GPUs "
-        "whose job label or host is VALUE.",
+        "whose job label or host is JOB.",
     )
     @argument(
         "--hosts",
@@ -220,12 +245,9 @@ class WatchMagics(AreaMagics):
         ):
             return running  # re-display the one monitor of this kernel
         background = widget or bool(opts.log)
-        if running is not None and running.running and not background:
-            self._before_replacing(running, opts)
         source = options.open_source(opts)
         writer = options.open_writer(opts)
         if not widget and (opts.loop or (opts.count or 1) > 1 and not opts.log):
-            self.monitors.stop()
             return monitor.run_foreground(
                 source,
                 interval_s=opts.interval_s,
@@ -233,37 +255,25 @@ class WatchMagics(AreaMagics):
                 count=opts.count,
                 writer=writer,
                 clear_screen=sys.stdout.isatty(),
+                in_place=self._in_kernel(),
             )
-        if not widget and not opts.log and not opts.replay:
-            time.sleep(0.1)  # one snapshot: CPU % needs two readings (the source primed the first)
-        return self.monitors.start(
-            source,
+        kept = dict(
             interval_s=opts.interval_s,
             history_len=opts.history,
             count=opts.count,
             writer=writer,
             widget=widget,
             background=background,
-            options=opts.as_dict(),
+            options={**opts.as_dict(), "line": line.strip()},
         )
-
-    @staticmethod
-    def _before_replacing(running, opts):
-        """Refuse or announce replacing the running background monitor.
-
-        A one-off table (``--text``, ``--loop``, ``--count``) replaces the running background
-        monitor: refuse when that one is writing a ``--log`` (its recording would end unnoticed),
-        else say it was stopped.
-        """
-        log = running.options.get("log")
-        what = "--loop" if opts.loop else "--text"
-        if log:
-            raise UsageError(
-                f"A %gpuwatch monitor is running in this kernel and logging to {log}; `%gpuwatch "
-                f"{what}` would stop it and end that recording: type `%gpuwatch --stop` first."
+        if not background:  # a one-off table: the running monitor goes on
+            if not opts.replay:
+                time.sleep(0.1)  # CPU % needs two readings (the source primed the first)
+            return monitor.start_watch(source, **kept)
+        if running is not None and running.running:
+            again = " ".join(("%gpuwatch", running.options.get("line", ""))).strip()
+            print(
+                f"%gpuwatch: stopped the monitor that was running in this kernel "
+                f"({running.label}) to start this one; `{again}` starts it again."
             )
-        print(
-            f"%gpuwatch: stopped the monitor that was running in this kernel ({running.label}) to "
-            "show "
-            f"this one; type `%gpuwatch` to start a live one again."
-        )
+        return self.monitors.start(source, **kept)

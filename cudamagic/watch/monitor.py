@@ -315,6 +315,7 @@ def start_watch(
             sampler.finished = "single sample" if not background else "done"
         if writer is not None:
             writer.close()
+        source.close()  # no thread will read it again (a one-off table is not kept anywhere)
         watch._finished()
     return watch
 
@@ -421,11 +422,14 @@ def run_foreground(
     count: int | None,
     writer=None,
     clear_screen: bool = False,
+    in_place: bool = False,
 ) -> GpuWatch:
     """Print the text table every ``interval_s`` seconds until Ctrl-C or ``count`` samples.
 
     The terminal loop of ``%gpuwatch --loop`` or ``--count N``, in the calling thread; returns
-    the finished monitor.
+    the finished monitor. In a notebook (``in_place``) one output is updated in place instead,
+    from this thread: no widget and no background thread, for front ends whose widgets do not
+    redraw from one.
 
     Args:
         source: where samples come from.
@@ -434,6 +438,7 @@ def run_foreground(
         count: stop after this many samples (None: until Ctrl-C).
         writer: a ``TraceWriter`` or None.
         clear_screen: clear the terminal before each table (a TTY), else a blank line between.
+        in_place: show the table as one display updated in place (a notebook).
     """
     sampler = Sampler(
         source, interval_s=interval_s, history_len=history_len, count=count, writer=writer
@@ -441,9 +446,18 @@ def run_foreground(
     watch = GpuWatch(sampler, label=source.label, widget=False)
     state = f"refreshing every {interval_s:g} s; Ctrl-C stops"
 
+    handle = None
+
     def show(sample):
-        print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
+        nonlocal handle
         table = watch.views.text(sample, sampler.snapshot()[1], source.label, state, sampler.error)
+        if in_place:
+            if handle is None:
+                handle = display({"text/plain": table}, raw=True, display_id=True)
+            else:
+                handle.update({"text/plain": table}, raw=True)
+            return
+        print("\x1b[2J\x1b[H" if clear_screen else "\n", end="")
         print(table, flush=True)
 
     sampler.on_sample = show

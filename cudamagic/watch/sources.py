@@ -134,10 +134,16 @@ class HostReader:
         """Take the reference reading that the next :meth:`read` compares against."""
         try:
             busy, total = _cpu_busy_total(psutil.cpu_times())
-            own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
+            own = self._own_cpu_s()
         except Exception:
             busy = total = own = None
         self._last = (self._clock(), busy, total, own)
+
+    def _own_cpu_s(self):
+        """User + system CPU seconds of the watched process (``os.times`` for this one)."""
+        if self.pid == os.getpid():
+            return sum(os.times()[:2])
+        return sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
 
     def _child_pids(self):
         """Pids of direct children.
@@ -210,7 +216,7 @@ class HostReader:
             busy = total = None
             cpu = NA(f"psutil.cpu_times failed: {exc}", "error")
         try:
-            own = sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
+            own = self._own_cpu_s()
             kcpu = (
                 warming
                 if own is None or own0 is None or dt < 0.05

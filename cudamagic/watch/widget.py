@@ -19,17 +19,17 @@ file paths, NVML error text) goes through :func:`cudamagic.core.fmt.esc` before 
 
 from __future__ import annotations
 
+import base64
 import collections
 import contextlib
 import datetime as _dt
-import operator
 
 from ..core.fmt import NO_MATH, esc, format_bytes, na_cell_html
 from ..core.na import is_na
 from ..core.style import CSS, badge, page, scroll
 from . import text as text_view
 from .samples import Sample
-from .style import CHART_WIDTH_PX, WATCH_CSS, bar_html, meter_html
+from .style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, bar_html, meter_html
 from .text import (
     PROCESS_LABELS,
     counter_notes,
@@ -65,22 +65,12 @@ def _w(mw):
     return str(mw) if is_na(mw) else f"{mw / 1000:.0f} W"
 
 
-_CELLS = {}  # (type, value, text) -> HTML: a monitor shows the same few values tick after tick
-
-
 def _cell(v, text=None):
-    """Escaped value; NA as 'N/A' with the reason as tooltip and beside it."""
-    key = (type(v), v, text)  # the type too: True == 1 == 1.0, but each is written differently
-    try:
-        html = _CELLS.get(key)
-    except TypeError:  # a value that cannot be a key
-        return na_cell_html(v, None if text is None else str(text))
-    if html is None:
-        html = na_cell_html(v, None if text is None else str(text))
-        if len(_CELLS) >= 20_000:
-            _CELLS.clear()
-        _CELLS[key] = html
-    return html
+    """Escaped value; NA as 'N/A' with the reason as tooltip and beside it.
+
+    Not cached: :func:`_piece` keeps whole rows by the values they show.
+    """
+    return na_cell_html(v, None if text is None else str(text))
 
 
 def _driver_model(g) -> str:
@@ -122,15 +112,22 @@ def _head_html(g) -> str:
     )
 
 
+#: A card's reading: key and value cells, styled inline (they read right where a sanitiser
+#: dropped the stylesheet: an untrusted notebook, GitHub, nbviewer).
+_KV = (
+    '<tr><td class="cm-k" style="text-align:left;vertical-align:top;padding:0 10px 0 0">{}</td>'
+    '<td style="text-align:left;vertical-align:top;padding:0">{}</td></tr>'
+)
+
+
 def _util_row(g) -> str:
     util = g.gpu_util_pct
     util_value = _cell(util, pct_text(util))
-    return (
-        '<span class="cm-k">utilization</span><span>'
-        + (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
+    return _KV.format(
+        "utilization",
+        (meter_html(bar_html(util / 100, "util"), util_value) if not is_na(util) else util_value)
         + " · memory bandwidth "
-        + _cell(g.mem_util_pct, pct_text(g.mem_util_pct))
-        + "</span>"
+        + _cell(g.mem_util_pct, pct_text(g.mem_util_pct)),
     )
 
 
@@ -148,15 +145,14 @@ def _memory_row(g) -> str:
         else ""
     )
     mem_value = _cell(g.memory_used_bytes, mem_text(g.memory_used_bytes, g.memory_total_bytes))
-    return (
-        '<span class="cm-k">memory</span><span>'
-        + (
+    return _KV.format(
+        "memory",
+        (
             meter_html(bar_html(mem_frac, "mem", rsv_frac), mem_value)
             if mem_frac is not None
             else mem_value
         )
-        + rsv_text
-        + "</span>"
+        + rsv_text,
     )
 
 
@@ -180,7 +176,7 @@ def _other_rows(g) -> str:
         ("P-state", _cell(g.pstate, num_text(g.pstate) if is_na(g.pstate) else f"P{g.pstate}")),
         ("throttle", _cell(reasons_text(g))),
     ]
-    return "".join(f'<span class="cm-k">{k}</span><span>{v}</span>' for k, v in rows)
+    return "".join(_KV.format(k, v) for k, v in rows)
 
 
 def _migs_html(g) -> str:
@@ -224,7 +220,7 @@ def gpu_html(g) -> str:
     )
     migs = _piece("migs", g.mig_devices, lambda: _migs_html(g)) if g.mig_devices else ""
     procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g))
-    return f'{head}<div class="cm-rows">{body}</div>{migs}{procs}'
+    return f'{head}<table class="cm-rows"><tbody>{body}</tbody></table>{migs}{procs}'
 
 
 def processes_html(g) -> str:
@@ -322,11 +318,6 @@ def chart_points(history, index: int) -> list:
     ]
 
 
-def chart_html(history, index: int) -> str:
-    """The chart of GPU ``index``'s utilization and memory used (%) over ``history`` (Samples)."""
-    return chart_from_points(chart_points(history, index), index)
-
-
 def _clock(ts: float) -> str:
     return _dt.datetime.fromtimestamp(ts).strftime("%H:%M:%S")
 
@@ -346,36 +337,33 @@ def _y_text(v) -> str | None:
     return None if v is None else str(100 - (0 if v < 0 else 100 if v > 100 else round(v)))
 
 
-def _x_texts(times) -> list:
-    """``"x,"`` of each time: 0 to 1000 from the first to the last (1000 for a single time)."""
-    n = len(times)
-    t0 = times[0] if n else 0.0
-    dt = (times[-1] - t0) if n else 0.0
-    if dt <= 0:
-        return ["1000,"] * n
-    return [f"{round(1000 * (t - t0) / dt)}," for t in times]
+def _x_of(t: float, t0: float) -> int:
+    """A chart's x of time ``t`` (s): centiseconds since ``t0``."""
+    return round((t - t0) * 100)
 
 
-def _polylines(xs, ys, cls: str) -> str:
-    """The polylines of one line of a chart, broken where a y is None (``xs`` from _x_texts)."""
-    if None not in ys:
-        segs = [" ".join(map(operator.add, xs, ys))] if len(ys) > 1 else []
+def _polylines(points, cls: str) -> str:
+    """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None."""
+    if None not in points:
+        segs = [" ".join(points)] if len(points) > 1 else []
     else:
         segs, seg = [], []
-        for x, y in zip(xs, ys, strict=True):
-            if y is None:
+        for p in points:
+            if p is None:
                 if len(seg) > 1:
                     segs.append(" ".join(seg))
                 seg = []
                 continue
-            seg.append(x + y)
+            seg.append(p)
         if len(seg) > 1:
             segs.append(" ".join(seg))
-    return "".join(
+    return "".join(_polyline(s, cls) for s in segs)
+
+
+def _polyline(points_text: str, cls: str) -> str:
+    return (
         f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
-        'vector-effect="non-scaling-stroke" '
-        f'points="{s}"/>'
-        for s in segs
+        f'vector-effect="non-scaling-stroke" points="{points_text}"/>'
     )
 
 
@@ -394,17 +382,28 @@ def _time_axis(times) -> tuple:
     return when, axis
 
 
-def _chart(index: int, n: int, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
-    """The chart HTML around its polylines (see :func:`chart_from_points`)."""
+def _chart(index: int, xs, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
+    """The live chart's HTML around its polylines; ``xs``: their x (centiseconds).
+
+    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
+    time axis: first and last sample's clock time and the span between them. x is the time, so the
+    charts of all GPUs (built from the same samples, with the same
+    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox`` from
+    the first to the last sample (y 0-100) stretched to the plot; only numbers computed here go in
+    it.
+    """
+    n = len(xs)
+    x0 = xs[0] if n else 0
+    span = max(1, xs[-1] - x0) if n else 1
     label = (
         f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
     )
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
     svg = (
-        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="0 0 1000 100" '
+        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
         'preserveAspectRatio="none" '
         f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
-        '<line class="cm-grid" x1="0" y1="50" x2="1000" y2="50" '
+        f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
         'vector-effect="non-scaling-stroke"/>'
         f"{mem_lines}{util_lines}</svg>"
     )
@@ -419,25 +418,67 @@ def _chart(index: int, n: int, when: str, axis: str, util_lines: str, mem_lines:
     )
 
 
-def chart_from_points(points, index: int) -> str:
-    """The chart HTML from ``[(timestamp_s, util %, mem %), ...]`` (None = not available).
+def chart_image_html(history, index: int) -> str:
+    """GPU ``index``'s chart over ``history`` as one ``<img>`` (an SVG data URI).
 
-    A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
-    time axis: first and last sample's clock time and the span between them. x is the time, so the
-    charts of all GPUs (built from the same samples, with the same
-    :data:`~.style.CHART_WIDTH_PX`) share one time axis. The polylines live in a ``viewBox`` of
-    1000 x 100 stretched to the plot; only numbers computed here go in it.
+    The same chart as the live one (key, 0-100 % scale, time axis), drawn whole in the
+    image with plain colours (:data:`~.style.PLAIN`): what a saved notebook keeps, since a
+    sanitiser (an untrusted notebook, GitHub, nbviewer) drops inline ``<svg>`` and stylesheets
+    but keeps images.
     """
+    points = chart_points(history, index)
     times = [p[0] for p in points]
-    xs = _x_texts(times)
-    when, axis = _time_axis(times)
-    return _chart(
-        index,
-        len(points),
-        when,
-        axis,
-        _polylines(xs, [_y_text(p[1]) for p in points], "cm-line-util"),
-        _polylines(xs, [_y_text(p[2]) for p in points], "cm-line-mem"),
+    xs = [_x_of(t, times[0]) for t in times]
+    x0 = xs[0] if xs else 0
+    span = max(1, xs[-1] - x0) if xs else 1
+    when, _ = _time_axis(times)
+    label = (
+        f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, "
+        f"{len(points)} samples"
+    )
+    lines = "".join(
+        _polylines(
+            [
+                None if p[k] is None else f"{x},{_y_text(p[k])}"
+                for x, p in zip(xs, points, strict=True)
+            ],
+            cls,
+        )
+        for k, cls in ((2, "cm-line-mem"), (1, "cm-line-util"))
+    )
+    left, w, mid = _Y_AXIS_PX + 3, CHART_WIDTH_PX - _Y_AXIS_PX - 3, CHART_HEIGHT_PX // 2
+    if len(times) > 1:
+        axis = (
+            f'<text x="{left}" y="80">{_clock(times[0])}</text>'
+            f'<text x="{left + w // 2}" y="80" text-anchor="middle">'
+            f"{span_text(times[-1] - times[0])} shown</text>"
+            f'<text x="{CHART_WIDTH_PX}" y="80" text-anchor="end">{_clock(times[-1])}</text>'
+        )
+    else:
+        axis = f'<text x="{left}" y="80">{esc(when)}</text>'
+    svg = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{CHART_WIDTH_PX}" height="84">'
+        f"<style>text{{font:11px sans-serif;fill:{PLAIN['text']}}}"
+        f".cm-line-util{{stroke:{PLAIN['util']}}}"
+        f".cm-line-mem{{stroke:{PLAIN['mem']};stroke-dasharray:4 2}}</style>"
+        '<line class="cm-line-util" x1="0" y1="7" x2="16" y2="7" stroke-width="2"/>'
+        '<text x="20" y="11">utilization</text>'
+        '<line class="cm-line-mem" x1="100" y1="7" x2="116" y2="7" stroke-width="2"/>'
+        '<text x="120" y="11">memory used</text>'
+        f'<text x="{_Y_AXIS_PX}" y="24" text-anchor="end">100%</text>'
+        f'<text x="{_Y_AXIS_PX}" y="{20 + mid}" text-anchor="end">50%</text>'
+        f'<text x="{_Y_AXIS_PX}" y="{16 + CHART_HEIGHT_PX}" text-anchor="end">0%</text>'
+        f'<rect x="{left}" y="16" width="{w}" height="{CHART_HEIGHT_PX}" fill="none" '
+        'stroke="#888"/>'
+        f'<line x1="{left}" y1="{16 + mid}" x2="{left + w}" y2="{16 + mid}" stroke="#888" '
+        'stroke-dasharray="2 3"/>'
+        f'<svg x="{left}" y="16" width="{w}" height="{CHART_HEIGHT_PX}" '
+        f'viewBox="{x0} 0 {span} 100" preserveAspectRatio="none">{lines}</svg>{axis}</svg>'
+    )
+    uri = "data:image/svg+xml;base64," + base64.b64encode(svg.encode()).decode("ascii")
+    return (
+        f'<img class="cm-chart" src="{uri}" width="{CHART_WIDTH_PX}" height="84" '
+        f'alt="{esc(label)}" title="{esc(label)}" style="flex:0 0 {CHART_WIDTH_PX}px">'
     )
 
 
@@ -459,8 +500,9 @@ def status_html(sample, label: str, state: str, samples_taken: int, error: str) 
     )
 
 
-def _sheet() -> str:
-    return f"<style>{WATCH_CSS}</style>"
+def gpu_row_html(card: str, chart: str) -> str:
+    """One GPU's row: its card and its chart (the chart moves below in a narrow output)."""
+    return f'<div class="cm-gpu-row"><div class="cm-card">{card}</div>{chart}</div>'
 
 
 def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
@@ -468,13 +510,10 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
 
     The ``text/html`` form and the snapshot a stopped monitor leaves.
     """
-    parts = [_sheet(), status_html(sample, label, state, samples_taken, error)]
+    parts = [f"<style>{WATCH_CSS}</style>", status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
-            parts.append(
-                f'<div class="cm-gpu-row"><div class="cm-card">{gpu_html(g)}</div>'
-                f"{chart_html(history, g.index)}</div>"
-            )
+            parts.append(gpu_row_html(gpu_html(g), chart_image_html(history, g.index)))
         parts.append(f"<div>{host_html(sample)}</div>")
     return page("".join(parts), "watch")
 
@@ -616,14 +655,16 @@ class WatchView(View):
     """The ipywidgets tree of one monitor of this machine's GPUs, built once.
 
     Args:
-        indices: NVML indices of the GPUs shown (one card and chart each).
+        indices: NVML indices of the GPUs shown (one row each: card and chart).
         label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
     ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
-    wrapping row per GPU (card grows, chart fixed at :data:`~.style.CHART_WIDTH_PX`, so it moves
-    below the numbers in a narrow output), the host line, and a hidden widget holding the
-    stylesheet.
+    HTML widget ``gpus`` holding a row per GPU (:func:`gpu_row_html`: the card grows, the chart
+    is fixed at :data:`~.style.CHART_WIDTH_PX` and moves below the numbers in a narrow output)
+    and the host line, and a hidden widget holding the stylesheet. A tick sets two traits
+    whatever the number of GPUs: each message to the front end costs the sampler thread more
+    than reading a GPU, and every GPU's chart moves at every tick anyway.
     """
 
     SPARK_POINTS = 120
@@ -632,36 +673,22 @@ class WatchView(View):
         import ipywidgets as W
 
         super().__init__(label, on_stop)
-        self.cards = {i: W.HTML(layout=W.Layout(flex="1 1 340px", min_width="0")) for i in indices}
-        self.sparks = {
-            i: W.HTML(layout=W.Layout(flex=f"0 0 {CHART_WIDTH_PX}px", width=f"{CHART_WIDTH_PX}px"))
-            for i in indices
-        }
-        self.host = W.HTML(layout=W.Layout(min_width="0"))
-        rows = [
-            W.HBox(
-                [self.cards[i], self.sparks[i]],
-                layout=W.Layout(flex_flow="row wrap", align_items="flex-start", width="100%"),
-            )
-            for i in indices
-        ]
+        self.indices = list(indices)
+        self.gpus = W.HTML(layout=W.Layout(width="100%", min_width="0"))
         # the stylesheet last: the first HTML widget of the tree stays the status line
-        self.root = root_box([self.header, *rows, self.host, self.style])
-        # the charts' series: sample times, and per GPU the polyline y texts (None: no value)
+        self.root = root_box([self.header, self.gpus, self.style])
+        # the charts' series: sample times and their x, and per GPU the polyline points
+        # ("x,y" texts, None: no value), each written once
         self._times = collections.deque(maxlen=self.SPARK_POINTS)
-        self._ys = {
-            i: (
-                collections.deque(maxlen=self.SPARK_POINTS),
-                collections.deque(maxlen=self.SPARK_POINTS),
-            )
-            for i in indices
-        }
+        self._xs = collections.deque(maxlen=self.SPARK_POINTS)
+        self._t0 = None
+        self._ys = {i: (_Line(self.SPARK_POINTS), _Line(self.SPARK_POINTS)) for i in indices}
         self._last_key = None
-        self._drawn = {}  # index -> the GpuSample (or None) its card shows now
+        self._cards = {}  # index -> (the GpuSample or None its card shows, the card's HTML)
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
-        return [*super().widgets(), self.host, *self.cards.values(), *self.sparks.values()]
+        return [*super().widgets(), self.gpus]
 
     def _add_points(self, sample, history):
         """Extend the chart series with ``sample`` (once; seeded from ``history`` at first)."""
@@ -671,58 +698,87 @@ class WatchView(View):
         seed = history if self._last_key is None and history else [sample]
         for s in seed[-self.SPARK_POINTS :]:
             by_index = {g.index: g for g in s.gpus}
+            if self._t0 is None:
+                self._t0 = s.timestamp_s
+            x = _x_of(s.timestamp_s, self._t0)
             self._times.append(s.timestamp_s)
+            self._xs.append(x)
+            xt = f"{x},"
             for i, (util, mem) in self._ys.items():
                 u, m = spark_point(by_index.get(i))
-                util.append(_y_text(u))
-                mem.append(_y_text(m))
+                util.add(None if u is None else xt + _y_text(u))
+                mem.add(None if m is None else xt + _y_text(m))
         self._last_key = key
+
+    def _card(self, i, g) -> str:
+        """GPU ``i``'s card, rendered again only when its GPU reads differently."""
+        drawn = self._cards.get(i)
+        if drawn is None or not _same(drawn[0], g):
+            html = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
+            drawn = self._cards[i] = (g, html)
+        return drawn[1]
 
     def values_for(self, sample, history, state, samples_taken, error) -> dict:
         """``{widget: new value}`` for a sample (no widget touched; the chart series grows).
 
-        A card whose GPU reads as the card shows it now is left out (not rendered again). The
-        charts share their time axis: it is computed once for all GPUs.
+        A card whose GPU reads as the card shows it now is not rendered again. The charts share
+        their time axis: it is computed once for all GPUs.
         """
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
-            times = list(self._times)
-            xs = _x_texts(times)
-            when, axis = _time_axis(times)
-            for i, w in self.cards.items():
-                g = by_index.get(i)
-                if i not in self._drawn or not _same(self._drawn[i], g):
-                    out[w] = part(
-                        gpu_html(g)
-                        if g is not None
-                        else f"<div>GPU {int(i)}: not in this sample</div>"
-                    )
+            xs = list(self._xs)
+            when, axis = _time_axis(list(self._times))
+            rows = []
+            for i in self.indices:
                 util, mem = self._ys[i]
-                out[self.sparks[i]] = part(
-                    _chart(
-                        i,
-                        len(times),
-                        when,
-                        axis,
-                        _polylines(xs, list(util), "cm-line-util"),
-                        _polylines(xs, list(mem), "cm-line-mem"),
-                    )
+                chart = _chart(
+                    i,
+                    xs,
+                    when,
+                    axis,
+                    util.polylines("cm-line-util"),
+                    mem.polylines("cm-line-mem"),
                 )
-            out[self.host] = part(host_html(sample))
+                rows.append(gpu_row_html(self._card(i, by_index.get(i)), chart))
+            rows.append(f"<div>{host_html(sample)}</div>")
+            out[self.gpus] = part("".join(rows))
         return out
 
     def show(self, sample, history, state, samples_taken, error) -> None:
         """Set the values for ``sample``."""
         for w, value in self.values_for(sample, history, state, samples_taken, error).items():
             set_value(w, value)
-        self._note_drawn(sample)
 
-    def _note_drawn(self, sample):
-        if sample is not None:
-            by_index = {g.index: g for g in sample.gpus}
-            self._drawn = {i: by_index.get(i) for i in self.cards}
+
+class _Line:
+    """One chart line of the live view: its last points and their polyline text.
+
+    The text is kept as points come and go (one point added, the oldest cut off), so a tick
+    does not join every point of every GPU's chart again.
+    """
+
+    def __init__(self, maxlen: int):
+        self.points = collections.deque(maxlen=maxlen)
+        self.text = ""  # " ".join(points) while no point is None, else None
+
+    def add(self, p: str | None) -> None:
+        """Append ``"x,y"`` (or None: no value)."""
+        pts = self.points
+        gone = pts[0] if len(pts) == pts.maxlen else ""
+        pts.append(p)
+        if p is None or gone is None or self.text is None:
+            self.text = None if None in pts else " ".join(pts)
+        else:
+            text = self.text[len(gone) + 1 :] if gone else self.text
+            self.text = f"{text} {p}" if text else p
+
+    def polylines(self, cls: str) -> str:
+        """The polylines' HTML (see :func:`_polylines`)."""
+        if self.text is None or len(self.points) < 2:
+            return _polylines(list(self.points), cls)
+        return _polyline(self.text, cls)
 
 
 def _same(a, b) -> bool:

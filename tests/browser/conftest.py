@@ -215,6 +215,7 @@ def _start_lab(base, root, env):
             f"--ServerApp.root_dir={root}",
             "--ServerApp.open_browser=False",
             "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",  # Notebook 7's pages (/notebooks/)
             f"--LabApp.workspaces_dir={env['JUPYTERLAB_WORKSPACES_DIR']}",
             f"--LabApp.user_settings_dir={env['JUPYTERLAB_SETTINGS_DIR']}",
             "--LabApp.extension_manager=readonly",

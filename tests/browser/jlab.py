@@ -51,14 +51,23 @@ _KERNEL_READY_JS = (
 )
 
 
-def open_notebook(page, lab, name, timeout_s=120.0):
-    """Open ``/lab/tree/<name>`` and wait until its kernel is idle."""
-    # A workspace of its own per opening: Lab does not restore tabs of earlier tests into this page.
-    page.lab, page.notebook_name = lab, name
-    page.goto(
-        lab.url(f"lab/workspaces/t{secrets.token_hex(4)}/tree/{name}"),
-        wait_until="domcontentloaded",
-    )
+#: The front ends the suite drives, served by the same server: JupyterLab 4 and Notebook 7 (built
+#: from JupyterLab's components: the same notebook panel, menus and output areas).
+FRONT_ENDS = ("lab", "notebook7")
+
+
+def open_notebook(page, lab, name, timeout_s=120.0, front_end="lab"):
+    """Open ``name`` in ``front_end`` (:data:`FRONT_ENDS`) and wait until its kernel is idle.
+
+    JupyterLab opens ``/lab/workspaces/<new>/tree/<name>``, Notebook 7 ``/notebooks/<name>``.
+    """
+    page.lab, page.notebook_name, page.front_end = lab, name, front_end
+    if front_end == "lab":
+        # A workspace of its own per opening: Lab does not restore tabs of earlier tests here.
+        path = f"lab/workspaces/t{secrets.token_hex(4)}/tree/{name}"
+    else:
+        path = f"notebooks/{name}"
+    page.goto(lab.url(path), wait_until="domcontentloaded")
     page.wait_for_selector(f"{PANEL} .jp-Notebook .jp-Cell", timeout=timeout_s * 1000)
     try:
         page.wait_for_function(_KERNEL_READY_JS, timeout=timeout_s * 1000, polling=250)

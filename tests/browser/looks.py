@@ -404,8 +404,10 @@ def open_sidebar(page):
 
 def set_width(page, width: int):
     page.set_viewport_size({"width": width, "height": HEIGHT})
+    # JupyterLab's main dock panel; Notebook 7 has none: its notebook panel
     page.wait_for_function(
-        "(w) => { const m = document.getElementById('jp-main-dock-panel');"
+        "(w) => { const m = document.getElementById('jp-main-dock-panel')"
+        " || document.querySelector('.jp-NotebookPanel');"
         " return !!m && m.getBoundingClientRect().right <= w; }",
         arg=width,
         timeout=30_000,
@@ -437,13 +439,16 @@ def survey(page, notebook: str, screenshots: str) -> dict:
 
     Returns ``{"<theme>-<width>": {"contrast": {...}, "overflow": [...], "graphs": [...],
     "shots": {...}}}`` (also stored in :data:`RESULTS` and written to :data:`SUMMARY`). The page is
-    left in the light theme at 1400 px, as the other checks expect it.
+    left in the light theme at 1400 px, as the other checks expect it. Notebook 7 has no file
+    browser beside a notebook: there the window is measured without it.
     """
     stem = os.path.splitext(notebook)[0]
+    lab = getattr(page, "front_end", "lab") == "lab"
     results = RESULTS.setdefault(stem, {})
     magics = _magic_outputs(page)
     try:
-        open_sidebar(page)
+        if lab:
+            open_sidebar(page)
         for theme in THEMES:
             set_theme(page, theme)
             for width in WIDTHS:

@@ -346,7 +346,9 @@ def test_no_nvcc_says_how_to_get_one(cuda_ip, monkeypatch, tmp_path):
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(nvcc, "wheel_folders", lambda: [])
-    with pytest.raises(UsageError, match=r"no nvcc .* `%pip install \"cudamagic\[cuda\]\"`"):
+    with pytest.raises(
+        UsageError, match=r"no nvcc .* `%pip install nvidia-cuda-nvcc nvidia-cuda-runtime`"
+    ):
         cuda_ip.run_cell_magic("cuda", "", "int main() {}\n")
 
 
@@ -615,7 +617,7 @@ def test_skip_without_gpu_and_nvcc(cuda_ip, capfd, monkeypatch, tmp_path, fake_n
     assert repr(out).startswith(
         "skipped: this cell needs nvcc (the CUDA compiler), and none was found"
     )
-    assert "&quot;cudamagic[cuda]&quot;" in out._repr_html_()
+    assert "%pip install nvidia-cuda-nvcc nvidia-cuda-runtime" in out._repr_html_()
 
 
 NEW_KERNEL = """

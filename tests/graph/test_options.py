@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from IPython.core.error import UsageError
+from traitlets import TraitError
 
 from .common import magic
 
@@ -33,15 +34,16 @@ def test_bad_flags_are_usage_errors_before_the_cell_runs(w, tmp_path, flags, mat
     assert not (tmp_path / "g.txt").exists() and not (tmp_path / "g").exists()
 
 
-def test_bad_config_values_are_usage_errors(w):
-    magics = w.find_cell_magic("autograd_graph").__self__.settings
-    old = magics.graph_dot_timeout_s, magics.graph_node_budget
-    try:
-        magics.graph_dot_timeout_s = float("nan")
-        with pytest.raises(UsageError, match="CudaMagics.graph_dot_timeout_s must be"):
-            magic(w, "", "(w * 2).sum()")
-        magics.graph_dot_timeout_s, magics.graph_node_budget = 20.0, 0
-        with pytest.raises(UsageError, match="CudaMagics.graph_node_budget must be"):
-            magic(w, "", "(w * 2).sum()")
-    finally:
-        magics.graph_dot_timeout_s, magics.graph_node_budget = old
+def test_bad_config_values_are_refused_when_set(w):
+    settings = w.find_cell_magic("autograd_graph").__self__.settings
+    for name, bad, match in (
+        ("graph_dot_timeout_s", float("nan"), "CudaMagics.graph_dot_timeout_s must be"),
+        ("graph_dot_timeout_s", 0.0, "graph_dot_timeout_s = 60"),
+        ("graph_node_budget", 0, "should not be less than 1"),
+        ("graph_format", "jpg", r"any of \['svg', 'png', 'pdf', 'dot'\]"),
+    ):
+        before = getattr(settings, name)
+        with pytest.raises(TraitError, match=match):
+            setattr(settings, name, bad)
+        assert getattr(settings, name) == before
+    magic(w, "", "(w * 2).sum()")  # the settings kept are usable

@@ -71,3 +71,8 @@ def wait_until(condition, timeout_s: float = 10.0):
             return got
         tick.wait(0.01)
     return condition() or None
+
+
+def gpu_row(view, index: int) -> str:
+    """The HTML of GPU ``index``'s row (card and chart) in a WatchView's ``gpus`` widget."""
+    return view.gpus.value.split('<div class="cm-gpu-row">')[1 + view.indices.index(index)]

@@ -6,6 +6,7 @@ URLs, auth, steps, schema, sentinels, MIG, job.
 from __future__ import annotations
 
 import base64
+import re
 
 import prom_sim
 import pytest
@@ -155,6 +156,14 @@ def test_mig_instances_show_their_own_profiling_ratios():
     )
     html = detail_html(gpus)
     assert "3g.40gb #1" in html and "0.25" in html and "0.50" in html
+    # key columns only (it fits a 950 px output): the instances are rows, not a column
+    heads = re.findall(r"<th[^>]*>([^<]*)</th>", html)
+    assert heads == [
+        *("GPU", "name", "util", "memory", "temp", "power", "SM clock"),
+        "engine active (0-1)",
+        "tensor active (0-1)",
+    ]
+    assert all(r.count("<td") == len(heads) for r in re.findall(r"<tr>.*?</tr>", html)[1:])
     row = sample_rows(src._sample(1, 1000.0, gpus))[0]
     assert row["mig.1.prof.gr_engine_active"] == 0.25 and row["mig.2.prof.gr_engine_active"] == 0.5
     back = trace.sample_from_json(trace.sample_to_json(src._sample(1, 1000.0, gpus)))

@@ -56,7 +56,8 @@ def test_cluster_notebook_live():
         in texts[2]
     )
     assert "--job matched hpc_job=4242" in " ".join(texts[3].split()) and "node03" not in texts[3]
-    assert "local cluster stopped" in texts[4]
+    assert "stopped the monitor" not in texts[3]  # the one-off table left the live view alone
+    assert "%gpuwatch stopped after" in texts[4] and "local cluster stopped" in texts[4]
     values = _widget_values(nb)
     assert any(
         v.count('class="cm-tile"') == 12 for v in values

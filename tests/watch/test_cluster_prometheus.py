@@ -128,7 +128,7 @@ def test_widget_tiles_and_host_detail(settled):
         assert type(view).__name__ == "ClusterView"
         assert prom_sim.wait_for(lambda: view.tiles.value.count('class="cm-tile"') == 12, 15)
         assert list(view.picker.options) == ["node01", "node02", "node03", "node04"]
-        assert "gr_engine_active (0-1)" in view.detail.value and "util" in view.detail.value
+        assert "engine active (0-1)" in view.detail.value and "util" in view.detail.value
         view.picker.value = "node03"
         assert "3g.40gb #1" in view.detail.value and "pod=train-0" in view.detail.value
         assert len(watch.samples) > 1  # the range query preloaded history

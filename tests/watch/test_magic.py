@@ -15,7 +15,7 @@ from cudamagic.watch import monitor as W
 from cudamagic.watch import text as text_view
 from cudamagic.watch import trace
 from cudamagic.watch.sources import HostReader, LiveSource
-from tests.watch.fakes import DEMO, wait_until
+from tests.watch.fakes import DEMO, gpu_row, wait_until
 
 
 def sampler_threads():
@@ -135,35 +135,30 @@ def test_new_options_replace_the_running_monitor(ip, fake_nvml, tmp_path):
     assert len(sampler_threads()) == 1
 
 
-def test_one_off_text_refuses_to_end_a_running_log(ip, fake_nvml, tmp_path, capsys):
+def test_one_off_text_leaves_the_running_monitor_alone(ip, fake_nvml, tmp_path, capsys):
     fake_nvml("one_gpu")
     log = tmp_path / "keep.jsonl"
     first = ip.run_line_magic("gpuwatch", f"--log {log} --interval 0.1")
-    with pytest.raises(
-        UsageError,
-        match=r"running in this kernel and logging to .*keep.jsonl; `%gpuwatch "
-        r"--text` would stop it .* type `%gpuwatch --stop`",
-    ):
-        ip.run_line_magic("gpuwatch", "--text")
+    snap = ip.run_line_magic("gpuwatch", "--text")
+    assert snap is not first and not snap.running and snap.samples_taken == 1
     assert first.running and monitors(ip).current is first
+    assert "stopped" not in capsys.readouterr().out
     assert ip.run_line_magic("gpuwatch", "") is first  # the bare magic shows the running one
     ip.run_line_magic("gpuwatch", "--stop")
-    capsys.readouterr()
-    snap = ip.run_line_magic("gpuwatch", "--text")
-    assert (
-        not first.running
-        and not snap.running
-        and "stopped the monitor" not in capsys.readouterr().out
-    )
+    assert not first.running
 
 
-def test_one_off_text_says_it_stopped_a_running_monitor_without_log(ip, fake_nvml, capsys):
+def test_replacing_a_monitor_says_how_to_start_it_again(ip, fake_nvml, tmp_path, capsys):
     fake_nvml("one_gpu")
-    w = monitors(ip).start(LiveSource(), interval_s=0.1, widget=False, background=True)
-    assert w.running
-    snap = ip.run_line_magic("gpuwatch", "--text")
-    assert not w.running and snap is not w
-    assert "stopped the monitor that was running in this kernel (live)" in capsys.readouterr().out
+    first = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'a.jsonl'} --interval 0.1")
+    capsys.readouterr()
+    second = ip.run_line_magic("gpuwatch", f"--log {tmp_path / 'b.jsonl'} --interval 0.2")
+    out = capsys.readouterr().out
+    assert not first.running and second.running
+    again = re.search(r"`(%gpuwatch [^`]*)` starts it again", out).group(1)
+    third = ip.run_line_magic("gpuwatch", again.removeprefix("%gpuwatch "))
+    assert third.options["log"] == str(tmp_path / "a.jsonl") and third.sampler.interval_s == 0.1
+    third.stop()
 
 
 def test_count_ends_the_background_thread(ip, fake_nvml, tmp_path):
@@ -289,14 +284,14 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert "Tesla T4" in bundle["text/plain"] and "VBox" not in bundle["text/plain"]
         assert "live monitor, started" in bundle["text/html"]  # what a saved notebook shows for it
         assert "LIVE" in watch.view.status.value
-        first = watch.view.cards[0].value
+        first = gpu_row(watch.view, 0)
 
         def shown():  # the sample count the status line shows
             m = re.search(r"samples: (\d+)", watch.view.status.value)
             return int(m.group(1)) if m else -1
 
         assert wait_until(lambda: shown() >= 4)
-        assert watch.view.cards[0].value != first
+        assert gpu_row(watch.view, 0) != first
         assert 4 <= shown() <= watch.samples_taken, (watch.view.status.value, watch.samples_taken)
         watch.view.button.click()  # the Stop button
         assert not watch.running and sampler_threads() == []

@@ -67,6 +67,29 @@ def test_demo_trace_is_valid_and_says_it_is_generated():
     assert len(set(utils)) > 5
 
 
+def test_dataloader_trace_tells_a_starved_gpu_and_its_fix(tmp_path):
+    # the committed file is what the script writes
+    out = tmp_path / "dl.jsonl"
+    script = os.path.join(ROOT, "scripts", "make_demo_trace.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--dataloader", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    committed = os.path.join(ROOT, "examples", "trace_dataloader.jsonl")
+    _, samples = read_trace(str(out))
+    _, kept = read_trace(committed)
+    assert [s.gpus for s in samples] == [s.gpus for s in kept]
+    # the story: a T4 mostly waiting, this kernel's process busy loading data, no workers
+    gpus = [s.gpus[0] for s in samples]
+    assert {g.name for g in gpus} == {"Tesla T4"} and max(g.gpu_util_pct for g in gpus) <= 30
+    assert all(g.power_draw_mw <= g.power_limit_mw == 70_000 for g in gpus)
+    assert all(s.host.kernel_cpu_pct >= 90 and s.host.workers == () for s in samples)
+    assert "num_workers" in samples[-1].hint
+
+
 def _good_line(demo_line=2):
     with open(DEMO, encoding="utf-8") as fh:
         lines = fh.read().splitlines()

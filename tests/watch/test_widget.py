@@ -14,12 +14,11 @@ import pytest
 
 from cudamagic.watch import monitor as W
 from cudamagic.watch.clusterview import cluster_html
-from cudamagic.watch.style import CHART_WIDTH_PX, WATCH_CSS
+from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
 from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import read_trace
 from cudamagic.watch.widget import (
     WatchView,
-    chart_html,
     gpu_html,
     host_html,
     live_fallback_html,
@@ -27,7 +26,7 @@ from cudamagic.watch.widget import (
     span_text,
 )
 from tests.fake_nvml import GIB, HOSTILE_NAME
-from tests.watch.fakes import DEMO, live, wait_until
+from tests.watch.fakes import DEMO, gpu_row, live, wait_until
 
 # ---- widget update logic without a kernel
 # -----------------------------------------------------------
@@ -51,11 +50,11 @@ def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
         monkeypatch.setattr(w, "hold_sync", spy)
     view.apply(s2, [s1, s2], samples_taken=2)
     assert set(held) == set(view.widgets())
-    assert view.cards[0].value != first[view.cards[0]]  # utilization moved
+    assert view.gpus.value != first[view.gpus]  # utilization moved
     assert "samples: 2" in view.status.value and "LIVE" in view.status.value
-    assert "<polyline" in view.sparks[0].value
-    assert "not supported on this GPU" in view.cards[1].value  # NA reason shown and as tooltip
-    assert 'title="not supported on this GPU"' in view.cards[1].value
+    assert "<polyline" in gpu_row(view, 0)
+    assert "not supported on this GPU" in gpu_row(view, 1)  # NA reason shown and as tooltip
+    assert 'title="not supported on this GPU"' in gpu_row(view, 1)
     view.apply(s2, [s1, s2], state="stopped (end)", samples_taken=2, stopped=True)
     assert view.button.disabled and view.button.description == "Stopped"
     view.close()
@@ -101,7 +100,6 @@ def test_hostile_process_names_and_paths_are_escaped(fake_nvml):
         snapshot_html(
             s, [s], "replay of /tmp/<img src=y onerror=alert(3)>.jsonl", "x", 1, "<b>err</b>"
         ),
-        chart_html([s], 0),
     ]
     html = "".join(html_parts)
     for bad in (HOSTILE_NAME, "<script>", "<svg onload", "<img src=y", "<b>err</b>"):
@@ -168,8 +166,14 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     assert all("var(--jp-" in h for h in htmls[-4:])
     from cudamagic.core.style import hard_coded_colours as shared_check
 
-    found = {h[:60]: hard_coded_colours(h) + shared_check(h) for h in htmls}
+    # the inline look a sanitiser keeps (bars, tiles): plain colours the stylesheet overrides
+    # with the theme's where it applies (cm-fill-*), and greys that read on both themes
+    plain = {*PLAIN.values(), "#888", "#8883"}
+    found = {h[:60]: set(hard_coded_colours(h) + shared_check(h)) - plain for h in htmls}
     assert all(not v for v in found.values()), found
+    assert all(f".cm-fill-{k}{{background:var(--jp-" in WATCH_CSS for k in ("util", "mem"))
+    assert ".cm-fill-util{background:var(--jp-brand-color1,#1976d2)!important}" in WATCH_CSS
+    assert not set(hard_coded_colours(f"<style>{WATCH_CSS}</style>")) & {"#888", "#8883"}
     view.close()
 
 
@@ -183,7 +187,7 @@ def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
     samples = [src.read(i, 1000.0 + 2 * i) for i in range(1, 32)]  # 60 s of samples every 2 s
     view = WatchView([0, 1])
     view.apply(samples[-1], samples, samples_taken=31)
-    charts = [view.sparks[0].value, view.sparks[1].value]
+    charts = [gpu_row(view, 0), gpu_row(view, 1)]
     for c in charts:
         assert re.search(r"<span>100%</span><span>50%</span><span>0%</span>", c)  # the scale
         assert (
@@ -199,8 +203,10 @@ def test_charts_have_scale_key_span_and_share_one_time_axis(fake_nvml):
         ]
         for c in charts
     ]
-    assert xs[0] == xs[1] and xs[0][0] == "0" and xs[0][-1] == "1000"  # same time axis
-    assert view.sparks[0].layout.flex == f"0 0 {CHART_WIDTH_PX}px" == view.sparks[1].layout.flex
+    assert xs[0] == xs[1] and xs[0][0] == "0" and xs[0][-1] == "6000"  # same time axis
+    # the plot spans the first to the last sample (x in centiseconds)
+    assert all('viewBox="0 0 6000 100"' in c for c in charts)
+    assert f".cm-chart{{flex:0 0 {CHART_WIDTH_PX}px" in WATCH_CSS  # every chart as wide
     assert (
         span_text(45) == "45 s" and span_text(125) == "2 min 5 s" and span_text(3780) == "1 h 3 min"
     )
@@ -217,12 +223,12 @@ def test_narrow_output_layout_wraps_and_keeps_bar_with_value(fake_nvml):
     assert (
         header.layout.flex_flow == "row wrap" and view.button.layout.flex == "0 0 auto"
     )  # Stop never cut
-    assert (
-        row.layout.flex_flow == "row wrap" and view.cards[0].layout.min_width == "0"
-    )  # chart goes below
-    card = view.cards[0].value
+    assert row is view.gpus and row.layout.min_width == "0"
+    assert '<div class="cm-gpu-row"><div class="cm-card">' in row.value  # chart goes below
+    card = gpu_row(view, 0)
     assert re.search(
-        r'<span class="cm-meter"><span class="cm-bar"[^>]*>.*?</span><span>\d+ %</span></span>',
+        r'<span class="cm-meter"[^>]*><span class="cm-bar"[^>]*>.*?</span> '
+        r"<span>\d+ %</span></span>",
         card,
     )
     assert (
@@ -298,7 +304,8 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
             and "stopped" in snap["text/html"]
         )
         assert last.timestamp in snap["text/html"] and last.timestamp in snap["text/plain"]
-        assert "<polyline" in snap["text/html"] and 'class="cudamagic' in snap["text/html"]
+        assert "data:image/svg+xml;base64," in snap["text/html"]  # the charts, as images
+        assert 'class="cudamagic' in snap["text/html"]
         assert (
             watch.view.root.comm is None and watch.view.button.comm is None
         )  # the widgets were closed

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
 from cudamagic.watch import widget
 from cudamagic.watch.widget import WatchView, gpu_html
-from tests.watch.fakes import live
+from tests.watch.fakes import gpu_row, live
 
 
 def _count_sets(view):
@@ -17,7 +18,9 @@ def _count_sets(view):
     return sets
 
 
-def test_an_unchanged_gpu_card_is_neither_rendered_nor_sent(fake_nvml, monkeypatch):
+def test_an_unchanged_gpu_card_is_not_rendered_and_all_gpus_are_one_trait_set(
+    fake_nvml, monkeypatch
+):
     fake = fake_nvml("gpu_without_fan")
     fake.gpus[1]["util_gpu"] = 40  # GPU 1 reads the same at every tick
     fake.gpus[0]["util_gpu"] = lambda t: 10 + t  # GPU 0 moves
@@ -29,14 +32,14 @@ def test_an_unchanged_gpu_card_is_neither_rendered_nor_sent(fake_nvml, monkeypat
     monkeypatch.setattr(widget, "gpu_html", lambda g: rendered.append(g.index) or gpu_html(g))
     sets = _count_sets(view)
     s2 = src.read(2, 1001.0)
-    card1 = view.cards[1].value
+    card1 = gpu_row(view, 1).split('<div class="cm-chart">')[0]
     view.apply(s2, [s1, s2], samples_taken=2)
     assert rendered == [0]
-    assert view.cards[1] not in sets and view.cards[1].value == card1
-    assert view.cards[0] in sets
-    assert len(sets) == len(set(sets))  # one trait set per widget per tick
-    # the chart of the unchanged GPU still moves on (its time axis)
-    assert view.sparks[1] in sets and "2 samples" in view.sparks[1].value
+    # one message for all GPUs: their cards (kept as they were) and charts in one trait
+    assert len(sets) == len(set(sets)) and view.gpus in sets
+    assert set(sets) <= {view.status, view.gpus}
+    assert gpu_row(view, 1).startswith(card1) and "2 samples" in gpu_row(view, 1)
+    assert len(view.root.children) == 3  # header, GPUs and host, stylesheet
     view.close()
 
 
@@ -46,12 +49,12 @@ def test_a_card_changes_again_when_its_gpu_does(fake_nvml):
     view = WatchView([0, 1])
     s1 = src.read(1, 1000.0)
     view.apply(s1, [s1], samples_taken=1)
-    before = view.cards[1].value
+    before = gpu_row(view, 1)
     g1 = dataclasses.replace(s1.gpus[1], temperature_c=88)
     s2 = dataclasses.replace(s1, seq=2, timestamp_s=1001.0, gpus=(s1.gpus[0], g1))
     view.apply(s2, [s1, s2], samples_taken=2)
-    assert view.cards[1].value != before and "88 °C" in view.cards[1].value
-    assert view.cards[1].value == widget.part(gpu_html(g1))
+    assert gpu_row(view, 1) != before and "88 °C" in gpu_row(view, 1)
+    assert gpu_html(g1) in gpu_row(view, 1) and gpu_html(s1.gpus[1]) in before
     del fake
     view.close()
 
@@ -75,3 +78,15 @@ def test_a_tick_where_one_reading_moved_renders_that_row_only(fake_nvml, monkeyp
 
 def test_cells_of_equal_values_of_other_types_are_written_apart():
     assert widget._cell(1) == "1" and widget._cell(True) == "True" and widget._cell(1.0) == "1.0"
+
+
+def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
+    rng = random.Random(1)
+    for _ in range(200):
+        n = rng.choice([2, 3, 5, 120])
+        line, points = widget._Line(n), []
+        for k in range(rng.randint(0, 300)):
+            p = None if rng.random() < 0.05 else f"{k},{rng.randint(0, 100)}"  # None: a gap
+            line.add(p)
+            points = [*points, p][-n:]
+            assert line.polylines("c") == widget._polylines(points, "c"), (n, k)
