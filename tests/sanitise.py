@@ -49,10 +49,14 @@ def sanitise(html_text: str) -> str:
     import nh3
 
     attributes = {tag: set(names) for tag, names in _SPEC["attributes"].items()}
-    # sanitize-html drops a disallowed tag but keeps its text; ammonia drops an SVG with its text
-    html_text = re.sub(
-        r"<svg\b.*?</svg>", lambda m: re.sub(r"<[^>]+>", " ", m.group(0)), html_text, flags=re.S
-    )
+
+    # sanitize-html drops a disallowed tag but keeps its text (not a <style>'s); ammonia drops an
+    # SVG with its text
+    def svg_text(m):
+        inner = re.sub(r"<(style|script)\b.*?</\1>", " ", m.group(0), flags=re.S)
+        return re.sub(r"<[^>]+>", " ", inner)
+
+    html_text = re.sub(r"<svg\b.*?</svg>", svg_text, html_text, flags=re.S)
     return nh3.clean(
         html_text,
         tags=set(_SPEC["tags"]),

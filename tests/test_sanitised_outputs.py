@@ -114,7 +114,8 @@ def test_the_sanitiser_model_drops_what_jupyterlab_drops():
     """The model itself: <style>, <svg> and var() values go; a plain inline style stays."""
     html = (
         '<div style="color:var(--jp-ui-font-color1,#000);text-align:left"><style>b{}</style>'
-        '<svg><title>tip</title></svg><img src="data:image/png;base64,AA=="></div>'
+        "<svg><style>text{}</style><title>tip</title></svg>"
+        '<img src="data:image/png;base64,AA=="></div>'
     )
     clean = sanitise.sanitise(html)
     assert "<style" not in clean and "<svg" not in clean and "var(" not in clean
