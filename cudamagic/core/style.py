@@ -111,8 +111,8 @@ CSS = """
 #: not change. No colours: the front end's own theme colours the text then.
 INLINE = {
     "table.cm-table": "border-collapse:collapse;margin:.3em 0;table-layout:auto;max-width:100%",
-    "th": "font-weight:600;text-align:left;padding:3px 8px;vertical-align:top",
-    "td": "text-align:left;padding:2px 8px;vertical-align:top",
+    "th": "text-align:left",
+    "td": "text-align:left",
     ".cm-num": "text-align:right;white-space:nowrap",
     ".cm-mono": "font-family:monospace",
     "th.cm-mono": "font-family:inherit",
