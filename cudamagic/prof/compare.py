@@ -16,7 +16,7 @@ from ..core import style
 from ..core.display import Displayed
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from .breakdown import of_result, of_trace
-from .render import ms
+from .render import ms, name_html
 from .summary import ProfResult
 from .verdict import breakdown_change
 
@@ -156,7 +156,6 @@ class Comparison(Displayed):
         """The column headers."""
         return [
             "#",
-            "kind",
             f"{self.label_a} ms",
             f"{self.label_b} ms",
             "change ms",
@@ -166,21 +165,20 @@ class Comparison(Displayed):
         ]
 
     def _cells(self, i, r):
-        ratio = "new" if r.a_us == 0 else ("gone" if r.b_us == 0 else f"{r.ratio:.2f}x")
+        ratio = "new" if r.a_us == 0 else ("gone" if r.b_us == 0 else f"{r.ratio:.3g}x")
         return [
             str(i),
-            r.kind,
             ms(r.a_us),
             ms(r.b_us),
             f"{r.delta_us / 1000:+.3f}",
             ratio,
             f"{r.a_calls}/{r.b_calls}",
-            r.name,
+            r.name if r.kind == "operator" else f"{r.kind}: {r.name}",
         ]
 
     def _title(self):
         return (
-            f"{self.label_b} vs {self.label_a}: operators' self time {ms(self.total_a_us)} ms -> "
+            f"{self.label_a} -> {self.label_b}: operators' self time {ms(self.total_a_us)} ms -> "
             f"{ms(self.total_b_us)} ms; biggest changes first"
         )
 
@@ -198,9 +196,12 @@ class Comparison(Displayed):
 
     def to_html(self):
         """The HTML form (notebook)."""
-        rows = [[esc(c) for c in self._cells(i, r)] for i, r in enumerate(self.rows[: self.top], 1)]
+        rows = [
+            [esc(c) for c in cells[:-1]] + [name_html(cells[-1])]
+            for cells in (self._cells(i, r) for i, r in enumerate(self.rows[: self.top], 1))
+        ]
         table = html_table(
-            self.headers(), rows, num=(0, 2, 3, 4, 5, 6), prose=(7,), col_cls={7: "cm-mono"}
+            self.headers(), rows, num=(0, 1, 2, 3, 4, 5), prose=(6,), col_cls={6: "cm-mono"}
         )
         changes = "".join(f"<li>{esc(c)}</li>" for c in self.changes)
         changes = (

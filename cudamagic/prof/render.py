@@ -1,16 +1,19 @@
 """Text and HTML forms of a profile.
 
-Tables, the GPU breakdown, the steps, and an inline SVG timeline.
+Tables, the GPU breakdown, the steps, and the timeline and memory pictures.
 
-The HTML is self-contained (inline SVG and styles, no script, no external URL); colours are
-JupyterLab theme variables with fallbacks, so a saved page renders outside JupyterLab too. Every
-name from the profile (operator and kernel names, shapes, paths, error texts) is escaped.
+The HTML is self-contained (no script, no external URL); the pictures are SVG documents in
+``<img>`` data URIs, which an untrusted notebook's sanitiser keeps (it drops inline ``<svg>`` and
+``<style>``). Every name from the profile (operator and kernel names, shapes, paths, error texts)
+is escaped.
 """
 
 from __future__ import annotations
 
-import heapq
+import base64
+import re
 import textwrap
+import zlib
 
 from ..core import style
 from ..core.display import Displayed
@@ -33,31 +36,43 @@ DETAIL_HEADERS = {
     "stack": "Python stack (innermost first)",
 }
 
-#: timeline colours: theme variables with a fallback for pages opened outside JupyterLab.
-PALETTE = (
-    "var(--jp-brand-color1, #1976d2)",
-    "var(--jp-warn-color1, #f57c00)",
-    "var(--jp-success-color1, #388e3c)",
-    "var(--jp-error-color1, #d32f2f)",
-    "var(--jp-accent-color1, #7b1fa2)",
-    "var(--jp-info-color1, #0097a7)",
-    "var(--jp-brand-color3, #90caf9)",
-    "var(--jp-warn-color3, #ffcc80)",
+#: Bar colours: distinct hues (Tableau 10 less its grey). An operator's hue comes from a hash of
+#: its name (:func:`colours_of`), so it keeps its colour from run to run and process to process.
+HUES = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
 )
-OTHER_COLOUR = "var(--jp-layout-color3, #9e9e9e)"
-MAX_RECTS = 1500  # per timeline: the longest events; shorter ones are under a pixel wide anyway
-
-#: Text colours of the SVG pictures (labels, axis); bars use :data:`PALETTE`. Theme variables,
-#: neutral fallbacks.
-TEXT_FILL = "var(--jp-content-font-color1, currentColor)"
-MUTED_FILL = "var(--jp-content-font-color2, currentColor)"
-LINE_STROKE = "var(--jp-border-color2, currentColor)"
-LINE_STROKE_NESTED = "var(--jp-border-color3, currentColor)"
+#: the operators (and kernels) outside the legend; runs of events too short to draw one by one.
+OTHER_COLOUR, MERGED_COLOUR = "#c9c9c9", "#6f6f6f"
+#: Pictures travel as ``<img>`` data URIs (a sanitiser drops inline ``<svg>``): no theme variable
+#: reaches them, so they carry their own light background and dark text.
+TEXT_FILL, MUTED_FILL, LINE_STROKE, BACKGROUND = "#1f1f1f", "#555555", "#d0d0d0", "#ffffff"
+#: a run of events each narrower than this (pixels) is drawn as one merged bar.
+MIN_BAR_PX = 2.0
+#: the picture's text size in pixels; narrow outputs scroll instead of shrinking it.
+FONT_PX = 12
 
 
 def _page(body: str) -> str:
     """One themed output (:func:`cudamagic.core.style.page`, kind ``prof``)."""
     return style.page(body, "prof")
+
+
+def name_html(name: str) -> str:
+    """An operator or kernel name, escaped, breakable only after ``::``, ``_`` and ``/``.
+
+    A narrow output then wraps ``aten::_log_softmax`` at its parts instead of shrinking the column
+    to a letter wide and breaking mid-word (``overflow-wrap:normal`` inline, kept by a sanitiser).
+    """
+    parts = re.sub(r"(::|_|/)", r"\1<wbr>", esc(name))
+    return f'<span style="overflow-wrap:normal;word-break:normal">{parts}</span>'
 
 
 def ms(us: float) -> str:
@@ -121,21 +136,26 @@ class Table(Displayed):
         return text_table(self.headers(), rows)
 
     def html(self) -> str:
-        """The table as HTML: numbers right-aligned, names wrapping, in a scroll box."""
+        """The table as HTML: names first (wrapping at their parts), then the numbers; no rank.
+
+        A narrow output then shows which operator before it scrolls to the numbers.
+        """
         head, other = self.shown()
-        headers = self.headers()
-        first_name = 4 if self.group == "kernels" else 5
-        rows = [self._cells(i, r) for i, r in enumerate(head, 1)]
-        if other:
-            rows.append(self._other(other))
-        names = range(first_name, len(headers))
+        first = 4 if self.group == "kernels" else 5  # the first name column of the text form
+        n = len(self.headers()) - first
+        rows = [
+            [name_html(c) for c in cells[first:]] + [esc(c) for c in cells[1:first]]
+            for cells in [self._cells(i, r) for i, r in enumerate(head, 1)]
+            + ([self._other(other)] if other else [])
+        ]
+        headers = self.headers()[first:] + self.headers()[1:first]
         return style.scroll(
             html_table(
                 headers,
-                [[esc(c) for c in r] for r in rows],
-                num=range(first_name),
-                prose=names,
-                col_cls={j: "cm-mono" for j in names},
+                rows,
+                num=range(n, len(headers)),
+                prose=range(n),
+                col_cls={j: "cm-mono" for j in range(n)},
             )
         )
 
@@ -310,9 +330,22 @@ def result_html(res) -> str:
                 ["step", "ms"], [[esc(s.step), ms(s.dur_us)] for s in res.steps], num=(0, 1)
             )
         )
-    parts.append("<h4>Timeline</h4>" + timeline_svg(res))
+    timeline = timeline_svg(res)
+    parts.append(
+        "<h4>Timeline</h4>"
+        + (
+            picture(
+                timeline, "timeline of the profiled span: operators by thread, kernels by stream"
+            )
+            if timeline
+            else '<div class="cm-note">(no events to draw)</div>'
+        )
+    )
     if res.memory_points:
-        parts.append("<h4>Allocated memory over the span</h4>" + memory_svg(res))
+        parts.append(
+            "<h4>Allocated memory over the span</h4>"
+            + picture(memory_svg(res), "allocated memory over the profiled span")
+        )
     if res.verdict is not None:
         parts.append(res.verdict.html())
     return _page("".join(parts))
@@ -326,49 +359,109 @@ def page(fragment: str, title: str = "%%torchprof") -> str:
     )
 
 
-def _colour_map(res) -> dict:
-    names = []
-    for r in res.rows("op")[: len(PALETTE)]:
-        names.append(r.name)
-    return {n: PALETTE[i] for i, n in enumerate(names)}
+def colours_of(names) -> dict:
+    """Operator name -> hue, from a hash of the name.
+
+    ``crc32`` of the name picks the hue (the same in every process; Python's ``hash`` is salted per
+    process); a hue taken by an earlier name passes to the next free one.
+
+    Args:
+        names: at most ``len(HUES)`` distinct names, the most important first.
+    """
+    out: dict = {}
+    for name in names:
+        i = zlib.crc32(name.encode()) % len(HUES)
+        while HUES[i] in out.values():
+            i = (i + 1) % len(HUES)
+        out[name] = HUES[i]
+    return out
 
 
 #: operator rows per CPU thread in the timeline: depth 0 (not enclosed by another operator), 1 and 2
 #: (deeper ones lie inside a depth-2 box and are left out).
 DEPTH_ROWS = 3
-#: fill of operators outside the legend, per depth: a different theme shade per nesting level.
-OTHER_BY_DEPTH = (
-    OTHER_COLOUR,
-    "var(--jp-layout-color4, #757575)",
-    "var(--jp-border-color1, #bdbdbd)",
-)
-#: outline per depth (children get a thinner, dashed edge in the theme's text colour), opacity per
-#: depth; one rule per depth class in the SVG's own stylesheet (not repeated on each of up to
-#: MAX_RECTS rectangles).
-DEPTH_STYLE = (
-    "stroke:var(--jp-ui-font-color1,#222);stroke-width:0.6",
-    "stroke:var(--jp-ui-font-color2,#555);stroke-width:0.5;stroke-dasharray:2 1;fill-opacity:0.8",
-    "stroke:var(--jp-ui-font-color3,#777);stroke-width:0.4;stroke-dasharray:1 1;fill-opacity:0.65",
-)
-TIMELINE_CSS = "".join(f"svg.cm-tl .cm-depth{d}{{{style}}}" for d, style in enumerate(DEPTH_STYLE))
+#: operators with a hue of their own in the legend.
+LEGEND_OPS = 8
+
+
+def picture(svg: str, alt: str) -> str:
+    """An SVG as an ``<img>`` data URI at its own size, in a box that scrolls when narrower.
+
+    An inline ``<svg>`` is dropped by the sanitiser of an untrusted notebook, and its ``<title>``
+    texts run into the page; an image is kept whole. ``max-width:none``: a narrow output scrolls
+    instead of shrinking the text.
+    """
+    width, height = re.search(r'width="(\d+)" height="(\d+)"', svg).groups()
+    data = base64.b64encode(svg.encode()).decode()
+    return (
+        '<div class="cm-scroll" style="max-width:100%;overflow-x:auto">'
+        f'<img src="data:image/svg+xml;base64,{data}" width="{width}" height="{height}" '
+        f'alt="{esc(alt)}" style="max-width:none"></div>'
+    )
+
+
+def _bars(events, start: float, scale: float, colours: dict) -> list:
+    """(x, width, fill) of one row's bars, in pixels from the plot's left edge.
+
+    An event at least :data:`MIN_BAR_PX` wide is one bar; neighbouring shorter ones (less than a
+    pixel apart) make one merged bar: the operator's colour when they are all one operator, else
+    :data:`MERGED_COLOUR`.
+    """
+    out, run = [], None  # run: [x0, x1, names]
+
+    def flush():
+        if run is not None:
+            names = run[2]
+            fill = colours.get(next(iter(names)), OTHER_COLOUR) if len(names) == 1 else None
+            out.append((run[0], max(0.5, run[1] - run[0]), fill or MERGED_COLOUR))
+
+    for s, e, name in sorted(events):
+        x0, x1 = (s - start) * scale, (e - start) * scale
+        if x1 - x0 >= MIN_BAR_PX:
+            flush()
+            run = None
+            out.append((x0, x1 - x0, colours.get(name, OTHER_COLOUR)))
+        elif run is not None and x0 - run[1] < 1.0:
+            run[1] = max(run[1], x1)
+            run[2].add(name)
+        else:
+            flush()
+            run = [x0, x1, {name}]
+    flush()
+    return out
+
+
+def _legend(entries, x0: int, y: int, width: int) -> tuple[list, int]:
+    """Legend swatches and names in lines that wrap at ``width``; (SVG parts, bottom y)."""
+    parts, x = [], x0
+    for label, colour in entries:
+        w = 16 + int(FONT_PX * 0.62 * len(label)) + 14
+        if x > x0 and x + w > width - 10:
+            x, y = x0, y + FONT_PX + 8
+        parts.append(
+            f'<rect x="{x}" y="{y}" width="11" height="11" fill="{colour}" stroke="{MUTED_FILL}" '
+            f'stroke-width="0.5"/><text x="{x + 16}" y="{y + 10}" fill="{TEXT_FILL}">'
+            f"{esc(label)}</text>"
+        )
+        x += w
+    return parts, y + FONT_PX + 6
 
 
 def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
-    """An inline SVG timeline of the profiled span.
+    """The timeline of the profiled span as a standalone SVG document.
 
-    An inline SVG of the span: per CPU thread, one row per nesting level of operators (depth 0: not
-    enclosed by another operator; then their children, then grandchildren), each level with its own
-    shade and outline, and one row per GPU stream (kernels, memcpy, memset). At most
-    :data:`MAX_RECTS` rectangles, the longest; hover shows the name, depth and duration. The legend
-    colours the operators with the most self time.
+    Per CPU thread, one row per nesting level of operators (the thread's outermost operators, then
+    the operators they call, then those these call), and one row per GPU stream. An operator of the
+    legend (the :data:`LEGEND_OPS` with the most self time) has its hue (:func:`colours_of`),
+    every other operator and kernel :data:`OTHER_COLOUR`; runs of events too short to draw one by
+    one are merged (:func:`_bars`). The legend names every colour drawn, and wraps.
     """
     start, end = res.span_us
     span = max(end - start, 1e-9)
     lanes: dict = {}
     for op in res.ops:
-        depth = op.depth
-        if depth < DEPTH_ROWS:
-            lanes.setdefault(("cpu", op.thread, depth), []).append(
+        if op.depth < DEPTH_ROWS:
+            lanes.setdefault(("cpu", op.thread, op.depth), []).append(
                 (op.start_us, op.end_us, op.name)
             )
     for k in res.kernels:
@@ -376,113 +469,86 @@ def timeline_svg(res, width: int = 900, lane_h: int = 20) -> str:
             (k.start_us, k.end_us, k.name)
         )
     if not lanes:
-        return '<div class="cm-note">(no events to draw)</div>'
+        return ""
     keys = sorted(lanes, key=lambda k: (k[0] != "cpu", k[1], k[2]))
-    every = [(e - s, i, (s, e, n)) for i, key in enumerate(keys) for (s, e, n) in lanes[key]]
-    dropped = max(0, len(every) - MAX_RECTS)
-    if dropped:
-        every = heapq.nlargest(MAX_RECTS, every, key=lambda t: t[0])
-    colours = _colour_map(res)
-    label_w, top_pad = 130, 4
+    colours = colours_of([r.name for r in res.rows("op")[:LEGEND_OPS]])
+    label_w, top_pad = 170, 4
     plot_w = width - label_w - 10
-    height = top_pad + lane_h * len(keys) + 44
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" class="cm-tl" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="timeline of the profiled span" '
-        f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">'
-        f"<style>{TIMELINE_CSS}</style>"
-    ]
+    body, used = [], set()
     for i, (kind, where, depth) in enumerate(keys):
         y = top_pad + i * lane_h
         if kind == "gpu":
             label = f"cuda:{where[0]} stream {where[1]}"
         else:
-            label = f"thread {where}" if depth == 0 else f"\u2003nested {depth}"
-        last_of_thread = kind == "gpu" or i + 1 == len(keys) or keys[i + 1][:2] != (kind, where)
-        out.append(
-            f'<text x="2" y="{y + lane_h - 4}" '
-            f'style="fill:{TEXT_FILL if depth == 0 else MUTED_FILL}">'
-            f"{esc(label)}</text>"
+            label = f"thread {where}" if depth == 0 else "\u21b3 called by the row above"
+        body.append(
+            f'<text x="{2 + 10 * depth}" y="{y + lane_h - 5}" '
+            f'fill="{TEXT_FILL if depth == 0 else MUTED_FILL}">{esc(label)}</text>'
             f'<line x1="{label_w}" x2="{width - 10}" y1="{y + lane_h - 0.5}" '
-            f'y2="{y + lane_h - 0.5}" '
-            f'style="stroke:{LINE_STROKE if last_of_thread else LINE_STROKE_NESTED}"/>'
+            f'y2="{y + lane_h - 0.5}" stroke="{LINE_STROKE}"/>'
         )
-    for dur, i, (s, _end, n) in every:
-        depth = keys[i][2]
-        x = label_w + (s - start) / span * plot_w
-        w = max(0.5, dur / span * plot_w)
-        y = top_pad + i * lane_h + 1
-        fill = colours.get(n, OTHER_BY_DEPTH[depth])
-        what = f"{esc(n)}: {ms(dur)} ms" + (f" (nested {depth})" if depth else "")
-        out.append(
-            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{lane_h - 3}" '
-            f'class="cm-depth{depth}" '
-            f'style="fill:{fill}"><title>{what}</title></rect>'
-        )
-    y = top_pad + lane_h * len(keys) + 14
-    out.append(
-        f'<text x="{label_w}" y="{y}" style="fill:{MUTED_FILL}">0 ms</text>'
-        f'<text x="{width - 10}" y="{y}" text-anchor="end" style="fill:{MUTED_FILL}">'
+        for x, w, fill in _bars(lanes[(kind, where, depth)], start, plot_w / span, colours):
+            used.add(fill)
+            body.append(
+                f'<rect x="{label_w + x:.1f}" y="{y + 1}" width="{w:.1f}" height="{lane_h - 3}" '
+                f'fill="{fill}"/>'
+            )
+    y = top_pad + lane_h * len(keys) + 15
+    body.append(
+        f'<text x="{label_w}" y="{y}" fill="{MUTED_FILL}">0 ms</text>'
+        f'<text x="{width - 10}" y="{y}" text-anchor="end" fill="{MUTED_FILL}">'
         f"{ms(span)} ms</text>"
     )
-    x = label_w
-    for n, c in colours.items():
-        room = (
-            width - 10 - x - 12
-        ) // 8  # characters that surely fit before the right edge (under 8 px at 11 px)
-        if room < 6:
-            break
-        keep = min(28, room)
-        label = n if len(n) <= keep else n[: keep - 1] + "\u2026"
-        out.append(
-            f'<rect x="{x}" y="{y + 8}" width="9" height="9" style="fill:{c}"/>'
-            f'<text x="{x + 12}" y="{y + 16}" style="fill:{TEXT_FILL}">{esc(label)}</text>'
+    entries = [(n, c) for n, c in colours.items() if c in used]
+    entries += [
+        (label, c)
+        for label, c in (
+            ("other operators and kernels", OTHER_COLOUR),
+            ("many short operators, merged", MERGED_COLOUR),
         )
-        x += 12 + 8 * len(label) + 10
-    out.append("</svg>")
-    note = (
-        f'<div class="cm-note">{dropped:,} shorter events not drawn (each under '
-        f"{ms(min(t[0] for t in every))} ms).</div>"
-        if dropped
-        else ""
+        if c in used
+    ]
+    legend, height = _legend(entries, 10, y + 10, width)
+    return _svg(width, height, body + legend)
+
+
+def _svg(width: int, height: int, parts) -> str:
+    """A standalone SVG document on its own background."""
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="{FONT_PX}">'
+        f'<rect width="{width}" height="{height}" fill="{BACKGROUND}"/>' + "".join(parts) + "</svg>"
     )
-    return "".join(out) + note
 
 
 def memory_svg(res, width: int = 900, height: int = 120) -> str:
-    """An inline SVG of allocated bytes over time, per device."""
+    """Allocated bytes over the span, one line per device, as a standalone SVG document."""
     start, end = res.span_us
     span = max(end - start, 1e-9)
     series = res.memory_points
     peak = max((max(v for _, v in pts) for pts in series.values() if pts), default=0) or 1
     low = min((min(v for _, v in pts) for pts in series.values() if pts), default=0)
     rng = max(peak - min(low, 0), 1)
-    label_w = 130
+    label_w = 170
     plot_w, plot_h = width - label_w - 10, height - 30
-    out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" role="img" aria-label="allocated memory over time" '
-        f'style="max-width:100%;height:auto;font-family:var(--jp-ui-font-family,sans-serif);font-size:11px">'
-    ]
+    parts = []
     for i, (dev, pts) in enumerate(sorted(series.items())):
         step = max(1, len(pts) // 2000)
-        coords = []
-        for t, v in pts[::step] + [pts[-1]]:
-            x = label_w + (t - start) / span * plot_w
-            y = 5 + plot_h - (v - min(low, 0)) / rng * plot_h
-            coords.append(f"{x:.1f},{y:.1f}")
-        out.append(
-            f'<polyline points="{" ".join(coords)}" '
-            f'style="fill:none;stroke:{PALETTE[i % len(PALETTE)]};'
-            f'stroke-width:1.5"><title>{esc(dev)}</title></polyline>'
-            f'<line x1="2" x2="14" y1="{11 + 12 * i}" y2="{11 + 12 * i}" '
-            f'style="stroke:{PALETTE[i % len(PALETTE)]};stroke-width:3"/>'
-            f'<text x="18" y="{15 + 12 * i}" style="fill:{TEXT_FILL}">{esc(dev)} peak '
+        coords = " ".join(
+            f"{label_w + (t - start) / span * plot_w:.1f},"
+            f"{5 + plot_h - (v - min(low, 0)) / rng * plot_h:.1f}"
+            for t, v in pts[::step] + [pts[-1]]
+        )
+        colour = HUES[i % len(HUES)]
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{colour}" stroke-width="1.5"/>'
+            f'<line x1="2" x2="14" y1="{11 + 14 * i}" y2="{11 + 14 * i}" stroke="{colour}" '
+            f'stroke-width="3"/><text x="18" y="{15 + 14 * i}" fill="{TEXT_FILL}">{esc(dev)} peak '
             f"{esc(format_bytes(max(v for _, v in pts)))}</text>"
         )
-    out.append(
-        f'<text x="{label_w}" y="{height - 5}" style="fill:{MUTED_FILL}">0 ms</text>'
-        f'<text x="{width - 10}" y="{height - 5}" text-anchor="end" '
-        f'style="fill:{MUTED_FILL}">{ms(span)} ms</text></svg>'
+    parts.append(
+        f'<text x="{label_w}" y="{height - 5}" fill="{MUTED_FILL}">0 ms</text>'
+        f'<text x="{width - 10}" y="{height - 5}" text-anchor="end" fill="{MUTED_FILL}">'
+        f"{ms(span)} ms</text>"
     )
-    return "".join(out)
+    return _svg(width, height, parts)

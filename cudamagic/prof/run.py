@@ -19,7 +19,7 @@ from ..core.cell import compile_cell, run_code_caught
 from ..core.fmt import format_bytes
 from . import stderr
 from .steps import StepDriver
-from .summary import build_result
+from .summary import build_result, gc_paused
 from .trace import write_trace
 
 #: file-name parts of warnings that come from the profiler itself (summarised in one line, not
@@ -230,7 +230,7 @@ def cuda_snapshot_peak(snapshot, start_allocated: dict) -> dict:
     return peaks
 
 
-def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
+def run_profiled(shell, cell: str, opts, header: str, say=None) -> ProfRun:
     """Run ``cell`` in ``shell.user_ns`` under ``torch.profiler.profile`` and summarise it.
 
     Args:
@@ -238,6 +238,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
         cell: the cell body (without the magic line).
         opts: :class:`~.options.ProfOptions`.
         header: the magic line (line 1 of the cached source).
+        say: called with the step once the cell has run (``"analysing 36,504 events"``), or None.
 
     Returns:
         :class:`ProfRun`. The cell's exception is returned, never raised; a cell that does not parse
@@ -292,6 +293,8 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
             _execute(code, shell.user_ns, run)
         finally:
             wall_s, cpu_s = time.perf_counter() - t0, time.process_time() - c0
+            if say is not None:
+                say("analysing the profile")
             if driver is not None:
                 driver.remove()
             snapshot, snapshot_s = None, None
@@ -318,6 +321,7 @@ def run_profiled(shell, cell: str, opts, header: str) -> ProfRun:
                     group=opts.group,
                     stack_depth=opts.stack_depth,
                     top=opts.top,
+                    say=say,
                 )
             except Exception as exc:  # noqa: BLE001 - never break the cell over the summary
                 run.skipped = (
@@ -541,7 +545,8 @@ def _attach_verdict(res, prof) -> None:
     from .verdict import verdict_of
 
     try:
-        res.verdict = verdict_of(res, prof)
+        with gc_paused():
+            res.verdict = verdict_of(res, prof)
     except Exception as exc:  # noqa: BLE001 - the summary is still shown without the verdict
         res.notices.append(f"no verdict for this profile ({type(exc).__name__}: {exc})")
 

@@ -14,7 +14,8 @@ import contextlib
 import gc
 import re
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import repeat
+from operator import attrgetter, methodcaller
 
 from ..core.display import Displayed
 from ..core.na import NA
@@ -63,7 +64,8 @@ class OpRecord:
 
     Attributes:
         name: full operator name (``aten::addmm``).
-        shapes: input shapes as text (``[[128], [128, 64]]``).
+        shapes: input shapes (``[[128], [128, 64]]``), as the profiler gives them: a list, or its
+            text; turned into text only when a table is grouped by shape.
         thread: OS thread id.
         start_us: start, from the trace start.
         end_us: end, from the trace start.
@@ -79,7 +81,7 @@ class OpRecord:
     """
 
     name: str
-    shapes: str
+    shapes: object
     thread: int
     start_us: float
     end_us: float
@@ -250,7 +252,7 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
     acc: dict = {}
     for op in ops:
         if group == "shape":
-            detail = op.shapes
+            detail = str(op.shapes)
         elif group == "module":
             detail = op.module or "(outside any nn.Module)"
         elif group == "stack":
@@ -312,6 +314,8 @@ class ProfResult(Displayed):
         stack_depth: frames per ``stack`` key.
         top: rows per table.
         with_stack: Python calls were recorded.
+        with_shapes: the operators' input shapes were read (with ``--group shape`` or ``stack``
+            or ``module``; reading them for every operator costs a tenth of the summary).
         gpu: one :class:`GpuBreakdown` per device, or NA with the reason.
         peak_memory_bytes: peak allocated bytes above the span's start (``--memory``), per device
             name (``"cpu"``, ``"cuda:0"``), or NA.
@@ -344,6 +348,7 @@ class ProfResult(Displayed):
     stack_depth: int = 3
     top: int = 15
     with_stack: bool = False
+    with_shapes: bool = True
     gpu: object = NA("no GPU activity recorded", "not_recorded")
     peak_memory_bytes: object = NA("run with --memory", "not_recorded")
     peak_memory_bounds: dict = field(default_factory=dict)
@@ -367,15 +372,17 @@ class ProfResult(Displayed):
         Every operator row for ``group`` (default: the cell's ``--group``), largest self time first.
 
         Raises:
-            ValueError: ``module``/``stack`` grouping of a result recorded without Python calls, or
-                an unknown grouping.
+            ValueError: ``module``/``stack`` grouping of a result recorded without Python calls,
+                ``shape`` grouping of one whose shapes were not read (``with_shapes``), or an
+                unknown grouping.
         """
         group = group or self.group
         if group not in GROUPS:
             raise ValueError(f"unknown grouping {group!r}: use one of {', '.join(GROUPS)}")
-        if group in ("module", "stack") and not self.with_stack:
+        if not {"op": True, "shape": self.with_shapes}.get(group, self.with_stack):
+            what = "the input shapes" if group == "shape" else "the Python calls"
             raise ValueError(
-                f"grouping by {group} needs the Python calls, which this profile did not record: "
+                f"grouping by {group} needs {what}, which this profile did not record: "
                 f"profile the cell again with `%%torchprof --group {group}`"
             )
         key = (group, stack_depth or self.stack_depth, len(self.ops))
@@ -521,6 +528,7 @@ def build_result(
     group: str,
     stack_depth: int,
     top: int,
+    say=None,
 ) -> ProfResult:
     """Turn a stopped ``torch.profiler.profile`` into a :class:`ProfResult`.
 
@@ -540,6 +548,7 @@ def build_result(
         group: the table grouping.
         stack_depth: frames per ``stack`` key.
         top: rows per table.
+        say: called with ``"analysing N events"`` once the events are read, or None.
     """
     result = ProfResult(
         header=header,
@@ -554,10 +563,15 @@ def build_result(
     events = None
     with gc_paused():
         if with_stack or kin is None:
-            ops, kernels, steps = _records_from_function_events(prof, with_stack)
+            ops, kernels, steps = _records_from_function_events(prof)
         else:
             events = kin.events()
-            ops, kernels, steps = _records_from_kineto(kin, events)
+            if say is not None:
+                say(f"analysing {len(events):,} events")
+            result.with_shapes = group == "shape"
+            ops, kernels, steps = _records_from_kineto(
+                kin, events, len(activities) > 1, group == "shape"
+            )
     lo = min(
         [o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
         default=0.0,
@@ -599,80 +613,92 @@ def _step_number(name: str, fallback: int) -> int:
     return int(m.group(1)) if m else fallback
 
 
-def _records_from_kineto(kin, events):
+def _records_from_kineto(kin, events, device: bool = True, shapes: bool = True):
     """(ops, kernels, steps) from the Kineto events.
 
     (ops, kernels, steps) from ``events``, the list ``kineto_results.events()`` returned: self time,
     ``top`` and ``depth`` from the nesting of the operators of each thread (a range inside another
-    on the same thread is its child). One pass over the events, each accessor called once.
+    on the same thread is its child). Each accessor runs over all events at once (``map``), the
+    device ones only when a device activity was recorded (``device``), the input shapes only when
+    asked (``shapes``): at 100,000 events these calls are most of the cost. Python-function events
+    are left out.
     """
     from torch.autograd import DeviceType
     from torch.autograd.profiler_util import StringTable
 
     cpu_types = {DeviceType.CPU, DeviceType.MKLDNN, DeviceType.IDEEP}
     t0 = kin.trace_start_ns()
+    device_events = []
+    if device:
+        types = list(map(methodcaller("device_type"), events))
+        device_events = [e for e, t in zip(events, types, strict=True) if t not in cpu_types]
+        events = [e for e, t in zip(events, types, strict=True) if t in cpu_types]
+
+    def col(accessor, needed=True):
+        return map(methodcaller(accessor), events) if needed else repeat(0)
+
     by_thread: dict = {}
-    device, steps = [], []
+    steps, by_corr = [], {}
     skip = _SKIP
-    for e in events:
-        name = e.name()
+    for e, name, start_ns, dur_ns, tid, end_tid, is_async, python, shape, corr, linked in zip(
+        events,
+        col("name"),
+        col("start_ns"),
+        col("duration_ns"),
+        col("start_thread_id"),
+        col("end_thread_id"),
+        col("is_async"),
+        col("is_python_function"),
+        col("shapes") if shapes else repeat(""),
+        col("correlation_id", device),
+        col("linked_correlation_id", device),
+        strict=False,  # repeat() fills the columns not read
+    ):
+        if name in skip or is_async or python or tid != end_tid:
+            continue
+        start = (start_ns - t0) / 1000.0
+        end = start + dur_ns / 1000.0
+        if name.startswith("ProfilerStep#") and e.is_user_annotation():
+            steps.append(StepRecord(_step_number(name, len(steps)), start, end))
+            continue
+        rec = OpRecord(name, shape, tid, start, end, end - start)
+        recs = by_thread.get(tid)
+        if recs is None:
+            recs = by_thread[tid] = []
+        recs.append(rec)
+        if corr and not linked:
+            by_corr[corr] = rec
+    ops = []
+    for recs in by_thread.values():
+        # by start, an enclosing operator before the ones it encloses (two stable sorts)
+        recs.sort(key=attrgetter("end_us"), reverse=True)
+        recs.sort(key=attrgetter("start_us"))
+        stack: list = []  # the enclosing operators
+        parents, redispatch = [], False
+        for rec in recs:
+            start = rec.start_us
+            while stack and stack[-1].end_us <= start:
+                stack.pop()
+            depth = len(stack)
+            parent = stack[-1] if depth else None
+            if parent is not None:
+                parent.self_us -= rec.self_us
+                rec.depth, rec.top = depth, False
+                redispatch = redispatch or parent.name == rec.name
+            stack.append(rec)
+            parents.append(parent)
+        ops.extend(_merge_redispatches(recs, parents, by_corr) if redispatch else recs)
+    names = StringTable()
+    kernels = []
+    for e in device_events:
+        name = names[e.name()]
         if name in skip:
             continue
         start = (e.start_ns() - t0) / 1000.0
         end = start + e.duration_ns() / 1000.0
-        if e.device_type() in cpu_types:
-            if e.is_python_function() or e.is_async():
-                continue
-            tid = e.start_thread_id()
-            if tid != e.end_thread_id():
-                continue
-            if name.startswith("ProfilerStep#") and e.is_user_annotation():
-                steps.append(StepRecord(_step_number(name, len(steps)), start, end))
-                continue
-            items = by_thread.get(tid)
-            if items is None:
-                items = by_thread[tid] = []
-            items.append(
-                (
-                    start,
-                    -end,
-                    name,
-                    str(e.shapes()),
-                    e.correlation_id(),  # no input: "[]"
-                    e.linked_correlation_id(),
-                )
-            )
-        else:
-            device.append((e, name, start, end))
-    ops, by_corr = [], {}
-    for thread, items in by_thread.items():
-        items.sort()
-        stack: list = []  # the enclosing operators
-        recs, parents = [], []
-        for start, neg_end, name, shapes, corr, linked in items:
-            end = -neg_end
-            while stack and stack[-1].end_us <= start:
-                stack.pop()
-            depth = len(stack)
-            rec = OpRecord(name, shapes, thread, start, end, end - start, not depth, depth=depth)
-            parent = stack[-1] if depth else None
-            if parent is not None:
-                parent.self_us -= end - start
-            stack.append(rec)
-            recs.append(rec)
-            parents.append(parent)
-            if corr and not linked:
-                by_corr[corr] = rec
-        if any(p is not None and p.name == r.name for r, p in zip(recs, parents, strict=True)):
-            recs = _merge_redispatches(recs, parents, by_corr)
-        ops.extend(recs)
-    names = StringTable()
-    kernels = []
-    for e, name, start, end in device:
         launcher = by_corr.get(e.linked_correlation_id())
         if launcher is not None:
             launcher.device_us += end - start
-        name = names[name]
         kernels.append(
             KernelRecord(
                 name,
@@ -685,7 +711,8 @@ def _records_from_kineto(kin, events):
             )
         )
     for op in ops:  # a child running past its parent's end would leave a negative self time
-        op.self_us = max(op.self_us, 0.0)
+        if op.self_us < 0:
+            op.self_us = 0.0
     if len(by_thread) > 1:
         ops.sort(key=attrgetter("start_us"))
     return ops, kernels, steps
@@ -723,7 +750,7 @@ def _merge_redispatches(recs, parents, by_corr):
     return kept
 
 
-def _records_from_function_events(prof, with_stack: bool):
+def _records_from_function_events(prof):
     """(ops, kernels, steps) from ``prof.events()``."""
     from torch.autograd import DeviceType
 
@@ -742,19 +769,11 @@ def _records_from_function_events(prof, with_stack: bool):
                 StepRecord(_step_number(evt.trace_name or "", len(steps)), tr.start, tr.end)
             )
             continue
-        if with_stack:
-            module, frames, is_top, depth = _python_context(evt)
-        else:
-            module, frames, depth = "", (), 0
-            parent = evt.cpu_parent
-            while parent is not None:
-                if not (parent.is_user_annotation and parent.name.startswith("ProfilerStep")):
-                    depth += 1
-                parent = parent.cpu_parent
-            is_top = depth == 0
+        # without Python calls recorded: no module, no frame; depth and top the same way
+        module, frames, is_top, depth = _python_context(evt)
         rec = OpRecord(
             evt.name,
-            str(evt.input_shapes) if evt.input_shapes else "[]",
+            evt.input_shapes or [],
             evt.thread,
             tr.start,
             tr.end,

@@ -20,8 +20,11 @@ CELLS = [
     "%%torchprof -o p\nfor _ in range(20):\n    h = (w @ w).relu()\nh.shape",  # 1
     "print(p.slowest().name, len(p.ops))",  # 2
     "%%torchprof\nh = w @ w\nraise KeyError('missing batch')",  # 3
-    "%unload_ext cudamagic",  # 4
-    "print('enabled:', torch._C._autograd._profiler_enabled())",  # 5
+    "big = torch.randn(1_000_000)",  # 4
+    "%%torchprof --memory -o m\ndel big",  # 5: PyTorch's C++ allocator warns on fd 2
+    "print(m.warnings)",  # 6
+    "%unload_ext cudamagic",  # 7
+    "print('enabled:', torch._C._autograd._profiler_enabled())",  # 8
 ]
 
 
@@ -39,8 +42,8 @@ def test_torchprof_in_a_kernel(tmp_path):
     plain = [o.data["text/plain"] for o in outs[1] if "text/plain" in o.get("data", {})]
     assert any("torch.Size([64, 64])" in t for t in plain)  # the final expression is displayed
     (summary,) = [h for h in html if "cm-prof" in h]
-    assert "aten::mm" in summary and "<svg" in summary
-    assert not re.search(r"(src|href)\s*=|url\(|@import|<script", summary)
+    assert "aten::<wbr>mm" in summary and 'src="data:image/svg+xml;base64,' in summary
+    assert not re.search(r"(src|href)\s*=\s*\"(?!data:)|url\(|@import|<script", summary)
 
     assert outs[2][0].text.startswith(("aten::mm", "aten::relu", "aten::clamp_min"))
 
@@ -51,4 +54,12 @@ def test_torchprof_in_a_kernel(tmp_path):
     tb = "\n".join(outs[3][-1].traceback)
     assert "raise KeyError('missing batch')" in re.sub(r"\x1b\[[0-9;]*m", "", tb)
 
-    assert outs[5][0].text.strip() == "enabled: False"
+    # the allocator's warning (a free of memory allocated before profiling) is in the notice line
+    assert not any("CPUAllocator" in t or "unknown size" in t for t in stderr)
+    (memory,) = [h for o in outs[5] if "cm-prof" in (h := o.get("data", {}).get("text/html", ""))]
+    # the progress line left an empty output, not its text
+    assert [o.data for o in outs[5] if "text/html" not in o.get("data", {})] == [{"text/plain": ""}]
+    assert "1 PyTorch warning(s) collected" in memory and "Memory block of unknown size" in memory
+    assert "CPUAllocator.cpp" in outs[6][0].text
+
+    assert outs[8][0].text.strip() == "enabled: False"

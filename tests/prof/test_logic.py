@@ -136,7 +136,7 @@ def test_compare_ranks_the_biggest_change_first():
     cmp = compare(a, b)
     assert [r.name for r in cmp.rows] == ["aten::add", "aten::new", "aten::mm"]
     assert cmp.rows[0].delta_us == 79
-    assert "aten::add" in repr(cmp) and "aten::add" in cmp._repr_html_()
+    assert "aten::add" in repr(cmp) and "aten::<wbr>add" in cmp._repr_html_()
 
 
 def _big_trace(n_steps=20, per_step=500, stacks=True):
@@ -261,8 +261,11 @@ def test_summary_and_compare_html_are_themed_and_aligned():
         # the facts list is narrow
         assert page.count("<table") == page.count('<div class="cm-scroll"><table') + 1
         ops_head = re.search(r"<h4>Top operators.*?<thead>(.*?)</thead>", page).group(1)
-        assert ops_head.startswith('<tr><th class="cm-num">#</th><th class="cm-num">self %</th>')
-        assert '<th class="cm-prose cm-mono">operator</th>' in ops_head
+        # the name first (a narrow output shows it before scrolling to the numbers), no rank
+        assert ops_head.startswith(
+            '<tr><th class="cm-prose cm-mono">operator</th><th class="cm-num">self %</th>'
+        )
+        assert '<th class="cm-num">#</th>' not in ops_head
     page = plain(with_gpu._repr_html_())
     assert (
         '<span class="cm-badge cm-error">\u2716 stopped by RuntimeError: &lt;boom&gt;</span>'
@@ -289,10 +292,22 @@ def test_summary_and_compare_html_are_themed_and_aligned():
     )
 
 
-def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
+def _bars_and_legend(svg):
+    """(bar fills, legend swatch fills, legend (x, name), row labels) of a timeline SVG."""
     import re
 
-    from cudamagic.prof.render import timeline_svg
+    bars = re.findall(r'<rect x="[\d.]+" y="\d+" width="[\d.]+" height="17" fill="(#\w+)"/>', svg)
+    legend = re.findall(
+        r'<rect x="\d+" y="\d+" width="11" height="11" fill="(#\w+)"[^>]*/>'
+        r'<text x="(\d+)"[^>]*>([^<]+)</text>',
+        svg,
+    )
+    labels = re.findall(r'<text x="\d+" y="[\d.]+" fill="#\w+">([^<]+)</text><line', svg)
+    return bars, [c for c, _, _ in legend], [(int(x), n) for _, x, n in legend], labels
+
+
+def test_timeline_rows_per_level_and_every_colour_in_the_legend():
+    from cudamagic.prof.render import OTHER_COLOUR, colours_of, timeline_svg
 
     ops = [
         OpRecord("aten::linear", "[]", 7, 0, 100, 10, True, depth=0),
@@ -300,62 +315,67 @@ def test_timeline_draws_each_nesting_level_in_its_own_row_with_theme_colours():
         OpRecord("aten::copy_", "[]", 7, 10, 30, 20, False, depth=2),
         OpRecord("aten::deep", "[]", 7, 12, 20, 8, False, depth=3),
         OpRecord("aten::relu", "[]", 9, 0, 50, 50, True, depth=0),
-    ]
+    ] + [OpRecord(f"aten::rare{i}", "[]", 9, 60 + 4 * i, 62 + 4 * i, 0.01, True) for i in range(9)]
     svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 100.0)))
-    labels = re.findall(r"<text x=\"2\" y=\"[\d.]+\"[^>]*>([^<]+)</text>", svg)
-    assert labels == ["thread 7", "\u2003nested 1", "\u2003nested 2", "thread 9"]
-    rects = {
-        m.group(3).rsplit(":", 1)[0]: (int(m.group(1)), m.group(2))
-        for m in re.finditer(
-            r'<rect [^>]*y="(\d+)"[^>]*class="cm-depth(\d)"[^>]*><title>([^<]+)</title>', svg
-        )
-    }
-    assert set(rects) == {
-        "aten::linear",
-        "aten::addmm",
-        "aten::copy_",
-        "aten::relu",
-    }  # depth 3 is not drawn
-    assert [rects[n][1] for n in ("aten::linear", "aten::addmm", "aten::copy_")] == ["0", "1", "2"]
-    assert (
-        rects["aten::linear"][0]
-        < rects["aten::addmm"][0]
-        < rects["aten::copy_"][0]
-        < rects["aten::relu"][0]
+    bars, swatches, names, labels = _bars_and_legend(svg)
+    assert labels == [
+        "thread 7",
+        "\u21b3 called by the row above",
+        "\u21b3 called by the row above",
+        "thread 9",
+    ]
+    assert set(bars) == set(swatches) and len(swatches) == len(set(swatches))  # distinct hues
+    expected = colours_of([r.name for r in ProfResult(ops=ops).rows("op")[:8]])
+    legend = dict(zip([n for _, n in names], swatches, strict=True))
+    assert legend["aten::addmm"] == expected["aten::addmm"]
+    # past the 8 operators of the legend: grey, named; depth 3 is not drawn
+    assert legend["other operators and kernels"] == OTHER_COLOUR
+    assert "aten::deep" not in legend and "<title>" not in svg
+
+
+def test_a_long_span_of_short_events_is_merged_not_a_barcode():
+    from cudamagic.prof.render import MERGED_COLOUR, timeline_svg
+
+    ops = [OpRecord(f"aten::op{i % 2}", "[]", 7, i, i + 0.5, 0.5, True) for i in range(20_000)]
+    ops += [OpRecord("aten::long", "[]", 7, 20_000, 30_000, 10_000, True)]
+    bars, swatches, names, _ = _bars_and_legend(
+        timeline_svg(ProfResult(ops=ops, span_us=(0.0, 30_000.0)))
     )
-    rules = dict(re.findall(r"svg\.cm-tl \.cm-depth(\d)\{([^}]+)\}", svg))
-    # outline/shade differ per depth
-    assert sorted(rules) == ["0", "1", "2"] and len(set(rules.values())) == 3
-    fills = dict(
-        re.findall(r'class="cm-depth(\d)" style="([^"]+)"><title>aten::(?:linear|addmm|copy_)', svg)
-    )
-    # and each box its fill (legend colour, else a theme shade per depth)
-    assert len(set(fills.values())) == 3
-    for style in list(rules.values()) + list(fills.values()):
-        colours = re.findall(r"#[0-9a-f]{3,6}", style)
-        # only var() fallbacks
-        assert colours and all(f", {c})" in style or f",{c})" in style for c in colours)
+    assert len(bars) == 2 and MERGED_COLOUR in bars  # one merged run, then the long one
+    assert "many short operators, merged" in [n for _, n in names] and set(bars) == set(swatches)
 
 
-def test_timeline_legend_never_runs_past_the_right_edge():
-    """Found by the browser survey.
+def test_colour_of_a_name_is_the_same_in_another_process():
+    import os
+    import subprocess
+    import sys
 
-    A long operator name near the end of the legend was cut by the SVG edge.
-    """
-    import re
+    from cudamagic.prof.render import colours_of
 
-    from cudamagic.prof.render import timeline_svg
+    names = ["aten::addmm", "aten::mm", "Optimizer.step#Adam.step", "aten::relu"]
+    code = f"from cudamagic.prof.render import colours_of; print(colours_of({names!r}))"
+    for seed in ("1", "2"):  # Python's own str hash differs between these processes
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        assert out.strip() == str(colours_of(names))
+    assert len(set(colours_of(names).values())) == len(names)
+
+
+def test_timeline_legend_wraps_instead_of_cutting_names():
+    """Found by the browser survey: a long operator name near the end of the legend was cut."""
+    from cudamagic.prof.render import FONT_PX, timeline_svg
 
     names = [f"aten::_log_softmax_backward_data_{i}_" + "x" * 20 for i in range(12)]
     ops = [OpRecord(n, "[]", 7, 10 * i, 10 * i + 9, 9, True, depth=0) for i, n in enumerate(names)]
-    for width in (900, 500, 320):
+    for width in (900, 600):
         svg = timeline_svg(ProfResult(ops=ops, span_us=(0.0, 120.0)), width=width)
-        legend = re.findall(
-            r'<rect x="(\d+)" y="\d+" width="9" height="9"[^>]*/>'
-            r'<text x="(\d+)"[^>]*>([^<]+)</text>',
-            svg,
-        )
-        assert legend, svg[-400:]
-        for _, x, label in legend:
-            assert int(x) + 8 * len(label) <= width - 10, (width, label)
-        assert any(label.endswith("\u2026") for _, _, label in legend)
+        _, _, legend, _ = _bars_and_legend(svg)
+        assert len(legend) == 9  # 8 operators and "other"
+        assert {n for _, n in legend} - {"other operators and kernels"} <= set(names)  # whole
+        for x, label in legend:
+            assert x + FONT_PX * 0.62 * len(label) <= width - 10, (width, label)

@@ -93,11 +93,14 @@ def test_digits_training_step_summary(tip):
     # the summary shows the top 15, where this name may or may not be
     every = res.table(top=len(rows))
     # full, untruncated
-    assert long_name in repr(every) and long_name in every._repr_html_(), repr(every)
-    text, html = repr(res), res._repr_html_()
+    assert long_name in repr(every), repr(every)
+    assert long_name in every._repr_html_().replace("<wbr>", "")  # breakable at "::", "_"
+    text, html = repr(res), res._repr_html_().replace("<wbr>", "")
     assert rows[0].name in text and rows[0].name in html
-    assert html.startswith(f'<div class="cudamagic {NO_MATH} cm-prof">') and "<svg" in html
-    assert not re.search(r"(src|href)\s*=|url\(|@import|<script", html)  # self-contained
+    assert html.startswith(f'<div class="cudamagic {NO_MATH} cm-prof">')
+    assert 'src="data:image/svg+xml;base64,' in html and "<svg" not in html
+    # self-contained: the only source is the picture's data URI
+    assert not re.search(r"(src|href)\s*=\s*\"(?!data:)|url\(|@import|<script", html)
     assert res.wall_s > 0 and res.span_us[1] > res.span_us[0]
     assert res.activities[0] == "CPU"
 
@@ -112,8 +115,10 @@ def test_operators_know_their_nesting_depth(tip, line):
         by_name.setdefault(op.name, set()).add(op.depth)
     assert by_name["aten::linear"] == {0} and min(by_name["aten::addmm"]) >= 1, by_name
     assert all(op.top == (op.depth == 0) for op in res.ops if op.name.startswith("aten::"))
-    svg = res._repr_html_()
-    assert 'class="cm-depth0"' in svg and 'class="cm-depth1"' in svg and "nested 1" in svg
+    from cudamagic.prof.render import timeline_svg
+
+    svg = timeline_svg(res)
+    assert "thread " in svg and "\u21b3 called by the row above" in svg
 
 
 def test_group_by_shape_splits_an_operator_called_with_two_shapes(tip):
@@ -172,7 +177,7 @@ def test_table_and_save_html(tip, tmp_path):
     assert "(other" in repr(table)
     path = res.save_html(str(tmp_path / "p.html"))
     page = open(path, encoding="utf-8").read()
-    assert page.startswith("<!DOCTYPE html>") and "aten::addmm" in page
+    assert page.startswith("<!DOCTYPE html>") and "aten::<wbr>addmm" in page
 
 
 def test_steps_schedule_records_n_steps(tip):
@@ -363,3 +368,46 @@ def test_config_sets_the_default_rows(tip):
     tip.run_line_magic("config", "CudaMagics.torchprof_top_rows = 2")
     res = tip.run_cell_magic("torchprof", "", "train(1)")
     assert res.top == 2 and len(res.table().shown()[0]) == 2
+
+
+# ---- the progress line
+
+
+def test_progress_line_while_the_cell_runs_and_while_events_are_analysed(tip):
+    """A long cell shows "profiling ... N s", then "analysing N events", then nothing.
+
+    The front end is a publisher that keeps every display (as a notebook's does, unlike a
+    terminal's); the cell waits until the line has been updated once, which takes a second.
+    """
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    pub, old = CapturingDisplayPublisher(), tip.display_pub
+    tip.display_pub = pub
+    tip.user_ns["outputs"] = pub.outputs
+    try:
+        res = tip.run_cell_magic(
+            "torchprof",
+            "",
+            "import time\ntrain(1)\nt0 = time.monotonic()\n"
+            "while not any(o['update'] for o in outputs) and time.monotonic() - t0 < 30:\n"
+            "    time.sleep(0.05)",
+        )
+    finally:
+        tip.display_pub = old
+    ids = {o["transient"]["display_id"] for o in pub.outputs}
+    texts = [o["data"]["text/plain"] for o in pub.outputs]
+    assert len(ids) == 1 and [o["update"] for o in pub.outputs][0] is False
+    assert re.fullmatch(r"%%torchprof: profiling \.\.\. \d+ s", texts[1])
+    counts = [re.match(r"%%torchprof: analysing ([\d,]+) events \.\.\. \d+ s$", t) for t in texts]
+    # the events read: more than the operators kept (Python calls, the profiler's own ranges)
+    read = [int(m[1].replace(",", "")) for m in counts if m]
+    assert read and min(read) >= len(res.ops) > 0
+    assert pub.outputs[-1]["data"] == {"text/plain": ""}
+    assert not [t for t in threading.enumerate() if t.name == "cudamagic-torchprof-status"]
+
+
+def test_no_progress_line_in_a_terminal(tip, capsys):
+    """A terminal's outputs cannot be updated in place: no line, however long the cell."""
+    tip.run_cell_magic("torchprof", "", "import time\ntrain(1)\ntime.sleep(1.5)")
+    out = capsys.readouterr().out
+    assert "profiling" not in out and "analysing" not in out

@@ -9,6 +9,7 @@ seconds in all.
 
 from __future__ import annotations
 
+import re
 import types
 
 import pytest
@@ -152,7 +153,7 @@ def test_both_paths_give_the_same_records(stack_prof):
     counts the Python calls recorded directly under a ``record_function`` range as its children, the
     Kineto path does not see them).
     """
-    fast, slow = _build(stack_prof, False), _build(stack_prof, True)
+    fast, slow = _build(stack_prof, False, group="shape"), _build(stack_prof, True)
     assert len(fast.ops) == len(slow.ops) > 20
 
     def key(o):
@@ -401,7 +402,7 @@ def _gpu_events():
 
 
 def test_kineto_path_links_kernels_to_their_launchers():
-    res = _build(_kineto_prof(_gpu_events()), False, activities=("CPU", "CUDA"))
+    res = _build(_kineto_prof(_gpu_events()), False, activities=("CPU", "CUDA"), group="shape")
     kinds = {
         k.name: (k.kind, k.device, k.stream, k.start_us, k.end_us, k.launcher) for k in res.kernels
     }
@@ -429,8 +430,11 @@ def test_kineto_path_links_kernels_to_their_launchers():
         (2, False),
         (2, False),
     ]
-    assert (ops["aten::relu"].thread, ops["aten::linear"].shapes) == (2, "[[5, 8], [16, 8], [16]]")
-    assert ops["aten::addmm"].shapes == "[]"
+    assert (ops["aten::relu"].thread, ops["aten::linear"].shapes) == (2, [[5, 8], [16, 8], [16]])
+    assert ops["aten::addmm"].shapes == []
+    assert {r.detail for r in res.rows("shape") if r.name == "aten::linear"} == {
+        "[[5, 8], [16, 8], [16]]"
+    }
     assert res.span_us == (0.0, 100.0)
     gpu = {b.device: b for b in res.gpu}
     assert (gpu[0].kernel_us, gpu[0].memcpy_us, gpu[0].memset_us, gpu[0].idle_us) == (
@@ -517,7 +521,7 @@ def test_kineto_path_skips_what_torch_tables_skip():
         ),  # linked: not a launcher
         KinetoEvent("k", T0 + 40 * us, 5 * us, device=CUDA, linked=4),
     ]
-    res = _build(_kineto_prof(evs), False, memory=False)
+    res = _build(_kineto_prof(evs), False, memory=False, activities=("CPU", "CUDA"))
     assert [o.name for o in res.ops] == ["aten::mm", "cudaLaunchKernel", "ProfilerStep#8"]
     assert res.ops[0].self_us == 45.0 and res.ops[1].depth == 1
     assert [(s.step, s.start_us, s.end_us) for s in res.steps] == [
@@ -667,7 +671,7 @@ def test_function_event_path_links_kernels_and_steps():
         ("aten::addmm", 2, False, 50, 0.0),
         ("cudaLaunchKernel", 3, False, 10, 14.0),
     ]
-    assert res.ops[0].shapes == "[[2, 3], [3, 4]]" and res.ops[2].shapes == "[]"
+    assert res.ops[0].shapes == [[2, 3], [3, 4]] and res.ops[2].shapes == []
     assert all(o.module == "" and o.stack == () for o in res.ops)
     assert [
         (k.name, k.kind, k.device, k.stream, k.start_us, k.end_us, k.launcher) for k in res.kernels
@@ -983,9 +987,7 @@ def test_slowest_span_and_outputs(tmp_path):
     assert res.save_html(path) == path
     page = (tmp_path / "p.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<title>%%torchprof --top 2</title>" in page
-    assert (
-        res.to_html() in page and res._repr_html_() == res.to_html() and "aten::mm" in res.to_html()
-    )
+    assert res.to_html() in page and res._repr_html_() == res.to_html() and "aten::<wbr>mm" in page
     assert "aten::mm" in repr(res) and repr(res).startswith("%%torchprof --top 2")
 
 
@@ -1071,3 +1073,54 @@ def test_a_thread_whose_only_nesting_is_a_redispatch_still_merges_it():
     res = _build(_kineto_prof(evs), False, activities=("CPU",))
     assert [(o.name, o.start_us) for o in res.ops] == [("aten::sum", 0.0)]
     assert {r.name: r.calls for r in res.rows()}["aten::sum"] == 1
+
+
+# ---- an untrusted notebook: JupyterLab's sanitiser
+
+
+def _lab_sanitise(html_text: str) -> str:
+    """``html_text`` as an untrusted notebook in JupyterLab shows it (its sanitiser's rules).
+
+    No ``<style>`` or ``<svg>`` (an SVG's text stays in the flow), the attributes JupyterLab keeps,
+    ``data:`` images, and no ``var()`` value in a ``style`` (its CSS patterns refuse them).
+    """
+    import nh3
+
+    html_text = re.sub(
+        r"<svg\b.*?</svg>", lambda m: re.sub(r"<[^>]+>", " ", m.group(0)), html_text, flags=re.S
+    )
+    tags = "div span table thead tbody tr th td h4 img wbr ul li code b i small details summary"
+    return nh3.clean(
+        html_text,
+        tags=set(tags.split()),
+        clean_content_tags={"script", "style"},
+        attributes={
+            "*": {"class", "style", "title"},
+            "img": {"src", "alt", "width", "height"},
+        },
+        attribute_filter=lambda tag, attr, value: (
+            ";".join(d for d in value.split(";") if "var(" not in d) or None
+            if attr == "style"
+            else value
+        ),
+        url_schemes={"http", "https", "data"},
+        link_rel=None,
+    )
+
+
+def test_untrusted_notebook_keeps_the_tables_and_the_pictures():
+    """Found by the browser review: sanitised, the summary was an 11,775 px wall of text."""
+    import base64
+
+    res = _result(memory_points={"cpu": [(0.0, 0), (20.0, 4096)]})
+    clean = _lab_sanitise(res.to_html())
+    names = re.findall(r"<td[^>]*><span style=\"([^\"]+)\">(.*?)</span></td>", clean)
+    assert ("overflow-wrap:normal;word-break:normal", "aten::<wbr>mm") in names
+    assert "gemm" in [n for _, n in names]  # the kernel table too
+    pictures = re.findall(r'<img src="data:image/svg\+xml;base64,([^"]+)" width="(\d+)"', clean)
+    assert len(pictures) == 2 and "<title" not in clean and "<svg" not in clean
+    svg = base64.b64decode(pictures[0][0]).decode()
+    assert svg.startswith("<svg") and "aten::mm" in svg and "cuda:0 stream 7" in svg
+    # the picture keeps its size and scrolls where the output is narrower
+    box = re.search(r'<div class="cm-scroll" style="([^"]+)"><img [^>]*style="([^"]+)"', clean)
+    assert "overflow-x:auto" in box[1] and box[2] == "max-width:none"
