@@ -132,8 +132,8 @@ INLINE = {
 #: (:data:`CSS` hides it where the stylesheet applies).
 NEEDS_TRUST = (
     '<div class="cm-untrusted" style="font-style:italic">This notebook is not trusted, so part '
-    "of this output (a picture) is hidden: &#8220;Trust Notebook&#8221; (JupyterLab&#8217;s "
-    "command palette, Notebook 7&#8217;s File menu) shows it.</div>"
+    "of this output (a picture) is hidden: \u201cTrust Notebook\u201d (JupyterLab\u2019s "
+    "command palette, Notebook 7\u2019s File menu) shows it.</div>"
 )
 
 _OPEN_TAG = re.compile(r"<(table|th|td|div|span|code|small|p|pre|details|summary)\b([^>]*)>")
