@@ -1,55 +1,75 @@
-"""Benchmark: %%autograd_graph vs torchviz make_dot + dot, side by side on the same graphs.
+"""Benchmark: %%autograd_graph beside torchviz's make_dot + dot, on the same graphs.
 
-Each row runs the same forward pass twice, end to end: once as a ``%%autograd_graph``
-cell in a real InteractiveShell (forward + walk + layout to SVG), once as the
-forward + ``torchviz.make_dot`` + ``dot -Tsvg``. torchviz's ``dot`` gets a cap
-(120 s, ``--cap``); a run past it prints ``> cap``; a torchviz exception prints its
-type (``RecursionError`` on long chains).
+Each side-by-side row (benchmarks/sidebyside.py ``compare``: interleaved, process CPU time as the
+headline, wall beside it, the load average) runs the same forward pass on both sides, end to end:
+a ``%%autograd_graph --no-fold --max-nodes 10000000 --shared-params`` cell in a real
+InteractiveShell (forward, walk, ``dot -Tsvg``, the notebook's HTML), and the forward plus
+``torchviz.make_dot(y).pipe(format="svg")``. The CPU time counts the ``dot`` child process of each
+side (``RUSAGE_CHILDREN``). The guard: both sides draw the same graph, the same node and edge count
+(read from the DOT source without laying it out); a row whose two sides differ is refused.
 
-Issue 14: every row states what each side drew. torchviz always draws the full graph (its node count
-    is the
-number of nodes in its DOT source). Our "full" row forces the full graph (``--no-fold --max-nodes
-10**7``) so the two draw the same graph and the ratio compares like with like; our "default" row
-(the view that fits the node
-budget: full, collapsed to module depth D, or folded) is printed separately, with no ratio when it
-    drew less.
+Then, without a peer: the default view of a 10,000- and a 100,000-op chain (process CPU time and
+the peak memory it adds, in a fresh process each), and the ratio of the two (linear: about 10x).
 
-Usage: python benchmarks/bench_graph.py [--quick] [--cap SECONDS]
-    --quick: cap 30 s and skip the 200-step LSTM for torchviz (shown as 'skipped').
+Usage: python benchmarks/bench_graph.py [--quick] [--reps N]
+    --quick: 2 runs a side, and no LSTMCell x 50 row (its torchviz side alone takes minutes).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
-import statistics
+import resource
 import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
+sys.path.insert(0, HERE)
+
+from sidebyside import compare, load_average
 
 SETUP = """
 import torch
 torch.manual_seed(0)
 nn = torch.nn
-mlp = nn.Sequential(
-    nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10)
-)
-mlp_x = torch.randn(32, 64)
-layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
-enc = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+
+def encoder(layers):
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+enc6, enc12 = encoder(6), encoder(12)
 src = torch.randn(2, 16, 64)
-cell = torch.nn.LSTMCell(16, 32)
+
+class Block(nn.Module):  # torchvision's BasicBlock
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+        return (y + x).relu()
+
+resnet = nn.Sequential(
+    nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+    *[Block(16) for _ in range(8)], nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10),
+)
+img = torch.randn(2, 3, 16, 16)
+cell = nn.LSTMCell(16, 32)
 xs = torch.randn(200, 4, 16)
 chain_x = torch.randn(8, requires_grad=True)
+
 def lstm(steps):
     h = c = torch.zeros(4, 32)
     for t in range(steps):
         h, c = cell(xs[t], (h, c))
     return h.sum()
+
 def chain(n):
     z = chain_x
     for i in range(n):
@@ -57,137 +77,153 @@ def chain(n):
     return z.sum()
 """
 
+#: (title, expression, runs a side in full mode): the graphs of issue 30.
 CASES = [
-    (
-        "MLP (3 Linear)",
-        "torch.nn.functional.cross_entropy(mlp(mlp_x), torch.zeros(32, dtype=torch.long))",
-    ),
-    ("TransformerEncoder x 12", "enc(src).sum()"),
-    ("LSTMCell x 25", "lstm(25)"),
-    ("LSTMCell x 50", "lstm(50)"),
-    ("LSTMCell x 200", "lstm(200)"),
-    ("chain 10,000 ops", "chain(10_000)"),
-]
+    ("LSTMCell x 25", "lstm(25)", 3),
+    ("LSTMCell x 50", "lstm(50)", 1),
+    ("TransformerEncoder, 6 layers", "enc6(src).sum()", 5),
+    ("TransformerEncoder, 12 layers", "enc12(src).sum()", 5),
+    ("ResNet (8 BasicBlocks)", "torch.nn.functional.cross_entropy(resnet(img), "
+     "torch.zeros(2, dtype=torch.long))", 5),
+    ("chain of 10,000 ops", "chain(10_000)", 3),
+]  # fmt: skip
+
+FULL = "--no-fold --max-nodes 10000000 --shared-params --timeout 3600"
 
 
-FULL = "--no-fold --max-nodes 10000000"
+def children_cpu_s() -> float:
+    """CPU seconds of the finished child processes (the ``dot`` runs) so far."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
-def time_ours(ip, expr, line=""):
-    """(seconds, what was drawn, view name) for one ``%%autograd_graph`` cell."""
-    t0 = time.perf_counter()
-    r = ip.run_cell_magic("autograd_graph", line, expr)
-    dt = time.perf_counter() - t0
-    how = "ok" if r.image is not None else f"no image: {r.problem}"
-    return dt, f"{r.drawn.view}, {len(r.drawn.nodes)} nodes ({how})", r.drawn.view
+def dot_counts(source: str) -> dict:
+    """Nodes and edges of a DOT source (one statement a line, as both sides write it)."""
+    nodes = sum(1 for ln in source.splitlines() if re.match(r"\s*\w+ \[label=", ln))
+    edges = sum(1 for ln in source.splitlines() if "->" in ln)
+    return {"nodes": nodes, "edges": edges}
 
 
-TORCHVIZ_NODES = {}
+class Side:
+    """One side of a row: ``run()`` draws the picture, ``count()`` builds the DOT only."""
+
+    def __init__(self, run, count):
+        self.run, self.count = run, count
+
+    def work(self) -> dict:
+        return self.count()
+
+    def timed(self) -> tuple:
+        c0, k0, t0 = time.process_time(), children_cpu_s(), time.perf_counter()
+        self.run()
+        cpu = time.process_time() - c0 + children_cpu_s() - k0
+        return cpu, time.perf_counter() - t0
 
 
-def time_torchviz(ns, expr, cap_s):
-    import torchviz
+def sides(ip, expr: str) -> tuple:
+    from cudamagic.graph import torchviz_engine
 
-    t0 = time.perf_counter()
-    try:
-        y = eval(expr, ns)
-        source = torchviz.make_dot(y).source
-        TORCHVIZ_NODES[expr] = sum(1 for ln in source.splitlines() if re.match(r"\s*\d+ \[", ln))
-    except RecursionError:
-        return None, "RecursionError"
-    except Exception as exc:  # reported in the table
-        return None, type(exc).__name__
-    finally:
-        y = None
-    try:
-        proc = subprocess.run(
-            ["dot", "-Tsvg"], input=source.encode(), capture_output=True, timeout=cap_s
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"> cap ({cap_s:g} s)"
-    if proc.returncode:
-        return None, "dot failed"
-    return time.perf_counter() - t0, "ok"
+    make_dot = torchviz_engine.import_make_dot()
+    ns = ip.user_ns
+
+    def ours_run():
+        r = ip.run_cell_magic("autograd_graph", FULL, expr)
+        if r.image is None or r.drawn.view != "full":
+            raise RuntimeError(
+                f"cudamagic did not draw the full graph: {r.problem or r.drawn.view}"
+            )
+        r._repr_html_()
+
+    def ours_count():
+        r = ip.run_cell_magic("autograd_graph", FULL + " --format dot", expr)
+        return dot_counts(r.inline_dot())
+
+    def theirs_run():
+        make_dot(eval(expr, ns)).pipe(format="svg")
+
+    def theirs_count():
+        return dot_counts(make_dot(eval(expr, ns)).source)
+
+    return Side(ours_run, ours_count), Side(theirs_run, theirs_count)
+
+
+CHAIN_CHILD = """
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+from IPython.core.interactiveshell import InteractiveShell
+ip = InteractiveShell.instance()
+ip.run_line_magic("load_ext", "cudamagic")
+ip.run_cell({setup!r})
+ip.run_cell_magic("autograd_graph", "", "chain(10)")
+ip.run_cell("_y = chain({n}); del _y")  # the forward pass's own peak, before the magic
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+c0, t0 = time.process_time(), time.perf_counter()
+r = ip.run_cell_magic("autograd_graph", "", "chain({n})")
+r._repr_html_()
+cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+extra = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(json.dumps(dict(cpu=cpu, wall=wall, extra_kib=extra, boxes=len(r.drawn.nodes),
+                      view=r.drawn.view, problem=r.problem)))
+"""
+
+
+def chain_default_view(n: int) -> dict:
+    """CPU, wall and added peak memory of the default view of an ``n``-op chain (fresh process)."""
+    code = CHAIN_CHILD.format(root=ROOT, setup=SETUP, n=n)
+    c0 = children_cpu_s()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    res["process_cpu"] = children_cpu_s() - c0
+    return res
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument(
-        "--cap", type=float, default=None, help="seconds torchviz's dot may run (default 120)"
-    )
+    ap.add_argument("--reps", type=int, default=None, help="runs a side (default: per graph)")
+    ap.add_argument("--only", default=None, help="only the rows whose title contains this")
     args = ap.parse_args(argv)
-    cap = args.cap or (30.0 if args.quick else 120.0)
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
-
+    sys.setrecursionlimit(100_000)  # torchviz's make_dot recurses once per op
+    import torchviz  # noqa: F401 (the bench extra)
     from IPython.core.interactiveshell import InteractiveShell
 
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "cudamagic")
     ip.run_cell(SETUP)
-    ns = ip.user_ns
-    # warm-up, untimed: first imports and first fork of each tool
-    time_ours(ip, "(chain_x * 2).sum()")
-    time_torchviz(ns, "(chain_x * 2).sum()", cap)
-    rows = []
-    for name, expr in CASES:
-        if args.quick and name == "LSTMCell x 200":
-            theirs, note = None, "skipped (--quick)"
-        else:
-            theirs, note = time_torchviz(ns, expr, cap)
-        tv_drawn = f"full, {TORCHVIZ_NODES[expr]} nodes" if expr in TORCHVIZ_NODES else "-"
-        if theirs is None and expr in TORCHVIZ_NODES:
-            tv_drawn += " (DOT made, dot did not finish)"
-        for mode, line in (("full", FULL), ("default", "")):
-            ours, ours_note, view = time_ours(ip, expr, line)
-            t = theirs
-            if ours < 1.0 and t is not None and t < 1.0:
-                # small graphs: one run is mostly noise on a shared machine; take the median of 7,
-                # interleaved
-                pairs = [
-                    (time_ours(ip, expr, line)[0], time_torchviz(ns, expr, cap)[0])
-                    for _ in range(7)
-                ]
-                ours = statistics.median(p[0] for p in pairs)
-                t = statistics.median(p[1] for p in pairs)
-                ours_note += " (median of 7)"
-            same = view == "full"  # torchviz always draws the full graph
-            if not same:
-                ratio = "- (different graphs)"
-            elif t is not None:
-                ratio = f"{t / ours:.1f}x"
-            elif note.startswith(">"):
-                ratio = f"> {cap / ours:.0f}x"
-            else:
-                ratio = "-"
-            rows.append(
-                (
-                    f"{name} [{mode}]",
-                    f"{ours:.2f} s",
-                    ours_note,
-                    f"{t:.2f} s" if t is not None else note,
-                    tv_drawn,
-                    ratio,
-                )
-            )
-            print(
-                f"  {rows[-1][0]}: ours {ours:.2f} s, torchviz {rows[-1][3]}",
-                file=sys.stderr,
-                flush=True,
-            )
-    headers = (
-        "graph [our view]",
-        "%%autograd_graph",
-        "we drew",
-        "torchviz + dot",
-        "torchviz drew",
-        "torchviz / ours",
+    version = __import__("importlib.metadata").metadata.version("torchviz")
+    for title, expr, reps in CASES:
+        if args.only and args.only not in title:
+            continue
+        if args.quick and "x 50" in title:
+            print(f"  {title}: skipped (--quick)")
+            continue
+        ours, theirs = sides(ip, expr)
+        same = ours.work()
+        compare(
+            f"%%autograd_graph vs torchviz, {title}, the full graph to SVG",
+            ours,
+            theirs,
+            peer_name=f"torchviz {version}",
+            reps=args.reps or (min(reps, 2) if args.quick else reps),
+            unit="s",
+            note=f"same graph: {same['nodes']} nodes, {same['edges']} edges; "
+            f"CPU includes the dot child; ours: %%autograd_graph {FULL}",
+        )
+    if args.only and "default view" not in args.only:
+        return 0
+    print(f"  default view of a chain of ops (no peer; {load_average()})")
+    runs = {n: chain_default_view(n) for n in (10_000, 100_000)}
+    for n, r in runs.items():
+        print(
+            f"    {n:>7,} ops: CPU {r['cpu']:.2f} s (wall {r['wall']:.2f} s), peak memory "
+            f"+{r['extra_kib'] / 1024:.0f} MiB; drew {r['boxes']} boxes ({r['view']}"
+            f"{', ' + r['problem'] if r['problem'] else ''})"
+        )
+    small, big = runs[10_000], runs[100_000]
+    print(
+        f"    100,000 / 10,000 ops: CPU {big['cpu'] / small['cpu']:.1f}x (linear: 10x); goals: "
+        "under 2 s CPU and 150 MiB at 100,000"
     )
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    print("| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |")
-    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    for r in rows:
-        print("| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |")
     return 0
 
 

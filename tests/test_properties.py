@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from IPython.core.error import UsageError
 
-import cudamagic.info.versions as _vt
-from cudamagic.core import nvml
+from cudamagic.core import nvml, wheels
 from cudamagic.core.na import is_na
 from cudamagic.info import versions as facts
 from tests.core import test_magic_lines as lines_mod
@@ -71,13 +70,13 @@ def test_cudnn_garbage_is_na_never_raises(value):
     rest=st.sampled_from(["", ".0", ".105", ".3.1"]),
 )
 def test_parse_version_tuple(major, minor, rest):
-    assert _vt.parse_version_tuple(f"{major}.{minor}{rest}") == (major, minor)
+    assert wheels.parse_version_tuple(f"{major}.{minor}{rest}") == (major, minor)
 
 
 @FAST
 @given(st.text(max_size=20))
 def test_parse_version_tuple_never_raises(text):
-    out = _vt.parse_version_tuple(text)
+    out = wheels.parse_version_tuple(text)
     assert out is None or (isinstance(out, tuple) and len(out) == 2)
 
 

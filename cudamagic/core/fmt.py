@@ -14,9 +14,8 @@ from collections.abc import Iterable, Sequence
 
 from .na import is_na
 
-# : Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets
-# text between two
-#: ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
+#: Class for the outer element of every HTML output: JupyterLab's math renderer otherwise typesets
+#: text between two ``$`` signs (``$CUDA_HOME/bin``, process names, paths) as a formula.
 NO_MATH = "mathjax_ignore"
 
 
@@ -77,13 +76,11 @@ def format_bytes(n) -> str:
     n = float(n)
     sign = "-" if n < 0 else ""
     n = abs(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            if unit == "B":
-                return f"{sign}{int(n)} B"
-            return f"{sign}{n:.1f} {unit}"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{sign}{int(n)} B" if unit == "B" else f"{sign}{n:.1f} {unit}"
         n /= 1024
-    return f"{sign}{n:.1f} TiB"  # pragma: no cover
+    return f"{sign}{n:.1f} TiB"
 
 
 def plural(n: int, word: str, many: str = "") -> str:
@@ -99,10 +96,7 @@ def format_value(value, unit: str = "") -> str:
     """Format a number with its unit, or NA as ``'N/A (reason)'``."""
     if is_na(value):
         return value.describe()
-    if isinstance(value, float):
-        text = f"{value:.1f}"
-    else:
-        text = str(value)
+    text = f"{value:.1f}" if isinstance(value, float) else str(value)
     return f"{text} {unit}".strip() if unit else text
 
 
@@ -168,8 +162,7 @@ def text_table(headers: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
             widths[i] = max(widths[i], display_width(c))
     line = "  ".join(pad(h, widths[i]) for i, h in enumerate(headers)).rstrip()
     out = [line, "  ".join("-" * w for w in widths)]
-    for r in rows:
-        out.append("  ".join(pad(c, widths[i]) for i, c in enumerate(r)).rstrip())
+    out += ["  ".join(pad(c, widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
     return "\n".join(out)
 
 

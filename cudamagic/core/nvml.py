@@ -21,6 +21,7 @@ and call :func:`reset`; that is the single seam.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
@@ -230,10 +231,8 @@ def reset():
     with _lock:
         mod = _state["module"]
         if _state["initialized"] and mod is not None:
-            try:
+            with contextlib.suppress(Exception):
                 mod.nvmlShutdown()
-            except Exception:
-                pass
         _state.update(module=None, initialized=False, error=None)
         _devices.clear()
 
@@ -464,16 +463,14 @@ class Device:
                 rows[pid] = row
         if not rows and errors:
             return self._failed(key, errors[0])
-        if bad:
-            na = implausible(
+        if bad:  # with a layout mismatch no row can be trusted, even one that looks right
+            return implausible(
                 "the process list",
                 f"pid {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""),
                 f"no Linux pid is 0 or above {PID_MAX}: the nvidia-ml-py binding and the driver "
                 "disagree on the process structure; install the nvidia-ml-py that matches the "
                 "driver",
             )
-            # with a layout mismatch no row can be trusted, even one that looks right
-            return na
         return sorted(rows.values())
 
     def driver_model(self):

@@ -219,8 +219,8 @@ GROUPS = {
 #: nvidia-smi field -> its query group.
 FIELD_GROUP = {field: group for group, (fields, _) in GROUPS.items() for field in fields}
 
-# : Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only
-# when rendering.
+#: Units of each field as stored (raw NVML units). nvidia-smi prints MiB and W; we convert only
+#: when rendering.
 FIELD_UNITS = {
     "memory.total": "bytes",
     "memory.used": "bytes",
@@ -272,7 +272,6 @@ MEMORY_V1_RESERVED = NA(
 # * process rows: pid 1..4,194,304 (Linux PID_MAX_LIMIT on 64-bit), used memory at most
 # memory.total.
 #   * counters (ECC errors) and flags: only the sentinels.
-_SENTINELS = {0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF}
 PID_MAX = 4_194_304
 MAX_POWER_MW = 5_000_000
 MAX_CLOCK_MHZ = 20_000

@@ -24,8 +24,10 @@ Facts and their sources:
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
+import pathlib
 import shlex
 import shutil
 import signal
@@ -81,23 +83,15 @@ def kill_tree(proc) -> None:
     except (psutil.Error, OSError):
         victims = []
     if not is_windows():
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    try:
+    with contextlib.suppress(OSError):
         proc.kill()  # TerminateProcess on Windows, SIGKILL on POSIX
-    except OSError:
-        pass
     for child in victims:
-        try:
+        with contextlib.suppress(Exception):  # already gone, or not ours
             child.kill()
-        except Exception:  # already gone, or not ours
-            pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
         proc.wait(timeout=5)
-    except (subprocess.TimeoutExpired, OSError):
-        pass
 
 
 def output_terminal() -> tuple | None:
@@ -252,10 +246,8 @@ def _rss_statm():
     if _statm["pid"] != pid:
         _statm["pid"] = pid
         if _statm["fd"] is not None:  # inherited from the parent: it reads the parent's figures
-            try:
+            with contextlib.suppress(OSError):
                 os.close(_statm["fd"])
-            except OSError:
-                pass
         try:
             _statm["fd"] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
             _statm["page"] = os.sysconf("SC_PAGE_SIZE")
@@ -348,8 +340,7 @@ def child_pids(pid: int, proc=None) -> set:
     pids = set()
     for name in files:
         try:
-            with open(name, encoding="ascii") as fh:
-                pids.update(int(x) for x in fh.read().split())
+            pids.update(int(x) for x in pathlib.Path(name).read_text(encoding="ascii").split())
         except (OSError, ValueError):
             continue
     return pids
@@ -362,8 +353,7 @@ def nvidia_kernel_module_text() -> str | None:
     if SYSTEM != "linux":
         return None
     try:
-        with open("/proc/driver/nvidia/version", encoding="utf-8", errors="replace") as fh:
-            return fh.read()
+        return pathlib.Path("/proc/driver/nvidia/version").read_text("utf-8", "replace")
     except OSError:
         return None
 
@@ -584,8 +574,7 @@ def in_container() -> bool:
     if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
         return True
     try:
-        with open("/proc/1/cgroup", encoding="utf-8", errors="replace") as fh:
-            text = fh.read()
+        text = pathlib.Path("/proc/1/cgroup").read_text("utf-8", "replace")
     except OSError:
         return False
     return any(word in text for word in ("docker", "kubepods", "containerd", "lxc", "libpod"))
@@ -626,8 +615,8 @@ def split_command_line(text: str) -> list:
     return list(lex)
 
 
-# : NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal
-# instead).
+#: NTSTATUS codes a crashed Windows program exits with (a POSIX program would die by a signal
+#: instead).
 WINDOWS_CRASH_CODES = {
     0xC0000005: "STATUS_ACCESS_VIOLATION, a bad pointer (segmentation fault)",
     0xC00000FD: "STATUS_STACK_OVERFLOW",

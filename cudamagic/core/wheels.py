@@ -63,9 +63,9 @@ def tag(cuda) -> str:
     return f"cu{cuda[0]}{cuda[1]}"
 
 
-def torch_release(version):
-    """``'2.13.0+cpu'`` -> ``(2, 13)``; None when unreadable."""
-    m = re.match(r"\s*(\d+)\.(\d+)", version) if isinstance(version, str) else None
+def parse_version_tuple(text):
+    """``'12.1.105'`` or ``'2.13.0+cpu'`` -> ``(12, 1)``; None when unreadable (None, NA, text)."""
+    m = re.match(r"\s*(\d+)\.(\d+)", str(text))
     return (int(m[1]), int(m[2])) if m else None
 
 
@@ -74,7 +74,7 @@ def wheel_cudas(version) -> tuple:
 
     A release newer than the table's last row is taken to have the last row's (the table lags).
     """
-    rel = torch_release(version)
+    rel = parse_version_tuple(version)
     if rel is None or rel < min(TORCH_CUDA_WHEELS):
         return ()
     return TORCH_CUDA_WHEELS.get(rel) or TORCH_CUDA_WHEELS[max(TORCH_CUDA_WHEELS)]
@@ -150,7 +150,7 @@ def pick_for_driver(version, driver_cuda, driver_version=None):
     mine = best_for_driver(driver_cuda, driver_version, wheel_cudas(version))
     if mine is not None:
         return base_version(version), mine
-    rel = torch_release(version)
+    rel = parse_version_tuple(version)
     for older in sorted(TORCH_CUDA_WHEELS, reverse=True):
         if rel is not None and older >= rel:
             continue
@@ -182,7 +182,7 @@ def pick_for_arch(cc, version, driver_cuda=None, driver_version=None):
     mine = best(wheel_cudas(version))
     if mine is not None:
         return base_version(version), mine
-    rel = torch_release(version) or max(TORCH_CUDA_WHEELS)
+    rel = parse_version_tuple(version) or max(TORCH_CUDA_WHEELS)
     newer = sorted(r for r in TORCH_CUDA_WHEELS if r > rel)
     older = sorted((r for r in TORCH_CUDA_WHEELS if r < rel), reverse=True)
     for other in newer + older:

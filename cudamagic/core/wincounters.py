@@ -21,6 +21,7 @@ bytes, shared bytes)}`` and ``label``.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from dataclasses import dataclass, field
@@ -127,10 +128,8 @@ class PdhCounterSource:
 
     def close(self):
         """Close the PDH query."""
-        try:
+        with contextlib.suppress(Exception):
             self._pdh.CloseQuery(self._query)
-        except Exception:
-            pass
 
 
 _lock = threading.Lock()

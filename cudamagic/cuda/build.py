@@ -95,7 +95,6 @@ __attribute__((constructor(101))) static void cudamagic_line_buffering_init_() {
 #endif
 """
 
-EXIT_CHECK = exit_check(True)
 EXIT_CHECK_LINK = ["-Xlinker", "--wrap=__cudaPushCallConfiguration"]
 ERROR_MARKER = "@@cudamagic-cuda-error@@"
 DEVICE_RE = re.compile(r"<<<|__global__|\bcuda[A-Z]\w*\s*\(")
@@ -155,8 +154,8 @@ def _loc_re(sources, saved_dir: str):
     )
 
 
-# : nvcc's intermediate files (``/tmp/tmpxft_00002491_00000000-11_cell.o``,
-# ``...-6_cell.cudafe1.cpp``).
+#: nvcc's intermediate files (``/tmp/tmpxft_00002491_00000000-11_cell.o``,
+#: ``...-6_cell.cudafe1.cpp``).
 _TMP_OBJECT_RE = re.compile(r"(?:[A-Za-z]:)?[^\s'`\"():]*tmpxft_[\w.-]+")
 _SEVERITY_RE = re.compile(r"^\s*:?\s*(?P<sev>fatal error|error|warning)\s*:?\s*(?P<msg>.*)$")
 

@@ -14,9 +14,11 @@ SHA-256 of everything that shapes the build, so an unchanged cell never calls nv
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import tempfile
@@ -55,8 +57,7 @@ class Workspace:
         os.makedirs(self.saved_dir, exist_ok=True)
         path = os.path.join(self.saved_dir, name)
         tmp = path + f".tmp-{uuid.uuid4().hex[:8]}"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(source)
+        pathlib.Path(tmp).write_text(source, encoding="utf-8")
         os.replace(tmp, path)
         self.headers[name] = source.splitlines()
         return path
@@ -91,10 +92,8 @@ def lookup(root: str, kind: str, key: str, name: str) -> str | None:
     path = os.path.join(entry(root, kind, key), name)
     if not os.path.isfile(path):
         return None
-    try:
+    with contextlib.suppress(OSError):
         os.utime(entry(root, kind, key))
-    except OSError:
-        pass
     return path
 
 
@@ -119,10 +118,8 @@ def _size(path: str) -> int:
     total = 0
     for dirpath, _, names in os.walk(path):
         for n in names:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.path.getsize(os.path.join(dirpath, n))
-            except OSError:
-                pass
     return total
 
 

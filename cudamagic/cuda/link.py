@@ -166,10 +166,14 @@ def locate(symbol: str, cell_lines: list, headers: dict) -> tuple:
 def library_flag(symbol: str) -> str | None:
     """The nvcc flag that links ``symbol``'s CUDA library (``cublasCreate_v2`` -> ``-lcublas``)."""
     name = base_name(symbol)
-    for prefix, flag in LIBRARY_FLAGS:
-        if name.startswith(prefix) and (prefix != "cu" or re.match(r"cu[A-Z]", name)):
-            return flag
-    return None
+    return next(
+        (
+            flag
+            for prefix, flag in LIBRARY_FLAGS
+            if name.startswith(prefix) and (prefix != "cu" or re.match(r"cu[A-Z]", name))
+        ),
+        None,
+    )
 
 
 def diagnostics(symbols, cell_lines: list, headers: dict) -> list:

@@ -164,7 +164,8 @@ class CudaCellMagics(AreaMagics):
             %%cuda --skip-without nvcc
             %cuda --clear-cache
         """
-        __tracebackhide__ = True  # noqa: F841 - a failing cell shows the compiler's or program's error
+        # a failing cell shows the compiler's or program's error, not this frame
+        __tracebackhide__ = True  # noqa: F841
         args = self.parse(self.cuda, line, USAGE, prefix="%%" if cell is not None else "%")
         if cell is None:
             if not args.clear_cache:

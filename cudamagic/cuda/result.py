@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.display import Displayed
 from . import render
 
 
 @dataclass(frozen=True, repr=False)
-class Saved:
+class Saved(Displayed):
     """``%%cuda --save NAME``: the cell stored as a header.
 
     Attributes:
@@ -19,15 +20,17 @@ class Saved:
     name: str
     path: str
 
-    def __repr__(self):
+    def to_text(self) -> str:
+        """Plain text."""
         return render.saved_text(self)
 
-    def _repr_html_(self):
+    def to_html(self) -> str:
+        """HTML."""
         return render.saved_html(self)
 
 
 @dataclass(frozen=True, repr=False)
-class Skipped:
+class Skipped(Displayed):
     """``%%cuda --skip-without``: the cell did not run.
 
     Attributes:
@@ -36,15 +39,17 @@ class Skipped:
 
     reason: str
 
-    def __repr__(self):
+    def to_text(self) -> str:
+        """Plain text."""
         return render.skipped_text(self)
 
-    def _repr_html_(self):
+    def to_html(self) -> str:
+        """HTML."""
         return render.skipped_html(self)
 
 
 @dataclass(frozen=True, repr=False)
-class TorchBuild:
+class TorchBuild(Displayed):
     """``%%cuda --torch``: a PyTorch extension built or loaded.
 
     Attributes:
@@ -61,10 +66,12 @@ class TorchBuild:
     archs: tuple
     elapsed_s: float
 
-    def __repr__(self):
+    def to_text(self) -> str:
+        """Plain text."""
         return render.torch_text(self)
 
-    def _repr_html_(self):
+    def to_html(self) -> str:
+        """HTML."""
         return render.torch_html(self)
 
 

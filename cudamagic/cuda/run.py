@@ -23,29 +23,25 @@ from .build import ERROR_MARKER
 from .errors import CudaProgramError
 
 _NAME = r"cudaError(?!_t\b)[A-Z]\w*"
-# : What a report line starts with before ``: cudaErrorXxx``: a location (``vec.cu(12)``,
-# ``main.cu:42``), a CUDA
-# : API function (``cudaMalloc``, ``cublasCreate``), or a call (``cudaMalloc(&d, n)``, ``check()``),
-# maybe in brackets.
+#: What a report line starts with before ``: cudaErrorXxx``: a location (``vec.cu(12)``,
+#: ``main.cu:42``), a CUDA API function (``cudaMalloc``, ``cublasCreate``), or a call
+#: (``cudaMalloc(&d, n)``, ``check()``), maybe in brackets.
 _PREFIX = (
     r"(?:[\w./\\-]+\.\w+(?:\(\d+\)|:\d+)(?::\d+)?|cu(?:da|blas|fft|rand|sparse|solver|dnn)?[A-Z]\w*"
     r"(?:\([^()]*\))?|\w+\([^()]*\))"
 )
-# : Report shapes that need no runtime text: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``,
-# ``CUDA error at
-# : f.cu:42 code=35(...)`` (NVIDIA's samples), ``Cuda error in file 'f.cu' in line 12 : ...``;
-# ``vec.cu(12):
-# : cudaErrorNoDevice`` / ``cudaMalloc: cudaErrorMemoryAllocation`` at a line start; a name right
-# after ``error``,
-#: ``failed``, ``returned`` or ``code=N(``.
+#: Report shapes that need no runtime text: ``CUDA error: ...``, ``CUDA Runtime Error (2): ...``,
+#: ``CUDA error at f.cu:42 code=35(...)`` (NVIDIA's samples), ``Cuda error in file 'f.cu' in
+#: line 12 : ...``; ``vec.cu(12): cudaErrorNoDevice`` / ``cudaMalloc: cudaErrorMemoryAllocation``
+#: at a line start; a name right after ``error``, ``failed``, ``returned`` or ``code=N(``.
 _REPORT_RES = (
     re.compile(
         r"\bCUDA(?:\s+runtime)?\s+error\b\s*(?:\(\s*-?\d+\s*\)|[:=#]|at\b|in\s+file\b)", re.I
     ),
     re.compile(rf"^\s*(?:\[[^\]]*\]\s*)?{_PREFIX}\s*(?:\w+\s*)?[:=-]\s*(?:error\s*:?\s*)?{_NAME}"),
     re.compile(
-        rf"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?"
-        rf"{_NAME}"
+        r"(?i:\b(?:error|failed|failure|returned|code\s*=?\s*-?\d+)\b)"
+        rf"[\s:=(,'\"#\[-]*(?:-?\d+[\s:=(,'\"-]*)?{_NAME}"
     ),
 )
 
@@ -63,7 +59,8 @@ def _text_res() -> tuple:
         # after "error", "failed", "assert" (GPUassert: ...), "returned", maybe with a code:
         # "failed: <text>"
         re.compile(
-            rf"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
+            r"(?i:error|fail(?:ed|ure)?|assert(?:ion)?|returned)"
+            r"(?:\s+with)?(?:\s*(?:code\s*)?-?\d+)?"
             rf"\s*[:=(\[\"'-]?\s*(?:{texts})\b"
         ),
         # after its name: "cudaErrorNoDevice (100): no CUDA-capable device is detected"

@@ -6,6 +6,7 @@ NVML (:mod:`cudamagic.core.nvml`). Problems raise :class:`.errors.CudaUsageError
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -105,10 +106,8 @@ def _write_disk(cache_dir: str, ident: dict, tk: Toolkit) -> None:
             json.dump(data, f)
         os.replace(tmp, target)
     except OSError:  # a read-only cache folder only costs the two nvcc calls next time
-        try:
+        with contextlib.suppress(OSError):
             os.remove(tmp)
-        except OSError:
-            pass
 
 
 def toolkit(timeout_s: float = 10.0, cache_dir: str | None = None) -> Toolkit:

@@ -9,9 +9,11 @@ cleanly and the user's process never waits on load_inline's lock), for this GPU'
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -27,8 +29,8 @@ from . import build, cache
 from .errors import CudaCompileError, CudaUsageError
 from .toolchain import host_compiler_problem
 
-# : Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device
-# code).
+#: Lines load_inline puts before the cell in main.cpp (C++ cells) and cuda.cu (cells with device
+#: code).
 CPP_OFFSET, CUDA_OFFSET = 1, 3
 
 STALE_GRACE_S = (
@@ -142,8 +144,7 @@ def _check_lock(build_dir: str, progress) -> None:
     first = time.monotonic()
     while os.path.exists(lock):
         try:
-            with open(owner_file) as f:
-                owner = int(f.read().strip() or 0)
+            owner = int(pathlib.Path(owner_file).read_text().strip() or 0)
         except (OSError, ValueError):
             owner = 0
         if owner and psutil.pid_exists(owner):
@@ -232,19 +233,15 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
             env=env,
             **popen_group_kwargs(),
         )
-    with open(os.path.join(build_dir, "cudamagic-owner"), "w") as f:
-        f.write(str(proc.pid))
+    pathlib.Path(build_dir, "cudamagic-owner").write_text(str(proc.pid))
     try:
         build.wait(proc, progress, "building the PyTorch extension (load_inline, ninja)")
     except KeyboardInterrupt:
         for name in ("lock", "cudamagic-owner"):  # we killed its owner: the lock is ours to remove
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(os.path.join(build_dir, name))
-            except OSError:
-                pass
         raise
-    with open(log_path, encoding="utf-8", errors="replace") as f:
-        log_text = f.read()
+    log_text = pathlib.Path(log_path).read_text("utf-8", "replace")
     built = os.path.join(build_dir, modname + extension_suffix())
     if proc.returncode != 0 or not os.path.isfile(built):
         sources = {os.path.join(build_dir, "main.cpp"): 0 if device else CPP_OFFSET}

@@ -1,9 +1,9 @@
 """The catalogue of known CUDA / autograd errors, as data.
 
 One :class:`~cudamagic.explain.result.Entry` per known failure: the exception type(s) PyTorch
-raises, message patterns copied from PyTorch's own source, what happened, why, the fix, the
-field reports it answers and the context function (from :mod:`.context`) that turns the generic
-explanation into one about the user's own variables. Matching is in :mod:`.match`.
+raises, message patterns copied from PyTorch's own source, what happened, why, the fix, and the
+context function (from :mod:`.context`) that turns the generic explanation into one about the
+user's own variables. Matching is in :mod:`.match`.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ _CUDA_SUFFIX = (
 )
 
 
-# : torch/utils/data/dataloader.py (``pid(s) ...``) and torch/csrc/DataLoader.cpp (``pid N ... with
-# exit code``)
+#: torch/utils/data/dataloader.py (``pid(s) ...``) and torch/csrc/DataLoader.cpp (``pid N ... with
+#: exit code``)
 _WORKER_EXITED = r"DataLoader worker \(pid(?:\(s\))? [\d, ]+\) exited unexpectedly"
 
 
@@ -69,7 +69,6 @@ CATALOGUE: tuple = (
     Entry(
         id="not-compiled-with-cuda",
         title="This PyTorch has no CUDA support",
-        reports=("F17",),
         types=("AssertionError",),
         patterns=(r"Torch not compiled with CUDA enabled",),
         what="You asked for a CUDA device, but the installed PyTorch is a CPU-only build.",
@@ -110,7 +109,6 @@ CATALOGUE: tuple = (
     Entry(
         id="driver-too-old",
         title="NVIDIA driver too old for this PyTorch build",
-        reports=("F19", "F23"),
         types=("RuntimeError", "AssertionError"),
         patterns=(
             r"NVIDIA driver on your system is too old \(found version (?P<found>\d+)\)",
@@ -132,7 +130,6 @@ CATALOGUE: tuple = (
     Entry(
         id="pin-cuda-tensor",
         title="Pinning a tensor that is already on the GPU",
-        reports=("F20",),
         types=("RuntimeError",),
         patterns=(r"cannot pin '(?P<type>[\w.]+)' only dense CPU tensors can be pinned",),
         what="`pin_memory` was asked to pin a tensor that is not a CPU tensor.",
@@ -170,7 +167,6 @@ CATALOGUE: tuple = (
     Entry(
         id="cuda-801-workers",
         title="CUDA error 801 with DataLoader workers (Windows)",
-        reports=("F21",),
         types=("RuntimeError",),
         patterns=(
             r"cuda runtime error \(801\)",
@@ -257,7 +253,6 @@ CATALOGUE: tuple = (
     Entry(
         id="cuda-oom",
         title="CUDA out of memory",
-        reports=("F22",),
         types=("OutOfMemoryError", "RuntimeError"),
         patterns=(r"(?:CUDA|HIP) out of memory\. Tried to allocate", r"CUDA error: out of memory"),
         what="The GPU did not have enough free memory for the next allocation.",
@@ -274,7 +269,6 @@ CATALOGUE: tuple = (
     Entry(
         id="backward-twice",
         title="Backward through the graph a second time",
-        reports=("F24",),
         types=("RuntimeError",),
         patterns=(r"Trying to backward through the graph a second time",),
         what="`.backward()` ran through part of a graph whose saved tensors an earlier backward already freed.",
@@ -295,7 +289,6 @@ CATALOGUE: tuple = (
     Entry(
         id="no-grad",
         title="Tensor does not require grad",
-        reports=("F25",),
         types=("RuntimeError",),
         patterns=(r"element \d+ of tensors does not require grad and does not have a grad_fn",),
         what="`.backward()` was called on a tensor that autograd did not track.",
@@ -494,7 +487,6 @@ CATALOGUE: tuple = (
         source="torch/csrc/autograd/saved_variable.cpp: SavedVariable::unpack",
         context=ctx_version_counter,
         family="autograd-engine",
-        reports=("E09",),
     ),
     Entry(
         id="invalid-gradient",
@@ -528,7 +520,6 @@ CATALOGUE: tuple = (
         "(incorrect number of gradients)",
         context=ctx_invalid_gradient,
         family="autograd-engine",
-        reports=("E08",),
     ),
     Entry(
         id="hook-changed-gradient",
@@ -834,8 +825,8 @@ CATALOGUE: tuple = (
 )
 
 
-# : The family of each specific CUDA entry above (the families themselves are data in
-# :mod:`.cudaerrors`).
+#: The family of each specific CUDA entry above (the families themselves are data in
+#: :mod:`.cudaerrors`).
 _SPECIFIC_FAMILY = {
     "cuda-program-no-driver": "cuda-driver",
     "driver-too-old": "cuda-driver",
@@ -889,8 +880,8 @@ def _with_family(entry):
     )
 
 
-# : The specific entries first (their text is about the exact case), then one entry per CUDA error
-# family.
+#: The specific entries first (their text is about the exact case), then one entry per CUDA error
+#: family.
 CATALOGUE = tuple(_with_family(e) for e in CATALOGUE) + tuple(
     _family_entry(f) for f in cudaerrors.FAMILIES.values() if f.id not in _SPECIFIC_FAMILY
 )

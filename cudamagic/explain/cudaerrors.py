@@ -267,8 +267,8 @@ FAMILIES: dict = {
     )
 }
 
-# : Family of every CUDA runtime error (enum name -> family id); every name of
-# :data:`RUNTIME_ERRORS` is here.
+#: Family of every CUDA runtime error (enum name -> family id); every name of
+#: :data:`RUNTIME_ERRORS` is here.
 RUNTIME_FAMILY: dict = {}
 
 
@@ -617,15 +617,13 @@ def family_of_message(message: str):
 
 def _parent_status(status: str):
     """A cuDNN 9 sub-code (``CUDNN_STATUS_BAD_PARAM_STREAM_MISMATCH``) -> the longest known status it extends."""
-    best = None
-    for s in LIBRARY_STATUSES:
-        if status.startswith(s.status + "_") and (best is None or len(s.status) > len(best.status)):
-            if not any(o.status == status for o in LIBRARY_STATUSES):
-                best = s
-    return best
+    if any(s.status == status for s in LIBRARY_STATUSES):
+        return None
+    parents = [s for s in LIBRARY_STATUSES if status.startswith(s.status + "_")]
+    return max(parents, key=lambda s: len(s.status), default=None)
 
 
-_RUNTIME_BY_NAME = {name: row for row in RUNTIME_ERRORS for name in [row[1]]}
+_RUNTIME_BY_NAME = {row[1]: row for row in RUNTIME_ERRORS}
 _RUNTIME_BY_CODE = {row[0]: row for row in RUNTIME_ERRORS}
 _RUNTIME_BY_TEXT = {}
 for _row in RUNTIME_ERRORS:  # two codes share "device kernel image is invalid": both are cuda-arch
@@ -641,9 +639,13 @@ def family_patterns(family: str) -> tuple:
     )
     out = []
     if names:
-        out.append(r"Search for `(?:" + "|".join(names) + r")'")
-        out.append(r"cuda runtime error \((?:" + "|".join(codes) + r")\)")
-        out.append(r"CUDA error: (?:" + "|".join(re.escape(t) for t in texts) + r")(?=\n| \(|$)")
+        out.extend(
+            (
+                r"Search for `(?:" + "|".join(names) + r")'",
+                r"cuda runtime error \((?:" + "|".join(codes) + r")\)",
+                r"CUDA error: (?:" + "|".join(re.escape(t) for t in texts) + r")(?=\n| \(|$)",
+            )
+        )
     for s in LIBRARY_STATUSES:
         if s.family != family:
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from IPython.core.error import UsageError
@@ -48,10 +49,8 @@ class ExplainMagics(AreaMagics):
         self.shell.events.register("post_run_cell", callback)
 
         def remove():
-            try:
+            with contextlib.suppress(ValueError):
                 self.shell.events.unregister("post_run_cell", callback)
-            except ValueError:
-                pass
 
         self.add_cleanup(remove)
 

@@ -74,7 +74,4 @@ def explain(exc: BaseException, scene: Scene | None = None):
 
 def entry_by_id(entry_id: str):
     """The catalogue entry with this id, or None."""
-    for entry in catalogue.CATALOGUE:
-        if entry.id == entry_id:
-            return entry
-    return None
+    return next((entry for entry in catalogue.CATALOGUE if entry.id == entry_id), None)

@@ -45,7 +45,6 @@ class Entry:
             PyTorch's messages; named groups feed the context function.
         what, why, fix: the explanation in plain words.
         source: where PyTorch raises it (file / function), for maintainers and tests.
-        reports: field-report ids (``"F22"``) the entry answers.
         context: optional ``context(match, scene) -> Context``.
         family: the family the entry belongs to (a key of :data:`.cudaerrors.FAMILIES` for CUDA
             errors, ``"autograd-engine"`` for the autograd engine's own errors), or ``""``.
@@ -64,7 +63,6 @@ class Entry:
     why: str
     fix: str
     source: str
-    reports: tuple = ()
     context: Callable | None = None
     family: str = ""
     localise: str = ""

@@ -12,6 +12,7 @@ keeps no frame or traceback.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import linecache
 import re
@@ -96,10 +97,8 @@ def scene_from_shell(shell, exc: BaseException | None = None) -> Scene:
                 cells.append("".join(linecache.getlines(frame.f_code.co_filename)))
             else:  # a function defined in a cell
                 frames.append((frame.f_code.co_name, dict(frame.f_locals)))
-                try:
+                with contextlib.suppress(OSError, TypeError):
                     sources.append(inspect.getsource(frame.f_code))
-                except (OSError, TypeError):
-                    pass
         tb = tb.tb_next
     tb = frame = None
     if not cells and history:
@@ -199,15 +198,10 @@ def _tensors(scene: Scene):
 def _output_cache_tensors(scene: Scene):
     """Names under which IPython's output cache (``_``, ``Out[n]``, ...) holds CUDA tensors."""
     ns = scene.user_ns
-    hits = []
-    for key in ("_", "__", "___"):
-        if _is_tensor(ns.get(key)) and ns[key].is_cuda:
-            hits.append(key)
+    hits = [key for key in ("_", "__", "___") if _is_tensor(ns.get(key)) and ns[key].is_cuda]
     out = ns.get("Out")
     if isinstance(out, dict):
-        for k, v in out.items():
-            if _is_tensor(v) and v.is_cuda:
-                hits.append(f"Out[{k}]")
+        hits += [f"Out[{k}]" for k, v in out.items() if _is_tensor(v) and v.is_cuda]
     return hits
 
 
@@ -276,12 +270,10 @@ def _target_arguments(scene: Scene, *, indices: bool = False) -> list:
                 target = _lookup(scene, _root_name_of(callee))
                 is_embedding = "embedding" in callee.lower()
                 if torch is not None and _is_module(target):
-                    try:
+                    with contextlib.suppress(Exception):
                         is_embedding = is_embedding or any(
                             isinstance(m, torch.nn.Embedding) for m in target.modules()
                         )
-                    except Exception:
-                        pass
                 expr = kwargs.get("input") or (args[0] if args else None)
                 if is_embedding and expr:
                     out.append((callee, expr))

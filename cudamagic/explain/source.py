@@ -15,7 +15,8 @@ import re
 from collections.abc import Sequence
 
 
-def _parse_tree(src: str):
+def _parse_tree(src: str) -> ast.Module:
+    """The module of ``src``; an empty one when it does not parse, even without magic lines."""
     try:
         return ast.parse(src)
     except SyntaxError:
@@ -24,7 +25,7 @@ def _parse_tree(src: str):
         try:
             return ast.parse("\n".join(lines))
         except SyntaxError:
-            return None
+            return ast.Module(body=[], type_ignores=[])
 
 
 def _root_name(node):
@@ -72,12 +73,9 @@ def backward_calls(src: str):
         list of ``(expression source, root variable name)``; e.g. ``h.sum().backward()``
         gives ``("h.sum()", "h")``.
     """
-    tree = _parse_tree(src)
-    if tree is None:
-        return []
     calls = [
         n
-        for n in ast.walk(tree)
+        for n in ast.walk(_parse_tree(src))
         if isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
         and n.func.attr == "backward"
@@ -98,11 +96,8 @@ def carried_names(src: str) -> list:
     ``h = rnn(x, h)``, ``out, h = cell(x, h)`` and ``total += loss`` all carry a value
     (and its autograd graph) from one iteration into the next.
     """
-    tree = _parse_tree(src)
-    if tree is None:
-        return []
     out = []
-    for loop in ast.walk(tree):
+    for loop in ast.walk(_parse_tree(src)):
         if not isinstance(loop, (ast.For, ast.While, ast.AsyncFor)):
             continue
         for stmt in ast.walk(loop):
@@ -126,11 +121,8 @@ def inplace_uses(src: str) -> list:
     Finds ``x.add_(...)``-style calls (a method ending in one underscore), augmented
     assignments (``x += 1``) and item assignments (``x[0] = 1``).
     """
-    tree = _parse_tree(src)
-    if tree is None:
-        return []
     out = []
-    for node in ast.walk(tree):
+    for node in ast.walk(_parse_tree(src)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             attr = node.func.attr
             if (
@@ -162,12 +154,9 @@ def inplace_uses(src: str) -> list:
 
 
 def _method_calls(src, method):
-    tree = _parse_tree(src)
-    if tree is None:
-        return []
     return [
         (ast.unparse(n.func.value), n)
-        for n in ast.walk(tree)
+        for n in ast.walk(_parse_tree(src))
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == method
     ]
 
@@ -176,18 +165,14 @@ def _last_cell_assigning(history: Sequence[str], name: str):
     """1-based ``In`` index of the last cell before the failing one that assigns ``name``."""
     cells = list(history[:-1])
     for index in range(len(cells) - 1, 0, -1):  # In[0] is ''
-        tree = _parse_tree(cells[index] or "")
-        if tree is None:
-            continue
-        for stmt in ast.walk(tree):
+        for stmt in ast.walk(_parse_tree(cells[index] or "")):
             if name in _assigned_names(stmt):
                 return index
     return None
 
 
 def _assigns_in(src: str, name: str) -> bool:
-    tree = _parse_tree(src)
-    return tree is not None and any(name in _assigned_names(s) for s in ast.walk(tree))
+    return any(name in _assigned_names(s) for s in ast.walk(_parse_tree(src)))
 
 
 _IDENT = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
@@ -261,19 +246,15 @@ def assignments_from_call(src: str, callee: str) -> list:
 
     ``out = netD(fake)`` gives ``[("out", "netD(fake)", line)]``.
     """
-    tree = _parse_tree(src)
-    if tree is None:
-        return []
-    out = []
-    for stmt in ast.walk(tree):
-        if (
-            isinstance(stmt, ast.Assign)
-            and isinstance(stmt.value, ast.Call)
-            and _root_name(stmt.value.func) == callee
-            and isinstance(stmt.value.func, ast.Name)
-        ):
-            for name in sorted(_assigned_names(stmt)):
-                out.append((name, ast.unparse(stmt.value), stmt.lineno))
+    calls = [
+        stmt
+        for stmt in ast.walk(_parse_tree(src))
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Name)
+        and stmt.value.func.id == callee
+    ]
+    out = [(n, ast.unparse(s.value), s.lineno) for s in calls for n in sorted(_assigned_names(s))]
     return sorted(out, key=lambda a: a[2])
 
 
@@ -288,10 +269,7 @@ def apply_calls(src: str, function: str) -> list:
 
 def line_of(src: str, text: str):
     """1-based line of the first line of ``src`` containing ``text`` (stripped), or None."""
-    for i, line in enumerate(src.splitlines(), 1):
-        if text and text in line:
-            return i
-    return None
+    return next((i for i, line in enumerate(src.splitlines(), 1) if text and text in line), None)
 
 
 def grads_without_create_graph(src: str) -> list:
@@ -300,11 +278,8 @@ def grads_without_create_graph(src: str) -> list:
     Their values carry no graph, so a second backward through them fails:
     ``g, = torch.autograd.grad(y, x)`` gives ``["g"]``.
     """
-    tree = _parse_tree(src)
-    if tree is None:
-        return []
     out = []
-    for stmt in ast.walk(tree):
+    for stmt in ast.walk(_parse_tree(src)):
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call):
             func = ast.unparse(stmt.value.func)
             if func in ("torch.autograd.grad", "autograd.grad", "grad") or func.endswith(

@@ -9,6 +9,7 @@ No IPython import.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, replace
 
@@ -347,8 +348,6 @@ def _checkpoint_candidates(modules: dict, live: list, n: int = 2) -> list:
 
 def _checkpoint(sh, names) -> None:
     """Wrap the forward of the twin modules ``names`` in non-reentrant checkpointing."""
-    import functools
-
     from torch.utils.checkpoint import checkpoint
 
     for name in names:

@@ -48,7 +48,4 @@ def _key(name: str) -> str:
 def lookup(name: str):
     """``(canonical name, bytes, capability major, source)`` of a GPU name, or None when unknown."""
     want = _key(name)
-    for canonical, (nbytes, major, source) in GPUS.items():
-        if _key(canonical) == want:
-            return canonical, nbytes, major, source
-    return None
+    return next(((name, *row) for name, row in GPUS.items() if _key(name) == want), None)

@@ -6,13 +6,18 @@ run in :mod:`.run`, figures in :mod:`.estimate`, the target in :mod:`.target`).
 
 from __future__ import annotations
 
+import ast
+from dataclasses import replace
+
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from traitlets import HasTraits, Int
 
+from ..core.cell import compile_cell
 from ..core.magic import AreaMagics
 from ..core.manual import manual
+from ..core.na import is_na
 
 
 def first_line(cell: str, width: int = 60) -> str:
@@ -143,12 +148,9 @@ class FitMagics(AreaMagics):
     def _estimate(self, line, cell, opts, top):
         """Compile the cell, find the target, run the estimate."""
         __tracebackhide__ = True
-        import ast
 
         import torch
 
-        from ..core.cell import compile_cell
-        from ..core.na import is_na
         from . import target
         from .estimate import DTYPES, Request, estimate
         from .result import CannotFollow
@@ -186,8 +188,6 @@ class FitMagics(AreaMagics):
         except CannotFollow as exc:
             raise UsageError(f"%%cudafit: cannot estimate this cell: {exc.reason}.") from None
         if opts.verify and est.stopped is None:
-            from dataclasses import replace
-
             from .verify import verify
 
             scale = None

@@ -17,10 +17,12 @@ from __future__ import annotations
 import ast
 import contextlib
 import re
+import time
 from dataclasses import dataclass
 
 import torch
 
+from ..core.cell import run_code
 from . import shadow as shadow_mod
 from .result import CannotFollow
 from .tracker import StorageTracker
@@ -207,9 +209,11 @@ def _hooks(tracker: StorageTracker, shadow: shadow_mod.Shadow):
         optim_mod.register_optimizer_step_post_hook(post_step),
     ]
     params = {id(p): p for m in shadow.modules.values() for p in m.parameters()}
-    for p in params.values():
-        if p.requires_grad:
-            handles.append(p.register_post_accumulate_grad_hook(lambda q: _mark_grad(tracker, q)))
+    handles += [
+        p.register_post_accumulate_grad_hook(lambda q: _mark_grad(tracker, q))
+        for p in params.values()
+        if p.requires_grad
+    ]
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             yield
@@ -243,11 +247,7 @@ def fake_run(
         CannotFollow: a named object cannot be copied (a ``torch.compile``'d module).
         BaseException: an error of the user's code that is not about fake tensors, untouched.
     """
-    import time
-
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from ..core.cell import run_code
 
     t0 = time.perf_counter()
     rng = torch.get_rng_state()
@@ -273,9 +273,9 @@ def fake_run(
             mode,
             tracker,
             _hooks(tracker, sh),
+            ac,
         ):
-            with ac:
-                run_code(code, sh.namespace)
+            run_code(code, sh.namespace)
     except Exception as exc:  # noqa: BLE001 - sorted below: ours to explain, or the user's to see
         stopped = _unfollowable(exc, code.filename)
         if stopped is None:

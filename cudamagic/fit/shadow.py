@@ -17,6 +17,7 @@ No IPython import.
 from __future__ import annotations
 
 import ast
+import collections
 import copy
 import types
 from dataclasses import dataclass, field
@@ -178,8 +179,6 @@ def _mutable(value) -> bool:
     A list, dict, set or deque (``losses.append(loss)``), a ``GradScaler`` (its scale is made on
     first use), or an instance of a class defined in the notebook (a meter, an EMA helper).
     """
-    import collections
-
     if isinstance(value, (list, dict, set, collections.deque)):
         return True
     if isinstance(value, torch.amp.GradScaler):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 
+from ..core import nvml
 from ..core.na import NA, is_na
 from .result import Target
 
@@ -59,8 +60,6 @@ def from_nvml(cuda_ordinal: int, this_process_reserved_bytes=0) -> Target | NA:
         this_process_reserved_bytes: what this process's caching allocator holds on it now (0
             when CUDA is not initialised): the step's estimate includes it, so it counts as free.
     """
-    from ..core import nvml
-
     count = nvml.device_count()
     if is_na(count):
         return count

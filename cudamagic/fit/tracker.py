@@ -16,6 +16,7 @@ No IPython import; torch is imported by the caller (this module is only imported
 
 from __future__ import annotations
 
+import sys
 import weakref
 from dataclasses import dataclass
 
@@ -47,7 +48,6 @@ BLAS_OPS = {
     "addr",
     "_addmm_activation",
 }
-PHASES = ("before the cell", "forward", "backward", "optimizer step")
 
 #: LSTM/GRU workspace probes (see :func:`kernel_sizes`): largest batch probed as is, and the two
 #: batches of the line for larger ones.
@@ -69,9 +69,12 @@ class StorageRecord:
     """One storage's life.
 
     Attributes:
-        nbytes: the storage's size in bytes. alloc_seq / free_seq: positions in the event order
-            (``free_seq`` None while alive). phase: one of :data:`PHASES`. module: the qualified
-            name of the innermost module running when it was made (``model.layer1.0.conv1``), or "".
+        nbytes: the storage's size in bytes.
+        alloc_seq: its allocation's position in the event order.
+        free_seq: its release's position in the event order (None while alive).
+        phase: ``before the cell``, ``forward``, ``backward`` or ``optimizer step``.
+        module: the qualified name of the innermost module running when it was made
+            (``model.layer1.0.conv1``), or "".
         category: one of :data:`CATEGORIES`. line: the cell's line (1-based, magic line = 1) that
             made it, or 0.
     """
@@ -190,8 +193,6 @@ class StorageTracker(TorchDispatchMode):
 
     def cell_line(self) -> int:
         """The line of the cell running now (the innermost frame of the cell's file), or 0."""
-        import sys
-
         frame = sys._getframe(1)
         while frame is not None:
             if frame.f_code.co_filename == self.cell_filename:
@@ -232,10 +233,7 @@ class StorageTracker(TorchDispatchMode):
 
     def current_module(self) -> str:
         """The innermost named module whose forward is running, or ""."""
-        for name in reversed(self._modules):
-            if name:
-                return name
-        return ""
+        return next((name for name in reversed(self._modules) if name), "")
 
     def current_phase(self) -> str:
         """``backward`` inside the autograd engine, else :attr:`phase`."""

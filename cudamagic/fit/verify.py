@@ -14,11 +14,13 @@ No IPython import.
 from __future__ import annotations
 
 import contextlib
+import copy
 import gc
 from dataclasses import dataclass
 
 import torch
 
+from ..core.cell import run_code_caught
 from .shadow import names_used, reachable_names
 
 
@@ -57,8 +59,6 @@ def restored(objects):
     Args:
         objects: modules, optimizers and tensors (others are ignored).
     """
-    import copy
-
     tensors, optimizers = {}, []
     for obj in objects:
         if isinstance(obj, torch.nn.Module):
@@ -126,8 +126,6 @@ def verify(code, tree, user_ns: dict, ordinal: int, scale: dict | None = None) -
     Returns:
         :class:`Verified`.
     """
-    from ..core.cell import run_code_caught
-
     device = torch.device("cuda", ordinal)
     names = reachable_names(names_used(tree), user_ns)
     ns = dict(user_ns)

@@ -7,7 +7,6 @@ program on it.
 from __future__ import annotations
 
 import html
-import re
 from collections import defaultdict
 
 from ..core.fmt import format_bytes, plural
@@ -25,18 +24,19 @@ from .model import (
     VIEW,
 )
 
-# kind -> node attributes: torchviz's colours, as names and values both Graphviz and CSS know
-_STYLE = {
-    BACKWARD: 'fillcolor="lightgray"',
-    ACCUMULATE: 'fillcolor="lightgray"',
-    PARAM: 'fillcolor="lightblue"',
-    LEAF: 'fillcolor="lightcyan"',
-    OUTPUT: 'fillcolor="#caff70"',  # Graphviz's darkolivegreen1 (torchviz), as CSS knows it
-    BASE: 'fillcolor="#a2cd5a"',  # darkolivegreen3
-    SAVED: 'fillcolor="orange"',
-    MODULE: 'fillcolor="lightyellow", shape="box3d"',
-    RUN: 'fillcolor="lightgray", peripheries="2"',
+# kind -> fill colour: torchviz's colours, as names and values both Graphviz and CSS know
+_FILL = {
+    BACKWARD: "lightgray",
+    ACCUMULATE: "lightgray",
+    PARAM: "lightblue",
+    LEAF: "lightcyan",
+    OUTPUT: "#caff70",  # Graphviz's darkolivegreen1 (torchviz), as CSS knows it
+    BASE: "#a2cd5a",  # darkolivegreen3
+    SAVED: "orange",
+    MODULE: "lightyellow",
+    RUN: "lightgray",
 }
+_SHAPE = {MODULE: ', shape="box3d"', RUN: ', peripheries="2"'}
 _LEGEND = {
     BACKWARD: "backward op (grad_fn)",
     ACCUMULATE: "AccumulateGrad (writes .grad)",
@@ -50,11 +50,6 @@ _LEGEND = {
 }
 
 
-def _fill(kind) -> str:
-    m = re.search(r'fillcolor="([^"]+)"', _STYLE[kind])
-    return m.group(1) if m else "white"
-
-
 def legend_rows(graph) -> list:
     """``[(fill colour, text)]`` of the node kinds present in ``graph``.
 
@@ -62,7 +57,7 @@ def legend_rows(graph) -> list:
     colour, not a theme colour.
     """
     present = {n.kind for n in graph.nodes}
-    rows = [(_fill(k), _LEGEND[k]) for k in _LEGEND if k in present]
+    rows = [(_FILL[k], _LEGEND[k]) for k in _LEGEND if k in present]
     if any(n.kind == SAVED and n.freed for n in graph.nodes):
         rows.append(("mistyrose", "saved tensor freed by backward() (dashed)"))
     return rows
@@ -206,7 +201,8 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
         extra = (
             ', style="filled,dashed", fillcolor="mistyrose"' if n.kind == SAVED and n.freed else ""
         )
-        return f"{indent}{n.id} [label={quote(node_text(n))}, {_STYLE.get(n.kind, '')}{extra}];"
+        style = f'fillcolor="{_FILL[n.kind]}"{_SHAPE.get(n.kind, "")}'
+        return f"{indent}{n.id} [label={quote(node_text(n))}, {style}{extra}];"
 
     if clustered:
         by_call = defaultdict(list)

@@ -16,10 +16,11 @@ program is run by :func:`.layout.run_dot`.
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections import Counter, defaultdict
 
 from . import capture, layout, views
 from .dot import to_dot
-from .model import topo_order
 from .result import GraphResult
 
 # ---- choosing a view and rendering ------------------------------------------------------------
@@ -47,14 +48,31 @@ def rank_budget(node_budget: int) -> int:
 PER_USE_ABOVE = 60
 
 
+#: Most boxes of the view drawn when ``dot`` runs out of time on the chosen one (a view this small
+#: lays out in well under a second), and the share of the time limit the chosen view gets first.
+FALLBACK_BOXES = 60
+FIRST_SHARE = 0.8
+#: Seconds ``--save`` may still run ``dot`` when the time limit is spent.
+MIN_SAVE_S = 0.5
+
+
 def ranks(graph) -> int:
     """Boxes on the longest path of ``graph`` (its height in ranks)."""
-    preds = {}
+    succ, indeg = defaultdict(list), Counter()
     for e in graph.edges:
-        preds.setdefault(e.dst, []).append(e.src)
-    depth = {}
-    for nid in topo_order(graph):
-        depth[nid] = 1 + max((depth[p] for p in preds.get(nid, ()) if p in depth), default=0)
+        succ[e.src].append(e.dst)
+        indeg[e.dst] += 1
+    depth = {n.id: 1 for n in graph.nodes if not indeg[n.id]}
+    ready = list(depth)
+    while ready:  # Kahn's order: a node's depth is final when its last input is done
+        nid = ready.pop()
+        d = depth[nid] + 1
+        for s in succ[nid]:
+            if depth.get(s, 0) < d:
+                depth[s] = d
+            indeg[s] -= 1
+            if not indeg[s]:
+                ready.append(s)
     return max(depth.values(), default=0)
 
 
@@ -120,8 +138,9 @@ def choose_view(
         if len(graph.nodes) > node_budget
         else []
     )
-    if ranks(graph) > tall:
-        too.append(f"{ranks(graph)} boxes high, more than {tall}")
+    high = ranks(graph) if not too else 0  # over the budget says enough
+    if high > tall:
+        too.append(f"{high} boxes high, more than {tall}")
     note = (
         f"The full graph would be {' and '.join(too)} "
         "(about three screens; CudaMagics.graph_node_budget): "
@@ -143,8 +162,11 @@ def choose_view(
     return view, [note], fits
 
 
-def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
-    """Run ``cell`` and draw its graph as ``opts`` (:class:`~.options.GraphOptions`) asks."""
+def draw_cell(shell, cell: str, line: str, opts, progress=None) -> GraphResult:
+    """Run ``cell`` and draw its graph as ``opts`` (:class:`~.options.GraphOptions`) asks.
+
+    ``progress``: see :func:`draw`.
+    """
     __tracebackhide__ = True
     graph = capture.capture(
         shell,
@@ -155,10 +177,10 @@ def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
         show_attrs=opts.show_attrs,
         shared_params=True,
     )
-    return draw_with(graph, opts)
+    return draw_with(graph, opts, progress)
 
 
-def draw_with(graph, opts) -> GraphResult:
+def draw_with(graph, opts, progress=None) -> GraphResult:
     """:func:`draw` with the settings of ``opts`` (:class:`~.options.GraphOptions`)."""
     return draw(
         graph,
@@ -170,6 +192,7 @@ def draw_with(graph, opts) -> GraphResult:
         timeout_s=opts.timeout_s,
         save_path=opts.save_path,
         per_use=not opts.shared_params,
+        progress=progress,
     )
 
 
@@ -184,6 +207,7 @@ def draw(
     timeout_s: float = 20.0,
     save_path: str | None = None,
     per_use: bool = True,
+    progress=None,
 ) -> GraphResult:
     """Pick a view of ``graph``, render it with ``dot`` (time-limited) and apply the fallbacks.
 
@@ -195,66 +219,58 @@ def draw(
             budget).
         fold: Fold repeated identical blocks when collapsing.
         node_budget: Most boxes drawn before collapsing (count).
-        timeout_s: Seconds ``dot`` may run per attempt.
+        timeout_s: Seconds ``dot`` may run in all: the chosen view gets :data:`FIRST_SHARE` of
+            them when a smaller fallback view exists, the fallback (at most
+            :data:`FALLBACK_BOXES` boxes) what is left; then a summary, without ``dot``.
         save_path: Also write the picture there (format from the extension when it has one).
         per_use: Allow one node per use of a leaf in big full graphs (``--shared-params`` turns it
             off).
+        progress: Called as ``progress(elapsed_s)`` while ``dot`` runs past a second (see
+            :func:`.layout.run_dot`), or None.
 
     Returns:
         A :class:`GraphResult`; never raises for ``dot`` problems (they become ``problem`` and
         notes).
     """
+    deadline = time.monotonic() + timeout_s
     view, view_notes, fits = choose_view(graph, depth, fold, node_budget, per_use)
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)
     result.dot = to_dot(view, group=group, caption=result.caption())
+    # a picture bigger than the fallback gets most of the time, the fallback the rest
+    first = timeout_s * FIRST_SHARE if len(view.nodes) > FALLBACK_BOXES else timeout_s
     if fmt == "dot":
         pass
     elif not fits:
         result.problem = "too big"
     elif layout.find_dot() is None:
         result.problem = "dot missing"
-    else:
-        try:
-            result.image = layout.run_dot(result.inline_dot(), fmt, timeout_s)
-        except layout.DotTimeout:
-            collapsed = None
-            if view.view == "full":
-                for d in range(views.max_depth(graph) - 1, -1, -1):
-                    collapsed = views.collapse(graph, d, fold)
-                    if len(collapsed.nodes) < len(graph.nodes) // 2:
-                        break
-                collapsed = views.fold_runs(collapsed or graph)
-                if len(collapsed.nodes) >= len(graph.nodes):
-                    collapsed = None
-            if collapsed is not None:
-                note = (
-                    f"dot did not finish the full graph within {timeout_s:g} s "
-                    f"(CudaMagics.graph_dot_timeout_s): drawn as the {collapsed.view} view."
-                )
-                notes.append(note)
-                result.view_notes.append(note)
-                result.drawn = collapsed
-                result.dot = to_dot(collapsed, group=group, caption=result.caption())
-                try:
-                    result.image = layout.run_dot(result.inline_dot(), fmt, timeout_s)
-                except (layout.DotTimeout, layout.DotFailed) as exc:
-                    result.problem = "dot timeout"
-                    notes.append(
-                        f"The collapsed view failed too ({exc}): summary and DOT source below."
-                    )
-            else:
+    elif not _render(result, first, progress):
+        small, _, small_fits = choose_view(graph, None, True, FALLBACK_BOXES, per_use=False)
+        left = deadline - time.monotonic()
+        if small_fits and len(small.nodes) < len(view.nodes) and left > 0:
+            note = (
+                f"dot did not finish the {view.view} view ({len(view.nodes)} boxes) within "
+                f"{first:.3g} s of the {timeout_s:g} s limit "
+                f"(CudaMagics.graph_dot_timeout_s): drawn as the {small.view} view "
+                f"({len(small.nodes)} boxes)."
+            )
+            notes.append(note)
+            result.view_notes.append(note)
+            result.drawn = small
+            result.dot = to_dot(small, group=group, caption=result.caption())
+            if not _render(result, left, progress):
                 result.problem = "dot timeout"
-                notes.append(
-                    f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
-                    "summary and DOT source below; raise the limit or draw a smaller part."
-                )
-        except layout.DotFailed as exc:
-            result.problem = "dot failed"
-            notes.append(f"dot failed: {exc}")
+                notes.append("The small view ran out of time too: summary and DOT source below.")
+        else:
+            result.problem = "dot timeout"
+            notes.append(
+                f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+                "summary and DOT source below; raise the limit or draw a smaller part."
+            )
     if save_path:
-        _save(result, save_path, timeout_s)
+        _save(result, save_path, max(deadline - time.monotonic(), MIN_SAVE_S))
     return result
 
 
@@ -266,6 +282,7 @@ def draw_source(
     timeout_s: float = 20.0,
     save_path: str | None = None,
     notes=(),
+    progress=None,
 ) -> GraphResult:
     """Render DOT ``source`` from torchviz for ``graph``.
 
@@ -279,24 +296,34 @@ def draw_source(
     result = GraphResult(
         graph, drawn, source, fmt, notes=list(graph.notes) + list(notes), engine="torchviz"
     )
-    if fmt != "dot":
-        if layout.find_dot() is None:
-            result.problem = "dot missing"
-        else:
-            try:
-                result.image = layout.run_dot(source, fmt, timeout_s)
-            except layout.DotTimeout:
-                result.problem = "dot timeout"
-                result.notes.append(
-                    f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
-                    "summary and DOT source below; the default engine collapses big graphs."
-                )
-            except layout.DotFailed as exc:
-                result.problem = "dot failed"
-                result.notes.append(f"dot failed: {exc}")
+    if fmt == "dot":
+        pass
+    elif layout.find_dot() is None:
+        result.problem = "dot missing"
+    elif not _render(result, timeout_s, progress):
+        result.problem = "dot timeout"
+        result.notes.append(
+            f"dot did not finish within {timeout_s:g} s (CudaMagics.graph_dot_timeout_s): "
+            "summary and DOT source below; the default engine collapses big graphs."
+        )
     if save_path:
         _save(result, save_path, timeout_s)
     return result
+
+
+def _render(result: GraphResult, timeout_s: float, progress) -> bool:
+    """Lay out the picture into ``result.image``; False when ``dot`` ran out of time.
+
+    A ``dot`` that fails sets ``result.problem`` and a note.
+    """
+    try:
+        result.image = layout.run_dot(result.inline_dot(), result.format, timeout_s, progress)
+    except layout.DotTimeout:
+        return False
+    except layout.DotFailed as exc:
+        result.problem = "dot failed"
+        result.notes.append(f"dot failed: {exc}")
+    return True
 
 
 def _save(result: GraphResult, path: str, timeout_s: float) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 
 from ..core import platform
 from ..core.fmt import terminal_safe
@@ -44,7 +45,11 @@ def clean_text(text: str, limit: int = 2000) -> str:
     return terminal_safe(text, limit, keep_newlines=True)
 
 
-def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
+#: Seconds ``dot`` runs before :func:`run_dot` starts calling its ``progress`` (then once a second).
+PROGRESS_AFTER_S = 1.0
+
+
+def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0, progress=None) -> bytes:
     """Render DOT ``source`` with ``dot -T<fmt>`` in a subprocess.
 
     ``dot`` runs in its own process group: on time-out the whole group is killed, so a
@@ -54,6 +59,8 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
         source: DOT text.
         fmt: ``'svg'``, ``'png'`` or ``'pdf'``.
         timeout_s: Seconds before ``dot`` is killed (finite, above 0).
+        progress: Called as ``progress(elapsed_s)`` once ``dot`` has run
+            :data:`PROGRESS_AFTER_S`, then about once a second, in this thread; or None.
 
     Returns:
         The rendered bytes (UTF-8 text for SVG).
@@ -76,12 +83,24 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0) -> bytes:
         )
     except OSError as exc:
         raise DotFailed(f"cannot run {exe}: {exc}") from exc
+    start = time.monotonic()
+    data = source.encode("utf-8")
     try:
-        out, err = proc.communicate(source.encode("utf-8"), timeout=timeout_s)
-    except subprocess.TimeoutExpired as exc:
-        _kill_group(proc)
-        raise DotTimeout(f"dot did not finish within {timeout_s:g} s") from exc
-    except BaseException:  # KeyboardInterrupt: leave no dot running
+        while True:
+            elapsed = time.monotonic() - start
+            if elapsed >= timeout_s:  # killed below
+                raise DotTimeout(f"dot did not finish within {timeout_s:g} s")
+            if progress is not None and elapsed >= PROGRESS_AFTER_S:
+                progress(elapsed)
+            step = timeout_s - elapsed
+            if progress is not None:
+                step = min(step, max(PROGRESS_AFTER_S - elapsed, 1.0))
+            try:  # a retry after a time-out loses no output (the input is sent once)
+                out, err = proc.communicate(data, timeout=step)
+                break
+            except subprocess.TimeoutExpired:
+                data = None
+    except BaseException:  # the time-out, KeyboardInterrupt: leave no dot running
         _kill_group(proc)
         raise
     if proc.returncode != 0:

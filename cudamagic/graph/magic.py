@@ -5,6 +5,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.display import display
 from traitlets import Enum, Float, HasTraits, Int, TraitError, validate
 
 from ..core.magic import AreaMagics
@@ -17,9 +18,9 @@ class GraphSettings(HasTraits):
 
     graph_dot_timeout_s = Float(
         20.0,
-        help="Seconds the Graphviz `dot` program may run for one %%autograd_graph picture before "
-        "it is "
-        "killed and a collapsed view (or a summary) is shown instead.",
+        help="Seconds one %%autograd_graph picture may spend in the Graphviz `dot` program, "
+        "fallback included: past 80 % of them the picture is given up for a small collapsed view "
+        "(at most 60 boxes), and when time runs out a summary is shown instead.",
     ).tag(config=True)
     graph_node_budget = Int(
         150,
@@ -43,6 +44,39 @@ class GraphSettings(HasTraits):
         except UsageError as exc:
             fix = "`%config CudaMagics.graph_dot_timeout_s = 60`"
             raise TraitError(str(exc).replace("`%%autograd_graph --timeout 60`", fix)) from None
+
+
+class DotProgress:
+    """The line shown in place while ``dot`` runs past a second, emptied when the magic ends.
+
+    A display updated by its ``display_id``, in a kernel only; its last update holds no data, so
+    nothing of it stays in the output or a saved notebook.
+
+    Args:
+        shell: the running shell.
+        limit_s: ``--timeout``, seconds.
+    """
+
+    def __init__(self, shell, limit_s: float):
+        self.shell, self.limit_s, self.handle = shell, limit_s, None
+
+    def __call__(self, elapsed_s: float) -> None:
+        """Show or refresh the line: ``dot`` has run ``elapsed_s`` seconds."""
+        if getattr(self.shell, "kernel", None) is None:
+            return
+        line = {
+            "text/plain": f"%%autograd_graph: Graphviz dot is laying out the picture... "
+            f"{elapsed_s:.0f} s (time limit {self.limit_s:g} s)"
+        }
+        if self.handle is None:
+            self.handle = display(line, raw=True, display_id=True)
+        else:
+            self.handle.update(line, raw=True)
+
+    def close(self) -> None:
+        """Empty the line, if it was shown."""
+        if self.handle is not None:
+            self.handle.update({}, raw=True)
 
 
 @magics_class
@@ -106,7 +140,8 @@ class GraphMagics(AreaMagics):
         type=float,
         default=None,
         metavar="SECONDS",
-        help="Seconds dot may run (default: CudaMagics.graph_dot_timeout_s).",
+        help="Seconds dot may run in all, fallback view included (default: "
+        "CudaMagics.graph_dot_timeout_s).",
     )
     @argument(
         "--max-nodes",
@@ -132,16 +167,20 @@ class GraphMagics(AreaMagics):
         tensor or a tuple/list/dict/namedtuple/dataclass of tensors. Parameters are
         named by their module path, ops show the bytes they save for backward, and
         big graphs collapse into module boxes (past ``--max-nodes`` boxes, default
-        150, about three screens, or 40 boxes high; or when ``dot`` runs past
-        ``--timeout``), repeated calls of one module folded into one box with the
-        count (``rnn (RNNCell) x 400``), then a summary table and the DOT source.
+        150, about three screens, or 40 boxes high), repeated calls of one module
+        folded into one box with the count (``rnn (RNNCell) x 400``), then a summary
+        table and the DOT source. ``--timeout`` bounds all the time spent in ``dot``:
+        past 80 % of it the picture is given up for a view of at most 60 boxes, and
+        then for the summary. While ``dot`` runs past a second a line counts the
+        seconds; it is gone when the picture comes.
         Small graphs draw each leaf once; full pictures of over 60 boxes draw a leaf
         once per use (faster for ``dot``), unless ``--shared-params``. Returns a
         ``GraphResult`` with ``.nodes``, ``.edges``, ``.dot`` and ``.save(path)``.
 
-        In a notebook the result is one caption, the picture scaled to the output
-        width (the "show at 1:1 size" line above it shows it at full size with
-        scroll bars) and below it a legend of the node kinds drawn; how the view was chosen,
+        In a notebook the result is one caption, the picture (an image, so it shows
+        in untrusted notebooks too) scaled to the output width (in a trusted notebook
+        the "show at 1:1 size" line above it shows it at full size with scroll bars)
+        and below it a legend of the node kinds drawn; how the view was chosen,
         op counts and the DOT source are under "details". The caption's one count
         is autograd nodes: the grad_fn nodes backward() runs (backward ops and
         AccumulateGrad) in the whole graph, whatever is drawn. In a terminal it
@@ -198,9 +237,12 @@ class GraphMagics(AreaMagics):
         opts = options.resolve(args, self.settings)
         __tracebackhide__ = True  # the user's error shows their cell, not this frame
         engine = torchviz_engine if opts.engine == "torchviz" else draw
+        progress = DotProgress(self.shell, opts.timeout_s)
         try:
-            return engine.draw_cell(self.shell, cell, line, opts)
+            return engine.draw_cell(self.shell, cell, line, opts, progress)
         except capture.NothingToDraw as exc:
             raise UsageError(str(exc)) from exc
         except SyntaxError as exc:  # the cell did not run: shown without our parser frames
             raise exc.with_traceback(None) from None
+        finally:
+            progress.close()

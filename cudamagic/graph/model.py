@@ -35,7 +35,7 @@ SAVED_EDGE = "saved"  # edge: node -> saved tensor (no arrow)
 
 
 # ---- the graph model --------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class SavedEntry:
     """One tensor saved for backward by a node.
 
@@ -66,7 +66,7 @@ class SavedEntry:
     size_known: bool = True
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class GraphNode:
     """One node of the drawn graph.
 
@@ -135,7 +135,7 @@ def distinct_saved_bytes(nodes: Iterable) -> tuple:
     return sum(merged.values()), tuple(sorted(merged.items()))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class GraphEdge:
     """A directed edge ``src -> dst`` (the direction torchviz draws: inputs towards outputs)."""
 

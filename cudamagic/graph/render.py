@@ -20,25 +20,24 @@ from .dot import legend_rows, node_text
 from .layout import INSTALL_DOT, clean_text
 from .model import ACCUMULATE, BACKWARD, BASE, LEAF, MODULE, OUTPUT, PARAM, RUN, topo_order
 
-#: The graph page's own rules, scoped like :data:`cudamagic.core.style.CSS` (theme variables only).
-#: The picture fits the output width by default (``max-width:100%`` on the ``<svg>``, its
-#: ``viewBox`` keeps it crisp); opening the ``cm-zoom`` ``<details>`` shows it at 1:1 in a scroll
-#: box (a CSS sibling rule: no script, so it works in JupyterLab's trusted outputs, which run no
-#: inline scripts).
+#: The graph page's own rules, for a trusted notebook only: the sanitiser of an untrusted one drops
+#: ``<style>``, so what must survive it is inline (sizes, margins, the pictures as ``<img>`` data
+#: URIs). Opening the ``cm-zoom`` ``<details>`` shows the picture at 1:1 in a scroll box (a CSS
+#: sibling rule: no script, which JupyterLab's outputs do not run); untrusted, the same
+#: ``<details>`` says that it needs trust instead.
 GRAPH_CSS = """
-.cudamagic.cm-graph .cm-graph-cap{margin:2px 0}
-.cudamagic.cm-graph .cm-legend{display:flex;flex-wrap:wrap;gap:2px 14px;margin:4px 0;
- align-items:center}
-.cudamagic.cm-graph .cm-legend svg{vertical-align:middle;margin-right:4px}
-.cudamagic.cm-graph details.cm-zoom{margin:2px 0}
-.cudamagic.cm-graph .cm-pic{max-width:100%;overflow:auto;margin:2px 0 4px}
-.cudamagic.cm-graph .cm-pic svg,.cudamagic.cm-graph .cm-pic img{display:block;max-width:100%;
- height:auto}
+.cudamagic.cm-graph .cm-needs-trust{display:none}
 .cudamagic.cm-graph details.cm-zoom[open]~.cm-pic{max-height:85vh;
  border:1px solid var(--jp-border-color1,currentColor)}
-.cudamagic.cm-graph details.cm-zoom[open]~.cm-pic svg,
 .cudamagic.cm-graph details.cm-zoom[open]~.cm-pic img{max-width:none!important}
 """
+#: A picture fitted to the output width, inline (it survives the sanitiser).
+FIT = "display:block;max-width:100%;height:auto"
+
+
+def data_uri(mime: str, data: bytes) -> str:
+    """``data:MIME;base64,...`` of ``data``: a picture an untrusted notebook still shows."""
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 def _code_spans(escaped: str) -> str:
@@ -205,84 +204,79 @@ def result_text(r) -> str:
 def _picture_html(r) -> str:
     if r.image is None:
         return ""
-    if r.format == "svg":
-        svg = r.svg
-        start = svg.find("<svg")
-        if start < 0:
-            return ""
-        # scaled to the output width (its viewBox keeps it crisp); the 1:1 toggle lifts
-        # max-width
-        return svg[start:].replace("<svg", '<svg style="max-width:100%;height:auto"', 1)
-    if r.format == "png":
-        return (
-            f'<img style="max-width:100%;height:auto" alt="autograd graph" '
-            f'src="data:image/png;base64,{base64.b64encode(r.image).decode()}"/>'
-        )
+    if r.format in ("svg", "png"):
+        mime = "image/svg+xml" if r.format == "svg" else "image/png"
+        return f'<img style="{FIT}" alt="autograd graph" src="{data_uri(mime, r.image)}"/>'
     return (
         f"<p>PDF rendered ({esc(format_bytes(len(r.image)))}): "
         "<code>result.save('graph.pdf')</code> writes it.</p>"
     )
 
 
+def _swatch(colour: str, dashed: bool) -> str:
+    """A node kind's colour as a tiny picture (the node's own colour, not a theme colour)."""
+    dash = ' stroke-dasharray="3,2"' if dashed else ""
+    svg = (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="18" height="12"><rect x="0.5" y="0.5" '
+        f'width="17" height="11" fill="{esc(colour)}" stroke="gray"{dash}/></svg>'
+    )
+    return (
+        f'<img alt="" width="18" height="12" style="vertical-align:middle;margin-right:4px" '
+        f'src="{data_uri("image/svg+xml", svg.encode())}"/>'
+    )
+
+
 def legend_html(r) -> str:
-    """The legend: a colour swatch and a label per node kind drawn."""
+    """The legend: a colour swatch and a label per node kind drawn, inline-styled."""
     if r.engine == "torchviz":
         return ""
-    items = []
-    for colour, text in legend_rows(r.drawn):
-        dashed = ' stroke-dasharray="3,2"' if "dashed" in text else ""
-        swatch = (
-            f'<svg width="18" height="12" aria-hidden="true"><rect x="0.5" y="0.5" width="17" '
-            f'height="11" fill="{esc(colour)}" stroke="currentColor"{dashed}/></svg>'
-        )
-        items.append(f'<span class="cm-legend-item">{swatch}{esc(text)}</span>')
-    return f'<div class="cm-legend" aria-label="legend">{"".join(items)}</div>' if items else ""
+    items = [
+        f'<span class="cm-legend-item" style="display:inline-block;margin:0 14px 2px 0;'
+        f'white-space:nowrap">{_swatch(colour, "dashed" in text)}{esc(text)}</span>'
+        for colour, text in legend_rows(r.drawn)
+    ]
+    return f'<div class="cm-legend" style="margin:4px 0">{"".join(items)}</div>' if items else ""
 
 
 def result_html(r) -> str:
     """The result as one themed HTML page."""
     parts = [
         f"<style>{GRAPH_CSS}</style>",
-        f'<div class="cm-graph-cap">{esc(caption(r))}</div>',
+        f'<div class="cm-graph-cap" style="margin:2px 0">{esc(caption(r))}</div>',
     ]
     pic = _picture_html(r)
-    if pic:
-        if r.format in ("svg", "png"):
-            parts.append(
-                '<details class="cm-zoom"><summary>show at 1:1 size (scroll) instead of fitting '
-                "the "
-                "output width</summary></details>"
-            )
-        # the legend right below the picture: the picture stays the output's first <svg> (the
-        # swatches are tiny ones), and the legend is in reach whether the picture is fitted or
-        # scrolled
-        parts.append(f'<div class="cm-pic">{pic}</div>')
-        parts.append(legend_html(r))
+    if pic and r.format in ("svg", "png"):
+        parts.append(
+            '<details class="cm-zoom" style="margin:2px 0"><summary>show at 1:1 size (scroll) '
+            'instead of fitting the output width</summary><span class="cm-needs-trust">This '
+            "needs a trusted notebook (File &gt; Trust Notebook); <code>_.save('graph.svg')"
+            "</code> writes the picture at full size.</span></details>"
+        )
+    if pic:  # the legend right below the picture: in reach whether it is fitted or scrolled
+        parts += [
+            f'<div class="cm-pic" style="max-width:100%;overflow:auto;margin:2px 0">{pic}</div>',
+            legend_html(r),
+        ]
     shown = [n for n in r.notes if n not in r.view_notes]
     if shown:
         parts.append("<ul>" + "".join(f"<li>{_code_spans(esc(n))}</li>" for n in shown) + "</ul>")
     if r.problem == "dot missing":
-        parts.append(f"<p><b>{esc(INSTALL_DOT)}</b></p>")
-        parts.append(f"<pre>{esc(outline(r.drawn))}</pre>")
+        parts += [f"<p><b>{esc(INSTALL_DOT)}</b></p>", f"<pre>{esc(outline(r.drawn))}</pre>"]
+    table = html_table(["op", "count"], [(esc(a), esc(b)) for a, b in summary_rows(r.graph)])
+    source = style.details("DOT source", f"<pre>{esc(r.dot)}</pre>", open_=r.format == "dot")
+    # without a picture the op counts and the DOT source are on the page, else under "details"
     if r.problem:
-        parts.append(
-            html_table(["op", "count"], [(esc(a), esc(b)) for a, b in summary_rows(r.graph)])
-        )
-    if r.problem or r.format == "dot":
-        parts.append(
-            style.details("DOT source", f"<pre>{esc(r.dot)}</pre>", open_=r.format == "dot")
-        )
+        parts += [table, source]
+    elif r.format == "dot":
+        parts.append(source)
     detail = [f"<li>{_code_spans(esc(n))}</li>" for n in r.view_notes]
     detail.append(
         "<li>Counts: autograd nodes are the <code>grad_fn</code> nodes <code>backward()</code> "
-        "runs "
-        "(backward ops and <code>AccumulateGrad</code>), counted in the whole graph whatever the "
-        "view; saved bytes count each storage once, parameters not counted.</li>"
+        "runs (backward ops and <code>AccumulateGrad</code>), counted in the whole graph whatever "
+        "the view; saved bytes count each storage once, parameters not counted.</li>"
     )
     body = "<ul>" + "".join(detail) + "</ul>"
     if not r.problem:
-        body += html_table(["op", "count"], [(esc(a), esc(b)) for a, b in summary_rows(r.graph)])
-        if r.format != "dot":
-            body += style.details("DOT source", f"<pre>{esc(r.dot)}</pre>")
+        body += table + (source if r.format != "dot" else "")
     parts.append(style.details("details: how this picture was chosen, op counts, DOT source", body))
     return style.page("".join(parts), "graph")

@@ -67,7 +67,7 @@ def import_make_dot():
     return make_dot
 
 
-def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
+def draw_cell(shell, cell: str, line: str, opts, progress=None) -> GraphResult:
     """Run ``cell`` and draw its graph with torchviz's ``make_dot``.
 
     Falls back to the default engine when torchviz would re-run hooks or read freed tensors.
@@ -100,9 +100,10 @@ def draw_cell(shell, cell: str, line: str, opts) -> GraphResult:
             timeout_s=opts.timeout_s,
             save_path=opts.save_path,
             notes=["Drawn by torchviz's make_dot."],
+            progress=progress,
         )
     graph.notes.append(note)
-    return draw.draw_with(graph, opts)
+    return draw.draw_with(graph, opts, progress)
 
 
 def _clean_name(name: str) -> str:

@@ -53,13 +53,8 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
             place[e.src] = c if e.src not in place else _common_call(graph.calls, place[e.src], c)
     if not place:
         return graph
-    nodes = []
-    for n in graph.nodes:
-        if n.id in place:
-            n = dataclasses.replace(n, call=place[n.id])
-        nodes.append(n)
-    moved = {var_of[a]: c for a, c in place.items()}
-    nodes = [dataclasses.replace(n, call=moved[n.id]) if n.id in moved else n for n in nodes]
+    place.update({var_of[a]: c for a, c in place.items()})  # each tensor with its AccumulateGrad
+    nodes = [dataclasses.replace(n, call=place[n.id]) if n.id in place else n for n in graph.nodes]
     return dataclasses.replace(graph, nodes=nodes)
 
 

@@ -20,6 +20,7 @@ torch is imported inside the functions that need it.
 from __future__ import annotations
 
 import bisect
+import functools
 import gc
 import re
 from collections.abc import Iterable, Sequence
@@ -48,15 +49,15 @@ _FREED_HINTS = ("freed", "second time")
 MAX_ATTR_CHARS = 50
 
 
-_SAVED_ATTRS: dict = {}
+@functools.cache
+def _saved_attrs(cls) -> tuple:
+    """The saved attributes of node class ``cls`` and its name, read once per class.
 
-
-def _saved_attr_names(cls) -> list:
-    names = _SAVED_ATTRS.get(cls)
-    if names is None:
-        names = sorted(a for a in dir(cls) if a.startswith("_saved_"))
-        _SAVED_ATTRS[cls] = names
-    return names
+    ``(((attribute, name), ...), class name)``: ``("_saved_self", "self")``; one string each per
+    class however many nodes (``dir()`` of each node would cost a 100k-op chain seconds).
+    """
+    attrs = sorted(a for a in dir(cls) if a.startswith("_saved_"))
+    return tuple((a, a[len("_saved_") :]) for a in attrs), cls.__name__
 
 
 def _dtype_str(t) -> str:
@@ -70,12 +71,17 @@ def _shape(t):
         return None
 
 
-def _is_fake(t) -> bool:
+@functools.cache
+def _fake_tensor_class():
     try:
         from torch._subclasses.fake_tensor import FakeTensor
     except ImportError:  # older torch
-        return False
-    return isinstance(t, FakeTensor)
+        return ()
+    return FakeTensor
+
+
+def _is_fake(t) -> bool:
+    return isinstance(t, _fake_tensor_class())
 
 
 def _components(t):
@@ -159,16 +165,6 @@ def storage_parts(t, _depth: int = 0) -> tuple:
             return None, why
         parts += p
     return parts, ""
-
-
-def _storage_key(t):
-    """Key of the storage ``t`` keeps alive, or ``None``.
-
-    Key ``(device, data_ptr)`` of the (first) storage ``t`` keeps alive, ``None`` when it has none
-    (a leaf's, so that saved tensors sharing it are not counted).
-    """
-    parts, _ = storage_parts(t)
-    return parts[0][0] if parts else None
 
 
 _MISSING = object()
@@ -465,8 +461,7 @@ def _walk(
                     entries.append(SavedEntry(f"saved_tensors[{i}]", is_none=True))
                 else:
                     add_tensor(f"saved_tensors[{i}]", t)
-        for attr in _saved_attr_names(type(fn)):
-            name = attr[len("_saved_") :]
+        for attr, name in _saved_attrs(type(fn))[0]:
             try:
                 val = read_saved(fn, attr)
             except RuntimeError as exc:
@@ -485,7 +480,7 @@ def _walk(
                         add_tensor(f"{name}[{i}]", v)
             elif show_attrs:
                 attrs.append((name, _short(val)))
-        held_by_node[node_id] = (tuple(sorted(counts.items())), unknown[0])
+        held_by_node[node_id] = (tuple(sorted(counts.items())) if counts else (), unknown[0])
         storages_by_node[node_id] = stor
         return tuple(entries), tuple(attrs), freed
 
@@ -515,7 +510,7 @@ def _walk(
         while stack:
             fn = stack.pop()
             node_id = ids[fn]
-            cls_name = type(fn).__name__
+            cls_name = _saved_attrs(type(fn))[1]
             call = _call_of(fn, calls, call_starts, call_ends)
             # a custom ctx may have .variable too
             var = fn.variable if cls_name == "AccumulateGrad" else None
@@ -525,7 +520,8 @@ def _walk(
                 kind = PARAM if name is not None and "." in name else LEAF
                 nodes.append(tensor_node(var_id, kind, var, name or "(leaf)"))
                 edges.append(GraphEdge(var_id, node_id, VARIABLE))
-                leaf_storages.add(_storage_key(var))
+                parts, _ = storage_parts(var)  # its storage, whose saved uses are not counted
+                leaf_storages.add(parts[0][0] if parts else None)
                 fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name)
                 continue
             saved, attrs, freed = saved_of(fn, node_id)
@@ -624,7 +620,9 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
             own_here[sid] = max(own_here.get(sid, 0), own)
         fn_nodes[node_id]["saved_bytes"] = sum(here.values())
         fn_nodes[node_id]["saved_view_bytes"] = sum(own_here.values())
-        fn_nodes[node_id]["storages"] = tuple(sorted(here.items()))
+        fn_nodes[node_id]["storages"] = (
+            tuple(sorted(here.items())) if len(here) > 1 else (tuple(here.items()))
+        )
     sid_of.clear()
     return total
 

@@ -57,7 +57,7 @@ def _torch_facts():
             "not_installed",
         )
         return {"installed": False, "error": na}
-    facts = {"installed": True}
+    cuda = torch.version.cuda
 
     def safe(fn, default_reason):
         try:
@@ -65,22 +65,10 @@ def _torch_facts():
         except Exception as exc:
             return NA(f"{default_reason}: {type(exc).__name__}: {exc}")  # code "error"
 
-    facts["version"] = str(torch.__version__)
-    facts["variant"] = parse_torch_version(torch.__version__)
-    facts["file"] = getattr(torch, "__file__", None) or NA("torch.__file__ is not set")
-    cuda = getattr(torch.version, "cuda", None)
-    facts["cuda_build"] = (
-        cuda if cuda else NA("this PyTorch build has no CUDA support", "not_available")
-    )
-    hip = getattr(torch.version, "hip", None)
-    facts["hip_build"] = hip if hip else NA("not a ROCm build", "not_available")
-
     def cudnn():
         import torch.backends.cudnn as c
 
         return decode_cudnn_version(c.version() if c.is_available() else None)
-
-    facts["cudnn"] = safe(cudnn, "cuDNN version unreadable")
 
     def nccl():
         if not cuda:
@@ -88,13 +76,20 @@ def _torch_facts():
         v = torch.cuda.nccl.version()
         return ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
 
-    facts["nccl"] = safe(nccl, "NCCL version unreadable")
-    facts["cuda_available"] = safe(torch.cuda.is_available, "torch.cuda.is_available() failed")
-    facts["device_count"] = safe(torch.cuda.device_count, "torch.cuda.device_count() failed")
-    facts["arch_list"] = safe(torch.cuda.get_arch_list, "torch.cuda.get_arch_list() failed")
-    facts["cuda_initialized"] = safe(
-        torch.cuda.is_initialized, "torch.cuda.is_initialized() failed"
-    )
+    facts = {
+        "installed": True,
+        "version": str(torch.__version__),
+        "variant": parse_torch_version(torch.__version__),
+        "file": torch.__file__,
+        "cuda_build": cuda or NA("this PyTorch build has no CUDA support", "not_available"),
+        "hip_build": torch.version.hip or NA("not a ROCm build", "not_available"),
+        "cudnn": safe(cudnn, "cuDNN version unreadable"),
+        "nccl": safe(nccl, "NCCL version unreadable"),
+        "cuda_available": safe(torch.cuda.is_available, "torch.cuda.is_available() failed"),
+        "device_count": safe(torch.cuda.device_count, "torch.cuda.device_count() failed"),
+        "arch_list": safe(torch.cuda.get_arch_list, "torch.cuda.get_arch_list() failed"),
+        "cuda_initialized": safe(torch.cuda.is_initialized, "torch.cuda.is_initialized() failed"),
+    }
     devices = []
     if facts["cuda_initialized"] is True:  # reading properties is free only once CUDA is up
         for i in range(int(facts["device_count"] or 0)):
@@ -119,8 +114,7 @@ def _torch_facts():
                 }
 
             devices.append(safe(props, f"properties of CUDA device {i} unreadable"))
-    facts["devices"] = devices
-    return facts
+    return {**facts, "devices": devices}
 
 
 GPU_FIELDS = [

@@ -15,9 +15,6 @@ from ..core import wheels
 from ..core.na import is_na
 from . import health
 from .result import Finding
-from .versions import parse_version_tuple
-
-SEVERITIES = ("error", "warning", "info", "ok")
 
 
 def _oldest_min_driver():
@@ -32,7 +29,7 @@ def arch_supported(cc: str, arch_list) -> bool:
     A cubin ``sm_XY`` runs on the same major with minor >= Y; PTX ``compute_XY`` JIT-compiles for
     any cc >= X.Y.
     """
-    v = parse_version_tuple(cc)
+    v = wheels.parse_version_tuple(cc)
     if v is None:
         return True
     for arch in arch_list or ():
@@ -116,7 +113,7 @@ class _Basis:
     def of(cls, facts: dict) -> _Basis:
         t, drv = facts["torch"], facts["driver"]
         nvml_ok = drv["status"] == "ok"
-        build = parse_version_tuple(t.get("cuda_build")) if t["installed"] else None
+        build = wheels.parse_version_tuple(t.get("cuda_build")) if t["installed"] else None
         return cls(
             facts=facts,
             t=t,
@@ -126,7 +123,7 @@ class _Basis:
             cvd=facts["cuda_visible_devices"],
             nvml_ok=nvml_ok,
             n_gpus=len(facts["gpus"]),
-            driver_cuda=parse_version_tuple(drv["cuda_driver_version"]) if nvml_ok else None,
+            driver_cuda=wheels.parse_version_tuple(drv["cuda_driver_version"]) if nvml_ok else None,
             build=build,
             cpu_only=t["installed"] and build is None and is_na(t.get("hip_build")),
         )
@@ -211,7 +208,7 @@ def _driver_rules(b: _Basis) -> Iterator[Finding]:
 
 def _toolkit_rules(b: _Basis) -> Iterator[Finding]:
     """A missing or unreadable nvcc, a broken CUDA_HOME, a toolkit other than PyTorch's CUDA."""
-    nv = parse_version_tuple(b.tk["release"])
+    nv = wheels.parse_version_tuple(b.tk["release"])
     if is_na(b.tk["path"]):
         yield Finding(
             "info",
@@ -276,7 +273,7 @@ def _arch_fix(cc: str, b: _Basis) -> str:
     """The install command for a wheel with kernels for compute capability ``cc`` ('12.0')."""
     sm = "sm_" + cc.replace(".", "")
     pick = wheels.pick_for_arch(
-        parse_version_tuple(cc), b.t["version"], b.driver_cuda, b.drv["driver_version"]
+        wheels.parse_version_tuple(cc), b.t["version"], b.driver_cuda, b.drv["driver_version"]
     )
     if pick is None:
         return (

@@ -44,10 +44,8 @@ LOST_ORDINAL = NA(
 
 DMESG_FIX = (
     "check `sudo dmesg | grep -i xid` (Xid 79: fallen off the bus) and `nvidia-smi`; stop the jobs "
-    "on "
-    "it and reset it (`sudo nvidia-smi -r -i {index}`) or reboot; if it recurs check power, "
-    "cooling "
-    "and the card's seating, and report it to the administrator or the cloud provider"
+    "on it and reset it (`sudo nvidia-smi -r -i {index}`) or reboot; if it recurs check power, "
+    "cooling and the card's seating, and report it to the administrator or the cloud provider"
 )
 
 

@@ -12,14 +12,6 @@ import re
 from ..core.na import NA, is_na
 
 
-def parse_version_tuple(text):
-    """``'12.1'`` / ``'12.1.105'`` -> ``(12, 1)``; NA or None stays as is; garbage -> None."""
-    if text is None or is_na(text):
-        return None
-    m = re.match(r"^\s*(\d+)\.(\d+)", str(text))
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def parse_torch_version(version: str) -> dict:
     """Split ``torch.__version__`` into release and variant.
 

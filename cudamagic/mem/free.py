@@ -57,8 +57,7 @@ def _clear_traceback(shell) -> list:
             excs.append(v)
     tbs = [getattr(sys, "last_traceback", None)]
     itb = getattr(shell, "InteractiveTB", None)
-    tbs.append(getattr(itb, "tb", None))
-    tbs.append(getattr(shell, "_last_traceback", None))
+    tbs.extend((getattr(itb, "tb", None), getattr(shell, "_last_traceback", None)))
     seen = set()
     while excs:  # the exception, and the exceptions chained to it
         e = excs.pop()
@@ -93,10 +92,8 @@ def _release_out(shell, numbers) -> list:
     are released too. Returns the names released.
     """
     user_ns = shell.user_ns
-    hidden = getattr(shell, "user_ns_hidden", None)
-    if hidden is None:
-        hidden = {}
-    hook = getattr(shell, "displayhook", None)
+    hidden = shell.user_ns_hidden
+    hook = shell.displayhook
     torch = sys.modules.get("torch")
     out = user_ns.get("Out")
     released = []
@@ -129,13 +126,13 @@ def _release_out(shell, numbers) -> list:
             if u in ns and release(ns[u]):
                 ns[u] = ""
                 hit = True
-        if hook is not None and release(getattr(hook, u, "")):
+        if release(getattr(hook, u, "")):
             setattr(hook, u, "")
             hit = True
         if hit:
             released.append(u)
-    last = getattr(shell, "last_execution_result", None)
-    if last is not None and getattr(last, "result", None) is not None and release(last.result):
+    last = shell.last_execution_result
+    if last is not None and last.result is not None and release(last.result):
         last.result = None
         released.append("last_execution_result.result")
     return released
@@ -166,7 +163,7 @@ def free_memory(shell, *, out=None, variables=(), source=None) -> FreeReport:
     """
     source = source or stats.SOURCE
     user_ns = shell.user_ns
-    hidden = getattr(shell, "user_ns_hidden", None)
+    hidden = shell.user_ns_hidden
     variables = list(dict.fromkeys(variables))  # a name given twice is deleted once
     if out is not None:
         out = list(dict.fromkeys(out))

@@ -252,15 +252,12 @@ class _Walk:
 
     def held_tensor(self, t, acc, entry):
         """Count tensor ``t`` (and its ``.grad`` and graph) for ``acc``; ``entry``: how reached."""
-        if entry is not None and (len(acc.entries) < 5 or acc.name == "Out"):
-            if entry not in acc.entries:
-                acc.entries.append(entry)
+        few = entry is not None and (len(acc.entries) < 5 or acc.name == "Out")
+        if few and entry not in acc.entries:
+            acc.entries.append(entry)
         self.add_storage(t, acc)
-        try:
-            if not t.requires_grad:  # no graph, and no gradient unless someone set one by hand
-                grad, fn = (t.grad if t.is_leaf else None), None
-            else:
-                grad, fn = (t.grad if t.is_leaf else None), t.grad_fn
+        try:  # no graph without requires_grad, and no gradient unless someone set one by hand
+            grad, fn = (t.grad if t.is_leaf else None), (t.grad_fn if t.requires_grad else None)
         except Exception:
             return
         if grad is not None:
@@ -481,10 +478,8 @@ def _closure_fix(fn, index):
 
 
 def _container_kind(t):
-    for base in (dict, list, tuple, deque, set, frozenset):
-        if issubclass(t, base):
-            return base.__name__
-    return "object"
+    bases = (dict, list, tuple, deque, set, frozenset)
+    return next((base.__name__ for base in bases if issubclass(t, base)), "object")
 
 
 class _KeyText:
@@ -553,7 +548,7 @@ def _history_items(walk, user_ns):
     out = user_ns.get("Out")
     items = []
     if isinstance(out, dict):
-        nums = [n for n in out]
+        nums = list(out)
         acc = walk.holder("Out", "output history", "")
         items += [_Item(out[n], f"Out[{n}]", acc, 1, "Out", True, f"Out[{n}]") for n in nums]
     for u in ("_", "__", "___"):

@@ -11,6 +11,7 @@ here.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from dataclasses import dataclass
@@ -162,10 +163,8 @@ class CellMemMonitor:
             ("pre_run_cell", self.pre_run_cell),
             ("post_run_cell", self.post_run_cell),
         ):
-            try:
+            with contextlib.suppress(ValueError):
                 self.shell.events.unregister(name, cb)
-            except ValueError:
-                pass
         self.active = False
         self._before = None
 

@@ -177,11 +177,6 @@ class FreeReport(Displayed):
         """Allocated bytes freed, summed over devices."""
         return sum(g["allocated_freed_bytes"] for g in self.gpus)
 
-    @property
-    def gpu_reserved_freed_bytes(self) -> int:
-        """Reserved bytes returned to the driver, summed over devices."""
-        return sum(g["reserved_freed_bytes"] for g in self.gpus)
-
     def to_dict(self) -> dict:
         """Plain data."""
         return jsonable(plain_data(self))

@@ -15,6 +15,7 @@ from ``sys.modules``. Without CUDA, or on a PyTorch without these functions, eve
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections import Counter
 
@@ -60,10 +61,8 @@ def stop_recording() -> None:
     """Turn the allocation history off (``_record_memory_history(enabled=None)``)."""
     memory = _memory()
     if memory is not None:
-        try:
+        with contextlib.suppress(Exception):
             memory._record_memory_history(enabled=None)
-        except Exception:
-            pass
 
 
 def site_of(frames) -> str:

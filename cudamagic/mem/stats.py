@@ -52,7 +52,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..core import platform
+from ..core import nvml, platform
 from ..core.na import NA
 
 # ---- the torch.cuda seam ----------------------------------------------------------
@@ -301,8 +301,6 @@ def nvml_process_memory():
     Uses :func:`cudamagic.core.nvml.process_gpu_memory` (includes the CUDA context and
     allocations made outside PyTorch).
     """
-    from ..core import nvml
-
     err = nvml.init()
     if err is not None:
         return err

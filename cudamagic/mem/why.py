@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..core import platform, style
+from ..core.display import Displayed
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
 from ..core.growth import Growth, GrowthDetector
 from ..core.na import is_na, jsonable, plain_data
@@ -85,7 +86,7 @@ class CellGrowth:
         (:func:`cudamagic.mem.sites.start_recording`), once, and keeps the sites' bytes.
         """
         ns = self.shell.user_ns
-        self.baseline = find_holders(ns, getattr(self.shell, "user_ns_hidden", None)).baseline
+        self.baseline = find_holders(ns, self.shell.user_ns_hidden).baseline
         self.baseline_cell = cell
         if cuda and not self.recording:
             self.recording = sites.start_recording()
@@ -98,8 +99,8 @@ class CellGrowth:
             self.recording, self.sites = False, {}
 
 
-@dataclass
-class WhyReport:
+@dataclass(repr=False)
+class WhyReport(Displayed):
     """What ``%cudamem why`` found.
 
     Attributes:
@@ -149,14 +150,12 @@ class WhyReport:
         """:meth:`to_dict` as JSON."""
         return json.dumps(self.to_dict(), indent=2)
 
-    def __repr__(self) -> str:
+    def to_text(self) -> str:
         """The report as text."""
         return why_text(self)
 
-    def _repr_pretty_(self, p, cycle):
-        p.text(repr(self))
-
-    def _repr_html_(self) -> str:
+    def to_html(self) -> str:
+        """The report as HTML."""
         return why_html(self)
 
 
@@ -171,7 +170,7 @@ def explain(shell, watch: CellGrowth) -> WhyReport:
         :class:`WhyReport`.
     """
     base: Baseline | None = watch.baseline
-    search = find_holders(shell.user_ns, getattr(shell, "user_ns_hidden", None), base)
+    search = find_holders(shell.user_ns, shell.user_ns_hidden, base)
     snap = take_snapshot()
     report = WhyReport(
         holders=search.holders,
@@ -244,12 +243,11 @@ def _scope(r: WhyReport) -> str:
 
 def _footer(r: WhyReport) -> str:
     live = ", ".join(f"{d} {format_bytes(b)}" for d, b in sorted(r.live_tensor_bytes.items()))
-    parts = [f"live tensors: {live or 'none'}"]
-    for g in r.gpus:
-        parts.append(
-            f"{g['device']} allocated {format_bytes(g['allocated_bytes'])}, "
-            f"reserved {format_bytes(g['reserved_bytes'])}"
-        )
+    parts = [f"live tensors: {live or 'none'}"] + [
+        f"{g['device']} allocated {format_bytes(g['allocated_bytes'])}, "
+        f"reserved {format_bytes(g['reserved_bytes'])}"
+        for g in r.gpus
+    ]
     parts.append(f"RSS {format_bytes(r.rss_bytes)}")
     if r.unnamed_bytes:
         parts.append(f"held by nothing named: {format_bytes(r.unnamed_bytes)}")

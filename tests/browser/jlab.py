@@ -198,14 +198,25 @@ def svg_geometry(svg):
             }
           }
         }
-        const label = svg.querySelector('text');
-        const t = label ? label.getBoundingClientRect() : {height: 0};
+        // an <img> of an SVG (the autograd graph): dot's 10 pt labels, scaled as the image is
+        const label = svg.tagName === 'IMG' ? null : svg.querySelector('text');
+        const t = label ? label.getBoundingClientRect()
+            : {height: svg.tagName === 'IMG' ? 13.33 * r.width / (svg.naturalWidth || 1e9) : 0};
         return {w: r.width, h: r.height,
                 visW: Math.max(0, vis.r - vis.l), visH: Math.max(0, vis.b - vis.t),
                 inside: r.left >= a.left - 1 && r.right <= a.right + 1, scrollable, textH: t.height,
                 areaW: a.width};
       }"""
     )
+
+
+#: The autograd graph's picture in an output: an ``<img>`` of SVG (it survives the sanitiser).
+GRAPH_IMG = ".jp-OutputArea-output img[alt='autograd graph']"
+
+
+def picture_svg(img) -> str:
+    """The SVG text of a graph ``<img>`` (its base64 data URI, decoded)."""
+    return img.evaluate("el => atob(el.src.split(',')[1])")
 
 
 def assert_svg_fits(svg):

@@ -316,7 +316,7 @@ GRAPHS_JS = (
     const where = cellOf(area);
     if (!/^%%autograd_graph/.test(where.source.trim())) continue;
     const a = area.getBoundingClientRect();
-    for (const svg of area.querySelectorAll('svg')) {
+    for (const svg of area.querySelectorAll('svg, img[alt="autograd graph"]')) {
       if (svg.parentElement.closest('svg')) continue;
       const r = svg.getBoundingClientRect();
       if (r.width < 50 || r.height < 50) continue;  // an icon, not the picture

@@ -233,12 +233,8 @@ HAND_PICKED = [
 # Generated text: printable, with quotes and backslashes, but no `$`, `{`/`}` (IPython would expand
 # or evaluate them in the user namespace), `/` or `~` (no absolute or home paths for --log/--save to
 # write to).
-_TEXT = st.text(
-    alphabet=st.sampled_from(
-        sorted(set(string.ascii_letters + string.digits + " -_.,=:;'\"\\\t") | set("é日💥\u200b"))
-    ),
-    max_size=8,
-)
+_CHARS = set(string.ascii_letters + string.digits + " -_.,=:;'\"\\\t") | set("é日💥\u200b")
+_TEXT = st.text(alphabet=st.sampled_from(sorted(_CHARS)), max_size=8)
 
 
 class Flags(dict):

@@ -146,18 +146,24 @@ def test_interrupt_during_a_shown_build_leaves_no_cache_entry(
     import _thread
     import tempfile
 
-    marker = tmp_path / "compiling"
-    slow_path(60, marker)
+    slow_path(60, tmp_path / "compiling")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the build's work folder goes
     before = {p.pid for p in psutil.Process().children(recursive=True)}
 
+    shown = threading.Event()
+    tick = Progress.tick
+
+    def tick_and_tell(self, step):
+        tick(self, step)
+        if self.shown:
+            shown.set()
+
+    monkeypatch.setattr(Progress, "tick", tick_and_tell)
+
     def interrupt_when_shown():
-        deadline = time.monotonic() + 120
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        time.sleep(1.5)  # the compile has now run over a second: the progress line is showing
+        shown.wait(120)  # the compile has run over a second: the progress line is showing
         _thread.interrupt_main()
 
     waiter = threading.Thread(target=interrupt_when_shown, daemon=True)

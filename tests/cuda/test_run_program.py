@@ -2,7 +2,7 @@
 
 Running a compiled %%cuda program (cudamagic/cuda/run.py), with real processes and no nvcc: what
 `make mutation` runs for that module. The programs are POSIX shell scripts that print what real CUDA
-programs print: the exit check's marker line (build.EXIT_CHECK), the reports of the common CHECK
+programs print: the exit check's marker line (build.exit_check), the reports of the common CHECK
 macros, Nsight Compute's permission error.
 """
 
@@ -24,10 +24,12 @@ from cudamagic.cuda.build import ERROR_MARKER
 from cudamagic.cuda.errors import CudaProgramError
 from cudamagic.cuda.run import RunResult, run_program, timeout_message
 
+from .conftest import wait_until
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX shell programs")
 
-# : what build.EXIT_CHECK prints on stderr when the program leaves a CUDA error (here: no driver,
-# after a launch)
+# : what build.exit_check's code prints on stderr when the program leaves a CUDA error (here: no
+# driver, after a launch)
 NO_DRIVER = "CUDA driver version is insufficient for CUDA runtime version"
 EXIT_CHECK_LINE = f"\\n{ERROR_MARKER} 35 cudaErrorInsufficientDriver {NO_DRIVER}\\n"
 
@@ -188,10 +190,7 @@ def test_timeout_kills_the_tree_and_says_where_the_limit_came_from(timeout_from)
     assert time.monotonic() - start < 15
     assert str(exc) == timeout_message(0.5, timeout_from) and exc.timed_out and exc.returncode == -9
     orphan = int(out.getvalue())
-    deadline = time.monotonic() + 5
-    while not _gone(orphan) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _gone(orphan)
+    assert wait_until(lambda: _gone(orphan))
 
 
 def test_timeout_from_defaults_to_the_cells_flag():
@@ -369,14 +368,26 @@ def test_an_unfinished_last_line_is_shown_after_a_kill():
     assert out.getvalue() == "one\nwaiting for a lock..."
 
 
-def test_lines_arrive_before_the_program_ends(monkeypatch):
+def test_lines_arrive_before_the_program_ends(monkeypatch, tmp_path):
+    # the program waits for a flag that the test writes only once "first" reached it
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
-    out = TimedOut()
-    start = time.monotonic()
-    run_program([sys.executable, "-c", "import time\nprint('first')\ntime.sleep(1.5)"], out=out)
-    end = time.monotonic()
-    (arrived,) = [t for t, text in out.writes if "first" in text]
-    assert end - arrived >= 1.0, f"{arrived - start:.2f} s in, of {end - start:.2f} s"
+    flag = tmp_path / "seen"
+
+    class Relay(io.StringIO):
+        def write(self, text):
+            if "first" in text:
+                flag.touch()
+            return super().write(text)
+
+    program = (
+        "import os, time\nprint('first')\nend = time.monotonic() + 60\n"
+        f"while not os.path.exists({str(flag)!r}) and time.monotonic() < end:\n"
+        "    time.sleep(0.01)\n"
+        f"print('seen' if os.path.exists({str(flag)!r}) else 'not seen')\n"
+    )
+    out = Relay()
+    run_program([sys.executable, "-c", program], out=out)
+    assert out.getvalue() == "first\nseen\n"
 
 
 def test_lines_printed_before_an_interrupt_are_shown(buffered_python, capsys):
@@ -408,27 +419,7 @@ def test_no_terminal_or_pipe_is_left_open():
         run_program(_sh("echo hi; echo there >&2"), out=io.StringIO(), err=io.StringIO())
         with pytest.raises(CudaProgramError):
             run_program(_sh("echo hi; sleep 30"), timeout_s=0.3, out=io.StringIO())
-    assert wait_until_equal(_open_fds, before)
-
-
-def wait_until_equal(get, expected, timeout_s: float = 5.0) -> bool:
-    """True when ``get()`` equals ``expected`` within ``timeout_s`` (readers close on their own)."""
-    deadline = time.monotonic() + timeout_s
-    while get() != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return get() == expected
-
-
-class TimedOut(io.StringIO):
-    """A stdout stand-in that records when each write arrives."""
-
-    def __init__(self):
-        super().__init__()
-        self.writes = []
-
-    def write(self, text):
-        self.writes.append((time.monotonic(), text))
-        return super().write(text)
+    assert wait_until(lambda: _open_fds() == before)
 
 
 def test_no_free_terminal_falls_back_to_a_pipe(monkeypatch):

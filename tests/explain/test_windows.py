@@ -98,7 +98,8 @@ def test_worker_side_message_when_main_is_the_kernel_launcher(ip):
     expl, _ = fail(
         ip,
         "raise AttributeError(\"Can't get attribute 'collate' on <module '__mp_main__' from "
-        "'C:\\\\\\\\Users\\\\\\\\student\\\\\\\\miniconda3\\\\\\\\Lib\\\\\\\\site-packages\\\\\\\\ipykernel_launcher.py'>\")",
+        "'C:\\\\\\\\Users\\\\\\\\student\\\\\\\\miniconda3\\\\\\\\Lib\\\\\\\\site-packages"
+        "\\\\\\\\ipykernel_launcher.py'>\")",
     )
     assert expl.entry.id == "spawn-main" and expl.context.facts["name"] == "collate"
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import functools
+import html as html_lib
 import os
+import re
 
 import pytest
 
@@ -14,6 +17,17 @@ needs_dot = pytest.mark.skipif(not HAVE_DOT, reason="Graphviz dot not installed"
 LSTM_CELL = (
     "h = c = torch.zeros(4, 16)\nfor t in range(30):\n    h, c = cell(xs[t], (h, c))\nh.sum()"
 )
+
+
+def picture(html: str) -> str:
+    """The SVG text of the graph picture in an output's HTML (an ``<img>`` data URI), or ``''``."""
+    m = re.search(r'alt="autograd graph" src="data:image/svg\+xml;base64,([^"]+)"', html)
+    return base64.b64decode(m.group(1)).decode() if m else ""
+
+
+def visible_text(html: str) -> str:
+    """The text of ``html``, whitespace collapsed (what a reader sees, pictures aside)."""
+    return " ".join(html_lib.unescape(re.sub(r"<[^>]+>", " ", html)).split())
 
 
 def magic(ip, line, cell):

@@ -112,3 +112,24 @@ def test_dot_error_text_cannot_drive_the_terminal(w, tmp_path, monkeypatch):
     text = repr(r)
     assert "\x1b" not in text and "\x07" not in text and "\\x1b[31mred" in text
     assert "\x1b" not in r._repr_html_()
+
+
+@needs_dot
+def test_an_ops_operands_are_drawn_left_to_right_in_argument_order(ip):
+    """What ``ordering="out"`` once kept, without it: ``a - b`` shows ``a`` left of ``b``."""
+    ip.run_cell("import torch")
+    ip.run_cell("first, second, third = (torch.randn(3, requires_grad=True) for _ in range(3))")
+    for cell, names in (
+        ("(first - second).sum()", ["first", "second"]),
+        ("(second - first).sum()", ["second", "first"]),
+        ("torch.addcmul(first, second, third).sum()", ["first", "second", "third"]),
+        ("torch.cat([third, first, second]).sum()", ["third", "first", "second"]),
+        ("(first.sin() - second.cos()).sum()", ["first", "second"]),
+    ):
+        r = magic(ip, "", cell)
+        assert "ordering" not in r.dot
+        x = {
+            name: float(re.search(rf'<text[^>]* x="([-\d.]+)"[^>]*>{name}</text>', r.svg).group(1))
+            for name in names
+        }
+        assert sorted(names, key=x.get) == names, (cell, x)

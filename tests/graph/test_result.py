@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import base64
+import re
 from collections import Counter
 
 from cudamagic.core.fmt import esc
 from cudamagic.graph import model as M
 from cudamagic.graph import render
+from tests.watch.sanitiser import sanitise
 
-from .common import LSTM_CELL, magic, needs_dot
+from .common import LSTM_CELL, magic, needs_dot, picture, visible_text
 
 
 @needs_dot
@@ -32,7 +35,8 @@ def test_mlp_graph_names_parameters_and_renders_svg(mlp):
     )
     assert r.svg.lstrip().startswith("<?xml") and "model.0.weight" in r.svg
     html = r._repr_html_()
-    assert "<svg" in html and "overflow:auto" in html
+    assert '<img style="display:block;max-width:100%' in html and "overflow:auto" in html
+    assert "<svg" not in html  # the picture is an image: no inline SVG for a sanitiser to drop
     # the terminal form: summary plus a bounded text outline (the terminal's only view of the graph)
     text = repr(r)
     assert (
@@ -61,15 +65,21 @@ def test_missing_dot_text_fits_100_columns(lstm, monkeypatch):
 
 
 @needs_dot
-def test_inline_svg_is_scaled_to_the_output_width_with_a_1_to_1_toggle(lstm):
+def test_picture_is_scaled_to_the_output_width_with_a_1_to_1_toggle(lstm):
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)  # a big picture: 1716 pt wide at 1:1
     html = r._repr_html_()
-    svg = html[html.index("<svg style=") :]
-    assert svg.startswith('<svg style="max-width:100%;height:auto"') and "viewBox=" in svg[:400]
+    img = re.search(
+        r'<img style="([^"]*)" alt="autograd graph" src="data:image/svg\+xml;base64,'
+        r'([^"]+)"',
+        html,
+    )
+    assert img.group(1) == "display:block;max-width:100%;height:auto"
+    assert "viewBox=" in base64.b64decode(img.group(2)).decode()[:2000]
     # the toggle is a <details> before the picture; open, a CSS sibling rule lifts max-width (no
-    # script)
-    assert html.index('<details class="cm-zoom">') < html.index('<div class="cm-pic">')
-    assert "details.cm-zoom[open]~.cm-pic svg" in html and "max-width:none!important" in html
+    # script); without the stylesheet (untrusted) it says so instead
+    assert html.index('<details class="cm-zoom"') < html.index('<div class="cm-pic"')
+    assert "details.cm-zoom[open]~.cm-pic img{max-width:none!important}" in html
+    assert ".cm-needs-trust{display:none}" in html and "needs a trusted notebook" in html
     assert "<script" not in html
 
 
@@ -128,3 +138,26 @@ def test_autograd_graph_manual_is_complete(ip, capsys):
         "Examples",
     ):
         assert words in manual, words
+
+
+@needs_dot
+def test_untrusted_notebook_shows_the_picture_and_legend_and_no_stray_text(mlp):
+    """JupyterLab's sanitiser (untrusted notebook) keeps the picture, the legend, the caption."""
+    r = magic(mlp, "", "loss = model(x).pow(2).mean()\nloss")
+    clean = sanitise(r._repr_html_())
+    svg = picture(clean)
+    assert "model.0.weight" in svg and "AddmmBackward0" in svg
+    img = re.search(r'<img [^>]*alt="autograd graph"[^>]*>', clean).group(0)
+    assert re.search(r'style="display: ?block; ?max-width: ?100%; ?height: ?auto;?"', img), img
+    legend = re.findall(
+        r'<span class="cm-legend-item" style="[^"]*white-space: ?nowrap[^"]*">'
+        r'<img alt=""[^>]* src="data:image/svg\+xml;base64,[^"]+"[^>]*>([^<]+)</span>',
+        clean,
+    )
+    assert legend == [text for _, text in render.legend_rows(r.drawn)] and legend
+    # above the details: the caption, the toggle, the legend; no node label or id leaks out of
+    # the picture (an inline <svg> would leave its labels and <title>s as a run-on line)
+    top = visible_text(clean.split("<details><summary>details")[0])
+    assert top.startswith(render.caption(r)), top
+    assert "Backward" not in top and not re.search(r"\bn\d+\b", top), top
+    assert "needs a trusted notebook" in top  # the 1:1 toggle says it needs trust

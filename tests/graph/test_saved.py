@@ -241,25 +241,19 @@ def test_bytes_still_counted_where_torch_has_no_fake_tensors(monkeypatch):
     assert G.storage_parts(t) == ([(("cpu", t.untyped_storage().data_ptr()), 40, 40)], "")
 
 
-def test_saved_attribute_names_are_read_once_per_node_class(monkeypatch):
-    """``dir()`` of each backward class once.
-
-    ``dir()`` of each backward class once (a 100k-op chain would call it per node), then from the
-    cache.
-    """
-    monkeypatch.setattr(G, "_SAVED_ATTRS", {})
+def test_saved_attribute_names_are_read_once_per_node_class():
+    """``dir()`` of each backward class once (a 100k-op chain would call it per node)."""
     x = torch.randn(3, requires_grad=True)
     y = (x * x.exp()).sum()
     mul = type(y.grad_fn.next_functions[0][0])
-    names = G._saved_attr_names(mul)
-    assert names == ["_saved_other", "_saved_self"]
-    assert G._saved_attr_names(mul) is names and G._SAVED_ATTRS == {mul: names}
+    G._saved_attrs.cache_clear()
+    attrs = G._saved_attrs(mul)
+    assert attrs == ((("_saved_other", "other"), ("_saved_self", "self")), "MulBackward0")
+    assert G._saved_attrs(mul) is attrs and G._saved_attrs.cache_info().currsize == 1
     gr = G.walk([("y", y)])
-    assert _by_label(gr)["MulBackward0"].saved_bytes == 12 and set(G._SAVED_ATTRS) == {
-        mul,
-        type(y.grad_fn),
-        type(y.grad_fn.next_functions[0][0].next_functions[1][0]),
-    }
+    assert _by_label(gr)["MulBackward0"].saved_bytes == 12
+    # Sum, Mul, Exp and AccumulateGrad: once each
+    assert G._saved_attrs.cache_info().currsize == 4
 
 
 def test_subclass_inner_tensors_named_but_absent_are_skipped():

@@ -89,7 +89,7 @@ def test_mapping_note_without_gpus(fake_nvml):
     assert f["mapping"]["note"].startswith("no GPU visible")
 
 
-def test_bytes_names_f05_identical_report(fake_nvml):
+def test_bytes_names_give_the_same_report_as_str_names(fake_nvml):
     from tests.fake_nvml import SCENARIOS
 
     out = []

@@ -192,7 +192,8 @@ def test_advice_does_not_trigger_own_driver_warning(fake_nvml):
     f = facts_for(fake_nvml, "one_gpu", torch_facts("2.3.1+cpu"))
     cpu = [x for x in findings(f) if x.id == "cpu-only-build"][0]
     assert cpu.fix == (
-        "pip install --force-reinstall torch==2.3.1 --index-url https://download.pytorch.org/whl/cu121"
+        "pip install --force-reinstall torch==2.3.1 "
+        "--index-url https://download.pytorch.org/whl/cu121"
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from cudamagic.core.na import NA
+from cudamagic.core.wheels import parse_version_tuple
 from cudamagic.info.findings import (
     Finding,
     _arch_rules,
@@ -18,7 +19,6 @@ from cudamagic.info.findings import (
     _nvml_rules,
     _toolkit_rules,
 )
-from cudamagic.info.versions import parse_version_tuple
 
 
 def basis(

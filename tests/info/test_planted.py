@@ -4,13 +4,13 @@ import pytest
 
 from cudamagic.core.na import NA, is_na
 from cudamagic.core.nvcc import parse_nvcc_version
+from cudamagic.core.wheels import parse_version_tuple
 from cudamagic.info import facts
 from cudamagic.info.findings import findings
 from cudamagic.info.versions import (
     decode_cudnn_version,
     parse_cuda_visible_devices,
     parse_torch_version,
-    parse_version_tuple,
 )
 
 

@@ -2,7 +2,7 @@
 
 `%cudamem on` summaries must be outputs of the cell they describe (and of no other cell), gone
 after `%unload_ext`; `%%cudamem` shows the final expression and returns the report; `%cudamem free`
-gets back a tensor held only by the saved traceback of an out-of-memory-like error (F22), then the
+gets back a tensor held only by the saved traceback of an out-of-memory-like error, then the
 `Out`/`_` entries when `--out` names them; nothing creates a CUDA context.
 """
 

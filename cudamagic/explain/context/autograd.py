@@ -8,6 +8,7 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
@@ -140,11 +141,9 @@ def ctx_no_grad(match, scene):
             facts["tensor"] = root
             facts["requires_grad"] = bool(value.requires_grad)
             how = ""
-            try:
+            with contextlib.suppress(Exception):
                 if value.is_inference():
                     how = " It is an inference tensor (created under torch.inference_mode())."
-            except Exception:
-                pass
             notes.append(
                 f"`{root}.requires_grad` is {value.requires_grad} and `{root}.grad_fn` is "
                 f"{value.grad_fn!r}: autograd recorded nothing for it.{how}"
@@ -422,7 +421,7 @@ def ctx_version_counter(match, scene):
     if facts["step_called"]:
         opt, param = facts["optimizer"], facts["parameter"] or facts["tensor"]
         module = param.split(".")[0] if param else None
-        reused = [a for a in assignments_from_call(src, module)] if module else []
+        reused = list(assignments_from_call(src, module)) if module else []
         forward = reused[0] if reused else None
         losses = [root for line in scene.failing_lines for _, root in backward_calls(line)]
         loss = losses[0] if losses else "the loss"

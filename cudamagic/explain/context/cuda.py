@@ -9,6 +9,7 @@ context is created here: the GPU's own properties are read only when CUDA is alr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -161,13 +162,11 @@ def ctx_arch(match, scene):
         if (
             torch.cuda.is_initialized()
         ):  # properties by explicit ordinal: no current_device(), no new context
-            try:
+            with contextlib.suppress(Exception):
                 for d in range(torch.cuda.device_count()):
                     major, minor = torch.cuda.get_device_capability(d)
                     facts.setdefault("device_capability", f"sm_{major}{minor}")
                     notes.append(f"GPU {d} is sm_{major}{minor} ({torch.cuda.get_device_name(d)}).")
-            except Exception:
-                pass
     return Context(notes=tuple(notes), facts=facts)
 
 

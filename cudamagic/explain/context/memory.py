@@ -9,6 +9,7 @@ Each ``ctx_*(match, scene)`` returns a :class:`~cudamagic.explain.result.Context
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 from ...core.fmt import format_bytes
@@ -191,7 +192,7 @@ def ctx_gpu_memory(match, scene):
     if torch is not None and torch.cuda.is_initialized():
         # allocator counters of every device, each named by its ordinal: host-side reads that
         # neither wait for the GPU nor create a context (no mem_get_info, no current_device)
-        try:
+        with contextlib.suppress(Exception):
             devices = range(torch.cuda.device_count())
             facts["allocated_bytes"] = sum(int(torch.cuda.memory_allocated(d)) for d in devices)
             facts["reserved_bytes"] = sum(int(torch.cuda.memory_reserved(d)) for d in devices)
@@ -201,8 +202,6 @@ def ctx_gpu_memory(match, scene):
                 f"cache {format_bytes(facts['reserved_bytes'])} (`%gpuwatch` shows what the GPU "
                 f"has free)."
             )
-        except Exception:
-            pass
     big = biggest_tensors(scene, limit=3, cuda_only=True)
     if big:
         notes.append(

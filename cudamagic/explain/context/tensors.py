@@ -37,7 +37,7 @@ from ..source import _root_name_of, inplace_uses
 def ctx_devices(match, scene):
     """Which of the failing tensors and modules are on which device."""
     found = (
-        set(d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d))
+        {d for d in match.groups() if d and re.match(r"^(cpu|cuda|mps|meta|xpu)", d)}
         if match.groups()
         else set()
     )
