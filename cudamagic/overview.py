@@ -10,7 +10,7 @@ from IPython.core.magic import line_magic, magics_class
 from .core.display import Displayed
 from .core.fmt import esc, html_table, terminal_safe, text_table
 from .core.magic import AreaMagics
-from .core.style import page
+from .core.style import page, scroll
 from .core.version import __version__
 
 
@@ -59,7 +59,7 @@ class Overview(Displayed):
         ]
         table = html_table(["magic", "what it does", "manual"], rows, prose=[1])
         head = f"<div><b>cudamagic {esc(self.version)}</b>: each magic's manual is NAME?</div>"
-        return page(head + table, "overview")
+        return page(head + scroll(table), "overview")  # scrolls with a cue in a narrow output
 
 
 def first_line(doc: str | None) -> str:

@@ -64,6 +64,11 @@ def esc(value) -> str:
     return html.escape(str(value), quote=True)
 
 
+def md_code(text) -> str:
+    """Escape ``text``, then turn its `code` spans into ``<code>`` elements (prose stays prose)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
+
+
 def format_bytes(n) -> str:
     """Format a byte count with binary units (``1536`` -> ``'1.5 KiB'``); NA stays ``'N/A'``."""
     if is_na(n):

@@ -18,6 +18,12 @@ Shared pieces, so the magics look alike:
   coloured border and icon, so contrast never depends on the level colour.
 * details: :func:`details` for technical detail a user can open.
 
+Untrusted notebooks: a sanitiser (JupyterLab's for a notebook executed by nbclient or papermill,
+GitHub's, nbviewer's) drops the ``<style>`` element, every ``<svg>`` and every ``var()`` value. So
+:func:`page` also writes the styles that matter (:data:`INLINE`: alignment, spacing, monospace,
+box edges; no colours) into each element's ``style``, and an output that still holds an inline
+``<svg>`` gets one line, hidden by the stylesheet, that says the picture needs a trusted notebook.
+
 Table rows are not striped: JupyterLab's even-row and hover greys would put the muted text (N/A
     reasons, sources)
 below a 4.5:1 contrast in the light theme, so rows are separated by borders only.
@@ -37,8 +43,8 @@ CSS = """
  font-size:var(--jp-ui-font-size1,13px);
  color:var(--jp-content-font-color1,inherit);line-height:1.4;max-width:100%;
  overflow-wrap:break-word}
-.cudamagic code,.cudamagic pre,.cudamagic .cm-mono{font-family:var(--jp-code-font-family,monospace);
- font-size:var(--jp-code-font-size,12px)}
+.cudamagic code,.cudamagic pre,.cudamagic .cm-mono{
+ font-family:var(--jp-code-font-family,monospace)!important;font-size:var(--jp-code-font-size,12px)}
 .cudamagic .cm-muted{color:var(--jp-content-font-color2,inherit)}
 .cudamagic h3,.cudamagic h4{margin:.6em 0 .3em;color:var(--jp-content-font-color1,inherit)}
 .cudamagic .cm-scroll{max-width:100%;overflow-x:auto;
@@ -66,7 +72,7 @@ CSS = """
  vertical-align:top;
  border-bottom:1px solid var(--jp-border-color2,#8884)}
 .cudamagic .cm-mono{overflow-wrap:anywhere}
-.cudamagic table.cm-table th.cm-mono{font-family:inherit;font-size:inherit}
+.cudamagic table.cm-table th.cm-mono{font-family:inherit!important;font-size:inherit}
 .cudamagic .cm-pre{white-space:pre-wrap}
 .cudamagic .cm-src,.cudamagic .cm-note{color:var(--jp-content-font-color2,inherit);font-size:.92em}
 .cudamagic .cm-title{font-weight:600}
@@ -95,7 +101,44 @@ CSS = """
 .cudamagic details>summary{cursor:pointer;color:var(--jp-content-font-color2,inherit)}
 .cudamagic td details>summary{color:inherit}
 .cudamagic a{color:var(--jp-content-link-color,inherit)}
+.cudamagic .cm-untrusted{display:none}
 """
+
+#: The styles that matter, inlined by :func:`page` on the elements (key ``tag``, ``.class`` or
+#: ``tag.class``, applied in that order): a sanitiser (JupyterLab's for an untrusted notebook,
+#: GitHub's, nbviewer's) drops the ``<style>`` element and every ``var()`` value but keeps these.
+#: Same values as :data:`CSS` (or overridden there with ``!important``), so the trusted look does
+#: not change. No colours: the front end's own theme colours the text then.
+INLINE = {
+    "table.cm-table": "border-collapse:collapse;margin:.3em 0;table-layout:auto;max-width:100%",
+    "th": "text-align:left",
+    "td": "text-align:left",
+    ".cm-num": "text-align:right;white-space:nowrap",
+    ".cm-mono": "font-family:monospace",
+    "th.cm-mono": "font-family:inherit",
+    ".cm-pre": "white-space:pre-wrap",
+    ".cm-scroll": "max-width:100%;overflow-x:auto",
+    ".cm-box": "border-style:solid;border-width:1px 1px 1px 6px;border-radius:3px;"
+    "padding:6px 10px;margin:6px 0",
+    ".cm-badge": "display:inline-block;padding:0 6px;border-style:solid;"
+    "border-width:1px 1px 1px 4px;border-radius:3px;white-space:nowrap;font-size:.9em",
+    ".cm-src": "font-size:.92em",
+    ".cm-note": "font-size:.92em",
+    ".cm-na": "font-style:italic",
+    ".cm-title": "font-weight:600",
+}
+
+#: The one line an output whose picture needs a trusted notebook shows where it is not trusted
+#: (:data:`CSS` hides it where the stylesheet applies).
+NEEDS_TRUST = (
+    '<div class="cm-untrusted" style="font-style:italic">This notebook is not trusted, so part '
+    "of this output (a picture) is hidden: \u201cTrust Notebook\u201d (JupyterLab\u2019s "
+    "command palette, Notebook 7\u2019s File menu) shows it.</div>"
+)
+
+_OPEN_TAG = re.compile(r"<(table|th|td|div|span|code|small|p|pre|details|summary)\b([^>]*)>")
+_CLASS_ATTR = re.compile(r'\sclass="([^"]*)"')
+_STYLE_ATTR = re.compile(r'\sstyle="([^"]*)"')
 
 LEVELS = ("ok", "info", "warn", "error")
 _ICON = {"ok": "\u2713", "info": "\u2139", "warn": "\u26a0", "error": "\u2716"}
@@ -112,7 +155,42 @@ def page(body_html: str, kind: str) -> str:
         kind: a short name of the output (``info``, ``watch``, ``graph``, ``mem``, ``explain``,
             ``prof``, ``cuda``), used as a class so tests and themes can find it.
     """
-    return f'<div class="cudamagic {NO_MATH} cm-{esc(kind)}"><style>{CSS}</style>{body_html}</div>'
+    trust = NEEDS_TRUST if "<svg" in body_html else ""
+    return (
+        f'<div class="cudamagic {NO_MATH} cm-{esc(kind)}"><style>{CSS}</style>'
+        f"{trust}{inline_styles(body_html)}</div>"
+    )
+
+
+def inline_styles(html_text: str) -> str:
+    """``html_text`` with the declarations of :data:`INLINE` in each matching element's ``style``.
+
+    An element's own ``style`` comes after them, so it wins. Only HTML tags are touched (never
+    SVG's).
+    """
+
+    def one(m: re.Match) -> str:
+        tag, attrs = m.group(1), m.group(2)
+        found = _CLASS_ATTR.search(attrs)
+        keys = [tag]
+        for name in found.group(1).split() if found else ():
+            keys += [f".{name}", f"{tag}.{name}"]
+        merged = {}  # property -> value; a later key overrides an earlier one
+        for key in keys:
+            for decl in filter(None, INLINE.get(key, "").split(";")):
+                prop, value = decl.split(":", 1)
+                merged[prop] = value
+        if not merged:
+            return m.group(0)
+        decls = ";".join(f"{p}:{v}" for p, v in merged.items())
+        own = _STYLE_ATTR.search(attrs)
+        if own and own.group(1).startswith(decls):
+            return m.group(0)  # inlined before (a page inside a page)
+        if own:
+            decls, attrs = f"{decls};{own.group(1)}", attrs[: own.start()] + attrs[own.end() :]
+        return f'<{tag}{attrs} style="{decls}">'
+
+    return _OPEN_TAG.sub(one, html_text)
 
 
 def badge(text: str, level: str = "info") -> str:

@@ -22,6 +22,7 @@ import time
 
 import psutil
 
+from ..core import wheels
 from ..core.fmt import plural
 from ..core.platform import extension_suffix, popen_group_kwargs
 from . import build, cache
@@ -88,10 +89,17 @@ def check_prereqs(source: str, tk_fn) -> object:
     if not build.has_device_code(source):
         return None
     if torch.version.cuda is None:
+        cudas = wheels.wheel_cudas(torch.__version__)
+        install = (
+            f"`%{wheels.pip_command(wheels.base_version(torch.__version__), cudas[0])}` installs "
+            f"a CUDA build of it (it has {', '.join(map(wheels.tag, cudas))} wheels: take the "
+            "newest not above the 'CUDA Version' that nvidia-smi shows)"
+            if cudas
+            else "install a CUDA build (https://pytorch.org/get-started/locally/)"
+        )
         raise CudaUsageError(
             f"%%cuda --torch: this PyTorch ({torch.__version__}) is a CPU-only build, which cannot "
-            "build CUDA kernels; `%pip install torch --index-url "
-            "https://download.pytorch.org/whl/cu128` installs a CUDA build."
+            f"build CUDA kernels; {install}."
         )
     tk = tk_fn()
     if int(torch.version.cuda.split(".")[0]) != tk.major:

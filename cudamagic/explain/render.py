@@ -6,13 +6,12 @@ escaped before it enters HTML.
 
 from __future__ import annotations
 
-import re
 import shutil
 import sys
 import textwrap
 
 from ..core import style
-from ..core.fmt import esc, html_table, text_table
+from ..core.fmt import esc, html_table, md_code, text_table
 
 WIDTH = 96
 MIN_WIDTH = 40
@@ -89,11 +88,6 @@ def explanation_text(expl, width: int | None = None) -> str:
     return "\n".join(out)
 
 
-def _md_code(text: str) -> str:
-    """Escape, then turn `code` spans into <code> elements."""
-    return re.sub(r"`([^`]+)`", r"<code>\1</code>", esc(text))
-
-
 def explanation_html(expl) -> str:
     """The explanation as one themed HTML box.
 
@@ -104,14 +98,14 @@ def explanation_html(expl) -> str:
     rows = [("What happened", entry.what), ("Why", entry.why)]
     notes = ""
     if expl.context.notes:
-        items = "".join(f"<li>{_md_code(n)}</li>" for n in expl.context.notes)
+        items = "".join(f"<li>{md_code(n)}</li>" for n in expl.context.notes)
         notes = f'<div class="cm-explain-context"><b>In your session:</b><ul>{items}</ul></div>'
-    fix = f'<p class="cm-explain-fix"><b>Fix:</b> {_md_code(expl.context.fix or entry.fix)}</p>'
+    fix = f'<p class="cm-explain-fix"><b>Fix:</b> {md_code(expl.context.fix or entry.fix)}</p>'
     if expl.context.fix:
-        fix += f"<p><b>In general:</b> {_md_code(entry.fix)}</p>"
+        fix += f"<p><b>In general:</b> {md_code(entry.fix)}</p>"
     if entry.localise:
-        fix += f'<p class="cm-explain-localise"><b>Localise:</b> {_md_code(entry.localise)}</p>'
-    body = "".join(f"<p><b>{esc(k)}:</b> {_md_code(v)}</p>" for k, v in rows)
+        fix += f'<p class="cm-explain-localise"><b>Localise:</b> {md_code(entry.localise)}</p>'
+    body = "".join(f"<p><b>{esc(k)}:</b> {md_code(v)}</p>" for k, v in rows)
     detail = f"<p>Exception: <code>{esc(expl.exc_type)}: {esc(expl.message)}</code></p>"
     if entry.source:
         detail += f"<p>Where it is raised: <code>{esc(entry.source)}</code></p>"
@@ -140,7 +134,7 @@ def catalogue_html(entries) -> str:
     rows = [
         (
             f"<code>{esc(e.id)}</code>",
-            style.details(e.title, f"<p><b>Fix:</b> {_md_code(e.fix)}</p>"),
+            style.details(e.title, f"<p><b>Fix:</b> {md_code(e.fix)}</p>"),
             "<br>".join(f"<code>{esc(t)}</code>" for t in e.types),
         )
         for e in entries
@@ -149,7 +143,7 @@ def catalogue_html(entries) -> str:
     return style.page(
         f"<div class='cm-title'>{len(entries)} known errors</div>"
         + style.scroll(table)
-        + f"<div class='cm-note'>{_md_code(_ONE_ENTRY)}</div>",
+        + f"<div class='cm-note'>{md_code(_ONE_ENTRY)}</div>",
         "explain",
     )
 

@@ -12,6 +12,7 @@ from ..core.fmt import (
     format_bytes,
     format_value,
     html_table,
+    md_code,
     na_cell_html,
     pad,
     terminal_safe,
@@ -56,7 +57,8 @@ def _variant(facts):
     if not torch.get("installed"):
         return torch["error"]
     variant = torch["variant"]
-    return f"{variant['variant'] or '(none)'} ({variant['kind']})"
+    name = variant["variant"] or "(none)"
+    return name if name == variant["kind"] else f"{name} ({variant['kind']})"
 
 
 def _nvcc(facts):
@@ -321,11 +323,11 @@ def report_text(report) -> str:
 def _finding_html(x, heading: str = "div", severity_word: bool = True) -> str:
     level = style.level(x.severity)
     word = f"{esc(x.severity.upper())}: " if severity_word else ""
-    fix = f"<p><b>Fix:</b> <code>{esc(x.fix)}</code></p>" if x.fix else ""
+    fix = f"<p><b>Fix:</b> {md_code(x.fix)}</p>" if x.fix else ""
     return (
         f'{style.box_open(level)[:-1]} data-id="{esc(x.id)}">'
         f'<{heading} class="cm-title">{style.icon(level)} {word}{esc(x.title)}</{heading}>'
-        f"<p>{esc(x.cause)}</p>{fix}</div>"
+        f"<p>{md_code(x.cause)}</p>{fix}</div>"
     )
 
 

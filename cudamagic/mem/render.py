@@ -121,7 +121,7 @@ TENSOR_HEADERS = ["name", "shape", "dtype", "device", "bytes", "new"]
 def summary_line(r) -> str:
     """What ``%cudamem on`` prints after a cell.
 
-    Cell, wall time, then per device that changed ``cuda:0 +<allocated delta> -> <allocated after>
+    Cell, wall time, then per device that changed ``cuda:0 +<allocated delta> → <allocated after>
     (peak <in-cell peak>, reserved <after>)`` (``<=`` marks a peak that is an upper bound), or the
     CPU RSS delta without CUDA, and the error type. Parts that do not fit in
     :data:`~cudamagic.core.fmt.TEXT_WIDTH` columns go on indented continuation lines.
@@ -129,7 +129,7 @@ def summary_line(r) -> str:
     parts = [f"[cudamem] In[{r.cell}] {r.wall_s:.2f} s"]
     for g in r.changed_gpus():
         parts.append(
-            f"{g.device} {signed(g.allocated_delta_bytes)} -> "
+            f"{g.device} {signed(g.allocated_delta_bytes)} \u2192 "
             f"{format_bytes(g.allocated_after_bytes)} (peak {_peak(g, True)}, "
             f"reserved {format_bytes(g.reserved_after_bytes)}"
             + (f", {g.ooms} OOM" if g.ooms else "")
@@ -137,7 +137,7 @@ def summary_line(r) -> str:
         )
     if not r.gpus:
         parts.append(
-            f"CPU RSS {signed(r.rss_delta_bytes)} -> {format_bytes(r.rss_after_bytes)}"
+            f"CPU RSS {signed(r.rss_delta_bytes)} \u2192 {format_bytes(r.rss_after_bytes)}"
             " (no CUDA in use)"
         )
     if r.error:
@@ -242,14 +242,29 @@ def cell_report_text(r) -> str:
     if r.nvml_after is not None:
         lines.append(wrap(f"process GPU memory (NVML): {_nvml_text(r.nvml_after)}"))
     lines.append(
-        f"CPU RSS: {format_bytes(r.rss_before_bytes)} -> {format_bytes(r.rss_after_bytes)} "
-        f"({signed(r.rss_delta_bytes)})"
+        f"CPU RSS: {format_bytes(r.rss_before_bytes)} \u2192 {format_bytes(r.rss_after_bytes)} "
+        f"({signed(r.rss_delta_bytes)}){rss_hint(r)}"
     )
     if r.kind == "cell":
         lines.append(wrap(_tensors_title(r) + (":" if r.tensors else "")))
         if r.tensors:
             lines.append(fit_table(TENSOR_HEADERS, _tensor_rows(r), shrink=(0, 1)))
     return "\n".join(lines)
+
+
+def rss_hint(r) -> str:
+    """Why RSS grew less than the cell's new CPU tensors, when it did; else ``""``.
+
+    The allocator reuses pages that freed tensors left, so RSS counts pages taken from the OS.
+    """
+    new_cpu = sum(t.bytes for t in r.tensors if t.new and t.device == "cpu")
+    delta = r.rss_delta_bytes if isinstance(r.rss_delta_bytes, int) else None
+    if delta is None or new_cpu < (1 << 20) or new_cpu <= 2 * max(delta, 0):
+        return ""
+    return (
+        f"; the new CPU tensors hold {format_bytes(new_cpu)}: RSS counts the pages the process "
+        "took from the OS, and the allocator reused pages it already had"
+    )
 
 
 def cell_report_html(r) -> str:
@@ -285,7 +300,8 @@ def cell_report_html(r) -> str:
             parts.append(f"<div>process GPU memory (NVML): {esc(_nvml_text(r.nvml_after))}</div>")
     parts.append(
         f"<div>CPU RSS: {esc(format_bytes(r.rss_before_bytes))} &rarr; "
-        f"{esc(format_bytes(r.rss_after_bytes))} ({esc(signed(r.rss_delta_bytes))})</div>"
+        f"{esc(format_bytes(r.rss_after_bytes))} ({esc(signed(r.rss_delta_bytes))})"
+        f"{esc(rss_hint(r))}</div>"
     )
     if r.kind == "cell":
         parts.append(f"<div>{esc(_tensors_title(r))}</div>")
@@ -466,7 +482,7 @@ def free_report_text(f) -> str:
             f"tensor storage freed: {format_bytes(f.tensor_bytes_freed)} "
             f"(CPU {format_bytes(f.cpu_tensor_bytes_freed)}); RSS "
             f"{format_bytes(f.rss_before_bytes)}"
-            f" -> {format_bytes(f.rss_after_bytes)}"
+            f" \u2192 {format_bytes(f.rss_after_bytes)}"
         )
     )
     if f.holders:

@@ -4,6 +4,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic import extension
+from tests.inline import plain
 
 
 def our_magics(ip) -> set:
@@ -38,6 +39,7 @@ def test_overview_lists_every_magic_with_its_manual(ip):
     assert "%%cudafit?" in text and "Estimate whether" in text
     html = overview._repr_html_()
     assert "<table" in html and "%%autograd_graph?" in html
+    assert plain(html).count('<div class="cm-scroll"><table') == 1  # narrow outputs scroll
 
 
 def test_overview_takes_no_options(ip):

@@ -68,3 +68,40 @@ def test_level_maps_severity_words():
         "info",
     ]
     assert style.icon("warn") == "\u26a0"
+
+
+def test_sanitised_page_keeps_alignment_and_monospace_but_no_colours():
+    """What an untrusted notebook shows (JupyterLab's sanitiser, tests/sanitise.py)."""
+    from cudamagic.core.fmt import html_table
+    from tests import sanitise
+
+    table = html_table(
+        ["operator", "ms"], [["aten::addmm", "1.0"]], num=[1], col_cls={0: "cm-mono"}
+    )
+    clean = sanitise.sanitise(style.page(style.scroll(table), "prof"))
+    assert "<style" not in clean and "var(" not in clean
+    name = re.search(r'<td class="cm-mono"[^>]*>', clean).group(0)
+    number = re.search(r'<td class="cm-num"[^>]*>', clean).group(0)
+    assert "text-align:left" in name and "font-family:monospace" in name
+    assert "text-align:right" in number and "white-space:nowrap" in number
+    assert "margin:.3em 0" in re.search(r"<table[^>]*>", clean).group(0)  # not centred
+    assert "overflow-x:auto" in re.search(r'<div class="cm-scroll"[^>]*>', clean).group(0)
+    assert style.hard_coded_colours(style.page(table, "prof")) == []
+
+
+def test_inline_styles_leave_own_styles_last_svg_alone_and_run_once():
+    out = style.inline_styles(
+        '<td class="cm-num" style="color:inherit">1</td><text class="cm-num">'
+    )
+    assert out == (
+        '<td class="cm-num" style="text-align:right;white-space:nowrap;color:inherit">1</td>'
+        '<text class="cm-num">'
+    )
+    assert style.inline_styles(out) == out
+    assert style.inline_styles("<b>x</b><td>") == '<b>x</b><td style="' + style.INLINE["td"] + '">'
+
+
+def test_trust_line_only_where_a_picture_needs_trust_and_hidden_by_the_stylesheet():
+    assert style.NEEDS_TRUST not in style.page("<table></table>", "mem")
+    assert style.NEEDS_TRUST in style.page("<svg><title>t</title></svg>", "graph")
+    assert ".cudamagic .cm-untrusted{display:none}" in style.CSS

@@ -5,12 +5,13 @@ from __future__ import annotations
 from cudamagic.core.style import hard_coded_colours
 from cudamagic.cuda.progress import Line
 from cudamagic.cuda.result import Saved, Skipped, TorchBuild
+from tests.inline import own_styles, plain
 
 
 def _check(page: str) -> None:
     assert page.startswith('<div class="cudamagic mathjax_ignore cm-cuda">'), page[:80]
     assert hard_coded_colours(page) == []
-    assert "style=" not in page.split("</style>", 1)[1]  # the look comes from the shared stylesheet
+    assert own_styles(page) == []  # the look comes from the shared stylesheet
 
 
 def test_saved_header_through_the_shell_is_themed(cuda_ip):
@@ -20,7 +21,7 @@ def test_saved_header_through_the_shell_is_themed(cuda_ip):
     assert isinstance(saved, Saved)
     page = saved._repr_html_()
     _check(page)
-    assert '<span class="cm-badge cm-ok">\u2713 saved</span> <code>vec.cuh</code>' in page
+    assert '<span class="cm-badge cm-ok">\u2713 saved</span> <code>vec.cuh</code>' in plain(page)
     assert '<code>#include "vec.cuh"</code>' in page.replace("&quot;", '"')
 
 
@@ -35,7 +36,7 @@ def test_torch_build_and_progress_line_are_themed_and_escaped():
     )
     line = Line("%%cuda: compiling... 2.0 s <b>")._repr_html_()
     _check(line)
-    assert '<div class="cm-note cm-mono">%%cuda: compiling... 2.0 s &lt;b&gt;</div>' in line
+    assert '<div class="cm-note cm-mono">%%cuda: compiling... 2.0 s &lt;b&gt;</div>' in plain(line)
 
 
 def test_skipped_cell_is_themed_and_escaped():

@@ -18,6 +18,7 @@ import pytest
 
 from cudamagic.core.fmt import NO_MATH
 from cudamagic.cuda.progress import Line, Progress
+from tests.inline import plain
 
 from .conftest import NVCC, cuda_magics, needs_nvcc
 
@@ -89,7 +90,7 @@ def test_a_quick_build_shows_nothing():
 def test_line_text_and_html():
     text, html = Line("%%cuda: <b>&").__repr__(), Line("%%cuda: <b>&")._repr_html_()
     assert text == "%%cuda: <b>&"
-    assert '<div class="cm-note cm-mono">%%cuda: &lt;b&gt;&amp;</div>' in html
+    assert '<div class="cm-note cm-mono">%%cuda: &lt;b&gt;&amp;</div>' in plain(html)
 
 
 def _slow_nvcc(tmp_path, sleep_s: float, marker=None) -> str:

@@ -8,6 +8,7 @@ one-line messages.
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import pytest
@@ -110,8 +111,14 @@ def test_kernel_cell_on_cpu_pytorch_says_what_to_install(tip):
         "#include <torch/extension.h>\n__global__ void k(float *a) { a[0] = 1; }\n"
         "torch::Tensor run(torch::Tensor x) { k<<<1, 1>>>(x.data_ptr<float>()); return x; }\n"
     )
-    with pytest.raises(UsageError, match=r"CPU-only build.*--index-url"):
+    with pytest.raises(UsageError, match=r"CPU-only build.*--index-url") as info:
         tip.run_cell_magic("cuda", "--torch run", cell)
+    # an index with wheels of this release (never cu121 or cu128 for torch 2.13), pinned to it
+    from cudamagic.core import wheels
+
+    (index,) = re.findall(r"/whl/(cu\d+)", str(info.value))
+    assert index in {wheels.tag(c) for c in wheels.wheel_cudas(torch.__version__)}
+    assert f"torch=={wheels.base_version(torch.__version__)} " in str(info.value)
 
 
 def test_undefined_name_is_a_usage_error(tip):

@@ -2,6 +2,7 @@
 
 from cudamagic.info.facts import collect, collect_facts
 from cudamagic.info.findings import findings
+from tests.inline import own_styles, plain
 
 
 def test_report_without_torch_says_not_installed(monkeypatch, fake_nvml):
@@ -73,7 +74,7 @@ def test_every_gpu_number_carries_its_source_in_text_and_html(ip, fake_nvml):
         for title, label, src in re.findall(
             r'<tr><td><span title="([^"]*)">([^<]*)</span></td><td class="cm-prose">.*?'
             r'<td class="cm-prose cm-src">([^<]*)</td></tr>',
-            page,
+            plain(page),
         )
     }
     sources = {key: (label, src) for key, label, src in GPU_COLUMNS}
@@ -124,7 +125,7 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
             m = re.search(
                 f'<div class="cm-box cm-(ok|info|warn|error)" '
                 f'data-id="{re.escape(f.id)}">(.*?</p>)</div>',
-                page,
+                plain(page),
             )
             assert m, (scenario, f.id)
             assert m.group(1) == {"warning": "warn"}.get(f.severity, f.severity)
@@ -133,16 +134,16 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
             expected = f"{style.icon(m.group(1))} {word}{f.title} {f.cause}" + (
                 f" Fix: {f.fix}" if f.fix else ""
             )
-            assert shown == " ".join(expected.split()), (scenario, shown)
+            # `code` spans are <code> elements: no literal backticks in what a person reads
+            assert "`" not in shown, (scenario, shown)
+            assert "".join(shown.split()) == "".join(expected.replace("`", "").split()), shown
         assert not re.search(r"\bF\d\d\b", _user_text(page)), scenario  # no field-report ids either
-        assert "style=" not in page.split("</style>", 1)[1], (
-            scenario
-        )  # every look comes from the stylesheet
+        assert own_styles(page) == [], scenario  # every look comes from the stylesheet
 
 
 def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvml):
     fake_nvml("gpu_without_fan")
-    page = ip.run_line_magic("cudainfo", "")._repr_html_()
+    page = plain(ip.run_line_magic("cudainfo", "")._repr_html_())
     assert '<th>field</th><th class="cm-prose">GPU 0</th><th class="cm-prose">GPU 1</th>' in page
     gpus = page[page.index("<h4>GPUs</h4>") :]
     assert gpus.split("<table", 1)[0].endswith(
@@ -221,3 +222,14 @@ def test_outside_text_cannot_drive_the_terminal(fake_nvml):
     assert "\\u202eyp.hcrot" in text
     assert not any(line.lstrip().startswith("FAKE:") for line in text.splitlines())
     assert "/opt/cuda\\x0aFAKE: all good" in text
+
+
+def test_variant_named_once_when_it_is_the_kind(ip, fake_nvml):
+    """``+cpu`` reads "cpu", not "cpu (cpu)"; ``+cu126`` keeps its kind, "cu126 (cuda)"."""
+    from cudamagic.info import render
+
+    fake_nvml("no_driver")
+    facts = ip.run_line_magic("cudainfo", "").facts
+    for variant, kind, shown in (("cpu", "cpu", "cpu"), ("cu126", "cuda", "cu126 (cuda)")):
+        torch = dict(facts["torch"], variant={"variant": variant, "kind": kind})
+        assert render._variant(dict(facts, torch=torch)) == shown

@@ -11,6 +11,7 @@ import pytest
 
 from cudamagic.core import platform
 from cudamagic.core.na import NA
+from tests.inline import plain
 
 # file versions of the copies: 31.0.15.4633 is driver 546.33 (running), 31.0.15.3713 is 537.13 (an
 # older one)
@@ -71,7 +72,7 @@ def test_cudainfo_names_the_stale_nvidia_smi_and_what_to_run(ip, fake_nvml, lapt
     assert "driver model" in text and "WDDM" in text
     assert "C:\\Windows\\System32\\nvml.dll" in text  # where NVML was loaded from
     assert report.facts["gpus"][0]["driver_model.current"] == "WDDM"
-    page = report._repr_html_()
+    page = plain(report._repr_html_())
     assert (
         '<span title="nvmlDeviceGetDriverModel' in page and '<td class="cm-prose">WDDM</td>' in page
     )

@@ -245,7 +245,7 @@ def test_on_summary_uses_gpu_figures(ip, fake, capsys):
     line = capsys.readouterr().out.strip()
     assert line.startswith(f"[cudamem] In[{res.execution_count}]")
     assert (
-        "cuda:0 +256.0 MiB -> 256.0 MiB (peak 256.0 MiB, reserved 256.0 MiB)" in line
+        "cuda:0 +256.0 MiB \u2192 256.0 MiB (peak 256.0 MiB, reserved 256.0 MiB)" in line
         and "\n" not in line
     )
     assert "cuda:1" not in line  # an untouched device is not listed

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from cudamagic.core.na import is_na
 from cudamagic.mem import census, free, history, result, stats
+from tests.inline import own_styles, plain
 from tests.mem.test_stats import reading
 
 MiB = 1 << 20
@@ -123,7 +124,7 @@ def test_one_changed_device_gives_one_summary_line():
         before, after, cell=123, source="x", error="OutOfMemoryError: CUDA", kind="auto"
     )
     assert rep.summary_line() == (
-        "[cudamem] In[123] 12.50 s  cuda:1 +512.0 MiB -> 612.0 MiB (peak 612.0 MiB, "
+        "[cudamem] In[123] 12.50 s  cuda:1 +512.0 MiB \u2192 612.0 MiB (peak 612.0 MiB, "
         "reserved 1.0 GiB)\n    error: OutOfMemoryError"
     )
     rep.error = None
@@ -192,9 +193,9 @@ def test_html_is_themed_aligned_and_scrolls_with_a_cue():
         html = obj._repr_html_()
         assert html.startswith('<div class="cudamagic mathjax_ignore cm-mem">'), type(obj)
         assert hard_coded_colours(html) == [], type(obj)
-        assert "style=" not in html.split("</style>", 1)[1], type(obj)
-        assert html.count("<table") == html.count('<div class="cm-scroll"><table'), type(obj)
-    page = hist._repr_html_()
+        assert own_styles(html) == [], type(obj)
+        assert html.count("<table") == plain(html).count('<div class="cm-scroll"><table'), type(obj)
+    page = plain(hist._repr_html_())
     head = re.search(r"<thead>(.*?)</thead>", page).group(1)
     assert (
         '<th class="cm-num">allocated delta</th>' in head
@@ -203,11 +204,33 @@ def test_html_is_themed_aligned_and_scrolls_with_a_cue():
     assert '<th class="cm-prose">source</th>' in head
     assert '<td class="cm-prose"><code class="cm-pre">z = 1</code></td>' in page
     assert '<td class="cm-num">+1 B</td>' in page  # the CPU cell's RSS delta
-    cell = rep._repr_html_()
+    cell = plain(rep._repr_html_())
     assert '<th class="cm-num">retries</th><th class="cm-num">OOMs</th>' in cell
     # "cell raised ...": a badge, text in the theme colour
     assert '<span class="cm-badge cm-error">' in cell
     assert '<td class="cm-num">999.0 MiB</td>' in cell
     only_cpu = history.MemHistory([cpu])._repr_html_()
     assert "allocated delta" not in only_cpu and "RSS delta" in only_cpu  # no empty GPU columns
-    assert '<td class="cm-prose"><code>' + "v" * 80 + "</code></td>" in fr._repr_html_()
+    assert '<td class="cm-prose"><code>' + "v" * 80 + "</code></td>" in plain(fr._repr_html_())
+
+
+def test_rss_that_grew_less_than_the_new_cpu_tensors_says_why():
+    """16 MiB of new CPU tensors, RSS +4 KiB: the allocator reused pages (review round 3, L12)."""
+    import dataclasses
+
+    base = result.build_report(
+        stats.Snapshot(0.0, {}, False, 100 * MiB),
+        stats.Snapshot(1.0, {}, False, 100 * MiB + 4096),
+        cell=3,
+        source="x = torch.ones(2048, 2048)",
+        error=None,
+        kind="cell",
+    )
+    row = census.TensorRow("x", (2048, 2048), "torch.float32", "cpu", 16 * MiB, new=True)
+    reused = dataclasses.replace(base, tensors=[row])
+    for shown in (repr(reused), reused._repr_html_()):
+        assert "(+4.0 KiB); the new CPU tensors hold 16.0 MiB" in " ".join(shown.split())
+    grown = dataclasses.replace(base, tensors=[row], rss_delta_bytes=16 * MiB)
+    old = dataclasses.replace(base, tensors=[dataclasses.replace(row, new=False)])
+    for quiet in (grown, old, base):
+        assert "new CPU tensors hold" not in repr(quiet) + quiet._repr_html_()

@@ -14,6 +14,7 @@ from cudamagic.core.na import is_na
 from cudamagic.mem.history import MemHistory
 from cudamagic.mem.measure import CellMemMonitor
 from cudamagic.mem.result import CellMemReport, FreeReport
+from tests.inline import plain as unstyled
 
 MiB = 1 << 20
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -96,7 +97,9 @@ def test_cell_reports_cpu_delta_and_tensors_left(tip):
     assert rows["parts[0]"].shape == (100, 10) and rows["parts[0]"].new
     assert rows["net.0.weight"].bytes == 64 * 32 * 4 and not rows["net.0.weight"].new
     assert not rows["old"].new
-    assert "big" in repr(rep) and '<td class="cm-prose"><code>big</code></td>' in rep._repr_html_()
+    assert "big" in repr(rep) and '<td class="cm-prose"><code>big</code></td>' in unstyled(
+        rep._repr_html_()
+    )
     assert len(tip.run_line_magic("cudamem", "history")) == 1
 
 

@@ -21,6 +21,7 @@ from cudamagic.prof.summary import (
     gpu_breakdown,
 )
 from cudamagic.prof.trace import load_trace, write_capped
+from tests.inline import plain
 
 
 def test_gpu_breakdown_counts_overlaps_once_and_sums_to_span():
@@ -254,7 +255,7 @@ def test_summary_and_compare_html_are_themed_and_aligned():
     )
     cpu = ProfResult(ops=ops, span_us=(0.0, 20.0), activities=["CPU"])
     for res in (with_gpu, cpu):
-        page = res._repr_html_()
+        page = plain(res._repr_html_())
         assert page.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
         assert hard_coded_colours(page.replace("#fff is not ours", "")) == []
         # the facts list is narrow
@@ -265,7 +266,7 @@ def test_summary_and_compare_html_are_themed_and_aligned():
             '<tr><th class="cm-prose cm-mono">operator</th><th class="cm-num">self %</th>'
         )
         assert '<th class="cm-num">#</th>' not in ops_head
-    page = with_gpu._repr_html_()
+    page = plain(with_gpu._repr_html_())
     assert (
         '<span class="cm-badge cm-error">\u2716 stopped by RuntimeError: &lt;boom&gt;</span>'
         in page
@@ -276,9 +277,11 @@ def test_summary_and_compare_html_are_themed_and_aligned():
     )
     assert '<th class="cm-num">kernel %</th>' in page
     assert '<span class="cm-na" title="run with --memory">N/A</span>' in page
-    assert '<span class="cm-na" title="no GPU activity recorded">N/A</span>' in cpu._repr_html_()
+    assert '<span class="cm-na" title="no GPU activity recorded">N/A</span>' in plain(
+        cpu._repr_html_()
+    )
     assert "peak allocated: N/A (run with --memory)" in repr(cpu)
-    cmp = compare(cpu, with_gpu)._repr_html_()
+    cmp = plain(compare(cpu, with_gpu)._repr_html_())
     assert (
         cmp.startswith('<div class="cudamagic mathjax_ignore cm-prof">')
         and hard_coded_colours(cmp) == []
