@@ -46,10 +46,12 @@ def test_every_summary_renders_with_its_timeline(tour, screenshots):
         text = jlab.text(box)
         assert "Top operators by self time" in text, f"cell {i}: {text[:300]}"
         assert "aten::addmm" in text, f"cell {i}: no full operator name"
-        svg = box.locator("svg").first
-        svg.wait_for(state="visible", timeout=15_000)
-        assert svg.locator("rect").count() > 0, f"cell {i}: an empty timeline"
-        jlab.assert_svg_fits(svg)
+        # the timeline is an <img> of SVG (it survives an untrusted notebook's sanitiser)
+        img = box.locator("img[src^='data:image/svg+xml']").first
+        img.wait_for(state="visible", timeout=15_000)
+        assert img.evaluate("el => el.complete && el.naturalWidth > 0"), f"cell {i}: not loaded"
+        assert "<rect" in jlab.picture_svg(img), f"cell {i}: an empty timeline"
+        jlab.assert_svg_fits(img)
         if n == 0:
             jlab.shot(out, screenshots, "profile_tour_first_summary")
 
