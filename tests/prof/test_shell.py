@@ -134,7 +134,7 @@ def test_group_by_shape_splits_an_operator_called_with_two_shapes(tip):
 
 
 def test_a_default_profile_regroups_by_shape_afterwards(tip):
-    """.table(group="shape") on a cell profiled without --group shape (the tour notebook does it)."""
+    """.table(group="shape") on a cell profiled without --group shape (the tour notebook)."""
     res = tip.run_cell_magic("torchprof", "", "train(2)")
     shapes = sorted(r.detail for r in res.rows("shape") if r.name == "aten::addmm")
     assert shapes == [
