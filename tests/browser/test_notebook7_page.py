@@ -48,9 +48,10 @@ def test_cudainfo_and_graph_render(quickstart, screenshots):
     table.wait_for(state="visible")
     assert torch.__version__ in jlab.text(table)
     graph = jlab.find_cell(quickstart, lambda src: src.startswith("%%autograd_graph"))
-    svg = jlab.outputs(graph).locator(".jp-OutputArea-output svg:has(text)").first
-    svg.wait_for(state="visible", timeout=15_000)
-    assert "Backward" in " ".join(svg.locator("text").all_text_contents())
+    img = jlab.outputs(graph).locator(jlab.GRAPH_IMG).first  # an <img> of SVG, as in JupyterLab
+    img.wait_for(state="visible", timeout=15_000)
+    assert "Backward" in jlab.picture_svg(img)
+    jlab.assert_svg_fits(img)
     jlab.shot(quickstart, screenshots, "nb7-quickstart-page")
 
 
