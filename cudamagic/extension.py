@@ -125,8 +125,9 @@ def _construct_settings(ipython) -> CudaMagics:
             trait = settings.traits().get(key)
             helptext = f" ({trait.help})" if trait is not None and trait.help else ""
             default = getattr(settings, key)
+            why = str(exc).rstrip(".")
             print(
-                f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {exc}. Using the default "
+                f"cudamagic: ignoring CudaMagics.{key} = {value!r}: {why}. Using the default "
                 f"{default!r}{helptext}. Fix it with %config CudaMagics.{key} = <value>."
             )
         except AttributeError:

@@ -17,6 +17,7 @@ import sys
 from html.parser import HTMLParser
 
 import pytest
+from IPython.core.error import UsageError
 from traitlets import Enum, Float, Int
 
 from tests.test_readme import CANNOT_RUN_HERE, prepare_shell, readme_cells, run_cells, site_cells
@@ -104,6 +105,23 @@ def test_cell_magics_print_a_cell_usage_line(ip, capsys):
     for name in ("cudafit", "autograd_graph", "torchprof", "cudamem", "cuda"):
         page = help_page(ip, capsys, name, "%%")
         assert re.search(rf"^  %%{name} \[", page, re.M), name
+
+
+def test_each_usage_line_shows_what_that_form_takes(ip, capsys):
+    # (a line-only option, a cell-only option, that option on a line) of each magic that is both
+    cases = {
+        "cuda": ("--clear-cache", "--arch", "--arch sm_90"),
+        "torchprof": ("--compare", "--top", "--top 3"),
+        "cudamem": ("--threshold", "--reset-peak", "on --reset-peak"),
+    }
+    for name, (line_opt, cell_opt, misuse) in cases.items():
+        usage = help_page(ip, capsys, name, "%%").split("\n\n")[1]
+        cell, line = usage.split(f"\n  %{name} ")
+        assert cell_opt in cell and line_opt not in cell, name
+        assert line_opt in line and cell_opt not in line, name
+        # the magic agrees: the cell's option is refused on the line
+        with pytest.raises(UsageError, match=re.escape(cell_opt)):
+            ip.run_line_magic(name, misuse)
 
 
 def test_numbered_options_state_their_unit(ip):

@@ -84,14 +84,24 @@ def options(parser, traits: dict) -> tuple[Option, ...]:
     )
 
 
-def usage(parser, prog: str) -> str:
-    """The usage line of ``parser`` under the name ``prog`` (``%%cudafit``), wrapped at 80."""
+def usage(parser, prog: str, keep=None) -> str:
+    """The usage line of ``parser`` under the name ``prog`` (``%%cudafit``), wrapped at 80.
+
+    Args:
+        parser: a magic's ``magic_arguments`` parser.
+        prog: the name the line starts with, prefix included.
+        keep: a test of an action's names (its option strings, or its dest for a positional):
+            only the actions it passes are shown; None shows all.
+    """
+    actions = [a for a in parser._actions if keep is None or keep(a.option_strings or [a.dest])]
     formatter = argparse.HelpFormatter(prog, width=80)
-    formatter.add_usage(None, parser._actions, parser._mutually_exclusive_groups, prefix="")
+    formatter.add_usage(None, actions, [], prefix="")
     return formatter.format_help().strip()
 
 
-def page_text(name: str, prefixes: str, parser, traits: dict, description: str) -> str:
+def page_text(
+    name: str, prefixes: str, parser, traits: dict, description: str, line_only=()
+) -> str:
     """The ``%magic?`` page: usage lines, the description, every option, the link.
 
     Args:
@@ -100,10 +110,17 @@ def page_text(name: str, prefixes: str, parser, traits: dict, description: str) 
         parser: its ``magic_arguments`` parser.
         traits: the settings' traits by name, for the defaults.
         description: the method's own docstring (the text and its examples).
+        line_only: for a magic that is both, the options (or positional dests) only its line
+            form takes: the ``%`` usage line shows just these, the ``%%`` line all the others.
     """
     lines = ["::", ""]
     for prefix in prefixes.split():
-        lines += ["  " + line for line in usage(parser, prefix + name).splitlines()]
+
+        def keep(names, line_form=prefix == "%"):
+            return any(n in line_only for n in names) == line_form
+
+        shown = usage(parser, prefix + name, keep if line_only else None)
+        lines += ["  " + line for line in shown.splitlines()]
     lines += ["", inspect.cleandoc(description), "", "Options:"]
     for opt in options(parser, traits):
         lines.append(f"  {opt.form}")
@@ -119,7 +136,7 @@ def page_text(name: str, prefixes: str, parser, traits: dict, description: str) 
     return "\n".join(lines) + "\n"
 
 
-def manual(settings, prefixes: str = "%"):
+def manual(settings, prefixes: str = "%", line_only=()):
     """Decorator, above ``@magic_arguments()``: make the method's docstring its manual page.
 
     Args:
@@ -127,12 +144,14 @@ def manual(settings, prefixes: str = "%"):
             fall back to a ``CudaMagics`` setting).
         prefixes: ``"%"``, ``"%%"``, or ``"%% %"`` for a magic that is both (its usage lines in
             that order).
+        line_only: for a magic that is both, the options only its line form takes (a
+            positional by its dest), so each usage line shows only what that form accepts.
     """
 
     def decorate(func):
         traits = settings.class_traits(config=True)
         func.__doc__ = page_text(
-            func.__name__, prefixes, func.parser, traits, func.parser.description or ""
+            func.__name__, prefixes, func.parser, traits, func.parser.description or "", line_only
         )
         return func
 

@@ -78,7 +78,7 @@ class CudaCellMagics(AreaMagics):
             self.add_cleanup(self._ws.remove_saved)
         return self._ws
 
-    @manual(CudaSettings, "%% %")
+    @manual(CudaSettings, "%% %", line_only={"--clear-cache"})
     @magic_arguments()
     @argument(
         "--arch",

@@ -58,7 +58,7 @@ class MemMagics(AreaMagics):
         self.growth = CellGrowth(self.shell)  # the growth notice and `%cudamem why`'s baseline
         self.add_cleanup(self.growth.stop)
 
-    @manual(MemSettings, "%% %")
+    @manual(MemSettings, "%% %", line_only=options.LINE_ONLY)
     @magic_arguments()
     @argument(
         "action",

@@ -15,6 +15,8 @@ ALLOWED_FLAGS = {
     "free": {"--out", "--var"},
     "why": set(),
 }
+#: What only the line form takes: the action word and the actions' flags.
+LINE_ONLY = {"action"} | set().union(*(f for a, f in ALLOWED_FLAGS.items() if a is not None))
 ACTIONS = "`%cudamem on`, `%cudamem off`, `%cudamem history`, `%cudamem free` or `%cudamem why`"
 
 

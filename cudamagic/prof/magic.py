@@ -124,7 +124,7 @@ class ProfMagics(AreaMagics):
         """Start the session with no profiled cell."""
         self.last = None
 
-    @manual(ProfSettings, "%% %")
+    @manual(ProfSettings, "%% %", line_only={"--compare"})
     @magic_arguments()
     @argument(
         "--group",

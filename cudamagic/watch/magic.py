@@ -141,7 +141,11 @@ class WatchMagics(AreaMagics):
         help="Stop after N samples (default: run until stopped).",
     )
     @argument("--stop", action="store_true", help="Stop the running monitor.")
-    @argument("--text", action="store_true", help="Plain-text table instead of widgets.")
+    @argument(
+        "--text",
+        action="store_true",
+        help="Plain-text table instead of widgets (default: CudaMagics.watch_text).",
+    )
     @argument(
         "--loop",
         action="store_true",

@@ -186,6 +186,7 @@ def test_nvcc_timeout_rejected_by_config(ip, value, capsys):
 def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
     ip.run_line_magic("unload_ext", "cudamagic")
     ip.config.CudaMagics.nvcc_timeout_s = -3.0
+    ip.config.CudaMagics.graph_format = "jpg"  # traitlets' own message ends in a full stop
     try:
         ip.run_line_magic("load_ext", "cudamagic")
         out = capsys.readouterr().out
@@ -193,9 +194,12 @@ def test_bad_value_in_config_file_does_not_break_load(ip, capsys):
             "ignoring CudaMagics.nvcc_timeout_s = -3.0" in out
             and "%config CudaMagics.nvcc_timeout_s" in out
         )
+        assert "ignoring CudaMagics.graph_format = 'jpg'" in out
+        assert ".." not in out  # one full stop between the setting's message and the default
         assert cm_extension.current().settings.nvcc_timeout_s == 5.0
     finally:
         ip.config.CudaMagics.pop("nvcc_timeout_s", None)
+        ip.config.CudaMagics.pop("graph_format", None)
 
 
 def test_unload_resets_nvml_so_a_new_binding_is_seen(ip, monkeypatch):
