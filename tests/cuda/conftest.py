@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 
 import pytest
 
@@ -12,10 +13,19 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 
 @pytest.fixture
 def cuda_ip(ip, tmp_path):
-    """The ``ip`` shell with ``CudaMagics.cuda_cache_dir`` set to a fresh folder."""
+    """The ``ip`` shell with ``CudaMagics.cuda_cache_dir`` set to a fresh folder.
+
+    SIGINT gets Python's own handler for the test: the interrupt tests use
+    ``_thread.interrupt_main()``, which does nothing where SIGINT is ignored (pytest started in the
+    background of a shell without job control).
+    """
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
     ip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {str(tmp_path / 'cache')!r}")
-    yield ip
-    ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = ''")
+    try:
+        yield ip
+    finally:
+        ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = ''")
+        signal.signal(signal.SIGINT, old)
 
 
 @pytest.fixture
