@@ -112,6 +112,23 @@ def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
     assert lines[-1] == f"... {len(r.drawn.nodes) - 39} more boxes"
 
 
+def test_notebook_outline_without_dot_lists_the_view_that_would_be_drawn(lstm, monkeypatch):
+    # the manual: the outline is of the view the picture would be (collapsed past the budget),
+    # not of the whole graph: every box of it, up to 300 lines
+    monkeypatch.setenv("PATH", "/nonexistent")
+    sizes = {}
+    for line in ("", "--max-nodes 5000"):
+        r = magic(lstm, line, LSTM_CELL)
+        pres = re.findall(r"<pre>(.*?)</pre>", r._repr_html_(), re.S)
+        outline = [p for p in pres if "digraph" not in p and "&lt;-" in p]
+        assert len(outline) == 1, line
+        sizes[line] = (len(outline[0].strip().splitlines()), len(r.drawn.nodes), r.graph.nodes)
+    lines, boxes, nodes = sizes[""]
+    assert lines == boxes < 60 < len(nodes)  # collapsed: the outline is the collapsed view
+    lines, boxes, nodes = sizes["--max-nodes 5000"]
+    assert lines == 300 < boxes  # the full view, cut at 300 lines
+
+
 @needs_dot
 def test_terminal_outline_is_at_most_40_lines_with_dot(lstm):
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
