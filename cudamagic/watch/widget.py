@@ -53,12 +53,13 @@ _Y_AXIS_PX = 34
 # ---- HTML -----------------------------------------------------------------------------------
 
 
-def part(fragment: str) -> str:
-    """One widget's HTML.
+#: The element around one widget's HTML (the stylesheet's scope, no math typesetting).
+PART_OPEN = f'<div class="cudamagic {NO_MATH} cm-part">'
 
-    The fragment in a ``cudamagic`` element (the stylesheet's scope, no math typesetting).
-    """
-    return f'<div class="cudamagic {NO_MATH} cm-part">{fragment}</div>'
+
+def part(fragment: str) -> str:
+    """One widget's HTML: the fragment in a ``cudamagic`` element (:data:`PART_OPEN`)."""
+    return f"{PART_OPEN}{fragment}</div>"
 
 
 def _w(mw):
@@ -382,8 +383,8 @@ def _time_axis(times) -> tuple:
     return when, axis
 
 
-def _chart(index: int, xs, when: str, axis: str, util_lines: str, mem_lines: str) -> str:
-    """The live chart's HTML around its polylines; ``xs``: their x (centiseconds).
+def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
+    """The live chart's HTML pieces around ``lines``, its polylines; ``xs``: their x (centiseconds).
 
     A key (utilization solid, memory used dashed), a 0-100 % scale with a 50 % grid line, and the
     time axis: first and last sample's clock time and the span between them. x is the time, so the
@@ -399,23 +400,21 @@ def _chart(index: int, xs, when: str, axis: str, util_lines: str, mem_lines: str
         f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
     )
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
-    svg = (
-        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
-        'preserveAspectRatio="none" '
-        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
-        f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
-        'vector-effect="non-scaling-stroke"/>'
-        f"{mem_lines}{util_lines}</svg>"
-    )
-    return (
+    return [
         '<div class="cm-chart"><div class="cm-chart-key"><span><span '
         'class="cm-swatch"></span>utilization'
         '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
         f'<div class="cm-chart-body"><div class="cm-chart-y" style="flex:0 0 {_Y_AXIS_PX}px">'
         "<span>100%</span><span>50%</span><span>0%</span></div>"
-        f'{svg}</div><div class="cm-chart-x" '
-        f'style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div></div>'
-    )
+        f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
+        'preserveAspectRatio="none" '
+        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
+        f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
+        'vector-effect="non-scaling-stroke"/>',
+        *lines,
+        f'</svg></div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div>'
+        "</div>",
+    ]
 
 
 def chart_image_html(history, index: int) -> str:
@@ -500,9 +499,9 @@ def status_html(sample, label: str, state: str, samples_taken: int, error: str) 
     )
 
 
-def gpu_row_html(card: str, chart: str) -> str:
-    """One GPU's row: its card and its chart (the chart moves below in a narrow output)."""
-    return f'<div class="cm-gpu-row"><div class="cm-card">{card}</div>{chart}</div>'
+def gpu_row(card: str, chart: list) -> list:
+    """One GPU's row as pieces: its card and its chart (below the card in a narrow output)."""
+    return ['<div class="cm-gpu-row"><div class="cm-card">', card, "</div>", *chart, "</div>"]
 
 
 def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
@@ -513,7 +512,7 @@ def snapshot_html(sample, history, label, state, samples_taken, error) -> str:
     parts = [f"<style>{WATCH_CSS}</style>", status_html(sample, label, state, samples_taken, error)]
     if sample is not None:
         for g in sample.gpus:
-            parts.append(gpu_row_html(gpu_html(g), chart_image_html(history, g.index)))
+            parts += gpu_row(gpu_html(g), [chart_image_html(history, g.index)])
         parts.append(f"<div>{host_html(sample)}</div>")
     return page("".join(parts), "watch")
 
@@ -660,7 +659,7 @@ class WatchView(View):
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
     ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
-    HTML widget ``gpus`` holding a row per GPU (:func:`gpu_row_html`: the card grows, the chart
+    HTML widget ``gpus`` holding a row per GPU (:func:`gpu_row`: the card grows, the chart
     is fixed at :data:`~.style.CHART_WIDTH_PX` and moves below the numbers in a narrow output)
     and the host line, and a hidden widget holding the stylesheet. A tick sets two traits
     whatever the number of GPUs: each message to the front end costs the sampler thread more
@@ -730,20 +729,13 @@ class WatchView(View):
             by_index = {g.index: g for g in sample.gpus}
             xs = list(self._xs)
             when, axis = _time_axis(list(self._times))
-            rows = []
+            pieces = [PART_OPEN]  # joined once: a tick copies the HTML of every GPU once
             for i in self.indices:
                 util, mem = self._ys[i]
-                chart = _chart(
-                    i,
-                    xs,
-                    when,
-                    axis,
-                    util.polylines("cm-line-util"),
-                    mem.polylines("cm-line-mem"),
-                )
-                rows.append(gpu_row_html(self._card(i, by_index.get(i)), chart))
-            rows.append(f"<div>{host_html(sample)}</div>")
-            out[self.gpus] = part("".join(rows))
+                lines = [mem.polylines("cm-line-mem"), util.polylines("cm-line-util")]
+                pieces += gpu_row(self._card(i, by_index.get(i)), _chart(i, xs, when, axis, lines))
+            pieces += [f"<div>{host_html(sample)}</div>", "</div>"]
+            out[self.gpus] = "".join(pieces)
         return out
 
     def show(self, sample, history, state, samples_taken, error) -> None:
