@@ -31,10 +31,11 @@ from IPython.display import display
 from ..core.fmt import plural
 from .cluster import HostTracker
 from .clusterview import ClusterViews
+from .render import live_fallback_html, live_fallback_line
 from .sampler import Sampler
 from .samples import sample_rows
 from .sources import EndOfTrace, Source
-from .widget import MachineViews, live_fallback_html, live_fallback_line
+from .widget import MachineViews
 
 #: The widget mimetype of ipywidgets 8 (what a saved notebook keeps of a widget output).
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

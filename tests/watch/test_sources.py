@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from cudamagic.core.na import is_na
+from cudamagic.watch.render import gpu_html, sample_text
 from cudamagic.watch.sampler import Sampler
 from cudamagic.watch.samples import TorchSample
 from cudamagic.watch.sources import (
@@ -22,9 +23,7 @@ from cudamagic.watch.sources import (
     LiveSource,
     read_torch_allocator,
 )
-from cudamagic.watch.text import sample_text
 from cudamagic.watch.trace import sample_to_json
-from cudamagic.watch.widget import gpu_html
 from tests.fake_nvml import GIB, SCENARIOS
 from tests.watch.fakes import FakeClock, FakeHost, live, wait_until
 

@@ -14,17 +14,17 @@ import pytest
 
 from cudamagic.watch import monitor as W
 from cudamagic.watch.clusterview import cluster_html
-from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
-from cudamagic.watch.text import sample_text
-from cudamagic.watch.trace import read_trace
-from cudamagic.watch.widget import (
-    WatchView,
+from cudamagic.watch.render import (
     gpu_html,
     host_html,
     live_fallback_html,
+    sample_text,
     snapshot_html,
     span_text,
 )
+from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
+from cudamagic.watch.trace import read_trace
+from cudamagic.watch.widget import WatchView
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import DEMO, gpu_row, live, wait_until
 
