@@ -152,25 +152,17 @@ class HostReader:
             return sum(os.times()[:2])
         return sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
 
-    def _child_pids(self):
-        """Pids of direct children.
-
-        :func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere.
-        """
-        return platform.child_pids(self.pid, self._proc)
-
     def _workers(self, dt, now):
         if self._proc is None:
             return ()
         if now - self._listed[0] >= CHILD_LISTING_S:
             try:
-                self._listed = (now, self._child_pids())
+                self._listed = (now, platform.child_pids(self.pid, self._proc))
             except Exception:
                 return ()
-        pids = self._listed[1]
         known = {}
         out, seen = [], {}
-        for pid in sorted(pids):
+        for pid in sorted(self._listed[1]):
             entry = self._known.get(pid)
             if entry is None:  # classify once per pid: the command line does not change
                 try:
@@ -518,10 +510,6 @@ class LiveSource(Source):
             return UNKNOWN_OWNER_CMDLINE
         return cmdline if mine else PRIVATE_CMDLINE
 
-    def _counters_once(self):
-        """A callable reading the Windows GPU memory counters at most once (one tick)."""
-        return functools.cache(self.counter_reader)
-
     def read_gpu(self, index, names, counters=None) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
         dev = nvml.device(index)
@@ -542,7 +530,7 @@ class LiveSource(Source):
                     for m in got
                 )
         procs = (
-            self._processes(dev, names, counters or self._counters_once())
+            self._processes(dev, names, counters or functools.cache(self.counter_reader))
             if dev.lost is None
             else dev.lost
         )
@@ -561,7 +549,7 @@ class LiveSource(Source):
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """Read everything once."""
         names = {}
-        counters = self._counters_once()
+        counters = functools.cache(self.counter_reader)  # read at most once a tick
         gpus = (
             tuple(self.read_gpu(i, names, counters) for i in self.devices)
             if self.status is None

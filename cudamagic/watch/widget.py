@@ -208,7 +208,7 @@ class WatchView(View):
     def _card(self, i, g) -> str:
         """GPU ``i``'s card, rendered again only when its GPU reads differently."""
         drawn = self._cards.get(i)
-        if drawn is None or not _same(drawn[0], g):
+        if drawn is None or drawn[0] != g:  # GpuSamples (or None) that read the same: one card
             html = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
             drawn = self._cards[i] = (g, html)
         return drawn[1]
@@ -267,11 +267,6 @@ class _Line:
         if self.text is None or len(self.points) < 2:
             return _polylines(list(self.points), cls)
         return _polyline(self.text, cls)
-
-
-def _same(a, b) -> bool:
-    """Whether two GpuSamples (or None) read the same: the same card."""
-    return a is b or (a is not None and b is not None and a == b)
 
 
 class MachineViews:
