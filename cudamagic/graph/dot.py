@@ -24,10 +24,11 @@ from .model import (
     VIEW,
 )
 
-# kind -> fill colour: torchviz's colours, as names and values both Graphviz and CSS know
+# kind -> fill colour: torchviz's colours, as names and values both Graphviz and CSS know, except
+# AccumulateGrad: thistle, not the backward ops' grey. A folded run is backward ops: grey, 2 borders.
 _FILL = {
     BACKWARD: "lightgray",
-    ACCUMULATE: "lightgray",
+    ACCUMULATE: "thistle",
     PARAM: "lightblue",
     LEAF: "lightcyan",
     OUTPUT: "#caff70",  # Graphviz's darkolivegreen1 (torchviz), as CSS knows it
