@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..core import platform, style
 from ..core.display import Displayed
-from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
+from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, md_code, plural
 from ..core.growth import Growth, GrowthDetector
 from ..core.na import is_na, jsonable, plain_data
 from . import sites
@@ -290,7 +290,7 @@ def why_html(r: WhyReport) -> str:
             esc(h.kind),
             esc(_grew(h, r)),
             esc("; ".join(x for x in (graph_text(h), ", ".join(h.entries)) if x)),
-            esc(h.fix),
+            md_code(h.fix),
         ]
         for h in r.holders
     ]
