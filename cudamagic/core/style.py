@@ -141,7 +141,7 @@ _CLASS_ATTR = re.compile(r'\sclass="([^"]*)"')
 _STYLE_ATTR = re.compile(r'\sstyle="([^"]*)"')
 
 LEVELS = ("ok", "info", "warn", "error")
-_ICON = {"ok": "\u2713", "info": "\u24d8", "warn": "\u26a0", "error": "\u2716"}
+_ICON = {"ok": "\u2713", "info": "\u2139", "warn": "\u26a0", "error": "\u2716"}
 
 
 def page(body_html: str, kind: str) -> str:

@@ -20,7 +20,7 @@ from ..core.fmt import (
 from ..core.na import NA, is_na
 from . import health
 
-SEVERITY_ICON = {"error": "✖", "warning": "⚠", "info": "ⓘ", "ok": "✔"}
+SEVERITY_ICON = {"error": "✖", "warning": "⚠", "info": "ℹ", "ok": "✔"}
 NOT_COLLECTED = NA("not collected", "error")
 NO_TORCH = NA("PyTorch is not installed in this kernel", "not_installed")
 

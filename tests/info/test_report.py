@@ -143,17 +143,6 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
         assert own_styles(page) == [], scenario  # every look comes from the stylesheet
 
 
-def test_severity_icons_are_symbols_not_letters():
-    """Each level's icon is a symbol: U+2139 (information source) is a letter, read as an "i"."""
-    import unicodedata
-
-    from cudamagic.core import style
-    from cudamagic.info.render import SEVERITY_ICON
-
-    icons = [style.icon(level) for level in style.LEVELS] + list(SEVERITY_ICON.values())
-    assert [unicodedata.category(i) for i in icons] == ["So"] * len(icons), icons
-
-
 def test_gpu_table_has_one_column_per_gpu_and_wraps_in_a_scroll_box(ip, fake_nvml):
     fake_nvml("gpu_without_fan")
     page = plain(ip.run_line_magic("cudainfo", "")._repr_html_())
