@@ -294,16 +294,21 @@ def why_html(r: WhyReport) -> str:
         ]
         for h in r.holders
     ]
-    table = html_table(["holder", "kind", "memory", "how", "fix"], rows, prose=(3, 4))
+    table = style.scroll(html_table(["holder", "kind", "memory", "how", "fix"], rows, prose=(3, 4)))
     body = (
         f"<div><b>{esc(_headline(r))}</b></div><div>{esc(_scope(r))}</div>"
         + (table if rows else "<div>nothing holds a growing amount of tensor memory</div>")
         + (
             f"<div>{esc(SITES_TITLE)}</div>"
-            + html_table(
-                ["grew", "now", "allocated at"],
-                [[esc(f"+{format_bytes(g)}"), esc(format_bytes(b)), esc(s)] for s, g, b in r.sites],
-                num=(0, 1),
+            + style.scroll(
+                html_table(
+                    ["grew", "now", "allocated at"],
+                    [
+                        [esc(f"+{format_bytes(g)}"), esc(format_bytes(b)), esc(s)]
+                        for s, g, b in r.sites
+                    ],
+                    num=(0, 1),
+                )
             )
             if r.sites
             else ""

@@ -239,3 +239,5 @@ def test_cudamem_why_html_shows_the_fix_commands_as_code(ip):
     assert "`running_loss += loss.item()`" in repr(report)
     fix = report._repr_html_().split("<td", 5)[-1]  # the first row's last cell
     assert "<code>running_loss += loss.item()</code>" in fix and "`" not in fix, fix
+    page = report._repr_html_()  # the table scrolls in its own box in a narrow output
+    assert page.count("<table") == page.count('<div class="cm-scroll" style="') >= 1, page
