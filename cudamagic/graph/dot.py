@@ -37,7 +37,7 @@ _FILL = {
     MODULE: "lightyellow",
     RUN: "lightgray",
 }
-_SHAPE = {MODULE: ', shape="box3d"', RUN: ', peripheries="2"'}
+_SHAPE = {MODULE: ', shape="box3d", margin="0.11,0.1"', RUN: ', peripheries="2"'}
 _LEGEND = {
     BACKWARD: "backward op (grad_fn)",
     ACCUMULATE: "AccumulateGrad (writes .grad)",
