@@ -25,7 +25,7 @@ from .model import (
 )
 
 # kind -> fill colour: torchviz's colours, as names and values both Graphviz and CSS know, except
-# AccumulateGrad: thistle, not the backward ops' grey. A folded run is backward ops: grey, 2 borders.
+# AccumulateGrad: thistle, not the backward ops' grey. A folded run is backward ops: grey, 2 rims.
 _FILL = {
     BACKWARD: "lightgray",
     ACCUMULATE: "thistle",
