@@ -196,12 +196,18 @@ class Comparison(Displayed):
 
     def to_html(self):
         """The HTML form (notebook)."""
+        # the name second, not last: in a narrow output the numbers scroll, the name stays in view
         rows = [
-            [esc(c) for c in cells[:-1]] + [name_html(cells[-1])]
+            [esc(cells[0]), name_html(cells[-1])] + [esc(c) for c in cells[1:-1]]
             for cells in (self._cells(i, r) for i, r in enumerate(self.rows[: self.top], 1))
         ]
+        head = self.headers()
         table = html_table(
-            self.headers(), rows, num=(0, 1, 2, 3, 4, 5), prose=(6,), col_cls={6: "cm-mono"}
+            [head[0], head[-1], *head[1:-1]],
+            rows,
+            num=(0, 2, 3, 4, 5, 6),
+            prose=(1,),
+            col_cls={1: "cm-mono"},
         )
         changes = "".join(f"<li>{esc(c)}</li>" for c in self.changes)
         changes = (

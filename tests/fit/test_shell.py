@@ -96,6 +96,9 @@ def test_does_not_fit_gives_reestimated_suggestions(ip):
     assert 0 < half.peak_reserved_bytes < r.peak_reserved_bytes
     assert half.saving_bytes == r.peak_reserved_bytes - half.peak_reserved_bytes
     assert "does not fit" in repr(r) and "half the batch" in r._repr_html_()
+    # each table scrolls in its own box: a narrow output (353 px) keeps the page from scrolling
+    page = r._repr_html_()
+    assert page.count("<table") == page.count('<div class="cm-scroll" style="') >= 3, page
 
 
 def test_dtype_bf16_lowers_the_activations(ip):

@@ -158,6 +158,49 @@ def test_autograd_graph_manual_is_complete(ip, capsys):
 
 
 @needs_dot
+def test_legend_swatches_are_distinct_and_the_colours_of_the_drawn_nodes(mlp):
+    """Each legend swatch has the fill of its nodes in the picture; no two swatches share one."""
+    r = magic(mlp, "", "loss = model(x).pow(2).mean()\nloss")
+    html = r._repr_html_()
+    swatches = {
+        text: re.search(r'fill="([^"]+)"', base64.b64decode(uri).decode()).group(1)
+        for uri, text in re.findall(
+            r'<span class="cm-legend-item"[^>]*><img alt=""[^>]* '
+            r'src="data:image/svg\+xml;base64,([^"]+)"[^>]*>([^<]+)</span>',
+            html,
+        )
+    }
+    node_fill = {
+        label: fill
+        for fill, label in re.findall(
+            r'<polygon fill="([^"]+)"[^>]*/>\s*<text[^>]*>([^<]+)</text>', picture(html)
+        )
+    }
+    assert swatches["backward op (grad_fn)"] == node_fill["AddmmBackward0"]
+    assert swatches["AccumulateGrad (writes .grad)"] == node_fill["AccumulateGrad"]
+    assert swatches["parameter (module path)"] == node_fill["model.0.weight"]
+    assert len(set(swatches.values())) == len(swatches) >= 4, swatches
+
+
+@needs_dot
+def test_module_box_label_clears_its_3d_top_edge(ip):
+    """A collapsed module's box3d: the first label line sits below the front face's top edge."""
+    import torch
+
+    ip.user_ns.update(model=torch.nn.Sequential(torch.nn.Linear(3, 4)), x=torch.randn(2, 3))
+    svg = picture(magic(ip, "--depth 0", "model(x).sum()")._repr_html_())
+    node = re.search(r'<g id="node\d+" class="node">(?:(?!</g>).)*?>model</text>', svg, re.S).group(
+        0
+    )
+    front_top = float(
+        re.search(r'<polyline fill="none" stroke="black" points="[\d.]+,(-?[\d.]+) ', node).group(1)
+    )
+    first = re.search(r'<text [^>]*y="(-?[\d.]+)"[^>]*font-size="([\d.]+)"', node)
+    baseline, size = float(first.group(1)), float(first.group(2))
+    assert baseline - size >= front_top, (baseline, size, front_top)
+
+
+@needs_dot
 def test_untrusted_notebook_shows_the_picture_and_legend_and_no_stray_text(mlp):
     """JupyterLab's sanitiser (untrusted notebook) keeps the picture, the legend, the caption."""
     r = magic(mlp, "", "loss = model(x).pow(2).mean()\nloss")
