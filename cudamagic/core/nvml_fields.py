@@ -348,7 +348,7 @@ def check_values(values: dict, context: dict | None = None) -> dict:
     ``values`` + ``context`` are the bounds.
     """
     ctx = dict(context or {})
-    ctx.update({k: v for k, v in values.items() if not is_na(v)})
+    ctx.update({k: v for k, v in values.items() if not isinstance(v, NA)})
     for k in (
         "power.limit",
         "memory.total",
@@ -357,7 +357,43 @@ def check_values(values: dict, context: dict | None = None) -> dict:
     ):  # bounds must be sane too
         if k in ctx:
             ctx[k] = check_value(k, ctx[k])
-    return {k: check_value(k, v, ctx) for k, v in values.items()}
+    # a plain int no bound above can refuse passes at once (a monitor tick checks ~20 per GPU)
+    top = {**_TOP, **{f: _bound(f, ctx) for f in _BOUNDED}}
+    return {
+        k: v if type(v) is int and 0 <= v <= top.get(k, _SENTINEL_32) else check_value(k, v, ctx)
+        for k, v in values.items()
+    }
+
+
+_SENTINEL_32 = 0xFFFFFFFE  # below NVML's "not available" 0xFFFFFFFF
+#: The largest value of a field that passes :func:`check_value` whatever the other readings.
+_TOP = {
+    **dict.fromkeys(_PCT_FIELDS, 100),
+    "temperature.gpu": MAX_TEMPERATURE_C,
+    "pstate": 15,
+    "power.limit": MAX_POWER_MW,
+    "clocks.max.sm": MAX_CLOCK_MHZ,
+    "clocks.max.mem": MAX_CLOCK_MHZ,
+    "memory.total": MAX_MEMORY_BYTES,
+}
+#: Fields bounded by another reading: field -> (that reading, its largest sane value, factor,
+#: the bound without it).
+_BOUNDED = {
+    "power.draw": ("power.limit", MAX_POWER_MW, 2, MAX_POWER_MW),
+    "clocks.sm": ("clocks.max.sm", MAX_CLOCK_MHZ, 1.05, MAX_CLOCK_MHZ),
+    "clocks.mem": ("clocks.max.mem", MAX_CLOCK_MHZ, 1.05, MAX_CLOCK_MHZ),
+    **dict.fromkeys(
+        ("memory.used", "memory.free", "memory.reserved"),
+        ("memory.total", MAX_MEMORY_BYTES, 1, 0xFFFFFFFFFFFFFFFE),
+    ),
+}
+
+
+def _bound(field, ctx):
+    """``field``'s largest value :func:`check_value` passes with the readings ``ctx``."""
+    other, sane, factor, top = _BOUNDED[field]
+    v = ctx.get(other)
+    return min(top, v * factor) if isinstance(v, int) and 0 < v <= sane else top
 
 
 def check_process(pid, used, memory_total=None):

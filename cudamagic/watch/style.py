@@ -53,15 +53,15 @@ WATCH_CSS = f"""
 .cudamagic .cm-gpu-head{{font-weight:600}}
 .cudamagic table.cm-rows{{border-collapse:collapse;margin:2px 0;color:inherit}}
 .cudamagic table.cm-rows tr,.cudamagic table.cm-rows tr:nth-child(odd){{background:transparent}}
-.cudamagic table.cm-rows td{{border:none;line-height:1.4}}
+.cudamagic table.cm-rows td{{border:none;line-height:1.4;text-align:left;vertical-align:top;
+  padding:0}}
+.cudamagic table.cm-rows td.cm-k{{padding:0 10px 0 0}}
 .cudamagic .cm-rows .cm-k{{color:var(--jp-content-font-color2,inherit)}}
 .cudamagic .cm-meter{{white-space:nowrap;display:inline-flex;align-items:center;gap:6px}}
-.cudamagic .cm-bar{{display:inline-flex;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;
-  overflow:hidden;
- background:var(--jp-layout-color2,transparent);
-  border:1px solid var(--jp-border-color1,currentColor);
- border-radius:2px;box-sizing:border-box}}
-.cudamagic .cm-bar>span{{display:block;height:100%}}
+.cudamagic .cm-bar{{display:inline-block;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;
+  overflow:hidden;background:var(--jp-layout-color2,transparent);
+  border:1px solid var(--jp-border-color1,currentColor);border-radius:2px;box-sizing:border-box;vertical-align:middle;white-space:nowrap}}
+.cudamagic .cm-bar>span{{display:inline-block;height:100%}}
 .cudamagic .cm-fill-util{{background:{UTIL}!important}}
 .cudamagic .cm-fill-mem{{background:{MEM}!important}}
 .cudamagic .cm-fill-rsv{{
@@ -136,6 +136,30 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
         f'<span class="cm-fill-{kind}" style="display:inline-block;height:100%;'
         f'width:{frac * 100:.1f}%;background-color:{PLAIN[kind]}"></span>{extra}</span>'
     )
+
+
+#: The inline styles of :func:`bar_html`, :func:`meter_html` and the card's rows that the
+#: stylesheet above repeats (the same look): the live widget, which has the stylesheet, drops them
+#: (a card's HTML is a third smaller, and a tick sends every card); a fill keeps its width.
+LIVE_DROPS = (
+    (' style="text-align:left;vertical-align:top;padding:0 10px 0 0"', ""),
+    (' style="text-align:left;vertical-align:top;padding:0"', ""),
+    (' style="white-space:nowrap"', ""),
+    (
+        f' style="display:inline-block;width:{BAR_WIDTH_PX}px;height:10px;border:1px solid #888;'
+        'vertical-align:middle;white-space:nowrap;overflow:hidden"',
+        ' style="border:1px solid #888"',  # a plain grey, as in a saved notebook
+    ),
+    ('style="display:inline-block;height:100%;width:', 'style="width:'),
+    *((f";background-color:{PLAIN[k]}", "") for k in ("util", "mem")),
+)
+
+
+def live_html(html: str) -> str:
+    """``html`` without the inline styles :data:`LIVE_DROPS` lists (for the live widget)."""
+    for old, new in LIVE_DROPS:
+        html = html.replace(old, new)
+    return html
 
 
 def meter_html(bar: str, value_html: str) -> str:

@@ -7,6 +7,7 @@ import random
 
 from cudamagic.watch import render, widget
 from cudamagic.watch.render import gpu_html
+from cudamagic.watch.style import live_html
 from cudamagic.watch.widget import WatchView
 from tests.watch.fakes import gpu_row, live
 
@@ -55,7 +56,7 @@ def test_a_card_changes_again_when_its_gpu_does(fake_nvml):
     s2 = dataclasses.replace(s1, seq=2, timestamp_s=1001.0, gpus=(s1.gpus[0], g1))
     view.apply(s2, [s1, s2], samples_taken=2)
     assert gpu_row(view, 1) != before and "88 °C" in gpu_row(view, 1)
-    assert gpu_html(g1) in gpu_row(view, 1) and gpu_html(s1.gpus[1]) in before
+    assert live_html(gpu_html(g1)) in gpu_row(view, 1) and live_html(gpu_html(s1.gpus[1])) in before
     del fake
     view.close()
 
