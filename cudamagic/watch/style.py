@@ -60,7 +60,8 @@ WATCH_CSS = f"""
 .cudamagic .cm-meter{{white-space:nowrap;display:inline-flex;align-items:center;gap:6px}}
 .cudamagic .cm-bar{{display:inline-block;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;
   overflow:hidden;background:var(--jp-layout-color2,transparent);
-  border:1px solid var(--jp-border-color1,currentColor);border-radius:2px;box-sizing:border-box;vertical-align:middle;white-space:nowrap}}
+  border:1px solid var(--jp-border-color1,currentColor);border-radius:2px;
+  box-sizing:border-box;vertical-align:middle;white-space:nowrap}}
 .cudamagic .cm-bar>span{{display:inline-block;height:100%}}
 .cudamagic .cm-fill-util{{background:{UTIL}!important}}
 .cudamagic .cm-fill-mem{{background:{MEM}!important}}
