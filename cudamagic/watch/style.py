@@ -30,6 +30,8 @@ No IPython or ipywidgets import here; plain strings.
 
 from __future__ import annotations
 
+import functools
+
 #: Line / bar colours (theme variables with a fallback for front ends without them).
 UTIL = "var(--jp-brand-color1,#1976d2)"
 MEM = "var(--jp-success-color1,#388e3c)"
@@ -158,9 +160,7 @@ LIVE_DROPS = (
 
 def live_html(html: str) -> str:
     """``html`` without the inline styles :data:`LIVE_DROPS` lists (for the live widget)."""
-    for old, new in LIVE_DROPS:
-        html = html.replace(old, new)
-    return html
+    return functools.reduce(lambda h, drop: h.replace(*drop), LIVE_DROPS, html)
 
 
 def meter_html(bar: str, value_html: str) -> str:

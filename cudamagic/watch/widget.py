@@ -32,7 +32,7 @@ from .render import (
     spark_point,
     status_html,
 )
-from .style import WATCH_CSS, live_html
+from .style import WATCH_CSS
 
 #: The element around one widget's HTML (the stylesheet's scope, no math typesetting).
 PART_OPEN = f'<div class="cudamagic {NO_MATH} cm-part">'
@@ -210,7 +210,7 @@ class WatchView(View):
         drawn = self._cards.get(i)
         if drawn is None or drawn[0] != g:  # GpuSamples (or None) that read the same: one card
             html = (
-                live_html(gpu_html(g))  # the stylesheet is there: the inline look is not sent
+                gpu_html(g, live=True)  # the stylesheet is there: the inline look is not sent
                 if g is not None
                 else f"<div>GPU {int(i)}: not in this sample</div>"
             )

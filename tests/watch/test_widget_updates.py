@@ -31,7 +31,9 @@ def test_an_unchanged_gpu_card_is_not_rendered_and_all_gpus_are_one_trait_set(
     s1 = src.read(1, 1000.0)
     view.apply(s1, [s1], samples_taken=1)
     rendered = []
-    monkeypatch.setattr(widget, "gpu_html", lambda g: rendered.append(g.index) or gpu_html(g))
+    monkeypatch.setattr(
+        widget, "gpu_html", lambda g, live: rendered.append(g.index) or gpu_html(g, live)
+    )
     sets = _count_sets(view)
     s2 = src.read(2, 1001.0)
     card1 = gpu_row(view, 1).split('<div class="cm-chart">')[0]
