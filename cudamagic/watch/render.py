@@ -741,8 +741,16 @@ def _x_of(t: float, t0: float) -> int:
     return round((t - t0) * 100)
 
 
-def _polylines(points, cls: str) -> str:
-    """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None."""
+def _polylines(
+    points,
+    cls: str,
+    look: str = ' fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke"',
+) -> str:
+    """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None.
+
+    ``look``: the line's look as attributes (the chart images; the live widget's stylesheet has
+    it).
+    """
     if None not in points:
         segs = [" ".join(points)] if len(points) > 1 else []
     else:
@@ -756,14 +764,11 @@ def _polylines(points, cls: str) -> str:
             seg.append(p)
         if len(seg) > 1:
             segs.append(" ".join(seg))
-    return "".join(_polyline(s, cls) for s in segs)
+    return "".join(_polyline(s, cls, look) for s in segs)
 
 
-def _polyline(points_text: str, cls: str) -> str:
-    return (
-        f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
-        f'vector-effect="non-scaling-stroke" points="{points_text}"/>'
-    )
+def _polyline(points_text: str, cls: str, look: str) -> str:
+    return f'<polyline class="{cls}"{look} points="{points_text}"/>'
 
 
 def _time_axis(times) -> tuple:
@@ -806,7 +811,7 @@ def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
         "<span>100%</span><span>50%</span><span>0%</span></div>"
         f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
         'preserveAspectRatio="none" '
-        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
+        f'role="img" aria-label="{label}"><title>{label}</title>'
         f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
         'vector-effect="non-scaling-stroke"/>',
         *lines,

@@ -87,6 +87,7 @@ WATCH_CSS = f"""
 .cudamagic .cm-chart-x{{display:flex;justify-content:space-between;gap:6px;
   margin-left:calc(3.2em + 3px);
  font-variant-numeric:tabular-nums}}
+.cudamagic .cm-chart polyline{{fill:none;stroke-width:1.5px;vector-effect:non-scaling-stroke}}
 .cudamagic .cm-line-util{{stroke:{UTIL}}}
 .cudamagic .cm-line-mem{{stroke:{MEM};stroke-dasharray:4 2}}
 .cudamagic .cm-grid{{stroke:var(--jp-border-color2,currentColor);stroke-dasharray:2 3}}

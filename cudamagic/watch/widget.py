@@ -269,8 +269,8 @@ class _Line:
     def polylines(self, cls: str) -> str:
         """The polylines' HTML (see :func:`_polylines`)."""
         if self.text is None or len(self.points) < 2:
-            return _polylines(list(self.points), cls)
-        return _polyline(self.text, cls)
+            return _polylines(list(self.points), cls, "")
+        return _polyline(self.text, cls, "")  # the look: in the stylesheet
 
 
 class MachineViews:

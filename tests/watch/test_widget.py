@@ -180,10 +180,11 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
 
 def test_live_cards_drop_only_the_inline_look_the_stylesheet_repeats(fake_nvml):
     fake_nvml("gpu_without_fan")
-    s = live().read(1, 1000.0)
+    src = live()
+    s0, s = src.read(1, 1000.0), src.read(2, 1001.0)
     card = gpu_html(s.gpus[0])
     view = WatchView([0])
-    view.apply(s, [s])
+    view.apply(s, [s0, s])
     shown = gpu_row(view, 0)
     assert live_html(card) in shown and len(live_html(card)) < 0.7 * len(card)
     assert re.sub(r"<[^>]*>", "", live_html(card)) == re.sub(r"<[^>]*>", "", card)  # same text
@@ -207,6 +208,10 @@ def test_live_cards_drop_only_the_inline_look_the_stylesheet_repeats(fake_nvml):
     ):
         assert set(dropped.split(";")) <= {d.strip() for d in rules[sel].split(";")}, sel
     assert "!important" in rules[".cudamagic .cm-fill-util"]
+    # the chart lines: their look in the stylesheet, as attributes only in the saved images
+    assert "<polyline" in shown and 'fill="none"' not in shown and "stroke-width" not in shown
+    look = {"fill:none", "stroke-width:1.5px", "vector-effect:non-scaling-stroke"}
+    assert set(rules[".cudamagic .cm-chart polyline"].split(";")) == look
     view.close()
 
 

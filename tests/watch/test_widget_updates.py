@@ -93,4 +93,4 @@ def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
             p = None if rng.random() < 0.05 else f"{k},{rng.randint(0, 100)}"  # None: a gap
             line.add(p)
             points = [*points, p][-n:]
-            assert line.polylines("c") == render._polylines(points, "c"), (n, k)
+            assert line.polylines("c") == render._polylines(points, "c", ""), (n, k)
