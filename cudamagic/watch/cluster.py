@@ -316,7 +316,6 @@ def _gpu(meta: dict, slots: list, values: list) -> GpuSample:
         missing = _MISSING[exporter] = NA(
             f"not exported by the {exporter} exporter", "not_exported"
         )
-    vals = dict(phys)
     mig_devs = ()
     if migs:
         inst = []
@@ -343,21 +342,21 @@ def _gpu(meta: dict, slots: list, values: list) -> GpuSample:
                     "memory.reserved",
                     "memory.total",
                 ) and not k.startswith(_PROF):
-                    vals.setdefault(k, v)
+                    phys.setdefault(k, v)
         mig_devs = tuple(inst)
         if "memory.used" not in phys:
             used = [m.memory_used_bytes for m in inst]
             tot = [m.memory_total_bytes for m in inst]
-            vals["memory.used"] = (
+            phys["memory.used"] = (
                 sum(used) if not any(is_na(u) for u in used) else next(u for u in used if is_na(u))
             )
-            vals["memory.total"] = (
+            phys["memory.total"] = (
                 sum(tot) if not any(is_na(t) for t in tot) else next(t for t in tot if is_na(t))
             )
-        vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
-    if "memory.free" in vals:
-        vals["memory.total"] = _mem_total(vals, missing)
-    fields = {attr: vals.get(k, missing) for k, attr in GPU_FIELDS.items()}
+        phys["utilization.gpu"] = phys["utilization.memory"] = MIG_UTIL
+    if "memory.free" in phys:
+        phys["memory.total"] = _mem_total(phys, missing)
+    fields = {attr: phys.get(k, missing) for k, attr in GPU_FIELDS.items()}
     return GpuSample(
         index=index,
         name=name or missing,
@@ -729,37 +728,37 @@ class PrometheusSource(HostTracker, Source):
 
     # -- the source protocol ----------------------------------------------------------------
     def _kind(self, labels: bytes):
-        """A series' :class:`_Series`, ``(job, instance)`` for an ``up`` series, else None."""
-        kind = self._raw_kinds.get(labels, False)
-        if kind is False:
-            try:
-                metric = json.loads(labels)
-            except ValueError:
-                metric = None
-            kind = None
-            if isinstance(metric, dict):
-                kind = classify(metric)
-                if kind is None and metric.get("__name__", "up") == "up" and "instance" in metric:
-                    kind = (metric.get("job", ""), metric["instance"])  # a filter keeps the name
-            if len(self._raw_kinds) > 200_000:
-                self._raw_kinds.clear()
-            self._raw_kinds[labels] = kind
+        """A new series' :class:`_Series`, ``(job, instance)`` for an ``up`` series, else None."""
+        try:
+            metric = json.loads(labels)
+        except ValueError:
+            metric = None
+        kind = None
+        if isinstance(metric, dict):
+            kind = classify(metric)
+            if kind is None and metric.get("__name__", "up") == "up" and "instance" in metric:
+                kind = (metric.get("job", ""), metric["instance"])  # a filter keeps the name
+        if len(self._raw_kinds) > 200_000:
+            self._raw_kinds.clear()
+        self._raw_kinds[labels] = kind
         return kind
 
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """One instant query (one HTTP request) -> one :class:`Sample`; stale on a failure.
 
-        The series are recognised by their label bytes (:meth:`_kind`), then built by
-        :meth:`build`.
+        The series are recognised by their label bytes (:meth:`_kind` the first time), then built
+        by :meth:`build`.
         """
         try:
             answer = self.client.instant_rows(self.query)
         except PrometheusError as exc:
             return self.stale_sample(seq, timestamp_s, str(exc))
         series, texts, up = [], [], {}
-        kind = self._kind
+        known = self._raw_kinds
         for labels, text in answer:
-            k = kind(labels)
+            k = known.get(labels, False)
+            if k is False:
+                k = self._kind(labels)
             if k is None:
                 continue
             if isinstance(k, tuple):
