@@ -456,8 +456,7 @@ class PrometheusSource(HostTracker, Source):
         environ, hostname: where ``--job`` looks (tests inject their own).
 
     State for the views: ``exporters`` (names seen, e.g. ``{"DCGM"}``), ``job_match``
-    (``"hpc_job=42 (from SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None),
-    ``stale_reason``, ``last_good``.
+    (``"hpc_job=42 (from SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None).
     """
 
     kind = "prometheus"
@@ -490,8 +489,6 @@ class PrometheusSource(HostTracker, Source):
         self.stale_hosts, self._seen, self._targets = {}, {}, {}
         self.exporters = set()
         self.stale_since = None
-        self.stale_reason = ""
-        self.last_good = None
         self.devices = []
         self.device_count = 0
         self.status = None
@@ -699,32 +696,22 @@ class PrometheusSource(HostTracker, Source):
             "last": [None] * len(gpus),  # per GPU: (its texts, GpuSample) of the last answer
         }
 
-    def _sample(self, seq, timestamp_s, gpus) -> Sample:
+    def _sample(self, seq, timestamp_s, gpus, status: NA | None = None) -> Sample:
         return Sample(
             seq=seq,
             timestamp_s=timestamp_s,
-            nvml_status=None,
+            nvml_status=status,
             gpus=gpus,
             host=_CLUSTER_HOST,
             torch=_NO_TORCH,
-            hint="",
         )
 
     def stale_sample(self, seq: int, timestamp_s: float, reason: str) -> Sample:
         """A sample without GPUs that says since when the data is stale and why."""
         if self.stale_since is None:
             self.stale_since = timestamp_s
-        self.stale_reason = reason
         since = time.strftime("%H:%M:%S", time.localtime(self.stale_since))
-        return Sample(
-            seq=seq,
-            timestamp_s=timestamp_s,
-            nvml_status=NA(f"stale since {since}: {reason}", "stale"),
-            gpus=(),
-            host=_CLUSTER_HOST,
-            torch=_NO_TORCH,
-            hint="",
-        )
+        return self._sample(seq, timestamp_s, (), NA(f"stale since {since}: {reason}", "stale"))
 
     # -- the source protocol ----------------------------------------------------------------
     def _kind(self, labels: bytes):
@@ -780,21 +767,13 @@ class PrometheusSource(HostTracker, Source):
                     else self.nothing_known_text(timestamp_s)
                 )
             )
-            sample = Sample(
-                seq=seq,
-                timestamp_s=timestamp_s,
-                nvml_status=NA(why, "no_gpus"),
-                gpus=(),
-                host=_CLUSTER_HOST,
-                torch=_NO_TORCH,
-            )
+            sample = self._sample(seq, timestamp_s, (), NA(why, "no_gpus"))
         down = {}
         for host, (job, instance) in self._targets.items():
             if up.get((job, instance)) in (b"0", "0"):
                 down[host] = f"its exporter is down (up == 0 for job={job} instance={instance})"
         self.track_hosts(sample, down)
-        self.stale_since, self.stale_reason = None, ""
-        self.last_good = sample
+        self.stale_since = None
         self.devices = [(g.host, g.index) for g in gpus]
         self.device_count = len(gpus)
         return sample
@@ -861,7 +840,7 @@ class PrometheusSource(HostTracker, Source):
 
         Returns:
             list of :class:`Sample` (oldest first; ``seq`` 0, -1, ... counts back from the newest),
-            or ``[]`` when the request failed (the reason is in :attr:`stale_reason`).
+            or ``[]`` when the request failed (the next refresh says why).
         """
         end = time.time() if end_s is None else float(end_s)
         start = end - float(span_s)
@@ -870,8 +849,7 @@ class PrometheusSource(HostTracker, Source):
             result = self.client.range_columns(
                 self.history_query, start, end, step, timeout_s=timeout_s
             )
-        except PrometheusError as exc:
-            self.stale_reason = str(exc)
+        except PrometheusError:
             return []
         series = [(s, t, v) for metric, t, v in result if (s := classify(metric)) is not None]
         times, frames = self.assemble_columns(series)
