@@ -86,7 +86,10 @@ def test_an_optimizer_bound_step_without_a_fault_says_where_the_time_is(shell):
         "torch.set_num_threads(1)\nbig_w = nn.Parameter(torch.randn(2_000_000))\n"
         "big_opt = torch.optim.Adam([big_w], foreach=True)"
     )
-    cell = "for _ in range(3):\n    big_w[:4].sum().backward()\n    big_opt.step()\n    big_opt.zero_grad()\n"
+    cell = (
+        "for _ in range(3):\n"
+        "    big_w[:4].sum().backward()\n    big_opt.step()\n    big_opt.zero_grad()\n"
+    )
     assert shell.run_cell("import torch\nfrom torch import nn\n" + setup).success
     assert shell.run_cell(cell).success
     v = shell.run_cell_magic("torchprof", "", cell).verdict
