@@ -11,21 +11,28 @@ NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc is not installed")
 
 
-@pytest.fixture
-def cuda_ip(ip, tmp_path):
-    """The ``ip`` shell with ``CudaMagics.cuda_cache_dir`` set to a fresh folder.
+@pytest.fixture(autouse=True)
+def python_sigint():
+    """SIGINT gets Python's own handler for every %%cuda test.
 
-    SIGINT gets Python's own handler for the test: the interrupt tests use
-    ``_thread.interrupt_main()``, which does nothing where SIGINT is ignored (pytest started in the
-    background of a shell without job control).
+    The interrupt tests use ``_thread.interrupt_main()``, which does nothing where SIGINT is
+    ignored (pytest started in the background of a shell without job control).
     """
     old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
+@pytest.fixture
+def cuda_ip(ip, tmp_path):
+    """The ``ip`` shell with ``CudaMagics.cuda_cache_dir`` set to a fresh folder."""
     ip.run_line_magic("config", f"CudaMagics.cuda_cache_dir = {str(tmp_path / 'cache')!r}")
     try:
         yield ip
     finally:
         ip.run_line_magic("config", "CudaMagics.cuda_cache_dir = ''")
-        signal.signal(signal.SIGINT, old)
 
 
 @pytest.fixture
