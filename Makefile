@@ -15,7 +15,7 @@
 #   make clean  remove .venv and the generated outputs
 # PyTorch: TORCH is part of what decides a reinstall, so switching builds is one command, e.g.
 #   make demo TORCH="torch==2.6.0 --index-url https://download.pytorch.org/whl/cu126"
-#   make demo                       # back to the default CPU pin
+#   make demo                       # back to the default pin, torch==2.13.0
 
 PYTHON ?= python3
 TORCH ?= torch==2.13.0

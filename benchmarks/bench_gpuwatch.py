@@ -187,7 +187,7 @@ def bench_thread_cpu(seconds):
 KERNEL_SETUP = r"""
 import os, time, statistics, json, threading
 from tests import fake_nvml as fm
-from cudamagic.watch import sources as _S, monitor as _M, sampler as _P
+from cudamagic.watch import sources as _S, result as _M, sampler as _P
 _cur = {"gpu": 0.0, "host": 0.0, "widget": 0.0}
 _rows = []
 def _timed(key, fn):

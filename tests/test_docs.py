@@ -88,6 +88,9 @@ def test_help_pages_are_manuals(ip, capsys):
         examples = page.split("Examples", 1)[1].split("\nOptions:\n", 1)[0]
         magic_lines = [ln for ln in examples.splitlines() if ln.strip().startswith("%")]
         assert len(magic_lines) >= 3, (name, magic_lines)
+        # a magic starts its line (or follows `x =`), never runs on after code (r.tensors %cudamem)
+        glued = re.compile(rf"[^\s=]\s+%{{1,2}}({'|'.join(n for n, _p in magic_names())}|config)\b")
+        assert not [ln for ln in examples.splitlines() if glued.search(ln.split("  #")[0])], name
         assert f"docs/magics/{name}.md" in page and os.path.exists(
             os.path.join(ROOT, "docs", "magics", f"{name}.md")
         )

@@ -59,23 +59,99 @@ def is_windows() -> bool:
 
 # ---- processes with a time limit
 # ----------------------------------------------------------------------------
-def popen_group_kwargs() -> dict:
-    """``Popen`` arguments that start the child in a group of its own.
+#: The reaper: a small process started once per Python process by :func:`popen`, in a session of
+#: its own and (POSIX) no longer this process's child. It reads one ``PID CREATE_TIME`` line per
+#: child started; at end of file (this process has exited, however it died: a kernel killed with
+#: ``kill -9`` runs no exit hook) it kills every such child that is still the process it was
+#: (same creation time), with its process group (POSIX) and everything it started.
+REAPER = r"""
+import os, signal, sys
+if hasattr(os, "fork") and os.fork():
+    os._exit(0)
+import psutil
+started = {}
+for line in sys.stdin:
+    pid, created = line.split()
+    started[int(pid)] = float(created)
+for pid, created in started.items():
+    try:
+        p = psutil.Process(pid)
+        if p.create_time() != created:
+            continue
+        victims = p.children(recursive=True) + [p]
+    except psutil.Error:
+        continue
+    if hasattr(os, "killpg"):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for v in victims:
+        try:
+            v.kill()
+        except psutil.Error:
+            pass
+"""
 
-    Keyword arguments for ``subprocess.Popen`` that start the child in a group of its own, so
-    :func:`kill_tree` can end it with everything it started: a new session on POSIX, a new process
-    group on Windows (``CREATE_NEW_PROCESS_GROUP``).
-    """
+
+def _group_kwargs() -> dict:
+    """``Popen`` arguments for a group of its own: a new session (POSIX), a new process group."""
     if is_windows():
         return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}
     return {"start_new_session": True}
+
+
+_reapers: dict = {}  # this process's pid -> the pipe to its reaper (a fork gets its own)
+
+
+def _reaper_pipe():
+    """The write end of the pipe to this process's reaper (started on first use), or None."""
+    pipe = _reapers.get(os.getpid())
+    if pipe is None or pipe.closed:
+        launcher = subprocess.Popen(
+            [sys.executable, "-c", REAPER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            **_group_kwargs(),
+        )
+        if not is_windows():
+            launcher.wait()  # it forked the reaper, which keeps the pipe, and exited
+        pipe = _reapers[os.getpid()] = launcher.stdin
+    return pipe
+
+
+def popen(argv, **kwargs) -> subprocess.Popen:
+    """Start ``argv`` in a group of its own that cannot outlive this process.
+
+    The child gets a process group of its own (a new session on POSIX,
+    ``CREATE_NEW_PROCESS_GROUP`` on Windows), so :func:`kill_tree` can end it with everything it
+    started; and it is registered with this process's reaper (:data:`REAPER`), which kills it when
+    this process exits without having ended it, even after ``kill -9``.
+
+    Args:
+        argv: the program and its arguments.
+        **kwargs: passed to ``subprocess.Popen`` (stdin, stdout, stderr, cwd, env).
+
+    Raises:
+        OSError: the program could not be started.
+    """
+    proc = subprocess.Popen(argv, **kwargs, **_group_kwargs())
+    try:
+        line = f"{proc.pid} {psutil.Process(proc.pid).create_time()!r}\n"
+        pipe = _reaper_pipe()
+        pipe.write(line.encode("ascii"))
+        pipe.flush()
+    except (psutil.Error, OSError, ValueError):
+        pass  # ended already, or no reaper (it was killed): nothing more can be done
+    return proc
 
 
 def kill_tree(proc) -> None:
     """Kill ``proc`` (a ``subprocess.Popen``) and every process it started; never raises.
 
     Children are found with ``psutil`` before the parent dies (on every platform); on POSIX the
-    process group (made by :func:`popen_group_kwargs`) is killed too, which catches children that
+    process group (made by :func:`popen`) is killed too, which catches children that
     re-parented themselves.
     """
     try:
@@ -147,14 +223,7 @@ def run_capped(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with tempfile.TemporaryFile() as out:
-        proc = subprocess.Popen(
-            argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=cwd,
-            **popen_group_kwargs(),
-        )
+        proc = popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=cwd)
         try:
             while True:
                 step = timeout_s if tick is None else 0.1

@@ -98,6 +98,7 @@ CSS = """
 .cudamagic .cm-box{border:1px solid var(--jp-border-color2,#8884);border-left-width:6px;
  border-radius:3px;
  padding:6px 10px;margin:6px 0;background:var(--jp-layout-color1,transparent)}
+.cudamagic.cm-explain:is(.jp-RenderedHTMLCommon>*){margin-right:-20px;max-width:none}
 .cudamagic details>summary{cursor:pointer;color:var(--jp-content-font-color2,inherit)}
 .cudamagic td details>summary{color:inherit}
 .cudamagic a{color:var(--jp-content-link-color,inherit)}

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from ..core.cuda_runtime_errors import RUNTIME_ERRORS
-from ..core.platform import kill_tree, output_terminal, popen_group_kwargs, windows_crash_name
+from ..core.platform import kill_tree, output_terminal, popen, windows_crash_name
 from .build import ERROR_MARKER
 from .errors import CudaProgramError
 
@@ -235,12 +235,11 @@ def run_program(
     start = time.monotonic()
     terminal = output_terminal()  # POSIX: stdout is a terminal, so C stdio line-buffers it
     try:
-        proc = subprocess.Popen(
+        proc = popen(
             argv,
             stdout=terminal[1] if terminal else subprocess.PIPE,
             stderr=subprocess.PIPE,  # apart from stdout, as it is today
             stdin=subprocess.DEVNULL,
-            **popen_group_kwargs(),
         )
     except BaseException:
         if terminal:

@@ -24,7 +24,7 @@ import psutil
 
 from ..core import wheels
 from ..core.fmt import plural
-from ..core.platform import extension_suffix, popen_group_kwargs
+from ..core.platform import extension_suffix, popen
 from . import build, cache
 from .errors import CudaCompileError, CudaUsageError
 from .toolchain import host_compiler_problem
@@ -225,13 +225,12 @@ def _build(source, names, decls, device, ws, archs, key, modname, progress) -> s
         env["TORCH_CUDA_ARCH_LIST"] = arch_list(archs)
     log_path = os.path.join(build_dir, "cudamagic-build.log")
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
+        proc = popen(
             [sys.executable, "-c", _CHILD, json.dumps(args)],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             env=env,
-            **popen_group_kwargs(),
         )
     pathlib.Path(build_dir, "cudamagic-owner").write_text(str(proc.pid))
     try:

@@ -150,28 +150,34 @@ def html(e) -> str:
         f"<div><b>%%cudafit</b> <code>{esc(e.source)}</code> "
         f"<small>[{esc(e.dtype)}, {e.estimate_s:.1f} s]</small></div>",
         f"{style.box_open(level)}{esc(verdict(e))}</div>",
-        html_table(
-            ["figure", "bytes", "what"],
-            [[esc(a), esc(b), esc(c)] for a, b, c in _figure_rows(e)],
-            num=[1],
-            prose=[2],
+        style.scroll(
+            html_table(
+                ["figure", "bytes", "what"],
+                [[esc(a), esc(b), esc(c)] for a, b, c in _figure_rows(e)],
+                num=[1],
+                prose=[2],
+            )
         ),
         f"<div>peak in: <b>{esc(e.peak_phase)}</b></div>",
     ]
     if e.categories:
         parts.append(
-            html_table(
-                ["at the peak", "bytes"],
-                [[esc(c), esc(format_bytes(b))] for c, b in e.categories],
-                num=[1],
+            style.scroll(
+                html_table(
+                    ["at the peak", "bytes"],
+                    [[esc(c), esc(format_bytes(b))] for c, b in e.categories],
+                    num=[1],
+                )
             )
         )
     if e.modules:
         parts.append(
-            html_table(
-                ["module", "bytes at the peak"],
-                [[f"<code>{esc(m)}</code>", esc(format_bytes(b))] for m, b in e.modules],
-                num=[1],
+            style.scroll(
+                html_table(
+                    ["module", "bytes at the peak"],
+                    [[f"<code>{esc(m)}</code>", esc(format_bytes(b))] for m, b in e.modules],
+                    num=[1],
+                )
             )
         )
     if e.max_batch is not None:
@@ -180,14 +186,16 @@ def html(e) -> str:
         parts.append(f"<div>{esc(verified_line(e))}</div>")
     if e.suggestions:
         parts.append(
-            html_table(
-                ["change", "peak reserved", "saves", "fits", "how"],
-                [
-                    [esc(c) for c in row[:4]] + [f"<code>{esc(row[4])}</code>"]
-                    for row in _suggestion_rows(e)
-                ],
-                num=[1, 2],
-                prose=[0],
+            style.scroll(
+                html_table(
+                    ["change", "peak reserved", "saves", "fits", "how"],
+                    [
+                        [esc(c) for c in row[:4]] + [f"<code>{esc(row[4])}</code>"]
+                        for row in _suggestion_rows(e)
+                    ],
+                    num=[1, 2],
+                    prose=[0],
+                )
             )
         )
     for o in e.overheads:

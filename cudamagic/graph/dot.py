@@ -24,10 +24,11 @@ from .model import (
     VIEW,
 )
 
-# kind -> fill colour: torchviz's colours, as names and values both Graphviz and CSS know
+# kind -> fill colour: torchviz's colours, as names and values both Graphviz and CSS know, except
+# AccumulateGrad: thistle, not the backward ops' grey. A folded run is backward ops: grey, 2 rims.
 _FILL = {
     BACKWARD: "lightgray",
-    ACCUMULATE: "lightgray",
+    ACCUMULATE: "thistle",
     PARAM: "lightblue",
     LEAF: "lightcyan",
     OUTPUT: "#caff70",  # Graphviz's darkolivegreen1 (torchviz), as CSS knows it
@@ -36,7 +37,7 @@ _FILL = {
     MODULE: "lightyellow",
     RUN: "lightgray",
 }
-_SHAPE = {MODULE: ', shape="box3d"', RUN: ', peripheries="2"'}
+_SHAPE = {MODULE: ', shape="box3d", margin="0.11,0.1"', RUN: ', peripheries="2"'}
 _LEGEND = {
     BACKWARD: "backward op (grad_fn)",
     ACCUMULATE: "AccumulateGrad (writes .grad)",

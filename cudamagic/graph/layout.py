@@ -74,12 +74,11 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0, progress=Non
     if exe is None:
         raise DotMissing(INSTALL_DOT)
     try:
-        proc = subprocess.Popen(
+        proc = platform.popen(
             [exe, f"-T{fmt}"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            **platform.popen_group_kwargs(),
         )
     except OSError as exc:
         raise DotFailed(f"cannot run {exe}: {exc}") from exc

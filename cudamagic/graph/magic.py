@@ -190,8 +190,8 @@ class GraphMagics(AreaMagics):
 
         Without the Graphviz ``dot`` program (``pip install graphviz`` installs only
         the Python wrapper) nothing is drawn: the result shows the install command, an
-        op-count table, a text outline of the graph (the whole graph up to 300 lines in a
-        notebook, at most 40 lines in a terminal) and the DOT source
+        op-count table, a text outline of the view that would have been drawn (every box of
+        it up to 300 lines in a notebook, at most 40 lines in a terminal) and the DOT source
         (``_.dot``); ``--format dot`` and ``--save x.dot`` still work. Install Graphviz,
         then restart the kernel: Debian/Ubuntu ``sudo apt-get install graphviz``;
         Fedora/RHEL ``sudo dnf install graphviz``; macOS ``brew install graphviz``; conda

@@ -213,12 +213,20 @@ def _picture_html(r) -> str:
     )
 
 
-def _swatch(colour: str, dashed: bool) -> str:
-    """A node kind's colour as a tiny picture (the node's own colour, not a theme colour)."""
-    dash = ' stroke-dasharray="3,2"' if dashed else ""
+def _swatch(colour: str, text: str) -> str:
+    """A node kind's colour as a tiny picture (the node's own colour, not a theme colour).
+
+    Dashed for a freed saved tensor, with a second border for a folded run, as the nodes are.
+    """
+    dash = ' stroke-dasharray="3,2"' if "dashed" in text else ""
+    inner = (
+        '<rect x="2.5" y="2.5" width="13" height="7" fill="none" stroke="gray"/>'
+        if "folded" in text
+        else ""
+    )
     svg = (
         '<svg xmlns="http://www.w3.org/2000/svg" width="18" height="12"><rect x="0.5" y="0.5" '
-        f'width="17" height="11" fill="{esc(colour)}" stroke="gray"{dash}/></svg>'
+        f'width="17" height="11" fill="{esc(colour)}" stroke="gray"{dash}/>{inner}</svg>'
     )
     return (
         f'<img alt="" width="18" height="12" style="vertical-align:middle;margin-right:4px" '
@@ -232,7 +240,7 @@ def legend_html(r) -> str:
         return ""
     items = [
         f'<span class="cm-legend-item" style="display:inline-block;margin:0 14px 2px 0;'
-        f'white-space:nowrap">{_swatch(colour, "dashed" in text)}{esc(text)}</span>'
+        f'white-space:nowrap">{_swatch(colour, text)}{esc(text)}</span>'
         for colour, text in legend_rows(r.drawn)
     ]
     return f'<div class="cm-legend" style="margin:4px 0">{"".join(items)}</div>' if items else ""

@@ -335,7 +335,7 @@ def _facts_html(facts) -> str:
     rows, section = [], None
     for sec, label, get, source in SUMMARY_ROWS:
         first = f"<b>{esc(sec)}</b>" if sec != section else ""
-        rows.append([first, esc(label), na_cell_html(get(facts)), esc(source)])
+        rows.append([first, esc(label), na_cell_html(get(facts)), md_code(source)])
         section = sec
     table = html_table(
         ["", "fact", "value", "meaning / source"], rows, prose=(2, 3), col_cls={3: "cm-src"}
@@ -354,7 +354,7 @@ def _gpus_html(facts, gpus) -> str:
             cells.append(
                 na_cell_html(value, None if is_na(value) else format_gpu_field(key, value))
             )
-        body.append([f'<span title="{esc(src)}">{esc(label)}</span>', *cells, esc(src)])
+        body.append([f'<span title="{esc(src)}">{esc(label)}</span>', *cells, md_code(src)])
     head = ["field", *(f"GPU {g['index']}" for g in gpus), "source"]
     n = len(gpus)
     table = html_table(head, body, prose=range(1, n + 2), col_cls={n + 1: "cm-src"})

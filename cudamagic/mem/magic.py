@@ -165,8 +165,10 @@ class MemMagics(AreaMagics):
             %%cudamem --reset-peak --top 5
             y = model(x)
 
-            r = _                      # the last report: r.gpu("cuda:0").peak_allocated_bytes,
-            r.tensors %cudamem on
+            r = _                      # the last report
+            r.gpu("cuda:0").peak_allocated_bytes, r.tensors
+
+            %cudamem on
             %config CudaMagics.cudamem_threshold_bytes = 256 * 2**20
             %cudamem on --threshold 1GiB
             %cudamem history

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..core import platform, style
 from ..core.display import Displayed
-from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural
+from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, md_code, plural
 from ..core.growth import Growth, GrowthDetector
 from ..core.na import is_na, jsonable, plain_data
 from . import sites
@@ -290,20 +290,25 @@ def why_html(r: WhyReport) -> str:
             esc(h.kind),
             esc(_grew(h, r)),
             esc("; ".join(x for x in (graph_text(h), ", ".join(h.entries)) if x)),
-            esc(h.fix),
+            md_code(h.fix),
         ]
         for h in r.holders
     ]
-    table = html_table(["holder", "kind", "memory", "how", "fix"], rows, prose=(3, 4))
+    table = style.scroll(html_table(["holder", "kind", "memory", "how", "fix"], rows, prose=(3, 4)))
     body = (
         f"<div><b>{esc(_headline(r))}</b></div><div>{esc(_scope(r))}</div>"
         + (table if rows else "<div>nothing holds a growing amount of tensor memory</div>")
         + (
             f"<div>{esc(SITES_TITLE)}</div>"
-            + html_table(
-                ["grew", "now", "allocated at"],
-                [[esc(f"+{format_bytes(g)}"), esc(format_bytes(b)), esc(s)] for s, g, b in r.sites],
-                num=(0, 1),
+            + style.scroll(
+                html_table(
+                    ["grew", "now", "allocated at"],
+                    [
+                        [esc(f"+{format_bytes(g)}"), esc(format_bytes(b)), esc(s)]
+                        for s, g, b in r.sites
+                    ],
+                    num=(0, 1),
+                )
             )
             if r.sites
             else ""

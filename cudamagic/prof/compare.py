@@ -3,7 +3,7 @@
 ``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles, biggest
 first.
 
-A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
+A and B are :class:`~.result.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
 FILE``). Operators are compared by self time (for a trace: the event's duration minus its directly
 nested events on the same thread), kernels by device time; all times in microseconds.
 """
@@ -17,7 +17,7 @@ from ..core.display import Displayed
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from .breakdown import of_result, of_trace
 from .render import ms, name_html
-from .summary import ProfResult
+from .result import ProfResult
 from .verdict import breakdown_change
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -55,7 +55,7 @@ class DiffRow:
 
 
 def totals_from_result(res) -> dict:
-    """(kind, name) -> [calls, microseconds] of a :class:`~.summary.ProfResult`."""
+    """(kind, name) -> [calls, microseconds] of a :class:`~.result.ProfResult`."""
     out = {}
     for r in res.rows("op"):
         out[("operator", r.name)] = [r.calls, r.self_us]
@@ -196,12 +196,18 @@ class Comparison(Displayed):
 
     def to_html(self):
         """The HTML form (notebook)."""
+        # the name second, not last: in a narrow output the numbers scroll, the name stays in view
         rows = [
-            [esc(c) for c in cells[:-1]] + [name_html(cells[-1])]
+            [esc(cells[0]), name_html(cells[-1])] + [esc(c) for c in cells[1:-1]]
             for cells in (self._cells(i, r) for i, r in enumerate(self.rows[: self.top], 1))
         ]
+        head = self.headers()
         table = html_table(
-            self.headers(), rows, num=(0, 1, 2, 3, 4, 5), prose=(6,), col_cls={6: "cm-mono"}
+            [head[0], head[-1], *head[1:-1]],
+            rows,
+            num=(0, 2, 3, 4, 5, 6),
+            prose=(1,),
+            col_cls={1: "cm-mono"},
         )
         changes = "".join(f"<li>{esc(c)}</li>" for c in self.changes)
         changes = (

@@ -401,7 +401,7 @@ def _sync_words(calls: dict, steps: int) -> str:
 
 
 def verdict_of(res, prof=None) -> Verdict:
-    """The :class:`Verdict` of a :class:`~.summary.ProfResult`.
+    """The :class:`Verdict` of a :class:`~.result.ProfResult`.
 
     ``prof`` is the stopped profiler, for the FLOPs. Reads the GPU's name and compute capability
     only when CUDA is already initialised in this process.

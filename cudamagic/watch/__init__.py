@@ -8,12 +8,12 @@
     allocator) or a replay.
 - :mod:`.sampler`: the ``Sampler`` thread that reads a source every interval into a bounded history.
 - :mod:`.trace`: the JSON-lines trace format, its writer and its strict, bounded reader.
-- :mod:`.monitor`: the ``GpuWatch`` object ``%gpuwatch`` returns, its display (the widget, replaced
-    by a static
-  snapshot when it stops) and the one-monitor-per-kernel registry.
-- :mod:`.text`: the plain-text snapshot table (``text/plain``, terminal) and the words for each
-    value.
-- :mod:`.widget`: the HTML fragments, charts and the ipywidgets tree (``WatchView``).
+- :mod:`.monitor`: starts a monitor, keeps the one monitor per kernel, and the text loop.
+- :mod:`.result`: the ``GpuWatch`` object ``%gpuwatch`` returns and its display (the widget,
+  replaced by a static snapshot when it stops).
+- :mod:`.render`: the text and HTML of samples: the snapshot table (``text/plain``), GPU cards,
+  charts, the static snapshot.
+- :mod:`.widget`: the ipywidgets tree (``WatchView``) and its updates.
 - :mod:`.style`: the look (bars, charts, tiles) on JupyterLab's theme variables, and the
     narrow-output layout.
 - :mod:`.prometheus`, :mod:`.exporters`, :mod:`.cluster`, :mod:`.clusterview`: ``--source

@@ -108,12 +108,18 @@ def _cpu_busy_total(times):
 _MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
+#: Seconds between two listings of the kernel's child processes (one file per kernel thread).
+CHILD_LISTING_S = 1.0
+
+
 class HostReader:
     """Reads the host with ``psutil``; keeps the previous CPU times so percentages are deltas.
 
     CPU % needs two readings at least 0.05 s apart; before that it is NA. DataLoader workers
     are this kernel's child processes that run Python's multiprocessing (``spawn``/``forkserver``
-    command lines) or share the kernel's command line (``fork``).
+    command lines) or share the kernel's command line (``fork``). The children are listed at
+    most every :data:`CHILD_LISTING_S` (a new worker shows within a second); the CPU and memory
+    of those listed are read at every reading, and one that exited is dropped at once.
     """
 
     def __init__(self, pid: int | None = None, clock=time.monotonic):
@@ -127,6 +133,7 @@ class HostReader:
         self._last = None
         self._last_child = {}
         self._known = {}
+        self._listed = (float("-inf"), ())  # (clock, pids) of the last listing of the children
         self._cpu_count = psutil.cpu_count() or NA("unknown", "error")
         self.prime()
 
@@ -145,23 +152,17 @@ class HostReader:
             return sum(os.times()[:2])
         return sum(self._proc.cpu_times()[:2]) if self._proc is not None else None
 
-    def _child_pids(self):
-        """Pids of direct children.
-
-        :func:`cudamagic.core.platform.child_pids`: cheap on Linux, psutil elsewhere.
-        """
-        return platform.child_pids(self.pid, self._proc)
-
-    def _workers(self, dt):
+    def _workers(self, dt, now):
         if self._proc is None:
             return ()
-        try:
-            pids = self._child_pids()
-        except Exception:
-            return ()
+        if now - self._listed[0] >= CHILD_LISTING_S:
+            try:
+                self._listed = (now, platform.child_pids(self.pid, self._proc))
+            except Exception:
+                return ()
         known = {}
         out, seen = [], {}
-        for pid in sorted(pids):
+        for pid in sorted(self._listed[1]):
             entry = self._known.get(pid)
             if entry is None:  # classify once per pid: the command line does not change
                 try:
@@ -229,7 +230,7 @@ class HostReader:
             used, tot = int(vm.total - vm.available), int(vm.total)
         except Exception as exc:
             used = tot = NA(f"psutil.virtual_memory failed: {exc}", "error")
-        workers = self._workers(dt)
+        workers = self._workers(dt, now)
         if dt >= 0.05 or busy0 is None:
             self._last = (now, busy, total, own)
         return HostSample(
@@ -509,10 +510,6 @@ class LiveSource(Source):
             return UNKNOWN_OWNER_CMDLINE
         return cmdline if mine else PRIVATE_CMDLINE
 
-    def _counters_once(self):
-        """A callable reading the Windows GPU memory counters at most once (one tick)."""
-        return functools.cache(self.counter_reader)
-
     def read_gpu(self, index, names, counters=None) -> GpuSample:
         """One :class:`GpuSample` for NVML index ``index`` (never raises)."""
         dev = nvml.device(index)
@@ -533,7 +530,7 @@ class LiveSource(Source):
                     for m in got
                 )
         procs = (
-            self._processes(dev, names, counters or self._counters_once())
+            self._processes(dev, names, counters or functools.cache(self.counter_reader))
             if dev.lost is None
             else dev.lost
         )
@@ -552,7 +549,7 @@ class LiveSource(Source):
     def read(self, seq: int, timestamp_s: float) -> Sample:
         """Read everything once."""
         names = {}
-        counters = self._counters_once()
+        counters = functools.cache(self.counter_reader)  # read at most once a tick
         gpus = (
             tuple(self.read_gpu(i, names, counters) for i in self.devices)
             if self.status is None

@@ -104,6 +104,7 @@ WATCH_CSS = f"""
 .cudamagic.cm-watch .widget-html-content{{min-width:0;max-width:100%}}
 .cudamagic .cm-detail table.cm-table th,
 .cudamagic .cm-detail table.cm-table td{{overflow-wrap:normal}}
+.cudamagic .cm-detail table.cm-table th.cm-num{{white-space:normal!important}}
 .cudamagic .cm-key-item{{white-space:nowrap}}
 """
 

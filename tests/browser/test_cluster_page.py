@@ -152,3 +152,9 @@ def test_cluster_tiles_visible_grouped_by_host_and_readable(nb, screenshots):
     detail = root.locator("table").first
     detail.wait_for(state="visible", timeout=15_000)
     assert "GPU" in jlab.text(detail) and "memory" in jlab.text(detail)
+    # the host detail fits a 1400 px window's output (no sideways scroll): its headers wrap
+    fit = detail.evaluate(
+        "t => ({table: t.getBoundingClientRect().width,"
+        " box: t.parentElement.getBoundingClientRect().width})"
+    )
+    assert fit["table"] <= fit["box"] + 1, f"the host detail scrolls sideways: {fit}"

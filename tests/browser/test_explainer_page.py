@@ -44,6 +44,12 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
     tb, bx = trace.bounding_box(), box.bounding_box()
     assert bx["height"] > 40 and bx["width"] > 200, bx
     assert bx["y"] >= tb["y"] + tb["height"] - 1, f"the box is not below the traceback: {tb} {bx}"
+    # the card spans the traceback's width (JupyterLab pads HTML outputs 20 px on the right)
+    card = box.locator(".cm-explain").first.bounding_box()
+    assert (
+        abs(card["x"] - tb["x"]) <= 2
+        and abs(card["x"] + card["width"] - tb["x"] - tb["width"]) <= 2
+    ), f"the card and the traceback do not line up: {card} {tb}"
     # no other cell gets a box automatically (only an explicit %cudaexplain shows one again)
     sources = jlab.cell_sources(page)
     others = [
@@ -63,16 +69,6 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
 # switches themes) --
 
 
-@pytest.fixture(scope="module")
-def surveyed(dataloader, screenshots):
-    return looks.survey(dataloader, "dataloader.ipynb", screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("dataloader", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("dataloader", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks(
+    "dataloader", "dataloader.ipynb"
+)

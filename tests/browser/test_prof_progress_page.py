@@ -3,7 +3,8 @@
 A notebook of its own: a cell that runs about 5 s of small matmuls under ``%%torchprof``. While it
 runs, the in-place line ("%%torchprof: profiling ... 2 s") is seen; once the summary is shown the
 line is gone. The timeline picture's legend names exactly the colours its bars use. At a 540 px
-output the operator name column stays visible and readable.
+output the operator name column stays visible and readable, in the summary and in a
+``%torchprof --compare`` table.
 """
 
 import os
@@ -25,6 +26,10 @@ CELLS = [
     "while time.monotonic() - t0 < 5:\n"
     "    y = (x @ x).relu().sum()\n"
     "    time.sleep(0.01)",
+    # two small profiles and their comparison (its name column is checked at 540 px too)
+    "%%torchprof -o small\nfor _ in range(20):\n    y = torch.log_softmax(x[:32] @ x, dim=1)",
+    "%%torchprof -o large\nfor _ in range(5):\n    y = torch.log_softmax(x @ x, dim=1)",
+    "%torchprof --compare small large",
 ]
 PROGRESS = r"%%torchprof: (profiling|analysing)[^.]* \.\.\. \d+ s"
 
@@ -108,7 +113,9 @@ def test_legend_colours_are_the_bar_colours(ran):
 # ancestors and the output area, its text, font size and how many lines it takes.
 _NAME_CELL_JS = """box => {
   const h = [...box.querySelectorAll('h4')].find(e => e.textContent.startsWith('Top operators'));
-  const td = h.nextElementSibling.querySelector('tbody tr td');
+  // the summary's top-operators table, or the --compare table (its name column is cm-mono)
+  const td = h ? h.nextElementSibling.querySelector('tbody tr td')
+      : box.querySelector('table tbody tr td.cm-mono');
   const area = td.closest('.jp-OutputArea-output');
   const r = td.getBoundingClientRect();
   let vis = {l: r.left, r: r.right};
@@ -145,15 +152,17 @@ def test_name_column_readable_at_540_px(ran, screenshots):
             viewport = round(viewport + 540 - width)
             looks.set_width(ran, viewport)
         assert abs(_output_width(box) - 540) <= 20, _output_width(box)
-        box.scroll_into_view_if_needed()
-        cell = box.evaluate(_NAME_CELL_JS)
-        name = cell["text"]
-        parts = [p for p in re.split(r"(?<=::)|(?<=_)|(?<=/)", name) if p]
-        assert name.strip(), f"an empty name cell: {cell}"
-        assert cell["w"] >= 40 and cell["visW"] >= cell["w"] - 1, f"name cell clipped: {cell}"
-        assert re.sub(r"\s", "", cell["shown"]) == name, f"name not fully shown: {cell}"
-        assert not cell["cut"] and cell["font"] >= 10, cell
-        assert cell["lines"] <= len(parts), f"the name broke inside a part: {cell}"
-        jlab.shot(box, screenshots, "prof_progress_540px")
+        compared = jlab.outputs(jlab.code_cells(ran).nth(4)).locator(".cm-prof").first
+        for shown, shot in ((box, "prof_progress_540px"), (compared, "prof_compare_540px")):
+            shown.scroll_into_view_if_needed()
+            cell = shown.evaluate(_NAME_CELL_JS)
+            name = cell["text"]
+            parts = [p for p in re.split(r"(?<=::)|(?<=_)|(?<=/)", name) if p]
+            assert name.strip(), f"{shot}: an empty name cell: {cell}"
+            assert cell["w"] >= 40 and cell["visW"] >= cell["w"] - 1, f"name clipped: {cell}"
+            assert re.sub(r"\s", "", cell["shown"]) == name, f"name not fully shown: {cell}"
+            assert not cell["cut"] and cell["font"] >= 10, cell
+            assert cell["lines"] <= len(parts), f"the name broke inside a part: {cell}"
+            jlab.shot(shown, screenshots, shot)
     finally:
         looks.set_width(ran, 1400)

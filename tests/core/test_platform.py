@@ -54,8 +54,10 @@ def present_windows(monkeypatch):
     """Present Windows to cudamagic.core.platform; returns ``monkeypatch``.
 
     No os.killpg/pread/sysconf/openpty, no signal.SIGKILL, no resource;
-    ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts).
+    ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts). This process's reaper is
+    started first, as on Linux (presented Windows would leave its launcher unwaited for).
     """
+    platform._reaper_pipe()
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
     monkeypatch.setattr(
@@ -110,6 +112,80 @@ def test_time_limit_kills_the_whole_tree(tmp_path, request, presented):
     assert _no_sleepers_left(before), "a child or grandchild survived the time limit"
 
 
+# A parent that starts a child through platform.popen, prints its pid and sleeps.
+STARTER = (
+    "import sys, time\n"
+    "from cudamagic.core import platform\n"
+    "c = platform.popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+    "print(c.pid, flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _reapers() -> set:
+    pids = set()
+    for p in psutil.process_iter(["cmdline"]):
+        if (p.info["cmdline"] or [])[-1:] == [platform.REAPER]:
+            pids.add(p.pid)
+    return pids
+
+
+@pytest.mark.parametrize("kill", [True, False], ids=["killed_with_sigkill", "normal_exit"])
+def test_a_child_never_outlives_its_starter(kill):
+    before = _reapers()
+    env = dict(os.environ, PYTHONPATH=str(PKG.parent))
+    starter = subprocess.Popen(
+        [sys.executable, "-c", STARTER if kill else STARTER.replace("time.sleep(120)\n", "")],
+        stdout=subprocess.PIPE,
+        env=env,
+    )
+    child = int(starter.stdout.readline())
+    assert not _gone(child)
+    assert _reapers() - before, "no reaper was started"
+    if kill:
+        starter.kill()  # SIGKILL: no exit hook runs
+    starter.wait(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (_gone(child) and not _reapers() - before):
+        time.sleep(0.05)
+    assert _gone(child), "the child outlived the process that started it"
+    assert not _reapers() - before, "the reaper outlived its work"
+
+
+def _reap(lines: list) -> None:
+    """Run a reaper, tell it ``lines``, close its pipe and wait until it has done its work."""
+    before = _reapers()
+    launcher = subprocess.Popen([sys.executable, "-c", platform.REAPER], stdin=subprocess.PIPE)
+    launcher.stdin.write("".join(lines).encode("ascii"))
+    launcher.stdin.close()  # end of file: the reaper acts now
+    launcher.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _reapers() - before:
+        time.sleep(0.05)
+    assert not _reapers() - before
+
+
+def test_the_reaper_kills_only_the_process_it_was_told_of():
+    """A pid with another creation time is another process (pids are reused): it is spared."""
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        created = psutil.Process(victim.pid).create_time()
+        _reap([f"{victim.pid} {created + 1.0!r}\n"])
+        assert victim.poll() is None, "a process with another creation time was killed"
+        _reap([f"{victim.pid} {created!r}\n"])
+        assert victim.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        victim.kill()
+        victim.wait()
+
+
 def test_run_capped_returns_code_and_capped_text():
     code, text = platform.run_capped(
         [sys.executable, "-c", "print('x' * 100000); raise SystemExit(3)"], 10, limit_bytes=1000
@@ -118,7 +194,7 @@ def test_run_capped_returns_code_and_capped_text():
 
 
 def test_windows_popen_kwargs_and_stack(windows):
-    assert "start_new_session" not in platform.popen_group_kwargs()
+    assert "start_new_session" not in platform._group_kwargs()
     assert platform.main_stack_bytes() == platform.WINDOWS_MAIN_STACK_BYTES
     ok, why = platform.raise_stack_limit(64 * 2**20, 120 * 2**20)
     assert not ok and "cannot be raised" in why

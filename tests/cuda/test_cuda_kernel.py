@@ -100,3 +100,42 @@ def test_example_notebook_without_nvcc(tmp_path, monkeypatch):
         )
     torch_cell = next(c for c in code if "ADD_ONE" in c.source)
     assert _text(torch_cell).startswith("skipped: needs a GPU")
+
+
+ENDLESS = r"""%%cuda
+#include <cstdio>
+#include <unistd.h>
+int main() { for (;;) { printf("tick\n"); fflush(stdout); sleep(1); } }
+"""
+
+
+@needs_nvcc
+def test_a_program_ends_with_its_kernel_even_after_kill_9(tmp_path):
+    """Do no harm: a %%cuda program still running when its kernel is killed -9 is killed too."""
+    psutil = pytest.importorskip("psutil")
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(cwd=ROOT, env=dict(os.environ, XDG_CACHE_HOME=str(tmp_path)))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        kc.execute_interactive("%load_ext cudamagic", timeout=120)
+        kc.execute(ENDLESS)
+        while True:  # the first line printed: the program runs
+            msg = kc.get_iopub_msg(timeout=300)
+            if msg["msg_type"] == "error":
+                pytest.fail(f"%%cuda failed: {msg['content']['evalue']}")
+            if msg["msg_type"] == "stream" and "tick" in msg["content"]["text"]:
+                break
+        kernel = psutil.Process(km.provisioner.pid)
+        programs = [p for p in kernel.children(recursive=True) if "python" not in p.name()]
+        assert programs, "the running program is not a child of the kernel"
+        os.kill(kernel.pid, 9)  # kill -9: no exit hook runs
+        gone, alive = psutil.wait_procs(programs, timeout=60)
+        assert not alive, f"{[p.cmdline() for p in alive]} outlived the kernel"
+    finally:
+        kc.stop_channels()
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)

@@ -112,6 +112,23 @@ def test_terminal_outline_is_at_most_40_lines_without_dot(lstm, monkeypatch):
     assert lines[-1] == f"... {len(r.drawn.nodes) - 39} more boxes"
 
 
+def test_notebook_outline_without_dot_lists_the_view_that_would_be_drawn(lstm, monkeypatch):
+    # the manual: the outline is of the view the picture would be (collapsed past the budget),
+    # not of the whole graph: every box of it, up to 300 lines
+    monkeypatch.setenv("PATH", "/nonexistent")
+    sizes = {}
+    for line in ("", "--max-nodes 5000"):
+        r = magic(lstm, line, LSTM_CELL)
+        pres = re.findall(r"<pre>(.*?)</pre>", r._repr_html_(), re.S)
+        outline = [p for p in pres if "digraph" not in p and "&lt;-" in p]
+        assert len(outline) == 1, line
+        sizes[line] = (len(outline[0].strip().splitlines()), len(r.drawn.nodes), r.graph.nodes)
+    lines, boxes, nodes = sizes[""]
+    assert lines == boxes < 60 < len(nodes)  # collapsed: the outline is the collapsed view
+    lines, boxes, nodes = sizes["--max-nodes 5000"]
+    assert lines == 300 < boxes  # the full view, cut at 300 lines
+
+
 @needs_dot
 def test_terminal_outline_is_at_most_40_lines_with_dot(lstm):
     r = magic(lstm, "--max-nodes 5000", LSTM_CELL)
@@ -138,6 +155,49 @@ def test_autograd_graph_manual_is_complete(ip, capsys):
         "Examples",
     ):
         assert words in manual, words
+
+
+@needs_dot
+def test_legend_swatches_are_distinct_and_the_colours_of_the_drawn_nodes(mlp):
+    """Each legend swatch has the fill of its nodes in the picture; no two swatches share one."""
+    r = magic(mlp, "", "loss = model(x).pow(2).mean()\nloss")
+    html = r._repr_html_()
+    swatches = {
+        text: re.search(r'fill="([^"]+)"', base64.b64decode(uri).decode()).group(1)
+        for uri, text in re.findall(
+            r'<span class="cm-legend-item"[^>]*><img alt=""[^>]* '
+            r'src="data:image/svg\+xml;base64,([^"]+)"[^>]*>([^<]+)</span>',
+            html,
+        )
+    }
+    node_fill = {
+        label: fill
+        for fill, label in re.findall(
+            r'<polygon fill="([^"]+)"[^>]*/>\s*<text[^>]*>([^<]+)</text>', picture(html)
+        )
+    }
+    assert swatches["backward op (grad_fn)"] == node_fill["AddmmBackward0"]
+    assert swatches["AccumulateGrad (writes .grad)"] == node_fill["AccumulateGrad"]
+    assert swatches["parameter (module path)"] == node_fill["model.0.weight"]
+    assert len(set(swatches.values())) == len(swatches) >= 4, swatches
+
+
+@needs_dot
+def test_module_box_label_clears_its_3d_top_edge(ip):
+    """A collapsed module's box3d: the first label line sits below the front face's top edge."""
+    import torch
+
+    ip.user_ns.update(model=torch.nn.Sequential(torch.nn.Linear(3, 4)), x=torch.randn(2, 3))
+    svg = picture(magic(ip, "--depth 0", "model(x).sum()")._repr_html_())
+    node = re.search(r'<g id="node\d+" class="node">(?:(?!</g>).)*?>model</text>', svg, re.S).group(
+        0
+    )
+    front_top = float(
+        re.search(r'<polyline fill="none" stroke="black" points="[\d.]+,(-?[\d.]+) ', node).group(1)
+    )
+    first = re.search(r'<text [^>]*y="(-?[\d.]+)"[^>]*font-size="([\d.]+)"', node)
+    baseline, size = float(first.group(1)), float(first.group(2))
+    assert baseline - size >= front_top, (baseline, size, front_top)
 
 
 @needs_dot

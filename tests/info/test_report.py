@@ -138,6 +138,8 @@ def test_html_is_one_themed_page_without_hard_coded_colours_or_finding_ids(
             assert "`" not in shown, (scenario, shown)
             assert "".join(shown.split()) == "".join(expected.replace("`", "").split()), shown
         assert not re.search(r"\bF\d\d\b", _user_text(page)), scenario  # no field-report ids either
+        # nor in the facts table's sources ("`nvcc -V`", "`python` in a shell")
+        assert "`" not in _user_text(page), scenario
         assert own_styles(page) == [], scenario  # every look comes from the stylesheet
 
 

@@ -228,3 +228,16 @@ def test_cudamem_why_in_a_shell(ip):
     assert second.to_dict()["holders"][0]["name"] == "cache"
     with pytest.raises(UsageError, match="does not apply to %cudamem why"):
         ip.run_line_magic("cudamem", "why --top 3")
+
+
+def test_cudamem_why_html_shows_the_fix_commands_as_code(ip):
+    """The fix column's `commands` are <code>, not literal backticks (they are in the text)."""
+    ip.run_cell("import torch\nw = torch.ones(256, 1024, requires_grad=True)\nrunning_loss = 0.0")
+    ip.run_line_magic("cudamem", "why")  # the baseline
+    ip.run_cell("for _ in range(4): running_loss += (w * 3).sin().sum()")
+    report = ip.run_line_magic("cudamem", "why")
+    assert "`running_loss += loss.item()`" in repr(report)
+    fix = report._repr_html_().split("<td", 5)[-1]  # the first row's last cell
+    assert "<code>running_loss += loss.item()</code>" in fix and "`" not in fix, fix
+    page = report._repr_html_()  # the table scrolls in its own box in a narrow output
+    assert page.count("<table") == page.count('<div class="cm-scroll" style="') >= 1, page

@@ -15,7 +15,7 @@ import torch
 from cudamagic.core.fmt import esc
 from cudamagic.core.na import is_na
 from cudamagic.prof.breakdown import CPU_ROWS, GPU_ROWS, breakdown, of_trace
-from cudamagic.prof.summary import KernelRecord, OpRecord, StepRecord
+from cudamagic.prof.result import KernelRecord, OpRecord, StepRecord
 from cudamagic.prof.verdict import breakdown_change, build_verdict
 
 from . import cuda_traces as ct

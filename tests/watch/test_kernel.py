@@ -14,8 +14,8 @@ import os
 
 import pytest
 
+from cudamagic.watch.render import gpu_html
 from cudamagic.watch.trace import read_trace
-from cudamagic.watch.widget import gpu_html
 from tests.inline import plain
 from tests.watch.fakes import DEMO, ROOT
 

@@ -12,8 +12,7 @@ from IPython.core.error import UsageError
 from cudamagic import extension as cm_extension
 from cudamagic.core.na import is_na
 from cudamagic.watch import monitor as W
-from cudamagic.watch import text as text_view
-from cudamagic.watch import trace
+from cudamagic.watch import render, trace, widget
 from cudamagic.watch.sources import HostReader, LiveSource
 from tests.watch.fakes import DEMO, gpu_row, wait_until
 
@@ -72,7 +71,7 @@ def test_terminal_loop_refreshes_until_count(ip, fake_nvml, capsys):
 
 def test_terminal_loop_stops_on_ctrl_c(ip, fake_nvml, monkeypatch, capsys):
     fake_nvml("one_gpu")
-    real = text_view.sample_text
+    real = render.sample_text
     calls = []
 
     def interrupting(*a, **k):
@@ -81,7 +80,7 @@ def test_terminal_loop_stops_on_ctrl_c(ip, fake_nvml, monkeypatch, capsys):
             raise KeyboardInterrupt
         return real(*a, **k)
 
-    monkeypatch.setattr(text_view, "sample_text", interrupting)
+    monkeypatch.setattr(widget, "sample_text", interrupting)  # what the machine view calls
     watch = ip.run_line_magic("gpuwatch", "--loop --interval 0.1")
     assert watch.sampler.finished == "stopped by Ctrl-C" and not watch.running
     assert capsys.readouterr().out.count("gpuwatch  live") == 1
@@ -344,7 +343,7 @@ def test_gpuwatch_does_no_harm_to_cuda(ip, fake_nvml, cuda_calls):
     ip.run_cell("import torch")
     watch = ip.run_line_magic("gpuwatch", "--text")
     watch.text(), watch.history
-    from cudamagic.watch.widget import gpu_html
+    from cudamagic.watch.render import gpu_html
 
     gpu_html(watch.latest.gpus[0])
     assert cuda_calls == []

@@ -14,8 +14,7 @@ import pytest
 
 from cudamagic.core import platform
 from cudamagic.core.na import is_na
-from cudamagic.watch import sources
-from cudamagic.watch import widget as widgets
+from cudamagic.watch import render, sources
 from cudamagic.watch.trace import read_trace
 from tests import fake_nvml as fm
 from tests.watch.fakes import DEMO
@@ -54,7 +53,7 @@ def test_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, t
     text = w.text()
     assert "0.0/80.0 GiB" in text  # used as nvidia-smi shows it, not 0.9 GiB
     assert "besides the driver's 908.0 MiB reserve" in text
-    html = widgets.gpu_html(g)
+    html = render.gpu_html(g)
     assert "reserved by the driver 908.0 MiB" in html
     widths = re.findall(r"width:([0-9.]+)%", html)
     assert widths[1:3] == [
@@ -130,7 +129,7 @@ def test_impossible_readings_are_na_nan_and_no_bar(ip, stub_nvml):
     text = w.text().replace("\n  ", " ")
     assert "N/A/450 W" in text and "4294967295" not in text and "3700/450" not in text
     assert "GPU 0 power draw: N/A (implausible reading: NVML returned 3700000 mW" in text
-    html = widgets.gpu_html(w.latest.gpus[0])
+    html = render.gpu_html(w.latest.gpus[0])
     assert "100.0%" not in html and "4294967295" not in html
     info = ip.run_line_magic("cudainfo", "")
     g = info.to_dict()["gpus"][0]
@@ -188,7 +187,7 @@ def test_hidden_other_user_process_is_not_called_a_container(ip, stub_nvml, hide
         text = w.text().replace("\n  ", " ")
         assert "(another user's, hidden)" in text and "--pid=host" not in text
         assert "hidepid" in text and "sudo nvidia-smi" in text
-        html = widgets.processes_html(w.latest.gpus[0])
+        html = render.processes_html(w.latest.gpus[0])
         assert "another user&#x27;s, hidden" in html and "--pid=host" not in html
     finally:
         b.kill()

@@ -14,12 +14,16 @@ import psutil
 import pytest
 
 from cudamagic.core.na import is_na
+from cudamagic.watch.render import gpu_html, sample_text
 from cudamagic.watch.sampler import Sampler
 from cudamagic.watch.samples import TorchSample
-from cudamagic.watch.sources import HostReader, LiveSource, read_torch_allocator
-from cudamagic.watch.text import sample_text
+from cudamagic.watch.sources import (
+    CHILD_LISTING_S,
+    HostReader,
+    LiveSource,
+    read_torch_allocator,
+)
 from cudamagic.watch.trace import sample_to_json
-from cudamagic.watch.widget import gpu_html
 from tests.fake_nvml import GIB, SCENARIOS
 from tests.watch.fakes import FakeClock, FakeHost, live, wait_until
 
@@ -215,6 +219,27 @@ def test_host_reader_real_psutil_and_dataloader_workers():
             p.join()
         other.wait()
         tracker.wait()
+
+
+def test_workers_listed_at_most_once_a_second_and_dropped_as_soon_as_they_exit():
+    import multiprocessing as mp
+
+    now = [0.0]
+    reader = HostReader(clock=lambda: now[0])
+    before = {w.pid for w in reader.read().workers}
+    worker = mp.get_context("fork").Process(target=time.sleep, args=(60,))
+    worker.start()
+    try:
+        assert wait_until(lambda: psutil.pid_exists(worker.pid))
+        now[0] = CHILD_LISTING_S / 2  # the children listed at 0 s are kept until 1 s
+        assert {w.pid for w in reader.read().workers} == before
+        now[0] = CHILD_LISTING_S
+        assert worker.pid in {w.pid for w in reader.read().workers}
+    finally:
+        worker.kill()
+        worker.join()
+    now[0] = CHILD_LISTING_S * 1.5  # listed, but gone: not shown
+    assert worker.pid not in {w.pid for w in reader.read().workers}
 
 
 def test_torch_reader_never_touches_cuda_when_not_initialised(monkeypatch):

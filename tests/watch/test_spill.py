@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 
-from cudamagic.watch import text as text_view
+from cudamagic.watch import render
 from cudamagic.watch.samples import TorchSample
 from cudamagic.watch.sources import LiveSource
 from tests import fake_nvml as fm
@@ -67,7 +67,7 @@ def test_the_warning_reaches_the_text_table(fake_nvml, counters, presented_windo
     counters(spilling([12, 812]))
     src = LiveSource(pid=PYTHON)
     src.read(0, 0.0)
-    table = text_view.sample_text(src.read(1, 1.0), "live", "running", "")
+    table = render.sample_text(src.read(1, 1.0), "live", "running", "")
     assert "hint: GPU 0's memory is full" in " ".join(table.split())
 
 

@@ -6,7 +6,7 @@ No IPython here.
 import pytest
 
 from cudamagic.core.fmt import terminal_safe
-from cudamagic.watch.text import TEXT_WIDTH, sample_text
+from cudamagic.watch.render import TEXT_WIDTH, sample_text
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import live
 

@@ -12,8 +12,8 @@ import base64
 import re
 
 from cudamagic.watch.clusterview import cluster_html
+from cudamagic.watch.render import live_fallback_html, snapshot_html
 from cudamagic.watch.trace import read_trace
-from cudamagic.watch.widget import live_fallback_html, snapshot_html
 from tests.watch.fakes import ROOT, live
 from tests.watch.sanitiser import sanitise
 

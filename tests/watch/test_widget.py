@@ -14,17 +14,18 @@ import pytest
 
 from cudamagic.watch import monitor as W
 from cudamagic.watch.clusterview import cluster_html
-from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
-from cudamagic.watch.text import sample_text
-from cudamagic.watch.trace import read_trace
-from cudamagic.watch.widget import (
-    WatchView,
+from cudamagic.watch.render import (
     gpu_html,
     host_html,
     live_fallback_html,
+    sample_text,
     snapshot_html,
     span_text,
 )
+from cudamagic.watch.result import WIDGET_VIEW
+from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
+from cudamagic.watch.trace import read_trace
+from cudamagic.watch.widget import WatchView
 from tests.fake_nvml import GIB, HOSTILE_NAME
 from tests.watch.fakes import DEMO, gpu_row, live, wait_until
 
@@ -280,8 +281,8 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
             )  # what IPython does with `watch` as a cell's last line
             live_out = cap.outputs[-1]
             assert (
-                W.WIDGET_VIEW in live_out.data
-                and live_out.data[W.WIDGET_VIEW]["model_id"] == watch.view.root.model_id
+                WIDGET_VIEW in live_out.data
+                and live_out.data[WIDGET_VIEW]["model_id"] == watch.view.root.model_id
             )
             display_id = live_out.transient["display_id"]
             # the fallback saved beside the widget says it was live, not the first sample labelled
@@ -312,7 +313,7 @@ def test_stop_replaces_the_widget_by_a_static_snapshot(ip, fake_nvml):
         with capture_output() as cap2:  # displaying a stopped monitor shows the snapshot, no widget
             ip.display_formatter.format(watch)
         assert (
-            W.WIDGET_VIEW not in cap2.outputs[0].data
+            WIDGET_VIEW not in cap2.outputs[0].data
             and "stopped" in cap2.outputs[0].data["text/html"]
         )
     finally:
@@ -330,7 +331,7 @@ def test_count_reached_in_the_sampler_thread_replaces_the_widget(ip, fake_nvml):
             watch.display()
             assert wait_until(lambda: any(o.update for o in cap.outputs))
         (update,) = [o for o in cap.outputs if o.update]
-        assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
+        assert update.transient == cap.outputs[0].transient and WIDGET_VIEW not in update.data
         assert (
             "samples: 4" in update.data["text/html"]
             and "4 samples taken (--count)" in update.data["text/html"]
@@ -356,11 +357,11 @@ def test_unload_ext_replaces_the_widget_by_its_snapshot(ip, fake_nvml, monkeypat
     try:
         with capture_output() as cap:
             ip.display_formatter.format(watch)
-            assert W.WIDGET_VIEW in cap.outputs[0].data and watch.running
+            assert WIDGET_VIEW in cap.outputs[0].data and watch.running
             ip.run_line_magic("unload_ext", "cudamagic")
         assert not watch.running
         (update,) = [o for o in cap.outputs if o.update]
-        assert update.transient == cap.outputs[0].transient and W.WIDGET_VIEW not in update.data
+        assert update.transient == cap.outputs[0].transient and WIDGET_VIEW not in update.data
         assert (
             "stopped" in update.data["text/html"]
             and f"samples: {watch.samples_taken}" in update.data["text/html"]

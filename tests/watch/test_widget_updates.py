@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from cudamagic.watch import widget
-from cudamagic.watch.widget import WatchView, gpu_html
+from cudamagic.watch import render, widget
+from cudamagic.watch.render import gpu_html
+from cudamagic.watch.widget import WatchView
 from tests.watch.fakes import gpu_row, live
 
 
@@ -63,13 +64,13 @@ def test_a_tick_where_one_reading_moved_renders_that_row_only(fake_nvml, monkeyp
     fake_nvml("one_gpu")
     g1 = live().read(1, 1000.0).gpus[0]
     g2 = dataclasses.replace(g1, gpu_util_pct=g1.gpu_util_pct + 7)
-    monkeypatch.setattr(widget, "_PIECES", {})  # nothing kept from other tests
+    monkeypatch.setattr(render, "_PIECES", {})  # nothing kept from other tests
     gpu_html(g1)
     built = []
     for name in ("_head_html", "_util_row", "_memory_row", "_other_rows", "processes_html"):
-        orig = getattr(widget, name)
+        orig = getattr(render, name)
         monkeypatch.setattr(
-            widget, name, lambda g, orig=orig, name=name: built.append(name) or orig(g)
+            render, name, lambda g, orig=orig, name=name: built.append(name) or orig(g)
         )
     html = gpu_html(g2)
     assert built == ["_util_row"]
@@ -77,7 +78,7 @@ def test_a_tick_where_one_reading_moved_renders_that_row_only(fake_nvml, monkeyp
 
 
 def test_cells_of_equal_values_of_other_types_are_written_apart():
-    assert widget._cell(1) == "1" and widget._cell(True) == "True" and widget._cell(1.0) == "1.0"
+    assert render._cell(1) == "1" and render._cell(True) == "True" and render._cell(1.0) == "1.0"
 
 
 def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
@@ -89,4 +90,4 @@ def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
             p = None if rng.random() < 0.05 else f"{k},{rng.randint(0, 100)}"  # None: a gap
             line.add(p)
             points = [*points, p][-n:]
-            assert line.polylines("c") == widget._polylines(points, "c"), (n, k)
+            assert line.polylines("c") == render._polylines(points, "c"), (n, k)
