@@ -334,8 +334,8 @@ def guard_deep_free(n_nodes: int) -> str:
     tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where
     the main stack is smaller: 4,096 with the 2 MB of a Windows ``python.exe``, whose advice keeps
     half that) this asks :func:`cudamagic.core.platform.raise_stack_limit` for
-    ``8 MiB + n_nodes * 512`` bytes, at most 120 MiB (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack up
-    to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
+    ``8 MiB + n_nodes * 512`` bytes, at most 120 MiB (POSIX raises the soft ``RLIMIT_STACK``,
+    which Linux grows the main thread's stack up to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
     enough, the note warns the user.
 
     Args:
