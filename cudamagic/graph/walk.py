@@ -327,15 +327,15 @@ _MAX_MAIN_STACK_BYTES = 120 * 1024 * 1024  # the kernel keeps ~128 MiB below the
 def guard_deep_free(n_nodes: int) -> str:
     """Keep the kernel alive when the walked graph is freed later; returns a note or ``''``.
 
-    Once Python has visited an autograd node (``grad_fn``, ``next_functions``), PyTorch frees
-    that node through its Python object, recursively: the C stack needed grows with the depth
-    of the graph, and freeing a chain of about 50,000 visited ops overflows the default 8 MiB
-    main-thread stack (a segmentation fault that kills the kernel when the user deletes the
-    tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where
-    the main stack is smaller: 4,096 with the 2 MB of a Windows ``python.exe``, whose advice keeps
-    half that) this asks :func:`cudamagic.core.platform.raise_stack_limit` for
-    ``8 MiB + n_nodes * 512`` bytes, at most 120 MiB (POSIX raises the soft ``RLIMIT_STACK``,
-    which Linux grows the main thread's stack up to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
+    Once Python has visited an autograd node (``grad_fn``, ``next_functions``), PyTorch frees that
+    node through its Python object, recursively: the C stack needed grows with the depth of the
+    graph, and freeing a chain of about 50,000 visited ops overflows the default 8 MiB main-thread
+    stack (a segmentation fault that kills the kernel when the user deletes the tensor or reruns the
+    cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where the main stack is
+    smaller: 4,096 with the 2 MB of a Windows ``python.exe``, whose advice keeps half that) this
+    asks :func:`cudamagic.core.platform.raise_stack_limit` for ``8 MiB + n_nodes * 512`` bytes, at
+    most 120 MiB (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack
+    up to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
     enough, the note warns the user.
 
     Args:
