@@ -5,16 +5,13 @@ Cost of one refresh and of loading history, against a real Prometheus.
 For 64 and 512 simulated GPUs (8 per host, DCGM exporter format, scraped every second by Debian's
 `prometheus` on 127.0.0.1) it measures, side by side in one run:
   * requests per refresh (goal: exactly 1);
-  * one refresh = the HTTP request + parsing into a Sample + the cluster widget update (goal < 100
-      ms at 64 GPUs),
-    split into its parts, and as a ratio to the bare HTTP request alone (what our own code adds);
-  * loading 1 hour of history for 64 GPUs (one range query; goal < 2 s), from a history backfilled
-      with promtool
-    at a 15 s scrape interval: at the step the monitor uses by default (600 samples kept) and at a 1
-        s step;
-    wall and CPU time (the CPU time is the one to compare on a shared machine), beside the same
-    answer read the older way (json.loads + one dict per point, still the path of one refresh's
-    instant query).
+  * one refresh = the HTTP request + parsing into a Sample + the cluster widget update (goal
+    < 100 ms at 64 GPUs), split into its parts, and as a ratio to the bare HTTP request alone
+    (what our own code adds);
+  * loading 1 hour of history for 64 GPUs (one range query; goal < 2 s), from a history
+    backfilled with promtool at a 15 s scrape interval: at the step the monitor uses by default
+    (600 samples kept) and at a 1 s step; wall and CPU time (the CPU time is the one to compare
+    on a shared machine).
 
 Beside it, the same refresh as a dashboard does it (one instant query per metric, JSON-decoded):
 an interleaved side-by-side row (benchmarks/sidebyside.py) whose guard checks that both sides read
@@ -164,24 +161,10 @@ def bench_history(n_gpus: int = 64):
             dt, cpu = time.perf_counter() - t0, time.process_time() - c0
             gpus = len(hist[-1].gpus) if hist else 0
             http = src.client.last_request_s
-            # the same answer the way history() read it before the columns path: json + one dict per
-            # point
-            step = (hist[-1].timestamp_s - hist[0].timestamp_s) / max(1, len(hist) - 1)
-            t1, c1 = time.perf_counter(), time.process_time()
-            result = src.client.range(src.history_query, end - 3600, end, step, timeout_s=120)
-            frames = src.assemble(
-                [(s, r["values"]) for r in result if (s := src._series(r["metric"])) is not None]
-            )
-            old_dt, old_cpu = time.perf_counter() - t1, time.process_time() - c1
-            assert len(frames) == len(hist)
             print(
                 f"  1 h history, {label}: {dt:.2f} s (CPU {cpu:.2f} s) for {len(hist)} samples x "
-                f"{gpus} GPUs, "
-                f"{src.client.requests - req - 1} request(s), HTTP part {http:.2f} s "
-                f"({http / dt:.0%}); "
-                f"per-point JSON path {old_dt:.2f} s (CPU {old_cpu:.2f} s): {old_dt / dt:.1f}x "
-                "wall, "
-                f"{old_cpu / max(cpu, 1e-9):.1f}x CPU"
+                f"{gpus} GPUs, {src.client.requests - req} request(s), HTTP part {http:.2f} s "
+                f"({http / dt:.0%})"
             )
         src.close()
     finally:

@@ -20,10 +20,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
 
 import prom_sim
+from make_demo_trace import new_trace
 
 from cudamagic.watch.cluster import PrometheusSource
 from cudamagic.watch.prometheus import parse_source
-from cudamagic.watch.trace import TraceWriter
 
 
 def main(samples: int = 30) -> str:
@@ -33,13 +33,11 @@ def main(samples: int = 30) -> str:
         src = PrometheusSource(parse_source(server.url), interval_s=1.0)
         if not prom_sim.wait_for(lambda: len(src.read(0, time.time()).gpus) == 12, 30):
             raise SystemExit("Prometheus did not scrape the 12 simulated GPUs")
-        if os.path.exists(path):
-            os.unlink(path)
-        writer = TraceWriter(
+        writer = new_trace(
             path,
-            source="recording of the local demo cluster (scripts/prom_sim.py) by "
+            "recording of the local demo cluster (scripts/prom_sim.py) by "
             "scripts/make_cluster_trace.py",
-            interval_s=1.0,
+            1.0,
         )
         for i in range(samples):
             writer.write(src.read(i + 1, time.time()))

@@ -20,15 +20,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.join(ROOT, "scripts")]
+
+from make_demo_trace import new_trace, play, report
 
 from cudamagic.core import platform, wincounters
 from cudamagic.core.na import NA
 from cudamagic.watch.sources import LiveSource
-from cudamagic.watch.trace import TraceWriter, read_trace
 
 MIB = 1024**2
 PYTHON_PID = 4100940
@@ -74,15 +74,7 @@ def write(path: str, samples: int, interval_s: float):
     src = LiveSource(
         torch_reader=lambda: NA("PyTorch figures are not part of this synthetic trace", "no_torch")
     )
-    if os.path.exists(path):
-        os.remove(path)
-    writer = TraceWriter(path, source=SOURCE, interval_s=interval_s)
-    t0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-    for i in range(samples):
-        tick["n"] = i
-        time.sleep(0.06)  # lets host CPU % be measured between samples
-        writer.write(src.read(i + 1, t0 + i * interval_s))
-    writer.close()
+    play(new_trace(path, SOURCE, interval_s), src, samples, interval_s, tick)
     wincounters.set_source(None)
 
 
@@ -95,11 +87,7 @@ def main(argv=None):
     ap.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
     a = ap.parse_args(argv)
     write(a.out, a.samples, a.interval)
-    header, samples = read_trace(a.out)
-    print(
-        f"wrote {a.out}: {len(samples)} samples, {os.path.getsize(a.out)} bytes; source: "
-        f"{header['source']}"
-    )
+    report(a.out)
 
 
 if __name__ == "__main__":

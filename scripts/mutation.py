@@ -96,6 +96,7 @@ MODULES = {
     # test_shell.py (a real shell, ~95 s a run) is left out: test_summary.py checks the same
     # summaries on real profiles against torch's key_averages() in seconds
     "cudamagic/prof/summary.py": ["tests/prof/test_summary.py", "tests/prof/test_logic.py"],
+    "cudamagic/prof/result.py": ["tests/prof/test_summary.py", "tests/prof/test_logic.py"],
     # real nvcc/ld/nvlink messages captured as text (tests/cuda/test_run.py and test_link.py, which
     # call nvcc, are the same behaviours end to end: too slow per mutant, and the interrupt test
     # cannot pass under mutmut)

@@ -110,13 +110,11 @@ def test_core_imports_no_area():
 
 #: The roles every area has (CONTRIBUTING.md, "Where code goes"); logic modules come besides.
 ROLES = ("magic.py", "options.py", "result.py", "render.py")
-#: Roles an area does not have yet (issue 24); an entry goes when its area gets the file.
-NOT_YET = {"prof": {"result.py"}}
 
 
 def test_every_area_has_the_same_roles():
     areas = sorted(p.name for p in PKG.iterdir() if (p / "magic.py").exists() and p.name != "core")
     assert areas == ["cuda", "explain", "fit", "graph", "info", "mem", "prof", "watch"]
-    for area in areas:  # an area that gains a role passes; one that loses a role fails
+    for area in areas:
         missing = {r for r in ROLES if not (PKG / area / r).exists()}
-        assert missing <= NOT_YET.get(area, set()), area
+        assert not missing, f"{area} has no {sorted(missing)}"

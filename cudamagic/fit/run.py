@@ -64,14 +64,13 @@ def _cuda_as_cpu(tracker):
     itself (a dtype given to ``.to`` is applied), a tensor's goes to the CPU; the ``torch.cuda``
     calls of :data:`NO_OPS` do nothing.
     """
-    from .tracker import map_cuda_args
+    from .tracker import is_cuda, map_cuda_args
 
     orig_to, orig_cuda, orig_init = torch.Tensor.to, torch.Tensor.cuda, torch.cuda._lazy_init
 
     def to(self, *args, **kwargs):
         new_args, new_kwargs = map_cuda_args(args, kwargs)
-        if (new_args, new_kwargs) != (list(args), kwargs):
-            tracker.saw_cuda = True
+        tracker.saw_cuda = tracker.saw_cuda or any(map(is_cuda, [*args, *kwargs.values()]))
         return orig_to(self, *new_args, **new_kwargs)
 
     def cuda(self, device=None, non_blocking=False, memory_format=torch.preserve_format):

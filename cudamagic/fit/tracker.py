@@ -93,14 +93,24 @@ class StorageRecord:
             self.category = category
 
 
-def _is_cuda(device) -> bool:
+#: Device types whose tensors the fake run makes on the CPU: ``cuda`` (a differentiable op on a
+#: fake cuda tensor aborts CPU-only builds) and ``meta`` (the twins of meta tensors are CPU fakes).
+MAPPED_DEVICES = ("cuda", "meta")
+
+
+def _device_type(device) -> str | None:
     if isinstance(device, str):
-        return device.split(":")[0] == "cuda"
-    return isinstance(device, torch.device) and device.type == "cuda"
+        return device.split(":")[0]
+    return device.type if isinstance(device, torch.device) else None
+
+
+def is_cuda(device) -> bool:
+    """True for a ``cuda`` device given as a string or ``torch.device``."""
+    return _device_type(device) == "cuda"
 
 
 def _cpu(value):
-    return torch.device("cpu") if _is_cuda(value) else value
+    return torch.device("cpu") if _device_type(value) in MAPPED_DEVICES else value
 
 
 class StorageTracker(TorchDispatchMode):
@@ -246,8 +256,8 @@ class StorageTracker(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         """Run ``func`` (cuda devices mapped to the CPU) and record the storages of its outputs."""
         kwargs = kwargs or {}
-        if "device" in kwargs and _is_cuda(kwargs["device"]):
-            self.saw_cuda = True
+        if "device" in kwargs and _device_type(kwargs["device"]) in MAPPED_DEVICES:
+            self.saw_cuda = self.saw_cuda or is_cuda(kwargs["device"])
             kwargs = dict(kwargs, device=torch.device("cpu"))
         out = func(*args, **kwargs)
         if func is torch.ops.aten.set_.source_Storage or func.__name__.startswith("resize_"):
@@ -292,7 +302,7 @@ def kernel_sizes(func, args, kwargs, out) -> dict:
 
 
 def map_cuda_args(args, kwargs):
-    """``Tensor.to`` / ``Tensor.cuda`` arguments with every cuda device replaced by the CPU."""
+    """``Tensor.to`` / ``Tensor.cuda`` arguments with every cuda or meta device made the CPU."""
     return tree_map(_cpu, list(args)), {k: _cpu(v) for k, v in kwargs.items()}
 
 

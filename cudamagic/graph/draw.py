@@ -22,6 +22,7 @@ from collections import Counter, defaultdict
 from . import capture, layout, views
 from .dot import to_dot
 from .result import GraphResult
+from .walk import paused_gc
 
 # ---- choosing a view and rendering ------------------------------------------------------------
 #: Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
@@ -233,7 +234,8 @@ def draw(
         notes).
     """
     deadline = time.monotonic() + timeout_s
-    view, view_notes, fits = choose_view(graph, depth, fold, node_budget, per_use)
+    with paused_gc():
+        view, view_notes, fits = choose_view(graph, depth, fold, node_budget, per_use)
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)

@@ -13,6 +13,7 @@ into, saved tensors, outputs and view bases. Imports neither IPython nor torch.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable
 
@@ -193,8 +194,9 @@ class AutogradGraph:
     view: str = "full"
     saved_unknown: int = 0
 
-    def __post_init__(self):
-        self._by_id = {n.id: n for n in self.nodes}
+    @functools.cached_property
+    def _by_id(self) -> dict:
+        return {n.id: n for n in self.nodes}
 
     def node(self, node_id: str) -> GraphNode:
         """The node with id ``node_id`` (``KeyError`` when absent)."""

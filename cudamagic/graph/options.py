@@ -137,7 +137,7 @@ def save_format(path: str) -> str:
     ext = os.path.splitext(path)[1].lower().lstrip(".")
     if ext not in SAVE_EXTENSIONS:
         raise UsageError(
-            f"--save {path}: the file name must end in .svg, .png, .pdf or .dot (the format "
+            f"--save {path}: the file name must end in .svg, .png, .pdf, .dot or .gv (the format "
             "comes from the extension); for example `--save graph.svg`."
         )
     if os.path.isdir(path):

@@ -335,24 +335,15 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         summed), or ``graph`` unchanged.
     """
     by_id = {n.id: n for n in graph.nodes}
-    outdeg, indeg = Counter(), Counter()
-    single_in = {}
-    for e in graph.edges:
-        outdeg[e.src] += 1
-        if e.kind == GRAD:
-            indeg[e.dst] += 1
-            single_in[e.dst] = e.src
+    outdeg = Counter(e.src for e in graph.edges)
+    grads = [e for e in graph.edges if e.kind == GRAD]
+    indeg = Counter(e.dst for e in grads)
     nxt = {}
-    for b, a in single_in.items():
-        na, nb = by_id[a], by_id[b]
-        if (
-            indeg[b] == 1
-            and outdeg[a] == 1
-            and na.kind == BACKWARD
-            and nb.kind == BACKWARD
-            and na.call == nb.call
-        ):
-            nxt[a] = b
+    for e in grads:
+        if indeg[e.dst] == 1 and outdeg[e.src] == 1:
+            na, nb = by_id[e.src], by_id[e.dst]
+            if na.kind == BACKWARD and nb.kind == BACKWARD and na.call == nb.call:
+                nxt[e.src] = e.dst
     if not nxt:
         return graph
     targets = set(nxt.values())
@@ -365,24 +356,24 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         if len(chain) < min_run:
             continue
         rid = "r" + head[1:]
-        for m in chain:
-            mapping[m] = rid
-        counts = Counter(by_id[m].label for m in chain)
+        mapping.update(dict.fromkeys(chain, rid))
+        members = [by_id[m] for m in chain]
+        counts = Counter(m.label for m in members)
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
-        saved_bytes, storages = distinct_saved_bytes(by_id[m] for m in chain)
+        saved_bytes, storages = distinct_saved_bytes(members)
         runs[rid] = GraphNode(
             rid,
             RUN,
             label,
             count=len(chain),
             ops=len(chain),
-            call=by_id[head].call,
+            call=members[0].call,
             attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
             saved_bytes=saved_bytes,
             storages=storages,
-            freed=any(by_id[m].freed for m in chain),
-            held=merge_held(by_id[m] for m in chain),
-            size_unknown=sum(by_id[m].size_unknown for m in chain),
+            freed=any(m.freed for m in members),
+            held=merge_held(members),
+            size_unknown=sum(m.size_unknown for m in members),
         )
     if not runs:
         return graph

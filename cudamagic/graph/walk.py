@@ -20,9 +20,11 @@ torch is imported inside the functions that need it.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import functools
 import gc
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from ..core import platform
@@ -123,7 +125,7 @@ def storage_parts(t, _depth: int = 0) -> tuple:
     """
     import torch
 
-    if t.is_meta or _is_fake(t):
+    if t.is_meta or (type(t) is not torch.Tensor and _is_fake(t)):
         return [], ""
     if _depth > 4:
         return None, f"{type(t).__name__} nested too deep"
@@ -257,6 +259,9 @@ def read_saved(fn, attr: str):
     if raw is _MISSING:
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
+    if not many and raw is not None and raw.unpack_hook is None:  # one tensor, no hook
+        data = raw.data
+        return data if data is not None or attr == "_saved_tensors" else getattr(fn, attr)
     raws = list(raw) if many else [raw]
     # r: a SavedTensor or None
     hooked = any(r is not None and r.unpack_hook is not None for r in raws)
@@ -285,19 +290,27 @@ def _short(value) -> str:
     return text if len(text) <= MAX_ATTR_CHARS else text[: MAX_ATTR_CHARS - 1] + "…"
 
 
-def walk(outputs: Sequence, **kwargs) -> AutogradGraph:
-    """Walk the autograd graph behind ``outputs``; see :func:`_walk` for the arguments.
+@contextlib.contextmanager
+def paused_gc():
+    """Python's cyclic GC paused inside the block (enabled again after, if it was).
 
-    Python's cyclic GC is paused during the walk: with a deep graph alive, each
-    collection traverses it and the walk slows down tenfold.
+    Building or folding a graph of 100,000 nodes creates objects fast enough to start collections,
+    each of which traverses every node made so far (and, in the walk, the autograd graph): the walk
+    and the views were 2-10x slower with it.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        graph = _walk(outputs, **kwargs)
+        yield
     finally:
         if was_enabled:
             gc.enable()
+
+
+def walk(outputs: Sequence, **kwargs) -> AutogradGraph:
+    """Walk the graph behind ``outputs``, GC paused; see :func:`_walk` for the arguments."""
+    with paused_gc():
+        graph = _walk(outputs, **kwargs)
     note = guard_deep_free(sum(1 for n in graph.nodes if n.kind in (BACKWARD, ACCUMULATE)))
     if note:
         graph.notes.append(note)
@@ -314,15 +327,15 @@ _MAX_MAIN_STACK_BYTES = 120 * 1024 * 1024  # the kernel keeps ~128 MiB below the
 def guard_deep_free(n_nodes: int) -> str:
     """Keep the kernel alive when the walked graph is freed later; returns a note or ``''``.
 
-    Once Python has visited an autograd node (``grad_fn``, ``next_functions``), PyTorch frees
-    that node through its Python object, recursively: the C stack needed grows with the depth
-    of the graph, and freeing a chain of about 50,000 visited ops overflows the default 8 MiB
-    main-thread stack (a segmentation fault that kills the kernel when the user deletes the
-    tensor or reruns the cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where the
-    main stack is smaller: about 2,000 with the 2 MB of a Windows ``python.exe``) this asks
-    :func:`cudamagic.core.platform.raise_stack_limit` for ``8 MiB + n_nodes * 512`` bytes, at most
-    120 MiB (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack up
-    to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
+    Once Python has visited an autograd node (``grad_fn``, ``next_functions``), PyTorch frees that
+    node through its Python object, recursively: the C stack needed grows with the depth of the
+    graph, and freeing a chain of about 50,000 visited ops overflows the default 8 MiB main-thread
+    stack (a segmentation fault that kills the kernel when the user deletes the tensor or reruns the
+    cell). For graphs of more than ``_DEEP_GRAPH_NODES`` nodes (fewer where the main stack is
+    smaller: 4,096 with the 2 MB of a Windows ``python.exe``, whose advice keeps half that) this
+    asks :func:`cudamagic.core.platform.raise_stack_limit` for ``8 MiB + n_nodes * 512`` bytes, at
+    most 120 MiB (POSIX raises the soft ``RLIMIT_STACK``, which Linux grows the main thread's stack
+    up to; a Windows main thread's stack is fixed at start). Where the stack cannot be made large
     enough, the note warns the user.
 
     Args:
@@ -368,6 +381,9 @@ def _walk(
 ) -> AutogradGraph:
     """Walk the autograd graph behind ``outputs`` iteratively into an :class:`AutogradGraph`.
 
+    Each autograd node is visited once and each edge read once (a chain of ``n`` ops: ``n`` visits);
+    saved entries that are equal (one per op of a long chain) are one object.
+
     Args:
         outputs: ``(path, tensor)`` pairs (tensors of any shape/dtype with a ``grad_fn`` or
             ``requires_grad``), from :func:`~cudamagic.graph.capture.flatten_outputs`.
@@ -389,64 +405,65 @@ def _walk(
     from torch.autograd.function import BackwardCFunction
 
     names = tensor_names or {}
-    nodes: list = []
+    # slot i holds node "n{i}": its GraphNode, or (backward nodes) its record until the end
+    slots: list = []
     edges: list = []
     ids: dict = {}
-    counter = [0]
-    storages_by_node: dict = {}
-    held_by_node: dict = {}
     frames: set = set()
     leaf_storages: set = set()
-    out_notes = list(notes)
+    entry = functools.cache(SavedEntry)  # a 100k-op chain saves a few distinct entries
+    interned: dict = {}
 
-    def new_id():
-        i = counter[0]
-        counter[0] += 1
-        return f"n{i}"
-
-    def tensor_node(node_id, kind, t, label):
-        return GraphNode(
-            node_id, kind, label, shape=_shape(t), dtype=_dtype_str(t), device=str(t.device)
+    def tensor_node(kind, t, label):
+        node = GraphNode(
+            f"n{len(slots)}",
+            kind,
+            label,
+            shape=_shape(t),
+            dtype=_dtype_str(t),
+            device=str(t.device),
         )
+        slots.append(node)
+        return node.id
 
-    def saved_of(fn, node_id):
-        entries, attrs, stor = [], [], []
-        freed = False
+    def add_tensor(name, t, detailed, entries, stor, counts):
+        """Add saved tensor ``t``'s entry and storages; 1 when its size cannot be known, else 0."""
+        held = ""
+        if isinstance(t, Hooked):
+            held = t.held
+            counts[held] = counts.get(held, 0) + 1
+            parts, known = [], t.known
+            if t.frame is not None:
+                if t.frame in frames:
+                    t.tensors = []
+                frames.add(t.frame)
+            for inner in t.tensors:
+                p, _ = storage_parts(inner)
+                if p is None:
+                    known = False
+                else:
+                    parts += p
+            t = t.tensors[0] if len(t.tensors) == 1 and t.frame is None else None
+        else:
+            parts, _ = storage_parts(t)
+            known = parts is not None
+        parts = parts or []
+        stor.extend(parts)
+        nbytes = sum(p[1] for p in parts)
+        if t is not None and detailed:
+            entries.append(
+                entry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
+            )
+        else:
+            entries.append(entry(name, nbytes=nbytes, held=held, size_known=known))
+        return 0 if known else 1
 
-        def add_tensor(name, t):
-            held = ""
-            if isinstance(t, Hooked):
-                held = t.held
-                counts[held] = counts.get(held, 0) + 1
-                parts, known = [], t.known
-                if t.frame is not None:
-                    if t.frame in frames:
-                        t.tensors = []
-                    frames.add(t.frame)
-                for inner in t.tensors:
-                    p, _ = storage_parts(inner)
-                    if p is None:
-                        known = False
-                    else:
-                        parts += p
-                t = t.tensors[0] if len(t.tensors) == 1 and t.frame is None else None
-            else:
-                parts, _ = storage_parts(t)
-                known = parts is not None
-            parts = parts or []
-            stor.extend(parts)
-            nbytes = sum(p[1] for p in parts)
-            if not known:
-                unknown[0] += 1
-            if t is not None and (show_saved or custom):
-                entries.append(
-                    SavedEntry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
-                )
-            else:
-                entries.append(SavedEntry(name, nbytes=nbytes, held=held, size_known=known))
-
-        counts, unknown = {}, [0]
+    def backward_record(fn, node_id, label, attr_names):
+        """``(id, label, call, saved, attrs, freed, held, size unknown, storage parts)``."""
+        entries, attrs, stor, counts = [], [], [], {}
+        freed, unknown = False, 0
         custom = isinstance(fn, BackwardCFunction)
+        detailed = show_saved or custom
         if custom:
             try:
                 values = read_saved(fn, "_saved_tensors")
@@ -460,8 +477,8 @@ def _walk(
                 if t is None:
                     entries.append(SavedEntry(f"saved_tensors[{i}]", is_none=True))
                 else:
-                    add_tensor(f"saved_tensors[{i}]", t)
-        for attr, name in _saved_attrs(type(fn))[0]:
+                    unknown += add_tensor(f"saved_tensors[{i}]", t, detailed, entries, stor, counts)
+        for attr, name in attr_names:
             try:
                 val = read_saved(fn, attr)
             except RuntimeError as exc:
@@ -471,96 +488,84 @@ def _walk(
                 freed = True
                 continue
             if isinstance(val, (torch.Tensor, Hooked)):
-                add_tensor(name, val)
+                unknown += add_tensor(name, val, detailed, entries, stor, counts)
             elif isinstance(val, (tuple, list)) and any(
                 isinstance(v, (torch.Tensor, Hooked)) for v in val
             ):
                 for i, v in enumerate(val):
                     if isinstance(v, (torch.Tensor, Hooked)):
-                        add_tensor(f"{name}[{i}]", v)
+                        unknown += add_tensor(f"{name}[{i}]", v, detailed, entries, stor, counts)
             elif show_attrs:
                 attrs.append((name, _short(val)))
-        held_by_node[node_id] = (tuple(sorted(counts.items())) if counts else (), unknown[0])
-        storages_by_node[node_id] = stor
-        return tuple(entries), tuple(attrs), freed
+        saved = tuple(entries)
+        call = _call_of(fn, calls, call_starts, call_ends)
+        held = tuple(sorted(counts.items())) if counts else ()
+        return (
+            node_id,
+            label,
+            call,
+            interned.setdefault(saved, saved),
+            tuple(attrs),
+            freed,
+            held,
+            unknown,
+            stor,
+        )
 
-    fn_nodes = {}  # id -> partial GraphNode kwargs for backward nodes (saved bytes filled later)
     stack = []
 
     def visit(fn):
         node_id = ids.get(fn)
         if node_id is None:
-            node_id = ids[fn] = new_id()
-            stack.append(fn)
+            node_id = ids[fn] = f"n{len(slots)}"
+            stack.append((fn, len(slots)))
+            slots.append(None)
         return node_id
 
     for path, t in outputs:
-        out_id = new_id()
         label = path or names.get(id(t)) or "output"
-        nodes.append(tensor_node(out_id, OUTPUT, t, label))
+        out_id = tensor_node(OUTPUT, t, label)
         if t.grad_fn is not None:
             edges.append(GraphEdge(visit(t.grad_fn), out_id, TO_OUTPUT))
         base = t._base  # not None exactly when t is a view
         if base is not None:
-            base_id = new_id()
-            nodes.append(tensor_node(base_id, BASE, base, f"{label} (base)"))
+            base_id = tensor_node(BASE, base, f"{label} (base)")
             edges.append(GraphEdge(base_id, out_id, VIEW))
             if base.grad_fn is not None:
                 edges.append(GraphEdge(visit(base.grad_fn), base_id, TO_OUTPUT))
         while stack:
-            fn = stack.pop()
-            node_id = ids[fn]
-            cls_name = _saved_attrs(type(fn))[1]
-            call = _call_of(fn, calls, call_starts, call_ends)
+            fn, i = stack.pop()
+            node_id = f"n{i}"
+            attr_names, cls_name = _saved_attrs(type(fn))
             # a custom ctx may have .variable too
             var = fn.variable if cls_name == "AccumulateGrad" else None
             if var is not None:
-                var_id = new_id()
                 name = names.get(id(var))
                 kind = PARAM if name is not None and "." in name else LEAF
-                nodes.append(tensor_node(var_id, kind, var, name or "(leaf)"))
-                edges.append(GraphEdge(var_id, node_id, VARIABLE))
+                edges.append(GraphEdge(tensor_node(kind, var, name or "(leaf)"), node_id, VARIABLE))
                 parts, _ = storage_parts(var)  # its storage, whose saved uses are not counted
                 leaf_storages.add(parts[0][0] if parts else None)
-                fn_nodes[node_id] = dict(kind=ACCUMULATE, label=cls_name)
+                slots[i] = GraphNode(node_id, ACCUMULATE, cls_name)
                 continue
-            saved, attrs, freed = saved_of(fn, node_id)
-            held, n_unknown = held_by_node.pop(node_id)
-            fn_nodes[node_id] = dict(
-                kind=BACKWARD,
-                label=cls_name,
-                call=call,
-                saved=saved,
-                attrs=attrs,
-                freed=freed,
-                held=held,
-                size_unknown=n_unknown,
-            )
-            nexts = [u for u, _ in fn.next_functions if u is not None]
-            for u in nexts:
-                edges.append(GraphEdge(visit(u), node_id, GRAD))
-
-    total = _count_saved_bytes(storages_by_node, leaf_storages, fn_nodes)
-
-    for node_id, kw in fn_nodes.items():
-        nodes.append(GraphNode(node_id, **kw))
-    nodes.sort(key=lambda n: int(n.id[1:]))
-    out_notes += _held_notes(fn_nodes.values())
+            slots[i] = backward_record(fn, node_id, cls_name, attr_names)
+            for u, _ in fn.next_functions:
+                if u is not None:
+                    edges.append(GraphEdge(visit(u), node_id, GRAD))
+    ids.clear()
+    total, held, unknown = _backward_nodes(slots, leaf_storages)
     graph = AutogradGraph(
-        nodes,
+        slots,
         edges,
         list(calls),
-        out_notes,
+        list(notes) + _held_notes(held, unknown),
         total,
-        saved_unknown=sum(kw.get("size_unknown", 0) for kw in fn_nodes.values()),
+        saved_unknown=unknown,
     )
     if calls:
         graph = place_params(graph)
     # custom Functions' saved tensors always; every one with show_saved
     graph = add_saved_nodes(graph, show_saved)
-    graph = split_uses(graph) if not shared_params else graph
-    ids.clear()
-    return graph
+    return split_uses(graph) if not shared_params else graph
 
 
 def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
@@ -586,30 +591,30 @@ def _call_of(fn, calls: Sequence, call_starts: Sequence, call_ends: Sequence):
     return None
 
 
-def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dict) -> int:
-    """Fill the saved-byte fields of each backward node.
+def _backward_nodes(slots: list, leaf_storages: set) -> tuple:
+    """Turn the backward nodes' records in ``slots`` into ``GraphNode``s, in place.
 
-    Fill ``saved_bytes``, ``saved_view_bytes`` and ``storages`` of each backward node in
-    ``fn_nodes``.
-
-    Distinct storages per node, parameters (leaf storages) not counted; storages get small ids in
-    walk order so collapsed boxes and folded runs count a shared storage once too.
+    Their saved-byte fields come from distinct storages per node, parameters (leaf storages) not
+    counted; storages get small ids in walk order so collapsed boxes and folded runs count a shared
+    storage once too.
 
     Args:
-        storages_by_node: node id -> ``[(storage key, storage bytes, own bytes), ...]`` (from
-            :func:`storage_parts`).
+        slots: Nodes in walk order; a backward node's slot holds the record of ``_walk``.
         leaf_storages: Storage keys of leaf tensors (parameters), not counted.
-        fn_nodes: node id -> ``GraphNode`` keyword arguments, updated in place.
 
     Returns:
-        Bytes of the distinct storages held for backward.
+        ``(bytes of the distinct storages held for backward, {how: count} of saved tensors behind
+        hooks, saved tensors of unknown size)``.
     """
     sid_of: dict = {}
-    total = 0
-    for node_id in sorted(storages_by_node, key=lambda i: int(i[1:])):
-        here = {}
-        own_here = {}
-        for key, nbytes, own in storages_by_node[node_id]:
+    total = unknown = 0
+    held = Counter()
+    for i, rec in enumerate(slots):
+        if type(rec) is not tuple:
+            continue
+        node_id, label, call, saved, attrs, freed, hooks, n_unknown, parts = rec
+        here, own_here = {}, {}
+        for key, nbytes, own in parts:
             if key in leaf_storages:
                 continue
             sid = sid_of.get(key)
@@ -618,22 +623,33 @@ def _count_saved_bytes(storages_by_node: dict, leaf_storages: set, fn_nodes: dic
                 total += nbytes
             here[sid] = nbytes
             own_here[sid] = max(own_here.get(sid, 0), own)
-        fn_nodes[node_id]["saved_bytes"] = sum(here.values())
-        fn_nodes[node_id]["saved_view_bytes"] = sum(own_here.values())
-        fn_nodes[node_id]["storages"] = (
-            tuple(sorted(here.items())) if len(here) > 1 else (tuple(here.items()))
+        if hooks:
+            held.update(dict(hooks))
+        unknown += n_unknown
+        slots[i] = GraphNode(
+            node_id,
+            BACKWARD,
+            label,
+            saved_bytes=sum(here.values()),
+            saved=saved,
+            attrs=attrs,
+            call=call,
+            freed=freed,
+            storages=tuple(sorted(here.items())),
+            saved_view_bytes=sum(own_here.values()),
+            held=hooks,
+            size_unknown=n_unknown,
         )
-    sid_of.clear()
-    return total
+    return total, held, unknown
 
 
-def _held_notes(fn_kwargs: Iterable) -> list:
-    """Notes on saved tensors behind saved-tensor hooks and of unknown size (one sentence each)."""
-    held, unknown = {}, 0
-    for kw in fn_kwargs:
-        for how, count in kw.get("held", ()):
-            held[how] = held.get(how, 0) + count
-        unknown += kw.get("size_unknown", 0)
+def _held_notes(held: dict, unknown: int) -> list:
+    """Notes on saved tensors behind saved-tensor hooks and of unknown size (one sentence each).
+
+    Args:
+        held: ``{how: count}`` of saved tensors behind saved-tensor hooks.
+        unknown: Saved tensors whose size cannot be known (count).
+    """
     notes = []
     if held:
         parts = ", ".join(f"{count} {how}" for how, count in sorted(held.items()))

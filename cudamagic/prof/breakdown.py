@@ -26,7 +26,7 @@ import statistics
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .summary import KernelRecord, OpRecord, StepRecord
+from .result import KernelRecord, OpRecord, StepRecord
 
 CPU_ROWS = ("compute", "data wait", "host copies", "optimizer", "Python overhead")
 GPU_ROWS = (
@@ -136,10 +136,10 @@ def breakdown(ops, kernels, steps, span) -> Breakdown:
     """Split the steps' time into rows (see the module docstring).
 
     Args:
-        ops: :class:`~.summary.OpRecord` items (CPU operators, runtime calls and ranges, all
+        ops: :class:`~.result.OpRecord` items (CPU operators, runtime calls and ranges, all
             threads).
-        kernels: :class:`~.summary.KernelRecord` items (empty on a CPU-only run).
-        steps: :class:`~.summary.StepRecord` items; none: ``span`` is the one step.
+        kernels: :class:`~.result.KernelRecord` items (empty on a CPU-only run).
+        steps: :class:`~.result.StepRecord` items; none: ``span`` is the one step.
         span: (start_us, end_us) of the profiled span.
 
     Returns:
@@ -323,7 +323,7 @@ def _row(active, gpu: bool, sync_in_gap: bool) -> tuple[str, bool, bool]:
 
 
 def of_result(res) -> Breakdown:
-    """The :class:`Breakdown` of a :class:`~.summary.ProfResult`."""
+    """The :class:`Breakdown` of a :class:`~.result.ProfResult`."""
     return breakdown(res.ops, res.kernels, res.steps, res.span_us)
 
 

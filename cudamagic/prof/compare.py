@@ -3,7 +3,7 @@
 ``%torchprof --compare A B``: per-operator and per-kernel differences between two profiles, biggest
 first.
 
-A and B are :class:`~.summary.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
+A and B are :class:`~.result.ProfResult` objects (``-o NAME``) or saved Chrome traces (``--trace
 FILE``). Operators are compared by self time (for a trace: the event's duration minus its directly
 nested events on the same thread), kernels by device time; all times in microseconds.
 """
@@ -17,7 +17,7 @@ from ..core.display import Displayed
 from ..core.fmt import esc, html_table, terminal_safe, text_table
 from .breakdown import of_result, of_trace
 from .render import ms, name_html
-from .summary import ProfResult
+from .result import ProfResult
 from .verdict import breakdown_change
 
 _KERNEL_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
@@ -55,7 +55,7 @@ class DiffRow:
 
 
 def totals_from_result(res) -> dict:
-    """(kind, name) -> [calls, microseconds] of a :class:`~.summary.ProfResult`."""
+    """(kind, name) -> [calls, microseconds] of a :class:`~.result.ProfResult`."""
     out = {}
     for r in res.rows("op"):
         out[("operator", r.name)] = [r.calls, r.self_us]

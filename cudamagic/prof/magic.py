@@ -21,8 +21,8 @@ from ..core.magic import AreaMagics
 from ..core.manual import manual
 from . import options
 from .compare import compare
+from .result import ProfResult
 from .run import run_profiled
-from .summary import ProfResult
 from .trace import load_trace
 
 USAGE = (

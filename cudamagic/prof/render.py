@@ -85,7 +85,7 @@ class Table(Displayed):
 
     Attributes:
         group: ``op``/``shape``/``module``/``stack`` or ``"kernels"``. rows: every
-            :class:`~.summary.TableRow`.
+            :class:`~.result.TableRow`.
         top: rows shown.
     """
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from ..core.cell import compile_cell, run_code_caught
 from ..core.fmt import format_bytes
 from . import stderr
+from .result import gc_paused
 from .steps import StepDriver
-from .summary import build_result, gc_paused
+from .summary import build_result
 from .trace import write_trace
 
 #: file-name parts of warnings that come from the profiler itself (summarised in one line, not
@@ -43,7 +44,7 @@ class ProfRun:
     """What :func:`run_profiled` did.
 
     Attributes:
-        result: the :class:`~.summary.ProfResult`, or None when the cell ran unprofiled (see
+        result: the :class:`~.result.ProfResult`, or None when the cell ran unprofiled (see
             ``skipped``) or did not compile.
         exception: the cell's own exception (the caller re-raises it), or None.
         has_value: the cell ended in an expression.

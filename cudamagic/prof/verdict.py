@@ -401,7 +401,7 @@ def _sync_words(calls: dict, steps: int) -> str:
 
 
 def verdict_of(res, prof=None) -> Verdict:
-    """The :class:`Verdict` of a :class:`~.summary.ProfResult`.
+    """The :class:`Verdict` of a :class:`~.result.ProfResult`.
 
     ``prof`` is the stopped profiler, for the FLOPs. Reads the GPU's name and compute capability
     only when CUDA is already initialised in this process.
@@ -484,6 +484,20 @@ def breakdown_rows(bd: Breakdown) -> list:
     ]
 
 
+def no_finding(bd: Breakdown) -> str:
+    """The verdict without a finding: which row holds the step time, and why it is not a fault."""
+    pct = bd.pct()
+    row = max(pct, key=pct.get)
+    if row == "optimizer":  # below MANY_OPTIMIZER_OPS: few, large parameter tensors
+        return (
+            f"no avoidable cost found; most of the step ({pct[row]:.0f} %) is the optimizer's "
+            f"arithmetic on a few large parameter tensors ({bd.facts.get('optimizer_ops', 0):.0f} "
+            "operators per step): expected when forward and backward are cheap beside the "
+            "number of parameters."
+        )
+    return f"no avoidable cost found; the step time is in operators ({row}, {pct[row]:.0f} %)."
+
+
 def verdict_text(v: Verdict) -> str:
     """The verdict as plain text."""
     bd = v.breakdown
@@ -501,7 +515,7 @@ def verdict_text(v: Verdict) -> str:
             out.append(f"     fix: {terminal_safe(fnd.fix)}")
             out.append(f"     expect: {terminal_safe(fnd.effect)}")
     else:
-        out.append("Verdict: no avoidable cost found; the step time is in operators (compute).")
+        out.append(f"Verdict: {no_finding(bd)}")
     out += ["", *(f"  {k}: {terminal_safe(val)}" for k, val in _facts(v))]
     return "\n".join(out)
 
@@ -523,10 +537,7 @@ def verdict_html(v: Verdict) -> str:
         )
         parts.append(f"<h4>Verdict, biggest avoidable cost first</h4><ol>{items}</ol>")
     else:
-        parts.append(
-            "<h4>Verdict</h4><div>no avoidable cost found; the step time is in operators "
-            "(compute).</div>"
-        )
+        parts.append(f"<h4>Verdict</h4><div>{esc(no_finding(bd))}</div>")
     parts.append(
         html_table(
             ["", ""], [[esc(k), esc(val)] for k, val in _facts(v)], cls="cm-facts", prose=(1,)

@@ -34,7 +34,7 @@ import time
 
 from ..core.na import NA, is_na
 from . import exporters as ex
-from .prometheus import PrometheusClient, PrometheusError, range_step, selector, vector_rows
+from .prometheus import PrometheusClient, PrometheusError, range_step, selector
 from .samples import GPU_FIELDS, GpuSample, HostSample, MigSample, Sample
 from .sources import MIG_UTIL, ReplaySource, Source
 
@@ -141,28 +141,30 @@ def _num(text, field: str, scale: float, exporter: str):
         v = float(text)
     except (TypeError, ValueError):
         return NA(f"not a number in the {exporter} exporter's answer", "error")
-    return _convert(v, text, field, scale, exporter)
+    return _convert(v, field, scale, exporter)
 
 
-def _prom_text(v: float) -> str:
-    """How Prometheus writes a float: ``NaN``, ``+Inf``, ``-Inf``, else ``repr``."""
-    if math.isnan(v):
-        return "NaN"
-    return ("+Inf" if v > 0 else "-Inf") if math.isinf(v) else repr(v)
-
-
-def _convert(v: float, text, field: str, scale: float, exporter: str):
-    """:func:`_num` of the float ``v`` (``text`` is how the answer wrote it, shown for NaN/Inf)."""
+def _convert(v: float, field: str, scale: float, exporter: str):
+    """:func:`_num` of the float ``v``."""
     hit = ex.DCGM_SENTINELS.get(v)
     if hit is not None or v >= 9.2e18:
         reason, code = hit or ex.DCGM_SENTINELS[float(0x7FFFFFFFFFFFFFF0)]
         return NA(reason, code)
     if not math.isfinite(v):
+        text = "NaN" if math.isnan(v) else "+Inf" if v > 0 else "-Inf"  # as Prometheus writes it
         return NA(f"the exporter reports {text}", "error")
     v *= scale
     if field in _INT_FIELDS or float(v).is_integer():
         return int(round(v))
     return round(v, 3)
+
+
+def _convert_text(cache: dict, s, text):
+    """Series ``s``'s value text (str or bytes) converted by :func:`_num`, kept in ``cache``."""
+    v = _num(text.decode() if isinstance(text, bytes) else text, s.field, s.scale, s.exporter)
+    if len(cache) < 20_000:
+        cache[text] = v
+    return v
 
 
 class _Series:
@@ -259,7 +261,6 @@ def gpu_ids(series) -> list:
     return out
 
 
-_EMPTY = {}
 _MISSING = {}
 _PROF = "prof."  # a MIG instance's profiling ratio among its fields: "prof.sm_active"
 _NO_PROCESSES = NA("not exported to Prometheus", "not_exported")
@@ -291,8 +292,23 @@ def _mem_total(f: dict, missing):
     return sum(parts)
 
 
-def _gpu(phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample:
-    """Build one GpuSample from the fields of its physical series and of its MIG instances."""
+def _gpu(meta: dict, slots: list, values: list) -> GpuSample:
+    """One GpuSample from the values of its series.
+
+    Args:
+        meta: the GPU's identity (see :meth:`PrometheusSource._note_series`).
+        slots: per value, ``(place, MIG instance, field)``; place is ``"phys"`` (the physical
+            GPU), ``"ratio"`` (its profiling ratios) or ``"mig"`` (a MIG instance's field).
+        values: the converted values, None where a series has no point.
+    """
+    phys, migs, ratios = {}, {}, {}
+    for (place, mig, field), v in zip(slots, values, strict=True):
+        if v is None:
+            continue
+        if place == "mig":
+            migs.setdefault(mig, {})[field] = v
+        else:
+            (ratios if place == "ratio" else phys)[field] = v
     host, index = meta["host"], meta["index"]
     uuid, name, exporter, labels = meta["uuid"], meta["name"], meta["exporter"], meta["labels"]
     missing = _MISSING.get(exporter)
@@ -300,7 +316,6 @@ def _gpu(phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample
         missing = _MISSING[exporter] = NA(
             f"not exported by the {exporter} exporter", "not_exported"
         )
-    vals = dict(phys)
     mig_devs = ()
     if migs:
         inst = []
@@ -327,21 +342,21 @@ def _gpu(phys: dict, migs: dict, meta: dict, ratios: dict = _EMPTY) -> GpuSample
                     "memory.reserved",
                     "memory.total",
                 ) and not k.startswith(_PROF):
-                    vals.setdefault(k, v)
+                    phys.setdefault(k, v)
         mig_devs = tuple(inst)
         if "memory.used" not in phys:
             used = [m.memory_used_bytes for m in inst]
             tot = [m.memory_total_bytes for m in inst]
-            vals["memory.used"] = (
+            phys["memory.used"] = (
                 sum(used) if not any(is_na(u) for u in used) else next(u for u in used if is_na(u))
             )
-            vals["memory.total"] = (
+            phys["memory.total"] = (
                 sum(tot) if not any(is_na(t) for t in tot) else next(t for t in tot if is_na(t))
             )
-        vals["utilization.gpu"] = vals["utilization.memory"] = MIG_UTIL
-    if "memory.free" in vals:
-        vals["memory.total"] = _mem_total(vals, missing)
-    fields = {attr: vals.get(k, missing) for k, attr in GPU_FIELDS.items()}
+        phys["utilization.gpu"] = phys["utilization.memory"] = MIG_UTIL
+    if "memory.free" in phys:
+        phys["memory.total"] = _mem_total(phys, missing)
+    fields = {attr: phys.get(k, missing) for k, attr in GPU_FIELDS.items()}
     return GpuSample(
         index=index,
         name=name or missing,
@@ -366,9 +381,8 @@ class HostTracker:
     ``stale_hosts`` is ``{host: {"since": epoch s, "reason": str, "gpus": last GpuSamples}}`` for
     every host that had GPUs in an earlier sample and has none in the newest one (its exporter is no
     longer scraped: ``up == 0``, or its series went stale) while the server itself answered. The
-        views keep showing those
-    last values marked "exporter down since HH:MM:SS". It is replaced, never changed in place, so a
-    view in another thread reads a consistent dict.
+    views keep showing those last values marked "exporter down since HH:MM:SS". It is replaced,
+    never changed in place, so a view in another thread reads a consistent dict.
     """
 
     stale_hosts: dict = {}
@@ -420,12 +434,12 @@ class HostTracker:
         self._seen, self.stale_hosts = seen, stale
 
 
-def _texts_of(rows: list):
-    """``f(texts) -> tuple`` of the texts at ``rows`` (one C call: :func:`operator.itemgetter`)."""
-    if len(rows) == 1:
-        only = rows[0]
+def _texts_at(positions: list):
+    """``f(texts) -> tuple`` of the texts at ``positions`` (one C call: an itemgetter)."""
+    if len(positions) == 1:
+        only = positions[0]
         return lambda texts: (texts[only],)
-    return operator.itemgetter(*rows)
+    return operator.itemgetter(*positions)
 
 
 class PrometheusSource(HostTracker, Source):
@@ -441,10 +455,8 @@ class PrometheusSource(HostTracker, Source):
         client: a :class:`~cudamagic.watch.prometheus.PrometheusClient` (tests inject their own).
         environ, hostname: where ``--job`` looks (tests inject their own).
 
-    State for the views: ``exporters`` (names seen, e.g. ``{"DCGM"}``), ``job_match`` (``"hpc_job=42
-        (from
-    SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None), ``stale_reason``,
-    ``last_good``.
+    State for the views: ``exporters`` (names seen, e.g. ``{"DCGM"}``), ``job_match``
+    (``"hpc_job=42 (from SLURM_JOB_ID)"`` or ``""``), ``stale_since`` (epoch seconds or None).
     """
 
     kind = "prometheus"
@@ -469,21 +481,17 @@ class PrometheusSource(HostTracker, Source):
         self.job = job
         self.job_candidates = job_candidates(job, environ, hostname) if job is not None else []
         self.job_match = ""
-        # : the instant query of one refresh: every GPU metric, and the `up` series of the scrape
-        # targets that
-        #: are down (only those: a cluster's Prometheus may scrape thousands of other targets)
+        #: the instant query of one refresh: every GPU metric, and the `up` series of the scrape
+        #: targets that are down (only those: a cluster's Prometheus may scrape thousands more)
         self.query = f"{selector(ex.all_metric_names())} or (up == 0)"
         #: the range query of the history (GPU metrics only)
         self.history_query = selector(ex.all_metric_names())
         self.stale_hosts, self._seen, self._targets = {}, {}, {}
         self.exporters = set()
         self.stale_since = None
-        self.stale_reason = ""
-        self.last_good = None
         self.devices = []
         self.device_count = 0
         self.status = None
-        self._kinds = {}
         self._vcache = {}
         self._raw_kinds = {}  # labels JSON bytes -> _Series, (job, instance) of `up`, or None
         self._plan = None  # see _instant_plan
@@ -493,16 +501,6 @@ class PrometheusSource(HostTracker, Source):
         self.label = f"cluster via {url}{what}"
 
     # -- classification and filtering ------------------------------------------------------
-    def _series(self, metric: dict):
-        key = tuple(sorted(metric.items()))
-        s = self._kinds.get(key, False)
-        if s is False:
-            s = classify(metric)
-            if len(self._kinds) > 200_000:
-                self._kinds.clear()
-            self._kinds[key] = s
-        return s
-
     def _host_ok(self, host: str) -> bool:
         return not self.hosts or any(host_matches(host, w) for w in self.hosts)
 
@@ -530,8 +528,7 @@ class PrometheusSource(HostTracker, Source):
         return f"--job: no GPU series carries {tried}"
 
     # -- building samples -------------------------------------------------------------------
-
-    def _note_series(self, meta, gid, s, newness=(0.0, 0.0)):
+    def _note_series(self, meta, gid, s, newness):
         """Record series ``s``'s exporter and, in ``meta[gid]``, its GPU's identity.
 
         The identity is host, index, uuid, name, exporter, labels: the newest series names it
@@ -553,79 +550,34 @@ class PrometheusSource(HostTracker, Source):
         elif s.labels and not m["labels"]:
             m["labels"] = s.labels
 
-    def assemble(self, series) -> dict:
-        """``{timestamp: GpuSamples sorted by (host, index)}`` of a query's series.
+    def _group(self, series: list, newness=None) -> tuple:
+        """Which series make which GPU, after the ``--job`` and ``--hosts`` filters.
 
-        ``series`` is ``[(_Series, [(t, value text), ...]), ...]``. An instant query gives one
-        timestamp, a range query many; each series is classified, filtered by ``--hosts`` and its
-        values converted once, then every timestamp's GPUs are built. The series of one GPU
-        (:func:`gpu_ids`) are merged by time: where two have a point at the same time, the series
-        that ends later (then began later) wins.
+        The series of one GPU (:func:`gpu_ids`) are merged: of two with the same field, the later
+        in ``series`` wins where both have a value.
+
+        Args:
+            series: :class:`_Series`, the oldest first.
+            newness: per series, ``(last time, first time)`` (None: all equal, an instant).
+
+        Returns:
+            ``(kept, gpus)``: the series the ``--job`` filter kept, and per GPU, sorted by (host,
+            index), ``(meta, [(position in series, _Series, (place, MIG instance, field))])``
+            (see :func:`_gpu`).
         """
-        kept = []
-        for s, values in series:
-            if not self._host_ok(s.host):
-                continue
-            points = []
-            for point in values:
-                try:
-                    t, text = point
-                except (TypeError, ValueError):
-                    continue
-                points.append((t, text))
-            times = [t for t, _ in points]
-            kept.append(((max(times, default=0.0), min(times, default=0.0)), s, points))
-        kept.sort(key=lambda x: x[0])
-        frames, meta = {}, {}
-        for (newness, s, points), gid in zip(kept, gpu_ids([s for _, s, _ in kept]), strict=True):
-            self._note_series(meta, gid, s, newness)
+        kept = self._job_filter([(s, i) for i, s in enumerate(series)])
+        mine = [(s, i) for s, i in kept if self._host_ok(s.host)]
+        meta, members = {}, {}
+        for (s, i), gid in zip(mine, gpu_ids([s for s, _ in mine]), strict=True):
+            self._note_series(meta, gid, s, newness[i] if newness else (0.0, 0.0))
+            place = "mig" if s.mig is not None else "ratio" if s.ratio else "phys"
             field = _PROF + s.field if s.ratio and s.mig is not None else s.field
-            cache = self._vcache.get((s.field, s.scale, s.exporter))
-            if cache is None:
-                cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
-            slot = 2 if s.ratio else 0  # a MIG instance's ratios go with its other fields (slot 1)
-            for t, text in points:
-                fr = frames.get(t)
-                if fr is None:
-                    fr = frames[t] = ({}, {}, {})
-                v = cache.get(text)
-                if v is None:
-                    v = _num(text, s.field, s.scale, s.exporter)
-                    if len(cache) < 20_000:
-                        cache[text] = v
-                if s.mig is None:
-                    d = fr[slot].get(gid)
-                    if d is None:
-                        d = fr[slot][gid] = {}
-                    d[field] = v
-                else:
-                    fr[1].setdefault(gid, {}).setdefault(s.mig, {})[field] = v
-        order = {gid: (m["host"], m["index"], str(gid)) for gid, m in meta.items()}
-        out, last = {}, {}
-        for t in sorted(frames):
-            phys, migs, ratios = frames[t]
-            keys = sorted(phys.keys() | migs.keys() | ratios.keys(), key=order.__getitem__)
-            gpus = []
-            for k in keys:
-                p, r = phys.get(k, _EMPTY), ratios.get(k, _EMPTY)
-                m = migs.get(k)
-                # a range step finer than the scrape interval repeats values: reuse the previous
-                # (immutable) sample
-                sig = None if m else (tuple(p.items()), tuple(r.items()))
-                prev = last.get(k)
-                if sig is not None and prev is not None and prev[0] == sig:
-                    gpus.append(prev[1])
-                    continue
-                g = _gpu(p, m or _EMPTY, meta[k], r)
-                last[k] = (sig, g)
-                gpus.append(g)
-            out[t] = tuple(gpus)
-        return out
+            members.setdefault(gid, []).append((i, s, (place, s.mig, field)))
+        order = sorted(members, key=lambda k: (meta[k]["host"], meta[k]["index"], str(k)))
+        return [s for s, _ in kept], [(meta[gid], members[gid]) for gid in order]
 
     def assemble_columns(self, series) -> tuple:
         """``(times, GpuSamples per time)`` from the columns of a range query.
-
-        The fast path of :meth:`history`.
 
         Args:
             series: ``[(_Series, times, values)]``: epoch seconds and values as 1-D float64 numpy
@@ -633,8 +585,7 @@ class PrometheusSource(HostTracker, Source):
 
         Returns:
             ``(times, frames)``: the sorted distinct times (a list of floats) and, for each, the
-            tuple of GpuSamples sorted by (host, index), equal to what :meth:`assemble` builds from
-            the same answer.
+            tuple of GpuSamples sorted by (host, index).
 
         The series of one GPU (:func:`gpu_ids`) are merged by time, the later-ending (then
         later-beginning) series winning where both have a point. Each series' distinct values
@@ -644,31 +595,31 @@ class PrometheusSource(HostTracker, Source):
         """
         import numpy as np
 
-        kept = [(s, t, v) for s, t, v in series if self._host_ok(s.host) and len(t)]
-        if not kept:
+        series = sorted(
+            [x for x in series if len(x[1])], key=lambda x: (float(x[1][-1]), float(x[1][0]))
+        )
+        if not series:
             return [], []
-        kept.sort(key=lambda x: (float(x[1][-1]), float(x[1][0])))
-        times = np.unique(np.concatenate([t for _, t, _ in kept]))
+        times = np.unique(np.concatenate([t for _, t, _ in series]))
         n = len(times)
-        meta, cols = {}, {}
-        for (s, t, v), gid in zip(kept, gpu_ids([s for s, _, _ in kept]), strict=True):
-            self._note_series(meta, gid, s, (float(t[-1]), float(t[0])))
-            uniq, inverse = np.unique(v, return_inverse=True)
-            conv = [_convert(x, _prom_text(x), s.field, s.scale, s.exporter) for x in uniq.tolist()]
-            code = np.full(n, -1, dtype=np.int64)
-            code[np.searchsorted(times, t)] = inverse.reshape(-1)
-            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
-            where = "mig" if s.mig is not None else "ratio" if s.ratio else "phys"
-            slot = (where, s.mig, field)
-            prev = cols.setdefault(gid, {}).get(slot)
-            if prev is not None:  # another series of this GPU and field: fill the times it covers
-                code = np.where(code >= 0, code + len(prev[1]), prev[0])
-                conv = prev[1] + conv
-            cols[gid][slot] = (code, conv)
+        newness = [(float(t[-1]), float(t[0])) for _, t, _ in series]
         per_gpu = []
-        for key in sorted(cols, key=lambda k: (meta[k]["host"], meta[k]["index"], str(k))):
-            entries = list(cols[key].items())
-            codes = np.stack([c for _, (c, _) in entries])
+        for meta, members in self._group([s for s, _, _ in series], newness)[1]:
+            merged = {}  # (place, MIG instance, field) -> (value code per time, values)
+            for i, s, slot in members:
+                _, t, v = series[i]
+                uniq, inverse = np.unique(v, return_inverse=True)
+                conv = [_convert(x, s.field, s.scale, s.exporter) for x in uniq.tolist()]
+                code = np.full(n, -1, dtype=np.int64)
+                code[np.searchsorted(times, t)] = inverse.reshape(-1)
+                prev = merged.get(slot)
+                if prev is not None:  # another series of this GPU and field: fill what it covers
+                    code = np.where(code >= 0, code + len(prev[1]), prev[0])
+                    conv = prev[1] + conv
+                merged[slot] = (code, conv)
+            slots = list(merged)
+            convs = [conv for _, conv in merged.values()]
+            codes = np.stack([code for code, _ in merged.values()])
             present = (codes >= 0).any(axis=0)
             changed = np.ones(n, dtype=bool)
             changed[1:] = (codes[:, 1:] != codes[:, :-1]).any(axis=0)
@@ -676,17 +627,8 @@ class PrometheusSource(HostTracker, Source):
             build = np.flatnonzero(changed & present).tolist()
             rows = codes[:, build].T.tolist() if build else []
             for row_i, row in zip(build, rows, strict=True):
-                phys, migs, ratios = {}, {}, {}
-                for ((where, mig, field), (_, conv)), c in zip(entries, row, strict=True):
-                    if c < 0:
-                        continue
-                    if where == "phys":
-                        phys[field] = conv[c]
-                    elif where == "ratio":
-                        ratios[field] = conv[c]
-                    else:
-                        migs.setdefault(mig, {})[field] = conv[c]
-                column[row_i] = _gpu(phys, migs, meta[key], ratios)
+                values = [conv[c] if c >= 0 else None for conv, c in zip(convs, row, strict=True)]
+                column[row_i] = _gpu(meta, slots, values)
             last = None
             for i, here in enumerate(present.tolist()):  # fill the repeats with the previous sample
                 if column[i] is not None:
@@ -697,161 +639,13 @@ class PrometheusSource(HostTracker, Source):
         frames = [tuple(g for g in row if g is not None) for row in zip(*per_gpu, strict=True)]
         return times.tolist(), frames
 
-    def build(self, rows) -> tuple:
-        """GpuSamples, sorted by (host, index), of one instant's ``[(_Series, value text)]``."""
-        got = self.assemble([(s, ((0, text),)) for s, text in rows])
-        return got.get(0, ())
+    def build(self, series: list, texts: list) -> tuple:
+        """GpuSamples, sorted by (host, index), of one instant's series and their value texts.
 
-    def _sample(self, seq, timestamp_s, gpus) -> Sample:
-        return Sample(
-            seq=seq,
-            timestamp_s=timestamp_s,
-            nvml_status=None,
-            gpus=gpus,
-            host=_CLUSTER_HOST,
-            torch=_NO_TORCH,
-            hint="",
-        )
-
-    def stale_sample(self, seq: int, timestamp_s: float, reason: str) -> Sample:
-        """A sample without GPUs that says since when the data is stale and why."""
-        if self.stale_since is None:
-            self.stale_since = timestamp_s
-        self.stale_reason = reason
-        since = time.strftime("%H:%M:%S", time.localtime(self.stale_since))
-        return Sample(
-            seq=seq,
-            timestamp_s=timestamp_s,
-            nvml_status=NA(f"stale since {since}: {reason}", "stale"),
-            gpus=(),
-            host=_CLUSTER_HOST,
-            torch=_NO_TORCH,
-            hint="",
-        )
-
-    # -- the source protocol ----------------------------------------------------------------
-    def _instant_rows(self) -> list:
-        """The refresh's answer as ``[(labels JSON bytes, value text)]`` (one request).
-
-        Through :meth:`PrometheusClient.instant_rows`; a client without it (one that a test
-        supplies) through its ``instant``.
+        What depends only on which series the answer holds (:meth:`_instant_plan`) is kept while
+        the next answer holds the same series, in the same order; a GPU whose value texts are
+        those of the previous answer keeps its (immutable) sample.
         """
-        fetch = getattr(self.client, "instant_rows", None)
-        if fetch is not None:
-            return fetch(self.query)
-        return vector_rows(self.client.instant(self.query))
-
-    def _kind(self, labels: bytes):
-        """A series' :class:`_Series`, ``(job, instance)`` for an ``up`` series, else None."""
-        kind = self._raw_kinds.get(labels, False)
-        if kind is False:
-            try:
-                metric = json.loads(labels)
-            except ValueError:
-                metric = None
-            kind = None
-            if isinstance(metric, dict):
-                kind = self._series(metric)
-                if kind is None and metric.get("__name__", "up") == "up" and "instance" in metric:
-                    kind = (
-                        metric.get("job", ""),
-                        metric.get("instance", ""),
-                    )  # a filter keeps the name
-            if len(self._raw_kinds) > 200_000:
-                self._raw_kinds.clear()
-            self._raw_kinds[labels] = kind
-        return kind
-
-    def _instant_plan(self, series: list):
-        """What does not change while the answer holds the same series (in the same order).
-
-        The hosts seen, the ``--job`` and ``--hosts`` filters, each host's scrape target, and per
-        GPU (in the order :meth:`build` sorts them) its identity and its series: ``(row, slot,
-        field, MIG instance, _Series)`` with the rows in answer order, as :meth:`assemble` merges
-        them.
-        """
-        rows = self._job_filter([(s, i) for i, s in enumerate(series)])
-        kept = [(s, i) for s, i in rows if self._host_ok(s.host)]
-        meta, per_gid = {}, {}
-        for (s, i), gid in zip(kept, gpu_ids([s for s, _ in kept]), strict=True):
-            self._note_series(meta, gid, s)
-            field = _PROF + s.field if s.ratio and s.mig is not None else s.field
-            slot = 2 if s.ratio else 0
-            per_gid.setdefault(gid, []).append((i, slot, field, s.mig, s))
-        order = sorted(per_gid, key=lambda k: (meta[k]["host"], meta[k]["index"], str(k)))
-        return {
-            "series": series,
-            "any_gpu": bool(series),
-            "seen_hosts": sorted({s.host for s in series}),
-            "job_match": self.job_match,
-            "targets": {s.host: s.target for s, _ in rows},
-            "gpus": [
-                (gid, meta[gid], per_gid[gid], _texts_of([e[0] for e in per_gid[gid]]))
-                for gid in order
-            ],
-            "last": {},  # gid -> (value texts, GpuSample) of the previous refresh
-        }
-
-    def _value(self, s, text):
-        """Series ``s``'s value text (str or bytes) converted by :func:`_num`, cached."""
-        cache = self._vcache.get((s.field, s.scale, s.exporter))
-        if cache is None:
-            cache = self._vcache[(s.field, s.scale, s.exporter)] = {}
-        v = cache.get(text)
-        if v is None:
-            v = _num(
-                text.decode() if isinstance(text, bytes) else text, s.field, s.scale, s.exporter
-            )
-            if len(cache) < 20_000:
-                cache[text] = v
-        return v
-
-    def _build_planned(self, plan, texts) -> tuple:
-        """The GpuSamples of one answer (what :meth:`build` gives for it), by ``plan``.
-
-        A GPU whose value texts are those of the previous refresh keeps its (immutable) sample.
-        """
-        last, now, gpus = plan["last"], {}, []
-        for gid, meta, entries, texts_of in plan["gpus"]:
-            sig = texts_of(texts)
-            prev = last.get(gid)
-            if prev is not None and prev[0] == sig:
-                g = prev[1]
-            else:
-                phys, migs, ratios = {}, {}, {}
-                for (_, slot, field, mig, s), text in zip(entries, sig, strict=True):
-                    v = self._value(s, text)
-                    if mig is None:
-                        (ratios if slot else phys)[field] = v
-                    else:
-                        migs.setdefault(mig, {})[field] = v
-                g = _gpu(phys, migs, meta, ratios)
-            now[gid] = (sig, g)
-            gpus.append(g)
-        plan["last"] = now
-        return tuple(gpus)
-
-    def read(self, seq: int, timestamp_s: float) -> Sample:
-        """One instant query (one HTTP request) -> one :class:`Sample`; stale on a failure.
-
-        The series are recognised by their label bytes, and what depends only on which series
-        the answer holds is kept (:meth:`_instant_plan`) while the next answer holds the same.
-        """
-        try:
-            answer = self._instant_rows()
-        except PrometheusError as exc:
-            return self.stale_sample(seq, timestamp_s, str(exc))
-        series, texts, up = [], [], {}
-        kind = self._kind
-        for labels, text in answer:
-            k = kind(labels)
-            if k is None:
-                continue
-            if isinstance(k, tuple):
-                up[k] = text
-            else:
-                series.append(k)
-                texts.append(text)
         plan = self._plan
         if (
             plan is None
@@ -861,8 +655,106 @@ class PrometheusSource(HostTracker, Source):
             plan = self._plan = self._instant_plan(series)
         self.job_match = plan["job_match"]
         self._targets.update(plan["targets"])
-        any_gpu, seen_hosts = plan["any_gpu"], plan["seen_hosts"]
-        gpus = self._build_planned(plan, texts)
+        now, gpus = [], []
+        for (meta, slots, pick, caches, of), prev in zip(plan["gpus"], plan["last"], strict=True):
+            got = pick(texts)  # this GPU's value texts
+            if prev is None or prev[0] != got:
+                values = [
+                    c[t] if t in c else _convert_text(c, s, t)
+                    for c, s, t in zip(caches, of, got, strict=True)
+                ]
+                prev = (got, _gpu(meta, slots, values))
+            now.append(prev)
+            gpus.append(prev[1])
+        plan["last"] = now
+        return tuple(gpus)
+
+    def _instant_plan(self, series: list) -> dict:
+        """What does not change while an instant answer holds the same series (in the same order).
+
+        The hosts seen, the ``--job`` match, each host's scrape target, and per GPU its identity,
+        its series' slots (see :func:`_gpu`), the function picking their value texts, the
+        caches of converted values and the series.
+        """
+        kept, gpus = self._group(series)
+        plan = []
+        for meta, members in gpus:
+            pick = _texts_at([i for i, _, _ in members])
+            caches = [
+                self._vcache.setdefault((s.field, s.scale, s.exporter), {}) for _, s, _ in members
+            ]
+            plan.append(
+                (meta, [slot for _, _, slot in members], pick, caches, [s for _, s, _ in members])
+            )
+        return {
+            "series": series,
+            "any_gpu": bool(series),
+            "seen_hosts": sorted({s.host for s in series}),
+            "job_match": self.job_match,
+            "targets": {s.host: s.target for s in kept},
+            "gpus": plan,
+            "last": [None] * len(gpus),  # per GPU: (its texts, GpuSample) of the last answer
+        }
+
+    def _sample(self, seq, timestamp_s, gpus, status: NA | None = None) -> Sample:
+        return Sample(
+            seq=seq,
+            timestamp_s=timestamp_s,
+            nvml_status=status,
+            gpus=gpus,
+            host=_CLUSTER_HOST,
+            torch=_NO_TORCH,
+        )
+
+    def stale_sample(self, seq: int, timestamp_s: float, reason: str) -> Sample:
+        """A sample without GPUs that says since when the data is stale and why."""
+        if self.stale_since is None:
+            self.stale_since = timestamp_s
+        since = time.strftime("%H:%M:%S", time.localtime(self.stale_since))
+        return self._sample(seq, timestamp_s, (), NA(f"stale since {since}: {reason}", "stale"))
+
+    # -- the source protocol ----------------------------------------------------------------
+    def _kind(self, labels: bytes):
+        """A new series' :class:`_Series`, ``(job, instance)`` for an ``up`` series, else None."""
+        try:
+            metric = json.loads(labels)
+        except ValueError:
+            metric = None
+        kind = None
+        if isinstance(metric, dict):
+            kind = classify(metric)
+            if kind is None and metric.get("__name__", "up") == "up" and "instance" in metric:
+                kind = (metric.get("job", ""), metric["instance"])  # a filter keeps the name
+        if len(self._raw_kinds) > 200_000:
+            self._raw_kinds.clear()
+        self._raw_kinds[labels] = kind
+        return kind
+
+    def read(self, seq: int, timestamp_s: float) -> Sample:
+        """One instant query (one HTTP request) -> one :class:`Sample`; stale on a failure.
+
+        The series are recognised by their label bytes (:meth:`_kind` the first time), then built
+        by :meth:`build`.
+        """
+        try:
+            answer = self.client.instant_rows(self.query)
+        except PrometheusError as exc:
+            return self.stale_sample(seq, timestamp_s, str(exc))
+        series, texts, up = [], [], {}
+        known = self._raw_kinds
+        for labels, text in answer:
+            k = known.get(labels, False)
+            if k is False:
+                k = self._kind(labels)
+            if k is None:
+                continue
+            if isinstance(k, tuple):
+                up[k] = text
+            else:
+                series.append(k)
+                texts.append(text)
+        gpus = self.build(series, texts)
+        any_gpu, seen_hosts = self._plan["any_gpu"], self._plan["seen_hosts"]
         sample = self._sample(seq, timestamp_s, gpus)
         if not gpus:
             why = (
@@ -875,21 +767,13 @@ class PrometheusSource(HostTracker, Source):
                     else self.nothing_known_text(timestamp_s)
                 )
             )
-            sample = Sample(
-                seq=seq,
-                timestamp_s=timestamp_s,
-                nvml_status=NA(why, "no_gpus"),
-                gpus=(),
-                host=_CLUSTER_HOST,
-                torch=_NO_TORCH,
-            )
+            sample = self._sample(seq, timestamp_s, (), NA(why, "no_gpus"))
         down = {}
         for host, (job, instance) in self._targets.items():
             if up.get((job, instance)) in (b"0", "0"):
                 down[host] = f"its exporter is down (up == 0 for job={job} instance={instance})"
         self.track_hosts(sample, down)
-        self.stale_since, self.stale_reason = None, ""
-        self.last_good = sample
+        self.stale_since = None
         self.devices = [(g.host, g.index) for g in gpus]
         self.device_count = len(gpus)
         return sample
@@ -956,7 +840,7 @@ class PrometheusSource(HostTracker, Source):
 
         Returns:
             list of :class:`Sample` (oldest first; ``seq`` 0, -1, ... counts back from the newest),
-            or ``[]`` when the request failed (the reason is in :attr:`stale_reason`).
+            or ``[]`` when the request failed (the next refresh says why).
         """
         end = time.time() if end_s is None else float(end_s)
         start = end - float(span_s)
@@ -965,15 +849,10 @@ class PrometheusSource(HostTracker, Source):
             result = self.client.range_columns(
                 self.history_query, start, end, step, timeout_s=timeout_s
             )
-        except PrometheusError as exc:
-            self.stale_reason = str(exc)
+        except PrometheusError:
             return []
-        series = []
-        for metric, t, v in result:
-            s = self._series(metric)
-            if s is not None:
-                series.append((s, t, v))
-        times, frames = self.assemble_columns(self._job_filter(series))
+        series = [(s, t, v) for metric, t, v in result if (s := classify(metric)) is not None]
+        times, frames = self.assemble_columns(series)
         return [
             self._sample(i - len(times) + 1, t, gpus)
             for i, (t, gpus) in enumerate(zip(times, frames, strict=True))

@@ -1,13 +1,10 @@
 """A small Prometheus HTTP API client for ``%gpuwatch --source``.
 
-A small Prometheus HTTP API client for ``%gpuwatch --source prometheus://...`` (urllib3, no
-IPython).
-
-One :class:`PrometheusClient` per monitor keeps one connection pool.
-:meth:`PrometheusClient.instant` is one ``GET /api/v1/query`` (the current values of every needed
-metric at once; :meth:`PrometheusClient.instant_rows` reads it without decoding each series'
-labels); :meth:`PrometheusClient.range` is one ``GET /api/v1/query_range`` whose step keeps
-every series under Prometheus's 11,000-point limit.
+urllib3, no IPython. One :class:`PrometheusClient` per monitor keeps one connection pool.
+:meth:`PrometheusClient.instant_rows` is one ``GET /api/v1/query`` (the current values of every
+needed metric at once, read without decoding each series' labels);
+:meth:`PrometheusClient.range_columns` is one ``GET /api/v1/query_range`` whose step keeps every
+series under Prometheus's 11,000-point limit.
 
 Every failure (refused connection, timeout, HTTP 4xx/5xx, an ``{"status": "error", "errorType":
 "bad_data"}`` answer, invalid JSON) raises :class:`PrometheusError` whose message never contains the
@@ -205,16 +202,6 @@ class PrometheusClient:
         self.requests = 0
         self.last_request_s = 0.0
 
-    def get(self, path: str, params: dict, timeout_s: float | None = None) -> dict:
-        """``data`` of a successful API answer for ``GET base_url + path?params``.
-
-        Raises:
-            PrometheusError: connection refused or timed out, a non-2xx status, ``status: error``
-                answers (``bad_data``, ``execution``...), or an answer that is not Prometheus JSON.
-        """
-        status, headers, body = self._fetch(path, params, timeout_s)
-        return self._data(path, status, headers, body)
-
     def _fetch(self, path: str, params: dict, timeout_s: float | None = None) -> tuple:
         """``(status, headers, body bytes)`` of one GET.
 
@@ -245,7 +232,7 @@ class PrometheusClient:
         return resp.status, resp.headers, resp.data
 
     def _data(self, path: str, status: int, headers, body: bytes) -> dict:
-        """``data`` of an answer (see :meth:`get`)."""
+        """``data`` of an answer (see :meth:`_result`)."""
         try:
             obj = json.loads(body)
         except ValueError:  # an empty body too
@@ -303,20 +290,39 @@ class PrometheusClient:
             )
         return f"the server at {self.base_url} {where}"
 
-    def instant(self, query: str, at_s: float | None = None) -> list:
-        """``result`` of ``/api/v1/query`` (resultType vector).
+    def _result(self, path: str, params: dict, kind: str, fast, slow, timeout_s=None) -> list:
+        """The ``result`` of one GET answering a ``kind`` (``vector`` or ``matrix``).
 
-        ``[{"metric": {...}, "value": [t, "v"]}]``.
+        Args:
+            path: the API path.
+            params: the query parameters.
+            kind: the ``resultType`` expected.
+            fast: reads the compact body Prometheus writes (None where it does not).
+            slow: the same rows from the :mod:`json`-decoded ``result``.
+            timeout_s: for this request (None: the client's).
+
+        Raises:
+            PrometheusError: connection refused or timed out, a non-2xx status, ``status: error``
+                answers (``bad_data``, ``execution``...), an answer that is not Prometheus JSON,
+                another ``resultType``.
         """
+        status, headers, body = self._fetch(path, params, timeout_s)
+        if status == 200:
+            rows = fast(body)
+            if rows is not None:
+                return rows
+        data = self._data(path, status, headers, body)
+        if data.get("resultType") != kind or not isinstance(data.get("result"), list):
+            what = "an instant vector" if kind == "vector" else "a range matrix"
+            raise PrometheusError(f"expected {what}, got {str(data.get('resultType'))[:20]}")
+        return slow(data["result"])
+
+    def instant(self, query: str, at_s: float | None = None) -> list:
+        """``result`` of ``/api/v1/query``: ``[{"metric": {...}, "value": [t, "v"]}]``."""
         params = {"query": query}
         if at_s is not None:
             params["time"] = f"{at_s:.3f}"
-        data = self.get("/api/v1/query", params)
-        if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-            raise PrometheusError(
-                f"expected an instant vector, got {str(data.get('resultType'))[:20]}"
-            )
-        return data["result"]
+        return self._result("/api/v1/query", params, "vector", _none, list)
 
     def instant_rows(self, query: str) -> list:
         """:meth:`instant` as ``[(labels JSON bytes, value text bytes), ...]``, one per series.
@@ -324,51 +330,9 @@ class PrometheusClient:
         The answer (one request) is read by :func:`parse_vector`, which leaves each series' labels
         as the bytes the server wrote, so a caller decodes a label set once and recognises it at
         later refreshes by those bytes; an answer it does not recognise goes through :mod:`json`
-        as in :meth:`instant` (:func:`vector_rows`).
-
-        Raises:
-            PrometheusError: as :meth:`get`.
+        (:func:`vector_rows`).
         """
-        path = "/api/v1/query"
-        status, headers, body = self._fetch(path, {"query": query})
-        if status == 200:
-            fast = parse_vector(body)
-            if fast is not None:
-                return fast
-        data = self._data(path, status, headers, body)
-        if data.get("resultType") != "vector" or not isinstance(data.get("result"), list):
-            raise PrometheusError(
-                f"expected an instant vector, got {str(data.get('resultType'))[:20]}"
-            )
-        return vector_rows(data["result"])
-
-    def range(
-        self,
-        query: str,
-        start_s: float,
-        end_s: float,
-        step_s: float,
-        timeout_s: float | None = None,
-    ) -> list:
-        """``result`` of ``/api/v1/query_range`` (resultType matrix).
-
-        ``[{"metric", "values": [[t, "v"]...]}]``.
-        """
-        data = self.get(
-            "/api/v1/query_range",
-            {
-                "query": query,
-                "start": f"{start_s:.3f}",
-                "end": f"{end_s:.3f}",
-                "step": f"{step_s:.3f}",
-            },
-            timeout_s=timeout_s,
-        )
-        if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
-            raise PrometheusError(
-                f"expected a range matrix, got {str(data.get('resultType'))[:20]}"
-            )
-        return data["result"]
+        return self._result("/api/v1/query", {"query": query}, "vector", parse_vector, vector_rows)
 
     def range_columns(
         self,
@@ -378,19 +342,16 @@ class PrometheusClient:
         step_s: float,
         timeout_s: float | None = None,
     ) -> list:
-        """:meth:`range` as columns, one per series.
+        """``/api/v1/query_range`` as ``[(labels dict, times, values), ...]``, one per series.
 
-        :meth:`range` as columns: ``[(labels dict, times, values), ...]``, one per series, where
         ``times`` (epoch seconds) and ``values`` are 1-D float64 numpy arrays of the same length
-        (NaN and +-Inf kept).
+        (NaN and +-Inf kept). The step keeps every series under Prometheus's 11,000-point limit
+        when it comes from :func:`range_step`.
 
         The answer (one request) is read by :func:`parse_matrix`, which decodes each series' labels
         as JSON and its points with numpy in one call, instead of building a Python list, int and
         str per point (an hour at a 1 s step for 64 GPUs is 2.8 million points); an answer it does
-        not recognise goes through :mod:`json` as in :meth:`range`.
-
-        Raises:
-            PrometheusError: as :meth:`get`.
+        not recognise goes through :mod:`json` (:func:`_columns`).
         """
         params = {
             "query": query,
@@ -398,18 +359,14 @@ class PrometheusClient:
             "end": f"{end_s:.3f}",
             "step": f"{step_s:.3f}",
         }
-        path = "/api/v1/query_range"
-        status, headers, body = self._fetch(path, params, timeout_s)
-        if status == 200:
-            fast = parse_matrix(body)
-            if fast is not None:
-                return fast
-        data = self._data(path, status, headers, body)
-        if data.get("resultType") != "matrix" or not isinstance(data.get("result"), list):
-            raise PrometheusError(
-                f"expected a range matrix, got {str(data.get('resultType'))[:20]}"
-            )
-        return [cols for r in data["result"] if (cols := _columns(r)) is not None]
+        return self._result(
+            "/api/v1/query_range",
+            params,
+            "matrix",
+            parse_matrix,
+            lambda result: [cols for r in result if (cols := _columns(r)) is not None],
+            timeout_s,
+        )
 
     def close(self):
         """Close the pooled connections."""
@@ -420,6 +377,10 @@ _MATRIX_HEAD = re.compile(rb'\s*\{"status":"success","data":\{"resultType":"matr
 _METRIC = b'{"metric":'
 _VALUES = b'},"values":['
 _POINT_CHARS = bytes.maketrans(b'[]"', b"   ")
+
+
+def _none(body: bytes) -> None:
+    """No fast path: the answer goes through :mod:`json`."""
 
 
 def parse_matrix(body: bytes) -> list | None:

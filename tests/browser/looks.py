@@ -597,3 +597,32 @@ def params(notebook: str, check: str, values):
             )
         out.append(v)
     return out
+
+
+def page_checks(page_fixture: str, notebook: str) -> tuple:
+    """The ``surveyed`` fixture and the contrast and overflow tests of one notebook's page.
+
+    A test module assigns them at the place they run in (they switch themes, so usually last):
+    ``surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks("tour", NAME)``.
+
+    Args:
+        page_fixture: the module's fixture giving the page with ``notebook`` open and run.
+        notebook: the notebook's file name; without ``.ipynb``, the key of the known failures.
+    """
+    import pytest
+
+    key = notebook.removesuffix(".ipynb")
+
+    @pytest.fixture(scope="module")
+    def surveyed(request, screenshots):
+        return survey(request.getfixturevalue(page_fixture), notebook, screenshots)
+
+    @pytest.mark.parametrize("theme", params(key, "contrast", THEMES))
+    def test_text_contrast(surveyed, theme):
+        assert_contrast(surveyed, theme)
+
+    @pytest.mark.parametrize("width", params(key, "overflow", WIDTHS))
+    def test_no_hidden_overflow(surveyed, width):
+        assert_no_hidden_overflow(surveyed, width)
+
+    return surveyed, test_text_contrast, test_no_hidden_overflow

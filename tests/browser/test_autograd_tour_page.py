@@ -89,16 +89,6 @@ def test_every_graph_is_visible_and_fits(tour, screenshots):
 # switches themes) --
 
 
-@pytest.fixture(scope="module")
-def surveyed(tour, screenshots):
-    return looks.survey(tour, "autograd_tour.ipynb", screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("autograd_tour", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("autograd_tour", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks(
+    "tour", "autograd_tour.ipynb"
+)

@@ -25,16 +25,4 @@ def test_runs_without_errors(cluster):
     assert "Error displaying widget" not in jlab.text(cluster.locator(jlab.PANEL))
 
 
-@pytest.fixture(scope="module")
-def surveyed(cluster, screenshots):
-    return looks.survey(cluster, NAME, screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("cluster_watch", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("cluster_watch", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks("cluster", NAME)

@@ -32,16 +32,4 @@ def test_runs_with_only_the_expected_compile_error(cuda_nb):
     assert all(any(ch.isdigit() for ch in p) for p in prompts), f"not every cell ran: {prompts}"
 
 
-@pytest.fixture(scope="module")
-def surveyed(cuda_nb, screenshots):
-    return looks.survey(cuda_nb, NAME, screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("cuda_cells", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("cuda_cells", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks("cuda_nb", NAME)

@@ -69,16 +69,6 @@ def test_explainer_box_under_failing_cell(dataloader, screenshots):
 # switches themes) --
 
 
-@pytest.fixture(scope="module")
-def surveyed(dataloader, screenshots):
-    return looks.survey(dataloader, "dataloader.ipynb", screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("dataloader", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("dataloader", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks(
+    "dataloader", "dataloader.ipynb"
+)

@@ -55,19 +55,7 @@ def test_cudainfo_and_graph_render(quickstart, screenshots):
     jlab.shot(quickstart, screenshots, "nb7-quickstart-page")
 
 
-@pytest.fixture(scope="module")
-def surveyed(quickstart, screenshots):
-    return looks.survey(quickstart, QUICKSTART, screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("nb7_quickstart", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("nb7_quickstart", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks("quickstart", QUICKSTART)
 
 
 def _samples(root) -> int:

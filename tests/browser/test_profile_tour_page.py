@@ -60,16 +60,6 @@ def test_every_summary_renders_with_its_timeline(tour, screenshots):
 # switches themes) --
 
 
-@pytest.fixture(scope="module")
-def surveyed(tour, screenshots):
-    return looks.survey(tour, "profile_tour.ipynb", screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("profile_tour", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("profile_tour", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks(
+    "tour", "profile_tour.ipynb"
+)

@@ -93,19 +93,9 @@ def test_autograd_graph_cells_show_svg(quickstart, screenshots):
 # switches themes) --
 
 
-@pytest.fixture(scope="module")
-def surveyed(quickstart, screenshots):
-    return looks.survey(quickstart, "quickstart.ipynb", screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("quickstart", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("quickstart", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks(
+    "quickstart", "quickstart.ipynb"
+)
 
 
 @pytest.mark.parametrize("theme", looks.params("quickstart", "graph fit", looks.THEMES))

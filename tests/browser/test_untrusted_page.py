@@ -118,16 +118,4 @@ def test_load_message_and_overview_when_run(shared, screenshots):
 # ---- light and dark theme, 1400 and 800 px (runs last: it switches themes) ----
 
 
-@pytest.fixture(scope="module")
-def surveyed(shared, screenshots):
-    return looks.survey(shared, NAME, screenshots)
-
-
-@pytest.mark.parametrize("theme", looks.params("untrusted_check", "contrast", looks.THEMES))
-def test_text_contrast(surveyed, theme):
-    looks.assert_contrast(surveyed, theme)
-
-
-@pytest.mark.parametrize("width", looks.params("untrusted_check", "overflow", looks.WIDTHS))
-def test_no_hidden_overflow(surveyed, width):
-    looks.assert_no_hidden_overflow(surveyed, width)
+surveyed, test_text_contrast, test_no_hidden_overflow = looks.page_checks("shared", NAME)

@@ -229,6 +229,21 @@ def test_a_model_on_the_meta_device_is_estimated_from_its_shapes(ip):
     assert on_meta.tensor_peak_bytes == on_cpu.tensor_peak_bytes
 
 
+@pytest.mark.parametrize("make", ["torch.randn(32, 64, device=dev)", "torch.randn(32, 64).to(dev)"])
+def test_data_made_on_the_meta_device_in_the_cell_is_estimated(ip, make):
+    """A cell that makes its data on ``meta`` (beside a meta model) is followed like a cuda one."""
+    import torch
+
+    cell = f"x = {make}\nmodel(x).sum().backward()\n"
+    peaks = {}
+    for dev in ("cpu", "meta"):
+        ip.user_ns.update(torch=torch, dev=dev, model=torch.nn.Linear(64, 64, device=dev))
+        est = ip.run_cell_magic("cudafit", "--gpu T4", cell)
+        assert est.stopped is None
+        peaks[dev] = est.tensor_peak_bytes
+    assert peaks["meta"] == peaks["cpu"] > 0
+
+
 def test_optimizers_are_estimated_as_on_a_gpu_foreach(ip):
     """PyTorch's default on a GPU is the foreach implementation; an explicit foreach=False stays.
 

@@ -133,3 +133,21 @@ def test_an_ops_operands_are_drawn_left_to_right_in_argument_order(ip):
             for name in names
         }
         assert sorted(names, key=x.get) == names, (cell, x)
+
+
+@needs_dot
+def test_a_long_chain_is_ranked_by_newrank_and_drawn_top_down_in_order(w):
+    """Graphviz's default ranking is quadratic in a chain's depth; newrank keeps the picture.
+
+    Each op stands below its input: the boxes go down the page in the chain's order.
+    """
+    r = magic(w, "--max-nodes 1000 --no-fold", "z = w\nfor _ in range(150):\n    z = z.sin()\nz")
+    assert r.drawn.view == "full" and 'newrank="true"' in r.dot and len(r.drawn.nodes) > 150
+    y_of = {
+        m.group(1): float(m.group(2))
+        for m in re.finditer(r"<title>(\w+)</title>.*?<text[^>]* y=\"([-\d.]+)\"", r.svg, re.S)
+    }
+    grads = [e for e in r.drawn.edges if e.kind == M.GRAD]
+    assert len(grads) == 150 and all(y_of[e.src] < y_of[e.dst] for e in grads)
+    small = magic(w, "", "(w.sin() * 2).sum()")
+    assert "newrank" not in small.dot  # small pictures as they were

@@ -514,3 +514,31 @@ def test_custom_function_whose_ctx_has_a_variable_attribute_is_not_a_leaf():
     gr = G.walk([("y", Keep.apply(x * 1).sum())], tensor_names={id(x): "x"}, shared_params=True)
     assert gr.labels(M.BACKWARD) == ["SumBackward0", "KeepBackward", "MulBackward0"]
     assert gr.labels(M.LEAF) == ["x"] and gr.labels(M.ACCUMULATE) == ["AccumulateGrad"]
+
+
+def test_a_chain_is_read_once_per_op_and_its_equal_saved_entries_are_one_object(monkeypatch):
+    """Each op of a chain has its storages read once (the walk is linear in the ops).
+
+    Equal saved entries are shared, so a 100k-op chain holds a few entries, not 100k.
+    """
+    reads = []
+    real = G.storage_parts
+    monkeypatch.setattr(G, "storage_parts", lambda t: reads.append(t.shape) or real(t))
+
+    def walked(n):
+        reads.clear()
+        x = torch.randn(5, requires_grad=True)
+        z = x
+        for _ in range(n):
+            z = z.sin()
+        return G.walk([("z", z.sum())]), len(reads)
+
+    (_, small_reads), (big, big_reads) = walked(100), walked(1000)
+    # each SinBackward0's saved input, and the leaf once (its storage is not counted)
+    assert (small_reads, big_reads) == (101, 1001)
+    sins = [n for n in big.nodes if n.label == "SinBackward0"]
+    assert len(sins) == 1000 and len({id(n.saved) for n in sins}) == 1
+    assert sins[0].saved == (M.SavedEntry("self", nbytes=20),)
+    # yet each op keeps its own storage (20 bytes), but the first, which saves the leaf
+    assert sins[-1].storages == () and len({n.storages for n in sins[:-1]}) == 999
+    assert big.saved_bytes_total == 999 * 20

@@ -12,14 +12,8 @@ import json
 import pytest
 
 from cudamagic.prof.compare import compare, totals_from_trace
-from cudamagic.prof.summary import (
-    KernelRecord,
-    OpRecord,
-    ProfResult,
-    aggregate,
-    frame_is_user,
-    gpu_breakdown,
-)
+from cudamagic.prof.result import KernelRecord, OpRecord, ProfResult, aggregate
+from cudamagic.prof.summary import frame_is_user, gpu_breakdown
 from cudamagic.prof.trace import load_trace, write_capped
 from tests.inline import plain
 

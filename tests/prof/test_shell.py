@@ -15,7 +15,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from cudamagic.core.fmt import NO_MATH
-from cudamagic.prof.summary import ProfResult
+from cudamagic.prof.result import ProfResult
 
 SETUP = """
 import torch

@@ -21,7 +21,7 @@ from torch.profiler import ProfilerActivity, profile, schedule
 
 from cudamagic.core.na import NA
 from cudamagic.prof.render import DETAIL_HEADERS
-from cudamagic.prof.summary import (
+from cudamagic.prof.result import (
     GROUPS,
     GpuBreakdown,
     KernelRecord,
@@ -31,10 +31,8 @@ from cudamagic.prof.summary import (
     TableRow,
     aggregate,
     aggregate_kernels,
-    build_result,
-    frame_is_user,
-    gpu_breakdown,
 )
+from cudamagic.prof.summary import build_result, frame_is_user, gpu_breakdown
 
 SETTINGS = {"header": "%%torchprof", "wall_s": 0.5, "group": "op", "stack_depth": 3, "top": 15}
 
@@ -1003,11 +1001,11 @@ def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
     import sys
 
     import cudamagic
-    from cudamagic.prof import summary
+    from cudamagic.prof import result
 
     path = tmp_path / "p.html"
     code = (
-        "from cudamagic.prof.summary import ProfResult, OpRecord\n"
+        "from cudamagic.prof.result import ProfResult, OpRecord\n"
         "r = ProfResult(header='%%torchprof \\u00b5s \\u2716', ops=[OpRecord('k\\u00e9rnel', '[]', "
         "1, 0.0, 1.0, 1.0)])\n"
         f"r.save_html({str(path)!r})\n"
@@ -1043,7 +1041,7 @@ def test_save_html_writes_utf8_whatever_the_locale(tmp_path, monkeypatch):
             file, mode, *args, encoding=encoding or ("cp1252" if "b" not in mode else None), **kw
         )
 
-    monkeypatch.setattr(summary, "open", cp1252_default, raising=False)
+    monkeypatch.setattr(result, "open", cp1252_default, raising=False)
     here = ProfResult(
         header="%%torchprof \u00b5s \u2716", ops=[OpRecord("k\u00e9rnel", "[]", 1, 0.0, 1.0, 1.0)]
     )

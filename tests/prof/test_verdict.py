@@ -15,7 +15,7 @@ import torch
 from cudamagic.core.fmt import esc
 from cudamagic.core.na import is_na
 from cudamagic.prof.breakdown import CPU_ROWS, GPU_ROWS, breakdown, of_trace
-from cudamagic.prof.summary import KernelRecord, OpRecord, StepRecord
+from cudamagic.prof.result import KernelRecord, OpRecord, StepRecord
 from cudamagic.prof.verdict import breakdown_change, build_verdict
 
 from . import cuda_traces as ct
@@ -75,6 +75,28 @@ def test_a_healthy_compute_bound_loop_gets_no_finding(shell):
     assert sum(v.flops.values()) == pytest.approx(expected, rel=0.01)
     assert v.achieved_tflops > 0
     assert is_na(v.mfu_pct) and "no GPU kernel ran" in v.mfu_pct.reason
+
+
+def test_an_optimizer_bound_step_without_a_fault_says_where_the_time_is(shell):
+    """Adam on one large parameter that a cheap loss reads: few operators, most of the step.
+
+    Names of its own: the module's shell is shared with the seeded cells (which use ``opt``).
+    """
+    setup = (
+        "torch.set_num_threads(1)\nbig_w = nn.Parameter(torch.randn(2_000_000))\n"
+        "big_opt = torch.optim.Adam([big_w], foreach=True)"
+    )
+    cell = (
+        "for _ in range(3):\n"
+        "    big_w[:4].sum().backward()\n    big_opt.step()\n    big_opt.zero_grad()\n"
+    )
+    assert shell.run_cell("import torch\nfrom torch import nn\n" + setup).success
+    assert shell.run_cell(cell).success
+    v = shell.run_cell_magic("torchprof", "", cell).verdict
+    pct = v.breakdown.pct()
+    assert v.findings == () and pct["optimizer"] > 50, pct
+    assert f"most of the step ({pct['optimizer']:.0f} %) is the optimizer's arithmetic" in v.text()
+    assert "compute)" not in v.text()
 
 
 def test_the_data_fix_names_the_cores_and_the_windows_caveat(shell):

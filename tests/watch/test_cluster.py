@@ -82,7 +82,7 @@ def _rows(host, i=0, t=1000):
 def _gpus(rows, **kw):
     src = PrometheusSource("http://unused:1", **kw)
     kept = [(s, repr(v)) for s, v in ((classify(m), v) for m, v in rows) if s is not None]
-    return src, src.build(src._job_filter(kept))
+    return src, src.build([s for s, _ in kept], [text for _, text in kept])
 
 
 def test_dcgm_both_label_casings_and_units():
@@ -231,7 +231,7 @@ def test_matrix_fast_path_equals_json():
     assert parse_matrix(b'{"status":"success","data":{"resultType":"matrix","result":[]}}') == []
 
 
-def test_columns_path_equals_the_per_point_path_with_mig_sentinels_and_gaps():
+def test_history_equals_a_refresh_at_each_time_with_mig_sentinels_and_gaps():
     import numpy as np
 
     hosts = [
@@ -248,11 +248,8 @@ def test_columns_path_equals_the_per_point_path_with_mig_sentinels_and_gaps():
                 points.setdefault(tuple(sorted({"__name__": name, **lab}.items())), []).append(
                     (t, v)
                 )
-    src_old, src_new = PrometheusSource("http://unused:1"), PrometheusSource("http://unused:1")
-    old = src_old.assemble(
-        [(classify(dict(k)), [[t, repr(v)] for t, v in p]) for k, p in points.items()]
-    )
-    times, frames = src_new.assemble_columns(
+    live, hist = PrometheusSource("http://unused:1"), PrometheusSource("http://unused:1")
+    times, frames = hist.assemble_columns(
         [
             (
                 classify(dict(k)),
@@ -262,8 +259,12 @@ def test_columns_path_equals_the_per_point_path_with_mig_sentinels_and_gaps():
             for k, p in points.items()
         ]
     )
-    assert times == [float(t) for t in sorted(old)] and frames == [old[t] for t in sorted(old)]
-    assert {len(f) for f in frames} == {4, 3} and src_new.exporters == src_old.exporters
+    series, refreshes = {k: classify(dict(k)) for k in points}, {}
+    for t in range(1000, 1060, 5):
+        at = [(series[k], repr(float(v))) for k, p in points.items() for u, v in p if u == t]
+        refreshes[t] = live.build([s for s, _ in at], [text for _, text in at])
+    assert times == [float(t) for t in refreshes] and frames == list(refreshes.values())
+    assert {len(f) for f in frames} == {4, 3} and hist.exporters == live.exporters
     assert frames[1][0] is frames[2][0]  # 1005 and 1010 repeat the values of 1005: one sample
 
 

@@ -13,10 +13,16 @@ import pytest
 from cudamagic.core.na import is_na
 from cudamagic.watch import exporters
 from cudamagic.watch.cluster import HostTracker, PrometheusSource, classify, host_matches
+from cudamagic.watch.prometheus import vector_rows
 from cudamagic.watch.samples import Sample
 
 MIB = 1024**2
 UUID = "GPU-8b2281de-6d3c-22ed-0ec8-d3b864870b8b"
+
+
+def _refresh(src, rows):
+    """What a refresh builds from one instant's ``[(series, value text)]``."""
+    return src.build([s for s, _ in rows], [text for _, text in rows])
 
 
 def _labels(host="node01", gpu=0, uuid=UUID, **extra):
@@ -34,14 +40,10 @@ def _series(name, labels, times, values):
     )
 
 
-def _both_paths(src, series):
-    """The columns path's frames and the per-point path's frames for the same series."""
+def _history(src, series):
+    """The frames of a range query's ``series`` (checked: one time per distinct point time)."""
     times, frames = src.assemble_columns(series)
-    points = src.assemble(
-        [(s, [(t, repr(float(v))) for t, v in zip(ts, vs, strict=True)]) for s, ts, vs in series]
-    )
-    assert [float(t) for t in sorted(points)] == times
-    assert [points[t] for t in sorted(points)] == frames
+    assert times == sorted({float(t) for _, ts, _ in series for t in ts})
     return times, frames
 
 
@@ -57,7 +59,7 @@ def test_a_gpu_whose_series_gain_a_pod_label_keeps_its_whole_history(uuid):
         _series("DCGM_FI_DEV_FB_USED", after, range(15, 30), [5000.0] * 15),
     ]
     src = PrometheusSource("http://unused:1")
-    times, frames = _both_paths(src, series)
+    times, frames = _history(src, series)
     assert times == [float(t) for t in range(30)]
     assert [len(f) for f in frames] == [1] * 30
     assert [f[0].gpu_util_pct for f in frames] == [10] * 15 + [90] * 15
@@ -74,7 +76,7 @@ def test_overlapping_series_of_one_gpu_merge_point_by_point_the_later_series_win
         _series("DCGM_FI_DEV_GPU_UTIL", old, [0, 1, 2, 3], [1.0, 2.0, 3.0, 4.0]),
         _series("DCGM_FI_DEV_GPU_UTIL", new, [2, 3, 4, 5], [30.0, 40.0, 50.0, 60.0]),
     ]
-    _, frames = _both_paths(PrometheusSource("http://unused:1"), series)
+    _, frames = _history(PrometheusSource("http://unused:1"), series)
     assert [f[0].gpu_util_pct for f in frames] == [1, 2, 30, 40, 50, 60]
 
 
@@ -88,7 +90,7 @@ def test_an_exporter_pod_restarted_under_a_new_host_name_is_the_same_host():
         for g in range(2):
             lab = _labels(host=host, gpu=g, uuid=f"GPU-0000000{g}-aaaa-bbbb-cccc-000000000000")
             series.append(_series("DCGM_FI_DEV_GPU_UTIL", lab, span, [50.0 + g] * len(span)))
-    _, frames = _both_paths(PrometheusSource("http://unused:1"), series)
+    _, frames = _history(PrometheusSource("http://unused:1"), series)
     assert [len(f) for f in frames] == [2] * 20
     # the newest name is the host's name throughout its history
     assert {g.host for f in frames for g in f} == {"dcgm-exporter-m4d9p"}
@@ -97,14 +99,15 @@ def test_an_exporter_pod_restarted_under_a_new_host_name_is_the_same_host():
     tracker = HostTracker()
     tracker.stale_hosts, tracker._seen = {}, {}
     for t, host in ((1.0, "dcgm-exporter-7xq2k"), (2.0, "dcgm-exporter-m4d9p")):
-        gpus = PrometheusSource("http://unused:1").build(
+        gpus = _refresh(
+            PrometheusSource("http://unused:1"),
             [
                 (classify({"__name__": "DCGM_FI_DEV_GPU_UTIL", **lab}), "50")
                 for lab in (
                     _labels(host=host, gpu=g, uuid=f"GPU-0000000{g}-aaaa-bbbb-cccc-000000000000")
                     for g in range(2)
                 )
-            ]
+            ],
         )
         tracker.track_hosts(Sample(0, t, None, gpus, None, None), down={})
     assert tracker.stale_hosts == {}
@@ -115,11 +118,11 @@ def test_a_host_that_lost_its_gpus_is_still_stale():
     tracker = HostTracker()
     tracker.stale_hosts, tracker._seen = {}, {}
     src = PrometheusSource("http://unused:1")
-    a = src.build(
-        [(classify({"__name__": "DCGM_FI_DEV_GPU_UTIL", **_labels("a", 0, "GPU-a")}), "1")]
+    a = _refresh(
+        src, [(classify({"__name__": "DCGM_FI_DEV_GPU_UTIL", **_labels("a", 0, "GPU-a")}), "1")]
     )
-    b = src.build(
-        [(classify({"__name__": "DCGM_FI_DEV_GPU_UTIL", **_labels("b", 0, "GPU-b")}), "1")]
+    b = _refresh(
+        src, [(classify({"__name__": "DCGM_FI_DEV_GPU_UTIL", **_labels("b", 0, "GPU-b")}), "1")]
     )
     tracker.track_hosts(Sample(0, 1.0, None, a + b, None, None), down={})
     tracker.track_hosts(Sample(0, 2.0, None, b, None, None), down={})
@@ -163,14 +166,14 @@ def _instance_rows():
 def test_hosts_and_job_select_exactly_the_node_with_that_address(value):
     """gpu-monitoring-tools#28: no host label, so the host is `instance`; 10.1.2.7 is one node."""
     src = PrometheusSource("http://unused:1", hosts=[value])
-    assert {(g.host, g.index) for g in src.build(_instance_rows())} == {
+    assert {(g.host, g.index) for g in _refresh(src, _instance_rows())} == {
         ("10.1.2.7:9400", 0),
         ("10.1.2.7:9400", 1),
     }
     job = PrometheusSource("http://unused:1", job=value)
     kept = job._job_filter(_instance_rows())
     assert {s.host for s, _ in kept} == {"10.1.2.7:9400"}
-    assert PrometheusSource("http://unused:1", hosts=["10"]).build(_instance_rows()) == ()
+    assert _refresh(PrometheusSource("http://unused:1", hosts=["10"]), _instance_rows()) == ()
 
 
 #: gpu-monitoring-tools' pod-gpu-metrics-exporter README: the older exporter generation's labels
@@ -189,8 +192,9 @@ def test_the_older_exporter_generations_dcgm_names_are_read():
         ("dcgm_memory_clock", "877"),
     ]
     lab = dict(LEGACY, instance="10.0.0.5:9400")
-    (g,) = PrometheusSource("http://unused:1").build(
-        [(classify({"__name__": n, **lab}), v) for n, v in rows]
+    (g,) = _refresh(
+        PrometheusSource("http://unused:1"),
+        [(classify({"__name__": n, **lab}), v) for n, v in rows],
     )
     assert (g.host, g.index, g.uuid) == ("10.0.0.5:9400", 1, LEGACY["uuid"])
     assert (g.gpu_util_pct, g.mem_util_pct, g.temperature_c) == (57, 20, 54)
@@ -214,8 +218,9 @@ def test_the_older_exporter_generations_dcgm_names_are_read():
 )
 def test_memory_total_uses_fb_total_and_is_never_a_sum_missing_the_reserve(extra, total):
     rows = {"DCGM_FI_DEV_FB_USED": "1000", "DCGM_FI_DEV_FB_FREE": "79996", **extra}
-    (g,) = PrometheusSource("http://unused:1").build(
-        [(classify({"__name__": n, **_labels()}), v) for n, v in rows.items()]
+    (g,) = _refresh(
+        PrometheusSource("http://unused:1"),
+        [(classify({"__name__": n, **_labels()}), v) for n, v in rows.items()],
     )
     if total is None:
         assert is_na(g.memory_total_bytes) and g.memory_total_bytes.code == "incomplete"
@@ -235,6 +240,9 @@ class _Client:
     def instant(self, query, at_s=None):
         self.queries.append(query)
         return self.answers.get(query, [])
+
+    def instant_rows(self, query):
+        return vector_rows(self.instant(query))
 
     def close(self):
         pass

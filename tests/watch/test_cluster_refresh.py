@@ -55,13 +55,13 @@ class _BytesClient:
 
 
 class _JsonClient:
-    """Answers with the decoded result only (``instant``): the path through :mod:`json`."""
+    """Answers with the decoded result only: the path through :mod:`json`."""
 
     def __init__(self):
         self.result = []
 
-    def instant(self, query, at_s=None):
-        return self.result
+    def instant_rows(self, query):
+        return vector_rows(self.result)
 
     def close(self):
         pass

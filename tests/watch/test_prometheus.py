@@ -274,9 +274,8 @@ def test_counts_are_singular_or_plural():
         for n, lab, v in prom_sim.host_metrics(prom_sim.SimHost("solo", "dcgm", 1), 0, 1000)
     ]
     src = PrometheusSource("http://unused:1")
-    gpus = src.build(
-        [(s, repr(v)) for s, v in ((classify(m), v) for m, v in rows) if s is not None]
-    )
+    kept = [(s, repr(v)) for s, v in ((classify(m), v) for m, v in rows) if s is not None]
+    gpus = src.build([s for s, _ in kept], [text for _, text in kept])
     sample = src._sample(1, 1000.0, gpus)
     text = cluster_text(sample, [sample])
     assert "1 GPU on 1 host at" in text and "GPUs" not in text.split("\n")[1]

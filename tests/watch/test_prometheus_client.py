@@ -168,11 +168,10 @@ def test_instant_sends_query_and_time_and_returns_the_vector(stub):
     c.close()
 
 
-@pytest.mark.parametrize("method", ["range", "range_columns"])
-def test_range_sends_start_end_step_and_returns_every_series(stub, method):
+def test_range_sends_start_end_step_and_returns_every_series(stub):
     c = client_of(stub)
     stub.answer = "matrix"
-    got = getattr(c, method)("up", 1000.0, 1060.5, 15.25)
+    got = c.range_columns("up", 1000.0, 1060.5, 15.25)
     assert stub.requests[-1]["path"] == "/api/v1/query_range"
     assert stub.requests[-1]["params"] == {
         "query": ["up"],
@@ -182,13 +181,10 @@ def test_range_sends_start_end_step_and_returns_every_series(stub, method):
     }
     want = data_of("matrix")["result"]
     assert len(got) == len(want) == 2
-    if method == "range":
-        assert got == want
-    else:
-        for (labels, times, values), w in zip(got, want, strict=True):
-            assert labels == w["metric"] and times.dtype == values.dtype == np.float64
-            assert times.tolist() == [p[0] for p in w["values"]]
-            assert values.tolist() == [float(p[1]) for p in w["values"]]
+    for (labels, times, values), w in zip(got, want, strict=True):
+        assert labels == w["metric"] and times.dtype == values.dtype == np.float64
+        assert times.tolist() == [p[0] for p in w["values"]]
+        assert values.tolist() == [float(p[1]) for p in w["values"]]
     assert c.requests == 1
     c.close()
 
@@ -257,7 +253,7 @@ def test_range_columns_other_layouts_go_through_json(stub):
 # ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method", ["instant", "range", "range_columns"])
+@pytest.mark.parametrize("method", ["instant", "instant_rows", "range_columns"])
 @pytest.mark.parametrize(
     "answer, reason",
     [
@@ -285,8 +281,8 @@ def test_range_columns_other_layouts_go_through_json(stub):
 def test_error_answers_of_every_request(stub, method, answer, reason):
     c = client_of(stub)
     stub.answer = answer
-    args = ("up",) if method == "instant" else ("up", 0, 1, 1)
-    path = "/api/v1/query" if method == "instant" else "/api/v1/query_range"
+    args = ("up", 0, 1, 1) if method == "range_columns" else ("up",)
+    path = "/api/v1/query_range" if method == "range_columns" else "/api/v1/query"
     with pytest.raises(PrometheusError, match="HTTP") as info:
         getattr(c, method)(*args)
     assert str(info.value) == reason.format(url=stub.url, path=path)
@@ -296,14 +292,14 @@ def test_error_answers_of_every_request(stub, method, answer, reason):
     "method, got",
     [
         ("instant", "expected an instant vector, got scalar"),
-        ("range", "expected a range matrix, got vector"),
+        ("instant_rows", "expected an instant vector, got scalar"),
         ("range_columns", "expected a range matrix, got vector"),
     ],
 )
 def test_an_answer_of_another_type_is_refused(stub, method, got):
     c = client_of(stub)
-    stub.answer = "scalar" if method == "instant" else "vector"
-    args = ("1+1",) if method == "instant" else ("up", 0, 1, 1)
+    stub.answer = "vector" if method == "range_columns" else "scalar"
+    args = ("up", 0, 1, 1) if method == "range_columns" else ("1+1",)
     with pytest.raises(PrometheusError, match="expected") as info:
         getattr(c, method)(*args)
     assert str(info.value) == got
@@ -485,15 +481,10 @@ def test_tls_is_verified_and_a_private_ca_can_be_named(tmp_path):
 def test_a_per_request_timeout_overrides_the_clients(stub):
     c = client_of(stub, timeout_s=5)
     stub.delay_s = 30.0
-    for call in (
-        lambda: c.get("/api/v1/query", {"query": "up"}, timeout_s=0.2),
-        lambda: c.range("up", 0, 1, 1, timeout_s=0.2),
-        lambda: c.range_columns("up", 0, 1, 1, timeout_s=0.2),
-    ):
-        t0 = time.monotonic()
-        with pytest.raises(PrometheusError, match=r"^no answer within 0\.2 s \(timed out\)$"):
-            call()
-        assert time.monotonic() - t0 < 4  # not the 30 s answer, nor the client's 5 s
+    t0 = time.monotonic()
+    with pytest.raises(PrometheusError, match=r"^no answer within 0\.2 s \(timed out\)$"):
+        c.range_columns("up", 0, 1, 1, timeout_s=0.2)
+    assert time.monotonic() - t0 < 4  # not the 30 s answer, nor the client's 5 s
     assert 0.2 <= c.last_request_s < 4
 
 
