@@ -125,6 +125,7 @@ MODULES = {
         "tests/core/test_nvml.py",
         "tests/core/test_nvml_reasons.py",
         "tests/core/test_gpu_check_fields.py",
+        "tests/core/test_nvml_fields.py",
     ],
     # compiler messages mapped to cell lines; the nvcc tests (test_run.py) are too slow per mutant
     "cudamagic/cuda/build.py": ["tests/cuda/test_errors.py", "tests/cuda/test_link_messages.py"],
