@@ -372,15 +372,9 @@ def check_values(values: dict, context: dict | None = None) -> dict:
     ``values`` + ``context`` are the bounds.
     """
     ctx = dict(context or {})
+    # a bound that is itself no reading (a sentinel, negative, above its own absolute bound) is
+    # left out by _bound
     ctx.update({k: v for k, v in values.items() if not isinstance(v, NA)})
-    for k in (
-        "power.limit",
-        "memory.total",
-        "clocks.max.sm",
-        "clocks.max.mem",
-    ):  # bounds must be sane too
-        if k in ctx:
-            ctx[k] = check_value(k, ctx[k])
     # a plain int below every bound passes at once (a monitor tick checks ~20 per GPU)
     tops = {f: _PLAIN_TOP.get(f, 0xFFFFFFFE) for f in values}
     for f in _BY.keys() & tops.keys():

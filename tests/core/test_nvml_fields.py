@@ -195,6 +195,8 @@ def test_bytes_names_lose_the_c_strings_padding_and_bad_bytes_do_not_raise(smi):
     smi.nvmlDeviceGetName = lambda h: b"Tesla T4\x00\x00\x00"
     smi.nvmlDeviceGetUUID = lambda h: "GPU-\x00str"  # a str is kept as it is
     assert _read("name", "uuid") == {"name": "Tesla T4", "uuid": "GPU-\x00str"}
+    smi.nvmlDeviceGetName = lambda h: b"NVIDIA GeForce GTX TITAN X\x00"  # only NULs are padding
+    assert nvml.device(0).get("name") == "NVIDIA GeForce GTX TITAN X"
     smi.nvmlDeviceGetName = lambda h: b"\x00GPU \xff\xfe"
     assert nvml.device(0).get("name") == "\x00GPU \ufffd\ufffd"
 
@@ -367,6 +369,13 @@ def test_memory_v2_failing_otherwise_is_that_failure_not_v1(smi):
     assert is_na(got) and got.code == "gpu_lost" and asked == [V2]
 
 
+def test_memory_v2_failing_with_a_plain_exception_is_that_exception(smi):
+    smi.nvmlMemory_v2 = V2
+    smi.nvmlDeviceGetMemoryInfo, asked = _memory_call(RuntimeError("binding broke"), A100_V1)
+    got = nvml.device(0).get("memory.used")
+    assert got == NA("NVML error: RuntimeError: binding broke", "error") and asked == [V2]
+
+
 def test_memory_of_a_binding_without_the_version_argument_or_the_reserve(smi):
     smi.nvmlMemory_v2 = V2
 
@@ -516,6 +525,9 @@ def test_a_bound_at_its_own_largest_sane_value_still_bounds():
     assert _both("power.draw", 5_000_000, ctx) == 5_000_000
     ctx = {"memory.total": 2**50}
     assert _both("memory.used", 2**50, ctx) == 2**50
+    assert (
+        _both("memory.used", 2**50 + 1, ctx).code == "implausible"
+    )  # no absolute bound of its own
     ctx = {"memory.total": 1}  # the smallest total there is bounds too
     assert _both("memory.used", 2, ctx).code == "implausible"
 
@@ -543,6 +555,16 @@ def test_sentinels(field, value, passes):
         assert got == NA(
             f"NVML returned its 'not available' value 0x{value:X} for {field}", "not_available"
         )
+
+
+def test_a_number_of_a_field_without_a_unit_passes_below_the_sentinel():
+    # e.g. an encoder session count: not in FIELD_UNITS, only NVML's 'not available' is refused
+    got = nvml.check_values(
+        {"encoder.stats.sessionCount": 3, "encoder.stats.averageFps": 0xFFFFFFFF}
+    )
+    assert got["encoder.stats.sessionCount"] == 3
+    assert got["encoder.stats.averageFps"].code == "not_available"
+    assert _both("encoder.stats.averageFps", 0xFFFFFFFE) == 0xFFFFFFFE
 
 
 def test_na_strings_and_none_pass_untouched():
