@@ -296,13 +296,19 @@ def paused_gc():
 
     Building or folding a graph of 100,000 nodes creates objects fast enough to start collections,
     each of which traverses every node made so far (and, in the walk, the autograd graph): the walk
-    and the views were 2-10x slower with it.
+    and the views were 2-10x slower with it. The objects made inside stay in the youngest
+    generation, whose next collection would traverse them all (0.3 s for a 100,000-op chain): they
+    are moved to the oldest one without a traversal (``gc.freeze()``, ``gc.unfreeze()``), unless
+    the program froze objects of its own.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
@@ -401,17 +407,21 @@ def _walk(
     Returns:
         The graph. Reading saved tensors that ``backward()`` already freed marks them ``freed``.
     """
-    import torch
+    from torch import Tensor
+    from torch._C._autograd import SavedTensor
     from torch.autograd.function import BackwardCFunction
 
     names = tensor_names or {}
+    classes: dict = {}  # node class -> (saved attributes, class name, custom Function)
     # slot i holds node "n{i}": its GraphNode, or (backward nodes) its record until the end
     slots: list = []
     edges: list = []
     ids: dict = {}
     frames: set = set()
     leaf_storages: set = set()
-    entry = functools.cache(SavedEntry)  # a 100k-op chain saves a few distinct entries
+    # positional (name, shape, dtype, nbytes, freed, is_none, held, size_known): equal entries are
+    # one object, so a node's entries are interned by their ids (a 100k-op chain: a few tuples)
+    entry = functools.cache(SavedEntry)
     interned: dict = {}
 
     def tensor_node(kind, t, label):
@@ -429,7 +439,7 @@ def _walk(
     def add_tensor(name, t, detailed, entries, stor, counts):
         """Add saved tensor ``t``'s entry and storages; 1 when its size cannot be known, else 0."""
         held = ""
-        if isinstance(t, Hooked):
+        if type(t) is Hooked:
             held = t.held
             counts[held] = counts.get(held, 0) + 1
             parts, known = [], t.known
@@ -447,22 +457,20 @@ def _walk(
         else:
             parts, _ = storage_parts(t)
             known = parts is not None
-        parts = parts or []
-        stor.extend(parts)
-        nbytes = sum(p[1] for p in parts)
+        nbytes = 0
+        if parts:
+            stor += parts
+            nbytes = sum(p[1] for p in parts)
         if t is not None and detailed:
-            entries.append(
-                entry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
-            )
+            entries.append(entry(name, _shape(t), _dtype_str(t), nbytes, False, False, held, known))
         else:
-            entries.append(entry(name, nbytes=nbytes, held=held, size_known=known))
+            entries.append(entry(name, None, "", nbytes, False, False, held, known))
         return 0 if known else 1
 
-    def backward_record(fn, node_id, label, attr_names):
+    def backward_record(fn, node_id, label, attr_names, custom):
         """``(id, label, call, saved, attrs, freed, held, size unknown, storage parts)``."""
         entries, attrs, stor, counts = [], [], [], {}
         freed, unknown = False, 0
-        custom = isinstance(fn, BackwardCFunction)
         detailed = show_saved or custom
         if custom:
             try:
@@ -470,47 +478,41 @@ def _walk(
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
-                entries.append(SavedEntry("saved_tensors", freed=True))
+                entries.append(entry("saved_tensors", None, "", 0, True, False, "", True))
                 freed = True
                 values = ()
             for i, t in enumerate(values):
                 if t is None:
-                    entries.append(SavedEntry(f"saved_tensors[{i}]", is_none=True))
+                    entries.append(entry(f"saved_tensors[{i}]", None, "", 0, False, True, "", True))
                 else:
                     unknown += add_tensor(f"saved_tensors[{i}]", t, detailed, entries, stor, counts)
-        for attr, name in attr_names:
+        for attr, name, raw_attr in attr_names:
             try:
-                val = read_saved(fn, attr)
+                # a SavedTensor without a hook holding a plain tensor: that tensor, at once
+                raw = getattr(fn, raw_attr) if raw_attr else None
+                val = raw.data if type(raw) is SavedTensor and raw.unpack_hook is None else None
+                if type(val) is not Tensor:
+                    val = read_saved(fn, attr)
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
-                entries.append(SavedEntry(name, freed=True))
+                entries.append(entry(name, None, "", 0, True, False, "", True))
                 freed = True
                 continue
-            if isinstance(val, (torch.Tensor, Hooked)):
+            if isinstance(val, (Tensor, Hooked)):
                 unknown += add_tensor(name, val, detailed, entries, stor, counts)
             elif isinstance(val, (tuple, list)) and any(
-                isinstance(v, (torch.Tensor, Hooked)) for v in val
+                isinstance(v, (Tensor, Hooked)) for v in val
             ):
                 for i, v in enumerate(val):
-                    if isinstance(v, (torch.Tensor, Hooked)):
+                    if isinstance(v, (Tensor, Hooked)):
                         unknown += add_tensor(f"{name}[{i}]", v, detailed, entries, stor, counts)
             elif show_attrs:
                 attrs.append((name, _short(val)))
-        saved = tuple(entries)
-        call = _call_of(fn, calls, call_starts, call_ends)
+        saved = interned.setdefault(tuple(map(id, entries)), tuple(entries))
+        call = _call_of(fn, calls, call_starts, call_ends) if calls else None
         held = tuple(sorted(counts.items())) if counts else ()
-        return (
-            node_id,
-            label,
-            call,
-            interned.setdefault(saved, saved),
-            tuple(attrs),
-            freed,
-            held,
-            unknown,
-            stor,
-        )
+        return (node_id, label, call, saved, tuple(attrs), freed, held, unknown, stor)
 
     stack = []
 
@@ -536,7 +538,15 @@ def _walk(
         while stack:
             fn, i = stack.pop()
             node_id = f"n{i}"
-            attr_names, cls_name = _saved_attrs(type(fn))
+            cls = type(fn)
+            info = classes.get(cls)
+            if info is None:
+                attr_names, cls_name = _saved_attrs(cls)
+                raw_names = tuple(
+                    (a, n, "_raw" + a if hasattr(cls, "_raw" + a) else "") for a, n in attr_names
+                )
+                info = classes[cls] = raw_names, cls_name, issubclass(cls, BackwardCFunction)
+            attr_names, cls_name, custom = info
             # a custom ctx may have .variable too
             var = fn.variable if cls_name == "AccumulateGrad" else None
             if var is not None:
@@ -547,7 +557,7 @@ def _walk(
                 leaf_storages.add(parts[0][0] if parts else None)
                 slots[i] = GraphNode(node_id, ACCUMULATE, cls_name)
                 continue
-            slots[i] = backward_record(fn, node_id, cls_name, attr_names)
+            slots[i] = backward_record(fn, node_id, cls_name, attr_names, custom)
             for u, _ in fn.next_functions:
                 if u is not None:
                     edges.append(GraphEdge(visit(u), node_id, GRAD))
