@@ -9,6 +9,7 @@ folded). Every function returns a new graph; none imports torch or IPython.
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -54,7 +55,7 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
     if not place:
         return graph
     place.update({var_of[a]: c for a, c in place.items()})  # each tensor with its AccumulateGrad
-    nodes = [dataclasses.replace(n, call=place[n.id]) if n.id in place else n for n in graph.nodes]
+    nodes = [n._replace(call=place[n.id]) if n.id in place else n for n in graph.nodes]
     return dataclasses.replace(graph, nodes=nodes)
 
 
@@ -62,8 +63,9 @@ def merge_held(nodes) -> tuple:
     """``((how, count), ...)`` summed over ``nodes`` (saved tensors behind saved-tensor hooks)."""
     total = Counter()
     for n in nodes:
-        for how, count in n.held:
-            total[how] += count
+        if n.held:
+            for how, count in n.held:
+                total[how] += count
     return tuple(sorted(total.items()))
 
 
@@ -127,12 +129,8 @@ def split_uses(graph: AutogradGraph) -> AutogradGraph:
             suffix = "" if k == 1 else f"u{k}"
             call = by_id[consumer].call if by_id[var].kind == PARAM else None
             copy_of[(acc, consumer)] = acc + suffix
-            nodes.append(
-                dataclasses.replace(by_id[var], id=var + suffix, use=(k, len(cons)), call=call)
-            )
-            nodes.append(
-                dataclasses.replace(by_id[acc], id=acc + suffix, use=(k, len(cons)), call=call)
-            )
+            nodes.append(by_id[var]._replace(id=var + suffix, use=(k, len(cons)), call=call))
+            nodes.append(by_id[acc]._replace(id=acc + suffix, use=(k, len(cons)), call=call))
             edges.append(GraphEdge(var + suffix, acc + suffix, VARIABLE))
     kept = [n for n in graph.nodes if n.id not in dropped]
     for e in graph.edges:
@@ -290,8 +288,7 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                             span = f"{first.path} … {last.path}"
                     attrs = (("type", first.type_name),) + ((("calls", span),) if span else ())
                     saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
-                    boxes[run[0]] = dataclasses.replace(
-                        boxes[run[0]],
+                    boxes[run[0]] = boxes[run[0]]._replace(
                         label=label,
                         count=len(run),
                         attrs=attrs,
@@ -322,6 +319,11 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
     )
 
 
+_SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
+_LABEL, _FREED = operator.attrgetter("label"), operator.attrgetter("freed")
+_SIZE_UNKNOWN = operator.attrgetter("size_unknown")
+
+
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     """Fold linear chains of ops into one box.
 
@@ -335,15 +337,16 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         summed), or ``graph`` unchanged.
     """
     by_id = {n.id: n for n in graph.nodes}
-    outdeg = Counter(e.src for e in graph.edges)
+    outdeg = Counter(map(_SRC, graph.edges))
     grads = [e for e in graph.edges if e.kind == GRAD]
-    indeg = Counter(e.dst for e in grads)
+    indeg = Counter(map(_DST, grads))
     nxt = {}
     for e in grads:
-        if indeg[e.dst] == 1 and outdeg[e.src] == 1:
-            na, nb = by_id[e.src], by_id[e.dst]
+        a, b = e.src, e.dst
+        if indeg[b] == 1 and outdeg[a] == 1:
+            na, nb = by_id[a], by_id[b]
             if na.kind == BACKWARD and nb.kind == BACKWARD and na.call == nb.call:
-                nxt[e.src] = e.dst
+                nxt[a] = b
     if not nxt:
         return graph
     targets = set(nxt.values())
@@ -351,14 +354,16 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     mapping, runs = {}, {}
     for head in sorted(heads, key=lambda i: int(re.sub(r"\D", "", i) or 0)):
         chain = [head]
-        while chain[-1] in nxt:
-            chain.append(nxt[chain[-1]])
+        b = nxt.get(head)
+        while b is not None:
+            chain.append(b)
+            b = nxt.get(b)
         if len(chain) < min_run:
             continue
         rid = "r" + head[1:]
         mapping.update(dict.fromkeys(chain, rid))
         members = [by_id[m] for m in chain]
-        counts = Counter(m.label for m in members)
+        counts = Counter(map(_LABEL, members))
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
         saved_bytes, storages = distinct_saved_bytes(members)
         runs[rid] = GraphNode(
@@ -371,9 +376,9 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
             attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
             saved_bytes=saved_bytes,
             storages=storages,
-            freed=any(m.freed for m in members),
+            freed=any(map(_FREED, members)),
             held=merge_held(members),
-            size_unknown=sum(m.size_unknown for m in members),
+            size_unknown=sum(map(_SIZE_UNKNOWN, members)),
         )
     if not runs:
         return graph

@@ -108,6 +108,9 @@ def _components(t):
     return None
 
 
+_device_name = functools.cache(str)  # torch.device -> 'cuda:0', once per device
+
+
 def storage_parts(t, _depth: int = 0) -> tuple:
     """The storages tensor ``t`` keeps alive, for every layout autograd can save.
 
@@ -145,7 +148,7 @@ def storage_parts(t, _depth: int = 0) -> tuple:
                 own = int(t.numel() * t.element_size())
             except Exception:
                 own = nbytes
-            parts = [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
+            parts = [((_device_name(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
             if t.is_quantized and "per_channel" in str(t.qscheme()):
                 for extra in (t.q_per_channel_scales(), t.q_per_channel_zero_points()):
                     p, why = storage_parts(extra, _depth + 1)
@@ -632,7 +635,8 @@ def _backward_nodes(slots: list, leaf_storages: set) -> tuple:
                 sid = sid_of[key] = len(sid_of)
                 total += nbytes
             here[sid] = nbytes
-            own_here[sid] = max(own_here.get(sid, 0), own)
+            if own_here.get(sid, -1) < own:
+                own_here[sid] = own
         if hooks:
             held.update(dict(hooks))
         unknown += n_unknown
