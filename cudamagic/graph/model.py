@@ -38,8 +38,7 @@ SAVED_EDGE = "saved"  # edge: node -> saved tensor (no arrow)
 
 
 # ---- the graph model --------------------------------------------------------------
-@dataclasses.dataclass(frozen=True, slots=True)
-class SavedEntry:
+class SavedEntry(NamedTuple):
     """One tensor saved for backward by a node.
 
     Attributes:

@@ -336,52 +336,57 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         A new graph with ``run`` nodes (``count`` ops, per-op counts in ``attrs``, ``saved_bytes``
         summed), or ``graph`` unchanged.
     """
-    by_id = {n.id: n for n in graph.nodes}
+    back = {n.id: n.call for n in graph.nodes if n.kind == BACKWARD}  # backward node -> its call
     outdeg = Counter(map(_SRC, graph.edges))
-    grads = [e for e in graph.edges if e.kind == GRAD]
-    indeg = Counter(map(_DST, grads))
-    nxt = {}
-    for e in grads:
-        a, b = e.src, e.dst
-        if indeg[b] == 1 and outdeg[a] == 1:
-            na, nb = by_id[a], by_id[b]
-            if na.kind == BACKWARD and nb.kind == BACKWARD and na.call == nb.call:
-                nxt[a] = b
+    indeg = Counter(dst for _, dst, kind in graph.edges if kind == GRAD)
+    nxt = {
+        a: b
+        for a, b, kind in graph.edges
+        if kind == GRAD
+        and indeg[b] == 1
+        and outdeg[a] == 1
+        and a in back
+        and b in back
+        and back[a] == back[b]
+    }
     if not nxt:
         return graph
     targets = set(nxt.values())
     heads = [a for a in nxt if a not in targets]
-    mapping, runs = {}, {}
+    mapping, members = {}, {}
     for head in sorted(heads, key=lambda i: int(re.sub(r"\D", "", i) or 0)):
         chain = [head]
         b = nxt.get(head)
         while b is not None:
             chain.append(b)
             b = nxt.get(b)
-        if len(chain) < min_run:
-            continue
-        rid = "r" + head[1:]
-        mapping.update(dict.fromkeys(chain, rid))
-        members = [by_id[m] for m in chain]
-        counts = Counter(map(_LABEL, members))
+        if len(chain) >= min_run:
+            members["r" + head[1:]] = []
+            mapping.update(dict.fromkeys(chain, "r" + head[1:]))
+    if not members:
+        return graph
+    for n in graph.nodes:  # each run's ops, in one pass
+        if n.id in mapping:
+            members[mapping[n.id]].append(n)
+    runs = {}
+    for rid, chain in members.items():
+        counts = Counter(map(_LABEL, chain))
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
-        saved_bytes, storages = distinct_saved_bytes(members)
+        saved_bytes, storages = distinct_saved_bytes(chain)
         runs[rid] = GraphNode(
             rid,
             RUN,
             label,
             count=len(chain),
             ops=len(chain),
-            call=members[0].call,
+            call=chain[0].call,
             attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
             saved_bytes=saved_bytes,
             storages=storages,
-            freed=any(map(_FREED, members)),
-            held=merge_held(members),
-            size_unknown=sum(map(_SIZE_UNKNOWN, members)),
+            freed=any(map(_FREED, chain)),
+            held=merge_held(chain),
+            size_unknown=sum(map(_SIZE_UNKNOWN, chain)),
         )
-    if not runs:
-        return graph
     # saved-tensor nodes of folded ops go with them
     for e in graph.edges:
         if e.kind == SAVED_EDGE and e.src in mapping:

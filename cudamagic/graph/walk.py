@@ -422,10 +422,7 @@ def _walk(
     ids: dict = {}
     frames: set = set()
     leaf_storages: set = set()
-    # positional (name, shape, dtype, nbytes, freed, is_none, held, size_known): equal entries are
-    # one object, so a node's entries are interned by their ids (a 100k-op chain: a few tuples)
-    entry = functools.cache(SavedEntry)
-    interned: dict = {}
+    interned: dict = {}  # equal saved tuples are one object (a 100k-op chain: a few tuples)
 
     def tensor_node(kind, t, label):
         node = GraphNode(
@@ -460,14 +457,14 @@ def _walk(
         else:
             parts, _ = storage_parts(t)
             known = parts is not None
-        nbytes = 0
-        if parts:
-            stor += parts
-            nbytes = sum(p[1] for p in parts)
+        stor += parts or ()
+        nbytes = sum(p[1] for p in parts) if parts else 0
         if t is not None and detailed:
-            entries.append(entry(name, _shape(t), _dtype_str(t), nbytes, False, False, held, known))
+            entries.append(
+                SavedEntry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
+            )
         else:
-            entries.append(entry(name, None, "", nbytes, False, False, held, known))
+            entries.append(SavedEntry(name, nbytes=nbytes, held=held, size_known=known))
         return 0 if known else 1
 
     def backward_record(fn, node_id, label, attr_names, custom):
@@ -481,12 +478,12 @@ def _walk(
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
-                entries.append(entry("saved_tensors", None, "", 0, True, False, "", True))
+                entries.append(SavedEntry("saved_tensors", freed=True))
                 freed = True
                 values = ()
             for i, t in enumerate(values):
                 if t is None:
-                    entries.append(entry(f"saved_tensors[{i}]", None, "", 0, False, True, "", True))
+                    entries.append(SavedEntry(f"saved_tensors[{i}]", is_none=True))
                 else:
                     unknown += add_tensor(f"saved_tensors[{i}]", t, detailed, entries, stor, counts)
         for attr, name, raw_attr in attr_names:
@@ -499,7 +496,7 @@ def _walk(
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
-                entries.append(entry(name, None, "", 0, True, False, "", True))
+                entries.append(SavedEntry(name, freed=True))
                 freed = True
                 continue
             if isinstance(val, (Tensor, Hooked)):
@@ -512,7 +509,8 @@ def _walk(
                         unknown += add_tensor(f"{name}[{i}]", v, detailed, entries, stor, counts)
             elif show_attrs:
                 attrs.append((name, _short(val)))
-        saved = interned.setdefault(tuple(map(id, entries)), tuple(entries))
+        saved = tuple(entries)
+        saved = interned.setdefault(saved, saved)
         call = _call_of(fn, calls, call_starts, call_ends) if calls else None
         held = tuple(sorted(counts.items())) if counts else ()
         return (node_id, label, call, saved, tuple(attrs), freed, held, unknown, stor)
@@ -577,7 +575,8 @@ def _walk(
     if calls:
         graph = place_params(graph)
     # custom Functions' saved tensors always; every one with show_saved
-    graph = add_saved_nodes(graph, show_saved)
+    if show_saved or any(custom for _, _, custom in classes.values()):
+        graph = add_saved_nodes(graph, show_saved)
     return split_uses(graph) if not shared_params else graph
 
 
