@@ -9,7 +9,6 @@ folded). Every function returns a new graph; none imports torch or IPython.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
@@ -63,9 +62,8 @@ def merge_held(nodes) -> tuple:
     """``((how, count), ...)`` summed over ``nodes`` (saved tensors behind saved-tensor hooks)."""
     total = Counter()
     for n in nodes:
-        if n.held:
-            for how, count in n.held:
-                total[how] += count
+        for how, count in n.held:
+            total[how] += count
     return tuple(sorted(total.items()))
 
 
@@ -319,11 +317,6 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
     )
 
 
-_SRC, _DST = operator.attrgetter("src"), operator.attrgetter("dst")
-_LABEL, _FREED = operator.attrgetter("label"), operator.attrgetter("freed")
-_SIZE_UNKNOWN = operator.attrgetter("size_unknown")
-
-
 def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     """Fold linear chains of ops into one box.
 
@@ -337,7 +330,7 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         summed), or ``graph`` unchanged.
     """
     back = {n.id: n.call for n in graph.nodes if n.kind == BACKWARD}  # backward node -> its call
-    outdeg = Counter(map(_SRC, graph.edges))
+    outdeg = Counter(e.src for e in graph.edges)
     indeg = Counter(dst for _, dst, kind in graph.edges if kind == GRAD)
     nxt = {
         a: b
@@ -356,10 +349,8 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     mapping, members = {}, {}
     for head in sorted(heads, key=lambda i: int(re.sub(r"\D", "", i) or 0)):
         chain = [head]
-        b = nxt.get(head)
-        while b is not None:
-            chain.append(b)
-            b = nxt.get(b)
+        while chain[-1] in nxt:
+            chain.append(nxt[chain[-1]])
         if len(chain) >= min_run:
             members["r" + head[1:]] = []
             mapping.update(dict.fromkeys(chain, "r" + head[1:]))
@@ -370,7 +361,7 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
             members[mapping[n.id]].append(n)
     runs = {}
     for rid, chain in members.items():
-        counts = Counter(map(_LABEL, chain))
+        counts = Counter(m.label for m in chain)
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
         saved_bytes, storages = distinct_saved_bytes(chain)
         runs[rid] = GraphNode(
@@ -383,9 +374,9 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
             attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
             saved_bytes=saved_bytes,
             storages=storages,
-            freed=any(map(_FREED, chain)),
+            freed=any(m.freed for m in chain),
             held=merge_held(chain),
-            size_unknown=sum(map(_SIZE_UNKNOWN, chain)),
+            size_unknown=sum(m.size_unknown for m in chain),
         )
     # saved-tensor nodes of folded ops go with them
     for e in graph.edges:

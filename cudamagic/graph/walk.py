@@ -53,13 +53,21 @@ MAX_ATTR_CHARS = 50
 
 @functools.cache
 def _saved_attrs(cls) -> tuple:
-    """The saved attributes of node class ``cls`` and its name, read once per class.
+    """The saved attributes of node class ``cls``, its name and kind, read once per class.
 
-    ``(((attribute, name), ...), class name)``: ``("_saved_self", "self")``; one string each per
-    class however many nodes (``dir()`` of each node would cost a 100k-op chain seconds).
+    ``(((attribute, name, raw attribute), ...), class name, custom Function)``:
+    ``("_saved_self", "self", "_raw_saved_self")`` (the raw attribute ``''`` where the class has
+    none: a non-tensor attribute); one string each per class however many nodes (``dir()`` of each
+    node would cost a 100k-op chain seconds).
     """
-    attrs = sorted(a for a in dir(cls) if a.startswith("_saved_"))
-    return tuple((a, a[len("_saved_") :]) for a in attrs), cls.__name__
+    from torch.autograd.function import BackwardCFunction
+
+    attrs = tuple(
+        (a, a[len("_saved_") :], "_raw" + a if hasattr(cls, "_raw" + a) else "")
+        for a in sorted(dir(cls))
+        if a.startswith("_saved_")
+    )
+    return attrs, cls.__name__, issubclass(cls, BackwardCFunction)
 
 
 def _dtype_str(t) -> str:
@@ -262,9 +270,6 @@ def read_saved(fn, attr: str):
     if raw is _MISSING:
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
-    if not many and raw is not None and raw.unpack_hook is None:  # one tensor, no hook
-        data = raw.data
-        return data if data is not None or attr == "_saved_tensors" else getattr(fn, attr)
     raws = list(raw) if many else [raw]
     # r: a SavedTensor or None
     hooked = any(r is not None and r.unpack_hook is not None for r in raws)
@@ -412,10 +417,9 @@ def _walk(
     """
     from torch import Tensor
     from torch._C._autograd import SavedTensor
-    from torch.autograd.function import BackwardCFunction
 
     names = tensor_names or {}
-    classes: dict = {}  # node class -> (saved attributes, class name, custom Function)
+    customs = 0  # nodes of custom Functions
     # slot i holds node "n{i}": its GraphNode, or (backward nodes) its record until the end
     slots: list = []
     edges: list = []
@@ -510,10 +514,19 @@ def _walk(
             elif show_attrs:
                 attrs.append((name, _short(val)))
         saved = tuple(entries)
-        saved = interned.setdefault(saved, saved)
         call = _call_of(fn, calls, call_starts, call_ends) if calls else None
         held = tuple(sorted(counts.items())) if counts else ()
-        return (node_id, label, call, saved, tuple(attrs), freed, held, unknown, stor)
+        return (
+            node_id,
+            label,
+            call,
+            interned.setdefault(saved, saved),
+            tuple(attrs),
+            freed,
+            held,
+            unknown,
+            stor,
+        )
 
     stack = []
 
@@ -539,15 +552,8 @@ def _walk(
         while stack:
             fn, i = stack.pop()
             node_id = f"n{i}"
-            cls = type(fn)
-            info = classes.get(cls)
-            if info is None:
-                attr_names, cls_name = _saved_attrs(cls)
-                raw_names = tuple(
-                    (a, n, "_raw" + a if hasattr(cls, "_raw" + a) else "") for a, n in attr_names
-                )
-                info = classes[cls] = raw_names, cls_name, issubclass(cls, BackwardCFunction)
-            attr_names, cls_name, custom = info
+            attr_names, cls_name, custom = _saved_attrs(type(fn))
+            customs += custom
             # a custom ctx may have .variable too
             var = fn.variable if cls_name == "AccumulateGrad" else None
             if var is not None:
@@ -575,7 +581,7 @@ def _walk(
     if calls:
         graph = place_params(graph)
     # custom Functions' saved tensors always; every one with show_saved
-    if show_saved or any(custom for _, _, custom in classes.values()):
+    if show_saved or customs:
         graph = add_saved_nodes(graph, show_saved)
     return split_uses(graph) if not shared_params else graph
 
@@ -634,8 +640,7 @@ def _backward_nodes(slots: list, leaf_storages: set) -> tuple:
                 sid = sid_of[key] = len(sid_of)
                 total += nbytes
             here[sid] = nbytes
-            if own_here.get(sid, -1) < own:
-                own_here[sid] = own
+            own_here[sid] = max(own_here.get(sid, 0), own)
         if hooks:
             held.update(dict(hooks))
         unknown += n_unknown
