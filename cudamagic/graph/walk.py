@@ -534,7 +534,7 @@ def _walk(
         node_id = ids.get(fn)
         if node_id is None:
             node_id = ids[fn] = f"n{len(slots)}"
-            stack.append((fn, len(slots)))
+            stack.append((fn, len(slots), node_id))
             slots.append(None)
         return node_id
 
@@ -550,8 +550,7 @@ def _walk(
             if base.grad_fn is not None:
                 edges.append(GraphEdge(visit(base.grad_fn), base_id, TO_OUTPUT))
         while stack:
-            fn, i = stack.pop()
-            node_id = f"n{i}"
+            fn, i, node_id = stack.pop()
             attr_names, cls_name, custom = _saved_attrs(type(fn))
             customs += custom
             # a custom ctx may have .variable too
