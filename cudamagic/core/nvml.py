@@ -322,6 +322,7 @@ def system_info() -> SystemInfo:
     )
 
 
+_GROUPS_OF = {}  # a tuple of fields -> the query groups Device.read asks for them
 _BOUNDS = {
     "power.draw": ["power.limit"],
     "clocks.sm": ["clocks.max.sm"],
@@ -400,11 +401,13 @@ class Device:
         ``power.draw`` also reads ``power.limit`` and the clocks read the GPU's maximum clocks
         (once; they do not change) so that their bounds are known.
         """
-        want = list(fields)
-        for f in fields:
-            want += _BOUNDS.get(f, [])
+        fields = tuple(fields)
+        groups = _GROUPS_OF.get(fields)
+        if groups is None:  # the groups of a field list, worked out once (a monitor asks ~20)
+            want = [*fields, *(b for f in fields for b in _BOUNDS.get(f, []))]
+            groups = _GROUPS_OF[fields] = tuple(dict.fromkeys(FIELD_GROUP[f] for f in want))
         out = {}
-        for group in dict.fromkeys(FIELD_GROUP[f] for f in want):
+        for group in groups:
             if group == "clocks_max" and self._max_clocks is not None:
                 out.update(self._max_clocks)
                 continue

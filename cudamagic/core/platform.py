@@ -101,13 +101,19 @@ def _group_kwargs() -> dict:
     return {"start_new_session": True}
 
 
-_reapers: dict = {}  # this process's pid -> the pipe to its reaper (a fork gets its own)
+#: this process's pid -> (the pipe's write end, the launcher: on Windows the reaper itself, kept so
+#: that its ``Popen`` is not collected while it runs)
+_reapers: dict = {}
 
 
-def _reaper_pipe():
-    """The write end of the pipe to this process's reaper (started on first use), or None."""
-    pipe = _reapers.get(os.getpid())
-    if pipe is None or pipe.closed:
+def _reaper_fd() -> int:
+    """The write end of the pipe to this process's reaper, started on first use.
+
+    A plain file descriptor, not a file object: it stays open until this process ends, when the
+    operating system closes it (which is what the reaper waits for), with no unclosed-file warning.
+    """
+    fd, _ = _reapers.get(os.getpid(), (None, None))
+    if fd is None:
         launcher = subprocess.Popen(
             [sys.executable, "-c", REAPER],
             stdin=subprocess.PIPE,
@@ -115,10 +121,12 @@ def _reaper_pipe():
             stderr=subprocess.DEVNULL,
             **_group_kwargs(),
         )
+        fd = os.dup(launcher.stdin.fileno())  # not inheritable
+        launcher.stdin.close()
+        _reapers[os.getpid()] = (fd, launcher)
         if not is_windows():
             launcher.wait()  # it forked the reaper, which keeps the pipe, and exited
-        pipe = _reapers[os.getpid()] = launcher.stdin
-    return pipe
+    return fd
 
 
 def popen(argv, **kwargs) -> subprocess.Popen:
@@ -139,9 +147,7 @@ def popen(argv, **kwargs) -> subprocess.Popen:
     proc = subprocess.Popen(argv, **kwargs, **_group_kwargs())
     try:
         line = f"{proc.pid} {psutil.Process(proc.pid).create_time()!r}\n"
-        pipe = _reaper_pipe()
-        pipe.write(line.encode("ascii"))
-        pipe.flush()
+        os.write(_reaper_fd(), line.encode("ascii"))
     except (psutil.Error, OSError, ValueError):
         pass  # ended already, or no reaper (it was killed): nothing more can be done
     return proc

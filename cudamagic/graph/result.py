@@ -108,5 +108,7 @@ class GraphResult(Displayed):
         """The one-line caption: the node count, saved bytes, what is drawn."""
         return render.caption(self)
 
+    #: The caption under its first name (0.1.0 notebooks call ``r.summary_line()``).
+    summary_line = caption
     to_text = render.result_text
     to_html = render.result_html

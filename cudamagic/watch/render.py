@@ -26,7 +26,7 @@ from ..core.fmt import TEXT_WIDTH, esc, format_bytes, na_cell_html, terminal_saf
 from ..core.na import is_na
 from ..core.style import badge, page, scroll
 from .samples import Sample, TorchSample
-from .style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, bar_html, meter_html
+from .style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, bar_html, live_html, meter_html
 
 # : Characters of a GPU name in the text table: with the other columns it fits :data:`TEXT_WIDTH`
 # (100) columns.
@@ -483,15 +483,18 @@ def _driver_model(g) -> str:
 _PIECES = {}  # (piece, its inputs with their types) -> HTML; see _piece
 
 
-def _piece(name: str, values: tuple, build) -> str:
-    """``build()``'s HTML, kept by ``values`` (a card's parts repeat tick after tick)."""
-    key = (name, values, tuple(map(type, values)))  # 1 == 1.0 == True, written differently
+def _piece(name: str, values: tuple, build, live: bool = False) -> str:
+    """``build()``'s HTML, kept by ``values`` (a card's parts repeat tick after tick).
+
+    ``live``: without the inline look the live widget's stylesheet repeats (:func:`live_html`).
+    """
+    key = (name, live, values, tuple(map(type, values)))  # 1 == 1.0 == True, written differently
     try:
         html = _PIECES.get(key)
     except TypeError:  # an input that cannot be a key
-        return build()
+        return live_html(build()) if live else build()
     if html is None:
-        html = build()
+        html = live_html(build()) if live else build()
         if len(_PIECES) >= 20_000:
             _PIECES.clear()
         _PIECES[key] = html
@@ -581,12 +584,13 @@ def _migs_html(g) -> str:
     )
 
 
-def gpu_html(g) -> str:
+def gpu_html(g, live: bool = False) -> str:
     """One GPU card (escaped).
 
     Name, driver model, bars with their values, the other readings, processes. Each part is
     built once for the values it shows (:func:`_piece`): a monitor tick where one reading moved
-    renders that row only.
+    renders that row only. ``live``: for the live widget, which has the stylesheet (no inline
+    look that it repeats: :func:`~.style.live_html`).
     """
     head = _piece(
         "head", (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model), lambda: _head_html(g)
@@ -595,8 +599,8 @@ def gpu_html(g) -> str:
         return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
     used, total, rsv = g.memory_used_bytes, g.memory_total_bytes, g.memory_reserved_bytes
     body = (
-        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g))
-        + _piece("memory", (used, total, rsv), lambda: _memory_row(g))
+        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g), live)
+        + _piece("memory", (used, total, rsv), lambda: _memory_row(g), live)
         + _piece(
             "rows",
             (
@@ -610,6 +614,7 @@ def gpu_html(g) -> str:
                 g.throttle_reasons_mask,
             ),
             lambda: _other_rows(g),
+            live,
         )
     )
     migs = _piece("migs", g.mig_devices, lambda: _migs_html(g)) if g.mig_devices else ""
@@ -736,8 +741,16 @@ def _x_of(t: float, t0: float) -> int:
     return round((t - t0) * 100)
 
 
-def _polylines(points, cls: str) -> str:
-    """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None."""
+def _polylines(
+    points,
+    cls: str,
+    look: str = ' fill="none" stroke-width="1.5" vector-effect="non-scaling-stroke"',
+) -> str:
+    """The polylines of one line of a chart (``"x,y"`` texts), broken where a point is None.
+
+    ``look``: the line's look as attributes (the chart images; the live widget's stylesheet has
+    it).
+    """
     if None not in points:
         segs = [" ".join(points)] if len(points) > 1 else []
     else:
@@ -751,14 +764,11 @@ def _polylines(points, cls: str) -> str:
             seg.append(p)
         if len(seg) > 1:
             segs.append(" ".join(seg))
-    return "".join(_polyline(s, cls) for s in segs)
+    return "".join(_polyline(s, cls, look) for s in segs)
 
 
-def _polyline(points_text: str, cls: str) -> str:
-    return (
-        f'<polyline class="{cls}" fill="none" stroke-width="1.5" '
-        f'vector-effect="non-scaling-stroke" points="{points_text}"/>'
-    )
+def _polyline(points_text: str, cls: str, look: str) -> str:
+    return f'<polyline class="{cls}"{look} points="{points_text}"/>'
 
 
 def _time_axis(times) -> tuple:
@@ -801,7 +811,7 @@ def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
         "<span>100%</span><span>50%</span><span>0%</span></div>"
         f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
         'preserveAspectRatio="none" '
-        f'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="{label}"><title>{label}</title>'
+        f'role="img" aria-label="{label}"><title>{label}</title>'
         f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
         'vector-effect="non-scaling-stroke"/>',
         *lines,

@@ -30,6 +30,8 @@ No IPython or ipywidgets import here; plain strings.
 
 from __future__ import annotations
 
+import functools
+
 #: Line / bar colours (theme variables with a fallback for front ends without them).
 UTIL = "var(--jp-brand-color1,#1976d2)"
 MEM = "var(--jp-success-color1,#388e3c)"
@@ -53,15 +55,16 @@ WATCH_CSS = f"""
 .cudamagic .cm-gpu-head{{font-weight:600}}
 .cudamagic table.cm-rows{{border-collapse:collapse;margin:2px 0;color:inherit}}
 .cudamagic table.cm-rows tr,.cudamagic table.cm-rows tr:nth-child(odd){{background:transparent}}
-.cudamagic table.cm-rows td{{border:none;line-height:1.4}}
+.cudamagic table.cm-rows td{{border:none;line-height:1.4;text-align:left;vertical-align:top;
+  padding:0}}
+.cudamagic table.cm-rows td.cm-k{{padding:0 10px 0 0}}
 .cudamagic .cm-rows .cm-k{{color:var(--jp-content-font-color2,inherit)}}
 .cudamagic .cm-meter{{white-space:nowrap;display:inline-flex;align-items:center;gap:6px}}
-.cudamagic .cm-bar{{display:inline-flex;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;
-  overflow:hidden;
- background:var(--jp-layout-color2,transparent);
-  border:1px solid var(--jp-border-color1,currentColor);
- border-radius:2px;box-sizing:border-box}}
-.cudamagic .cm-bar>span{{display:block;height:100%}}
+.cudamagic .cm-bar{{display:inline-block;width:{BAR_WIDTH_PX}px;height:10px;flex:0 0 auto;
+  overflow:hidden;background:var(--jp-layout-color2,transparent);
+  border:1px solid var(--jp-border-color1,currentColor);border-radius:2px;
+  box-sizing:border-box;vertical-align:middle;white-space:nowrap}}
+.cudamagic .cm-bar>span{{display:inline-block;height:100%}}
 .cudamagic .cm-fill-util{{background:{UTIL}!important}}
 .cudamagic .cm-fill-mem{{background:{MEM}!important}}
 .cudamagic .cm-fill-rsv{{
@@ -84,6 +87,7 @@ WATCH_CSS = f"""
 .cudamagic .cm-chart-x{{display:flex;justify-content:space-between;gap:6px;
   margin-left:calc(3.2em + 3px);
  font-variant-numeric:tabular-nums}}
+.cudamagic .cm-chart polyline{{fill:none;stroke-width:1.5px;vector-effect:non-scaling-stroke}}
 .cudamagic .cm-line-util{{stroke:{UTIL}}}
 .cudamagic .cm-line-mem{{stroke:{MEM};stroke-dasharray:4 2}}
 .cudamagic .cm-grid{{stroke:var(--jp-border-color2,currentColor);stroke-dasharray:2 3}}
@@ -136,6 +140,28 @@ def bar_html(frac, kind: str, reserved_frac=None, title: str = "") -> str:
         f'<span class="cm-fill-{kind}" style="display:inline-block;height:100%;'
         f'width:{frac * 100:.1f}%;background-color:{PLAIN[kind]}"></span>{extra}</span>'
     )
+
+
+#: The inline styles of :func:`bar_html`, :func:`meter_html` and the card's rows that the
+#: stylesheet above repeats (the same look): the live widget, which has the stylesheet, drops them
+#: (a card's HTML is a third smaller, and a tick sends every card); a fill keeps its width.
+LIVE_DROPS = (
+    (' style="text-align:left;vertical-align:top;padding:0 10px 0 0"', ""),
+    (' style="text-align:left;vertical-align:top;padding:0"', ""),
+    (' style="white-space:nowrap"', ""),
+    (
+        f' style="display:inline-block;width:{BAR_WIDTH_PX}px;height:10px;border:1px solid #888;'
+        'vertical-align:middle;white-space:nowrap;overflow:hidden"',
+        ' style="border:1px solid #888"',  # a plain grey, as in a saved notebook
+    ),
+    ('style="display:inline-block;height:100%;width:', 'style="width:'),
+    *((f";background-color:{PLAIN[k]}", "") for k in ("util", "mem")),
+)
+
+
+def live_html(html: str) -> str:
+    """``html`` without the inline styles :data:`LIVE_DROPS` lists (for the live widget)."""
+    return functools.reduce(lambda h, drop: h.replace(*drop), LIVE_DROPS, html)
 
 
 def meter_html(bar: str, value_html: str) -> str:

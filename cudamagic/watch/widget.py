@@ -209,7 +209,11 @@ class WatchView(View):
         """GPU ``i``'s card, rendered again only when its GPU reads differently."""
         drawn = self._cards.get(i)
         if drawn is None or drawn[0] != g:  # GpuSamples (or None) that read the same: one card
-            html = gpu_html(g) if g is not None else f"<div>GPU {int(i)}: not in this sample</div>"
+            html = (
+                gpu_html(g, live=True)  # the stylesheet is there: the inline look is not sent
+                if g is not None
+                else f"<div>GPU {int(i)}: not in this sample</div>"
+            )
             drawn = self._cards[i] = (g, html)
         return drawn[1]
 
@@ -265,8 +269,8 @@ class _Line:
     def polylines(self, cls: str) -> str:
         """The polylines' HTML (see :func:`_polylines`)."""
         if self.text is None or len(self.points) < 2:
-            return _polylines(list(self.points), cls)
-        return _polyline(self.text, cls)
+            return _polylines(list(self.points), cls, "")
+        return _polyline(self.text, cls, "")  # the look: in the stylesheet
 
 
 class MachineViews:

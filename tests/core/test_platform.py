@@ -57,7 +57,7 @@ def present_windows(monkeypatch):
     ``CREATE_NEW_PROCESS_GROUP`` (0 here, which POSIX's Popen accepts). This process's reaper is
     started first, as on Linux (presented Windows would leave its launcher unwaited for).
     """
-    platform._reaper_pipe()
+    platform._reaper_fd()
     monkeypatch.setattr(platform, "SYSTEM", "windows")
     monkeypatch.setattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0, raising=False)
     monkeypatch.setattr(
@@ -157,6 +157,23 @@ def test_a_child_never_outlives_its_starter(kill):
         time.sleep(0.05)
     assert _gone(child), "the child outlived the process that started it"
     assert not _reapers() - before, "the reaper outlived its work"
+
+
+def test_the_reaper_pipe_leaves_no_unclosed_file_warning():
+    """A session that started programs ends without a ResourceWarning (warnings shown as errors)."""
+    code = (
+        "import sys\nfrom cudamagic.core import platform\n"
+        "platform.popen([sys.executable, '-c', 'pass']).wait()\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(PKG.parent))
+    run = subprocess.run(
+        [sys.executable, "-X", "dev", "-W", "error::ResourceWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert run.returncode == 0 and "ResourceWarning" not in run.stderr, run.stderr
 
 
 def _reap(lines: list) -> None:

@@ -56,6 +56,7 @@ def test_repeated_calls_of_one_module_fold_into_one_box_with_the_count(big):
     # 4 parameters, their AccumulateGrads, the box, the sum, the output
     assert len(r.drawn.nodes) <= 12
     assert "rnn (RNNCell) x 400" in r.caption()
+    assert "rnn (RNNCell) x 400" in r.summary_line()  # its first name, kept for notebooks
 
 
 def test_budget_picks_the_collapsed_view_for_a_six_layer_encoder(big):

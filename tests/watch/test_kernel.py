@@ -15,6 +15,7 @@ import os
 import pytest
 
 from cudamagic.watch.render import gpu_html
+from cudamagic.watch.style import live_html
 from cudamagic.watch.trace import read_trace
 from tests.inline import plain
 from tests.watch.fakes import DEMO, ROOT
@@ -121,8 +122,8 @@ def test_replay_monitor_updates_while_another_cell_runs():
     values = [
         m["state"].get("value") for m in state.values() if isinstance(m["state"].get("value"), str)
     ]
-    card0_last = gpu_html(samples[19].gpus[0])
-    card0_first = gpu_html(samples[0].gpus[0])
+    card0_last = live_html(gpu_html(samples[19].gpus[0]))  # the widget's card: no inline look
+    card0_first = live_html(gpu_html(samples[0].gpus[0]))
     assert card0_last != card0_first
     assert any(card0_last in v for v in values) and not any(card0_first in v for v in values)
     status = [v for v in values if "REPLAY" in v]

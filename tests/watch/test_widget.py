@@ -23,7 +23,7 @@ from cudamagic.watch.render import (
     span_text,
 )
 from cudamagic.watch.result import WIDGET_VIEW
-from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS
+from cudamagic.watch.style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, live_html
 from cudamagic.watch.trace import read_trace
 from cudamagic.watch.widget import WatchView
 from tests.fake_nvml import GIB, HOSTILE_NAME
@@ -175,6 +175,43 @@ def test_widget_and_snapshot_use_theme_colours_only(fake_nvml):
     assert all(f".cm-fill-{k}{{background:var(--jp-" in WATCH_CSS for k in ("util", "mem"))
     assert ".cm-fill-util{background:var(--jp-brand-color1,#1976d2)!important}" in WATCH_CSS
     assert not set(hard_coded_colours(f"<style>{WATCH_CSS}</style>")) & {"#888", "#8883"}
+    view.close()
+
+
+def test_live_cards_drop_only_the_inline_look_the_stylesheet_repeats(fake_nvml):
+    fake_nvml("gpu_without_fan")
+    src = live()
+    s0, s = src.read(1, 1000.0), src.read(2, 1001.0)
+    card = gpu_html(s.gpus[0])
+    view = WatchView([0])
+    view.apply(s, [s0, s])
+    shown = gpu_row(view, 0)
+    assert live_html(card) in shown and len(live_html(card)) < 0.7 * len(card)
+    assert re.sub(r"<[^>]*>", "", live_html(card)) == re.sub(r"<[^>]*>", "", card)  # same text
+    # what stays inline: the fills' widths and the tracks' plain grey border
+    kept = set(re.findall(r'style="([^"]*)"', live_html(card)))
+    assert kept and all(re.fullmatch(r"width:[\d.]+%|border:1px solid #888", k) for k in kept)
+    # every dropped declaration is the stylesheet's for that element (the fills' colour: the
+    # stylesheet's theme colour wins over the inline plain one with !important)
+    css = WATCH_CSS.replace("\n", "")
+    rules = {sel.strip(): body for sel, body in re.findall(r"([^{}]+)\{([^}]*)\}", css)}
+    for sel, dropped in (
+        (".cudamagic table.cm-rows td", "text-align:left;vertical-align:top;padding:0"),
+        (".cudamagic table.cm-rows td.cm-k", "padding:0 10px 0 0"),
+        (".cudamagic .cm-meter", "white-space:nowrap"),
+        (
+            ".cudamagic .cm-bar",
+            "display:inline-block;width:120px;height:10px;vertical-align:middle;"
+            "white-space:nowrap;overflow:hidden",
+        ),
+        (".cudamagic .cm-bar>span", "display:inline-block;height:100%"),
+    ):
+        assert set(dropped.split(";")) <= {d.strip() for d in rules[sel].split(";")}, sel
+    assert "!important" in rules[".cudamagic .cm-fill-util"]
+    # the chart lines: their look in the stylesheet, as attributes only in the saved images
+    assert "<polyline" in shown and 'fill="none"' not in shown and "stroke-width" not in shown
+    look = {"fill:none", "stroke-width:1.5px", "vector-effect:non-scaling-stroke"}
+    assert set(rules[".cudamagic .cm-chart polyline"].split(";")) == look
     view.close()
 
 

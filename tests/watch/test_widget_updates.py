@@ -7,6 +7,7 @@ import random
 
 from cudamagic.watch import render, widget
 from cudamagic.watch.render import gpu_html
+from cudamagic.watch.style import live_html
 from cudamagic.watch.widget import WatchView
 from tests.watch.fakes import gpu_row, live
 
@@ -30,7 +31,9 @@ def test_an_unchanged_gpu_card_is_not_rendered_and_all_gpus_are_one_trait_set(
     s1 = src.read(1, 1000.0)
     view.apply(s1, [s1], samples_taken=1)
     rendered = []
-    monkeypatch.setattr(widget, "gpu_html", lambda g: rendered.append(g.index) or gpu_html(g))
+    monkeypatch.setattr(
+        widget, "gpu_html", lambda g, live: rendered.append(g.index) or gpu_html(g, live)
+    )
     sets = _count_sets(view)
     s2 = src.read(2, 1001.0)
     card1 = gpu_row(view, 1).split('<div class="cm-chart">')[0]
@@ -55,7 +58,7 @@ def test_a_card_changes_again_when_its_gpu_does(fake_nvml):
     s2 = dataclasses.replace(s1, seq=2, timestamp_s=1001.0, gpus=(s1.gpus[0], g1))
     view.apply(s2, [s1, s2], samples_taken=2)
     assert gpu_row(view, 1) != before and "88 °C" in gpu_row(view, 1)
-    assert gpu_html(g1) in gpu_row(view, 1) and gpu_html(s1.gpus[1]) in before
+    assert live_html(gpu_html(g1)) in gpu_row(view, 1) and live_html(gpu_html(s1.gpus[1])) in before
     del fake
     view.close()
 
@@ -90,4 +93,4 @@ def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
             p = None if rng.random() < 0.05 else f"{k},{rng.randint(0, 100)}"  # None: a gap
             line.add(p)
             points = [*points, p][-n:]
-            assert line.polylines("c") == render._polylines(points, "c"), (n, k)
+            assert line.polylines("c") == render._polylines(points, "c", ""), (n, k)
