@@ -54,7 +54,7 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
     if not place:
         return graph
     place.update({var_of[a]: c for a, c in place.items()})  # each tensor with its AccumulateGrad
-    nodes = [dataclasses.replace(n, call=place[n.id]) if n.id in place else n for n in graph.nodes]
+    nodes = [n._replace(call=place[n.id]) if n.id in place else n for n in graph.nodes]
     return dataclasses.replace(graph, nodes=nodes)
 
 
@@ -127,12 +127,8 @@ def split_uses(graph: AutogradGraph) -> AutogradGraph:
             suffix = "" if k == 1 else f"u{k}"
             call = by_id[consumer].call if by_id[var].kind == PARAM else None
             copy_of[(acc, consumer)] = acc + suffix
-            nodes.append(
-                dataclasses.replace(by_id[var], id=var + suffix, use=(k, len(cons)), call=call)
-            )
-            nodes.append(
-                dataclasses.replace(by_id[acc], id=acc + suffix, use=(k, len(cons)), call=call)
-            )
+            nodes.append(by_id[var]._replace(id=var + suffix, use=(k, len(cons)), call=call))
+            nodes.append(by_id[acc]._replace(id=acc + suffix, use=(k, len(cons)), call=call))
             edges.append(GraphEdge(var + suffix, acc + suffix, VARIABLE))
     kept = [n for n in graph.nodes if n.id not in dropped]
     for e in graph.edges:
@@ -290,8 +286,7 @@ def collapse(graph: AutogradGraph, depth: int, fold: bool = True) -> AutogradGra
                             span = f"{first.path} … {last.path}"
                     attrs = (("type", first.type_name),) + ((("calls", span),) if span else ())
                     saved_bytes, storages = distinct_saved_bytes(boxes[r] for r in run)
-                    boxes[run[0]] = dataclasses.replace(
-                        boxes[run[0]],
+                    boxes[run[0]] = boxes[run[0]]._replace(
                         label=label,
                         count=len(run),
                         attrs=attrs,
@@ -334,49 +329,55 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         A new graph with ``run`` nodes (``count`` ops, per-op counts in ``attrs``, ``saved_bytes``
         summed), or ``graph`` unchanged.
     """
-    by_id = {n.id: n for n in graph.nodes}
+    back = {n.id: n.call for n in graph.nodes if n.kind == BACKWARD}  # backward node -> its call
     outdeg = Counter(e.src for e in graph.edges)
-    grads = [e for e in graph.edges if e.kind == GRAD]
-    indeg = Counter(e.dst for e in grads)
-    nxt = {}
-    for e in grads:
-        if indeg[e.dst] == 1 and outdeg[e.src] == 1:
-            na, nb = by_id[e.src], by_id[e.dst]
-            if na.kind == BACKWARD and nb.kind == BACKWARD and na.call == nb.call:
-                nxt[e.src] = e.dst
+    indeg = Counter(dst for _, dst, kind in graph.edges if kind == GRAD)
+    nxt = {
+        a: b
+        for a, b, kind in graph.edges
+        if kind == GRAD
+        and indeg[b] == 1
+        and outdeg[a] == 1
+        and a in back
+        and b in back
+        and back[a] == back[b]
+    }
     if not nxt:
         return graph
     targets = set(nxt.values())
     heads = [a for a in nxt if a not in targets]
-    mapping, runs = {}, {}
+    mapping, members = {}, {}
     for head in sorted(heads, key=lambda i: int(re.sub(r"\D", "", i) or 0)):
         chain = [head]
         while chain[-1] in nxt:
             chain.append(nxt[chain[-1]])
-        if len(chain) < min_run:
-            continue
-        rid = "r" + head[1:]
-        mapping.update(dict.fromkeys(chain, rid))
-        members = [by_id[m] for m in chain]
-        counts = Counter(m.label for m in members)
+        if len(chain) >= min_run:
+            members["r" + head[1:]] = []
+            mapping.update(dict.fromkeys(chain, "r" + head[1:]))
+    if not members:
+        return graph
+    for n in graph.nodes:  # each run's ops, in one pass
+        if n.id in mapping:
+            members[mapping[n.id]].append(n)
+    runs = {}
+    for rid, chain in members.items():
+        counts = Counter(m.label for m in chain)
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
-        saved_bytes, storages = distinct_saved_bytes(members)
+        saved_bytes, storages = distinct_saved_bytes(chain)
         runs[rid] = GraphNode(
             rid,
             RUN,
             label,
             count=len(chain),
             ops=len(chain),
-            call=members[0].call,
+            call=chain[0].call,
             attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
             saved_bytes=saved_bytes,
             storages=storages,
-            freed=any(m.freed for m in members),
-            held=merge_held(members),
-            size_unknown=sum(m.size_unknown for m in members),
+            freed=any(m.freed for m in chain),
+            held=merge_held(chain),
+            size_unknown=sum(m.size_unknown for m in chain),
         )
-    if not runs:
-        return graph
     # saved-tensor nodes of folded ops go with them
     for e in graph.edges:
         if e.kind == SAVED_EDGE and e.src in mapping:

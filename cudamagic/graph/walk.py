@@ -53,13 +53,21 @@ MAX_ATTR_CHARS = 50
 
 @functools.cache
 def _saved_attrs(cls) -> tuple:
-    """The saved attributes of node class ``cls`` and its name, read once per class.
+    """The saved attributes of node class ``cls``, its name and kind, read once per class.
 
-    ``(((attribute, name), ...), class name)``: ``("_saved_self", "self")``; one string each per
-    class however many nodes (``dir()`` of each node would cost a 100k-op chain seconds).
+    ``(((attribute, name, raw attribute), ...), class name, custom Function)``:
+    ``("_saved_self", "self", "_raw_saved_self")`` (the raw attribute ``''`` where the class has
+    none: a non-tensor attribute); one string each per class however many nodes (``dir()`` of each
+    node would cost a 100k-op chain seconds).
     """
-    attrs = sorted(a for a in dir(cls) if a.startswith("_saved_"))
-    return tuple((a, a[len("_saved_") :]) for a in attrs), cls.__name__
+    from torch.autograd.function import BackwardCFunction
+
+    attrs = tuple(
+        (a, a[len("_saved_") :], "_raw" + a if hasattr(cls, "_raw" + a) else "")
+        for a in sorted(dir(cls))
+        if a.startswith("_saved_")
+    )
+    return attrs, cls.__name__, issubclass(cls, BackwardCFunction)
 
 
 def _dtype_str(t) -> str:
@@ -108,6 +116,9 @@ def _components(t):
     return None
 
 
+_device_name = functools.cache(str)  # torch.device -> 'cuda:0', once per device
+
+
 def storage_parts(t, _depth: int = 0) -> tuple:
     """The storages tensor ``t`` keeps alive, for every layout autograd can save.
 
@@ -145,7 +156,7 @@ def storage_parts(t, _depth: int = 0) -> tuple:
                 own = int(t.numel() * t.element_size())
             except Exception:
                 own = nbytes
-            parts = [((str(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
+            parts = [((_device_name(t.device), st.data_ptr()), nbytes, min(own, nbytes))]
             if t.is_quantized and "per_channel" in str(t.qscheme()):
                 for extra in (t.q_per_channel_scales(), t.q_per_channel_zero_points()):
                     p, why = storage_parts(extra, _depth + 1)
@@ -259,9 +270,6 @@ def read_saved(fn, attr: str):
     if raw is _MISSING:
         return getattr(fn, attr)
     many = isinstance(raw, (tuple, list))
-    if not many and raw is not None and raw.unpack_hook is None:  # one tensor, no hook
-        data = raw.data
-        return data if data is not None or attr == "_saved_tensors" else getattr(fn, attr)
     raws = list(raw) if many else [raw]
     # r: a SavedTensor or None
     hooked = any(r is not None and r.unpack_hook is not None for r in raws)
@@ -296,13 +304,19 @@ def paused_gc():
 
     Building or folding a graph of 100,000 nodes creates objects fast enough to start collections,
     each of which traverses every node made so far (and, in the walk, the autograd graph): the walk
-    and the views were 2-10x slower with it.
+    and the views were 2-10x slower with it. The objects made inside stay in the youngest
+    generation, whose next collection would traverse them all (0.3 s for a 100,000-op chain): they
+    are moved to the oldest one without a traversal (``gc.freeze()``, ``gc.unfreeze()``), unless
+    the program froze objects of its own.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
@@ -401,18 +415,18 @@ def _walk(
     Returns:
         The graph. Reading saved tensors that ``backward()`` already freed marks them ``freed``.
     """
-    import torch
-    from torch.autograd.function import BackwardCFunction
+    from torch import Tensor
+    from torch._C._autograd import SavedTensor
 
     names = tensor_names or {}
+    customs = 0  # nodes of custom Functions
     # slot i holds node "n{i}": its GraphNode, or (backward nodes) its record until the end
     slots: list = []
     edges: list = []
     ids: dict = {}
     frames: set = set()
     leaf_storages: set = set()
-    entry = functools.cache(SavedEntry)  # a 100k-op chain saves a few distinct entries
-    interned: dict = {}
+    interned: dict = {}  # equal saved tuples are one object (a 100k-op chain: a few tuples)
 
     def tensor_node(kind, t, label):
         node = GraphNode(
@@ -429,7 +443,7 @@ def _walk(
     def add_tensor(name, t, detailed, entries, stor, counts):
         """Add saved tensor ``t``'s entry and storages; 1 when its size cannot be known, else 0."""
         held = ""
-        if isinstance(t, Hooked):
+        if type(t) is Hooked:
             held = t.held
             counts[held] = counts.get(held, 0) + 1
             parts, known = [], t.known
@@ -447,22 +461,20 @@ def _walk(
         else:
             parts, _ = storage_parts(t)
             known = parts is not None
-        parts = parts or []
-        stor.extend(parts)
-        nbytes = sum(p[1] for p in parts)
+        stor += parts or ()
+        nbytes = sum(p[1] for p in parts) if parts else 0
         if t is not None and detailed:
             entries.append(
-                entry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
+                SavedEntry(name, _shape(t), _dtype_str(t), nbytes, held=held, size_known=known)
             )
         else:
-            entries.append(entry(name, nbytes=nbytes, held=held, size_known=known))
+            entries.append(SavedEntry(name, nbytes=nbytes, held=held, size_known=known))
         return 0 if known else 1
 
-    def backward_record(fn, node_id, label, attr_names):
+    def backward_record(fn, node_id, label, attr_names, custom):
         """``(id, label, call, saved, attrs, freed, held, size unknown, storage parts)``."""
         entries, attrs, stor, counts = [], [], [], {}
         freed, unknown = False, 0
-        custom = isinstance(fn, BackwardCFunction)
         detailed = show_saved or custom
         if custom:
             try:
@@ -478,27 +490,31 @@ def _walk(
                     entries.append(SavedEntry(f"saved_tensors[{i}]", is_none=True))
                 else:
                     unknown += add_tensor(f"saved_tensors[{i}]", t, detailed, entries, stor, counts)
-        for attr, name in attr_names:
+        for attr, name, raw_attr in attr_names:
             try:
-                val = read_saved(fn, attr)
+                # a SavedTensor without a hook holding a plain tensor: that tensor, at once
+                raw = getattr(fn, raw_attr) if raw_attr else None
+                val = raw.data if type(raw) is SavedTensor and raw.unpack_hook is None else None
+                if type(val) is not Tensor:
+                    val = read_saved(fn, attr)
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
                 entries.append(SavedEntry(name, freed=True))
                 freed = True
                 continue
-            if isinstance(val, (torch.Tensor, Hooked)):
+            if isinstance(val, (Tensor, Hooked)):
                 unknown += add_tensor(name, val, detailed, entries, stor, counts)
             elif isinstance(val, (tuple, list)) and any(
-                isinstance(v, (torch.Tensor, Hooked)) for v in val
+                isinstance(v, (Tensor, Hooked)) for v in val
             ):
                 for i, v in enumerate(val):
-                    if isinstance(v, (torch.Tensor, Hooked)):
+                    if isinstance(v, (Tensor, Hooked)):
                         unknown += add_tensor(f"{name}[{i}]", v, detailed, entries, stor, counts)
             elif show_attrs:
                 attrs.append((name, _short(val)))
         saved = tuple(entries)
-        call = _call_of(fn, calls, call_starts, call_ends)
+        call = _call_of(fn, calls, call_starts, call_ends) if calls else None
         held = tuple(sorted(counts.items())) if counts else ()
         return (
             node_id,
@@ -518,7 +534,7 @@ def _walk(
         node_id = ids.get(fn)
         if node_id is None:
             node_id = ids[fn] = f"n{len(slots)}"
-            stack.append((fn, len(slots)))
+            stack.append((fn, len(slots), node_id))
             slots.append(None)
         return node_id
 
@@ -534,9 +550,9 @@ def _walk(
             if base.grad_fn is not None:
                 edges.append(GraphEdge(visit(base.grad_fn), base_id, TO_OUTPUT))
         while stack:
-            fn, i = stack.pop()
-            node_id = f"n{i}"
-            attr_names, cls_name = _saved_attrs(type(fn))
+            fn, i, node_id = stack.pop()
+            attr_names, cls_name, custom = _saved_attrs(type(fn))
+            customs += custom
             # a custom ctx may have .variable too
             var = fn.variable if cls_name == "AccumulateGrad" else None
             if var is not None:
@@ -547,7 +563,7 @@ def _walk(
                 leaf_storages.add(parts[0][0] if parts else None)
                 slots[i] = GraphNode(node_id, ACCUMULATE, cls_name)
                 continue
-            slots[i] = backward_record(fn, node_id, cls_name, attr_names)
+            slots[i] = backward_record(fn, node_id, cls_name, attr_names, custom)
             for u, _ in fn.next_functions:
                 if u is not None:
                     edges.append(GraphEdge(visit(u), node_id, GRAD))
@@ -564,7 +580,8 @@ def _walk(
     if calls:
         graph = place_params(graph)
     # custom Functions' saved tensors always; every one with show_saved
-    graph = add_saved_nodes(graph, show_saved)
+    if show_saved or customs:
+        graph = add_saved_nodes(graph, show_saved)
     return split_uses(graph) if not shared_params else graph
 
 

@@ -112,13 +112,14 @@ def test_time_limit_kills_the_whole_tree(tmp_path, request, presented):
     assert _no_sleepers_left(before), "a child or grandchild survived the time limit"
 
 
-# A parent that starts a child through platform.popen, prints its pid and sleeps.
+# A parent that starts a child through platform.popen, prints its pid and waits for a line on
+# its stdin (then it exits without ending the child).
 STARTER = (
-    "import sys, time\n"
+    "import sys\n"
     "from cudamagic.core import platform\n"
     "c = platform.popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
     "print(c.pid, flush=True)\n"
-    "time.sleep(120)\n"
+    "sys.stdin.readline()\n"
 )
 
 
@@ -142,15 +143,16 @@ def test_a_child_never_outlives_its_starter(kill):
     before = _reapers()
     env = dict(os.environ, PYTHONPATH=str(PKG.parent))
     starter = subprocess.Popen(
-        [sys.executable, "-c", STARTER if kill else STARTER.replace("time.sleep(120)\n", "")],
-        stdout=subprocess.PIPE,
-        env=env,
+        [sys.executable, "-c", STARTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     child = int(starter.stdout.readline())
     assert not _gone(child)
     assert _reapers() - before, "no reaper was started"
     if kill:
         starter.kill()  # SIGKILL: no exit hook runs
+    else:
+        starter.stdin.write(b"\n")  # it returns normally, leaving its child running
+    starter.stdin.close()
     starter.wait(timeout=60)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and not (_gone(child) and not _reapers() - before):

@@ -88,3 +88,38 @@ def _default_stack():
     resource.setrlimit(
         resource.RLIMIT_STACK, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard)
     )
+
+
+def _lines_run(ip, n: int) -> int:
+    """Python lines and calls that ``%%autograd_graph`` on an ``n``-op chain runs, shown as HTML."""
+    events = [0]
+
+    def count(frame, event, arg):
+        events[0] += 1
+        return count
+
+    sys.settrace(count)
+    try:
+        r = ip.run_cell_magic("autograd_graph", "--format dot", f"chain({n})")
+        r._repr_html_()
+    finally:
+        sys.settrace(None)
+    assert r.drawn.view == "chains folded" and r.graph.op_counts()["SinBackward0"] == n // 2
+    return events[0]
+
+
+def test_the_default_view_of_a_chain_runs_work_linear_in_its_ops(ip):
+    """Counted, not timed: each doubling of the chain adds the same Python work (lines run).
+
+    The cell's forward pass, the walk, the view and the HTML together; work growing with the square
+    of the ops (a quadratic pass) would add twice as much at each doubling.
+    """
+    ip.run_cell(
+        "import torch\nx = torch.randn(4, requires_grad=True)\n"
+        "def chain(n):\n    z = x\n    for i in range(n):\n"
+        "        z = z.sin() if i % 2 else z * 1.001\n    return z.sum()"
+    )
+    _lines_run(ip, 200)  # first-call work (caches, imports) out of the comparison
+    a, b, c = (_lines_run(ip, n) for n in (1000, 2000, 4000))
+    assert b - a > 20 * 1000  # the walk's and the view's lines per op are counted
+    assert abs((c - b) - 2 * (b - a)) < 0.01 * (c - b), (a, b, c)

@@ -248,7 +248,14 @@ def test_saved_attribute_names_are_read_once_per_node_class():
     mul = type(y.grad_fn.next_functions[0][0])
     G._saved_attrs.cache_clear()
     attrs = G._saved_attrs(mul)
-    assert attrs == ((("_saved_other", "other"), ("_saved_self", "self")), "MulBackward0")
+    assert attrs == (
+        (
+            ("_saved_other", "other", "_raw_saved_other"),
+            ("_saved_self", "self", "_raw_saved_self"),
+        ),
+        "MulBackward0",
+        False,
+    )
     assert G._saved_attrs(mul) is attrs and G._saved_attrs.cache_info().currsize == 1
     gr = G.walk([("y", y)])
     assert _by_label(gr)["MulBackward0"].saved_bytes == 12
