@@ -117,7 +117,7 @@ def wait(proc, progress, step: str) -> None:
                 proc.wait(timeout=0.1)
                 return
             except subprocess.TimeoutExpired:
-                progress.tick(step)
+                progress.say(step)
     except KeyboardInterrupt:
         kill_tree(proc)
         proc.wait()
@@ -245,7 +245,7 @@ def compile_program(
         archs: nvcc architecture digits (``("90",)``), or ``()`` for nvcc's default.
         flags: extra nvcc arguments.
         ws: the :class:`.cache.Workspace`.
-        progress: a :class:`.progress.Progress`.
+        progress: a :class:`~cudamagic.core.progress.ProgressLine`.
         max_bytes: the cache's bound (least recently used entries go after a new one is added).
 
     Returns:
@@ -289,7 +289,7 @@ def compile_program(
         include_dir = ws.saved_dir if ws.headers else None
         argv = nvcc_argv(tk.path, src, exe, gencode_flags(archs), flags, include_dir, wrap)
         code, log = run_capped(
-            argv, None, LOG_LIMIT_BYTES, cwd=work, tick=lambda: progress.tick("compiling with nvcc")
+            argv, None, LOG_LIMIT_BYTES, cwd=work, tick=lambda: progress.say("compiling with nvcc")
         )
         text, diags = rewrite(log, {src: 0}, ws, source.splitlines())
         if code != 0 and flags and not diags and "nvcc fatal" in text:

@@ -12,9 +12,9 @@ import time
 from ..core import nvcc
 from ..core.na import is_na
 from ..core.platform import split_command_line
+from ..core.progress import ProgressLine
 from . import build, toolchain
 from .errors import CudaProgramError, CudaUsageError
-from .progress import Progress
 from .result import ProgramRun, Saved, Skipped, TorchBuild
 from .run import run_program
 from .torchext import build_extension, check_prereqs
@@ -64,7 +64,7 @@ def _torch(cell: str, opts, ws, settings, user_ns: dict) -> TorchBuild:
     tk = check_prereqs(cell, lambda: toolchain.toolkit(cache_dir=ws.root))
     archs = toolchain.choose_archs(tk, opts.arch) if tk else ()
     start = time.monotonic()
-    with Progress("PyTorch extension build") as progress:
+    with ProgressLine("%%cuda", "cuda", "PyTorch extension build", terminal=True) as progress:
         module, cached = build_extension(
             cell, opts.torch, ws, archs, tk, progress, settings.cuda_cache_max_bytes
         )
@@ -82,7 +82,7 @@ def _program(cell: str, opts, ws, settings) -> ProgramRun:
     flags = tuple(split_command_line(settings.cuda_nvcc_flags)) + opts.nvcc_flags
     profiler = _profiler(opts.profile)
     start = time.monotonic()
-    with Progress("nvcc build") as progress:
+    with ProgressLine("%%cuda", "cuda", "nvcc build", terminal=True) as progress:
         exe, cached, warnings = build.compile_program(
             cell, tk, archs, flags, ws, progress, settings.cuda_cache_max_bytes
         )

@@ -1,4 +1,4 @@
-"""Text and HTML of ``%%cuda``'s results (:mod:`.result`) and of its progress line."""
+"""Text and HTML of ``%%cuda``'s results (:mod:`.result`)."""
 
 from __future__ import annotations
 
@@ -48,8 +48,3 @@ def torch_html(built) -> str:
         "callable in this namespace",
         "cuda",
     )
-
-
-def progress_html(line: str) -> str:
-    """A progress line as HTML."""
-    return style.page(f'<div class="cm-note cm-mono">{esc(line)}</div>', "cuda")

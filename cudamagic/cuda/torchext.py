@@ -148,7 +148,7 @@ def _check_lock(build_dir: str, progress) -> None:
         except (OSError, ValueError):
             owner = 0
         if owner and psutil.pid_exists(owner):
-            progress.tick(f"waiting for another build of this cell (pid {owner})")
+            progress.say(f"waiting for another build of this cell (pid {owner})")
         elif time.monotonic() - first > STALE_GRACE_S:
             raise CudaUsageError(
                 f"%%cuda --torch: a build lock was left by a build that was killed: {lock} (no "
@@ -182,7 +182,7 @@ def build_extension(source: str, names, ws, archs, tk, progress, max_bytes: int 
         ws: the :class:`.cache.Workspace`.
         archs: architecture digits for ``TORCH_CUDA_ARCH_LIST`` (``("90",)``).
         tk: the :class:`.toolchain.Toolkit`, or None (C++ only).
-        progress: a :class:`.progress.Progress`.
+        progress: a :class:`~cudamagic.core.progress.ProgressLine`.
         max_bytes: the cache's bound.
 
     Returns:

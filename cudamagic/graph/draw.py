@@ -226,7 +226,7 @@ def draw(
         save_path: Also write the picture there (format from the extension when it has one).
         per_use: Allow one node per use of a leaf in big full graphs (``--shared-params`` turns it
             off).
-        progress: Called as ``progress(elapsed_s)`` while ``dot`` runs past a second (see
+        progress: Called as ``progress()`` about once a second while ``dot`` runs (see
             :func:`.layout.run_dot`), or None.
 
     Returns:

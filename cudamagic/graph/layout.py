@@ -45,10 +45,6 @@ def clean_text(text: str, limit: int = 2000) -> str:
     return terminal_safe(text, limit, keep_newlines=True)
 
 
-#: Seconds ``dot`` runs before :func:`run_dot` starts calling its ``progress`` (then once a second).
-PROGRESS_AFTER_S = 1.0
-
-
 def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0, progress=None) -> bytes:
     """Render DOT ``source`` with ``dot -T<fmt>`` in a subprocess.
 
@@ -59,8 +55,8 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0, progress=Non
         source: DOT text.
         fmt: ``'svg'``, ``'png'`` or ``'pdf'``.
         timeout_s: Seconds before ``dot`` is killed (finite, above 0).
-        progress: Called as ``progress(elapsed_s)`` once ``dot`` has run
-            :data:`PROGRESS_AFTER_S`, then about once a second, in this thread; or None.
+        progress: Called as ``progress()`` about once a second while ``dot`` runs, in this
+            thread; or None.
 
     Returns:
         The rendered bytes (UTF-8 text for SVG).
@@ -89,11 +85,10 @@ def run_dot(source: str, fmt: str = "svg", timeout_s: float = 20.0, progress=Non
             elapsed = time.monotonic() - start
             if elapsed >= timeout_s:  # killed below
                 raise DotTimeout(f"dot did not finish within {timeout_s:g} s")
-            if progress is not None and elapsed >= PROGRESS_AFTER_S:
-                progress(elapsed)
             step = timeout_s - elapsed
             if progress is not None:
-                step = min(step, max(PROGRESS_AFTER_S - elapsed, 1.0))
+                progress()
+                step = min(step, 1.0)
             try:  # a retry after a time-out loses no output (the input is sent once)
                 out, err = proc.communicate(data, timeout=step)
                 break

@@ -5,11 +5,11 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
-from IPython.display import display
 from traitlets import Enum, Float, HasTraits, Int, TraitError, validate
 
 from ..core.magic import AreaMagics
 from ..core.manual import manual
+from ..core.progress import ProgressLine
 from . import capture, draw, options, torchviz_engine
 
 
@@ -44,39 +44,6 @@ class GraphSettings(HasTraits):
         except UsageError as exc:
             fix = "`%config CudaMagics.graph_dot_timeout_s = 60`"
             raise TraitError(str(exc).replace("`%%autograd_graph --timeout 60`", fix)) from None
-
-
-class DotProgress:
-    """The line shown in place while ``dot`` runs past a second, emptied when the magic ends.
-
-    A display updated by its ``display_id``, in a kernel only; its last update holds no data, so
-    nothing of it stays in the output or a saved notebook.
-
-    Args:
-        shell: the running shell.
-        limit_s: ``--timeout``, seconds.
-    """
-
-    def __init__(self, shell, limit_s: float):
-        self.shell, self.limit_s, self.handle = shell, limit_s, None
-
-    def __call__(self, elapsed_s: float) -> None:
-        """Show or refresh the line: ``dot`` has run ``elapsed_s`` seconds."""
-        if getattr(self.shell, "kernel", None) is None:
-            return
-        line = {
-            "text/plain": f"%%autograd_graph: Graphviz dot is laying out the picture... "
-            f"{elapsed_s:.0f} s (time limit {self.limit_s:g} s)"
-        }
-        if self.handle is None:
-            self.handle = display(line, raw=True, display_id=True)
-        else:
-            self.handle.update(line, raw=True)
-
-    def close(self) -> None:
-        """Empty the line, if it was shown."""
-        if self.handle is not None:
-            self.handle.update({}, raw=True)
 
 
 @magics_class
@@ -237,12 +204,11 @@ class GraphMagics(AreaMagics):
         opts = options.resolve(args, self.settings)
         __tracebackhide__ = True  # the user's error shows their cell, not this frame
         engine = torchviz_engine if opts.engine == "torchviz" else draw
-        progress = DotProgress(self.shell, opts.timeout_s)
-        try:
-            return engine.draw_cell(self.shell, cell, line, opts, progress)
-        except capture.NothingToDraw as exc:
-            raise UsageError(str(exc)) from exc
-        except SyntaxError as exc:  # the cell did not run: shown without our parser frames
-            raise exc.with_traceback(None) from None
-        finally:
-            progress.close()
+        step = f"Graphviz dot is laying out the picture (time limit {opts.timeout_s:g} s)"
+        with ProgressLine("%%autograd_graph", "graph") as progress:
+            try:
+                return engine.draw_cell(self.shell, cell, line, opts, lambda: progress.say(step))
+            except capture.NothingToDraw as exc:
+                raise UsageError(str(exc)) from exc
+            except SyntaxError as exc:  # the cell did not run: shown without our parser frames
+                raise exc.with_traceback(None) from None

@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import math
-import threading
-import time
-import uuid
 
-from IPython.core.displaypub import DisplayPublisher
 from IPython.core.error import UsageError
 from IPython.core.magic import line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Float, HasTraits, Int, TraitError, validate
 
-from ..core import style
 from ..core.cell import show_value
-from ..core.fmt import esc
 from ..core.magic import AreaMagics
 from ..core.manual import manual
+from ..core.progress import ProgressLine
 from . import options
 from .compare import compare
 from .result import ProfResult
@@ -30,62 +25,6 @@ USAGE = (
     "FILE.json[.gz]] "
     "[--max-trace-mb MB] [-o NAME]  or  %torchprof [--compare A B]"
 )
-
-
-class Status:
-    """The in-place line of a long cell: "profiling ... 12 s", then "analysing 36,504 events ...".
-
-    A display (``display_id``) created empty when the cell starts and updated by a thread once a
-    second from the first second on; emptied when the block ends, so a saved notebook keeps no
-    progress text. Shown where outputs can be updated in place (a notebook), not in a terminal.
-
-    Args:
-        shell: the ``InteractiveShell``.
-        tick_s: seconds between two updates (and before the first).
-    """
-
-    def __init__(self, shell, tick_s: float = 1.0):
-        self.on = type(shell.display_pub) is not DisplayPublisher  # plain: a terminal
-        self.tick_s, self.text, self.shown = tick_s, "profiling", False
-        self.start_s = time.monotonic()
-        self._id = f"cudamagic-torchprof-{uuid.uuid4().hex}"
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cudamagic-torchprof-status")
-
-    def _show(self, bundle: dict) -> None:
-        display(bundle, raw=True, display_id=self._id, update=True)
-
-    def say(self, text: str) -> None:
-        """The current step (``"analysing 36,504 events"``); shown at once if the line is up."""
-        self.text = text
-        if self.shown:
-            self._update()
-
-    def _update(self) -> None:
-        line = f"%%torchprof: {self.text} ... {time.monotonic() - self.start_s:.0f} s"
-        html = style.page(f'<div class="cm-note cm-mono">{esc(line)}</div>', "prof")
-        self._show({"text/plain": line, "text/html": html})
-        self.shown = True
-
-    def _run(self) -> None:
-        while not self._done.wait(self.tick_s):
-            try:
-                self._update()
-            except Exception:  # noqa: BLE001 - a closed front end: the cell goes on
-                return
-
-    def __enter__(self):
-        if self.on:
-            display({"text/plain": ""}, raw=True, display_id=self._id)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._done.set()
-        if self.on:
-            self._thread.join()
-            self._show({"text/plain": ""})
-        return False
 
 
 class ProfSettings(HasTraits):
@@ -205,7 +144,7 @@ class ProfMagics(AreaMagics):
         terminal; the returned object (``-o NAME`` also stores it) has ``.table(group=...,
         top=...)``, ``.to_pandas()`` (units in column names), ``.save_html(path)``, ``.trace_path``,
         ``.slowest()``. In a notebook, a cell that runs over a second shows a line updated in place
-        ("profiling ... 12 s", then "analysing 36,504 events ..."), emptied when the summary comes.
+        ("profiling... 12.0 s", then "analysing 36,504 events..."), emptied when the summary comes.
         The timeline is a picture (an image, so an untrusted notebook shows it too): each operator
         keeps its colour from run to run, and runs of events too short to draw are merged.
 
@@ -292,7 +231,8 @@ class ProfMagics(AreaMagics):
     def _profile(self, line, cell, opts):
         """``%%torchprof``: run the cell profiled and show the summary."""
         __tracebackhide__ = True
-        with Status(self.shell) as status:
+        with ProgressLine("%%torchprof", "prof", every_s=1.0) as status:
+            status.say("profiling")
             run = run_profiled(
                 self.shell, cell, opts, header=f"%%torchprof {line}".rstrip(), say=status.say
             )

@@ -1,7 +1,7 @@
 """Tier 4: a long ``%%torchprof`` cell in JupyterLab, as a person watches it (issue 28).
 
 A notebook of its own: a cell that runs about 5 s of small matmuls under ``%%torchprof``. While it
-runs, the in-place line ("%%torchprof: profiling ... 2 s") is seen; once the summary is shown the
+runs, the in-place line ("%%torchprof: profiling... 2.0 s") is seen; once the summary is shown the
 line is gone. The timeline picture's legend names exactly the colours its bars use. At a 540 px
 output the operator name column stays visible and readable, in the summary and in a
 ``%torchprof --compare`` table.
@@ -31,7 +31,7 @@ CELLS = [
     "%%torchprof -o large\nfor _ in range(5):\n    y = torch.log_softmax(x @ x, dim=1)",
     "%torchprof --compare small large",
 ]
-PROGRESS = r"%%torchprof: (profiling|analysing)[^.]* \.\.\. \d+ s"
+PROGRESS = r"%%torchprof: (profiling|analysing)[^.]*\.\.\. [\d.]+ s"
 
 # JS: record, from now on, every progress line any output of the panel shows, and whether its
 # cell was running ([*]) when it was shown. Mutation records: no update is missed between polls.

@@ -1,9 +1,8 @@
-"""The HTML of %%cuda's results and progress line: one themed page, no hard-coded colour."""
+"""The HTML of %%cuda's results: one themed page, no hard-coded colour."""
 
 from __future__ import annotations
 
 from cudamagic.core.style import hard_coded_colours
-from cudamagic.cuda.progress import Line
 from cudamagic.cuda.result import Saved, Skipped, TorchBuild
 from tests.inline import own_styles, plain
 
@@ -25,7 +24,7 @@ def test_saved_header_through_the_shell_is_themed(cuda_ip):
     assert '<code>#include "vec.cuh"</code>' in page.replace("&quot;", '"')
 
 
-def test_torch_build_and_progress_line_are_themed_and_escaped():
+def test_torch_build_is_themed_and_escaped():
     built = TorchBuild(
         ("add_one", "<x>"), module=None, cached=True, archs=(), elapsed_s=0.0
     )._repr_html_()
@@ -34,9 +33,6 @@ def test_torch_build_and_progress_line_are_themed_and_escaped():
         "<code>add_one</code>, <code>&lt;x&gt;</code>: PyTorch extension loaded from the cache"
         in built
     )
-    line = Line("%%cuda: compiling... 2.0 s <b>")._repr_html_()
-    _check(line)
-    assert '<div class="cm-note cm-mono">%%cuda: compiling... 2.0 s &lt;b&gt;</div>' in plain(line)
 
 
 def test_skipped_cell_is_themed_and_escaped():

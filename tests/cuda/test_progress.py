@@ -1,14 +1,13 @@
-"""The progress of a long build.
+"""The progress line of a long build, in the magic's cells.
 
-The progress of a long build: a fake clock for the rules (tier 1), a slow nvcc wrapper first on PATH
-for the terminal line and an interrupt (tier 2), and a real Jupyter kernel for the in-place display
-(tier 3). The wrapper sleeps before compiling, so every build here takes over a second on any
-machine, however loaded.
+A slow nvcc wrapper first on PATH for the terminal line and an interrupt (tier 2), and a real
+Jupyter kernel for the in-place display (tier 3); the line's rules with a fake clock are in
+``tests/core/test_progress.py``. The wrapper sleeps before compiling, so every build here takes
+over a second on any machine, however loaded.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 import time
@@ -17,80 +16,13 @@ import psutil
 import pytest
 
 from cudamagic.core.fmt import NO_MATH
-from cudamagic.cuda.progress import Line, Progress
-from tests.inline import plain
+from cudamagic.core.progress import ProgressLine
 
 from .conftest import NVCC, cuda_magics, needs_nvcc
 
 HELLO = (
     '%%cuda\n#include <cstdio>\nint main() { printf("hello after a slow build\\n"); return 0; }\n'
 )
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100.0
-
-    def __call__(self):
-        return self.now
-
-
-class Tty(io.StringIO):
-    def isatty(self):
-        return True
-
-
-@pytest.mark.parametrize("tty", [False, True])
-def test_terminal_line_after_one_second(tty):
-    clock, err = Clock(), (Tty() if tty else io.StringIO())
-    with Progress("nvcc build", clock=clock, stream=err) as p:
-        clock.now += 0.9
-        p.tick("compiling with nvcc")
-        assert err.getvalue() == "" and not p.shown  # silent for the first second
-        clock.now += 0.3
-        p.tick("compiling with nvcc")
-        clock.now += 1.0
-        p.tick("linking")
-        clock.now += 0.5
-    assert p.shown
-    if tty:  # one line rewritten in place, ending with the outcome
-        assert err.getvalue() == (
-            "%%cuda: compiling with nvcc... 1.2 s\r%%cuda: linking... 2.2 s"
-            "\r%%cuda: nvcc build done after 2.7 s\n"
-        )
-    else:  # a log: the start and the end, no carriage returns
-        assert (
-            err.getvalue()
-            == "%%cuda: compiling with nvcc... 1.2 s\n%%cuda: nvcc build done after 2.7 s\n"
-        )
-
-
-def test_outcome_of_a_failed_and_an_interrupted_build():
-    for exc, word in (
-        (RuntimeError, "failed"),
-        (KeyboardInterrupt, "interrupted, stopped cleanly"),
-    ):
-        clock, err = Clock(), io.StringIO()
-        with pytest.raises(exc, match="stop"):
-            with Progress("nvcc build", clock=clock, stream=err) as p:
-                clock.now += 1.5
-                p.tick("compiling with nvcc")
-                raise exc("stop")
-        assert err.getvalue().splitlines()[-1] == f"%%cuda: nvcc build {word} after 1.5 s"
-
-
-def test_a_quick_build_shows_nothing():
-    clock, err = Clock(), io.StringIO()
-    with Progress("nvcc build", clock=clock, stream=err) as p:
-        clock.now += 0.5
-        p.tick("compiling with nvcc")
-    assert err.getvalue() == "" and not p.shown
-
-
-def test_line_text_and_html():
-    text, html = Line("%%cuda: <b>&").__repr__(), Line("%%cuda: <b>&")._repr_html_()
-    assert text == "%%cuda: <b>&"
-    assert '<div class="cm-note cm-mono">%%cuda: &lt;b&gt;&amp;</div>' in plain(html)
 
 
 def _slow_nvcc(tmp_path, sleep_s: float, marker=None) -> str:
@@ -153,14 +85,14 @@ def test_interrupt_during_a_shown_build_leaves_no_cache_entry(
     before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     shown = threading.Event()
-    tick = Progress.tick
+    say = ProgressLine.say
 
-    def tick_and_tell(self, step):
-        tick(self, step)
+    def say_and_tell(self, step):
+        say(self, step)
         if self.shown:
             shown.set()
 
-    monkeypatch.setattr(Progress, "tick", tick_and_tell)
+    monkeypatch.setattr(ProgressLine, "say", say_and_tell)
 
     def interrupt_when_shown():
         shown.wait(120)  # the compile has run over a second: the progress line is showing

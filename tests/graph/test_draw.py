@@ -130,7 +130,7 @@ def test_slow_dot_shows_a_progress_line_that_is_gone_at_the_end(w, tmp_path, mon
     texts = [o["data"].get("text/plain", "") for o in shown[:-1]]
     assert all("Graphviz dot is laying out the picture" in t for t in texts), texts
     assert texts[0] != texts[-1]  # the seconds count up
-    assert shown[-1]["data"] == {}  # nothing of it stays in the output
+    assert shown[-1]["data"] == {"text/plain": ""}  # nothing of it stays in the output
 
 
 def test_no_progress_line_for_a_quick_dot(w, tmp_path, monkeypatch):
