@@ -15,6 +15,7 @@ import sys
 
 from . import stats
 from .census import find_holders, holder_bytes, tensor_census
+from .holders import last_error_tracebacks
 from .result import FreeReport
 from .stats import gpu_status, take_snapshot
 
@@ -50,23 +51,10 @@ def _clear_frames(tb) -> None:
 def _clear_traceback(shell) -> list:
     """Drop the saved traceback and the locals of its frames. Returns what was released (names)."""
     released = []
-    excs = []
-    for attr in ("last_exc", "last_value"):
-        v = getattr(sys, attr, None)
-        if isinstance(v, BaseException):
-            excs.append(v)
-    tbs = [getattr(sys, "last_traceback", None)]
     itb = getattr(shell, "InteractiveTB", None)
-    tbs.extend((getattr(itb, "tb", None), getattr(shell, "_last_traceback", None)))
-    seen = set()
-    while excs:  # the exception, and the exceptions chained to it
-        e = excs.pop()
-        if id(e) in seen:
-            continue
-        seen.add(id(e))
-        tbs.append(e.__traceback__)
-        excs.extend(x for x in (e.__context__, e.__cause__) if x is not None)
-    for tb in tbs:
+    for tb in last_error_tracebacks(
+        (getattr(itb, "tb", None), getattr(shell, "_last_traceback", None))
+    ):
         if tb is not None and hasattr(tb, "tb_frame"):
             _clear_frames(tb)
     for attr in ("last_type", "last_value", "last_traceback", "last_exc"):

@@ -560,22 +560,32 @@ def _history_items(walk, user_ns):
     return items
 
 
-def _traceback_items(walk):
-    acc = walk.holder("sys.last_traceback", "traceback", "`%cudamem free` drops it")
-    tbs, excs, seen = [getattr(sys, "last_traceback", None)], [], set()
+def last_error_tracebacks(extra=()) -> list:
+    """The tracebacks the last error keeps alive, each holding its frames' locals.
+
+    ``sys.last_traceback`` and the tracebacks of ``sys.last_value``/``sys.last_exc`` and of every
+    exception chained to them (``__context__``, ``__cause__``), then ``extra`` (the shell's own
+    copies). Entries may be None.
+    """
+    tbs, excs, seen = [getattr(sys, "last_traceback", None), *extra], [], set()
     for attr in ("last_value", "last_exc"):
         v = getattr(sys, attr, None)
         if isinstance(v, BaseException):
             excs.append(v)
-    while excs:
+    while excs:  # the exception, and the exceptions chained to it
         e = excs.pop()
         if id(e) in seen:
             continue
         seen.add(id(e))
         tbs.append(e.__traceback__)
         excs.extend(x for x in (e.__context__, e.__cause__) if x is not None)
+    return tbs
+
+
+def _traceback_items(walk):
+    acc = walk.holder("sys.last_traceback", "traceback", "`%cudamem free` drops it")
     items = []
-    for tb in tbs:
+    for tb in last_error_tracebacks():
         while tb is not None and hasattr(tb, "tb_frame"):
             module = tb.tb_frame.f_globals.get("__name__", "")
             if not module.startswith(_SHELL_MODULES):  # IPython's own frames: not the user's
