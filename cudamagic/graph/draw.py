@@ -19,10 +19,10 @@ import dataclasses
 import time
 from collections import Counter, defaultdict
 
+from ..core.gcpause import paused_gc
 from . import capture, layout, views
 from .dot import to_dot
 from .result import GraphResult
-from .walk import paused_gc
 
 # ---- choosing a view and rendering ------------------------------------------------------------
 #: Default node budget (``CudaMagics.graph_node_budget``): most boxes one picture holds before
@@ -234,7 +234,7 @@ def draw(
         notes).
     """
     deadline = time.monotonic() + timeout_s
-    with paused_gc():
+    with paused_gc(promote=True):
         view, view_notes, fits = choose_view(graph, depth, fold, node_budget, per_use)
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes

@@ -12,6 +12,7 @@ import dataclasses
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from operator import attrgetter
 
 from .model import (
     BACKWARD,
@@ -58,11 +59,15 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
     return dataclasses.replace(graph, nodes=nodes)
 
 
+_src, _dst, _label = attrgetter("src"), attrgetter("dst"), attrgetter("label")
+_freed, _size_unknown = attrgetter("freed"), attrgetter("size_unknown")
+
+
 def merge_held(nodes) -> tuple:
     """``((how, count), ...)`` summed over ``nodes`` (saved tensors behind saved-tensor hooks)."""
     total = Counter()
     for n in nodes:
-        for how, count in n.held:
+        for how, count in n.held:  # empty for most nodes
             total[how] += count
     return tuple(sorted(total.items()))
 
@@ -330,18 +335,12 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
         summed), or ``graph`` unchanged.
     """
     back = {n.id: n.call for n in graph.nodes if n.kind == BACKWARD}  # backward node -> its call
-    outdeg = Counter(e.src for e in graph.edges)
-    indeg = Counter(dst for _, dst, kind in graph.edges if kind == GRAD)
-    nxt = {
-        a: b
-        for a, b, kind in graph.edges
-        if kind == GRAD
-        and indeg[b] == 1
-        and outdeg[a] == 1
-        and a in back
-        and b in back
-        and back[a] == back[b]
-    }
+    outdeg = Counter(map(_src, graph.edges))
+    grad = [e for e in graph.edges if e.kind == GRAD]
+    indeg = Counter(map(_dst, grad))
+    single_out = {a for a, d in outdeg.items() if d == 1 and a in back}
+    single_in = {b for b, d in indeg.items() if d == 1 and b in back}
+    nxt = {a: b for a, b, _ in grad if a in single_out and b in single_in and back[a] == back[b]}
     if not nxt:
         return graph
     targets = set(nxt.values())
@@ -349,19 +348,22 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     mapping, members = {}, {}
     for head in sorted(heads, key=lambda i: int(re.sub(r"\D", "", i) or 0)):
         chain = [head]
-        while chain[-1] in nxt:
-            chain.append(nxt[chain[-1]])
+        link = nxt.get(head)
+        while link is not None:
+            chain.append(link)
+            link = nxt.get(link)
         if len(chain) >= min_run:
             members["r" + head[1:]] = []
             mapping.update(dict.fromkeys(chain, "r" + head[1:]))
     if not members:
         return graph
     for n in graph.nodes:  # each run's ops, in one pass
-        if n.id in mapping:
-            members[mapping[n.id]].append(n)
+        rid = mapping.get(n.id)
+        if rid is not None:
+            members[rid].append(n)
     runs = {}
     for rid, chain in members.items():
-        counts = Counter(m.label for m in chain)
+        counts = Counter(map(_label, chain))
         label = next(iter(counts)) if len(counts) == 1 else f"chain of {len(chain)} ops"
         saved_bytes, storages = distinct_saved_bytes(chain)
         runs[rid] = GraphNode(
@@ -374,9 +376,9 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
             attrs=tuple((op, str(c)) for op, c in sorted(counts.items())),
             saved_bytes=saved_bytes,
             storages=storages,
-            freed=any(m.freed for m in chain),
+            freed=any(map(_freed, chain)),
             held=merge_held(chain),
-            size_unknown=sum(m.size_unknown for m in chain),
+            size_unknown=sum(map(_size_unknown, chain)),
         )
     # saved-tensor nodes of folded ops go with them
     for e in graph.edges:

@@ -20,14 +20,13 @@ torch is imported inside the functions that need it.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import functools
-import gc
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from ..core import platform
+from ..core.gcpause import paused_gc
 from .model import (
     ACCUMULATE,
     BACKWARD,
@@ -181,6 +180,7 @@ def storage_parts(t, _depth: int = 0) -> tuple:
 
 
 _MISSING = object()
+_new_tuple = tuple.__new__  # a named tuple made from a tuple, without its Python-level __new__
 
 
 def hook_kind(unpack_hook) -> str:
@@ -298,29 +298,9 @@ def _short(value) -> str:
     return text if len(text) <= MAX_ATTR_CHARS else text[: MAX_ATTR_CHARS - 1] + "…"
 
 
-@contextlib.contextmanager
-def paused_gc():
-    """Python's cyclic GC paused inside the block (enabled again after, if it was).
-
-    Building or folding a graph of 100,000 nodes creates objects fast enough to start collections,
-    each of which traverses every node made so far (and, in the walk, the autograd graph): the walk
-    and the views were 2-10x slower with it. The objects made inside stay in the youngest
-    generation (the next collection traverses them: about 0.3 s for a 100,000-op chain); they are
-    not moved to the oldest one with ``gc.freeze()``, which would move the user's young objects too
-    and keep their garbage cycles (GPU memory among them) alive until a full collection.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def walk(outputs: Sequence, **kwargs) -> AutogradGraph:
     """Walk the graph behind ``outputs``, GC paused; see :func:`_walk` for the arguments."""
-    with paused_gc():
+    with paused_gc(promote=True):
         graph = _walk(outputs, **kwargs)
     note = guard_deep_free(sum(1 for n in graph.nodes if n.kind in (BACKWARD, ACCUMULATE)))
     if note:
@@ -412,6 +392,7 @@ def _walk(
     Returns:
         The graph. Reading saved tensors that ``backward()`` already freed marks them ``freed``.
     """
+    import torch
     from torch import Tensor
     from torch._C._autograd import SavedTensor
 
@@ -424,6 +405,8 @@ def _walk(
     frames: set = set()
     leaf_storages: set = set()
     interned: dict = {}  # equal saved tuples are one object (a 100k-op chain: a few tuples)
+    plain_entries: dict = {}  # (name, bytes) -> its SavedEntry, made once
+    strided = torch.strided
 
     def tensor_node(kind, t, label):
         node = GraphNode(
@@ -455,9 +438,33 @@ def _walk(
                 else:
                     parts += p
             t = t.tensors[0] if len(t.tensors) == 1 and t.frame is None else None
-        else:
-            parts, _ = storage_parts(t)
-            known = parts is not None
+            return add_parts(name, t, detailed, entries, stor, parts, known, held)
+        if type(t) is Tensor and t.layout is strided and not t.is_meta and not t.is_quantized:
+            try:  # a plain strided tensor (almost every saved tensor): its storage, inline
+                st = t.untyped_storage()
+                nbytes = st.nbytes()
+                own = min(t.numel() * t.element_size(), nbytes)
+                stor.append(((_device_name(t.device), st.data_ptr()), nbytes, own))
+            except Exception:  # functorch and functional wrappers have no storage
+                return add_slow(name, t, detailed, entries, stor)
+            if detailed:
+                entries.append(SavedEntry(name, _shape(t), _dtype_str(t), nbytes))
+            else:
+                key = (name, nbytes)
+                entry = plain_entries.get(key)
+                if entry is None:
+                    entry = plain_entries[key] = SavedEntry(name, nbytes=nbytes)
+                entries.append(entry)
+            return 0
+        return add_slow(name, t, detailed, entries, stor)
+
+    def add_slow(name, t, detailed, entries, stor):
+        """Any other tensor: sparse, quantized, nested, subclass, meta (see storage_parts)."""
+        parts, _ = storage_parts(t)
+        return add_parts(name, t, detailed, entries, stor, parts, parts is not None, "")
+
+    def add_parts(name, t, detailed, entries, stor, parts, known, held):
+        """Record the entry of ``t`` held in storage ``parts`` (``known``: its size is known)."""
         stor += parts or ()
         nbytes = sum(p[1] for p in parts) if parts else 0
         if t is not None and detailed:
@@ -489,11 +496,18 @@ def _walk(
                     unknown += add_tensor(f"saved_tensors[{i}]", t, detailed, entries, stor, counts)
         for attr, name, raw_attr in attr_names:
             try:
-                # a SavedTensor without a hook holding a plain tensor: that tensor, at once
-                raw = getattr(fn, raw_attr) if raw_attr else None
-                val = raw.data if type(raw) is SavedTensor and raw.unpack_hook is None else None
-                if type(val) is not Tensor:
-                    val = read_saved(fn, attr)
+                if not raw_attr:  # not a tensor attribute: the value itself
+                    val = getattr(fn, attr)
+                else:
+                    raw = getattr(fn, raw_attr)
+                    if type(raw) is SavedTensor and raw.unpack_hook is None:
+                        # no hook: the tensor at once; None when undefined or freed (then the
+                        # plain attribute answers None or raises the freed error)
+                        val = raw.data
+                        if val is None:
+                            val = getattr(fn, attr)
+                    else:
+                        val = read_saved(fn, attr)
             except RuntimeError as exc:
                 if not _is_freed_error(exc):
                     raise
@@ -563,7 +577,12 @@ def _walk(
             slots[i] = backward_record(fn, node_id, cls_name, attr_names, custom)
             for u, _ in fn.next_functions:
                 if u is not None:
-                    edges.append(GraphEdge(visit(u), node_id, GRAD))
+                    src = ids.get(u)
+                    if src is None:  # visit(u), inline: once per edge of a 100k-op chain
+                        src = ids[u] = f"n{len(slots)}"
+                        stack.append((u, len(slots), src))
+                        slots.append(None)
+                    edges.append(_new_tuple(GraphEdge, (src, node_id, GRAD)))
     ids.clear()
     total, held, unknown = _backward_nodes(slots, leaf_storages)
     graph = AutogradGraph(
@@ -627,33 +646,35 @@ def _backward_nodes(slots: list, leaf_storages: set) -> tuple:
         if type(rec) is not tuple:
             continue
         node_id, label, call, saved, attrs, freed, hooks, n_unknown, parts = rec
-        here, own_here = {}, {}
-        for key, nbytes, own in parts:
-            if key in leaf_storages:
-                continue
+        if len(parts) == 1 and parts[0][0] not in leaf_storages:  # one storage: most nodes
+            key, nbytes, own = parts[0]
             sid = sid_of.get(key)
             if sid is None:
                 sid = sid_of[key] = len(sid_of)
                 total += nbytes
-            here[sid] = nbytes
-            own_here[sid] = max(own_here.get(sid, 0), own)
+            storages, view_bytes = ((sid, nbytes),), own
+        else:
+            here, own_here = {}, {}
+            for key, nbytes, own in parts:
+                if key in leaf_storages:
+                    continue
+                sid = sid_of.get(key)
+                if sid is None:
+                    sid = sid_of[key] = len(sid_of)
+                    total += nbytes
+                here[sid] = nbytes
+                own_here[sid] = max(own_here.get(sid, 0), own)
+            storages, view_bytes = tuple(sorted(here.items())), sum(own_here.values())
+            nbytes = sum(here.values())
         if hooks:
             held.update(dict(hooks))
         unknown += n_unknown
-        slots[i] = GraphNode(
-            node_id,
-            BACKWARD,
-            label,
-            saved_bytes=sum(here.values()),
-            saved=saved,
-            attrs=attrs,
-            call=call,
-            freed=freed,
-            storages=tuple(sorted(here.items())),
-            saved_view_bytes=sum(own_here.values()),
-            held=hooks,
-            size_unknown=n_unknown,
-        )
+        # GraphNode's fields in order, without its Python-level __new__ (100,000 nodes)
+        slots[i] = _new_tuple(
+            GraphNode,
+            (node_id, BACKWARD, label, None, "", "", nbytes, saved, attrs, call, None, 1, 0,
+             freed, storages, view_bytes, hooks, n_unknown),
+        )  # fmt: skip
     return total, held, unknown
 
 

@@ -7,35 +7,15 @@ and HTML forms are in :mod:`.render`, the building from ``torch.profiler`` in :m
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from dataclasses import dataclass, field
 
 from ..core.display import Displayed
+from ..core.gcpause import paused_gc
 from ..core.na import NA
 from . import render
 
 #: The operator table groupings (``--group``).
 GROUPS = ("op", "shape", "module", "stack")
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Pause Python's cyclic garbage collector inside the block (restored as it was after).
-
-    A profile of 100,000 events keeps about a million objects; building or rendering it allocates
-    enough to start full collections that walk them all again and again (a third of the time,
-    measured by ``benchmarks/bench_torchprof.py``). A pause only delays collection: cycles made
-    meanwhile (torch's ``FunctionEvent`` parent/child links) are collected once the collector is
-    back on.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 @dataclass(slots=True)
@@ -314,7 +294,7 @@ class ProfResult(Displayed):
             )
         key = (group, stack_depth or self.stack_depth, len(self.ops))
         if key not in self._rows_cache:
-            with gc_paused():
+            with paused_gc():
                 self._rows_cache[key] = aggregate(self.ops, group, key[1])
         return list(self._rows_cache[key])
 
@@ -393,7 +373,7 @@ class ProfResult(Displayed):
     # -------------------------------------------------------------------------------------------
     def to_html(self) -> str:
         """The summary as an HTML fragment (inline SVG and styles, no external URL)."""
-        with gc_paused():
+        with paused_gc():
             return render.result_html(self)
 
     def save_html(self, path: str) -> str:
@@ -404,5 +384,5 @@ class ProfResult(Displayed):
 
     def to_text(self) -> str:
         """The text form (terminal, ``text/plain``)."""
-        with gc_paused():
+        with paused_gc():
             return render.result_text(self)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 from ..core.cell import compile_cell, run_code_caught
 from ..core.fmt import format_bytes
+from ..core.gcpause import paused_gc
 from . import stderr
-from .result import gc_paused
 from .steps import StepDriver
 from .summary import build_result
 from .trace import write_trace
@@ -546,7 +546,7 @@ def _attach_verdict(res, prof) -> None:
     from .verdict import verdict_of
 
     try:
-        with gc_paused():
+        with paused_gc():
             res.verdict = verdict_of(res, prof)
     except Exception as exc:  # noqa: BLE001 - the summary is still shown without the verdict
         res.notices.append(f"no verdict for this profile ({type(exc).__name__}: {exc})")

@@ -11,8 +11,9 @@ import re
 from itertools import repeat
 from operator import attrgetter, methodcaller
 
+from ..core.gcpause import paused_gc
 from ..core.na import NA
-from .result import GpuBreakdown, KernelRecord, OpRecord, ProfResult, StepRecord, gc_paused
+from .result import GpuBreakdown, KernelRecord, OpRecord, ProfResult, StepRecord
 
 # "path/file.py(12): func" (a Python-function event's name)
 _FRAME = re.compile(r"^(.*)\((\d+)\): (.+)$")
@@ -154,7 +155,7 @@ def build_result(
     )
     kin = getattr(getattr(prof, "profiler", None), "kineto_results", None)
     events = None
-    with gc_paused():
+    with paused_gc():
         if with_stack or kin is None:
             ops, kernels, steps = _records_from_function_events(prof)
         else:
