@@ -209,16 +209,23 @@ class AutogradGraph:
         """Labels of the nodes of ``kinds`` (all nodes when none given)."""
         return [n.label for n in self.nodes if not kinds or n.kind in kinds]
 
-    def op_counts(self) -> Counter:
-        """``Counter`` of backward and AccumulateGrad class names."""
-        c = Counter()
+    @functools.cached_property
+    def kind_counts(self) -> Counter:
+        """``Counter`` of node kinds (``backward``, ``param``, ``output``, ...), counted once."""
+        return Counter(n.kind for n in self.nodes)
+
+    @functools.cached_property
+    def _op_counts(self) -> Counter:
+        c = Counter(n.label for n in self.nodes if n.kind in (BACKWARD, ACCUMULATE))
         for n in self.nodes:
-            if n.kind in (BACKWARD, ACCUMULATE):
-                c[n.label] += 1
-            elif n.kind == RUN:
+            if n.kind == RUN:
                 for op, count in n.attrs:
                     c[op] += int(count)
         return c
+
+    def op_counts(self) -> Counter:
+        """``Counter`` of backward and AccumulateGrad class names (a copy: yours to change)."""
+        return Counter(self._op_counts)
 
     def inputs_of(self, node_id: str, kind: str | None = None) -> list:
         """Ids of the nodes with an edge into ``node_id`` (optionally only edges of ``kind``)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import re
 import textwrap
-from collections import Counter, defaultdict
+from collections import defaultdict
 
 from ..core import style
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, html_table, plural, text_table
@@ -75,8 +75,12 @@ def outline(graph, max_lines: int = 300) -> str:
 def summary_rows(graph, top: int = 15) -> list:
     """``[(op, count)]`` most frequent first, then kinds of tensor nodes."""
     rows = [(op, str(c)) for op, c in graph.op_counts().most_common(top)]
-    kinds = Counter(n.kind for n in graph.nodes if n.kind not in (BACKWARD, ACCUMULATE))
-    rows += [(f"[{k} tensors]", str(c)) for k, c in sorted(kinds.items())]
+    kinds = graph.kind_counts
+    rows += [
+        (f"[{k} tensors]", str(c))
+        for k, c in sorted(kinds.items())
+        if k not in (BACKWARD, ACCUMULATE)
+    ]
     return rows
 
 
@@ -94,7 +98,7 @@ def drawn_saved_bytes(view) -> int:
 # -- the caption, one for text and HTML --
 def count_text(r) -> str:
     """``N autograd nodes (B backward ops, A AccumulateGrad)``."""
-    kinds = Counter(n.kind for n in r.graph.nodes)
+    kinds = r.graph.kind_counts
     total = kinds[BACKWARD] + kinds[ACCUMULATE]
     return (
         f"{plural(total, 'autograd node')} ({plural(kinds[BACKWARD], 'backward op')}, "
@@ -154,7 +158,7 @@ def view_text(r) -> str:
 
 def caption(r) -> str:
     """The one-line caption of text and HTML: the count, saved bytes, what is drawn."""
-    tensors = Counter(n.kind for n in r.graph.nodes)
+    tensors = r.graph.kind_counts
     parts = [
         plural(tensors[k], word)
         for k, word in (

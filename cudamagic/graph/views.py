@@ -153,16 +153,17 @@ def split_uses(graph: AutogradGraph) -> AutogradGraph:
 
 # ---- views drawn when the full graph is too big ---------------------------------------------
 def _dedupe(edges: Iterable, mapping: dict) -> list:
-    out, seen = [], set()
+    """``edges`` with their ends renamed by ``mapping``, minus self-loops and repeats."""
+    out, seen, get = [], set(), mapping.get
     for e in edges:
-        src, dst = mapping.get(e.src, e.src), mapping.get(e.dst, e.dst)
-        if src == dst:
+        src, dst, kind = e
+        new_src, new_dst = get(src, src), get(dst, dst)
+        if new_src == new_dst:
             continue
-        key = (src, dst, e.kind)
-        if key in seen:
-            continue
-        seen.add(key)
-        out.append(GraphEdge(src, dst, e.kind))
+        key = (new_src, new_dst, kind)
+        if key not in seen:
+            seen.add(key)
+            out.append(e if key == e else GraphEdge(new_src, new_dst, kind))
     return out
 
 
@@ -340,7 +341,12 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     indeg = Counter(map(_dst, grad))
     single_out = {a for a, d in outdeg.items() if d == 1 and a in back}
     single_in = {b for b, d in indeg.items() if d == 1 and b in back}
-    nxt = {a: b for a, b, _ in grad if a in single_out and b in single_in and back[a] == back[b]}
+    if len(set(back.values())) > 1:  # several module calls: a link stays inside one call
+        nxt = {
+            a: b for a, b, _ in grad if a in single_out and b in single_in and back[a] == back[b]
+        }
+    else:
+        nxt = {a: b for a, b, _ in grad if a in single_out and b in single_in}
     if not nxt:
         return graph
     targets = set(nxt.values())

@@ -438,33 +438,9 @@ def _walk(
                 else:
                     parts += p
             t = t.tensors[0] if len(t.tensors) == 1 and t.frame is None else None
-            return add_parts(name, t, detailed, entries, stor, parts, known, held)
-        if type(t) is Tensor and t.layout is strided and not t.is_meta and not t.is_quantized:
-            try:  # a plain strided tensor (almost every saved tensor): its storage, inline
-                st = t.untyped_storage()
-                nbytes = st.nbytes()
-                own = min(t.numel() * t.element_size(), nbytes)
-                stor.append(((_device_name(t.device), st.data_ptr()), nbytes, own))
-            except Exception:  # functorch and functional wrappers have no storage
-                return add_slow(name, t, detailed, entries, stor)
-            if detailed:
-                entries.append(SavedEntry(name, _shape(t), _dtype_str(t), nbytes))
-            else:
-                key = (name, nbytes)
-                entry = plain_entries.get(key)
-                if entry is None:
-                    entry = plain_entries[key] = SavedEntry(name, nbytes=nbytes)
-                entries.append(entry)
-            return 0
-        return add_slow(name, t, detailed, entries, stor)
-
-    def add_slow(name, t, detailed, entries, stor):
-        """Any other tensor: sparse, quantized, nested, subclass, meta (see storage_parts)."""
-        parts, _ = storage_parts(t)
-        return add_parts(name, t, detailed, entries, stor, parts, parts is not None, "")
-
-    def add_parts(name, t, detailed, entries, stor, parts, known, held):
-        """Record the entry of ``t`` held in storage ``parts`` (``known``: its size is known)."""
+        else:
+            parts, _ = storage_parts(t)
+            known = parts is not None
         stor += parts or ()
         nbytes = sum(p[1] for p in parts) if parts else 0
         if t is not None and detailed:
@@ -474,6 +450,51 @@ def _walk(
         else:
             entries.append(SavedEntry(name, nbytes=nbytes, held=held, size_known=known))
         return 0 if known else 1
+
+    def plain_record(fn, node_id, label, attr_names):
+        """:func:`backward_record` of a node whose saved tensors are plain, or None.
+
+        Plain: each saved tensor a strided ``torch.Tensor`` held by autograd itself (no hook, not
+        freed), each other attribute no tensor; almost every node of a model. One read of each,
+        inline: a 100,000-op chain spends most of its walk here. Anything else returns None, and
+        the node is read again by :func:`backward_record`.
+        """
+        entries, stor = [], []
+        for attr, name, raw_attr in attr_names:
+            if not raw_attr:
+                val = getattr(fn, attr)
+                if isinstance(val, Tensor) or (
+                    isinstance(val, (tuple, list)) and any(isinstance(v, Tensor) for v in val)
+                ):
+                    return None
+                continue
+            try:
+                raw = getattr(fn, raw_attr)
+                if type(raw) is not SavedTensor or raw.unpack_hook is not None:
+                    return None
+                t = raw.data
+                if t is None:  # not saved (None), or freed (raises): only the former is plain
+                    if getattr(fn, attr) is not None:
+                        return None
+                    continue
+            except RuntimeError:
+                return None
+            if type(t) is not Tensor or t.layout is not strided or t.is_meta or t.is_quantized:
+                return None
+            try:
+                st = t.untyped_storage()
+            except Exception:  # functorch and functional wrappers have no storage
+                return None
+            nbytes = st.nbytes()
+            own = min(t.numel() * t.element_size(), nbytes)
+            stor.append(((_device_name(t.device), st.data_ptr()), nbytes, own))
+            entry = plain_entries.get((name, nbytes))
+            if entry is None:
+                entry = plain_entries[name, nbytes] = SavedEntry(name, nbytes=nbytes)
+            entries.append(entry)
+        saved = tuple(entries)
+        call = _call_of(fn, calls, call_starts, call_ends) if calls else None
+        return (node_id, label, call, interned.setdefault(saved, saved), (), False, (), 0, stor)
 
     def backward_record(fn, node_id, label, attr_names, custom):
         """``(id, label, call, saved, attrs, freed, held, size unknown, storage parts)``."""
@@ -574,7 +595,12 @@ def _walk(
                 leaf_storages.add(parts[0][0] if parts else None)
                 slots[i] = GraphNode(node_id, ACCUMULATE, cls_name)
                 continue
-            slots[i] = backward_record(fn, node_id, cls_name, attr_names, custom)
+            rec = (
+                None
+                if custom or show_saved or show_attrs
+                else plain_record(fn, node_id, cls_name, attr_names)
+            )
+            slots[i] = rec or backward_record(fn, node_id, cls_name, attr_names, custom)
             for u, _ in fn.next_functions:
                 if u is not None:
                     src = ids.get(u)

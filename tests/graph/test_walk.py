@@ -542,3 +542,38 @@ def test_a_chain_is_read_once_per_op_and_its_equal_saved_entries_are_one_object(
     # yet each op keeps its own storage (20 bytes), but the first, which saves the leaf
     assert sins[-1].storages == () and len({n.storages for n in sins[:-1]}) == 999
     assert big.saved_bytes_total == 999 * 20
+
+
+def _saved_facts(graph):
+    return [
+        (n.id, n.label, n.saved, n.saved_bytes, n.storages, n.saved_view_bytes, n.freed)
+        for n in graph.nodes
+    ]
+
+
+@pytest.mark.parametrize("after_backward", [False, True])
+def test_the_plain_fast_read_and_the_general_read_record_the_same_saved_tensors(after_backward):
+    """Plain nodes are read inline; with ``show_attrs`` every node takes the general read."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten()
+    )
+    x = torch.randn(2, 3, 8, 8)
+    big = torch.randn(64, 10, requires_grad=True)
+    # a saved view (sin keeps the slice: all of big * 2), a mul whose self is not saved
+    # (a scalar other), a saved output (exp), a cat
+    y = (
+        model(x).sum()
+        + ((big * 2)[:4].sin() * 1.5).exp().sum()
+        + torch.cat([big[4:6], big[6:8]]).pow(2).sum()
+    )
+    if after_backward:
+        y.backward()
+    fast = G.walk([("y", y)])
+    general = G.walk([("y", y)], show_attrs=True)
+    assert _saved_facts(fast) == _saved_facts(general)
+    assert fast.saved_bytes_total == general.saved_bytes_total
+    assert any(n.freed for n in fast.nodes) is after_backward
+    sin = next(n for n in fast.nodes if n.label == "SinBackward0")
+    if not after_backward:
+        assert (sin.saved_view_bytes, sin.saved_bytes) == (4 * 10 * 4, 64 * 10 * 4)
