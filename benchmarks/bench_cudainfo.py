@@ -6,19 +6,14 @@ imports, caches). Our side is rendered the way IPython shows it (``display_forma
 HTML and the text form; IPython's formatters are built beforehand, as a kernel builds them for its
 first output of any kind); the other side returns the text it shows.
 
-1. first call: ``%cudainfo`` in a fresh process vs ``get_pretty_env_info()`` in a fresh process, the
-    two kinds of
-   process alternating. Goal: >= 20x faster. The ratio is of the medians; the spread of the per-pair
-       ratios is
-   printed with it.
-2. warm call: in one process holding both sides (after each side's first call), rounds of one
-   ``get_pretty_env_info()`` and ``--per-round`` ``%cudainfo`` calls, the order alternating from
-   round to round. A warm ``%cudainfo`` is about a millisecond, so single calls follow the machine's
-   noise: the figure is the median of all calls per side (p10..p90 printed), and the ratio's spread
-       is that of the per-round ratios (each
-   round's ``collect_env`` time over the median of its own ``%cudainfo`` calls), which the load
-   changes alike on
-   both sides. Goal: >= 100x faster.
+1. first call: ``%cudainfo`` in a fresh process vs ``get_pretty_env_info()`` in a fresh process,
+   interleaved (A B A B, benchmarks/sidebyside.py ``compare``), each timed inside its process:
+   process CPU time plus the CPU of the child processes the call waited for (``collect_env`` runs
+   ``pip list``, ``lscpu``, ``gcc --version`` ...; ``%cudainfo`` runs ``nvcc -V`` when it finds
+   nvcc), wall time beside it. Guard: both sides report the same PyTorch version, Python version
+   and CUDA availability (read from the text each shows). Goal: >= 20x less CPU.
+2. warm call: in one process holding both sides (after each side's first call), interleaved
+   calls, CPU as in 1. Goal: >= 100x less CPU.
 3. process to process, for reference: ``python -c 'import IPython ...; %cudainfo'`` vs
    ``python -m torch.utils.collect_env`` (the whole command, imports included).
 4. ``%load_ext cudamagic`` vs ``import torch`` in fresh interpreters. Goal: load_ext < 5 % of import
@@ -32,8 +27,7 @@ without that variable) leaves behind.
 
 The load average (``os.getloadavg``) is printed at the start and the end: on a shared machine every
 wall-clock
-figure grows with it. Usage: python benchmarks/bench_cudainfo.py [--runs N] [--rounds R]
-    [--per-round K] [--quick]
+figure grows with it. Usage: python benchmarks/bench_cudainfo.py [--runs N] [--reps N] [--quick]
 """
 
 from __future__ import annotations
@@ -46,6 +40,11 @@ import statistics
 import subprocess
 import sys
 import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from sidebyside import compare
 
 LOAD_EXT = r"""
 import time
@@ -63,40 +62,97 @@ from IPython.core.interactiveshell import InteractiveShell
 ip = InteractiveShell.instance()
 ip.run_line_magic('load_ext', 'cudamagic')
 ip.display_formatter.format(0)  # IPython builds its formatters once, for whatever it shows first
+"""
+CPU_NOW = r"""
+import json, re, resource, time
+def cpu_now():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the subprocesses the call waited for
+    return time.process_time() + ru.ru_utime + ru.ru_stime
+def facts(text):
+    # what a side reported: PyTorch and Python versions, CUDA availability
+    pats = {
+        "torch": (r"PyTorch version: (\S+)", r"\[PyTorch\]\n  version +(\S+)"),
+        "python": (r"Python version: (\d+\.\d+\.\d+)", r"\[Python\][\s\S]*?  version +(\S+)"),
+        "cuda_available": (r"Is CUDA available: (\S+)", r"CUDA available +(\S+)"),
+    }
+    out = {}
+    for key, options in pats.items():
+        for pat in options:
+            m = re.search(pat, text)
+            if m:
+                out[key] = m.group(1)
+                break
+    return out
+def children_cpu():
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+def measured(fn):
+    c0, k0, t0 = cpu_now(), children_cpu(), time.perf_counter()
+    text = fn()
+    return {"cpu": cpu_now() - c0, "wall": time.perf_counter() - t0, "work": facts(text),
+            "children": children_cpu() - k0}
+"""
+CUDAINFO_TEXT = r"""
 def cudainfo():
-    data, _meta = ip.display_formatter.format(ip.run_line_magic('cudainfo', ''))
+    r = ip.run_line_magic('cudainfo', '')
+    data, _meta = ip.display_formatter.format(r)
     assert 'text/html' in data and 'text/plain' in data
+    return data['text/plain']
 """
-CUDAINFO_FIRST = SHOW + "t = time.perf_counter(); cudainfo(); print(time.perf_counter() - t)\n"
-COLLECT_ENV_FIRST = r"""
-import time
-import torch
-from torch.utils import collect_env
-t = time.perf_counter(); collect_env.get_pretty_env_info(); print(time.perf_counter() - t)
-"""
-# Both sides warm in one process, interleaved by rounds; prints {"ci": [[s, ...] per round], "ce":
-# [s per round]}.
+CUDAINFO_FIRST = SHOW + CPU_NOW + CUDAINFO_TEXT + "print(json.dumps(measured(cudainfo)))\n"
+COLLECT_ENV_FIRST = (
+    "import torch\nfrom torch.utils import collect_env\n"
+    + CPU_NOW
+    + "print(json.dumps(measured(collect_env.get_pretty_env_info)))\n"
+)
+
+
+class FreshProcess:
+    """A side of the first-call row: each call in a fresh interpreter (torch imported first)."""
+
+    def __init__(self, code):
+        self.code = code
+        self.children = []  # CPU s of the subprocesses of each timed call
+
+    def _run(self):
+        return json.loads(run_py(self.code))
+
+    def work(self):
+        return self._run()["work"]
+
+    def timed(self):
+        r = self._run()
+        self.children.append(r["children"])
+        return r["cpu"], r["wall"]
+
+
+# Both sides warm in one process, interleaved by benchmarks/sidebyside.py's compare (it prints the
+# row); each call's CPU counts the subprocesses it waited for.
 WARM = (
     SHOW
+    + CPU_NOW
+    + CUDAINFO_TEXT
     + r"""
-import json
+import sys
+sys.path.insert(0, __HERE__)
+from sidebyside import compare
 from torch.utils import collect_env
-# the first calls are measured in fresh processes, not here
-cudainfo(); collect_env.get_pretty_env_info()
-ci, ce = [], []
-def one_ce():
-    t = time.perf_counter(); collect_env.get_pretty_env_info(); ce.append(time.perf_counter() - t)
-def block():
-    ts = []
-    for _ in range(__PER__):
-        t = time.perf_counter(); cudainfo(); ts.append(time.perf_counter() - t)
-    ci.append(ts)
-for r in range(__ROUNDS__):
-    if r % 2:
-        block(); one_ce()
-    else:
-        one_ce(); block()
-print(json.dumps({"ci": ci, "ce": ce}))
+class Side:
+    def __init__(self, fn):
+        self.fn = fn
+    def work(self):
+        return facts(self.fn())
+    def timed(self):
+        r = measured(self.fn)
+        return r["cpu"], r["wall"]
+compare(
+    "%cudainfo vs collect_env, warm call (one process, after each side's first call)",
+    Side(cudainfo),
+    Side(collect_env.get_pretty_env_info),
+    peer_name="collect_env",
+    reps=__REPS__,
+    note="goal: >= 100x less CPU; CPU includes the subprocesses each call waited for",
+)
 """
 )
 CUDAINFO_PROCESS = (
@@ -106,9 +162,11 @@ CUDAINFO_PROCESS = (
 )
 
 
-def run_py(code):
+def run_py(code, tail=-1):
+    """Run ``code`` in a fresh interpreter; its last line of output (all of it: ``tail=None``)."""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return out.stdout.strip().splitlines()[-1]
+    lines = out.stdout.rstrip().splitlines()
+    return "\n".join(lines) if tail is None else lines[tail]
 
 
 def wall(cmd):
@@ -119,20 +177,6 @@ def wall(cmd):
 
 def fmt(xs, unit=1000.0):
     return f"{statistics.median(xs) * unit:9.1f} ms  ({min(xs) * unit:.1f}..{max(xs) * unit:.1f})"
-
-
-def pct(xs, q):
-    """The q-th percentile (0..100) of xs, nearest rank."""
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, max(0, round(q / 100 * (len(xs) - 1))))]
-
-
-def fmt_p(xs, unit=1000.0):
-    return (
-        f"{statistics.median(xs) * unit:9.2f} ms  (p10..p90 "
-        f"{pct(xs, 10) * unit:.2f}..{pct(xs, 90) * unit:.2f}, "
-        f"{len(xs)} calls)"
-    )
 
 
 def load() -> str:
@@ -159,66 +203,39 @@ def byte_compile() -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5, help="fresh processes per side and figure")
-    ap.add_argument(
-        "--rounds", type=int, default=8, help="warm rounds per warm process (one collect_env each)"
-    )
-    ap.add_argument("--per-round", type=int, default=15, help="warm %%cudainfo calls per round")
-    ap.add_argument(
-        "--quick", action="store_true", help="3 runs; 2 warm processes of 5 rounds of 10 calls"
-    )
+    ap.add_argument("--reps", type=int, default=20, help="warm calls per side")
+    ap.add_argument("--quick", action="store_true", help="3 fresh processes, 8 warm calls a side")
     a = ap.parse_args()
-    runs, warm_procs, rounds, per = (
-        (3, 2, 5, 10) if a.quick else (a.runs, max(1, a.runs // 2), a.rounds, a.per_round)
-    )
+    runs, reps = (3, 8) if a.quick else (a.runs, a.reps)
     compiled = byte_compile()
     print(f"cudainfo benchmark, start: {load()}", flush=True)
-    ci_first, ce_first, ci_proc, ce_proc, load_ext, torch_imp = ([] for _ in range(6))
+    print(
+        f"  (byte-compiled {compiled} first, as pip install leaves it; torch's modules are "
+        "byte-compiled too; torch imported on both sides before the clock starts)"
+    )
+    ours, peer = FreshProcess(CUDAINFO_FIRST), FreshProcess(COLLECT_ENV_FIRST)
+    compare(
+        "%cudainfo vs collect_env, first call (a fresh process each; shown: HTML + text)",
+        ours,
+        peer,
+        peer_name="collect_env",
+        reps=runs,
+        note="goal: >= 20x less CPU; CPU includes the subprocesses each call waited for",
+    )
+    med = statistics.median
+    print(
+        f"    of it in subprocesses (median): cudamagic {med(ours.children) * 1e3:.1f} ms "
+        f"(`nvcc -V`), collect_env {med(peer.children) * 1e3:.1f} ms (`nvcc --version`, pip, "
+        "lscpu, ...)"
+    )
+    print(run_py(WARM.replace("__HERE__", repr(HERE)).replace("__REPS__", str(reps)), tail=None))
+    ci_proc, ce_proc, load_ext, torch_imp = ([] for _ in range(4))
     for _ in range(runs):  # interleaved so both sides see the same machine load
-        ci_first.append(float(run_py(CUDAINFO_FIRST)))
-        ce_first.append(float(run_py(COLLECT_ENV_FIRST)))
         ci_proc.append(wall([sys.executable, "-c", CUDAINFO_PROCESS]))
         ce_proc.append(wall([sys.executable, "-m", "torch.utils.collect_env"]))
         load_ext.append(float(run_py(LOAD_EXT)))
         torch_imp.append(float(run_py(IMPORT_TORCH)))
-    ci_warm, ce_warm, round_ratios = [], [], []
-    for _ in range(warm_procs):
-        got = json.loads(
-            run_py(WARM.replace("__ROUNDS__", str(rounds)).replace("__PER__", str(per)))
-        )
-        for block, ce in zip(got["ci"], got["ce"], strict=True):
-            ci_warm.extend(block)
-            ce_warm.append(ce)
-            round_ratios.append(ce / statistics.median(block))
-    med = statistics.median
-    pair_ratios = [e / c for c, e in zip(ci_first, ce_first, strict=True)]
-    print(
-        f"  medians over {runs} fresh processes per side (min..max); torch imported on both sides"
-    )
-    print(
-        f"  (byte-compiled {compiled} first, as pip install leaves it; torch's modules are "
-        "byte-compiled too)"
-    )
-    print(f"  first call  %cudainfo (shown: HTML + text)   {fmt(ci_first)}")
-    print(f"  first call  collect_env.get_pretty_env_info {fmt(ce_first)}")
-    print(
-        f"  speed-up, first call                         {med(ce_first) / med(ci_first):7.1f}x  "
-        "(goal >= 20x; "
-        f"per pair {min(pair_ratios):.1f}..{max(pair_ratios):.1f}x)"
-    )
-    print(
-        f"  warm calls: {warm_procs} processes x {rounds} rounds of 1 collect_env and {per} "
-        "%cudainfo, interleaved"
-    )
-    print(f"  warm call   %cudainfo (shown: HTML + text)  {fmt_p(ci_warm)}")
-    print(f"  warm call   collect_env.get_pretty_env_info {fmt_p(ce_warm)}")
-    print(
-        f"  speed-up, warm call                          {med(ce_warm) / med(ci_warm):7.1f}x  "
-        "(goal >= 100x; "
-        f"per round median {med(round_ratios):.0f}x, p10..p90 "
-        f"{pct(round_ratios, 10):.0f}..{pct(round_ratios, 90):.0f}x"
-        f", {len(round_ratios)} rounds)"
-    )
-    print("  reference, whole processes (imports included):")
+    print("  reference, whole processes (imports included), wall:")
     print(f"    python -c '%load_ext cudamagic; %cudainfo'  {fmt(ci_proc)}")
     print(f"    python -m torch.utils.collect_env          {fmt(ce_proc)}")
     print(f"    ratio                                      {med(ce_proc) / med(ci_proc):7.1f}x")
