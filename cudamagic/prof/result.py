@@ -28,7 +28,8 @@ class OpRecord:
     Attributes:
         name: full operator name (``aten::addmm``).
         shapes: input shapes (``[[128], [128, 64]]``), as the profiler gives them: a list, or its
-            text; turned into text only when a table is grouped by shape.
+            text; turned into text only when a table is grouped by shape. ``None`` while
+            ``event`` holds them: read them with :meth:`input_shapes`.
         thread: OS thread id.
         start_us: start, from the trace start.
         end_us: end, from the trace start.
@@ -41,6 +42,9 @@ class OpRecord:
         device_us: device time of the kernels it launched.
         depth: how many operators enclose it (0 for a top one; the timeline draws depths 0, 1, 2
             in their own rows).
+        event: the profiler's Kineto event whose shapes are not read yet, or ``None``: reading
+            them is most of the cost of a summary at 100,000 events, and only a table grouped by
+            shape needs them.
     """
 
     name: str
@@ -54,6 +58,13 @@ class OpRecord:
     stack: tuple = ()
     device_us: float = 0.0
     depth: int = 0
+    event: object = None
+
+    def input_shapes(self):
+        """The input shapes, read from the Kineto event on first use."""
+        if self.event is not None:
+            self.shapes, self.event = self.event.shapes(), None
+        return self.shapes
 
     @property
     def total_us(self) -> float:
@@ -164,7 +175,7 @@ def aggregate(ops, group: str = "op", stack_depth: int = 3) -> list[TableRow]:
     acc: dict = {}
     for op in ops:
         if group == "shape":
-            detail = str(op.shapes)
+            detail = str(op.input_shapes())
         elif group == "module":
             detail = op.module or "(outside any nn.Module)"
         elif group == "stack":

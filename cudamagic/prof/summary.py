@@ -162,7 +162,7 @@ def build_result(
             events = kin.events()
             if say is not None:
                 say(f"analysing {len(events):,} events")
-            # shapes always read: any profile can be regrouped by shape (.table(group="shape"))
+            # shapes read on first use (any profile can be regrouped by shape)
             ops, kernels, steps = _records_from_kineto(kin, events, len(activities) > 1)
     lo = min(
         [o.start_us for o in ops] + [k.start_us for k in kernels] + [s.start_us for s in steps],
@@ -232,7 +232,7 @@ def _records_from_kineto(kin, events, device: bool = True):
     by_thread: dict = {}
     steps, by_corr = [], {}
     skip = _SKIP
-    for e, name, start_ns, dur_ns, tid, end_tid, is_async, python, shape, corr, linked in zip(
+    for e, name, start_ns, dur_ns, tid, end_tid, is_async, python, corr, linked in zip(
         events,
         col("name"),
         col("start_ns"),
@@ -241,7 +241,6 @@ def _records_from_kineto(kin, events, device: bool = True):
         col("end_thread_id"),
         col("is_async"),
         col("is_python_function"),
-        col("shapes"),
         col("correlation_id", device),
         col("linked_correlation_id", device),
         strict=False,  # repeat() fills the columns not read
@@ -253,7 +252,7 @@ def _records_from_kineto(kin, events, device: bool = True):
         if name.startswith("ProfilerStep#") and e.is_user_annotation():
             steps.append(StepRecord(_step_number(name, len(steps)), start, end))
             continue
-        rec = OpRecord(name, shape, tid, start, end, end - start)
+        rec = OpRecord(name, None, tid, start, end, end - start, event=e)  # shapes: on use
         recs = by_thread.get(tid)
         if recs is None:
             recs = by_thread[tid] = []

@@ -158,9 +158,9 @@ def test_both_paths_give_the_same_records(stack_prof):
         return o.start_us, o.name
 
     for a, b in zip(sorted(fast.ops, key=key), sorted(slow.ops, key=key), strict=True):
-        assert (a.name, a.shapes, a.thread, a.depth, a.top) == (
+        assert (a.name, a.input_shapes(), a.thread, a.depth, a.top) == (
             b.name,
-            b.shapes,
+            b.input_shapes(),
             b.thread,
             b.depth,
             b.top,
@@ -428,8 +428,11 @@ def test_kineto_path_links_kernels_to_their_launchers():
         (2, False),
         (2, False),
     ]
-    assert (ops["aten::relu"].thread, ops["aten::linear"].shapes) == (2, [[5, 8], [16, 8], [16]])
-    assert ops["aten::addmm"].shapes == []
+    assert (ops["aten::relu"].thread, ops["aten::linear"].input_shapes()) == (
+        2,
+        [[5, 8], [16, 8], [16]],
+    )
+    assert ops["aten::addmm"].input_shapes() == []
     assert {r.detail for r in res.rows("shape") if r.name == "aten::linear"} == {
         "[[5, 8], [16, 8], [16]]"
     }
