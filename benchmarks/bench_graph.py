@@ -40,6 +40,7 @@ from sidebyside import compare, load_average
 SETUP = """
 import torch
 torch.manual_seed(0)
+torch.set_num_threads(1)  # both sides run the same forward; idle OpenMP workers spinning is noise
 nn = torch.nn
 
 def encoder(layers):

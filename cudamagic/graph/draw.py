@@ -20,7 +20,6 @@ import time
 from collections import Counter, defaultdict
 
 from . import capture, layout, views
-from .dot import to_dot
 from .result import GraphResult
 from .walk import paused_gc
 
@@ -239,7 +238,7 @@ def draw(
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)
-    result.dot = to_dot(view, group=group, caption=result.caption())
+    result.write_dot()
     # a picture bigger than the fallback gets most of the time, the fallback the rest
     first = timeout_s * FIRST_SHARE if len(view.nodes) > FALLBACK_BOXES else timeout_s
     if fmt == "dot":
@@ -261,7 +260,7 @@ def draw(
             notes.append(note)
             result.view_notes.append(note)
             result.drawn = small
-            result.dot = to_dot(small, group=group, caption=result.caption())
+            result.write_dot()
             if not _render(result, left, progress):
                 result.problem = "dot timeout"
                 notes.append("The small view ran out of time too: summary and DOT source below.")

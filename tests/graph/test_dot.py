@@ -151,3 +151,27 @@ def test_a_long_chain_is_ranked_by_newrank_and_drawn_top_down_in_order(w):
     assert len(grads) == 150 and all(y_of[e.src] < y_of[e.dst] for e in grads)
     small = magic(w, "", "(w.sin() * 2).sum()")
     assert "newrank" not in small.dot  # small pictures as they were
+
+
+def test_notebook_source_is_the_file_source_less_legend_and_caption(mlp):
+    """The picture's DOT and the file's DOT (written together) differ only by legend and caption.
+
+    Also after the drawn view changes (the fallback of a ``dot`` time-out): the picture's source is
+    then the new view's, never the one written before.
+    """
+    from cudamagic.graph import views
+
+    cell = "model(x).tanh().sum()"
+    for line in ("--format dot", "--group --format dot"):
+        r = magic(mlp, line, cell)
+        inline = r.inline_dot()
+        assert "cluster_legend" in r.dot and "legend" not in inline
+        caption = dot.quote(r.caption())
+        assert f"label={caption}" in r.dot and caption not in inline
+        file_less_extras = re.sub(
+            r"  subgraph cluster_legend \{.*?\n  \}\n", "", r.dot, flags=re.S
+        ).replace(f', labelloc="b", label={caption}', "")
+        assert file_less_extras == inline
+        assert inline == dot.to_dot(r.drawn, group=r.group, legend=False)
+        r.drawn = views.collapse(r.graph, 0, True)  # one box per top-level module call
+        assert r.inline_dot() == dot.to_dot(r.drawn, group=r.group, legend=False) != inline
