@@ -318,7 +318,9 @@ def _render(result: GraphResult, timeout_s: float, progress) -> bool:
     A ``dot`` that fails sets ``result.problem`` and a note.
     """
     try:
-        result.image = layout.run_dot(result.inline_dot(), result.format, timeout_s, progress)
+        result.image = layout.run_dot(
+            result.inline_dot(), result.format, timeout_s, progress, result.engine != "torchviz"
+        )
     except layout.DotTimeout:
         return False
     except layout.DotFailed as exc:
