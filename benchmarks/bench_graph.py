@@ -140,7 +140,7 @@ class Side:
 
 
 def peer_pipe(source: str, limit_s: float = PEER_LIMIT_S) -> bool:
-    """``make_dot(y).pipe(format="svg")``'s ``dot`` run on ``source``, stopped after ``limit_s``.
+    """The peer's ``dot`` run on ``source``, stopped after ``limit_s`` CPU seconds.
 
     The same command and input as graphviz's ``pipe`` (``dot -Kdot -Tsvg``, the source as UTF-8
     on stdin, stdout and stderr read), killed once it has used ``limit_s`` seconds of CPU (or run

@@ -187,10 +187,11 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
 
 
 def dot_sources(graph, group: bool = False, caption: str = "") -> tuple:
-    """``(standalone, inline)`` DOT sources of ``graph``, its nodes and edges written once.
+    """The file's and the notebook's DOT of ``graph``, written once.
 
-    ``standalone`` is ``to_dot(graph, group, caption=caption)`` (legend and caption: a file),
-    ``inline`` is ``to_dot(graph, group, legend=False)`` (the notebook's picture).
+    ``(standalone, inline)``: ``standalone`` is ``to_dot(graph, group, caption=caption)``
+    (legend and caption: a file), ``inline`` is ``to_dot(graph, group, legend=False)`` (the
+    notebook's picture).
     """
     body = _body(graph, group)
     return _assemble(graph, body, True, caption), _assemble(graph, body, False, "")

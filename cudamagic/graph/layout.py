@@ -65,14 +65,14 @@ _PLAIN_DIRS: dict = {}
 
 
 def plain_text_dir(exe: str) -> str | None:
-    """A ``GVBINDIR`` in which ``dot`` lays out and writes SVG without its text-layout plugin.
+    """A ``GVBINDIR`` without Graphviz's text-layout plugin, or None.
 
-    A private folder holding a copy of ``dot``'s plugin list (``<prefix>/lib/graphviz/config*``
-    beside ``<prefix>/bin/dot``) with only its core (SVG) and dot-layout plugins, by absolute
-    path: ``dot`` then sizes labels with its built-in font metrics, which for Courier are those of
-    any monospace font. None where that cannot be set up (Windows, no plugin list found, or a
-    ``dot`` that failed with it before): ``dot`` then runs as installed. Found once per process and
-    ``exe``, without running ``dot``.
+    In it ``dot`` lays out and writes SVG without pango: a private folder holding a copy of
+    ``dot``'s plugin list (``<prefix>/lib/graphviz/config*`` beside ``<prefix>/bin/dot``) with
+    only its core (SVG) and dot-layout plugins, by absolute path. ``dot`` then sizes labels with
+    its built-in font metrics, which for Courier are those of any monospace font. None where that
+    cannot be set up (Windows, no plugin list found, or a ``dot`` that failed with it before):
+    ``dot`` then runs as installed. Found once per process and ``exe``, without running ``dot``.
     """
     if exe not in _PLAIN_DIRS:
         try:
