@@ -65,7 +65,9 @@ def compare(
             same two methods:
             ``work()`` does the work once and returns what it did (the same GPUs and fields, the
             same series...), which must be equal on both sides, else the row is refused with the
-            difference; ``timed()`` does it once more and returns ``(CPU s, wall s)``.
+            difference; ``timed()`` does it once more and returns ``(CPU s, wall s)``, or
+            ``(CPU s, wall s, stopped)``: ``stopped`` true when the side was stopped at a time
+            limit before it finished (its figures and the ratio are then printed as bounds).
         peer_name: the peer as the row names it (``"nvitop 1.7.2"``).
         reps: timed calls per side.
         unit: ``"ms"`` or ``"s"``.
@@ -75,7 +77,8 @@ def compare(
 
     Returns:
         ``{"ours": (cpu min, cpu median, wall min, wall median), "peer": (...), "ratio": cpu
-        median ours / peer}`` in seconds, or None when refused.
+        median ours / peer, "bound": "" or "< " or "> " (a side was stopped), None (both were)}``
+        in seconds, or None when refused.
     """
     for _ in range(attempts):  # also the warm-up calls; a live source may change in between
         wa, wb = ours.work(), peer.work()
@@ -87,11 +90,13 @@ def compare(
         return None
     cpu = {"ours": [], "peer": []}
     wall = {"ours": [], "peer": []}
+    stopped = {"ours": False, "peer": False}
     for _ in range(reps):
         for side, runner in (("ours", ours), ("peer", peer)):
-            c, w = runner.timed()
+            c, w, *why = runner.timed()
             cpu[side].append(c)
             wall[side].append(w)
+            stopped[side] = stopped[side] or bool(why and why[0])
     scale = 1e3 if unit == "ms" else 1.0
 
     def stats(side):
@@ -100,17 +105,27 @@ def compare(
 
     out = {"ours": stats("ours"), "peer": stats("peer")}
     out["ratio"] = out["ours"][1] / out["peer"][1] if out["peer"][1] else float("inf")
+    # a side stopped at its limit did not finish: its figures are lower bounds, so is the ratio's
+    # denominator (ours / peer < ratio) or numerator (> ratio); both stopped: no ratio
+    out["bound"] = {(False, False): "", (False, True): "< ", (True, False): "> "}.get(
+        (stopped["ours"], stopped["peer"]), None
+    )
     o, p = out["ours"], out["peer"]
     print(f"  {title} ({reps} interleaved runs each; same work: guard passed; {load_average()})")
-    for name, s in (("cudamagic", o), (peer_name, p)):
+    for side, name, s in (("ours", "cudamagic", o), ("peer", peer_name, p)):
+        at = ">" if stopped[side] else " "
+        a, b, c, d = (f"{at}{v * scale:9.2f} {unit}" for v in s)
         print(
-            f"    {name:<16} CPU min {s[0] * scale:9.2f} {unit}, median {s[1] * scale:9.2f} {unit}"
-            f"   | wall min {s[2] * scale:9.2f} {unit}, median {s[3] * scale:9.2f} {unit}"
+            f"    {name:<16} CPU min{a}, median{b}   | wall min{c}, median{d}"
+            + ("   (stopped at its limit, unfinished: lower bounds)" if stopped[side] else "")
         )
-    print(
-        f"    -> cudamagic / {peer_name}: CPU {out['ratio']:.3g}x, wall "
-        f"{o[3] / p[3] if p[3] else float('inf'):.3g}x (medians)"
-    )
+    if out["bound"] is None:
+        print(f"    -> cudamagic / {peer_name}: no ratio (both sides stopped at their limits)")
+    else:
+        print(
+            f"    -> cudamagic / {peer_name}: CPU {out['bound']}{out['ratio']:.3g}x, wall "
+            f"{out['bound']}{o[3] / p[3] if p[3] else float('inf'):.3g}x (medians)"
+        )
     if note:
         print(f"    {note}")
     return out

@@ -242,12 +242,19 @@ def namespace_names(ns: dict) -> tuple:
             table[id(obj)] = name
 
     def add_module(prefix, module):
-        for sub_name, sub in module.named_modules(remove_duplicate=False):
-            offer(module_paths, sub, f"{prefix}.{sub_name}" if sub_name else prefix)
-        for p_name, p in module.named_parameters(remove_duplicate=False):
-            offer(tensor_names, p, f"{prefix}.{p_name}")
-        for b_name, b in module.named_buffers(remove_duplicate=False):
-            offer(tensor_names, b, f"{prefix}.{b_name}")
+        # what named_modules, named_parameters and named_buffers (remove_duplicate=False) yield,
+        # in one pass over the module tree instead of three
+        stack = [(prefix, module)]
+        while stack:
+            path, m = stack.pop()
+            offer(module_paths, m, path)
+            for table in (m._parameters, m._buffers):
+                for name, t in table.items():
+                    if t is not None:
+                        offer(tensor_names, t, f"{path}.{name}")
+            stack.extend(
+                (f"{path}.{name}", sub) for name, sub in m._modules.items() if sub is not None
+            )
 
     for key in sorted(k for k in ns if isinstance(k, str)):
         if key.startswith("_") or key in _SKIP_NAMES:

@@ -7,6 +7,7 @@ program on it.
 from __future__ import annotations
 
 import html
+import re
 from collections import defaultdict
 
 from ..core.fmt import format_bytes, plural
@@ -96,11 +97,14 @@ NSLIMIT = 2
 
 
 # ---- DOT ----------------------------------------------------------------------------
+#: Control characters other than newline (and carriage return, dropped first): drawn as spaces.
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f]")
+
+
 def quote(text) -> str:
     """A DOT double-quoted string, everything escaped."""
     text = str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\r", "")
-    text = "".join(ch if ch >= " " or ch == "\n" else " " for ch in text)
-    return '"' + text.replace("\n", "\\n") + '"'
+    return '"' + _CONTROL.sub(" ", text).replace("\n", "\\n") + '"'
 
 
 def _tensor_text(n) -> str:
@@ -179,7 +183,22 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
     Returns:
         DOT text (``digraph``), UTF-8 safe.
     """
-    clustered = bool(group and graph.calls)
+    return _assemble(graph, _body(graph, group), legend, caption)
+
+
+def dot_sources(graph, group: bool = False, caption: str = "") -> tuple:
+    """The file's and the notebook's DOT of ``graph``, written once.
+
+    ``(standalone, inline)``: ``standalone`` is ``to_dot(graph, group, caption=caption)``
+    (legend and caption: a file), ``inline`` is ``to_dot(graph, group, legend=False)`` (the
+    notebook's picture).
+    """
+    body = _body(graph, group)
+    return _assemble(graph, body, True, caption), _assemble(graph, body, False, "")
+
+
+def _assemble(graph, body: str, legend: bool, caption: str) -> str:
+    """The whole ``digraph``: graph attributes, ``body`` (nodes and edges), the legend."""
     # no ordering="out": it made dot 3-4x slower on unrolled loops (an LSTMCell x 25 drawn in full:
     # 86 s CPU with it, 23 s without) and the picture is scaled to the output width, so its first
     # screen shows the first rows wherever they sit. nslimit bounds the network simplex that places
@@ -199,6 +218,18 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
         'margin="0.08,0.03", fontname="monospace"];',
         '  edge [fontsize="9"];',
     ]
+    if body:
+        out.append(body)
+    if legend:
+        out.extend(_legend_node(graph))
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _body(graph, group: bool) -> str:
+    """The node, cluster and edge statements of ``graph``, one a line (no trailing newline)."""
+    clustered = bool(group and graph.calls)
+    out = []
 
     def node_line(n, indent="  "):
         extra = (
@@ -248,7 +279,4 @@ def to_dot(graph, group: bool = False, legend: bool = True, caption: str = "") -
         elif e.kind == VIEW:
             attr = ' [style="dotted"]'
         out.append(f"  {e.src} -> {e.dst}{attr};")
-    if legend:
-        out.extend(_legend_node(graph))
-    out.append("}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out)

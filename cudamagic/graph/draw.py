@@ -21,7 +21,6 @@ from collections import Counter, defaultdict
 
 from ..core.gcpause import paused_gc
 from . import capture, layout, views
-from .dot import to_dot
 from .result import GraphResult
 
 # ---- choosing a view and rendering ------------------------------------------------------------
@@ -239,7 +238,7 @@ def draw(
     view_notes = [n for n in view.notes if n not in graph.notes] + view_notes
     notes = list(graph.notes) + view_notes
     result = GraphResult(graph, view, "", fmt, notes=notes, view_notes=view_notes, group=group)
-    result.dot = to_dot(view, group=group, caption=result.caption())
+    result.write_dot()
     # a picture bigger than the fallback gets most of the time, the fallback the rest
     first = timeout_s * FIRST_SHARE if len(view.nodes) > FALLBACK_BOXES else timeout_s
     if fmt == "dot":
@@ -261,7 +260,7 @@ def draw(
             notes.append(note)
             result.view_notes.append(note)
             result.drawn = small
-            result.dot = to_dot(small, group=group, caption=result.caption())
+            result.write_dot()
             if not _render(result, left, progress):
                 result.problem = "dot timeout"
                 notes.append("The small view ran out of time too: summary and DOT source below.")
@@ -319,7 +318,9 @@ def _render(result: GraphResult, timeout_s: float, progress) -> bool:
     A ``dot`` that fails sets ``result.problem`` and a note.
     """
     try:
-        result.image = layout.run_dot(result.inline_dot(), result.format, timeout_s, progress)
+        result.image = layout.run_dot(
+            result.inline_dot(), result.format, timeout_s, progress, result.engine != "torchviz"
+        )
     except layout.DotTimeout:
         return False
     except layout.DotFailed as exc:

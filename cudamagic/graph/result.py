@@ -7,7 +7,7 @@ import os
 
 from ..core.display import Displayed
 from . import render
-from .dot import to_dot
+from .dot import dot_sources, to_dot
 from .layout import run_dot
 
 #: ``--save`` and :meth:`GraphResult.save`: file extension -> format written.
@@ -49,6 +49,8 @@ class GraphResult(Displayed):
     view_notes: list = dataclasses.field(default_factory=list)
     group: bool = False
     engine: str = "cudamagic"
+    #: ``(drawn, group, source)``: the notebook's DOT source, written with ``dot`` (write_dot).
+    _inline: tuple = dataclasses.field(default=(), init=False, repr=False, compare=False)
 
     @property
     def nodes(self):
@@ -75,7 +77,14 @@ class GraphResult(Displayed):
         """
         if self.engine == "torchviz":
             return self.dot
+        if self._inline and self._inline[0] is self.drawn and self._inline[1] == self.group:
+            return self._inline[2]
         return to_dot(self.drawn, group=self.group, legend=False)
+
+    def write_dot(self) -> None:
+        """Set ``dot`` from ``drawn``, with the caption; the inline source is made with it."""
+        self.dot, inline = dot_sources(self.drawn, group=self.group, caption=self.caption())
+        self._inline = (self.drawn, self.group, inline)
 
     def save(self, path: str, timeout_s: float = 60.0) -> str:
         """Write the picture, with legend and caption, to ``path``.

@@ -11,6 +11,7 @@ import re
 import select
 import time
 
+import pytest
 import torch
 
 from cudamagic.graph import dot, layout
@@ -151,3 +152,85 @@ def test_a_long_chain_is_ranked_by_newrank_and_drawn_top_down_in_order(w):
     assert len(grads) == 150 and all(y_of[e.src] < y_of[e.dst] for e in grads)
     small = magic(w, "", "(w.sin() * 2).sum()")
     assert "newrank" not in small.dot  # small pictures as they were
+
+
+def test_notebook_source_is_the_file_source_less_legend_and_caption(mlp):
+    """The picture's DOT and the file's DOT (written together) differ only by legend and caption.
+
+    Also after the drawn view changes (the fallback of a ``dot`` time-out): the picture's source is
+    then the new view's, never the one written before.
+    """
+    from cudamagic.graph import views
+
+    cell = "model(x).tanh().sum()"
+    for line in ("--format dot", "--group --format dot"):
+        r = magic(mlp, line, cell)
+        inline = r.inline_dot()
+        assert "cluster_legend" in r.dot and "legend" not in inline
+        caption = dot.quote(r.caption())
+        assert f"label={caption}" in r.dot and caption not in inline
+        file_less_extras = re.sub(
+            r"  subgraph cluster_legend \{.*?\n  \}\n", "", r.dot, flags=re.S
+        ).replace(f', labelloc="b", label={caption}', "")
+        assert file_less_extras == inline
+        assert inline == dot.to_dot(r.drawn, group=r.group, legend=False)
+        r.drawn = views.collapse(r.graph, 0, True)  # one box per top-level module call
+        assert r.inline_dot() == dot.to_dot(r.drawn, group=r.group, legend=False) != inline
+
+
+@needs_dot
+def test_every_label_fits_its_box_in_the_notebook_picture(mlp):
+    """Boxes are as wide as their monospace text (0.6 em a character), and the SVG says monospace.
+
+    Whether ``dot`` measured the text with its text-layout plugin or, without it, with its own
+    metrics of Courier (:func:`layout.plain_text_dir`): with the metrics of a proportional font the
+    longest lines would overflow.
+    """
+    import html as html_lib
+
+    r = magic(mlp, "--show-saved --group", "model(x).tanh().sum()")
+    svg = r.svg
+    assert "Courier" not in svg and 'font-family="monospace"' in svg
+    nodes = re.findall(r'<g id="node\d+" class="node">(.*?)</g>', svg, re.S)
+    assert len(nodes) == len(r.drawn.nodes)
+    for node in nodes:
+        points = re.search(r'<polygon [^>]*points="([^"]+)"', node).group(1)
+        xs = [float(p.split(",")[0]) for p in points.split()]
+        longest = max(len(html_lib.unescape(t)) for t in re.findall(r">([^<]*)</text>", node))
+        assert max(xs) - min(xs) >= longest * 0.6 * 10, node  # fontsize 10
+
+
+@needs_dot
+def test_a_dot_that_fails_without_its_text_plugin_draws_as_installed(w, tmp_path, monkeypatch):
+    exe = layout.find_dot()
+    broken = tmp_path / "gv"
+    broken.mkdir()
+    (broken / "config6a").write_text("/nonexistent/libgvplugin_core.so.6 core {\n}\n")
+    monkeypatch.setitem(layout._PLAIN_DIRS, exe, str(broken))
+    r = magic(w, "", "(w * 2).sum()")
+    assert not r.problem and "MulBackward0" in r.svg
+    assert layout._PLAIN_DIRS[exe] is None  # not tried again
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX layout of a Graphviz install")
+def test_plain_text_plugin_list_keeps_the_core_and_dot_layout_only(tmp_path):
+    prefix = tmp_path / "graphviz"
+    (prefix / "bin").mkdir(parents=True)
+    exe = prefix / "bin" / "dot"
+    exe.write_text("#!/bin/sh\n")
+    lib = prefix / "lib" / "graphviz"
+    lib.mkdir(parents=True)
+    for name in ("libgvplugin_core.so.6", "libgvplugin_dot_layout.so.6", "libgvplugin_pango.so.6"):
+        (lib / name).write_bytes(b"")
+    (lib / "config6a").write_text(
+        "libgvplugin_core.so.6 core {\n\trender {\n\t\tsvg 1\n\t}\n}\n"
+        "libgvplugin_dot_layout.so.6 dot_layout {\n\tlayout {\n\t\tdot 0\n\t}\n}\n"
+        "libgvplugin_pango.so.6 cairo {\n\ttextlayout {\n\t\ttextlayout 0\n\t}\n}\n"
+    )
+    folder = layout.plain_text_dir(str(exe))
+    text = open(os.path.join(folder, "config6a")).read()
+    assert text == (
+        f"{lib}/libgvplugin_core.so.6 core {{\n\trender {{\n\t\tsvg 1\n\t}}\n}}\n"
+        f"{lib}/libgvplugin_dot_layout.so.6 dot_layout {{\n\tlayout {{\n\t\tdot 0\n\t}}\n}}\n"
+    )
+    assert layout.plain_text_dir(str(tmp_path / "other" / "bin" / "dot")) is None  # no list

@@ -31,7 +31,7 @@ def test_lstmcell_200_steps_renders_within_time_limit(ip):
 def test_dot_timeout_falls_back_without_hanging(ip, monkeypatch):
     ip.run_cell("import torch\nw = torch.randn(3, requires_grad=True)")
 
-    def slow(source, fmt="svg", timeout_s=20.0, progress=None):
+    def slow(source, fmt="svg", timeout_s=20.0, progress=None, plain_text=False):
         raise layout.DotTimeout(f"dot did not finish within {timeout_s:g} s")
 
     monkeypatch.setattr(layout, "run_dot", slow)
@@ -86,9 +86,9 @@ def test_timeout_bounds_the_whole_drawing_fallback_included(ip, monkeypatch):
     limits = []
     real = layout.run_dot
 
-    def counted(source, fmt="svg", timeout_s=20.0, progress=None):
+    def counted(source, fmt="svg", timeout_s=20.0, progress=None, plain_text=False):
         limits.append(timeout_s)
-        return real(source, fmt, timeout_s, progress)
+        return real(source, fmt, timeout_s, progress, plain_text)
 
     monkeypatch.setattr(layout, "run_dot", counted)
     ip.run_cell("import torch\ncell = torch.nn.LSTMCell(8, 16)\nxs = torch.randn(200, 2, 8)")
