@@ -176,6 +176,30 @@ SCENARIOS = {
 }
 
 
+def a100(**over):
+    """One A100-SXM4-80GB with the memory nvidia-smi reported on a real one (driver 535).
+
+    ``memory.used`` 4 MiB and ``memory.reserved`` 908 MiB of 81920 MiB (so ``memory.free`` is
+    81008 MiB); ``over`` sets more fields of the GPU (see :func:`_gpu`).
+    """
+    return {
+        "driver_version": "535.104.05",
+        "cuda_driver_version": 12020,
+        "nvml_version": "12.535.104.05",
+        "gpus": [
+            _gpu(
+                0,
+                name="NVIDIA A100-SXM4-80GB",
+                cc=(8, 0),
+                memory_total=81920 * 1024**2,
+                memory_used=4 * 1024**2,
+                memory_reserved=908 * 1024**2,
+                **over,
+            )
+        ],
+    }
+
+
 # ---- Windows -------------------------------------------------------------------------------------
 MIB = 1024**2
 

@@ -33,25 +33,12 @@ def test_every_shared_field_agrees_with_nvidia_smi(stub_nvml, tmp_path, monkeypa
     import gpu_check
 
     stub_nvml(
-        {
-            "driver_version": "535.104.05",
-            "cuda_driver_version": 12020,
-            "nvml_version": "12.535.104.05",
-            "gpus": [
-                fm._gpu(
-                    0,
-                    name="NVIDIA A100-SXM4-80GB",
-                    cc=(8, 0),
-                    memory_total=81920 * MIB,
-                    memory_used=4 * MIB,
-                    memory_reserved=908 * MIB,
-                    power_draw_mw=61_234,
-                    power_limit_mw=400_000,
-                    util_gpu=0xFFFFFFFF,
-                    ecc={"current": 1, "aggregate_uncorrected": 2},
-                )
-            ],
-        }
+        fm.a100(
+            power_draw_mw=61_234,
+            power_limit_mw=400_000,
+            util_gpu=0xFFFFFFFF,
+            ecc={"current": 1, "aggregate_uncorrected": 2},
+        )
     )
     smi = [
         {

@@ -92,31 +92,12 @@ def test_lost_gpu_through_the_binding(stub_nvml):
 MIB = 1024**2
 
 
-def _a100(**over):
-    return {
-        "driver_version": "535.104.05",
-        "cuda_driver_version": 12020,
-        "nvml_version": "12.535.104.05",
-        "gpus": [
-            fm._gpu(
-                0,
-                name="NVIDIA A100-SXM4-80GB",
-                cc=(8, 0),
-                memory_total=81920 * MIB,
-                memory_used=4 * MIB,
-                memory_reserved=908 * MIB,
-                **over,
-            )
-        ],
-    }
-
-
 def test_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
     """An idle A100 80GB with 4 MiB allocated.
 
     Used 4 MiB, the 908 MiB reserve apart (driver >= R510).
     """
-    stub_nvml(_a100())
+    stub_nvml(fm.a100())
     got = nvml.device(0).read(
         ["memory.total", "memory.used", "memory.free", "memory.reserved", "memory.api"]
     )
@@ -130,7 +111,7 @@ def test_memory_v2_as_nvidia_smi_reports_it(stub_nvml):
 
 
 def test_old_driver_falls_back_to_v1_and_says_so(stub_nvml):
-    stub_nvml(_a100(memory_v2=False))
+    stub_nvml(fm.a100(memory_v2=False))
     got = nvml.device(0).read(["memory.used", "memory.reserved", "memory.api"])
     assert got["memory.api"] == "v1"
     assert got["memory.used"] == 912 * MIB  # the legacy struct counts the reserve as used
@@ -235,7 +216,7 @@ def test_process_rows_and_not_available_process_memory(stub_nvml):
 
 def test_health_fields_read_through_the_binding(stub_nvml):
     stub_nvml(
-        _a100(
+        fm.a100(
             ecc={
                 "current": 1,
                 "volatile_uncorrected": 2,

@@ -23,23 +23,7 @@ def _ids(findings):
 
 
 def test_cudainfo_memory_used_and_reserved_as_nvidia_smi(ip, stub_nvml, capsys):
-    stub_nvml(
-        {
-            "driver_version": "535.104.05",
-            "cuda_driver_version": 12020,
-            "nvml_version": "12.535.104.05",
-            "gpus": [
-                fm._gpu(
-                    0,
-                    name="NVIDIA A100-SXM4-80GB",
-                    cc=(8, 0),
-                    memory_total=81920 * MIB,
-                    memory_used=4 * MIB,
-                    memory_reserved=908 * MIB,
-                )
-            ],
-        }
-    )
+    stub_nvml(fm.a100())
     info = ip.run_line_magic("cudainfo", "")
     g = info.to_dict()["gpus"][0]
     assert (g["memory.used"], g["memory.reserved"], g["memory.free"]) == (

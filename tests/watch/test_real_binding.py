@@ -23,27 +23,8 @@ MIB = 1024**2
 GIB = 1024**3
 
 
-def _a100(**over):
-    return {
-        "driver_version": "535.104.05",
-        "cuda_driver_version": 12020,
-        "nvml_version": "12.535.104.05",
-        "gpus": [
-            fm._gpu(
-                0,
-                name="NVIDIA A100-SXM4-80GB",
-                cc=(8, 0),
-                memory_total=81920 * MIB,
-                memory_used=4 * MIB,
-                memory_reserved=908 * MIB,
-                **over,
-            )
-        ],
-    }
-
-
 def test_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, tmp_path):
-    stub_nvml(_a100())
+    stub_nvml(fm.a100())
     log = tmp_path / "run.jsonl"
     w = ip.run_line_magic("gpuwatch", f"--text --log {log}")
     g = w.latest.gpus[0]
@@ -71,7 +52,7 @@ def test_reserve_apart_in_samples_history_text_widget_and_trace(ip, stub_nvml, t
 
 
 def test_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_nvml):
-    stub_nvml(_a100(processes=[(4242, 2 * MIB)]))
+    stub_nvml(fm.a100(processes=[(4242, 2 * MIB)]))
     text = ip.run_line_magic("gpuwatch", "--text").text()
     assert "NVML lists no process" not in text
     assert (
@@ -81,7 +62,7 @@ def test_reserve_shown_in_the_text_view_also_when_processes_are_listed(ip, stub_
 
 
 def test_pre_r510_driver_reads_v1_and_says_why_reserved_is_na(ip, stub_nvml):
-    stub_nvml(_a100(memory_v2=False))
+    stub_nvml(fm.a100(memory_v2=False))
     w = ip.run_line_magic("gpuwatch", "--text")
     g = w.latest.gpus[0]
     assert g.memory_used_bytes == 912 * MIB and is_na(g.memory_reserved_bytes)
