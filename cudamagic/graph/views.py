@@ -339,14 +339,11 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     outdeg = Counter(map(_src, graph.edges))
     grad = [e for e in graph.edges if e.kind == GRAD]
     indeg = Counter(map(_dst, grad))
-    single_out = {a for a, d in outdeg.items() if d == 1 and a in back}
-    single_in = {b for b, d in indeg.items() if d == 1 and b in back}
-    if len(set(back.values())) > 1:  # several module calls: a link stays inside one call
-        nxt = {
-            a: b for a, b, _ in grad if a in single_out and b in single_in and back[a] == back[b]
-        }
-    else:
-        nxt = {a: b for a, b, _ in grad if a in single_out and b in single_in}
+    nxt = {
+        a: b
+        for a, b, _ in grad
+        if outdeg[a] == 1 and indeg[b] == 1 and a in back and b in back and back[a] == back[b]
+    }
     if not nxt:
         return graph
     targets = set(nxt.values())
@@ -386,10 +383,10 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
             held=merge_held(chain),
             size_unknown=sum(map(_size_unknown, chain)),
         )
-    # saved-tensor nodes of folded ops go with them
-    for e in graph.edges:
-        if e.kind == SAVED_EDGE and e.src in mapping:
-            mapping[e.dst] = mapping[e.src]
+    if graph.kind_counts[SAVED]:  # saved-tensor nodes of folded ops go with them
+        for e in graph.edges:
+            if e.kind == SAVED_EDGE and e.src in mapping:
+                mapping[e.dst] = mapping[e.src]
     nodes = [n for n in graph.nodes if n.id not in mapping] + list(runs.values())
     notes = list(graph.notes) + [
         f"{len(runs)} chain(s) of ops folded ({sum(r.count for r in runs.values())} ops)."

@@ -405,7 +405,7 @@ def _walk(
     frames: set = set()
     leaf_storages: set = set()
     interned: dict = {}  # equal saved tuples are one object (a 100k-op chain: a few tuples)
-    plain_entries: dict = {}  # (name, bytes) -> its SavedEntry, made once
+    plain_saved: dict = {}  # ((name, bytes), ...) -> the saved entries of a plain node
     strided = torch.strided
 
     def tensor_node(kind, t, label):
@@ -459,7 +459,7 @@ def _walk(
         inline: a 100,000-op chain spends most of its walk here. Anything else returns None, and
         the node is read again by :func:`backward_record`.
         """
-        entries, stor = [], []
+        keys, stor = [], []  # (name, bytes) of each saved tensor; its storage parts
         for attr, name, raw_attr in attr_names:
             if not raw_attr:
                 val = getattr(fn, attr)
@@ -486,15 +486,15 @@ def _walk(
             except Exception:  # functorch and functional wrappers have no storage
                 return None
             nbytes = st.nbytes()
-            own = min(t.numel() * t.element_size(), nbytes)
-            stor.append(((_device_name(t.device), st.data_ptr()), nbytes, own))
-            entry = plain_entries.get((name, nbytes))
-            if entry is None:
-                entry = plain_entries[name, nbytes] = SavedEntry(name, nbytes=nbytes)
-            entries.append(entry)
-        saved = tuple(entries)
+            stor.append(((_device_name(t.device), st.data_ptr()), nbytes, min(t.nbytes, nbytes)))
+            keys.append((name, nbytes))
+        keys = tuple(keys)
+        saved = plain_saved.get(keys)
+        if saved is None:  # made once per distinct list of (name, bytes): a few in a long chain
+            saved = tuple(SavedEntry(name, nbytes=nbytes) for name, nbytes in keys)
+            saved = plain_saved[keys] = interned.setdefault(saved, saved)
         call = _call_of(fn, calls, call_starts, call_ends) if calls else None
-        return (node_id, label, call, interned.setdefault(saved, saved), (), False, (), 0, stor)
+        return (node_id, label, call, saved, (), False, (), 0, stor)
 
     def backward_record(fn, node_id, label, attr_names, custom):
         """``(id, label, call, saved, attrs, freed, held, size unknown, storage parts)``."""
