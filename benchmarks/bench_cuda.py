@@ -6,6 +6,9 @@
 2. An unchanged re-run (the build comes from the cache: no nvcc call; the program still runs). Goal:
     under 100 ms.
    Shown beside the time of just starting the compiled program, which is the floor.
+3. The same cell re-run under nvcc4jupyter's ``%%cuda`` (the ``bench`` extra), side by side
+   (benchmarks/sidebyside.py ``compare``: interleaved, process CPU with the nvcc and program
+   processes each call waited for, wall beside it). Guard: both printed the same program output.
 
 Each figure is the median of several runs. Usage: python benchmarks/bench_cuda.py [--runs N]
 """
@@ -16,6 +19,7 @@ import argparse
 import contextlib
 import io
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -24,7 +28,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
+
+from sidebyside import compare
 
 SOURCE = r"""#include <cstdio>
 #include <vector>
@@ -79,6 +85,7 @@ def main():
             t = time.perf_counter()
             subprocess.run([exe], check=True, capture_output=True)
             floor.append(time.perf_counter() - t)
+    rerun_beside_nvcc4jupyter(ip, cell, a.runs)
     ip.run_line_magic("unload_ext", "cudamagic")
     shutil.rmtree(work, ignore_errors=True)
     m, p = statistics.median(magic), statistics.median(plain)
@@ -92,6 +99,50 @@ def main():
         f"{fl * 1000:.1f} ms   [median of {len(rerun)}]"
     )
     return 0
+
+
+def cpu_now() -> float:
+    """This process's CPU seconds plus those of the finished children it waited for."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + ru.ru_utime + ru.ru_stime
+
+
+class CellSide:
+    """One side of the re-run row: ``run()`` prints the program's output (captured here)."""
+
+    def __init__(self, run):
+        self.run = run
+
+    def work(self) -> list:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            self.run()
+        return [line for line in out.getvalue().splitlines() if line.strip()]
+
+    def timed(self) -> tuple:
+        c0, t0 = cpu_now(), time.perf_counter()
+        self.work()
+        return cpu_now() - c0, time.perf_counter() - t0
+
+
+def rerun_beside_nvcc4jupyter(ip, cell: str, runs: int) -> None:
+    """Row 3: the unchanged cell again under both magics (nvcc4jupyter compiles every time)."""
+    try:
+        from nvcc4jupyter import NVCCPlugin, __version__
+    except ImportError:
+        print("nvcc4jupyter is not installed (`pip install -e '.[bench]'`): row 3 skipped")
+        return
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints its work folder
+        theirs = NVCCPlugin(ip)  # called directly: both magics are named %%cuda
+    compare(
+        "%%cuda unchanged re-run vs nvcc4jupyter's %%cuda, same cell",
+        CellSide(lambda: ip.run_cell_magic("cuda", "", cell)),
+        CellSide(lambda: theirs.cuda("", cell)),
+        peer_name=f"nvcc4jupyter {__version__}",
+        reps=runs,
+        note="CPU includes nvcc and the program (child processes); ours reuses its build",
+    )
+    shutil.rmtree(theirs.workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
