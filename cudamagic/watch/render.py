@@ -796,14 +796,24 @@ def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
     the first to the last sample (y 0-100) stretched to the plot; only numbers computed here go in
     it.
     """
+    head, label, body, close = chart_frame(xs, when, axis)
+    i = str(int(index))
+    return [head, i, label, i, body, *lines, close]
+
+
+def chart_frame(xs, when: str, axis: str) -> tuple:
+    """What every GPU's live chart of one tick shares (see :func:`_chart`).
+
+    ``(head, label, body, close)``: GPU ``i``'s chart is ``head``, ``i``, ``label``, ``i``,
+    ``body``, its polylines, ``close`` (the GPU's index is the only difference between them).
+    ``xs``: a sequence of the samples' x (centiseconds).
+    """
     n = len(xs)
     x0 = xs[0] if n else 0
     span = max(1, xs[-1] - x0) if n else 1
-    label = (
-        f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
-    )
+    label = f": utilization % (solid) and memory used % (dashed), {when}, {n} samples"
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
-    return [
+    return (
         '<div class="cm-chart"><div class="cm-chart-key"><span><span '
         'class="cm-swatch"></span>utilization'
         '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
@@ -811,13 +821,14 @@ def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
         "<span>100%</span><span>50%</span><span>0%</span></div>"
         f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
         'preserveAspectRatio="none" '
-        f'role="img" aria-label="{label}"><title>{label}</title>'
+        'role="img" aria-label="GPU ',
+        f'{label}"><title>GPU ',
+        f"{label}</title>"
         f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
         'vector-effect="non-scaling-stroke"/>',
-        *lines,
         f'</svg></div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div>'
         "</div>",
-    ]
+    )
 
 
 def chart_image_html(history, index: int) -> str:

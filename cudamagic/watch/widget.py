@@ -18,14 +18,13 @@ import contextlib
 from ..core.fmt import NO_MATH
 from ..core.style import CSS
 from .render import (
-    _chart,
     _polyline,
     _polylines,
     _time_axis,
     _x_of,
     _y_text,
+    chart_frame,
     gpu_html,
-    gpu_row,
     host_html,
     sample_text,
     snapshot_html,
@@ -41,6 +40,16 @@ PART_OPEN = f'<div class="cudamagic {NO_MATH} cm-part">'
 def part(fragment: str) -> str:
     """One widget's HTML: the fragment in a ``cudamagic`` element (:data:`PART_OPEN`)."""
     return f"{PART_OPEN}{fragment}</div>"
+
+
+def ascii_html(html: str) -> str:
+    """``html`` with each non-ASCII character as its reference (``·`` -> ``&#183;``).
+
+    The browser shows the same text. A widget's value goes to the front end as UTF-8 JSON:
+    an ASCII string is copied as it is, any other is encoded character by character (some 25
+    times slower for a whole tick's HTML).
+    """
+    return html if html.isascii() else html.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
 # ---- the widget tree ----------------------------------------------------------------------
@@ -180,6 +189,7 @@ class WatchView(View):
         self._ys = {i: (_Line(self.SPARK_POINTS), _Line(self.SPARK_POINTS)) for i in indices}
         self._last_key = None
         self._cards = {}  # index -> (the GpuSample or None its card shows, the card's HTML)
+        self._index_text = {i: str(int(i)) for i in self.indices}
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
@@ -209,7 +219,7 @@ class WatchView(View):
         """GPU ``i``'s card, rendered again only when its GPU reads differently."""
         drawn = self._cards.get(i)
         if drawn is None or drawn[0] != g:  # GpuSamples (or None) that read the same: one card
-            html = (
+            html = ascii_html(
                 gpu_html(g, live=True)  # the stylesheet is there: the inline look is not sent
                 if g is not None
                 else f"<div>GPU {int(i)}: not in this sample</div>"
@@ -221,21 +231,34 @@ class WatchView(View):
         """``{widget: new value}`` for a sample (no widget touched; the chart series grows).
 
         A card whose GPU reads as the card shows it now is not rendered again. The charts share
-        their time axis: it is computed once for all GPUs.
+        their time axis and all but the GPU's index and lines (:func:`~.render.chart_frame`):
+        that part is written once for all GPUs. The GPUs' HTML is ASCII (:func:`ascii_html`).
         """
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
-            xs = list(self._xs)
-            when, axis = _time_axis(list(self._times))
+            head, label, body, close = chart_frame(self._xs, *_time_axis(self._times))
             pieces = [PART_OPEN]  # joined once: a tick copies the HTML of every GPU once
             for i in self.indices:
                 util, mem = self._ys[i]
-                lines = [mem.polylines("cm-line-mem"), util.polylines("cm-line-util")]
-                pieces += gpu_row(self._card(i, by_index.get(i)), _chart(i, xs, when, axis, lines))
-            pieces += [f"<div>{host_html(sample)}</div>", "</div>"]
-            out[self.gpus] = "".join(pieces)
+                n = self._index_text[i]
+                pieces += (  # render.gpu_row(card, render._chart(...)), in one list
+                    '<div class="cm-gpu-row"><div class="cm-card">',
+                    self._card(i, by_index.get(i)),
+                    "</div>",
+                    head,
+                    n,
+                    label,
+                    n,
+                    body,
+                    mem.polylines("cm-line-mem"),
+                    util.polylines("cm-line-util"),
+                    close,
+                    "</div>",
+                )
+            pieces += ("<div>", ascii_html(host_html(sample)), "</div></div>")
+            out[self.gpus] = ascii_html("".join(pieces))  # ASCII already: no copy
         return out
 
     def show(self, sample, history, state, samples_taken, error) -> None:
