@@ -483,21 +483,45 @@ def _driver_model(g) -> str:
 _PIECES = {}  # (piece, its inputs with their types) -> HTML; see _piece
 
 
-def _piece(name: str, values: tuple, build, live: bool = False) -> str:
+def ascii_html(html: str) -> str:
+    """``html`` with each non-ASCII character as its reference (``·`` -> ``&#183;``).
+
+    The browser shows the same text. A widget's value goes to the front end as UTF-8 JSON:
+    an ASCII string is copied as it is, any other is encoded character by character (some 25
+    times slower for a whole tick's HTML).
+    """
+    return html if html.isascii() else html.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def _piece(name: str, values: tuple, build, live: bool = False, memo=None) -> str:
     """``build()``'s HTML, kept by ``values`` (a card's parts repeat tick after tick).
 
     ``live``: without the inline look the live widget's stylesheet repeats (:func:`live_html`).
+    ``memo``: a dict kept by the live widget for one GPU: the piece is ASCII
+    (:func:`ascii_html`), and the one it showed last is kept there with its values and compared
+    with them, so a part that did not move costs no hashing of its values (a process table's
+    rows); one that moved is looked up as the others.
     """
-    key = (name, live, values, tuple(map(type, values)))  # 1 == 1.0 == True, written differently
+    types = tuple(map(type, values))  # 1 == 1.0 == True, written differently
+    if memo is not None:
+        kept = memo.get(name)
+        if kept is not None and kept[0] == values and kept[1] == types:
+            return kept[2]
+    key = (name, live, memo is not None, values, types)
     try:
         html = _PIECES.get(key)
     except TypeError:  # an input that cannot be a key
-        return live_html(build()) if live else build()
+        key, html = None, None
     if html is None:
         html = live_html(build()) if live else build()
-        if len(_PIECES) >= 20_000:
-            _PIECES.clear()
-        _PIECES[key] = html
+        if memo is not None:
+            html = ascii_html(html)
+        if key is not None:
+            if len(_PIECES) >= 20_000:
+                _PIECES.clear()
+            _PIECES[key] = html
+    if memo is not None:
+        memo[name] = (values, types, html)
     return html
 
 
@@ -584,23 +608,27 @@ def _migs_html(g) -> str:
     )
 
 
-def gpu_html(g, live: bool = False) -> str:
+def gpu_html(g, live: bool = False, memo: dict | None = None) -> str:
     """One GPU card (escaped).
 
     Name, driver model, bars with their values, the other readings, processes. Each part is
     built once for the values it shows (:func:`_piece`): a monitor tick where one reading moved
     renders that row only. ``live``: for the live widget, which has the stylesheet (no inline
-    look that it repeats: :func:`~.style.live_html`).
+    look that it repeats: :func:`~.style.live_html`). ``memo``: where this GPU's parts are kept
+    (one dict per GPU, see :func:`_piece`), instead of the cache all cards share.
     """
     head = _piece(
-        "head", (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model), lambda: _head_html(g)
+        "head",
+        (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model),
+        lambda: _head_html(g),
+        memo=memo,
     )
     if g.lost is not None:
         return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
     used, total, rsv = g.memory_used_bytes, g.memory_total_bytes, g.memory_reserved_bytes
     body = (
-        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g), live)
-        + _piece("memory", (used, total, rsv), lambda: _memory_row(g), live)
+        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g), live, memo)
+        + _piece("memory", (used, total, rsv), lambda: _memory_row(g), live, memo)
         + _piece(
             "rows",
             (
@@ -615,10 +643,11 @@ def gpu_html(g, live: bool = False) -> str:
             ),
             lambda: _other_rows(g),
             live,
+            memo,
         )
     )
-    migs = _piece("migs", g.mig_devices, lambda: _migs_html(g)) if g.mig_devices else ""
-    procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g))
+    migs = _piece("migs", g.mig_devices, lambda: _migs_html(g), memo=memo) if g.mig_devices else ""
+    procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g), memo=memo)
     return f'{head}<table class="cm-rows"><tbody>{body}</tbody></table>{migs}{procs}'
 
 

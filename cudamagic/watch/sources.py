@@ -15,6 +15,7 @@ faults (the sample carries NA values with the reason); :class:`ReplaySource` rai
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import sys
 import time
@@ -535,6 +536,10 @@ class LiveSource(Source):
         self.proc_info = proc_info
         self._static = {}  # index -> (name, uuid, mig_enabled, driver model)
         self._names = {}  # pid -> (name, cmdline, visible), pruned to pids still listed
+        # (index, pid) -> (what its ProcessSample was made of, that row); index -> the last rows:
+        # a process that reads the same is the same object (a card compares it at once)
+        self._rows = {}
+        self._row_lists = {}
         self.label = "live"
         self.spill = memwarn.SpillWatch()
         self.growth = memwarn.AllocatorGrowth()
@@ -590,19 +595,26 @@ class LiveSource(Source):
                     )
                 else:
                     used = NA(f"{used.reason}; {got.reason}", "wddm")
-            rows.append(
-                ProcessSample(
+            fields = (pid, info[0], self._cmdline(pid, info[1]), used, p.type, bool(info[2]), extra)
+            kept = self._rows.get((dev.index, pid))
+            if kept is None or kept[0] != fields:  # else the same row: kept, compared at once
+                row = ProcessSample(
                     pid=pid,
                     name=info[0],
-                    cmdline=self._cmdline(pid, info[1]),
+                    cmdline=fields[2],
                     used_memory_bytes=used,
                     type=p.type,
                     own=(pid == self.pid),
-                    visible=bool(info[2]),
+                    visible=fields[5],
                     **extra,
                 )
-            )
-        return tuple(rows)
+                kept = self._rows[(dev.index, pid)] = (fields, row)
+            rows.append(kept[1])
+        last = self._row_lists.get(dev.index)
+        if last is not None and len(last) == len(rows) and all(map(operator.is_, last, rows)):
+            return last
+        rows = self._row_lists[dev.index] = tuple(rows)
+        return rows
 
     def _cmdline(self, pid, cmdline):
         """``cmdline`` when it may be shown.
@@ -665,6 +677,8 @@ class LiveSource(Source):
         )
         self._names = names
         self._mine = {pid: v for pid, v in self._mine.items() if pid in names}
+        if len(self._rows) > len(names) * max(1, len(self.devices)):
+            self._rows = {k: v for k, v in self._rows.items() if k[1] in names}
         host = self.host.read()
         torch_state = self.torch_reader()
         own = [

@@ -23,6 +23,7 @@ from .render import (
     _time_axis,
     _x_of,
     _y_text,
+    ascii_html,
     chart_frame,
     gpu_html,
     host_html,
@@ -40,16 +41,6 @@ PART_OPEN = f'<div class="cudamagic {NO_MATH} cm-part">'
 def part(fragment: str) -> str:
     """One widget's HTML: the fragment in a ``cudamagic`` element (:data:`PART_OPEN`)."""
     return f"{PART_OPEN}{fragment}</div>"
-
-
-def ascii_html(html: str) -> str:
-    """``html`` with each non-ASCII character as its reference (``·`` -> ``&#183;``).
-
-    The browser shows the same text. A widget's value goes to the front end as UTF-8 JSON:
-    an ASCII string is copied as it is, any other is encoded character by character (some 25
-    times slower for a whole tick's HTML).
-    """
-    return html if html.isascii() else html.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
 # ---- the widget tree ----------------------------------------------------------------------
@@ -190,6 +181,7 @@ class WatchView(View):
         self._last_key = None
         self._cards = {}  # index -> (the GpuSample or None its card shows, the card's HTML)
         self._index_text = {i: str(int(i)) for i in self.indices}
+        self._pieces = {}  # index -> the parts of its card, kept by the values they show
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
@@ -220,7 +212,8 @@ class WatchView(View):
         drawn = self._cards.get(i)
         if drawn is None or drawn[0] != g:  # GpuSamples (or None) that read the same: one card
             html = ascii_html(
-                gpu_html(g, live=True)  # the stylesheet is there: the inline look is not sent
+                # the stylesheet is there: the inline look is not sent; parts kept per GPU
+                gpu_html(g, live=True, memo=self._pieces.setdefault(i, {}))
                 if g is not None
                 else f"<div>GPU {int(i)}: not in this sample</div>"
             )

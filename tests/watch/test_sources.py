@@ -418,3 +418,19 @@ def test_compute_and_graphics_process_merged_as_c_plus_g(fake_nvml):
     s = live().read(1, 0.0)
     rows = {p.pid: (p.type, p.used_memory_bytes) for p in s.gpus[0].processes}
     assert rows == {4242: ("C+G", 3 * GIB), 4343: ("C", GIB), 4444: ("G", GIB // 2)}
+
+
+def test_a_process_that_reads_the_same_is_the_same_row(fake_nvml):
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB), (4242, GIB)]
+    src = LiveSource(host=FakeHost())
+    first = src.read(1, 0.0).gpus[0].processes
+    again = src.read(2, 1.0).gpus[0].processes
+    assert again is first  # the same rows: the card compares them at once
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB), (4242, 2 * GIB)]
+    moved = src.read(3, 2.0).gpus[0].processes
+    before, after = ({p.pid: p for p in rows} for rows in (first, moved))
+    assert after[os.getpid()] is before[os.getpid()] and after[4242] is not before[4242]
+    assert after[4242].used_memory_bytes == 2 * GIB
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB)]
+    assert src.read(4, 3.0).gpus[0].processes == (before[os.getpid()],)

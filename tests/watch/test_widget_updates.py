@@ -32,7 +32,9 @@ def test_an_unchanged_gpu_card_is_not_rendered_and_all_gpus_are_one_trait_set(
     view.apply(s1, [s1], samples_taken=1)
     rendered = []
     monkeypatch.setattr(
-        widget, "gpu_html", lambda g, live: rendered.append(g.index) or gpu_html(g, live)
+        widget,
+        "gpu_html",
+        lambda g, live, memo: rendered.append(g.index) or gpu_html(g, live, memo),
     )
     sets = _count_sets(view)
     s2 = src.read(2, 1001.0)
@@ -94,3 +96,42 @@ def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
             line.add(p)
             points = [*points, p][-n:]
             assert line.polylines("c") == render._polylines(points, "c", ""), (n, k)
+
+
+def test_a_tick_that_shows_nothing_new_sets_no_trait(fake_nvml):
+    fake_nvml("gpu_without_fan")
+    src = live()
+    view = WatchView([0, 1])
+    s1 = src.read(1, 1000.0)
+    view.apply(s1, [s1], samples_taken=1)
+    sets = _count_sets(view)
+    view.apply(s1, [s1], samples_taken=1)  # the same sample again (a stop right after a tick)
+    assert sets == []
+    view.apply(s1, [s1], samples_taken=2)  # only the status line says something new
+    assert sets == [view.status]
+    view.close()
+
+
+def test_the_live_cards_parts_are_kept_per_gpu_and_built_when_their_values_move(
+    fake_nvml, monkeypatch
+):
+    fake = fake_nvml("gpu_without_fan")
+    fake.gpus[0]["util_gpu"] = lambda t: 10 + t  # GPU 0's utilization moves, nothing else
+    fake.gpus[1]["util_gpu"] = 40
+    src = live()
+    view = WatchView([0, 1])
+    s1 = src.read(1, 1000.0)
+    view.apply(s1, [s1], samples_taken=1)
+    built = []
+    for name in ("_head_html", "_util_row", "_memory_row", "_other_rows", "processes_html"):
+        orig = getattr(render, name)
+        monkeypatch.setattr(
+            render, name, lambda g, orig=orig, name=name: built.append((g.index, name)) or orig(g)
+        )
+    monkeypatch.setattr(render, "_PIECES", {})  # nothing kept from other tests
+    s2 = src.read(2, 1001.0)
+    view.apply(s2, [s1, s2], samples_taken=2)
+    assert built == [(0, "_util_row")]
+    assert f"{s2.gpus[0].gpu_util_pct} %" in gpu_row(view, 0)
+    assert live_html(gpu_html(s2.gpus[0])) in gpu_row(view, 0)  # the card as a whole render
+    view.close()
