@@ -411,6 +411,12 @@ def check_process(pid, used, memory_total=None):
     through the sentinel and ``memory.total`` bounds.
     """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
+    if (
+        type(used) is int
+        and type(memory_total) is int
+        and 0 <= used <= memory_total <= MAX_MEMORY_BYTES
+    ):
+        return ok, used  # within the GPU's memory: what check_value passes, at once
     if not is_na(used):
         used = check_value("memory.used", used, {"memory.total": memory_total})
         if is_na(used) and used.code == "implausible":

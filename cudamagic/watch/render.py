@@ -760,9 +760,13 @@ def span_text(seconds: float) -> str:
     return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
 
 
+#: The polyline y of each whole percentage (written once: two per GPU at every tick).
+_Y_TEXTS = tuple(str(100 - v) for v in range(101))
+
+
 def _y_text(v) -> str | None:
     """A chart value (%) as its polyline y (0 at the top, 100 at the bottom); None stays None."""
-    return None if v is None else str(100 - (0 if v < 0 else 100 if v > 100 else round(v)))
+    return None if v is None else _Y_TEXTS[0 if v < 0 else 100 if v > 100 else round(v)]
 
 
 def _x_of(t: float, t0: float) -> int:

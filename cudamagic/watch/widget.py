@@ -193,6 +193,7 @@ class WatchView(View):
         if key == self._last_key:
             return
         seed = history if self._last_key is None and history else [sample]
+        lines = self._ys.items()
         for s in seed[-self.SPARK_POINTS :]:
             by_index = {g.index: g for g in s.gpus}
             if self._t0 is None:
@@ -201,7 +202,7 @@ class WatchView(View):
             self._times.append(s.timestamp_s)
             self._xs.append(x)
             xt = f"{x},"
-            for i, (util, mem) in self._ys.items():
+            for i, (util, mem) in lines:
                 u, m = spark_point(by_index.get(i))
                 util.add(None if u is None else xt + _y_text(u))
                 mem.add(None if m is None else xt + _y_text(m))
