@@ -23,7 +23,7 @@ import datetime as _dt
 import textwrap
 
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, na_cell_html, terminal_safe, text_table
-from ..core.na import is_na
+from ..core.na import NA, is_na
 from ..core.style import badge, page, scroll
 from .samples import Sample, TorchSample
 from .style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, bar_html, live_html, meter_html
@@ -493,8 +493,8 @@ def ascii_html(html: str) -> str:
     return html if html.isascii() else html.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
-def _piece(name: str, values: tuple, build, live: bool = False, memo=None) -> str:
-    """``build()``'s HTML, kept by ``values`` (a card's parts repeat tick after tick).
+def _piece(name: str, values: tuple, build, g, live: bool = False, memo=None) -> str:
+    """``build(g)``'s HTML, kept by ``values`` (a card's parts repeat tick after tick).
 
     ``live``: without the inline look the live widget's stylesheet repeats (:func:`live_html`).
     ``memo``: a dict kept by the live widget for one GPU: the piece is ASCII
@@ -513,7 +513,7 @@ def _piece(name: str, values: tuple, build, live: bool = False, memo=None) -> st
     except TypeError:  # an input that cannot be a key
         key, html = None, None
     if html is None:
-        html = live_html(build()) if live else build()
+        html = live_html(build(g)) if live else build(g)
         if memo is not None:
             html = ascii_html(html)
         if key is not None:
@@ -620,15 +620,16 @@ def gpu_html(g, live: bool = False, memo: dict | None = None) -> str:
     head = _piece(
         "head",
         (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model),
-        lambda: _head_html(g),
+        _head_html,
+        g,
         memo=memo,
     )
     if g.lost is not None:
         return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
     used, total, rsv = g.memory_used_bytes, g.memory_total_bytes, g.memory_reserved_bytes
     body = (
-        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g), live, memo)
-        + _piece("memory", (used, total, rsv), lambda: _memory_row(g), live, memo)
+        _piece("util", (g.gpu_util_pct, g.mem_util_pct), _util_row, g, live, memo)
+        + _piece("memory", (used, total, rsv), _memory_row, g, live, memo)
         + _piece(
             "rows",
             (
@@ -641,13 +642,14 @@ def gpu_html(g, live: bool = False, memo: dict | None = None) -> str:
                 g.pstate,
                 g.throttle_reasons_mask,
             ),
-            lambda: _other_rows(g),
+            _other_rows,
+            g,
             live,
             memo,
         )
     )
-    migs = _piece("migs", g.mig_devices, lambda: _migs_html(g), memo=memo) if g.mig_devices else ""
-    procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g), memo=memo)
+    migs = _piece("migs", g.mig_devices, _migs_html, g, memo=memo) if g.mig_devices else ""
+    procs = _piece("procs", (g.processes, used, rsv), processes_html, g, memo=memo)
     return f'{head}<table class="cm-rows"><tbody>{body}</tbody></table>{migs}{procs}'
 
 
@@ -733,6 +735,25 @@ def spark_point(g):
     if not is_na(g.memory_used_bytes) and not is_na(g.memory_total_bytes) and g.memory_total_bytes:
         m = 100.0 * g.memory_used_bytes / g.memory_total_bytes
     return u, m
+
+
+def spark_y(g) -> tuple:
+    """``spark_point(g)`` as the polylines' y texts (:func:`_y_text`), in one step.
+
+    The live chart adds two points per GPU at every tick.
+    """
+    if g is None:
+        return None, None
+    u, used, total = g.gpu_util_pct, g.memory_used_bytes, g.memory_total_bytes
+    if isinstance(u, NA):
+        uy = None
+    else:
+        u = float(u)
+        uy = _Y_TEXTS[0 if u < 0 else 100 if u > 100 else round(u)]
+    if isinstance(used, NA) or isinstance(total, NA) or not total:
+        return uy, None
+    m = 100.0 * used / total
+    return uy, _Y_TEXTS[0 if m < 0 else 100 if m > 100 else round(m)]
 
 
 def chart_points(history, index: int) -> list:

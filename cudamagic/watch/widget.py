@@ -22,14 +22,13 @@ from .render import (
     _polylines,
     _time_axis,
     _x_of,
-    _y_text,
     ascii_html,
     chart_frame,
     gpu_html,
     host_html,
     sample_text,
     snapshot_html,
-    spark_point,
+    spark_y,
     status_html,
 )
 from .style import WATCH_CSS
@@ -203,9 +202,9 @@ class WatchView(View):
             self._xs.append(x)
             xt = f"{x},"
             for i, (util, mem) in lines:
-                u, m = spark_point(by_index.get(i))
-                util.add(None if u is None else xt + _y_text(u))
-                mem.add(None if m is None else xt + _y_text(m))
+                u, m = spark_y(by_index.get(i))
+                util.add(None if u is None else xt + u)
+                mem.add(None if m is None else xt + m)
         self._last_key = key
 
     def _card(self, i, g) -> str:

@@ -135,3 +135,25 @@ def test_the_live_cards_parts_are_kept_per_gpu_and_built_when_their_values_move(
     assert f"{s2.gpus[0].gpu_util_pct} %" in gpu_row(view, 0)
     assert live_html(gpu_html(s2.gpus[0])) in gpu_row(view, 0)  # the card as a whole render
     view.close()
+
+
+def test_a_live_point_is_the_y_of_the_gpus_readings(fake_nvml):
+    fake_nvml("one_gpu")
+    g = live().read(1, 0.0).gpus[0]
+    gib = 1024**3
+    assert render.spark_y(None) == (None, None)
+    for util, used, total in [
+        (0, 0, 80 * gib),
+        (37, 12 * gib, 80 * gib),
+        (100, 80 * gib, 80 * gib),
+        (49.5, 1, 3),
+        (-3, 5 * gib, 4 * gib),  # out of the scale: drawn at its edge
+        (104, 0, 0),  # no total: no memory point
+        (render.NA("not supported", "not_supported"), 1, 2),
+        (12, render.NA("lost", "gpu_lost"), 2),
+    ]:
+        moved = dataclasses.replace(
+            g, gpu_util_pct=util, memory_used_bytes=used, memory_total_bytes=total
+        )
+        u, m = render.spark_point(moved)
+        assert render.spark_y(moved) == (render._y_text(u), render._y_text(m)), (util, used, total)
