@@ -85,7 +85,9 @@ def _int_reader(field: str, function: str, *constants: tuple[str, int]):
     """
 
     def read(mod, h):
-        args = (getattr(mod, name, default) for name, default in constants)
+        if not constants:
+            return {field: int(getattr(mod, function)(h))}
+        args = [getattr(mod, name, default) for name, default in constants]
         return {field: int(getattr(mod, function)(h, *args))}
 
     return read
