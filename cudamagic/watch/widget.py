@@ -203,8 +203,8 @@ class WatchView(View):
             xt = f"{x},"
             for i, (util, mem) in lines:
                 u, m = spark_y(by_index.get(i))
-                util.add(None if u is None else xt + u)
-                mem.add(None if m is None else xt + m)
+                util.add(None if u is None else xt + u, u)
+                mem.add(None if m is None else xt + m, m)
         self._last_key = key
 
     def _card(self, i, g) -> str:
@@ -264,29 +264,55 @@ class _Line:
     """One chart line of the live view: its last points and their polyline text.
 
     The text is kept as points come and go (one point added, the oldest cut off), so a tick
-    does not join every point of every GPU's chart again.
+    does not join every point of every GPU's chart again. A point between two of the same height
+    is left out of it (:func:`_flat_cut`): the same line is drawn, and a flat stretch (memory in
+    use that does not move, an idle or a saturated GPU) is two points long in the HTML.
     """
 
     def __init__(self, maxlen: int):
-        self.points = collections.deque(maxlen=maxlen)
-        self.text = ""  # " ".join(points) while no point is None, else None
+        self.points = collections.deque(maxlen=maxlen)  # "x,y" texts, None: no value
+        self.ys = collections.deque(maxlen=maxlen)  # their y texts
+        self.text = ""  # _flat_cut(points) while no point is None, else None
 
-    def add(self, p: str | None) -> None:
-        """Append ``"x,y"`` (or None: no value)."""
-        pts = self.points
-        gone = pts[0] if len(pts) == pts.maxlen else ""
-        pts.append(p)
-        if p is None or gone is None or self.text is None:
-            self.text = None if None in pts else " ".join(pts)
+    def add(self, p: str | None, y: str | None = None) -> None:
+        """Append ``"x,y"`` (or None: no value); ``y``: its y text, if known."""
+        pts, ys = self.points, self.ys
+        if y is None and p is not None:
+            y = p[p.index(",") + 1 :]
+        full = len(pts) == pts.maxlen
+        if p is None or self.text is None or (full and pts[0] is None):
+            pts.append(p)  # a gap comes, is there or goes: the text from all the points
+            ys.append(y)
+            self.text = None if None in pts else _flat_cut(pts, ys)
+            return
+        text = self.text
+        if full:  # the oldest point goes; the next one starts the line (and the text) now
+            gone, y0 = pts.popleft(), ys.popleft()
+            if len(pts) >= 2 and y0 == ys[0] == ys[1]:  # it was left out: it comes back
+                text = pts[0] + text[len(gone) :]
+            else:
+                text = text[len(gone) + 1 :]
+        if len(pts) >= 2 and ys[-2] == ys[-1] == y:  # the last point is between two now
+            text = text[: len(text) - len(pts[-1])] + p
         else:
-            text = self.text[len(gone) + 1 :] if gone else self.text
-            self.text = f"{text} {p}" if text else p
+            text = f"{text} {p}" if text else p
+        pts.append(p)
+        ys.append(y)
+        self.text = text
 
     def polylines(self, cls: str) -> str:
         """The polylines' HTML (see :func:`_polylines`)."""
         if self.text is None or len(self.points) < 2:
             return _polylines(list(self.points), cls, "")
         return _polyline(self.text, cls, "")  # the look: in the stylesheet
+
+
+def _flat_cut(points, ys) -> str:
+    """``" ".join(points)`` without each point whose neighbours are as high as it."""
+    last = len(points) - 1
+    return " ".join(
+        p for i, p in enumerate(points) if i in (0, last) or not ys[i - 1] == ys[i] == ys[i + 1]
+    )
 
 
 class MachineViews:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 
 from cudamagic.watch import render, widget
 from cudamagic.watch.render import gpu_html
@@ -86,16 +87,60 @@ def test_cells_of_equal_values_of_other_types_are_written_apart():
     assert render._cell(1) == "1" and render._cell(True) == "True" and render._cell(1.0) == "1.0"
 
 
+def _drawn(polylines_html: str) -> list:
+    """The lines an SVG draws: per polyline, its points without those between two as high.
+
+    (A point in a flat stretch changes nothing drawn: the line goes straight through it.)
+    """
+    lines = []
+    for text in re.findall(r'points="([^"]*)"', polylines_html):
+        pts = [tuple(map(int, p.split(","))) for p in text.split()]
+        lines.append(
+            [
+                p
+                for i, p in enumerate(pts)
+                if i in (0, len(pts) - 1) or not pts[i - 1][1] == p[1] == pts[i + 1][1]
+            ]
+        )
+    return lines
+
+
 def test_a_chart_line_kept_point_by_point_draws_what_its_points_draw():
     rng = random.Random(1)
     for _ in range(200):
         n = rng.choice([2, 3, 5, 120])
         line, points = widget._Line(n), []
+        flat = rng.random() < 0.5  # long flat stretches (memory that does not move)
         for k in range(rng.randint(0, 300)):
-            p = None if rng.random() < 0.05 else f"{k},{rng.randint(0, 100)}"  # None: a gap
+            y = rng.choice([40, 41]) if flat else rng.randint(0, 100)
+            p = None if rng.random() < 0.05 else f"{k},{y}"  # None: a gap
             line.add(p)
             points = [*points, p][-n:]
-            assert line.polylines("c") == render._polylines(points, "c", ""), (n, k)
+            shown = line.polylines("c")
+            assert _drawn(shown) == _drawn(render._polylines(points, "c", "")), (n, k)
+            if None not in points and len(points) > 1:  # one polyline, flat stretches cut
+                assert _drawn(shown) == [
+                    [
+                        tuple(map(int, p.split(",")))
+                        for p in re.findall(r'points="([^"]*)"', shown)[0].split()
+                    ]
+                ], (n, k)
+
+
+def test_a_flat_chart_line_is_two_points_long():
+    line = widget._Line(120)
+    for k in range(300):
+        line.add(f"{10 * k},{1 if 100 <= k < 150 else 99}")  # a step up, then down again
+    (text,) = re.findall(r'points="([^"]*)"', line.polylines("c"))
+    assert text.split() == ["1800,99", "2990,99"]  # the step went by
+    for k in range(300, 310):
+        line.add(f"{10 * k},{50 + k % 2}")
+    (text,) = re.findall(r'points="([^"]*)"', line.polylines("c"))
+    assert text.split() == [
+        "1900,99",
+        "2990,99",
+        *(f"{10 * k},{50 + k % 2}" for k in range(300, 310)),
+    ]
 
 
 def test_a_tick_that_shows_nothing_new_sets_no_trait(fake_nvml):
