@@ -152,8 +152,12 @@ class ProcFiles:
         return (total - avail) * 1024, total * 1024
 
     def close(self) -> None:
-        """Close both files (idempotent)."""
+        """Close both files (idempotent); a later reading raises OSError.
+
+        (Never reads another file that got the same descriptor number.)
+        """
         self._close()
+        self._stat = self._meminfo = -1
 
 
 def _close_fds(fds):
