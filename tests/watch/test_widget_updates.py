@@ -10,6 +10,7 @@ from cudamagic.watch import render, widget
 from cudamagic.watch.render import gpu_html
 from cudamagic.watch.style import live_html
 from cudamagic.watch.widget import WatchView
+from tests.fake_nvml import GIB
 from tests.watch.fakes import gpu_row, live
 
 
@@ -202,3 +203,17 @@ def test_a_live_point_is_the_y_of_the_gpus_readings(fake_nvml):
         )
         u, m = render.spark_point(moved)
         assert render.spark_y(moved) == (render._y_text(u), render._y_text(m)), (util, used, total)
+
+
+def test_the_gpus_html_is_sent_as_ascii_and_reads_the_same(fake_nvml):
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(4242, GIB)]
+    src = live(proc_info=lambda pid: ("træner·ü 模型", "python træn.py", True), show_cmdlines=True)
+    view = WatchView([0])
+    s = src.read(1, 1000.0)
+    view.apply(s, [s], samples_taken=1)
+    assert view.gpus.value.isascii()  # copied as it is into the UTF-8 message
+    shown = gpu_row(view, 0)  # as the browser reads it
+    assert "træner·ü 模型" in shown and "°C" in shown and " · memory bandwidth" in shown
+    assert live_html(gpu_html(s.gpus[0])) in shown
+    view.close()
