@@ -1,6 +1,7 @@
 """Benchmark for %gpuwatch (issues 3 and 14).
 
-Run: ``python benchmarks/bench_gpuwatch.py [--quick]``.
+Run: ``python benchmarks/bench_gpuwatch.py [--quick]``; ``--kernel-only [--seconds S]`` runs
+part 0 alone.
 
 0. What users pay (issue 14): CPU time per sample of the RUNNING sampler thread in a REAL Jupyter
     kernel
@@ -48,6 +49,11 @@ from cudamagic.watch.sources import HostReader, LiveSource
 from cudamagic.watch.trace import sample_to_json
 from cudamagic.watch.widget import WatchView
 
+#: A second process on every stand-in GPU: a pid Linux can give (at most PID_MAX, 4194304) that
+#: no process here has, as another container's process would read. (A larger one makes NVML's
+#: whole process list implausible, and the sample then shows no process at all.)
+OTHER_PID = 3_999_990
+
 
 class StubHost:
     def read(self):
@@ -74,7 +80,7 @@ def install_fake(n_gpus):
 
     scenario = fm.scenario_with_gpus(n_gpus)
     for g in scenario["gpus"]:
-        g["processes"] = [(os.getpid(), 2 * fm.GIB), (999_999_0, fm.GIB)]
+        g["processes"] = [(os.getpid(), 2 * fm.GIB), (OTHER_PID, fm.GIB)]
     fm.install(fm.FakeNVML(scenario))
 
 
@@ -141,7 +147,7 @@ def bench_stub_cost():
     for n in (1, 8):
         scenario = fm.scenario_with_gpus(n)
         for g in scenario["gpus"]:
-            g["processes"] = [(os.getpid(), 2 * fm.GIB), (999_999_0 % 4_000_000, fm.GIB)]
+            g["processes"] = [(os.getpid(), 2 * fm.GIB), (OTHER_PID, fm.GIB)]
             g["memory_reserved"] = 512 * 1024**2
         stub = nvml_stub.install(scenario)
         src = LiveSource(host=StubHost(), torch_reader=no_torch)
@@ -212,7 +218,7 @@ _P.Sampler.step = _step_timed
 def use_gpus(n):
     sc = fm.scenario_with_gpus(n)
     for g in sc["gpus"]:
-        g["processes"] = [(os.getpid(), 2 * fm.GIB), (9_999_990, fm.GIB)]
+        g["processes"] = [(os.getpid(), 2 * fm.GIB), (3_999_990, fm.GIB)]
     fm.install(fm.FakeNVML(sc))
 %load_ext cudamagic
 """
@@ -697,6 +703,17 @@ def main(argv=None):
         action="store_true",
         help="only the side-by-side rows with nvitop and gpustat",
     )
+    ap.add_argument(
+        "--kernel-only",
+        action="store_true",
+        help="only the sampler thread in a real kernel (part 0)",
+    )
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="seconds each GPU count of part 0 runs (default 10, 3 with --quick)",
+    )
     ap.add_argument("--side", help=argparse.SUPPRESS)  # a worker process of bench_peers
     ap.add_argument("--gpus", type=int, default=8, help=argparse.SUPPRESS)
     ap.add_argument("--pid", type=int, default=0, help=argparse.SUPPRESS)
@@ -704,10 +721,14 @@ def main(argv=None):
     if a.side:
         return side_worker(a.side, a.gpus, a.pid)
     print(f"bench_gpuwatch on {os.cpu_count()} CPUs, Python {sys.version.split()[0]}")
+    kernel_s = a.seconds if a.seconds is not None else 3.0 if a.quick else 10.0
+    if a.kernel_only:
+        bench_kernel(kernel_s)
+        return
     bench_peers((8, 64), reps=5 if a.quick else 15)
     if a.peers_only:
         return
-    bench_kernel(3.0 if a.quick else 10.0)
+    bench_kernel(kernel_s)
     bench_sample_cost()
     bench_stub_cost()
     if a.stub_only:

@@ -85,7 +85,9 @@ def _int_reader(field: str, function: str, *constants: tuple[str, int]):
     """
 
     def read(mod, h):
-        args = (getattr(mod, name, default) for name, default in constants)
+        if not constants:
+            return {field: int(getattr(mod, function)(h))}
+        args = [getattr(mod, name, default) for name, default in constants]
         return {field: int(getattr(mod, function)(h, *args))}
 
     return read
@@ -371,19 +373,23 @@ def check_values(values: dict, context: dict | None = None) -> dict:
 
     ``values`` + ``context`` are the bounds.
     """
-    ctx = dict(context or {})
-    # a bound that is itself no reading (a sentinel, negative, above its own absolute bound) is
-    # left out by _bound
-    ctx.update({k: v for k, v in values.items() if not isinstance(v, NA)})
-    # a plain int below every bound passes at once (a monitor tick checks ~20 per GPU)
-    tops = {f: _PLAIN_TOP.get(f, 0xFFFFFFFE) for f in values}
-    for f in _BY.keys() & tops.keys():
-        b, factor = _bound(f, ctx)
-        tops[f] = tops[f] if b is None else min(tops[f], b * factor)
-    return {
-        k: v if type(v) is int and 0 <= v <= tops[k] else check_value(k, v, ctx)
-        for k, v in values.items()
-    }
+    # a bound that is itself no reading (a sentinel, negative, above its own absolute bound, an
+    # NA) is left out by _bound: without a context, the values are their own context
+    ctx = (
+        values if not context else {**context, **{k: v for k, v in values.items() if not is_na(v)}}
+    )
+    out = {}
+    for k, v in values.items():  # a plain int below every bound passes at once (~20 per GPU)
+        if type(v) is int and 0 <= v <= _PLAIN_TOP.get(k, 0xFFFFFFFE):
+            if k not in _BY:
+                out[k] = v
+                continue
+            b, factor = _bound(k, ctx)
+            if b is None or v <= b * factor:
+                out[k] = v
+                continue
+        out[k] = check_value(k, v, ctx)
+    return out
 
 
 #: The largest value of a field :func:`check_value` passes whatever the other readings: below
@@ -407,6 +413,12 @@ def check_process(pid, used, memory_total=None):
     through the sentinel and ``memory.total`` bounds.
     """
     ok = isinstance(pid, int) and 0 < pid <= PID_MAX
+    if (
+        type(used) is int
+        and type(memory_total) is int
+        and 0 <= used <= memory_total <= MAX_MEMORY_BYTES
+    ):
+        return ok, used  # within the GPU's memory: what check_value passes, at once
     if not is_na(used):
         used = check_value("memory.used", used, {"memory.total": memory_total})
         if is_na(used) and used.code == "implausible":

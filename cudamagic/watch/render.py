@@ -23,7 +23,7 @@ import datetime as _dt
 import textwrap
 
 from ..core.fmt import TEXT_WIDTH, esc, format_bytes, na_cell_html, terminal_safe, text_table
-from ..core.na import is_na
+from ..core.na import NA, is_na
 from ..core.style import badge, page, scroll
 from .samples import Sample, TorchSample
 from .style import CHART_WIDTH_PX, PLAIN, WATCH_CSS, bar_html, live_html, meter_html
@@ -483,21 +483,45 @@ def _driver_model(g) -> str:
 _PIECES = {}  # (piece, its inputs with their types) -> HTML; see _piece
 
 
-def _piece(name: str, values: tuple, build, live: bool = False) -> str:
-    """``build()``'s HTML, kept by ``values`` (a card's parts repeat tick after tick).
+def ascii_html(html: str) -> str:
+    """``html`` with each non-ASCII character as its reference (``·`` -> ``&#183;``).
+
+    The browser shows the same text. A widget's value goes to the front end as UTF-8 JSON:
+    an ASCII string is copied as it is, any other is encoded character by character (some 25
+    times slower for a whole tick's HTML).
+    """
+    return html if html.isascii() else html.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def _piece(name: str, values: tuple, build, g, live: bool = False, memo=None) -> str:
+    """``build(g)``'s HTML, kept by ``values`` (a card's parts repeat tick after tick).
 
     ``live``: without the inline look the live widget's stylesheet repeats (:func:`live_html`).
+    ``memo``: a dict kept by the live widget for one GPU: the piece is ASCII
+    (:func:`ascii_html`), and the one it showed last is kept there with its values and compared
+    with them, so a part that did not move costs no hashing of its values (a process table's
+    rows); one that moved is looked up as the others.
     """
-    key = (name, live, values, tuple(map(type, values)))  # 1 == 1.0 == True, written differently
+    types = tuple(map(type, values))  # 1 == 1.0 == True, written differently
+    if memo is not None:
+        kept = memo.get(name)
+        if kept is not None and kept[0] == values and kept[1] == types:
+            return kept[2]
+    key = (name, live, memo is not None, values, types)
     try:
         html = _PIECES.get(key)
     except TypeError:  # an input that cannot be a key
-        return live_html(build()) if live else build()
+        key, html = None, None
     if html is None:
-        html = live_html(build()) if live else build()
-        if len(_PIECES) >= 20_000:
-            _PIECES.clear()
-        _PIECES[key] = html
+        html = live_html(build(g)) if live else build(g)
+        if memo is not None:
+            html = ascii_html(html)
+        if key is not None:
+            if len(_PIECES) >= 20_000:
+                _PIECES.clear()
+            _PIECES[key] = html
+    if memo is not None:
+        memo[name] = (values, types, html)
     return html
 
 
@@ -584,23 +608,28 @@ def _migs_html(g) -> str:
     )
 
 
-def gpu_html(g, live: bool = False) -> str:
+def gpu_html(g, live: bool = False, memo: dict | None = None) -> str:
     """One GPU card (escaped).
 
     Name, driver model, bars with their values, the other readings, processes. Each part is
     built once for the values it shows (:func:`_piece`): a monitor tick where one reading moved
     renders that row only. ``live``: for the live widget, which has the stylesheet (no inline
-    look that it repeats: :func:`~.style.live_html`).
+    look that it repeats: :func:`~.style.live_html`). ``memo``: where this GPU's parts are kept
+    (one dict per GPU, see :func:`_piece`), instead of the cache all cards share.
     """
     head = _piece(
-        "head", (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model), lambda: _head_html(g)
+        "head",
+        (g.index, g.mig_enabled, g.name, g.uuid, g.driver_model),
+        _head_html,
+        g,
+        memo=memo,
     )
     if g.lost is not None:
         return f'{head}<div class="cm-lost">{badge("LOST", "error")} {_cell(g.lost)}</div>'
     used, total, rsv = g.memory_used_bytes, g.memory_total_bytes, g.memory_reserved_bytes
     body = (
-        _piece("util", (g.gpu_util_pct, g.mem_util_pct), lambda: _util_row(g), live)
-        + _piece("memory", (used, total, rsv), lambda: _memory_row(g), live)
+        _piece("util", (g.gpu_util_pct, g.mem_util_pct), _util_row, g, live, memo)
+        + _piece("memory", (used, total, rsv), _memory_row, g, live, memo)
         + _piece(
             "rows",
             (
@@ -613,12 +642,14 @@ def gpu_html(g, live: bool = False) -> str:
                 g.pstate,
                 g.throttle_reasons_mask,
             ),
-            lambda: _other_rows(g),
+            _other_rows,
+            g,
             live,
+            memo,
         )
     )
-    migs = _piece("migs", g.mig_devices, lambda: _migs_html(g)) if g.mig_devices else ""
-    procs = _piece("procs", (g.processes, used, rsv), lambda: processes_html(g))
+    migs = _piece("migs", g.mig_devices, _migs_html, g, memo=memo) if g.mig_devices else ""
+    procs = _piece("procs", (g.processes, used, rsv), processes_html, g, memo=memo)
     return f'{head}<table class="cm-rows"><tbody>{body}</tbody></table>{migs}{procs}'
 
 
@@ -706,6 +737,25 @@ def spark_point(g):
     return u, m
 
 
+def spark_y(g) -> tuple:
+    """``spark_point(g)`` as the polylines' y texts (:func:`_y_text`), in one step.
+
+    The live chart adds two points per GPU at every tick.
+    """
+    if g is None:
+        return None, None
+    u, used, total = g.gpu_util_pct, g.memory_used_bytes, g.memory_total_bytes
+    if isinstance(u, NA):
+        uy = None
+    else:
+        u = float(u)
+        uy = _Y_TEXTS[0 if u < 0 else 100 if u > 100 else round(u)]
+    if isinstance(used, NA) or isinstance(total, NA) or not total:
+        return uy, None
+    m = 100.0 * used / total
+    return uy, _Y_TEXTS[0 if m < 0 else 100 if m > 100 else round(m)]
+
+
 def chart_points(history, index: int) -> list:
     """``[(timestamp_s, util %, mem %), ...]`` of GPU ``index`` over ``history``.
 
@@ -731,9 +781,13 @@ def span_text(seconds: float) -> str:
     return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
 
 
+#: The polyline y of each whole percentage (written once: two per GPU at every tick).
+_Y_TEXTS = tuple(str(100 - v) for v in range(101))
+
+
 def _y_text(v) -> str | None:
     """A chart value (%) as its polyline y (0 at the top, 100 at the bottom); None stays None."""
-    return None if v is None else str(100 - (0 if v < 0 else 100 if v > 100 else round(v)))
+    return None if v is None else _Y_TEXTS[0 if v < 0 else 100 if v > 100 else round(v)]
 
 
 def _x_of(t: float, t0: float) -> int:
@@ -796,14 +850,24 @@ def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
     the first to the last sample (y 0-100) stretched to the plot; only numbers computed here go in
     it.
     """
+    head, label, body, close = chart_frame(xs, when, axis)
+    i = str(int(index))
+    return [head, i, label, i, body, *lines, close]
+
+
+def chart_frame(xs, when: str, axis: str) -> tuple:
+    """What every GPU's live chart of one tick shares (see :func:`_chart`).
+
+    ``(head, label, body, close)``: GPU ``i``'s chart is ``head``, ``i``, ``label``, ``i``,
+    ``body``, its polylines, ``close`` (the GPU's index is the only difference between them).
+    ``xs``: a sequence of the samples' x (centiseconds).
+    """
     n = len(xs)
     x0 = xs[0] if n else 0
     span = max(1, xs[-1] - x0) if n else 1
-    label = (
-        f"GPU {int(index)}: utilization % (solid) and memory used % (dashed), {when}, {n} samples"
-    )
+    label = f": utilization % (solid) and memory used % (dashed), {when}, {n} samples"
     plot_w = CHART_WIDTH_PX - _Y_AXIS_PX - 3
-    return [
+    return (
         '<div class="cm-chart"><div class="cm-chart-key"><span><span '
         'class="cm-swatch"></span>utilization'
         '</span><span><span class="cm-swatch cm-mem"></span>memory used</span></div>'
@@ -811,13 +875,14 @@ def _chart(index: int, xs, when: str, axis: str, lines: list) -> list:
         "<span>100%</span><span>50%</span><span>0%</span></div>"
         f'<svg width="{plot_w}" height="{CHART_HEIGHT_PX}" viewBox="{x0} 0 {span} 100" '
         'preserveAspectRatio="none" '
-        f'role="img" aria-label="{label}"><title>{label}</title>'
+        'role="img" aria-label="GPU ',
+        f'{label}"><title>GPU ',
+        f"{label}</title>"
         f'<line class="cm-grid" x1="{x0}" y1="50" x2="{x0 + span}" y2="50" '
         'vector-effect="non-scaling-stroke"/>',
-        *lines,
         f'</svg></div><div class="cm-chart-x" style="margin-left:{_Y_AXIS_PX + 3}px">{axis}</div>'
         "</div>",
-    ]
+    )
 
 
 def chart_image_html(history, index: int) -> str:

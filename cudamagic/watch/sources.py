@@ -15,9 +15,11 @@ faults (the sample carries NA values with the reason); :class:`ReplaySource` rai
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import sys
 import time
+import weakref
 
 import psutil
 
@@ -101,6 +103,81 @@ def _cpu_busy_total(times):
     return total - idle, total
 
 
+def _kib_field(text: bytes, key: bytes):
+    """The number after ``key`` in ``/proc/meminfo`` text (kB), or None."""
+    i = text.find(key)
+    if i < 0:
+        return None
+    return int(text[i + len(key) : text.index(b"\n", i)].split()[0])
+
+
+class ProcFiles:
+    """``/proc/stat`` and ``/proc/meminfo`` kept open and read with one ``pread`` each (Linux).
+
+    The same numbers as ``psutil.cpu_times()`` (the same fields summed, in clock ticks rather
+    than seconds: CPU % is their ratio) and ``psutil.virtual_memory()`` (``MemTotal``, and
+    ``MemAvailable`` where the kernel has a plausible one, else None: the caller asks psutil),
+    without a Python file object per reading nor the fields the monitor does not show.
+    """
+
+    def __init__(self, root: str = "/proc"):
+        self._n_cpu_fields = len(psutil.cpu_times())  # the fields psutil sums on this kernel
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+        fds = []
+        try:
+            for name in ("stat", "meminfo"):
+                fds.append(os.open(f"{root}/{name}", flags))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        self._stat, self._meminfo = fds
+        self._close = weakref.finalize(self, _close_fds, fds)
+
+    def cpu_busy_total(self) -> tuple:
+        """``(busy, total)`` CPU clock ticks of all CPUs since boot (idle: idle + iowait)."""
+        fields = os.pread(self._stat, 4096, 0).split(b"\n", 1)[0].split()
+        if fields[0] != b"cpu":
+            raise ValueError(f"/proc/stat starts with {fields[0]!r}")
+        ticks = [int(v) for v in fields[1 : 1 + self._n_cpu_fields]]
+        total = sum(ticks)
+        return total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0), total
+
+    def memory(self):
+        """``(used, total)`` bytes (used: total - available), or None where psutil must say."""
+        text = os.pread(self._meminfo, 4096, 0)
+        total, avail = _kib_field(text, b"MemTotal:"), _kib_field(text, b"MemAvailable:")
+        if total is None or avail is None or not 0 < avail <= total:
+            return None  # an old kernel, or a reading psutil corrects: psutil's own answer
+        return (total - avail) * 1024, total * 1024
+
+    def close(self) -> None:
+        """Close both files (idempotent); a later reading raises OSError.
+
+        (Never reads another file that got the same descriptor number.)
+        """
+        self._close()
+        self._stat = self._meminfo = -1
+
+
+def _close_fds(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def proc_files():
+    """A :class:`ProcFiles` where the host has Linux's ``/proc``, else None."""
+    if not sys.platform.startswith("linux") or psutil.PROCFS_PATH != "/proc":
+        return None
+    try:
+        return ProcFiles()
+    except (OSError, ValueError):
+        return None
+
+
 # : Command-line marks of multiprocessing's own helper processes, which are not DataLoader workers:
 # the resource
 # : tracker that the first spawn/forkserver start leaves running for the kernel's life (POSIX), and
@@ -113,7 +190,7 @@ CHILD_LISTING_S = 1.0
 
 
 class HostReader:
-    """Reads the host with ``psutil``; keeps the previous CPU times so percentages are deltas.
+    """Reads the host (``/proc`` on Linux, else psutil); keeps the last CPU times for deltas.
 
     CPU % needs two readings at least 0.05 s apart; before that it is NA. DataLoader workers
     are this kernel's child processes that run Python's multiprocessing (``spawn``/``forkserver``
@@ -135,12 +212,43 @@ class HostReader:
         self._known = {}
         self._listed = (float("-inf"), ())  # (clock, pids) of the last listing of the children
         self._cpu_count = psutil.cpu_count() or NA("unknown", "error")
+        self._files = proc_files()
         self.prime()
+
+    def close(self) -> None:
+        """Close the ``/proc`` files kept open (later readings ask psutil)."""
+        files, self._files = self._files, None
+        if files is not None:
+            files.close()
+            t, _, _, own = self._last
+            self._last = (t, None, None, own)  # psutil counts seconds: the next CPU % warms up
+
+    def _cpu_busy_total(self) -> tuple:
+        """``(busy, total)`` CPU time of all CPUs (ticks from /proc, else psutil's seconds)."""
+        if self._files is not None:
+            try:
+                return self._files.cpu_busy_total()
+            except (OSError, ValueError, IndexError):
+                self.close()  # psutil from now on (in seconds: the next CPU % warms up)
+                raise
+        return _cpu_busy_total(psutil.cpu_times())
+
+    def _memory(self) -> tuple:
+        """``(used, total)`` bytes of host RAM (used: total - available, as psutil counts it)."""
+        if self._files is not None:
+            try:
+                got = self._files.memory()
+            except (OSError, ValueError, IndexError):
+                got = None
+            if got is not None:
+                return got
+        vm = psutil.virtual_memory()
+        return int(vm.total - vm.available), int(vm.total)
 
     def prime(self):
         """Take the reference reading that the next :meth:`read` compares against."""
         try:
-            busy, total = _cpu_busy_total(psutil.cpu_times())
+            busy, total = self._cpu_busy_total()
             own = self._own_cpu_s()
         except Exception:
             busy = total = own = None
@@ -207,7 +315,7 @@ class HostReader:
         dt = now - t0
         warming = NA("needs two readings at least 0.05 s apart", "warming_up")
         try:
-            busy, total = _cpu_busy_total(psutil.cpu_times())
+            busy, total = self._cpu_busy_total()
             cpu = (
                 warming
                 if busy0 is None or dt < 0.05 or total <= total0
@@ -226,8 +334,7 @@ class HostReader:
         except Exception as exc:
             own, kcpu = None, NA(f"psutil failed: {exc}", "error")
         try:
-            vm = psutil.virtual_memory()
-            used, tot = int(vm.total - vm.available), int(vm.total)
+            used, tot = self._memory()
         except Exception as exc:
             used = tot = NA(f"psutil.virtual_memory failed: {exc}", "error")
         workers = self._workers(dt, now)
@@ -433,9 +540,19 @@ class LiveSource(Source):
         self.proc_info = proc_info
         self._static = {}  # index -> (name, uuid, mig_enabled, driver model)
         self._names = {}  # pid -> (name, cmdline, visible), pruned to pids still listed
+        # (index, pid) -> (what its ProcessSample was made of, that row); index -> the last rows:
+        # a process that reads the same is the same object (a card compares it at once)
+        self._rows = {}
+        self._row_lists = {}
         self.label = "live"
         self.spill = memwarn.SpillWatch()
         self.growth = memwarn.AllocatorGrowth()
+
+    def close(self) -> None:
+        """Close the host reader's files (a stopped monitor reads no more)."""
+        close = getattr(self.host, "close", None)
+        if close is not None:
+            close()
 
     def _static_facts(self, dev):
         facts = self._static.get(dev.index)
@@ -482,19 +599,26 @@ class LiveSource(Source):
                     )
                 else:
                     used = NA(f"{used.reason}; {got.reason}", "wddm")
-            rows.append(
-                ProcessSample(
+            fields = (pid, info[0], self._cmdline(pid, info[1]), used, p.type, bool(info[2]), extra)
+            kept = self._rows.get((dev.index, pid))
+            if kept is None or kept[0] != fields:  # else the same row: kept, compared at once
+                row = ProcessSample(
                     pid=pid,
                     name=info[0],
-                    cmdline=self._cmdline(pid, info[1]),
+                    cmdline=fields[2],
                     used_memory_bytes=used,
                     type=p.type,
                     own=(pid == self.pid),
-                    visible=bool(info[2]),
+                    visible=fields[5],
                     **extra,
                 )
-            )
-        return tuple(rows)
+                kept = self._rows[(dev.index, pid)] = (fields, row)
+            rows.append(kept[1])
+        last = self._row_lists.get(dev.index)
+        if last is not None and len(last) == len(rows) and all(map(operator.is_, last, rows)):
+            return last
+        rows = self._row_lists[dev.index] = tuple(rows)
+        return rows
 
     def _cmdline(self, pid, cmdline):
         """``cmdline`` when it may be shown.
@@ -557,6 +681,8 @@ class LiveSource(Source):
         )
         self._names = names
         self._mine = {pid: v for pid, v in self._mine.items() if pid in names}
+        if len(self._rows) > len(names) * max(1, len(self.devices)):
+            self._rows = {k: v for k, v in self._rows.items() if k[1] in names}
         host = self.host.read()
         torch_state = self.torch_reader()
         own = [

@@ -18,18 +18,17 @@ import contextlib
 from ..core.fmt import NO_MATH
 from ..core.style import CSS
 from .render import (
-    _chart,
     _polyline,
     _polylines,
     _time_axis,
     _x_of,
-    _y_text,
+    ascii_html,
+    chart_frame,
     gpu_html,
-    gpu_row,
     host_html,
     sample_text,
     snapshot_html,
-    spark_point,
+    spark_y,
     status_html,
 )
 from .style import WATCH_CSS
@@ -180,6 +179,8 @@ class WatchView(View):
         self._ys = {i: (_Line(self.SPARK_POINTS), _Line(self.SPARK_POINTS)) for i in indices}
         self._last_key = None
         self._cards = {}  # index -> (the GpuSample or None its card shows, the card's HTML)
+        self._index_text = {i: str(int(i)) for i in self.indices}
+        self._pieces = {}  # index -> the parts of its card, kept by the values they show
 
     def widgets(self) -> list:
         """Every widget whose value :meth:`apply` sets."""
@@ -191,6 +192,7 @@ class WatchView(View):
         if key == self._last_key:
             return
         seed = history if self._last_key is None and history else [sample]
+        lines = self._ys.items()
         for s in seed[-self.SPARK_POINTS :]:
             by_index = {g.index: g for g in s.gpus}
             if self._t0 is None:
@@ -199,18 +201,19 @@ class WatchView(View):
             self._times.append(s.timestamp_s)
             self._xs.append(x)
             xt = f"{x},"
-            for i, (util, mem) in self._ys.items():
-                u, m = spark_point(by_index.get(i))
-                util.add(None if u is None else xt + _y_text(u))
-                mem.add(None if m is None else xt + _y_text(m))
+            for i, (util, mem) in lines:
+                u, m = spark_y(by_index.get(i))
+                util.add(None if u is None else xt + u, u)
+                mem.add(None if m is None else xt + m, m)
         self._last_key = key
 
     def _card(self, i, g) -> str:
         """GPU ``i``'s card, rendered again only when its GPU reads differently."""
         drawn = self._cards.get(i)
         if drawn is None or drawn[0] != g:  # GpuSamples (or None) that read the same: one card
-            html = (
-                gpu_html(g, live=True)  # the stylesheet is there: the inline look is not sent
+            html = ascii_html(
+                # the stylesheet is there: the inline look is not sent; parts kept per GPU
+                gpu_html(g, live=True, memo=self._pieces.setdefault(i, {}))
                 if g is not None
                 else f"<div>GPU {int(i)}: not in this sample</div>"
             )
@@ -221,21 +224,34 @@ class WatchView(View):
         """``{widget: new value}`` for a sample (no widget touched; the chart series grows).
 
         A card whose GPU reads as the card shows it now is not rendered again. The charts share
-        their time axis: it is computed once for all GPUs.
+        their time axis and all but the GPU's index and lines (:func:`~.render.chart_frame`):
+        that part is written once for all GPUs. The GPUs' HTML is ASCII (:func:`ascii_html`).
         """
         out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
         if sample is not None:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
-            xs = list(self._xs)
-            when, axis = _time_axis(list(self._times))
+            head, label, body, close = chart_frame(self._xs, *_time_axis(self._times))
             pieces = [PART_OPEN]  # joined once: a tick copies the HTML of every GPU once
             for i in self.indices:
                 util, mem = self._ys[i]
-                lines = [mem.polylines("cm-line-mem"), util.polylines("cm-line-util")]
-                pieces += gpu_row(self._card(i, by_index.get(i)), _chart(i, xs, when, axis, lines))
-            pieces += [f"<div>{host_html(sample)}</div>", "</div>"]
-            out[self.gpus] = "".join(pieces)
+                n = self._index_text[i]
+                pieces += (  # render.gpu_row(card, render._chart(...)), in one list
+                    '<div class="cm-gpu-row"><div class="cm-card">',
+                    self._card(i, by_index.get(i)),
+                    "</div>",
+                    head,
+                    n,
+                    label,
+                    n,
+                    body,
+                    mem.polylines("cm-line-mem"),
+                    util.polylines("cm-line-util"),
+                    close,
+                    "</div>",
+                )
+            pieces += ("<div>", ascii_html(host_html(sample)), "</div></div>")
+            out[self.gpus] = ascii_html("".join(pieces))  # ASCII already: no copy
         return out
 
     def show(self, sample, history, state, samples_taken, error) -> None:
@@ -248,29 +264,55 @@ class _Line:
     """One chart line of the live view: its last points and their polyline text.
 
     The text is kept as points come and go (one point added, the oldest cut off), so a tick
-    does not join every point of every GPU's chart again.
+    does not join every point of every GPU's chart again. A point between two of the same height
+    is left out of it (:func:`_flat_cut`): the same line is drawn, and a flat stretch (memory in
+    use that does not move, an idle or a saturated GPU) is two points long in the HTML.
     """
 
     def __init__(self, maxlen: int):
-        self.points = collections.deque(maxlen=maxlen)
-        self.text = ""  # " ".join(points) while no point is None, else None
+        self.points = collections.deque(maxlen=maxlen)  # "x,y" texts, None: no value
+        self.ys = collections.deque(maxlen=maxlen)  # their y texts
+        self.text = ""  # _flat_cut(points) while no point is None, else None
 
-    def add(self, p: str | None) -> None:
-        """Append ``"x,y"`` (or None: no value)."""
-        pts = self.points
-        gone = pts[0] if len(pts) == pts.maxlen else ""
-        pts.append(p)
-        if p is None or gone is None or self.text is None:
-            self.text = None if None in pts else " ".join(pts)
+    def add(self, p: str | None, y: str | None = None) -> None:
+        """Append ``"x,y"`` (or None: no value); ``y``: its y text, if known."""
+        pts, ys = self.points, self.ys
+        if y is None and p is not None:
+            y = p[p.index(",") + 1 :]
+        full = len(pts) == pts.maxlen
+        if p is None or self.text is None or (full and pts[0] is None):
+            pts.append(p)  # a gap comes, is there or goes: the text from all the points
+            ys.append(y)
+            self.text = None if None in pts else _flat_cut(pts, ys)
+            return
+        text = self.text
+        if full:  # the oldest point goes; the next one starts the line (and the text) now
+            gone, y0 = pts.popleft(), ys.popleft()
+            if len(pts) >= 2 and y0 == ys[0] == ys[1]:  # it was left out: it comes back
+                text = pts[0] + text[len(gone) :]
+            else:
+                text = text[len(gone) + 1 :]
+        if len(pts) >= 2 and ys[-2] == ys[-1] == y:  # the last point is between two now
+            text = text[: len(text) - len(pts[-1])] + p
         else:
-            text = self.text[len(gone) + 1 :] if gone else self.text
-            self.text = f"{text} {p}" if text else p
+            text = f"{text} {p}" if text else p
+        pts.append(p)
+        ys.append(y)
+        self.text = text
 
     def polylines(self, cls: str) -> str:
         """The polylines' HTML (see :func:`_polylines`)."""
         if self.text is None or len(self.points) < 2:
             return _polylines(list(self.points), cls, "")
         return _polyline(self.text, cls, "")  # the look: in the stylesheet
+
+
+def _flat_cut(points, ys) -> str:
+    """``" ".join(points)`` without each point whose neighbours are as high as it."""
+    last = len(points) - 1
+    return " ".join(
+        p for i, p in enumerate(points) if i in (0, last) or not ys[i - 1] == ys[i] == ys[i + 1]
+    )
 
 
 class MachineViews:

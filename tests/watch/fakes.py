@@ -5,6 +5,7 @@ the fake NVML (``tests/fake_nvml.py`` through the ``fake_nvml`` fixture) and the
 """
 
 import os
+import re
 import threading
 
 from cudamagic.core.na import NA
@@ -73,6 +74,18 @@ def wait_until(condition, timeout_s: float = 10.0):
     return condition() or None
 
 
+def as_read(html: str) -> str:
+    """``html`` with its decimal character references as the characters a browser reads.
+
+    (``&#183;`` -> ``·``: the live widget sends its HTML as ASCII; ``esc`` writes ``&#x27;``.)
+    """
+    return re.sub(r"&#([0-9]+);", lambda m: chr(int(m[1])), html)
+
+
 def gpu_row(view, index: int) -> str:
-    """The HTML of GPU ``index``'s row (card and chart) in a WatchView's ``gpus`` widget."""
-    return view.gpus.value.split('<div class="cm-gpu-row">')[1 + view.indices.index(index)]
+    """The HTML of GPU ``index``'s row (card and chart) in a WatchView's ``gpus`` widget.
+
+    Its character references read as the browser reads them (:func:`as_read`).
+    """
+    rows = view.gpus.value.split('<div class="cm-gpu-row">')
+    return as_read(rows[1 + view.indices.index(index)])

@@ -18,7 +18,7 @@ from cudamagic.watch.render import gpu_html
 from cudamagic.watch.style import live_html
 from cudamagic.watch.trace import read_trace
 from tests.inline import plain
-from tests.watch.fakes import DEMO, ROOT
+from tests.watch.fakes import DEMO, ROOT, as_read
 
 CELL2 = """\
 import json, time
@@ -120,7 +120,9 @@ def test_replay_monitor_updates_while_another_cell_runs():
     # the saved widget state shows the 20th sample, not the first one the display was built with
     state = nb.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]
     values = [
-        m["state"].get("value") for m in state.values() if isinstance(m["state"].get("value"), str)
+        as_read(m["state"]["value"])  # as the browser reads it (the GPUs' HTML is sent as ASCII)
+        for m in state.values()
+        if isinstance(m["state"].get("value"), str)
     ]
     card0_last = live_html(gpu_html(samples[19].gpus[0]))  # the widget's card: no inline look
     card0_first = live_html(gpu_html(samples[0].gpus[0]))

@@ -21,6 +21,7 @@ from cudamagic.watch.sources import (
     CHILD_LISTING_S,
     HostReader,
     LiveSource,
+    ProcFiles,
     read_torch_allocator,
 )
 from cudamagic.watch.trace import sample_to_json
@@ -221,6 +222,50 @@ def test_host_reader_real_psutil_and_dataloader_workers():
         tracker.wait()
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc")
+def test_host_files_read_what_psutil_reads():
+    files = ProcFiles()
+    hz = os.sysconf("SC_CLK_TCK")
+    # CPU time: psutil's fields in seconds, the files' in clock ticks; counters only grow, so
+    # the files' reading lies between psutil's readings before and after it
+    before = psutil.cpu_times()
+    busy, total = files.cpu_busy_total()
+    after = psutil.cpu_times()
+    assert sum(before) * hz - 1 <= total <= sum(after) * hz + 1
+    assert (
+        (before.idle + before.iowait) * hz - 1
+        <= total - busy
+        <= (after.idle + after.iowait) * hz + 1
+    )
+    used, mem_total = files.memory()
+    vm = psutil.virtual_memory()
+    assert mem_total == vm.total and abs(used - (vm.total - vm.available)) < vm.total * 0.05
+    files.close()
+    files.close()
+    with pytest.raises(OSError):
+        files.cpu_busy_total()  # closed: never another file that took its number
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc")
+def test_host_reader_closed_reads_psutil_and_warms_up_again(monkeypatch):
+    now = [0.0]
+    reader = HostReader(clock=lambda: now[0])
+    assert reader._files is not None
+    now[0] = 1.0
+    assert not is_na(reader.read().memory_total_bytes)
+    reader.close()  # what a stopped monitor does; psutil from now on, in other units
+    asked = []
+    real = psutil.cpu_times
+    monkeypatch.setattr(psutil, "cpu_times", lambda: asked.append(1) or real())
+    now[0] = 2.0
+    cpu_seconds = sum(real())
+    first = reader.read()
+    assert first.cpu_util_pct.code == "warming_up" and asked  # no delta of ticks and seconds
+    assert wait_until(lambda: sum(real()) > cpu_seconds + 0.05)  # the CPUs' counters moved
+    now[0] = 3.0
+    assert 0 <= reader.read().cpu_util_pct <= 100
+
+
 def test_workers_listed_at_most_once_a_second_and_dropped_as_soon_as_they_exit():
     import multiprocessing as mp
 
@@ -373,3 +418,19 @@ def test_compute_and_graphics_process_merged_as_c_plus_g(fake_nvml):
     s = live().read(1, 0.0)
     rows = {p.pid: (p.type, p.used_memory_bytes) for p in s.gpus[0].processes}
     assert rows == {4242: ("C+G", 3 * GIB), 4343: ("C", GIB), 4444: ("G", GIB // 2)}
+
+
+def test_a_process_that_reads_the_same_is_the_same_row(fake_nvml):
+    fake = fake_nvml("one_gpu")
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB), (4242, GIB)]
+    src = LiveSource(host=FakeHost())
+    first = src.read(1, 0.0).gpus[0].processes
+    again = src.read(2, 1.0).gpus[0].processes
+    assert again is first  # the same rows: the card compares them at once
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB), (4242, 2 * GIB)]
+    moved = src.read(3, 2.0).gpus[0].processes
+    before, after = ({p.pid: p for p in rows} for rows in (first, moved))
+    assert after[os.getpid()] is before[os.getpid()] and after[4242] is not before[4242]
+    assert after[4242].used_memory_bytes == 2 * GIB
+    fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB)]
+    assert src.read(4, 3.0).gpus[0].processes == (before[os.getpid()],)
