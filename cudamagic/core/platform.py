@@ -36,6 +36,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 
 import psutil
 
@@ -731,3 +732,79 @@ def read_at(fd: int, size: int, offset: int) -> bytes:
         return os.pread(fd, size, offset)
     os.lseek(fd, offset, os.SEEK_SET)
     return os.read(fd, size)
+
+
+# ---- host readings from /proc (Linux) ------------------------------------------------
+def _kib_field(text: bytes, key: bytes):
+    """The number after ``key`` in ``/proc/meminfo`` text (kB), or None."""
+    i = text.find(key)
+    if i < 0:
+        return None
+    return int(text[i + len(key) : text.index(b"\n", i)].split()[0])
+
+
+class ProcFiles:
+    """``/proc/stat`` and ``/proc/meminfo`` kept open and read with one ``pread`` each (Linux).
+
+    The same numbers as ``psutil.cpu_times()`` (the same fields summed, in clock ticks rather
+    than seconds: CPU % is their ratio) and ``psutil.virtual_memory()`` (``MemTotal``, and
+    ``MemAvailable`` where the kernel has a plausible one, else None: the caller asks psutil),
+    without a Python file object per reading nor the fields the monitor does not show.
+    """
+
+    def __init__(self, root: str = "/proc"):
+        self._n_cpu_fields = len(psutil.cpu_times())  # the fields psutil sums on this kernel
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+        fds = []
+        try:
+            for name in ("stat", "meminfo"):
+                fds.append(os.open(f"{root}/{name}", flags))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        self._stat, self._meminfo = fds
+        self._close = weakref.finalize(self, _close_fds, fds)
+
+    def cpu_busy_total(self) -> tuple:
+        """``(busy, total)`` CPU clock ticks of all CPUs since boot (idle: idle + iowait)."""
+        fields = os.pread(self._stat, 4096, 0).split(b"\n", 1)[0].split()
+        if fields[0] != b"cpu":
+            raise ValueError(f"/proc/stat starts with {fields[0]!r}")
+        ticks = [int(v) for v in fields[1 : 1 + self._n_cpu_fields]]
+        total = sum(ticks)
+        return total - ticks[3] - (ticks[4] if len(ticks) > 4 else 0), total
+
+    def memory(self):
+        """``(used, total)`` bytes (used: total - available), or None where psutil must say."""
+        text = os.pread(self._meminfo, 4096, 0)
+        total, avail = _kib_field(text, b"MemTotal:"), _kib_field(text, b"MemAvailable:")
+        if total is None or avail is None or not 0 < avail <= total:
+            return None  # an old kernel, or a reading psutil corrects: psutil's own answer
+        return (total - avail) * 1024, total * 1024
+
+    def close(self) -> None:
+        """Close both files (idempotent); a later reading raises OSError.
+
+        (Never reads another file that got the same descriptor number.)
+        """
+        self._close()
+        self._stat = self._meminfo = -1
+
+
+def _close_fds(fds):
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def proc_files():
+    """A :class:`ProcFiles` where the host has Linux's ``/proc``, else None."""
+    if not sys.platform.startswith("linux") or psutil.PROCFS_PATH != "/proc":
+        return None
+    try:
+        return ProcFiles()
+    except (OSError, ValueError):
+        return None

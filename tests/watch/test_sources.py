@@ -13,6 +13,7 @@ import types
 import psutil
 import pytest
 
+from cudamagic.core import platform
 from cudamagic.core.na import is_na
 from cudamagic.watch.render import gpu_html, sample_text
 from cudamagic.watch.sampler import Sampler
@@ -21,7 +22,6 @@ from cudamagic.watch.sources import (
     CHILD_LISTING_S,
     HostReader,
     LiveSource,
-    ProcFiles,
     read_torch_allocator,
 )
 from cudamagic.watch.trace import sample_to_json
@@ -224,7 +224,7 @@ def test_host_reader_real_psutil_and_dataloader_workers():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's /proc")
 def test_host_files_read_what_psutil_reads():
-    files = ProcFiles()
+    files = platform.ProcFiles()
     hz = os.sysconf("SC_CLK_TCK")
     # CPU time: psutil's fields in seconds, the files' in clock ticks; counters only grow, so
     # the files' reading lies between psutil's readings before and after it
@@ -434,3 +434,18 @@ def test_a_process_that_reads_the_same_is_the_same_row(fake_nvml):
     assert after[4242].used_memory_bytes == 2 * GIB
     fake.gpus[0]["processes"] = [(os.getpid(), 3 * GIB)]
     assert src.read(4, 3.0).gpus[0].processes == (before[os.getpid()],)
+
+
+@pytest.mark.parametrize("other", ["win32", "darwin"])
+def test_host_reader_asks_psutil_where_there_is_no_proc(monkeypatch, other):
+    monkeypatch.setattr(platform.sys, "platform", other)  # the other platform, presented
+    assert platform.proc_files() is None
+    asked = []
+    real = psutil.virtual_memory
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: asked.append(1) or real())
+    now = [0.0]
+    reader = HostReader(clock=lambda: now[0])
+    assert reader._files is None
+    now[0] = 1.0
+    sample = reader.read()
+    assert asked and sample.memory_total_bytes == real().total
