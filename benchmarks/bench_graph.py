@@ -267,7 +267,7 @@ def main(argv=None):
             unit="s",
             note=f"same graph: {same['nodes']} nodes, {same['edges']} edges; "
             f"CPU includes the dot child; ours: %%autograd_graph {FULL}; torchviz: make_dot, "
-            f"then its dot, stopped after {args.peer_limit:g} s of CPU",
+            f"then its dot (stopped if it passes {args.peer_limit:g} s of CPU)",
         )
     if args.only and "default view" not in args.only:
         return 0
