@@ -361,12 +361,16 @@ class Device:
             self._handle = h
         return self._handle
 
-    def query(self, group: str) -> dict:
-        """Run one query group; returns ``{field: value-or-NA}``."""
+    def query(self, group: str, h=None) -> dict:
+        """Run one query group; returns ``{field: value-or-NA}``.
+
+        ``h``: the handle (or its NA) when the caller holds it already, else asked here.
+        """
         fields, reader = GROUPS[group]
         if group in self._sticky:
             return dict.fromkeys(fields, self._sticky[group])
-        h = self.handle()
+        if h is None or self.lost is not None:  # lost by an earlier group: not asked again
+            h = self.handle()
         if is_na(h):
             return dict.fromkeys(fields, h)
         mod = _state["module"]
@@ -402,32 +406,18 @@ class Device:
         (once; they do not change) so that their bounds are known.
         """
         fields = tuple(fields)
-        plan = _GROUPS_OF.get(fields)
-        if plan is None:  # the groups of a field list, worked out once (a monitor asks ~20)
+        groups = _GROUPS_OF.get(fields)
+        if groups is None:  # the groups of a field list, worked out once (a monitor asks ~20)
             want = [*fields, *(b for f in fields for b in _BOUNDS.get(f, []))]
-            groups = dict.fromkeys(FIELD_GROUP[f] for f in want)
-            plan = _GROUPS_OF[fields] = tuple((g, *GROUPS[g]) for g in groups)
+            groups = _GROUPS_OF[fields] = tuple(dict.fromkeys(FIELD_GROUP[f] for f in want))
         out = {}
-        h = self.handle()  # what query asks for each group, asked once
-        mod = _state["module"]
-        sticky = self._sticky
-        for group, group_fields, reader in plan:
+        h = self.handle()  # asked once for every group
+        for group in groups:
             if group == "clocks_max" and self._max_clocks is not None:
                 out.update(self._max_clocks)
-            elif group in sticky:
-                out.update(dict.fromkeys(group_fields, sticky[group]))
-            elif self.lost is not None:  # lost (by an earlier group, maybe): not asked again
-                out.update(dict.fromkeys(group_fields, self.lost))
-            elif is_na(h):
-                out.update(dict.fromkeys(group_fields, h))
-            elif group == "memory":
-                out.update(self.query(group))
-            else:
-                try:
-                    out.update(reader(mod, h))
-                except Exception as exc:
-                    out.update(dict.fromkeys(group_fields, self._failed(group, exc)))
-            if group == "clocks_max" and self.lost is None and self._max_clocks is None:
+                continue
+            out.update(self.query(group, h))
+            if group == "clocks_max" and self.lost is None:
                 self._max_clocks = {k: out[k] for k in ("clocks.max.sm", "clocks.max.mem")}
         checked = check_values(out)
         return {f: checked[f] for f in fields}

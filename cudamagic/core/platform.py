@@ -768,7 +768,7 @@ class ProcFiles:
 
     def cpu_busy_total(self) -> tuple:
         """``(busy, total)`` CPU clock ticks of all CPUs since boot (idle: idle + iowait)."""
-        fields = os.pread(self._stat, 4096, 0).split(b"\n", 1)[0].split()
+        fields = read_at(self._stat, 4096, 0).split(b"\n", 1)[0].split()
         if fields[0] != b"cpu":
             raise ValueError(f"/proc/stat starts with {fields[0]!r}")
         ticks = [int(v) for v in fields[1 : 1 + self._n_cpu_fields]]
@@ -777,7 +777,7 @@ class ProcFiles:
 
     def memory(self):
         """``(used, total)`` bytes (used: total - available), or None where psutil must say."""
-        text = os.pread(self._meminfo, 4096, 0)
+        text = read_at(self._meminfo, 4096, 0)
         total, avail = _kib_field(text, b"MemTotal:"), _kib_field(text, b"MemAvailable:")
         if total is None or avail is None or not 0 < avail <= total:
             return None  # an old kernel, or a reading psutil corrects: psutil's own answer

@@ -25,6 +25,7 @@ from .render import (
     ascii_html,
     chart_frame,
     gpu_html,
+    gpu_row,
     host_html,
     sample_text,
     snapshot_html,
@@ -236,20 +237,9 @@ class WatchView(View):
             for i in self.indices:
                 util, mem = self._ys[i]
                 n = self._index_text[i]
-                pieces += (  # render.gpu_row(card, render._chart(...)), in one list
-                    '<div class="cm-gpu-row"><div class="cm-card">',
-                    self._card(i, by_index.get(i)),
-                    "</div>",
-                    head,
-                    n,
-                    label,
-                    n,
-                    body,
-                    mem.polylines("cm-line-mem"),
-                    util.polylines("cm-line-util"),
-                    close,
-                    "</div>",
-                )
+                chart = [head, n, label, n, body]  # render._chart, its shared frame written once
+                chart += (mem.polylines("cm-line-mem"), util.polylines("cm-line-util"), close)
+                pieces += gpu_row(self._card(i, by_index.get(i)), chart)
             pieces += ("<div>", ascii_html(host_html(sample)), "</div></div>")
             out[self.gpus] = ascii_html("".join(pieces))  # ASCII already: no copy
         return out
