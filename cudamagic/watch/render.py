@@ -952,18 +952,45 @@ def chart_image_html(history, index: int) -> str:
 # ---- whole views ----------------------------------------------------------------------------
 
 
-def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
-    """Title line: live or REPLAY (clearly labelled), time, counters, last sampler error."""
+def _status_kind(sample, label: str) -> tuple:
+    """``(kind, when)`` of the title line: LIVE or REPLAY of a file, and the sample's time."""
     if label.startswith("replay of "):
         kind = f"{badge('REPLAY', 'warn')} of <code>{esc(label[len('replay of ') :])}</code>"
-        when = "recorded at " + (esc(sample.timestamp) if sample else "-")
-    else:
-        kind = badge("LIVE", "ok")
-        when = esc(sample.timestamp) if sample else "-"
+        return kind, "recorded at " + (esc(sample.timestamp) if sample else "-")
+    return badge("LIVE", "ok"), esc(sample.timestamp) if sample else "-"
+
+
+def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
+    """Title line: live or REPLAY (clearly labelled), time, counters, last sampler error."""
+    kind, when = _status_kind(sample, label)
     err = f"<div>{badge('sampler error', 'error')} {esc(error)}</div>" if error else ""
     return (
         f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {when}</span> '
         f"<span>· samples: {int(samples_taken)}</span> <span>· {esc(state)}</span></div>{err}"
+    )
+
+
+def status_head_html(label: str, state: str, error: str) -> str:
+    """The live widget's title line: what :func:`status_html` says but the sample's.
+
+    It changes when the monitor's state does (started, stopped, an error), not at each tick.
+    """
+    kind, _ = _status_kind(None, label)
+    err = f"<div>{badge('sampler error', 'error')} {esc(error)}</div>" if error else ""
+    return (
+        f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {esc(state)}</span>'
+        f"</div>{err}"
+    )
+
+
+def status_tick_html(sample, label: str, samples_taken: int) -> str:
+    """The live widget's line of the latest sample: its time and the samples taken so far."""
+    _, when = _status_kind(sample, label)
+    if not label.startswith("replay of "):
+        when = f"last sample {when}" if sample else "no sample yet"
+    return (
+        f'<div class="cm-status cm-tick"><span>{when}</span> '
+        f"<span>· samples: {int(samples_taken)}</span></div>"
     )
 
 

@@ -30,7 +30,8 @@ from .render import (
     sample_text,
     snapshot_html,
     spark_y,
-    status_html,
+    status_head_html,
+    status_tick_html,
 )
 from .style import WATCH_CSS
 
@@ -154,12 +155,14 @@ class WatchView(View):
         label: ``"live"`` or ``"replay of PATH"`` (shown, escaped, as a REPLAY badge).
         on_stop: called (in the kernel's main thread) when the Stop button is clicked.
 
-    ``root`` is the VBox to display: the status row (wraps: the Stop button is never cut), one
-    HTML widget ``gpus`` holding a row per GPU (:func:`gpu_row`: the card grows, the chart
+    ``root`` is the VBox to display: the status row (the title line and the Stop button; it
+    wraps, the button is never cut), one HTML widget ``gpus`` holding the latest sample's line
+    (its time, the samples taken), a row per GPU (:func:`gpu_row`: the card grows, the chart
     is fixed at :data:`~.style.CHART_WIDTH_PX` and moves below the numbers in a narrow output)
-    and the host line, and a hidden widget holding the stylesheet. A tick sets two traits
-    whatever the number of GPUs: each message to the front end costs the sampler thread more
-    than reading a GPU, and every GPU's chart moves at every tick anyway.
+    and the host line, and a hidden widget holding the stylesheet. A tick sets one trait
+    whatever the number of GPUs (the title line changes with the monitor's state only): each
+    message to the front end costs the sampler thread more than reading a GPU, and every GPU's
+    chart moves at every tick anyway.
     """
 
     SPARK_POINTS = 120
@@ -228,12 +231,15 @@ class WatchView(View):
         their time axis and all but the GPU's index and lines (:func:`~.render.chart_frame`):
         that part is written once for all GPUs. The GPUs' HTML is ASCII (:func:`ascii_html`).
         """
-        out = {self.status: part(status_html(sample, self.label, state, samples_taken, error))}
-        if sample is not None:
+        out = {self.status: part(status_head_html(self.label, state, error))}
+        tick = ascii_html(status_tick_html(sample, self.label, samples_taken))
+        if sample is None:
+            out[self.gpus] = part(tick)
+        else:
             self._add_points(sample, history)
             by_index = {g.index: g for g in sample.gpus}
             head, label, body, close = chart_frame(self._xs, *_time_axis(self._times))
-            pieces = [PART_OPEN]  # joined once: a tick copies the HTML of every GPU once
+            pieces = [PART_OPEN, tick]  # joined once: a tick copies the HTML of every GPU once
             for i in self.indices:
                 util, mem = self._ys[i]
                 n = self._index_text[i]

@@ -285,13 +285,16 @@ def test_widget_monitor_without_a_kernel(fake_nvml):
         assert "LIVE" in watch.view.status.value
         first = gpu_row(watch.view, 0)
 
-        def shown():  # the sample count the status line shows
-            m = re.search(r"samples: (\d+)", watch.view.status.value)
+        def shown():  # the sample count the latest sample's line shows
+            m = re.search(r"samples: (\d+)", watch.view.gpus.value)
             return int(m.group(1)) if m else -1
 
         assert wait_until(lambda: shown() >= 4)
         assert gpu_row(watch.view, 0) != first
-        assert 4 <= shown() <= watch.samples_taken, (watch.view.status.value, watch.samples_taken)
+        assert 4 <= shown() <= watch.samples_taken, (
+            watch.view.gpus.value[:200],
+            watch.samples_taken,
+        )
         watch.view.button.click()  # the Stop button
         assert not watch.running and sampler_threads() == []
         assert watch.view.button.disabled and "stopped" in watch.view.status.value

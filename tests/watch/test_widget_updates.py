@@ -43,9 +43,8 @@ def test_an_unchanged_gpu_card_is_not_rendered_and_all_gpus_are_one_trait_set(
     card1 = gpu_row(view, 1).split('<div class="cm-chart">')[0]
     view.apply(s2, [s1, s2], samples_taken=2)
     assert rendered == [0]
-    # one message for all GPUs: their cards (kept as they were) and charts in one trait
-    assert len(sets) == len(set(sets)) and view.gpus in sets
-    assert set(sets) <= {view.status, view.gpus}
+    # one message a tick: all GPUs' cards (kept as they were), charts and the sample's line
+    assert sets == [view.gpus]
     assert gpu_row(view, 1).startswith(card1) and "2 samples" in gpu_row(view, 1)
     assert len(view.root.children) == 3  # header, GPUs and host, stylesheet
     view.close()
@@ -153,8 +152,10 @@ def test_a_tick_that_shows_nothing_new_sets_no_trait(fake_nvml):
     sets = _count_sets(view)
     view.apply(s1, [s1], samples_taken=1)  # the same sample again (a stop right after a tick)
     assert sets == []
-    view.apply(s1, [s1], samples_taken=2)  # only the status line says something new
-    assert sets == [view.status]
+    view.apply(s1, [s1], samples_taken=2)  # only the sample count says something new
+    assert sets == [view.gpus]
+    view.apply(s1, [s1], state="stopped", samples_taken=2)  # only the title line does
+    assert sets == [view.gpus, view.status]
     view.close()
 
 
