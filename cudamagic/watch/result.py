@@ -230,10 +230,10 @@ class GpuWatch:
 
     # -- widget updates (sampler thread) --------------------------------------------------
     def _update(self, sample):
-        _, hist = self.sampler.snapshot()
+        _, hist = self.sampler.snapshot(SPARKLINE_POINTS)
         self.view.apply(
             sample,
-            hist[-SPARKLINE_POINTS:],
+            hist,
             state=f"running, every {self.sampler.interval_s:g} s",
             samples_taken=self.sampler.samples_taken,
             error=self.sampler.error,
@@ -242,10 +242,10 @@ class GpuWatch:
     def _finished(self):
         if self.view is None:
             return
-        latest, hist = self.sampler.snapshot()
+        latest, hist = self.sampler.snapshot(SPARKLINE_POINTS)
         self.view.apply(
             latest,
-            hist[-SPARKLINE_POINTS:],
+            hist,
             state=_stopped(self.sampler.finished),
             samples_taken=self.sampler.samples_taken,
             error=self.sampler.error,

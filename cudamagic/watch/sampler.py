@@ -11,6 +11,7 @@ with a fake clock. It never prints and never raises: failures are recorded in ``
 from __future__ import annotations
 
 import collections
+import itertools
 import threading
 import time
 from typing import TYPE_CHECKING
@@ -217,7 +218,14 @@ class Sampler:
         t = self._thread
         return t is not None and t.is_alive() and not self._stop.is_set()
 
-    def snapshot(self):
-        """``(latest sample, list of history samples)`` taken consistently."""
+    def snapshot(self, last: int | None = None):
+        """``(latest sample, list of history samples)`` taken consistently.
+
+        ``last``: only the newest ``last`` samples of the history (a tick's chart needs 120 of
+        the 600 kept).
+        """
         with self._lock:
-            return self.latest, list(self.history)
+            h = self.history
+            if last is None or last >= len(h):
+                return self.latest, list(h)
+            return self.latest, list(itertools.islice(reversed(h), last))[::-1]

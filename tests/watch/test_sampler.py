@@ -418,3 +418,12 @@ def test_snapshot_is_the_latest_sample_and_a_copy_of_the_history():
     assert latest.seq == 3 and [s.seq for s in history] == [2, 3]
     history.clear()
     assert len(sampler.history) == 2
+
+
+def test_snapshot_of_the_newest_samples_only():
+    clock = FakeClock()
+    sampler = Sampler(CountingSource(), interval_s=1.0, history_len=5, count=7, clock=clock)
+    sampler.run_loop(wait=clock.wait)
+    latest, newest = sampler.snapshot(last=3)
+    assert latest.seq == 7 and [s.seq for s in newest] == [5, 6, 7]  # oldest first, as kept
+    assert [s.seq for s in sampler.snapshot(last=10)[1]] == [3, 4, 5, 6, 7]
