@@ -62,13 +62,14 @@ def place_params(graph: AutogradGraph) -> AutogradGraph:
 
 _src, _dst, _label = attrgetter("src"), attrgetter("dst"), attrgetter("label")
 _freed, _size_unknown = attrgetter("freed"), attrgetter("size_unknown")
+_held = attrgetter("held")
 
 
 def merge_held(nodes) -> tuple:
     """``((how, count), ...)`` summed over ``nodes`` (saved tensors behind saved-tensor hooks)."""
     total = Counter()
-    for n in nodes:
-        for how, count in n.held:  # empty for most nodes
+    for held in filter(None, map(_held, nodes)):  # empty for most nodes
+        for how, count in held:
             total[how] += count
     return tuple(sorted(total.items()))
 

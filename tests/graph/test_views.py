@@ -130,3 +130,14 @@ def test_fold_runs_folds_each_linear_chain_with_its_saved_nodes():
     ]
     assert runs.view == "chains folded" and runs.notes == ["2 chain(s) of ops folded (6 ops)."]
     assert views.fold_runs(graph, min_run=4) is graph  # no chain of 4
+
+
+def test_distinct_saved_bytes_counts_each_storage_once_sorted_by_id():
+    def box(*storages):
+        return M.GraphNode("b", M.MODULE, "b", storages=storages)
+
+    in_order = [box((0, 8)), box((1, 16), (2, 4)), box((5, 1))]
+    assert M.distinct_saved_bytes(in_order) == (29, ((0, 8), (1, 16), (2, 4), (5, 1)))
+    shuffled = [box((5, 1)), box((1, 16), (0, 8)), box((1, 16), (2, 4))]
+    assert M.distinct_saved_bytes(shuffled) == (29, ((0, 8), (1, 16), (2, 4), (5, 1)))
+    assert M.distinct_saved_bytes([box(), box()]) == (0, ())
