@@ -16,7 +16,8 @@ import dataclasses
 import functools
 from collections import Counter, defaultdict, deque
 from collections.abc import Iterable
-from itertools import chain
+from itertools import chain, compress
+from operator import attrgetter
 from typing import NamedTuple
 
 # ---- node and edge kinds ----------------------------------------------------------
@@ -132,8 +133,12 @@ def distinct_saved_bytes(nodes: Iterable) -> tuple:
     Returns:
         Total bytes, and the merged ``((storage_id, nbytes), ...)`` sorted by id.
     """
-    merged = dict(chain.from_iterable(n.storages for n in nodes))
+    merged = dict(chain.from_iterable(map(_storages, nodes)))
     return sum(merged.values()), tuple(sorted(merged.items()))
+
+
+_kind, _label, _storages = attrgetter("kind"), attrgetter("label"), attrgetter("storages")
+_OPS = frozenset((BACKWARD, ACCUMULATE))  # the kinds op_counts counts
 
 
 class GraphEdge(NamedTuple):
@@ -212,15 +217,17 @@ class AutogradGraph:
     @functools.cached_property
     def kind_counts(self) -> Counter:
         """``Counter`` of node kinds (``backward``, ``param``, ``output``, ...), counted once."""
-        return Counter(n.kind for n in self.nodes)
+        return Counter(map(_kind, self.nodes))
 
     @functools.cached_property
     def _op_counts(self) -> Counter:
-        c = Counter(n.label for n in self.nodes if n.kind in (BACKWARD, ACCUMULATE))
-        for n in self.nodes:
-            if n.kind == RUN:
-                for op, count in n.attrs:
-                    c[op] += int(count)
+        nodes = self.nodes
+        c = Counter(compress(map(_label, nodes), map(_OPS.__contains__, map(_kind, nodes))))
+        if self.kind_counts[RUN]:
+            for n in nodes:
+                if n.kind == RUN:
+                    for op, count in n.attrs:
+                        c[op] += int(count)
         return c
 
     def op_counts(self) -> Counter:

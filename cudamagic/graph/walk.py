@@ -302,7 +302,8 @@ def walk(outputs: Sequence, **kwargs) -> AutogradGraph:
     """Walk the graph behind ``outputs``, GC paused; see :func:`_walk` for the arguments."""
     with paused_gc(promote=True):
         graph = _walk(outputs, **kwargs)
-    note = guard_deep_free(sum(1 for n in graph.nodes if n.kind in (BACKWARD, ACCUMULATE)))
+    kinds = graph.kind_counts  # counted once: the views ask again
+    note = guard_deep_free(kinds[BACKWARD] + kinds[ACCUMULATE])
     if note:
         graph.notes.append(note)
     return graph

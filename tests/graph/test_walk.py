@@ -53,6 +53,28 @@ def test_saved_bytes_counts_activations_once():
     assert gr.saved_bytes_total == 4000
 
 
+def test_storage_ids_follow_the_slots_in_a_chain_and_in_a_branching_graph():
+    # storages are numbered in slot order (node ids), whether the walk visits the nodes in that
+    # order (a chain) or not (the sum of two chains: the second input is visited first)
+    x = torch.randn(10, requires_grad=True)
+    h = x.exp()  # ExpBackward0 saves its result h; SinBackward0 saves h too: one storage
+    w = h.sin().cos()  # CosBackward0 saves h.sin()
+    chain = G.walk([("w", w)])
+    assert [n.label for n in chain.nodes[1:4]] == ["CosBackward0", "SinBackward0", "ExpBackward0"]
+    assert [n.storages for n in chain.nodes[1:4]] == [((0, 40),), ((1, 40),), ((1, 40),)]
+    assert [n.saved_bytes for n in chain.nodes[1:4]] == [40, 40, 40]
+    assert chain.saved_bytes_total == 80
+    both = G.walk([("y", w + h.tanh())])  # TanhBackward0 (its result) is slot 3, visited first
+    by = {n.label: n for n in both.of_kind(M.BACKWARD)}
+    assert [n.label for n in both.nodes[1:4]] == ["AddBackward0", "CosBackward0", "TanhBackward0"]
+    assert [by[op].storages for op in ("CosBackward0", "TanhBackward0", "SinBackward0")] == [
+        ((0, 40),),
+        ((1, 40),),
+        ((2, 40),),
+    ]
+    assert by["ExpBackward0"].storages == ((2, 40),) and both.saved_bytes_total == 120
+
+
 def test_per_use_parameter_nodes_and_shared_params():
     w = torch.randn(3, requires_grad=True)
     h = torch.ones(3)
