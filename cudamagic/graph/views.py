@@ -156,10 +156,15 @@ def split_uses(graph: AutogradGraph) -> AutogradGraph:
 # ---- views drawn when the full graph is too big ---------------------------------------------
 def _dedupe(edges: Iterable, mapping: dict) -> list:
     """``edges`` with their ends renamed by ``mapping``, minus self-loops and repeats."""
-    out, seen, get = [], set(), mapping.get
-    for e in edges:
-        src, dst, kind = e
-        new_src, new_dst = get(src, src), get(dst, dst)
+    get = mapping.get
+    return _renamed((e, get(e[0], e[0]), get(e[1], e[1])) for e in edges)
+
+
+def _renamed(renames: Iterable) -> list:
+    """Edges renamed, minus self-loops and repeats; ``renames``: ``(edge, new src, new dst)``."""
+    out, seen = [], set()
+    for e, new_src, new_dst in renames:
+        kind = e[2]
         if new_src == new_dst:
             continue
         key = (new_src, new_dst, kind)
@@ -414,7 +419,10 @@ def fold_runs(graph: AutogradGraph, min_run: int = 3) -> AutogradGraph:
     view = "chains folded" if graph.view == "full" else f"{graph.view}, chains folded"
     return AutogradGraph(
         nodes,
-        _dedupe_at(edges, srcs, dsts, run_of),
+        _renamed(  # the ends of folded ops renamed to their run
+            (e, run_of[s] or e[0], run_of[d] or e[1])
+            for e, s, d in zip(edges, srcs, dsts, strict=True)
+        ),
         list(graph.calls),
         notes,
         graph.saved_bytes_total,
@@ -448,21 +456,3 @@ def _places(edges: Sequence, pos: dict, ids: list) -> tuple:
                     ids.append(end)
         srcs, dsts = list(map(pos.get, map(_src, edges))), list(map(pos.get, map(_dst, edges)))
     return srcs, dsts
-
-
-def _dedupe_at(edges: Sequence, srcs: list, dsts: list, new_of: list) -> list:
-    """:func:`_dedupe` with the ends' places in ``srcs``/``dsts`` and new ids by place.
-
-    ``new_of[place]``: the id an end at that place becomes, or None when it keeps its own.
-    """
-    out, seen = [], set()
-    for e, s, d in zip(edges, srcs, dsts, strict=True):
-        src, dst, kind = e
-        new_src, new_dst = new_of[s] or src, new_of[d] or dst
-        if new_src == new_dst:
-            continue
-        key = (new_src, new_dst, kind)
-        if key not in seen:
-            seen.add(key)
-            out.append(e if key == e else GraphEdge(new_src, new_dst, kind))
-    return out
