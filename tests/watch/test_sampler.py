@@ -427,3 +427,22 @@ def test_snapshot_of_the_newest_samples_only():
     latest, newest = sampler.snapshot(last=3)
     assert latest.seq == 7 and [s.seq for s in newest] == [5, 6, 7]  # oldest first, as kept
     assert [s.seq for s in sampler.snapshot(last=10)[1]] == [3, 4, 5, 6, 7]
+
+
+def test_wait_says_whether_the_thread_ended():
+    release = threading.Event()
+
+    class Stuck(CountingSource):
+        def read(self, seq, ts):
+            release.wait(10.0)
+            return super().read(seq, ts)
+
+    sampler = Sampler(Stuck(), interval_s=0.01, count=2)
+    assert sampler.wait(0.01) is True  # never started: nothing to wait for
+    sampler.start()
+    try:
+        assert sampler.wait(0.05) is False and sampler.running  # its first read is stuck
+    finally:
+        release.set()
+    assert sampler.wait(10.0) is True and sampler.samples_taken == 2
+    assert sampler.finished == "2 samples taken (--count)"
