@@ -963,11 +963,16 @@ def _status_kind(sample, label: str) -> tuple:
 def status_html(sample, label: str, state: str, samples_taken: int, error: str) -> str:
     """Title line: live or REPLAY (clearly labelled), time, counters, last sampler error."""
     kind, when = _status_kind(sample, label)
-    err = f"<div>{badge('sampler error', 'error')} {esc(error)}</div>" if error else ""
     return (
         f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {when}</span> '
-        f"<span>· samples: {int(samples_taken)}</span> <span>· {esc(state)}</span></div>{err}"
+        f"<span>· samples: {int(samples_taken)}</span> <span>· {esc(state)}</span></div>"
+        + _error_line(error)
     )
+
+
+def _error_line(error: str) -> str:
+    """The sampler's last error under the title line, or nothing."""
+    return f"<div>{badge('sampler error', 'error')} {esc(error)}</div>" if error else ""
 
 
 def status_head_html(label: str, state: str, error: str) -> str:
@@ -976,10 +981,9 @@ def status_head_html(label: str, state: str, error: str) -> str:
     It changes when the monitor's state does (started, stopped, an error), not at each tick.
     """
     kind, _ = _status_kind(None, label)
-    err = f"<div>{badge('sampler error', 'error')} {esc(error)}</div>" if error else ""
     return (
         f'<div class="cm-status"><b>gpuwatch</b> <span>{kind}</span> <span>· {esc(state)}</span>'
-        f"</div>{err}"
+        "</div>" + _error_line(error)
     )
 
 
