@@ -421,3 +421,16 @@ def test_status_shows_its_fix(fake_nvml, monkeypatch):
     fake_nvml({"init_error": pynvml.NVML_ERROR_UNKNOWN, "gpus": []})
     html = host_html(live().read(1, 0.0))
     assert "lost access to its GPU devices" in html and "<b>Fix:</b> recreate the container" in html
+
+
+def test_sampler_error_is_shown_escaped_under_both_title_lines(fake_nvml):
+    fake_nvml("gpu_without_fan")
+    s1 = live().read(1, 1000.0)
+    view = WatchView([0, 1])
+    view.apply(s1, [s1], samples_taken=1, error="12:00:00 reading failed: <b>x</b>")
+    snap = snapshot_html(s1, [s1], "live", "stopped", 1, "12:00:00 reading failed: <b>x</b>")
+    for html in (view.status.value, snap):
+        assert "sampler error" in html and "reading failed: &lt;b&gt;x&lt;/b&gt;" in html
+    view.apply(s1, [s1], samples_taken=1)
+    assert "sampler error" not in view.status.value  # gone once the error is cleared
+    view.close()
