@@ -424,8 +424,9 @@ class ClusterView(View):
         hosts = list(by_host(gpus))
         if list(self.picker.options) != hosts:
             keep = self.picker.value if self.picker.value in hosts else hosts[0]
-            self.picker.options = hosts
-            self.picker.value = keep
+            with self.picker.hold_sync():  # options and value: one message
+                self.picker.options = hosts
+                self.picker.value = keep
         self._refresh_detail()
 
 

@@ -378,3 +378,25 @@ def test_outside_strings_are_escaped_in_text_and_html():
         and "<script>" not in html
         and "&lt;script&gt;" in html
     )
+
+
+def test_the_host_picker_changes_options_and_value_in_one_message(monkeypatch):
+    src, both = _gpus(
+        _rows(prom_sim.SimHost("a", "dcgm", 1), 0) + _rows(prom_sim.SimHost("b", "dcgm", 1), 1)
+    )
+    view = ClusterViews(src).view("cluster")
+    s1 = src._sample(1, 1000.0, both[:1])
+    view.apply(s1, [s1])
+    assert list(view.picker.options) == ["a"] and view.picker.value == "a"
+    sent = []
+    orig = view.picker._send
+    monkeypatch.setattr(
+        view.picker,
+        "_send",
+        lambda msg, buffers=None: sent.append(sorted(msg["state"])) or orig(msg, buffers),
+    )
+    s2 = src._sample(2, 1001.0, both)
+    view.apply(s2, [s1, s2])
+    assert list(view.picker.options) == ["a", "b"] and view.picker.value == "a"
+    assert len(sent) == 1 and "_options_labels" in sent[0]  # one message, not one per trait
+    view.close()

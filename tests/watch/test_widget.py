@@ -1,6 +1,6 @@
 """Tier 1 for the %gpuwatch widget and HTML.
 
-Tier 1 for the %gpuwatch widget and HTML: trait updates under ``hold_sync`` without a kernel, the
+Tier 1 for the %gpuwatch widget and HTML: trait updates and their messages without a kernel, the
 Stop button, the REPLAY label, escaping of hostile names, theme colours only, charts with scale, key
 and time span, the driver model; tier 2 (a real InteractiveShell's display machinery) for the
 snapshot that replaces the widget when the monitor stops and the fallback saved beside a live
@@ -33,32 +33,44 @@ from tests.watch.fakes import DEMO, gpu_row, live, wait_until
 # -----------------------------------------------------------
 
 
-def test_widget_view_apply_sets_values_under_hold_sync(fake_nvml, monkeypatch):
+def _messages(view, monkeypatch) -> list:
+    """``(widget, state keys)`` of each comm message the view's widgets send from now on."""
+    sent = []
+    for w in view.widgets():
+        orig = w._send
+
+        def spy(msg, buffers=None, w=w, orig=orig):
+            sent.append((w, sorted(msg.get("state", {}))))
+            return orig(msg, buffers)
+
+        monkeypatch.setattr(w, "_send", spy)
+    return sent
+
+
+def test_a_tick_sends_one_message_and_the_stop_one_for_the_button(fake_nvml, monkeypatch):
     fake_nvml("gpu_without_fan")
     src = live()
     view = WatchView([0, 1], label="live")
     s1, s2 = src.read(1, 1000.0), src.read(2, 1001.0)
     view.apply(s1, [s1], samples_taken=1)
-    first = {w: w.value for w in view.widgets() if hasattr(w, "value")}
-    held = []
-    for w in view.widgets():
-        orig = w.hold_sync
-
-        def spy(orig=orig, w=w):
-            held.append(w)
-            return orig()
-
-        monkeypatch.setattr(w, "hold_sync", spy)
+    first = view.gpus.value
+    sent = _messages(view, monkeypatch)
     view.apply(s2, [s1, s2], samples_taken=2)
-    assert set(held) == set(view.widgets())
-    assert view.gpus.value != first[view.gpus]  # utilization moved
+    assert sent == [(view.gpus, ["value"])]  # one message: the GPUs' widget, nothing held
+    assert view.gpus.value != first  # utilization moved
     assert "samples: 2" in view.gpus.value and "LIVE" in view.status.value
     assert "samples" not in view.status.value  # the title line moves with the state only
     assert "<polyline" in gpu_row(view, 0)
     assert "not supported on this GPU" in gpu_row(view, 1)  # NA reason shown and as tooltip
     assert 'title="not supported on this GPU"' in gpu_row(view, 1)
+    sent.clear()
     view.apply(s2, [s1, s2], state="stopped (end)", samples_taken=2, stopped=True)
     assert view.button.disabled and view.button.description == "Stopped"
+    # the title line, and the button's two traits in one message
+    assert sent == [(view.status, ["value"]), (view.button, ["description", "disabled"])]
+    sent.clear()
+    view.apply(s2, [s1, s2], state="stopped (end)", samples_taken=2, stopped=True)
+    assert sent == []  # stopped already: nothing new to say
     view.close()
 
 
