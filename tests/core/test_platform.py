@@ -130,24 +130,48 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def _reapers() -> set:
-    pids = set()
+def _pipes(pid: int) -> set:
+    """The pipes process ``pid`` holds open (Linux: the ``pipe:[inode]`` links in /proc)."""
+    pipes = set()
+    folder = f"/proc/{pid}/fd"
+    for fd in os.listdir(folder):
+        try:
+            link = os.readlink(f"{folder}/{fd}")
+        except OSError:  # closed meanwhile
+            continue
+        if link.startswith("pipe:"):
+            pipes.add(link)
+    return pipes
+
+
+def _reapers_of(pid: int) -> set:
+    """Pids of the reapers whose pipe process ``pid`` writes to.
+
+    A reaper is no child of the process it serves (its launcher forked it and exited), and other
+    reapers may run on the machine (another test run, a notebook): the pipe tells them apart.
+    """
+    pipes, found = _pipes(pid), set()
     for p in psutil.process_iter(["cmdline"]):
-        if (p.info["cmdline"] or [])[-1:] == [platform.REAPER]:
-            pids.add(p.pid)
-    return pids
+        if (p.info["cmdline"] or [])[-1:] != [platform.REAPER]:
+            continue
+        try:
+            if os.readlink(f"/proc/{p.pid}/fd/0") in pipes:
+                found.add(p.pid)
+        except OSError:  # it ended meanwhile
+            continue
+    return found
 
 
 @pytest.mark.parametrize("kill", [True, False], ids=["killed_with_sigkill", "normal_exit"])
 def test_a_child_never_outlives_its_starter(kill):
-    before = _reapers()
     env = dict(os.environ, PYTHONPATH=str(PKG.parent))
     starter = subprocess.Popen(
         [sys.executable, "-c", STARTER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
     )
     child = int(starter.stdout.readline())
     assert not _gone(child)
-    assert _reapers() - before, "no reaper was started"
+    reapers = _reapers_of(starter.pid)
+    assert reapers, "no reaper was started"
     if kill:
         starter.kill()  # SIGKILL: no exit hook runs
     else:
@@ -155,10 +179,10 @@ def test_a_child_never_outlives_its_starter(kill):
     starter.stdin.close()
     starter.wait(timeout=60)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (_gone(child) and not _reapers() - before):
+    while time.monotonic() < deadline and not (_gone(child) and all(map(_gone, reapers))):
         time.sleep(0.05)
     assert _gone(child), "the child outlived the process that started it"
-    assert not _reapers() - before, "the reaper outlived its work"
+    assert all(map(_gone, reapers)), "the reaper outlived its work"
 
 
 def test_the_reaper_pipe_leaves_no_unclosed_file_warning():
@@ -180,15 +204,18 @@ def test_the_reaper_pipe_leaves_no_unclosed_file_warning():
 
 def _reap(lines: list) -> None:
     """Run a reaper, tell it ``lines``, close its pipe and wait until it has done its work."""
-    before = _reapers()
+    ours = _reapers_of(os.getpid())  # this process's own reaper, if it started programs
     launcher = subprocess.Popen([sys.executable, "-c", platform.REAPER], stdin=subprocess.PIPE)
     launcher.stdin.write("".join(lines).encode("ascii"))
+    launcher.stdin.flush()
+    launcher.wait(timeout=30)  # it forked the reaper, which reads our pipe, and exited
+    reapers = _reapers_of(os.getpid()) - ours
+    assert len(reapers) == 1
     launcher.stdin.close()  # end of file: the reaper acts now
-    launcher.wait(timeout=30)
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _reapers() - before:
+    while time.monotonic() < deadline and not all(map(_gone, reapers)):
         time.sleep(0.05)
-    assert not _reapers() - before
+    assert all(map(_gone, reapers))
 
 
 def test_the_reaper_kills_only_the_process_it_was_told_of():
