@@ -56,9 +56,12 @@ setup: system-deps $(STAMP)
 demo: setup
 	$(PY) scripts/run_demo.py
 
-# the lint first: a lint error fails the run before any test starts
+# the lint first: a lint error fails the run before any test starts. The suite runs on
+# TEST_WORKERS processes (pytest-xdist), each test file whole in one of them; TEST_WORKERS=0 runs
+# it in this process, one test after the other.
+TEST_WORKERS ?= 2
 test: system-deps-test lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # ruff: the format check and the lint rules configured in pyproject.toml
 lint: setup
