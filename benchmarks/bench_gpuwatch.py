@@ -12,7 +12,7 @@ part 0 alone.
    the samples. Goal: < 1 ms per GPU + < 2 ms fixed per sample.
    After each run, in the same kernel and thread set-up, the floor of a tick: the same NVML calls
    straight through the fake (``_bare_binding_calls``), the host read, and one HTML widget set of
-   the size the monitor's last tick sent, with no other code of ours; the sample less the floor is
+   the HTML the monitor's last tick sent, with no other code of ours; the sample less the floor is
    what cudamagic's own code costs.
 1. Hot-loop cost of one sample through the fake NVML (tests/fake_nvml.py) for 1 and 8 GPUs: the GPU
     part
@@ -224,15 +224,15 @@ def use_gpus(n):
     for g in sc["gpus"]:
         g["processes"] = [(os.getpid(), 2 * fm.GIB), (3_999_990, fm.GIB)]
     fm.install(fm.FakeNVML(sc))
-def floor(n, chars, seconds, interval=0.1):
+def floor(n, html, seconds, interval=0.1):
     # the floor of a tick, in a thread like the sampler's: the same NVML calls bare, the host
-    # read, one HTML widget set of `chars` characters (new each tick); no other code of ours
+    # read, one HTML widget set of the monitor's last HTML (a new count in front of it each
+    # tick, so each set sends); no other code of ours
     import pynvml, ipywidgets, sys
     sys.path.insert(0, "benchmarks")
     from bench_gpuwatch import _bare_binding_calls
     hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
     box, host, rows, stop = ipywidgets.HTML(), _S.HostReader(), [], threading.Event()
-    body = "x" * max(0, chars - 8)
     def loop():
         k = 0
         while not stop.wait(interval):
@@ -242,7 +242,7 @@ def floor(n, chars, seconds, interval=0.1):
             t1 = time.thread_time()
             host.read()
             t2 = time.thread_time()
-            box.value = f"{k:08d}" + body
+            box.value = f"{k:08d}" + html
             t3 = time.thread_time()
             rows.append({"gpu": t1 - t0, "host": t2 - t1, "widget": t3 - t2, "total": t3 - t0})
     th = threading.Thread(target=loop, daemon=True)
@@ -265,8 +265,8 @@ KERNEL_READ = r"""
 time.sleep(SECONDS)
 w.stop()
 print("ROWS", NGPU, json.dumps(_rows[1:]), w.view is not None)
-_chars = len(w.view.gpus.value)
-print("FLOOR", NGPU, json.dumps(floor(NGPU, _chars, SECONDS)), _chars)
+_html = w.view.gpus.value
+print("FLOOR", NGPU, json.dumps(floor(NGPU, _html, SECONDS)), len(_html) + 8)
 """
 
 
@@ -344,7 +344,7 @@ def bench_kernel(seconds, gpu_counts=(1, 8, 64)):
             print(
                 f"     floor, measured next in the same kernel ({len(frows)} ticks): the same "
                 f"NVML calls bare {fp['gpu']:.2f} ms + the host read {fp['host']:.2f} ms + "
-                f"one HTML widget set of the same size ({int(chars) / 1024:.1f} KB) "
+                f"one HTML widget set of the same HTML ({int(chars) / 1024:.1f} KB) "
                 f"{fp['widget']:.2f} ms = {fp['total']:.2f} ms; cudamagic's own code "
                 f"{tot[0] - fp['total']:.2f} ms a sample (the whole sample less the floor)"
             )
