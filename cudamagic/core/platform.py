@@ -310,29 +310,46 @@ def raise_stack_limit(need_bytes: int, cap_bytes: int) -> tuple:
 
 # ---- this process's memory and children
 # -----------------------------------------------------------------------
-_statm = {"pid": None, "fd": None, "page": 0}
+_statm = {"pid": None, "fd": None, "page": 0, "id": None}
 _psutil_process = {"pid": None, "proc": None}
 
 
 def _rss_statm():
-    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us), or None."""
+    """Linux: RSS from ``/proc/PID/statm`` through a kept-open descriptor (about 2 us), or None.
+
+    Other code in the process may close a descriptor it does not own, and the number then comes
+    back for the next file opened (``/proc/stat``, ``/proc/meminfo``: numbers too, which would read
+    as a constant RSS). So each reading first checks, by ``fstat``, that the descriptor is still the
+    file opened here; when it is not, the file is opened again and the number is left alone (it is
+    somebody else's now).
+    """
     if SYSTEM != "linux":
         return None
     pid = os.getpid()
+    fd = _statm["fd"]
     if _statm["pid"] != pid:
-        _statm["pid"] = pid
-        if _statm["fd"] is not None:  # inherited from the parent: it reads the parent's figures
+        if fd is not None:  # inherited from the parent: it reads the parent's figures
             with contextlib.suppress(OSError):
-                os.close(_statm["fd"])
+                os.close(fd)
+        fd = None
+    elif fd is not None:
         try:
-            _statm["fd"] = os.open(f"/proc/{pid}/statm", os.O_RDONLY)
-            _statm["page"] = os.sysconf("SC_PAGE_SIZE")
+            st = os.fstat(fd)
+            same = (st.st_dev, st.st_ino) == _statm["id"]
+        except OSError:
+            same = False
+        if not same:
+            fd = None
+    if fd is None:
+        _statm.update(pid=pid, fd=None, id=None)
+        try:
+            fd = os.open(f"/proc/{pid}/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            st = os.fstat(fd)
+            _statm.update(fd=fd, id=(st.st_dev, st.st_ino), page=os.sysconf("SC_PAGE_SIZE"))
         except (OSError, AttributeError, ValueError):
-            _statm["fd"] = None
-    if _statm["fd"] is None:
-        return None
+            return None
     try:
-        return int(os.pread(_statm["fd"], 256, 0).split()[1]) * _statm["page"]
+        return int(os.pread(fd, 256, 0).split()[1]) * _statm["page"]
     except (OSError, IndexError, ValueError):
         _statm["fd"] = None
         return None

@@ -272,6 +272,27 @@ def test_rss_on_linux_and_presented_windows(monkeypatch):
     assert linux and win and abs(linux - win) < 64 * 2**20
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/statm")
+def test_rss_when_other_code_closed_its_descriptor_and_the_number_went_to_another_file():
+    import psutil
+
+    assert platform.rss_bytes()
+    fd = platform._statm["fd"]
+    meminfo = os.open("/proc/meminfo", os.O_RDONLY)
+    os.dup2(meminfo, fd)  # another library closed our descriptor; its number now reads meminfo
+    try:
+        rss = platform.rss_bytes()
+        real = psutil.Process().memory_info().rss
+        # meminfo's second word (MemTotal, kB) read as pages would be the machine's memory x 4096
+        assert rss is not None and abs(rss - real) < 64 * 2**20, (rss, real)
+        # the number is left to its new owner, open on the file it opened
+        assert os.readlink(f"/proc/self/fd/{fd}") == "/proc/meminfo"
+        assert platform._statm["fd"] != fd
+    finally:
+        os.close(meminfo)
+        os.close(fd)
+
+
 def test_child_pids_by_proc_and_by_psutil(windows):
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
